@@ -1,0 +1,99 @@
+//! What a place can do.
+
+/// How a place turns a captured stream into a replayable graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum CaptureSupport {
+    /// The platform's own graphs (CUDA graphs, HIP graphs).
+    Native,
+    /// devstream records the work and replays it (CPU, wgpu).
+    Emulated,
+    /// No capture: `begin_capture` answers `Error::Unsupported`.
+    #[default]
+    None,
+}
+
+/// One flag per feature. An operation whose flag is off answers
+/// `Error::Unsupported { op, place }`: never a silent no-op.
+///
+/// Backends start from [`Capabilities::none`] and switch on what they have:
+///
+/// ```
+/// use devstream_core::{Capabilities, CaptureSupport};
+/// let mut caps = Capabilities::none();
+/// caps.host_funcs = true;
+/// caps.capture = CaptureSupport::Emulated;
+/// assert!(caps.host_funcs && !caps.priorities);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Streams have more than one priority level.
+    pub priorities: bool,
+    /// Work of different streams can run at the same time (wgpu: false, one queue).
+    pub concurrent_streams: bool,
+    /// Stream capture into graphs.
+    pub capture: CaptureSupport,
+    /// Events can be timed (`EventFlags::timing`, `elapsed`).
+    pub timing: bool,
+    /// `launch_host_func`.
+    pub host_funcs: bool,
+    /// `wait_flag` / `write_flag` (wait/write value on host-visible memory).
+    pub flags: bool,
+    /// A stream can wait on an event of another device of the same backend.
+    pub cross_device_wait: bool,
+    /// Native handles can be exported/imported (interprocess events, raw handles).
+    pub external_handles: bool,
+    /// Stream-ordered allocation (`cuMemAllocAsync`-style); off means allocation is synchronous.
+    pub stream_ordered_alloc: bool,
+    /// `query` asks the device without blocking; off means the backend answers `query` by
+    /// synchronizing first (Paddle plug-ins without `query_stream`).
+    pub nonblocking_query: bool,
+    /// A legacy default stream that synchronises with blocking streams exists.
+    pub legacy_default_stream: bool,
+    /// A per-thread default stream exists.
+    pub per_thread_stream: bool,
+}
+
+impl Capabilities {
+    /// Every flag off, capture `None`.
+    pub const fn none() -> Self {
+        Capabilities {
+            priorities: false,
+            concurrent_streams: false,
+            capture: CaptureSupport::None,
+            timing: false,
+            host_funcs: false,
+            flags: false,
+            cross_device_wait: false,
+            external_handles: false,
+            stream_ordered_alloc: false,
+            nonblocking_query: false,
+            legacy_default_stream: false,
+            per_thread_stream: false,
+        }
+    }
+
+    /// The capability table as `(name, value)` rows, for printing.
+    pub fn rows(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("priorities", self.priorities.to_string()),
+            ("concurrent_streams", self.concurrent_streams.to_string()),
+            ("capture", format!("{:?}", self.capture)),
+            ("timing", self.timing.to_string()),
+            ("host_funcs", self.host_funcs.to_string()),
+            ("flags", self.flags.to_string()),
+            ("cross_device_wait", self.cross_device_wait.to_string()),
+            ("external_handles", self.external_handles.to_string()),
+            (
+                "stream_ordered_alloc",
+                self.stream_ordered_alloc.to_string(),
+            ),
+            ("nonblocking_query", self.nonblocking_query.to_string()),
+            (
+                "legacy_default_stream",
+                self.legacy_default_stream.to_string(),
+            ),
+            ("per_thread_stream", self.per_thread_stream.to_string()),
+        ]
+    }
+}

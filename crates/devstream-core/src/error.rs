@@ -1,0 +1,150 @@
+//! The typed errors every backend returns.
+
+use crate::Place;
+
+/// Result alias used throughout devstream.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong, typed. `Clone` so that a stream can hand the same first error
+/// to every `synchronize` that observes it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The text does not name a place.
+    #[error("invalid place {text:?}: {reason}")]
+    InvalidPlace {
+        /// The text that was parsed.
+        text: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// An argument is out of its domain (a size, an offset, a priority, a flag combination).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The place's backend is not compiled into this build.
+    #[error(
+        "the backend for {place} is not compiled in: enable devstream's cargo feature {feature:?}"
+    )]
+    BackendNotCompiled {
+        /// The cargo feature that enables the backend.
+        feature: &'static str,
+        /// The place that was asked for.
+        place: String,
+    },
+    /// The backend is compiled in but its runtime library cannot be used here.
+    #[error("the {backend} backend is unavailable: {reason}")]
+    BackendUnavailable {
+        /// The backend name (`"cuda"`, `"hip"`, `"wgpu"`, `"plugin"`).
+        backend: &'static str,
+        /// Why: library missing, symbol missing, initialisation failed.
+        reason: String,
+    },
+    /// The runtime is there but the device is not (index out of range, no device at all).
+    #[error("no device for {place}: {reason}")]
+    NoDevice {
+        /// The place that was asked for.
+        place: Place,
+        /// What the runtime reported.
+        reason: String,
+    },
+    /// The place lacks the capability this operation needs.
+    #[error("{op} is not supported on {place}")]
+    Unsupported {
+        /// The operation, e.g. `"begin_capture"`.
+        op: &'static str,
+        /// The place that lacks it.
+        place: Place,
+    },
+    /// Two objects of different places (or backends) were combined without a bridge.
+    #[error("{op}: {found} cannot be used with {expected}")]
+    PlaceMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The place of the receiver.
+        expected: Place,
+        /// The place of the argument.
+        found: Place,
+    },
+    /// A capture rule was broken (an operation that cannot be captured, capture on the legacy
+    /// default stream, end without begin, ...). The capture, if any, is invalidated.
+    #[error("stream capture: {op}: {reason}")]
+    Capture {
+        /// The operation that broke the rule.
+        op: &'static str,
+        /// What rule.
+        reason: String,
+    },
+    /// `elapsed` with an event that was created without timing.
+    #[error("elapsed: an event was created without timing (use EventFlags::timed())")]
+    TimingDisabled,
+    /// `elapsed` with an event that was never recorded.
+    #[error("elapsed: an event was never recorded")]
+    NotRecorded,
+    /// `elapsed` with an event whose work is not complete yet.
+    #[error("elapsed: an event has not completed yet")]
+    NotReady,
+    /// A host function submitted to a stream panicked; the stream reports it from
+    /// `synchronize` (the panic never crosses into the runtime).
+    #[error("a host function panicked on stream {stream}: {message}")]
+    HostFuncPanicked {
+        /// The stream's id.
+        stream: u64,
+        /// The panic payload, if it was a string.
+        message: String,
+    },
+    /// A native driver/runtime call failed.
+    #[error("{backend}: {call} failed with {code} ({message})")]
+    Driver {
+        /// The backend.
+        backend: &'static str,
+        /// The native function.
+        call: &'static str,
+        /// The native error code.
+        code: i64,
+        /// The native error name/description.
+        message: String,
+    },
+    /// A device allocation failed for lack of memory.
+    #[error("out of memory on {place}: {bytes} bytes requested")]
+    OutOfMemory {
+        /// The place.
+        place: Place,
+        /// Bytes requested.
+        bytes: usize,
+    },
+    /// A custom-device plug-in is malformed or misbehaved.
+    #[error("plug-in {plugin}: {reason}")]
+    Plugin {
+        /// The plug-in (path or device type).
+        plugin: String,
+        /// What is wrong, naming the function where there is one.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// Shorthand for [`Error::Unsupported`].
+    pub fn unsupported(op: &'static str, place: &Place) -> Error {
+        Error::Unsupported {
+            op,
+            place: place.clone(),
+        }
+    }
+
+    /// Shorthand for [`Error::Capture`].
+    pub fn capture(op: &'static str, reason: impl Into<String>) -> Error {
+        Error::Capture {
+            op,
+            reason: reason.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::PlaceMismatch`].
+    pub fn mismatch(op: &'static str, expected: &Place, found: &Place) -> Error {
+        Error::PlaceMismatch {
+            op,
+            expected: expected.clone(),
+            found: found.clone(),
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! Core contract of devstream.
+//!
+//! This crate holds everything a backend needs to implement and everything the facade needs to
+//! dispatch, and nothing backend specific:
+//!
+//! * [`Place`]: where a stream lives (`"cpu"`, `"cuda:0"`, `"npu:1"`, ...);
+//! * [`Priority`], [`PriorityRange`]: priorities and their one normalisation rule;
+//! * [`StreamOptions`], [`EventFlags`], [`CaptureMode`]: what a stream, event or capture is asked to be;
+//! * [`Capabilities`]: what a place can do, one flag per feature;
+//! * [`Error`]/[`Result`]: the typed errors every backend returns;
+//! * the backend traits in [`traits`]: [`DeviceBackend`], [`DeviceStream`], [`DeviceEvent`],
+//!   [`DeviceGraph`], [`DeviceFlag`], [`DeviceBuffer`], [`HostBuffer`];
+//! * [`current`]: per-thread, per-place current-stream slots with RAII guards;
+//! * [`pool`]: a lazily created round-robin pool of streams per place and priority.
+//!
+//! # Example
+//! ```
+//! use devstream_core::{Place, Priority, PriorityRange};
+//! let place: Place = "gpu:1".parse().unwrap();
+//! assert_eq!(place, Place::Cuda(1));
+//! assert_eq!(place.to_string(), "cuda:1");
+//! let range = PriorityRange { least: 0, greatest: -5 };
+//! assert_eq!(range.normalize(Priority::High), -5);
+//! assert_eq!(range.normalize(Priority::Native(-100)), -5);
+//! ```
+#![warn(missing_docs)]
+
+mod capabilities;
+pub mod current;
+mod error;
+mod options;
+mod place;
+pub mod pool;
+mod priority;
+pub mod traits;
+
+pub use capabilities::{Capabilities, CaptureSupport};
+pub use error::{Error, Result};
+pub use options::{CaptureMode, EventFlags, StreamOptions};
+pub use place::{BackendKind, Place};
+pub use priority::{Priority, PriorityRange};
+pub use traits::{
+    DeviceBackend, DeviceBuffer, DeviceEvent, DeviceFlag, DeviceGraph, DeviceStream, HostBuffer,
+    HostFn, LiveCounts,
+};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A process-wide unique, never-zero id for a stream, event, flag or graph.
+///
+/// Backends use it for `id()` so that ids are unique across backends and never reused,
+/// which makes streams orderable and hashable without looking at native handles.
+///
+/// ```
+/// let a = devstream_core::next_id();
+/// let b = devstream_core::next_id();
+/// assert!(b > a && a > 0);
+/// ```
+pub fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}

@@ -1,0 +1,280 @@
+//! The backend traits: one interface every device implements.
+//!
+//! A backend crate implements [`DeviceBackend`] (the registry entry: places, capabilities,
+//! constructors) and the handle traits [`DeviceStream`], [`DeviceEvent`], [`DeviceGraph`],
+//! [`DeviceFlag`], [`DeviceBuffer`] and [`HostBuffer`]. Code that knows its backend at compile
+//! time uses them directly and pays no dispatch:
+//!
+//! ```
+//! use devstream_core::{DeviceStream, Result};
+//! fn ping_pong<S: DeviceStream>(a: &S, b: &S) -> Result<()> {
+//!     b.wait_stream(a)?;          // b's later work runs after a's current work
+//!     let done = b.record_event()?;
+//!     a.wait_event(&done)?;       // and a's later work after that
+//!     a.synchronize()
+//! }
+//! ```
+//!
+//! The facade crate `devstream` wraps each backend's handles into run-time dispatched
+//! `Stream`/`Event`/`Graph` enums.
+//!
+//! # Rules every implementation obeys
+//! * Work on one stream runs in submission order; `wait_event` orders only later work and never
+//!   blocks the host.
+//! * `query` is true iff all submitted work is done; `synchronize` blocks until then and returns
+//!   the first error any of that work raised (a panicking host function is such an error).
+//! * A never-recorded event queries true; re-recording replaces what it captures.
+//! * Dropping a handle with queued work never blocks and never frees what that work still uses.
+//! * An operation whose capability is off answers [`Error::Unsupported`](crate::Error).
+
+use crate::{
+    BackendKind, Capabilities, CaptureMode, Error, EventFlags, Place, Priority, PriorityRange,
+    Result, StreamOptions,
+};
+use std::fmt::Debug;
+use std::time::Duration;
+
+/// A host function put on a stream: runs once per submission (once per `Graph::launch` when
+/// captured), in stream order.
+pub type HostFn = Box<dyn FnMut() + Send + 'static>;
+
+/// Counts of live user-created objects of a backend (singleton default streams excluded), so
+/// that tests can check that nothing leaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveCounts {
+    /// Live streams (their handles and queued work together keep them alive).
+    pub streams: usize,
+    /// Live events.
+    pub events: usize,
+}
+
+/// The registry entry of a backend: which places it serves and how to make its objects.
+///
+/// Like PyTorch's `c10::DeviceGuardImplInterface`, this is the one interface every device
+/// implements and the facade picks by [`Place::backend`].
+pub trait DeviceBackend: Send + Sync + 'static {
+    /// The backend's stream type (which names the event, graph, flag and buffer types).
+    type Stream: DeviceStream;
+
+    /// Which place family this backend serves.
+    const KIND: BackendKind;
+
+    /// Every place of this backend usable now (probing the runtime; never panics when it is
+    /// missing: then the list is empty).
+    fn places() -> Vec<Place>;
+
+    /// Whether the backend's runtime can be used at all here, and if not, why
+    /// (`Error::BackendUnavailable`).
+    fn probe() -> Result<()>;
+
+    /// Capabilities of one place.
+    fn capabilities(place: &Place) -> Result<Capabilities>;
+
+    /// Native priority range of one place (`{0, 0}` without priorities).
+    fn priority_range(place: &Place) -> Result<PriorityRange>;
+
+    /// A new stream.
+    fn new_stream(place: &Place, options: StreamOptions) -> Result<Self::Stream>;
+
+    /// The place's legacy default stream (the one that synchronises with blocking streams),
+    /// or, where the backend has none, its default stream.
+    fn default_stream(place: &Place) -> Result<Self::Stream>;
+
+    /// The calling thread's per-thread default stream, or `Error::Unsupported`.
+    fn per_thread_stream(place: &Place) -> Result<Self::Stream>;
+
+    /// A new, never-recorded event.
+    fn new_event(place: &Place, flags: EventFlags)
+        -> Result<<Self::Stream as DeviceStream>::Event>;
+
+    /// A new host-visible flag, initially 0, or `Error::Unsupported`.
+    fn new_flag(place: &Place) -> Result<<Self::Stream as DeviceStream>::Flag>;
+
+    /// Live user-created streams and events.
+    fn live_counts() -> LiveCounts;
+}
+
+/// An ordered queue of device work.
+pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
+    /// Events recorded on and waited for by this stream.
+    type Event: DeviceEvent;
+    /// Graphs captured from this stream.
+    type Graph: DeviceGraph<Stream = Self>;
+    /// Host-visible flags this stream can wait on and write.
+    type Flag: DeviceFlag;
+    /// Device memory.
+    type Buffer: DeviceBuffer;
+    /// Host memory the device can copy to and from asynchronously (pinned where the platform has
+    /// it).
+    type HostBuffer: HostBuffer;
+
+    /// The stream's place.
+    fn place(&self) -> &Place;
+    /// A process-unique id (see [`crate::next_id`]).
+    fn id(&self) -> u64;
+    /// The priority, read back from the clamped native number.
+    fn priority(&self) -> Priority;
+    /// The clamped native priority number.
+    fn native_priority(&self) -> i32;
+    /// `true` unless the stream synchronises with the legacy default stream.
+    fn is_non_blocking(&self) -> bool;
+    /// The place's capabilities.
+    fn capabilities(&self) -> Capabilities;
+
+    /// `true` iff all work submitted so far is done. Never blocks (except on places whose
+    /// `nonblocking_query` capability is off). During capture: `Error::Capture`.
+    fn query(&self) -> Result<bool>;
+    /// Blocks until all work submitted so far is done; returns the first error of that work.
+    /// During capture: `Error::Capture` and the capture is invalidated.
+    fn synchronize(&self) -> Result<()>;
+
+    /// Records `event` here: it captures all work submitted so far.
+    fn record(&self, event: &Self::Event) -> Result<()>;
+    /// A new event with default flags, recorded here.
+    fn record_event(&self) -> Result<Self::Event>;
+    /// Work submitted after this call waits for what `event` captured. Returns at once.
+    fn wait_event(&self, event: &Self::Event) -> Result<()>;
+    /// Work submitted after this call waits for all work submitted to `other` so far.
+    fn wait_stream(&self, other: &Self) -> Result<()>;
+    /// Runs `f` on the host after all earlier work; later work waits for it. A panic in `f` is
+    /// caught and reported by `synchronize`.
+    fn launch_host_func(&self, f: HostFn) -> Result<()>;
+
+    /// Starts capturing: later work is recorded into a graph instead of run.
+    fn begin_capture(&self, mode: CaptureMode) -> Result<()>;
+    /// Ends capturing and returns the graph.
+    fn end_capture(&self) -> Result<Self::Graph>;
+    /// Whether the stream is capturing.
+    fn is_capturing(&self) -> Result<bool>;
+
+    /// Later work waits until `flag`'s value is ≥ `value` (CUDA's `CU_STREAM_WAIT_VALUE_GEQ`).
+    fn wait_flag(&self, flag: &Self::Flag, value: u32) -> Result<()>;
+    /// Writes `value` to `flag` in stream order.
+    fn write_flag(&self, flag: &Self::Flag, value: u32) -> Result<()>;
+
+    /// Device memory of `len` bytes, usable by work submitted to this stream from now on.
+    fn alloc(&self, len: usize) -> Result<Self::Buffer>;
+    /// Host memory of `len` bytes for asynchronous copies (zeroed).
+    fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer>;
+    /// Copies `src` to `dst[dst_offset..]`. `src` is staged before the call returns, so it may
+    /// be reused at once (pageable-memory semantics).
+    fn copy_from_host(&self, dst: &Self::Buffer, dst_offset: usize, src: &[u8]) -> Result<()>;
+    /// Asynchronous host→device copy of `len` bytes.
+    fn copy_host_to_device(
+        &self,
+        dst: &Self::Buffer,
+        dst_offset: usize,
+        src: &Self::HostBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()>;
+    /// Asynchronous device→host copy of `len` bytes.
+    fn copy_device_to_host(
+        &self,
+        dst: &Self::HostBuffer,
+        dst_offset: usize,
+        src: &Self::Buffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()>;
+    /// Asynchronous device→device copy of `len` bytes.
+    fn copy_device_to_device(
+        &self,
+        dst: &Self::Buffer,
+        dst_offset: usize,
+        src: &Self::Buffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()>;
+    /// Sets `len` bytes of `dst` from `offset` to `value`.
+    fn fill(&self, dst: &Self::Buffer, offset: usize, len: usize, value: u8) -> Result<()>;
+}
+
+/// A marker in a stream's work.
+pub trait DeviceEvent: Clone + Debug + Send + Sync + 'static {
+    /// The event's place.
+    fn place(&self) -> Option<Place>;
+    /// A process-unique id.
+    fn id(&self) -> u64;
+    /// The flags it was created with.
+    fn flags(&self) -> EventFlags;
+    /// `true` iff the captured work is done (or the event was never recorded).
+    fn query(&self) -> Result<bool>;
+    /// Blocks until the captured work is done.
+    fn synchronize(&self) -> Result<()>;
+    /// Time from `self` to `end`: `TimingDisabled`, `NotRecorded` or `NotReady` where it does not
+    /// apply.
+    fn elapsed(&self, end: &Self) -> Result<Duration>;
+}
+
+/// Work captured from a stream, replayable on any stream of its place.
+pub trait DeviceGraph: Debug + Send + Sync + 'static {
+    /// The stream type it launches on.
+    type Stream: DeviceStream;
+    /// The place it was captured on.
+    fn place(&self) -> &Place;
+    /// Runs the captured work on `stream`, in its order, once more.
+    fn launch(&self, stream: &Self::Stream) -> Result<()>;
+}
+
+/// A host-visible 32-bit value streams can wait on and write.
+pub trait DeviceFlag: Clone + Debug + Send + Sync + 'static {
+    /// The flag's place.
+    fn place(&self) -> &Place;
+    /// A process-unique id.
+    fn id(&self) -> u64;
+    /// Sets the value from the host (releasing streams waiting for ≤ `value`).
+    fn set(&self, value: u32);
+    /// Reads the value.
+    fn get(&self) -> u32;
+}
+
+/// Device memory. Dropping it while queued work uses it frees it only after that work.
+pub trait DeviceBuffer: Debug + Send + Sync + 'static {
+    /// Size in bytes.
+    fn len(&self) -> usize;
+    /// Whether the size is 0.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The buffer's place.
+    fn place(&self) -> &Place;
+}
+
+/// Host memory for asynchronous copies. Reads and writes from the host wait for queued copies
+/// that touch the buffer, so the host never races the device.
+pub trait HostBuffer: Debug + Send + Sync + 'static {
+    /// Size in bytes.
+    fn len(&self) -> usize;
+    /// Whether the size is 0.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies `out.len()` bytes from `offset` after queued work writing the buffer is done.
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()>;
+    /// Copies `data` to `offset` after queued work using the buffer is done.
+    fn write(&self, offset: usize, data: &[u8]) -> Result<()>;
+    /// The whole content, after queued work writing it is done.
+    fn to_vec(&self) -> Result<Vec<u8>> {
+        let mut out = vec![0; self.len()];
+        self.read(0, &mut out)?;
+        Ok(out)
+    }
+}
+
+/// Checks that `offset..offset + len` lies within a buffer of `buffer_len` bytes.
+///
+/// ```
+/// use devstream_core::traits::check_range;
+/// assert!(check_range("fill", 4, 4, 8).is_ok());
+/// assert!(check_range("fill", 5, 4, 8).is_err());
+/// assert!(check_range("fill", usize::MAX, 2, 8).is_err());
+/// ```
+pub fn check_range(op: &'static str, offset: usize, len: usize, buffer_len: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= buffer_len => Ok(()),
+        _ => Err(Error::InvalidArgument(format!(
+            "{op}: range {offset}..{offset}+{len} is outside a buffer of {buffer_len} bytes"
+        ))),
+    }
+}

@@ -1,0 +1,1 @@
+//! devstream cuda (being written).

@@ -1,0 +1,1 @@
+//! devstream gpu-common (being written).

@@ -1,0 +1,1 @@
+//! devstream plugin (being written).

@@ -1,0 +1,1 @@
+//! devstream wgpu (being written).

@@ -1,0 +1,103 @@
+//! Facade buffers.
+
+use crate::dispatch::{DeviceBufferApi, HostBufferApi, Member};
+use devstream_core::{Place, Result};
+use enum_dispatch::enum_dispatch;
+
+/// Device memory allocated by [`Stream::alloc`](crate::Stream::alloc). Dropping it while queued
+/// work uses it frees it only after that work.
+#[enum_dispatch(DeviceBufferApi)]
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DeviceBuffer {
+    /// A CPU buffer.
+    #[cfg(feature = "cpu")]
+    Cpu(devstream_cpu::CpuBuffer),
+    /// A CUDA buffer.
+    #[cfg(feature = "cuda")]
+    Cuda(devstream_cuda::CudaBuffer),
+    /// A wgpu buffer.
+    #[cfg(feature = "wgpu")]
+    Wgpu(devstream_wgpu::WgpuBuffer),
+    /// A custom-device (plug-in or Rust-registered) buffer.
+    #[cfg(feature = "plugin")]
+    Custom(devstream_plugin::PluginBuffer),
+}
+
+impl DeviceBuffer {
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        DeviceBufferApi::len(self)
+    }
+    /// Whether the size is 0.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The buffer's place.
+    pub fn place(&self) -> &Place {
+        DeviceBufferApi::place(self)
+    }
+    /// The backend handle inside.
+    pub fn backend<T: Member<DeviceBuffer>>(&self) -> Option<&T> {
+        T::unwrap_ref(self)
+    }
+}
+
+/// Host memory for asynchronous copies, from [`Stream::alloc_host`](crate::Stream::alloc_host).
+/// Host reads and writes wait for queued copies that touch it.
+///
+/// ```
+/// use devstream::{Place, Stream};
+/// let s = Stream::new(&Place::Cpu).unwrap();
+/// let dev = s.alloc(4).unwrap();
+/// let host = s.alloc_host(4).unwrap();
+/// s.copy_from_host(&dev, 0, &[1, 2, 3, 4]).unwrap();
+/// s.copy_device_to_host(&host, 0, &dev, 0, 4).unwrap();
+/// assert_eq!(host.to_vec().unwrap(), vec![1, 2, 3, 4]); // waits for the copy
+/// ```
+#[enum_dispatch(HostBufferApi)]
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum HostBuffer {
+    /// A CPU host buffer.
+    #[cfg(feature = "cpu")]
+    Cpu(devstream_cpu::CpuHostBuffer),
+    /// A CUDA host buffer.
+    #[cfg(feature = "cuda")]
+    Cuda(devstream_cuda::CudaHostBuffer),
+    /// A wgpu host buffer.
+    #[cfg(feature = "wgpu")]
+    Wgpu(devstream_wgpu::WgpuHostBuffer),
+    /// A custom-device (plug-in or Rust-registered) host buffer.
+    #[cfg(feature = "plugin")]
+    Custom(devstream_plugin::PluginHostBuffer),
+}
+
+impl HostBuffer {
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        HostBufferApi::len(self)
+    }
+    /// Whether the size is 0.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies `out.len()` bytes from `offset`, after queued work writing the buffer is done.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        HostBufferApi::read(self, offset, out)
+    }
+    /// Copies `data` to `offset`, after queued work using the buffer is done.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        HostBufferApi::write(self, offset, data)
+    }
+    /// The whole content, after queued work writing it is done.
+    pub fn to_vec(&self) -> Result<Vec<u8>> {
+        let mut out = vec![0; self.len()];
+        self.read(0, &mut out)?;
+        Ok(out)
+    }
+    /// The backend handle inside.
+    pub fn backend<T: Member<HostBuffer>>(&self) -> Option<&T> {
+        T::unwrap_ref(self)
+    }
+}

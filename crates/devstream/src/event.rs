@@ -1,0 +1,99 @@
+//! The facade event.
+
+use crate::dispatch::{EventApi, Member};
+use crate::Stream;
+use devstream_core::{DeviceBackend, EventFlags, Place, Result};
+use enum_dispatch::enum_dispatch;
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+/// A marker in a stream's work: record it, wait for it from other streams, query it, time it.
+///
+/// ```
+/// use devstream::{Event, EventFlags, Place, Stream};
+/// let s = Stream::new(&Place::Cpu).unwrap();
+/// let start = Event::new(&Place::Cpu, EventFlags::timed()).unwrap();
+/// assert!(start.query().unwrap(), "a never-recorded event is complete");
+/// start.record(&s).unwrap();
+/// s.launch_host_func(|| std::thread::sleep(std::time::Duration::from_millis(2))).unwrap();
+/// let end = Event::new(&Place::Cpu, EventFlags::timed()).unwrap();
+/// end.record(&s).unwrap();
+/// end.synchronize().unwrap();
+/// assert!(start.elapsed(&end).unwrap() >= std::time::Duration::from_millis(2));
+/// ```
+#[enum_dispatch(EventApi)]
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Event {
+    /// A CPU event.
+    #[cfg(feature = "cpu")]
+    Cpu(devstream_cpu::CpuEvent),
+    /// A CUDA event.
+    #[cfg(feature = "cuda")]
+    Cuda(devstream_cuda::CudaEvent),
+    /// A wgpu event.
+    #[cfg(feature = "wgpu")]
+    Wgpu(devstream_wgpu::WgpuEvent),
+    /// A custom-device (plug-in or Rust-registered) event.
+    #[cfg(feature = "plugin")]
+    Custom(devstream_plugin::PluginEvent),
+}
+
+impl Event {
+    /// A new, never-recorded event. Timing is off unless `flags.timing`.
+    pub fn new(place: &Place, flags: EventFlags) -> Result<Event> {
+        let flags = flags.validate()?;
+        crate::registry::with_backend!(place, B => B::new_event(place, flags).map(Member::wrap))
+    }
+
+    /// Records the event on `stream`: it now captures all work submitted there so far.
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        stream.record(self)
+    }
+
+    /// The event's place.
+    pub fn place(&self) -> Option<Place> {
+        EventApi::place(self)
+    }
+    /// A process-unique id.
+    pub fn id(&self) -> u64 {
+        EventApi::id(self)
+    }
+    /// The flags it was created with.
+    pub fn flags(&self) -> EventFlags {
+        EventApi::flags(self)
+    }
+    /// `true` iff the captured work is done (a never-recorded event is done).
+    pub fn query(&self) -> Result<bool> {
+        let _span = tracing::trace_span!("devstream.event_query", event = self.id()).entered();
+        EventApi::query(self)
+    }
+    /// Blocks until the captured work is done.
+    pub fn synchronize(&self) -> Result<()> {
+        let _span =
+            tracing::trace_span!("devstream.event_synchronize", event = self.id()).entered();
+        EventApi::synchronize(self)
+    }
+    /// Time from this event to `end`. `Error::TimingDisabled` if either lacks timing,
+    /// `Error::NotRecorded` if either was never recorded, `Error::NotReady` if either is not
+    /// complete.
+    pub fn elapsed(&self, end: &Event) -> Result<Duration> {
+        EventApi::elapsed(self, end)
+    }
+    /// The backend handle inside.
+    pub fn backend<T: Member<Event>>(&self) -> Option<&T> {
+        T::unwrap_ref(self)
+    }
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Event) -> bool {
+        self.id() == other.id()
+    }
+}
+impl Eq for Event {}
+impl Hash for Event {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.id().hash(state);
+    }
+}

@@ -1,0 +1,86 @@
+//! One stream/event model over CUDA, HIP, wgpu, Paddle custom devices and the host CPU.
+//!
+//! ```
+//! use devstream::{Place, Stream, Event, EventFlags, Priority};
+//! # fn main() -> devstream::Result<()> {
+//! let place: Place = "cpu".parse()?;
+//! let s1 = Stream::builder(&place).priority(Priority::High).build()?;
+//! let s2 = Stream::new(&place)?;
+//! s1.launch_host_func(|| println!("runs on a worker, in s1's order"))?;
+//! s2.wait_stream(&s1)?;            // s2's later work runs after s1's current work
+//! let done = s2.record_event()?;
+//! done.synchronize()?;
+//! assert!(s1.query()? && s2.query()?);
+//! {
+//!     let _guard = s2.make_current(); // like `with s2:` in CuPy
+//!     assert_eq!(devstream::current_stream(&place)?, s2);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! The facade's [`Stream`], [`Event`], [`Graph`], [`Flag`], [`DeviceBuffer`] and [`HostBuffer`]
+//! dispatch at run time (through `enum_dispatch`) over the backends compiled in:
+//!
+//! | cargo feature | places | crate |
+//! |---|---|---|
+//! | `cpu` (default) | `cpu` | `devstream-cpu` |
+//! | `cuda` | `cuda:N` (`gpu:N`) | `devstream-cuda` |
+//! | `wgpu` | `wgpu:N` | `devstream-wgpu` |
+//! | `plugin` | `<device_type>:N` | `devstream-plugin` |
+//!
+//! Code that knows its backend at compile time can use the backend crate's types through the
+//! traits in [`backend`] and pay no dispatch.
+#![warn(missing_docs)]
+
+#[cfg(not(any(
+    feature = "cpu",
+    feature = "cuda",
+    feature = "wgpu",
+    feature = "plugin"
+)))]
+compile_error!("devstream needs at least one backend feature (cpu, cuda, hip, wgpu or plugin)");
+
+mod backends;
+mod buffer;
+mod dispatch;
+mod event;
+mod flag;
+mod graph;
+mod registry;
+mod stream;
+
+pub use buffer::{DeviceBuffer, HostBuffer};
+pub use devstream_core::{
+    BackendKind, Capabilities, CaptureMode, CaptureSupport, Error, EventFlags, LiveCounts, Place,
+    Priority, PriorityRange, Result, StreamOptions,
+};
+pub use dispatch::Member;
+pub use event::Event;
+pub use flag::Flag;
+pub use graph::Graph;
+pub use registry::{
+    capabilities, compiled_backends, current_stream, live_counts, places, priority_range, probe,
+    set_current_stream,
+};
+pub use stream::{Stream, StreamBuilder, StreamGuard};
+
+/// The backend traits, for code that picks its backend at compile time.
+pub mod backend {
+    pub use devstream_core::traits::*;
+}
+
+/// The CPU backend crate (cargo feature `cpu`).
+#[cfg(feature = "cpu")]
+pub use devstream_cpu as cpu;
+
+/// The CUDA backend crate (cargo feature `cuda`).
+#[cfg(feature = "cuda")]
+pub use devstream_cuda as cuda;
+
+/// The wgpu backend crate (cargo feature `wgpu`).
+#[cfg(feature = "wgpu")]
+pub use devstream_wgpu as wgpu;
+
+/// The custom-device (Paddle plug-in) backend crate (cargo feature `plugin`).
+#[cfg(feature = "plugin")]
+pub use devstream_plugin as plugin;

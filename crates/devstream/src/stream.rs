@@ -1,0 +1,305 @@
+//! The facade stream.
+
+use crate::dispatch::{Member, StreamApi};
+use crate::registry::{self, with_backend};
+use crate::{DeviceBuffer, Event, Flag, Graph, HostBuffer};
+use devstream_core::{
+    current, Capabilities, CaptureMode, DeviceBackend, HostFn, Place, Priority, Result,
+    StreamOptions,
+};
+use enum_dispatch::enum_dispatch;
+use std::cmp::Ordering;
+use std::hash::{Hash, Hasher};
+use tracing::trace_span;
+
+/// An ordered queue of work on a place, dispatched to the backend compiled in for it.
+///
+/// Cheap to clone (a handle); clones compare and hash equal; streams are ordered by place, then
+/// id. Dropping the last handle never blocks and never frees what queued work still uses.
+///
+/// ```
+/// use devstream::{Place, Stream};
+/// let s = Stream::new(&Place::Cpu).unwrap();
+/// let t = s.clone();
+/// assert_eq!(s, t);
+/// assert_ne!(s, Stream::new(&Place::Cpu).unwrap());
+/// s.synchronize().unwrap();
+/// ```
+#[enum_dispatch(StreamApi)]
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Stream {
+    /// A CPU stream.
+    #[cfg(feature = "cpu")]
+    Cpu(devstream_cpu::CpuStream),
+    /// A CUDA stream.
+    #[cfg(feature = "cuda")]
+    Cuda(devstream_cuda::CudaStream),
+    /// A wgpu stream.
+    #[cfg(feature = "wgpu")]
+    Wgpu(devstream_wgpu::WgpuStream),
+    /// A custom-device (plug-in or Rust-registered) stream.
+    #[cfg(feature = "plugin")]
+    Custom(devstream_plugin::PluginStream),
+}
+
+/// Restores the previous current stream of the place when dropped (see [`Stream::make_current`]).
+pub type StreamGuard = current::CurrentGuard<Stream>;
+
+macro_rules! span {
+    ($name:literal, $stream:expr) => {
+        trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)).entered()
+    };
+}
+
+impl Stream {
+    /// A new stream with [`Priority::Normal`], non-blocking.
+    pub fn new(place: &Place) -> Result<Stream> {
+        Stream::with_options(place, StreamOptions::default())
+    }
+
+    /// A builder for a stream with a priority or blocking behaviour.
+    ///
+    /// ```
+    /// use devstream::{Place, Priority, Stream};
+    /// let s = Stream::builder(&Place::Cpu).priority(Priority::High).blocking(false).build().unwrap();
+    /// assert_eq!(s.priority(), Priority::High);
+    /// ```
+    pub fn builder(place: &Place) -> StreamBuilder {
+        StreamBuilder {
+            place: place.clone(),
+            options: StreamOptions::default(),
+        }
+    }
+
+    /// A new stream with explicit options.
+    pub fn with_options(place: &Place, options: StreamOptions) -> Result<Stream> {
+        let _span = trace_span!("devstream.stream_new", place = %place).entered();
+        with_backend!(place, B => B::new_stream(place, options).map(Member::wrap))
+    }
+
+    /// The place's legacy default stream (CUDA's null stream) where the backend has one,
+    /// otherwise its default stream. The same stream every call.
+    pub fn default_stream(place: &Place) -> Result<Stream> {
+        with_backend!(place, B => B::default_stream(place).map(Member::wrap))
+    }
+
+    /// The calling thread's per-thread default stream, where the backend has one
+    /// (`Error::Unsupported` otherwise).
+    pub fn per_thread(place: &Place) -> Result<Stream> {
+        with_backend!(place, B => B::per_thread_stream(place).map(Member::wrap))
+    }
+
+    /// A stream from the place's pool: round robin over 32 lazily created streams per priority
+    /// level (PyTorch's `getStreamFromPool`).
+    pub fn from_pool(place: &Place, priority: Priority) -> Result<Stream> {
+        registry::pool_stream(place, priority)
+    }
+
+    /// The backend handle inside, e.g. `stream.backend::<devstream::cpu::CpuStream>()`.
+    pub fn backend<T: Member<Stream>>(&self) -> Option<&T> {
+        T::unwrap_ref(self)
+    }
+
+    /// The stream's place.
+    pub fn place(&self) -> &Place {
+        StreamApi::place(self)
+    }
+    /// A process-unique id.
+    pub fn id(&self) -> u64 {
+        StreamApi::id(self)
+    }
+    /// The priority, read back from the clamped native number.
+    pub fn priority(&self) -> Priority {
+        StreamApi::priority(self)
+    }
+    /// The clamped native priority (lower is higher, as in CUDA).
+    pub fn native_priority(&self) -> i32 {
+        StreamApi::native_priority(self)
+    }
+    /// `true` unless the stream synchronises with the legacy default stream.
+    pub fn is_non_blocking(&self) -> bool {
+        StreamApi::is_non_blocking(self)
+    }
+    /// The place's capabilities.
+    pub fn capabilities(&self) -> Capabilities {
+        StreamApi::capabilities(self)
+    }
+
+    /// `true` iff all submitted work is done (CuPy's `done`, torch's `query()`).
+    pub fn query(&self) -> Result<bool> {
+        let _span = span!("devstream.query", self);
+        StreamApi::query(self)
+    }
+    /// Blocks until all submitted work is done; returns the first error that work raised.
+    pub fn synchronize(&self) -> Result<()> {
+        let _span = span!("devstream.synchronize", self);
+        StreamApi::synchronize(self)
+    }
+    /// A new event (default flags) recorded on this stream.
+    pub fn record_event(&self) -> Result<Event> {
+        let _span = span!("devstream.record_event", self);
+        StreamApi::record_event(self)
+    }
+    /// Records `event` on this stream (same as `event.record(&stream)`).
+    pub fn record(&self, event: &Event) -> Result<()> {
+        let _span = span!("devstream.record", self);
+        StreamApi::record(self, event)
+    }
+    /// Work submitted after this call waits for what `event` captured. Returns at once.
+    pub fn wait_event(&self, event: &Event) -> Result<()> {
+        let _span = span!("devstream.wait_event", self);
+        StreamApi::wait_event(self, event)
+    }
+    /// Work submitted after this call waits for all work submitted to `other` so far.
+    pub fn wait_stream(&self, other: &Stream) -> Result<()> {
+        let _span = span!("devstream.wait_stream", self);
+        StreamApi::wait_stream(self, other)
+    }
+    /// Runs `f` on the host after all earlier work of the stream; later work waits for it.
+    /// Captured, it runs once per `Graph::launch`. A panic in `f` surfaces from `synchronize`.
+    pub fn launch_host_func(&self, f: impl FnMut() + Send + 'static) -> Result<()> {
+        let _span = span!("devstream.launch_host_func", self);
+        StreamApi::launch_host_func(self, Box::new(f))
+    }
+    /// Starts capturing: later work is recorded, not run.
+    pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+        let _span = span!("devstream.begin_capture", self);
+        StreamApi::begin_capture(self, mode)
+    }
+    /// Ends capturing and returns the graph.
+    pub fn end_capture(&self) -> Result<Graph> {
+        let _span = span!("devstream.end_capture", self);
+        StreamApi::end_capture(self)
+    }
+    /// Whether the stream is capturing.
+    pub fn is_capturing(&self) -> Result<bool> {
+        StreamApi::is_capturing(self)
+    }
+    /// Later work waits until `flag` ≥ `value`.
+    pub fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()> {
+        let _span = span!("devstream.wait_flag", self);
+        StreamApi::wait_flag(self, flag, value)
+    }
+    /// Writes `value` to `flag` in stream order.
+    pub fn write_flag(&self, flag: &Flag, value: u32) -> Result<()> {
+        let _span = span!("devstream.write_flag", self);
+        StreamApi::write_flag(self, flag, value)
+    }
+    /// Device memory of `len` bytes for work on this stream.
+    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
+        let _span = span!("devstream.alloc", self);
+        StreamApi::alloc(self, len)
+    }
+    /// Zeroed host memory for asynchronous copies (pinned where the platform has it).
+    pub fn alloc_host(&self, len: usize) -> Result<HostBuffer> {
+        StreamApi::alloc_host(self, len)
+    }
+    /// Copies `src` into `dst` at `dst_offset`; `src` is staged before return.
+    pub fn copy_from_host(&self, dst: &DeviceBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
+        let _span = span!("devstream.copy_from_host", self);
+        StreamApi::copy_from_host(self, dst, dst_offset, src)
+    }
+    /// Asynchronous host→device copy.
+    pub fn copy_host_to_device(
+        &self,
+        dst: &DeviceBuffer,
+        dst_offset: usize,
+        src: &HostBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        let _span = span!("devstream.copy_host_to_device", self);
+        StreamApi::copy_host_to_device(self, dst, dst_offset, src, src_offset, len)
+    }
+    /// Asynchronous device→host copy.
+    pub fn copy_device_to_host(
+        &self,
+        dst: &HostBuffer,
+        dst_offset: usize,
+        src: &DeviceBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        let _span = span!("devstream.copy_device_to_host", self);
+        StreamApi::copy_device_to_host(self, dst, dst_offset, src, src_offset, len)
+    }
+    /// Asynchronous device→device copy.
+    pub fn copy_device_to_device(
+        &self,
+        dst: &DeviceBuffer,
+        dst_offset: usize,
+        src: &DeviceBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        let _span = span!("devstream.copy_device_to_device", self);
+        StreamApi::copy_device_to_device(self, dst, dst_offset, src, src_offset, len)
+    }
+    /// Sets `len` bytes of `dst` from `offset` to `value`.
+    pub fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
+        let _span = span!("devstream.fill", self);
+        StreamApi::fill(self, dst, offset, len, value)
+    }
+
+    /// Makes this stream the calling thread's current stream for its place until the guard
+    /// drops (like `with stream:`). Guards restore in LIFO order.
+    pub fn make_current(&self) -> StreamGuard {
+        current::make_current(self.place(), self.clone())
+    }
+}
+
+impl PartialEq for Stream {
+    fn eq(&self, other: &Stream) -> bool {
+        self.id() == other.id() && self.place() == other.place()
+    }
+}
+impl Eq for Stream {}
+impl Hash for Stream {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.place().hash(state);
+        self.id().hash(state);
+    }
+}
+impl PartialOrd for Stream {
+    fn partial_cmp(&self, other: &Stream) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Stream {
+    fn cmp(&self, other: &Stream) -> Ordering {
+        (self.place(), self.id()).cmp(&(other.place(), other.id()))
+    }
+}
+
+impl std::fmt::Display for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<Stream {} on {}>", self.id(), self.place())
+    }
+}
+
+/// Builds a [`Stream`] with a priority and blocking behaviour (paddle's
+/// `Stream(device, priority, blocking)`).
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct StreamBuilder {
+    place: Place,
+    options: StreamOptions,
+}
+
+impl StreamBuilder {
+    /// The priority ([`Priority::Normal`] by default); clamped into the place's range.
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.options.priority = priority;
+        self
+    }
+    /// Whether the stream synchronises with the legacy default stream (default `false`).
+    pub fn blocking(mut self, blocking: bool) -> Self {
+        self.options.non_blocking = !blocking;
+        self
+    }
+    /// Creates the stream.
+    pub fn build(self) -> Result<Stream> {
+        Stream::with_options(&self.place, self.options)
+    }
+}
