@@ -1,0 +1,85 @@
+//! Shared measuring helpers for devstream's benchmark binaries.
+//!
+//! Each binary prints one line per operation: the devstream cost, the raw/baseline cost and
+//! their ratio, and writes the same rows as JSON lines when `DEVSTREAM_BENCH_JSON` names a file.
+
+use std::time::Instant;
+
+/// Nanoseconds per call of `f`, the median of `rounds` rounds of `iters` calls each
+/// (after one warm-up round).
+pub fn ns_per_op(rounds: usize, iters: usize, mut f: impl FnMut()) -> f64 {
+    for _ in 0..iters.min(1000) {
+        f();
+    }
+    let mut samples: Vec<f64> = (0..rounds.max(1))
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                f();
+            }
+            start.elapsed().as_nanos() as f64 / iters as f64
+        })
+        .collect();
+    samples.sort_by(|a, b| a.total_cmp(b));
+    samples[samples.len() / 2]
+}
+
+/// One measured row.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Backend name.
+    pub backend: &'static str,
+    /// Operation name.
+    pub op: String,
+    /// devstream's cost, ns/op.
+    pub devstream_ns: f64,
+    /// The baseline's cost, ns/op.
+    pub baseline_ns: f64,
+    /// What the baseline is.
+    pub baseline: &'static str,
+    /// The target ratio (devstream / baseline) this row is held to.
+    pub target: f64,
+}
+
+impl Row {
+    /// devstream / baseline.
+    pub fn ratio(&self) -> f64 {
+        self.devstream_ns / self.baseline_ns
+    }
+}
+
+/// Prints rows as a table and, if `DEVSTREAM_BENCH_JSON` is set, appends them as JSON lines to
+/// that file.
+pub fn report(rows: &[Row]) {
+    println!(
+        "{:<8} {:<40} {:>12} {:>12} {:>7} {:>7}  baseline",
+        "backend", "op", "devstream ns", "baseline ns", "ratio", "target"
+    );
+    for r in rows {
+        let mark = if r.ratio() <= r.target { "ok" } else { "MISS" };
+        println!(
+            "{:<8} {:<40} {:>12.1} {:>12.1} {:>7.3} {:>7.2}  {} {}",
+            r.backend,
+            r.op,
+            r.devstream_ns,
+            r.baseline_ns,
+            r.ratio(),
+            r.target,
+            r.baseline,
+            mark
+        );
+    }
+    if let Ok(path) = std::env::var("DEVSTREAM_BENCH_JSON") {
+        use std::io::Write;
+        let mut out = String::new();
+        for r in rows {
+            out.push_str(&format!(
+                "{{\"backend\":\"{}\",\"op\":\"{}\",\"devstream_ns\":{:.2},\"baseline_ns\":{:.2},\"ratio\":{:.4},\"target\":{},\"baseline\":\"{}\"}}\n",
+                r.backend, r.op, r.devstream_ns, r.baseline_ns, r.ratio(), r.target, r.baseline
+            ));
+        }
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+            let _ = f.write_all(out.as_bytes());
+        }
+    }
+}
