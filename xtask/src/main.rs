@@ -1,1 +1,264 @@
-fn main() {}
+//! devstream's project tasks.
+//!
+//! ```text
+//! cargo xtask ci                       fmt check, clippy -D warnings, feature-matrix check, the test command
+//! cargo xtask test                     the README's test command
+//! cargo xtask bench [--backend B] [--quick]
+//!                                      run a benchmark binary in release, write docs/results/bench-B-DATE.txt
+//! cargo xtask gpu-bundle [--features cuda,wgpu] [--out DIR]
+//!                                      release builds of the conformance suite, crate tests, examples and
+//!                                      benchmarks into one folder (default bundle/) for the GPU machine
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::{exit, Command};
+
+/// The README's test command, as arguments to `cargo`.
+const TEST_COMMAND: &[&str] = &["test", "--workspace", "--all-features"];
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root();
+    std::env::set_current_dir(&root).unwrap_or_else(|e| fail(&format!("cd {}: {e}", root.display())));
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("test") => cargo(TEST_COMMAND),
+        Some("bench") => bench(&args[1..]),
+        Some("gpu-bundle") => gpu_bundle(&args[1..]),
+        _ => {
+            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR]>");
+            exit(2);
+        }
+    };
+    if let Err(message) = result {
+        fail(&message);
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("xtask: {message}");
+    exit(1)
+}
+
+fn workspace_root() -> PathBuf {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or(manifest_dir)
+}
+
+fn cargo_bin() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+fn cargo(args: &[&str]) -> Result<(), String> {
+    eprintln!("xtask: cargo {}", args.join(" "));
+    let status = Command::new(cargo_bin())
+        .args(args)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo {} failed ({status})", args.join(" ")))
+    }
+}
+
+fn cargo_output(args: &[&str]) -> Result<String, String> {
+    eprintln!("xtask: cargo {}", args.join(" "));
+    let output = Command::new(cargo_bin())
+        .args(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("cargo {} failed ({})", args.join(" "), output.status));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The feature combinations of the facade that are checked (not tested) in CI; the union is
+/// tested by the test command.
+const FEATURE_MATRIX: &[&[&str]] = &[
+    &["--no-default-features", "--features", "cpu"],
+    &["--no-default-features", "--features", "cuda"],
+    &["--no-default-features", "--features", "wgpu"],
+    &["--no-default-features", "--features", "plugin"],
+    &["--features", "cuda"],
+    &["--features", "wgpu"],
+    &["--features", "plugin"],
+];
+
+fn ci() -> Result<(), String> {
+    cargo(&["fmt", "--all", "--", "--check"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--all-features",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
+    for features in FEATURE_MATRIX {
+        let mut args = vec!["check", "-p", "devstream", "--lib"];
+        args.extend_from_slice(features);
+        cargo(&args)?;
+    }
+    cargo(&["doc", "--workspace", "--no-deps", "--all-features"])?;
+    cargo(TEST_COMMAND)
+}
+
+fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+fn today() -> String {
+    Command::new("date")
+        .arg("+%Y-%m-%d")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "undated".into())
+}
+
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!("{cpus} x {model}")
+}
+
+fn bench(args: &[String]) -> Result<(), String> {
+    let backend = flag_value(args, "--backend").unwrap_or("cpu");
+    let quick = args.iter().any(|a| a == "--quick");
+    let bin = format!("bench-{backend}");
+    let mut build = vec!["build", "--release", "-p", "devstream-bench", "--bin", &bin];
+    if backend != "cpu" {
+        build.extend_from_slice(&["--features", backend]);
+    }
+    cargo(&build)?;
+    let target_dir = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    let exe = Path::new(&target_dir).join("release").join(&bin);
+    let json = std::env::temp_dir().join(format!("devstream-{bin}.jsonl"));
+    let _ = std::fs::remove_file(&json);
+    let mut command = Command::new(&exe);
+    command.env("DEVSTREAM_BENCH_JSON", &json);
+    if quick {
+        command.env("DEVSTREAM_BENCH_QUICK", "1");
+    }
+    let output = command
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    let table = String::from_utf8_lossy(&output.stdout);
+    print!("{table}");
+    eprint!("{}", String::from_utf8_lossy(&output.stderr));
+    if !output.status.success() {
+        return Err(format!("{bin} failed ({})", output.status));
+    }
+    let date = today();
+    let path = PathBuf::from("docs/results").join(format!("bench-{backend}-{date}.txt"));
+    std::fs::create_dir_all("docs/results").map_err(|e| e.to_string())?;
+    let header = format!(
+        "# devstream benchmark: {backend}\n# date: {date}\n# machine: {}\n# command: cargo xtask bench --backend {backend}{}\n\n",
+        machine(),
+        if quick { " --quick" } else { "" }
+    );
+    std::fs::write(&path, format!("{header}{table}")).map_err(|e| e.to_string())?;
+    eprintln!("xtask: wrote {}", path.display());
+    Ok(())
+}
+
+/// Finds `"executable":"PATH"` entries in cargo's JSON messages whose target name matches.
+fn executables(json: &str, target_name: &str) -> Vec<PathBuf> {
+    json.lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\""))
+        .filter(|l| l.contains(&format!("\"name\":\"{target_name}\"")))
+        .filter_map(|l| {
+            let start = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+            let end = start + l[start..].find('"')?;
+            Some(PathBuf::from(&l[start..end]))
+        })
+        .collect()
+}
+
+fn copy_into(from: &Path, dir: &Path, name: &str) -> Result<u64, String> {
+    let to = dir.join(name);
+    std::fs::copy(from, &to).map_err(|e| format!("copy {} -> {}: {e}", from.display(), to.display()))
+}
+
+fn gpu_bundle(args: &[String]) -> Result<(), String> {
+    let features = flag_value(args, "--features").unwrap_or("cuda");
+    let out = PathBuf::from(flag_value(args, "--out").unwrap_or("bundle"));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+    let facade_features = format!("cpu,{features}");
+    let mut size = 0u64;
+
+    // The conformance suite.
+    let json = cargo_output(&[
+        "test", "--release", "--no-run", "-p", "devstream", "--test", "conformance",
+        "--features", &facade_features, "--message-format=json",
+    ])?;
+    for exe in executables(&json, "conformance") {
+        size += copy_into(&exe, &out, "conformance")?;
+    }
+    // Each GPU backend crate's own tests.
+    for backend in features.split(',').filter(|b| !b.is_empty()) {
+        let package = format!("devstream-{backend}");
+        let json = cargo_output(&[
+            "test", "--release", "--no-run", "-p", &package, "--lib", "--message-format=json",
+        ])?;
+        let target = package.replace('-', "_");
+        for exe in executables(&json, &target) {
+            size += copy_into(&exe, &out, &format!("{package}-tests"))?;
+        }
+    }
+    // Examples and benchmarks.
+    let json = cargo_output(&[
+        "build", "--release", "-p", "devstream", "--examples", "--features", &facade_features,
+        "--message-format=json",
+    ])?;
+    for line in json.lines().filter(|l| l.contains("\"kind\":[\"example\"]")) {
+        if let Some(name) = line
+            .split("\"name\":\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+        {
+            for exe in executables(line, name) {
+                size += copy_into(&exe, &out, &format!("example-{name}"))?;
+            }
+        }
+    }
+    let json = cargo_output(&[
+        "build", "--release", "-p", "devstream-bench", "--bins", "--features", features,
+        "--message-format=json",
+    ])?;
+    for bin in ["bench-cpu", "bench-cuda", "bench-wgpu"] {
+        for exe in executables(&json, bin) {
+            size += copy_into(&exe, &out, bin)?;
+        }
+    }
+    let peers = Path::new("../shared/anchors/peers_cuda.py");
+    if peers.exists() {
+        size += copy_into(peers, &out, "peers_cuda.py")?;
+    }
+    let mib = size as f64 / (1024.0 * 1024.0);
+    eprintln!("xtask: bundle {} holds {mib:.1} MiB", out.display());
+    if mib > 64.0 {
+        return Err(format!("bundle is {mib:.1} MiB, over the 64 MiB the device tool carries"));
+    }
+    Ok(())
+}
