@@ -1,1 +1,48 @@
-//! devstream gpu-common (being written).
+//! The one shared CUDA/HIP layer of devstream.
+//!
+//! CUDA and HIP have the same stream/event/graph model. This crate writes that model once —
+//! streams, events, graphs from stream capture, flags, stream-ordered buffers, pinned host
+//! buffers, host functions, kernels and the rest of the stream-management API — generic over
+//! [`RawApi`], a table of raw native calls. A backend crate only provides:
+//!
+//! * a loader ([`RawApi::load`]: find the library, check symbols, initialise; never panic),
+//! * the raw-call table (one thin function per native call), and
+//! * error mapping ([`RawApi::error_kind`], [`RawApi::error_message`]).
+//!
+//! `devstream-cuda` does that over cudarc's driver bindings; `devstream-hip` over a loaded
+//! `libamdhip64`. So every CUDA run on real hardware also runs the HIP backend's logic.
+//!
+//! ```
+//! use devstream_gpu_common::LaunchConfig;
+//! // Everything else needs a runtime; the launch geometry helper does not.
+//! assert_eq!(LaunchConfig::for_elements(10, 4).grid, (3, 1, 1));
+//! ```
+#![warn(missing_docs)]
+
+mod buffer;
+mod device;
+mod error;
+mod event;
+mod ext;
+mod flag;
+mod graph;
+mod hostfn;
+mod kernel;
+pub mod raw;
+mod stream;
+
+pub use buffer::{GpuBuffer, GpuHostBuffer};
+pub use device::{device_of, Device, GpuBackend, Runtime};
+pub use error::{check, check_ready, map_alloc_error, map_error};
+pub use event::GpuEvent;
+pub use ext::{CaptureModeGuard, GpuManagedBuffer};
+pub use flag::GpuFlag;
+pub use graph::{GpuGraph, GpuGraphDef};
+pub use kernel::{GpuKernel, GpuModule, KernelArg, LaunchConfig};
+pub use raw::{
+    AccessPolicyWindow, AccessProperty, CaptureInfo, CaptureStatus, DeviceProperties, DevicePtr,
+    ErrorKind, LoadInfo, MemAttach, Optional, RawApi, RawContext, RawError, RawEvent, RawGraph,
+    RawGraphExec, RawGraphNode, RawModule, RawResult, RawStream, StreamAttribute,
+    StreamAttributeId, SyncPolicy,
+};
+pub use stream::{GpuStream, StreamKind};

@@ -1,0 +1,492 @@
+//! Device buffers (stream-ordered where the device has memory pools), pinned host buffers, and
+//! the asynchronous copies and fill between them.
+//!
+//! Lifetime rules: a device buffer remembers every stream that used it. Dropped, it is freed
+//! stream-ordered: on its allocating stream when that is the only user, otherwise on an
+//! internal per-device stream that first waits for every user, so no user stream gains a
+//! dependency. Without memory pools the free is deferred until events recorded on every user
+//! have completed. A pinned host buffer remembers, per stream, an event recorded after the last
+//! copy that used it: host reads and writes wait for those, and the memory is freed once they
+//! have completed.
+
+use crate::device::Device;
+use crate::error::{check, map_alloc_error};
+use crate::raw::{CaptureStatus, DevicePtr, RawApi, RawEvent};
+use crate::stream::{GpuStream, StreamInner};
+use devstream_core::traits::check_range;
+use devstream_core::{DeviceBuffer, Error, EventFlags, HostBuffer, Place, Result};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+struct BufferInner<A: RawApi> {
+    ptr: DevicePtr,
+    len: usize,
+    device: Arc<Device<A>>,
+    stream_ordered: bool,
+    /// Every stream that used the buffer; the first is the allocating stream.
+    users: Mutex<Vec<Arc<StreamInner<A>>>>,
+}
+
+impl<A: RawApi> BufferInner<A> {
+    fn note_user(&self, stream: &Arc<StreamInner<A>>) {
+        if let Ok(mut users) = self.users.lock() {
+            if !users.iter().any(|u| Arc::ptr_eq(u, stream)) {
+                users.push(stream.clone());
+            }
+        }
+    }
+}
+
+impl<A: RawApi> Drop for BufferInner<A> {
+    fn drop(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        let users = self
+            .users
+            .lock()
+            .map(|mut u| std::mem::take(&mut *u))
+            .unwrap_or_default();
+        let ptr = self.ptr;
+        let device = &self.device;
+        if device.bind().is_err() {
+            return; // cannot free safely: leak rather than risk a use after free
+        }
+        let idle = |s: &Arc<StreamInner<A>>| {
+            // SAFETY: the stream is alive (we hold it).
+            matches!(
+                unsafe { A::stream_is_capturing(s.raw) },
+                Ok(CaptureStatus::None)
+            )
+        };
+        if self.stream_ordered {
+            if users.len() == 1 && idle(&users[0]) {
+                // SAFETY: the pointer came from cuMemAllocAsync; only work already queued on
+                // this stream uses it, and the free is ordered after that work.
+                let _ = unsafe { A::mem_free_async(ptr, users[0].raw) };
+                return;
+            }
+            let Ok(reclaim) = device.reclaim_stream() else {
+                return;
+            };
+            for user in users.iter().filter(|u| idle(u)) {
+                // SAFETY: the context is current; the event is destroyed right after the
+                // wait, which the runtime allows (it is released after the wait completes).
+                unsafe {
+                    if let Ok(event) = A::event_create(EventFlags::default()) {
+                        if A::event_record(event, user.raw).is_ok() {
+                            let _ = A::stream_wait_event(reclaim, event);
+                        }
+                        let _ = A::event_destroy(event);
+                    }
+                }
+            }
+            // SAFETY: the reclaim stream now waits for every user's queued work.
+            let _ = unsafe { A::mem_free_async(ptr, reclaim) };
+        } else {
+            let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
+            device.release_after(
+                &raws,
+                Box::new(move || {
+                    // SAFETY: every user's queued work has completed.
+                    let _ = unsafe { A::mem_free(ptr) };
+                }),
+            );
+        }
+    }
+}
+
+/// Device memory. Dropping it while queued work uses it frees it only after that work.
+pub struct GpuBuffer<A: RawApi> {
+    inner: Arc<BufferInner<A>>,
+}
+
+impl<A: RawApi> fmt::Debug for GpuBuffer<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuBuffer")
+            .field("place", &self.inner.device.place)
+            .field("ptr", &format_args!("{:#x}", self.inner.ptr))
+            .field("len", &self.inner.len)
+            .field("stream_ordered", &self.inner.stream_ordered)
+            .finish()
+    }
+}
+
+impl<A: RawApi> GpuBuffer<A> {
+    pub(crate) fn alloc(stream: &GpuStream<A>, len: usize) -> Result<Self> {
+        let device = stream.device().clone();
+        device.bind()?;
+        device.collect();
+        let stream_ordered = device.caps.stream_ordered_alloc;
+        let ptr = if len == 0 {
+            0
+        } else {
+            if stream.capture_sequence()?.0 != CaptureStatus::None {
+                return Err(Error::capture(
+                    "alloc",
+                    "allocate buffers before capturing, not during capture",
+                ));
+            }
+            // SAFETY: the context is current and the stream alive.
+            let result = unsafe {
+                if stream_ordered {
+                    A::mem_alloc_async(len, stream.raw_handle())
+                } else {
+                    A::mem_alloc(len)
+                }
+            };
+            result.map_err(|e| map_alloc_error::<A>(e, &device.place, len))?
+        };
+        Ok(GpuBuffer {
+            inner: Arc::new(BufferInner {
+                ptr,
+                len,
+                device,
+                stream_ordered,
+                users: Mutex::new(vec![stream.inner().clone()]),
+            }),
+        })
+    }
+
+    /// The device address.
+    pub fn device_ptr(&self) -> DevicePtr {
+        self.inner.ptr
+    }
+
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.inner.device.ordinal
+    }
+
+    /// Whether it came from the stream-ordered allocator.
+    pub fn is_stream_ordered(&self) -> bool {
+        self.inner.stream_ordered
+    }
+
+    /// Records that `stream`'s queued work uses the buffer (so that it is freed only after that
+    /// work) and, if the stream is capturing, makes the capture own a reference.
+    pub fn use_on(&self, stream: &GpuStream<A>) -> Result<()> {
+        stream.same_device("use_on", self.inner.device.ordinal)?;
+        self.inner.note_user(stream.inner());
+        stream.keep_in_capture(Box::new(self.inner.clone()))?;
+        Ok(())
+    }
+}
+
+impl<A: RawApi> DeviceBuffer for GpuBuffer<A> {
+    fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    fn place(&self) -> &Place {
+        &self.inner.device.place
+    }
+}
+
+struct HostInner<A: RawApi> {
+    ptr: *mut u8,
+    len: usize,
+    device: Arc<Device<A>>,
+    /// Per stream, an event recorded after the last queued copy that used the buffer.
+    uses: Mutex<Vec<(Arc<StreamInner<A>>, RawEvent)>>,
+}
+
+// SAFETY: the pointer is pinned host memory owned by this object; host access goes through
+// `uses`' mutex, device access is ordered by events.
+unsafe impl<A: RawApi> Send for HostInner<A> {}
+// SAFETY: as above.
+unsafe impl<A: RawApi> Sync for HostInner<A> {}
+
+impl<A: RawApi> Drop for HostInner<A> {
+    fn drop(&mut self) {
+        let uses = self
+            .uses
+            .lock()
+            .map(|mut u| std::mem::take(&mut *u))
+            .unwrap_or_default();
+        let events: Vec<RawEvent> = uses.iter().map(|(_, e)| *e).collect();
+        if self.ptr.is_null() {
+            for event in events {
+                // SAFETY: our event.
+                let _ = unsafe { A::event_destroy(event) };
+            }
+            return;
+        }
+        let ptr = SendPtr(self.ptr);
+        self.device.defer(
+            events,
+            Box::new(move || {
+                let ptr = ptr;
+                // SAFETY: every copy that used the memory has completed.
+                let _ = unsafe { A::host_free(ptr.0) };
+            }),
+        );
+    }
+}
+
+struct SendPtr(*mut u8);
+// SAFETY: moved into the deferred release only, which frees it once.
+unsafe impl Send for SendPtr {}
+
+/// Pinned host memory (`cuMemHostAlloc`, portable and device-mapped) for asynchronous copies.
+/// Host reads and writes wait for queued copies that use it.
+pub struct GpuHostBuffer<A: RawApi> {
+    inner: Arc<HostInner<A>>,
+}
+
+impl<A: RawApi> fmt::Debug for GpuHostBuffer<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuHostBuffer")
+            .field("ptr", &self.inner.ptr)
+            .field("len", &self.inner.len)
+            .finish()
+    }
+}
+
+impl<A: RawApi> GpuHostBuffer<A> {
+    pub(crate) fn alloc(device: &Arc<Device<A>>, len: usize) -> Result<Self> {
+        device.bind()?;
+        device.collect();
+        let ptr = if len == 0 {
+            std::ptr::null_mut()
+        } else {
+            // SAFETY: the context is current.
+            let ptr = unsafe { A::host_alloc(len) }
+                .map_err(|e| map_alloc_error::<A>(e, &device.place, len))?;
+            // SAFETY: `ptr` points to `len` freshly allocated bytes.
+            unsafe { std::ptr::write_bytes(ptr, 0, len) };
+            ptr
+        };
+        Ok(GpuHostBuffer {
+            inner: Arc::new(HostInner {
+                ptr,
+                len,
+                device: device.clone(),
+                uses: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The host address of the pinned memory (null when empty).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.inner.ptr
+    }
+
+    /// Waits for queued copies, then runs `f` on the bytes under the host-access lock.
+    fn with_bytes<R>(&self, f: impl FnOnce(*mut u8) -> R) -> Result<R> {
+        let uses = self
+            .inner
+            .uses
+            .lock()
+            .map_err(|_| Error::InvalidArgument("host buffer lock poisoned".into()))?;
+        for (_, event) in uses.iter() {
+            // SAFETY: our event, alive while in `uses`.
+            check::<A, _>(unsafe { A::event_synchronize(*event) })?;
+        }
+        let result = f(self.inner.ptr);
+        drop(uses);
+        Ok(result)
+    }
+
+    /// Submits `copy` on `stream` and records that the buffer is used up to that point.
+    fn submit(&self, stream: &GpuStream<A>, copy: impl FnOnce() -> Result<()>) -> Result<()> {
+        let mut uses = self
+            .inner
+            .uses
+            .lock()
+            .map_err(|_| Error::InvalidArgument("host buffer lock poisoned".into()))?;
+        copy()?;
+        if stream.keep_in_capture(Box::new(self.inner.clone()))? {
+            return Ok(());
+        }
+        let raw = stream.raw_handle();
+        let index = match uses
+            .iter()
+            .position(|(s, _)| Arc::ptr_eq(s, stream.inner()))
+        {
+            Some(index) => index,
+            None => {
+                // SAFETY: the stream's context is current (the copy bound it).
+                let event = check::<A, _>(unsafe { A::event_create(EventFlags::default()) })?;
+                uses.push((stream.inner().clone(), event));
+                uses.len() - 1
+            }
+        };
+        // SAFETY: event and stream alive, same device.
+        check::<A, _>(unsafe { A::event_record(uses[index].1, raw) })
+    }
+}
+
+impl<A: RawApi> HostBuffer for GpuHostBuffer<A> {
+    fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        check_range("read", offset, out.len(), self.inner.len)?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.with_bytes(|ptr| {
+            // SAFETY: the range was checked and queued copies have completed.
+            unsafe { std::ptr::copy_nonoverlapping(ptr.add(offset), out.as_mut_ptr(), out.len()) }
+        })
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        check_range("write", offset, data.len(), self.inner.len)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.with_bytes(|ptr| {
+            // SAFETY: the range was checked and queued copies have completed.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.add(offset), data.len()) }
+        })
+    }
+}
+
+fn prepare<A: RawApi>(
+    stream: &GpuStream<A>,
+    op: &'static str,
+    buffer: &GpuBuffer<A>,
+) -> Result<()> {
+    stream.same_device(op, buffer.inner.device.ordinal)?;
+    stream.device().bind()?;
+    buffer.inner.note_user(stream.inner());
+    stream.keep_in_capture(Box::new(buffer.inner.clone()))?;
+    Ok(())
+}
+
+pub(crate) fn copy_from_host<A: RawApi>(
+    stream: &GpuStream<A>,
+    dst: &GpuBuffer<A>,
+    dst_offset: usize,
+    src: &[u8],
+) -> Result<()> {
+    check_range("copy_from_host", dst_offset, src.len(), dst.inner.len)?;
+    stream.same_device("copy_from_host", dst.inner.device.ordinal)?;
+    stream.device().bind()?;
+    if stream.capture_sequence()?.0 != CaptureStatus::None {
+        return Err(Error::capture(
+            "copy_from_host",
+            "a copy from pageable memory cannot be captured (copy from a host buffer instead)",
+        ));
+    }
+    if src.is_empty() {
+        return Ok(());
+    }
+    dst.inner.note_user(stream.inner());
+    // SAFETY: the range was checked; from pageable memory the runtime stages `src` before it
+    // returns, so `src` may be reused at once.
+    check::<A, _>(unsafe {
+        A::memcpy_htod_async(
+            dst.inner.ptr + dst_offset as u64,
+            src.as_ptr(),
+            src.len(),
+            stream.raw_handle(),
+        )
+    })
+}
+
+pub(crate) fn copy_host_to_device<A: RawApi>(
+    stream: &GpuStream<A>,
+    dst: &GpuBuffer<A>,
+    dst_offset: usize,
+    src: &GpuHostBuffer<A>,
+    src_offset: usize,
+    len: usize,
+) -> Result<()> {
+    check_range("copy_host_to_device", dst_offset, len, dst.inner.len)?;
+    check_range("copy_host_to_device", src_offset, len, src.inner.len)?;
+    prepare(stream, "copy_host_to_device", dst)?;
+    if len == 0 {
+        return Ok(());
+    }
+    src.submit(stream, || {
+        // SAFETY: ranges checked; the host buffer stays alive until the copy completes.
+        check::<A, _>(unsafe {
+            A::memcpy_htod_async(
+                dst.inner.ptr + dst_offset as u64,
+                src.inner.ptr.add(src_offset),
+                len,
+                stream.raw_handle(),
+            )
+        })
+    })
+}
+
+pub(crate) fn copy_device_to_host<A: RawApi>(
+    stream: &GpuStream<A>,
+    dst: &GpuHostBuffer<A>,
+    dst_offset: usize,
+    src: &GpuBuffer<A>,
+    src_offset: usize,
+    len: usize,
+) -> Result<()> {
+    check_range("copy_device_to_host", dst_offset, len, dst.inner.len)?;
+    check_range("copy_device_to_host", src_offset, len, src.inner.len)?;
+    prepare(stream, "copy_device_to_host", src)?;
+    if len == 0 {
+        return Ok(());
+    }
+    dst.submit(stream, || {
+        // SAFETY: ranges checked; the host buffer stays alive until the copy completes.
+        check::<A, _>(unsafe {
+            A::memcpy_dtoh_async(
+                dst.inner.ptr.add(dst_offset),
+                src.inner.ptr + src_offset as u64,
+                len,
+                stream.raw_handle(),
+            )
+        })
+    })
+}
+
+pub(crate) fn copy_device_to_device<A: RawApi>(
+    stream: &GpuStream<A>,
+    dst: &GpuBuffer<A>,
+    dst_offset: usize,
+    src: &GpuBuffer<A>,
+    src_offset: usize,
+    len: usize,
+) -> Result<()> {
+    check_range("copy_device_to_device", dst_offset, len, dst.inner.len)?;
+    check_range("copy_device_to_device", src_offset, len, src.inner.len)?;
+    prepare(stream, "copy_device_to_device", dst)?;
+    prepare(stream, "copy_device_to_device", src)?;
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: ranges checked; both buffers stay alive until the copy completes.
+    check::<A, _>(unsafe {
+        A::memcpy_dtod_async(
+            dst.inner.ptr + dst_offset as u64,
+            src.inner.ptr + src_offset as u64,
+            len,
+            stream.raw_handle(),
+        )
+    })
+}
+
+pub(crate) fn fill<A: RawApi>(
+    stream: &GpuStream<A>,
+    dst: &GpuBuffer<A>,
+    offset: usize,
+    len: usize,
+    value: u8,
+) -> Result<()> {
+    check_range("fill", offset, len, dst.inner.len)?;
+    prepare(stream, "fill", dst)?;
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: range checked; the buffer stays alive until the fill completes.
+    check::<A, _>(unsafe {
+        A::memset_d8_async(
+            dst.inner.ptr + offset as u64,
+            value,
+            len,
+            stream.raw_handle(),
+        )
+    })
+}

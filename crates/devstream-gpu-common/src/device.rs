@@ -1,0 +1,416 @@
+//! The runtime (loaded once per process), its devices, and the generic [`DeviceBackend`]
+//! implementation [`GpuBackend`].
+
+use crate::error::check;
+use crate::event::GpuEvent;
+use crate::flag::GpuFlag;
+use crate::hostfn::CaptureOwned;
+use crate::raw::{DeviceProperties, LoadInfo, Optional, RawApi, RawContext, RawEvent, RawStream};
+use crate::stream::{GpuStream, StreamKind};
+use devstream_core::{
+    Capabilities, CaptureSupport, DeviceBackend, Error, EventFlags, LiveCounts, Place,
+    PriorityRange, Result, StreamOptions,
+};
+use std::any::{Any, TypeId};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The process-wide state of one backend: what was loaded, its devices (initialised on first
+/// use), live-object counts and the objects owned by captures in progress.
+pub struct Runtime<A: RawApi> {
+    info: LoadInfo,
+    devices: Vec<OnceLock<Result<Arc<Device<A>>>>>,
+    pub(crate) live_streams: AtomicUsize,
+    pub(crate) live_events: AtomicUsize,
+    pub(crate) captures: Mutex<HashMap<u64, CaptureOwned>>,
+}
+
+impl<A: RawApi> fmt::Debug for Runtime<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("backend", &A::BACKEND)
+            .field("info", &self.info)
+            .finish()
+    }
+}
+
+impl<A: RawApi> Runtime<A> {
+    /// Loads the runtime on first call (never panics) and returns it, or
+    /// `Error::BackendUnavailable` saying why it cannot be used.
+    pub fn get() -> Result<&'static Runtime<A>> {
+        let cell = A::runtime_cell();
+        match cell.get_or_init(Runtime::load) {
+            Ok(runtime) => Ok(runtime),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// The runtime if it was loaded successfully before; never loads.
+    pub fn loaded() -> Option<&'static Runtime<A>> {
+        A::runtime_cell().get().and_then(|r| r.as_ref().ok())
+    }
+
+    fn load() -> Result<Runtime<A>> {
+        let info = A::load().map_err(|reason| Error::BackendUnavailable {
+            backend: A::BACKEND,
+            reason,
+        })?;
+        Ok(Runtime {
+            devices: (0..info.device_count).map(|_| OnceLock::new()).collect(),
+            info,
+            live_streams: AtomicUsize::new(0),
+            live_events: AtomicUsize::new(0),
+            captures: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// What the loader found: driver version, device count, library.
+    pub fn info(&self) -> &LoadInfo {
+        &self.info
+    }
+
+    /// Number of devices.
+    pub fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Device `ordinal`, initialised on first use (primary context retained).
+    pub fn device(&self, ordinal: usize) -> Result<Arc<Device<A>>> {
+        let slot = self.devices.get(ordinal).ok_or_else(|| Error::NoDevice {
+            place: A::place(ordinal),
+            reason: format!(
+                "{} device(s) present, ordinal {ordinal} is out of range",
+                self.devices.len()
+            ),
+        })?;
+        slot.get_or_init(|| Device::init(ordinal).map(Arc::new))
+            .clone()
+    }
+}
+
+/// The device of a place: checks the backend and the ordinal, loads the runtime.
+pub fn device_of<A: RawApi>(place: &Place) -> Result<Arc<Device<A>>> {
+    let ordinal = A::ordinal(place)
+        .ok_or_else(|| Error::InvalidArgument(format!("{place} is not a {} place", A::BACKEND)))?;
+    Runtime::<A>::get()?.device(ordinal)
+}
+
+type DeferredAction = Box<dyn FnOnce() + Send>;
+
+struct Deferred {
+    events: Vec<RawEvent>,
+    action: Option<DeferredAction>,
+}
+
+/// One device: its primary context, properties, capabilities, default stream, and the list of
+/// releases waiting for queued work (buffers, host memory, graphs dropped while in use).
+pub struct Device<A: RawApi> {
+    pub(crate) ordinal: usize,
+    pub(crate) place: Place,
+    pub(crate) context: RawContext,
+    pub(crate) properties: DeviceProperties,
+    pub(crate) range: PriorityRange,
+    pub(crate) caps: Capabilities,
+    default_stream: OnceLock<Result<GpuStream<A>>>,
+    reclaim_stream: OnceLock<Result<RawStream>>,
+    deferred: Mutex<Vec<Deferred>>,
+    _api: PhantomData<A>,
+}
+
+impl<A: RawApi> fmt::Debug for Device<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("place", &self.place)
+            .field("name", &self.properties.name)
+            .field("range", &self.range)
+            .finish()
+    }
+}
+
+impl<A: RawApi> Device<A> {
+    fn init(ordinal: usize) -> Result<Device<A>> {
+        let place = A::place(ordinal);
+        // SAFETY: the runtime is loaded (we are called through Runtime::device) and `ordinal`
+        // is below the device count.
+        let properties = check::<A, _>(unsafe { A::device_properties(ordinal) })?;
+        // SAFETY: as above.
+        let context = check::<A, _>(unsafe { A::primary_context(ordinal) })?;
+        // SAFETY: `context` was just retained and stays retained for the process' lifetime.
+        check::<A, _>(unsafe { A::context_set_current(context) })?;
+        // SAFETY: a context is current.
+        let (least, greatest) = check::<A, _>(unsafe { A::priority_range() })?;
+        let range = PriorityRange { least, greatest };
+        let mut caps = Capabilities::none();
+        caps.priorities = properties.stream_priorities && range.has_priorities();
+        caps.concurrent_streams = true;
+        caps.capture = CaptureSupport::Native;
+        caps.timing = true;
+        caps.host_funcs =
+            A::supports(Optional::LaunchHostFunc) || A::supports(Optional::StreamAddCallback);
+        caps.flags = A::supports(Optional::StreamMemOps)
+            && properties.stream_mem_ops
+            && properties.can_map_host_memory;
+        caps.cross_device_wait = true;
+        caps.external_handles = true;
+        caps.stream_ordered_alloc =
+            A::supports(Optional::StreamOrderedAlloc) && properties.memory_pools;
+        caps.nonblocking_query = true;
+        caps.legacy_default_stream = true;
+        caps.per_thread_stream = true;
+        Ok(Device {
+            ordinal,
+            place,
+            context,
+            properties,
+            range,
+            caps,
+            default_stream: OnceLock::new(),
+            reclaim_stream: OnceLock::new(),
+            deferred: Mutex::new(Vec::new()),
+            _api: PhantomData,
+        })
+    }
+
+    /// The device's place.
+    pub fn place(&self) -> &Place {
+        &self.place
+    }
+
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    /// The device's properties.
+    pub fn properties(&self) -> &DeviceProperties {
+        &self.properties
+    }
+
+    /// The device's capabilities.
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    /// The native priority range.
+    pub fn priority_range(&self) -> PriorityRange {
+        self.range
+    }
+
+    /// The retained primary context.
+    pub fn context(&self) -> RawContext {
+        self.context
+    }
+
+    /// Makes the device's primary context current on the calling thread if it is not already
+    /// (one `cuCtxGetCurrent`, plus `cuCtxSetCurrent` when it differs).
+    #[inline]
+    pub fn bind(&self) -> Result<()> {
+        // SAFETY: the runtime is loaded (a Device exists only then).
+        let current = check::<A, _>(unsafe { A::context_current() })?;
+        if current != self.context {
+            // SAFETY: `self.context` is retained for the process' lifetime.
+            check::<A, _>(unsafe { A::context_set_current(self.context) })?;
+        }
+        Ok(())
+    }
+
+    /// `Error::Unsupported` unless the runtime has `call`.
+    pub(crate) fn require(&self, call: Optional, op: &'static str) -> Result<()> {
+        if A::supports(call) {
+            Ok(())
+        } else {
+            Err(Error::unsupported(op, &self.place))
+        }
+    }
+
+    /// The device's default (legacy) stream.
+    pub fn default_stream(self: &Arc<Self>) -> Result<GpuStream<A>> {
+        self.default_stream
+            .get_or_init(|| GpuStream::special(self.clone(), StreamKind::Legacy))
+            .clone()
+    }
+
+    /// An internal non-blocking stream on which releases of memory used by several streams are
+    /// ordered (it waits for every user, then frees), so no user stream gains a dependency.
+    pub(crate) fn reclaim_stream(&self) -> Result<RawStream> {
+        self.reclaim_stream
+            .get_or_init(|| {
+                self.bind()?;
+                // SAFETY: the context is current; the stream lives for the process' lifetime.
+                check::<A, _>(unsafe { A::stream_create(true, self.range.clamp(0)) })
+            })
+            .clone()
+    }
+
+    /// Runs `action` once every event in `events` has completed (checked now and whenever the
+    /// device allocates or releases later), then destroys the events. Never blocks.
+    pub(crate) fn defer(&self, events: Vec<RawEvent>, action: DeferredAction) {
+        if let Ok(mut list) = self.deferred.lock() {
+            list.push(Deferred {
+                events,
+                action: Some(action),
+            });
+        }
+        self.collect();
+    }
+
+    /// Runs the deferred releases whose events have completed.
+    pub(crate) fn collect(&self) {
+        let ready: Vec<Deferred> = {
+            let Ok(mut list) = self.deferred.lock() else {
+                return;
+            };
+            if list.is_empty() {
+                return;
+            }
+            let mut ready = Vec::new();
+            let mut index = 0;
+            while index < list.len() {
+                let done = list[index].events.iter().all(|event| {
+                    // SAFETY: the deferred entry owns its events until it runs.
+                    let status = unsafe { A::event_query(*event) };
+                    // Anything but "not ready" (done, or an error that will never clear)
+                    // releases: waiting forever would leak.
+                    !matches!(status, Err(e) if A::error_kind(e.code) == crate::raw::ErrorKind::NotReady)
+                });
+                if done {
+                    ready.push(list.swap_remove(index));
+                } else {
+                    index += 1;
+                }
+            }
+            ready
+        };
+        for mut entry in ready {
+            for event in entry.events.drain(..) {
+                // SAFETY: the event is complete and no longer referenced.
+                let _ = unsafe { A::event_destroy(event) };
+            }
+            if let Some(action) = entry.action.take() {
+                let _ = self.bind();
+                action();
+            }
+        }
+    }
+
+    /// Records a new internal event on each stream in `streams` (skipping streams that are
+    /// capturing: a capture keeps its own objects alive) and defers `action` until they all
+    /// complete.
+    pub(crate) fn release_after(&self, streams: &[RawStream], action: DeferredAction) {
+        let mut events = Vec::with_capacity(streams.len());
+        if self.bind().is_ok() {
+            for &stream in streams {
+                // SAFETY: the caller keeps every stream in `streams` alive during this call.
+                if let Ok(crate::raw::CaptureStatus::None) =
+                    unsafe { A::stream_is_capturing(stream) }
+                {
+                    // SAFETY: the context is current.
+                    match unsafe { A::event_create(EventFlags::default()) } {
+                        Ok(event) => {
+                            // SAFETY: live event and stream of this context.
+                            if unsafe { A::event_record(event, stream) }.is_ok() {
+                                events.push(event);
+                            } else {
+                                // SAFETY: never recorded, destroy at once.
+                                let _ = unsafe { A::event_destroy(event) };
+                            }
+                        }
+                        Err(_) => {
+                            // Cannot track completion: never release (a leak, not a use after
+                            // free).
+                            std::mem::forget(action);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        self.defer(events, action);
+    }
+}
+
+/// The generic [`DeviceBackend`]: `CudaBackend = GpuBackend<CudaApi>`.
+pub struct GpuBackend<A: RawApi>(PhantomData<A>);
+
+impl<A: RawApi> fmt::Debug for GpuBackend<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GpuBackend<{}>", A::BACKEND)
+    }
+}
+
+thread_local! {
+    static PER_THREAD: RefCell<HashMap<(TypeId, usize), Box<dyn Any>>> = RefCell::new(HashMap::new());
+}
+
+impl<A: RawApi> DeviceBackend for GpuBackend<A> {
+    type Stream = GpuStream<A>;
+    const KIND: devstream_core::BackendKind = A::KIND;
+
+    fn places() -> Vec<Place> {
+        match Runtime::<A>::get() {
+            Ok(runtime) => (0..runtime.device_count()).map(A::place).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn probe() -> Result<()> {
+        Runtime::<A>::get().map(|_| ())
+    }
+
+    fn capabilities(place: &Place) -> Result<Capabilities> {
+        Ok(device_of::<A>(place)?.caps)
+    }
+
+    fn priority_range(place: &Place) -> Result<PriorityRange> {
+        Ok(device_of::<A>(place)?.range)
+    }
+
+    fn new_stream(place: &Place, options: StreamOptions) -> Result<GpuStream<A>> {
+        GpuStream::create(device_of::<A>(place)?, options)
+    }
+
+    fn default_stream(place: &Place) -> Result<GpuStream<A>> {
+        device_of::<A>(place)?.default_stream()
+    }
+
+    fn per_thread_stream(place: &Place) -> Result<GpuStream<A>> {
+        let device = device_of::<A>(place)?;
+        let key = (TypeId::of::<A>(), device.ordinal);
+        let cached = PER_THREAD.with(|map| {
+            map.borrow()
+                .get(&key)
+                .and_then(|s| s.downcast_ref::<GpuStream<A>>())
+                .cloned()
+        });
+        if let Some(stream) = cached {
+            return Ok(stream);
+        }
+        let stream = GpuStream::special(device, StreamKind::PerThread)?;
+        PER_THREAD.with(|map| {
+            map.borrow_mut().insert(key, Box::new(stream.clone()));
+        });
+        Ok(stream)
+    }
+
+    fn new_event(place: &Place, flags: EventFlags) -> Result<GpuEvent<A>> {
+        GpuEvent::create(device_of::<A>(place)?, flags)
+    }
+
+    fn new_flag(place: &Place) -> Result<GpuFlag<A>> {
+        GpuFlag::create(device_of::<A>(place)?)
+    }
+
+    fn live_counts() -> LiveCounts {
+        match Runtime::<A>::loaded() {
+            Some(runtime) => LiveCounts {
+                streams: runtime.live_streams.load(Ordering::Relaxed),
+                events: runtime.live_events.load(Ordering::Relaxed),
+            },
+            None => LiveCounts::default(),
+        }
+    }
+}

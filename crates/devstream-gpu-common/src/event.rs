@@ -1,0 +1,167 @@
+//! Events: `cuEventCreate` / `Record` / `Query` / `Synchronize` / `ElapsedTime`.
+
+use crate::device::{Device, Runtime};
+use crate::error::{check, check_ready, map_error};
+use crate::raw::{ErrorKind, RawApi, RawEvent};
+use devstream_core::{DeviceEvent, Error, EventFlags, Place, Result};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(crate) struct EventInner<A: RawApi> {
+    pub(crate) raw: RawEvent,
+    pub(crate) device: Arc<Device<A>>,
+    pub(crate) flags: EventFlags,
+    id: u64,
+    pub(crate) recorded: AtomicBool,
+    owned: bool,
+}
+
+impl<A: RawApi> Drop for EventInner<A> {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: we own the event; destroying an event with pending work is allowed (the
+            // runtime releases it after that work).
+            let _ = unsafe { A::event_destroy(self.raw) };
+            if let Some(runtime) = Runtime::<A>::loaded() {
+                runtime.live_events.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A native event (`CUevent`), a cheap `Clone` handle.
+pub struct GpuEvent<A: RawApi> {
+    pub(crate) inner: Arc<EventInner<A>>,
+}
+
+impl<A: RawApi> Clone for GpuEvent<A> {
+    fn clone(&self) -> Self {
+        GpuEvent {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<A: RawApi> fmt::Debug for GpuEvent<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuEvent")
+            .field("id", &self.inner.id)
+            .field("place", &self.inner.device.place)
+            .field("flags", &self.inner.flags)
+            .field("raw", &self.inner.raw)
+            .finish()
+    }
+}
+
+impl<A: RawApi> PartialEq for GpuEvent<A> {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.id == other.inner.id
+    }
+}
+impl<A: RawApi> Eq for GpuEvent<A> {}
+
+impl<A: RawApi> GpuEvent<A> {
+    pub(crate) fn create(device: Arc<Device<A>>, flags: EventFlags) -> Result<Self> {
+        let flags = flags.validate()?;
+        device.bind()?;
+        // SAFETY: the device's context is current.
+        let raw = check::<A, _>(unsafe { A::event_create(flags) })?;
+        Runtime::<A>::get()?
+            .live_events
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(GpuEvent {
+            inner: Arc::new(EventInner {
+                raw,
+                device,
+                flags,
+                id: devstream_core::next_id(),
+                recorded: AtomicBool::new(false),
+                owned: true,
+            }),
+        })
+    }
+
+    /// Wraps a native event without owning it (it is not destroyed on drop).
+    ///
+    /// # Safety
+    /// `raw` is a live event of device `place` created with `flags`, and outlives every use of
+    /// the returned handle.
+    pub unsafe fn from_raw_handle(raw: RawEvent, place: &Place, flags: EventFlags) -> Result<Self> {
+        let device = crate::device::device_of::<A>(place)?;
+        Ok(GpuEvent {
+            inner: Arc::new(EventInner {
+                raw,
+                device,
+                flags,
+                id: devstream_core::next_id(),
+                recorded: AtomicBool::new(true),
+                owned: false,
+            }),
+        })
+    }
+
+    /// The native handle.
+    pub fn raw_handle(&self) -> RawEvent {
+        self.inner.raw
+    }
+
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.inner.device.ordinal
+    }
+
+    #[inline]
+    pub(crate) fn mark_recorded(&self) {
+        if !self.inner.recorded.load(Ordering::Relaxed) {
+            self.inner.recorded.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<A: RawApi> DeviceEvent for GpuEvent<A> {
+    fn place(&self) -> Option<Place> {
+        Some(self.inner.device.place.clone())
+    }
+
+    fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    fn flags(&self) -> EventFlags {
+        self.inner.flags
+    }
+
+    #[inline]
+    fn query(&self) -> Result<bool> {
+        // SAFETY: the event is alive while `self` is.
+        check_ready::<A>(unsafe { A::event_query(self.inner.raw) })
+    }
+
+    #[inline]
+    fn synchronize(&self) -> Result<()> {
+        // SAFETY: as above.
+        check::<A, _>(unsafe { A::event_synchronize(self.inner.raw) })
+    }
+
+    fn elapsed(&self, end: &Self) -> Result<Duration> {
+        if !self.inner.flags.timing || !end.inner.flags.timing {
+            return Err(Error::TimingDisabled);
+        }
+        if !self.inner.recorded.load(Ordering::Relaxed)
+            || !end.inner.recorded.load(Ordering::Relaxed)
+        {
+            return Err(Error::NotRecorded);
+        }
+        if !self.query()? || !end.query()? {
+            return Err(Error::NotReady);
+        }
+        // SAFETY: both events are alive.
+        match unsafe { A::event_elapsed_ms(self.inner.raw, end.inner.raw) } {
+            Ok(ms) => Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1000.0)),
+            Err(e) if A::error_kind(e.code) == ErrorKind::NotReady => Err(Error::NotReady),
+            Err(e) => Err(map_error::<A>(e)),
+        }
+    }
+}

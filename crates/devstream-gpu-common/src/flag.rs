@@ -1,0 +1,164 @@
+//! Flags: a `u32` in pinned, device-mapped host memory that streams wait on
+//! (`cuStreamWaitValue32`, GEQ) and write (`cuStreamWriteValue32`), and the host sets and reads.
+
+use crate::device::Device;
+use crate::error::{check, map_alloc_error};
+use crate::raw::{DevicePtr, Optional, RawApi};
+use crate::stream::{GpuStream, StreamInner};
+use devstream_core::{DeviceFlag, Error, Place, Result};
+use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+struct FlagInner<A: RawApi> {
+    host: *mut u8,
+    device_ptr: DevicePtr,
+    device: Arc<Device<A>>,
+    id: u64,
+    users: Mutex<Vec<Arc<StreamInner<A>>>>,
+}
+
+// SAFETY: the host pointer is pinned memory owned by this object and only accessed atomically.
+unsafe impl<A: RawApi> Send for FlagInner<A> {}
+// SAFETY: as above.
+unsafe impl<A: RawApi> Sync for FlagInner<A> {}
+
+impl<A: RawApi> FlagInner<A> {
+    fn atomic(&self) -> &AtomicU32 {
+        // SAFETY: `host` is a 4-byte aligned (page-aligned) allocation of at least 4 bytes that
+        // lives as long as `self`, and is only accessed atomically from the host.
+        unsafe { AtomicU32::from_ptr(self.host.cast::<u32>()) }
+    }
+}
+
+impl<A: RawApi> Drop for FlagInner<A> {
+    fn drop(&mut self) {
+        let users = self
+            .users
+            .lock()
+            .map(|mut u| std::mem::take(&mut *u))
+            .unwrap_or_default();
+        let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
+        let host = SendPtr(self.host);
+        self.device.release_after(
+            &raws,
+            Box::new(move || {
+                let host = host;
+                // SAFETY: every stream operation on the flag has completed.
+                let _ = unsafe { A::host_free(host.0) };
+            }),
+        );
+        drop(users);
+    }
+}
+
+struct SendPtr(*mut u8);
+// SAFETY: moved into the deferred release only, which frees it once.
+unsafe impl Send for SendPtr {}
+
+/// A host-visible `u32` streams can wait on (until it is ≥ a value) and write.
+pub struct GpuFlag<A: RawApi> {
+    inner: Arc<FlagInner<A>>,
+}
+
+impl<A: RawApi> Clone for GpuFlag<A> {
+    fn clone(&self) -> Self {
+        GpuFlag {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<A: RawApi> fmt::Debug for GpuFlag<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuFlag")
+            .field("id", &self.inner.id)
+            .field("place", &self.inner.device.place)
+            .field("value", &self.get())
+            .finish()
+    }
+}
+
+impl<A: RawApi> GpuFlag<A> {
+    pub(crate) fn create(device: Arc<Device<A>>) -> Result<Self> {
+        if !device.caps.flags {
+            return Err(Error::unsupported("new_flag", &device.place));
+        }
+        device.require(Optional::StreamMemOps, "new_flag")?;
+        device.bind()?;
+        device.collect();
+        // SAFETY: the context is current.
+        let host =
+            unsafe { A::host_alloc(4) }.map_err(|e| map_alloc_error::<A>(e, &device.place, 4))?;
+        // SAFETY: `host` is a fresh allocation of 4 bytes.
+        unsafe { std::ptr::write_bytes(host, 0, 4) };
+        // SAFETY: `host` is mapped pinned memory of this context.
+        let device_ptr = match unsafe { A::host_device_pointer(host) } {
+            Ok(p) => p,
+            Err(e) => {
+                // SAFETY: ours, unused.
+                let _ = unsafe { A::host_free(host) };
+                return Err(crate::error::map_error::<A>(e));
+            }
+        };
+        Ok(GpuFlag {
+            inner: Arc::new(FlagInner {
+                host,
+                device_ptr,
+                device,
+                id: devstream_core::next_id(),
+                users: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The device address the stream operations use.
+    pub fn device_ptr(&self) -> DevicePtr {
+        self.inner.device_ptr
+    }
+
+    fn prepare(&self, stream: &GpuStream<A>, op: &'static str) -> Result<()> {
+        stream.same_device(op, self.inner.device.ordinal)?;
+        stream.bind()?;
+        if let Ok(mut users) = self.inner.users.lock() {
+            if !users.iter().any(|u| Arc::ptr_eq(u, stream.inner())) {
+                users.push(stream.inner().clone());
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn wait_on(&self, stream: &GpuStream<A>, value: u32) -> Result<()> {
+        self.prepare(stream, "wait_flag")?;
+        // SAFETY: the mapped address stays valid until every user stream's work completed.
+        check::<A, _>(unsafe {
+            A::stream_wait_value32(stream.raw_handle(), self.inner.device_ptr, value)
+        })
+    }
+
+    pub(crate) fn write_on(&self, stream: &GpuStream<A>, value: u32) -> Result<()> {
+        self.prepare(stream, "write_flag")?;
+        // SAFETY: as above.
+        check::<A, _>(unsafe {
+            A::stream_write_value32(stream.raw_handle(), self.inner.device_ptr, value)
+        })
+    }
+}
+
+impl<A: RawApi> DeviceFlag for GpuFlag<A> {
+    fn place(&self) -> &Place {
+        &self.inner.device.place
+    }
+
+    fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    fn set(&self, value: u32) {
+        self.inner.atomic().store(value, Ordering::SeqCst);
+    }
+
+    fn get(&self) -> u32 {
+        self.inner.atomic().load(Ordering::SeqCst)
+    }
+}

@@ -1,0 +1,230 @@
+//! Graphs from stream capture: instantiated once (`cuGraphInstantiate`), launched on any stream
+//! of their device (`cuGraphLaunch`), every time.
+//!
+//! A graph owns what its captured work needs on the host: the closures of captured host
+//! functions and the buffers its copies use. Dropping a graph with launches still queued
+//! releases those only after the last launch completed.
+
+use crate::device::{device_of, Device};
+use crate::error::{check, map_error};
+use crate::hostfn::{CaptureOwned, GraphHostState};
+use crate::raw::{RawApi, RawEvent, RawGraph, RawGraphExec};
+use crate::stream::GpuStream;
+use devstream_core::{DeviceGraph, EventFlags, Place, Result};
+use std::any::Any;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+struct GraphInner<A: RawApi> {
+    device: Arc<Device<A>>,
+    graph: RawGraph,
+    exec: RawGraphExec,
+    owns_graph: bool,
+    done: RawEvent,
+    launch_lock: Mutex<()>,
+    host_state: Option<Arc<GraphHostState>>,
+    keep: Vec<Box<dyn Any + Send + Sync>>,
+    def: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl<A: RawApi> Drop for GraphInner<A> {
+    fn drop(&mut self) {
+        let exec = self.exec;
+        let graph = self.graph;
+        let owns_graph = self.owns_graph;
+        let keep = std::mem::take(&mut self.keep);
+        let def = self.def.take();
+        let host_state = self.host_state.take();
+        self.device.defer(
+            vec![self.done],
+            Box::new(move || {
+                // SAFETY: the last launch completed (the `done` event recorded after it has),
+                // so nothing uses the executable graph or the objects it owns.
+                let _ = unsafe { A::graph_exec_destroy(exec) };
+                if owns_graph {
+                    // SAFETY: the graph came from end-capture and is ours.
+                    let _ = unsafe { A::graph_destroy(graph) };
+                }
+                drop(keep);
+                drop(host_state);
+                drop(def);
+            }),
+        );
+    }
+}
+
+/// A captured, instantiated graph.
+pub struct GpuGraph<A: RawApi> {
+    inner: Arc<GraphInner<A>>,
+}
+
+impl<A: RawApi> fmt::Debug for GpuGraph<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuGraph")
+            .field("place", &self.inner.device.place)
+            .field("graph", &self.inner.graph)
+            .field("exec", &self.inner.exec)
+            .field("host_functions", &self.inner.host_state.is_some())
+            .finish()
+    }
+}
+
+impl<A: RawApi> GpuGraph<A> {
+    pub(crate) fn instantiate(
+        device: Arc<Device<A>>,
+        graph: RawGraph,
+        def: Option<Arc<dyn Any + Send + Sync>>,
+        owned: Option<CaptureOwned>,
+    ) -> Result<Self> {
+        let owns_graph = def.is_none();
+        let destroy_graph = || {
+            if owns_graph {
+                // SAFETY: the graph is ours (from end-capture) and nothing else uses it.
+                let _ = unsafe { A::graph_destroy(graph) };
+            }
+        };
+        if let Err(e) = device.bind() {
+            destroy_graph();
+            return Err(e);
+        }
+        // SAFETY: the graph is alive and the device's context is current.
+        let exec = match unsafe { A::graph_instantiate(graph) } {
+            Ok(exec) => exec,
+            Err(e) => {
+                destroy_graph();
+                return Err(map_error::<A>(e));
+            }
+        };
+        // SAFETY: the context is current.
+        let done = match unsafe { A::event_create(EventFlags::default()) } {
+            Ok(event) => event,
+            Err(e) => {
+                // SAFETY: never launched.
+                let _ = unsafe { A::graph_exec_destroy(exec) };
+                destroy_graph();
+                return Err(map_error::<A>(e));
+            }
+        };
+        let (host_state, keep) = match owned {
+            Some(owned) => {
+                let has_host = owned
+                    .keep
+                    .iter()
+                    .any(|k| k.is::<crate::hostfn::OwnedHostCall>());
+                (has_host.then_some(owned.host_state), owned.keep)
+            }
+            None => (None, Vec::new()),
+        };
+        Ok(GpuGraph {
+            inner: Arc::new(GraphInner {
+                device,
+                graph,
+                exec,
+                owns_graph,
+                done,
+                launch_lock: Mutex::new(()),
+                host_state,
+                keep,
+                def,
+            }),
+        })
+    }
+
+    /// The native graph.
+    pub fn raw_graph(&self) -> RawGraph {
+        self.inner.graph
+    }
+
+    /// The native executable graph.
+    pub fn raw_exec(&self) -> RawGraphExec {
+        self.inner.exec
+    }
+
+    /// Number of nodes in the captured graph.
+    pub fn node_count(&self) -> Result<usize> {
+        // SAFETY: the graph is alive.
+        check::<A, _>(unsafe { A::graph_node_count(self.inner.graph) })
+    }
+}
+
+impl<A: RawApi> DeviceGraph for GpuGraph<A> {
+    type Stream = GpuStream<A>;
+
+    fn place(&self) -> &Place {
+        &self.inner.device.place
+    }
+
+    #[inline]
+    fn launch(&self, stream: &GpuStream<A>) -> Result<()> {
+        let inner = &self.inner;
+        stream.same_device("launch", inner.device.ordinal)?;
+        stream.bind()?;
+        let _order = inner.launch_lock.lock();
+        if let Some(state) = &inner.host_state {
+            if let Ok(mut target) = state.target.lock() {
+                *target = stream.inner().panic.clone();
+            }
+        }
+        let raw = stream.raw_handle();
+        // SAFETY: the executable graph and the stream are alive and of the same device.
+        check::<A, _>(unsafe { A::graph_launch(inner.exec, raw) })?;
+        // SAFETY: the event and the stream are alive and of the same device.
+        check::<A, _>(unsafe { A::event_record(inner.done, raw) })
+    }
+}
+
+pub(crate) struct GraphDefInner<A: RawApi> {
+    raw: RawGraph,
+    device: Arc<Device<A>>,
+}
+
+impl<A: RawApi> Drop for GraphDefInner<A> {
+    fn drop(&mut self) {
+        // SAFETY: we own the graph; executable graphs instantiated from it are independent.
+        let _ = unsafe { A::graph_destroy(self.raw) };
+    }
+}
+
+/// An empty graph to capture into (`cuGraphCreate`), for
+/// [`GpuStream::begin_capture_to_graph`]. Several captures can append to one definition.
+pub struct GpuGraphDef<A: RawApi> {
+    pub(crate) inner: Arc<GraphDefInner<A>>,
+}
+
+impl<A: RawApi> fmt::Debug for GpuGraphDef<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuGraphDef")
+            .field("place", &self.inner.device.place)
+            .field("raw", &self.inner.raw)
+            .finish()
+    }
+}
+
+impl<A: RawApi> GpuGraphDef<A> {
+    /// A new empty graph on `place`.
+    pub fn new(place: &Place) -> Result<Self> {
+        let device = device_of::<A>(place)?;
+        device.bind()?;
+        // SAFETY: the runtime is loaded and the context current.
+        let raw = check::<A, _>(unsafe { A::graph_create() })?;
+        Ok(GpuGraphDef {
+            inner: Arc::new(GraphDefInner { raw, device }),
+        })
+    }
+
+    /// The native graph.
+    pub fn raw_handle(&self) -> RawGraph {
+        self.inner.raw
+    }
+
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.inner.device.ordinal
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> Result<usize> {
+        // SAFETY: the graph is alive.
+        check::<A, _>(unsafe { A::graph_node_count(self.inner.raw) })
+    }
+}

@@ -1,0 +1,721 @@
+//! Streams: the [`DeviceStream`] implementation written once for CUDA and HIP.
+//!
+//! Hot-path operations on a stream handle (`record`, `wait_event`, `wait_stream`, `query`,
+//! `synchronize`, graph launch) are one native call plus an atomic or two; only the legacy and
+//! per-thread default streams, whose handles name "the current context's" stream, make the
+//! device's context current first.
+
+use crate::buffer::{GpuBuffer, GpuHostBuffer};
+use crate::device::{Device, Runtime};
+use crate::error::{check, check_ready, map_error};
+use crate::event::GpuEvent;
+use crate::flag::GpuFlag;
+use crate::graph::{GpuGraph, GpuGraphDef};
+use crate::hostfn::{
+    host_in_graph, host_once, CaptureOwned, HostCall, OwnedHostCall, PanicSink, PanicSlot,
+};
+use crate::raw::{CaptureStatus, Optional, RawApi, RawEvent, RawGraphNode, RawStream};
+use devstream_core::{
+    Capabilities, CaptureMode, DeviceStream, Error, EventFlags, HostFn, Place, Priority, Result,
+    StreamOptions,
+};
+use std::any::Any;
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// What kind of native stream a [`GpuStream`] wraps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamKind {
+    /// Created by devstream, destroyed when the last handle drops.
+    Owned,
+    /// Wrapped with `from_raw`: never destroyed by devstream.
+    Borrowed,
+    /// The legacy default ("null") stream.
+    Legacy,
+    /// The per-thread default stream.
+    PerThread,
+}
+
+/// The capture this stream began through devstream (sequence id, and the graph definition it
+/// captures into, kept alive), and why devstream last ended a capture of it.
+type CaptureRecord = (
+    Option<(u64, Option<Arc<dyn Any + Send + Sync>>)>,
+    Option<String>,
+);
+
+pub(crate) struct StreamInner<A: RawApi> {
+    pub(crate) raw: RawStream,
+    pub(crate) device: Arc<Device<A>>,
+    id: u64,
+    native_priority: i32,
+    priority: Priority,
+    non_blocking: bool,
+    pub(crate) kind: StreamKind,
+    needs_context: bool,
+    sync_event: RawEvent,
+    pub(crate) panic: Arc<PanicSlot>,
+    capture: Mutex<CaptureRecord>,
+    _keepalive: Option<Arc<dyn Any + Send + Sync>>,
+    counted: bool,
+}
+
+impl<A: RawApi> Drop for StreamInner<A> {
+    fn drop(&mut self) {
+        // SAFETY: the internal event belongs to this stream object; destroying it while a
+        // wait on it is pending is allowed.
+        let _ = unsafe { A::event_destroy(self.sync_event) };
+        if self.kind == StreamKind::Owned {
+            // SAFETY: we own the stream; cuStreamDestroy returns at once and the runtime frees
+            // it after its queued work.
+            let _ = unsafe { A::stream_destroy(self.raw) };
+        }
+        if self.counted {
+            if let Some(runtime) = Runtime::<A>::loaded() {
+                runtime.live_streams.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A native stream (`CUstream` / `hipStream_t`), a cheap `Clone` handle. Clones compare equal.
+pub struct GpuStream<A: RawApi> {
+    pub(crate) inner: Arc<StreamInner<A>>,
+}
+
+impl<A: RawApi> Clone for GpuStream<A> {
+    fn clone(&self) -> Self {
+        GpuStream {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<A: RawApi> PartialEq for GpuStream<A> {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.id == other.inner.id
+    }
+}
+impl<A: RawApi> Eq for GpuStream<A> {}
+
+impl<A: RawApi> std::hash::Hash for GpuStream<A> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.inner.id.hash(state);
+    }
+}
+
+impl<A: RawApi> fmt::Debug for GpuStream<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuStream")
+            .field("id", &self.inner.id)
+            .field("place", &self.inner.device.place)
+            .field("kind", &self.inner.kind)
+            .field("priority", &self.inner.native_priority)
+            .field("non_blocking", &self.inner.non_blocking)
+            .field("raw", &self.inner.raw)
+            .finish()
+    }
+}
+
+fn needs_context(raw: RawStream) -> bool {
+    // 0: legacy (null), 1: CU_STREAM_LEGACY, 2: CU_STREAM_PER_THREAD (same values in HIP).
+    (raw.0 as usize) <= 2
+}
+
+impl<A: RawApi> GpuStream<A> {
+    pub(crate) fn create(device: Arc<Device<A>>, options: StreamOptions) -> Result<Self> {
+        device.bind()?;
+        device.collect();
+        let asked = device.range.normalize(options.priority);
+        // SAFETY: the device's context is current.
+        let raw = check::<A, _>(unsafe { A::stream_create(options.non_blocking, asked) })?;
+        // SAFETY: `raw` was just created.
+        let native = match unsafe { A::stream_priority(raw) } {
+            Ok(p) => p,
+            Err(e) => {
+                // SAFETY: destroy the stream we own on the error path.
+                let _ = unsafe { A::stream_destroy(raw) };
+                return Err(map_error::<A>(e));
+            }
+        };
+        Self::assemble(
+            device,
+            raw,
+            native,
+            options.non_blocking,
+            StreamKind::Owned,
+            None,
+        )
+    }
+
+    pub(crate) fn special(device: Arc<Device<A>>, kind: StreamKind) -> Result<Self> {
+        device.bind()?;
+        let raw = match kind {
+            StreamKind::PerThread => A::PER_THREAD_STREAM,
+            _ => RawStream::NULL,
+        };
+        let native = device.range.clamp(0);
+        Self::assemble(device, raw, native, false, kind, None)
+    }
+
+    fn assemble(
+        device: Arc<Device<A>>,
+        raw: RawStream,
+        native: i32,
+        non_blocking: bool,
+        kind: StreamKind,
+        keepalive: Option<Arc<dyn Any + Send + Sync>>,
+    ) -> Result<Self> {
+        // SAFETY: the device's context is current (every caller bound it).
+        let sync_event = match unsafe { A::event_create(EventFlags::default()) } {
+            Ok(e) => e,
+            Err(e) => {
+                if kind == StreamKind::Owned {
+                    // SAFETY: destroy the stream we own on the error path.
+                    let _ = unsafe { A::stream_destroy(raw) };
+                }
+                return Err(map_error::<A>(e));
+            }
+        };
+        let counted = matches!(kind, StreamKind::Owned | StreamKind::Borrowed);
+        if counted {
+            Runtime::<A>::get()?
+                .live_streams
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(GpuStream {
+            inner: Arc::new(StreamInner {
+                raw,
+                priority: device.range.classify(native),
+                device,
+                id: devstream_core::next_id(),
+                native_priority: native,
+                non_blocking,
+                kind,
+                needs_context: needs_context(raw),
+                sync_event,
+                panic: Arc::new(PanicSlot::default()),
+                capture: Mutex::new((None, None)),
+                _keepalive: keepalive,
+                counted,
+            }),
+        })
+    }
+
+    /// Wraps a native stream of `place` without owning it. `keepalive`, if given, is held as
+    /// long as any handle (e.g. the `Arc` of another library's stream object).
+    ///
+    /// # Safety
+    /// `raw` is a live stream of `place`'s primary context (or a special handle: null, legacy,
+    /// per-thread) that outlives the returned handle and its clones (or `keepalive` keeps it
+    /// alive).
+    pub unsafe fn from_raw_handle(
+        raw: RawStream,
+        place: &Place,
+        keepalive: Option<Arc<dyn Any + Send + Sync>>,
+    ) -> Result<Self> {
+        let device = crate::device::device_of::<A>(place)?;
+        device.bind()?;
+        let (native, non_blocking) = if needs_context(raw) {
+            (device.range.clamp(0), false)
+        } else {
+            // SAFETY: the caller guarantees `raw` is a live stream of this device.
+            let native = check::<A, _>(unsafe { A::stream_priority(raw) })?;
+            // SAFETY: as above.
+            let flags = check::<A, _>(unsafe { A::stream_flags(raw) })?;
+            (native, flags & 1 != 0)
+        };
+        Self::assemble(
+            device,
+            raw,
+            native,
+            non_blocking,
+            StreamKind::Borrowed,
+            keepalive,
+        )
+    }
+
+    /// The native handle (null for the legacy default stream).
+    pub fn raw_handle(&self) -> RawStream {
+        self.inner.raw
+    }
+
+    /// What kind of stream this is.
+    pub fn kind(&self) -> StreamKind {
+        self.inner.kind
+    }
+
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.inner.device.ordinal
+    }
+
+    /// The device this stream belongs to.
+    pub fn device(&self) -> &Arc<Device<A>> {
+        &self.inner.device
+    }
+
+    /// Makes the context current where the handle needs it (legacy/per-thread streams).
+    #[inline]
+    pub(crate) fn bind(&self) -> Result<()> {
+        if self.inner.needs_context {
+            self.inner.device.bind()
+        } else {
+            Ok(())
+        }
+    }
+
+    #[inline]
+    pub(crate) fn same_device(&self, op: &'static str, place_ordinal: usize) -> Result<()> {
+        if place_ordinal == self.inner.device.ordinal {
+            Ok(())
+        } else {
+            Err(Error::mismatch(
+                op,
+                &self.inner.device.place,
+                &A::place(place_ordinal),
+            ))
+        }
+    }
+
+    /// The native capture status and sequence id.
+    pub(crate) fn capture_sequence(&self) -> Result<(CaptureStatus, u64)> {
+        // SAFETY: the stream is alive; its context is bound by the caller where needed.
+        let info = check::<A, _>(unsafe { A::stream_capture_info(self.inner.raw) })?;
+        Ok((info.status, info.id))
+    }
+
+    /// If the stream is capturing, hands `item` to the capture (it will be owned by the graph)
+    /// and returns `true`.
+    pub(crate) fn keep_in_capture(&self, item: Box<dyn Any + Send + Sync>) -> Result<bool> {
+        match self.capture_sequence()? {
+            (CaptureStatus::None, _) => Ok(false),
+            (_, id) => {
+                let runtime = Runtime::<A>::get()?;
+                let mut captures = runtime
+                    .captures
+                    .lock()
+                    .map_err(|_| Error::InvalidArgument("capture registry poisoned".into()))?;
+                captures
+                    .entry(id)
+                    .or_insert_with(|| CaptureOwned::new(self.inner.panic.clone()))
+                    .keep
+                    .push(item);
+                Ok(true)
+            }
+        }
+    }
+
+    /// Maps an error; if it broke a rule of a capture this stream began, ends that capture
+    /// (discarding it) so that the stream stays usable, and remembers why for `end_capture`.
+    fn capture_violation(&self, op: &'static str, error: Error) -> Error {
+        if !matches!(error, Error::Capture { .. }) {
+            return error;
+        }
+        let active = match self.inner.capture.lock() {
+            Ok(mut record) => {
+                let active = record.0.take();
+                if active.is_some() {
+                    record.1 = Some(format!("{op} during capture invalidated it ({error})"));
+                }
+                active
+            }
+            Err(_) => None,
+        };
+        if let Some((id, _def)) = active {
+            // SAFETY: the stream is alive and capturing (invalidated); ending returns no graph
+            // or one we destroy.
+            if let Ok(graph) = unsafe { A::stream_end_capture(self.inner.raw) } {
+                if !graph.is_null() {
+                    // SAFETY: the graph returned by end-capture is ours to destroy.
+                    let _ = unsafe { A::graph_destroy(graph) };
+                }
+            }
+            if let Ok(runtime) = Runtime::<A>::get() {
+                if let Ok(mut captures) = runtime.captures.lock() {
+                    captures.remove(&id);
+                }
+            }
+        }
+        error
+    }
+
+    fn begin_capture_impl(
+        &self,
+        mode: CaptureMode,
+        def: Option<(&GpuGraphDef<A>, &[RawGraphNode])>,
+    ) -> Result<()> {
+        if self.inner.kind == StreamKind::Legacy {
+            return Err(Error::capture(
+                "begin_capture",
+                "capture on the legacy default stream is not allowed",
+            ));
+        }
+        self.bind()?;
+        let keep_def: Option<Arc<dyn Any + Send + Sync>> = match def {
+            None => {
+                // SAFETY: the stream is alive.
+                check::<A, _>(unsafe { A::stream_begin_capture(self.inner.raw, mode) })?;
+                None
+            }
+            Some((def, dependencies)) => {
+                self.inner
+                    .device
+                    .require(Optional::CaptureToGraph, "begin_capture_to_graph")?;
+                self.same_device("begin_capture_to_graph", def.ordinal())?;
+                // SAFETY: the stream and the graph are alive; the nodes belong to the graph
+                // (the runtime checks and answers an error otherwise).
+                check::<A, _>(unsafe {
+                    A::stream_begin_capture_to_graph(
+                        self.inner.raw,
+                        def.raw_handle(),
+                        dependencies,
+                        mode,
+                    )
+                })?;
+                Some(def.inner.clone() as Arc<dyn Any + Send + Sync>)
+            }
+        };
+        let (_, id) = self.capture_sequence()?;
+        let runtime = Runtime::<A>::get()?;
+        if let Ok(mut captures) = runtime.captures.lock() {
+            captures
+                .entry(id)
+                .or_insert_with(|| CaptureOwned::new(self.inner.panic.clone()));
+        }
+        if let Ok(mut record) = self.inner.capture.lock() {
+            record.0 = Some((id, keep_def));
+            record.1 = None;
+        }
+        Ok(())
+    }
+
+    /// Starts capturing into an existing graph: captured nodes are added to `graph` after
+    /// `dependencies` (`cuStreamBeginCaptureToGraph`, CUDA 12.3+). `end_capture` returns a
+    /// launchable graph instantiated from `graph`.
+    pub fn begin_capture_to_graph(
+        &self,
+        graph: &GpuGraphDef<A>,
+        dependencies: &[RawGraphNode],
+        mode: CaptureMode,
+    ) -> Result<()> {
+        self.begin_capture_impl(mode, Some((graph, dependencies)))
+    }
+
+    /// Adds `f` as a stream callback (`cuStreamAddCallback`): it runs on a host thread after
+    /// all earlier work and receives the stream's status (`Err` after a device error). Unlike
+    /// host functions, callbacks cannot be captured. A panic in `f` surfaces from
+    /// `synchronize`.
+    pub fn add_callback(&self, f: impl FnOnce(Result<()>) + Send + 'static) -> Result<()> {
+        self.inner
+            .device
+            .require(Optional::StreamAddCallback, "add_callback")?;
+        self.bind()?;
+        let call = Box::new(crate::hostfn::StreamCallbackCall::<A> {
+            f: Box::new(f),
+            sink: self.inner.panic.clone(),
+            _api: std::marker::PhantomData,
+        });
+        let data = Box::into_raw(call).cast();
+        // SAFETY: the trampoline matches the callback signature and takes ownership of `data`
+        // exactly once when the runtime calls it.
+        let status = unsafe {
+            A::stream_add_callback(self.inner.raw, crate::hostfn::stream_callback::<A>, data)
+        };
+        if let Err(e) = status {
+            // SAFETY: the runtime refused the callback: we still own `data`.
+            drop(unsafe { Box::from_raw(data.cast::<crate::hostfn::StreamCallbackCall<A>>()) });
+            return Err(self.capture_violation("add_callback", map_error::<A>(e)));
+        }
+        Ok(())
+    }
+
+    fn end_capture_impl(&self) -> Result<GpuGraph<A>> {
+        self.bind()?;
+        let (ours, invalidated) = match self.inner.capture.lock() {
+            Ok(mut record) => (record.0.take(), record.1.take()),
+            Err(_) => (None, None),
+        };
+        if ours.is_none() {
+            if let Some(reason) = invalidated {
+                return Err(Error::capture("end_capture", reason));
+            }
+        }
+        let (id, def) = match ours {
+            Some((id, def)) => (id, def),
+            None => match self.capture_sequence()? {
+                (CaptureStatus::None, _) => {
+                    return Err(Error::capture(
+                        "end_capture",
+                        "the stream is not capturing (begin_capture first)",
+                    ))
+                }
+                (_, id) => (id, None),
+            },
+        };
+        // SAFETY: the stream is alive and (per the runtime) capturing.
+        let ended = unsafe { A::stream_end_capture(self.inner.raw) };
+        let owned = Runtime::<A>::get()?
+            .captures
+            .lock()
+            .ok()
+            .and_then(|mut captures| captures.remove(&id));
+        let graph = check::<A, _>(ended)?;
+        if graph.is_null() {
+            return Err(Error::capture(
+                "end_capture",
+                "the capture was invalidated; no graph was produced",
+            ));
+        }
+        GpuGraph::instantiate(self.inner.device.clone(), graph, def, owned)
+    }
+
+    /// Later work on this stream waits for `event` (which may belong to another device).
+    #[inline]
+    fn wait_raw_event(&self, event: RawEvent) -> Result<()> {
+        // SAFETY: the stream and the event are alive.
+        match unsafe { A::stream_wait_event(self.inner.raw, event) } {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.capture_violation("wait_event", map_error::<A>(e))),
+        }
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<StreamInner<A>> {
+        &self.inner
+    }
+}
+
+impl<A: RawApi> DeviceStream for GpuStream<A> {
+    type Event = GpuEvent<A>;
+    type Graph = GpuGraph<A>;
+    type Flag = GpuFlag<A>;
+    type Buffer = GpuBuffer<A>;
+    type HostBuffer = GpuHostBuffer<A>;
+
+    fn place(&self) -> &Place {
+        &self.inner.device.place
+    }
+
+    fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    fn priority(&self) -> Priority {
+        self.inner.priority
+    }
+
+    fn native_priority(&self) -> i32 {
+        self.inner.native_priority
+    }
+
+    fn is_non_blocking(&self) -> bool {
+        self.inner.non_blocking
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.device.caps
+    }
+
+    #[inline]
+    fn query(&self) -> Result<bool> {
+        self.bind()?;
+        // SAFETY: the stream is alive.
+        match check_ready::<A>(unsafe { A::stream_query(self.inner.raw) }) {
+            Ok(done) => Ok(done),
+            Err(e) => Err(self.capture_violation("query", e)),
+        }
+    }
+
+    #[inline]
+    fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the stream is alive.
+        if let Err(e) = unsafe { A::stream_synchronize(self.inner.raw) } {
+            return Err(self.capture_violation("synchronize", map_error::<A>(e)));
+        }
+        self.inner.panic.take(self.inner.id)
+    }
+
+    #[inline]
+    fn record(&self, event: &GpuEvent<A>) -> Result<()> {
+        self.same_device("record", event.inner.device.ordinal)?;
+        self.bind()?;
+        // SAFETY: the event and the stream are alive and belong to the same device.
+        match unsafe { A::event_record(event.inner.raw, self.inner.raw) } {
+            Ok(()) => {
+                event.mark_recorded();
+                Ok(())
+            }
+            Err(e) => Err(self.capture_violation("record", map_error::<A>(e))),
+        }
+    }
+
+    fn record_event(&self) -> Result<GpuEvent<A>> {
+        let event = GpuEvent::create(self.inner.device.clone(), EventFlags::default())?;
+        self.record(&event)?;
+        Ok(event)
+    }
+
+    #[inline]
+    fn wait_event(&self, event: &GpuEvent<A>) -> Result<()> {
+        self.bind()?;
+        self.wait_raw_event(event.inner.raw)
+    }
+
+    #[inline]
+    fn wait_stream(&self, other: &GpuStream<A>) -> Result<()> {
+        if Arc::ptr_eq(&self.inner, &other.inner) {
+            return Ok(());
+        }
+        other.bind()?;
+        // SAFETY: `other` and its internal event are alive and of the same device.
+        if let Err(e) = unsafe { A::event_record(other.inner.sync_event, other.inner.raw) } {
+            return Err(other.capture_violation("wait_stream", map_error::<A>(e)));
+        }
+        if self.inner.needs_context && self.inner.device.ordinal != other.inner.device.ordinal {
+            self.bind()?;
+        }
+        self.wait_raw_event(other.inner.sync_event)
+    }
+
+    fn launch_host_func(&self, f: HostFn) -> Result<()> {
+        let device = &self.inner.device;
+        if !A::supports(Optional::LaunchHostFunc) {
+            if A::supports(Optional::StreamAddCallback) {
+                // Old runtimes: a stream callback runs the function the same way, but cannot be
+                // captured.
+                if self.capture_sequence()?.0 != CaptureStatus::None {
+                    return Err(Error::capture(
+                        "launch_host_func",
+                        "this runtime has no capturable host functions (no cuLaunchHostFunc)",
+                    ));
+                }
+                let mut f = f;
+                return self.add_callback(move |_| f());
+            }
+            return Err(Error::unsupported("launch_host_func", &device.place));
+        }
+        self.bind()?;
+        let (status, id) = self.capture_sequence()?;
+        match status {
+            CaptureStatus::None => {
+                let call = Box::new(HostCall {
+                    f,
+                    sink: PanicSink::Stream(self.inner.panic.clone()),
+                });
+                let data = Box::into_raw(call).cast();
+                // SAFETY: `host_once` takes ownership of `data` when the runtime runs it, once.
+                if let Err(e) = unsafe { A::launch_host_func(self.inner.raw, host_once, data) } {
+                    // SAFETY: the launch failed, we still own `data`.
+                    drop(unsafe { Box::from_raw(data.cast::<HostCall>()) });
+                    return Err(self.capture_violation("launch_host_func", map_error::<A>(e)));
+                }
+                Ok(())
+            }
+            CaptureStatus::Active => {
+                let runtime = Runtime::<A>::get()?;
+                let mut captures = runtime
+                    .captures
+                    .lock()
+                    .map_err(|_| Error::InvalidArgument("capture registry poisoned".into()))?;
+                let owned = captures
+                    .entry(id)
+                    .or_insert_with(|| CaptureOwned::new(self.inner.panic.clone()));
+                let call = Box::new(HostCall {
+                    f,
+                    sink: PanicSink::Graph(owned.host_state.clone()),
+                });
+                let data: *mut HostCall = Box::into_raw(call);
+                // SAFETY: the HostCall is owned by the capture, then by the graph, which frees
+                // it only after its last launch completed.
+                match unsafe { A::launch_host_func(self.inner.raw, host_in_graph, data.cast()) } {
+                    Ok(()) => {
+                        owned.keep.push(Box::new(OwnedHostCall(data)));
+                        Ok(())
+                    }
+                    Err(e) => {
+                        drop(OwnedHostCall(data));
+                        drop(captures);
+                        Err(self.capture_violation("launch_host_func", map_error::<A>(e)))
+                    }
+                }
+            }
+            CaptureStatus::Invalidated => Err(Error::capture(
+                "launch_host_func",
+                "the stream's capture was invalidated; end it first",
+            )),
+        }
+    }
+
+    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+        self.begin_capture_impl(mode, None)
+    }
+
+    fn end_capture(&self) -> Result<GpuGraph<A>> {
+        self.end_capture_impl()
+    }
+
+    fn is_capturing(&self) -> Result<bool> {
+        self.bind()?;
+        // SAFETY: the stream is alive.
+        let status = check::<A, _>(unsafe { A::stream_is_capturing(self.inner.raw) })?;
+        Ok(status != CaptureStatus::None)
+    }
+
+    fn wait_flag(&self, flag: &GpuFlag<A>, value: u32) -> Result<()> {
+        flag.wait_on(self, value)
+    }
+
+    fn write_flag(&self, flag: &GpuFlag<A>, value: u32) -> Result<()> {
+        flag.write_on(self, value)
+    }
+
+    fn alloc(&self, len: usize) -> Result<GpuBuffer<A>> {
+        GpuBuffer::alloc(self, len)
+    }
+
+    fn alloc_host(&self, len: usize) -> Result<GpuHostBuffer<A>> {
+        GpuHostBuffer::alloc(&self.inner.device, len)
+    }
+
+    fn copy_from_host(&self, dst: &GpuBuffer<A>, dst_offset: usize, src: &[u8]) -> Result<()> {
+        crate::buffer::copy_from_host(self, dst, dst_offset, src)
+    }
+
+    fn copy_host_to_device(
+        &self,
+        dst: &GpuBuffer<A>,
+        dst_offset: usize,
+        src: &GpuHostBuffer<A>,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        crate::buffer::copy_host_to_device(self, dst, dst_offset, src, src_offset, len)
+    }
+
+    fn copy_device_to_host(
+        &self,
+        dst: &GpuHostBuffer<A>,
+        dst_offset: usize,
+        src: &GpuBuffer<A>,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        crate::buffer::copy_device_to_host(self, dst, dst_offset, src, src_offset, len)
+    }
+
+    fn copy_device_to_device(
+        &self,
+        dst: &GpuBuffer<A>,
+        dst_offset: usize,
+        src: &GpuBuffer<A>,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        crate::buffer::copy_device_to_device(self, dst, dst_offset, src, src_offset, len)
+    }
+
+    fn fill(&self, dst: &GpuBuffer<A>, offset: usize, len: usize, value: u8) -> Result<()> {
+        crate::buffer::fill(self, dst, offset, len, value)
+    }
+}
