@@ -1,215 +1,89 @@
-//! placeholder (being written)
-#![allow(missing_docs, clippy::all)]
-use devstream_core::*;
-use std::time::Duration;
-pub struct CpuBackend;
-#[derive(Clone, Debug)]
-pub struct CpuStream(Place);
-#[derive(Clone, Debug)]
-pub struct CpuEvent;
-#[derive(Clone, Debug)]
-pub struct CpuGraph(Place);
-#[derive(Clone, Debug)]
-pub struct CpuFlag(Place);
-#[derive(Debug)]
-pub struct CpuBuffer(Place);
-#[derive(Debug)]
-pub struct CpuHostBuffer;
-impl DeviceBackend for CpuBackend {
-    type Stream = CpuStream;
-    const KIND: BackendKind = BackendKind::Cpu;
-    fn places() -> Vec<Place> {
-        vec![Place::Cpu]
-    }
-    fn probe() -> Result<()> {
-        Ok(())
-    }
-    fn capabilities(_: &Place) -> Result<Capabilities> {
-        Ok(Capabilities::none())
-    }
-    fn priority_range(_: &Place) -> Result<PriorityRange> {
-        Ok(PriorityRange::NONE)
-    }
-    fn new_stream(p: &Place, _: StreamOptions) -> Result<CpuStream> {
-        Ok(CpuStream(p.clone()))
-    }
-    fn default_stream(p: &Place) -> Result<CpuStream> {
-        Ok(CpuStream(p.clone()))
-    }
-    fn per_thread_stream(p: &Place) -> Result<CpuStream> {
-        Ok(CpuStream(p.clone()))
-    }
-    fn new_event(_: &Place, _: EventFlags) -> Result<CpuEvent> {
-        Ok(CpuEvent)
-    }
-    fn new_flag(p: &Place) -> Result<CpuFlag> {
-        Ok(CpuFlag(p.clone()))
-    }
-    fn live_counts() -> LiveCounts {
-        LiveCounts::default()
-    }
+//! devstream's reference backend: real asynchronous streams on the host CPU (`Place::Cpu`).
+//!
+//! Every trait of [`devstream_core::traits`] is implemented natively here, nothing is a
+//! synchronous stand-in:
+//!
+//! * a lazily started **worker pool** ([`CpuPool`]) runs the work of all CPU streams. Work on
+//!   one stream runs in submission order, one task at a time; when several streams have ready
+//!   work, the stream with the higher priority goes first (three levels, CUDA's sign
+//!   convention: native `0` is the least, `-2` the greatest priority);
+//! * [`CpuStream`] keeps monotonically increasing *submitted* / *completed* counters, so
+//!   `query` and an idle `synchronize` are two atomic loads, and an event is just
+//!   "(stream, submitted count at record time)";
+//! * `wait_event` / `wait_stream` add a dependency and return at once; a stream blocked on an
+//!   event or a [`CpuFlag`] registers itself with what it waits for and is woken when that
+//!   happens: nothing busy-waits, `synchronize` parks the thread;
+//! * a panicking host function or kernel is caught and reported by that stream's
+//!   `synchronize` (once: the error is cleared when reported, so the stream stays usable;
+//!   later work still runs);
+//! * [`CpuBuffer`] (host memory standing in for device memory), [`CpuHostBuffer`], copies,
+//!   fill and a closure kernel path ([`CpuStream::launch_kernel`]);
+//! * emulated stream capture with CUDA's rules (fork/join into a DAG, capture modes,
+//!   invalidation) and [`CpuGraph`] replay on any CPU stream;
+//! * a legacy default stream ([`CpuBackend`]'s `default_stream`) that synchronises with
+//!   blocking streams, and per-thread default streams.
+//!
+//! # Example
+//!
+//! ```
+//! use devstream_core::{DeviceBackend, DeviceFlag, DeviceStream, Place, StreamOptions, Priority};
+//! use devstream_cpu::CpuBackend;
+//! use std::sync::{Arc, Mutex};
+//!
+//! # fn main() -> devstream_core::Result<()> {
+//! let high = CpuBackend::new_stream(&Place::Cpu, StreamOptions::default().priority(Priority::High))?;
+//! let normal = CpuBackend::new_stream(&Place::Cpu, StreamOptions::default())?;
+//! let gate = CpuBackend::new_flag(&Place::Cpu)?;
+//! let log = Arc::new(Mutex::new(Vec::new()));
+//!
+//! normal.wait_flag(&gate, 1)?;            // normal holds here until the gate opens
+//! let l = log.clone();
+//! normal.launch_host_func(Box::new(move || l.lock().unwrap().push("normal")))?;
+//! high.wait_stream(&normal)?;             // high's later work waits for normal's work so far
+//! let l = log.clone();
+//! high.launch_host_func(Box::new(move || l.lock().unwrap().push("high")))?;
+//!
+//! assert!(!high.query()?);                // nothing ran yet: the gate is closed
+//! gate.set(1);
+//! high.synchronize()?;
+//! assert_eq!(*log.lock().unwrap(), ["normal", "high"]);
+//! # Ok(()) }
+//! ```
+//!
+//! # Ordering rules specific to this backend
+//!
+//! * Host functions and kernels run on pool worker threads. They must not block on work of
+//!   other streams (as CUDA forbids runtime calls in host functions): a pool has a fixed number
+//!   of workers. Synchronizing a stream from one of its own host functions is detected and
+//!   answered with `Error::InvalidArgument` instead of a deadlock.
+//! * `synchronize` returns the first error raised by work submitted before the call and
+//!   clears it: the next `synchronize` returns `Ok` unless new work fails.
+//! * Graph replay runs each forked branch of the captured DAG on an internal helper stream,
+//!   so independent branches run concurrently; see [`CpuGraph`].
+#![warn(missing_docs)]
+
+mod buffer;
+mod device;
+mod event;
+mod flag;
+mod graph;
+mod scheduler;
+mod stream;
+
+pub use buffer::{CpuBuffer, CpuHostBuffer};
+pub use device::{CpuBackend, CpuPool, PRIORITY_RANGE};
+pub use event::CpuEvent;
+pub use flag::CpuFlag;
+pub use graph::CpuGraph;
+pub use stream::CpuStream;
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Locks `mutex`, ignoring poisoning: every critical section in this crate leaves its data
+/// consistent even when user code (a kernel holding a buffer lock) panics inside it.
+pub(crate) fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
-impl DeviceStream for CpuStream {
-    type Event = CpuEvent;
-    type Graph = CpuGraph;
-    type Flag = CpuFlag;
-    type Buffer = CpuBuffer;
-    type HostBuffer = CpuHostBuffer;
-    fn place(&self) -> &Place {
-        &self.0
-    }
-    fn id(&self) -> u64 {
-        0
-    }
-    fn priority(&self) -> Priority {
-        Priority::Normal
-    }
-    fn native_priority(&self) -> i32 {
-        0
-    }
-    fn is_non_blocking(&self) -> bool {
-        true
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::none()
-    }
-    fn query(&self) -> Result<bool> {
-        Ok(true)
-    }
-    fn synchronize(&self) -> Result<()> {
-        Ok(())
-    }
-    fn record(&self, _: &CpuEvent) -> Result<()> {
-        Ok(())
-    }
-    fn record_event(&self) -> Result<CpuEvent> {
-        Ok(CpuEvent)
-    }
-    fn wait_event(&self, _: &CpuEvent) -> Result<()> {
-        Ok(())
-    }
-    fn wait_stream(&self, _: &Self) -> Result<()> {
-        Ok(())
-    }
-    fn launch_host_func(&self, mut f: HostFn) -> Result<()> {
-        f();
-        Ok(())
-    }
-    fn begin_capture(&self, _: CaptureMode) -> Result<()> {
-        Ok(())
-    }
-    fn end_capture(&self) -> Result<CpuGraph> {
-        Ok(CpuGraph(self.0.clone()))
-    }
-    fn is_capturing(&self) -> Result<bool> {
-        Ok(false)
-    }
-    fn wait_flag(&self, _: &CpuFlag, _: u32) -> Result<()> {
-        Ok(())
-    }
-    fn write_flag(&self, _: &CpuFlag, _: u32) -> Result<()> {
-        Ok(())
-    }
-    fn alloc(&self, _: usize) -> Result<CpuBuffer> {
-        Ok(CpuBuffer(self.0.clone()))
-    }
-    fn alloc_host(&self, _: usize) -> Result<CpuHostBuffer> {
-        Ok(CpuHostBuffer)
-    }
-    fn copy_from_host(&self, _: &CpuBuffer, _: usize, _: &[u8]) -> Result<()> {
-        Ok(())
-    }
-    fn copy_host_to_device(
-        &self,
-        _: &CpuBuffer,
-        _: usize,
-        _: &CpuHostBuffer,
-        _: usize,
-        _: usize,
-    ) -> Result<()> {
-        Ok(())
-    }
-    fn copy_device_to_host(
-        &self,
-        _: &CpuHostBuffer,
-        _: usize,
-        _: &CpuBuffer,
-        _: usize,
-        _: usize,
-    ) -> Result<()> {
-        Ok(())
-    }
-    fn copy_device_to_device(
-        &self,
-        _: &CpuBuffer,
-        _: usize,
-        _: &CpuBuffer,
-        _: usize,
-        _: usize,
-    ) -> Result<()> {
-        Ok(())
-    }
-    fn fill(&self, _: &CpuBuffer, _: usize, _: usize, _: u8) -> Result<()> {
-        Ok(())
-    }
-}
-impl DeviceEvent for CpuEvent {
-    fn place(&self) -> Option<Place> {
-        Some(Place::Cpu)
-    }
-    fn id(&self) -> u64 {
-        0
-    }
-    fn flags(&self) -> EventFlags {
-        EventFlags::default()
-    }
-    fn query(&self) -> Result<bool> {
-        Ok(true)
-    }
-    fn synchronize(&self) -> Result<()> {
-        Ok(())
-    }
-    fn elapsed(&self, _: &Self) -> Result<Duration> {
-        Err(Error::NotReady)
-    }
-}
-impl DeviceGraph for CpuGraph {
-    type Stream = CpuStream;
-    fn place(&self) -> &Place {
-        &self.0
-    }
-    fn launch(&self, _: &CpuStream) -> Result<()> {
-        Ok(())
-    }
-}
-impl DeviceFlag for CpuFlag {
-    fn place(&self) -> &Place {
-        &self.0
-    }
-    fn id(&self) -> u64 {
-        0
-    }
-    fn set(&self, _: u32) {}
-    fn get(&self) -> u32 {
-        0
-    }
-}
-impl DeviceBuffer for CpuBuffer {
-    fn len(&self) -> usize {
-        0
-    }
-    fn place(&self) -> &Place {
-        &self.0
-    }
-}
-impl HostBuffer for CpuHostBuffer {
-    fn len(&self) -> usize {
-        0
-    }
-    fn read(&self, _: usize, _: &mut [u8]) -> Result<()> {
-        Ok(())
-    }
-    fn write(&self, _: usize, _: &[u8]) -> Result<()> {
-        Ok(())
-    }
-}
+
+/// The one place this backend serves.
+pub(crate) static CPU_PLACE: devstream_core::Place = devstream_core::Place::Cpu;

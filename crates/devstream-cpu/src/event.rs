@@ -1,0 +1,266 @@
+//! Events: "stream S has completed its first N tasks".
+
+use crate::graph::{check_unsafe_call, Session};
+use crate::scheduler::running_stream;
+use crate::stream::StreamInner;
+use crate::{device, lock};
+use devstream_core::{next_id, DeviceEvent, Error, EventFlags, Place, Result};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What an event captured at its last record.
+#[derive(Clone)]
+pub(crate) enum Record {
+    /// Never recorded: complete.
+    Never,
+    /// Recorded on `stream` when it had `seq` tasks submitted.
+    Stream {
+        stream: Arc<StreamInner>,
+        seq: u64,
+        /// When the marker task ran (timing events only).
+        time: Option<Instant>,
+    },
+    /// Recorded on a capturing stream: the graph nodes it stands for.
+    Captured {
+        session: Arc<Session>,
+        nodes: Vec<usize>,
+    },
+}
+
+struct Slot {
+    record: Record,
+    /// Incremented by every record, so a stale timing marker stamps nothing.
+    generation: u64,
+}
+
+/// Shared state of a [`CpuEvent`].
+pub(crate) struct EventInner {
+    id: u64,
+    flags: EventFlags,
+    /// `true` when the current record is known complete (or there is none): the lock-free fast
+    /// path of `query`, `synchronize` and `wait_event`. Only ever set while holding `slot`, or
+    /// read; a record clears it under `slot`.
+    done: AtomicBool,
+    slot: Mutex<Slot>,
+}
+
+impl EventInner {
+    /// Whether the event was created with timing.
+    pub(crate) fn flags_timing(&self) -> bool {
+        self.flags.timing
+    }
+
+    /// Whether the current record is known complete, without locking.
+    pub(crate) fn known_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// The current record.
+    pub(crate) fn snapshot(&self) -> Record {
+        lock(&self.slot).record.clone()
+    }
+
+    /// Replaces the record with "`stream` after `seq` tasks". For timing events, call
+    /// [`EventInner::next_generation`] first and queue a stamp for that generation.
+    pub(crate) fn set_stream_record(
+        &self,
+        stream: &Arc<StreamInner>,
+        seq: u64,
+        generation: Option<u64>,
+    ) {
+        let mut slot = lock(&self.slot);
+        if let Some(generation) = generation {
+            if slot.generation != generation {
+                // A newer record raced ahead of this one; it wins.
+                return;
+            }
+        } else {
+            slot.generation += 1;
+        }
+        slot.record = Record::Stream {
+            stream: stream.clone(),
+            seq,
+            time: None,
+        };
+        let complete = stream.completed.load(Ordering::Acquire) >= seq;
+        self.done.store(complete, Ordering::Release);
+    }
+
+    /// Starts a new record generation (timing events), returning its number.
+    pub(crate) fn next_generation(&self) -> u64 {
+        let mut slot = lock(&self.slot);
+        slot.generation += 1;
+        self.done.store(false, Ordering::Release);
+        slot.generation
+    }
+
+    /// Replaces the record with graph nodes of an active capture.
+    pub(crate) fn set_captured(&self, session: Arc<Session>, nodes: Vec<usize>) {
+        let mut slot = lock(&self.slot);
+        slot.generation += 1;
+        slot.record = Record::Captured { session, nodes };
+        self.done.store(false, Ordering::Release);
+    }
+
+    /// Called by the marker task of a timing record, once all earlier work is done.
+    pub(crate) fn stamp(&self, generation: u64) {
+        let now = Instant::now();
+        let mut slot = lock(&self.slot);
+        if slot.generation == generation {
+            if let Record::Stream { time, .. } = &mut slot.record {
+                *time = Some(now);
+            }
+        }
+    }
+
+    fn query(&self) -> Result<bool> {
+        if self.known_done() {
+            return Ok(true);
+        }
+        let slot = lock(&self.slot);
+        match &slot.record {
+            Record::Never => Ok(true),
+            Record::Stream { stream, seq, .. } => {
+                let complete = stream.completed.load(Ordering::Acquire) >= *seq;
+                if complete {
+                    self.done.store(true, Ordering::Release);
+                }
+                Ok(complete)
+            }
+            Record::Captured { session, .. } => {
+                if session.is_active() {
+                    Err(Error::capture(
+                        "Event::query",
+                        "the event was recorded in a capture that is still active",
+                    ))
+                } else {
+                    Ok(true)
+                }
+            }
+        }
+    }
+}
+
+impl Drop for EventInner {
+    fn drop(&mut self) {
+        device::LIVE_EVENTS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A marker in a CPU stream's work. Cheap to clone (clones share the record).
+///
+/// Recording captures the stream's submitted-task count; the event is complete once the
+/// stream's completed count reaches it, so `query` is a lock-free load once complete. With
+/// [`EventFlags::timing`] a record also queues a marker task that takes an [`Instant`] when all
+/// earlier work is done, and `elapsed` subtracts those. `blocking_sync` is accepted (waiting
+/// always parks the thread); `interprocess` is `Error::Unsupported`.
+#[derive(Clone)]
+pub struct CpuEvent(pub(crate) Arc<EventInner>);
+
+impl CpuEvent {
+    pub(crate) fn new(flags: EventFlags) -> Result<CpuEvent> {
+        let flags = flags.validate()?;
+        if flags.interprocess {
+            return Err(Error::unsupported("interprocess event", &Place::Cpu));
+        }
+        device::LIVE_EVENTS.fetch_add(1, Ordering::Relaxed);
+        Ok(CpuEvent(Arc::new(EventInner {
+            id: next_id(),
+            flags,
+            done: AtomicBool::new(true),
+            slot: Mutex::new(Slot {
+                record: Record::Never,
+                generation: 0,
+            }),
+        })))
+    }
+
+    /// The time of the current record: `Err(NotRecorded)` / `Err(NotReady)` where it has none.
+    fn timestamp(&self) -> Result<Instant> {
+        let slot = lock(&self.0.slot);
+        match &slot.record {
+            Record::Never | Record::Captured { .. } => Err(Error::NotRecorded),
+            Record::Stream { time: Some(t), .. } => Ok(*t),
+            Record::Stream { time: None, .. } => Err(Error::NotReady),
+        }
+    }
+}
+
+impl fmt::Debug for CpuEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CpuEvent")
+            .field("id", &self.0.id)
+            .field("flags", &self.0.flags)
+            .finish()
+    }
+}
+
+impl DeviceEvent for CpuEvent {
+    fn place(&self) -> Option<Place> {
+        Some(Place::Cpu)
+    }
+
+    fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    fn flags(&self) -> EventFlags {
+        self.0.flags
+    }
+
+    fn query(&self) -> Result<bool> {
+        self.0.query()
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        check_unsafe_call("Event::synchronize")?;
+        if self.0.known_done() {
+            return Ok(());
+        }
+        match self.0.snapshot() {
+            Record::Never => Ok(()),
+            Record::Stream { stream, seq, .. } => {
+                if stream.completed.load(Ordering::Acquire) >= seq {
+                    return Ok(());
+                }
+                if running_stream() == stream.id {
+                    return Err(Error::InvalidArgument(
+                        "Event::synchronize from a host function of the stream the event waits \
+                         for would deadlock"
+                            .into(),
+                    ));
+                }
+                stream.wait_until(seq);
+                Ok(())
+            }
+            Record::Captured { session, .. } => {
+                if session.is_active() {
+                    Err(Error::capture(
+                        "Event::synchronize",
+                        "the event was recorded in a capture that is still active",
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    fn elapsed(&self, end: &Self) -> Result<Duration> {
+        if !self.0.flags.timing || !end.0.flags.timing {
+            return Err(Error::TimingDisabled);
+        }
+        let (start, stop) = (self.timestamp(), end.timestamp());
+        for missing in [Error::NotRecorded, Error::NotReady] {
+            if start.as_ref().err() == Some(&missing) || stop.as_ref().err() == Some(&missing) {
+                return Err(missing);
+            }
+        }
+        let (start, stop) = (start?, stop?);
+        stop.checked_duration_since(start).ok_or_else(|| {
+            Error::InvalidArgument("elapsed: the end event completed before the start event".into())
+        })
+    }
+}

@@ -1,0 +1,468 @@
+//! Emulated stream capture and graph replay.
+//!
+//! `begin_capture` starts a [`Session`] with the capturing stream as lane 0. Operations
+//! submitted to a capturing stream become graph nodes; each lane keeps a *frontier* (the nodes
+//! its next node depends on). Recording an event on a capturing stream makes the event stand
+//! for that frontier; a stream that waits on such an event (or `wait_stream`s a capturing
+//! stream) joins the session as a new lane (fork), and a capturing stream that waits on it adds
+//! those nodes to its frontier (join). `end_capture` on the origin checks that every lane was
+//! joined back (CUDA's `cudaErrorStreamCaptureUnjoined`) and returns a [`CpuGraph`].
+
+use crate::scheduler::{CommonOp, Op};
+use crate::stream::StreamInner;
+use crate::{lock, CPU_PLACE};
+use devstream_core::{next_id, CaptureMode, DeviceGraph, Error, Place, Result};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::ThreadId;
+
+/// A node of a captured graph.
+#[derive(Clone)]
+pub(crate) struct Node {
+    pub(crate) op: CommonOp,
+    /// Nodes (by index, always smaller than this node's) that must complete first.
+    pub(crate) deps: Vec<usize>,
+    /// The stream of the capture that submitted it (0: the origin).
+    pub(crate) lane: usize,
+}
+
+struct Lane {
+    stream: Weak<StreamInner>,
+    frontier: Vec<usize>,
+}
+
+struct SessionState {
+    nodes: Vec<Node>,
+    lanes: Vec<Lane>,
+    invalid: Option<String>,
+}
+
+/// One capture sequence, shared by the streams taking part in it.
+pub(crate) struct Session {
+    mode: CaptureMode,
+    thread: ThreadId,
+    active: AtomicBool,
+    /// Whether this session is counted in [`PROHIBITING`].
+    counted: AtomicBool,
+    state: Mutex<SessionState>,
+}
+
+/// Active captures that prohibit unsafe calls (non-relaxed), for the lock-free fast path of
+/// [`check_unsafe_call`].
+static PROHIBITING: AtomicUsize = AtomicUsize::new(0);
+/// Active sessions (weak: a session whose streams are all gone ends by itself).
+static ACTIVE: Mutex<Vec<Weak<Session>>> = Mutex::new(Vec::new());
+
+impl Session {
+    /// Starts a session with `origin` as lane 0.
+    pub(crate) fn begin(mode: CaptureMode, origin: &Arc<StreamInner>) -> Arc<Session> {
+        let prohibiting = mode != CaptureMode::Relaxed;
+        let session = Arc::new(Session {
+            mode,
+            thread: std::thread::current().id(),
+            active: AtomicBool::new(true),
+            counted: AtomicBool::new(prohibiting),
+            state: Mutex::new(SessionState {
+                nodes: Vec::new(),
+                lanes: vec![Lane {
+                    stream: Arc::downgrade(origin),
+                    frontier: Vec::new(),
+                }],
+                invalid: None,
+            }),
+        });
+        if prohibiting {
+            let mut active = lock(&ACTIVE);
+            active.retain(|s| s.upgrade().is_some_and(|s| s.is_active()));
+            active.push(Arc::downgrade(&session));
+            PROHIBITING.fetch_add(1, Ordering::SeqCst);
+        }
+        session
+    }
+
+    /// Whether the capture has not ended yet.
+    pub(crate) fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// Marks the capture invalid: `end_capture` will fail with `reason`.
+    pub(crate) fn invalidate(&self, reason: impl Into<String>) {
+        let mut state = lock(&self.state);
+        if state.invalid.is_none() {
+            state.invalid = Some(reason.into());
+        }
+    }
+
+    fn usable<'a>(
+        &self,
+        state: &'a mut SessionState,
+        op: &'static str,
+    ) -> Result<&'a mut SessionState> {
+        if let Some(reason) = &state.invalid {
+            return Err(Error::capture(
+                op,
+                format!("the capture was invalidated: {reason}"),
+            ));
+        }
+        if !self.is_active() {
+            return Err(Error::capture(op, "the capture has ended"));
+        }
+        Ok(state)
+    }
+
+    /// Adds a node on `lane` after the lane's frontier.
+    pub(crate) fn add_node(&self, lane: usize, op: &'static str, common: CommonOp) -> Result<()> {
+        let mut guard = lock(&self.state);
+        let state = self.usable(&mut guard, op)?;
+        let id = state.nodes.len();
+        let deps = std::mem::replace(&mut state.lanes[lane].frontier, vec![id]);
+        state.nodes.push(Node {
+            op: common,
+            deps,
+            lane,
+        });
+        Ok(())
+    }
+
+    /// The nodes an event recorded on `lane` now stands for.
+    pub(crate) fn frontier(&self, lane: usize, op: &'static str) -> Result<Vec<usize>> {
+        let mut guard = lock(&self.state);
+        let state = self.usable(&mut guard, op)?;
+        Ok(state.lanes[lane].frontier.clone())
+    }
+
+    /// `lane`'s later nodes also wait for `nodes` (a join).
+    pub(crate) fn merge(&self, lane: usize, nodes: &[usize], op: &'static str) -> Result<()> {
+        let mut guard = lock(&self.state);
+        let state = self.usable(&mut guard, op)?;
+        let frontier = &mut state.lanes[lane].frontier;
+        for node in nodes {
+            if !frontier.contains(node) {
+                frontier.push(*node);
+            }
+        }
+        Ok(())
+    }
+
+    /// A stream joins the capture (a fork) with `nodes` as its frontier; returns its lane.
+    pub(crate) fn add_lane(
+        &self,
+        stream: &Arc<StreamInner>,
+        nodes: Vec<usize>,
+        op: &'static str,
+    ) -> Result<usize> {
+        let mut guard = lock(&self.state);
+        let state = self.usable(&mut guard, op)?;
+        state.lanes.push(Lane {
+            stream: Arc::downgrade(stream),
+            frontier: nodes,
+        });
+        Ok(state.lanes.len() - 1)
+    }
+
+    /// Captures a whole graph on `lane` (a graph launched on a capturing stream): its nodes are
+    /// appended, its roots after the lane's frontier, and its sinks become the frontier.
+    pub(crate) fn inline(&self, lane: usize, nodes: &[Node]) -> Result<()> {
+        let mut guard = lock(&self.state);
+        let state = self.usable(&mut guard, "CpuGraph::launch")?;
+        if nodes.is_empty() {
+            return Ok(());
+        }
+        let base = state.nodes.len();
+        let frontier = std::mem::take(&mut state.lanes[lane].frontier);
+        let mut has_successor = vec![false; nodes.len()];
+        for node in nodes {
+            for &dep in &node.deps {
+                has_successor[dep] = true;
+            }
+        }
+        for node in nodes {
+            let deps = if node.deps.is_empty() {
+                frontier.clone()
+            } else {
+                node.deps.iter().map(|dep| dep + base).collect()
+            };
+            state.nodes.push(Node {
+                op: node.op.clone(),
+                deps,
+                lane,
+            });
+        }
+        state.lanes[lane].frontier = (0..nodes.len())
+            .filter(|&i| !has_successor[i])
+            .map(|i| i + base)
+            .collect();
+        Ok(())
+    }
+
+    fn stop_counting(&self) {
+        if self.counted.swap(false, Ordering::SeqCst) {
+            PROHIBITING.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Ends the capture: returns the nodes, the lanes' streams (to leave capture mode) and the
+    /// graph or the reason it cannot be built.
+    pub(crate) fn finish(&self) -> (Vec<Weak<StreamInner>>, Result<CpuGraph>) {
+        self.active.store(false, Ordering::Release);
+        self.stop_counting();
+        let mut state = lock(&self.state);
+        let streams = state.lanes.iter().map(|l| l.stream.clone()).collect();
+        if let Some(reason) = state.invalid.take() {
+            return (
+                streams,
+                Err(Error::capture(
+                    "end_capture",
+                    format!("the capture was invalidated: {reason}"),
+                )),
+            );
+        }
+        let nodes = std::mem::take(&mut state.nodes);
+        // Every lane's frontier must be reachable from the origin's (CUDA: unjoined fork).
+        let mut reachable = vec![false; nodes.len()];
+        let mut stack = state.lanes[0].frontier.clone();
+        while let Some(node) = stack.pop() {
+            if !reachable[node] {
+                reachable[node] = true;
+                stack.extend(&nodes[node].deps);
+            }
+        }
+        let unjoined = state.lanes[1..]
+            .iter()
+            .any(|lane| lane.frontier.iter().any(|&node| !reachable[node]));
+        if unjoined {
+            // Release the lock before the nodes (user closures) are dropped.
+            drop(state);
+            return (
+                streams,
+                Err(Error::capture(
+                    "end_capture",
+                    "a stream that joined the capture was not joined back into the origin stream \
+                     (cudaErrorStreamCaptureUnjoined)",
+                )),
+            );
+        }
+        (streams, Ok(CpuGraph::new(nodes)))
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.stop_counting();
+    }
+}
+
+/// Fails with `Error::Capture` (and invalidates the captures that prohibit it) when the calling
+/// thread may not make a potentially unsafe call: while any thread captures in
+/// [`CaptureMode::Global`], or this thread captures in [`CaptureMode::ThreadLocal`].
+/// [`CaptureMode::Relaxed`] captures never prohibit. One atomic load when nothing captures.
+pub(crate) fn check_unsafe_call(op: &'static str) -> Result<()> {
+    if PROHIBITING.load(Ordering::SeqCst) == 0 {
+        return Ok(());
+    }
+    let me = std::thread::current().id();
+    let offending: Vec<Arc<Session>> = lock(&ACTIVE)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .filter(|s| {
+            s.is_active()
+                && (s.mode == CaptureMode::Global
+                    || (s.mode == CaptureMode::ThreadLocal && s.thread == me))
+        })
+        .collect();
+    let Some(first) = offending.first() else {
+        return Ok(());
+    };
+    let mode = first.mode;
+    for session in &offending {
+        session.invalidate(format!("{op} was called while the capture prohibits it"));
+    }
+    Err(Error::capture(
+        op,
+        format!(
+            "potentially unsafe call during a {mode:?}-mode stream capture; the capture is \
+             invalidated"
+        ),
+    ))
+}
+
+struct GraphInner {
+    id: u64,
+    nodes: Vec<Node>,
+    /// Number of lanes after compaction (lanes without nodes removed).
+    lanes: usize,
+    /// Helper streams for lanes 1.., created at the first launch; the lock also serialises
+    /// launches of this graph.
+    helpers: Mutex<Vec<Arc<StreamInner>>>,
+}
+
+/// Work captured from CPU streams: a DAG of operations, replayable on any CPU stream, every
+/// time, with [`DeviceGraph::launch`].
+///
+/// A launch runs after the launch stream's earlier work and before its later work. The DAG's
+/// branches (the streams that were forked into the capture) replay on internal helper streams
+/// owned by the graph, so independent branches run concurrently, joined by dependencies exactly
+/// where the capture joined them; a graph captured from a single stream replays directly on the
+/// launch stream. Host functions and kernels run once per launch (each is kept behind a mutex,
+/// so concurrent launches of one graph take turns). Launches of one graph are submitted one at
+/// a time. Launching on a capturing stream captures the whole graph into that capture.
+///
+/// Cheap to clone: clones share the graph.
+///
+/// ```
+/// use devstream_core::{CaptureMode, DeviceBackend, DeviceGraph, DeviceStream, Place, StreamOptions};
+/// use std::sync::{Arc, atomic::{AtomicU32, Ordering}};
+/// let s = devstream_cpu::CpuBackend::new_stream(&Place::Cpu, StreamOptions::default()).unwrap();
+/// let runs = Arc::new(AtomicU32::new(0));
+/// s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+/// let r = runs.clone();
+/// s.launch_host_func(Box::new(move || { r.fetch_add(1, Ordering::SeqCst); })).unwrap();
+/// let graph = s.end_capture().unwrap();
+/// graph.launch(&s).unwrap();
+/// graph.launch(&s).unwrap();
+/// s.synchronize().unwrap();
+/// assert_eq!(runs.load(Ordering::SeqCst), 2);
+/// ```
+#[derive(Clone)]
+pub struct CpuGraph(Arc<GraphInner>);
+
+impl CpuGraph {
+    fn new(mut nodes: Vec<Node>) -> CpuGraph {
+        // Compact lanes: the origin lane stays 0 when it has nodes; a graph with one used lane
+        // replays on the launch stream alone.
+        let mut map: Vec<Option<usize>> = Vec::new();
+        let mut lanes = 0;
+        let origin_used = nodes.iter().any(|n| n.lane == 0);
+        if origin_used {
+            map.push(Some(0));
+            lanes = 1;
+        }
+        for node in &mut nodes {
+            if map.len() <= node.lane {
+                map.resize(node.lane + 1, None);
+            }
+            let slot = &mut map[node.lane];
+            let new_lane = *slot.get_or_insert_with(|| {
+                lanes += 1;
+                lanes - 1
+            });
+            node.lane = new_lane;
+        }
+        CpuGraph(Arc::new(GraphInner {
+            id: next_id(),
+            nodes,
+            lanes,
+            helpers: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// A process-unique id.
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// Number of operations in the graph.
+    pub fn node_count(&self) -> usize {
+        self.0.nodes.len()
+    }
+
+    /// Number of concurrent branches the graph replays on (1 for a single-stream capture).
+    pub fn branch_count(&self) -> usize {
+        self.0.lanes
+    }
+
+    /// The dependency edges `(from, to)` between operations, by index in capture order.
+    pub fn edges(&self) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        for (index, node) in self.0.nodes.iter().enumerate() {
+            for &dep in &node.deps {
+                out.push((dep, index));
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Debug for CpuGraph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CpuGraph")
+            .field("id", &self.0.id)
+            .field("nodes", &self.0.nodes.len())
+            .field("branches", &self.0.lanes)
+            .finish()
+    }
+}
+
+impl DeviceGraph for CpuGraph {
+    type Stream = crate::CpuStream;
+
+    fn place(&self) -> &Place {
+        &CPU_PLACE
+    }
+
+    fn launch(&self, stream: &crate::CpuStream) -> Result<()> {
+        let target = &stream.0;
+        let graph = &self.0;
+        if target.capturing.load(Ordering::Acquire) {
+            if let Some((session, lane)) = target.capture_info() {
+                return session.inline(lane, &graph.nodes);
+            }
+        }
+        if graph.nodes.is_empty() {
+            return Ok(());
+        }
+        let mut helpers = lock(&graph.helpers);
+        if graph.lanes <= 1 {
+            return target.submit_batch(graph.nodes.iter().map(|n| Op::Common(n.op.clone())));
+        }
+        if helpers.is_empty() {
+            for _ in 1..graph.lanes {
+                helpers.push(StreamInner::helper(target));
+            }
+        }
+        // Fork: every helper lane starts after the launch stream's earlier work (a marker on
+        // the launch stream also applies its legacy-stream ordering).
+        let start = target.submit_with_waits(&[], Op::Nop, "CpuGraph::launch")?;
+        for helper in helpers.iter() {
+            helper.submit_with_waits(&[(target, start)], Op::Nop, "CpuGraph::launch")?;
+        }
+        let lane_stream = |lane: usize| {
+            if lane == 0 {
+                target
+            } else {
+                &helpers[lane - 1]
+            }
+        };
+        let mut done_at = vec![0u64; graph.nodes.len()];
+        let mut waits: Vec<(&Arc<StreamInner>, u64)> = Vec::new();
+        let mut latest: Vec<u64> = vec![0; graph.lanes];
+        for (index, node) in graph.nodes.iter().enumerate() {
+            latest.fill(0);
+            for &dep in &node.deps {
+                let lane = graph.nodes[dep].lane;
+                if lane != node.lane {
+                    latest[lane] = latest[lane].max(done_at[dep]);
+                }
+            }
+            waits.clear();
+            for (lane, &seq) in latest.iter().enumerate() {
+                if seq > 0 {
+                    waits.push((lane_stream(lane), seq));
+                }
+            }
+            done_at[index] = lane_stream(node.lane).submit_with_waits(
+                &waits,
+                Op::Common(node.op.clone()),
+                "CpuGraph::launch",
+            )?;
+        }
+        // Join: the launch stream's later work waits for every branch.
+        waits.clear();
+        for helper in helpers.iter() {
+            waits.push((helper, helper.submitted.load(Ordering::Acquire)));
+        }
+        target.submit_with_waits(&waits, Op::Nop, "CpuGraph::launch")?;
+        Ok(())
+    }
+}

@@ -1,0 +1,497 @@
+//! The worker pool and the tasks it runs.
+//!
+//! Each stream owns a FIFO of [`Task`]s (in [`crate::stream`]). A stream with runnable work is
+//! *scheduled*: it sits in one of the pool's per-priority ready queues or is being run by a
+//! worker. A worker pops the highest-priority ready stream and runs its tasks one at a time; it
+//! hands the stream back to the ready queue when a stream of higher priority becomes ready (or,
+//! after a batch, when another stream of the same priority waits), so priorities hold between
+//! tasks. A stream whose next task waits for another stream's progress or for a flag is
+//! *blocked*: it leaves the scheduler, registers itself with what it waits for and is put back
+//! into the ready queue by whoever satisfies the wait. Nothing spins.
+
+use crate::buffer::{BufferInner, HostInner, PendingGuard};
+use crate::event::EventInner;
+use crate::flag::FlagInner;
+use crate::lock;
+use crate::stream::StreamInner;
+use devstream_core::{Error, HostFn, Result};
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Number of priority levels (native priorities `0`, `-1`, `-2`).
+pub(crate) const LEVELS: usize = 3;
+
+/// Tasks a worker runs from one stream before it looks whether another stream of the same
+/// priority is waiting (streams of higher priority are looked for after every task).
+const BATCH: u32 = 64;
+
+/// A kernel: a closure over mutable views of the buffers it was launched with.
+pub(crate) type KernelFn = Box<dyn FnMut(&mut [&mut [u8]]) + Send + 'static>;
+
+/// An operation that can be captured into a graph and replayed any number of times (so every
+/// field is shared, and `Clone` is cheap).
+#[derive(Clone)]
+pub(crate) enum CommonOp {
+    /// A host function kept for replay.
+    Host(Arc<Mutex<HostFn>>),
+    /// A kernel kept for replay, with its buffers.
+    Kernel {
+        kernel: Arc<Mutex<KernelFn>>,
+        buffers: Arc<[Arc<BufferInner>]>,
+    },
+    /// Hold the stream until the flag is ≥ `value`.
+    WaitFlag { flag: Arc<FlagInner>, value: u32 },
+    /// Write the flag.
+    WriteFlag { flag: Arc<FlagInner>, value: u32 },
+    /// Copy staged host bytes into a buffer.
+    CopyFromHost {
+        dst: Arc<BufferInner>,
+        offset: usize,
+        data: Arc<[u8]>,
+    },
+    /// Host buffer → device buffer.
+    HostToDevice {
+        dst: Arc<BufferInner>,
+        dst_offset: usize,
+        src: Arc<HostInner>,
+        src_offset: usize,
+        len: usize,
+    },
+    /// Device buffer → host buffer.
+    DeviceToHost {
+        dst: Arc<HostInner>,
+        dst_offset: usize,
+        src: Arc<BufferInner>,
+        src_offset: usize,
+        len: usize,
+    },
+    /// Device buffer → device buffer (possibly the same one).
+    DeviceToDevice {
+        dst: Arc<BufferInner>,
+        dst_offset: usize,
+        src: Arc<BufferInner>,
+        src_offset: usize,
+        len: usize,
+    },
+    /// Set bytes of a buffer.
+    Fill {
+        dst: Arc<BufferInner>,
+        offset: usize,
+        len: usize,
+        value: u8,
+    },
+}
+
+/// One unit of stream work.
+pub(crate) enum Op {
+    /// A host function, run once.
+    Host(HostFn),
+    /// A kernel, run once.
+    Kernel(KernelFn, Arc<[Arc<BufferInner>]>),
+    /// Timestamp a timing event's record (generation `generation`).
+    Stamp {
+        event: Arc<EventInner>,
+        generation: u64,
+    },
+    /// Hold the stream until `stream` has completed `seq` tasks.
+    WaitSeq { stream: Arc<StreamInner>, seq: u64 },
+    /// Nothing: a marker that later work of other streams can wait for.
+    Nop,
+    /// A capturable operation.
+    Common(CommonOp),
+}
+
+impl Op {
+    /// The capturable form of this operation, or `None` for operations that are never captured
+    /// (timestamps and waits between streams become graph edges, not nodes).
+    pub(crate) fn into_common(self) -> Option<CommonOp> {
+        match self {
+            Op::Host(f) => Some(CommonOp::Host(Arc::new(Mutex::new(f)))),
+            Op::Kernel(kernel, buffers) => Some(CommonOp::Kernel {
+                kernel: Arc::new(Mutex::new(kernel)),
+                buffers,
+            }),
+            Op::Common(common) => Some(common),
+            Op::Stamp { .. } | Op::WaitSeq { .. } | Op::Nop => None,
+        }
+    }
+
+    /// The host buffer the operation touches, if any (host reads and writes wait for it).
+    pub(crate) fn host_buffer(&self) -> Option<&Arc<HostInner>> {
+        match self {
+            Op::Common(CommonOp::HostToDevice { src, .. }) => Some(src),
+            Op::Common(CommonOp::DeviceToHost { dst, .. }) => Some(dst),
+            _ => None,
+        }
+    }
+
+    /// If this is a wait that is not satisfied yet, what it waits for.
+    fn pending_wait(&self) -> Option<Wait> {
+        match self {
+            Op::WaitSeq { stream, seq } if stream.completed.load(Ordering::Acquire) < *seq => {
+                Some(Wait::Stream(stream.clone(), *seq))
+            }
+            Op::Common(CommonOp::WaitFlag { flag, value }) if !flag.reached(*value) => {
+                Some(Wait::Flag(flag.clone(), *value))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What a blocked stream waits for.
+enum Wait {
+    Stream(Arc<StreamInner>, u64),
+    Flag(Arc<FlagInner>, u32),
+}
+
+/// A queued operation plus the registration that makes host-buffer reads wait for it.
+pub(crate) struct Task {
+    pub(crate) op: Op,
+    pub(crate) _host_use: Option<PendingGuard>,
+}
+
+thread_local! {
+    /// The id of the stream whose task this worker thread is running (0: none).
+    static RUNNING: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The id of the stream whose host function or kernel the calling thread is running, if any.
+pub(crate) fn running_stream() -> u64 {
+    RUNNING.with(Cell::get)
+}
+
+/// Runs a task's operation, catching panics of user code. Consumes (drops) the task, so what it
+/// kept alive is released before the task counts as completed.
+fn execute(task: Task, stream: u64) -> Result<()> {
+    RUNNING.with(|running| running.set(stream));
+    let result = match task.op {
+        Op::Host(f) => guarded(stream, "", f),
+        Op::Kernel(mut kernel, buffers) => guarded(stream, "kernel: ", move || {
+            run_kernel(&mut kernel, &buffers)
+        }),
+        Op::Stamp { event, generation } => {
+            event.stamp(generation);
+            Ok(())
+        }
+        Op::WaitSeq { .. } | Op::Nop => Ok(()),
+        Op::Common(common) => execute_common(common, stream),
+    };
+    RUNNING.with(|running| running.set(0));
+    result
+}
+
+fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
+    match op {
+        CommonOp::Host(f) => guarded(stream, "", move || {
+            let mut f = lock(&f);
+            (*f)()
+        }),
+        CommonOp::Kernel { kernel, buffers } => guarded(stream, "kernel: ", move || {
+            let mut kernel = lock(&kernel);
+            run_kernel(&mut kernel, &buffers)
+        }),
+        CommonOp::WaitFlag { .. } => Ok(()),
+        CommonOp::WriteFlag { flag, value } => {
+            flag.store(value);
+            Ok(())
+        }
+        CommonOp::CopyFromHost { dst, offset, data } => {
+            let mut dst = lock(&dst.data);
+            copy_into(&mut dst, offset, &data)
+        }
+        CommonOp::HostToDevice {
+            dst,
+            dst_offset,
+            src,
+            src_offset,
+            len,
+        } => {
+            // Lock order: host buffer before device buffers.
+            let src = lock(&src.data);
+            let mut dst = lock(&dst.data);
+            copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
+        }
+        CommonOp::DeviceToHost {
+            dst,
+            dst_offset,
+            src,
+            src_offset,
+            len,
+        } => {
+            let mut dst = lock(&dst.data);
+            let src = lock(&src.data);
+            copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
+        }
+        CommonOp::DeviceToDevice {
+            dst,
+            dst_offset,
+            src,
+            src_offset,
+            len,
+        } => {
+            if Arc::ptr_eq(&dst, &src) {
+                let mut data = lock(&dst.data);
+                slice(&data, src_offset, len)?;
+                slice(&data, dst_offset, len)?;
+                data.copy_within(src_offset..src_offset + len, dst_offset);
+                Ok(())
+            } else if dst.id < src.id {
+                // Lock order between device buffers: by id.
+                let mut dst = lock(&dst.data);
+                let src = lock(&src.data);
+                copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
+            } else {
+                let src = lock(&src.data);
+                let mut dst = lock(&dst.data);
+                copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
+            }
+        }
+        CommonOp::Fill {
+            dst,
+            offset,
+            len,
+            value,
+        } => {
+            let mut dst = lock(&dst.data);
+            match offset
+                .checked_add(len)
+                .and_then(|end| dst.get_mut(offset..end))
+            {
+                Some(bytes) => {
+                    bytes.fill(value);
+                    Ok(())
+                }
+                None => Err(range_error("fill")),
+            }
+        }
+    }
+}
+
+fn range_error(op: &str) -> Error {
+    Error::InvalidArgument(format!("{op}: range outside the buffer"))
+}
+
+fn slice(data: &[u8], offset: usize, len: usize) -> Result<&[u8]> {
+    offset
+        .checked_add(len)
+        .and_then(|end| data.get(offset..end))
+        .ok_or_else(|| range_error("copy"))
+}
+
+fn copy_into(dst: &mut [u8], offset: usize, src: &[u8]) -> Result<()> {
+    match offset
+        .checked_add(src.len())
+        .and_then(|end| dst.get_mut(offset..end))
+    {
+        Some(out) => {
+            out.copy_from_slice(src);
+            Ok(())
+        }
+        None => Err(range_error("copy")),
+    }
+}
+
+/// Locks the kernel's buffers (in id order, the crate-wide lock order) and hands the kernel
+/// their bytes in the order it was launched with.
+fn run_kernel(kernel: &mut KernelFn, buffers: &[Arc<BufferInner>]) {
+    let mut order: Vec<usize> = (0..buffers.len()).collect();
+    order.sort_by_key(|&index| buffers[index].id);
+    let mut guards: Vec<Option<_>> = buffers.iter().map(|_| None).collect();
+    for index in order {
+        guards[index] = Some(lock(&buffers[index].data));
+    }
+    let mut views: Vec<&mut [u8]> = guards.iter_mut().flatten().map(|g| &mut g[..]).collect();
+    kernel(&mut views);
+}
+
+/// Runs user code, turning a panic into `Error::HostFuncPanicked`.
+fn guarded(stream: u64, prefix: &str, f: impl FnOnce()) -> Result<()> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        let message = if let Some(text) = payload.downcast_ref::<&str>() {
+            (*text).to_string()
+        } else if let Some(text) = payload.downcast_ref::<String>() {
+            text.clone()
+        } else {
+            "non-string panic payload".to_string()
+        };
+        Error::HostFuncPanicked {
+            stream,
+            message: format!("{prefix}{message}"),
+        }
+    })
+}
+
+/// The scheduler state shared by a pool's workers.
+pub(crate) struct PoolShared {
+    ready: Mutex<Ready>,
+    work: Condvar,
+    /// Bit `l` set iff ready queue `l` is non-empty (0 is the highest priority). Read without
+    /// the lock by running workers to decide whether to hand their stream back.
+    mask: AtomicU32,
+    shutdown: AtomicBool,
+}
+
+struct Ready {
+    levels: [VecDeque<Arc<StreamInner>>; LEVELS],
+    sleeping: usize,
+}
+
+impl PoolShared {
+    /// Puts a scheduled stream into its ready queue and wakes a sleeping worker.
+    pub(crate) fn push(&self, stream: Arc<StreamInner>) {
+        let level = stream.level;
+        let mut ready = lock(&self.ready);
+        ready.levels[level].push_back(stream);
+        self.mask.fetch_or(1 << level, Ordering::Relaxed);
+        let wake = ready.sleeping > 0;
+        drop(ready);
+        if wake {
+            self.work.notify_one();
+        }
+    }
+
+    /// The highest-priority ready stream, waiting for one; `None` when the pool shuts down.
+    fn pop(&self) -> Option<Arc<StreamInner>> {
+        let mut ready = lock(&self.ready);
+        loop {
+            for level in 0..LEVELS {
+                if let Some(stream) = ready.levels[level].pop_front() {
+                    if ready.levels[level].is_empty() {
+                        self.mask.fetch_and(!(1 << level), Ordering::Relaxed);
+                    }
+                    return Some(stream);
+                }
+            }
+            if self.shutdown.load(Ordering::Acquire) {
+                return None;
+            }
+            ready.sleeping += 1;
+            ready = self
+                .work
+                .wait(ready)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            ready.sleeping -= 1;
+        }
+    }
+}
+
+/// Owner side of a pool: streams hold it; when the last one goes, the workers exit.
+pub(crate) struct PoolHandle {
+    pub(crate) shared: Arc<PoolShared>,
+    pub(crate) workers: usize,
+}
+
+impl PoolHandle {
+    /// Starts a pool of `workers` threads (at least one must start).
+    pub(crate) fn start(workers: usize) -> Result<Arc<PoolHandle>> {
+        let shared = Arc::new(PoolShared {
+            ready: Mutex::new(Ready {
+                levels: std::array::from_fn(|_| VecDeque::new()),
+                sleeping: 0,
+            }),
+            work: Condvar::new(),
+            mask: AtomicU32::new(0),
+            shutdown: AtomicBool::new(false),
+        });
+        let mut started = 0;
+        let mut last_error = None;
+        for index in 0..workers {
+            let worker_shared = shared.clone();
+            match std::thread::Builder::new()
+                .name(format!("devstream-cpu-{index}"))
+                .spawn(move || worker(worker_shared))
+            {
+                Ok(_) => started += 1,
+                Err(error) => last_error = Some(error),
+            }
+        }
+        if started == 0 {
+            return Err(Error::BackendUnavailable {
+                backend: "cpu",
+                reason: format!(
+                    "could not start a worker thread: {}",
+                    last_error.map_or_else(|| "no workers requested".into(), |e| e.to_string())
+                ),
+            });
+        }
+        Ok(Arc::new(PoolHandle {
+            shared,
+            workers: started,
+        }))
+    }
+}
+
+impl Drop for PoolHandle {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        let _ready = lock(&self.shared.ready);
+        self.shared.work.notify_all();
+    }
+}
+
+fn worker(shared: Arc<PoolShared>) {
+    while let Some(stream) = shared.pop() {
+        run_stream(&shared, stream);
+    }
+}
+
+/// Runs a scheduled stream's tasks until its queue is empty, it blocks, or it yields to a
+/// higher-priority stream.
+fn run_stream(pool: &PoolShared, stream: Arc<StreamInner>) {
+    let own_bit = 1u32 << stream.level;
+    let higher_bits = own_bit - 1;
+    let mut budget = BATCH;
+    let mut state = lock(&stream.state);
+    loop {
+        let Some(task) = state.queue.pop_front() else {
+            state.scheduled = false;
+            return;
+        };
+        if let Some(wait) = task.op.pending_wait() {
+            state.queue.push_front(task);
+            state.scheduled = false;
+            state.blocked = true;
+            drop(state);
+            // Registered with the lock released: no thread ever holds two stream locks.
+            let registered = match wait {
+                Wait::Stream(target, seq) => target.add_stream_waiter(seq, &stream),
+                Wait::Flag(flag, value) => flag.add_waiter(value, &stream),
+            };
+            if !registered {
+                // Satisfied meanwhile: schedule again.
+                stream.wake();
+            }
+            return;
+        }
+        drop(state);
+        let result = execute(task, stream.id);
+        state = lock(&stream.state);
+        let woken = stream.complete_one(&mut state, result);
+        if !woken.is_empty() {
+            drop(state);
+            for waiter in woken {
+                waiter.wake();
+            }
+            state = lock(&stream.state);
+        }
+        if state.queue.is_empty() {
+            state.scheduled = false;
+            return;
+        }
+        budget -= 1;
+        let mask = pool.mask.load(Ordering::Relaxed);
+        if mask & higher_bits != 0 || (budget == 0 && mask & own_bit != 0) {
+            // Stays scheduled: back into the ready queue, behind the others.
+            drop(state);
+            pool.push(stream);
+            return;
+        }
+        if budget == 0 {
+            budget = BATCH;
+        }
+    }
+}

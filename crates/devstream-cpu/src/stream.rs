@@ -1,0 +1,873 @@
+//! CPU streams: a FIFO of tasks, two counters, and the capture state.
+//!
+//! Every submitted task gets the next *submitted* number; the worker running the stream bumps
+//! *completed* after each task. `query` compares the two (atomics, no lock), an event records
+//! the submitted number, and "wait until stream S completed N" is the one dependency primitive
+//! (threads park on it, blocked streams register on it). Locking rules: a thread holds at most
+//! one stream lock at a time, except that a stream lock may be held while taking an event,
+//! session, host-buffer or registry lock; user code never runs under a stream lock.
+
+use crate::buffer::{BufferInner, CpuBuffer, CpuHostBuffer, HostInner};
+use crate::device::{self, CAPABILITIES, PRIORITY_RANGE};
+use crate::event::{CpuEvent, Record};
+use crate::flag::CpuFlag;
+use crate::graph::{check_unsafe_call, CpuGraph, Session};
+use crate::scheduler::{running_stream, CommonOp, Op, PoolHandle, Task};
+use crate::{lock, CPU_PLACE};
+use devstream_core::traits::check_range;
+use devstream_core::{
+    next_id, Capabilities, CaptureMode, DeviceStream, Error, HostFn, Place, Priority, Result,
+    StreamOptions,
+};
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::Thread;
+
+/// What kind of stream, for live counts and legacy-stream ordering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StreamKind {
+    /// Created by the user (counted in live counts).
+    User,
+    /// The process-wide legacy default stream.
+    Legacy,
+    /// A per-thread default stream (blocking).
+    PerThread,
+    /// A graph's internal branch stream.
+    Helper,
+}
+
+/// A stream's part in a capture.
+pub(crate) struct StreamCapture {
+    pub(crate) session: Arc<Session>,
+    pub(crate) lane: usize,
+}
+
+/// The mutable part of a stream, behind its lock.
+pub(crate) struct StreamState {
+    pub(crate) queue: VecDeque<Task>,
+    /// In the pool's ready queue or being run by a worker.
+    pub(crate) scheduled: bool,
+    /// Its head task waits for another stream or a flag, with which it is registered.
+    pub(crate) blocked: bool,
+    /// The first unreported error and the task number that raised it.
+    error: Option<(u64, Error)>,
+    /// Threads parked until `completed` reaches a number.
+    thread_waiters: Vec<(u64, Thread)>,
+    /// Blocked streams to wake when `completed` reaches a number.
+    stream_waiters: Vec<(u64, Arc<StreamInner>)>,
+    min_stream_waiter: u64,
+    capture: Option<StreamCapture>,
+    /// The legacy stream's submitted count this (blocking) stream last ordered itself after.
+    legacy_seen: u64,
+}
+
+/// Shared state of a [`CpuStream`].
+pub(crate) struct StreamInner {
+    pub(crate) id: u64,
+    pub(crate) native_priority: i32,
+    /// Ready-queue level: 0 is the highest priority.
+    pub(crate) level: usize,
+    pub(crate) non_blocking: bool,
+    pub(crate) kind: StreamKind,
+    pub(crate) submitted: AtomicU64,
+    pub(crate) completed: AtomicU64,
+    has_error: AtomicBool,
+    /// Mirrors `state.capture.is_some()` for lock-free fast paths.
+    pub(crate) capturing: AtomicBool,
+    pub(crate) state: Mutex<StreamState>,
+    pub(crate) pool: Arc<PoolHandle>,
+}
+
+/// Blocking streams (user `blocking(true)` and per-thread streams), which the legacy default
+/// stream orders itself after.
+static BLOCKING: Mutex<Vec<Weak<StreamInner>>> = Mutex::new(Vec::new());
+
+impl StreamInner {
+    pub(crate) fn new(
+        pool: Arc<PoolHandle>,
+        native_priority: i32,
+        non_blocking: bool,
+        kind: StreamKind,
+    ) -> Arc<StreamInner> {
+        let native_priority = PRIORITY_RANGE.clamp(native_priority);
+        let inner = Arc::new(StreamInner {
+            id: next_id(),
+            native_priority,
+            level: native_priority.abs_diff(PRIORITY_RANGE.greatest) as usize,
+            non_blocking,
+            kind,
+            submitted: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            has_error: AtomicBool::new(false),
+            capturing: AtomicBool::new(false),
+            state: Mutex::new(StreamState {
+                queue: VecDeque::new(),
+                scheduled: false,
+                blocked: false,
+                error: None,
+                thread_waiters: Vec::new(),
+                stream_waiters: Vec::new(),
+                min_stream_waiter: u64::MAX,
+                capture: None,
+                legacy_seen: 0,
+            }),
+            pool,
+        });
+        if kind == StreamKind::User {
+            device::LIVE_STREAMS.fetch_add(1, Ordering::Relaxed);
+        }
+        if !non_blocking && kind != StreamKind::Legacy {
+            let mut blocking = lock(&BLOCKING);
+            blocking.retain(|weak| weak.strong_count() > 0);
+            blocking.push(Arc::downgrade(&inner));
+        }
+        inner
+    }
+
+    /// A branch stream for a graph launched on `target`: same pool and priority.
+    pub(crate) fn helper(target: &StreamInner) -> Arc<StreamInner> {
+        StreamInner::new(
+            target.pool.clone(),
+            target.native_priority,
+            true,
+            StreamKind::Helper,
+        )
+    }
+
+    /// Appends a task; returns its number and whether the caller must schedule the stream
+    /// (after releasing the lock).
+    fn push(&self, state: &mut StreamState, op: Op) -> (u64, bool) {
+        let host_use = op.host_buffer().map(HostInner::begin_use);
+        state.queue.push_back(Task {
+            op,
+            _host_use: host_use,
+        });
+        let seq = self.submitted.load(Ordering::Relaxed) + 1;
+        self.submitted.store(seq, Ordering::Release);
+        let schedule = !state.scheduled && !state.blocked;
+        if schedule {
+            state.scheduled = true;
+        }
+        (seq, schedule)
+    }
+
+    /// Puts the stream into its pool's ready queue.
+    fn schedule(self: &Arc<Self>) {
+        self.pool.shared.push(self.clone());
+    }
+
+    /// Legacy default stream ordering, applied before every task and record: the legacy
+    /// stream waits for all earlier work of blocking streams, a blocking stream for all earlier
+    /// work of the legacy stream. Returns whether the stream must be scheduled.
+    fn implicit_deps(self: &Arc<Self>, state: &mut StreamState) -> bool {
+        if self.non_blocking {
+            return false;
+        }
+        let mut schedule = false;
+        if self.kind == StreamKind::Legacy {
+            let blocking: Vec<Arc<StreamInner>> =
+                lock(&BLOCKING).iter().filter_map(Weak::upgrade).collect();
+            for stream in blocking {
+                let seq = stream.submitted.load(Ordering::Acquire);
+                if stream.completed.load(Ordering::Acquire) < seq {
+                    schedule |= self.push(state, Op::WaitSeq { stream, seq }).1;
+                }
+            }
+        } else if let Some(legacy) = device::legacy_if_created() {
+            let seq = legacy.submitted.load(Ordering::Acquire);
+            if seq > state.legacy_seen {
+                state.legacy_seen = seq;
+                if legacy.completed.load(Ordering::Acquire) < seq {
+                    let stream = legacy.clone();
+                    schedule |= self.push(state, Op::WaitSeq { stream, seq }).1;
+                }
+            }
+        }
+        schedule
+    }
+
+    /// Submits one operation: captured if the stream captures, queued otherwise.
+    pub(crate) fn submit(self: &Arc<Self>, op: Op, name: &'static str) -> Result<()> {
+        let mut state = lock(&self.state);
+        if let Some(capture) = &state.capture {
+            let (session, lane) = (capture.session.clone(), capture.lane);
+            drop(state);
+            let common = op
+                .into_common()
+                .ok_or_else(|| Error::capture(name, "this operation cannot be captured"))?;
+            return session.add_node(lane, name, common);
+        }
+        let mut schedule = self.implicit_deps(&mut state);
+        schedule |= self.push(&mut state, op).1;
+        drop(state);
+        if schedule {
+            self.schedule();
+        }
+        Ok(())
+    }
+
+    /// Queues several operations in one go (a single-branch graph launch).
+    pub(crate) fn submit_batch(self: &Arc<Self>, ops: impl Iterator<Item = Op>) -> Result<()> {
+        let mut state = lock(&self.state);
+        if state.capture.is_some() {
+            return Err(Error::capture(
+                "CpuGraph::launch",
+                "the stream began capturing during the launch",
+            ));
+        }
+        let mut schedule = self.implicit_deps(&mut state);
+        for op in ops {
+            schedule |= self.push(&mut state, op).1;
+        }
+        drop(state);
+        if schedule {
+            self.schedule();
+        }
+        Ok(())
+    }
+
+    /// Queues `op` after waits for other streams' progress; returns the task's number.
+    pub(crate) fn submit_with_waits(
+        self: &Arc<Self>,
+        waits: &[(&Arc<StreamInner>, u64)],
+        op: Op,
+        name: &'static str,
+    ) -> Result<u64> {
+        let mut state = lock(&self.state);
+        if state.capture.is_some() {
+            return Err(Error::capture(
+                name,
+                "the stream began capturing during the launch",
+            ));
+        }
+        let mut schedule = self.implicit_deps(&mut state);
+        for &(stream, seq) in waits {
+            if !Arc::ptr_eq(stream, self) && stream.completed.load(Ordering::Acquire) < seq {
+                let stream = stream.clone();
+                schedule |= self.push(&mut state, Op::WaitSeq { stream, seq }).1;
+            }
+        }
+        let (seq, more) = self.push(&mut state, op);
+        drop(state);
+        if schedule || more {
+            self.schedule();
+        }
+        Ok(seq)
+    }
+
+    /// Registers a blocked stream to be woken when this one has completed `seq` tasks.
+    /// Returns `false` (registering nothing) if it already has.
+    pub(crate) fn add_stream_waiter(&self, seq: u64, waiter: &Arc<StreamInner>) -> bool {
+        let mut state = lock(&self.state);
+        if self.completed.load(Ordering::Acquire) >= seq {
+            return false;
+        }
+        state.stream_waiters.push((seq, waiter.clone()));
+        state.min_stream_waiter = state.min_stream_waiter.min(seq);
+        true
+    }
+
+    /// Puts a blocked stream back into the scheduler.
+    pub(crate) fn wake(self: Arc<Self>) {
+        let mut state = lock(&self.state);
+        if state.blocked {
+            state.blocked = false;
+            state.scheduled = true;
+            drop(state);
+            let shared = self.pool.shared.clone();
+            shared.push(self);
+        }
+    }
+
+    /// Marks the head task completed (called by the worker with the lock held); wakes parked
+    /// threads and returns the streams to wake (after the lock is released).
+    pub(crate) fn complete_one(
+        &self,
+        state: &mut StreamState,
+        result: Result<()>,
+    ) -> Vec<Arc<StreamInner>> {
+        let seq = self.completed.load(Ordering::Relaxed) + 1;
+        if let Err(error) = result {
+            if state.error.is_none() {
+                state.error = Some((seq, error));
+                self.has_error.store(true, Ordering::Release);
+            }
+        }
+        self.completed.store(seq, Ordering::Release);
+        if !state.thread_waiters.is_empty() {
+            state.thread_waiters.retain(|(target, thread)| {
+                if *target <= seq {
+                    thread.unpark();
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        let mut woken = Vec::new();
+        if state.min_stream_waiter <= seq {
+            let mut min = u64::MAX;
+            let mut index = 0;
+            while index < state.stream_waiters.len() {
+                let target = state.stream_waiters[index].0;
+                if target <= seq {
+                    woken.push(state.stream_waiters.swap_remove(index).1);
+                } else {
+                    min = min.min(target);
+                    index += 1;
+                }
+            }
+            state.min_stream_waiter = min;
+        }
+        woken
+    }
+
+    /// Parks the calling thread until `seq` tasks have completed.
+    pub(crate) fn wait_until(&self, seq: u64) {
+        if self.completed.load(Ordering::Acquire) >= seq {
+            return;
+        }
+        {
+            let mut state = lock(&self.state);
+            if self.completed.load(Ordering::Acquire) >= seq {
+                return;
+            }
+            state.thread_waiters.push((seq, std::thread::current()));
+        }
+        while self.completed.load(Ordering::Acquire) < seq {
+            std::thread::park();
+        }
+    }
+
+    /// The capture this stream takes part in, and its lane.
+    pub(crate) fn capture_info(&self) -> Option<(Arc<Session>, usize)> {
+        lock(&self.state)
+            .capture
+            .as_ref()
+            .map(|c| (c.session.clone(), c.lane))
+    }
+
+    /// Leaves `session` (at its end).
+    fn leave_capture(&self, session: &Arc<Session>) {
+        let mut state = lock(&self.state);
+        if state
+            .capture
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(&c.session, session))
+        {
+            state.capture = None;
+            self.capturing.store(false, Ordering::Release);
+        }
+    }
+
+    /// The error for an operation that is illegal on a capturing stream; invalidates the capture.
+    fn capture_violation(&self, op: &'static str) -> Error {
+        if let Some((session, _)) = self.capture_info() {
+            session.invalidate(format!("{op} was called on a capturing stream"));
+        }
+        Error::capture(
+            op,
+            "not permitted on a capturing stream; the capture is invalidated",
+        )
+    }
+
+    /// Adds "wait until `target` completed `seq`" (nothing if it already has).
+    fn wait_seq(
+        self: &Arc<Self>,
+        target: Arc<StreamInner>,
+        seq: u64,
+        op: &'static str,
+    ) -> Result<()> {
+        let mut state = lock(&self.state);
+        if let Some(capture) = &state.capture {
+            let session = capture.session.clone();
+            drop(state);
+            session.invalidate(format!("{op} waited for work outside the capture"));
+            return Err(Error::capture(
+                op,
+                "waiting for work recorded outside the capture is not permitted \
+                 (cudaErrorStreamCaptureIsolation); the capture is invalidated",
+            ));
+        }
+        if Arc::ptr_eq(&target, self) || target.completed.load(Ordering::Acquire) >= seq {
+            return Ok(());
+        }
+        let mut schedule = self.implicit_deps(&mut state);
+        schedule |= self
+            .push(
+                &mut state,
+                Op::WaitSeq {
+                    stream: target,
+                    seq,
+                },
+            )
+            .1;
+        drop(state);
+        if schedule {
+            self.schedule();
+        }
+        Ok(())
+    }
+
+    /// Waits for graph nodes of `session`: joins them into this stream's capture, or forks
+    /// this stream into the capture.
+    fn join(
+        self: &Arc<Self>,
+        session: Arc<Session>,
+        nodes: Vec<usize>,
+        op: &'static str,
+    ) -> Result<()> {
+        let mut state = lock(&self.state);
+        match &state.capture {
+            Some(capture) if Arc::ptr_eq(&capture.session, &session) => {
+                let lane = capture.lane;
+                drop(state);
+                session.merge(lane, &nodes, op)
+            }
+            Some(capture) => {
+                let mine = capture.session.clone();
+                drop(state);
+                mine.invalidate(format!("{op} tried to merge two separate captures"));
+                Err(Error::capture(
+                    op,
+                    "the event belongs to another capture (cudaErrorStreamCaptureMerge); the \
+                     capture is invalidated",
+                ))
+            }
+            None => {
+                if !session.is_active() {
+                    // The capture has ended: the record stands for nothing that will run.
+                    return Ok(());
+                }
+                if self.kind == StreamKind::Legacy {
+                    return Err(Error::capture(
+                        op,
+                        "the legacy default stream cannot take part in a capture",
+                    ));
+                }
+                let lane = session.add_lane(self, nodes, op)?;
+                state.capture = Some(StreamCapture { session, lane });
+                self.capturing.store(true, Ordering::Release);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Drop for StreamInner {
+    fn drop(&mut self) {
+        if self.kind == StreamKind::User {
+            device::LIVE_STREAMS.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A CPU stream: an ordered queue of host work run by a worker pool. Cheap to clone (clones
+/// are the same stream).
+///
+/// Dropping the last handle never blocks: queued work still runs, and what it uses stays alive
+/// until it has.
+#[derive(Clone)]
+pub struct CpuStream(pub(crate) Arc<StreamInner>);
+
+impl CpuStream {
+    pub(crate) fn with_pool(
+        pool: Arc<PoolHandle>,
+        options: StreamOptions,
+        kind: StreamKind,
+    ) -> CpuStream {
+        let native = PRIORITY_RANGE.normalize(options.priority);
+        CpuStream(StreamInner::new(pool, native, options.non_blocking, kind))
+    }
+
+    /// Runs `kernel` in stream order with mutable access to `buffers` (in the order given).
+    ///
+    /// This is the CPU place's native kernel path. Like every operation it can be captured;
+    /// a captured kernel runs once per graph launch. A panic in the kernel is reported by
+    /// `synchronize` as `Error::HostFuncPanicked`. The same buffer may not appear twice
+    /// (`Error::InvalidArgument`).
+    ///
+    /// ```
+    /// use devstream_core::{DeviceBackend, DeviceStream, HostBuffer, Place, StreamOptions};
+    /// let s = devstream_cpu::CpuBackend::new_stream(&Place::Cpu, StreamOptions::default()).unwrap();
+    /// let a = s.alloc(4).unwrap();
+    /// let b = s.alloc(4).unwrap();
+    /// s.copy_from_host(&a, 0, &[1, 2, 3, 4]).unwrap();
+    /// s.launch_kernel(&[&a, &b], |views| {
+    ///     let (input, output) = views.split_at_mut(1);
+    ///     for (o, i) in output[0].iter_mut().zip(input[0].iter()) {
+    ///         *o = i * 10;
+    ///     }
+    /// }).unwrap();
+    /// let host = s.alloc_host(4).unwrap();
+    /// s.copy_device_to_host(&host, 0, &b, 0, 4).unwrap();
+    /// assert_eq!(host.to_vec().unwrap(), [10, 20, 30, 40]);
+    /// ```
+    pub fn launch_kernel(
+        &self,
+        buffers: &[&CpuBuffer],
+        kernel: impl FnMut(&mut [&mut [u8]]) + Send + 'static,
+    ) -> Result<()> {
+        for (index, buffer) in buffers.iter().enumerate() {
+            if buffers[..index]
+                .iter()
+                .any(|b| Arc::ptr_eq(&b.0, &buffer.0))
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "launch_kernel: buffer {} is passed twice",
+                    buffer.0.id
+                )));
+            }
+        }
+        let list: Arc<[Arc<BufferInner>]> = buffers.iter().map(|b| b.0.clone()).collect();
+        self.0
+            .submit(Op::Kernel(Box::new(kernel), list), "launch_kernel")
+    }
+
+    /// Tasks submitted to this stream so far (including internal waits and markers).
+    pub fn submitted_tasks(&self) -> u64 {
+        self.0.submitted.load(Ordering::Acquire)
+    }
+
+    /// Tasks of this stream completed so far.
+    pub fn completed_tasks(&self) -> u64 {
+        self.0.completed.load(Ordering::Acquire)
+    }
+}
+
+impl fmt::Debug for CpuStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CpuStream")
+            .field("id", &self.0.id)
+            .field("native_priority", &self.0.native_priority)
+            .field("non_blocking", &self.0.non_blocking)
+            .field("kind", &self.0.kind)
+            .field("submitted", &self.0.submitted.load(Ordering::Relaxed))
+            .field("completed", &self.0.completed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+fn common(op: CommonOp) -> Op {
+    Op::Common(op)
+}
+
+impl DeviceStream for CpuStream {
+    type Event = CpuEvent;
+    type Graph = CpuGraph;
+    type Flag = CpuFlag;
+    type Buffer = CpuBuffer;
+    type HostBuffer = CpuHostBuffer;
+
+    fn place(&self) -> &Place {
+        &CPU_PLACE
+    }
+
+    fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    fn priority(&self) -> Priority {
+        PRIORITY_RANGE.classify(self.0.native_priority)
+    }
+
+    fn native_priority(&self) -> i32 {
+        self.0.native_priority
+    }
+
+    fn is_non_blocking(&self) -> bool {
+        self.0.non_blocking
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    fn query(&self) -> Result<bool> {
+        let inner = &self.0;
+        if inner.capturing.load(Ordering::Acquire) {
+            return Err(inner.capture_violation("query"));
+        }
+        let submitted = inner.submitted.load(Ordering::Acquire);
+        Ok(inner.completed.load(Ordering::Acquire) >= submitted)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let inner = &self.0;
+        if inner.capturing.load(Ordering::Acquire) {
+            return Err(inner.capture_violation("synchronize"));
+        }
+        check_unsafe_call("synchronize")?;
+        let target = inner.submitted.load(Ordering::Acquire);
+        if inner.completed.load(Ordering::Acquire) < target {
+            if running_stream() == inner.id {
+                return Err(Error::InvalidArgument(
+                    "synchronize from a host function or kernel of the same stream would \
+                     deadlock"
+                        .into(),
+                ));
+            }
+            inner.wait_until(target);
+        }
+        if inner.has_error.load(Ordering::Acquire) {
+            let mut state = lock(&inner.state);
+            if state.error.as_ref().is_some_and(|(seq, _)| *seq <= target) {
+                if let Some((_, error)) = state.error.take() {
+                    inner.has_error.store(false, Ordering::Release);
+                    return Err(error);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn record(&self, event: &CpuEvent) -> Result<()> {
+        let inner = &self.0;
+        let timing = event.0.flags_timing();
+        if !timing && inner.non_blocking && !inner.capturing.load(Ordering::Acquire) {
+            // Fast path: an event is "this stream's submitted count now".
+            event
+                .0
+                .set_stream_record(inner, inner.submitted.load(Ordering::Acquire), None);
+            return Ok(());
+        }
+        let mut state = lock(&inner.state);
+        if let Some(capture) = &state.capture {
+            let (session, lane) = (capture.session.clone(), capture.lane);
+            drop(state);
+            let nodes = session.frontier(lane, "record")?;
+            event.0.set_captured(session, nodes);
+            return Ok(());
+        }
+        let mut schedule = inner.implicit_deps(&mut state);
+        if timing {
+            let generation = event.0.next_generation();
+            let stamp = Op::Stamp {
+                event: event.0.clone(),
+                generation,
+            };
+            let (seq, more) = inner.push(&mut state, stamp);
+            schedule |= more;
+            // Set while the stream lock is held, so the stamp cannot run before it.
+            event.0.set_stream_record(inner, seq, Some(generation));
+        } else {
+            let seq = inner.submitted.load(Ordering::Relaxed);
+            event.0.set_stream_record(inner, seq, None);
+        }
+        drop(state);
+        if schedule {
+            inner.schedule();
+        }
+        Ok(())
+    }
+
+    fn record_event(&self) -> Result<CpuEvent> {
+        let event = CpuEvent::new(devstream_core::EventFlags::default())?;
+        self.record(&event)?;
+        Ok(event)
+    }
+
+    fn wait_event(&self, event: &CpuEvent) -> Result<()> {
+        let inner = &self.0;
+        if event.0.known_done() && !inner.capturing.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        match event.0.snapshot() {
+            Record::Never => Ok(()),
+            Record::Stream { stream, seq, .. } => inner.wait_seq(stream, seq, "wait_event"),
+            Record::Captured { session, nodes } => inner.join(session, nodes, "wait_event"),
+        }
+    }
+
+    fn wait_stream(&self, other: &Self) -> Result<()> {
+        let (inner, other) = (&self.0, &other.0);
+        if Arc::ptr_eq(inner, other) {
+            return Ok(());
+        }
+        if !inner.capturing.load(Ordering::Acquire) && !other.capturing.load(Ordering::Acquire) {
+            let submitted = other.submitted.load(Ordering::Acquire);
+            if other.non_blocking && other.completed.load(Ordering::Acquire) >= submitted {
+                return Ok(());
+            }
+        }
+        if other.capturing.load(Ordering::Acquire) {
+            if let Some((session, lane)) = other.capture_info() {
+                let nodes = session.frontier(lane, "wait_stream")?;
+                return inner.join(session, nodes, "wait_stream");
+            }
+        }
+        let seq = if other.non_blocking {
+            other.submitted.load(Ordering::Acquire)
+        } else {
+            // Like recording an event there: applies the legacy-stream ordering first.
+            let mut state = lock(&other.state);
+            let schedule = other.implicit_deps(&mut state);
+            let seq = other.submitted.load(Ordering::Relaxed);
+            drop(state);
+            if schedule {
+                other.schedule();
+            }
+            seq
+        };
+        inner.wait_seq(other.clone(), seq, "wait_stream")
+    }
+
+    fn launch_host_func(&self, f: HostFn) -> Result<()> {
+        self.0.submit(Op::Host(f), "launch_host_func")
+    }
+
+    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+        let inner = &self.0;
+        if inner.kind == StreamKind::Legacy {
+            return Err(Error::capture(
+                "begin_capture",
+                "the legacy default stream cannot be captured",
+            ));
+        }
+        let mut state = lock(&inner.state);
+        if state.capture.is_some() {
+            return Err(Error::capture(
+                "begin_capture",
+                "the stream is already capturing",
+            ));
+        }
+        let session = Session::begin(mode, inner);
+        state.capture = Some(StreamCapture { session, lane: 0 });
+        inner.capturing.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn end_capture(&self) -> Result<CpuGraph> {
+        let inner = &self.0;
+        let mut state = lock(&inner.state);
+        let Some(capture) = state.capture.take() else {
+            return Err(Error::capture("end_capture", "the stream is not capturing"));
+        };
+        if capture.lane != 0 {
+            let session = capture.session.clone();
+            state.capture = Some(capture);
+            drop(state);
+            session.invalidate("end_capture was called on a stream that joined the capture");
+            return Err(Error::capture(
+                "end_capture",
+                "the capture was begun on another stream (cudaErrorStreamCaptureUnmatched); \
+                 the capture is invalidated",
+            ));
+        }
+        inner.capturing.store(false, Ordering::Release);
+        drop(state);
+        let (streams, result) = capture.session.finish();
+        for stream in streams.iter().skip(1).filter_map(Weak::upgrade) {
+            stream.leave_capture(&capture.session);
+        }
+        result
+    }
+
+    fn is_capturing(&self) -> Result<bool> {
+        Ok(self.0.capturing.load(Ordering::Acquire))
+    }
+
+    fn wait_flag(&self, flag: &CpuFlag, value: u32) -> Result<()> {
+        let flag = flag.0.clone();
+        self.0
+            .submit(common(CommonOp::WaitFlag { flag, value }), "wait_flag")
+    }
+
+    fn write_flag(&self, flag: &CpuFlag, value: u32) -> Result<()> {
+        let flag = flag.0.clone();
+        self.0
+            .submit(common(CommonOp::WriteFlag { flag, value }), "write_flag")
+    }
+
+    fn alloc(&self, len: usize) -> Result<CpuBuffer> {
+        Ok(CpuBuffer(BufferInner::new(len)?))
+    }
+
+    fn alloc_host(&self, len: usize) -> Result<CpuHostBuffer> {
+        check_unsafe_call("alloc_host")?;
+        Ok(CpuHostBuffer(HostInner::new(len)?))
+    }
+
+    fn copy_from_host(&self, dst: &CpuBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
+        check_range("copy_from_host", dst_offset, src.len(), dst.0.len)?;
+        let op = CommonOp::CopyFromHost {
+            dst: dst.0.clone(),
+            offset: dst_offset,
+            data: Arc::from(src),
+        };
+        self.0.submit(common(op), "copy_from_host")
+    }
+
+    fn copy_host_to_device(
+        &self,
+        dst: &CpuBuffer,
+        dst_offset: usize,
+        src: &CpuHostBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        check_range("copy_host_to_device", dst_offset, len, dst.0.len)?;
+        check_range("copy_host_to_device", src_offset, len, src.0.len)?;
+        let op = CommonOp::HostToDevice {
+            dst: dst.0.clone(),
+            dst_offset,
+            src: src.0.clone(),
+            src_offset,
+            len,
+        };
+        self.0.submit(common(op), "copy_host_to_device")
+    }
+
+    fn copy_device_to_host(
+        &self,
+        dst: &CpuHostBuffer,
+        dst_offset: usize,
+        src: &CpuBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        check_range("copy_device_to_host", dst_offset, len, dst.0.len)?;
+        check_range("copy_device_to_host", src_offset, len, src.0.len)?;
+        let op = CommonOp::DeviceToHost {
+            dst: dst.0.clone(),
+            dst_offset,
+            src: src.0.clone(),
+            src_offset,
+            len,
+        };
+        self.0.submit(common(op), "copy_device_to_host")
+    }
+
+    fn copy_device_to_device(
+        &self,
+        dst: &CpuBuffer,
+        dst_offset: usize,
+        src: &CpuBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        check_range("copy_device_to_device", dst_offset, len, dst.0.len)?;
+        check_range("copy_device_to_device", src_offset, len, src.0.len)?;
+        let op = CommonOp::DeviceToDevice {
+            dst: dst.0.clone(),
+            dst_offset,
+            src: src.0.clone(),
+            src_offset,
+            len,
+        };
+        self.0.submit(common(op), "copy_device_to_device")
+    }
+
+    fn fill(&self, dst: &CpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
+        check_range("fill", offset, len, dst.0.len)?;
+        let op = CommonOp::Fill {
+            dst: dst.0.clone(),
+            offset,
+            len,
+            value,
+        };
+        self.0.submit(common(op), "fill")
+    }
+}
