@@ -111,6 +111,12 @@ impl HostInner {
         PendingGuard(self.clone())
     }
 
+    /// Number of queued operations touching the buffer.
+    #[cfg(test)]
+    pub(crate) fn pending_count(&self) -> usize {
+        *lock(&self.pending)
+    }
+
     /// Blocks until no queued operation touches the buffer.
     fn wait_idle(&self) {
         let mut pending = lock(&self.pending);

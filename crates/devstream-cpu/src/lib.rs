@@ -69,6 +69,8 @@ mod flag;
 mod graph;
 mod scheduler;
 mod stream;
+#[cfg(test)]
+mod tests;
 
 pub use buffer::{CpuBuffer, CpuHostBuffer};
 pub use device::{CpuBackend, CpuPool, PRIORITY_RANGE};
