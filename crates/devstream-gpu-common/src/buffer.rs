@@ -54,10 +54,8 @@ impl<A: RawApi> Drop for BufferInner<A> {
         }
         let idle = |s: &Arc<StreamInner<A>>| {
             // SAFETY: the stream is alive (we hold it).
-            matches!(
-                unsafe { A::stream_is_capturing(s.raw) },
-                Ok(CaptureStatus::None)
-            )
+            let status = unsafe { A::stream_is_capturing(s.raw) };
+            matches!(status, Ok(CaptureStatus::None))
         };
         if self.stream_ordered {
             if users.len() == 1 && idle(&users[0]) {

@@ -305,9 +305,8 @@ impl<A: RawApi> Device<A> {
         if self.bind().is_ok() {
             for &stream in streams {
                 // SAFETY: the caller keeps every stream in `streams` alive during this call.
-                if let Ok(crate::raw::CaptureStatus::None) =
-                    unsafe { A::stream_is_capturing(stream) }
-                {
+                let status = unsafe { A::stream_is_capturing(stream) };
+                if let Ok(crate::raw::CaptureStatus::None) = status {
                     // SAFETY: the context is current.
                     match unsafe { A::event_create(EventFlags::default()) } {
                         Ok(event) => {

@@ -53,9 +53,17 @@ impl<A: RawApi> Drop for GraphInner<A> {
     }
 }
 
-/// A captured, instantiated graph.
+/// A captured, instantiated graph (a cheap `Clone` handle).
 pub struct GpuGraph<A: RawApi> {
     inner: Arc<GraphInner<A>>,
+}
+
+impl<A: RawApi> Clone for GpuGraph<A> {
+    fn clone(&self) -> Self {
+        GpuGraph {
+            inner: self.inner.clone(),
+        }
+    }
 }
 
 impl<A: RawApi> fmt::Debug for GpuGraph<A> {

@@ -41,8 +41,8 @@ pub use graph::{GpuGraph, GpuGraphDef};
 pub use kernel::{GpuKernel, GpuModule, KernelArg, LaunchConfig};
 pub use raw::{
     AccessPolicyWindow, AccessProperty, CaptureInfo, CaptureStatus, DeviceProperties, DevicePtr,
-    ErrorKind, LoadInfo, MemAttach, Optional, RawApi, RawContext, RawError, RawEvent, RawGraph,
-    RawGraphExec, RawGraphNode, RawModule, RawResult, RawStream, StreamAttribute,
+    ErrorKind, LoadInfo, MemAttach, Optional, RawApi, RawContext, RawError, RawEvent, RawFunction,
+    RawGraph, RawGraphExec, RawGraphNode, RawModule, RawResult, RawStream, StreamAttribute,
     StreamAttributeId, SyncPolicy,
 };
 pub use stream::{GpuStream, StreamKind};
