@@ -244,8 +244,8 @@ unsafe impl RawApi for CudaApi {
         }
         let _ = ERROR_NAME.set(load_error_strings());
         let mut version = 0;
-        // SAFETY: the symbol exists; the out-pointer is valid.
         ok(
+            // SAFETY: the symbol exists; the out-pointer is valid.
             unsafe { sys::cuDriverGetVersion(&mut version) },
             "cuDriverGetVersion",
         )
@@ -299,8 +299,8 @@ unsafe impl RawApi for CudaApi {
         let device_count = match init {
             sys::CUresult::CUDA_SUCCESS => {
                 let mut count = 0;
-                // SAFETY: initialised; valid out-pointer.
                 ok(
+                    // SAFETY: initialised; valid out-pointer.
                     unsafe { sys::cuDeviceGetCount(&mut count) },
                     "cuDeviceGetCount",
                 )
@@ -362,8 +362,8 @@ unsafe impl RawApi for CudaApi {
             // accepts unknown codes (answering CUDA_ERROR_INVALID_VALUE).
             let status = unsafe { f(code as u32, &mut ptr) };
             if status == 0 && !ptr.is_null() {
-                // SAFETY: a NUL-terminated static string owned by the driver.
                 Some(
+                    // SAFETY: a NUL-terminated static string owned by the driver.
                     unsafe { CStr::from_ptr(ptr) }
                         .to_string_lossy()
                         .into_owned(),
@@ -381,8 +381,8 @@ unsafe impl RawApi for CudaApi {
 
     unsafe fn device_count() -> RawResult<usize> {
         let mut count = 0;
-        // SAFETY: valid out-pointer.
         ok(
+            // SAFETY: valid out-pointer.
             unsafe { sys::cuDeviceGetCount(&mut count) },
             "cuDeviceGetCount",
         )?;
@@ -391,8 +391,8 @@ unsafe impl RawApi for CudaApi {
 
     unsafe fn device_properties(ordinal: usize) -> RawResult<DeviceProperties> {
         let mut device = 0;
-        // SAFETY: valid out-pointer; the ordinal is checked by the driver.
         ok(
+            // SAFETY: valid out-pointer; the ordinal is checked by the driver.
             unsafe { sys::cuDeviceGet(&mut device, ordinal as i32) },
             "cuDeviceGet",
         )?;
@@ -417,8 +417,8 @@ unsafe impl RawApi for CudaApi {
             .to_string_lossy()
             .into_owned();
         let mut version = 0;
-        // SAFETY: valid out-pointer.
         ok(
+            // SAFETY: valid out-pointer.
             unsafe { sys::cuDriverGetVersion(&mut version) },
             "cuDriverGetVersion",
         )?;
@@ -442,8 +442,8 @@ unsafe impl RawApi for CudaApi {
 
     unsafe fn primary_context(ordinal: usize) -> RawResult<RawContext> {
         let mut device = 0;
-        // SAFETY: valid out-pointer.
         ok(
+            // SAFETY: valid out-pointer.
             unsafe { sys::cuDeviceGet(&mut device, ordinal as i32) },
             "cuDeviceGet",
         )?;
@@ -465,8 +465,8 @@ unsafe impl RawApi for CudaApi {
     }
 
     unsafe fn context_set_current(ctx: RawContext) -> RawResult {
-        // SAFETY: the caller passes a live context.
         ok(
+            // SAFETY: the caller passes a live context.
             unsafe { sys::cuCtxSetCurrent(ctx.0.cast()) },
             "cuCtxSetCurrent",
         )
@@ -483,8 +483,8 @@ unsafe impl RawApi for CudaApi {
     }
 
     unsafe fn reset_persisting_l2_cache() -> RawResult {
-        // SAFETY: a context is current (caller).
         ok(
+            // SAFETY: a context is current (caller).
             unsafe { sys::cuCtxResetPersistingL2Cache() },
             "cuCtxResetPersistingL2Cache",
         )
@@ -506,8 +506,8 @@ unsafe impl RawApi for CudaApi {
     }
 
     unsafe fn stream_destroy(s: RawStream) -> RawResult {
-        // SAFETY: the caller owns the stream.
         ok(
+            // SAFETY: the caller owns the stream.
             unsafe { sys::cuStreamDestroy_v2(stream(s)) },
             "cuStreamDestroy",
         )
@@ -521,8 +521,8 @@ unsafe impl RawApi for CudaApi {
 
     #[inline]
     unsafe fn stream_synchronize(s: RawStream) -> RawResult {
-        // SAFETY: live stream (caller).
         ok(
+            // SAFETY: live stream (caller).
             unsafe { sys::cuStreamSynchronize(stream(s)) },
             "cuStreamSynchronize",
         )
@@ -530,8 +530,8 @@ unsafe impl RawApi for CudaApi {
 
     #[inline]
     unsafe fn stream_wait_event(s: RawStream, e: RawEvent) -> RawResult {
-        // SAFETY: live stream and event (caller).
         ok(
+            // SAFETY: live stream and event (caller).
             unsafe { sys::cuStreamWaitEvent(stream(s), event(e), 0) },
             "cuStreamWaitEvent",
         )
@@ -539,8 +539,8 @@ unsafe impl RawApi for CudaApi {
 
     unsafe fn stream_priority(s: RawStream) -> RawResult<i32> {
         let mut priority = 0;
-        // SAFETY: live stream, valid out-pointer.
         ok(
+            // SAFETY: live stream, valid out-pointer.
             unsafe { sys::cuStreamGetPriority(stream(s), &mut priority) },
             "cuStreamGetPriority",
         )?;
@@ -549,8 +549,8 @@ unsafe impl RawApi for CudaApi {
 
     unsafe fn stream_flags(s: RawStream) -> RawResult<u32> {
         let mut flags = 0;
-        // SAFETY: live stream, valid out-pointer.
         ok(
+            // SAFETY: live stream, valid out-pointer.
             unsafe { sys::cuStreamGetFlags(stream(s), &mut flags) },
             "cuStreamGetFlags",
         )?;
@@ -559,8 +559,8 @@ unsafe impl RawApi for CudaApi {
 
     unsafe fn stream_id(s: RawStream) -> RawResult<u64> {
         let mut id = 0;
-        // SAFETY: live stream, valid out-pointer; present per `supports`.
         ok(
+            // SAFETY: live stream, valid out-pointer; present per `supports`.
             unsafe { sys::cuStreamGetId(stream(s), &mut id) },
             "cuStreamGetId",
         )?;
@@ -569,8 +569,8 @@ unsafe impl RawApi for CudaApi {
 
     unsafe fn stream_device(s: RawStream) -> RawResult<usize> {
         let mut device = 0;
-        // SAFETY: live stream, valid out-pointer; present per `supports`.
         ok(
+            // SAFETY: live stream, valid out-pointer; present per `supports`.
             unsafe { sys::cuStreamGetDevice(stream(s), &mut device) },
             "cuStreamGetDevice",
         )?;
@@ -583,9 +583,9 @@ unsafe impl RawApi for CudaApi {
         callback: HostCallback,
         user_data: *mut c_void,
     ) -> RawResult {
-        // SAFETY: live stream; the callback and its data follow cuLaunchHostFunc's contract
-        // (caller).
         ok(
+            // SAFETY: live stream; the callback and its data follow cuLaunchHostFunc's contract
+            // (caller).
             unsafe { sys::cuLaunchHostFunc(stream(s), Some(callback), user_data) },
             "cuLaunchHostFunc",
         )
@@ -748,9 +748,9 @@ unsafe impl RawApi for CudaApi {
         dependencies: &[RawGraphNode],
         mode: CaptureMode,
     ) -> RawResult {
-        // SAFETY: live stream and graph; the node array is valid for its length; present per
-        // `supports`.
         ok(
+            // SAFETY: live stream and graph; the node array is valid for its length; present per
+            // `supports`.
             unsafe {
                 sys::cuStreamBeginCaptureToGraph(
                     stream(s),
@@ -767,8 +767,8 @@ unsafe impl RawApi for CudaApi {
 
     unsafe fn stream_end_capture(s: RawStream) -> RawResult<RawGraph> {
         let mut graph = std::ptr::null_mut();
-        // SAFETY: live stream, valid out-pointer.
         ok(
+            // SAFETY: live stream, valid out-pointer.
             unsafe { sys::cuStreamEndCapture(stream(s), &mut graph) },
             "cuStreamEndCapture",
         )?;
@@ -777,8 +777,8 @@ unsafe impl RawApi for CudaApi {
 
     unsafe fn stream_is_capturing(s: RawStream) -> RawResult<CaptureStatus> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-        // SAFETY: live stream, valid out-pointer.
         ok(
+            // SAFETY: live stream, valid out-pointer.
             unsafe { sys::cuStreamIsCapturing(stream(s), &mut status) },
             "cuStreamIsCapturing",
         )?;
@@ -906,8 +906,8 @@ unsafe impl RawApi for CudaApi {
             native |= sys::CUevent_flags::CU_EVENT_INTERPROCESS as u32;
         }
         let mut raw = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; a context is current (caller).
         ok(
+            // SAFETY: valid out-pointer; a context is current (caller).
             unsafe { sys::cuEventCreate(&mut raw, native) },
             "cuEventCreate",
         )?;
@@ -915,8 +915,8 @@ unsafe impl RawApi for CudaApi {
     }
 
     unsafe fn event_destroy(e: RawEvent) -> RawResult {
-        // SAFETY: the caller owns the event.
         ok(
+            // SAFETY: the caller owns the event.
             unsafe { sys::cuEventDestroy_v2(event(e)) },
             "cuEventDestroy",
         )
@@ -924,8 +924,8 @@ unsafe impl RawApi for CudaApi {
 
     #[inline]
     unsafe fn event_record(e: RawEvent, s: RawStream) -> RawResult {
-        // SAFETY: live event and stream of one context (caller).
         ok(
+            // SAFETY: live event and stream of one context (caller).
             unsafe { sys::cuEventRecord(event(e), stream(s)) },
             "cuEventRecord",
         )
@@ -939,8 +939,8 @@ unsafe impl RawApi for CudaApi {
 
     #[inline]
     unsafe fn event_synchronize(e: RawEvent) -> RawResult {
-        // SAFETY: live event (caller).
         ok(
+            // SAFETY: live event (caller).
             unsafe { sys::cuEventSynchronize(event(e)) },
             "cuEventSynchronize",
         )
@@ -966,8 +966,8 @@ unsafe impl RawApi for CudaApi {
 
     unsafe fn graph_create() -> RawResult<RawGraph> {
         let mut graph = std::ptr::null_mut();
-        // SAFETY: valid out-pointer.
         ok(
+            // SAFETY: valid out-pointer.
             unsafe { sys::cuGraphCreate(&mut graph, 0) },
             "cuGraphCreate",
         )?;
@@ -986,24 +986,24 @@ unsafe impl RawApi for CudaApi {
 
     #[inline]
     unsafe fn graph_launch(exec: RawGraphExec, s: RawStream) -> RawResult {
-        // SAFETY: live executable graph and stream of one device (caller).
         ok(
+            // SAFETY: live executable graph and stream of one device (caller).
             unsafe { sys::cuGraphLaunch(exec.0.cast(), stream(s)) },
             "cuGraphLaunch",
         )
     }
 
     unsafe fn graph_exec_destroy(exec: RawGraphExec) -> RawResult {
-        // SAFETY: the caller owns it and no launch is pending.
         ok(
+            // SAFETY: the caller owns it and no launch is pending.
             unsafe { sys::cuGraphExecDestroy(exec.0.cast()) },
             "cuGraphExecDestroy",
         )
     }
 
     unsafe fn graph_destroy(graph: RawGraph) -> RawResult {
-        // SAFETY: the caller owns it.
         ok(
+            // SAFETY: the caller owns it.
             unsafe { sys::cuGraphDestroy(graph.0.cast()) },
             "cuGraphDestroy",
         )
@@ -1033,8 +1033,8 @@ unsafe impl RawApi for CudaApi {
 
     unsafe fn mem_alloc_async(len: usize, s: RawStream) -> RawResult<DevicePtr> {
         let mut ptr = 0;
-        // SAFETY: valid out-pointer, live stream; present per `supports`.
         ok(
+            // SAFETY: valid out-pointer, live stream; present per `supports`.
             unsafe { sys::cuMemAllocAsync(&mut ptr, len, stream(s)) },
             "cuMemAllocAsync",
         )?;
@@ -1042,8 +1042,8 @@ unsafe impl RawApi for CudaApi {
     }
 
     unsafe fn mem_free_async(ptr: DevicePtr, s: RawStream) -> RawResult {
-        // SAFETY: the caller owns the allocation; the free is stream-ordered.
         ok(
+            // SAFETY: the caller owns the allocation; the free is stream-ordered.
             unsafe { sys::cuMemFreeAsync(ptr, stream(s)) },
             "cuMemFreeAsync",
         )
@@ -1145,8 +1145,8 @@ unsafe impl RawApi for CudaApi {
 
     unsafe fn module_load_data(image: *const c_void) -> RawResult<RawModule> {
         let mut module = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated image (caller); a context is current.
         ok(
+            // SAFETY: a NUL-terminated image (caller); a context is current.
             unsafe { sys::cuModuleLoadData(&mut module, image) },
             "cuModuleLoadData",
         )?;
@@ -1154,8 +1154,8 @@ unsafe impl RawApi for CudaApi {
     }
 
     unsafe fn module_unload(module: RawModule) -> RawResult {
-        // SAFETY: the caller owns the module and no kernel of it is pending.
         ok(
+            // SAFETY: the caller owns the module and no kernel of it is pending.
             unsafe { sys::cuModuleUnload(module.0.cast()) },
             "cuModuleUnload",
         )

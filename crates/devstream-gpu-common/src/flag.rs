@@ -87,8 +87,8 @@ impl<A: RawApi> GpuFlag<A> {
         device.require(Optional::StreamMemOps, "new_flag")?;
         device.bind()?;
         device.collect();
-        // SAFETY: the context is current.
         let host =
+            // SAFETY: the context is current.
             unsafe { A::host_alloc(4) }.map_err(|e| map_alloc_error::<A>(e, &device.place, 4))?;
         // SAFETY: `host` is a fresh allocation of 4 bytes.
         unsafe { std::ptr::write_bytes(host, 0, 4) };
