@@ -51,6 +51,12 @@ impl Graph {
     /// Runs the captured work on `stream` (any stream of the graph's place).
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         let _span = tracing::trace_span!("devstream.graph_launch", stream = stream.id()).entered();
+        #[cfg(feature = "trace")]
+        let _op = crate::trace::recorder::begin(
+            "devstream.graph_launch",
+            stream,
+            crate::trace::recorder::OpKind::Device,
+        );
         GraphApi::launch(self, stream)
     }
     /// The backend handle inside.

@@ -28,6 +28,9 @@
 //! | `wgpu` | `wgpu:N` | `devstream-wgpu` |
 //! | `plugin` | `<device_type>:N` | `devstream-plugin` |
 //!
+//! The cargo feature `trace` adds [`trace`](crate::trace): a stream timeline recorder with Chrome
+//! trace-event JSON and SVG export.
+//!
 //! Code that knows its backend at compile time can use the backend crate's types through the
 //! traits in [`backend`] and pay no dispatch.
 #![warn(missing_docs)]
@@ -48,6 +51,8 @@ mod flag;
 mod graph;
 mod registry;
 mod stream;
+#[cfg(feature = "trace")]
+pub mod trace;
 
 pub use buffer::{DeviceBuffer, HostBuffer};
 pub use devstream_core::{

@@ -46,9 +46,24 @@ pub enum Stream {
 /// Restores the previous current stream of the place when dropped (see [`Stream::make_current`]).
 pub type StreamGuard = current::CurrentGuard<Stream>;
 
+/// Opens the `tracing` span of an op and, with the `trace` feature, the timeline recorder's hook
+/// (`Device`: work in stream order, timed on the device where the place can; `Host`: host only).
+#[cfg(not(feature = "trace"))]
+macro_rules! span {
+    ($name:literal, $stream:expr $(, $kind:ident)?) => {
+        trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)).entered()
+    };
+}
+#[cfg(feature = "trace")]
 macro_rules! span {
     ($name:literal, $stream:expr) => {
-        trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)).entered()
+        span!($name, $stream, Host)
+    };
+    ($name:literal, $stream:expr, $kind:ident) => {
+        (
+            trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)).entered(),
+            crate::trace::recorder::begin($name, $stream, crate::trace::recorder::OpKind::$kind),
+        )
     };
 }
 
@@ -138,28 +153,48 @@ impl Stream {
     }
     /// A new event (default flags) recorded on this stream.
     pub fn record_event(&self) -> Result<Event> {
-        let _span = span!("devstream.record_event", self);
-        StreamApi::record_event(self)
+        let _span = span!("devstream.record_event", self, Device);
+        let event = StreamApi::record_event(self);
+        #[cfg(feature = "trace")]
+        if let Ok(event) = &event {
+            _span.1.records(event);
+        }
+        event
     }
     /// Records `event` on this stream (same as `event.record(&stream)`).
     pub fn record(&self, event: &Event) -> Result<()> {
-        let _span = span!("devstream.record", self);
-        StreamApi::record(self, event)
+        let _span = span!("devstream.record", self, Device);
+        let result = StreamApi::record(self, event);
+        #[cfg(feature = "trace")]
+        if result.is_ok() {
+            _span.1.records(event);
+        }
+        result
     }
     /// Work submitted after this call waits for what `event` captured. Returns at once.
     pub fn wait_event(&self, event: &Event) -> Result<()> {
-        let _span = span!("devstream.wait_event", self);
-        StreamApi::wait_event(self, event)
+        let _span = span!("devstream.wait_event", self, Device);
+        let result = StreamApi::wait_event(self, event);
+        #[cfg(feature = "trace")]
+        if result.is_ok() {
+            _span.1.waits_event(event);
+        }
+        result
     }
     /// Work submitted after this call waits for all work submitted to `other` so far.
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
-        let _span = span!("devstream.wait_stream", self);
-        StreamApi::wait_stream(self, other)
+        let _span = span!("devstream.wait_stream", self, Device);
+        let result = StreamApi::wait_stream(self, other);
+        #[cfg(feature = "trace")]
+        if result.is_ok() {
+            _span.1.waits_stream(other);
+        }
+        result
     }
     /// Runs `f` on the host after all earlier work of the stream; later work waits for it.
     /// Captured, it runs once per `Graph::launch`. A panic in `f` surfaces from `synchronize`.
     pub fn launch_host_func(&self, f: impl FnMut() + Send + 'static) -> Result<()> {
-        let _span = span!("devstream.launch_host_func", self);
+        let _span = span!("devstream.launch_host_func", self, Device);
         StreamApi::launch_host_func(self, Box::new(f))
     }
     /// Starts capturing: later work is recorded, not run.
@@ -178,12 +213,12 @@ impl Stream {
     }
     /// Later work waits until `flag` ≥ `value`.
     pub fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()> {
-        let _span = span!("devstream.wait_flag", self);
+        let _span = span!("devstream.wait_flag", self, Device);
         StreamApi::wait_flag(self, flag, value)
     }
     /// Writes `value` to `flag` in stream order.
     pub fn write_flag(&self, flag: &Flag, value: u32) -> Result<()> {
-        let _span = span!("devstream.write_flag", self);
+        let _span = span!("devstream.write_flag", self, Device);
         StreamApi::write_flag(self, flag, value)
     }
     /// Device memory of `len` bytes for work on this stream.
@@ -197,7 +232,7 @@ impl Stream {
     }
     /// Copies `src` into `dst` at `dst_offset`; `src` is staged before return.
     pub fn copy_from_host(&self, dst: &DeviceBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
-        let _span = span!("devstream.copy_from_host", self);
+        let _span = span!("devstream.copy_from_host", self, Device);
         StreamApi::copy_from_host(self, dst, dst_offset, src)
     }
     /// Asynchronous host→device copy.
@@ -209,7 +244,7 @@ impl Stream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        let _span = span!("devstream.copy_host_to_device", self);
+        let _span = span!("devstream.copy_host_to_device", self, Device);
         StreamApi::copy_host_to_device(self, dst, dst_offset, src, src_offset, len)
     }
     /// Asynchronous device→host copy.
@@ -221,7 +256,7 @@ impl Stream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        let _span = span!("devstream.copy_device_to_host", self);
+        let _span = span!("devstream.copy_device_to_host", self, Device);
         StreamApi::copy_device_to_host(self, dst, dst_offset, src, src_offset, len)
     }
     /// Asynchronous device→device copy.
@@ -233,12 +268,12 @@ impl Stream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        let _span = span!("devstream.copy_device_to_device", self);
+        let _span = span!("devstream.copy_device_to_device", self, Device);
         StreamApi::copy_device_to_device(self, dst, dst_offset, src, src_offset, len)
     }
     /// Sets `len` bytes of `dst` from `offset` to `value`.
     pub fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        let _span = span!("devstream.fill", self);
+        let _span = span!("devstream.fill", self, Device);
         StreamApi::fill(self, dst, offset, len, value)
     }
 
