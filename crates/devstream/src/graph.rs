@@ -52,11 +52,14 @@ impl Graph {
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         let _span = tracing::trace_span!("devstream.graph_launch", stream = stream.id()).entered();
         #[cfg(feature = "trace")]
-        let _op = crate::trace::recorder::begin(
-            "devstream.graph_launch",
-            stream,
-            crate::trace::recorder::OpKind::Device,
-        );
+        if crate::trace::recorder::is_active() {
+            return crate::trace::recorder::traced(
+                "devstream.graph_launch",
+                stream,
+                crate::trace::recorder::OpKind::Device,
+                |_| GraphApi::launch(self, stream),
+            );
+        }
         GraphApi::launch(self, stream)
     }
     /// The backend handle inside.

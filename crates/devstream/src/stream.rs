@@ -46,25 +46,56 @@ pub enum Stream {
 /// Restores the previous current stream of the place when dropped (see [`Stream::make_current`]).
 pub type StreamGuard = current::CurrentGuard<Stream>;
 
-/// Opens the `tracing` span of an op and, with the `trace` feature, the timeline recorder's hook
-/// (`Device`: work in stream order, timed on the device where the place can; `Host`: host only).
-#[cfg(not(feature = "trace"))]
-macro_rules! span {
-    ($name:literal, $stream:expr $(, $kind:ident)?) => {
-        trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)).entered()
-    };
+/// One facade op on a stream: opens its `tracing` span and runs `$body` with `$hook` bound to
+/// the timeline recorder's hook (cargo feature `trace`) or to [`Untraced`]. `$kind` is
+/// `Device` for work in stream order (timed on the device where the place can) or `Host`.
+macro_rules! op {
+    ($name:literal, $stream:expr, $kind:ident, |$hook:ident| $body:expr) => {{
+        let _span =
+            trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)).entered();
+        op_hook!($name, $stream, $kind, |$hook| $body)
+    }};
 }
+
+/// Without the `trace` feature the op path has no recorder code at all.
+#[cfg(not(feature = "trace"))]
+macro_rules! op_hook {
+    ($name:literal, $stream:expr, $kind:ident, |$hook:ident| $body:expr) => {{
+        let $hook = Untraced;
+        $body
+    }};
+}
+
+/// With the `trace` feature and no recording running, the op path pays one relaxed load and a
+/// branch; the recording path is a separate, cold function.
 #[cfg(feature = "trace")]
-macro_rules! span {
-    ($name:literal, $stream:expr) => {
-        span!($name, $stream, Host)
-    };
-    ($name:literal, $stream:expr, $kind:ident) => {
-        (
-            trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)).entered(),
-            crate::trace::recorder::begin($name, $stream, crate::trace::recorder::OpKind::$kind),
-        )
-    };
+macro_rules! op_hook {
+    ($name:literal, $stream:expr, $kind:ident, |$hook:ident| $body:expr) => {{
+        if crate::trace::recorder::is_active() {
+            crate::trace::recorder::traced(
+                $name,
+                $stream,
+                crate::trace::recorder::OpKind::$kind,
+                |$hook| $body,
+            )
+        } else {
+            let $hook = Untraced;
+            $body
+        }
+    }};
+}
+
+/// The recorder hook's stand-in on the untraced path: every note is a no-op.
+#[derive(Clone, Copy)]
+pub(crate) struct Untraced;
+
+impl Untraced {
+    #[inline(always)]
+    pub(crate) fn records(&self, _event: &Event) {}
+    #[inline(always)]
+    pub(crate) fn waits_event(&self, _event: &Event) {}
+    #[inline(always)]
+    pub(crate) fn waits_stream(&self, _other: &Stream) {}
 }
 
 impl Stream {
@@ -143,69 +174,72 @@ impl Stream {
 
     /// `true` iff all submitted work is done (CuPy's `done`, torch's `query()`).
     pub fn query(&self) -> Result<bool> {
-        let _span = span!("devstream.query", self);
-        StreamApi::query(self)
+        op!("devstream.query", self, Host, |_op| StreamApi::query(self))
     }
     /// Blocks until all submitted work is done; returns the first error that work raised.
     pub fn synchronize(&self) -> Result<()> {
-        let _span = span!("devstream.synchronize", self);
-        StreamApi::synchronize(self)
+        op!("devstream.synchronize", self, Host, |_op| {
+            StreamApi::synchronize(self)
+        })
     }
     /// A new event (default flags) recorded on this stream.
     pub fn record_event(&self) -> Result<Event> {
-        let _span = span!("devstream.record_event", self, Device);
-        let event = StreamApi::record_event(self);
-        #[cfg(feature = "trace")]
-        if let Ok(event) = &event {
-            _span.1.records(event);
-        }
-        event
+        op!("devstream.record_event", self, Device, |hook| {
+            let event = StreamApi::record_event(self);
+            if let Ok(event) = &event {
+                hook.records(event);
+            }
+            event
+        })
     }
     /// Records `event` on this stream (same as `event.record(&stream)`).
     pub fn record(&self, event: &Event) -> Result<()> {
-        let _span = span!("devstream.record", self, Device);
-        let result = StreamApi::record(self, event);
-        #[cfg(feature = "trace")]
-        if result.is_ok() {
-            _span.1.records(event);
-        }
-        result
+        op!("devstream.record", self, Device, |hook| {
+            let result = StreamApi::record(self, event);
+            if result.is_ok() {
+                hook.records(event);
+            }
+            result
+        })
     }
     /// Work submitted after this call waits for what `event` captured. Returns at once.
     pub fn wait_event(&self, event: &Event) -> Result<()> {
-        let _span = span!("devstream.wait_event", self, Device);
-        let result = StreamApi::wait_event(self, event);
-        #[cfg(feature = "trace")]
-        if result.is_ok() {
-            _span.1.waits_event(event);
-        }
-        result
+        op!("devstream.wait_event", self, Device, |hook| {
+            let result = StreamApi::wait_event(self, event);
+            if result.is_ok() {
+                hook.waits_event(event);
+            }
+            result
+        })
     }
     /// Work submitted after this call waits for all work submitted to `other` so far.
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
-        let _span = span!("devstream.wait_stream", self, Device);
-        let result = StreamApi::wait_stream(self, other);
-        #[cfg(feature = "trace")]
-        if result.is_ok() {
-            _span.1.waits_stream(other);
-        }
-        result
+        op!("devstream.wait_stream", self, Device, |hook| {
+            let result = StreamApi::wait_stream(self, other);
+            if result.is_ok() {
+                hook.waits_stream(other);
+            }
+            result
+        })
     }
     /// Runs `f` on the host after all earlier work of the stream; later work waits for it.
     /// Captured, it runs once per `Graph::launch`. A panic in `f` surfaces from `synchronize`.
     pub fn launch_host_func(&self, f: impl FnMut() + Send + 'static) -> Result<()> {
-        let _span = span!("devstream.launch_host_func", self, Device);
-        StreamApi::launch_host_func(self, Box::new(f))
+        op!("devstream.launch_host_func", self, Device, |_op| {
+            StreamApi::launch_host_func(self, Box::new(f))
+        })
     }
     /// Starts capturing: later work is recorded, not run.
     pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
-        let _span = span!("devstream.begin_capture", self);
-        StreamApi::begin_capture(self, mode)
+        op!("devstream.begin_capture", self, Host, |_op| {
+            StreamApi::begin_capture(self, mode)
+        })
     }
     /// Ends capturing and returns the graph.
     pub fn end_capture(&self) -> Result<Graph> {
-        let _span = span!("devstream.end_capture", self);
-        StreamApi::end_capture(self)
+        op!("devstream.end_capture", self, Host, |_op| {
+            StreamApi::end_capture(self)
+        })
     }
     /// Whether the stream is capturing.
     pub fn is_capturing(&self) -> Result<bool> {
@@ -213,18 +247,21 @@ impl Stream {
     }
     /// Later work waits until `flag` ≥ `value`.
     pub fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()> {
-        let _span = span!("devstream.wait_flag", self, Device);
-        StreamApi::wait_flag(self, flag, value)
+        op!("devstream.wait_flag", self, Device, |_op| {
+            StreamApi::wait_flag(self, flag, value)
+        })
     }
     /// Writes `value` to `flag` in stream order.
     pub fn write_flag(&self, flag: &Flag, value: u32) -> Result<()> {
-        let _span = span!("devstream.write_flag", self, Device);
-        StreamApi::write_flag(self, flag, value)
+        op!("devstream.write_flag", self, Device, |_op| {
+            StreamApi::write_flag(self, flag, value)
+        })
     }
     /// Device memory of `len` bytes for work on this stream.
     pub fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
-        let _span = span!("devstream.alloc", self);
-        StreamApi::alloc(self, len)
+        op!("devstream.alloc", self, Host, |_op| StreamApi::alloc(
+            self, len
+        ))
     }
     /// Zeroed host memory for asynchronous copies (pinned where the platform has it).
     pub fn alloc_host(&self, len: usize) -> Result<HostBuffer> {
@@ -232,8 +269,9 @@ impl Stream {
     }
     /// Copies `src` into `dst` at `dst_offset`; `src` is staged before return.
     pub fn copy_from_host(&self, dst: &DeviceBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
-        let _span = span!("devstream.copy_from_host", self, Device);
-        StreamApi::copy_from_host(self, dst, dst_offset, src)
+        op!("devstream.copy_from_host", self, Device, |_op| {
+            StreamApi::copy_from_host(self, dst, dst_offset, src)
+        })
     }
     /// Asynchronous host→device copy.
     pub fn copy_host_to_device(
@@ -244,8 +282,9 @@ impl Stream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        let _span = span!("devstream.copy_host_to_device", self, Device);
-        StreamApi::copy_host_to_device(self, dst, dst_offset, src, src_offset, len)
+        op!("devstream.copy_host_to_device", self, Device, |_op| {
+            StreamApi::copy_host_to_device(self, dst, dst_offset, src, src_offset, len)
+        })
     }
     /// Asynchronous device→host copy.
     pub fn copy_device_to_host(
@@ -256,8 +295,9 @@ impl Stream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        let _span = span!("devstream.copy_device_to_host", self, Device);
-        StreamApi::copy_device_to_host(self, dst, dst_offset, src, src_offset, len)
+        op!("devstream.copy_device_to_host", self, Device, |_op| {
+            StreamApi::copy_device_to_host(self, dst, dst_offset, src, src_offset, len)
+        })
     }
     /// Asynchronous device→device copy.
     pub fn copy_device_to_device(
@@ -268,13 +308,15 @@ impl Stream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        let _span = span!("devstream.copy_device_to_device", self, Device);
-        StreamApi::copy_device_to_device(self, dst, dst_offset, src, src_offset, len)
+        op!("devstream.copy_device_to_device", self, Device, |_op| {
+            StreamApi::copy_device_to_device(self, dst, dst_offset, src, src_offset, len)
+        })
     }
     /// Sets `len` bytes of `dst` from `offset` to `value`.
     pub fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        let _span = span!("devstream.fill", self, Device);
-        StreamApi::fill(self, dst, offset, len, value)
+        op!("devstream.fill", self, Device, |_op| StreamApi::fill(
+            self, dst, offset, len, value
+        ))
     }
 
     /// Makes this stream the calling thread's current stream for its place until the guard

@@ -149,7 +149,8 @@ pub(crate) fn take() -> Option<Session> {
     lock().take()
 }
 
-/// Whether a recording runs.
+/// Whether a recording runs: the one relaxed load the op path pays.
+#[inline(always)]
 pub(crate) fn is_active() -> bool {
     ACTIVE.load(Ordering::Relaxed)
 }
@@ -167,9 +168,8 @@ pub(crate) fn name_stream(stream: &Stream, name: String) {
     }
 }
 
-/// The hook around one facade op: drop it when the op has returned.
-///
-/// Inactive (no recording), it holds nothing and its drop is a null check.
+/// The hook around one recorded facade op: dropped when the op has returned. Empty when the
+/// recording stopped between the facade's check and the op.
 #[must_use]
 pub(crate) struct OpGuard {
     active: Option<Box<ActiveOp>>,
@@ -185,14 +185,20 @@ struct ActiveOp {
     host_start_ns: u64,
 }
 
-/// Opens the hook for op `name` on `stream`. One relaxed load when no recording runs.
-#[inline(always)]
-pub(crate) fn begin(name: &'static str, stream: &Stream, kind: OpKind) -> OpGuard {
-    if ACTIVE.load(Ordering::Relaxed) {
-        begin_recording(name, stream, kind)
-    } else {
-        OpGuard { active: None }
-    }
+/// Runs op `name` on `stream` (the closure `op`) while recording: the facade calls this only
+/// after [`is_active`] said a recording runs, so the untraced path never reaches it.
+#[cold]
+#[inline(never)]
+pub(crate) fn traced<R>(
+    name: &'static str,
+    stream: &Stream,
+    kind: OpKind,
+    op: impl FnOnce(&OpGuard) -> R,
+) -> R {
+    let guard = begin_recording(name, stream, kind);
+    let result = op(&guard);
+    drop(guard);
+    result
 }
 
 /// A timed event recorded on `stream` now, bypassing the facade (so it is not itself traced).
@@ -207,8 +213,6 @@ fn can_record_events(stream: &Stream) -> bool {
     matches!(StreamApi::is_capturing(stream), Ok(false))
 }
 
-#[cold]
-#[inline(never)]
 fn begin_recording(name: &'static str, stream: &Stream, kind: OpKind) -> OpGuard {
     let label = NEXT_LABEL.with(|label| label.borrow_mut().take());
     let (generation, index, origin, timing) = {
