@@ -1,1 +1,96 @@
-//! devstream wgpu (being written).
+//! devstream's wgpu backend: logical streams over a device's one queue.
+//!
+//! wgpu gives a device exactly one queue, and the queue runs its submissions in order. A
+//! [`WgpuStream`] is therefore a *logical* stream: it keeps its own pending
+//! [`wgpu::CommandEncoder`] and flushes it at sync points (record, query, synchronize, host
+//! functions, flags, waits that need a gate, dropping the stream). Ordering is kept exactly:
+//!
+//! * Work of one stream reaches the queue in the stream's order, so it runs in that order.
+//! * `wait_event` on an event of the **same device** whose work is already on the queue costs
+//!   nothing: every later submission is behind it in queue order. If the event's work is still
+//!   held back (its stream waits for a flag, a host function or another device), the waiting
+//!   stream holds its later submissions until that work has been submitted.
+//! * `wait_event` on an event of **another wgpu device** holds the stream's later submissions
+//!   until that event has completed; the host is never blocked in `wait_event`.
+//! * Host functions and `write_flag` run on a per-device background thread once all earlier work
+//!   of the stream is complete (`Queue::on_submitted_work_done` plus a thread that polls the
+//!   device), and the stream's later submissions wait for them. `wait_flag` holds later
+//!   submissions until the host sets the flag (host-gated submissions).
+//!
+//! Events are submission indices (a per-device ticket): `query` never blocks (it polls the
+//! device once without waiting). Timing uses timestamp queries written inside the encoder where
+//! the adapter has `TIMESTAMP_QUERY_INSIDE_ENCODERS`, else at the start of an empty compute pass;
+//! `elapsed` converts ticks with the queue's timestamp period.
+//!
+//! # Places
+//!
+//! `Place::Wgpu(n)` is the n-th adapter of [`adapters`], a deterministic enumeration: adapters of
+//! the enabled backends sorted by backend (Vulkan, Metal, DX12, GL), then device type (discrete,
+//! integrated, virtual, CPU, other), then name, then vendor and device id. The backends are all
+//! compiled-in ones unless `DEVSTREAM_WGPU_BACKENDS` (or wgpu's own `WGPU_BACKEND`) names a comma
+//! list such as `vulkan` or `vulkan,gl`. An existing `wgpu::Device` + `wgpu::Queue` is adopted
+//! with [`WgpuDevice::adopt`].
+//!
+//! # Capabilities
+//!
+//! | capability | wgpu |
+//! |---|---|
+//! | priorities | no (range `{0, 0}`) |
+//! | concurrent_streams | no (one queue per device) |
+//! | capture | emulated (commands recorded, re-encoded on each launch) |
+//! | timing | where the adapter has `TIMESTAMP_QUERY` |
+//! | host_funcs | yes (`on_submitted_work_done` + a polling thread) |
+//! | flags | yes (host-gated submissions; `write_flag` is a stream-ordered host write) |
+//! | cross_device_wait | yes (held submissions) |
+//! | external_handles | no |
+//! | stream_ordered_alloc | no (allocation is immediate) |
+//! | nonblocking_query | yes |
+//! | legacy / per-thread default stream | no |
+//!
+//! # Example
+//! ```no_run
+//! use devstream_core::{DeviceBackend, DeviceStream, HostBuffer, Place, StreamOptions};
+//! use devstream_wgpu::{WgpuBackend, WgpuKernel};
+//! # fn main() -> devstream_core::Result<()> {
+//! let stream = WgpuBackend::new_stream(&Place::Wgpu(0), StreamOptions::default())?;
+//! let kernel = WgpuKernel::new(&stream, r#"
+//!     @group(0) @binding(0) var<storage, read_write> data: array<u32>;
+//!     @compute @workgroup_size(64)
+//!     fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+//!         if (id.x < arrayLength(&data)) { data[id.x] = data[id.x] * 2u; }
+//!     }"#, "main")?;
+//! let buffer = stream.alloc(256)?;
+//! stream.fill(&buffer, 0, 256, 1)?;
+//! stream.dispatch(&kernel, &[&buffer], [1, 1, 1])?;
+//! let host = stream.alloc_host(256)?;
+//! stream.copy_device_to_host(&host, 0, &buffer, 0, 256)?;
+//! stream.synchronize()?;
+//! assert_eq!(host.to_vec()?[0], 2);
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+mod buffer;
+mod device;
+mod event;
+mod flag;
+mod graph;
+mod kernel;
+mod sched;
+mod stream;
+mod util;
+
+#[cfg(test)]
+mod tests;
+
+pub use buffer::{WgpuBuffer, WgpuHostBuffer};
+pub use device::{adapters, AdapterEntry, WgpuBackend, WgpuDevice, BACKENDS_ENV};
+pub use event::WgpuEvent;
+pub use flag::WgpuFlag;
+pub use graph::WgpuGraph;
+pub use kernel::WgpuKernel;
+pub use stream::WgpuStream;
+
+/// The wgpu crate this backend is built on, so that users adopt and inspect native objects with
+/// exactly the same version.
+pub use wgpu;

@@ -1,0 +1,574 @@
+//! Device buffers, host buffers and the staging that moves bytes between them.
+//!
+//! * A [`WgpuBuffer`] is a `wgpu::Buffer` (`STORAGE | UNIFORM | COPY_SRC | COPY_DST`), its size
+//!   rounded up to 4 bytes. Copies and fills of any offset and length are stream ordered:
+//!   4-byte aligned ranges use `copy_buffer_to_buffer` / `clear_buffer`, the rest a small
+//!   internal WGSL kernel that merges bytes into whole words (see `kernel.rs`).
+//! * Host→device copies go through a mapped staging buffer written before the call returns and
+//!   copied by the stream's encoder, so they keep the stream's order (`queue.write_buffer` is
+//!   never used for stream work: it would run ahead of already-encoded commands).
+//! * A [`WgpuHostBuffer`] is host memory. A device→host copy goes to a `MAP_READ` staging buffer
+//!   that is mapped after its submission completes; the bytes land in the host buffer when the
+//!   host reads it (or when a later host→device copy needs them). `read` and `write` wait for
+//!   queued copies that touch the buffer.
+
+use crate::device::{DeviceShared, Ticket, POLL_SLICE};
+use crate::sched::{submit_locked, Batch, StreamState, Upload};
+use crate::util::{align_down, align_up, lock, Signal};
+use devstream_core::traits::check_range;
+use devstream_core::{DeviceBuffer, Error, HostBuffer, Place, Result};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+/// Device memory of one wgpu device.
+pub(crate) struct BufferInner {
+    pub(crate) device: Arc<DeviceShared>,
+    pub(crate) buffer: wgpu::Buffer,
+    pub(crate) len: u64,
+}
+
+impl BufferInner {
+    pub(crate) fn new(device: &Arc<DeviceShared>, len: usize) -> Result<Arc<BufferInner>> {
+        let bytes = len as u64;
+        let size = align_up(bytes.max(4), 4);
+        if size > device.limits.max_buffer_size {
+            return Err(Error::OutOfMemory {
+                place: device.place.clone(),
+                bytes: len,
+            });
+        }
+        let (buffer, error) = device.scoped(|| {
+            device.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("devstream buffer"),
+                size,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::UNIFORM
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        });
+        if let Some(e) = error {
+            return Err(match e {
+                wgpu::Error::OutOfMemory { .. } => Error::OutOfMemory {
+                    place: device.place.clone(),
+                    bytes: len,
+                },
+                other => DeviceShared::wgpu_error("Device::create_buffer", other),
+            });
+        }
+        Ok(Arc::new(BufferInner {
+            device: Arc::clone(device),
+            buffer,
+            len: bytes,
+        }))
+    }
+}
+
+/// Device memory on a wgpu device. Dropping it while queued work uses it is safe: wgpu keeps
+/// the memory until that work is done.
+pub struct WgpuBuffer {
+    pub(crate) inner: Arc<BufferInner>,
+}
+
+impl std::fmt::Debug for WgpuBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuBuffer")
+            .field("place", &self.inner.device.place)
+            .field("len", &self.inner.len)
+            .finish()
+    }
+}
+
+impl WgpuBuffer {
+    /// The wgpu buffer (its size is the length rounded up to 4 bytes).
+    pub fn wgpu_buffer(&self) -> &wgpu::Buffer {
+        &self.inner.buffer
+    }
+}
+
+impl DeviceBuffer for WgpuBuffer {
+    fn len(&self) -> usize {
+        self.inner.len as usize
+    }
+
+    fn place(&self) -> &Place {
+        &self.inner.device.place
+    }
+}
+
+#[derive(Default)]
+struct ReadbackState {
+    ticket: Option<Ticket>,
+    mapped: Option<std::result::Result<(), String>>,
+}
+
+/// A `MAP_READ` staging buffer that a stream copies into; mapped once its submission completes.
+pub(crate) struct Readback {
+    pub(crate) buffer: wgpu::Buffer,
+    pub(crate) device: Arc<DeviceShared>,
+    /// The stream whose encoder holds the copy (flushed when a reader needs it).
+    stream: u64,
+    state: Mutex<ReadbackState>,
+}
+
+impl Readback {
+    pub(crate) fn new(device: &Arc<DeviceShared>, size: u64, stream: u64) -> Result<Arc<Readback>> {
+        let (buffer, error) = device.scoped(|| {
+            device.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("devstream readback"),
+                size: align_up(size.max(4), 4),
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        });
+        if let Some(e) = error {
+            return Err(staging_error(device, size, e));
+        }
+        Ok(Arc::new(Readback {
+            buffer,
+            device: Arc::clone(device),
+            stream,
+            state: Mutex::new(ReadbackState::default()),
+        }))
+    }
+
+    /// Called right after the submission holding the copy: maps the buffer when it completes.
+    pub(crate) fn submitted(self: &Arc<Self>, ticket: &Ticket, signal: &Arc<Signal>) {
+        lock(&self.state).ticket = Some(ticket.clone());
+        let weak = Arc::downgrade(self);
+        let signal = Arc::clone(signal);
+        self.buffer
+            .map_async(wgpu::MapMode::Read, .., move |result| {
+                if let Some(readback) = weak.upgrade() {
+                    lock(&readback.state).mapped = Some(result.map_err(|e| e.to_string()));
+                }
+                signal.notify();
+            });
+    }
+
+    pub(crate) fn ticket(&self) -> Option<Ticket> {
+        lock(&self.state).ticket.clone()
+    }
+
+    /// `Some(Ok)` once mapped, `Some(Err)` if mapping failed, `None` while pending.
+    fn mapped(&self) -> Option<Result<()>> {
+        lock(&self.state).mapped.clone().map(|r| {
+            r.map_err(|message| Error::Driver {
+                backend: "wgpu",
+                call: "Buffer::map_async",
+                code: 0,
+                message,
+            })
+        })
+    }
+
+    /// Whether the copy is complete but its mapping callback has not run yet.
+    pub(crate) fn complete_but_unmapped(&self) -> bool {
+        let state = lock(&self.state);
+        state.mapped.is_none()
+            && state
+                .ticket
+                .as_ref()
+                .is_some_and(|t| self.device.is_complete(Some(t)))
+    }
+
+    /// Blocks until the buffer is mapped (flushing the copying stream if its encoder still holds
+    /// the copy).
+    pub(crate) fn wait(&self) -> Result<()> {
+        loop {
+            let seen = self.device.signal.generation();
+            if let Some(mapped) = self.mapped() {
+                return mapped;
+            }
+            match self.ticket() {
+                None => {
+                    crate::sched::flush_stream(&self.device, self.stream);
+                    if self.ticket().is_none() {
+                        // Held behind a gate of its stream: the poller submits it.
+                        self.device.signal.wait_change(seen, Some(POLL_SLICE));
+                    }
+                }
+                Some(ticket) => {
+                    self.device.wait_ticket(&ticket, None)?;
+                    if self.mapped().is_none() {
+                        self.device.poll_nonblocking()?;
+                        if self.mapped().is_none() {
+                            self.device.signal.wait_change(seen, Some(POLL_SLICE));
+                        }
+                    }
+                }
+            }
+            if let Some(fault) = self.device.fault() {
+                if self.mapped().is_none() {
+                    return Err(fault);
+                }
+            }
+        }
+    }
+
+    /// Reads `len` bytes from `offset` of the mapped buffer into `out`.
+    pub(crate) fn read_into(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        let view = self
+            .buffer
+            .get_mapped_range(..)
+            .map_err(|e| Error::Driver {
+                backend: "wgpu",
+                call: "Buffer::get_mapped_range",
+                code: 0,
+                message: e.to_string(),
+            })?;
+        out.copy_from_slice(&view[offset..offset + out.len()]);
+        Ok(())
+    }
+}
+
+fn staging_error(device: &DeviceShared, size: u64, error: wgpu::Error) -> Error {
+    match error {
+        wgpu::Error::OutOfMemory { .. } => Error::OutOfMemory {
+            place: device.place.clone(),
+            bytes: size as usize,
+        },
+        other => DeviceShared::wgpu_error("Device::create_buffer (staging)", other),
+    }
+}
+
+/// A buffer created mapped, filled with `data` (zero padded to 4 bytes) and unmapped.
+pub(crate) fn filled_buffer(
+    device: &DeviceShared,
+    usage: wgpu::BufferUsages,
+    data: &[u8],
+) -> Result<wgpu::Buffer> {
+    let size = align_up((data.len() as u64).max(4), 4);
+    let (buffer, error) = device.scoped(|| {
+        device.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("devstream staging"),
+            size,
+            usage,
+            mapped_at_creation: true,
+        })
+    });
+    if let Some(e) = error {
+        return Err(staging_error(device, size, e));
+    }
+    {
+        let mut view = buffer.get_mapped_range_mut(..).map_err(|e| Error::Driver {
+            backend: "wgpu",
+            call: "Buffer::get_mapped_range_mut",
+            code: 0,
+            message: e.to_string(),
+        })?;
+        view.slice(..data.len()).copy_from_slice(data);
+    }
+    buffer.unmap();
+    Ok(buffer)
+}
+
+/// Encodes a host→device copy of `data` to `dst[offset..]` into `encoder`: staged now, copied
+/// when the encoder runs.
+pub(crate) fn encode_upload(
+    device: &DeviceShared,
+    encoder: &mut wgpu::CommandEncoder,
+    dst: &wgpu::Buffer,
+    offset: u64,
+    data: &[u8],
+) -> Result<()> {
+    let len = data.len() as u64;
+    if len == 0 {
+        return Ok(());
+    }
+    if offset % 4 == 0 && len % 4 == 0 {
+        let staging = filled_buffer(
+            device,
+            wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+            data,
+        )?;
+        encoder.copy_buffer_to_buffer(&staging, 0, dst, offset, len);
+    } else {
+        let staging = filled_buffer(
+            device,
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            data,
+        )?;
+        crate::kernel::copy_bytes(device, encoder, &staging, 0, dst, offset, len)?;
+    }
+    Ok(())
+}
+
+/// Encodes a device→device copy of any alignment.
+pub(crate) fn encode_copy(
+    device: &DeviceShared,
+    encoder: &mut wgpu::CommandEncoder,
+    src: &wgpu::Buffer,
+    src_offset: u64,
+    dst: &wgpu::Buffer,
+    dst_offset: u64,
+    len: u64,
+) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    if src == dst {
+        // wgpu refuses a copy within one buffer: go through a temporary copy of the source.
+        let start = align_down(src_offset, 4);
+        let end = align_up(src_offset + len, 4);
+        let (temp, error) = device.scoped(|| {
+            device.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("devstream copy temp"),
+                size: end - start,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        });
+        if let Some(e) = error {
+            return Err(staging_error(device, end - start, e));
+        }
+        encoder.copy_buffer_to_buffer(src, start, &temp, 0, end - start);
+        return encode_copy(
+            device,
+            encoder,
+            &temp,
+            src_offset - start,
+            dst,
+            dst_offset,
+            len,
+        );
+    }
+    if src_offset % 4 == 0 && dst_offset % 4 == 0 && len % 4 == 0 {
+        encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, len);
+        Ok(())
+    } else {
+        crate::kernel::copy_bytes(device, encoder, src, src_offset, dst, dst_offset, len)
+    }
+}
+
+/// Encodes a fill of any alignment.
+pub(crate) fn encode_fill(
+    device: &DeviceShared,
+    encoder: &mut wgpu::CommandEncoder,
+    dst: &wgpu::Buffer,
+    offset: u64,
+    len: u64,
+    value: u8,
+) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    if value == 0 && offset % 4 == 0 && len % 4 == 0 {
+        encoder.clear_buffer(dst, offset, Some(len));
+        Ok(())
+    } else {
+        crate::kernel::fill_bytes(device, encoder, dst, offset, len, value)
+    }
+}
+
+/// A device→host copy not yet applied to the host buffer.
+pub(crate) struct PendingWrite {
+    pub(crate) readback: Arc<Readback>,
+    pub(crate) staging_offset: usize,
+    pub(crate) host_offset: usize,
+    pub(crate) len: usize,
+}
+
+/// Host memory plus the device→host copies still landing in it.
+pub(crate) struct HostInner {
+    pub(crate) len: usize,
+    data: Mutex<Vec<u8>>,
+    pending: Mutex<Vec<PendingWrite>>,
+    /// Deferred host→device copies that have not read the buffer yet.
+    uploads: Mutex<usize>,
+    uploads_done: Condvar,
+}
+
+impl HostInner {
+    pub(crate) fn new(len: usize) -> Arc<HostInner> {
+        Arc::new(HostInner {
+            len,
+            data: Mutex::new(vec![0; len]),
+            pending: Mutex::new(Vec::new()),
+            uploads: Mutex::new(0),
+            uploads_done: Condvar::new(),
+        })
+    }
+
+    pub(crate) fn has_pending_writes(&self) -> bool {
+        !lock(&self.pending).is_empty()
+    }
+
+    pub(crate) fn add_pending(&self, write: PendingWrite) {
+        lock(&self.pending).push(write);
+    }
+
+    pub(crate) fn begin_upload(&self) {
+        *lock(&self.uploads) += 1;
+    }
+
+    fn end_upload(&self) {
+        let mut uploads = lock(&self.uploads);
+        *uploads = uploads.saturating_sub(1);
+        drop(uploads);
+        self.uploads_done.notify_all();
+    }
+
+    /// Copies `len` bytes from `offset` (host data, after applying ready copies).
+    pub(crate) fn snapshot(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
+        self.apply_mapped()?;
+        Ok(lock(&self.data)[offset..offset + len].to_vec())
+    }
+
+    /// Applies every mapped pending copy, in enqueue order, to the host data.
+    fn apply_mapped(&self) -> Result<()> {
+        let mut pending = lock(&self.pending);
+        let mut data = lock(&self.data);
+        let mut first_error = None;
+        pending.retain(|write| match write.readback.mapped() {
+            None => true,
+            Some(Ok(())) => {
+                let target = &mut data[write.host_offset..write.host_offset + write.len];
+                if let Err(e) = write.readback.read_into(write.staging_offset, target) {
+                    first_error.get_or_insert(e);
+                }
+                false
+            }
+            Some(Err(e)) => {
+                first_error.get_or_insert(e);
+                false
+            }
+        });
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for every queued device→host copy into the buffer and applies it.
+    fn settle(&self) -> Result<()> {
+        let readbacks: Vec<Arc<Readback>> = lock(&self.pending)
+            .iter()
+            .map(|w| Arc::clone(&w.readback))
+            .collect();
+        let mut first_error = None;
+        for readback in readbacks {
+            if let Err(e) = readback.wait() {
+                first_error.get_or_insert(e);
+            }
+        }
+        let applied = self.apply_mapped();
+        match first_error {
+            Some(e) => Err(e),
+            None => applied,
+        }
+    }
+
+    /// Whether a deferred upload may read now: every pending copy that has completed is mapped.
+    fn ready_for_upload(&self) -> bool {
+        !lock(&self.pending)
+            .iter()
+            .any(|w| w.readback.complete_but_unmapped())
+    }
+}
+
+/// Runs a deferred upload at the head of a stream whose earlier work is complete. Returns it
+/// back when it must wait for a mapping callback.
+pub(crate) fn run_upload(
+    device: &DeviceShared,
+    last_seq: &mut u64,
+    state: &mut StreamState,
+    upload: Upload,
+) -> Option<Upload> {
+    if !upload.host.ready_for_upload() {
+        return Some(upload);
+    }
+    let result = upload
+        .host
+        .snapshot(upload.host_offset, upload.len as usize)
+        .and_then(|bytes| {
+            let mut encoder =
+                device
+                    .device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("devstream upload"),
+                    });
+            encode_upload(
+                device,
+                &mut encoder,
+                &upload.dst.buffer,
+                upload.dst_offset,
+                &bytes,
+            )?;
+            let (commands, error) = device.scoped(|| encoder.finish());
+            if let Some(e) = error {
+                return Err(DeviceShared::wgpu_error("CommandEncoder::finish", e));
+            }
+            let (ticket, error) = submit_locked(
+                device,
+                last_seq,
+                Batch {
+                    commands,
+                    after: Vec::new(),
+                },
+            );
+            state.frontier = Some(ticket);
+            error.map_or(Ok(()), Err)
+        });
+    if let Err(e) = result {
+        state.set_error(e);
+    }
+    upload.host.end_upload();
+    None
+}
+
+/// Host memory for asynchronous copies with wgpu streams.
+///
+/// wgpu has no pinned host memory the device copies into directly; a device→host copy lands in
+/// a mapped staging buffer and is applied here when the host reads. `read`/`write`/`to_vec`
+/// wait for queued copies touching the buffer.
+pub struct WgpuHostBuffer {
+    pub(crate) inner: Arc<HostInner>,
+}
+
+impl std::fmt::Debug for WgpuHostBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuHostBuffer")
+            .field("len", &self.inner.len)
+            .finish()
+    }
+}
+
+impl WgpuHostBuffer {
+    /// A zeroed host buffer of `len` bytes.
+    pub fn new(len: usize) -> WgpuHostBuffer {
+        WgpuHostBuffer {
+            inner: HostInner::new(len),
+        }
+    }
+}
+
+impl HostBuffer for WgpuHostBuffer {
+    fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        check_range("HostBuffer::read", offset, out.len(), self.inner.len)?;
+        self.inner.settle()?;
+        out.copy_from_slice(&lock(&self.inner.data)[offset..offset + out.len()]);
+        Ok(())
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        check_range("HostBuffer::write", offset, data.len(), self.inner.len)?;
+        {
+            let uploads = lock(&self.inner.uploads);
+            let _idle = self
+                .inner
+                .uploads_done
+                .wait_while(uploads, |n| *n > 0)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        self.inner.settle()?;
+        lock(&self.inner.data)[offset..offset + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+}

@@ -1,0 +1,722 @@
+//! The backend entry: adapter enumeration, places, capabilities, one shared device per place,
+//! submission tickets and the background poller.
+
+use crate::event::{EventInner, WgpuEvent};
+use crate::flag::WgpuFlag;
+use crate::kernel::InternalKernels;
+use crate::sched::{Sched, Step};
+use crate::stream::WgpuStream;
+use crate::util::{block_on, lock, Signal};
+use devstream_core::{
+    BackendKind, Capabilities, CaptureSupport, DeviceBackend, Error, EventFlags, LiveCounts, Place,
+    PriorityRange, Result, StreamOptions,
+};
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+/// The environment variable that restricts which wgpu backends are enumerated: a comma list of
+/// `vulkan` (`vk`), `metal` (`mtl`), `dx12` (`d3d12`), `gl` (`gles`, `opengl`). When it is unset,
+/// wgpu's own `WGPU_BACKEND` is honoured; when both are unset, every compiled-in backend is used.
+pub const BACKENDS_ENV: &str = "DEVSTREAM_WGPU_BACKENDS";
+
+/// How long the poller blocks in one wait while it also watches flags or other devices.
+pub(crate) const POLL_SLICE: Duration = Duration::from_millis(1);
+
+pub(crate) static LIVE_STREAMS: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static LIVE_EVENTS: AtomicUsize = AtomicUsize::new(0);
+
+/// One adapter of the deterministic enumeration behind `Place::Wgpu(index)`.
+#[derive(Clone, Debug)]
+pub struct AdapterEntry {
+    /// The place this adapter is: `Place::Wgpu(index)`.
+    pub index: usize,
+    /// What wgpu reports about the adapter (name, backend, device type, driver).
+    pub info: wgpu::AdapterInfo,
+    /// The adapter's optional features.
+    pub features: wgpu::Features,
+}
+
+struct Enumeration {
+    /// Kept for the life of the process, with the adapters it enumerated.
+    _instance: Option<wgpu::Instance>,
+    adapters: Vec<wgpu::Adapter>,
+    entries: Vec<AdapterEntry>,
+    /// Why nothing could be enumerated, when nothing could.
+    unavailable: Option<String>,
+}
+
+fn backend_rank(backend: wgpu::Backend) -> u8 {
+    match backend {
+        wgpu::Backend::Vulkan => 0,
+        wgpu::Backend::Metal => 1,
+        wgpu::Backend::Dx12 => 2,
+        wgpu::Backend::Gl => 3,
+        _ => 4,
+    }
+}
+
+fn device_type_rank(device_type: wgpu::DeviceType) -> u8 {
+    match device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    }
+}
+
+/// The backends to enumerate: `DEVSTREAM_WGPU_BACKENDS`, else `WGPU_BACKEND`, else all.
+fn requested_backends() -> wgpu::Backends {
+    let compiled = wgpu::Instance::enabled_backend_features();
+    let requested = match std::env::var(BACKENDS_ENV) {
+        Ok(list) if !list.trim().is_empty() => wgpu::Backends::from_comma_list(&list),
+        _ => wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
+    };
+    requested & compiled & !wgpu::Backends::BROWSER_WEBGPU & !wgpu::Backends::NOOP
+}
+
+fn enumerate() -> Enumeration {
+    let backends = requested_backends();
+    if backends.is_empty() {
+        return Enumeration {
+            _instance: None,
+            adapters: Vec::new(),
+            entries: Vec::new(),
+            unavailable: Some(format!(
+                "no wgpu backend left to enumerate (compiled in: {:?}; {BACKENDS_ENV}={:?}; WGPU_BACKEND={:?})",
+                wgpu::Instance::enabled_backend_features(),
+                std::env::var(BACKENDS_ENV).ok(),
+                std::env::var("WGPU_BACKEND").ok()
+            )),
+        };
+    }
+    let made = catch_unwind(|| {
+        let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
+        descriptor.backends = backends;
+        // Lean flags (no debug labels, no validation layers) unless WGPU_* variables ask.
+        descriptor.flags = wgpu::InstanceFlags::empty().with_env();
+        let instance = wgpu::Instance::new(descriptor);
+        let adapters = block_on(instance.enumerate_adapters(backends));
+        (instance, adapters)
+    });
+    let (instance, mut adapters) = match made {
+        Ok(pair) => pair,
+        Err(payload) => {
+            return Enumeration {
+                _instance: None,
+                adapters: Vec::new(),
+                entries: Vec::new(),
+                unavailable: Some(format!(
+                    "creating the wgpu instance failed: {}",
+                    crate::util::panic_message(payload.as_ref())
+                )),
+            }
+        }
+    };
+    adapters.sort_by_cached_key(|adapter| {
+        let info = adapter.get_info();
+        (
+            backend_rank(info.backend),
+            device_type_rank(info.device_type),
+            info.name.clone(),
+            info.vendor,
+            info.device,
+            info.driver.clone(),
+        )
+    });
+    let entries: Vec<AdapterEntry> = adapters
+        .iter()
+        .enumerate()
+        .map(|(index, adapter)| AdapterEntry {
+            index,
+            info: adapter.get_info(),
+            features: adapter.features(),
+        })
+        .collect();
+    let unavailable = entries.is_empty().then(|| {
+        format!(
+            "no wgpu adapter found for backends {backends:?} (on Linux, Vulkan needs libvulkan1 and \
+             a driver such as Mesa's lavapipe: apt-get install mesa-vulkan-drivers)"
+        )
+    });
+    Enumeration {
+        _instance: Some(instance),
+        adapters,
+        entries,
+        unavailable,
+    }
+}
+
+fn enumeration() -> &'static Enumeration {
+    static ENUMERATION: OnceLock<Enumeration> = OnceLock::new();
+    ENUMERATION.get_or_init(enumerate)
+}
+
+/// The adapters behind `Place::Wgpu(0..)`, in their deterministic order: sorted by backend
+/// (Vulkan, Metal, DX12, GL), device type (discrete, integrated, virtual, CPU, other), name,
+/// vendor id, device id, driver. Restricted by [`BACKENDS_ENV`] / `WGPU_BACKEND`. Enumerated once
+/// per process; empty (never a panic) when no driver is installed.
+pub fn adapters() -> Vec<AdapterEntry> {
+    enumeration().entries.clone()
+}
+
+/// A submission of a device's queue: a per-device sequence number (1, 2, ...) and wgpu's index.
+#[derive(Clone, Debug)]
+pub(crate) struct Ticket {
+    pub(crate) seq: u64,
+    pub(crate) index: wgpu::SubmissionIndex,
+}
+
+/// State shared by every object of one wgpu device.
+pub(crate) struct DeviceShared {
+    pub(crate) place: Place,
+    pub(crate) id: u64,
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) info: wgpu::AdapterInfo,
+    pub(crate) caps: Capabilities,
+    pub(crate) limits: wgpu::Limits,
+    /// Nanoseconds per timestamp tick.
+    pub(crate) timestamp_period: f64,
+    /// `write_timestamp` on encoders is available (else an empty compute pass carries it).
+    pub(crate) timestamps_in_encoders: bool,
+    pub(crate) sched: Mutex<Sched>,
+    /// The highest completed ticket sequence number.
+    pub(crate) completed: Arc<AtomicU64>,
+    /// Bumped on every completion, release and flag change this device's waiters care about.
+    pub(crate) signal: Arc<Signal>,
+    /// A device-level fault (device lost, an error outside any scope), reported by every
+    /// stream's `synchronize`.
+    pub(crate) fault: Arc<Mutex<Option<Error>>>,
+    pub(crate) internal: OnceLock<std::result::Result<InternalKernels, Error>>,
+    shutdown: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for DeviceShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuDevice")
+            .field("place", &self.place)
+            .field("id", &self.id)
+            .field("adapter", &self.info.name)
+            .field("backend", &self.info.backend)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for DeviceShared {
+    fn drop(&mut self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.signal.notify();
+    }
+}
+
+fn capabilities_for(features: wgpu::Features) -> Capabilities {
+    let mut caps = Capabilities::none();
+    caps.priorities = false;
+    caps.concurrent_streams = false;
+    caps.capture = CaptureSupport::Emulated;
+    caps.timing = features.contains(wgpu::Features::TIMESTAMP_QUERY);
+    caps.host_funcs = true;
+    caps.flags = true;
+    caps.cross_device_wait = true;
+    caps.external_handles = false;
+    caps.stream_ordered_alloc = false;
+    caps.nonblocking_query = true;
+    caps.legacy_default_stream = false;
+    caps.per_thread_stream = false;
+    caps
+}
+
+impl DeviceShared {
+    fn new(
+        place: Place,
+        info: wgpu::AdapterInfo,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+    ) -> Arc<DeviceShared> {
+        let features = device.features();
+        let shared = Arc::new(DeviceShared {
+            place,
+            id: devstream_core::next_id(),
+            caps: capabilities_for(features),
+            limits: device.limits(),
+            timestamp_period: f64::from(queue.get_timestamp_period()),
+            timestamps_in_encoders: features
+                .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS),
+            device,
+            queue,
+            info,
+            sched: Mutex::new(Sched::default()),
+            completed: Arc::new(AtomicU64::new(0)),
+            signal: Arc::new(Signal::default()),
+            fault: Arc::new(Mutex::new(None)),
+            internal: OnceLock::new(),
+            shutdown: Arc::new(AtomicBool::new(false)),
+        });
+        let fault = Arc::clone(&shared.fault);
+        let signal = Arc::clone(&shared.signal);
+        shared
+            .device
+            .set_device_lost_callback(move |reason, message| {
+                let mut slot = lock(&fault);
+                if slot.is_none() {
+                    *slot = Some(Error::Driver {
+                        backend: "wgpu",
+                        call: "device lost",
+                        code: reason as i64,
+                        message,
+                    });
+                }
+                drop(slot);
+                signal.notify();
+            });
+        shared.start_poller();
+        shared
+    }
+
+    fn start_poller(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let signal = Arc::clone(&self.signal);
+        let shutdown = Arc::clone(&self.shutdown);
+        let name = format!("devstream-wgpu-{}", self.place);
+        let spawned = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || poller(weak, signal, shutdown));
+        if let Err(e) = spawned {
+            *lock(&self.fault) = Some(Error::Driver {
+                backend: "wgpu",
+                call: "spawn poller thread",
+                code: 0,
+                message: e.to_string(),
+            });
+        }
+    }
+
+    /// Whether every submission up to `ticket` has completed (`None`: nothing to wait for).
+    pub(crate) fn is_complete(&self, ticket: Option<&Ticket>) -> bool {
+        match ticket {
+            None => true,
+            Some(t) => self.completed.load(Ordering::Acquire) >= t.seq,
+        }
+    }
+
+    /// Notes that `ticket` has completed.
+    pub(crate) fn mark_complete(&self, ticket: &Ticket) {
+        if self.completed.fetch_max(ticket.seq, Ordering::AcqRel) < ticket.seq {
+            self.signal.notify();
+        }
+    }
+
+    /// Polls the device once without blocking, so completion callbacks run.
+    pub(crate) fn poll_nonblocking(&self) -> Result<()> {
+        match catch_unwind(AssertUnwindSafe(|| self.device.poll(wgpu::PollType::Poll))) {
+            Ok(_) => Ok(()),
+            Err(payload) => Err(self.poll_panic(payload)),
+        }
+    }
+
+    fn poll_panic(&self, payload: Box<dyn std::any::Any + Send>) -> Error {
+        let error = Error::Driver {
+            backend: "wgpu",
+            call: "Device::poll",
+            code: 0,
+            message: crate::util::panic_message(payload.as_ref()),
+        };
+        let mut slot = lock(&self.fault);
+        if slot.is_none() {
+            *slot = Some(error.clone());
+        }
+        error
+    }
+
+    /// Blocks until `ticket` has completed, or `timeout` passes (then `Ok(false)`).
+    pub(crate) fn wait_ticket(&self, ticket: &Ticket, timeout: Option<Duration>) -> Result<bool> {
+        if self.is_complete(Some(ticket)) {
+            return Ok(true);
+        }
+        let poll = wgpu::PollType::Wait {
+            submission_index: Some(ticket.index.clone()),
+            timeout,
+        };
+        match catch_unwind(AssertUnwindSafe(|| self.device.poll(poll))) {
+            Ok(Ok(_)) | Ok(Err(wgpu::PollError::WrongSubmissionIndex(..))) => {
+                // A wrong index is one whose submission failed validation: it never ran.
+                self.mark_complete(ticket);
+                Ok(true)
+            }
+            Ok(Err(wgpu::PollError::Timeout)) => Ok(self.is_complete(Some(ticket))),
+            Err(payload) => Err(self.poll_panic(payload)),
+        }
+    }
+
+    /// The device-level fault, if any.
+    pub(crate) fn fault(&self) -> Option<Error> {
+        lock(&self.fault).clone()
+    }
+
+    /// Records a device-level fault (first one wins).
+    pub(crate) fn set_fault(&self, error: Error) {
+        let mut slot = lock(&self.fault);
+        if slot.is_none() {
+            *slot = Some(error);
+        }
+    }
+
+    /// A wgpu error caught by a scope, as a typed error.
+    pub(crate) fn wgpu_error(call: &'static str, error: wgpu::Error) -> Error {
+        match error {
+            wgpu::Error::OutOfMemory { .. } => Error::Driver {
+                backend: "wgpu",
+                call,
+                code: 0,
+                message: "out of memory".into(),
+            },
+            wgpu::Error::Validation { description, .. } => Error::Driver {
+                backend: "wgpu",
+                call,
+                code: 1,
+                message: description,
+            },
+            wgpu::Error::Internal { description, .. } => Error::Driver {
+                backend: "wgpu",
+                call,
+                code: 2,
+                message: description,
+            },
+        }
+    }
+
+    /// Runs `f` inside validation and out-of-memory error scopes and returns its value and the
+    /// first error either scope caught.
+    pub(crate) fn scoped<T>(&self, f: impl FnOnce() -> T) -> (T, Option<wgpu::Error>) {
+        let memory = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let value = f();
+        let validation_error = block_on(validation.pop());
+        let memory_error = block_on(memory.pop());
+        (value, validation_error.or(memory_error))
+    }
+
+    /// Makes one release pass and tells the poller what to wait for.
+    fn step(self: &Arc<Self>) -> Step {
+        crate::sched::step(self)
+    }
+}
+
+fn poller(weak: Weak<DeviceShared>, signal: Arc<Signal>, shutdown: Arc<AtomicBool>) {
+    loop {
+        if shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        let seen = signal.generation();
+        let Some(device) = weak.upgrade() else {
+            return;
+        };
+        match device.step() {
+            Step::Progress => {}
+            Step::WaitLocal(ticket) => {
+                // A failed poll is recorded as the device's fault; keep serving the streams.
+                let _ = device.wait_ticket(&ticket, Some(POLL_SLICE));
+            }
+            Step::WaitForeign(foreign, ticket, local) => {
+                let _ = foreign.wait_ticket(&ticket, Some(POLL_SLICE));
+                if let Some(local) = local {
+                    if !device.is_complete(Some(&local)) {
+                        let _ = device.poll_nonblocking();
+                    }
+                }
+            }
+            Step::Idle { timed } => {
+                drop(device);
+                signal.wait_change(seen, timed.then_some(POLL_SLICE));
+            }
+        }
+    }
+}
+
+/// A wgpu device (with its one queue) as devstream uses it: the device of a place, or an
+/// existing `wgpu::Device` + `wgpu::Queue` adopted with [`WgpuDevice::adopt`].
+///
+/// Cheap to clone. Streams made from it share the device's queue.
+#[derive(Clone, Debug)]
+pub struct WgpuDevice {
+    pub(crate) shared: Arc<DeviceShared>,
+}
+
+fn devices() -> &'static Mutex<HashMap<usize, (Arc<DeviceShared>, WgpuStream)>> {
+    static DEVICES: OnceLock<Mutex<HashMap<usize, (Arc<DeviceShared>, WgpuStream)>>> =
+        OnceLock::new();
+    DEVICES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn unavailable(reason: &str) -> Error {
+    Error::BackendUnavailable {
+        backend: "wgpu",
+        reason: reason.to_owned(),
+    }
+}
+
+fn place_index(place: &Place) -> Result<usize> {
+    match place {
+        Place::Wgpu(index) => Ok(*index),
+        other => Err(Error::NoDevice {
+            place: other.clone(),
+            reason: "not a wgpu place (expected \"wgpu:N\")".into(),
+        }),
+    }
+}
+
+/// The device and default stream of a place, created on first use.
+fn place_device(place: &Place) -> Result<(Arc<DeviceShared>, WgpuStream)> {
+    let index = place_index(place)?;
+    let mut map = lock(devices());
+    if let Some((device, default)) = map.get(&index) {
+        return Ok((Arc::clone(device), default.clone()));
+    }
+    let enumeration = enumeration();
+    let Some(adapter) = enumeration.adapters.get(index) else {
+        return Err(match &enumeration.unavailable {
+            Some(reason) => unavailable(reason),
+            None => Error::NoDevice {
+                place: place.clone(),
+                reason: format!(
+                    "there are {} wgpu adapters (wgpu:0..wgpu:{})",
+                    enumeration.adapters.len(),
+                    enumeration.adapters.len().saturating_sub(1)
+                ),
+            },
+        });
+    };
+    let info = adapter.get_info();
+    let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+    let descriptor = wgpu::DeviceDescriptor {
+        label: Some("devstream"),
+        required_features: adapter.features() & wanted,
+        required_limits: adapter.limits(),
+        ..Default::default()
+    };
+    let requested = catch_unwind(AssertUnwindSafe(|| {
+        block_on(adapter.request_device(&descriptor))
+    }));
+    let (device, queue) = match requested {
+        Ok(Ok(pair)) => pair,
+        Ok(Err(e)) => {
+            return Err(Error::NoDevice {
+                place: place.clone(),
+                reason: format!("request_device on {:?} failed: {e}", info.name),
+            })
+        }
+        Err(payload) => {
+            return Err(Error::NoDevice {
+                place: place.clone(),
+                reason: format!(
+                    "request_device on {:?} panicked: {}",
+                    info.name,
+                    crate::util::panic_message(payload.as_ref())
+                ),
+            })
+        }
+    };
+    let shared = DeviceShared::new(place.clone(), info, device, queue);
+    install_error_handler(&shared);
+    let default = WgpuStream::create(&shared, StreamOptions::default(), true)?;
+    map.insert(index, (Arc::clone(&shared), default.clone()));
+    Ok((shared, default))
+}
+
+/// Errors outside any devstream error scope become the device's fault instead of wgpu's default
+/// panic.
+fn install_error_handler(shared: &Arc<DeviceShared>) {
+    let fault = Arc::clone(&shared.fault);
+    let signal = Arc::clone(&shared.signal);
+    shared
+        .device
+        .on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+            tracing::warn!(target: "devstream_wgpu", "uncaptured wgpu error: {error}");
+            let mut slot = lock(&fault);
+            if slot.is_none() {
+                *slot = Some(DeviceShared::wgpu_error("uncaptured wgpu error", error));
+            }
+            drop(slot);
+            signal.notify();
+        }));
+}
+
+impl WgpuDevice {
+    /// The device of `Place::Wgpu(n)` (created on first use and shared by every stream of the
+    /// place).
+    pub fn for_place(place: &Place) -> Result<WgpuDevice> {
+        place_device(place).map(|(shared, _)| WgpuDevice { shared })
+    }
+
+    /// Adopts an existing device and its queue: streams made with [`WgpuDevice::new_stream`]
+    /// submit to this queue, and the caller can keep using both.
+    ///
+    /// The place is the enumerated adapter whose info matches the device's (backend, name,
+    /// vendor and device id), else `Place::Wgpu(n)` with `n` past the enumerated adapters.
+    /// Objects of an adopted device are distinct from those of the place's own device: mixing
+    /// them in one operation is refused. devstream wraps its own wgpu calls in error scopes and
+    /// leaves the device's uncaptured-error handler as the caller set it.
+    pub fn adopt(device: wgpu::Device, queue: wgpu::Queue) -> WgpuDevice {
+        static ADOPTED: AtomicUsize = AtomicUsize::new(0);
+        let info = device.adapter_info();
+        let entries = &enumeration().entries;
+        let index = entries
+            .iter()
+            .find(|e| {
+                e.info.backend == info.backend
+                    && e.info.name == info.name
+                    && e.info.vendor == info.vendor
+                    && e.info.device == info.device
+            })
+            .map(|e| e.index)
+            .unwrap_or_else(|| entries.len() + ADOPTED.fetch_add(1, Ordering::Relaxed));
+        let shared = DeviceShared::new(Place::Wgpu(index), info, device, queue);
+        WgpuDevice { shared }
+    }
+
+    /// A new stream on this device.
+    pub fn new_stream(&self, options: StreamOptions) -> Result<WgpuStream> {
+        WgpuStream::create(&self.shared, options, false)
+    }
+
+    /// The device's place.
+    pub fn place(&self) -> &Place {
+        &self.shared.place
+    }
+
+    /// The wgpu device.
+    pub fn wgpu_device(&self) -> &wgpu::Device {
+        &self.shared.device
+    }
+
+    /// The device's one queue.
+    pub fn wgpu_queue(&self) -> &wgpu::Queue {
+        &self.shared.queue
+    }
+
+    /// What wgpu reports about the adapter.
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.shared.info
+    }
+
+    /// The device's capabilities.
+    pub fn capabilities(&self) -> Capabilities {
+        self.shared.caps
+    }
+
+    /// Nanoseconds per timestamp tick (0 without timestamp queries).
+    pub fn timestamp_period(&self) -> f64 {
+        self.shared.timestamp_period
+    }
+
+    /// A device-level fault seen so far (device lost, or a wgpu error outside any scope).
+    pub fn fault(&self) -> Option<Error> {
+        self.shared.fault()
+    }
+}
+
+/// The wgpu backend: places are the adapters of [`adapters`].
+#[derive(Debug)]
+pub struct WgpuBackend;
+
+impl DeviceBackend for WgpuBackend {
+    type Stream = WgpuStream;
+
+    const KIND: BackendKind = BackendKind::Wgpu;
+
+    fn places() -> Vec<Place> {
+        (0..enumeration().entries.len()).map(Place::Wgpu).collect()
+    }
+
+    fn probe() -> Result<()> {
+        match &enumeration().unavailable {
+            Some(reason) => Err(unavailable(reason)),
+            None => Ok(()),
+        }
+    }
+
+    fn capabilities(place: &Place) -> Result<Capabilities> {
+        let index = place_index(place)?;
+        let enumeration = enumeration();
+        match enumeration.entries.get(index) {
+            Some(entry) => Ok(capabilities_for(entry.features)),
+            None => Err(match &enumeration.unavailable {
+                Some(reason) => unavailable(reason),
+                None => Error::NoDevice {
+                    place: place.clone(),
+                    reason: format!("there are {} wgpu adapters", enumeration.entries.len()),
+                },
+            }),
+        }
+    }
+
+    fn priority_range(place: &Place) -> Result<PriorityRange> {
+        Self::capabilities(place).map(|_| PriorityRange::NONE)
+    }
+
+    fn new_stream(place: &Place, options: StreamOptions) -> Result<WgpuStream> {
+        let (shared, _) = place_device(place)?;
+        WgpuStream::create(&shared, options, false)
+    }
+
+    fn default_stream(place: &Place) -> Result<WgpuStream> {
+        place_device(place).map(|(_, default)| default)
+    }
+
+    fn per_thread_stream(place: &Place) -> Result<WgpuStream> {
+        Self::capabilities(place)?;
+        Err(Error::unsupported("per_thread_stream", place))
+    }
+
+    fn new_event(place: &Place, flags: EventFlags) -> Result<WgpuEvent> {
+        let (shared, _) = place_device(place)?;
+        EventInner::create(&shared, flags)
+    }
+
+    fn new_flag(place: &Place) -> Result<WgpuFlag> {
+        Self::capabilities(place)?;
+        Ok(WgpuFlag::new(place.clone()))
+    }
+
+    fn live_counts() -> LiveCounts {
+        LiveCounts {
+            streams: LIVE_STREAMS.load(Ordering::SeqCst),
+            events: LIVE_EVENTS.load(Ordering::SeqCst),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_are_ordered() {
+        assert!(backend_rank(wgpu::Backend::Vulkan) < backend_rank(wgpu::Backend::Gl));
+        assert!(
+            device_type_rank(wgpu::DeviceType::DiscreteGpu)
+                < device_type_rank(wgpu::DeviceType::Cpu)
+        );
+    }
+
+    #[test]
+    fn non_wgpu_place_is_refused() {
+        assert!(matches!(
+            WgpuBackend::new_stream(&Place::Cpu, StreamOptions::default()),
+            Err(Error::NoDevice { .. })
+        ));
+    }
+
+    #[test]
+    fn capabilities_say_the_truth() {
+        let caps = capabilities_for(wgpu::Features::empty());
+        assert!(!caps.concurrent_streams && !caps.priorities && !caps.timing);
+        assert_eq!(caps.capture, CaptureSupport::Emulated);
+        assert!(caps.host_funcs && caps.flags && caps.nonblocking_query);
+        assert!(capabilities_for(wgpu::Features::TIMESTAMP_QUERY).timing);
+    }
+}

@@ -1,0 +1,262 @@
+//! Events: a recorded event is a submission ticket of its device (plus a timestamp readback when
+//! timed).
+
+use crate::buffer::Readback;
+use crate::device::{DeviceShared, Ticket, LIVE_EVENTS, POLL_SLICE};
+use crate::sched::{AfterSubmit, StreamState};
+use crate::util::lock;
+use devstream_core::{DeviceEvent, Error, EventFlags, Place, Result};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// One recording of an event: resolved to a ticket once the recorded work has reached the
+/// queue (`None` inside means "nothing to wait for").
+pub(crate) struct Record {
+    pub(crate) device: Arc<DeviceShared>,
+    ticket: OnceLock<Option<Ticket>>,
+    timestamp: Option<Arc<Readback>>,
+}
+
+impl Record {
+    pub(crate) fn new(
+        device: &Arc<DeviceShared>,
+        ticket: Option<Option<Ticket>>,
+        timestamp: Option<Arc<Readback>>,
+    ) -> Arc<Record> {
+        let record = Record {
+            device: Arc::clone(device),
+            ticket: OnceLock::new(),
+            timestamp,
+        };
+        if let Some(t) = ticket {
+            let _ = record.ticket.set(t);
+        }
+        Arc::new(record)
+    }
+
+    /// Resolves a record that was held behind gates.
+    pub(crate) fn resolve(&self, ticket: Option<Ticket>) {
+        let _ = self.ticket.set(ticket);
+    }
+
+    /// `None` while unresolved, else the ticket (`Some(None)`: nothing to wait for).
+    pub(crate) fn ticket(&self) -> Option<Option<Ticket>> {
+        self.ticket.get().cloned()
+    }
+
+    /// Whether the captured work is complete; polls the device once, never blocks.
+    pub(crate) fn query(&self) -> Result<bool> {
+        match self.ticket.get() {
+            None => Ok(false),
+            Some(ticket) => {
+                if self.device.is_complete(ticket.as_ref()) {
+                    return Ok(true);
+                }
+                self.device.poll_nonblocking()?;
+                Ok(self.device.is_complete(ticket.as_ref()))
+            }
+        }
+    }
+
+    /// Blocks until the captured work is complete.
+    pub(crate) fn wait(&self) -> Result<()> {
+        loop {
+            let seen = self.device.signal.generation();
+            match self.ticket.get() {
+                Some(ticket) => {
+                    if let Some(t) = ticket {
+                        while !self.device.wait_ticket(t, None)? {}
+                    }
+                    return Ok(());
+                }
+                None => {
+                    if let Some(fault) = self.device.fault() {
+                        return Err(fault);
+                    }
+                    self.device.signal.wait_change(seen, Some(POLL_SLICE * 100));
+                }
+            }
+        }
+    }
+
+    /// The timestamp in ticks, once complete.
+    fn ticks(&self) -> Result<u64> {
+        let Some(readback) = &self.timestamp else {
+            return Err(Error::TimingDisabled);
+        };
+        readback.wait()?;
+        let mut bytes = [0u8; 8];
+        readback.read_into(0, &mut bytes)?;
+        Ok(u64::from_le_bytes(bytes))
+    }
+}
+
+/// The query set and resolve buffer of a timed event.
+struct Timing {
+    query_set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+}
+
+pub(crate) struct EventInner {
+    id: u64,
+    flags: EventFlags,
+    pub(crate) device: Arc<DeviceShared>,
+    pub(crate) current: Mutex<Option<Arc<Record>>>,
+    timing: Option<Timing>,
+}
+
+impl Drop for EventInner {
+    fn drop(&mut self) {
+        LIVE_EVENTS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl EventInner {
+    /// A new event of `device`.
+    pub(crate) fn create(device: &Arc<DeviceShared>, flags: EventFlags) -> Result<WgpuEvent> {
+        let flags = flags.validate()?;
+        if flags.interprocess {
+            return Err(Error::unsupported("interprocess event", &device.place));
+        }
+        let timing = if flags.timing {
+            if !device.caps.timing {
+                return Err(Error::unsupported("event timing", &device.place));
+            }
+            let (timing, error) = device.scoped(|| Timing {
+                query_set: device.device.create_query_set(&wgpu::QuerySetDescriptor {
+                    label: Some("devstream event"),
+                    ty: wgpu::QueryType::Timestamp,
+                    count: 1,
+                }),
+                resolve: device.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("devstream event resolve"),
+                    size: 8,
+                    usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                    mapped_at_creation: false,
+                }),
+            });
+            if let Some(e) = error {
+                return Err(DeviceShared::wgpu_error("Device::create_query_set", e));
+            }
+            Some(timing)
+        } else {
+            None
+        };
+        LIVE_EVENTS.fetch_add(1, Ordering::SeqCst);
+        Ok(WgpuEvent {
+            inner: Arc::new(EventInner {
+                id: devstream_core::next_id(),
+                flags,
+                device: Arc::clone(device),
+                current: Mutex::new(None),
+                timing,
+            }),
+        })
+    }
+
+    /// Encodes the event's timestamp write into the stream's encoder (timed events only) and
+    /// returns the readback that will hold it.
+    pub(crate) fn encode_timestamp(
+        &self,
+        state: &mut StreamState,
+        stream: u64,
+    ) -> Result<Option<Arc<Readback>>> {
+        let Some(timing) = &self.timing else {
+            return Ok(None);
+        };
+        let device = &self.device;
+        let readback = Readback::new(device, 8, stream)?;
+        let encoder = state.encoder(&device.device);
+        if device.timestamps_in_encoders {
+            encoder.write_timestamp(&timing.query_set, 0);
+        } else {
+            let pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("devstream timestamp"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &timing.query_set,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: None,
+                }),
+            });
+            drop(pass);
+        }
+        encoder.resolve_query_set(&timing.query_set, 0..1, &timing.resolve, 0);
+        encoder.copy_buffer_to_buffer(&timing.resolve, 0, &readback.buffer, 0, 8);
+        state.after.push(AfterSubmit::Map(Arc::clone(&readback)));
+        Ok(Some(readback))
+    }
+
+    pub(crate) fn current(&self) -> Option<Arc<Record>> {
+        lock(&self.current).clone()
+    }
+}
+
+/// A marker in a wgpu stream's work: a submission ticket of its device.
+///
+/// A never-recorded event queries true; recording again replaces what it captures. `query`
+/// polls the device once and never blocks.
+#[derive(Clone)]
+pub struct WgpuEvent {
+    pub(crate) inner: Arc<EventInner>,
+}
+
+impl std::fmt::Debug for WgpuEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuEvent")
+            .field("id", &self.inner.id)
+            .field("place", &self.inner.device.place)
+            .field("flags", &self.inner.flags)
+            .finish()
+    }
+}
+
+impl DeviceEvent for WgpuEvent {
+    fn place(&self) -> Option<Place> {
+        Some(self.inner.device.place.clone())
+    }
+
+    fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    fn flags(&self) -> EventFlags {
+        self.inner.flags
+    }
+
+    fn query(&self) -> Result<bool> {
+        match self.inner.current() {
+            None => Ok(true),
+            Some(record) => record.query(),
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        match self.inner.current() {
+            None => Ok(()),
+            Some(record) => record.wait(),
+        }
+    }
+
+    fn elapsed(&self, end: &Self) -> Result<Duration> {
+        if !self.inner.flags.timing || !end.inner.flags.timing {
+            return Err(Error::TimingDisabled);
+        }
+        if !Arc::ptr_eq(&self.inner.device, &end.inner.device) {
+            return Err(Error::mismatch(
+                "elapsed",
+                &self.inner.device.place,
+                &end.inner.device.place,
+            ));
+        }
+        let (Some(start), Some(stop)) = (self.inner.current(), end.inner.current()) else {
+            return Err(Error::NotRecorded);
+        };
+        if !start.query()? || !stop.query()? {
+            return Err(Error::NotReady);
+        }
+        let ticks = stop.ticks()?.saturating_sub(start.ticks()?);
+        let nanos = ticks as f64 * self.inner.device.timestamp_period;
+        Ok(Duration::from_nanos(nanos.round() as u64))
+    }
+}

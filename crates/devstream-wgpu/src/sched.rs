@@ -1,0 +1,430 @@
+//! The submission scheduler of one device: every logical stream's pending encoder and the work
+//! it holds back, and the one place where work reaches the queue.
+//!
+//! A stream's work is encoded into its pending encoder. At a flush the encoder becomes a batch:
+//! submitted at once when the stream holds nothing back, else appended to the stream's `held`
+//! queue behind its gates. Gates are released in stream order by whoever holds the scheduler
+//! lock (mostly the device's poller thread):
+//!
+//! * `WaitRecord`: a same-device event whose work is not yet submitted; released once it is
+//!   (queue order then does the rest).
+//! * `WaitForeign`: an event of another wgpu device; released once it has completed.
+//! * `WaitFlag`: released once the flag's value is ≥ the one given.
+//! * `HostFunc`, `WriteFlag`, `Upload`: run once all earlier work of the stream is complete.
+//! * `Mark`: resolves an event recorded while the stream held work back.
+//!
+//! Every queue submission happens under the scheduler lock, so the queue order is the order in
+//! which the scheduler decided to release work, which respects every stream's order and every
+//! wait edge.
+
+use crate::buffer::{HostInner, Readback};
+use crate::device::{DeviceShared, Ticket, LIVE_STREAMS};
+use crate::event::Record;
+use crate::flag::FlagInner;
+use crate::graph::CaptureState;
+use crate::util::lock;
+use devstream_core::{Error, HostFn};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Work to do right after a batch is submitted (it needs the submission's ticket).
+pub(crate) enum AfterSubmit {
+    /// Map a readback buffer once the submission completes.
+    Map(Arc<Readback>),
+}
+
+/// A finished command buffer and what to do once it is submitted.
+pub(crate) struct Batch {
+    pub(crate) commands: wgpu::CommandBuffer,
+    pub(crate) after: Vec<AfterSubmit>,
+}
+
+/// A deferred host→device copy from a host buffer that device→host copies were still writing
+/// when it was enqueued: staged once the stream's earlier work is complete.
+pub(crate) struct Upload {
+    pub(crate) host: Arc<HostInner>,
+    pub(crate) host_offset: usize,
+    pub(crate) dst: Arc<crate::buffer::BufferInner>,
+    pub(crate) dst_offset: u64,
+    pub(crate) len: u64,
+}
+
+/// Something a stream holds back, in stream order.
+pub(crate) enum Held {
+    Batch(Batch),
+    Mark(Arc<Record>),
+    WaitRecord(Arc<Record>),
+    WaitForeign(Arc<Record>),
+    WaitFlag(Arc<FlagInner>, u32),
+    HostFunc(HostFn),
+    WriteFlag(Arc<FlagInner>, u32),
+    Upload(Upload),
+    /// A host function taken out to run on the poller thread.
+    Running,
+}
+
+/// One logical stream's scheduling state.
+#[derive(Default)]
+pub(crate) struct StreamState {
+    pub(crate) encoder: Option<wgpu::CommandEncoder>,
+    pub(crate) after: Vec<AfterSubmit>,
+    pub(crate) held: VecDeque<Held>,
+    /// The ticket whose completion means all released work of the stream is done.
+    pub(crate) frontier: Option<Ticket>,
+    /// The first error the stream's work raised.
+    pub(crate) error: Option<Error>,
+    pub(crate) capture: Option<CaptureState>,
+    /// The last handle is gone: remove once drained and complete.
+    pub(crate) orphaned: bool,
+    /// Counted in `live_counts` (user streams, not the default stream).
+    pub(crate) counted: bool,
+}
+
+impl StreamState {
+    pub(crate) fn set_error(&mut self, error: Error) {
+        if self.error.is_none() {
+            self.error = Some(error);
+        }
+    }
+
+    /// Raises the frontier to `ticket` (tickets of one device are ordered by `seq`).
+    pub(crate) fn raise_frontier(&mut self, ticket: Option<&Ticket>) {
+        if let Some(t) = ticket {
+            if self.frontier.as_ref().is_none_or(|f| f.seq < t.seq) {
+                self.frontier = Some(t.clone());
+            }
+        }
+    }
+
+    /// The stream's pending encoder, created on first use.
+    pub(crate) fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
+        self.encoder.get_or_insert_with(|| {
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("devstream stream"),
+            })
+        })
+    }
+}
+
+/// The scheduler of one device.
+#[derive(Default)]
+pub(crate) struct Sched {
+    /// The last ticket sequence number handed out.
+    pub(crate) last_seq: u64,
+    pub(crate) streams: HashMap<u64, StreamState>,
+    /// Streams the poller must look at: they hold work back, or are orphaned and not complete.
+    pub(crate) watched: BTreeSet<u64>,
+}
+
+/// What the poller should do next.
+pub(crate) enum Step {
+    /// Something was released or run: look again at once.
+    Progress,
+    /// Wait (a slice) for this device's ticket.
+    WaitLocal(Ticket),
+    /// Wait (a slice) for another device's ticket; the local ticket, if any, is polled too.
+    WaitForeign(Arc<DeviceShared>, Ticket, Option<Ticket>),
+    /// Nothing to poll: wait for a signal (`timed`: at most a slice, because something outside
+    /// this device's signal, such as another device's release, is awaited).
+    Idle { timed: bool },
+}
+
+/// Submits one command buffer to the queue. Must be called under the scheduler lock, which
+/// makes queue order equal to scheduling order.
+pub(crate) fn submit_locked(
+    device: &DeviceShared,
+    last_seq: &mut u64,
+    batch: Batch,
+) -> (Ticket, Option<Error>) {
+    let Batch { commands, after } = batch;
+    let (index, error) =
+        device.scoped(|| catch_unwind(AssertUnwindSafe(|| device.queue.submit([commands]))));
+    let mut failure = error.map(|e| DeviceShared::wgpu_error("Queue::submit", e));
+    let index = match index {
+        Ok(index) => index,
+        Err(payload) => {
+            let error = Error::Driver {
+                backend: "wgpu",
+                call: "Queue::submit",
+                code: 0,
+                message: crate::util::panic_message(payload.as_ref()),
+            };
+            device.set_fault(error.clone());
+            failure.get_or_insert(error);
+            // Nothing was submitted: wait for an empty submission instead.
+            device.queue.submit([])
+        }
+    };
+    *last_seq += 1;
+    let ticket = Ticket {
+        seq: *last_seq,
+        index,
+    };
+    let completed = Arc::clone(&device.completed);
+    let signal = Arc::clone(&device.signal);
+    let seq = ticket.seq;
+    device.queue.on_submitted_work_done(move || {
+        if completed.fetch_max(seq, Ordering::AcqRel) < seq {
+            signal.notify();
+        }
+    });
+    for action in after {
+        match action {
+            AfterSubmit::Map(readback) => readback.submitted(&ticket, &device.signal),
+        }
+    }
+    (ticket, failure)
+}
+
+/// Finishes the stream's pending encoder: submits it when the stream holds nothing back, else
+/// holds it behind the stream's gates. `force` submits an empty command buffer when nothing is
+/// pending.
+pub(crate) fn flush_locked(device: &DeviceShared, sched: &mut Sched, id: u64, force: bool) {
+    let Sched {
+        last_seq, streams, ..
+    } = sched;
+    let Some(state) = streams.get_mut(&id) else {
+        return;
+    };
+    if state.encoder.is_none() && !(force && state.held.is_empty()) {
+        return;
+    }
+    let encoder = match state.encoder.take() {
+        Some(encoder) => encoder,
+        None => device
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default()),
+    };
+    let after = std::mem::take(&mut state.after);
+    let (commands, error) = device.scoped(|| encoder.finish());
+    if let Some(e) = error {
+        state.set_error(DeviceShared::wgpu_error("CommandEncoder::finish", e));
+    }
+    let batch = Batch { commands, after };
+    if state.held.is_empty() {
+        let (ticket, error) = submit_locked(device, last_seq, batch);
+        if let Some(e) = error {
+            state.set_error(e);
+        }
+        state.frontier = Some(ticket);
+    } else {
+        state.held.push_back(Held::Batch(batch));
+    }
+}
+
+/// Appends a gate (or any held item) to a stream and makes the poller look at it.
+pub(crate) fn hold_locked(device: &DeviceShared, sched: &mut Sched, id: u64, item: Held) {
+    if let Some(state) = sched.streams.get_mut(&id) {
+        state.held.push_back(item);
+        sched.watched.insert(id);
+        device.signal.notify();
+    }
+}
+
+/// What releasing one stream produced.
+enum Released {
+    Nothing,
+    Progress,
+    /// A host function to run outside the lock.
+    Run(HostFn),
+}
+
+#[derive(Default)]
+struct Needs {
+    local: Option<Ticket>,
+    foreign: Option<(Arc<DeviceShared>, Ticket)>,
+    timed: bool,
+}
+
+impl Needs {
+    fn local(&mut self, ticket: Option<&Ticket>) {
+        if let Some(t) = ticket {
+            if self.local.as_ref().is_none_or(|l| t.seq < l.seq) {
+                self.local = Some(t.clone());
+            }
+        }
+    }
+}
+
+/// Releases what it can of stream `id`, in order.
+fn release_stream(
+    device: &DeviceShared,
+    sched: &mut Sched,
+    id: u64,
+    needs: &mut Needs,
+) -> Released {
+    let Sched {
+        last_seq,
+        streams,
+        watched,
+    } = sched;
+    let Some(state) = streams.get_mut(&id) else {
+        watched.remove(&id);
+        return Released::Nothing;
+    };
+    let mut progressed = false;
+    loop {
+        let Some(head) = state.held.front_mut() else {
+            break;
+        };
+        match head {
+            Held::Batch(_) => {
+                let Some(Held::Batch(batch)) = state.held.pop_front() else {
+                    unreachable_held();
+                    break;
+                };
+                let (ticket, error) = submit_locked(device, last_seq, batch);
+                if let Some(e) = error {
+                    state.set_error(e);
+                }
+                state.frontier = Some(ticket);
+            }
+            Held::Mark(record) => {
+                record.resolve(state.frontier.clone());
+                state.held.pop_front();
+            }
+            Held::WaitRecord(record) => match record.ticket() {
+                Some(ticket) => {
+                    state.raise_frontier(ticket.as_ref());
+                    state.held.pop_front();
+                }
+                None => break,
+            },
+            Held::WaitForeign(record) => match record.ticket() {
+                Some(ticket) if record.device.is_complete(ticket.as_ref()) => {
+                    state.held.pop_front();
+                }
+                Some(Some(ticket)) => {
+                    if needs.foreign.is_none() {
+                        needs.foreign = Some((Arc::clone(&record.device), ticket));
+                    }
+                    needs.timed = true;
+                    break;
+                }
+                _ => {
+                    needs.timed = true;
+                    break;
+                }
+            },
+            Held::WaitFlag(flag, value) => {
+                if flag.value.load(Ordering::SeqCst) >= *value {
+                    state.held.pop_front();
+                } else {
+                    break;
+                }
+            }
+            Held::HostFunc(_) | Held::WriteFlag(..) | Held::Upload(_) => {
+                if !device.is_complete(state.frontier.as_ref()) {
+                    needs.local(state.frontier.as_ref());
+                    break;
+                }
+                match state.held.pop_front() {
+                    Some(Held::HostFunc(f)) => {
+                        state.held.push_front(Held::Running);
+                        return Released::Run(f);
+                    }
+                    Some(Held::WriteFlag(flag, value)) => flag.store(value),
+                    Some(Held::Upload(upload)) => {
+                        if let Some(upload) =
+                            crate::buffer::run_upload(device, last_seq, state, upload)
+                        {
+                            // A device→host copy it reads is complete but not mapped yet.
+                            state.held.push_front(Held::Upload(upload));
+                            needs.timed = true;
+                            break;
+                        }
+                    }
+                    _ => unreachable_held(),
+                }
+            }
+            Held::Running => return Released::Nothing,
+        }
+        progressed = true;
+    }
+    if state.held.is_empty() {
+        if state.orphaned {
+            if device.is_complete(state.frontier.as_ref()) {
+                if state.counted {
+                    LIVE_STREAMS.fetch_sub(1, Ordering::SeqCst);
+                }
+                streams.remove(&id);
+                watched.remove(&id);
+                return Released::Progress;
+            }
+            needs.local(state.frontier.as_ref());
+        } else {
+            watched.remove(&id);
+        }
+    }
+    if progressed {
+        Released::Progress
+    } else {
+        Released::Nothing
+    }
+}
+
+/// The held queue's head was matched just above, so it is there; this only documents that.
+fn unreachable_held() {
+    debug_assert!(false, "held queue head changed under the scheduler lock");
+}
+
+/// One pass of the poller: releases every stream it can, runs at most one host function.
+pub(crate) fn step(device: &Arc<DeviceShared>) -> Step {
+    let mut sched = lock(&device.sched);
+    if sched.watched.is_empty() {
+        return Step::Idle { timed: false };
+    }
+    let mut needs = Needs::default();
+    let mut progressed = false;
+    let ids: Vec<u64> = sched.watched.iter().copied().collect();
+    for id in ids {
+        match release_stream(device, &mut sched, id, &mut needs) {
+            Released::Nothing => {}
+            Released::Progress => progressed = true,
+            Released::Run(f) => {
+                drop(sched);
+                run_host_func(device, id, f);
+                return Step::Progress;
+            }
+        }
+    }
+    drop(sched);
+    if progressed {
+        device.signal.notify();
+        return Step::Progress;
+    }
+    match (needs.foreign, needs.local) {
+        (Some((foreign, ticket)), local) => Step::WaitForeign(foreign, ticket, local),
+        (None, Some(local)) => Step::WaitLocal(local),
+        (None, None) => Step::Idle { timed: needs.timed },
+    }
+}
+
+/// Runs a host function of stream `id` (outside the scheduler lock), then lets the stream go on.
+fn run_host_func(device: &DeviceShared, id: u64, mut f: HostFn) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| f()));
+    drop(f);
+    let mut sched = lock(&device.sched);
+    if let Some(state) = sched.streams.get_mut(&id) {
+        if matches!(state.held.front(), Some(Held::Running)) {
+            state.held.pop_front();
+        }
+        if let Err(payload) = outcome {
+            state.set_error(Error::HostFuncPanicked {
+                stream: id,
+                message: crate::util::panic_message(payload.as_ref()),
+            });
+        }
+    }
+    drop(sched);
+    device.signal.notify();
+}
+
+/// Flushes stream `id` of `device` if it still has a pending encoder (used by waiters that need
+/// work of a stream they do not hold to reach the queue).
+pub(crate) fn flush_stream(device: &DeviceShared, id: u64) {
+    let mut sched = lock(&device.sched);
+    flush_locked(device, &mut sched, id, false);
+}

@@ -1,0 +1,769 @@
+//! Logical streams over a device's one queue.
+
+use crate::buffer::{
+    encode_copy, encode_fill, encode_upload, BufferInner, HostInner, PendingWrite, Readback,
+    WgpuBuffer, WgpuHostBuffer,
+};
+use crate::device::{DeviceShared, LIVE_STREAMS};
+use crate::event::{EventInner, Record, WgpuEvent};
+use crate::flag::{FlagInner, WgpuFlag};
+use crate::graph::{CaptureState, Op, WgpuGraph};
+use crate::kernel::{encode_dispatch, WgpuKernel};
+use crate::sched::{flush_locked, hold_locked, AfterSubmit, Held, Sched, StreamState, Upload};
+use crate::util::{align_down, align_up, lock};
+use devstream_core::traits::check_range;
+use devstream_core::{
+    Capabilities, CaptureMode, DeviceStream, Error, EventFlags, HostFn, Place, Priority,
+    PriorityRange, Result, StreamOptions,
+};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+
+struct StreamHandle {
+    id: u64,
+    device: Arc<DeviceShared>,
+    non_blocking: bool,
+}
+
+impl Drop for StreamHandle {
+    fn drop(&mut self) {
+        // The stream's queued work still runs: flush it, and let the scheduler drop the state
+        // once it has drained. Never blocks on the device.
+        let mut sched = lock(&self.device.sched);
+        flush_locked(&self.device, &mut sched, self.id, false);
+        if let Some(state) = sched.streams.get_mut(&self.id) {
+            state.orphaned = true;
+            state.capture = None;
+            sched.watched.insert(self.id);
+        }
+        drop(sched);
+        self.device.signal.notify();
+    }
+}
+
+/// A logical stream on a wgpu device: its own pending encoder over the device's one queue.
+///
+/// Cheap to clone; clones are the same stream. See the crate documentation for how ordering is
+/// kept across streams and devices.
+#[derive(Clone)]
+pub struct WgpuStream {
+    handle: Arc<StreamHandle>,
+}
+
+impl std::fmt::Debug for WgpuStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuStream")
+            .field("id", &self.handle.id)
+            .field("place", &self.handle.device.place)
+            .finish()
+    }
+}
+
+fn capture_error(op: &'static str, reason: &str) -> Error {
+    Error::capture(op, reason.to_owned())
+}
+
+impl WgpuStream {
+    pub(crate) fn create(
+        device: &Arc<DeviceShared>,
+        options: StreamOptions,
+        is_default: bool,
+    ) -> Result<WgpuStream> {
+        if let Some(fault) = device.fault() {
+            return Err(fault);
+        }
+        let id = devstream_core::next_id();
+        let state = StreamState {
+            counted: !is_default,
+            ..StreamState::default()
+        };
+        lock(&device.sched).streams.insert(id, state);
+        if !is_default {
+            LIVE_STREAMS.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(WgpuStream {
+            handle: Arc::new(StreamHandle {
+                id,
+                device: Arc::clone(device),
+                non_blocking: options.non_blocking,
+            }),
+        })
+    }
+
+    pub(crate) fn device(&self) -> &Arc<DeviceShared> {
+        &self.handle.device
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Sched> {
+        lock(&self.handle.device.sched)
+    }
+
+    /// The device this stream submits to.
+    pub fn wgpu_device(&self) -> crate::WgpuDevice {
+        crate::WgpuDevice {
+            shared: Arc::clone(&self.handle.device),
+        }
+    }
+
+    /// Submits the stream's pending commands now (an empty command buffer when none are
+    /// pending), or holds them behind the stream's gates. Sync points flush on their own; this
+    /// is for starting work early and for measuring a bare submission.
+    pub fn flush(&self) -> Result<()> {
+        let mut sched = self.lock();
+        self.refuse_in_capture(&mut sched, "flush")?;
+        flush_locked(&self.handle.device, &mut sched, self.handle.id, true);
+        Ok(())
+    }
+
+    /// Dispatches `kernel` with `buffers` bound to `@group(0) @binding(0..)` and `workgroups`
+    /// workgroups, in stream order.
+    pub fn dispatch(
+        &self,
+        kernel: &WgpuKernel,
+        buffers: &[&WgpuBuffer],
+        workgroups: [u32; 3],
+    ) -> Result<()> {
+        let device = &self.handle.device;
+        if !Arc::ptr_eq(&kernel.inner.device, device) {
+            return Err(Error::mismatch(
+                "dispatch",
+                &device.place,
+                &kernel.inner.device.place,
+            ));
+        }
+        for buffer in buffers {
+            self.same_device("dispatch", &buffer.inner)?;
+        }
+        let max = device.limits.max_compute_workgroups_per_dimension;
+        if workgroups.iter().any(|&n| n > max) {
+            return Err(Error::InvalidArgument(format!(
+                "dispatch: workgroups {workgroups:?} exceed the device's limit of {max} per dimension"
+            )));
+        }
+        let inners: Vec<&Arc<BufferInner>> = buffers.iter().map(|b| &b.inner).collect();
+        let bind_group = kernel.bind(&inners)?;
+        self.run_op(Op::Dispatch {
+            kernel: Arc::clone(&kernel.inner),
+            bind_group,
+            workgroups,
+        })
+    }
+
+    fn same_device(&self, op: &'static str, buffer: &BufferInner) -> Result<()> {
+        if Arc::ptr_eq(&buffer.device, &self.handle.device) {
+            Ok(())
+        } else if buffer.device.place != self.handle.device.place {
+            Err(Error::mismatch(
+                op,
+                &self.handle.device.place,
+                &buffer.device.place,
+            ))
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "{op}: the buffer belongs to another wgpu device of {} (an adopted device)",
+                buffer.device.place
+            )))
+        }
+    }
+
+    /// The stream's capture in progress, if any.
+    fn capturing<'s>(&self, sched: &'s mut Sched) -> Option<&'s mut CaptureState> {
+        sched
+            .streams
+            .get_mut(&self.handle.id)
+            .and_then(|state| state.capture.as_mut())
+    }
+
+    /// Refuses an operation that cannot be captured, invalidating the capture.
+    fn refuse_in_capture(&self, sched: &mut Sched, op: &'static str) -> Result<()> {
+        if let Some(state) = sched.streams.get_mut(&self.handle.id) {
+            if let Some(capture) = state.capture.as_mut() {
+                let reason = format!("{op} is not allowed while the stream is capturing");
+                if capture.invalid.is_none() {
+                    capture.invalid = Some(format!("invalidated by {op}"));
+                }
+                return Err(capture_error(op, &reason));
+            }
+        }
+        Ok(())
+    }
+
+    fn state<'s>(&self, sched: &'s mut Sched) -> Result<&'s mut StreamState> {
+        sched
+            .streams
+            .get_mut(&self.handle.id)
+            .ok_or_else(|| Error::InvalidArgument("the stream no longer exists".into()))
+    }
+
+    /// Runs one operation now, or records it when capturing.
+    fn run_op(&self, op: Op) -> Result<()> {
+        let device = Arc::clone(&self.handle.device);
+        let id = self.handle.id;
+        let mut sched = self.lock();
+        if let Some(capture) = self.capturing(&mut sched) {
+            return capture.push(op);
+        }
+        match op {
+            Op::Fill {
+                dst,
+                offset,
+                len,
+                value,
+            } => {
+                let state = self.state(&mut sched)?;
+                let encoder = state.encoder(&device.device);
+                encode_fill(&device, encoder, &dst.buffer, offset, len, value)
+            }
+            Op::CopyFromHost { dst, offset, data } => {
+                let state = self.state(&mut sched)?;
+                let encoder = state.encoder(&device.device);
+                encode_upload(&device, encoder, &dst.buffer, offset, &data)
+            }
+            Op::CopyHostToDevice {
+                dst,
+                dst_offset,
+                src,
+                src_offset,
+                len,
+            } => {
+                if src.has_pending_writes() {
+                    // Device→host copies are still landing in the source: read it once the
+                    // stream's earlier work is complete.
+                    src.begin_upload();
+                    flush_locked(&device, &mut sched, id, false);
+                    hold_locked(
+                        &device,
+                        &mut sched,
+                        id,
+                        Held::Upload(Upload {
+                            host: src,
+                            host_offset: src_offset,
+                            dst,
+                            dst_offset,
+                            len,
+                        }),
+                    );
+                    Ok(())
+                } else {
+                    let bytes = src.snapshot(src_offset, len as usize)?;
+                    let state = self.state(&mut sched)?;
+                    let encoder = state.encoder(&device.device);
+                    encode_upload(&device, encoder, &dst.buffer, dst_offset, &bytes)
+                }
+            }
+            Op::CopyDeviceToHost {
+                dst,
+                dst_offset,
+                src,
+                src_offset,
+                len,
+            } => {
+                if len == 0 {
+                    return Ok(());
+                }
+                let start = align_down(src_offset, 4);
+                let end = align_up(src_offset + len, 4);
+                let readback = Readback::new(&device, end - start, id)?;
+                let state = self.state(&mut sched)?;
+                let encoder = state.encoder(&device.device);
+                encoder.copy_buffer_to_buffer(&src.buffer, start, &readback.buffer, 0, end - start);
+                state.after.push(AfterSubmit::Map(Arc::clone(&readback)));
+                dst.add_pending(PendingWrite {
+                    readback,
+                    staging_offset: (src_offset - start) as usize,
+                    host_offset: dst_offset,
+                    len: len as usize,
+                });
+                Ok(())
+            }
+            Op::CopyDeviceToDevice {
+                dst,
+                dst_offset,
+                src,
+                src_offset,
+                len,
+            } => {
+                let state = self.state(&mut sched)?;
+                let encoder = state.encoder(&device.device);
+                encode_copy(
+                    &device,
+                    encoder,
+                    &src.buffer,
+                    src_offset,
+                    &dst.buffer,
+                    dst_offset,
+                    len,
+                )
+            }
+            Op::Dispatch {
+                kernel,
+                bind_group,
+                workgroups,
+            } => {
+                let state = self.state(&mut sched)?;
+                let encoder = state.encoder(&device.device);
+                encode_dispatch(encoder, &kernel, &bind_group, workgroups);
+                Ok(())
+            }
+            Op::HostFunc(shared) => {
+                let f: HostFn = Box::new(move || (lock(&shared))());
+                flush_locked(&device, &mut sched, id, false);
+                hold_locked(&device, &mut sched, id, Held::HostFunc(f));
+                Ok(())
+            }
+            Op::Record(event) => {
+                let record = self.record_locked(&mut sched, Some(&event.inner))?;
+                *lock(&event.inner.current) = Some(record);
+                Ok(())
+            }
+            Op::WaitEvent(event) => match event.inner.current() {
+                None => Ok(()),
+                Some(record) => self.wait_record_locked(&mut sched, record),
+            },
+            Op::WaitStream(other) => {
+                drop(sched);
+                self.wait_stream(&other)
+            }
+            Op::WaitFlag(flag, value) => {
+                self.wait_flag_locked(&mut sched, flag, value);
+                Ok(())
+            }
+            Op::WriteFlag(flag, value) => {
+                self.write_flag_locked(&mut sched, flag, value);
+                Ok(())
+            }
+            Op::Graph(ops) => {
+                drop(sched);
+                self.replay(&ops)
+            }
+        }
+    }
+
+    /// Re-encodes recorded operations on this stream (a graph launch).
+    pub(crate) fn replay(&self, ops: &[Op]) -> Result<()> {
+        {
+            let mut sched = self.lock();
+            if let Some(capture) = self.capturing(&mut sched) {
+                return capture.push(Op::Graph(Arc::new(ops.to_vec())));
+            }
+        }
+        for op in ops {
+            self.run_op(op.clone())?;
+        }
+        Ok(())
+    }
+
+    /// Flushes and records here: the record resolves now, or when held work is released.
+    fn record_locked(&self, sched: &mut Sched, event: Option<&EventInner>) -> Result<Arc<Record>> {
+        let device = &self.handle.device;
+        let id = self.handle.id;
+        let timestamp = match event {
+            Some(event) => event.encode_timestamp(self.state(sched)?, id)?,
+            None => None,
+        };
+        flush_locked(device, sched, id, false);
+        let state = self.state(sched)?;
+        if state.held.is_empty() {
+            Ok(Record::new(device, Some(state.frontier.clone()), timestamp))
+        } else {
+            let record = Record::new(device, None, timestamp);
+            hold_locked(device, sched, id, Held::Mark(Arc::clone(&record)));
+            Ok(record)
+        }
+    }
+
+    fn wait_record_locked(&self, sched: &mut Sched, record: Arc<Record>) -> Result<()> {
+        let device = &self.handle.device;
+        let id = self.handle.id;
+        if Arc::ptr_eq(&record.device, device) {
+            let state = self.state(sched)?;
+            match record.ticket() {
+                Some(ticket) if state.held.is_empty() => {
+                    // Already on the queue: queue order puts later work behind it.
+                    state.raise_frontier(ticket.as_ref());
+                }
+                _ => {
+                    flush_locked(device, sched, id, false);
+                    hold_locked(device, sched, id, Held::WaitRecord(record));
+                }
+            }
+        } else {
+            if let Some(ticket) = record.ticket() {
+                if record.device.is_complete(ticket.as_ref()) {
+                    return Ok(());
+                }
+            }
+            flush_locked(device, sched, id, false);
+            hold_locked(device, sched, id, Held::WaitForeign(record));
+        }
+        Ok(())
+    }
+
+    fn wait_flag_locked(&self, sched: &mut Sched, flag: Arc<FlagInner>, value: u32) {
+        let device = &self.handle.device;
+        let id = self.handle.id;
+        let idle = sched
+            .streams
+            .get(&id)
+            .is_some_and(|state| state.held.is_empty());
+        if idle && flag.value.load(Ordering::SeqCst) >= value {
+            return;
+        }
+        flag.watch(&device.signal);
+        flush_locked(device, sched, id, false);
+        hold_locked(device, sched, id, Held::WaitFlag(flag, value));
+    }
+
+    fn write_flag_locked(&self, sched: &mut Sched, flag: Arc<FlagInner>, value: u32) {
+        let device = &self.handle.device;
+        let id = self.handle.id;
+        flush_locked(device, sched, id, false);
+        let done = sched.streams.get(&id).is_some_and(|state| {
+            state.held.is_empty() && device.is_complete(state.frontier.as_ref())
+        });
+        if done {
+            flag.store(value);
+        } else {
+            hold_locked(device, sched, id, Held::WriteFlag(flag, value));
+        }
+    }
+
+    fn check_event(&self, op: &'static str, event: &WgpuEvent) -> Result<()> {
+        if Arc::ptr_eq(&event.inner.device, &self.handle.device) {
+            Ok(())
+        } else {
+            Err(Error::mismatch(
+                op,
+                &self.handle.device.place,
+                &event.inner.device.place,
+            ))
+        }
+    }
+
+    fn first_error(&self, sched: &mut Sched) -> Option<Error> {
+        sched
+            .streams
+            .get(&self.handle.id)
+            .and_then(|state| state.error.clone())
+            .or_else(|| self.handle.device.fault())
+    }
+}
+
+impl DeviceStream for WgpuStream {
+    type Event = WgpuEvent;
+    type Graph = WgpuGraph;
+    type Flag = WgpuFlag;
+    type Buffer = WgpuBuffer;
+    type HostBuffer = WgpuHostBuffer;
+
+    fn place(&self) -> &Place {
+        &self.handle.device.place
+    }
+
+    fn id(&self) -> u64 {
+        self.handle.id
+    }
+
+    fn priority(&self) -> Priority {
+        PriorityRange::NONE.classify(0)
+    }
+
+    fn native_priority(&self) -> i32 {
+        0
+    }
+
+    fn is_non_blocking(&self) -> bool {
+        self.handle.non_blocking
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.handle.device.caps
+    }
+
+    fn query(&self) -> Result<bool> {
+        let device = &self.handle.device;
+        let frontier = {
+            let mut sched = self.lock();
+            self.refuse_in_capture(&mut sched, "query")?;
+            flush_locked(device, &mut sched, self.handle.id, false);
+            let state = self.state(&mut sched)?;
+            if !state.held.is_empty() {
+                return Ok(false);
+            }
+            state.frontier.clone()
+        };
+        if device.is_complete(frontier.as_ref()) {
+            return Ok(true);
+        }
+        device.poll_nonblocking()?;
+        Ok(device.is_complete(frontier.as_ref()))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let device = &self.handle.device;
+        {
+            let mut sched = self.lock();
+            self.refuse_in_capture(&mut sched, "synchronize")?;
+            flush_locked(device, &mut sched, self.handle.id, false);
+        }
+        loop {
+            let (frontier, seen) = {
+                let mut sched = self.lock();
+                let seen = device.signal.generation();
+                let state = self.state(&mut sched)?;
+                if state.held.is_empty() {
+                    (Some(state.frontier.clone()), seen)
+                } else {
+                    (None, seen)
+                }
+            };
+            match frontier {
+                Some(frontier) => {
+                    if let Some(ticket) = frontier {
+                        while !device.wait_ticket(&ticket, None)? {}
+                    }
+                    break;
+                }
+                None => {
+                    if let Some(fault) = device.fault() {
+                        return Err(fault);
+                    }
+                    device.signal.wait_change(seen, None);
+                }
+            }
+        }
+        match self.first_error(&mut self.lock()) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    fn record(&self, event: &WgpuEvent) -> Result<()> {
+        self.check_event("record", event)?;
+        self.run_op(Op::Record(event.clone()))
+    }
+
+    fn record_event(&self) -> Result<WgpuEvent> {
+        let event = EventInner::create(&self.handle.device, EventFlags::default())?;
+        self.record(&event)?;
+        Ok(event)
+    }
+
+    fn wait_event(&self, event: &WgpuEvent) -> Result<()> {
+        self.run_op(Op::WaitEvent(event.clone()))
+    }
+
+    fn wait_stream(&self, other: &WgpuStream) -> Result<()> {
+        if other.handle.id == self.handle.id {
+            return Ok(());
+        }
+        {
+            let mut sched = self.lock();
+            if let Some(capture) = self.capturing(&mut sched) {
+                return capture.push(Op::WaitStream(other.clone()));
+            }
+            if Arc::ptr_eq(&other.handle.device, &self.handle.device) {
+                let record = other.record_locked(&mut sched, None)?;
+                return self.wait_record_locked(&mut sched, record);
+            }
+        }
+        let record = {
+            let mut other_sched = other.lock();
+            other.record_locked(&mut other_sched, None)?
+        };
+        let mut sched = self.lock();
+        self.wait_record_locked(&mut sched, record)
+    }
+
+    fn launch_host_func(&self, f: HostFn) -> Result<()> {
+        let device = &self.handle.device;
+        let mut sched = self.lock();
+        if let Some(capture) = self.capturing(&mut sched) {
+            return capture.push(Op::HostFunc(Arc::new(std::sync::Mutex::new(f))));
+        }
+        flush_locked(device, &mut sched, self.handle.id, false);
+        hold_locked(device, &mut sched, self.handle.id, Held::HostFunc(f));
+        Ok(())
+    }
+
+    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+        let mut sched = self.lock();
+        let state = self.state(&mut sched)?;
+        if state.capture.is_some() {
+            return Err(capture_error(
+                "begin_capture",
+                "the stream is already capturing",
+            ));
+        }
+        state.capture = Some(CaptureState::new(mode));
+        Ok(())
+    }
+
+    fn end_capture(&self) -> Result<WgpuGraph> {
+        let mut sched = self.lock();
+        let state = self.state(&mut sched)?;
+        let Some(capture) = state.capture.take() else {
+            return Err(capture_error("end_capture", "the stream is not capturing"));
+        };
+        if let Some(reason) = capture.invalid {
+            return Err(capture_error("end_capture", &reason));
+        }
+        Ok(WgpuGraph {
+            device: Arc::clone(&self.handle.device),
+            ops: Arc::new(capture.ops),
+            mode: capture.mode,
+        })
+    }
+
+    fn is_capturing(&self) -> Result<bool> {
+        let mut sched = self.lock();
+        Ok(self.state(&mut sched)?.capture.is_some())
+    }
+
+    fn wait_flag(&self, flag: &WgpuFlag, value: u32) -> Result<()> {
+        self.run_op(Op::WaitFlag(Arc::clone(&flag.inner), value))
+    }
+
+    fn write_flag(&self, flag: &WgpuFlag, value: u32) -> Result<()> {
+        self.run_op(Op::WriteFlag(Arc::clone(&flag.inner), value))
+    }
+
+    fn alloc(&self, len: usize) -> Result<WgpuBuffer> {
+        BufferInner::new(&self.handle.device, len).map(|inner| WgpuBuffer { inner })
+    }
+
+    fn alloc_host(&self, len: usize) -> Result<WgpuHostBuffer> {
+        Ok(WgpuHostBuffer {
+            inner: HostInner::new(len),
+        })
+    }
+
+    fn copy_from_host(&self, dst: &WgpuBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
+        self.same_device("copy_from_host", &dst.inner)?;
+        check_range(
+            "copy_from_host",
+            dst_offset,
+            src.len(),
+            dst.inner.len as usize,
+        )?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let device = &self.handle.device;
+        let mut sched = self.lock();
+        if let Some(capture) = self.capturing(&mut sched) {
+            return capture.push(Op::CopyFromHost {
+                dst: Arc::clone(&dst.inner),
+                offset: dst_offset as u64,
+                data: Arc::from(src),
+            });
+        }
+        let state = self.state(&mut sched)?;
+        let encoder = state.encoder(&device.device);
+        encode_upload(device, encoder, &dst.inner.buffer, dst_offset as u64, src)
+    }
+
+    fn copy_host_to_device(
+        &self,
+        dst: &WgpuBuffer,
+        dst_offset: usize,
+        src: &WgpuHostBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.same_device("copy_host_to_device", &dst.inner)?;
+        check_range(
+            "copy_host_to_device",
+            dst_offset,
+            len,
+            dst.inner.len as usize,
+        )?;
+        check_range("copy_host_to_device", src_offset, len, src.inner.len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.run_op(Op::CopyHostToDevice {
+            dst: Arc::clone(&dst.inner),
+            dst_offset: dst_offset as u64,
+            src: Arc::clone(&src.inner),
+            src_offset,
+            len: len as u64,
+        })
+    }
+
+    fn copy_device_to_host(
+        &self,
+        dst: &WgpuHostBuffer,
+        dst_offset: usize,
+        src: &WgpuBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.same_device("copy_device_to_host", &src.inner)?;
+        check_range("copy_device_to_host", dst_offset, len, dst.inner.len)?;
+        check_range(
+            "copy_device_to_host",
+            src_offset,
+            len,
+            src.inner.len as usize,
+        )?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.run_op(Op::CopyDeviceToHost {
+            dst: Arc::clone(&dst.inner),
+            dst_offset,
+            src: Arc::clone(&src.inner),
+            src_offset: src_offset as u64,
+            len: len as u64,
+        })
+    }
+
+    fn copy_device_to_device(
+        &self,
+        dst: &WgpuBuffer,
+        dst_offset: usize,
+        src: &WgpuBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.same_device("copy_device_to_device", &dst.inner)?;
+        self.same_device("copy_device_to_device", &src.inner)?;
+        check_range(
+            "copy_device_to_device",
+            dst_offset,
+            len,
+            dst.inner.len as usize,
+        )?;
+        check_range(
+            "copy_device_to_device",
+            src_offset,
+            len,
+            src.inner.len as usize,
+        )?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.run_op(Op::CopyDeviceToDevice {
+            dst: Arc::clone(&dst.inner),
+            dst_offset: dst_offset as u64,
+            src: Arc::clone(&src.inner),
+            src_offset: src_offset as u64,
+            len: len as u64,
+        })
+    }
+
+    fn fill(&self, dst: &WgpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
+        self.same_device("fill", &dst.inner)?;
+        check_range("fill", offset, len, dst.inner.len as usize)?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.run_op(Op::Fill {
+            dst: Arc::clone(&dst.inner),
+            offset: offset as u64,
+            len: len as u64,
+            value,
+        })
+    }
+}

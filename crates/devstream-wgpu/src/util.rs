@@ -1,0 +1,121 @@
+//! Small helpers: a blocking executor for wgpu's native futures, a wake-up signal, alignment.
+
+use std::future::Future;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+/// Runs a future to completion on this thread. wgpu's native futures (adapter and device
+/// requests, error-scope pops) are ready at once or after a few polls, so a spin that yields is
+/// enough.
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut context = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(value) = future.as_mut().poll(&mut context) {
+            return value;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Locks a mutex, ignoring poisoning: every critical section here leaves its data consistent
+/// before anything that can panic, and host-function panics are caught before they reach a lock.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A generation counter with a condition variable: `notify` bumps it and wakes every waiter.
+/// Waiters read the generation while they hold the lock protecting the state they check, then
+/// wait for it to change, so no notification is lost.
+#[derive(Debug, Default)]
+pub(crate) struct Signal {
+    generation: Mutex<u64>,
+    changed: Condvar,
+}
+
+impl Signal {
+    /// The current generation.
+    pub(crate) fn generation(&self) -> u64 {
+        *lock(&self.generation)
+    }
+
+    /// Bumps the generation and wakes every waiter.
+    pub(crate) fn notify(&self) {
+        let mut generation = lock(&self.generation);
+        *generation = generation.wrapping_add(1);
+        drop(generation);
+        self.changed.notify_all();
+    }
+
+    /// Waits until the generation differs from `seen` or `timeout` passes.
+    pub(crate) fn wait_change(&self, seen: u64, timeout: Option<Duration>) {
+        let guard = lock(&self.generation);
+        match timeout {
+            Some(timeout) => {
+                drop(
+                    self.changed
+                        .wait_timeout_while(guard, timeout, |g| *g == seen)
+                        .unwrap_or_else(PoisonError::into_inner),
+                );
+            }
+            None => {
+                drop(
+                    self.changed
+                        .wait_while(guard, |g| *g == seen)
+                        .unwrap_or_else(PoisonError::into_inner),
+                );
+            }
+        }
+    }
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic with a non-string payload".to_owned()
+    }
+}
+
+/// `value` rounded down to a multiple of `align` (a power of two).
+pub(crate) fn align_down(value: u64, align: u64) -> u64 {
+    value & !(align - 1)
+}
+
+/// `value` rounded up to a multiple of `align` (a power of two).
+pub(crate) fn align_up(value: u64, align: u64) -> u64 {
+    (value + align - 1) & !(align - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alignment() {
+        assert_eq!(align_down(7, 4), 4);
+        assert_eq!(align_up(7, 4), 8);
+        assert_eq!(align_up(8, 4), 8);
+        assert_eq!(align_down(300, 256), 256);
+    }
+
+    #[test]
+    fn block_on_ready_future() {
+        assert_eq!(block_on(async { 3 }), 3);
+    }
+
+    #[test]
+    fn signal_wakes_waiter() {
+        let signal = std::sync::Arc::new(Signal::default());
+        let seen = signal.generation();
+        let s = signal.clone();
+        let t = std::thread::spawn(move || s.wait_change(seen, None));
+        signal.notify();
+        t.join().unwrap();
+        assert_ne!(signal.generation(), seen);
+    }
+}
