@@ -10,6 +10,8 @@
 //!                                      benchmarks into one folder (default bundle/) for the GPU machine
 //! ```
 
+mod report;
+
 use std::path::{Path, PathBuf};
 use std::process::{exit, Command};
 
@@ -25,6 +27,7 @@ fn main() {
         Some("test") => cargo(TEST_COMMAND),
         Some("bench") => bench(&args[1..]),
         Some("gpu-bundle") => gpu_bundle(&args[1..]),
+        Some("bench-report") => report::cli(&args[1..]),
         _ => {
             eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR]>");
             exit(2);
