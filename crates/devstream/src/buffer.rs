@@ -16,6 +16,9 @@ pub enum DeviceBuffer {
     /// A CUDA buffer.
     #[cfg(feature = "cuda")]
     Cuda(devstream_cuda::CudaBuffer),
+    /// A HIP buffer.
+    #[cfg(feature = "hip")]
+    Hip(devstream_hip::HipBuffer),
     /// A wgpu buffer.
     #[cfg(feature = "wgpu")]
     Wgpu(devstream_wgpu::WgpuBuffer),
@@ -65,6 +68,9 @@ pub enum HostBuffer {
     /// A CUDA host buffer.
     #[cfg(feature = "cuda")]
     Cuda(devstream_cuda::CudaHostBuffer),
+    /// A HIP host buffer.
+    #[cfg(feature = "hip")]
+    Hip(devstream_hip::HipHostBuffer),
     /// A wgpu host buffer.
     #[cfg(feature = "wgpu")]
     Wgpu(devstream_wgpu::WgpuHostBuffer),

@@ -31,6 +31,9 @@ pub enum Event {
     /// A CUDA event.
     #[cfg(feature = "cuda")]
     Cuda(devstream_cuda::CudaEvent),
+    /// A HIP event.
+    #[cfg(feature = "hip")]
+    Hip(devstream_hip::HipEvent),
     /// A wgpu event.
     #[cfg(feature = "wgpu")]
     Wgpu(devstream_wgpu::WgpuEvent),

@@ -30,6 +30,9 @@ pub enum Flag {
     /// A CUDA flag.
     #[cfg(feature = "cuda")]
     Cuda(devstream_cuda::CudaFlag),
+    /// A HIP flag.
+    #[cfg(feature = "hip")]
+    Hip(devstream_hip::HipFlag),
     /// A wgpu flag.
     #[cfg(feature = "wgpu")]
     Wgpu(devstream_wgpu::WgpuFlag),

@@ -35,6 +35,9 @@ pub enum Graph {
     /// A CUDA graph.
     #[cfg(feature = "cuda")]
     Cuda(devstream_cuda::CudaGraph),
+    /// A HIP graph.
+    #[cfg(feature = "hip")]
+    Hip(devstream_hip::HipGraph),
     /// A wgpu graph.
     #[cfg(feature = "wgpu")]
     Wgpu(devstream_wgpu::WgpuGraph),

@@ -25,6 +25,7 @@
 //! |---|---|---|
 //! | `cpu` (default) | `cpu` | `devstream-cpu` |
 //! | `cuda` | `cuda:N` (`gpu:N`) | `devstream-cuda` |
+//! | `hip` | `hip:N` | `devstream-hip` |
 //! | `wgpu` | `wgpu:N` | `devstream-wgpu` |
 //! | `plugin` | `<device_type>:N` | `devstream-plugin` |
 //!
@@ -38,6 +39,7 @@
 #[cfg(not(any(
     feature = "cpu",
     feature = "cuda",
+    feature = "hip",
     feature = "wgpu",
     feature = "plugin"
 )))]
@@ -81,6 +83,10 @@ pub use devstream_cpu as cpu;
 /// The CUDA backend crate (cargo feature `cuda`).
 #[cfg(feature = "cuda")]
 pub use devstream_cuda as cuda;
+
+/// The HIP backend crate (cargo feature `hip`).
+#[cfg(feature = "hip")]
+pub use devstream_hip as hip;
 
 /// The wgpu backend crate (cargo feature `wgpu`).
 #[cfg(feature = "wgpu")]

@@ -23,6 +23,11 @@ macro_rules! with_backend {
                 type $B = devstream_cuda::CudaBackend;
                 $body
             }
+            #[cfg(feature = "hip")]
+            devstream_core::BackendKind::Hip => {
+                type $B = devstream_hip::HipBackend;
+                $body
+            }
             #[cfg(feature = "wgpu")]
             devstream_core::BackendKind::Wgpu => {
                 type $B = devstream_wgpu::WgpuBackend;
@@ -52,6 +57,11 @@ macro_rules! each_backend {
         #[cfg(feature = "cuda")]
         {
             type $B = devstream_cuda::CudaBackend;
+            $body
+        }
+        #[cfg(feature = "hip")]
+        {
+            type $B = devstream_hip::HipBackend;
             $body
         }
         #[cfg(feature = "wgpu")]

@@ -35,6 +35,9 @@ pub enum Stream {
     /// A CUDA stream.
     #[cfg(feature = "cuda")]
     Cuda(devstream_cuda::CudaStream),
+    /// A HIP stream.
+    #[cfg(feature = "hip")]
+    Hip(devstream_hip::HipStream),
     /// A wgpu stream.
     #[cfg(feature = "wgpu")]
     Wgpu(devstream_wgpu::WgpuStream),

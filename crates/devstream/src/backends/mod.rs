@@ -35,6 +35,9 @@ mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
 
+#[cfg(feature = "hip")]
+mod hip;
+
 #[cfg(feature = "wgpu")]
 mod wgpu;
 
