@@ -29,7 +29,7 @@
 //! | `wgpu` | `wgpu:N` | `devstream-wgpu` |
 //! | `plugin` | `<device_type>:N` | `devstream-plugin` |
 //!
-//! The cargo feature `trace` adds [`trace`](crate::trace): a stream timeline recorder with Chrome
+//! The cargo feature `trace` adds `devstream::trace`: a stream timeline recorder with Chrome
 //! trace-event JSON and SVG export.
 //!
 //! Code that knows its backend at compile time can use the backend crate's types through the

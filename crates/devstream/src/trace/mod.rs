@@ -26,7 +26,7 @@
 //! # What is recorded
 //!
 //! While a recording runs ([`start`] .. [`stop`]), every op called through the facade's
-//! [`Stream`](crate::Stream) methods and [`Graph::launch`](crate::Graph::launch), from any
+//! [`Stream`] methods and [`Graph::launch`](crate::Graph::launch), from any
 //! thread, is recorded on its stream's track with its name, an optional [`label`], and its
 //! **host submit span**: when the call entered and left the facade.
 //!
