@@ -1,7 +1,7 @@
 //! Events: "stream S has completed its first N tasks".
 
 use crate::graph::{check_unsafe_call, Session};
-use crate::scheduler::running_stream;
+use crate::scheduler::{running_stream, Op};
 use crate::stream::StreamInner;
 use crate::{device, lock};
 use devstream_core::{next_id, DeviceEvent, Error, EventFlags, Place, Result};
@@ -62,23 +62,10 @@ impl EventInner {
         lock(&self.slot).record.clone()
     }
 
-    /// Replaces the record with "`stream` after `seq` tasks". For timing events, call
-    /// [`EventInner::next_generation`] first and queue a stamp for that generation.
-    pub(crate) fn set_stream_record(
-        &self,
-        stream: &Arc<StreamInner>,
-        seq: u64,
-        generation: Option<u64>,
-    ) {
+    /// Replaces the record with "`stream` after `seq` tasks".
+    pub(crate) fn set_stream_record(&self, stream: &Arc<StreamInner>, seq: u64) {
         let mut slot = lock(&self.slot);
-        if let Some(generation) = generation {
-            if slot.generation != generation {
-                // A newer record raced ahead of this one; it wins.
-                return;
-            }
-        } else {
-            slot.generation += 1;
-        }
+        slot.generation += 1;
         slot.record = Record::Stream {
             stream: stream.clone(),
             seq,
@@ -88,12 +75,28 @@ impl EventInner {
         self.done.store(complete, Ordering::Release);
     }
 
-    /// Starts a new record generation (timing events), returning its number.
-    pub(crate) fn next_generation(&self) -> u64 {
+    /// A timing record: `queue` puts the marker task on `stream` and returns its number. The
+    /// event's lock is held meanwhile, so the marker (which takes it to stamp the time) cannot
+    /// run before the record is in place.
+    pub(crate) fn record_timed(
+        self: &Arc<Self>,
+        stream: &Arc<StreamInner>,
+        queue: impl FnOnce(Op) -> Result<u64>,
+    ) -> Result<()> {
         let mut slot = lock(&self.slot);
         slot.generation += 1;
+        let generation = slot.generation;
+        let seq = queue(Op::Stamp {
+            event: self.clone(),
+            generation,
+        })?;
+        slot.record = Record::Stream {
+            stream: stream.clone(),
+            seq,
+            time: None,
+        };
         self.done.store(false, Ordering::Release);
-        slot.generation
+        Ok(())
     }
 
     /// Replaces the record with graph nodes of an active capture.
@@ -175,6 +178,26 @@ impl CpuEvent {
                 generation: 0,
             }),
         })))
+    }
+
+    /// A new default-flags event already recorded as "`stream` after `seq` tasks" (the
+    /// allocation-only fast path of `record_event`).
+    pub(crate) fn recorded(stream: &Arc<StreamInner>, seq: u64) -> CpuEvent {
+        device::LIVE_EVENTS.fetch_add(1, Ordering::Relaxed);
+        let complete = stream.completed.load(Ordering::Acquire) >= seq;
+        CpuEvent(Arc::new(EventInner {
+            id: next_id(),
+            flags: EventFlags::default(),
+            done: AtomicBool::new(complete),
+            slot: Mutex::new(Slot {
+                record: Record::Stream {
+                    stream: stream.clone(),
+                    seq,
+                    time: None,
+                },
+                generation: 1,
+            }),
+        }))
     }
 
     /// The time of the current record: `Err(NotRecorded)` / `Err(NotReady)` where it has none.

@@ -413,19 +413,24 @@ impl DeviceGraph for CpuGraph {
             return Ok(());
         }
         let mut helpers = lock(&graph.helpers);
+        let name = "CpuGraph::launch";
         if graph.lanes <= 1 {
-            return target.submit_batch(graph.nodes.iter().map(|n| Op::Common(n.op.clone())));
+            return target.queue(name, |pusher| {
+                for node in &graph.nodes {
+                    pusher.push(Op::Common(node.op.clone()));
+                }
+            });
         }
         if helpers.is_empty() {
             for _ in 1..graph.lanes {
                 helpers.push(StreamInner::helper(target));
             }
         }
-        // Fork: every helper lane starts after the launch stream's earlier work (a marker on
-        // the launch stream also applies its legacy-stream ordering).
-        let start = target.submit_with_waits(&[], Op::Nop, "CpuGraph::launch")?;
+        // Fork: every branch starts after the launch stream's earlier work (a marker on the
+        // launch stream also applies its legacy-stream ordering).
+        let start = target.queue(name, |pusher| pusher.push(Op::Nop))?;
         for helper in helpers.iter() {
-            helper.submit_with_waits(&[(target, start)], Op::Nop, "CpuGraph::launch")?;
+            helper.queue(name, |pusher| pusher.wait_for(target, start))?;
         }
         let lane_stream = |lane: usize| {
             if lane == 0 {
@@ -435,7 +440,6 @@ impl DeviceGraph for CpuGraph {
             }
         };
         let mut done_at = vec![0u64; graph.nodes.len()];
-        let mut waits: Vec<(&Arc<StreamInner>, u64)> = Vec::new();
         let mut latest: Vec<u64> = vec![0; graph.lanes];
         for (index, node) in graph.nodes.iter().enumerate() {
             latest.fill(0);
@@ -445,24 +449,21 @@ impl DeviceGraph for CpuGraph {
                     latest[lane] = latest[lane].max(done_at[dep]);
                 }
             }
-            waits.clear();
-            for (lane, &seq) in latest.iter().enumerate() {
-                if seq > 0 {
-                    waits.push((lane_stream(lane), seq));
+            done_at[index] = lane_stream(node.lane).queue(name, |pusher| {
+                for (lane, &seq) in latest.iter().enumerate() {
+                    if seq > 0 {
+                        pusher.wait_for(lane_stream(lane), seq);
+                    }
                 }
-            }
-            done_at[index] = lane_stream(node.lane).submit_with_waits(
-                &waits,
-                Op::Common(node.op.clone()),
-                "CpuGraph::launch",
-            )?;
+                pusher.push(Op::Common(node.op.clone()))
+            })?;
         }
         // Join: the launch stream's later work waits for every branch.
-        waits.clear();
-        for helper in helpers.iter() {
-            waits.push((helper, helper.submitted.load(Ordering::Acquire)));
-        }
-        target.submit_with_waits(&waits, Op::Nop, "CpuGraph::launch")?;
+        target.queue(name, |pusher| {
+            for helper in helpers.iter() {
+                pusher.wait_for(helper, helper.submitted.load(Ordering::Acquire));
+            }
+        })?;
         Ok(())
     }
 }

@@ -18,8 +18,8 @@ use devstream_core::{Error, HostFn, Result};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 /// Number of priority levels (native priorities `0`, `-1`, `-2`).
 pub(crate) const LEVELS: usize = 3;
@@ -332,6 +332,8 @@ pub(crate) struct PoolShared {
     /// Bit `l` set iff ready queue `l` is non-empty (0 is the highest priority). Read without
     /// the lock by running workers to decide whether to hand their stream back.
     mask: AtomicU32,
+    /// 1 while an idle worker spins looking for work (at most one does).
+    spinning: AtomicUsize,
     shutdown: AtomicBool,
 }
 
@@ -341,30 +343,67 @@ struct Ready {
 }
 
 impl PoolShared {
-    /// Puts a scheduled stream into its ready queue and wakes a sleeping worker.
+    /// Puts a scheduled stream into its ready queue and wakes a sleeping worker unless an idle
+    /// worker is spinning (it will find the stream).
     pub(crate) fn push(&self, stream: Arc<StreamInner>) {
         let level = stream.level;
         let mut ready = lock(&self.ready);
         ready.levels[level].push_back(stream);
-        self.mask.fetch_or(1 << level, Ordering::Relaxed);
-        let wake = ready.sleeping > 0;
+        self.mask.fetch_or(1 << level, Ordering::SeqCst);
+        let wake = ready.sleeping > 0 && self.spinning.load(Ordering::SeqCst) == 0;
         drop(ready);
         if wake {
             self.work.notify_one();
         }
     }
 
-    /// The highest-priority ready stream, waiting for one; `None` when the pool shuts down.
+    fn pop_ready(&self, ready: &mut Ready) -> Option<Arc<StreamInner>> {
+        for level in 0..LEVELS {
+            if let Some(stream) = ready.levels[level].pop_front() {
+                if ready.levels[level].is_empty() {
+                    self.mask.fetch_and(!(1 << level), Ordering::Relaxed);
+                }
+                return Some(stream);
+            }
+        }
+        None
+    }
+
+    /// The highest-priority ready stream; when there is none, one idle worker at a time spins
+    /// through a short bounded backoff (see [`Backoff`]) before sleeping until a stream is
+    /// pushed. `None` when the pool shuts down.
     fn pop(&self) -> Option<Arc<StreamInner>> {
+        if self
+            .spinning
+            .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            let mut backoff = Backoff::new();
+            let found = loop {
+                if self.mask.load(Ordering::SeqCst) != 0 {
+                    let mut ready = lock(&self.ready);
+                    if let Some(stream) = self.pop_ready(&mut ready) {
+                        break Some((stream, ready));
+                    }
+                } else if backoff.is_completed() {
+                    break None;
+                } else {
+                    backoff.snooze();
+                }
+            };
+            // Stop spinning before the locked re-check below, so that a push either sees no
+            // spinner (and notifies) or is found by that re-check.
+            self.spinning.store(0, Ordering::SeqCst);
+            if let Some((stream, ready)) = found {
+                self.wake_another(&ready);
+                return Some(stream);
+            }
+        }
         let mut ready = lock(&self.ready);
         loop {
-            for level in 0..LEVELS {
-                if let Some(stream) = ready.levels[level].pop_front() {
-                    if ready.levels[level].is_empty() {
-                        self.mask.fetch_and(!(1 << level), Ordering::Relaxed);
-                    }
-                    return Some(stream);
-                }
+            if let Some(stream) = self.pop_ready(&mut ready) {
+                self.wake_another(&ready);
+                return Some(stream);
             }
             if self.shutdown.load(Ordering::Acquire) {
                 return None;
@@ -376,6 +415,58 @@ impl PoolShared {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             ready.sleeping -= 1;
         }
+    }
+
+    /// After taking a stream: if more are ready and workers sleep, wake one for them.
+    fn wake_another(&self, ready: &Ready) {
+        if ready.sleeping > 0 && ready.levels.iter().any(|level| !level.is_empty()) {
+            self.work.notify_one();
+        }
+    }
+}
+
+/// Whether waits may spin briefly before parking (`DEVSTREAM_CPU_SPIN=0` turns it off).
+fn spin_allowed() -> bool {
+    static ALLOWED: OnceLock<bool> = OnceLock::new();
+    *ALLOWED.get_or_init(|| std::env::var("DEVSTREAM_CPU_SPIN").map_or(true, |v| v.trim() != "0"))
+}
+
+/// A bounded backoff before a thread parks, as `crossbeam`'s receivers and `std`'s locks do:
+/// 127 spin-loop hints in doubling rounds, then four `yield_now`s, then the caller parks.
+/// It is at most a few microseconds; no wait in this crate polls beyond it.
+pub(crate) struct Backoff {
+    step: u32,
+}
+
+impl Backoff {
+    const SPIN_LIMIT: u32 = 6;
+    const YIELD_LIMIT: u32 = 10;
+
+    pub(crate) fn new() -> Backoff {
+        Backoff {
+            step: if spin_allowed() {
+                0
+            } else {
+                Self::YIELD_LIMIT + 1
+            },
+        }
+    }
+
+    /// One backoff round.
+    pub(crate) fn snooze(&mut self) {
+        if self.step <= Self::SPIN_LIMIT {
+            for _ in 0..1u32 << self.step {
+                std::hint::spin_loop();
+            }
+        } else {
+            std::thread::yield_now();
+        }
+        self.step += 1;
+    }
+
+    /// Whether the caller should park now.
+    pub(crate) fn is_completed(&self) -> bool {
+        self.step > Self::YIELD_LIMIT
     }
 }
 
@@ -395,6 +486,7 @@ impl PoolHandle {
             }),
             work: Condvar::new(),
             mask: AtomicU32::new(0),
+            spinning: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
         });
         let mut started = 0;
@@ -445,48 +537,34 @@ fn run_stream(pool: &PoolShared, stream: Arc<StreamInner>) {
     let own_bit = 1u32 << stream.level;
     let higher_bits = own_bit - 1;
     let mut budget = BATCH;
-    let mut state = lock(&stream.state);
     loop {
-        let Some(task) = state.queue.pop_front() else {
-            state.scheduled = false;
+        let Some(task) = stream.next_task() else {
+            // `active` counted a task whose push is not visible yet (cannot happen: tasks are
+            // pushed before they are counted). Hand the stream back rather than lose it.
+            pool.push(stream);
             return;
         };
         if let Some(wait) = task.op.pending_wait() {
-            state.queue.push_front(task);
-            state.scheduled = false;
-            state.blocked = true;
-            drop(state);
-            // Registered with the lock released: no thread ever holds two stream locks.
-            let registered = match wait {
-                Wait::Stream(target, seq) => target.add_stream_waiter(seq, &stream),
-                Wait::Flag(flag, value) => flag.add_waiter(value, &stream),
+            stream.park_head(task);
+            // From here on another worker may run the stream: do not touch it again.
+            let registered = match &wait {
+                Wait::Stream(target, seq) => target.add_stream_waiter(*seq, &stream),
+                Wait::Flag(flag, value) => flag.add_waiter(*value, &stream),
             };
             if !registered {
                 // Satisfied meanwhile: schedule again.
-                stream.wake();
+                pool.push(stream);
             }
             return;
         }
-        drop(state);
         let result = execute(task, stream.id);
-        state = lock(&stream.state);
-        let woken = stream.complete_one(&mut state, result);
-        if !woken.is_empty() {
-            drop(state);
-            for waiter in woken {
-                waiter.wake();
-            }
-            state = lock(&stream.state);
-        }
-        if state.queue.is_empty() {
-            state.scheduled = false;
+        if !stream.complete_one(result) {
             return;
         }
         budget -= 1;
         let mask = pool.mask.load(Ordering::Relaxed);
         if mask & higher_bits != 0 || (budget == 0 && mask & own_bit != 0) {
             // Stays scheduled: back into the ready queue, behind the others.
-            drop(state);
             pool.push(stream);
             return;
         }

@@ -1,28 +1,38 @@
-//! CPU streams: a FIFO of tasks, two counters, and the capture state.
+//! CPU streams: a lock-free FIFO of tasks, counters, and the capture state.
 //!
-//! Every submitted task gets the next *submitted* number; the worker running the stream bumps
-//! *completed* after each task. `query` compares the two (atomics, no lock), an event records
-//! the submitted number, and "wait until stream S completed N" is the one dependency primitive
-//! (threads park on it, blocked streams register on it). Locking rules: a thread holds at most
-//! one stream lock at a time, except that a stream lock may be held while taking an event,
-//! session, host-buffer or registry lock; user code never runs under a stream lock.
+//! Every submitted task bumps *submitted*; the worker running the stream bumps *completed*
+//! after each task (tasks run in queue order, so "completed ≥ n" means the first n tasks in
+//! queue order are done). `query` compares the two (atomics, no lock), an event records the
+//! submitted count, and "wait until stream S completed n" is the one dependency primitive
+//! (threads park on it, blocked streams register on it).
+//!
+//! Submitting to a non-blocking stream takes no lock: the task goes into a lock-free queue and
+//! an `active` counter (tasks queued and not completed) decides who schedules the stream: the
+//! submitter whose increment took it from 0. Exactly one worker runs a scheduled stream; it
+//! drains the queue, decrementing `active` per task, and stops when that reaches 0. A stream
+//! whose head task waits parks that task in `head`, registers with what it waits for and is
+//! pushed back to the ready queue by whoever satisfies the wait.
+//!
+//! Locking rules: a thread holds at most one stream lock at a time, except that a stream lock
+//! may be held while taking an event, session, host-buffer, registry or ready-queue lock; user
+//! code never runs under a stream lock.
 
 use crate::buffer::{BufferInner, CpuBuffer, CpuHostBuffer, HostInner};
 use crate::device::{self, CAPABILITIES, PRIORITY_RANGE};
 use crate::event::{CpuEvent, Record};
 use crate::flag::CpuFlag;
 use crate::graph::{check_unsafe_call, CpuGraph, Session};
-use crate::scheduler::{running_stream, CommonOp, Op, PoolHandle, Task};
+use crate::scheduler::{running_stream, Backoff, CommonOp, Op, PoolHandle, Task};
 use crate::{lock, CPU_PLACE};
+use crossbeam_channel::{Receiver, Sender};
 use devstream_core::traits::check_range;
 use devstream_core::{
     next_id, Capabilities, CaptureMode, DeviceStream, Error, HostFn, Place, Priority, Result,
     StreamOptions,
 };
-use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::Thread;
 
 /// What kind of stream, for live counts and legacy-stream ordering.
@@ -44,20 +54,16 @@ pub(crate) struct StreamCapture {
     pub(crate) lane: usize,
 }
 
-/// The mutable part of a stream, behind its lock.
+/// The mutable part of a stream, behind its lock (never touched on the fast submit path).
 pub(crate) struct StreamState {
-    pub(crate) queue: VecDeque<Task>,
-    /// In the pool's ready queue or being run by a worker.
-    pub(crate) scheduled: bool,
-    /// Its head task waits for another stream or a flag, with which it is registered.
-    pub(crate) blocked: bool,
+    /// The head task of a blocked stream (owned by whichever worker runs the stream next).
+    head: Option<Task>,
     /// The first unreported error and the task number that raised it.
     error: Option<(u64, Error)>,
     /// Threads parked until `completed` reaches a number.
     thread_waiters: Vec<(u64, Thread)>,
     /// Blocked streams to wake when `completed` reaches a number.
     stream_waiters: Vec<(u64, Arc<StreamInner>)>,
-    min_stream_waiter: u64,
     capture: Option<StreamCapture>,
     /// The legacy stream's submitted count this (blocking) stream last ordered itself after.
     legacy_seen: u64,
@@ -73,16 +79,51 @@ pub(crate) struct StreamInner {
     pub(crate) kind: StreamKind,
     pub(crate) submitted: AtomicU64,
     pub(crate) completed: AtomicU64,
+    /// Tasks queued and not completed yet; its 0 → 1 transition schedules the stream.
+    active: AtomicU64,
+    /// The smallest task number a registered waiter waits for (`u64::MAX`: none). Written under
+    /// the lock; read by the worker after each task (SeqCst on both sides, see `register`).
+    min_waiter: AtomicU64,
     has_error: AtomicBool,
     /// Mirrors `state.capture.is_some()` for lock-free fast paths.
     pub(crate) capturing: AtomicBool,
-    pub(crate) state: Mutex<StreamState>,
+    has_head: AtomicBool,
+    sender: Sender<Task>,
+    receiver: Receiver<Task>,
+    state: Mutex<StreamState>,
     pub(crate) pool: Arc<PoolHandle>,
 }
 
 /// Blocking streams (user `blocking(true)` and per-thread streams), which the legacy default
 /// stream orders itself after.
 static BLOCKING: Mutex<Vec<Weak<StreamInner>>> = Mutex::new(Vec::new());
+
+/// Queues tasks on one stream and remembers whether the stream must be scheduled.
+pub(crate) struct Pusher<'a> {
+    stream: &'a Arc<StreamInner>,
+    schedule: bool,
+}
+
+impl Pusher<'_> {
+    /// Queues `op`; returns a task number that is complete only once `op` is.
+    pub(crate) fn push(&mut self, op: Op) -> u64 {
+        self.schedule |= self.stream.enqueue(op);
+        self.seq()
+    }
+
+    /// The stream's submitted count now.
+    pub(crate) fn seq(&self) -> u64 {
+        self.stream.submitted.load(Ordering::Acquire)
+    }
+
+    /// Queues "wait until `stream` has completed `seq`" unless that is already true.
+    pub(crate) fn wait_for(&mut self, stream: &Arc<StreamInner>, seq: u64) {
+        if !Arc::ptr_eq(stream, self.stream) && stream.completed.load(Ordering::Acquire) < seq {
+            let stream = stream.clone();
+            self.push(Op::WaitSeq { stream, seq });
+        }
+    }
+}
 
 impl StreamInner {
     pub(crate) fn new(
@@ -92,6 +133,7 @@ impl StreamInner {
         kind: StreamKind,
     ) -> Arc<StreamInner> {
         let native_priority = PRIORITY_RANGE.clamp(native_priority);
+        let (sender, receiver) = crossbeam_channel::unbounded();
         let inner = Arc::new(StreamInner {
             id: next_id(),
             native_priority,
@@ -100,16 +142,18 @@ impl StreamInner {
             kind,
             submitted: AtomicU64::new(0),
             completed: AtomicU64::new(0),
+            active: AtomicU64::new(0),
+            min_waiter: AtomicU64::new(u64::MAX),
             has_error: AtomicBool::new(false),
             capturing: AtomicBool::new(false),
+            has_head: AtomicBool::new(false),
+            sender,
+            receiver,
             state: Mutex::new(StreamState {
-                queue: VecDeque::new(),
-                scheduled: false,
-                blocked: false,
+                head: None,
                 error: None,
                 thread_waiters: Vec::new(),
                 stream_waiters: Vec::new(),
-                min_stream_waiter: u64::MAX,
                 capture: None,
                 legacy_seen: 0,
             }),
@@ -136,208 +180,248 @@ impl StreamInner {
         )
     }
 
-    /// Appends a task; returns its number and whether the caller must schedule the stream
-    /// (after releasing the lock).
-    fn push(&self, state: &mut StreamState, op: Op) -> (u64, bool) {
+    /// Appends a task (lock-free); returns whether the caller must schedule the stream.
+    ///
+    /// `submitted` is bumped before the push, so every task in the queue is counted: the
+    /// tasks queued before any moment are a prefix of the queue no longer than `submitted` at
+    /// that moment, which is what makes "completed ≥ submitted-at-record" a correct event.
+    fn enqueue(&self, op: Op) -> bool {
         let host_use = op.host_buffer().map(HostInner::begin_use);
-        state.queue.push_back(Task {
+        self.submitted.fetch_add(1, Ordering::AcqRel);
+        // Cannot fail: the receiver lives as long as `self`.
+        let _sent = self.sender.send(Task {
             op,
             _host_use: host_use,
         });
-        let seq = self.submitted.load(Ordering::Relaxed) + 1;
-        self.submitted.store(seq, Ordering::Release);
-        let schedule = !state.scheduled && !state.blocked;
-        if schedule {
-            state.scheduled = true;
-        }
-        (seq, schedule)
+        self.active.fetch_add(1, Ordering::AcqRel) == 0
     }
 
-    /// Puts the stream into its pool's ready queue.
+    /// Puts the stream into its pool's ready queue (also how a blocked stream is woken).
+    pub(crate) fn wake(self: Arc<Self>) {
+        let shared = self.pool.shared.clone();
+        shared.push(self);
+    }
+
     fn schedule(self: &Arc<Self>) {
         self.pool.shared.push(self.clone());
     }
 
-    /// Legacy default stream ordering, applied before every task and record: the legacy
-    /// stream waits for all earlier work of blocking streams, a blocking stream for all earlier
-    /// work of the legacy stream. Returns whether the stream must be scheduled.
-    fn implicit_deps(self: &Arc<Self>, state: &mut StreamState) -> bool {
-        if self.non_blocking {
-            return false;
+    /// Queues work through `f`: for blocking streams under the stream lock, after the legacy
+    /// stream ordering. Fails if the stream captures (callers that capture check first).
+    pub(crate) fn queue<R>(
+        self: &Arc<Self>,
+        name: &'static str,
+        f: impl FnOnce(&mut Pusher<'_>) -> R,
+    ) -> Result<R> {
+        let mut pusher = Pusher {
+            stream: self,
+            schedule: false,
+        };
+        let result = if self.non_blocking {
+            if self.capturing.load(Ordering::Acquire) {
+                return Err(capturing_now(name));
+            }
+            f(&mut pusher)
+        } else {
+            let mut state = lock(&self.state);
+            if state.capture.is_some() {
+                return Err(capturing_now(name));
+            }
+            self.implicit_deps(&mut state, &mut pusher);
+            let result = f(&mut pusher);
+            drop(state);
+            result
+        };
+        if pusher.schedule {
+            self.schedule();
         }
-        let mut schedule = false;
+        Ok(result)
+    }
+
+    /// Legacy default stream ordering, applied before every task and record of a blocking
+    /// stream: the legacy stream waits for all earlier work of blocking streams, a blocking
+    /// stream for all earlier work of the legacy stream.
+    fn implicit_deps(&self, state: &mut StreamState, pusher: &mut Pusher<'_>) {
         if self.kind == StreamKind::Legacy {
             let blocking: Vec<Arc<StreamInner>> =
                 lock(&BLOCKING).iter().filter_map(Weak::upgrade).collect();
-            for stream in blocking {
-                let seq = stream.submitted.load(Ordering::Acquire);
-                if stream.completed.load(Ordering::Acquire) < seq {
-                    schedule |= self.push(state, Op::WaitSeq { stream, seq }).1;
-                }
+            for stream in &blocking {
+                pusher.wait_for(stream, stream.submitted.load(Ordering::Acquire));
             }
         } else if let Some(legacy) = device::legacy_if_created() {
             let seq = legacy.submitted.load(Ordering::Acquire);
             if seq > state.legacy_seen {
                 state.legacy_seen = seq;
-                if legacy.completed.load(Ordering::Acquire) < seq {
-                    let stream = legacy.clone();
-                    schedule |= self.push(state, Op::WaitSeq { stream, seq }).1;
-                }
+                pusher.wait_for(legacy, seq);
             }
         }
-        schedule
     }
 
     /// Submits one operation: captured if the stream captures, queued otherwise.
     pub(crate) fn submit(self: &Arc<Self>, op: Op, name: &'static str) -> Result<()> {
-        let mut state = lock(&self.state);
-        if let Some(capture) = &state.capture {
-            let (session, lane) = (capture.session.clone(), capture.lane);
-            drop(state);
-            let common = op
-                .into_common()
-                .ok_or_else(|| Error::capture(name, "this operation cannot be captured"))?;
-            return session.add_node(lane, name, common);
-        }
-        let mut schedule = self.implicit_deps(&mut state);
-        schedule |= self.push(&mut state, op).1;
-        drop(state);
-        if schedule {
-            self.schedule();
-        }
-        Ok(())
-    }
-
-    /// Queues several operations in one go (a single-branch graph launch).
-    pub(crate) fn submit_batch(self: &Arc<Self>, ops: impl Iterator<Item = Op>) -> Result<()> {
-        let mut state = lock(&self.state);
-        if state.capture.is_some() {
-            return Err(Error::capture(
-                "CpuGraph::launch",
-                "the stream began capturing during the launch",
-            ));
-        }
-        let mut schedule = self.implicit_deps(&mut state);
-        for op in ops {
-            schedule |= self.push(&mut state, op).1;
-        }
-        drop(state);
-        if schedule {
-            self.schedule();
-        }
-        Ok(())
-    }
-
-    /// Queues `op` after waits for other streams' progress; returns the task's number.
-    pub(crate) fn submit_with_waits(
-        self: &Arc<Self>,
-        waits: &[(&Arc<StreamInner>, u64)],
-        op: Op,
-        name: &'static str,
-    ) -> Result<u64> {
-        let mut state = lock(&self.state);
-        if state.capture.is_some() {
-            return Err(Error::capture(
-                name,
-                "the stream began capturing during the launch",
-            ));
-        }
-        let mut schedule = self.implicit_deps(&mut state);
-        for &(stream, seq) in waits {
-            if !Arc::ptr_eq(stream, self) && stream.completed.load(Ordering::Acquire) < seq {
-                let stream = stream.clone();
-                schedule |= self.push(&mut state, Op::WaitSeq { stream, seq }).1;
+        if self.capturing.load(Ordering::Acquire) {
+            if let Some((session, lane)) = self.capture_info() {
+                let common = op
+                    .into_common()
+                    .ok_or_else(|| Error::capture(name, "this operation cannot be captured"))?;
+                return session.add_node(lane, name, common);
             }
         }
-        let (seq, more) = self.push(&mut state, op);
-        drop(state);
-        if schedule || more {
-            self.schedule();
+        if self.non_blocking {
+            // The fast path: no lock at all.
+            if self.enqueue(op) {
+                self.schedule();
+            }
+            return Ok(());
         }
-        Ok(seq)
+        self.queue(name, |pusher| {
+            pusher.push(op);
+        })
     }
 
-    /// Registers a blocked stream to be woken when this one has completed `seq` tasks.
-    /// Returns `false` (registering nothing) if it already has.
-    pub(crate) fn add_stream_waiter(&self, seq: u64, waiter: &Arc<StreamInner>) -> bool {
-        let mut state = lock(&self.state);
-        if self.completed.load(Ordering::Acquire) >= seq {
-            return false;
+    /// The worker's next task: the parked head of a blocked stream, else the queue's front.
+    pub(crate) fn next_task(&self) -> Option<Task> {
+        if self.has_head.load(Ordering::Acquire) {
+            self.has_head.store(false, Ordering::Relaxed);
+            return lock(&self.state).head.take();
         }
-        state.stream_waiters.push((seq, waiter.clone()));
-        state.min_stream_waiter = state.min_stream_waiter.min(seq);
-        true
+        self.receiver.try_recv().ok()
     }
 
-    /// Puts a blocked stream back into the scheduler.
-    pub(crate) fn wake(self: Arc<Self>) {
-        let mut state = lock(&self.state);
-        if state.blocked {
-            state.blocked = false;
-            state.scheduled = true;
-            drop(state);
-            let shared = self.pool.shared.clone();
-            shared.push(self);
-        }
+    /// Parks the head task of a stream that blocks on it.
+    pub(crate) fn park_head(&self, task: Task) {
+        lock(&self.state).head = Some(task);
+        self.has_head.store(true, Ordering::Release);
     }
 
-    /// Marks the head task completed (called by the worker with the lock held); wakes parked
-    /// threads and returns the streams to wake (after the lock is released).
-    pub(crate) fn complete_one(
-        &self,
-        state: &mut StreamState,
-        result: Result<()>,
-    ) -> Vec<Arc<StreamInner>> {
+    /// Marks one task completed (called by the worker); wakes what waited for it. Returns
+    /// whether more tasks are queued.
+    pub(crate) fn complete_one(&self, result: Result<()>) -> bool {
         let seq = self.completed.load(Ordering::Relaxed) + 1;
         if let Err(error) = result {
+            let mut state = lock(&self.state);
             if state.error.is_none() {
                 state.error = Some((seq, error));
                 self.has_error.store(true, Ordering::Release);
             }
         }
-        self.completed.store(seq, Ordering::Release);
-        if !state.thread_waiters.is_empty() {
-            state.thread_waiters.retain(|(target, thread)| {
-                if *target <= seq {
+        self.completed.store(seq, Ordering::SeqCst);
+        if self.min_waiter.load(Ordering::SeqCst) <= seq {
+            self.release_waiters();
+        }
+        self.active.fetch_sub(1, Ordering::AcqRel) > 1
+    }
+
+    fn update_min_waiter(&self, state: &StreamState) {
+        let min = state
+            .thread_waiters
+            .iter()
+            .map(|w| w.0)
+            .chain(state.stream_waiters.iter().map(|w| w.0))
+            .min()
+            .unwrap_or(u64::MAX);
+        self.min_waiter.store(min, Ordering::SeqCst);
+    }
+
+    /// Wakes the threads and streams waiting for a completed count that has been reached.
+    fn release_waiters(&self) {
+        let mut woken = Vec::new();
+        {
+            let mut state = lock(&self.state);
+            let done = self.completed.load(Ordering::SeqCst);
+            state.thread_waiters.retain(|(seq, thread)| {
+                if *seq <= done {
                     thread.unpark();
                     false
                 } else {
                     true
                 }
             });
-        }
-        let mut woken = Vec::new();
-        if state.min_stream_waiter <= seq {
-            let mut min = u64::MAX;
             let mut index = 0;
             while index < state.stream_waiters.len() {
-                let target = state.stream_waiters[index].0;
-                if target <= seq {
+                if state.stream_waiters[index].0 <= done {
                     woken.push(state.stream_waiters.swap_remove(index).1);
                 } else {
-                    min = min.min(target);
                     index += 1;
                 }
             }
-            state.min_stream_waiter = min;
+            self.update_min_waiter(&state);
         }
-        woken
+        for stream in woken {
+            stream.wake();
+        }
     }
 
-    /// Parks the calling thread until `seq` tasks have completed.
-    pub(crate) fn wait_until(&self, seq: u64) {
-        if self.completed.load(Ordering::Acquire) >= seq {
-            return;
+    /// Registers a waiter for "completed ≥ `seq`" under the lock. Returns `false` (with the
+    /// registration withdrawn) if that is already true.
+    ///
+    /// The registration publishes `min_waiter` and then reads `completed`; the worker publishes
+    /// `completed` and then reads `min_waiter` (all SeqCst): one of them sees the other, so a
+    /// wake-up is never lost. Whoever takes the entry out of the list (under the lock) wakes.
+    fn register(
+        &self,
+        seq: u64,
+        add: impl FnOnce(&mut StreamState),
+        withdraw: impl FnOnce(&mut StreamState) -> bool,
+    ) -> bool {
+        let mut state = lock(&self.state);
+        if self.completed.load(Ordering::SeqCst) >= seq {
+            return false;
         }
-        {
-            let mut state = lock(&self.state);
-            if self.completed.load(Ordering::Acquire) >= seq {
+        add(&mut state);
+        if self.min_waiter.load(Ordering::SeqCst) > seq {
+            self.min_waiter.store(seq, Ordering::SeqCst);
+        }
+        if self.completed.load(Ordering::SeqCst) >= seq && withdraw(&mut state) {
+            self.update_min_waiter(&state);
+            return false;
+        }
+        true
+    }
+
+    /// Registers a blocked stream to be woken when this one has completed `seq` tasks.
+    /// Returns `false` (registering nothing) if it already has.
+    pub(crate) fn add_stream_waiter(&self, seq: u64, waiter: &Arc<StreamInner>) -> bool {
+        self.register(
+            seq,
+            |state| state.stream_waiters.push((seq, waiter.clone())),
+            |state| {
+                let found = state
+                    .stream_waiters
+                    .iter()
+                    .position(|(s, w)| *s == seq && Arc::ptr_eq(w, waiter));
+                found.map(|i| state.stream_waiters.swap_remove(i)).is_some()
+            },
+        )
+    }
+
+    /// Blocks the calling thread until `seq` tasks have completed: a short bounded backoff,
+    /// then it parks until the worker unparks it.
+    pub(crate) fn wait_until(&self, seq: u64) {
+        let mut backoff = Backoff::new();
+        while self.completed.load(Ordering::Acquire) < seq {
+            if backoff.is_completed() {
+                let me = std::thread::current();
+                let id = me.id();
+                let registered = self.register(
+                    seq,
+                    |state| state.thread_waiters.push((seq, me)),
+                    |state| {
+                        let found = state
+                            .thread_waiters
+                            .iter()
+                            .position(|(s, t)| *s == seq && t.id() == id);
+                        found.map(|i| state.thread_waiters.swap_remove(i)).is_some()
+                    },
+                );
+                if registered {
+                    while self.completed.load(Ordering::Acquire) < seq {
+                        std::thread::park();
+                    }
+                }
                 return;
             }
-            state.thread_waiters.push((seq, std::thread::current()));
-        }
-        while self.completed.load(Ordering::Acquire) < seq {
-            std::thread::park();
+            backoff.snooze();
         }
     }
 
@@ -376,39 +460,24 @@ impl StreamInner {
     /// Adds "wait until `target` completed `seq`" (nothing if it already has).
     fn wait_seq(
         self: &Arc<Self>,
-        target: Arc<StreamInner>,
+        target: &Arc<StreamInner>,
         seq: u64,
         op: &'static str,
     ) -> Result<()> {
-        let mut state = lock(&self.state);
-        if let Some(capture) = &state.capture {
-            let session = capture.session.clone();
-            drop(state);
-            session.invalidate(format!("{op} waited for work outside the capture"));
-            return Err(Error::capture(
-                op,
-                "waiting for work recorded outside the capture is not permitted \
-                 (cudaErrorStreamCaptureIsolation); the capture is invalidated",
-            ));
+        if self.capturing.load(Ordering::Acquire) {
+            if let Some((session, _)) = self.capture_info() {
+                session.invalidate(format!("{op} waited for work outside the capture"));
+                return Err(Error::capture(
+                    op,
+                    "waiting for work recorded outside the capture is not permitted \
+                     (cudaErrorStreamCaptureIsolation); the capture is invalidated",
+                ));
+            }
         }
-        if Arc::ptr_eq(&target, self) || target.completed.load(Ordering::Acquire) >= seq {
+        if Arc::ptr_eq(target, self) || target.completed.load(Ordering::Acquire) >= seq {
             return Ok(());
         }
-        let mut schedule = self.implicit_deps(&mut state);
-        schedule |= self
-            .push(
-                &mut state,
-                Op::WaitSeq {
-                    stream: target,
-                    seq,
-                },
-            )
-            .1;
-        drop(state);
-        if schedule {
-            self.schedule();
-        }
-        Ok(())
+        self.queue(op, |pusher| pusher.wait_for(target, seq))
     }
 
     /// Waits for graph nodes of `session`: joins them into this stream's capture, or forks
@@ -454,6 +523,23 @@ impl StreamInner {
             }
         }
     }
+
+    /// Takes the first unreported error raised by tasks up to `target`.
+    fn take_error(&self, target: u64) -> Option<Error> {
+        if !self.has_error.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut state: MutexGuard<'_, StreamState> = lock(&self.state);
+        if state.error.as_ref().is_some_and(|(seq, _)| *seq <= target) {
+            self.has_error.store(false, Ordering::Release);
+            return state.error.take().map(|(_, error)| error);
+        }
+        None
+    }
+}
+
+fn capturing_now(op: &'static str) -> Error {
+    Error::capture(op, "the stream began capturing during the operation")
 }
 
 impl Drop for StreamInner {
@@ -611,59 +697,43 @@ impl DeviceStream for CpuStream {
             }
             inner.wait_until(target);
         }
-        if inner.has_error.load(Ordering::Acquire) {
-            let mut state = lock(&inner.state);
-            if state.error.as_ref().is_some_and(|(seq, _)| *seq <= target) {
-                if let Some((_, error)) = state.error.take() {
-                    inner.has_error.store(false, Ordering::Release);
-                    return Err(error);
-                }
-            }
+        match inner.take_error(target) {
+            Some(error) => Err(error),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn record(&self, event: &CpuEvent) -> Result<()> {
         let inner = &self.0;
-        let timing = event.0.flags_timing();
-        if !timing && inner.non_blocking && !inner.capturing.load(Ordering::Acquire) {
-            // Fast path: an event is "this stream's submitted count now".
+        if inner.capturing.load(Ordering::Acquire) {
+            if let Some((session, lane)) = inner.capture_info() {
+                let nodes = session.frontier(lane, "record")?;
+                event.0.set_captured(session, nodes);
+                return Ok(());
+            }
+        }
+        if event.0.flags_timing() {
+            event.0.record_timed(inner, |stamp| {
+                inner.queue("record", |pusher| pusher.push(stamp))
+            })?;
+        } else if inner.non_blocking {
+            // The fast path: an event is "this stream's submitted count now".
             event
                 .0
-                .set_stream_record(inner, inner.submitted.load(Ordering::Acquire), None);
-            return Ok(());
-        }
-        let mut state = lock(&inner.state);
-        if let Some(capture) = &state.capture {
-            let (session, lane) = (capture.session.clone(), capture.lane);
-            drop(state);
-            let nodes = session.frontier(lane, "record")?;
-            event.0.set_captured(session, nodes);
-            return Ok(());
-        }
-        let mut schedule = inner.implicit_deps(&mut state);
-        if timing {
-            let generation = event.0.next_generation();
-            let stamp = Op::Stamp {
-                event: event.0.clone(),
-                generation,
-            };
-            let (seq, more) = inner.push(&mut state, stamp);
-            schedule |= more;
-            // Set while the stream lock is held, so the stamp cannot run before it.
-            event.0.set_stream_record(inner, seq, Some(generation));
+                .set_stream_record(inner, inner.submitted.load(Ordering::Acquire));
         } else {
-            let seq = inner.submitted.load(Ordering::Relaxed);
-            event.0.set_stream_record(inner, seq, None);
-        }
-        drop(state);
-        if schedule {
-            inner.schedule();
+            let seq = inner.queue("record", |pusher| pusher.seq())?;
+            event.0.set_stream_record(inner, seq);
         }
         Ok(())
     }
 
     fn record_event(&self) -> Result<CpuEvent> {
+        let inner = &self.0;
+        if inner.non_blocking && !inner.capturing.load(Ordering::Acquire) {
+            let seq = inner.submitted.load(Ordering::Acquire);
+            return Ok(CpuEvent::recorded(inner, seq));
+        }
         let event = CpuEvent::new(devstream_core::EventFlags::default())?;
         self.record(&event)?;
         Ok(event)
@@ -676,7 +746,7 @@ impl DeviceStream for CpuStream {
         }
         match event.0.snapshot() {
             Record::Never => Ok(()),
-            Record::Stream { stream, seq, .. } => inner.wait_seq(stream, seq, "wait_event"),
+            Record::Stream { stream, seq, .. } => inner.wait_seq(&stream, seq, "wait_event"),
             Record::Captured { session, nodes } => inner.join(session, nodes, "wait_event"),
         }
     }
@@ -685,12 +755,6 @@ impl DeviceStream for CpuStream {
         let (inner, other) = (&self.0, &other.0);
         if Arc::ptr_eq(inner, other) {
             return Ok(());
-        }
-        if !inner.capturing.load(Ordering::Acquire) && !other.capturing.load(Ordering::Acquire) {
-            let submitted = other.submitted.load(Ordering::Acquire);
-            if other.non_blocking && other.completed.load(Ordering::Acquire) >= submitted {
-                return Ok(());
-            }
         }
         if other.capturing.load(Ordering::Acquire) {
             if let Some((session, lane)) = other.capture_info() {
@@ -702,16 +766,9 @@ impl DeviceStream for CpuStream {
             other.submitted.load(Ordering::Acquire)
         } else {
             // Like recording an event there: applies the legacy-stream ordering first.
-            let mut state = lock(&other.state);
-            let schedule = other.implicit_deps(&mut state);
-            let seq = other.submitted.load(Ordering::Relaxed);
-            drop(state);
-            if schedule {
-                other.schedule();
-            }
-            seq
+            other.queue("wait_stream", |pusher| pusher.seq())?
         };
-        inner.wait_seq(other.clone(), seq, "wait_stream")
+        inner.wait_seq(other, seq, "wait_stream")
     }
 
     fn launch_host_func(&self, f: HostFn) -> Result<()> {
