@@ -845,6 +845,25 @@ mod tests {
     }
 
     #[test]
+    fn bench_cuda_row_names_map_to_common_ops() {
+        let cases = [
+            ("record_event (cuEventRecord)", Some(CommonOp::RecordEvent)),
+            ("wait_event (cuStreamWaitEvent)", Some(CommonOp::WaitEvent)),
+            ("wait_stream (record + wait)", Some(CommonOp::WaitStream)),
+            ("query idle (cuStreamQuery)", Some(CommonOp::StreamQuery)),
+            ("synchronize idle (cuStreamSynchronize)", Some(CommonOp::Synchronize)),
+            ("host func round trip (launch + sync)", None),
+            ("graph launch, per kernel of 1000 noops", Some(CommonOp::GraphKernel)),
+            ("stream create + destroy", Some(CommonOp::StreamCreate)),
+            ("event create + destroy", None),
+            ("record_event (new event)", None),
+        ];
+        for (name, op) in cases {
+            assert_eq!(CommonOp::of_bench(name), op, "{name}");
+        }
+    }
+
+    #[test]
     fn markdown_and_svg_hold_every_row() {
         let rows = parse_bench_rows(ROWS).unwrap();
         let peers = parse_peers(PEERS);
