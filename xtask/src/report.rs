@@ -851,9 +851,15 @@ mod tests {
             ("wait_event (cuStreamWaitEvent)", Some(CommonOp::WaitEvent)),
             ("wait_stream (record + wait)", Some(CommonOp::WaitStream)),
             ("query idle (cuStreamQuery)", Some(CommonOp::StreamQuery)),
-            ("synchronize idle (cuStreamSynchronize)", Some(CommonOp::Synchronize)),
+            (
+                "synchronize idle (cuStreamSynchronize)",
+                Some(CommonOp::Synchronize),
+            ),
             ("host func round trip (launch + sync)", None),
-            ("graph launch, per kernel of 1000 noops", Some(CommonOp::GraphKernel)),
+            (
+                "graph launch, per kernel of 1000 noops",
+                Some(CommonOp::GraphKernel),
+            ),
             ("stream create + destroy", Some(CommonOp::StreamCreate)),
             ("event create + destroy", None),
             ("record_event (new event)", None),
