@@ -1,6 +1,6 @@
 //! Events: "stream S has completed its first N tasks".
 
-use crate::graph::{check_unsafe_call, Session};
+use crate::graph::{check_unsafe_call, Frontier, Session};
 use crate::scheduler::{running_stream, Op};
 use crate::stream::StreamInner;
 use crate::{device, lock};
@@ -25,7 +25,7 @@ pub(crate) enum Record {
     /// Recorded on a capturing stream: the graph nodes it stands for.
     Captured {
         session: Arc<Session>,
-        nodes: Vec<usize>,
+        frontier: Frontier,
     },
 }
 
@@ -100,10 +100,10 @@ impl EventInner {
     }
 
     /// Replaces the record with graph nodes of an active capture.
-    pub(crate) fn set_captured(&self, session: Arc<Session>, nodes: Vec<usize>) {
+    pub(crate) fn set_captured(&self, session: Arc<Session>, frontier: Frontier) {
         let mut slot = lock(&self.slot);
         slot.generation += 1;
-        slot.record = Record::Captured { session, nodes };
+        slot.record = Record::Captured { session, frontier };
         self.done.store(false, Ordering::Release);
     }
 

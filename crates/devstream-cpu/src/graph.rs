@@ -7,6 +7,12 @@
 //! stream) joins the session as a new lane (fork), and a capturing stream that waits on it adds
 //! those nodes to its frontier (join). `end_capture` on the origin checks that every lane was
 //! joined back (CUDA's `cudaErrorStreamCaptureUnjoined`) and returns a [`CpuGraph`].
+//!
+//! Joins are tracked with version vectors: a lane's own version increases when it forks into
+//! the capture and with every node it adds; an event carries its lane's vector; waiting on it
+//! takes the elementwise maximum. A lane is joined back when the origin's vector covers the
+//! lane's own version, so a forked stream must be joined even if it captured nothing (as CUDA
+//! requires), and again after any later work.
 
 use crate::scheduler::{CommonOp, Op};
 use crate::stream::StreamInner;
@@ -27,9 +33,45 @@ pub(crate) struct Node {
     pub(crate) lane: usize,
 }
 
+/// What an event recorded on a capturing stream stands for.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Frontier {
+    /// Nodes later work depends on.
+    pub(crate) nodes: Vec<usize>,
+    /// Per lane, the latest version of that lane this state has absorbed.
+    covers: Vec<u64>,
+}
+
+impl Frontier {
+    fn absorb(&mut self, other: &Frontier) {
+        for node in &other.nodes {
+            if !self.nodes.contains(node) {
+                self.nodes.push(*node);
+            }
+        }
+        if self.covers.len() < other.covers.len() {
+            self.covers.resize(other.covers.len(), 0);
+        }
+        for (mine, theirs) in self.covers.iter_mut().zip(&other.covers) {
+            *mine = (*mine).max(*theirs);
+        }
+    }
+
+    fn bump(&mut self, lane: usize) {
+        if self.covers.len() <= lane {
+            self.covers.resize(lane + 1, 0);
+        }
+        self.covers[lane] += 1;
+    }
+
+    fn covered(&self, lane: usize) -> u64 {
+        self.covers.get(lane).copied().unwrap_or(0)
+    }
+}
+
 struct Lane {
     stream: Weak<StreamInner>,
-    frontier: Vec<usize>,
+    frontier: Frontier,
 }
 
 struct SessionState {
@@ -67,7 +109,7 @@ impl Session {
                 nodes: Vec::new(),
                 lanes: vec![Lane {
                     stream: Arc::downgrade(origin),
-                    frontier: Vec::new(),
+                    frontier: Frontier::default(),
                 }],
                 invalid: None,
             }),
@@ -116,7 +158,9 @@ impl Session {
         let mut guard = lock(&self.state);
         let state = self.usable(&mut guard, op)?;
         let id = state.nodes.len();
-        let deps = std::mem::replace(&mut state.lanes[lane].frontier, vec![id]);
+        let frontier = &mut state.lanes[lane].frontier;
+        let deps = std::mem::replace(&mut frontier.nodes, vec![id]);
+        frontier.bump(lane);
         state.nodes.push(Node {
             op: common,
             deps,
@@ -126,39 +170,36 @@ impl Session {
     }
 
     /// The nodes an event recorded on `lane` now stands for.
-    pub(crate) fn frontier(&self, lane: usize, op: &'static str) -> Result<Vec<usize>> {
+    pub(crate) fn frontier(&self, lane: usize, op: &'static str) -> Result<Frontier> {
         let mut guard = lock(&self.state);
         let state = self.usable(&mut guard, op)?;
         Ok(state.lanes[lane].frontier.clone())
     }
 
-    /// `lane`'s later nodes also wait for `nodes` (a join).
-    pub(crate) fn merge(&self, lane: usize, nodes: &[usize], op: &'static str) -> Result<()> {
+    /// `lane`'s later nodes also wait for `other` (a join).
+    pub(crate) fn merge(&self, lane: usize, other: &Frontier, op: &'static str) -> Result<()> {
         let mut guard = lock(&self.state);
         let state = self.usable(&mut guard, op)?;
-        let frontier = &mut state.lanes[lane].frontier;
-        for node in nodes {
-            if !frontier.contains(node) {
-                frontier.push(*node);
-            }
-        }
+        state.lanes[lane].frontier.absorb(other);
         Ok(())
     }
 
-    /// A stream joins the capture (a fork) with `nodes` as its frontier; returns its lane.
+    /// A stream joins the capture (a fork) starting from `frontier`; returns its lane.
     pub(crate) fn add_lane(
         &self,
         stream: &Arc<StreamInner>,
-        nodes: Vec<usize>,
+        mut frontier: Frontier,
         op: &'static str,
     ) -> Result<usize> {
         let mut guard = lock(&self.state);
         let state = self.usable(&mut guard, op)?;
+        let lane = state.lanes.len();
+        frontier.bump(lane);
         state.lanes.push(Lane {
             stream: Arc::downgrade(stream),
-            frontier: nodes,
+            frontier,
         });
-        Ok(state.lanes.len() - 1)
+        Ok(lane)
     }
 
     /// Captures a whole graph on `lane` (a graph launched on a capturing stream): its nodes are
@@ -170,7 +211,7 @@ impl Session {
             return Ok(());
         }
         let base = state.nodes.len();
-        let frontier = std::mem::take(&mut state.lanes[lane].frontier);
+        let frontier = std::mem::take(&mut state.lanes[lane].frontier.nodes);
         let mut has_successor = vec![false; nodes.len()];
         for node in nodes {
             for &dep in &node.deps {
@@ -189,10 +230,12 @@ impl Session {
                 lane,
             });
         }
-        state.lanes[lane].frontier = (0..nodes.len())
+        let lane_frontier = &mut state.lanes[lane].frontier;
+        lane_frontier.nodes = (0..nodes.len())
             .filter(|&i| !has_successor[i])
             .map(|i| i + base)
             .collect();
+        lane_frontier.bump(lane);
         Ok(())
     }
 
@@ -219,18 +262,13 @@ impl Session {
             );
         }
         let nodes = std::mem::take(&mut state.nodes);
-        // Every lane's frontier must be reachable from the origin's (CUDA: unjoined fork).
-        let mut reachable = vec![false; nodes.len()];
-        let mut stack = state.lanes[0].frontier.clone();
-        while let Some(node) = stack.pop() {
-            if !reachable[node] {
-                reachable[node] = true;
-                stack.extend(&nodes[node].deps);
-            }
-        }
-        let unjoined = state.lanes[1..]
+        let origin = &state.lanes[0].frontier;
+        let unjoined = state
+            .lanes
             .iter()
-            .any(|lane| lane.frontier.iter().any(|&node| !reachable[node]));
+            .enumerate()
+            .skip(1)
+            .any(|(index, lane)| origin.covered(index) < lane.frontier.covered(index));
         if unjoined {
             // Release the lock before the nodes (user closures) are dropped.
             drop(state);

@@ -21,7 +21,7 @@ use crate::buffer::{BufferInner, CpuBuffer, CpuHostBuffer, HostInner};
 use crate::device::{self, CAPABILITIES, PRIORITY_RANGE};
 use crate::event::{CpuEvent, Record};
 use crate::flag::CpuFlag;
-use crate::graph::{check_unsafe_call, CpuGraph, Session};
+use crate::graph::{check_unsafe_call, CpuGraph, Frontier, Session};
 use crate::scheduler::{running_stream, Backoff, CommonOp, Op, PoolHandle, Task};
 use crate::{lock, CPU_PLACE};
 use crossbeam_channel::{Receiver, Sender};
@@ -485,7 +485,7 @@ impl StreamInner {
     fn join(
         self: &Arc<Self>,
         session: Arc<Session>,
-        nodes: Vec<usize>,
+        frontier: Frontier,
         op: &'static str,
     ) -> Result<()> {
         let mut state = lock(&self.state);
@@ -493,7 +493,7 @@ impl StreamInner {
             Some(capture) if Arc::ptr_eq(&capture.session, &session) => {
                 let lane = capture.lane;
                 drop(state);
-                session.merge(lane, &nodes, op)
+                session.merge(lane, &frontier, op)
             }
             Some(capture) => {
                 let mine = capture.session.clone();
@@ -516,7 +516,7 @@ impl StreamInner {
                         "the legacy default stream cannot take part in a capture",
                     ));
                 }
-                let lane = session.add_lane(self, nodes, op)?;
+                let lane = session.add_lane(self, frontier, op)?;
                 state.capture = Some(StreamCapture { session, lane });
                 self.capturing.store(true, Ordering::Release);
                 Ok(())
@@ -707,8 +707,8 @@ impl DeviceStream for CpuStream {
         let inner = &self.0;
         if inner.capturing.load(Ordering::Acquire) {
             if let Some((session, lane)) = inner.capture_info() {
-                let nodes = session.frontier(lane, "record")?;
-                event.0.set_captured(session, nodes);
+                let frontier = session.frontier(lane, "record")?;
+                event.0.set_captured(session, frontier);
                 return Ok(());
             }
         }
@@ -747,7 +747,7 @@ impl DeviceStream for CpuStream {
         match event.0.snapshot() {
             Record::Never => Ok(()),
             Record::Stream { stream, seq, .. } => inner.wait_seq(&stream, seq, "wait_event"),
-            Record::Captured { session, nodes } => inner.join(session, nodes, "wait_event"),
+            Record::Captured { session, frontier } => inner.join(session, frontier, "wait_event"),
         }
     }
 
@@ -758,8 +758,8 @@ impl DeviceStream for CpuStream {
         }
         if other.capturing.load(Ordering::Acquire) {
             if let Some((session, lane)) = other.capture_info() {
-                let nodes = session.frontier(lane, "wait_stream")?;
-                return inner.join(session, nodes, "wait_stream");
+                let frontier = session.frontier(lane, "wait_stream")?;
+                return inner.join(session, frontier, "wait_stream");
             }
         }
         let seq = if other.non_blocking {
@@ -784,10 +784,13 @@ impl DeviceStream for CpuStream {
             ));
         }
         let mut state = lock(&inner.state);
-        if state.capture.is_some() {
+        if let Some(capture) = &state.capture {
+            let session = capture.session.clone();
+            drop(state);
+            session.invalidate("begin_capture was called on a capturing stream");
             return Err(Error::capture(
                 "begin_capture",
-                "the stream is already capturing",
+                "the stream is already capturing; the capture is invalidated",
             ));
         }
         let session = Session::begin(mode, inner);

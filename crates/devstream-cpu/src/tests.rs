@@ -471,7 +471,6 @@ fn capture_records_instead_of_running() {
     let log = log();
     s.begin_capture(CaptureMode::ThreadLocal).unwrap();
     assert!(s.is_capturing().unwrap());
-    assert!(is_capture_error(s.begin_capture(CaptureMode::ThreadLocal)));
     note(&s, &log, "captured");
     let graph = s.end_capture().unwrap();
     assert!(!s.is_capturing().unwrap());
@@ -566,13 +565,57 @@ fn unjoined_fork_fails_end_capture() {
 }
 
 #[test]
-fn fork_without_work_needs_no_join() {
+fn forked_streams_must_be_joined_even_without_work() {
     let (origin, side) = (stream(), stream());
     origin.begin_capture(CaptureMode::Relaxed).unwrap();
     side.wait_stream(&origin).unwrap();
+    side.record_event().unwrap(); // recorded, but the origin never waits on it
     note(&origin, &log(), "a");
-    origin.end_capture().unwrap();
+    assert!(is_capture_error(origin.end_capture()));
     assert!(!side.is_capturing().unwrap());
+
+    // Joined back without work: fine.
+    origin.begin_capture(CaptureMode::Relaxed).unwrap();
+    side.wait_stream(&origin).unwrap();
+    origin.wait_stream(&side).unwrap();
+    origin.end_capture().unwrap();
+
+    // Joined back, then more work on the fork: must be joined again.
+    origin.begin_capture(CaptureMode::Relaxed).unwrap();
+    side.wait_stream(&origin).unwrap();
+    origin.wait_stream(&side).unwrap();
+    note(&side, &log(), "late");
+    assert!(is_capture_error(origin.end_capture()));
+}
+
+#[test]
+fn joins_are_transitive() {
+    let (origin, first, second) = (stream(), stream(), stream());
+    let log = log();
+    origin.begin_capture(CaptureMode::Relaxed).unwrap();
+    first.wait_stream(&origin).unwrap();
+    note(&first, &log, "first");
+    second.wait_stream(&first).unwrap();
+    note(&second, &log, "second");
+    origin.wait_stream(&second).unwrap(); // covers first through second
+    note(&origin, &log, "end");
+    let graph = origin.end_capture().unwrap();
+    assert_eq!(graph.branch_count(), 3);
+    graph.launch(&origin).unwrap();
+    origin.synchronize().unwrap();
+    assert_eq!(entries(&log), ["first", "second", "end"]);
+}
+
+#[test]
+fn begin_capture_twice_invalidates() {
+    let s = stream();
+    assert!(is_capture_error(s.end_capture()), "end without begin");
+    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    assert!(is_capture_error(s.begin_capture(CaptureMode::ThreadLocal)));
+    assert!(is_capture_error(s.end_capture()));
+    assert!(!s.is_capturing().unwrap());
+    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    s.end_capture().unwrap();
 }
 
 #[test]
