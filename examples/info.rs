@@ -13,7 +13,11 @@ fn main() {
     println!(
         "devstream {} — backends compiled in: {}",
         env!("CARGO_PKG_VERSION"),
-        compiled.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+        compiled
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     for kind in BackendKind::ALL {
         let status = match devstream::probe(kind) {

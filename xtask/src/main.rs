@@ -21,7 +21,8 @@ const TEST_COMMAND: &[&str] = &["test", "--workspace", "--all-features"];
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = workspace_root();
-    std::env::set_current_dir(&root).unwrap_or_else(|e| fail(&format!("cd {}: {e}", root.display())));
+    std::env::set_current_dir(&root)
+        .unwrap_or_else(|e| fail(&format!("cd {}: {e}", root.display())));
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("test") => cargo(TEST_COMMAND),
@@ -76,7 +77,11 @@ fn cargo_output(args: &[&str]) -> Result<String, String> {
         .output()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !output.status.success() {
-        return Err(format!("cargo {} failed ({})", args.join(" "), output.status));
+        return Err(format!(
+            "cargo {} failed ({})",
+            args.join(" "),
+            output.status
+        ));
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
@@ -181,6 +186,20 @@ fn bench(args: &[String]) -> Result<(), String> {
     );
     std::fs::write(&path, format!("{header}{table}")).map_err(|e| e.to_string())?;
     eprintln!("xtask: wrote {}", path.display());
+    let rows_text = std::fs::read_to_string(&json).unwrap_or_default();
+    let rows = report::parse_bench_rows(&rows_text)?;
+    let prefix = PathBuf::from("docs/results").join(format!("bench-{backend}-{date}"));
+    let context = format!("{date}, {}, `cargo xtask bench --backend {backend}`", machine());
+    let written = report::write_report(
+        &prefix,
+        &format!("devstream {backend} benchmark"),
+        &context,
+        &rows,
+        &[],
+    )?;
+    for path in written {
+        eprintln!("xtask: wrote {}", path.display());
+    }
     Ok(())
 }
 
@@ -199,7 +218,8 @@ fn executables(json: &str, target_name: &str) -> Vec<PathBuf> {
 
 fn copy_into(from: &Path, dir: &Path, name: &str) -> Result<u64, String> {
     let to = dir.join(name);
-    std::fs::copy(from, &to).map_err(|e| format!("copy {} -> {}: {e}", from.display(), to.display()))
+    std::fs::copy(from, &to)
+        .map_err(|e| format!("copy {} -> {}: {e}", from.display(), to.display()))
 }
 
 fn gpu_bundle(args: &[String]) -> Result<(), String> {
@@ -207,13 +227,21 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     let out = PathBuf::from(flag_value(args, "--out").unwrap_or("bundle"));
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
-    let facade_features = format!("cpu,{features}");
+    let facade_features = format!("cpu,trace,{features}");
     let mut size = 0u64;
 
     // The conformance suite.
     let json = cargo_output(&[
-        "test", "--release", "--no-run", "-p", "devstream", "--test", "conformance",
-        "--features", &facade_features, "--message-format=json",
+        "test",
+        "--release",
+        "--no-run",
+        "-p",
+        "devstream",
+        "--test",
+        "conformance",
+        "--features",
+        &facade_features,
+        "--message-format=json",
     ])?;
     for exe in executables(&json, "conformance") {
         size += copy_into(&exe, &out, "conformance")?;
@@ -222,7 +250,13 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     for backend in features.split(',').filter(|b| !b.is_empty()) {
         let package = format!("devstream-{backend}");
         let json = cargo_output(&[
-            "test", "--release", "--no-run", "-p", &package, "--lib", "--message-format=json",
+            "test",
+            "--release",
+            "--no-run",
+            "-p",
+            &package,
+            "--lib",
+            "--message-format=json",
         ])?;
         let target = package.replace('-', "_");
         for exe in executables(&json, &target) {
@@ -231,10 +265,19 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     }
     // Examples and benchmarks.
     let json = cargo_output(&[
-        "build", "--release", "-p", "devstream", "--examples", "--features", &facade_features,
+        "build",
+        "--release",
+        "-p",
+        "devstream",
+        "--examples",
+        "--features",
+        &facade_features,
         "--message-format=json",
     ])?;
-    for line in json.lines().filter(|l| l.contains("\"kind\":[\"example\"]")) {
+    for line in json
+        .lines()
+        .filter(|l| l.contains("\"kind\":[\"example\"]"))
+    {
         if let Some(name) = line
             .split("\"name\":\"")
             .nth(1)
@@ -246,7 +289,13 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
         }
     }
     let json = cargo_output(&[
-        "build", "--release", "-p", "devstream-bench", "--bins", "--features", features,
+        "build",
+        "--release",
+        "-p",
+        "devstream-bench",
+        "--bins",
+        "--features",
+        features,
         "--message-format=json",
     ])?;
     for bin in ["bench-cpu", "bench-cuda", "bench-wgpu"] {
@@ -261,7 +310,9 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     let mib = size as f64 / (1024.0 * 1024.0);
     eprintln!("xtask: bundle {} holds {mib:.1} MiB", out.display());
     if mib > 64.0 {
-        return Err(format!("bundle is {mib:.1} MiB, over the 64 MiB the device tool carries"));
+        return Err(format!(
+            "bundle is {mib:.1} MiB, over the 64 MiB the device tool carries"
+        ));
     }
     Ok(())
 }

@@ -78,7 +78,11 @@ pub fn report(rows: &[Row]) {
                 r.backend, r.op, r.devstream_ns, r.baseline_ns, r.ratio(), r.target, r.baseline
             ));
         }
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        {
             let _ = f.write_all(out.as_bytes());
         }
     }

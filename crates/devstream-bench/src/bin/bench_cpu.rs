@@ -70,9 +70,10 @@ impl BaselineStream {
 
     fn record(&self, event: &BaselineEvent) {
         self.submit(Box::new(|| {}));
-        event
-            .seq
-            .store(self.shared.submitted.load(Ordering::Relaxed), Ordering::Release);
+        event.seq.store(
+            self.shared.submitted.load(Ordering::Relaxed),
+            Ordering::Release,
+        );
     }
 
     fn wait_event(&self, event: &Arc<BaselineEvent>) {
@@ -87,7 +88,8 @@ impl BaselineStream {
     }
 
     fn query(&self) -> bool {
-        self.shared.completed.load(Ordering::Acquire) >= self.shared.submitted.load(Ordering::Relaxed)
+        self.shared.completed.load(Ordering::Acquire)
+            >= self.shared.submitted.load(Ordering::Relaxed)
     }
 
     fn synchronize(&self) {
