@@ -67,15 +67,18 @@ fn check_place(place: &Place) -> Result<()> {
     }
 }
 
-/// Worker count of the global pool: `DEVSTREAM_CPU_WORKERS` if set to a positive number, else
-/// `max(2, available_parallelism)`.
+/// The most workers a pool starts.
+const MAX_WORKERS: usize = 1024;
+
+/// Worker count of the global pool: `DEVSTREAM_CPU_WORKERS` if set to a positive number (at
+/// most 1024), else `max(2, available_parallelism)`.
 fn default_workers() -> usize {
     if let Some(n) = std::env::var("DEVSTREAM_CPU_WORKERS")
         .ok()
         .and_then(|text| text.trim().parse::<usize>().ok())
         .filter(|&n| n > 0)
     {
-        return n;
+        return n.min(MAX_WORKERS);
     }
     std::thread::available_parallelism()
         .map(|n| n.get())
@@ -103,12 +106,12 @@ fn default_workers() -> usize {
 pub struct CpuPool(Arc<PoolHandle>);
 
 impl CpuPool {
-    /// A new pool with `workers` threads (`Error::InvalidArgument` for 0).
+    /// A new pool with `workers` threads (`Error::InvalidArgument` for 0 or more than 1024).
     pub fn new(workers: usize) -> Result<CpuPool> {
-        if workers == 0 {
-            return Err(Error::InvalidArgument(
-                "a CPU worker pool needs at least one worker".into(),
-            ));
+        if workers == 0 || workers > MAX_WORKERS {
+            return Err(Error::InvalidArgument(format!(
+                "a CPU worker pool needs 1 to {MAX_WORKERS} workers, got {workers}"
+            )));
         }
         PoolHandle::start(workers).map(CpuPool)
     }

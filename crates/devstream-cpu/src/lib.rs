@@ -12,7 +12,11 @@
 //!   "(stream, submitted count at record time)";
 //! * `wait_event` / `wait_stream` add a dependency and return at once; a stream blocked on an
 //!   event or a [`CpuFlag`] registers itself with what it waits for and is woken when that
-//!   happens: nothing busy-waits, `synchronize` parks the thread;
+//!   happens. Nothing polls: an idle worker (one at a time) and a thread in `synchronize` go
+//!   through a bounded backoff of a few microseconds (127 spin-loop hints, then four
+//!   `yield_now`s, as `crossbeam`'s channels do) and then park; `DEVSTREAM_CPU_SPIN=0` turns the
+//!   backoff off;
+//! * submitting to a non-blocking stream takes no lock (a lock-free queue per stream);
 //! * a panicking host function or kernel is caught and reported by that stream's
 //!   `synchronize` (once: the error is cleared when reported, so the stream stays usable;
 //!   later work still runs);

@@ -811,3 +811,40 @@ fn many_threads_chain_streams_without_losing_work() {
     }
     assert_eq!(counter.load(Ordering::SeqCst), 800);
 }
+
+#[test]
+fn concurrent_submitters_keep_per_thread_order() {
+    let shared = stream();
+    let observer = stream();
+    let last_seen = Arc::new(Mutex::new([0u32; 4]));
+    let threads: Vec<_> = (0..4)
+        .map(|thread| {
+            let (shared, observer, last_seen) =
+                (shared.clone(), observer.clone(), last_seen.clone());
+            std::thread::spawn(move || {
+                for n in 1..=2000u32 {
+                    let seen = last_seen.clone();
+                    shared
+                        .launch_host_func(Box::new(move || {
+                            let mut seen = seen.lock().unwrap();
+                            assert_eq!(seen[thread], n - 1, "per-thread order broken");
+                            seen[thread] = n;
+                        }))
+                        .unwrap();
+                    if n % 100 == 0 {
+                        let event = shared.record_event().unwrap();
+                        observer.wait_event(&event).unwrap();
+                        assert!(shared.query().is_ok());
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    observer.synchronize().unwrap();
+    shared.synchronize().unwrap();
+    assert_eq!(*last_seen.lock().unwrap(), [2000; 4]);
+    assert_eq!(shared.completed_tasks(), shared.submitted_tasks());
+}
