@@ -1,1 +1,82 @@
-//! devstream plugin (being written).
+//! devstream's custom-device backend: Paddle custom-device plug-ins and Rust-registered custom
+//! devices as `Place::Custom { device_type, id }` (`"custom_cpu:0"`, `"npu:1"`).
+//!
+//! # Paddle plug-ins
+//!
+//! A vendor ships its device runtime as a shared library exporting
+//! `InitPlugin(CustomRuntimeParams*)` and filling the function table `C_DeviceInterface` of
+//! `paddle/phi/backends/device_ext.h` (runtime version 0.1.1; declared in [`sys`]). devstream
+//! loads every such library found through `CUSTOM_DEVICE_ROOT` (and `DEVSTREAM_PLUGIN_PATH`,
+//! see [`discovery`]) the first time a custom place is used, and any other with
+//! [`load_plugin`]. Loading validates like Paddle and more, and every failure is a typed error
+//! naming what is wrong:
+//!
+//! * the library must load and export `InitPlugin`;
+//! * devstream offers the table layouts it knows (Paddle 3.x/develop, then Paddle 2.x) in
+//!   zeroed buffers far larger than any of them, and the plug-in must accept one (write its
+//!   version) and fill no more of the table than that family's largest layout;
+//! * the runtime version must be 0.1.x with x ≥ 1, the device type an identifier not yet
+//!   registered, and the required functions (`set_device`, `get_device`, `create_event`,
+//!   `record_event`, `destroy_event`, `synchronize_event`, `device_memory_allocate`,
+//!   `device_memory_deallocate`, `get_device_count`, `get_device_list`) present;
+//! * `initialize`, `get_device_count`, `get_device_list` and `init_device` must succeed, with a
+//!   sane device list.
+//!
+//! Every later call zeroes its out-parameters first and turns a status other than `C_SUCCESS`
+//! into [`Error::Driver`](devstream_core::Error) naming the function. Null stream and event
+//! handles are legal (Paddle's own `custom_cpu` never writes them): devstream identifies its
+//! streams and events by its own ids. How the stream contract maps onto the table is
+//! documented on [`PluginStream`].
+//!
+//! ## Flags without a wait primitive
+//!
+//! The ABI cannot make a stream wait for a value in memory. Blocking a plug-in stream inside a
+//! callback until a host flag is set would stall every stream of a plug-in that runs its
+//! callbacks on one thread, so devstream holds a stream's later work on the host instead:
+//! after `wait_flag(f, v)` the stream's operations are kept in order by devstream and submitted
+//! to the plug-in by a dispatcher thread once `f ≥ v`. `write_flag` is a callback that stores
+//! the value. Hence `capabilities().flags` is on exactly where `stream_add_callback` exists.
+//!
+//! # Rust-registered custom devices
+//!
+//! [`register_custom_device::<B>("npu")`](register_custom_device) makes a backend `B` written
+//! in Rust against the devstream-core traits serve `"npu:N"`; its handles travel type-erased
+//! in the same [`PluginStream`], [`PluginEvent`], ... types.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use devstream_core::{DeviceBackend, DeviceStream, Place, StreamOptions};
+//! use devstream_plugin::PluginBackend;
+//! # fn main() -> devstream_core::Result<()> {
+//! devstream_plugin::load_plugin("/opt/paddle-plugins/libcustom_cpu.so")?;
+//! let place: Place = "custom_cpu:0".parse()?;
+//! let stream = PluginBackend::new_stream(&place, StreamOptions::default())?;
+//! stream.launch_host_func(Box::new(|| println!("on the plug-in's stream")))?;
+//! stream.synchronize()?;
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+mod buffer;
+mod custom;
+mod device;
+pub mod discovery;
+mod event;
+mod flag;
+mod graph;
+mod queue;
+mod registry;
+mod runtime;
+mod stream;
+pub mod sys;
+
+pub use buffer::{PluginBuffer, PluginHostBuffer};
+pub use device::PluginBackend;
+pub use event::PluginEvent;
+pub use flag::PluginFlag;
+pub use graph::PluginGraph;
+pub use registry::{
+    device_types, load_failures, load_plugin, loaded_plugins, register_custom_device, PluginInfo,
+};
+pub use stream::PluginStream;

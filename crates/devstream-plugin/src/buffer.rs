@@ -1,0 +1,289 @@
+//! `PluginBuffer` (device memory) and `PluginHostBuffer` (host memory for asynchronous copies).
+
+use crate::queue::{lock, reap, Job, RawEvent, StreamCore};
+use crate::runtime::Runtime;
+use devstream_core::traits::check_range;
+use devstream_core::{DeviceBuffer, HostBuffer, Place, Result};
+use std::alloc::Layout;
+use std::sync::{Arc, Mutex};
+
+/// Device memory of a custom-device place.
+///
+/// On a plug-in place: `device_memory_allocate` (synchronous: `stream_ordered_alloc` is off).
+/// The buffer remembers the streams that used it; dropped, it is freed by
+/// `device_memory_deallocate` only after the work those streams had submitted is complete.
+#[derive(Debug)]
+pub struct PluginBuffer(pub(crate) BufferRepr);
+
+#[derive(Debug)]
+pub(crate) enum BufferRepr {
+    Abi(AbiBuffer),
+    Rust(Box<dyn crate::custom::ErasedBuffer>),
+}
+
+pub(crate) struct AbiBuffer {
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) slot: usize,
+    pub(crate) place: Place,
+    pub(crate) ptr: usize,
+    pub(crate) len: usize,
+    /// What was allocated (at least one byte).
+    allocated: usize,
+    users: Mutex<Vec<Arc<StreamCore>>>,
+}
+
+impl std::fmt::Debug for AbiBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AbiBuffer")
+            .field("place", &self.place)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AbiBuffer {
+    pub(crate) fn allocate(runtime: Arc<Runtime>, slot: usize, len: usize) -> Result<AbiBuffer> {
+        let allocated = len.max(1);
+        let ptr = runtime.allocate(slot, allocated)?;
+        Ok(AbiBuffer {
+            place: runtime.place(slot),
+            runtime,
+            slot,
+            ptr,
+            len,
+            allocated,
+            users: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Remembers that `core` submitted work using this buffer.
+    pub(crate) fn used_by(&self, core: &Arc<StreamCore>) {
+        let mut users = lock(&self.users);
+        if !users.iter().any(|u| u.id == core.id) {
+            users.push(core.clone());
+        }
+    }
+
+    /// The address of byte `offset` (the caller checked the range).
+    pub(crate) fn at(&self, offset: usize) -> usize {
+        self.ptr + offset
+    }
+}
+
+impl Drop for AbiBuffer {
+    fn drop(&mut self) {
+        let streams = std::mem::take(&mut *lock(&self.users));
+        let (runtime, slot, ptr, allocated) =
+            (self.runtime.clone(), self.slot, self.ptr, self.allocated);
+        reap(Job::AfterStreams {
+            streams,
+            then: Box::new(move || {
+                if let Err(error) = runtime.deallocate(slot, ptr, allocated) {
+                    tracing::warn!("devstream-plugin: device_memory_deallocate: {error}");
+                }
+            }),
+        });
+    }
+}
+
+impl DeviceBuffer for PluginBuffer {
+    fn len(&self) -> usize {
+        match &self.0 {
+            BufferRepr::Abi(b) => b.len,
+            BufferRepr::Rust(b) => b.len(),
+        }
+    }
+
+    fn place(&self) -> &Place {
+        match &self.0 {
+            BufferRepr::Abi(b) => &b.place,
+            BufferRepr::Rust(b) => b.place(),
+        }
+    }
+}
+
+/// Where a host buffer's memory comes from.
+enum HostMemory {
+    /// `host_memory_allocate` (pinned, where the plug-in pins).
+    Plugin {
+        runtime: Arc<Runtime>,
+        slot: usize,
+        allocated: usize,
+    },
+    /// The Rust allocator (plug-ins without `host_memory_allocate`).
+    Rust(Layout),
+}
+
+/// Host memory for asynchronous copies on a custom-device place.
+///
+/// On a plug-in place: `host_memory_allocate` when the plug-in has it, else ordinary host
+/// memory; zeroed. Every copy into or out of it records a plug-in event; reads and writes
+/// from the host wait for those events first, and a dropped buffer is freed after them.
+#[derive(Debug)]
+pub struct PluginHostBuffer(pub(crate) HostRepr);
+
+#[derive(Debug)]
+pub(crate) enum HostRepr {
+    Abi(AbiHostBuffer),
+    Rust(Box<dyn crate::custom::ErasedHostBuffer>),
+}
+
+pub(crate) struct AbiHostBuffer {
+    ptr: usize,
+    pub(crate) len: usize,
+    memory: Option<HostMemory>,
+    /// The latest copy touching the buffer, per stream.
+    pending: Mutex<Vec<(u64, Arc<RawEvent>)>>,
+}
+
+impl std::fmt::Debug for AbiHostBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AbiHostBuffer")
+            .field("len", &self.len)
+            .field(
+                "pinned",
+                &matches!(self.memory, Some(HostMemory::Plugin { .. })),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl AbiHostBuffer {
+    pub(crate) fn allocate(
+        runtime: &Arc<Runtime>,
+        slot: usize,
+        len: usize,
+    ) -> Result<AbiHostBuffer> {
+        let allocated = len.max(1);
+        let (ptr, memory) = match runtime.host_allocate(slot, allocated) {
+            Some(result) => (
+                result?,
+                HostMemory::Plugin {
+                    runtime: runtime.clone(),
+                    slot,
+                    allocated,
+                },
+            ),
+            None => {
+                let layout = Layout::from_size_align(allocated, 64).map_err(|e| {
+                    devstream_core::Error::InvalidArgument(format!("alloc_host({len}): {e}"))
+                })?;
+                // SAFETY: the layout has a non-zero size.
+                let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+                if ptr.is_null() {
+                    return Err(devstream_core::Error::OutOfMemory {
+                        place: runtime.place(slot),
+                        bytes: len,
+                    });
+                }
+                (ptr as usize, HostMemory::Rust(layout))
+            }
+        };
+        // SAFETY: `allocated` bytes of host memory we own; nothing uses them yet.
+        unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, allocated) };
+        Ok(AbiHostBuffer {
+            ptr,
+            len,
+            memory: Some(memory),
+            pending: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Remembers a copy touching the buffer, which completes when `raw` does.
+    pub(crate) fn touched(&self, stream: u64, raw: Arc<RawEvent>) {
+        let mut pending = lock(&self.pending);
+        pending.retain(|(s, _)| *s != stream);
+        pending.push((stream, raw));
+    }
+
+    pub(crate) fn at(&self, offset: usize) -> usize {
+        self.ptr + offset
+    }
+
+    /// Waits for every queued copy touching the buffer.
+    fn settle(&self) -> Result<()> {
+        let waits: Vec<Arc<RawEvent>> =
+            lock(&self.pending).iter().map(|(_, r)| r.clone()).collect();
+        for raw in &waits {
+            raw.synchronize()?;
+        }
+        lock(&self.pending).retain(|(_, r)| !waits.iter().any(|w| Arc::ptr_eq(w, r)));
+        Ok(())
+    }
+}
+
+impl Drop for AbiHostBuffer {
+    fn drop(&mut self) {
+        let events: Vec<Arc<RawEvent>> = std::mem::take(&mut *lock(&self.pending))
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect();
+        let ptr = self.ptr;
+        let Some(memory) = self.memory.take() else {
+            return;
+        };
+        reap(Job::After {
+            events,
+            then: Box::new(move || match memory {
+                HostMemory::Plugin {
+                    runtime,
+                    slot,
+                    allocated,
+                } => {
+                    if let Err(error) = runtime.host_deallocate(slot, ptr, allocated) {
+                        tracing::warn!("devstream-plugin: host_memory_deallocate: {error}");
+                    }
+                }
+                // SAFETY: allocated above with this layout; the copies using it are complete.
+                HostMemory::Rust(layout) => unsafe { std::alloc::dealloc(ptr as *mut u8, layout) },
+            }),
+        });
+    }
+}
+
+impl HostBuffer for PluginHostBuffer {
+    fn len(&self) -> usize {
+        match &self.0 {
+            HostRepr::Abi(b) => b.len,
+            HostRepr::Rust(b) => b.len(),
+        }
+    }
+
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        match &self.0 {
+            HostRepr::Abi(b) => {
+                check_range("HostBuffer::read", offset, out.len(), b.len)?;
+                b.settle()?;
+                // SAFETY: in range (checked) of memory we own; no queued copy touches it.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        (b.ptr + offset) as *const u8,
+                        out.as_mut_ptr(),
+                        out.len(),
+                    )
+                };
+                Ok(())
+            }
+            HostRepr::Rust(b) => b.read(offset, out),
+        }
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        match &self.0 {
+            HostRepr::Abi(b) => {
+                check_range("HostBuffer::write", offset, data.len(), b.len)?;
+                b.settle()?;
+                // SAFETY: in range (checked) of memory we own; no queued copy touches it.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr(),
+                        (b.ptr + offset) as *mut u8,
+                        data.len(),
+                    )
+                };
+                Ok(())
+            }
+            HostRepr::Rust(b) => b.write(offset, data),
+        }
+    }
+}

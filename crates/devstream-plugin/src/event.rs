@@ -1,0 +1,135 @@
+//! `PluginEvent`: a plug-in event (a fresh plug-in event per record) or a Rust-registered
+//! backend's event.
+
+use crate::queue::{lock, RawEvent, StreamCore, LIVE_EVENTS};
+use devstream_core::{DeviceEvent, Error, EventFlags, Place, Result};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// An event of a custom-device place.
+///
+/// For a plug-in, each record creates a fresh plug-in event (`create_event` + `record_event`)
+/// and the event points at the latest one; waits keep the one they were given. A
+/// never-recorded event is complete without asking the plug-in. The ABI has no timing, so
+/// timed events are refused (`Error::Unsupported`) and `elapsed` answers `TimingDisabled`.
+#[derive(Clone, Debug)]
+pub struct PluginEvent(pub(crate) EventRepr);
+
+#[derive(Clone, Debug)]
+pub(crate) enum EventRepr {
+    Abi(Arc<AbiEvent>),
+    Rust(Arc<dyn crate::custom::ErasedEvent>),
+}
+
+#[derive(Debug)]
+pub(crate) struct AbiEvent {
+    pub(crate) id: u64,
+    pub(crate) place: Place,
+    pub(crate) flags: EventFlags,
+    pub(crate) current: Mutex<Option<Arc<RawEvent>>>,
+}
+
+impl AbiEvent {
+    pub(crate) fn new(place: Place, flags: EventFlags) -> AbiEvent {
+        LIVE_EVENTS.fetch_add(1, Ordering::SeqCst);
+        AbiEvent {
+            id: devstream_core::next_id(),
+            place,
+            flags,
+            current: Mutex::new(None),
+        }
+    }
+
+    /// Captures `core`'s work submitted so far (replacing an earlier capture).
+    pub(crate) fn record(&self, core: &Arc<StreamCore>) -> Result<()> {
+        let raw = core.record_raw()?;
+        *lock(&self.current) = Some(raw);
+        Ok(())
+    }
+
+    pub(crate) fn raw(&self) -> Option<Arc<RawEvent>> {
+        lock(&self.current).clone()
+    }
+}
+
+impl Drop for AbiEvent {
+    fn drop(&mut self) {
+        LIVE_EVENTS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl DeviceEvent for PluginEvent {
+    fn place(&self) -> Option<Place> {
+        match &self.0 {
+            EventRepr::Abi(e) => Some(e.place.clone()),
+            EventRepr::Rust(e) => e.place(),
+        }
+    }
+
+    fn id(&self) -> u64 {
+        match &self.0 {
+            EventRepr::Abi(e) => e.id,
+            EventRepr::Rust(e) => e.id(),
+        }
+    }
+
+    fn flags(&self) -> EventFlags {
+        match &self.0 {
+            EventRepr::Abi(e) => e.flags,
+            EventRepr::Rust(e) => e.flags(),
+        }
+    }
+
+    fn query(&self) -> Result<bool> {
+        match &self.0 {
+            EventRepr::Abi(e) => match e.raw() {
+                None => Ok(true),
+                Some(raw) => raw.query(),
+            },
+            EventRepr::Rust(e) => e.query(),
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        match &self.0 {
+            EventRepr::Abi(e) => match e.raw() {
+                None => Ok(()),
+                Some(raw) => raw.synchronize(),
+            },
+            EventRepr::Rust(e) => e.synchronize(),
+        }
+    }
+
+    fn elapsed(&self, end: &Self) -> Result<Duration> {
+        match (&self.0, &end.0) {
+            (EventRepr::Rust(start), EventRepr::Rust(end)) => start.elapsed(end.as_ref()),
+            (EventRepr::Abi(start), EventRepr::Abi(end)) => {
+                if start.place != end.place {
+                    return Err(Error::mismatch("elapsed", &start.place, &end.place));
+                }
+                // Timed events cannot be made on a plug-in place, so no pair has timing.
+                Err(Error::TimingDisabled)
+            }
+            _ => {
+                let here = self.place().unwrap_or(Place::Cpu);
+                let there = end.place().unwrap_or_else(|| here.clone());
+                Err(Error::mismatch("elapsed", &here, &there))
+            }
+        }
+    }
+}
+
+impl PartialEq for PluginEvent {
+    fn eq(&self, other: &Self) -> bool {
+        self.id() == other.id()
+    }
+}
+
+impl Eq for PluginEvent {}
+
+impl std::hash::Hash for PluginEvent {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id().hash(state)
+    }
+}

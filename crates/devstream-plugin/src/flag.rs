@@ -1,0 +1,51 @@
+//! `PluginFlag`: a host-visible `u32` that plug-in streams wait on (on the host) and write
+//! (through `stream_add_callback`).
+
+use crate::queue::HostFlag;
+use devstream_core::{DeviceFlag, Place};
+use std::sync::Arc;
+
+/// A flag of a custom-device place.
+///
+/// On a plug-in place the value lives in host memory. `write_flag` is a stream callback that
+/// stores it; `wait_flag` holds the stream's later work *on the host* until the value is
+/// reached, so the plug-in's worker is never blocked by a flag (see the crate docs). Available
+/// where the plug-in has `stream_add_callback` (`capabilities().flags`).
+#[derive(Clone, Debug)]
+pub struct PluginFlag(pub(crate) FlagRepr);
+
+#[derive(Clone, Debug)]
+pub(crate) enum FlagRepr {
+    Host(Arc<HostFlag>),
+    Rust(Arc<dyn crate::custom::ErasedFlag>),
+}
+
+impl DeviceFlag for PluginFlag {
+    fn place(&self) -> &Place {
+        match &self.0 {
+            FlagRepr::Host(f) => &f.place,
+            FlagRepr::Rust(f) => f.place(),
+        }
+    }
+
+    fn id(&self) -> u64 {
+        match &self.0 {
+            FlagRepr::Host(f) => f.id,
+            FlagRepr::Rust(f) => f.id(),
+        }
+    }
+
+    fn set(&self, value: u32) {
+        match &self.0 {
+            FlagRepr::Host(f) => f.set(value),
+            FlagRepr::Rust(f) => f.set(value),
+        }
+    }
+
+    fn get(&self) -> u32 {
+        match &self.0 {
+            FlagRepr::Host(f) => f.get(),
+            FlagRepr::Rust(f) => f.get(),
+        }
+    }
+}

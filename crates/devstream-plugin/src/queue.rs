@@ -1,0 +1,789 @@
+//! What devstream keeps on the host for each plug-in stream.
+//!
+//! * **Submission order.** Every operation on a stream goes through [`StreamCore::submit`],
+//!   under a per-stream re-entrant lock (re-entrant because a synchronous plug-in may run a host
+//!   callback inside `stream_add_callback`, and that callback may submit to the same stream).
+//! * **Host-side gating.** The ABI has no "wait for a value" primitive, and blocking a plug-in's
+//!   stream inside a callback until a host flag is set could stall a plug-in that runs every
+//!   callback on one worker thread. So `wait_flag` is done on the host: the stream's later
+//!   operations are *deferred* (kept here, not submitted) until the flag's value is reached.
+//!   A wait on an event whose record is itself still deferred is deferred the same way. The
+//!   dispatcher thread submits deferred operations when flags change; the plug-in's worker is
+//!   never blocked by devstream.
+//! * **Events per record.** Each record creates a fresh plug-in event ([`RawEvent`]); a
+//!   devstream event points at its latest one. A wait keeps the raw event it was given, so
+//!   re-recording never changes what earlier waits wait for.
+//! * **Deferred destruction.** Plug-in streams, events and memory are released by the reaper
+//!   thread once the work that uses them is complete, so dropping a handle never blocks and
+//!   devstream never calls the plug-in from inside one of its callbacks.
+
+use crate::runtime::{Handle, Runtime};
+use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
+use devstream_core::{Error, Place, Result};
+use std::any::Any;
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::ThreadId;
+use std::time::Duration;
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    condvar
+        .wait(guard)
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Live user-created streams and events of plug-ins (for `live_counts`).
+pub(crate) static LIVE_STREAMS: AtomicUsize = AtomicUsize::new(0);
+/// See [`LIVE_STREAMS`].
+pub(crate) static LIVE_EVENTS: AtomicUsize = AtomicUsize::new(0);
+
+/// A lock the holding thread may take again.
+struct ReentrantLock {
+    owner: Mutex<(Option<ThreadId>, usize)>,
+    released: Condvar,
+}
+
+struct ReentrantGuard<'a>(&'a ReentrantLock);
+
+impl ReentrantLock {
+    fn new() -> Self {
+        ReentrantLock {
+            owner: Mutex::new((None, 0)),
+            released: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> ReentrantGuard<'_> {
+        let me = std::thread::current().id();
+        let mut owner = lock(&self.owner);
+        loop {
+            match owner.0 {
+                None => {
+                    *owner = (Some(me), 1);
+                    break;
+                }
+                Some(holder) if holder == me => {
+                    owner.1 += 1;
+                    break;
+                }
+                Some(_) => owner = wait(&self.released, owner),
+            }
+        }
+        ReentrantGuard(self)
+    }
+}
+
+impl Drop for ReentrantGuard<'_> {
+    fn drop(&mut self) {
+        let mut owner = lock(&self.0.owner);
+        owner.1 -= 1;
+        if owner.1 == 0 {
+            owner.0 = None;
+            self.0.released.notify_one();
+        }
+    }
+}
+
+/// A host-visible 32-bit value (the plug-in place's `Flag`).
+#[derive(Debug)]
+pub(crate) struct HostFlag {
+    pub(crate) id: u64,
+    pub(crate) place: Place,
+    value: AtomicU32,
+}
+
+impl HostFlag {
+    pub(crate) fn new(place: Place) -> HostFlag {
+        HostFlag {
+            id: devstream_core::next_id(),
+            place,
+            value: AtomicU32::new(0),
+        }
+    }
+
+    pub(crate) fn get(&self) -> u32 {
+        self.value.load(Ordering::SeqCst)
+    }
+
+    /// Stores the value and lets deferred work that waits for it proceed.
+    pub(crate) fn set(&self, value: u32) {
+        self.value.store(value, Ordering::SeqCst);
+        if BLOCKED_COUNT.load(Ordering::SeqCst) > 0 {
+            wake_dispatcher();
+        }
+    }
+}
+
+/// A plug-in event recorded once, at one point of one stream.
+pub(crate) struct RawEvent {
+    runtime: Arc<Runtime>,
+    slot: usize,
+    handle: Handle,
+    submitted: Mutex<bool>,
+    submitted_changed: Condvar,
+}
+
+impl std::fmt::Debug for RawEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawEvent")
+            .field("handle", &self.handle)
+            .field("submitted", &self.is_submitted())
+            .finish()
+    }
+}
+
+impl RawEvent {
+    /// Whether the record reached the plug-in (it may still be deferred on the host).
+    pub(crate) fn is_submitted(&self) -> bool {
+        *lock(&self.submitted)
+    }
+
+    fn mark_submitted(&self) {
+        *lock(&self.submitted) = true;
+        self.submitted_changed.notify_all();
+    }
+
+    fn wait_submitted(&self) {
+        let mut submitted = lock(&self.submitted);
+        while !*submitted {
+            submitted = wait(&self.submitted_changed, submitted);
+        }
+    }
+
+    /// `true` when the recorded work is complete.
+    pub(crate) fn query(&self) -> Result<bool> {
+        if !self.is_submitted() {
+            return Ok(false);
+        }
+        self.runtime.query_event(self.slot, self.handle)
+    }
+
+    /// Blocks until the recorded work is complete.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        self.wait_submitted();
+        self.runtime.synchronize_event(self.slot, self.handle)
+    }
+
+    /// Complete, without blocking where the plug-in can answer without blocking.
+    fn is_complete_for_reaper(&self) -> bool {
+        if !self.is_submitted() {
+            return false;
+        }
+        if self.runtime.table().query_event.is_some() {
+            // An error counts as complete: the reaper must not hold on forever.
+            self.runtime
+                .query_event(self.slot, self.handle)
+                .unwrap_or(true)
+        } else {
+            warn(
+                "synchronize_event",
+                self.runtime.synchronize_event(self.slot, self.handle),
+            );
+            true
+        }
+    }
+}
+
+impl Drop for RawEvent {
+    fn drop(&mut self) {
+        reap(Job::DestroyEvent {
+            runtime: self.runtime.clone(),
+            slot: self.slot,
+            handle: self.handle,
+            submitted: self.is_submitted(),
+        });
+    }
+}
+
+/// A call into the plug-in (or several) at one point of a stream.
+pub(crate) type Op = Box<dyn FnOnce(&StreamCore) -> Result<()> + Send>;
+
+/// One thing a stream does, kept in order.
+pub(crate) enum Item {
+    /// A call into the plug-in at this point of the stream.
+    Op(Op),
+    /// Later items wait until the flag's value is at least this.
+    WaitFlag(Arc<HostFlag>, u32),
+    /// Later items wait for this event (once its record has reached the plug-in).
+    WaitEvent(Arc<RawEvent>),
+}
+
+/// The host side of one plug-in stream.
+pub(crate) struct StreamCore {
+    pub(crate) id: u64,
+    pub(crate) place: Place,
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) slot: usize,
+    pub(crate) raw: Handle,
+    pub(crate) non_blocking: bool,
+    /// Destroy the plug-in stream when the core goes (false for default and adopted streams).
+    owned: bool,
+    /// Counted in `live_counts`.
+    user_created: bool,
+    submit_lock: ReentrantLock,
+    deferred: Mutex<Deferred>,
+    drained: Condvar,
+    /// The first error of work that ran after its submission returned (sticky).
+    pub(crate) errors: Arc<Mutex<Option<Error>>>,
+}
+
+#[derive(Default)]
+struct Deferred {
+    items: VecDeque<Item>,
+    registered: bool,
+}
+
+impl std::fmt::Debug for StreamCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamCore")
+            .field("id", &self.id)
+            .field("place", &self.place)
+            .field("raw", &self.raw)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a new core comes to be.
+pub(crate) enum Origin {
+    /// Created by `Stream::new`: destroyed and counted.
+    User,
+    /// The place's default stream: destroyed never, not counted.
+    Default,
+    /// A foreign plug-in stream wrapped by `from_raw`: not destroyed, not counted.
+    Adopted,
+}
+
+impl StreamCore {
+    pub(crate) fn new(
+        runtime: Arc<Runtime>,
+        slot: usize,
+        raw: Handle,
+        non_blocking: bool,
+        origin: Origin,
+    ) -> StreamCore {
+        let (owned, user_created) = match origin {
+            Origin::User => (true, true),
+            Origin::Default => (false, false),
+            Origin::Adopted => (false, false),
+        };
+        if user_created {
+            LIVE_STREAMS.fetch_add(1, Ordering::SeqCst);
+        }
+        StreamCore {
+            id: devstream_core::next_id(),
+            place: runtime.place(slot),
+            runtime,
+            slot,
+            raw,
+            non_blocking,
+            owned,
+            user_created,
+            submit_lock: ReentrantLock::new(),
+            deferred: Mutex::new(Deferred::default()),
+            drained: Condvar::new(),
+            errors: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Submits `item` now, or defers it behind earlier deferred items. Errors of an immediate
+    /// submission are returned; errors of a deferred one go to the stream's error slot.
+    pub(crate) fn submit(self: &Arc<Self>, item: Item) -> Result<()> {
+        let _order = self.submit_lock.lock();
+        let item = {
+            let mut deferred = lock(&self.deferred);
+            let must_defer = !deferred.items.is_empty()
+                || match &item {
+                    Item::WaitFlag(flag, value) => flag.get() < *value,
+                    Item::WaitEvent(raw) => !raw.is_submitted(),
+                    Item::Op(_) => false,
+                };
+            if must_defer {
+                deferred.items.push_back(item);
+                if !deferred.registered {
+                    deferred.registered = true;
+                    register_blocked(self.clone());
+                }
+                drop(deferred);
+                // The awaited condition may have changed between the check and now.
+                wake_dispatcher();
+                return Ok(());
+            }
+            item
+        };
+        self.execute(item)
+    }
+
+    fn execute(&self, item: Item) -> Result<()> {
+        match item {
+            Item::Op(op) => op(self),
+            Item::WaitFlag(..) => Ok(()),
+            Item::WaitEvent(raw) => self
+                .runtime
+                .stream_wait_event(self.slot, self.raw, raw.handle),
+        }
+    }
+
+    /// Submits the deferred items whose conditions hold. Returns whether any was submitted.
+    fn pump(self: &Arc<Self>) -> bool {
+        let _order = self.submit_lock.lock();
+        let mut progressed = false;
+        loop {
+            let item = {
+                let mut deferred = lock(&self.deferred);
+                let ready = match deferred.items.front() {
+                    None => {
+                        if deferred.registered {
+                            deferred.registered = false;
+                            unregister_blocked(self.id);
+                        }
+                        self.drained.notify_all();
+                        return progressed;
+                    }
+                    Some(Item::WaitFlag(flag, value)) => flag.get() >= *value,
+                    Some(Item::WaitEvent(raw)) => raw.is_submitted(),
+                    Some(Item::Op(_)) => true,
+                };
+                if !ready {
+                    return progressed;
+                }
+                deferred.items.pop_front()
+            };
+            let Some(item) = item else { continue };
+            progressed = true;
+            if let Err(error) = self.execute(item) {
+                self.record_error(error);
+            }
+        }
+    }
+
+    /// Whether work is held on the host.
+    pub(crate) fn has_deferred(&self) -> bool {
+        !lock(&self.deferred).items.is_empty()
+    }
+
+    /// Blocks until no work is held on the host.
+    pub(crate) fn wait_drained(&self) {
+        let mut deferred = lock(&self.deferred);
+        while !deferred.items.is_empty() {
+            deferred = wait(&self.drained, deferred);
+        }
+    }
+
+    pub(crate) fn record_error(&self, error: Error) {
+        let mut slot = lock(&self.errors);
+        if slot.is_none() {
+            *slot = Some(error);
+        }
+    }
+
+    pub(crate) fn first_error(&self) -> Option<Error> {
+        lock(&self.errors).clone()
+    }
+
+    /// Records a fresh plug-in event at the current end of this stream's work.
+    pub(crate) fn record_raw(self: &Arc<Self>) -> Result<Arc<RawEvent>> {
+        let handle = self.runtime.create_event(self.slot)?;
+        let raw = Arc::new(RawEvent {
+            runtime: self.runtime.clone(),
+            slot: self.slot,
+            handle,
+            submitted: Mutex::new(false),
+            submitted_changed: Condvar::new(),
+        });
+        let recorded = raw.clone();
+        self.submit(Item::Op(Box::new(move |core: &StreamCore| {
+            let result = core
+                .runtime
+                .record_event(core.slot, core.raw, recorded.handle);
+            // Marked even on failure, so that nothing waits forever for a record that failed.
+            recorded.mark_submitted();
+            result
+        })))?;
+        Ok(raw)
+    }
+
+    /// Puts `callback` on the plug-in stream (the caller checked that callbacks exist).
+    pub(crate) fn add_callback(&self, callback: Callback) -> Result<()> {
+        let payload = Box::into_raw(Box::new(callback));
+        let result =
+            self.runtime
+                .add_callback(self.slot, self.raw, Some(trampoline), payload.cast());
+        if result.is_err() {
+            // The plug-in refused: it will never call back, so the payload is ours again.
+            // SAFETY: `payload` came from `Box::into_raw` above and was not consumed.
+            drop(unsafe { Box::from_raw(payload) });
+        }
+        result
+    }
+
+    /// Keeps `payload` alive until the stream's work so far is complete.
+    pub(crate) fn retire_after(self: &Arc<Self>, payload: Box<dyn Any + Send>) -> Result<()> {
+        if self.runtime.table().stream_add_callback.is_some() {
+            return self.submit(Item::Op(Box::new(move |core: &StreamCore| {
+                core.add_callback(Callback::Release(payload))
+            })));
+        }
+        let raw = self.record_raw()?;
+        reap(Job::After {
+            events: vec![raw],
+            then: Box::new(move || drop(payload)),
+        });
+        Ok(())
+    }
+}
+
+impl Drop for StreamCore {
+    fn drop(&mut self) {
+        if self.user_created {
+            LIVE_STREAMS.fetch_sub(1, Ordering::SeqCst);
+        }
+        if self.owned {
+            reap(Job::RetireStream {
+                runtime: self.runtime.clone(),
+                slot: self.slot,
+                handle: self.raw,
+                last: None,
+            });
+        }
+    }
+}
+
+/// What a plug-in callback does.
+pub(crate) enum Callback {
+    /// A user host function; a panic is recorded as the stream's error.
+    HostFn {
+        f: devstream_core::HostFn,
+        stream: u64,
+        errors: Arc<Mutex<Option<Error>>>,
+    },
+    /// `write_flag`.
+    SetFlag(Arc<HostFlag>, u32),
+    /// Drops what the stream's earlier work used.
+    Release(Box<dyn Any + Send>),
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-string panic payload".to_owned()
+    }
+}
+
+/// The `C_Callback` devstream passes to `stream_add_callback`. Never unwinds into the plug-in.
+unsafe extern "C" fn trampoline(
+    _device: C_Device,
+    _stream: C_Stream,
+    user_data: *mut c_void,
+    status: *mut C_Status,
+) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if !status.is_null() {
+            // SAFETY: the plug-in passes a writable status or null.
+            unsafe { *status = C_SUCCESS };
+        }
+        if user_data.is_null() {
+            return;
+        }
+        // SAFETY: `user_data` is the `Box<Callback>` leaked by `add_callback`, called once.
+        let callback = unsafe { Box::from_raw(user_data.cast::<Callback>()) };
+        match *callback {
+            Callback::HostFn {
+                mut f,
+                stream,
+                errors,
+            } => {
+                if let Err(payload) = catch_unwind(AssertUnwindSafe(&mut f)) {
+                    let message = panic_message(&*payload);
+                    let mut first = lock(&errors);
+                    if first.is_none() {
+                        *first = Some(Error::HostFuncPanicked { stream, message });
+                    }
+                    drop(first);
+                    // A payload whose drop panics must not escape either.
+                    let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+                }
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(f)));
+            }
+            Callback::SetFlag(flag, value) => flag.set(value),
+            Callback::Release(payload) => {
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+            }
+        }
+    }));
+}
+
+// ---- the dispatcher: submits deferred work when flags change ----
+
+static BLOCKED: Mutex<Vec<Arc<StreamCore>>> = Mutex::new(Vec::new());
+static BLOCKED_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+fn register_blocked(core: Arc<StreamCore>) {
+    let mut blocked = lock(&BLOCKED);
+    blocked.push(core);
+    BLOCKED_COUNT.store(blocked.len(), Ordering::SeqCst);
+}
+
+fn unregister_blocked(id: u64) {
+    let mut blocked = lock(&BLOCKED);
+    blocked.retain(|core| core.id != id);
+    BLOCKED_COUNT.store(blocked.len(), Ordering::SeqCst);
+}
+
+fn dispatcher() -> &'static Mutex<Option<Sender<()>>> {
+    static DISPATCHER: OnceLock<Mutex<Option<Sender<()>>>> = OnceLock::new();
+    DISPATCHER.get_or_init(|| {
+        let (sender, receiver) = channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("devstream-plugin dispatcher".into())
+            .spawn(move || dispatch(receiver));
+        if let Err(error) = &spawned {
+            tracing::error!("devstream-plugin: cannot start the dispatcher thread: {error}");
+        }
+        Mutex::new(spawned.ok().map(|_| sender))
+    })
+}
+
+fn wake_dispatcher() {
+    if let Some(sender) = lock(dispatcher()).as_ref() {
+        let _ = sender.send(());
+    }
+}
+
+fn dispatch(wakes: Receiver<()>) {
+    while wakes.recv().is_ok() {
+        while wakes.try_recv().is_ok() {}
+        loop {
+            let blocked: Vec<Arc<StreamCore>> = lock(&BLOCKED).clone();
+            let mut progressed = false;
+            for core in blocked {
+                progressed |= core.pump();
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+}
+
+// ---- the reaper: releases plug-in objects once their work is complete ----
+
+/// Something to release once the work it depends on is complete.
+pub(crate) enum Job {
+    /// Destroy a plug-in event once it is complete.
+    DestroyEvent {
+        runtime: Arc<Runtime>,
+        slot: usize,
+        handle: Handle,
+        submitted: bool,
+    },
+    /// Record an event at the end of a dropped stream, then destroy the stream once that
+    /// event is complete.
+    RetireStream {
+        runtime: Arc<Runtime>,
+        slot: usize,
+        handle: Handle,
+        last: Option<Handle>,
+    },
+    /// Run `then` once every event is complete.
+    After {
+        events: Vec<Arc<RawEvent>>,
+        then: Box<dyn FnOnce() + Send>,
+    },
+    /// Record an event on each stream, then run `then` once they are all complete.
+    AfterStreams {
+        streams: Vec<Arc<StreamCore>>,
+        then: Box<dyn FnOnce() + Send>,
+    },
+}
+
+fn warn(what: &str, result: Result<()>) {
+    if let Err(error) = result {
+        tracing::warn!("devstream-plugin: {what}: {error}");
+    }
+}
+
+impl Job {
+    /// Advances the job; `None` when it is done, `Some(self)` to try again later.
+    fn advance(self) -> Option<Job> {
+        match self {
+            Job::DestroyEvent {
+                runtime,
+                slot,
+                handle,
+                submitted,
+            } => {
+                if submitted && runtime.table().query_event.is_some() {
+                    if let Ok(false) = runtime.query_event(slot, handle) {
+                        return Some(Job::DestroyEvent {
+                            runtime,
+                            slot,
+                            handle,
+                            submitted,
+                        });
+                    }
+                } else if submitted {
+                    warn(
+                        "synchronize_event before destroy",
+                        runtime.synchronize_event(slot, handle),
+                    );
+                }
+                warn("destroy_event", runtime.destroy_event(slot, handle));
+                None
+            }
+            Job::RetireStream {
+                runtime,
+                slot,
+                handle,
+                last: None,
+            } => {
+                let recorded = runtime.create_event(slot).and_then(|event| {
+                    match runtime.record_event(slot, handle, event) {
+                        Ok(()) => Ok(event),
+                        Err(error) => {
+                            warn("destroy_event", runtime.destroy_event(slot, event));
+                            Err(error)
+                        }
+                    }
+                });
+                match recorded {
+                    Ok(event) => Job::RetireStream {
+                        runtime,
+                        slot,
+                        handle,
+                        last: Some(event),
+                    }
+                    .advance(),
+                    Err(error) => {
+                        tracing::warn!(
+                            "devstream-plugin: recording the end of a dropped stream: {error}"
+                        );
+                        warn(
+                            "synchronize_stream",
+                            runtime.synchronize_stream(slot, handle),
+                        );
+                        warn("destroy_stream", runtime.destroy_stream(slot, handle));
+                        None
+                    }
+                }
+            }
+            Job::RetireStream {
+                runtime,
+                slot,
+                handle,
+                last: Some(event),
+            } => {
+                if runtime.table().query_event.is_some() {
+                    if let Ok(false) = runtime.query_event(slot, event) {
+                        return Some(Job::RetireStream {
+                            runtime,
+                            slot,
+                            handle,
+                            last: Some(event),
+                        });
+                    }
+                } else {
+                    warn("synchronize_event", runtime.synchronize_event(slot, event));
+                }
+                warn("destroy_event", runtime.destroy_event(slot, event));
+                warn("destroy_stream", runtime.destroy_stream(slot, handle));
+                None
+            }
+            Job::After { events, then } => {
+                if events.iter().all(|e| e.is_complete_for_reaper()) {
+                    drop(events);
+                    let _ = catch_unwind(AssertUnwindSafe(then));
+                    None
+                } else {
+                    Some(Job::After { events, then })
+                }
+            }
+            Job::AfterStreams { streams, then } => {
+                let mut events = Vec::with_capacity(streams.len());
+                for core in &streams {
+                    match core.record_raw() {
+                        Ok(raw) => events.push(raw),
+                        Err(error) => {
+                            tracing::warn!("devstream-plugin: recording before a release: {error}");
+                            warn(
+                                "synchronize_stream",
+                                core.runtime.synchronize_stream(core.slot, core.raw),
+                            );
+                        }
+                    }
+                }
+                drop(streams);
+                Job::After { events, then }.advance()
+            }
+        }
+    }
+}
+
+fn reaper() -> &'static Mutex<Option<Sender<Job>>> {
+    static REAPER: OnceLock<Mutex<Option<Sender<Job>>>> = OnceLock::new();
+    REAPER.get_or_init(|| {
+        let (sender, receiver) = channel::<Job>();
+        let spawned = std::thread::Builder::new()
+            .name("devstream-plugin reaper".into())
+            .spawn(move || run_reaper(receiver));
+        if let Err(error) = &spawned {
+            tracing::error!("devstream-plugin: cannot start the reaper thread: {error}");
+        }
+        Mutex::new(spawned.ok().map(|_| sender))
+    })
+}
+
+/// Hands `job` to the reaper thread (never blocks).
+pub(crate) fn reap(job: Job) {
+    let sender = lock(reaper()).clone();
+    match sender {
+        Some(sender) => {
+            if let Err(returned) = sender.send(job) {
+                // No reaper: leak rather than block or free what may be in use.
+                std::mem::forget(returned.0);
+            }
+        }
+        None => std::mem::forget(job),
+    }
+}
+
+fn run_reaper(jobs: Receiver<Job>) {
+    let mut pending: Vec<Job> = Vec::new();
+    let mut pause = Duration::from_micros(200);
+    loop {
+        let next = if pending.is_empty() {
+            jobs.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        } else {
+            jobs.recv_timeout(pause)
+        };
+        match next {
+            Ok(job) => {
+                pending.push(job);
+                while let Ok(job) = jobs.try_recv() {
+                    pending.push(job);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let before = pending.len();
+        pending = pending.into_iter().filter_map(Job::advance).collect();
+        pause = if pending.len() < before {
+            Duration::from_micros(200)
+        } else {
+            (pause * 2).min(Duration::from_millis(20))
+        };
+    }
+}

@@ -1,0 +1,791 @@
+//! A loaded plug-in: loading and validation (like Paddle's `LoadCustomRuntimeLib`, stricter),
+//! and one thin, safe wrapper per table function.
+//!
+//! Every wrapper zeroes its out-parameters before the call and turns every status other than
+//! `C_SUCCESS` into an [`Error`] naming the function (`query_*` also accept `C_FAILED`, which
+//! means "not complete yet", as Paddle reads it).
+
+use crate::sys::*;
+use devstream_core::{Capabilities, CaptureSupport, Error, Place, Result};
+use std::cell::{RefCell, UnsafeCell};
+use std::ffi::{c_int, c_void, CStr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// More devices than any machine has: a larger count is a plug-in bug.
+const MAX_DEVICES: usize = 4096;
+
+/// The functions Paddle requires of every plug-in (devstream requires the same).
+pub(crate) const REQUIRED: [&str; 10] = [
+    "set_device",
+    "get_device",
+    "create_event",
+    "record_event",
+    "destroy_event",
+    "synchronize_event",
+    "device_memory_allocate",
+    "device_memory_deallocate",
+    "get_device_count",
+    "get_device_list",
+];
+
+static NEXT_RUNTIME: AtomicUsize = AtomicUsize::new(1);
+
+thread_local! {
+    /// The device each runtime was last set to on this thread: `(runtime index, device id)`.
+    static BOUND: RefCell<Vec<(usize, c_int)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One device of a plug-in: the place id (from `get_device_list`) and the `C_Device_st` the
+/// plug-in sees (it may replace the id with a physical one in `init_device`).
+struct DeviceSlot {
+    place_id: usize,
+    cell: Box<UnsafeCell<C_Device_st>>,
+}
+
+/// A plug-in's handle passed between threads as an address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Handle(pub(crate) usize);
+
+impl Handle {
+    pub(crate) fn stream(self) -> C_Stream {
+        self.0 as C_Stream
+    }
+    pub(crate) fn event(self) -> C_Event {
+        self.0 as C_Event
+    }
+}
+
+/// A loaded, validated plug-in. Lives until the process exits (like Paddle, devstream never
+/// unloads a plug-in: its code may still be running callbacks).
+pub(crate) struct Runtime {
+    index: usize,
+    pub(crate) device_type: String,
+    pub(crate) sub_device_type: Option<String>,
+    pub(crate) path: PathBuf,
+    pub(crate) version: CustomRuntimeVersion,
+    pub(crate) layout: AbiLayout,
+    pub(crate) caps: Capabilities,
+    table: C_DeviceInterface,
+    devices: Vec<DeviceSlot>,
+    /// The buffers handed to `InitPlugin`: kept, since a plug-in may keep pointers to them.
+    _interface_allocation: Box<[u64]>,
+    _params_allocation: Box<[u64]>,
+    _library: libloading::Library,
+}
+
+// SAFETY: the table holds function pointers and the device cells are only written by the
+// plug-in during `init_device` (before the runtime is shared) and read afterwards; calling the
+// table from several threads is what Paddle does and what the ABI allows.
+unsafe impl Send for Runtime {}
+// SAFETY: as above.
+unsafe impl Sync for Runtime {}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("device_type", &self.device_type)
+            .field("path", &self.path)
+            .field("layout", &self.layout.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn plugin_error(path: &Path, reason: impl Into<String>) -> Error {
+    Error::Plugin {
+        plugin: path.display().to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The highest written byte + 1 of a zero-initialised buffer.
+fn written_extent(words: &[u64]) -> usize {
+    for (index, word) in words.iter().enumerate().rev() {
+        if let Some(last) = word.to_ne_bytes().iter().rposition(|byte| *byte != 0) {
+            return index * 8 + last + 1;
+        }
+    }
+    0
+}
+
+/// What `InitPlugin` wrote, with the layout it accepted.
+struct Accepted {
+    layout: AbiLayout,
+    params: Box<[u64]>,
+    interface: Box<[u64]>,
+}
+
+/// Offers each known layout in turn until the plug-in accepts one (writes its version).
+fn negotiate(path: &Path, init: InitPluginFn) -> Result<Accepted> {
+    for layout in KNOWN_LAYOUTS {
+        let mut params = vec![0u64; PARAMS_ALLOCATION / 8].into_boxed_slice();
+        let mut interface = vec![0u64; INTERFACE_ALLOCATION / 8].into_boxed_slice();
+        let params_ptr = params.as_mut_ptr().cast::<CustomRuntimeParams>();
+        let interface_ptr = interface.as_mut_ptr().cast::<C_DeviceInterface>();
+        // SAFETY: both buffers are zeroed, 8-byte aligned and far larger than the structs.
+        unsafe {
+            (*interface_ptr).size = layout.interface_size;
+            (*params_ptr).size = layout.params_size;
+            (*params_ptr).interface = interface_ptr;
+        }
+        // SAFETY: `init` is the plug-in's `InitPlugin`; it gets params and a table with room
+        // well beyond every known layout.
+        unsafe { init(params_ptr) };
+        // SAFETY: reading back our own buffer.
+        let version = unsafe { (*params_ptr).version };
+        if version != CustomRuntimeVersion::default() {
+            // SAFETY: as above.
+            let kept_interface = unsafe { (*params_ptr).interface };
+            if kept_interface != interface_ptr {
+                return Err(plugin_error(
+                    path,
+                    "InitPlugin replaced CustomRuntimeParams::interface with a table of its own; \
+                     the plug-in must fill the table the host provides (as Paddle requires)",
+                ));
+            }
+            return Ok(Accepted {
+                layout,
+                params,
+                interface,
+            });
+        }
+    }
+    let offered: Vec<String> = KNOWN_LAYOUTS
+        .iter()
+        .map(|l| {
+            format!(
+                "{} ({}-byte params, {}-byte table)",
+                l.name, l.params_size, l.interface_size
+            )
+        })
+        .collect();
+    Err(plugin_error(
+        path,
+        format!(
+            "InitPlugin accepted none of the known device_ext.h layouts (wrote no runtime \
+             version when offered {}): it was built against a header devstream does not know",
+            offered.join(", ")
+        ),
+    ))
+}
+
+fn read_c_string(path: &Path, what: &str, ptr: *const std::ffi::c_char) -> Result<Option<String>> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the plug-in wrote a pointer to a NUL-terminated static string (the ABI's
+    // contract for `device_type` / `sub_device_type`).
+    let text = unsafe { CStr::from_ptr(ptr) };
+    text.to_str()
+        .map(|s| Some(s.to_owned()))
+        .map_err(|_| plugin_error(path, format!("{what} is not UTF-8: {text:?}")))
+}
+
+impl Runtime {
+    /// Loads and validates the plug-in at `path`. `taken` says whether a device type is
+    /// already registered (checked before the plug-in's `initialize` runs).
+    pub(crate) fn load(path: &Path, taken: &dyn Fn(&str) -> Option<String>) -> Result<Runtime> {
+        // SAFETY: loading a library runs its initialisers; loading plug-ins is this crate's
+        // purpose, and the user chose the path (or CUSTOM_DEVICE_ROOT).
+        let library = unsafe { libloading::Library::new(path) }
+            .map_err(|e| plugin_error(path, format!("cannot load the library: {e}")))?;
+        // SAFETY: the symbol's type is the ABI's `void InitPlugin(CustomRuntimeParams*)`.
+        let init: InitPluginFn = unsafe { library.get::<InitPluginFn>(INIT_PLUGIN_SYMBOL) }
+            .map(|symbol| *symbol)
+            .map_err(|e| {
+                plugin_error(
+                    path,
+                    format!("does not export InitPlugin, so it is not a Paddle custom-device plug-in ({e})"),
+                )
+            })?;
+        let accepted = negotiate(path, init)?;
+        let params_ptr = accepted.params.as_ptr().cast::<CustomRuntimeParams>();
+        // SAFETY: our own buffer, written by the plug-in.
+        let params = unsafe { *params_ptr };
+
+        let table_extent = written_extent(&accepted.interface);
+        if table_extent > accepted.layout.max_interface_size {
+            return Err(plugin_error(
+                path,
+                format!(
+                    "InitPlugin filled the function table up to byte {table_extent}, beyond the \
+                     largest {} table ({} bytes): it was built against a newer device_ext.h \
+                     than devstream knows",
+                    accepted.layout.name, accepted.layout.max_interface_size
+                ),
+            ));
+        }
+        let params_extent = written_extent(&accepted.params);
+        if params_extent > accepted.layout.params_size.max(LAYOUT_PADDLE_3.params_size) {
+            return Err(plugin_error(
+                path,
+                format!(
+                    "InitPlugin wrote CustomRuntimeParams up to byte {params_extent}, beyond the \
+                     {}-byte struct of {}",
+                    accepted.layout.params_size, accepted.layout.name
+                ),
+            ));
+        }
+
+        let version = params.version;
+        if version.major != RUNTIME_MAJOR_VERSION
+            || version.minor != RUNTIME_MINOR_VERSION
+            || version.patch < RUNTIME_PATCH_VERSION
+        {
+            return Err(plugin_error(
+                path,
+                format!(
+                    "reports custom runtime version {}.{}.{}; devstream speaks {}.{}.{} \
+                     (0.1.x with x >= 1)",
+                    version.major,
+                    version.minor,
+                    version.patch,
+                    RUNTIME_MAJOR_VERSION,
+                    RUNTIME_MINOR_VERSION,
+                    RUNTIME_PATCH_VERSION
+                ),
+            ));
+        }
+
+        let device_type =
+            read_c_string(path, "device_type", params.device_type)?.ok_or_else(|| {
+                plugin_error(
+                    path,
+                    "InitPlugin left CustomRuntimeParams::device_type null",
+                )
+            })?;
+        Place::custom(&device_type, 0).map_err(|e| {
+            plugin_error(
+                path,
+                format!("device type {device_type:?} cannot name a place: {e}"),
+            )
+        })?;
+        let sub_device_type = read_c_string(path, "sub_device_type", params.sub_device_type)?;
+
+        let mut table = C_DeviceInterface::zeroed();
+        // SAFETY: copies the stable prefix, whose offsets every layout shares, from the
+        // plug-in's table into ours; both are at least STABLE_PREFIX_SIZE bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                accepted.interface.as_ptr().cast::<u8>(),
+                (&mut table as *mut C_DeviceInterface).cast::<u8>(),
+                STABLE_PREFIX_SIZE,
+            );
+        }
+        let missing = missing_required(&table);
+        if !missing.is_empty() {
+            return Err(plugin_error(
+                path,
+                format!(
+                    "device type {device_type}: missing required function pointer(s): {}",
+                    missing.join(", ")
+                ),
+            ));
+        }
+        if let Some(owner) = taken(&device_type) {
+            return Err(plugin_error(
+                path,
+                format!("device type {device_type:?} is already registered (by {owner})"),
+            ));
+        }
+
+        let mut runtime = Runtime {
+            index: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
+            device_type,
+            sub_device_type,
+            path: path.to_owned(),
+            version,
+            layout: accepted.layout,
+            caps: Capabilities::none(),
+            table,
+            devices: Vec::new(),
+            _interface_allocation: accepted.interface,
+            _params_allocation: accepted.params,
+            _library: library,
+        };
+        if let Some(initialize) = runtime.table.initialize {
+            // SAFETY: a table function with no arguments.
+            runtime.check("initialize", unsafe { initialize() })?;
+        }
+        runtime.devices = runtime.enumerate_devices()?;
+        for slot in 0..runtime.devices.len() {
+            if let Some(init_device) = runtime.table.init_device {
+                // SAFETY: our device cell; the plug-in may rewrite its id.
+                runtime.check("init_device", unsafe {
+                    init_device(runtime.device_ptr(slot))
+                })?;
+            }
+        }
+        runtime.caps = runtime.probe_capabilities();
+        Ok(runtime)
+    }
+
+    fn enumerate_devices(&self) -> Result<Vec<DeviceSlot>> {
+        let count_fn = self.table.get_device_count.expect("checked: required");
+        let list_fn = self.table.get_device_list.expect("checked: required");
+        let mut count = 0usize;
+        // SAFETY: a zeroed out-parameter.
+        self.check("get_device_count", unsafe { count_fn(&mut count) })?;
+        if count > MAX_DEVICES {
+            return Err(self.malformed(format!(
+                "get_device_count reported {count} devices (more than {MAX_DEVICES})"
+            )));
+        }
+        // Slack beyond `count` entries, in case the plug-in writes more than it reported.
+        let mut list = vec![0usize; count + 64];
+        // SAFETY: a zeroed list with room for `count` entries and more.
+        self.check("get_device_list", unsafe { list_fn(list.as_mut_ptr()) })?;
+        list.truncate(count);
+        let mut slots: Vec<DeviceSlot> = Vec::with_capacity(count);
+        for id in list {
+            if slots.iter().any(|s| s.place_id == id) {
+                return Err(self.malformed(format!("get_device_list lists device {id} twice")));
+            }
+            let c_id = c_int::try_from(id).map_err(|_| {
+                self.malformed(format!("get_device_list lists device {id}, beyond C int"))
+            })?;
+            slots.push(DeviceSlot {
+                place_id: id,
+                cell: Box::new(UnsafeCell::new(C_Device_st { id: c_id })),
+            });
+        }
+        Ok(slots)
+    }
+
+    /// Which optional functions exist decides the capabilities; a probe stream tells whether
+    /// streams are real (a plug-in that never writes its stream out-parameter has one queue).
+    fn probe_capabilities(&self) -> Capabilities {
+        let t = &self.table;
+        let mut caps = Capabilities::none();
+        caps.capture = CaptureSupport::None;
+        caps.host_funcs = t.stream_add_callback.is_some();
+        caps.flags = caps.host_funcs;
+        caps.nonblocking_query = t.query_stream.is_some() && t.query_event.is_some();
+        caps.concurrent_streams = match (t.create_stream, self.devices.is_empty()) {
+            (Some(_), false) => match self.create_stream(0) {
+                Ok(handle) => {
+                    let _ = self.destroy_stream(0, handle);
+                    handle.0 != 0
+                }
+                Err(_) => true,
+            },
+            _ => false,
+        };
+        caps
+    }
+
+    /// The place ids of the plug-in's devices.
+    pub(crate) fn device_ids(&self) -> impl Iterator<Item = usize> + '_ {
+        self.devices.iter().map(|d| d.place_id)
+    }
+
+    /// The slot of a place id.
+    pub(crate) fn slot_of(&self, place_id: usize) -> Option<usize> {
+        self.devices.iter().position(|d| d.place_id == place_id)
+    }
+
+    pub(crate) fn place(&self, slot: usize) -> Place {
+        Place::Custom {
+            device_type: self.device_type.clone(),
+            id: self.devices[slot].place_id,
+        }
+    }
+
+    pub(crate) fn table(&self) -> &C_DeviceInterface {
+        &self.table
+    }
+
+    fn device_ptr(&self, slot: usize) -> C_Device {
+        self.devices[slot].cell.get()
+    }
+
+    fn malformed(&self, reason: String) -> Error {
+        Error::Plugin {
+            plugin: format!("{} ({})", self.device_type, self.path.display()),
+            reason,
+        }
+    }
+
+    /// `C_SUCCESS` → `Ok`, anything else → `Error::Driver` naming the function.
+    pub(crate) fn check(&self, call: &'static str, status: C_Status) -> Result<()> {
+        if status == C_SUCCESS {
+            return Ok(());
+        }
+        Err(Error::Driver {
+            backend: "plugin",
+            call,
+            code: i64::from(status.0),
+            message: format!("{} plug-in: {}", self.device_type, status.name()),
+        })
+    }
+
+    /// For `query_*`: `C_SUCCESS` → done, `C_FAILED` → not yet, anything else → an error.
+    fn check_query(&self, call: &'static str, status: C_Status) -> Result<bool> {
+        match status {
+            C_SUCCESS => Ok(true),
+            C_FAILED => Ok(false),
+            other => self.check(call, other).map(|()| true),
+        }
+    }
+
+    fn unavailable(&self, function: &str) -> Error {
+        self.malformed(format!("the plug-in has no {function}"))
+    }
+
+    /// Makes `slot` the current device of the calling thread (once per thread and change).
+    pub(crate) fn bind(&self, slot: usize) -> Result<()> {
+        // SAFETY: our own cell; the plug-in only writes it in `init_device`.
+        let id = unsafe { (*self.device_ptr(slot)).id };
+        let bound = BOUND.with(|b| b.borrow().iter().any(|&(r, d)| r == self.index && d == id));
+        if bound {
+            return Ok(());
+        }
+        let set_device = self.table.set_device.expect("checked: required");
+        // SAFETY: a valid device pointer.
+        self.check("set_device", unsafe { set_device(self.device_ptr(slot)) })?;
+        BOUND.with(|b| {
+            let mut b = b.borrow_mut();
+            b.retain(|&(r, _)| r != self.index);
+            b.push((self.index, id));
+        });
+        Ok(())
+    }
+
+    pub(crate) fn create_stream(&self, slot: usize) -> Result<Handle> {
+        let Some(create) = self.table.create_stream else {
+            return Ok(Handle(0));
+        };
+        self.bind(slot)?;
+        let mut stream: C_Stream = std::ptr::null_mut();
+        // SAFETY: a valid device and a zeroed out-parameter.
+        self.check("create_stream", unsafe {
+            create(self.device_ptr(slot), &mut stream)
+        })?;
+        Ok(Handle(stream as usize))
+    }
+
+    pub(crate) fn destroy_stream(&self, slot: usize, stream: Handle) -> Result<()> {
+        let Some(destroy) = self.table.destroy_stream else {
+            return Ok(());
+        };
+        self.bind(slot)?;
+        // SAFETY: a stream this runtime created (or null), destroyed once.
+        self.check("destroy_stream", unsafe {
+            destroy(self.device_ptr(slot), stream.stream())
+        })
+    }
+
+    /// `Ok(true)` when the stream's work is complete. Without `query_stream` it synchronizes
+    /// and answers true, as Paddle does.
+    pub(crate) fn query_stream(&self, slot: usize, stream: Handle) -> Result<bool> {
+        let Some(query) = self.table.query_stream else {
+            self.synchronize_stream(slot, stream)?;
+            return Ok(true);
+        };
+        self.bind(slot)?;
+        // SAFETY: a valid device and stream.
+        self.check_query("query_stream", unsafe {
+            query(self.device_ptr(slot), stream.stream())
+        })
+    }
+
+    /// Without `synchronize_stream`, records an event and synchronizes that (both required).
+    pub(crate) fn synchronize_stream(&self, slot: usize, stream: Handle) -> Result<()> {
+        self.bind(slot)?;
+        if let Some(synchronize) = self.table.synchronize_stream {
+            // SAFETY: a valid device and stream.
+            return self.check("synchronize_stream", unsafe {
+                synchronize(self.device_ptr(slot), stream.stream())
+            });
+        }
+        let event = self.create_event(slot)?;
+        let result = self
+            .record_event(slot, stream, event)
+            .and_then(|()| self.synchronize_event(slot, event));
+        let destroyed = self.destroy_event(slot, event);
+        result.and(destroyed)
+    }
+
+    pub(crate) fn add_callback(
+        &self,
+        slot: usize,
+        stream: Handle,
+        callback: C_Callback,
+        user_data: *mut c_void,
+    ) -> Result<()> {
+        let add = self
+            .table
+            .stream_add_callback
+            .ok_or_else(|| self.unavailable("stream_add_callback"))?;
+        self.bind(slot)?;
+        // SAFETY: a valid device and stream; the callback and its data follow the ABI.
+        self.check("stream_add_callback", unsafe {
+            add(self.device_ptr(slot), stream.stream(), callback, user_data)
+        })
+    }
+
+    pub(crate) fn create_event(&self, slot: usize) -> Result<Handle> {
+        let create = self.table.create_event.expect("checked: required");
+        self.bind(slot)?;
+        let mut event: C_Event = std::ptr::null_mut();
+        // SAFETY: a valid device and a zeroed out-parameter.
+        self.check("create_event", unsafe {
+            create(self.device_ptr(slot), &mut event)
+        })?;
+        Ok(Handle(event as usize))
+    }
+
+    pub(crate) fn record_event(&self, slot: usize, stream: Handle, event: Handle) -> Result<()> {
+        let record = self.table.record_event.expect("checked: required");
+        self.bind(slot)?;
+        // SAFETY: a valid device, stream and event.
+        self.check("record_event", unsafe {
+            record(self.device_ptr(slot), stream.stream(), event.event())
+        })
+    }
+
+    pub(crate) fn destroy_event(&self, slot: usize, event: Handle) -> Result<()> {
+        let destroy = self.table.destroy_event.expect("checked: required");
+        self.bind(slot)?;
+        // SAFETY: an event this runtime created, destroyed once.
+        self.check("destroy_event", unsafe {
+            destroy(self.device_ptr(slot), event.event())
+        })
+    }
+
+    /// Without `query_event`, synchronizes and answers true, as Paddle does.
+    pub(crate) fn query_event(&self, slot: usize, event: Handle) -> Result<bool> {
+        let Some(query) = self.table.query_event else {
+            self.synchronize_event(slot, event)?;
+            return Ok(true);
+        };
+        self.bind(slot)?;
+        // SAFETY: a valid device and event.
+        self.check_query("query_event", unsafe {
+            query(self.device_ptr(slot), event.event())
+        })
+    }
+
+    pub(crate) fn synchronize_event(&self, slot: usize, event: Handle) -> Result<()> {
+        let synchronize = self.table.synchronize_event.expect("checked: required");
+        self.bind(slot)?;
+        // SAFETY: a valid device and event.
+        self.check("synchronize_event", unsafe {
+            synchronize(self.device_ptr(slot), event.event())
+        })
+    }
+
+    /// Without `stream_wait_event` the host waits for the event instead (Paddle skips the
+    /// wait, which loses the ordering).
+    pub(crate) fn stream_wait_event(
+        &self,
+        slot: usize,
+        stream: Handle,
+        event: Handle,
+    ) -> Result<()> {
+        let Some(wait) = self.table.stream_wait_event else {
+            return self.synchronize_event(slot, event);
+        };
+        self.bind(slot)?;
+        // SAFETY: a valid device, stream and event.
+        self.check("stream_wait_event", unsafe {
+            wait(self.device_ptr(slot), stream.stream(), event.event())
+        })
+    }
+
+    /// Device memory; `C_FAILED` (resource exhausted) is `Error::OutOfMemory`.
+    pub(crate) fn allocate(&self, slot: usize, len: usize) -> Result<usize> {
+        let allocate = self
+            .table
+            .device_memory_allocate
+            .expect("checked: required");
+        self.allocate_with("device_memory_allocate", allocate, slot, len)
+    }
+
+    pub(crate) fn deallocate(&self, slot: usize, ptr: usize, len: usize) -> Result<()> {
+        let deallocate = self
+            .table
+            .device_memory_deallocate
+            .expect("checked: required");
+        self.bind(slot)?;
+        // SAFETY: memory this runtime allocated with this size, freed once.
+        self.check("device_memory_deallocate", unsafe {
+            deallocate(self.device_ptr(slot), ptr as *mut c_void, len)
+        })
+    }
+
+    /// Pinned host memory, when the plug-in has `host_memory_allocate`.
+    pub(crate) fn host_allocate(&self, slot: usize, len: usize) -> Option<Result<usize>> {
+        let allocate = self.table.host_memory_allocate?;
+        self.table.host_memory_deallocate?;
+        Some(self.allocate_with("host_memory_allocate", allocate, slot, len))
+    }
+
+    pub(crate) fn host_deallocate(&self, slot: usize, ptr: usize, len: usize) -> Result<()> {
+        let deallocate = self
+            .table
+            .host_memory_deallocate
+            .ok_or_else(|| self.unavailable("host_memory_deallocate"))?;
+        self.bind(slot)?;
+        // SAFETY: host memory this runtime allocated with this size, freed once.
+        self.check("host_memory_deallocate", unsafe {
+            deallocate(self.device_ptr(slot), ptr as *mut c_void, len)
+        })
+    }
+
+    fn allocate_with(
+        &self,
+        call: &'static str,
+        allocate: unsafe extern "C" fn(C_Device, *mut *mut c_void, usize) -> C_Status,
+        slot: usize,
+        len: usize,
+    ) -> Result<usize> {
+        self.bind(slot)?;
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: a valid device and a zeroed out-parameter.
+        let status = unsafe { allocate(self.device_ptr(slot), &mut ptr, len) };
+        if status == C_FAILED {
+            return Err(Error::OutOfMemory {
+                place: self.place(slot),
+                bytes: len,
+            });
+        }
+        self.check(call, status)?;
+        if ptr.is_null() {
+            return Err(self.malformed(format!(
+                "{call} returned C_SUCCESS for {len} bytes but wrote no pointer"
+            )));
+        }
+        Ok(ptr as usize)
+    }
+
+    /// A copy in stream order: the plug-in's asynchronous copy, or (without one) the stream
+    /// synchronized and the synchronous copy.
+    pub(crate) fn copy(
+        &self,
+        kind: CopyKind,
+        slot: usize,
+        stream: Handle,
+        dst: usize,
+        src: usize,
+        len: usize,
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let t = &self.table;
+        let (async_call, async_fn, sync_call, sync_fn) = match kind {
+            CopyKind::HostToDevice => (
+                "async_memory_copy_h2d",
+                t.async_memory_copy_h2d,
+                "memory_copy_h2d",
+                t.memory_copy_h2d,
+            ),
+            CopyKind::DeviceToHost => (
+                "async_memory_copy_d2h",
+                t.async_memory_copy_d2h,
+                "memory_copy_d2h",
+                t.memory_copy_d2h,
+            ),
+            CopyKind::DeviceToDevice => (
+                "async_memory_copy_d2d",
+                t.async_memory_copy_d2d,
+                "memory_copy_d2d",
+                t.memory_copy_d2d,
+            ),
+        };
+        self.bind(slot)?;
+        if let Some(copy) = async_fn {
+            // SAFETY: valid ranges kept alive until the copy completes (the callers track it).
+            return self.check(async_call, unsafe {
+                copy(
+                    self.device_ptr(slot),
+                    stream.stream(),
+                    dst as *mut c_void,
+                    src as *const c_void,
+                    len,
+                )
+            });
+        }
+        let copy = sync_fn.ok_or_else(|| self.unavailable(async_call))?;
+        self.synchronize_stream(slot, stream)?;
+        // SAFETY: valid ranges; the stream's earlier work is complete.
+        self.check(sync_call, unsafe {
+            copy(
+                self.device_ptr(slot),
+                dst as *mut c_void,
+                src as *const c_void,
+                len,
+            )
+        })
+    }
+
+    /// Whether copies of `kind` exist at all.
+    pub(crate) fn has_copy(&self, kind: CopyKind) -> bool {
+        let t = &self.table;
+        match kind {
+            CopyKind::HostToDevice => {
+                t.async_memory_copy_h2d.is_some() || t.memory_copy_h2d.is_some()
+            }
+            CopyKind::DeviceToHost => {
+                t.async_memory_copy_d2h.is_some() || t.memory_copy_d2h.is_some()
+            }
+            CopyKind::DeviceToDevice => {
+                t.async_memory_copy_d2d.is_some() || t.memory_copy_d2d.is_some()
+            }
+        }
+    }
+}
+
+/// A copy direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CopyKind {
+    HostToDevice,
+    DeviceToHost,
+    DeviceToDevice,
+}
+
+fn missing_required(table: &C_DeviceInterface) -> Vec<&'static str> {
+    let present = [
+        table.set_device.is_some(),
+        table.get_device.is_some(),
+        table.create_event.is_some(),
+        table.record_event.is_some(),
+        table.destroy_event.is_some(),
+        table.synchronize_event.is_some(),
+        table.device_memory_allocate.is_some(),
+        table.device_memory_deallocate.is_some(),
+        table.get_device_count.is_some(),
+        table.get_device_list.is_some(),
+    ];
+    REQUIRED
+        .iter()
+        .zip(present)
+        .filter(|(_, present)| !present)
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_extent_finds_the_last_nonzero_byte() {
+        assert_eq!(written_extent(&[0, 0]), 0);
+        assert_eq!(written_extent(&[1, 0]), 1);
+        assert_eq!(
+            written_extent(&[0, u64::from_ne_bytes([0, 0, 7, 0, 0, 0, 0, 0])]),
+            11
+        );
+        assert_eq!(written_extent(&[0, u64::MAX]), 16);
+    }
+
+    #[test]
+    fn a_zeroed_table_misses_every_required_function() {
+        assert_eq!(
+            missing_required(&C_DeviceInterface::zeroed()),
+            REQUIRED.to_vec()
+        );
+    }
+}

@@ -1,0 +1,563 @@
+//! `PluginStream`: the stream contract mapped onto a plug-in's table (or a Rust-registered
+//! backend's stream).
+
+use crate::buffer::{
+    AbiBuffer, AbiHostBuffer, BufferRepr, HostRepr, PluginBuffer, PluginHostBuffer,
+};
+use crate::event::{AbiEvent, EventRepr, PluginEvent};
+use crate::flag::{FlagRepr, PluginFlag};
+use crate::graph::PluginGraph;
+use crate::queue::{Callback, Item, Origin, StreamCore};
+use crate::registry::{lookup, plugin_slot, CustomDevice};
+use crate::runtime::{CopyKind, Handle};
+use crate::sys::C_Stream;
+use devstream_core::traits::check_range;
+use devstream_core::{
+    BackendKind, Capabilities, CaptureMode, DeviceBuffer, DeviceEvent, DeviceFlag, DeviceStream,
+    Error, EventFlags, HostFn, Place, Priority, PriorityRange, Result,
+};
+use std::sync::Arc;
+
+/// A stream of a custom-device place.
+///
+/// On a plug-in place it wraps the plug-in's `C_Stream` (which may be null: a plug-in that never
+/// writes its out-parameter, like Paddle's own `custom_cpu`, gets one queue for everything) and
+/// is identified by its devstream id. Mapping of the contract:
+///
+/// | devstream | plug-in table |
+/// |---|---|
+/// | `Stream::new` | `create_stream` (absent: the null stream) |
+/// | `query` | `query_stream` (absent: `synchronize_stream` and true, as Paddle; `nonblocking_query` off) |
+/// | `synchronize` | `synchronize_stream` (absent: `record_event` + `synchronize_event`) |
+/// | `record` | `create_event` + `record_event` (a fresh plug-in event per record) |
+/// | `wait_event`, `wait_stream` | `stream_wait_event` (absent: the host waits for the event) |
+/// | `launch_host_func`, `write_flag` | `stream_add_callback` (absent: `Unsupported`) |
+/// | `wait_flag` | held on the host: later work is submitted once the value is reached |
+/// | copies, `fill` | `async_memory_copy_*` (absent: synchronize + `memory_copy_*`); `fill` stages the bytes |
+/// | priorities, timing, capture, per-thread stream | none in the ABI: range `{0, 0}`, `Unsupported` |
+#[derive(Clone, Debug)]
+pub struct PluginStream(pub(crate) StreamRepr);
+
+#[derive(Clone, Debug)]
+pub(crate) enum StreamRepr {
+    Abi(Arc<StreamCore>),
+    Rust(Arc<dyn crate::custom::ErasedStream>),
+}
+
+impl PartialEq for PluginStream {
+    fn eq(&self, other: &Self) -> bool {
+        self.id() == other.id()
+    }
+}
+
+impl Eq for PluginStream {}
+
+impl std::hash::Hash for PluginStream {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id().hash(state)
+    }
+}
+
+impl PluginStream {
+    pub(crate) fn abi(core: Arc<StreamCore>) -> PluginStream {
+        PluginStream(StreamRepr::Abi(core))
+    }
+
+    /// The plug-in's `C_Stream` behind this stream (possibly null), or `None` for a
+    /// Rust-registered device.
+    pub fn as_raw(&self) -> Option<C_Stream> {
+        match &self.0 {
+            StreamRepr::Abi(core) => Some(core.raw.stream()),
+            StreamRepr::Rust(_) => None,
+        }
+    }
+
+    /// Wraps a stream the plug-in serving `place` created elsewhere (e.g. by Paddle), without
+    /// owning it: devstream never destroys it.
+    ///
+    /// # Safety
+    /// `raw` must be a live stream (or null) of the plug-in that serves `place`, and stay
+    /// alive as long as the returned handle and the work submitted through it.
+    pub unsafe fn from_raw(place: &Place, raw: C_Stream) -> Result<PluginStream> {
+        match lookup(place)? {
+            CustomDevice::Plugin(runtime) => {
+                let slot = plugin_slot(&runtime, place)?;
+                Ok(PluginStream::abi(Arc::new(StreamCore::new(
+                    runtime,
+                    slot,
+                    Handle(raw as usize),
+                    true,
+                    Origin::Adopted,
+                ))))
+            }
+            CustomDevice::Rust(_) => Err(Error::unsupported("PluginStream::from_raw", place)),
+        }
+    }
+}
+
+/// A place of another custom device: waiting across devices is unsupported in this ABI.
+fn cross_device(op: &'static str, here: &Place, there: &Place) -> Error {
+    if there.backend() == BackendKind::Plugin {
+        Error::unsupported(op, here)
+    } else {
+        Error::mismatch(op, here, there)
+    }
+}
+
+fn caps_of(core: &StreamCore) -> Capabilities {
+    core.runtime.caps
+}
+
+fn abi_buffer<'a>(
+    op: &'static str,
+    core: &StreamCore,
+    buffer: &'a PluginBuffer,
+) -> Result<&'a AbiBuffer> {
+    match &buffer.0 {
+        BufferRepr::Abi(b) if b.place == core.place => Ok(b),
+        _ => Err(Error::mismatch(op, &core.place, buffer.place())),
+    }
+}
+
+fn abi_host<'a>(
+    op: &'static str,
+    core: &StreamCore,
+    buffer: &'a PluginHostBuffer,
+) -> Result<&'a AbiHostBuffer> {
+    match &buffer.0 {
+        HostRepr::Abi(b) => Ok(b),
+        HostRepr::Rust(_) => Err(Error::mismatch(op, &core.place, &core.place)),
+    }
+}
+
+fn require_copy(op: &'static str, core: &StreamCore, kind: CopyKind) -> Result<()> {
+    if core.runtime.has_copy(kind) {
+        Ok(())
+    } else {
+        Err(Error::unsupported(op, &core.place))
+    }
+}
+
+/// Submits a copy of `len` bytes in stream order.
+fn submit_copy(
+    core: &Arc<StreamCore>,
+    kind: CopyKind,
+    dst: usize,
+    src: usize,
+    len: usize,
+) -> Result<()> {
+    core.submit(Item::Op(Box::new(move |core: &StreamCore| {
+        core.runtime.copy(kind, core.slot, core.raw, dst, src, len)
+    })))
+}
+
+/// Copies host bytes staged in `staging` to `dst[offset..]`; the staging stays alive until the
+/// copy is complete.
+fn staged_upload(
+    core: &Arc<StreamCore>,
+    dst: &AbiBuffer,
+    offset: usize,
+    staging: Vec<u8>,
+) -> Result<()> {
+    if staging.is_empty() {
+        return Ok(());
+    }
+    let src = staging.as_ptr() as usize;
+    dst.used_by(core);
+    submit_copy(
+        core,
+        CopyKind::HostToDevice,
+        dst.at(offset),
+        src,
+        staging.len(),
+    )?;
+    core.retire_after(Box::new(staging))
+}
+
+impl DeviceStream for PluginStream {
+    type Event = PluginEvent;
+    type Graph = PluginGraph;
+    type Flag = PluginFlag;
+    type Buffer = PluginBuffer;
+    type HostBuffer = PluginHostBuffer;
+
+    fn place(&self) -> &Place {
+        match &self.0 {
+            StreamRepr::Abi(core) => &core.place,
+            StreamRepr::Rust(s) => s.place(),
+        }
+    }
+
+    fn id(&self) -> u64 {
+        match &self.0 {
+            StreamRepr::Abi(core) => core.id,
+            StreamRepr::Rust(s) => s.id(),
+        }
+    }
+
+    fn priority(&self) -> Priority {
+        match &self.0 {
+            StreamRepr::Abi(_) => PriorityRange::NONE.classify(0),
+            StreamRepr::Rust(s) => s.priority(),
+        }
+    }
+
+    fn native_priority(&self) -> i32 {
+        match &self.0 {
+            StreamRepr::Abi(_) => 0,
+            StreamRepr::Rust(s) => s.native_priority(),
+        }
+    }
+
+    fn is_non_blocking(&self) -> bool {
+        match &self.0 {
+            StreamRepr::Abi(core) => core.non_blocking,
+            StreamRepr::Rust(s) => s.is_non_blocking(),
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        match &self.0 {
+            StreamRepr::Abi(core) => caps_of(core),
+            StreamRepr::Rust(s) => s.capabilities(),
+        }
+    }
+
+    fn query(&self) -> Result<bool> {
+        match &self.0 {
+            StreamRepr::Abi(core) => {
+                if core.has_deferred() {
+                    return Ok(false);
+                }
+                core.runtime.query_stream(core.slot, core.raw)
+            }
+            StreamRepr::Rust(s) => s.query(),
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        match &self.0 {
+            StreamRepr::Abi(core) => {
+                core.wait_drained();
+                core.runtime.synchronize_stream(core.slot, core.raw)?;
+                match core.first_error() {
+                    Some(error) => Err(error),
+                    None => Ok(()),
+                }
+            }
+            StreamRepr::Rust(s) => s.synchronize(),
+        }
+    }
+
+    fn record(&self, event: &PluginEvent) -> Result<()> {
+        match (&self.0, &event.0) {
+            (StreamRepr::Abi(core), EventRepr::Abi(e)) => {
+                if e.place != core.place {
+                    return Err(Error::mismatch("record", &core.place, &e.place));
+                }
+                e.record(core)
+            }
+            (StreamRepr::Rust(s), EventRepr::Rust(e)) => s.record(e.as_ref()),
+            _ => Err(Error::mismatch(
+                "record",
+                self.place(),
+                &event.place().unwrap_or_else(|| self.place().clone()),
+            )),
+        }
+    }
+
+    fn record_event(&self) -> Result<PluginEvent> {
+        match &self.0 {
+            StreamRepr::Abi(core) => {
+                let event = Arc::new(AbiEvent::new(core.place.clone(), EventFlags::default()));
+                event.record(core)?;
+                Ok(PluginEvent(EventRepr::Abi(event)))
+            }
+            StreamRepr::Rust(s) => Ok(PluginEvent(EventRepr::Rust(s.record_event()?))),
+        }
+    }
+
+    fn wait_event(&self, event: &PluginEvent) -> Result<()> {
+        match (&self.0, &event.0) {
+            (StreamRepr::Abi(core), EventRepr::Abi(e)) => {
+                if e.place != core.place {
+                    return Err(cross_device("wait_event", &core.place, &e.place));
+                }
+                match e.raw() {
+                    None => Ok(()),
+                    Some(raw) => core.submit(Item::WaitEvent(raw)),
+                }
+            }
+            (StreamRepr::Rust(s), EventRepr::Rust(e)) => s.wait_event(e.as_ref()),
+            _ => {
+                let there = event.place().unwrap_or_else(|| self.place().clone());
+                Err(cross_device("wait_event", self.place(), &there))
+            }
+        }
+    }
+
+    fn wait_stream(&self, other: &PluginStream) -> Result<()> {
+        match (&self.0, &other.0) {
+            (StreamRepr::Abi(core), StreamRepr::Abi(theirs)) => {
+                if theirs.place != core.place {
+                    return Err(cross_device("wait_stream", &core.place, &theirs.place));
+                }
+                if theirs.id == core.id {
+                    return Ok(());
+                }
+                let raw = theirs.record_raw()?;
+                core.submit(Item::WaitEvent(raw))
+            }
+            (StreamRepr::Rust(s), StreamRepr::Rust(o)) => s.wait_stream(o.as_ref()),
+            _ => Err(cross_device("wait_stream", self.place(), other.place())),
+        }
+    }
+
+    fn launch_host_func(&self, f: HostFn) -> Result<()> {
+        match &self.0 {
+            StreamRepr::Abi(core) => {
+                if !caps_of(core).host_funcs {
+                    return Err(Error::unsupported("launch_host_func", &core.place));
+                }
+                core.submit(Item::Op(Box::new(move |core: &StreamCore| {
+                    core.add_callback(Callback::HostFn {
+                        f,
+                        stream: core.id,
+                        errors: core.errors.clone(),
+                    })
+                })))
+            }
+            StreamRepr::Rust(s) => s.launch_host_func(f),
+        }
+    }
+
+    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+        match &self.0 {
+            StreamRepr::Abi(core) => Err(Error::unsupported("begin_capture", &core.place)),
+            StreamRepr::Rust(s) => s.begin_capture(mode),
+        }
+    }
+
+    fn end_capture(&self) -> Result<PluginGraph> {
+        match &self.0 {
+            StreamRepr::Abi(core) => Err(Error::unsupported("end_capture", &core.place)),
+            StreamRepr::Rust(s) => Ok(PluginGraph(s.end_capture()?.into())),
+        }
+    }
+
+    fn is_capturing(&self) -> Result<bool> {
+        match &self.0 {
+            StreamRepr::Abi(_) => Ok(false),
+            StreamRepr::Rust(s) => s.is_capturing(),
+        }
+    }
+
+    fn wait_flag(&self, flag: &PluginFlag, value: u32) -> Result<()> {
+        match (&self.0, &flag.0) {
+            (StreamRepr::Abi(core), FlagRepr::Host(f)) => {
+                if !caps_of(core).flags {
+                    return Err(Error::unsupported("wait_flag", &core.place));
+                }
+                if f.place != core.place {
+                    return Err(Error::mismatch("wait_flag", &core.place, &f.place));
+                }
+                core.submit(Item::WaitFlag(f.clone(), value))
+            }
+            (StreamRepr::Rust(s), FlagRepr::Rust(f)) => s.wait_flag(f.as_ref(), value),
+            _ => Err(Error::mismatch("wait_flag", self.place(), flag.place())),
+        }
+    }
+
+    fn write_flag(&self, flag: &PluginFlag, value: u32) -> Result<()> {
+        match (&self.0, &flag.0) {
+            (StreamRepr::Abi(core), FlagRepr::Host(f)) => {
+                if !caps_of(core).flags {
+                    return Err(Error::unsupported("write_flag", &core.place));
+                }
+                if f.place != core.place {
+                    return Err(Error::mismatch("write_flag", &core.place, &f.place));
+                }
+                let f = f.clone();
+                core.submit(Item::Op(Box::new(move |core: &StreamCore| {
+                    core.add_callback(Callback::SetFlag(f, value))
+                })))
+            }
+            (StreamRepr::Rust(s), FlagRepr::Rust(f)) => s.write_flag(f.as_ref(), value),
+            _ => Err(Error::mismatch("write_flag", self.place(), flag.place())),
+        }
+    }
+
+    fn alloc(&self, len: usize) -> Result<PluginBuffer> {
+        match &self.0 {
+            StreamRepr::Abi(core) => {
+                let buffer = AbiBuffer::allocate(core.runtime.clone(), core.slot, len)?;
+                Ok(PluginBuffer(BufferRepr::Abi(buffer)))
+            }
+            StreamRepr::Rust(s) => Ok(PluginBuffer(BufferRepr::Rust(s.alloc(len)?))),
+        }
+    }
+
+    fn alloc_host(&self, len: usize) -> Result<PluginHostBuffer> {
+        match &self.0 {
+            StreamRepr::Abi(core) => {
+                let buffer = AbiHostBuffer::allocate(&core.runtime, core.slot, len)?;
+                Ok(PluginHostBuffer(HostRepr::Abi(buffer)))
+            }
+            StreamRepr::Rust(s) => Ok(PluginHostBuffer(HostRepr::Rust(s.alloc_host(len)?))),
+        }
+    }
+
+    fn copy_from_host(&self, dst: &PluginBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
+        match (&self.0, &dst.0) {
+            (StreamRepr::Abi(core), _) => {
+                let op = "copy_from_host";
+                let d = abi_buffer(op, core, dst)?;
+                check_range(op, dst_offset, src.len(), d.len)?;
+                require_copy(op, core, CopyKind::HostToDevice)?;
+                staged_upload(core, d, dst_offset, src.to_vec())
+            }
+            (StreamRepr::Rust(s), BufferRepr::Rust(d)) => {
+                s.copy_from_host(d.as_ref(), dst_offset, src)
+            }
+            (StreamRepr::Rust(s), _) => {
+                Err(Error::mismatch("copy_from_host", s.place(), dst.place()))
+            }
+        }
+    }
+
+    fn copy_host_to_device(
+        &self,
+        dst: &PluginBuffer,
+        dst_offset: usize,
+        src: &PluginHostBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        match (&self.0, &dst.0, &src.0) {
+            (StreamRepr::Abi(core), _, _) => {
+                let op = "copy_host_to_device";
+                let d = abi_buffer(op, core, dst)?;
+                let s = abi_host(op, core, src)?;
+                check_range(op, dst_offset, len, d.len)?;
+                check_range(op, src_offset, len, s.len)?;
+                require_copy(op, core, CopyKind::HostToDevice)?;
+                if len == 0 {
+                    return Ok(());
+                }
+                d.used_by(core);
+                submit_copy(
+                    core,
+                    CopyKind::HostToDevice,
+                    d.at(dst_offset),
+                    s.at(src_offset),
+                    len,
+                )?;
+                s.touched(core.id, core.record_raw()?);
+                Ok(())
+            }
+            (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
+                st.copy_host_to_device(d.as_ref(), dst_offset, h.as_ref(), src_offset, len)
+            }
+            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(
+                "copy_host_to_device",
+                st.place(),
+                dst.place(),
+            )),
+        }
+    }
+
+    fn copy_device_to_host(
+        &self,
+        dst: &PluginHostBuffer,
+        dst_offset: usize,
+        src: &PluginBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        match (&self.0, &dst.0, &src.0) {
+            (StreamRepr::Abi(core), _, _) => {
+                let op = "copy_device_to_host";
+                let d = abi_host(op, core, dst)?;
+                let s = abi_buffer(op, core, src)?;
+                check_range(op, dst_offset, len, d.len)?;
+                check_range(op, src_offset, len, s.len)?;
+                require_copy(op, core, CopyKind::DeviceToHost)?;
+                if len == 0 {
+                    return Ok(());
+                }
+                s.used_by(core);
+                submit_copy(
+                    core,
+                    CopyKind::DeviceToHost,
+                    d.at(dst_offset),
+                    s.at(src_offset),
+                    len,
+                )?;
+                d.touched(core.id, core.record_raw()?);
+                Ok(())
+            }
+            (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
+                st.copy_device_to_host(h.as_ref(), dst_offset, s.as_ref(), src_offset, len)
+            }
+            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(
+                "copy_device_to_host",
+                st.place(),
+                src.place(),
+            )),
+        }
+    }
+
+    fn copy_device_to_device(
+        &self,
+        dst: &PluginBuffer,
+        dst_offset: usize,
+        src: &PluginBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        match (&self.0, &dst.0, &src.0) {
+            (StreamRepr::Abi(core), _, _) => {
+                let op = "copy_device_to_device";
+                let d = abi_buffer(op, core, dst)?;
+                let s = abi_buffer(op, core, src)?;
+                check_range(op, dst_offset, len, d.len)?;
+                check_range(op, src_offset, len, s.len)?;
+                require_copy(op, core, CopyKind::DeviceToDevice)?;
+                if len == 0 {
+                    return Ok(());
+                }
+                d.used_by(core);
+                s.used_by(core);
+                submit_copy(
+                    core,
+                    CopyKind::DeviceToDevice,
+                    d.at(dst_offset),
+                    s.at(src_offset),
+                    len,
+                )
+            }
+            (StreamRepr::Rust(st), BufferRepr::Rust(d), BufferRepr::Rust(s)) => {
+                st.copy_device_to_device(d.as_ref(), dst_offset, s.as_ref(), src_offset, len)
+            }
+            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(
+                "copy_device_to_device",
+                st.place(),
+                dst.place(),
+            )),
+        }
+    }
+
+    fn fill(&self, dst: &PluginBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
+        match (&self.0, &dst.0) {
+            (StreamRepr::Abi(core), _) => {
+                let d = abi_buffer("fill", core, dst)?;
+                check_range("fill", offset, len, d.len)?;
+                require_copy("fill", core, CopyKind::HostToDevice)?;
+                // The table's memset is synchronous; a staged copy keeps stream order.
+                staged_upload(core, d, offset, vec![value; len])
+            }
+            (StreamRepr::Rust(s), BufferRepr::Rust(d)) => s.fill(d.as_ref(), offset, len, value),
+            (StreamRepr::Rust(s), _) => Err(Error::mismatch("fill", s.place(), dst.place())),
+        }
+    }
+}

@@ -1,0 +1,676 @@
+//! The C ABI of Paddle custom-device plug-ins: `paddle/phi/backends/device_ext.h`, custom
+//! runtime version 0.1.1, declared in Rust from the published header.
+//!
+//! A plug-in is a shared library exporting `void InitPlugin(CustomRuntimeParams*)`. The host
+//! fills `CustomRuntimeParams::size`, points `interface` at a zeroed [`C_DeviceInterface`] whose
+//! `size` it fills too, and calls `InitPlugin`; the plug-in checks the sizes, writes its runtime
+//! version and device type and fills the function pointers it implements.
+//!
+//! # Layouts
+//!
+//! The table grew across Paddle releases while the runtime version stayed 0.1.1. Every
+//! published layout shares the same first [`STABLE_PREFIX_SIZE`] bytes: `size`, the device API
+//! (streams, events, synchronisation), the memory API (allocation, copies) and the first nine
+//! info functions (device count and list, memory statistics, chunk sizes). devstream calls only
+//! functions in that prefix. What follows differs (Paddle 2.x: `get_compute_capability(size_t*)`
+//! and no `pir_default_passes`; Paddle 3.x and develop: a device argument to
+//! `get_compute_capability`, `get_device_properties`, `is_float16_supported`, BLAS handles,
+//! ...). [`C_DeviceInterface`] declares the develop layout in full, in header order;
+//! [`KNOWN_LAYOUTS`] lists the families devstream accepts.
+//!
+//! `C_Status` is declared as a transparent integer, not a Rust enum: a plug-in may return any
+//! `int`, and a Rust enum holding an undeclared value would be undefined behaviour.
+//!
+//! This file depends on nothing but `core`, so that the workspace's test plug-ins include the
+//! very same declarations.
+#![allow(non_camel_case_types)]
+
+use core::ffi::{c_char, c_int, c_uint, c_void};
+
+/// Runtime major version this declaration implements (`PADDLE_CUSTOM_RUNTIME_MAJOR_VERSION`).
+pub const RUNTIME_MAJOR_VERSION: usize = 0;
+/// Runtime minor version (`PADDLE_CUSTOM_RUNTIME_MINOR_VERSION`).
+pub const RUNTIME_MINOR_VERSION: usize = 1;
+/// Runtime patch version (`PADDLE_CUSTOM_RUNTIME_PATCH_VERSION`).
+pub const RUNTIME_PATCH_VERSION: usize = 1;
+
+/// The status every table function returns (a C `enum`, i.e. an `int`).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct C_Status(pub c_int);
+
+/// Success.
+pub const C_SUCCESS: C_Status = C_Status(0);
+/// Results may not meet expectation (e.g. an asynchronous interface is actually synchronous).
+pub const C_WARNING: C_Status = C_Status(1);
+/// Resource exhausted, or a query failed (for `query_stream`/`query_event`: not complete yet).
+pub const C_FAILED: C_Status = C_Status(2);
+/// Invalid argument, wrong usage or uninitialised.
+pub const C_ERROR: C_Status = C_Status(3);
+/// An error inside the plug-in.
+pub const C_INTERNAL_ERROR: C_Status = C_Status(4);
+
+impl C_Status {
+    /// The header's name of the status, or `"unknown status"`.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            0 => "C_SUCCESS",
+            1 => "C_WARNING",
+            2 => "C_FAILED",
+            3 => "C_ERROR",
+            4 => "C_INTERNAL_ERROR",
+            _ => "unknown status",
+        }
+    }
+}
+
+/// A device as the table sees it: the host fills `id`; `init_device` may replace it with the
+/// physical id and `get_device` writes it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct C_Device_st {
+    /// The device id.
+    pub id: c_int,
+}
+
+/// `typedef struct C_Device_st* C_Device`.
+pub type C_Device = *mut C_Device_st;
+
+/// Opaque stream object of a plug-in.
+#[repr(C)]
+pub struct C_Stream_st {
+    _opaque: [u8; 0],
+}
+/// A plug-in's stream handle. Null is legal: Paddle treats it as the synchronous default
+/// stream, and some plug-ins never write it.
+pub type C_Stream = *mut C_Stream_st;
+
+/// Opaque event object of a plug-in.
+#[repr(C)]
+pub struct C_Event_st {
+    _opaque: [u8; 0],
+}
+/// A plug-in's event handle (null is legal, as for streams).
+pub type C_Event = *mut C_Event_st;
+
+/// Declares opaque handle types the table mentions but devstream never uses.
+macro_rules! opaque_handles {
+    ($($(#[$doc:meta])* $st:ident => $handle:ident;)*) => {$(
+        $(#[$doc])*
+        #[repr(C)]
+        pub struct $st {
+            _opaque: [u8; 0],
+        }
+        $(#[$doc])*
+        pub type $handle = *mut $st;
+    )*};
+}
+
+opaque_handles! {
+    /// Collective-communication communicator.
+    C_CCLComm_st => C_CCLComm;
+    /// Profiler collector.
+    C_Profiler_st => C_Profiler;
+    /// Paddle allocator.
+    C_Allocator_st => C_Allocator;
+    /// Paddle place.
+    C_Place_st => C_Place;
+    /// Eigen GPU device.
+    C_EigenDevice_st => C_EigenDevice;
+    /// BLAS handle.
+    C_BLASHandle_st => C_BLASHandle;
+    /// BLASLt handle.
+    C_BLASLtHandle_st => C_BLASLtHandle;
+}
+
+/// `C_DataType` (a C `enum`, passed as `int`).
+pub type C_DataType = c_int;
+/// `C_CCLReduceOp` (a C `enum`, passed as `int`).
+pub type C_CCLReduceOp = c_int;
+
+/// A collective root id: `sz` bytes at `data`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct C_CCLRootId {
+    /// Size in bytes.
+    pub sz: usize,
+    /// The bytes.
+    pub data: *mut c_void,
+}
+
+/// A host callback put on a stream by `stream_add_callback`.
+pub type C_Callback = Option<
+    unsafe extern "C" fn(
+        device: C_Device,
+        stream: C_Stream,
+        user_data: *mut c_void,
+        status: *mut C_Status,
+    ),
+>;
+
+/// Declares `Option<unsafe extern "C" fn(..) -> C_Status>` aliases.
+macro_rules! status_fns {
+    ($($(#[$doc:meta])* $name:ident($($arg:ty),*);)*) => {$(
+        $(#[$doc])*
+        pub type $name = Option<unsafe extern "C" fn($($arg),*) -> C_Status>;
+    )*};
+}
+
+status_fns! {
+    /// `C_Status (*)()`.
+    FnVoid();
+    /// `C_Status (*)(C_Device)`.
+    FnDevice(C_Device);
+    /// `C_Status (*)(C_Device, C_Stream*)`.
+    FnCreateStream(C_Device, *mut C_Stream);
+    /// `C_Status (*)(C_Device, C_Stream)`.
+    FnStream(C_Device, C_Stream);
+    /// `C_Status (*)(C_Device, C_Stream, C_Callback, void*)`.
+    FnAddCallback(C_Device, C_Stream, C_Callback, *mut c_void);
+    /// `C_Status (*)(C_Device, C_Event*)`.
+    FnCreateEvent(C_Device, *mut C_Event);
+    /// `C_Status (*)(C_Device, C_Stream, C_Event)`.
+    FnStreamEvent(C_Device, C_Stream, C_Event);
+    /// `C_Status (*)(C_Device, C_Event)`.
+    FnEvent(C_Device, C_Event);
+    /// `C_Status (*)(C_Device, void**, size_t)`.
+    FnAllocate(C_Device, *mut *mut c_void, usize);
+    /// `C_Status (*)(C_Device, void*, size_t)`.
+    FnDeallocate(C_Device, *mut c_void, usize);
+    /// `C_Status (*)(C_Device, void*, unsigned char, size_t)`.
+    FnMemset(C_Device, *mut c_void, u8, usize);
+    /// `C_Status (*)(C_Device, void*, const void*, size_t)`.
+    FnCopy(C_Device, *mut c_void, *const c_void, usize);
+    /// `C_Status (*)(C_Device dst, C_Device src, void*, const void*, size_t)`.
+    FnCopyP2p(C_Device, C_Device, *mut c_void, *const c_void, usize);
+    /// `C_Status (*)(C_Device, C_Stream, void*, const void*, size_t)`.
+    FnAsyncCopy(C_Device, C_Stream, *mut c_void, *const c_void, usize);
+    /// `C_Status (*)(C_Device dst, C_Device src, C_Stream, void*, const void*, size_t)`.
+    FnAsyncCopyP2p(C_Device, C_Device, C_Stream, *mut c_void, *const c_void, usize);
+    /// `C_Status (*)(size_t*)`.
+    FnSize(*mut usize);
+    /// `C_Status (*)(C_Device, size_t*, size_t*)`.
+    FnMemoryStats(C_Device, *mut usize, *mut usize);
+    /// `C_Status (*)(C_Device, size_t*)`.
+    FnDeviceSize(C_Device, *mut usize);
+    /// `C_Status (*)(C_Device, void*)`.
+    FnDeviceProperties(C_Device, *mut c_void);
+    /// `C_Status (*)(C_Device, std::array<unsigned int, 3>*)`.
+    FnGridDims(C_Device, *mut [c_uint; 3]);
+    /// `C_Status (*)(C_Device, bool*)`.
+    FnDeviceBool(C_Device, *mut bool);
+    /// `C_Status (*)(C_Place, C_EigenDevice*, C_Stream, C_Allocator)`.
+    FnInitEigen(C_Place, *mut C_EigenDevice, C_Stream, C_Allocator);
+    /// `C_Status (*)(C_Device, C_EigenDevice*)`.
+    FnDestroyEigen(C_Device, *mut C_EigenDevice);
+    /// `C_Status (*)(C_CCLComm, char*)`.
+    FnCommName(C_CCLComm, *mut c_char);
+    /// `C_Status (*)(C_CCLRootId*)`.
+    FnUniqueId(*mut C_CCLRootId);
+    /// `C_Status (*)(size_t, C_CCLRootId*, size_t, C_CCLComm*)`.
+    FnCommInitRank(usize, *mut C_CCLRootId, usize, *mut C_CCLComm);
+    /// `C_Status (*)(C_CCLComm)`.
+    FnComm(C_CCLComm);
+    /// `xccl_all_reduce`.
+    FnAllReduce(*mut c_void, *mut c_void, usize, C_DataType, C_CCLReduceOp, C_CCLComm, C_Stream);
+    /// `xccl_broadcast`.
+    FnBroadcast(*mut c_void, usize, C_DataType, usize, C_CCLComm, C_Stream);
+    /// `xccl_reduce`.
+    FnReduce(*mut c_void, *mut c_void, usize, C_DataType, C_CCLReduceOp, usize, C_CCLComm, C_Stream);
+    /// `xccl_all_gather`.
+    FnAllGather(*mut c_void, *mut c_void, usize, C_DataType, C_CCLComm, C_Stream);
+    /// `xccl_reduce_scatter`.
+    FnReduceScatter(*mut c_void, *mut c_void, usize, C_DataType, C_CCLReduceOp, C_CCLComm, C_Stream);
+    /// `xccl_send` / `xccl_recv`.
+    FnSendRecv(*mut c_void, usize, C_DataType, usize, C_CCLComm, C_Stream);
+    /// `xccl_all_to_all`.
+    FnAllToAll(
+        *const *const c_void,
+        *const usize,
+        *const C_DataType,
+        *mut *mut c_void,
+        *const usize,
+        *const C_DataType,
+        usize,
+        usize,
+        C_CCLComm,
+        C_Stream
+    );
+    /// `C_Status (*)(C_Profiler, void**)`.
+    FnProfilerInit(C_Profiler, *mut *mut c_void);
+    /// `C_Status (*)(C_Profiler, void*)`.
+    FnProfiler(C_Profiler, *mut c_void);
+    /// `C_Status (*)(C_Profiler, uint64_t, void*)`.
+    FnProfilerCollect(C_Profiler, u64, *mut c_void);
+    /// `C_Status (*)(C_Device, C_BLASHandle*, C_Stream)`.
+    FnInitBlas(C_Device, *mut C_BLASHandle, C_Stream);
+    /// `C_Status (*)(C_Device, C_BLASHandle, int)`.
+    FnBlasMathMode(C_Device, C_BLASHandle, c_int);
+    /// `C_Status (*)(C_Device, C_BLASLtHandle*)`.
+    FnInitBlasLt(C_Device, *mut C_BLASLtHandle);
+    /// `C_Status (*)(C_Device, C_BLASHandle)`.
+    FnDestroyBlas(C_Device, C_BLASHandle);
+    /// `C_Status (*)(C_Device, C_BLASLtHandle)`.
+    FnDestroyBlasLt(C_Device, C_BLASLtHandle);
+    /// `blas_axpby`: `y = alpha * x + beta * y`.
+    FnAxpby(C_Device, C_Stream, C_DataType, usize, f32, *mut c_void, f32, *mut c_void);
+    /// `transform_unary`.
+    FnTransformUnary(C_Device, C_Stream, *const c_void, *mut c_void, usize, C_DataType, *mut c_void);
+    /// `transform_binary`.
+    FnTransformBinary(
+        C_Device,
+        C_Stream,
+        *const c_void,
+        *const c_void,
+        *mut c_void,
+        usize,
+        C_DataType,
+        *mut c_void
+    );
+}
+
+/// The function table, in header order (Paddle develop layout, 1032 bytes on 64-bit targets).
+///
+/// Every pointer is optional at the type level; which ones a plug-in must fill is checked when
+/// it is loaded. Only the fields before `get_compute_capability` ([`STABLE_PREFIX_SIZE`]) have
+/// the same offset in every published layout.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct C_DeviceInterface {
+    /// Filled by the host with the size of its table; the plug-in checks it.
+    pub size: usize,
+
+    // device manage api
+    /// Initialise the hardware (optional).
+    pub initialize: FnVoid,
+    /// Deinitialise the hardware (optional).
+    pub finalize: FnVoid,
+    /// Initialise a device; may replace the logical id with the physical one (optional).
+    pub init_device: FnDevice,
+    /// Set the current device (required).
+    pub set_device: FnDevice,
+    /// Get the current device: the plug-in writes its id (required).
+    pub get_device: FnDevice,
+    /// Deinitialise a device (optional).
+    pub deinit_device: FnDevice,
+    /// Create a stream (optional: without it every stream is the null stream).
+    pub create_stream: FnCreateStream,
+    /// Destroy a stream (optional).
+    pub destroy_stream: FnStream,
+    /// Query a stream: `C_SUCCESS` when its work is complete (optional: then synchronize).
+    pub query_stream: FnStream,
+    /// Put a host callback on a stream (optional).
+    pub stream_add_callback: FnAddCallback,
+    /// Create an event (required).
+    pub create_event: FnCreateEvent,
+    /// Record an event on a stream (required).
+    pub record_event: FnStreamEvent,
+    /// Destroy an event (required).
+    pub destroy_event: FnEvent,
+    /// Query an event: `C_SUCCESS` when complete (optional: then synchronize).
+    pub query_event: FnEvent,
+    /// Synchronise a device (optional).
+    pub synchronize_device: FnDevice,
+    /// Synchronise a stream (optional).
+    pub synchronize_stream: FnStream,
+    /// Synchronise an event (required).
+    pub synchronize_event: FnEvent,
+    /// Make a stream wait on an event (optional).
+    pub stream_wait_event: FnStreamEvent,
+    /// Reserved.
+    pub reserved_dev_api: [*mut c_void; 8],
+
+    // memory manage api
+    /// Allocate device memory (required).
+    pub device_memory_allocate: FnAllocate,
+    /// Free device memory (required).
+    pub device_memory_deallocate: FnDeallocate,
+    /// Set device memory, synchronously (optional).
+    pub device_memory_set: FnMemset,
+    /// Allocate (pinned) host memory (optional).
+    pub host_memory_allocate: FnAllocate,
+    /// Free host memory (optional).
+    pub host_memory_deallocate: FnDeallocate,
+    /// Allocate unified memory (optional).
+    pub unified_memory_allocate: FnAllocate,
+    /// Free unified memory (optional).
+    pub unified_memory_deallocate: FnDeallocate,
+    /// Synchronous host→device copy (optional).
+    pub memory_copy_h2d: FnCopy,
+    /// Synchronous device→host copy (optional).
+    pub memory_copy_d2h: FnCopy,
+    /// Synchronous device→device copy (optional).
+    pub memory_copy_d2d: FnCopy,
+    /// Synchronous peer copy (optional).
+    pub memory_copy_p2p: FnCopyP2p,
+    /// Stream-ordered host→device copy (optional).
+    pub async_memory_copy_h2d: FnAsyncCopy,
+    /// Stream-ordered device→host copy (optional).
+    pub async_memory_copy_d2h: FnAsyncCopy,
+    /// Stream-ordered device→device copy (optional).
+    pub async_memory_copy_d2d: FnAsyncCopy,
+    /// Stream-ordered peer copy (optional).
+    pub async_memory_copy_p2p: FnAsyncCopyP2p,
+    /// Reserved.
+    pub reserved_mem_api: [*mut c_void; 8],
+
+    // info api
+    /// Number of visible devices (required).
+    pub get_device_count: FnSize,
+    /// Ids of the visible devices, `count` entries (required).
+    pub get_device_list: FnSize,
+    /// Total and free memory (optional).
+    pub device_memory_stats: FnMemoryStats,
+    /// Minimum allocation chunk (optional).
+    pub device_min_chunk_size: FnDeviceSize,
+    /// Maximum allocation chunk (optional).
+    pub device_max_chunk_size: FnDeviceSize,
+    /// Maximum single allocation (optional).
+    pub device_max_alloc_size: FnDeviceSize,
+    /// Extra padding per allocation (optional).
+    pub device_extra_padding_size: FnDeviceSize,
+    /// Initial allocation size (optional).
+    pub device_init_alloc_size: FnDeviceSize,
+    /// Reallocation size (optional).
+    pub device_realloc_size: FnDeviceSize,
+    /// Compute capability (develop: with a device argument; Paddle 2.x: without).
+    pub get_compute_capability: FnDeviceSize,
+    /// Device properties (develop).
+    pub get_device_properties: FnDeviceProperties,
+    /// Runtime version.
+    pub get_runtime_version: FnDeviceSize,
+    /// Driver version.
+    pub get_driver_version: FnDeviceSize,
+    /// Number of multiprocessors.
+    pub get_multi_process: FnDeviceSize,
+    /// Maximum threads per multiprocessor.
+    pub get_max_threads_per_mp: FnDeviceSize,
+    /// Maximum threads per block.
+    pub get_max_threads_per_block: FnDeviceSize,
+    /// Maximum grid dimensions.
+    pub get_max_grid_dim_size: FnGridDims,
+    /// Whether float16 is supported.
+    pub is_float16_supported: FnDeviceBool,
+    /// Whether bfloat16 is supported.
+    pub is_bfloat16_supported: FnDeviceBool,
+    /// Create an Eigen device.
+    pub init_eigen_device: FnInitEigen,
+    /// Destroy an Eigen device.
+    pub destroy_eigen_device: FnDestroyEigen,
+    /// Reserved.
+    pub reserved_info_api: [*mut c_void; 8],
+
+    // ccl api
+    /// Communicator name.
+    pub xccl_get_comm_name: FnCommName,
+    /// Size of a unique id.
+    pub xccl_get_unique_id_size: FnSize,
+    /// A unique id.
+    pub xccl_get_unique_id: FnUniqueId,
+    /// Create a communicator.
+    pub xccl_comm_init_rank: FnCommInitRank,
+    /// Destroy a communicator.
+    pub xccl_destroy_comm: FnComm,
+    /// All-reduce.
+    pub xccl_all_reduce: FnAllReduce,
+    /// Broadcast.
+    pub xccl_broadcast: FnBroadcast,
+    /// Reduce.
+    pub xccl_reduce: FnReduce,
+    /// All-gather.
+    pub xccl_all_gather: FnAllGather,
+    /// Reduce-scatter.
+    pub xccl_reduce_scatter: FnReduceScatter,
+    /// Group start.
+    pub xccl_group_start: FnVoid,
+    /// Group end.
+    pub xccl_group_end: FnVoid,
+    /// Send.
+    pub xccl_send: FnSendRecv,
+    /// Receive.
+    pub xccl_recv: FnSendRecv,
+    /// All-to-all.
+    pub xccl_all_to_all: FnAllToAll,
+    /// Reserved.
+    pub reserved_ccl_api: [*mut c_void; 8],
+
+    // profiler api
+    /// Profiler initialise.
+    pub profiler_initialize: FnProfilerInit,
+    /// Profiler finalise.
+    pub profiler_finalize: FnProfiler,
+    /// Profiler prepare.
+    pub profiler_prepare_tracing: FnProfiler,
+    /// Profiler start.
+    pub profiler_start_tracing: FnProfiler,
+    /// Profiler stop.
+    pub profiler_stop_tracing: FnProfiler,
+    /// Profiler collect.
+    pub profiler_collect_trace_data: FnProfilerCollect,
+    /// Reserved.
+    pub reserved_profiler_api: [*mut c_void; 8],
+
+    // blas handle api
+    /// Create a BLAS handle.
+    pub init_blas_handle: FnInitBlas,
+    /// Set a BLAS math mode.
+    pub blas_set_math_mode: FnBlasMathMode,
+    /// Create a BLASLt handle.
+    pub init_blaslt_handle: FnInitBlasLt,
+    /// Destroy a BLAS handle.
+    pub destroy_blas_handle: FnDestroyBlas,
+    /// Destroy a BLASLt handle.
+    pub destroy_blaslt_handle: FnDestroyBlasLt,
+
+    // other api
+    /// `y = alpha * x + beta * y`.
+    pub blas_axpby: FnAxpby,
+    /// Elementwise unary transform.
+    pub transform_unary: FnTransformUnary,
+    /// Elementwise binary transform.
+    pub transform_binary: FnTransformBinary,
+    /// Reserved.
+    pub reserved_other_api: [*mut c_void; 5],
+}
+
+impl C_DeviceInterface {
+    /// A table with every pointer null and `size` 0.
+    pub const fn zeroed() -> Self {
+        // SAFETY: every field is an integer, an `Option` of a function pointer or an array of
+        // raw pointers; all-zero bytes are a valid value for each (0, `None`, null).
+        unsafe { core::mem::MaybeUninit::<Self>::zeroed().assume_init() }
+    }
+}
+
+/// The runtime version a plug-in reports.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CustomRuntimeVersion {
+    /// Major.
+    pub major: usize,
+    /// Minor.
+    pub minor: usize,
+    /// Patch.
+    pub patch: usize,
+}
+
+/// The argument of `InitPlugin` (Paddle 3.x / develop layout, 96 bytes on 64-bit targets;
+/// Paddle 2.x lacks `pir_default_passes`, 88 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CustomRuntimeParams {
+    /// Filled by the host with the size of its params; the plug-in checks it.
+    pub size: usize,
+    /// Filled by the host: the table the plug-in fills.
+    pub interface: *mut C_DeviceInterface,
+    /// Written by the plug-in.
+    pub version: CustomRuntimeVersion,
+    /// Written by the plug-in: its device type (a static C string).
+    pub device_type: *mut c_char,
+    /// Written by the plug-in: its sub-device type.
+    pub sub_device_type: *mut c_char,
+    /// Written by the plug-in (3.x / develop): a `std::vector<std::string>*` of PIR passes.
+    pub pir_default_passes: *mut c_void,
+    /// Reserved.
+    pub reserved: [c_char; 32],
+}
+
+impl CustomRuntimeParams {
+    /// Params with every field zero or null.
+    pub const fn zeroed() -> Self {
+        // SAFETY: integers, raw pointers and a `c_char` array: all-zero bytes are valid.
+        unsafe { core::mem::MaybeUninit::<Self>::zeroed().assume_init() }
+    }
+}
+
+/// `void InitPlugin(CustomRuntimeParams*)`.
+pub type InitPluginFn = unsafe extern "C" fn(params: *mut CustomRuntimeParams);
+
+/// The exported symbol name of the entry point.
+pub const INIT_PLUGIN_SYMBOL: &[u8] = b"InitPlugin\0";
+
+/// Bytes at the start of the table that every published layout shares (through
+/// `device_realloc_size`): the only part devstream reads.
+pub const STABLE_PREFIX_SIZE: usize =
+    core::mem::offset_of!(C_DeviceInterface, get_compute_capability);
+
+/// One family of table layouts that devstream accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbiLayout {
+    /// A human name of the family.
+    pub name: &'static str,
+    /// `sizeof(CustomRuntimeParams)` in that family (what the host presents).
+    pub params_size: usize,
+    /// `sizeof(C_DeviceInterface)` the host presents when offering this family.
+    pub interface_size: usize,
+    /// The largest table of the family seen in a published header: a plug-in that writes past
+    /// it was built against a header devstream does not know.
+    pub max_interface_size: usize,
+}
+
+/// Paddle 3.x releases and develop: `CustomRuntimeParams` with `pir_default_passes` (96 bytes);
+/// the develop table is 1032 bytes, a develop variant with `is_dnn_supported` 1040.
+pub const LAYOUT_PADDLE_3: AbiLayout = AbiLayout {
+    name: "Paddle 3.x / develop",
+    params_size: core::mem::size_of::<CustomRuntimeParams>(),
+    interface_size: core::mem::size_of::<C_DeviceInterface>(),
+    max_interface_size: core::mem::size_of::<C_DeviceInterface>() + 8,
+};
+
+/// Paddle 2.4–2.6 releases: 88-byte params; a 904-byte table (912 with `xccl_all_to_all`).
+pub const LAYOUT_PADDLE_2: AbiLayout = AbiLayout {
+    name: "Paddle 2.x",
+    params_size: core::mem::offset_of!(CustomRuntimeParams, pir_default_passes) + 32,
+    interface_size: 912,
+    max_interface_size: 912,
+};
+
+/// The layouts devstream offers to a plug-in, in the order it offers them.
+pub const KNOWN_LAYOUTS: [AbiLayout; 2] = [LAYOUT_PADDLE_3, LAYOUT_PADDLE_2];
+
+/// Bytes devstream allocates for the table: far beyond every known layout, so that a plug-in
+/// built against a larger header cannot write past it.
+pub const INTERFACE_ALLOCATION: usize = 16 * 1024;
+/// Bytes devstream allocates for the params.
+pub const PARAMS_ALLOCATION: usize = 4 * 1024;
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod tests {
+    use super::*;
+    use core::mem::{offset_of, size_of};
+
+    const WORD: usize = 8;
+
+    #[test]
+    fn params_layout_matches_the_header() {
+        assert_eq!(size_of::<CustomRuntimeVersion>(), 3 * WORD);
+        assert_eq!(size_of::<C_Device_st>(), 4);
+        assert_eq!(size_of::<C_Status>(), 4);
+        assert_eq!(offset_of!(CustomRuntimeParams, size), 0);
+        assert_eq!(offset_of!(CustomRuntimeParams, interface), 8);
+        assert_eq!(offset_of!(CustomRuntimeParams, version), 16);
+        assert_eq!(offset_of!(CustomRuntimeParams, device_type), 40);
+        assert_eq!(offset_of!(CustomRuntimeParams, sub_device_type), 48);
+        assert_eq!(offset_of!(CustomRuntimeParams, pir_default_passes), 56);
+        assert_eq!(offset_of!(CustomRuntimeParams, reserved), 64);
+        assert_eq!(size_of::<CustomRuntimeParams>(), 96);
+        assert_eq!(LAYOUT_PADDLE_2.params_size, 88);
+    }
+
+    #[test]
+    fn interface_layout_matches_the_header() {
+        // Function pointers in header order, counted in words.
+        assert_eq!(size_of::<FnVoid>(), WORD, "Option<fn> is one pointer");
+        assert_eq!(offset_of!(C_DeviceInterface, initialize), WORD);
+        assert_eq!(offset_of!(C_DeviceInterface, set_device), 4 * WORD);
+        assert_eq!(offset_of!(C_DeviceInterface, create_stream), 7 * WORD);
+        assert_eq!(
+            offset_of!(C_DeviceInterface, stream_add_callback),
+            10 * WORD
+        );
+        assert_eq!(offset_of!(C_DeviceInterface, create_event), 11 * WORD);
+        assert_eq!(offset_of!(C_DeviceInterface, synchronize_event), 17 * WORD);
+        assert_eq!(offset_of!(C_DeviceInterface, stream_wait_event), 18 * WORD);
+        assert_eq!(offset_of!(C_DeviceInterface, reserved_dev_api), 19 * WORD);
+        assert_eq!(
+            offset_of!(C_DeviceInterface, device_memory_allocate),
+            27 * WORD
+        );
+        assert_eq!(offset_of!(C_DeviceInterface, device_memory_set), 29 * WORD);
+        assert_eq!(offset_of!(C_DeviceInterface, memory_copy_h2d), 34 * WORD);
+        assert_eq!(
+            offset_of!(C_DeviceInterface, async_memory_copy_h2d),
+            38 * WORD
+        );
+        assert_eq!(
+            offset_of!(C_DeviceInterface, async_memory_copy_p2p),
+            41 * WORD
+        );
+        assert_eq!(offset_of!(C_DeviceInterface, reserved_mem_api), 42 * WORD);
+        assert_eq!(offset_of!(C_DeviceInterface, get_device_count), 50 * WORD);
+        assert_eq!(offset_of!(C_DeviceInterface, get_device_list), 51 * WORD);
+        assert_eq!(
+            offset_of!(C_DeviceInterface, device_realloc_size),
+            58 * WORD
+        );
+        assert_eq!(STABLE_PREFIX_SIZE, 59 * WORD);
+        assert_eq!(offset_of!(C_DeviceInterface, reserved_info_api), 71 * WORD);
+        assert_eq!(offset_of!(C_DeviceInterface, xccl_get_comm_name), 79 * WORD);
+        assert_eq!(offset_of!(C_DeviceInterface, reserved_ccl_api), 94 * WORD);
+        assert_eq!(
+            offset_of!(C_DeviceInterface, profiler_initialize),
+            102 * WORD
+        );
+        assert_eq!(offset_of!(C_DeviceInterface, init_blas_handle), 116 * WORD);
+        assert_eq!(offset_of!(C_DeviceInterface, blas_axpby), 121 * WORD);
+        assert_eq!(
+            offset_of!(C_DeviceInterface, reserved_other_api),
+            124 * WORD
+        );
+        assert_eq!(size_of::<C_DeviceInterface>(), 129 * WORD);
+        assert_eq!(size_of::<C_DeviceInterface>(), 1032);
+    }
+
+    #[test]
+    fn the_allocation_has_slack_beyond_every_layout() {
+        for layout in KNOWN_LAYOUTS {
+            assert!(
+                layout.max_interface_size * 4 <= INTERFACE_ALLOCATION,
+                "{layout:?}"
+            );
+            assert!(layout.params_size * 4 <= PARAMS_ALLOCATION, "{layout:?}");
+            assert!(layout.interface_size >= STABLE_PREFIX_SIZE);
+        }
+    }
+
+    #[test]
+    fn zeroed_tables_are_all_null() {
+        let table = C_DeviceInterface::zeroed();
+        assert_eq!(table.size, 0);
+        assert!(table.set_device.is_none() && table.transform_binary.is_none());
+        let params = CustomRuntimeParams::zeroed();
+        assert!(params.interface.is_null() && params.device_type.is_null());
+        assert_eq!(C_Status(7).name(), "unknown status");
+        assert_eq!(C_FAILED.name(), "C_FAILED");
+    }
+}

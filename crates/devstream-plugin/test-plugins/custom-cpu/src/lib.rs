@@ -1,0 +1,681 @@
+//! A Paddle custom-device plug-in over host memory, with real asynchronous streams, for
+//! devstream's tests and examples.
+//!
+//! Device type `custom_cpu`, two devices (ids 0 and 1), runtime version 0.1.1, the develop
+//! layout of `device_ext.h` (it accepts a host whose `CustomRuntimeParams` or
+//! `C_DeviceInterface` size matches, as `PADDLE_CUSTOM_RUNTIME_CHECK_VERSION` does).
+//!
+//! * Every stream has its own worker thread that runs the stream's tasks in order: copies,
+//!   host callbacks and waits. The null stream is a per-device default stream.
+//! * An event records "the stream's work submitted so far" and completes when the stream's
+//!   worker has finished that work; `stream_wait_event` queues a wait for exactly that point
+//!   (later re-records do not change it).
+//! * `query_stream`/`query_event` answer `C_SUCCESS` when complete and `C_FAILED` when not.
+//! * Device memory is host memory (64-byte aligned, zeroed).
+//! * Destroying a stream never blocks: its worker finishes the queued work and exits.
+//!
+//! Besides the ABI it exports `devstream_test_plugin_cpu_live(size_t out[3])`, which writes the
+//! numbers of live streams, events and allocations, so that tests can check for leaks.
+//!
+//! Every exported function catches panics and answers `C_INTERNAL_ERROR` instead.
+
+#[path = "../../../src/sys.rs"]
+pub mod sys;
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::cell::Cell;
+use std::ffi::{c_int, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use sys::*;
+
+/// The device type this plug-in registers.
+pub const DEVICE_TYPE: &str = "custom_cpu";
+const DEVICE_TYPE_C: &CStr = c"custom_cpu";
+const SUB_DEVICE_TYPE_C: &CStr = c"v0.1.1-devstream-test";
+const DEVICE_COUNT: usize = 2;
+const ALIGN: usize = 64;
+
+static LIVE_STREAMS: AtomicUsize = AtomicUsize::new(0);
+static LIVE_EVENTS: AtomicUsize = AtomicUsize::new(0);
+static LIVE_ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static CURRENT_DEVICE: Cell<c_int> = const { Cell::new(0) };
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs `body`, turning a panic into `C_INTERNAL_ERROR` (a panic must not unwind into C).
+fn guarded(body: impl FnOnce() -> C_Status) -> C_Status {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(C_INTERNAL_ERROR)
+}
+
+/// The device id behind a `C_Device`, if it names one of ours.
+///
+/// # Safety
+/// `device` is null or points to a readable `C_Device_st`.
+unsafe fn device_id(device: C_Device) -> Option<c_int> {
+    if device.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and readable per the caller's contract.
+    let id = unsafe { (*device).id };
+    (0..DEVICE_COUNT as c_int).contains(&id).then_some(id)
+}
+
+/// How far a stream's worker has come.
+struct Progress {
+    submitted: u64,
+    completed: u64,
+}
+
+/// The part of a stream that events and waits refer to; outlives the stream handle.
+struct StreamState {
+    progress: Mutex<Progress>,
+    changed: Condvar,
+}
+
+impl StreamState {
+    fn is_done(&self, seq: u64) -> bool {
+        lock(&self.progress).completed >= seq
+    }
+
+    fn wait_for(&self, seq: u64) {
+        let mut progress = lock(&self.progress);
+        while progress.completed < seq {
+            progress = self
+                .changed
+                .wait(progress)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+}
+
+/// Addresses and handles cross into the worker as integers.
+enum Task {
+    Copy {
+        dst: usize,
+        src: usize,
+        len: usize,
+    },
+    Callback {
+        callback: unsafe extern "C" fn(C_Device, C_Stream, *mut c_void, *mut C_Status),
+        device: c_int,
+        stream: usize,
+        user_data: usize,
+    },
+    Wait {
+        state: Arc<StreamState>,
+        seq: u64,
+    },
+}
+
+fn run(task: Task) {
+    match task {
+        Task::Copy { dst, src, len } => {
+            // SAFETY: the host handed us valid, non-overlapping ranges of `len` bytes and keeps
+            // them alive until the copy completes (the ABI's contract for async copies).
+            unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) }
+        }
+        Task::Callback {
+            callback,
+            device,
+            stream,
+            user_data,
+        } => {
+            let mut device = C_Device_st { id: device };
+            let mut status = C_SUCCESS;
+            // SAFETY: the host gave us this callback and its user data for exactly one call.
+            unsafe {
+                callback(
+                    &mut device,
+                    stream as C_Stream,
+                    user_data as *mut c_void,
+                    &mut status,
+                )
+            }
+        }
+        Task::Wait { state, seq } => state.wait_for(seq),
+    }
+}
+
+/// A stream: a FIFO of tasks and the worker thread that runs them.
+struct StreamObj {
+    device: c_int,
+    state: Arc<StreamState>,
+    queue: Mutex<Sender<Task>>,
+}
+
+impl StreamObj {
+    fn new(device: c_int) -> Option<StreamObj> {
+        let state = Arc::new(StreamState {
+            progress: Mutex::new(Progress {
+                submitted: 0,
+                completed: 0,
+            }),
+            changed: Condvar::new(),
+        });
+        let (sender, receiver) = channel::<Task>();
+        let worker_state = state.clone();
+        std::thread::Builder::new()
+            .name(format!("custom_cpu:{device} stream"))
+            .spawn(move || {
+                for task in receiver {
+                    run(task);
+                    let mut progress = lock(&worker_state.progress);
+                    progress.completed += 1;
+                    worker_state.changed.notify_all();
+                }
+            })
+            .ok()?;
+        Some(StreamObj {
+            device,
+            state,
+            queue: Mutex::new(sender),
+        })
+    }
+
+    fn submit(&self, task: Task) -> C_Status {
+        let queue = lock(&self.queue);
+        let mut progress = lock(&self.state.progress);
+        if queue.send(task).is_err() {
+            return C_INTERNAL_ERROR;
+        }
+        progress.submitted += 1;
+        C_SUCCESS
+    }
+
+    /// The point "all work submitted so far".
+    fn mark(&self) -> u64 {
+        let _queue = lock(&self.queue);
+        lock(&self.state.progress).submitted
+    }
+}
+
+fn default_streams() -> &'static [Option<StreamObj>] {
+    static DEFAULTS: OnceLock<Vec<Option<StreamObj>>> = OnceLock::new();
+    DEFAULTS.get_or_init(|| (0..DEVICE_COUNT as c_int).map(StreamObj::new).collect())
+}
+
+/// The stream object behind a handle (null: the device's default stream).
+///
+/// # Safety
+/// `stream` is null or a handle this plug-in created and has not destroyed.
+unsafe fn stream_obj<'a>(device: c_int, stream: C_Stream) -> Option<&'a StreamObj> {
+    if stream.is_null() {
+        return default_streams()[device as usize].as_ref();
+    }
+    // SAFETY: a live handle from `create_stream` points to a boxed `StreamObj`.
+    Some(unsafe { &*(stream as *const StreamObj) })
+}
+
+/// An event: the stream point it captured, if recorded.
+struct EventObj {
+    target: Mutex<Option<(Arc<StreamState>, u64)>>,
+}
+
+/// # Safety
+/// `event` is a handle this plug-in created and has not destroyed.
+unsafe fn event_obj<'a>(event: C_Event) -> Option<&'a EventObj> {
+    // SAFETY: a live, non-null handle from `create_event` points to a boxed `EventObj`.
+    (!event.is_null()).then(|| unsafe { &*(event as *const EventObj) })
+}
+
+unsafe extern "C" fn initialize() -> C_Status {
+    guarded(|| {
+        default_streams();
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn finalize() -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn set_device(device: C_Device) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        match unsafe { device_id(device) } {
+            Some(id) => {
+                CURRENT_DEVICE.with(|current| current.set(id));
+                C_SUCCESS
+            }
+            None => C_ERROR,
+        }
+    })
+}
+
+unsafe extern "C" fn get_device(device: C_Device) -> C_Status {
+    guarded(|| {
+        if device.is_null() {
+            return C_ERROR;
+        }
+        // SAFETY: non-null, writable `C_Device_st` from the host.
+        unsafe { (*device).id = CURRENT_DEVICE.with(Cell::get) };
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn init_device(device: C_Device) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        match unsafe { device_id(device) } {
+            Some(_) => C_SUCCESS,
+            None => C_ERROR,
+        }
+    })
+}
+
+unsafe extern "C" fn deinit_device(_device: C_Device) -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn create_stream(device: C_Device, stream: *mut C_Stream) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (Some(id), false) = (unsafe { device_id(device) }, stream.is_null()) else {
+            return C_ERROR;
+        };
+        let Some(obj) = StreamObj::new(id) else {
+            return C_FAILED;
+        };
+        LIVE_STREAMS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: `stream` is a non-null out-parameter.
+        unsafe { *stream = Box::into_raw(Box::new(obj)) as C_Stream };
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn destroy_stream(_device: C_Device, stream: C_Stream) -> C_Status {
+    guarded(|| {
+        if stream.is_null() {
+            return C_SUCCESS;
+        }
+        // SAFETY: a handle from `create_stream`, destroyed once. Dropping the sender lets the
+        // worker finish the queued tasks and exit; nothing blocks here.
+        drop(unsafe { Box::from_raw(stream as *mut StreamObj) });
+        LIVE_STREAMS.fetch_sub(1, Ordering::SeqCst);
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn query_stream(device: C_Device, stream: C_Stream) -> C_Status {
+    guarded(|| {
+        // SAFETY: a valid device and a live (or null) stream from the host.
+        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
+            return C_ERROR;
+        };
+        let progress = lock(&obj.state.progress);
+        if progress.completed >= progress.submitted {
+            C_SUCCESS
+        } else {
+            C_FAILED
+        }
+    })
+}
+
+unsafe extern "C" fn synchronize_stream(device: C_Device, stream: C_Stream) -> C_Status {
+    guarded(|| {
+        // SAFETY: a valid device and a live (or null) stream from the host.
+        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
+            return C_ERROR;
+        };
+        obj.state.wait_for(obj.mark());
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn stream_add_callback(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: a valid device and a live (or null) stream from the host.
+        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
+            return C_ERROR;
+        };
+        let Some(callback) = callback else {
+            return C_ERROR;
+        };
+        obj.submit(Task::Callback {
+            callback,
+            device: obj.device,
+            stream: stream as usize,
+            user_data: user_data as usize,
+        })
+    })
+}
+
+unsafe extern "C" fn create_event(device: C_Device, event: *mut C_Event) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        if unsafe { device_id(device) }.is_none() || event.is_null() {
+            return C_ERROR;
+        }
+        let obj = Box::new(EventObj {
+            target: Mutex::new(None),
+        });
+        LIVE_EVENTS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: non-null out-parameter.
+        unsafe { *event = Box::into_raw(obj) as C_Event };
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn record_event(device: C_Device, stream: C_Stream, event: C_Event) -> C_Status {
+    guarded(|| {
+        // SAFETY: valid device, live stream and event handles from the host.
+        let (Some(stream), Some(event)) = (
+            unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) },
+            unsafe { event_obj(event) },
+        ) else {
+            return C_ERROR;
+        };
+        let seq = stream.mark();
+        *lock(&event.target) = Some((stream.state.clone(), seq));
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn destroy_event(_device: C_Device, event: C_Event) -> C_Status {
+    guarded(|| {
+        if event.is_null() {
+            return C_ERROR;
+        }
+        // SAFETY: a handle from `create_event`, destroyed once. Waits queued on it hold their
+        // own copy of the captured point.
+        drop(unsafe { Box::from_raw(event as *mut EventObj) });
+        LIVE_EVENTS.fetch_sub(1, Ordering::SeqCst);
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn query_event(_device: C_Device, event: C_Event) -> C_Status {
+    guarded(|| {
+        // SAFETY: a live event handle from the host.
+        let Some(event) = (unsafe { event_obj(event) }) else {
+            return C_ERROR;
+        };
+        match &*lock(&event.target) {
+            Some((state, seq)) if !state.is_done(*seq) => C_FAILED,
+            _ => C_SUCCESS,
+        }
+    })
+}
+
+unsafe extern "C" fn synchronize_event(_device: C_Device, event: C_Event) -> C_Status {
+    guarded(|| {
+        // SAFETY: a live event handle from the host.
+        let Some(event) = (unsafe { event_obj(event) }) else {
+            return C_ERROR;
+        };
+        let target = lock(&event.target).clone();
+        if let Some((state, seq)) = target {
+            state.wait_for(seq);
+        }
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn stream_wait_event(
+    device: C_Device,
+    stream: C_Stream,
+    event: C_Event,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: valid device, live stream and event handles from the host.
+        let (Some(stream), Some(event)) = (
+            unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) },
+            unsafe { event_obj(event) },
+        ) else {
+            return C_ERROR;
+        };
+        match lock(&event.target).clone() {
+            Some((state, seq)) => stream.submit(Task::Wait { state, seq }),
+            None => C_SUCCESS,
+        }
+    })
+}
+
+fn layout(size: usize) -> Option<Layout> {
+    Layout::from_size_align(size.max(1), ALIGN).ok()
+}
+
+unsafe extern "C" fn allocate(device: C_Device, ptr: *mut *mut c_void, size: usize) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        if unsafe { device_id(device) }.is_none() || ptr.is_null() {
+            return C_ERROR;
+        }
+        let Some(layout) = layout(size) else {
+            return C_FAILED;
+        };
+        // SAFETY: the layout has a non-zero size.
+        let memory = unsafe { alloc_zeroed(layout) };
+        if memory.is_null() {
+            return C_FAILED;
+        }
+        LIVE_ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: non-null out-parameter.
+        unsafe { *ptr = memory.cast() };
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn deallocate(_device: C_Device, ptr: *mut c_void, size: usize) -> C_Status {
+    guarded(|| {
+        let Some(layout) = layout(size) else {
+            return C_ERROR;
+        };
+        if ptr.is_null() {
+            return C_ERROR;
+        }
+        // SAFETY: `ptr` came from `allocate` with the same size (the ABI passes it back).
+        unsafe { dealloc(ptr.cast(), layout) };
+        LIVE_ALLOCATIONS.fetch_sub(1, Ordering::SeqCst);
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn memory_set(
+    device: C_Device,
+    ptr: *mut c_void,
+    value: u8,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        if unsafe { device_id(device) }.is_none() || (ptr.is_null() && size > 0) {
+            return C_ERROR;
+        }
+        // SAFETY: a valid range of our memory.
+        unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), value, size) };
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn memory_copy(
+    device: C_Device,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        if unsafe { device_id(device) }.is_none() || ((dst.is_null() || src.is_null()) && size > 0)
+        {
+            return C_ERROR;
+        }
+        // SAFETY: valid ranges of `size` bytes.
+        unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), size) };
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn async_memory_copy(
+    device: C_Device,
+    stream: C_Stream,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: a valid device and a live (or null) stream from the host.
+        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
+            return C_ERROR;
+        };
+        if (dst.is_null() || src.is_null()) && size > 0 {
+            return C_ERROR;
+        }
+        obj.submit(Task::Copy {
+            dst: dst as usize,
+            src: src as usize,
+            len: size,
+        })
+    })
+}
+
+unsafe extern "C" fn get_device_count(count: *mut usize) -> C_Status {
+    guarded(|| {
+        if count.is_null() {
+            return C_ERROR;
+        }
+        // SAFETY: non-null out-parameter.
+        unsafe { *count = DEVICE_COUNT };
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn get_device_list(devices: *mut usize) -> C_Status {
+    guarded(|| {
+        if devices.is_null() {
+            return C_ERROR;
+        }
+        for id in 0..DEVICE_COUNT {
+            // SAFETY: the host passes room for `get_device_count` entries.
+            unsafe { *devices.add(id) = id };
+        }
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn device_memory_stats(
+    _device: C_Device,
+    total: *mut usize,
+    free: *mut usize,
+) -> C_Status {
+    guarded(|| {
+        if total.is_null() || free.is_null() {
+            return C_ERROR;
+        }
+        // SAFETY: non-null out-parameters.
+        unsafe {
+            *total = 1 << 32;
+            *free = 1 << 31;
+        }
+        C_SUCCESS
+    })
+}
+
+/// Fills `table` with this plug-in's functions.
+pub fn fill_table(table: &mut C_DeviceInterface) {
+    table.initialize = Some(initialize);
+    table.finalize = Some(finalize);
+    table.init_device = Some(init_device);
+    table.set_device = Some(set_device);
+    table.get_device = Some(get_device);
+    table.deinit_device = Some(deinit_device);
+    table.create_stream = Some(create_stream);
+    table.destroy_stream = Some(destroy_stream);
+    table.query_stream = Some(query_stream);
+    table.stream_add_callback = Some(stream_add_callback);
+    table.create_event = Some(create_event);
+    table.record_event = Some(record_event);
+    table.destroy_event = Some(destroy_event);
+    table.query_event = Some(query_event);
+    table.synchronize_stream = Some(synchronize_stream);
+    table.synchronize_event = Some(synchronize_event);
+    table.stream_wait_event = Some(stream_wait_event);
+    table.device_memory_allocate = Some(allocate);
+    table.device_memory_deallocate = Some(deallocate);
+    table.device_memory_set = Some(memory_set);
+    table.host_memory_allocate = Some(allocate);
+    table.host_memory_deallocate = Some(deallocate);
+    table.memory_copy_h2d = Some(memory_copy);
+    table.memory_copy_d2h = Some(memory_copy);
+    table.memory_copy_d2d = Some(memory_copy);
+    table.async_memory_copy_h2d = Some(async_memory_copy);
+    table.async_memory_copy_d2h = Some(async_memory_copy);
+    table.async_memory_copy_d2d = Some(async_memory_copy);
+    table.get_device_count = Some(get_device_count);
+    table.get_device_list = Some(get_device_list);
+    table.device_memory_stats = Some(device_memory_stats);
+}
+
+/// The plug-in's entry point.
+///
+/// # Safety
+/// `params` is null or points to writable `CustomRuntimeParams` whose `interface` is null or
+/// points to a writable table of at least `size_of::<C_DeviceInterface>()` bytes whenever one
+/// of the two `size` fields matches this plug-in's layout.
+#[no_mangle]
+pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if params.is_null() {
+            return;
+        }
+        // SAFETY: non-null, writable params from the host.
+        let params = unsafe { &mut *params };
+        if params.interface.is_null() {
+            return;
+        }
+        // SAFETY: the host's table; its `size` field is readable in every layout.
+        let interface_size = unsafe { (*params.interface).size };
+        // PADDLE_CUSTOM_RUNTIME_CHECK_VERSION: accept when either size matches.
+        if params.size != std::mem::size_of::<CustomRuntimeParams>()
+            && interface_size != std::mem::size_of::<C_DeviceInterface>()
+        {
+            return;
+        }
+        params.version = CustomRuntimeVersion {
+            major: RUNTIME_MAJOR_VERSION,
+            minor: RUNTIME_MINOR_VERSION,
+            patch: RUNTIME_PATCH_VERSION,
+        };
+        params.device_type = DEVICE_TYPE_C.as_ptr().cast_mut();
+        params.sub_device_type = SUB_DEVICE_TYPE_C.as_ptr().cast_mut();
+        // SAFETY: a table of our size, per the check above and the caller's contract.
+        let table = unsafe { &mut *params.interface };
+        *table = C_DeviceInterface::zeroed();
+        fill_table(table);
+    }));
+}
+
+/// Writes the numbers of live streams, events and allocations to `out[0..3]` (for leak tests).
+///
+/// # Safety
+/// `out` is null or points to three writable `size_t`.
+#[no_mangle]
+pub unsafe extern "C" fn devstream_test_plugin_cpu_live(out: *mut usize) {
+    if out.is_null() {
+        return;
+    }
+    let counts = [
+        LIVE_STREAMS.load(Ordering::SeqCst),
+        LIVE_EVENTS.load(Ordering::SeqCst),
+        LIVE_ALLOCATIONS.load(Ordering::SeqCst),
+    ];
+    for (i, count) in counts.into_iter().enumerate() {
+        // SAFETY: room for three entries per the contract.
+        unsafe { *out.add(i) = count };
+    }
+}

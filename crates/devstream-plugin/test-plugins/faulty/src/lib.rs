@@ -1,0 +1,486 @@
+//! A deliberately faulty Paddle custom-device plug-in for devstream's error tests.
+//!
+//! What `InitPlugin` does depends on a mode chosen beforehand with the exported
+//! `devstream_test_plugin_faulty_select(unsigned mode)` (open the library, select, then let
+//! devstream load the same path: `dlopen` returns the same image, so the mode carries over).
+//! The default mode, [`MODE_REFUSE`], refuses every layout, so this library is harmless when it
+//! lies in a directory that devstream scans.
+//!
+//! Modes that load successfully register the device type `faulty_<mode name>` (so that several
+//! can be loaded in one process) and run a synchronous runtime over host memory, like Paddle's
+//! own `custom_cpu` plug-in: copies happen inside the call, events and streams do nothing.
+
+#[path = "../../../src/sys.rs"]
+pub mod sys;
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ffi::{c_uint, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU32, Ordering};
+use sys::*;
+
+/// Writes no version: refuses every layout (the default).
+pub const MODE_REFUSE: u32 = 0;
+/// Reports runtime version 0.1.0 (older than 0.1.1).
+pub const MODE_OLD_VERSION: u32 = 1;
+/// Reports runtime version 1.0.0 (a major version devstream does not speak).
+pub const MODE_NEWER_MAJOR: u32 = 2;
+/// Leaves `device_type` null.
+pub const MODE_NULL_DEVICE_TYPE: u32 = 3;
+/// Reports the device type `"not a type"`.
+pub const MODE_INVALID_DEVICE_TYPE: u32 = 4;
+/// Fills a function pointer at byte 2000 of the table: built against a larger, unknown header.
+pub const MODE_WRITES_BEYOND: u32 = 5;
+/// Replaces `params->interface` with a table of its own.
+pub const MODE_REPLACES_INTERFACE: u32 = 6;
+/// A working plug-in built against the Paddle 2.x header: accepts only 88-byte params or a
+/// 912-byte table, fills only the 2.x part; callbacks run inside `stream_add_callback`.
+pub const MODE_PADDLE_2_LAYOUT: u32 = 7;
+/// Behaves like Paddle's `custom_cpu`: never writes its stream and event out-parameters, has
+/// no `query_stream`, `query_event`, `stream_add_callback` or `synchronize_stream`.
+pub const MODE_PADDLE_CUSTOM_CPU: u32 = 8;
+/// Loads, but `create_stream` fails with `C_ERROR`.
+pub const MODE_FAILING_CREATE_STREAM: u32 = 9;
+/// Loads and creates streams, but records, waits, callbacks, copies, queries and synchronize
+/// fail with various statuses; allocations above 1 MiB fail with `C_FAILED`.
+pub const MODE_FAILING_OPS: u32 = 10;
+/// `device_memory_allocate` answers `C_SUCCESS` without writing the pointer.
+pub const MODE_UNWRITTEN_ALLOCATION: u32 = 11;
+/// `initialize` fails with `C_ERROR`.
+pub const MODE_INITIALIZE_FAILS: u32 = 12;
+/// `get_device_count` fails with `C_INTERNAL_ERROR`.
+pub const MODE_DEVICE_COUNT_FAILS: u32 = 13;
+/// `get_device_count` reports 2^40 devices.
+pub const MODE_HUGE_DEVICE_COUNT: u32 = 14;
+/// `get_device_list` lists device 0 twice.
+pub const MODE_DUPLICATE_DEVICE_IDS: u32 = 15;
+/// Loads without complaint (it checks no sizes) and registers `faulty_working`: the control
+/// case of the synchronous runtime.
+pub const MODE_WORKING: u32 = 16;
+/// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
+pub const MODE_MISSING_REQUIRED: u32 = 100;
+
+/// The functions Paddle (and devstream) require, in the order `MODE_MISSING_REQUIRED + i` uses.
+pub const REQUIRED_FUNCTIONS: [&str; 10] = [
+    "set_device",
+    "get_device",
+    "create_event",
+    "record_event",
+    "destroy_event",
+    "synchronize_event",
+    "device_memory_allocate",
+    "device_memory_deallocate",
+    "get_device_count",
+    "get_device_list",
+];
+
+/// The device type a mode registers, where it registers one.
+pub fn device_type(mode: u32) -> &'static str {
+    device_type_c(mode).to_str().unwrap_or("faulty")
+}
+
+fn device_type_c(mode: u32) -> &'static CStr {
+    match mode {
+        MODE_PADDLE_2_LAYOUT => c"faulty_paddle2",
+        MODE_PADDLE_CUSTOM_CPU => c"faulty_paddle_cpu",
+        MODE_FAILING_CREATE_STREAM => c"faulty_create_stream",
+        MODE_FAILING_OPS => c"faulty_ops",
+        MODE_UNWRITTEN_ALLOCATION => c"faulty_unwritten",
+        MODE_WRITES_BEYOND => c"faulty_beyond",
+        MODE_WORKING => c"faulty_working",
+        _ => c"faulty",
+    }
+}
+
+static MODE: AtomicU32 = AtomicU32::new(MODE_REFUSE);
+const ALIGN: usize = 64;
+
+fn mode() -> u32 {
+    MODE.load(Ordering::SeqCst)
+}
+
+/// Selects what the next `InitPlugin` does.
+#[no_mangle]
+pub extern "C" fn devstream_test_plugin_faulty_select(mode: c_uint) {
+    MODE.store(mode, Ordering::SeqCst);
+}
+
+fn guarded(body: impl FnOnce() -> C_Status) -> C_Status {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(C_INTERNAL_ERROR)
+}
+
+fn layout(size: usize) -> Option<Layout> {
+    Layout::from_size_align(size.max(1), ALIGN).ok()
+}
+
+unsafe extern "C" fn ok_void() -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn failing_initialize() -> C_Status {
+    C_ERROR
+}
+
+unsafe extern "C" fn ok_device(_device: C_Device) -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn get_device(device: C_Device) -> C_Status {
+    if device.is_null() {
+        return C_ERROR;
+    }
+    // SAFETY: a non-null, writable `C_Device_st` from the host.
+    unsafe { (*device).id = 0 };
+    C_SUCCESS
+}
+
+unsafe extern "C" fn get_device_count(count: *mut usize) -> C_Status {
+    let value = match mode() {
+        MODE_DEVICE_COUNT_FAILS => return C_INTERNAL_ERROR,
+        MODE_HUGE_DEVICE_COUNT => 1usize << 40,
+        MODE_DUPLICATE_DEVICE_IDS => 2,
+        _ => 1,
+    };
+    if count.is_null() {
+        return C_ERROR;
+    }
+    // SAFETY: a non-null out-parameter.
+    unsafe { *count = value };
+    C_SUCCESS
+}
+
+unsafe extern "C" fn get_device_list(devices: *mut usize) -> C_Status {
+    if devices.is_null() {
+        return C_ERROR;
+    }
+    match mode() {
+        // Unwritten: the host's zeroed list says device 0, which is what we have.
+        MODE_UNWRITTEN_ALLOCATION => {}
+        MODE_DUPLICATE_DEVICE_IDS => {
+            // SAFETY: room for the two entries `get_device_count` reported.
+            unsafe {
+                *devices = 0;
+                *devices.add(1) = 0;
+            }
+        }
+        // SAFETY: room for the one entry `get_device_count` reported.
+        _ => unsafe { *devices = 0 },
+    }
+    C_SUCCESS
+}
+
+unsafe extern "C" fn create_stream(_device: C_Device, stream: *mut C_Stream) -> C_Status {
+    match mode() {
+        MODE_FAILING_CREATE_STREAM => C_ERROR,
+        // Like Paddle's custom_cpu: success, nothing written.
+        MODE_PADDLE_CUSTOM_CPU | MODE_UNWRITTEN_ALLOCATION => C_SUCCESS,
+        _ => {
+            if stream.is_null() {
+                return C_ERROR;
+            }
+            // A dummy, non-null handle: this runtime is synchronous.
+            // SAFETY: a non-null out-parameter.
+            unsafe { *stream = std::ptr::NonNull::<C_Stream_st>::dangling().as_ptr() };
+            C_SUCCESS
+        }
+    }
+}
+
+unsafe extern "C" fn ok_stream(_device: C_Device, _stream: C_Stream) -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn failing_query_stream(_device: C_Device, _stream: C_Stream) -> C_Status {
+    C_INTERNAL_ERROR
+}
+
+unsafe extern "C" fn failing_synchronize_stream(_device: C_Device, _stream: C_Stream) -> C_Status {
+    C_ERROR
+}
+
+unsafe extern "C" fn inline_callback(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    guarded(|| {
+        let Some(callback) = callback else {
+            return C_ERROR;
+        };
+        let mut status = C_SUCCESS;
+        // SAFETY: the host's callback with its user data, called once.
+        unsafe { callback(device, stream, user_data, &mut status) };
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn failing_callback(
+    _device: C_Device,
+    _stream: C_Stream,
+    _callback: C_Callback,
+    _user_data: *mut c_void,
+) -> C_Status {
+    C_INTERNAL_ERROR
+}
+
+unsafe extern "C" fn create_event(_device: C_Device, event: *mut C_Event) -> C_Status {
+    if mode() == MODE_PADDLE_CUSTOM_CPU || mode() == MODE_UNWRITTEN_ALLOCATION {
+        return C_SUCCESS;
+    }
+    if event.is_null() {
+        return C_ERROR;
+    }
+    // SAFETY: a non-null out-parameter.
+    unsafe { *event = std::ptr::NonNull::<C_Event_st>::dangling().as_ptr() };
+    C_SUCCESS
+}
+
+unsafe extern "C" fn ok_stream_event(
+    _device: C_Device,
+    _stream: C_Stream,
+    _event: C_Event,
+) -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn failing_stream_event(
+    _device: C_Device,
+    _stream: C_Stream,
+    _event: C_Event,
+) -> C_Status {
+    C_ERROR
+}
+
+unsafe extern "C" fn ok_event(_device: C_Device, _event: C_Event) -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn warning_event(_device: C_Device, _event: C_Event) -> C_Status {
+    C_WARNING
+}
+
+unsafe extern "C" fn allocate(_device: C_Device, ptr: *mut *mut c_void, size: usize) -> C_Status {
+    guarded(|| {
+        if ptr.is_null() {
+            return C_ERROR;
+        }
+        if mode() == MODE_UNWRITTEN_ALLOCATION {
+            return C_SUCCESS;
+        }
+        if mode() == MODE_FAILING_OPS && size > (1 << 20) {
+            return C_FAILED;
+        }
+        let Some(layout) = layout(size) else {
+            return C_FAILED;
+        };
+        // SAFETY: a layout of non-zero size.
+        let memory = unsafe { alloc_zeroed(layout) };
+        if memory.is_null() {
+            return C_FAILED;
+        }
+        // SAFETY: a non-null out-parameter.
+        unsafe { *ptr = memory.cast() };
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn deallocate(_device: C_Device, ptr: *mut c_void, size: usize) -> C_Status {
+    guarded(|| match (ptr.is_null(), layout(size)) {
+        (false, Some(layout)) => {
+            // SAFETY: `ptr` came from `allocate` with this size.
+            unsafe { dealloc(ptr.cast(), layout) };
+            C_SUCCESS
+        }
+        _ => C_ERROR,
+    })
+}
+
+unsafe extern "C" fn memory_set(
+    _device: C_Device,
+    ptr: *mut c_void,
+    value: u8,
+    size: usize,
+) -> C_Status {
+    if ptr.is_null() && size > 0 {
+        return C_ERROR;
+    }
+    // SAFETY: a valid range of our memory.
+    unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), value, size) };
+    C_SUCCESS
+}
+
+unsafe extern "C" fn memory_copy(
+    _device: C_Device,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    if (dst.is_null() || src.is_null()) && size > 0 {
+        return C_ERROR;
+    }
+    // SAFETY: valid ranges of `size` bytes.
+    unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), size) };
+    C_SUCCESS
+}
+
+unsafe extern "C" fn async_memory_copy(
+    device: C_Device,
+    _stream: C_Stream,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    // Synchronous, as in Paddle's custom_cpu.
+    // SAFETY: forwarded arguments.
+    unsafe { memory_copy(device, dst, src, size) }
+}
+
+unsafe extern "C" fn failing_async_copy(
+    _device: C_Device,
+    _stream: C_Stream,
+    _dst: *mut c_void,
+    _src: *const c_void,
+    _size: usize,
+) -> C_Status {
+    C_ERROR
+}
+
+/// A table of this plug-in's own, for [`MODE_REPLACES_INTERFACE`].
+struct OwnTable(std::cell::UnsafeCell<C_DeviceInterface>);
+// SAFETY: written once inside `InitPlugin` before it is handed out; never read here.
+unsafe impl Sync for OwnTable {}
+static OWN_TABLE: OwnTable = OwnTable(std::cell::UnsafeCell::new(C_DeviceInterface::zeroed()));
+
+fn fill(table: &mut C_DeviceInterface, mode: u32) {
+    table.initialize = Some(if mode == MODE_INITIALIZE_FAILS {
+        failing_initialize
+    } else {
+        ok_void
+    });
+    table.finalize = Some(ok_void);
+    table.set_device = Some(ok_device);
+    table.get_device = Some(get_device);
+    table.create_stream = Some(create_stream);
+    table.destroy_stream = Some(ok_stream);
+    table.create_event = Some(create_event);
+    table.record_event = Some(ok_stream_event);
+    table.destroy_event = Some(ok_event);
+    table.synchronize_event = Some(ok_event);
+    table.synchronize_device = Some(ok_device);
+    table.device_memory_allocate = Some(allocate);
+    table.device_memory_deallocate = Some(deallocate);
+    table.device_memory_set = Some(memory_set);
+    table.memory_copy_h2d = Some(memory_copy);
+    table.memory_copy_d2h = Some(memory_copy);
+    table.memory_copy_d2d = Some(memory_copy);
+    table.async_memory_copy_h2d = Some(async_memory_copy);
+    table.async_memory_copy_d2h = Some(async_memory_copy);
+    table.async_memory_copy_d2d = Some(async_memory_copy);
+    table.get_device_count = Some(get_device_count);
+    table.get_device_list = Some(get_device_list);
+    if mode != MODE_PADDLE_CUSTOM_CPU {
+        table.synchronize_stream = Some(ok_stream);
+        table.query_stream = Some(ok_stream);
+        table.query_event = Some(ok_event);
+        table.stream_wait_event = Some(ok_stream_event);
+        table.stream_add_callback = Some(inline_callback);
+    }
+    if mode == MODE_FAILING_OPS {
+        table.record_event = Some(failing_stream_event);
+        table.stream_wait_event = Some(failing_stream_event);
+        table.query_stream = Some(failing_query_stream);
+        table.query_event = Some(warning_event);
+        table.synchronize_stream = Some(failing_synchronize_stream);
+        table.stream_add_callback = Some(failing_callback);
+        table.async_memory_copy_h2d = Some(failing_async_copy);
+        table.async_memory_copy_d2h = Some(failing_async_copy);
+        table.async_memory_copy_d2d = Some(failing_async_copy);
+    }
+    if mode >= MODE_MISSING_REQUIRED {
+        match REQUIRED_FUNCTIONS.get((mode - MODE_MISSING_REQUIRED) as usize) {
+            Some(&"set_device") => table.set_device = None,
+            Some(&"get_device") => table.get_device = None,
+            Some(&"create_event") => table.create_event = None,
+            Some(&"record_event") => table.record_event = None,
+            Some(&"destroy_event") => table.destroy_event = None,
+            Some(&"synchronize_event") => table.synchronize_event = None,
+            Some(&"device_memory_allocate") => table.device_memory_allocate = None,
+            Some(&"device_memory_deallocate") => table.device_memory_deallocate = None,
+            Some(&"get_device_count") => table.get_device_count = None,
+            Some(&"get_device_list") => table.get_device_list = None,
+            _ => {}
+        }
+    }
+}
+
+/// The sizes of a plug-in built against the Paddle 2.x header.
+const PADDLE_2_PARAMS_SIZE: usize = 88;
+const PADDLE_2_INTERFACE_SIZE: usize = 912;
+
+/// The plug-in's entry point; what it does depends on the selected mode.
+///
+/// # Safety
+/// `params` is null or points to writable `CustomRuntimeParams` (of at least 88 bytes) whose
+/// `interface` is null or points to a writable table of at least 2008 bytes.
+#[no_mangle]
+pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let mode = mode();
+        if params.is_null() || mode == MODE_REFUSE {
+            return;
+        }
+        // SAFETY: non-null, writable params from the host.
+        let params = unsafe { &mut *params };
+        if params.interface.is_null() {
+            return;
+        }
+        // SAFETY: the host's table; `size` is its first field in every layout.
+        let interface_size = unsafe { (*params.interface).size };
+        if mode == MODE_PADDLE_2_LAYOUT
+            && params.size != PADDLE_2_PARAMS_SIZE
+            && interface_size != PADDLE_2_INTERFACE_SIZE
+        {
+            return;
+        }
+        let (major, minor, patch) = match mode {
+            MODE_OLD_VERSION => (0, 1, 0),
+            MODE_NEWER_MAJOR => (1, 0, 0),
+            _ => (
+                RUNTIME_MAJOR_VERSION,
+                RUNTIME_MINOR_VERSION,
+                RUNTIME_PATCH_VERSION,
+            ),
+        };
+        params.version = CustomRuntimeVersion {
+            major,
+            minor,
+            patch,
+        };
+        params.device_type = match mode {
+            MODE_NULL_DEVICE_TYPE => std::ptr::null_mut(),
+            MODE_INVALID_DEVICE_TYPE => c"not a type".as_ptr().cast_mut(),
+            _ => device_type_c(mode).as_ptr().cast_mut(),
+        };
+        let table = if mode == MODE_REPLACES_INTERFACE {
+            let own = OWN_TABLE.0.get();
+            params.interface = own;
+            own
+        } else {
+            params.interface
+        };
+        // SAFETY: the host's table (or ours); every mode writes only the shared prefix
+        // through the typed fields, which lie within the smallest layout.
+        let table = unsafe { &mut *table };
+        fill(table, mode);
+        if mode == MODE_WRITES_BEYOND {
+            // SAFETY: the caller guarantees 2008 writable bytes.
+            unsafe {
+                let beyond = (table as *mut C_DeviceInterface).cast::<u8>().add(2000);
+                beyond
+                    .cast::<usize>()
+                    .write_unaligned(ok_void as unsafe extern "C" fn() -> C_Status as usize);
+            }
+        }
+    }));
+}
