@@ -53,6 +53,7 @@ impl EventInner {
     }
 
     /// Whether the current record is known complete, without locking.
+    #[inline]
     pub(crate) fn known_done(&self) -> bool {
         self.done.load(Ordering::Acquire)
     }
@@ -233,7 +234,11 @@ impl DeviceEvent for CpuEvent {
         self.0.flags
     }
 
+    #[inline]
     fn query(&self) -> Result<bool> {
+        if self.0.known_done() {
+            return Ok(true);
+        }
         self.0.query()
     }
 

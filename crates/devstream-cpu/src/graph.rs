@@ -295,10 +295,16 @@ impl Drop for Session {
 /// thread may not make a potentially unsafe call: while any thread captures in
 /// [`CaptureMode::Global`], or this thread captures in [`CaptureMode::ThreadLocal`].
 /// [`CaptureMode::Relaxed`] captures never prohibit. One atomic load when nothing captures.
+#[inline]
 pub(crate) fn check_unsafe_call(op: &'static str) -> Result<()> {
     if PROHIBITING.load(Ordering::SeqCst) == 0 {
         return Ok(());
     }
+    prohibited(op)
+}
+
+#[cold]
+fn prohibited(op: &'static str) -> Result<()> {
     let me = std::thread::current().id();
     let offending: Vec<Arc<Session>> = lock(&ACTIVE)
         .iter()

@@ -258,6 +258,7 @@ impl StreamInner {
     }
 
     /// Submits one operation: captured if the stream captures, queued otherwise.
+    #[inline]
     pub(crate) fn submit(self: &Arc<Self>, op: Op, name: &'static str) -> Result<()> {
         if self.capturing.load(Ordering::Acquire) {
             if let Some((session, lane)) = self.capture_info() {
@@ -524,6 +525,28 @@ impl StreamInner {
         }
     }
 
+    /// `synchronize` when the stream is busy, failed or capturing.
+    #[cold]
+    fn synchronize_slow(&self, target: u64) -> Result<()> {
+        if self.capturing.load(Ordering::Acquire) {
+            return Err(self.capture_violation("synchronize"));
+        }
+        if self.completed.load(Ordering::Acquire) < target {
+            if running_stream() == self.id {
+                return Err(Error::InvalidArgument(
+                    "synchronize from a host function or kernel of the same stream would \
+                     deadlock"
+                        .into(),
+                ));
+            }
+            self.wait_until(target);
+        }
+        match self.take_error(target) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
     /// Takes the first unreported error raised by tasks up to `target`.
     fn take_error(&self, target: u64) -> Option<Error> {
         if !self.has_error.load(Ordering::Acquire) {
@@ -671,6 +694,7 @@ impl DeviceStream for CpuStream {
         CAPABILITIES
     }
 
+    #[inline]
     fn query(&self) -> Result<bool> {
         let inner = &self.0;
         if inner.capturing.load(Ordering::Acquire) {
@@ -680,29 +704,22 @@ impl DeviceStream for CpuStream {
         Ok(inner.completed.load(Ordering::Acquire) >= submitted)
     }
 
+    #[inline]
     fn synchronize(&self) -> Result<()> {
         let inner = &self.0;
-        if inner.capturing.load(Ordering::Acquire) {
-            return Err(inner.capture_violation("synchronize"));
-        }
         check_unsafe_call("synchronize")?;
         let target = inner.submitted.load(Ordering::Acquire);
-        if inner.completed.load(Ordering::Acquire) < target {
-            if running_stream() == inner.id {
-                return Err(Error::InvalidArgument(
-                    "synchronize from a host function or kernel of the same stream would \
-                     deadlock"
-                        .into(),
-                ));
-            }
-            inner.wait_until(target);
+        // The idle fast path: four loads, no lock.
+        if inner.completed.load(Ordering::Acquire) >= target
+            && !inner.has_error.load(Ordering::Acquire)
+            && !inner.capturing.load(Ordering::Acquire)
+        {
+            return Ok(());
         }
-        match inner.take_error(target) {
-            Some(error) => Err(error),
-            None => Ok(()),
-        }
+        inner.synchronize_slow(target)
     }
 
+    #[inline]
     fn record(&self, event: &CpuEvent) -> Result<()> {
         let inner = &self.0;
         if inner.capturing.load(Ordering::Acquire) {
@@ -728,6 +745,7 @@ impl DeviceStream for CpuStream {
         Ok(())
     }
 
+    #[inline]
     fn record_event(&self) -> Result<CpuEvent> {
         let inner = &self.0;
         if inner.non_blocking && !inner.capturing.load(Ordering::Acquire) {
@@ -739,6 +757,7 @@ impl DeviceStream for CpuStream {
         Ok(event)
     }
 
+    #[inline]
     fn wait_event(&self, event: &CpuEvent) -> Result<()> {
         let inner = &self.0;
         if event.0.known_done() && !inner.capturing.load(Ordering::Acquire) {
@@ -771,6 +790,7 @@ impl DeviceStream for CpuStream {
         inner.wait_seq(other, seq, "wait_stream")
     }
 
+    #[inline]
     fn launch_host_func(&self, f: HostFn) -> Result<()> {
         self.0.submit(Op::Host(f), "launch_host_func")
     }
@@ -825,6 +845,7 @@ impl DeviceStream for CpuStream {
         result
     }
 
+    #[inline]
     fn is_capturing(&self) -> Result<bool> {
         Ok(self.0.capturing.load(Ordering::Acquire))
     }
