@@ -29,13 +29,13 @@ pub(crate) struct BufferInner {
 impl BufferInner {
     pub(crate) fn new(device: &Arc<DeviceShared>, len: usize) -> Result<Arc<BufferInner>> {
         let bytes = len as u64;
-        let size = align_up(bytes.max(4), 4);
-        if size > device.limits.max_buffer_size {
+        if bytes > device.limits.max_buffer_size.saturating_sub(4) {
             return Err(Error::OutOfMemory {
                 place: device.place.clone(),
                 bytes: len,
             });
         }
+        let size = align_up(bytes.max(4), 4);
         let (buffer, error) = device.scoped(|| {
             device.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("devstream buffer"),
@@ -276,7 +276,7 @@ pub(crate) fn encode_upload(
     if len == 0 {
         return Ok(());
     }
-    if offset % 4 == 0 && len % 4 == 0 {
+    if offset.is_multiple_of(4) && len.is_multiple_of(4) {
         let staging = filled_buffer(
             device,
             wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
@@ -335,7 +335,7 @@ pub(crate) fn encode_copy(
             len,
         );
     }
-    if src_offset % 4 == 0 && dst_offset % 4 == 0 && len % 4 == 0 {
+    if src_offset.is_multiple_of(4) && dst_offset.is_multiple_of(4) && len.is_multiple_of(4) {
         encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, len);
         Ok(())
     } else {
@@ -355,7 +355,7 @@ pub(crate) fn encode_fill(
     if len == 0 {
         return Ok(());
     }
-    if value == 0 && offset % 4 == 0 && len % 4 == 0 {
+    if value == 0 && offset.is_multiple_of(4) && len.is_multiple_of(4) {
         encoder.clear_buffer(dst, offset, Some(len));
         Ok(())
     } else {

@@ -446,9 +446,11 @@ pub struct WgpuDevice {
     pub(crate) shared: Arc<DeviceShared>,
 }
 
-fn devices() -> &'static Mutex<HashMap<usize, (Arc<DeviceShared>, WgpuStream)>> {
-    static DEVICES: OnceLock<Mutex<HashMap<usize, (Arc<DeviceShared>, WgpuStream)>>> =
-        OnceLock::new();
+/// Each place's device and default stream, by adapter index.
+type PlaceDevices = Mutex<HashMap<usize, (Arc<DeviceShared>, WgpuStream)>>;
+
+fn devices() -> &'static PlaceDevices {
+    static DEVICES: OnceLock<PlaceDevices> = OnceLock::new();
     DEVICES.get_or_init(|| Mutex::new(HashMap::new()))
 }
 

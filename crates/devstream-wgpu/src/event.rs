@@ -3,11 +3,12 @@
 
 use crate::buffer::Readback;
 use crate::device::{DeviceShared, Ticket, LIVE_EVENTS, POLL_SLICE};
+use crate::graph::{Clock, Session, SharedSession};
 use crate::sched::{AfterSubmit, StreamState};
 use crate::util::lock;
 use devstream_core::{DeviceEvent, Error, EventFlags, Place, Result};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 /// One recording of an event: resolved to a ticket once the recorded work has reached the
@@ -103,6 +104,8 @@ pub(crate) struct EventInner {
     flags: EventFlags,
     pub(crate) device: Arc<DeviceShared>,
     pub(crate) current: Mutex<Option<Arc<Record>>>,
+    /// Set when the event was last recorded inside a capture: what it captured there.
+    pub(crate) captured: Mutex<Option<(Weak<Mutex<Session>>, Clock)>>,
     timing: Option<Timing>,
 }
 
@@ -150,6 +153,7 @@ impl EventInner {
                 flags,
                 device: Arc::clone(device),
                 current: Mutex::new(None),
+                captured: Mutex::new(None),
                 timing,
             }),
         })
@@ -189,6 +193,17 @@ impl EventInner {
 
     pub(crate) fn current(&self) -> Option<Arc<Record>> {
         lock(&self.current).clone()
+    }
+
+    /// The capture in progress this event was last recorded in, and what it captured there.
+    pub(crate) fn captured_in(&self) -> Option<(SharedSession, Clock)> {
+        let captured = lock(&self.captured);
+        let (session, clock) = captured.as_ref()?;
+        let session = session.upgrade()?;
+        if lock(&session).ended {
+            return None;
+        }
+        Some((session, clock.clone()))
     }
 }
 
@@ -232,6 +247,7 @@ impl DeviceEvent for WgpuEvent {
     }
 
     fn synchronize(&self) -> Result<()> {
+        crate::graph::check_unsafe_call("Event::synchronize")?;
         match self.inner.current() {
             None => Ok(()),
             Some(record) => record.wait(),

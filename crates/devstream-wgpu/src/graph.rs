@@ -8,8 +8,12 @@ use crate::event::WgpuEvent;
 use crate::flag::FlagInner;
 use crate::kernel::KernelInner;
 use crate::stream::WgpuStream;
+use crate::util::lock;
 use devstream_core::{CaptureMode, DeviceGraph, Error, HostFn, Place, Result};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::ThreadId;
 
 /// A host function shared by every launch of a graph (it runs once per launch).
 pub(crate) type SharedHostFn = Arc<Mutex<HostFn>>;
@@ -63,35 +67,175 @@ pub(crate) enum Op {
     Graph(Arc<Vec<Op>>),
 }
 
-/// A stream's capture in progress.
-pub(crate) struct CaptureState {
+/// One capture: the origin stream that began it and every stream that joined it by waiting on
+/// an event recorded inside it (CUDA's fork/join). Operations of all members are kept in one
+/// list in the order they were captured, which is a topological order of the captured graph:
+/// a launch replays them in that order on the one launch stream (wgpu runs one queue anyway).
+pub(crate) struct Session {
     pub(crate) mode: CaptureMode,
+    pub(crate) thread: ThreadId,
+    pub(crate) origin: u64,
     pub(crate) ops: Vec<Op>,
     /// Why the capture was invalidated, if it was.
     pub(crate) invalid: Option<String>,
+    /// Member stream id → what its later work depends on: member id → sequence number.
+    pub(crate) members: HashMap<u64, Clock>,
+    seq: u64,
+    pub(crate) ended: bool,
 }
 
-impl CaptureState {
-    pub(crate) fn new(mode: CaptureMode) -> CaptureState {
-        CaptureState {
+/// A vector clock over the members of a capture.
+pub(crate) type Clock = HashMap<u64, u64>;
+
+/// A capture shared by its member streams.
+pub(crate) type SharedSession = Arc<Mutex<Session>>;
+
+fn merge(into: &mut Clock, from: &Clock) {
+    for (member, seq) in from {
+        let entry = into.entry(*member).or_insert(0);
+        *entry = (*entry).max(*seq);
+    }
+}
+
+static ACTIVE: Mutex<Vec<Weak<Mutex<Session>>>> = Mutex::new(Vec::new());
+static PROHIBITING: AtomicUsize = AtomicUsize::new(0);
+
+impl Session {
+    /// Begins a capture on stream `origin`.
+    pub(crate) fn begin(origin: u64, mode: CaptureMode) -> SharedSession {
+        let mut members = HashMap::new();
+        members.insert(origin, Clock::new());
+        let session = Arc::new(Mutex::new(Session {
             mode,
+            thread: std::thread::current().id(),
+            origin,
             ops: Vec::new(),
             invalid: None,
+            members,
+            seq: 0,
+            ended: false,
+        }));
+        if mode != CaptureMode::Relaxed {
+            PROHIBITING.fetch_add(1, Ordering::SeqCst);
+            let mut active = lock(&ACTIVE);
+            active.retain(|w| w.strong_count() > 0);
+            active.push(Arc::downgrade(&session));
+        }
+        session
+    }
+
+    fn tick(&mut self, member: u64) -> u64 {
+        self.seq += 1;
+        let seq = self.seq;
+        self.members.entry(member).or_default().insert(member, seq);
+        seq
+    }
+
+    /// Appends an operation of `member`, unless the capture was invalidated.
+    pub(crate) fn push(&mut self, member: u64, op: Op) -> Result<()> {
+        if let Some(reason) = &self.invalid {
+            return Err(Error::capture(
+                "capture",
+                format!("the capture was {reason}; end it with end_capture"),
+            ));
+        }
+        self.tick(member);
+        self.ops.push(op);
+        Ok(())
+    }
+
+    /// Invalidates the capture (first reason wins).
+    pub(crate) fn invalidate(&mut self, reason: String) {
+        if self.invalid.is_none() {
+            self.invalid = Some(reason);
         }
     }
 
-    /// Appends an operation, unless the capture was invalidated.
-    pub(crate) fn push(&mut self, op: Op) -> Result<()> {
-        match &self.invalid {
-            Some(reason) => Err(Error::capture(
-                "capture",
-                format!("the capture was {reason}; end it with end_capture"),
-            )),
-            None => {
-                self.ops.push(op);
-                Ok(())
-            }
+    /// What work recorded now on `member` captures (an event recorded inside the capture).
+    pub(crate) fn snapshot(&mut self, member: u64) -> Clock {
+        self.tick(member);
+        self.members.get(&member).cloned().unwrap_or_default()
+    }
+
+    /// `member`'s later work waits for `clock` (a captured event or a captured stream).
+    /// A stream that is not a member yet joins the capture.
+    pub(crate) fn wait(&mut self, member: u64, clock: &Clock) {
+        let joining = !self.members.contains_key(&member);
+        merge(self.members.entry(member).or_default(), clock);
+        if joining {
+            // Joining is an event of its own: the origin must join the member back after it.
+            self.tick(member);
         }
+    }
+
+    /// Ends the capture: every member leaves it; the graph's operations, or why not.
+    pub(crate) fn end(&mut self) -> Result<Vec<Op>> {
+        self.ended = true;
+        if self.mode != CaptureMode::Relaxed {
+            PROHIBITING.fetch_sub(1, Ordering::SeqCst);
+        }
+        if let Some(reason) = &self.invalid {
+            return Err(Error::capture(
+                "end_capture",
+                format!("the capture was {reason}"),
+            ));
+        }
+        let origin = self.members.get(&self.origin).cloned().unwrap_or_default();
+        let unjoined = self.members.iter().any(|(member, clock)| {
+            *member != self.origin
+                && origin.get(member).copied().unwrap_or(0)
+                    < clock.get(member).copied().unwrap_or(0)
+        });
+        if unjoined {
+            return Err(Error::capture(
+                "end_capture",
+                "a stream that joined the capture was not joined back into the origin stream \
+                 (cudaErrorStreamCaptureUnjoined)",
+            ));
+        }
+        Ok(std::mem::take(&mut self.ops))
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if !self.ended && self.mode != CaptureMode::Relaxed {
+            PROHIBITING.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Fails with `Error::Capture` (and invalidates the captures that prohibit it) when the calling
+/// thread may not make a potentially unsafe call (a blocking synchronize, a synchronous
+/// allocation): while any thread captures in [`CaptureMode::Global`], or this thread captures in
+/// [`CaptureMode::ThreadLocal`]. [`CaptureMode::Relaxed`] never prohibits. One atomic load when
+/// nothing captures.
+pub(crate) fn check_unsafe_call(op: &'static str) -> Result<()> {
+    if PROHIBITING.load(Ordering::SeqCst) == 0 {
+        return Ok(());
+    }
+    let me = std::thread::current().id();
+    let sessions: Vec<SharedSession> = lock(&ACTIVE).iter().filter_map(Weak::upgrade).collect();
+    let mut offending_mode = None;
+    for session in sessions {
+        let mut session = lock(&session);
+        let prohibits = !session.ended
+            && (session.mode == CaptureMode::Global
+                || (session.mode == CaptureMode::ThreadLocal && session.thread == me));
+        if prohibits {
+            offending_mode.get_or_insert(session.mode);
+            session.invalidate(format!("invalidated by {op}, which the capture prohibits"));
+        }
+    }
+    match offending_mode {
+        None => Ok(()),
+        Some(mode) => Err(Error::capture(
+            op,
+            format!(
+                "potentially unsafe call during a {mode:?}-mode stream capture; the capture is \
+                 invalidated"
+            ),
+        )),
     }
 }
 

@@ -21,7 +21,7 @@ use crate::buffer::{HostInner, Readback};
 use crate::device::{DeviceShared, Ticket, LIVE_STREAMS};
 use crate::event::Record;
 use crate::flag::FlagInner;
-use crate::graph::CaptureState;
+use crate::graph::SharedSession;
 use crate::util::lock;
 use devstream_core::{Error, HostFn};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -75,7 +75,8 @@ pub(crate) struct StreamState {
     pub(crate) frontier: Option<Ticket>,
     /// The first error the stream's work raised.
     pub(crate) error: Option<Error>,
-    pub(crate) capture: Option<CaptureState>,
+    /// The capture this stream is a member of (origin or joined), if any.
+    pub(crate) capture: Option<SharedSession>,
     /// The last handle is gone: remove once drained and complete.
     pub(crate) orphaned: bool,
     /// Counted in `live_counts` (user streams, not the default stream).
@@ -265,10 +266,7 @@ fn release_stream(
         return Released::Nothing;
     };
     let mut progressed = false;
-    loop {
-        let Some(head) = state.held.front_mut() else {
-            break;
-        };
+    while let Some(head) = state.held.front_mut() {
         match head {
             Held::Batch(_) => {
                 let Some(Held::Batch(batch)) = state.held.pop_front() else {
@@ -404,7 +402,7 @@ pub(crate) fn step(device: &Arc<DeviceShared>) -> Step {
 
 /// Runs a host function of stream `id` (outside the scheduler lock), then lets the stream go on.
 fn run_host_func(device: &DeviceShared, id: u64, mut f: HostFn) {
-    let outcome = catch_unwind(AssertUnwindSafe(|| f()));
+    let outcome = catch_unwind(AssertUnwindSafe(&mut f));
     drop(f);
     let mut sched = lock(&device.sched);
     if let Some(state) = sched.streams.get_mut(&id) {

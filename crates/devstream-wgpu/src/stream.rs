@@ -7,7 +7,7 @@ use crate::buffer::{
 use crate::device::{DeviceShared, LIVE_STREAMS};
 use crate::event::{EventInner, Record, WgpuEvent};
 use crate::flag::{FlagInner, WgpuFlag};
-use crate::graph::{CaptureState, Op, WgpuGraph};
+use crate::graph::{check_unsafe_call, Op, Session, SharedSession, WgpuGraph};
 use crate::kernel::{encode_dispatch, WgpuKernel};
 use crate::sched::{flush_locked, hold_locked, AfterSubmit, Held, Sched, StreamState, Upload};
 use crate::util::{align_down, align_up, lock};
@@ -33,8 +33,23 @@ impl Drop for StreamHandle {
         flush_locked(&self.device, &mut sched, self.id, false);
         if let Some(state) = sched.streams.get_mut(&self.id) {
             state.orphaned = true;
-            state.capture = None;
+            let capture = state.capture.take();
             sched.watched.insert(self.id);
+            if let Some(session) = capture {
+                let mut captured = lock(&session);
+                captured.invalidate("invalidated: a member stream was dropped".into());
+                if captured.origin == self.id {
+                    // The capture ends with its origin: every member leaves it.
+                    let members: Vec<u64> = captured.members.keys().copied().collect();
+                    let _ = captured.end();
+                    drop(captured);
+                    for member in members {
+                        if let Some(state) = sched.streams.get_mut(&member) {
+                            state.capture = None;
+                        }
+                    }
+                }
+            }
         }
         drop(sched);
         self.device.signal.notify();
@@ -166,24 +181,27 @@ impl WgpuStream {
         }
     }
 
-    /// The stream's capture in progress, if any.
-    fn capturing<'s>(&self, sched: &'s mut Sched) -> Option<&'s mut CaptureState> {
+    /// The capture this stream is a member of, if any.
+    fn capturing(&self, sched: &mut Sched) -> Option<SharedSession> {
         sched
             .streams
-            .get_mut(&self.handle.id)
-            .and_then(|state| state.capture.as_mut())
+            .get(&self.handle.id)
+            .and_then(|state| state.capture.clone())
+    }
+
+    /// Appends `op` to the stream's capture.
+    fn push_captured(&self, session: &SharedSession, op: Op) -> Result<()> {
+        lock(session).push(self.handle.id, op)
     }
 
     /// Refuses an operation that cannot be captured, invalidating the capture.
     fn refuse_in_capture(&self, sched: &mut Sched, op: &'static str) -> Result<()> {
-        if let Some(state) = sched.streams.get_mut(&self.handle.id) {
-            if let Some(capture) = state.capture.as_mut() {
-                let reason = format!("{op} is not allowed while the stream is capturing");
-                if capture.invalid.is_none() {
-                    capture.invalid = Some(format!("invalidated by {op}"));
-                }
-                return Err(capture_error(op, &reason));
-            }
+        if let Some(session) = self.capturing(sched) {
+            lock(&session).invalidate(format!("invalidated by {op}"));
+            return Err(capture_error(
+                op,
+                &format!("{op} is not allowed while the stream is capturing"),
+            ));
         }
         Ok(())
     }
@@ -200,8 +218,8 @@ impl WgpuStream {
         let device = Arc::clone(&self.handle.device);
         let id = self.handle.id;
         let mut sched = self.lock();
-        if let Some(capture) = self.capturing(&mut sched) {
-            return capture.push(op);
+        if let Some(session) = self.capturing(&mut sched) {
+            return self.push_captured(&session, op);
         }
         match op {
             Op::Fill {
@@ -314,6 +332,7 @@ impl WgpuStream {
             Op::Record(event) => {
                 let record = self.record_locked(&mut sched, Some(&event.inner))?;
                 *lock(&event.inner.current) = Some(record);
+                *lock(&event.inner.captured) = None;
                 Ok(())
             }
             Op::WaitEvent(event) => match event.inner.current() {
@@ -343,8 +362,8 @@ impl WgpuStream {
     pub(crate) fn replay(&self, ops: &[Op]) -> Result<()> {
         {
             let mut sched = self.lock();
-            if let Some(capture) = self.capturing(&mut sched) {
-                return capture.push(Op::Graph(Arc::new(ops.to_vec())));
+            if let Some(session) = self.capturing(&mut sched) {
+                return self.push_captured(&session, Op::Graph(Arc::new(ops.to_vec())));
             }
         }
         for op in ops {
@@ -428,6 +447,40 @@ impl WgpuStream {
         }
     }
 
+    /// This stream waits on work captured in `theirs` (an event recorded in it, or a stream
+    /// that is a member of it): a member merges the dependency, a stream outside any capture
+    /// joins it (CUDA's fork), a member of another capture is refused.
+    fn join_locked(
+        &self,
+        sched: &mut Sched,
+        theirs: SharedSession,
+        clock: &crate::graph::Clock,
+        mine: Option<SharedSession>,
+        device: &Arc<DeviceShared>,
+    ) -> Result<()> {
+        if let Some(mine) = &mine {
+            if !Arc::ptr_eq(mine, &theirs) {
+                lock(mine).invalidate("invalidated by a wait on another capture".into());
+                return Err(capture_error(
+                    "wait_event",
+                    "the event or stream belongs to another stream capture",
+                ));
+            }
+        }
+        if !Arc::ptr_eq(device, &self.handle.device) {
+            lock(&theirs).invalidate("invalidated by a wait from another device".into());
+            return Err(capture_error(
+                "wait_event",
+                "a capture cannot be joined by a stream of another wgpu device",
+            ));
+        }
+        lock(&theirs).wait(self.handle.id, clock);
+        if mine.is_none() {
+            self.state(sched)?.capture = Some(theirs);
+        }
+        Ok(())
+    }
+
     fn check_event(&self, op: &'static str, event: &WgpuEvent) -> Result<()> {
         if Arc::ptr_eq(&event.inner.device, &self.handle.device) {
             Ok(())
@@ -506,6 +559,7 @@ impl DeviceStream for WgpuStream {
             self.refuse_in_capture(&mut sched, "synchronize")?;
             flush_locked(device, &mut sched, self.handle.id, false);
         }
+        check_unsafe_call("synchronize")?;
         loop {
             let (frontier, seen) = {
                 let mut sched = self.lock();
@@ -540,6 +594,16 @@ impl DeviceStream for WgpuStream {
 
     fn record(&self, event: &WgpuEvent) -> Result<()> {
         self.check_event("record", event)?;
+        let mut sched = self.lock();
+        if let Some(session) = self.capturing(&mut sched) {
+            let mut captured = lock(&session);
+            captured.push(self.handle.id, Op::Record(event.clone()))?;
+            let clock = captured.snapshot(self.handle.id);
+            drop(captured);
+            *lock(&event.inner.captured) = Some((Arc::downgrade(&session), clock));
+            return Ok(());
+        }
+        drop(sched);
         self.run_op(Op::Record(event.clone()))
     }
 
@@ -550,36 +614,64 @@ impl DeviceStream for WgpuStream {
     }
 
     fn wait_event(&self, event: &WgpuEvent) -> Result<()> {
-        self.run_op(Op::WaitEvent(event.clone()))
+        let captured = event.inner.captured_in();
+        let mut sched = self.lock();
+        let mine = self.capturing(&mut sched);
+        match (captured, mine) {
+            (None, None) => {
+                drop(sched);
+                self.run_op(Op::WaitEvent(event.clone()))
+            }
+            (None, Some(session)) => self.push_captured(&session, Op::WaitEvent(event.clone())),
+            (Some((theirs, clock)), mine) => {
+                self.join_locked(&mut sched, theirs, &clock, mine, &event.inner.device)
+            }
+        }
     }
 
     fn wait_stream(&self, other: &WgpuStream) -> Result<()> {
         if other.handle.id == self.handle.id {
             return Ok(());
         }
-        {
-            let mut sched = self.lock();
-            if let Some(capture) = self.capturing(&mut sched) {
-                return capture.push(Op::WaitStream(other.clone()));
-            }
-            if Arc::ptr_eq(&other.handle.device, &self.handle.device) {
-                let record = other.record_locked(&mut sched, None)?;
-                return self.wait_record_locked(&mut sched, record);
-            }
-        }
-        let record = {
-            let mut other_sched = other.lock();
-            other.record_locked(&mut other_sched, None)?
+        let same_device = Arc::ptr_eq(&other.handle.device, &self.handle.device);
+        let theirs = if same_device {
+            None
+        } else {
+            other.capturing(&mut other.lock())
         };
         let mut sched = self.lock();
-        self.wait_record_locked(&mut sched, record)
+        let theirs = if same_device {
+            other.capturing(&mut sched)
+        } else {
+            theirs
+        };
+        let mine = self.capturing(&mut sched);
+        match (theirs, mine) {
+            (Some(theirs), mine) => {
+                let clock = lock(&theirs).snapshot(other.handle.id);
+                self.join_locked(&mut sched, theirs, &clock, mine, &other.handle.device)
+            }
+            (None, Some(session)) => self.push_captured(&session, Op::WaitStream(other.clone())),
+            (None, None) => {
+                if same_device {
+                    let record = other.record_locked(&mut sched, None)?;
+                    return self.wait_record_locked(&mut sched, record);
+                }
+                drop(sched);
+                let record = {
+                    let mut other_sched = other.lock();
+                    other.record_locked(&mut other_sched, None)?
+                };
+                let mut sched = self.lock();
+                self.wait_record_locked(&mut sched, record)
+            }
+        }
     }
-
     fn launch_host_func(&self, f: HostFn) -> Result<()> {
         let device = &self.handle.device;
         let mut sched = self.lock();
-        if let Some(capture) = self.capturing(&mut sched) {
-            return capture.push(Op::HostFunc(Arc::new(std::sync::Mutex::new(f))));
+        if let Some(session) = self.capturing(&mut sched) {
+            return self.push_captured(&session, Op::HostFunc(Arc::new(std::sync::Mutex::new(f))));
         }
         flush_locked(device, &mut sched, self.handle.id, false);
         hold_locked(device, &mut sched, self.handle.id, Held::HostFunc(f));
@@ -588,30 +680,48 @@ impl DeviceStream for WgpuStream {
 
     fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
         let mut sched = self.lock();
-        let state = self.state(&mut sched)?;
-        if state.capture.is_some() {
+        if let Some(session) = self.capturing(&mut sched) {
+            lock(&session).invalidate("invalidated by a second begin_capture".into());
             return Err(capture_error(
                 "begin_capture",
                 "the stream is already capturing",
             ));
         }
-        state.capture = Some(CaptureState::new(mode));
+        self.state(&mut sched)?.capture = Some(Session::begin(self.handle.id, mode));
         Ok(())
     }
 
     fn end_capture(&self) -> Result<WgpuGraph> {
         let mut sched = self.lock();
-        let state = self.state(&mut sched)?;
-        let Some(capture) = state.capture.take() else {
+        let Some(session) = self.capturing(&mut sched) else {
             return Err(capture_error("end_capture", "the stream is not capturing"));
         };
-        if let Some(reason) = capture.invalid {
-            return Err(capture_error("end_capture", &reason));
+        let mut captured = lock(&session);
+        if captured.origin != self.handle.id {
+            return Err(capture_error(
+                "end_capture",
+                "the stream joined another stream's capture: end it on the stream that began it",
+            ));
+        }
+        let mode = captured.mode;
+        let members: Vec<u64> = captured.members.keys().copied().collect();
+        let ended = captured.end();
+        drop(captured);
+        for member in members {
+            if let Some(state) = sched.streams.get_mut(&member) {
+                if state
+                    .capture
+                    .as_ref()
+                    .is_some_and(|s| Arc::ptr_eq(s, &session))
+                {
+                    state.capture = None;
+                }
+            }
         }
         Ok(WgpuGraph {
             device: Arc::clone(&self.handle.device),
-            ops: Arc::new(capture.ops),
-            mode: capture.mode,
+            ops: Arc::new(ended?),
+            mode,
         })
     }
 
@@ -629,10 +739,12 @@ impl DeviceStream for WgpuStream {
     }
 
     fn alloc(&self, len: usize) -> Result<WgpuBuffer> {
+        check_unsafe_call("alloc")?;
         BufferInner::new(&self.handle.device, len).map(|inner| WgpuBuffer { inner })
     }
 
     fn alloc_host(&self, len: usize) -> Result<WgpuHostBuffer> {
+        check_unsafe_call("alloc_host")?;
         Ok(WgpuHostBuffer {
             inner: HostInner::new(len),
         })
@@ -651,12 +763,15 @@ impl DeviceStream for WgpuStream {
         }
         let device = &self.handle.device;
         let mut sched = self.lock();
-        if let Some(capture) = self.capturing(&mut sched) {
-            return capture.push(Op::CopyFromHost {
-                dst: Arc::clone(&dst.inner),
-                offset: dst_offset as u64,
-                data: Arc::from(src),
-            });
+        if let Some(session) = self.capturing(&mut sched) {
+            return self.push_captured(
+                &session,
+                Op::CopyFromHost {
+                    dst: Arc::clone(&dst.inner),
+                    offset: dst_offset as u64,
+                    data: Arc::from(src),
+                },
+            );
         }
         let state = self.state(&mut sched)?;
         let encoder = state.encoder(&device.device);

@@ -1,4 +1,5 @@
-//! Crate tests of wgpu specifics (run on lavapipe in CI and on the GPU machine's adapter).
+//! Crate tests of wgpu specifics. They run on wgpu:0 (lavapipe in CI, the NVIDIA adapter on the
+//! GPU machine) and skip only when no adapter exists and `DEVSTREAM_REQUIRE` does not name wgpu.
 
 use crate::*;
 use devstream_core::{
@@ -7,10 +8,13 @@ use devstream_core::{
 };
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const PLACE: Place = Place::Wgpu(0);
 
 /// A stream on wgpu:0, or `None` when no adapter is present and wgpu is not required.
 fn stream() -> Option<WgpuStream> {
-    match WgpuBackend::new_stream(&Place::Wgpu(0), StreamOptions::default()) {
+    match WgpuBackend::new_stream(&PLACE, StreamOptions::default()) {
         Ok(s) => Some(s),
         Err(e) => {
             let required = std::env::var("DEVSTREAM_REQUIRE")
@@ -36,20 +40,407 @@ macro_rules! stream_or_skip {
     };
 }
 
-#[test]
-fn smoke_fill_and_read_back() {
-    let s = stream_or_skip!();
-    eprintln!(
-        "adapters: {:?}",
-        adapters()
-            .iter()
-            .map(|a| (&a.info.name, a.info.backend))
-            .collect::<Vec<_>>()
-    );
-    let b = s.alloc(64).unwrap();
-    s.fill(&b, 0, 64, 7).unwrap();
-    let h = s.alloc_host(64).unwrap();
-    s.copy_device_to_host(&h, 0, &b, 0, 64).unwrap();
+/// Polls `condition` for up to 10 s.
+fn eventually(mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    condition()
+}
+
+fn log() -> (
+    Arc<Mutex<Vec<&'static str>>>,
+    impl Fn(&'static str) -> HostFn,
+) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    let task = move |name: &'static str| -> HostFn {
+        let l = l.clone();
+        Box::new(move || l.lock().unwrap().push(name))
+    };
+    (log, task)
+}
+
+type HostFn = devstream_core::HostFn;
+
+fn read(s: &WgpuStream, b: &WgpuBuffer, offset: usize, len: usize) -> Vec<u8> {
+    let h = s.alloc_host(len).unwrap();
+    s.copy_device_to_host(&h, 0, b, offset, len).unwrap();
     s.synchronize().unwrap();
-    assert_eq!(h.to_vec().unwrap(), vec![7u8; 64]);
+    h.to_vec().unwrap()
+}
+
+#[test]
+fn enumeration_is_deterministic_and_places_match() {
+    let _ = stream();
+    let first = adapters();
+    let again = adapters();
+    assert_eq!(first.len(), again.len());
+    for (a, b) in first.iter().zip(&again) {
+        assert_eq!(a.index, b.index);
+        assert_eq!(a.info.name, b.info.name);
+    }
+    assert_eq!(
+        WgpuBackend::places(),
+        (0..first.len()).map(Place::Wgpu).collect::<Vec<_>>()
+    );
+    for entry in &first {
+        eprintln!(
+            "wgpu:{} = {} ({:?}, {:?}, driver {:?})",
+            entry.index,
+            entry.info.name,
+            entry.info.backend,
+            entry.info.device_type,
+            entry.info.driver
+        );
+    }
+    let beyond = Place::Wgpu(first.len());
+    let err = WgpuBackend::new_stream(&beyond, StreamOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NoDevice { .. } | Error::BackendUnavailable { .. }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn fills_and_copies_of_every_alignment() {
+    let s = stream_or_skip!();
+    let n = 67;
+    let b = s.alloc(n).unwrap();
+    let mut expect = vec![0u8; n];
+    s.fill(&b, 0, n, 0).unwrap(); // unaligned length, zero
+    s.fill(&b, 1, 10, 0xAB).unwrap(); // unaligned start and end
+    expect[1..11].fill(0xAB);
+    s.fill(&b, 20, 8, 0x11).unwrap(); // aligned, non-zero
+    expect[20..28].fill(0x11);
+    let data: Vec<u8> = (0..13).collect();
+    s.copy_from_host(&b, 30, &data).unwrap(); // unaligned upload
+    expect[30..43].copy_from_slice(&data);
+    s.copy_from_host(&b, 44, &[9, 8, 7, 6]).unwrap(); // aligned upload
+    expect[44..48].copy_from_slice(&[9, 8, 7, 6]);
+    let c = s.alloc(n).unwrap();
+    s.fill(&c, 0, n, 0x55).unwrap();
+    s.copy_device_to_device(&c, 3, &b, 30, 13).unwrap(); // phase-shifted copy
+    let mut expect_c = vec![0x55u8; n];
+    expect_c[3..16].copy_from_slice(&data);
+    s.copy_device_to_device(&b, 50, &b, 1, 7).unwrap(); // within one buffer
+    expect[50..57].fill(0xAB);
+    assert_eq!(read(&s, &b, 0, n), expect);
+    assert_eq!(read(&s, &c, 0, n), expect_c);
+    assert_eq!(read(&s, &b, 31, 5), expect[31..36].to_vec()); // unaligned download
+}
+
+#[test]
+fn ranges_are_checked() {
+    let s = stream_or_skip!();
+    let b = s.alloc(16).unwrap();
+    assert!(matches!(
+        s.fill(&b, 10, 8, 1),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.copy_from_host(&b, 15, &[1, 2]),
+        Err(Error::InvalidArgument(_))
+    ));
+    let h = s.alloc_host(4).unwrap();
+    assert!(matches!(
+        s.copy_device_to_host(&h, 0, &b, 0, 8),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        h.read(2, &mut [0; 4]),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.alloc(usize::MAX),
+        Err(Error::OutOfMemory { .. })
+    ));
+}
+
+const DOUBLE: &str = r#"
+@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+@compute @workgroup_size(64)
+fn double(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&data)) { data[id.x] = data[id.x] * 2u; }
+}
+"#;
+
+#[test]
+fn wgsl_dispatch_in_stream_order() {
+    let s = stream_or_skip!();
+    let kernel = WgpuKernel::new(&s, DOUBLE, "double").unwrap();
+    let words: Vec<u32> = (0..100).collect();
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let b = s.alloc(bytes.len()).unwrap();
+    s.copy_from_host(&b, 0, &bytes).unwrap();
+    s.dispatch(&kernel, &[&b], [2, 1, 1]).unwrap();
+    s.dispatch(&kernel, &[&b], [2, 1, 1]).unwrap();
+    let out = read(&s, &b, 0, bytes.len());
+    let got: Vec<u32> = out
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, words.iter().map(|w| w * 4).collect::<Vec<_>>());
+}
+
+#[test]
+fn bad_kernels_are_typed_errors() {
+    let s = stream_or_skip!();
+    let err = WgpuKernel::new(&s, "this is not wgsl", "main").unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    let err = WgpuKernel::new(&s, DOUBLE, "no_such_entry").unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    let kernel = WgpuKernel::new(&s, DOUBLE, "double").unwrap();
+    let err = s.dispatch(&kernel, &[], [1, 1, 1]).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    let b = s.alloc(4).unwrap();
+    let err = s.dispatch(&kernel, &[&b], [u32::MAX, 1, 1]).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    // The stream is still fine.
+    s.dispatch(&kernel, &[&b], [1, 1, 1]).unwrap();
+    s.synchronize().unwrap();
+}
+
+#[test]
+fn flag_gates_later_submissions_and_other_streams_waiting_on_them() {
+    let s = stream_or_skip!();
+    let other = WgpuBackend::new_stream(&PLACE, StreamOptions::default()).unwrap();
+    let flag = WgpuBackend::new_flag(&PLACE).unwrap();
+    let b = s.alloc(4).unwrap();
+    s.fill(&b, 0, 4, 1).unwrap();
+    let before = s.record_event().unwrap();
+    s.wait_flag(&flag, 2).unwrap();
+    s.fill(&b, 0, 4, 2).unwrap();
+    let after = s.record_event().unwrap();
+    // `other` waits for work that is held back: it must hold its own later work too.
+    other.wait_event(&after).unwrap();
+    let (log, task) = log();
+    other.launch_host_func(task("other")).unwrap();
+    assert!(eventually(|| before.query().unwrap()));
+    before.synchronize().unwrap();
+    flag.set(1); // not enough
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(!after.query().unwrap());
+    assert!(!s.query().unwrap() && !other.query().unwrap());
+    assert!(log.lock().unwrap().is_empty());
+    flag.set(2);
+    other.synchronize().unwrap();
+    assert_eq!(*log.lock().unwrap(), vec!["other"]);
+    assert!(after.query().unwrap());
+    assert_eq!(read(&s, &b, 0, 4), vec![2; 4]);
+}
+
+#[test]
+fn write_flag_is_stream_ordered() {
+    let s = stream_or_skip!();
+    let gate = WgpuBackend::new_flag(&PLACE).unwrap();
+    let flag = WgpuBackend::new_flag(&PLACE).unwrap();
+    s.wait_flag(&gate, 1).unwrap();
+    s.write_flag(&flag, 7).unwrap();
+    std::thread::sleep(Duration::from_millis(10));
+    assert_eq!(flag.get(), 0, "write_flag ran ahead of the gate");
+    gate.set(1);
+    s.synchronize().unwrap();
+    assert_eq!(flag.get(), 7);
+    // On an idle stream it is immediate, in order.
+    s.write_flag(&flag, 9).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(flag.get(), 9);
+}
+
+#[test]
+fn host_functions_run_in_order_without_polling_and_panics_are_reported() {
+    let s = stream_or_skip!();
+    let (log, task) = log();
+    let b = s.alloc(1 << 16).unwrap();
+    s.fill(&b, 0, 1 << 16, 3).unwrap();
+    s.launch_host_func(task("a")).unwrap();
+    s.fill(&b, 0, 1 << 16, 4).unwrap();
+    s.launch_host_func(task("b")).unwrap();
+    // Nobody polls: the background poller must run them.
+    assert!(eventually(|| log.lock().unwrap().len() == 2));
+    assert_eq!(*log.lock().unwrap(), vec!["a", "b"]);
+    s.launch_host_func(Box::new(|| panic!("boom"))).unwrap();
+    let err = s.synchronize().unwrap_err();
+    assert!(
+        matches!(&err, Error::HostFuncPanicked { message, .. } if message.contains("boom")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn events_and_timing() {
+    let s = stream_or_skip!();
+    let never = WgpuBackend::new_event(&PLACE, EventFlags::default()).unwrap();
+    assert!(never.query().unwrap());
+    never.synchronize().unwrap();
+    let caps = WgpuBackend::capabilities(&PLACE).unwrap();
+    if !caps.timing {
+        assert!(matches!(
+            WgpuBackend::new_event(&PLACE, EventFlags::timed()),
+            Err(Error::Unsupported { .. })
+        ));
+        return;
+    }
+    let start = WgpuBackend::new_event(&PLACE, EventFlags::timed()).unwrap();
+    let end = WgpuBackend::new_event(&PLACE, EventFlags::timed()).unwrap();
+    assert!(matches!(start.elapsed(&end), Err(Error::NotRecorded)));
+    assert!(matches!(never.elapsed(&end), Err(Error::TimingDisabled)));
+    let gate = WgpuBackend::new_flag(&PLACE).unwrap();
+    s.record(&start).unwrap();
+    s.wait_flag(&gate, 1).unwrap();
+    let b = s.alloc(1 << 20).unwrap();
+    s.fill(&b, 0, 1 << 20, 1).unwrap();
+    s.record(&end).unwrap();
+    assert!(matches!(start.elapsed(&end), Err(Error::NotReady)));
+    gate.set(1);
+    end.synchronize().unwrap();
+    let elapsed = start.elapsed(&end).unwrap();
+    eprintln!("elapsed over a 1 MiB fill: {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(10));
+    assert!(matches!(
+        WgpuBackend::new_event(
+            &PLACE,
+            EventFlags {
+                interprocess: true,
+                ..EventFlags::default()
+            }
+        ),
+        Err(Error::Unsupported { .. })
+    ));
+}
+
+#[test]
+fn host_buffer_round_trip_through_the_host() {
+    let s = stream_or_skip!();
+    let a = s.alloc(64).unwrap();
+    let c = s.alloc(64).unwrap();
+    let h = s.alloc_host(64).unwrap();
+    s.fill(&a, 0, 64, 0x5A).unwrap();
+    s.copy_device_to_host(&h, 0, &a, 0, 64).unwrap();
+    // The upload reads what the download writes: it is deferred until that has landed.
+    s.copy_host_to_device(&c, 0, &h, 0, 64).unwrap();
+    assert_eq!(read(&s, &c, 0, 64), vec![0x5A; 64]);
+    h.write(0, &[1; 8]).unwrap();
+    s.copy_host_to_device(&c, 2, &h, 0, 8).unwrap();
+    let out = read(&s, &c, 0, 12);
+    assert_eq!(out, [0x5A, 0x5A, 1, 1, 1, 1, 1, 1, 1, 1, 0x5A, 0x5A]);
+}
+
+#[test]
+fn capture_replays_by_re_encoding() {
+    let s = stream_or_skip!();
+    let kernel = WgpuKernel::new(&s, DOUBLE, "double").unwrap();
+    let b = s.alloc(16).unwrap();
+    s.copy_from_host(&b, 0, &[1, 0, 0, 0].repeat(4)).unwrap();
+    let (log, task) = log();
+    s.begin_capture(CaptureMode::Relaxed).unwrap();
+    s.dispatch(&kernel, &[&b], [1, 1, 1]).unwrap();
+    s.launch_host_func(task("ran")).unwrap();
+    let graph = s.end_capture().unwrap();
+    assert_eq!(graph.len(), 2);
+    assert_eq!(read(&s, &b, 0, 4), vec![1, 0, 0, 0], "captured work ran");
+    let runner = WgpuBackend::new_stream(&PLACE, StreamOptions::default()).unwrap();
+    for _ in 0..3 {
+        graph.launch(&runner).unwrap();
+    }
+    runner.synchronize().unwrap();
+    assert_eq!(read(&s, &b, 0, 4), vec![8, 0, 0, 0]);
+    assert_eq!(log.lock().unwrap().len(), 3);
+}
+
+/// A second device on the same adapter, adopted: events of one device gate the other's streams.
+#[test]
+fn cross_device_wait_holds_submissions_without_blocking_the_host() {
+    let s = stream_or_skip!();
+    let adapter_device = s.wgpu_device();
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        flags: wgpu::InstanceFlags::empty(),
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
+    let backend = adapter_device.adapter_info().backend;
+    let adapter = crate::util::block_on(instance.enumerate_adapters(backend.into()))
+        .into_iter()
+        .find(|a| a.get_info().name == adapter_device.adapter_info().name)
+        .expect("the adapter of wgpu:0");
+    let (device, queue) = crate::util::block_on(adapter.request_device(&Default::default()))
+        .expect("a second device");
+    let adopted = WgpuDevice::adopt(device, queue);
+    assert_eq!(adopted.place(), s.place(), "matched to its adapter's place");
+    let foreign = adopted.new_stream(StreamOptions::default()).unwrap();
+    // Objects of different devices do not mix.
+    let buffer_here = s.alloc(4).unwrap();
+    assert!(foreign.fill(&buffer_here, 0, 4, 0).is_err());
+
+    let gate = WgpuBackend::new_flag(&PLACE).unwrap();
+    s.wait_flag(&gate, 1).unwrap();
+    s.fill(&buffer_here, 0, 4, 6).unwrap();
+    let done_here = s.record_event().unwrap();
+    let t0 = Instant::now();
+    foreign.wait_event(&done_here).unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(1), "wait_event blocked");
+    let (log, task) = log();
+    foreign.launch_host_func(task("foreign")).unwrap();
+    let foreign_done = foreign.record_event().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(!foreign_done.query().unwrap());
+    assert!(log.lock().unwrap().is_empty());
+    gate.set(1);
+    foreign_done.synchronize().unwrap();
+    assert_eq!(*log.lock().unwrap(), vec!["foreign"]);
+    assert!(done_here.query().unwrap());
+    // And the other way round: a stream of wgpu:0 waits on the adopted device.
+    s.wait_stream(&foreign).unwrap();
+    s.synchronize().unwrap();
+}
+
+#[test]
+fn streams_share_one_queue_in_order() {
+    let s = stream_or_skip!();
+    let t = WgpuBackend::new_stream(&PLACE, StreamOptions::default()).unwrap();
+    let b = s.alloc(4).unwrap();
+    for i in 0..20u8 {
+        let (from, to) = if i % 2 == 0 { (&s, &t) } else { (&t, &s) };
+        from.fill(&b, 0, 4, i).unwrap();
+        to.wait_stream(from).unwrap();
+    }
+    t.synchronize().unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(read(&s, &b, 0, 4), vec![19; 4]);
+    assert!(!s.capabilities().concurrent_streams);
+    assert_eq!(s.native_priority(), 0);
+    assert_eq!(
+        WgpuBackend::priority_range(&PLACE).unwrap(),
+        devstream_core::PriorityRange::NONE
+    );
+    assert!(matches!(
+        WgpuBackend::per_thread_stream(&PLACE),
+        Err(Error::Unsupported { .. })
+    ));
+}
+
+#[test]
+fn dropping_a_held_stream_never_blocks_and_its_work_still_runs() {
+    let s = stream_or_skip!();
+    let gate = WgpuBackend::new_flag(&PLACE).unwrap();
+    let counter = Arc::new(AtomicU32::new(0));
+    let c = counter.clone();
+    s.wait_flag(&gate, 1).unwrap();
+    s.launch_host_func(Box::new(move || {
+        c.fetch_add(1, Ordering::SeqCst);
+    }))
+    .unwrap();
+    let t0 = Instant::now();
+    drop(s);
+    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert_eq!(counter.load(Ordering::SeqCst), 0);
+    gate.set(1);
+    assert!(eventually(|| counter.load(Ordering::SeqCst) == 1));
 }
