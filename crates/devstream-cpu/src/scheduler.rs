@@ -7,7 +7,8 @@
 //! after a batch, when another stream of the same priority waits), so priorities hold between
 //! tasks. A stream whose next task waits for another stream's progress or for a flag is
 //! *blocked*: it leaves the scheduler, registers itself with what it waits for and is put back
-//! into the ready queue by whoever satisfies the wait. Nothing spins.
+//! into the ready queue by whoever satisfies the wait. Nothing polls: an idle worker (one at a
+//! time) backs off for a few microseconds (see [`Backoff`]) and then sleeps on a condvar.
 
 use crate::buffer::{BufferInner, HostInner, PendingGuard};
 use crate::event::EventInner;
