@@ -146,6 +146,12 @@ pub fn load_plugin(path: impl AsRef<Path>) -> Result<PluginInfo> {
 pub fn register_custom_device<B: DeviceBackend>(device_type: &str) -> Result<()> {
     Place::custom(device_type, 0)?;
     ensure_discovered();
+    if let Some(existing) = read().devices.get(device_type) {
+        return Err(Error::Plugin {
+            plugin: device_type.to_owned(),
+            reason: format!("device type already registered (by {})", owner_of(existing)),
+        });
+    }
     let backend: Arc<dyn ErasedBackend> = Arc::new(RustBackend::<B>::new());
     for place in backend.places() {
         match &place {

@@ -1,3 +1,6 @@
+//! Discovery finds the workspace's test plug-in and a stream on it runs host functions, events,
+//! copies and fills.
+
 mod common;
 
 use common::*;

@@ -7,8 +7,10 @@
 //! lies in a directory that devstream scans.
 //!
 //! Modes that load successfully register the device type `faulty_<mode name>` (so that several
-//! can be loaded in one process) and run a synchronous runtime over host memory, like Paddle's
-//! own `custom_cpu` plug-in: copies happen inside the call, events and streams do nothing.
+//! can be loaded in one process) with one device whose id is the mode number (so that the
+//! functions, shared by every load of the image, know which mode a call is for), and run a
+//! synchronous runtime over host memory, like Paddle's own `custom_cpu` plug-in: copies happen
+//! inside the call, events and streams do nothing.
 
 #[path = "../../../src/sys.rs"]
 pub mod sys;
@@ -99,6 +101,16 @@ fn mode() -> u32 {
     MODE.load(Ordering::SeqCst)
 }
 
+/// The mode a device belongs to: every mode that loads lists one device whose id is the mode,
+/// so plug-ins loaded in different modes keep their behaviour when the selection changes.
+fn mode_of(device: C_Device) -> u32 {
+    if device.is_null() {
+        return mode();
+    }
+    // SAFETY: a non-null `C_Device` from the host.
+    unsafe { (*device).id as u32 }
+}
+
 /// Selects what the next `InitPlugin` does.
 #[no_mangle]
 pub extern "C" fn devstream_test_plugin_faulty_select(mode: c_uint) {
@@ -130,7 +142,7 @@ unsafe extern "C" fn get_device(device: C_Device) -> C_Status {
         return C_ERROR;
     }
     // SAFETY: a non-null, writable `C_Device_st` from the host.
-    unsafe { (*device).id = 0 };
+    unsafe { (*device).id = mode() as std::ffi::c_int };
     C_SUCCESS
 }
 
@@ -154,8 +166,6 @@ unsafe extern "C" fn get_device_list(devices: *mut usize) -> C_Status {
         return C_ERROR;
     }
     match mode() {
-        // Unwritten: the host's zeroed list says device 0, which is what we have.
-        MODE_UNWRITTEN_ALLOCATION => {}
         MODE_DUPLICATE_DEVICE_IDS => {
             // SAFETY: room for the two entries `get_device_count` reported.
             unsafe {
@@ -164,13 +174,13 @@ unsafe extern "C" fn get_device_list(devices: *mut usize) -> C_Status {
             }
         }
         // SAFETY: room for the one entry `get_device_count` reported.
-        _ => unsafe { *devices = 0 },
+        mode => unsafe { *devices = mode as usize },
     }
     C_SUCCESS
 }
 
-unsafe extern "C" fn create_stream(_device: C_Device, stream: *mut C_Stream) -> C_Status {
-    match mode() {
+unsafe extern "C" fn create_stream(device: C_Device, stream: *mut C_Stream) -> C_Status {
+    match mode_of(device) {
         MODE_FAILING_CREATE_STREAM => C_ERROR,
         // Like Paddle's custom_cpu: success, nothing written.
         MODE_PADDLE_CUSTOM_CPU | MODE_UNWRITTEN_ALLOCATION => C_SUCCESS,
@@ -224,8 +234,9 @@ unsafe extern "C" fn failing_callback(
     C_INTERNAL_ERROR
 }
 
-unsafe extern "C" fn create_event(_device: C_Device, event: *mut C_Event) -> C_Status {
-    if mode() == MODE_PADDLE_CUSTOM_CPU || mode() == MODE_UNWRITTEN_ALLOCATION {
+unsafe extern "C" fn create_event(device: C_Device, event: *mut C_Event) -> C_Status {
+    let mode = mode_of(device);
+    if mode == MODE_PADDLE_CUSTOM_CPU || mode == MODE_UNWRITTEN_ALLOCATION {
         return C_SUCCESS;
     }
     if event.is_null() {
@@ -260,15 +271,16 @@ unsafe extern "C" fn warning_event(_device: C_Device, _event: C_Event) -> C_Stat
     C_WARNING
 }
 
-unsafe extern "C" fn allocate(_device: C_Device, ptr: *mut *mut c_void, size: usize) -> C_Status {
+unsafe extern "C" fn allocate(device: C_Device, ptr: *mut *mut c_void, size: usize) -> C_Status {
     guarded(|| {
         if ptr.is_null() {
             return C_ERROR;
         }
-        if mode() == MODE_UNWRITTEN_ALLOCATION {
+        let mode = mode_of(device);
+        if mode == MODE_UNWRITTEN_ALLOCATION {
             return C_SUCCESS;
         }
-        if mode() == MODE_FAILING_OPS && size > (1 << 20) {
+        if mode == MODE_FAILING_OPS && size > (1 << 20) {
             return C_FAILED;
         }
         let Some(layout) = layout(size) else {
