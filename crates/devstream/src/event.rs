@@ -44,34 +44,41 @@ pub enum Event {
 
 impl Event {
     /// A new, never-recorded event. Timing is off unless `flags.timing`.
+    #[inline]
     pub fn new(place: &Place, flags: EventFlags) -> Result<Event> {
         let flags = flags.validate()?;
         crate::registry::with_backend!(place, B => B::new_event(place, flags).map(Member::wrap))
     }
 
     /// Records the event on `stream`: it now captures all work submitted there so far.
+    #[inline]
     pub fn record(&self, stream: &Stream) -> Result<()> {
         stream.record(self)
     }
 
     /// The event's place.
+    #[inline]
     pub fn place(&self) -> Option<Place> {
         EventApi::place(self)
     }
     /// A process-unique id.
+    #[inline]
     pub fn id(&self) -> u64 {
         EventApi::id(self)
     }
     /// The flags it was created with.
+    #[inline]
     pub fn flags(&self) -> EventFlags {
         EventApi::flags(self)
     }
     /// `true` iff the captured work is done (a never-recorded event is done).
+    #[inline]
     pub fn query(&self) -> Result<bool> {
         let _span = tracing::trace_span!("devstream.event_query", event = self.id()).entered();
         EventApi::query(self)
     }
     /// Blocks until the captured work is done.
+    #[inline]
     pub fn synchronize(&self) -> Result<()> {
         let _span =
             tracing::trace_span!("devstream.event_synchronize", event = self.id()).entered();
@@ -80,10 +87,12 @@ impl Event {
     /// Time from this event to `end`. `Error::TimingDisabled` if either lacks timing,
     /// `Error::NotRecorded` if either was never recorded, `Error::NotReady` if either is not
     /// complete.
+    #[inline]
     pub fn elapsed(&self, end: &Event) -> Result<Duration> {
         EventApi::elapsed(self, end)
     }
     /// The backend handle inside.
+    #[inline]
     pub fn backend<T: Member<Event>>(&self) -> Option<&T> {
         T::unwrap_ref(self)
     }

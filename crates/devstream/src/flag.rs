@@ -43,26 +43,32 @@ pub enum Flag {
 
 impl Flag {
     /// A new flag on `place`, initially 0 (`Error::Unsupported` where the place has no flags).
+    #[inline]
     pub fn new(place: &Place) -> Result<Flag> {
         with_backend!(place, B => B::new_flag(place).map(Member::wrap))
     }
     /// The flag's place.
+    #[inline]
     pub fn place(&self) -> &Place {
         FlagApi::place(self)
     }
     /// A process-unique id.
+    #[inline]
     pub fn id(&self) -> u64 {
         FlagApi::id(self)
     }
     /// Sets the value from the host.
+    #[inline]
     pub fn set(&self, value: u32) {
         FlagApi::set(self, value)
     }
     /// Reads the value.
+    #[inline]
     pub fn get(&self) -> u32 {
         FlagApi::get(self)
     }
     /// The backend handle inside.
+    #[inline]
     pub fn backend<T: Member<Flag>>(&self) -> Option<&T> {
         T::unwrap_ref(self)
     }

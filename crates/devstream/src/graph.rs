@@ -48,10 +48,12 @@ pub enum Graph {
 
 impl Graph {
     /// The place the graph was captured on.
+    #[inline]
     pub fn place(&self) -> &Place {
         GraphApi::place(self)
     }
     /// Runs the captured work on `stream` (any stream of the graph's place).
+    #[inline]
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         let _span = tracing::trace_span!("devstream.graph_launch", stream = stream.id()).entered();
         #[cfg(feature = "trace")]
@@ -66,6 +68,7 @@ impl Graph {
         GraphApi::launch(self, stream)
     }
     /// The backend handle inside.
+    #[inline]
     pub fn backend<T: Member<Graph>>(&self) -> Option<&T> {
         T::unwrap_ref(self)
     }

@@ -54,8 +54,11 @@ pub type StreamGuard = current::CurrentGuard<Stream>;
 /// `Device` for work in stream order (timed on the device where the place can) or `Host`.
 macro_rules! op {
     ($name:literal, $stream:expr, $kind:ident, |$hook:ident| $body:expr) => {{
-        let _span =
-            trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)).entered();
+        // `level_enabled!` is one relaxed load; only then build the span, so that the op path
+        // pays no span construction and drop while no subscriber listens.
+        let _span = tracing::level_enabled!(tracing::Level::TRACE).then(|| {
+            trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)).entered()
+        });
         op_hook!($name, $stream, $kind, |$hook| $body)
     }};
 }
@@ -103,6 +106,7 @@ impl Untraced {
 
 impl Stream {
     /// A new stream with [`Priority::Normal`], non-blocking.
+    #[inline]
     pub fn new(place: &Place) -> Result<Stream> {
         Stream::with_options(place, StreamOptions::default())
     }
@@ -114,6 +118,7 @@ impl Stream {
     /// let s = Stream::builder(&Place::Cpu).priority(Priority::High).blocking(false).build().unwrap();
     /// assert_eq!(s.priority(), Priority::High);
     /// ```
+    #[inline]
     pub fn builder(place: &Place) -> StreamBuilder {
         StreamBuilder {
             place: place.clone(),
@@ -122,6 +127,7 @@ impl Stream {
     }
 
     /// A new stream with explicit options.
+    #[inline]
     pub fn with_options(place: &Place, options: StreamOptions) -> Result<Stream> {
         let _span = trace_span!("devstream.stream_new", place = %place).entered();
         with_backend!(place, B => B::new_stream(place, options).map(Member::wrap))
@@ -129,63 +135,76 @@ impl Stream {
 
     /// The place's legacy default stream (CUDA's null stream) where the backend has one,
     /// otherwise its default stream. The same stream every call.
+    #[inline]
     pub fn default_stream(place: &Place) -> Result<Stream> {
         with_backend!(place, B => B::default_stream(place).map(Member::wrap))
     }
 
     /// The calling thread's per-thread default stream, where the backend has one
     /// (`Error::Unsupported` otherwise).
+    #[inline]
     pub fn per_thread(place: &Place) -> Result<Stream> {
         with_backend!(place, B => B::per_thread_stream(place).map(Member::wrap))
     }
 
     /// A stream from the place's pool: round robin over 32 lazily created streams per priority
     /// level (PyTorch's `getStreamFromPool`).
+    #[inline]
     pub fn from_pool(place: &Place, priority: Priority) -> Result<Stream> {
         registry::pool_stream(place, priority)
     }
 
     /// The backend handle inside, e.g. `stream.backend::<devstream::cpu::CpuStream>()`.
+    #[inline]
     pub fn backend<T: Member<Stream>>(&self) -> Option<&T> {
         T::unwrap_ref(self)
     }
 
     /// The stream's place.
+    #[inline]
     pub fn place(&self) -> &Place {
         StreamApi::place(self)
     }
     /// A process-unique id.
+    #[inline]
     pub fn id(&self) -> u64 {
         StreamApi::id(self)
     }
     /// The priority, read back from the clamped native number.
+    #[inline]
     pub fn priority(&self) -> Priority {
         StreamApi::priority(self)
     }
     /// The clamped native priority (lower is higher, as in CUDA).
+    #[inline]
     pub fn native_priority(&self) -> i32 {
         StreamApi::native_priority(self)
     }
     /// `true` unless the stream synchronises with the legacy default stream.
+    #[inline]
     pub fn is_non_blocking(&self) -> bool {
         StreamApi::is_non_blocking(self)
     }
     /// The place's capabilities.
+    #[inline]
     pub fn capabilities(&self) -> Capabilities {
         StreamApi::capabilities(self)
     }
 
     /// `true` iff all submitted work is done (CuPy's `done`, torch's `query()`).
+    #[inline]
     pub fn query(&self) -> Result<bool> {
         op!("devstream.query", self, Host, |_op| StreamApi::query(self))
     }
     /// Blocks until all submitted work is done; returns the first error that work raised.
+    #[inline]
     pub fn synchronize(&self) -> Result<()> {
         op!("devstream.synchronize", self, Host, |_op| {
             StreamApi::synchronize(self)
         })
     }
     /// A new event (default flags) recorded on this stream.
+    #[inline]
     pub fn record_event(&self) -> Result<Event> {
         op!("devstream.record_event", self, Device, |hook| {
             let event = StreamApi::record_event(self);
@@ -196,6 +215,7 @@ impl Stream {
         })
     }
     /// Records `event` on this stream (same as `event.record(&stream)`).
+    #[inline]
     pub fn record(&self, event: &Event) -> Result<()> {
         op!("devstream.record", self, Device, |hook| {
             let result = StreamApi::record(self, event);
@@ -206,6 +226,7 @@ impl Stream {
         })
     }
     /// Work submitted after this call waits for what `event` captured. Returns at once.
+    #[inline]
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         op!("devstream.wait_event", self, Device, |hook| {
             let result = StreamApi::wait_event(self, event);
@@ -216,6 +237,7 @@ impl Stream {
         })
     }
     /// Work submitted after this call waits for all work submitted to `other` so far.
+    #[inline]
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         op!("devstream.wait_stream", self, Device, |hook| {
             let result = StreamApi::wait_stream(self, other);
@@ -227,56 +249,66 @@ impl Stream {
     }
     /// Runs `f` on the host after all earlier work of the stream; later work waits for it.
     /// Captured, it runs once per `Graph::launch`. A panic in `f` surfaces from `synchronize`.
+    #[inline]
     pub fn launch_host_func(&self, f: impl FnMut() + Send + 'static) -> Result<()> {
         op!("devstream.launch_host_func", self, Device, |_op| {
             StreamApi::launch_host_func(self, Box::new(f))
         })
     }
     /// Starts capturing: later work is recorded, not run.
+    #[inline]
     pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
         op!("devstream.begin_capture", self, Host, |_op| {
             StreamApi::begin_capture(self, mode)
         })
     }
     /// Ends capturing and returns the graph.
+    #[inline]
     pub fn end_capture(&self) -> Result<Graph> {
         op!("devstream.end_capture", self, Host, |_op| {
             StreamApi::end_capture(self)
         })
     }
     /// Whether the stream is capturing.
+    #[inline]
     pub fn is_capturing(&self) -> Result<bool> {
         StreamApi::is_capturing(self)
     }
     /// Later work waits until `flag` ≥ `value`.
+    #[inline]
     pub fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()> {
         op!("devstream.wait_flag", self, Device, |_op| {
             StreamApi::wait_flag(self, flag, value)
         })
     }
     /// Writes `value` to `flag` in stream order.
+    #[inline]
     pub fn write_flag(&self, flag: &Flag, value: u32) -> Result<()> {
         op!("devstream.write_flag", self, Device, |_op| {
             StreamApi::write_flag(self, flag, value)
         })
     }
     /// Device memory of `len` bytes for work on this stream.
+    #[inline]
     pub fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
         op!("devstream.alloc", self, Host, |_op| StreamApi::alloc(
             self, len
         ))
     }
     /// Zeroed host memory for asynchronous copies (pinned where the platform has it).
+    #[inline]
     pub fn alloc_host(&self, len: usize) -> Result<HostBuffer> {
         StreamApi::alloc_host(self, len)
     }
     /// Copies `src` into `dst` at `dst_offset`; `src` is staged before return.
+    #[inline]
     pub fn copy_from_host(&self, dst: &DeviceBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
         op!("devstream.copy_from_host", self, Device, |_op| {
             StreamApi::copy_from_host(self, dst, dst_offset, src)
         })
     }
     /// Asynchronous host→device copy.
+    #[inline]
     pub fn copy_host_to_device(
         &self,
         dst: &DeviceBuffer,
@@ -290,6 +322,7 @@ impl Stream {
         })
     }
     /// Asynchronous device→host copy.
+    #[inline]
     pub fn copy_device_to_host(
         &self,
         dst: &HostBuffer,
@@ -303,6 +336,7 @@ impl Stream {
         })
     }
     /// Asynchronous device→device copy.
+    #[inline]
     pub fn copy_device_to_device(
         &self,
         dst: &DeviceBuffer,
@@ -316,6 +350,7 @@ impl Stream {
         })
     }
     /// Sets `len` bytes of `dst` from `offset` to `value`.
+    #[inline]
     pub fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
         op!("devstream.fill", self, Device, |_op| StreamApi::fill(
             self, dst, offset, len, value
@@ -324,6 +359,7 @@ impl Stream {
 
     /// Makes this stream the calling thread's current stream for its place until the guard
     /// drops (like `with stream:`). Guards restore in LIFO order.
+    #[inline]
     pub fn make_current(&self) -> StreamGuard {
         current::make_current(self.place(), self.clone())
     }
@@ -369,16 +405,19 @@ pub struct StreamBuilder {
 
 impl StreamBuilder {
     /// The priority ([`Priority::Normal`] by default); clamped into the place's range.
+    #[inline]
     pub fn priority(mut self, priority: Priority) -> Self {
         self.options.priority = priority;
         self
     }
     /// Whether the stream synchronises with the legacy default stream (default `false`).
+    #[inline]
     pub fn blocking(mut self, blocking: bool) -> Self {
         self.options.non_blocking = !blocking;
         self
     }
     /// Creates the stream.
+    #[inline]
     pub fn build(self) -> Result<Stream> {
         Stream::with_options(&self.place, self.options)
     }

@@ -10,6 +10,7 @@
 use crossbeam_channel::{unbounded, Sender};
 use devstream::{Event, EventFlags, Place, Stream};
 use devstream_bench::{ns_per_op, report, Row};
+use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -149,10 +150,11 @@ fn main() -> devstream::Result<()> {
     // record_event: a new event recorded
     let d = ns_per_op(rounds, iters, || drop(s1.record_event().unwrap()));
     let b = ns_per_op(rounds, iters, || {
-        let e = BaselineEvent {
+        // A shared handle, as an event is (devstream's events are `Arc`s too).
+        let e = Arc::new(BaselineEvent {
             shared: b1.shared.clone(),
             seq: AtomicU64::new(0),
-        };
+        });
         b1.record(&e);
     });
     s1.synchronize()?;
@@ -181,13 +183,20 @@ fn main() -> devstream::Result<()> {
     row("wait_stream", d, b);
 
     // query idle
-    let d = ns_per_op(rounds, iters * 10, || assert!(s1.query().unwrap()));
-    let b = ns_per_op(rounds, iters * 10, || assert!(b1.query()));
+    let d = ns_per_op(rounds, iters * 10, || {
+        assert!(black_box(&s1).query().unwrap())
+    });
+    let b = ns_per_op(rounds, iters * 10, || assert!(black_box(&b1).query()));
     row("query (idle)", d, b);
+    let raw: &devstream::cpu::CpuStream = s1.backend().expect("cpu stream");
+    let d = ns_per_op(rounds, iters * 10, || {
+        assert!(devstream::backend::DeviceStream::query(black_box(raw)).unwrap())
+    });
+    row("query (idle, backend trait, no facade)", d, b);
 
     // synchronize idle
-    let d = ns_per_op(rounds, iters * 10, || s1.synchronize().unwrap());
-    let b = ns_per_op(rounds, iters * 10, || b1.synchronize());
+    let d = ns_per_op(rounds, iters * 10, || black_box(&s1).synchronize().unwrap());
+    let b = ns_per_op(rounds, iters * 10, || black_box(&b1).synchronize());
     row("synchronize (idle)", d, b);
 
     // host function round trip: submit one, wait for it
