@@ -16,6 +16,18 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct PluginEvent(pub(crate) EventRepr);
 
+impl PluginEvent {
+    /// The plug-in's `C_Event` of the latest record (possibly null: some plug-ins never write
+    /// it), or `None` when never recorded or on a Rust-registered device. It stays valid while
+    /// this event (or a wait on it) keeps that record.
+    pub fn as_raw(&self) -> Option<crate::sys::C_Event> {
+        match &self.0 {
+            EventRepr::Abi(e) => e.raw().map(|raw| raw.handle().event()),
+            EventRepr::Rust(_) => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) enum EventRepr {
     Abi(Arc<AbiEvent>),

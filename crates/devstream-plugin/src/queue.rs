@@ -143,6 +143,11 @@ impl std::fmt::Debug for RawEvent {
 }
 
 impl RawEvent {
+    /// The plug-in's handle (possibly null).
+    pub(crate) fn handle(&self) -> Handle {
+        self.handle
+    }
+
     /// Whether the record reached the plug-in (it may still be deferred on the host).
     pub(crate) fn is_submitted(&self) -> bool {
         *lock(&self.submitted)

@@ -47,11 +47,16 @@ fn the_test_plugin_reports_its_capabilities() {
 fn a_flag_wait_holds_later_work_on_the_host_and_chains_through_events() {
     let place = cpu0();
     let (a, b, c) = (stream(&place), stream(&place), stream(&place));
+    assert!(PluginBackend::new_event(&place, EventFlags::default())
+        .unwrap()
+        .as_raw()
+        .is_none());
     let gate = PluginBackend::new_flag(&place).unwrap();
     let log: Log = Arc::default();
     a.wait_flag(&gate, 2).unwrap();
     push(&a, &log, "a");
     let after_a = a.record_event().unwrap();
+    assert!(after_a.as_raw().is_some_and(|raw| !raw.is_null()));
     b.wait_event(&after_a).unwrap(); // the record is still held on the host
     push(&b, &log, "b");
     c.wait_stream(&b).unwrap();
