@@ -23,7 +23,9 @@ use std::time::Duration;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn gpu() -> Option<(Place, MutexGuard<'static, ()>)> {
-    let serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let serial = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let required = std::env::var("DEVSTREAM_REQUIRE")
         .map(|v| v.split(',').any(|b| b.trim() == "cuda"))
         .unwrap_or(false);
@@ -54,20 +56,24 @@ fn gated(place: &Place) -> (CudaStream, CudaFlag) {
 
 #[test]
 fn capabilities_and_priorities() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let caps = CudaBackend::capabilities(&place).unwrap();
     eprintln!("capabilities of {place}: {caps:?}");
     assert!(caps.concurrent_streams && caps.timing && caps.host_funcs);
     assert_eq!(caps.capture, devstream_core::CaptureSupport::Native);
     let range = CudaBackend::priority_range(&place).unwrap();
     eprintln!("priority range {range:?}");
-    let high = CudaBackend::new_stream(&place, StreamOptions::default().priority(Priority::High))
-        .unwrap();
+    let high =
+        CudaBackend::new_stream(&place, StreamOptions::default().priority(Priority::High)).unwrap();
     assert_eq!(high.native_priority(), range.greatest);
     assert_eq!(high.priority(), Priority::High);
-    let clamped =
-        CudaBackend::new_stream(&place, StreamOptions::default().priority(Priority::Native(-100)))
-            .unwrap();
+    let clamped = CudaBackend::new_stream(
+        &place,
+        StreamOptions::default().priority(Priority::Native(-100)),
+    )
+    .unwrap();
     assert_eq!(clamped.native_priority(), range.greatest);
     let normal = stream(&place);
     assert_eq!(normal.priority(), Priority::Normal);
@@ -87,7 +93,9 @@ fn capabilities_and_priorities() {
 
 #[test]
 fn flag_gates_streams_and_query_sees_it() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let (s, flag) = gated(&place);
     let other = stream(&place);
     let e = s.record_event().unwrap();
@@ -105,7 +113,11 @@ fn flag_gates_streams_and_query_sees_it() {
     later.wait_stream(&other).unwrap();
     let done = later.record_event().unwrap();
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(ran.load(Ordering::SeqCst), 0, "wait_event must hold later work");
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "wait_event must hold later work"
+    );
     assert!(!done.query().unwrap());
     flag.set(1);
     done.synchronize().unwrap();
@@ -119,7 +131,9 @@ fn flag_gates_streams_and_query_sees_it() {
 
 #[test]
 fn never_recorded_event_is_done_and_elapsed_rules() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let e = CudaBackend::new_event(&place, EventFlags::default()).unwrap();
     assert!(e.query().unwrap());
     e.synchronize().unwrap();
@@ -133,7 +147,11 @@ fn never_recorded_event_is_done_and_elapsed_rules() {
     s.record(&t0).unwrap();
     // SAFETY: `spin` takes one u64.
     unsafe {
-        s.launch_kernel(&spin, LaunchConfig::for_elements(1, 1), &[KernelArg::U64(20_000_000)])
+        s.launch_kernel(
+            &spin,
+            LaunchConfig::for_elements(1, 1),
+            &[KernelArg::U64(20_000_000)],
+        )
     }
     .unwrap();
     s.record(&t1).unwrap();
@@ -166,7 +184,9 @@ fn never_recorded_event_is_done_and_elapsed_rules() {
 
 #[test]
 fn host_function_panic_is_reported_once_by_synchronize() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let s = stream(&place);
     s.launch_host_func(Box::new(|| panic!("boom in a host function")))
         .unwrap();
@@ -189,7 +209,9 @@ fn host_function_panic_is_reported_once_by_synchronize() {
 
 #[test]
 fn capture_in_every_mode_replays_on_any_stream_every_time() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let module = ptx::load(&place).unwrap();
     let affine = module.function("affine_u32").unwrap();
     for mode in [
@@ -226,7 +248,11 @@ fn capture_in_every_mode_replays_on_any_stream_every_time() {
         let graph = s.end_capture().unwrap();
         assert!(!s.is_capturing().unwrap());
         assert_eq!(graph.node_count().unwrap(), 2);
-        assert_eq!(count.load(Ordering::SeqCst), 0, "captured work must not run");
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            0,
+            "captured work must not run"
+        );
         let other = stream(&place);
         for _ in 0..3 {
             graph.launch(&other).unwrap();
@@ -238,13 +264,17 @@ fn capture_in_every_mode_replays_on_any_stream_every_time() {
         let host = s.alloc_host(4 * 256).unwrap();
         s.copy_device_to_host(&host, 0, &buf, 0, 4 * 256).unwrap();
         let bytes = host.to_vec().unwrap();
-        assert!(bytes.chunks(4).all(|c| u32::from_le_bytes(c.try_into().unwrap()) == 4));
+        assert!(bytes
+            .chunks(4)
+            .all(|c| u32::from_le_bytes(c.try_into().unwrap()) == 4));
     }
 }
 
 #[test]
 fn captured_host_function_on_a_forked_stream_belongs_to_the_graph() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let origin = stream(&place);
     let side = stream(&place);
     let count = Arc::new(AtomicUsize::new(0));
@@ -268,7 +298,9 @@ fn captured_host_function_on_a_forked_stream_belongs_to_the_graph() {
 
 #[test]
 fn capture_rules() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let legacy = CudaBackend::default_stream(&place).unwrap();
     assert_eq!(legacy.kind(), StreamKind::Legacy);
     assert!(matches!(
@@ -301,7 +333,9 @@ fn capture_rules() {
 
 #[test]
 fn buffers_copies_and_fill() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let s = stream(&place);
     let n = 1 << 20;
     let a = s.alloc(n).unwrap();
@@ -349,7 +383,9 @@ fn buffers_copies_and_fill() {
 
 #[test]
 fn dropping_buffers_with_queued_work_defers_the_free() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let (s, flag) = gated(&place);
     let other = stream(&place);
     let buf = s.alloc(1 << 16).unwrap();
@@ -357,7 +393,9 @@ fn dropping_buffers_with_queued_work_defers_the_free() {
     other.wait_stream(&s).unwrap();
     other.fill(&buf, 0, 1 << 16, 2).unwrap();
     let host = s.alloc_host(1 << 16).unwrap();
-    other.copy_device_to_host(&host, 0, &buf, 0, 1 << 16).unwrap();
+    other
+        .copy_device_to_host(&host, 0, &buf, 0, 1 << 16)
+        .unwrap();
     drop(buf); // both streams still have queued work on it
     let flag_copy = flag.clone();
     drop(flag); // the stream is still waiting on it
@@ -371,7 +409,9 @@ fn dropping_buffers_with_queued_work_defers_the_free() {
 
 #[test]
 fn sum_kernel_from_ptx() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let s = stream(&place);
     let module = CudaModule::load(&place, ptx::KERNELS.as_bytes()).unwrap();
     let sum = module.function("sum_u32").unwrap();
@@ -403,7 +443,9 @@ fn sum_kernel_from_ptx() {
 
 #[test]
 fn default_and_per_thread_streams() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let legacy = CudaBackend::default_stream(&place).unwrap();
     assert_eq!(legacy, CudaBackend::default_stream(&place).unwrap());
     assert!(!legacy.is_non_blocking());
@@ -431,7 +473,9 @@ fn default_and_per_thread_streams() {
 
 #[test]
 fn stream_management_extras() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let s = stream(&place);
     // Attributes: L2 access-policy window, sync policy, copy to another stream.
     let buf = s.alloc(1 << 20).unwrap();
@@ -530,7 +574,9 @@ fn stream_management_extras() {
 
 #[test]
 fn graph_dropped_while_queued_still_runs_its_host_function() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let s = stream(&place);
     let count = Arc::new(AtomicUsize::new(0));
     let c = count.clone();
@@ -550,7 +596,9 @@ fn graph_dropped_while_queued_still_runs_its_host_function() {
 
 #[test]
 fn interop_with_cudarc_and_raw_handles() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let ctx = cudarc_context();
     let theirs = ctx.new_stream().unwrap();
     let ours = CudaStream::from_cudarc(theirs.clone()).unwrap();
@@ -595,4 +643,49 @@ fn multi_device_cross_wait() {
     done.synchronize().unwrap();
     // Recording a device-0 event on a device-1 stream is a place mismatch.
     assert!(matches!(b.record(&e), Err(Error::PlaceMismatch { .. })));
+}
+
+#[test]
+fn last_handles_dropped_inside_a_host_function_do_not_deadlock() {
+    let Some((place, _serial)) = gpu() else { return };
+    let s = stream(&place);
+    for _ in 0..8 {
+        let inner = stream(&place);
+        let buf = inner.alloc(4096).unwrap();
+        inner.fill(&buf, 0, 4096, 1).unwrap();
+        let event = inner.record_event().unwrap();
+        let flag = CudaBackend::new_flag(&place).unwrap();
+        let module = ptx::load(&place).unwrap();
+        // The closure holds the last handles: they drop on the runtime's callback thread.
+        s.launch_host_func(Box::new({
+            let mut held = Some((inner, buf, event, flag, module));
+            move || drop(held.take())
+        }))
+        .unwrap();
+    }
+    s.synchronize().unwrap();
+    s.synchronize().unwrap();
+}
+
+#[test]
+fn begin_twice_invalidates_and_the_stream_recovers() {
+    let Some((place, _serial)) = gpu() else { return };
+    let s = stream(&place);
+    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    assert!(matches!(
+        s.begin_capture(CaptureMode::ThreadLocal),
+        Err(Error::Capture { .. })
+    ));
+    assert!(!s.is_capturing().unwrap());
+    assert!(matches!(s.end_capture(), Err(Error::Capture { .. })));
+    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    let graph = s.end_capture().unwrap();
+    graph.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    // A stream dropped while capturing ends its capture.
+    let t = stream(&place);
+    t.begin_capture(CaptureMode::Global).unwrap();
+    drop(t);
+    let u = stream(&place);
+    u.synchronize().unwrap();
 }

@@ -16,12 +16,18 @@ fn without_libcuda_everything_is_backend_unavailable_and_nothing_panics() {
             assert!(CudaBackend::places().is_empty());
             let unavailable = |e: Error| matches!(e, Error::BackendUnavailable { .. });
             assert!(unavailable(CudaBackend::capabilities(&place).unwrap_err()));
-            assert!(unavailable(CudaBackend::priority_range(&place).unwrap_err()));
+            assert!(unavailable(
+                CudaBackend::priority_range(&place).unwrap_err()
+            ));
             assert!(unavailable(
                 CudaBackend::new_stream(&place, StreamOptions::default()).unwrap_err()
             ));
-            assert!(unavailable(CudaBackend::default_stream(&place).unwrap_err()));
-            assert!(unavailable(CudaBackend::per_thread_stream(&place).unwrap_err()));
+            assert!(unavailable(
+                CudaBackend::default_stream(&place).unwrap_err()
+            ));
+            assert!(unavailable(
+                CudaBackend::per_thread_stream(&place).unwrap_err()
+            ));
             assert!(unavailable(
                 CudaBackend::new_event(&place, EventFlags::default()).unwrap_err()
             ));

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 struct BufferInner<A: RawApi> {
     ptr: DevicePtr,
     len: usize,
-    device: Arc<Device<A>>,
+    device: &'static Device<A>,
     stream_ordered: bool,
     /// Every stream that used the buffer; the first is the allocating stream.
     users: Mutex<Vec<Arc<StreamInner<A>>>>,
@@ -47,50 +47,61 @@ impl<A: RawApi> Drop for BufferInner<A> {
             .lock()
             .map(|mut u| std::mem::take(&mut *u))
             .unwrap_or_default();
-        let ptr = self.ptr;
-        let device = &self.device;
-        if device.bind().is_err() {
-            return; // cannot free safely: leak rather than risk a use after free
+        let (ptr, device, stream_ordered) = (self.ptr, self.device, self.stream_ordered);
+        crate::hostfn::release_off_callback(move || {
+            release_device_memory(ptr, device, stream_ordered, users)
+        });
+    }
+}
+
+/// Frees device memory once every stream in `users` is done with it (see the module docs).
+fn release_device_memory<A: RawApi>(
+    ptr: DevicePtr,
+    device: &'static Device<A>,
+    stream_ordered: bool,
+    users: Vec<Arc<StreamInner<A>>>,
+) {
+    if device.bind().is_err() {
+        return; // cannot free safely: leak rather than risk a use after free
+    }
+    let idle = |s: &Arc<StreamInner<A>>| {
+        // SAFETY: the stream is alive (we hold it).
+        let status = unsafe { A::stream_is_capturing(s.raw) };
+        matches!(status, Ok(CaptureStatus::None))
+    };
+    if stream_ordered {
+        if users.len() == 1 && idle(&users[0]) {
+            // SAFETY: the pointer came from cuMemAllocAsync; only work already queued on
+            // this stream uses it, and the free is ordered after that work.
+            let _ = unsafe { A::mem_free_async(ptr, users[0].raw) };
+            return;
         }
-        let idle = |s: &Arc<StreamInner<A>>| {
-            // SAFETY: the stream is alive (we hold it).
-            let status = unsafe { A::stream_is_capturing(s.raw) };
-            matches!(status, Ok(CaptureStatus::None))
+        let Ok(reclaim) = device.reclaim_stream() else {
+            return;
         };
-        if self.stream_ordered {
-            if users.len() == 1 && idle(&users[0]) {
-                // SAFETY: the pointer came from cuMemAllocAsync; only work already queued on
-                // this stream uses it, and the free is ordered after that work.
-                let _ = unsafe { A::mem_free_async(ptr, users[0].raw) };
-                return;
-            }
-            let Ok(reclaim) = device.reclaim_stream() else {
-                return;
-            };
-            for user in users.iter().filter(|u| idle(u)) {
-                // SAFETY: the context is current; the event is destroyed right after the
-                // wait, which the runtime allows (it is released after the wait completes).
-                unsafe {
-                    if let Ok(event) = A::event_create(EventFlags::default()) {
-                        if A::event_record(event, user.raw).is_ok() {
-                            let _ = A::stream_wait_event(reclaim, event);
-                        }
-                        let _ = A::event_destroy(event);
+        for user in users.iter().filter(|u| idle(u)) {
+            // SAFETY: the context is current; the event is destroyed right after the
+            // wait, which the runtime allows (it is released after the wait completes).
+            unsafe {
+                if let Ok(event) = A::event_create(EventFlags::default()) {
+                    if A::event_record(event, user.raw).is_ok() {
+                        let _ = A::stream_wait_event(reclaim, event);
                     }
+                    let _ = A::event_destroy(event);
                 }
             }
-            // SAFETY: the reclaim stream now waits for every user's queued work.
-            let _ = unsafe { A::mem_free_async(ptr, reclaim) };
-        } else {
-            let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
-            device.release_after(
-                &raws,
-                Box::new(move || {
-                    // SAFETY: every user's queued work has completed.
-                    let _ = unsafe { A::mem_free(ptr) };
-                }),
-            );
         }
+        // SAFETY: the reclaim stream now waits for every user's queued work.
+        let _ = unsafe { A::mem_free_async(ptr, reclaim) };
+    } else {
+        let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
+        device.release_after(
+            &raws,
+            Box::new(move || {
+                // SAFETY: every user's queued work has completed.
+                let _ = unsafe { A::mem_free(ptr) };
+            }),
+        );
     }
 }
 
@@ -112,7 +123,7 @@ impl<A: RawApi> fmt::Debug for GpuBuffer<A> {
 
 impl<A: RawApi> GpuBuffer<A> {
     pub(crate) fn alloc(stream: &GpuStream<A>, len: usize) -> Result<Self> {
-        let device = stream.device().clone();
+        let device = stream.device();
         device.bind()?;
         device.collect();
         let stream_ordered = device.caps.stream_ordered_alloc;
@@ -184,7 +195,7 @@ impl<A: RawApi> DeviceBuffer for GpuBuffer<A> {
 struct HostInner<A: RawApi> {
     ptr: *mut u8,
     len: usize,
-    device: Arc<Device<A>>,
+    device: &'static Device<A>,
     /// Per stream, an event recorded after the last queued copy that used the buffer.
     uses: Mutex<Vec<(Arc<StreamInner<A>>, RawEvent)>>,
 }
@@ -202,23 +213,28 @@ impl<A: RawApi> Drop for HostInner<A> {
             .lock()
             .map(|mut u| std::mem::take(&mut *u))
             .unwrap_or_default();
-        let events: Vec<RawEvent> = uses.iter().map(|(_, e)| *e).collect();
-        if self.ptr.is_null() {
-            for event in events {
-                // SAFETY: our event.
-                let _ = unsafe { A::event_destroy(event) };
-            }
-            return;
-        }
         let ptr = SendPtr(self.ptr);
-        self.device.defer(
-            events,
-            Box::new(move || {
-                let ptr = ptr;
-                // SAFETY: every copy that used the memory has completed.
-                let _ = unsafe { A::host_free(ptr.0) };
-            }),
-        );
+        let device = self.device;
+        crate::hostfn::release_off_callback(move || {
+            let ptr = ptr;
+            let events: Vec<RawEvent> = uses.iter().map(|(_, e)| *e).collect();
+            if ptr.0.is_null() {
+                for event in events {
+                    // SAFETY: our event.
+                    let _ = unsafe { A::event_destroy(event) };
+                }
+                return;
+            }
+            device.defer(
+                events,
+                Box::new(move || {
+                    let ptr = ptr;
+                    // SAFETY: every copy that used the memory has completed.
+                    let _ = unsafe { A::host_free(ptr.0) };
+                }),
+            );
+            drop(uses);
+        });
     }
 }
 
@@ -242,7 +258,7 @@ impl<A: RawApi> fmt::Debug for GpuHostBuffer<A> {
 }
 
 impl<A: RawApi> GpuHostBuffer<A> {
-    pub(crate) fn alloc(device: &Arc<Device<A>>, len: usize) -> Result<Self> {
+    pub(crate) fn alloc(device: &'static Device<A>, len: usize) -> Result<Self> {
         device.bind()?;
         device.collect();
         let ptr = if len == 0 {
@@ -259,7 +275,7 @@ impl<A: RawApi> GpuHostBuffer<A> {
             inner: Arc::new(HostInner {
                 ptr,
                 len,
-                device: device.clone(),
+                device,
                 uses: Mutex::new(Vec::new()),
             }),
         })

@@ -17,13 +17,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 /// The process-wide state of one backend: what was loaded, its devices (initialised on first
 /// use), live-object counts and the objects owned by captures in progress.
 pub struct Runtime<A: RawApi> {
     info: LoadInfo,
-    devices: Vec<OnceLock<Result<Arc<Device<A>>>>>,
+    devices: Vec<OnceLock<Result<Device<A>>>>,
     pub(crate) live_streams: AtomicUsize,
     pub(crate) live_events: AtomicUsize,
     pub(crate) captures: Mutex<HashMap<u64, CaptureOwned>>,
@@ -79,7 +79,7 @@ impl<A: RawApi> Runtime<A> {
     }
 
     /// Device `ordinal`, initialised on first use (primary context retained).
-    pub fn device(&self, ordinal: usize) -> Result<Arc<Device<A>>> {
+    pub fn device(&'static self, ordinal: usize) -> Result<&'static Device<A>> {
         let slot = self.devices.get(ordinal).ok_or_else(|| Error::NoDevice {
             place: A::place(ordinal),
             reason: format!(
@@ -87,13 +87,15 @@ impl<A: RawApi> Runtime<A> {
                 self.devices.len()
             ),
         })?;
-        slot.get_or_init(|| Device::init(ordinal).map(Arc::new))
-            .clone()
+        match slot.get_or_init(|| Device::init(ordinal)) {
+            Ok(device) => Ok(device),
+            Err(e) => Err(e.clone()),
+        }
     }
 }
 
 /// The device of a place: checks the backend and the ordinal, loads the runtime.
-pub fn device_of<A: RawApi>(place: &Place) -> Result<Arc<Device<A>>> {
+pub fn device_of<A: RawApi>(place: &Place) -> Result<&'static Device<A>> {
     let ordinal = A::ordinal(place)
         .ok_or_else(|| Error::InvalidArgument(format!("{place} is not a {} place", A::BACKEND)))?;
     Runtime::<A>::get()?.device(ordinal)
@@ -118,6 +120,10 @@ pub struct Device<A: RawApi> {
     default_stream: OnceLock<Result<GpuStream<A>>>,
     reclaim_stream: OnceLock<Result<RawStream>>,
     deferred: Mutex<Vec<Deferred>>,
+    /// Entries in `deferred` (read without the lock).
+    pending: AtomicUsize,
+    /// Captures begun through devstream on this device and not ended yet.
+    pub(crate) active_captures: AtomicUsize,
     _api: PhantomData<A>,
 }
 
@@ -171,6 +177,8 @@ impl<A: RawApi> Device<A> {
             default_stream: OnceLock::new(),
             reclaim_stream: OnceLock::new(),
             deferred: Mutex::new(Vec::new()),
+            pending: AtomicUsize::new(0),
+            active_captures: AtomicUsize::new(0),
             _api: PhantomData,
         })
     }
@@ -228,9 +236,9 @@ impl<A: RawApi> Device<A> {
     }
 
     /// The device's default (legacy) stream.
-    pub fn default_stream(self: &Arc<Self>) -> Result<GpuStream<A>> {
+    pub fn default_stream(&'static self) -> Result<GpuStream<A>> {
         self.default_stream
-            .get_or_init(|| GpuStream::special(self.clone(), StreamKind::Legacy))
+            .get_or_init(|| GpuStream::special(self, StreamKind::Legacy))
             .clone()
     }
 
@@ -254,12 +262,16 @@ impl<A: RawApi> Device<A> {
                 events,
                 action: Some(action),
             });
+            self.pending.store(list.len(), Ordering::Release);
         }
         self.collect();
     }
 
     /// Runs the deferred releases whose events have completed.
     pub(crate) fn collect(&self) {
+        if self.pending.load(Ordering::Acquire) == 0 {
+            return;
+        }
         let ready: Vec<Deferred> = {
             let Ok(mut list) = self.deferred.lock() else {
                 return;
@@ -283,6 +295,7 @@ impl<A: RawApi> Device<A> {
                     index += 1;
                 }
             }
+            self.pending.store(list.len(), Ordering::Release);
             ready
         };
         for mut entry in ready {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 pub(crate) struct EventInner<A: RawApi> {
     pub(crate) raw: RawEvent,
-    pub(crate) device: Arc<Device<A>>,
+    pub(crate) device: &'static Device<A>,
     pub(crate) flags: EventFlags,
     id: u64,
     pub(crate) recorded: AtomicBool,
@@ -21,12 +21,15 @@ pub(crate) struct EventInner<A: RawApi> {
 impl<A: RawApi> Drop for EventInner<A> {
     fn drop(&mut self) {
         if self.owned {
-            // SAFETY: we own the event; destroying an event with pending work is allowed (the
-            // runtime releases it after that work).
-            let _ = unsafe { A::event_destroy(self.raw) };
-            if let Some(runtime) = Runtime::<A>::loaded() {
-                runtime.live_events.fetch_sub(1, Ordering::Relaxed);
-            }
+            let raw = self.raw;
+            crate::hostfn::release_off_callback(move || {
+                // SAFETY: we own the event; destroying an event with pending work is allowed
+                // (the runtime releases it after that work).
+                let _ = unsafe { A::event_destroy(raw) };
+                if let Some(runtime) = Runtime::<A>::loaded() {
+                    runtime.live_events.fetch_sub(1, Ordering::Relaxed);
+                }
+            });
         }
     }
 }
@@ -63,7 +66,7 @@ impl<A: RawApi> PartialEq for GpuEvent<A> {
 impl<A: RawApi> Eq for GpuEvent<A> {}
 
 impl<A: RawApi> GpuEvent<A> {
-    pub(crate) fn create(device: Arc<Device<A>>, flags: EventFlags) -> Result<Self> {
+    pub(crate) fn create(device: &'static Device<A>, flags: EventFlags) -> Result<Self> {
         let flags = flags.validate()?;
         device.bind()?;
         // SAFETY: the device's context is current.

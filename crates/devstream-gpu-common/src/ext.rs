@@ -193,7 +193,7 @@ impl<A: RawApi> Drop for CaptureModeGuard<A> {
 struct ManagedInner<A: RawApi> {
     ptr: DevicePtr,
     len: usize,
-    device: Arc<Device<A>>,
+    device: &'static Device<A>,
     users: Mutex<Vec<Arc<StreamInner<A>>>>,
 }
 
@@ -204,15 +204,19 @@ impl<A: RawApi> Drop for ManagedInner<A> {
             .lock()
             .map(|mut u| std::mem::take(&mut *u))
             .unwrap_or_default();
-        let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
         let ptr = self.ptr;
-        self.device.release_after(
-            &raws,
-            Box::new(move || {
-                // SAFETY: every stream that used the memory is done with it.
-                let _ = unsafe { A::mem_free(ptr) };
-            }),
-        );
+        let device = self.device;
+        crate::hostfn::release_off_callback(move || {
+            let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
+            device.release_after(
+                &raws,
+                Box::new(move || {
+                    // SAFETY: every stream that used the memory is done with it.
+                    let _ = unsafe { A::mem_free(ptr) };
+                }),
+            );
+            drop(users);
+        });
     }
 }
 

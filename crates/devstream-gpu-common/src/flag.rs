@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 struct FlagInner<A: RawApi> {
     host: *mut u8,
     device_ptr: DevicePtr,
-    device: Arc<Device<A>>,
+    device: &'static Device<A>,
     id: u64,
     users: Mutex<Vec<Arc<StreamInner<A>>>>,
 }
@@ -38,17 +38,20 @@ impl<A: RawApi> Drop for FlagInner<A> {
             .lock()
             .map(|mut u| std::mem::take(&mut *u))
             .unwrap_or_default();
-        let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
         let host = SendPtr(self.host);
-        self.device.release_after(
-            &raws,
-            Box::new(move || {
-                let host = host;
-                // SAFETY: every stream operation on the flag has completed.
-                let _ = unsafe { A::host_free(host.0) };
-            }),
-        );
-        drop(users);
+        let device = self.device;
+        crate::hostfn::release_off_callback(move || {
+            let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
+            device.release_after(
+                &raws,
+                Box::new(move || {
+                    let host = host;
+                    // SAFETY: every stream operation on the flag has completed.
+                    let _ = unsafe { A::host_free(host.0) };
+                }),
+            );
+            drop(users);
+        });
     }
 }
 
@@ -80,7 +83,7 @@ impl<A: RawApi> fmt::Debug for GpuFlag<A> {
 }
 
 impl<A: RawApi> GpuFlag<A> {
-    pub(crate) fn create(device: Arc<Device<A>>) -> Result<Self> {
+    pub(crate) fn create(device: &'static Device<A>) -> Result<Self> {
         if !device.caps.flags {
             return Err(Error::unsupported("new_flag", &device.place));
         }

@@ -16,7 +16,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 struct GraphInner<A: RawApi> {
-    device: Arc<Device<A>>,
+    device: &'static Device<A>,
     graph: RawGraph,
     exec: RawGraphExec,
     owns_graph: bool,
@@ -35,21 +35,25 @@ impl<A: RawApi> Drop for GraphInner<A> {
         let keep = std::mem::take(&mut self.keep);
         let def = self.def.take();
         let host_state = self.host_state.take();
-        self.device.defer(
-            vec![self.done],
-            Box::new(move || {
-                // SAFETY: the last launch completed (the `done` event recorded after it has),
-                // so nothing uses the executable graph or the objects it owns.
-                let _ = unsafe { A::graph_exec_destroy(exec) };
-                if owns_graph {
-                    // SAFETY: the graph came from end-capture and is ours.
-                    let _ = unsafe { A::graph_destroy(graph) };
-                }
-                drop(keep);
-                drop(host_state);
-                drop(def);
-            }),
-        );
+        let done = self.done;
+        let device = self.device;
+        crate::hostfn::release_off_callback(move || {
+            device.defer(
+                vec![done],
+                Box::new(move || {
+                    // SAFETY: the last launch completed (the `done` event recorded after it
+                    // has), so nothing uses the executable graph or the objects it owns.
+                    let _ = unsafe { A::graph_exec_destroy(exec) };
+                    if owns_graph {
+                        // SAFETY: the graph came from end-capture and is ours.
+                        let _ = unsafe { A::graph_destroy(graph) };
+                    }
+                    drop(keep);
+                    drop(host_state);
+                    drop(def);
+                }),
+            );
+        });
     }
 }
 
@@ -79,7 +83,7 @@ impl<A: RawApi> fmt::Debug for GpuGraph<A> {
 
 impl<A: RawApi> GpuGraph<A> {
     pub(crate) fn instantiate(
-        device: Arc<Device<A>>,
+        device: &'static Device<A>,
         graph: RawGraph,
         def: Option<Arc<dyn Any + Send + Sync>>,
         owned: Option<CaptureOwned>,
@@ -183,13 +187,16 @@ impl<A: RawApi> DeviceGraph for GpuGraph<A> {
 
 pub(crate) struct GraphDefInner<A: RawApi> {
     raw: RawGraph,
-    device: Arc<Device<A>>,
+    device: &'static Device<A>,
 }
 
 impl<A: RawApi> Drop for GraphDefInner<A> {
     fn drop(&mut self) {
-        // SAFETY: we own the graph; executable graphs instantiated from it are independent.
-        let _ = unsafe { A::graph_destroy(self.raw) };
+        let raw = self.raw;
+        crate::hostfn::release_off_callback(move || {
+            // SAFETY: we own the graph; executable graphs instantiated from it are independent.
+            let _ = unsafe { A::graph_destroy(raw) };
+        });
     }
 }
 

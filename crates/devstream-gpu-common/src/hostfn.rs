@@ -4,10 +4,73 @@
 use crate::raw::{RawApi, RawStream};
 use devstream_core::{Error, HostFn, Result};
 use std::any::Any;
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
+
+thread_local! {
+    /// Set while a runtime callback thread runs one of our trampolines.
+    static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the current thread as inside a runtime callback until dropped.
+struct CallbackScope;
+
+impl CallbackScope {
+    fn enter() -> CallbackScope {
+        let _ = IN_CALLBACK.try_with(|c| c.set(true));
+        CallbackScope
+    }
+}
+
+impl Drop for CallbackScope {
+    fn drop(&mut self) {
+        let _ = IN_CALLBACK.try_with(|c| c.set(false));
+    }
+}
+
+type ReleaseJob = Box<dyn FnOnce() + Send>;
+
+fn release_thread() -> Option<&'static Mutex<Sender<ReleaseJob>>> {
+    static SENDER: OnceLock<Option<Mutex<Sender<ReleaseJob>>>> = OnceLock::new();
+    SENDER
+        .get_or_init(|| {
+            let (tx, rx) = channel::<ReleaseJob>();
+            std::thread::Builder::new()
+                .name("devstream-release".into())
+                .spawn(move || {
+                    for job in rx {
+                        let _ = catch_unwind(AssertUnwindSafe(job));
+                    }
+                })
+                .ok()
+                .map(|_| Mutex::new(tx))
+        })
+        .as_ref()
+}
+
+/// Runs `release` (which makes runtime calls: destroy, free, query) now, or, when called on a
+/// runtime callback thread — where CUDA and HIP forbid runtime calls, and a blocking one can
+/// deadlock the process' callbacks — on devstream's release thread. That happens when a host
+/// function's closure holds the last handle to a stream, event, buffer, flag or graph.
+pub(crate) fn release_off_callback(release: impl FnOnce() + Send + 'static) {
+    if !IN_CALLBACK.try_with(Cell::get).unwrap_or(false) {
+        release();
+        return;
+    }
+    match release_thread().and_then(|tx| tx.lock().ok()) {
+        Some(tx) => {
+            if let Err(job) = tx.send(Box::new(release)) {
+                // The release thread is gone: never release (a leak, not a deadlock).
+                std::mem::forget(job);
+            }
+        }
+        None => std::mem::forget(release),
+    }
+}
 
 /// Where a stream keeps the first panic of its host functions until `synchronize` reports it.
 #[derive(Debug, Default)]
@@ -94,6 +157,7 @@ fn run(call: &mut HostCall) {
 /// # Safety
 /// `data` is a pointer from `Box::into_raw(Box<HostCall>)`, passed to exactly one launch.
 pub(crate) unsafe extern "C" fn host_once(data: *mut c_void) {
+    let _scope = CallbackScope::enter();
     // SAFETY: per this function's contract, `data` owns a HostCall and is used once.
     let mut call = unsafe { Box::from_raw(data.cast::<HostCall>()) };
     run(&mut call);
@@ -107,6 +171,7 @@ pub(crate) unsafe extern "C" fn host_once(data: *mut c_void) {
 /// `data` points to a HostCall that outlives every launch of the graph, and launches of one
 /// graph never run concurrently (the runtime orders them).
 pub(crate) unsafe extern "C" fn host_in_graph(data: *mut c_void) {
+    let _scope = CallbackScope::enter();
     // SAFETY: per this function's contract the HostCall is alive and not aliased mutably.
     let call = unsafe { &mut *data.cast::<HostCall>() };
     run(call);
@@ -164,6 +229,7 @@ pub(crate) unsafe extern "C" fn stream_callback<A: RawApi>(
     status: i32,
     data: *mut c_void,
 ) {
+    let _scope = CallbackScope::enter();
     // SAFETY: per this function's contract.
     let call = unsafe { Box::from_raw(data.cast::<StreamCallbackCall<A>>()) };
     let StreamCallbackCall { f, sink, .. } = *call;

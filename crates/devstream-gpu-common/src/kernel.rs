@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 struct ModuleInner<A: RawApi> {
     raw: RawModule,
-    device: Arc<Device<A>>,
+    device: &'static Device<A>,
     users: Mutex<Vec<Arc<StreamInner<A>>>>,
 }
 
@@ -24,15 +24,19 @@ impl<A: RawApi> Drop for ModuleInner<A> {
             .lock()
             .map(|mut u| std::mem::take(&mut *u))
             .unwrap_or_default();
-        let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
         let module = self.raw;
-        self.device.release_after(
-            &raws,
-            Box::new(move || {
-                // SAFETY: every kernel launched from the module has completed.
-                let _ = unsafe { A::module_unload(module) };
-            }),
-        );
+        let device = self.device;
+        crate::hostfn::release_off_callback(move || {
+            let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
+            device.release_after(
+                &raws,
+                Box::new(move || {
+                    // SAFETY: every kernel launched from the module has completed.
+                    let _ = unsafe { A::module_unload(module) };
+                }),
+            );
+            drop(users);
+        });
     }
 }
 

@@ -22,7 +22,7 @@ use devstream_core::{
 use std::any::Any;
 use std::fmt;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// What kind of native stream a [`GpuStream`] wraps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,14 +46,15 @@ type CaptureRecord = (
 
 pub(crate) struct StreamInner<A: RawApi> {
     pub(crate) raw: RawStream,
-    pub(crate) device: Arc<Device<A>>,
+    pub(crate) device: &'static Device<A>,
     id: u64,
     native_priority: i32,
     priority: Priority,
     non_blocking: bool,
     pub(crate) kind: StreamKind,
     needs_context: bool,
-    sync_event: RawEvent,
+    /// Internal event for `wait_stream` (created on first use).
+    sync_event: OnceLock<RawEvent>,
     pub(crate) panic: Arc<PanicSlot>,
     capture: Mutex<CaptureRecord>,
     _keepalive: Option<Arc<dyn Any + Send + Sync>>,
@@ -62,19 +63,61 @@ pub(crate) struct StreamInner<A: RawApi> {
 
 impl<A: RawApi> Drop for StreamInner<A> {
     fn drop(&mut self) {
-        // SAFETY: the internal event belongs to this stream object; destroying it while a
-        // wait on it is pending is allowed.
-        let _ = unsafe { A::event_destroy(self.sync_event) };
-        if self.kind == StreamKind::Owned {
-            // SAFETY: we own the stream; cuStreamDestroy returns at once and the runtime frees
-            // it after its queued work.
-            let _ = unsafe { A::stream_destroy(self.raw) };
-        }
-        if self.counted {
-            if let Some(runtime) = Runtime::<A>::loaded() {
-                runtime.live_streams.fetch_sub(1, Ordering::Relaxed);
+        let raw = self.raw;
+        let sync_event = self.sync_event.get().copied();
+        let owned = self.kind == StreamKind::Owned;
+        let counted = self.counted;
+        let device = self.device;
+        let active = self
+            .capture
+            .get_mut()
+            .ok()
+            .and_then(|record| record.0.take());
+        let keepalive = self._keepalive.take();
+        crate::hostfn::release_off_callback(move || {
+            if let Some((id, def)) = active {
+                // A capture begun through devstream and never ended: end and discard it.
+                discard_native_capture::<A>(raw, id);
+                device.active_captures.fetch_sub(1, Ordering::AcqRel);
+                drop(def);
             }
+            if let Some(event) = sync_event {
+                // SAFETY: the internal event belongs to this stream object; destroying it while
+                // a wait on it is pending is allowed.
+                let _ = unsafe { A::event_destroy(event) };
+            }
+            if owned {
+                // SAFETY: we own the stream; cuStreamDestroy returns at once and the runtime
+                // frees it after its queued work.
+                let _ = unsafe { A::stream_destroy(raw) };
+            }
+            drop(keepalive);
+            if counted {
+                if let Some(runtime) = Runtime::<A>::loaded() {
+                    runtime.live_streams.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+}
+
+/// Ends the native capture of `raw` (which broke a rule or was abandoned), destroys the graph
+/// it produced, and drops what the capture owned.
+fn discard_native_capture<A: RawApi>(raw: RawStream, id: u64) {
+    // SAFETY: the stream is alive; ending returns no graph or one we destroy.
+    if let Ok(graph) = unsafe { A::stream_end_capture(raw) } {
+        if !graph.is_null() {
+            // SAFETY: the graph returned by end-capture is ours to destroy.
+            let _ = unsafe { A::graph_destroy(graph) };
         }
+    }
+    if let Ok(runtime) = Runtime::<A>::get() {
+        let owned = runtime
+            .captures
+            .lock()
+            .ok()
+            .and_then(|mut captures| captures.remove(&id));
+        drop(owned);
     }
 }
 
@@ -123,7 +166,7 @@ fn needs_context(raw: RawStream) -> bool {
 }
 
 impl<A: RawApi> GpuStream<A> {
-    pub(crate) fn create(device: Arc<Device<A>>, options: StreamOptions) -> Result<Self> {
+    pub(crate) fn create(device: &'static Device<A>, options: StreamOptions) -> Result<Self> {
         device.bind()?;
         device.collect();
         let asked = device.range.normalize(options.priority);
@@ -148,7 +191,7 @@ impl<A: RawApi> GpuStream<A> {
         )
     }
 
-    pub(crate) fn special(device: Arc<Device<A>>, kind: StreamKind) -> Result<Self> {
+    pub(crate) fn special(device: &'static Device<A>, kind: StreamKind) -> Result<Self> {
         device.bind()?;
         let raw = match kind {
             StreamKind::PerThread => A::PER_THREAD_STREAM,
@@ -159,24 +202,13 @@ impl<A: RawApi> GpuStream<A> {
     }
 
     fn assemble(
-        device: Arc<Device<A>>,
+        device: &'static Device<A>,
         raw: RawStream,
         native: i32,
         non_blocking: bool,
         kind: StreamKind,
         keepalive: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Result<Self> {
-        // SAFETY: the device's context is current (every caller bound it).
-        let sync_event = match unsafe { A::event_create(EventFlags::default()) } {
-            Ok(e) => e,
-            Err(e) => {
-                if kind == StreamKind::Owned {
-                    // SAFETY: destroy the stream we own on the error path.
-                    let _ = unsafe { A::stream_destroy(raw) };
-                }
-                return Err(map_error::<A>(e));
-            }
-        };
         let counted = matches!(kind, StreamKind::Owned | StreamKind::Borrowed);
         if counted {
             Runtime::<A>::get()?
@@ -193,7 +225,7 @@ impl<A: RawApi> GpuStream<A> {
                 non_blocking,
                 kind,
                 needs_context: needs_context(raw),
-                sync_event,
+                sync_event: OnceLock::new(),
                 panic: Arc::new(PanicSlot::default()),
                 capture: Mutex::new((None, None)),
                 _keepalive: keepalive,
@@ -251,8 +283,8 @@ impl<A: RawApi> GpuStream<A> {
     }
 
     /// The device this stream belongs to.
-    pub fn device(&self) -> &Arc<Device<A>> {
-        &self.inner.device
+    pub fn device(&self) -> &'static Device<A> {
+        self.inner.device
     }
 
     /// Makes the context current where the handle needs it (legacy/per-thread streams).
@@ -280,6 +312,15 @@ impl<A: RawApi> GpuStream<A> {
 
     /// The native capture status and sequence id.
     pub(crate) fn capture_sequence(&self) -> Result<(CaptureStatus, u64)> {
+        // No capture begun through devstream on this device, and the stream is not a foreign
+        // one that someone else may capture: it cannot be capturing (a stream joins a capture
+        // only by waiting on an event recorded in one). One atomic load instead of a driver
+        // call on the paths that must know (host functions, copies).
+        if self.inner.kind != StreamKind::Borrowed
+            && self.inner.device.active_captures.load(Ordering::Acquire) == 0
+        {
+            return Ok((CaptureStatus::None, 0));
+        }
         // SAFETY: the stream is alive; its context is bound by the caller where needed.
         let info = check::<A, _>(unsafe { A::stream_capture_info(self.inner.raw) })?;
         Ok((info.status, info.id))
@@ -312,32 +353,36 @@ impl<A: RawApi> GpuStream<A> {
         if !matches!(error, Error::Capture { .. }) {
             return error;
         }
-        let active = match self.inner.capture.lock() {
-            Ok(mut record) => {
-                let active = record.0.take();
-                if active.is_some() {
-                    record.1 = Some(format!("{op} during capture invalidated it ({error})"));
-                }
-                active
-            }
-            Err(_) => None,
-        };
-        if let Some((id, _def)) = active {
-            // SAFETY: the stream is alive and capturing (invalidated); ending returns no graph
-            // or one we destroy.
-            if let Ok(graph) = unsafe { A::stream_end_capture(self.inner.raw) } {
-                if !graph.is_null() {
-                    // SAFETY: the graph returned by end-capture is ours to destroy.
-                    let _ = unsafe { A::graph_destroy(graph) };
-                }
-            }
-            if let Ok(runtime) = Runtime::<A>::get() {
-                if let Ok(mut captures) = runtime.captures.lock() {
-                    captures.remove(&id);
-                }
-            }
-        }
+        self.discard_capture(format!("{op} during capture invalidated it ({error})"));
         error
+    }
+
+    /// Takes the record of the capture this stream began (if any), adjusting the device's
+    /// count of active captures.
+    fn take_capture(&self) -> CaptureRecord {
+        let (active, invalidated) = match self.inner.capture.lock() {
+            Ok(mut record) => (record.0.take(), record.1.take()),
+            Err(_) => (None, None),
+        };
+        if active.is_some() {
+            self.inner
+                .device
+                .active_captures
+                .fetch_sub(1, Ordering::AcqRel);
+        }
+        (active, invalidated)
+    }
+
+    /// Ends the capture this stream began (natively, discarding it) and remembers `reason` for
+    /// the `end_capture` that follows, so that the stream stays usable.
+    fn discard_capture(&self, reason: String) {
+        let (active, _) = self.take_capture();
+        if let Some((id, _def)) = active {
+            if let Ok(mut record) = self.inner.capture.lock() {
+                record.1 = Some(reason);
+            }
+            discard_native_capture::<A>(self.inner.raw, id);
+        }
     }
 
     fn begin_capture_impl(
@@ -352,6 +397,24 @@ impl<A: RawApi> GpuStream<A> {
             ));
         }
         self.bind()?;
+        let ours = self
+            .inner
+            .capture
+            .lock()
+            .map(|record| record.0.is_some())
+            .unwrap_or(false);
+        // SAFETY: the stream is alive.
+        let native = check::<A, _>(unsafe { A::stream_is_capturing(self.inner.raw) })?;
+        if ours || native != CaptureStatus::None {
+            let reason = "begin_capture on a stream that is already capturing; the capture was \
+                          invalidated and ended";
+            if ours {
+                self.discard_capture(reason.into());
+            } else if let Ok((_, id)) = self.capture_sequence() {
+                discard_native_capture::<A>(self.inner.raw, id);
+            }
+            return Err(Error::capture("begin_capture", reason));
+        }
         let keep_def: Option<Arc<dyn Any + Send + Sync>> = match def {
             None => {
                 // SAFETY: the stream is alive.
@@ -376,7 +439,21 @@ impl<A: RawApi> GpuStream<A> {
                 Some(def.inner.clone() as Arc<dyn Any + Send + Sync>)
             }
         };
-        let (_, id) = self.capture_sequence()?;
+        self.inner
+            .device
+            .active_captures
+            .fetch_add(1, Ordering::AcqRel);
+        if let Ok(mut record) = self.inner.capture.lock() {
+            record.0 = Some((0, keep_def));
+            record.1 = None;
+        }
+        let id = match self.capture_sequence() {
+            Ok((_, id)) => id,
+            Err(e) => {
+                self.discard_capture(format!("{e}"));
+                return Err(e);
+            }
+        };
         let runtime = Runtime::<A>::get()?;
         if let Ok(mut captures) = runtime.captures.lock() {
             captures
@@ -384,8 +461,9 @@ impl<A: RawApi> GpuStream<A> {
                 .or_insert_with(|| CaptureOwned::new(self.inner.panic.clone()));
         }
         if let Ok(mut record) = self.inner.capture.lock() {
-            record.0 = Some((id, keep_def));
-            record.1 = None;
+            if let Some(active) = record.0.as_mut() {
+                active.0 = id;
+            }
         }
         Ok(())
     }
@@ -432,10 +510,7 @@ impl<A: RawApi> GpuStream<A> {
 
     fn end_capture_impl(&self) -> Result<GpuGraph<A>> {
         self.bind()?;
-        let (ours, invalidated) = match self.inner.capture.lock() {
-            Ok(mut record) => (record.0.take(), record.1.take()),
-            Err(_) => (None, None),
-        };
+        let (ours, invalidated) = self.take_capture();
         if ours.is_none() {
             if let Some(reason) = invalidated {
                 return Err(Error::capture("end_capture", reason));
@@ -467,7 +542,7 @@ impl<A: RawApi> GpuStream<A> {
                 "the capture was invalidated; no graph was produced",
             ));
         }
-        GpuGraph::instantiate(self.inner.device.clone(), graph, def, owned)
+        GpuGraph::instantiate(self.inner.device, graph, def, owned)
     }
 
     /// Later work on this stream waits for `event` (which may belong to another device).
@@ -477,6 +552,23 @@ impl<A: RawApi> GpuStream<A> {
         match unsafe { A::stream_wait_event(self.inner.raw, event) } {
             Ok(()) => Ok(()),
             Err(e) => Err(self.capture_violation("wait_event", map_error::<A>(e))),
+        }
+    }
+
+    /// Creates the internal `wait_stream` event (first use), racing safely with other threads.
+    #[cold]
+    fn create_sync_event(&self) -> Result<RawEvent> {
+        self.inner.device.bind()?;
+        // SAFETY: the device's context is current.
+        let event = check::<A, _>(unsafe { A::event_create(EventFlags::default()) })?;
+        match self.inner.sync_event.set(event) {
+            Ok(()) => Ok(event),
+            Err(event) => {
+                // Another thread won the race: use its event.
+                // SAFETY: ours, never recorded.
+                let _ = unsafe { A::event_destroy(event) };
+                Ok(*self.inner.sync_event.get().unwrap_or(&event))
+            }
         }
     }
 
@@ -551,7 +643,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
     }
 
     fn record_event(&self) -> Result<GpuEvent<A>> {
-        let event = GpuEvent::create(self.inner.device.clone(), EventFlags::default())?;
+        let event = GpuEvent::create(self.inner.device, EventFlags::default())?;
         self.record(&event)?;
         Ok(event)
     }
@@ -568,14 +660,18 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
             return Ok(());
         }
         other.bind()?;
+        let sync_event = match other.inner.sync_event.get() {
+            Some(event) => *event,
+            None => other.create_sync_event()?,
+        };
         // SAFETY: `other` and its internal event are alive and of the same device.
-        if let Err(e) = unsafe { A::event_record(other.inner.sync_event, other.inner.raw) } {
+        if let Err(e) = unsafe { A::event_record(sync_event, other.inner.raw) } {
             return Err(other.capture_violation("wait_stream", map_error::<A>(e)));
         }
         if self.inner.needs_context && self.inner.device.ordinal != other.inner.device.ordinal {
             self.bind()?;
         }
-        self.wait_raw_event(other.inner.sync_event)
+        self.wait_raw_event(sync_event)
     }
 
     fn launch_host_func(&self, f: HostFn) -> Result<()> {
@@ -675,7 +771,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
     }
 
     fn alloc_host(&self, len: usize) -> Result<GpuHostBuffer<A>> {
-        GpuHostBuffer::alloc(&self.inner.device, len)
+        GpuHostBuffer::alloc(self.inner.device, len)
     }
 
     fn copy_from_host(&self, dst: &GpuBuffer<A>, dst_offset: usize, src: &[u8]) -> Result<()> {
