@@ -21,6 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 /// Device memory of one wgpu device.
 pub(crate) struct BufferInner {
+    pub(crate) id: u64,
     pub(crate) device: Arc<DeviceShared>,
     pub(crate) buffer: wgpu::Buffer,
     pub(crate) len: u64,
@@ -36,7 +37,7 @@ impl BufferInner {
             });
         }
         let size = align_up(bytes.max(4), 4);
-        let (buffer, error) = device.scoped(|| {
+        let (buffer, error) = device.scoped(wgpu::ErrorFilter::OutOfMemory, || {
             device.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("devstream buffer"),
                 size,
@@ -57,6 +58,7 @@ impl BufferInner {
             });
         }
         Ok(Arc::new(BufferInner {
+            id: devstream_core::next_id(),
             device: Arc::clone(device),
             buffer,
             len: bytes,
@@ -113,7 +115,7 @@ pub(crate) struct Readback {
 
 impl Readback {
     pub(crate) fn new(device: &Arc<DeviceShared>, size: u64, stream: u64) -> Result<Arc<Readback>> {
-        let (buffer, error) = device.scoped(|| {
+        let (buffer, error) = device.scoped(wgpu::ErrorFilter::OutOfMemory, || {
             device.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("devstream readback"),
                 size: align_up(size.max(4), 4),
@@ -239,7 +241,7 @@ pub(crate) fn filled_buffer(
     data: &[u8],
 ) -> Result<wgpu::Buffer> {
     let size = align_up((data.len() as u64).max(4), 4);
-    let (buffer, error) = device.scoped(|| {
+    let (buffer, error) = device.scoped(wgpu::ErrorFilter::OutOfMemory, || {
         device.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("devstream staging"),
             size,
@@ -311,7 +313,7 @@ pub(crate) fn encode_copy(
         // wgpu refuses a copy within one buffer: go through a temporary copy of the source.
         let start = align_down(src_offset, 4);
         let end = align_up(src_offset + len, 4);
-        let (temp, error) = device.scoped(|| {
+        let (temp, error) = device.scoped(wgpu::ErrorFilter::OutOfMemory, || {
             device.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("devstream copy temp"),
                 size: end - start,
@@ -497,10 +499,7 @@ pub(crate) fn run_upload(
                 upload.dst_offset,
                 &bytes,
             )?;
-            let (commands, error) = device.scoped(|| encoder.finish());
-            if let Some(e) = error {
-                return Err(DeviceShared::wgpu_error("CommandEncoder::finish", e));
-            }
+            let commands = encoder.finish();
             let (ticket, error) = submit_locked(
                 device,
                 last_seq,

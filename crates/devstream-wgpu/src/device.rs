@@ -188,6 +188,9 @@ pub(crate) struct DeviceShared {
     pub(crate) completed: Arc<AtomicU64>,
     /// Bumped on every completion, release and flag change this device's waiters care about.
     pub(crate) signal: Arc<Signal>,
+    /// Wakes the poller: new held work, a flag change, a dropped stream. Kept apart from
+    /// `signal` so that completions (which nobody may be waiting for) never wake the poller.
+    pub(crate) work: Arc<Signal>,
     /// A device-level fault (device lost, an error outside any scope), reported by every
     /// stream's `synchronize`.
     pub(crate) fault: Arc<Mutex<Option<Error>>>,
@@ -209,7 +212,7 @@ impl std::fmt::Debug for DeviceShared {
 impl Drop for DeviceShared {
     fn drop(&mut self) {
         self.shutdown.store(true, Ordering::SeqCst);
-        self.signal.notify();
+        self.work.notify();
     }
 }
 
@@ -252,6 +255,7 @@ impl DeviceShared {
             sched: Mutex::new(Sched::default()),
             completed: Arc::new(AtomicU64::new(0)),
             signal: Arc::new(Signal::default()),
+            work: Arc::new(Signal::default()),
             fault: Arc::new(Mutex::new(None)),
             internal: OnceLock::new(),
             shutdown: Arc::new(AtomicBool::new(false)),
@@ -279,7 +283,7 @@ impl DeviceShared {
 
     fn start_poller(self: &Arc<Self>) {
         let weak = Arc::downgrade(self);
-        let signal = Arc::clone(&self.signal);
+        let signal = Arc::clone(&self.work);
         let shutdown = Arc::clone(&self.shutdown);
         let name = format!("devstream-wgpu-{}", self.place);
         let spawned = std::thread::Builder::new()
@@ -310,11 +314,20 @@ impl DeviceShared {
         }
     }
 
-    /// Polls the device once without blocking, so completion callbacks run.
+    /// Polls the device once without blocking, so mapping callbacks run.
     pub(crate) fn poll_nonblocking(&self) -> Result<()> {
         match catch_unwind(AssertUnwindSafe(|| self.device.poll(wgpu::PollType::Poll))) {
             Ok(_) => Ok(()),
             Err(payload) => Err(self.poll_panic(payload)),
+        }
+    }
+
+    /// Whether `ticket` has completed, asking the device without blocking (a wait with a zero
+    /// timeout on that submission).
+    pub(crate) fn query_ticket(&self, ticket: Option<&Ticket>) -> Result<bool> {
+        match ticket {
+            None => Ok(true),
+            Some(t) => self.wait_ticket(t, Some(Duration::ZERO)),
         }
     }
 
@@ -389,15 +402,19 @@ impl DeviceShared {
         }
     }
 
-    /// Runs `f` inside validation and out-of-memory error scopes and returns its value and the
-    /// first error either scope caught.
-    pub(crate) fn scoped<T>(&self, f: impl FnOnce() -> T) -> (T, Option<wgpu::Error>) {
-        let memory = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    /// Runs `f` inside an error scope of `filter` and returns its value and the error the
+    /// scope caught. Used where the caller's input can fail (shaders, bindings, allocations);
+    /// devstream's own encoding and submission is validated up front and not scoped (a wgpu
+    /// error there becomes the device's fault through the uncaptured-error handler).
+    pub(crate) fn scoped<T>(
+        &self,
+        filter: wgpu::ErrorFilter,
+        f: impl FnOnce() -> T,
+    ) -> (T, Option<wgpu::Error>) {
+        let scope = self.device.push_error_scope(filter);
         let value = f();
-        let validation_error = block_on(validation.pop());
-        let memory_error = block_on(memory.pop());
-        (value, validation_error.or(memory_error))
+        let error = block_on(scope.pop());
+        (value, error)
     }
 
     /// Makes one release pass and tells the poller what to wait for.
@@ -424,9 +441,7 @@ fn poller(weak: Weak<DeviceShared>, signal: Arc<Signal>, shutdown: Arc<AtomicBoo
             Step::WaitForeign(foreign, ticket, local) => {
                 let _ = foreign.wait_ticket(&ticket, Some(POLL_SLICE));
                 if let Some(local) = local {
-                    if !device.is_complete(Some(&local)) {
-                        let _ = device.poll_nonblocking();
-                    }
+                    let _ = device.query_ticket(Some(&local));
                 }
             }
             Step::Idle { timed } => {

@@ -50,13 +50,7 @@ impl Record {
     pub(crate) fn query(&self) -> Result<bool> {
         match self.ticket.get() {
             None => Ok(false),
-            Some(ticket) => {
-                if self.device.is_complete(ticket.as_ref()) {
-                    return Ok(true);
-                }
-                self.device.poll_nonblocking()?;
-                Ok(self.device.is_complete(ticket.as_ref()))
-            }
+            Some(ticket) => self.device.query_ticket(ticket.as_ref()),
         }
     }
 
@@ -126,7 +120,7 @@ impl EventInner {
             if !device.caps.timing {
                 return Err(Error::unsupported("event timing", &device.place));
             }
-            let (timing, error) = device.scoped(|| Timing {
+            let (timing, error) = device.scoped(wgpu::ErrorFilter::Validation, || Timing {
                 query_set: device.device.create_query_set(&wgpu::QuerySetDescriptor {
                     label: Some("devstream event"),
                     ty: wgpu::QueryType::Timestamp,

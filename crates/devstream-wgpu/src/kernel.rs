@@ -4,9 +4,11 @@
 use crate::buffer::{filled_buffer, BufferInner};
 use crate::device::DeviceShared;
 use crate::stream::WgpuStream;
+use crate::util::lock;
 use crate::util::{align_down, align_up};
 use devstream_core::{Error, Result};
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 
 /// The internal kernels: `fill_bytes` and `copy_bytes` write whole 32-bit words, keeping the
 /// bytes outside the range, so ranges need no alignment.
@@ -77,7 +79,7 @@ pub(crate) struct InternalKernels {
 }
 
 fn create_internal(device: &DeviceShared) -> Result<InternalKernels> {
-    let (made, error) = device.scoped(|| {
+    let (made, error) = device.scoped(wgpu::ErrorFilter::Validation, || {
         let module = device
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -194,7 +196,7 @@ fn encode_bytes(
         } else {
             (&kernels.fill, &kernels.fill_layout)
         };
-        let (bind_group, error) = device.scoped(|| {
+        let (bind_group, error) = device.scoped(wgpu::ErrorFilter::Validation, || {
             device.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("devstream bytes"),
                 layout,
@@ -260,7 +262,12 @@ pub(crate) struct KernelInner {
     pub(crate) pipeline: wgpu::ComputePipeline,
     pub(crate) layout: wgpu::BindGroupLayout,
     pub(crate) entry: String,
+    /// The last few bind groups, by the ids of their buffers (most recent first).
+    bind_cache: Mutex<VecDeque<(Vec<u64>, wgpu::BindGroup)>>,
 }
+
+/// How many bind groups a kernel keeps (each keeps its buffers alive while cached).
+const BIND_CACHE: usize = 4;
 
 /// A WGSL compute kernel compiled for one wgpu device, dispatched on a stream with
 /// [`WgpuStream::dispatch`].
@@ -287,7 +294,7 @@ impl WgpuKernel {
     /// message.
     pub fn new(stream: &WgpuStream, wgsl: &str, entry_point: &str) -> Result<WgpuKernel> {
         let device = stream.device();
-        let (made, error) = device.scoped(|| {
+        let (made, error) = device.scoped(wgpu::ErrorFilter::Validation, || {
             let module = device
                 .device
                 .create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -320,6 +327,7 @@ impl WgpuKernel {
                 pipeline,
                 layout,
                 entry: entry_point.to_owned(),
+                bind_cache: Mutex::new(VecDeque::new()),
             }),
         })
     }
@@ -335,7 +343,32 @@ impl WgpuKernel {
     }
 
     /// Binds `buffers` to `@group(0) @binding(0..)`.
+    ///
+    /// The last few bind groups are kept, so dispatching again with the same buffers costs no
+    /// new bind group (a cached bind group keeps its buffers alive until it is evicted or the
+    /// kernel is dropped).
     pub(crate) fn bind(&self, buffers: &[&Arc<BufferInner>]) -> Result<wgpu::BindGroup> {
+        let key: Vec<u64> = buffers.iter().map(|b| b.id).collect();
+        {
+            let mut cache = lock(&self.inner.bind_cache);
+            if let Some(entry) = cache
+                .iter()
+                .position(|(k, _)| *k == key)
+                .and_then(|pos| cache.remove(pos))
+            {
+                let bind_group = entry.1.clone();
+                cache.push_front(entry);
+                return Ok(bind_group);
+            }
+        }
+        let bind_group = self.create_bind_group(buffers)?;
+        let mut cache = lock(&self.inner.bind_cache);
+        cache.push_front((key, bind_group.clone()));
+        cache.truncate(BIND_CACHE);
+        Ok(bind_group)
+    }
+
+    fn create_bind_group(&self, buffers: &[&Arc<BufferInner>]) -> Result<wgpu::BindGroup> {
         let device = &self.inner.device;
         let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
             .iter()
@@ -345,7 +378,7 @@ impl WgpuKernel {
                 resource: b.buffer.as_entire_binding(),
             })
             .collect();
-        let (bind_group, error) = device.scoped(|| {
+        let (bind_group, error) = device.scoped(wgpu::ErrorFilter::Validation, || {
             device.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(&self.inner.entry),
                 layout: &self.inner.layout,

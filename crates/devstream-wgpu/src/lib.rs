@@ -13,12 +13,13 @@
 //! * `wait_event` on an event of **another wgpu device** holds the stream's later submissions
 //!   until that event has completed; the host is never blocked in `wait_event`.
 //! * Host functions and `write_flag` run on a per-device background thread once all earlier work
-//!   of the stream is complete (`Queue::on_submitted_work_done` plus a thread that polls the
-//!   device), and the stream's later submissions wait for them. `wait_flag` holds later
-//!   submissions until the host sets the flag (host-gated submissions).
+//!   of the stream is complete: the thread waits on exactly that submission
+//!   (`Device::poll(PollType::Wait { submission_index })`), so nothing needs the user to poll,
+//!   and the stream's later submissions wait for them. `wait_flag` holds later submissions until
+//!   the host sets the flag (host-gated submissions).
 //!
-//! Events are submission indices (a per-device ticket): `query` never blocks (it polls the
-//! device once without waiting). Timing uses timestamp queries written inside the encoder where
+//! Events are submission indices (a per-device ticket): `query` never blocks (it asks for that
+//! submission with a zero timeout). Timing uses timestamp queries written inside the encoder where
 //! the adapter has `TIMESTAMP_QUERY_INSIDE_ENCODERS`, else at the start of an empty compute pass;
 //! `elapsed` converts ticks with the queue's timestamp period.
 //!
@@ -39,7 +40,7 @@
 //! | concurrent_streams | no (one queue per device) |
 //! | capture | emulated (commands recorded, re-encoded on each launch) |
 //! | timing | where the adapter has `TIMESTAMP_QUERY` |
-//! | host_funcs | yes (`on_submitted_work_done` + a polling thread) |
+//! | host_funcs | yes (a per-device thread waits on the submission, then runs them) |
 //! | flags | yes (host-gated submissions; `write_flag` is a stream-ordered host write) |
 //! | cross_device_wait | yes (held submissions) |
 //! | external_handles | no |

@@ -140,9 +140,8 @@ pub(crate) fn submit_locked(
     batch: Batch,
 ) -> (Ticket, Option<Error>) {
     let Batch { commands, after } = batch;
-    let (index, error) =
-        device.scoped(|| catch_unwind(AssertUnwindSafe(|| device.queue.submit([commands]))));
-    let mut failure = error.map(|e| DeviceShared::wgpu_error("Queue::submit", e));
+    let index = catch_unwind(AssertUnwindSafe(|| device.queue.submit([commands])));
+    let mut failure = None;
     let index = match index {
         Ok(index) => index,
         Err(payload) => {
@@ -163,14 +162,6 @@ pub(crate) fn submit_locked(
         seq: *last_seq,
         index,
     };
-    let completed = Arc::clone(&device.completed);
-    let signal = Arc::clone(&device.signal);
-    let seq = ticket.seq;
-    device.queue.on_submitted_work_done(move || {
-        if completed.fetch_max(seq, Ordering::AcqRel) < seq {
-            signal.notify();
-        }
-    });
     for action in after {
         match action {
             AfterSubmit::Map(readback) => readback.submitted(&ticket, &device.signal),
@@ -199,10 +190,7 @@ pub(crate) fn flush_locked(device: &DeviceShared, sched: &mut Sched, id: u64, fo
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default()),
     };
     let after = std::mem::take(&mut state.after);
-    let (commands, error) = device.scoped(|| encoder.finish());
-    if let Some(e) = error {
-        state.set_error(DeviceShared::wgpu_error("CommandEncoder::finish", e));
-    }
+    let commands = encoder.finish();
     let batch = Batch { commands, after };
     if state.held.is_empty() {
         let (ticket, error) = submit_locked(device, last_seq, batch);
@@ -220,7 +208,7 @@ pub(crate) fn hold_locked(device: &DeviceShared, sched: &mut Sched, id: u64, ite
     if let Some(state) = sched.streams.get_mut(&id) {
         state.held.push_back(item);
         sched.watched.insert(id);
-        device.signal.notify();
+        device.work.notify();
     }
 }
 

@@ -52,7 +52,7 @@ impl Drop for StreamHandle {
             }
         }
         drop(sched);
-        self.device.signal.notify();
+        self.device.work.notify();
     }
 }
 
@@ -428,7 +428,7 @@ impl WgpuStream {
         if idle && flag.value.load(Ordering::SeqCst) >= value {
             return;
         }
-        flag.watch(&device.signal);
+        flag.watch(&device.work);
         flush_locked(device, sched, id, false);
         hold_locked(device, sched, id, Held::WaitFlag(flag, value));
     }
@@ -545,11 +545,7 @@ impl DeviceStream for WgpuStream {
             }
             state.frontier.clone()
         };
-        if device.is_complete(frontier.as_ref()) {
-            return Ok(true);
-        }
-        device.poll_nonblocking()?;
-        Ok(device.is_complete(frontier.as_ref()))
+        device.query_ticket(frontier.as_ref())
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -1,6 +1,7 @@
 //! Small helpers: a blocking executor for wgpu's native futures, a wake-up signal, alignment.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -27,46 +28,61 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A generation counter with a condition variable: `notify` bumps it and wakes every waiter.
 /// Waiters read the generation while they hold the lock protecting the state they check, then
-/// wait for it to change, so no notification is lost.
+/// wait for it to change, so no notification is lost. `notify` costs one atomic add when nobody
+/// waits.
 #[derive(Debug, Default)]
 pub(crate) struct Signal {
-    generation: Mutex<u64>,
+    generation: AtomicU64,
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
     changed: Condvar,
 }
 
 impl Signal {
     /// The current generation.
     pub(crate) fn generation(&self) -> u64 {
-        *lock(&self.generation)
+        self.generation.load(Ordering::SeqCst)
     }
 
     /// Bumps the generation and wakes every waiter.
     pub(crate) fn notify(&self) {
-        let mut generation = lock(&self.generation);
-        *generation = generation.wrapping_add(1);
-        drop(generation);
-        self.changed.notify_all();
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            // A waiter between its check and its wait holds the lock: taking it here means the
+            // notification reaches it once it waits.
+            drop(lock(&self.lock));
+            self.changed.notify_all();
+        }
     }
 
     /// Waits until the generation differs from `seen` or `timeout` passes.
     pub(crate) fn wait_change(&self, seen: u64, timeout: Option<Duration>) {
-        let guard = lock(&self.generation);
-        match timeout {
-            Some(timeout) => {
-                drop(
-                    self.changed
-                        .wait_timeout_while(guard, timeout, |g| *g == seen)
-                        .unwrap_or_else(PoisonError::into_inner),
-                );
-            }
-            None => {
-                drop(
-                    self.changed
-                        .wait_while(guard, |g| *g == seen)
-                        .unwrap_or_else(PoisonError::into_inner),
-                );
+        let mut guard = lock(&self.lock);
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        while self.generation.load(Ordering::SeqCst) == seen {
+            match deadline {
+                None => {
+                    guard = self
+                        .changed
+                        .wait(guard)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+                Some(deadline) => {
+                    let now = std::time::Instant::now();
+                    if now >= deadline {
+                        break;
+                    }
+                    guard = self
+                        .changed
+                        .wait_timeout(guard, deadline - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
             }
         }
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        drop(guard);
     }
 }
 

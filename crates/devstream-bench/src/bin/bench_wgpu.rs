@@ -1,0 +1,266 @@
+//! wgpu backend cost per operation through the devstream facade, beside the same work written
+//! with raw wgpu on the same device and queue, in one process.
+//!
+//! ```text
+//! cargo xtask bench --backend wgpu   # or: cargo run --release -p devstream-bench --bin bench-wgpu --features wgpu
+//! ```
+//!
+//! Rows (target: devstream ≤ 1.05× raw):
+//! * empty submit+wait: an empty command buffer submitted and waited for
+//!   (`WgpuStream::flush` + `Stream::synchronize` vs `Queue::submit` + `Device::poll(Wait)`);
+//! * record+query: a 4-byte clear, then an event recorded and queried
+//!   (`fill` + `record` + `Event::query` vs `clear_buffer` + `submit` + `poll(Poll)`);
+//! * small dispatch+readback: 256 bytes uploaded, a WGSL kernel dispatched, the result copied
+//!   back and read on the host (staging upload, compute pass, `MAP_READ` readback, map, read).
+//!
+//! `DEVSTREAM_WGPU_BENCH_PLACE=wgpu:1` picks another adapter.
+
+use devstream::wgpu::{wgpu, WgpuBuffer, WgpuKernel, WgpuStream};
+use devstream::{Event, EventFlags, Place, Stream};
+use devstream_bench::{ns_per_op, report, Row};
+use std::hint::black_box;
+
+const TARGET: f64 = 1.05;
+const WORDS: usize = 64;
+
+const DOUBLE_WGSL: &str = r#"
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@compute @workgroup_size(64)
+fn double(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&dst)) { dst[id.x] = src[id.x] * 2u; }
+}
+"#;
+
+/// The raw-wgpu side: the same device and queue, with the same shader.
+struct Raw {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    input: wgpu::Buffer,
+    output: wgpu::Buffer,
+    scratch: wgpu::Buffer,
+}
+
+impl Raw {
+    fn new(stream: &WgpuStream) -> Raw {
+        let handle = stream.wgpu_device();
+        let device = handle.wgpu_device().clone();
+        let queue = handle.wgpu_queue().clone();
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("raw double"),
+            source: wgpu::ShaderSource::Wgsl(DOUBLE_WGSL.into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("raw double"),
+            layout: None,
+            module: &module,
+            entry_point: Some("double"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let storage = |label| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: (WORDS * 4) as u64,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        let (input, output, scratch) = (storage("in"), storage("out"), storage("scratch"));
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("raw double"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: input.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: output.as_entire_binding(),
+                },
+            ],
+        });
+        Raw {
+            device,
+            queue,
+            pipeline,
+            bind_group,
+            input,
+            output,
+            scratch,
+        }
+    }
+
+    fn encoder(&self) -> wgpu::CommandEncoder {
+        self.device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
+    }
+
+    fn wait(&self, index: wgpu::SubmissionIndex) {
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(index),
+                timeout: None,
+            })
+            .expect("poll");
+    }
+
+    fn empty_submit_wait(&self) {
+        let index = self.queue.submit([self.encoder().finish()]);
+        self.wait(index);
+    }
+
+    fn record_query(&self) -> bool {
+        let mut encoder = self.encoder();
+        encoder.clear_buffer(&self.scratch, 0, Some(4));
+        self.queue.submit([encoder.finish()]);
+        self.device
+            .poll(wgpu::PollType::Poll)
+            .expect("poll")
+            .is_queue_empty()
+    }
+
+    fn dispatch_readback(&self, data: &[u8], out: &mut [u8]) {
+        let len = data.len() as u64;
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("raw upload"),
+            size: len,
+            usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: true,
+        });
+        staging
+            .get_mapped_range_mut(..)
+            .expect("mapped at creation")
+            .copy_from_slice(data);
+        staging.unmap();
+        let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("raw readback"),
+            size: len,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.encoder();
+        encoder.copy_buffer_to_buffer(&staging, 0, &self.input, 0, len);
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(&self.pipeline);
+            pass.set_bind_group(0, &self.bind_group, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+        }
+        encoder.copy_buffer_to_buffer(&self.output, 0, &readback, 0, len);
+        let index = self.queue.submit([encoder.finish()]);
+        readback.map_async(wgpu::MapMode::Read, .., |r| r.expect("map"));
+        self.wait(index);
+        out.copy_from_slice(&readback.get_mapped_range(..).expect("mapped"));
+    }
+}
+
+fn main() -> devstream::Result<()> {
+    let quick = std::env::var_os("DEVSTREAM_BENCH_QUICK").is_some();
+    let (rounds, iters) = if quick { (3, 100) } else { (9, 400) };
+    let place: Place = std::env::var("DEVSTREAM_WGPU_BENCH_PLACE")
+        .unwrap_or_else(|_| "wgpu:0".into())
+        .parse()?;
+    let s = match Stream::new(&place) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("bench-wgpu: no {place} here ({e})");
+            std::process::exit(1);
+        }
+    };
+    let ws: &WgpuStream = s.backend().expect("a wgpu stream");
+    let info = ws.wgpu_device().adapter_info().clone();
+    eprintln!(
+        "bench-wgpu on {place}: {} ({:?}, {:?}, driver {} {})",
+        info.name, info.backend, info.device_type, info.driver, info.driver_info
+    );
+    let raw = Raw::new(ws);
+    let mut rows = Vec::new();
+    let mut row = |op: &str, devstream_ns: f64, baseline_ns: f64| {
+        rows.push(Row {
+            backend: "wgpu",
+            op: op.to_string(),
+            devstream_ns,
+            baseline_ns,
+            baseline: "raw wgpu, same device and queue",
+            target: TARGET,
+        })
+    };
+
+    // Alternate the two sides a few times so that drift (clocks, caches) hits both.
+    let measure = |f_dev: &mut dyn FnMut(), f_raw: &mut dyn FnMut()| {
+        let mut dev = Vec::new();
+        let mut base = Vec::new();
+        for _ in 0..3 {
+            dev.push(ns_per_op(rounds, iters, &mut *f_dev));
+            base.push(ns_per_op(rounds, iters, &mut *f_raw));
+        }
+        dev.sort_by(f64::total_cmp);
+        base.sort_by(f64::total_cmp);
+        (dev[1], base[1])
+    };
+
+    // Empty submit + wait.
+    let (d, b) = measure(
+        &mut || {
+            ws.flush().unwrap();
+            s.synchronize().unwrap();
+        },
+        &mut || raw.empty_submit_wait(),
+    );
+    row("empty submit+wait", d, b);
+
+    // Record + query after a tiny clear.
+    let scratch = s.alloc(4)?;
+    let event = Event::new(&place, EventFlags::default())?;
+    let (d, b) = measure(
+        &mut || {
+            s.fill(&scratch, 0, 4, 0).unwrap();
+            s.record(&event).unwrap();
+            black_box(event.query().unwrap());
+        },
+        &mut || {
+            black_box(raw.record_query());
+        },
+    );
+    s.synchronize()?;
+    raw.wait(raw.queue.submit([]));
+    row("record+query (after a 4-byte clear)", d, b);
+
+    // Small dispatch + readback.
+    let kernel = WgpuKernel::new(ws, DOUBLE_WGSL, "double")?;
+    let input = s.alloc(WORDS * 4)?;
+    let output = s.alloc(WORDS * 4)?;
+    let host = s.alloc_host(WORDS * 4)?;
+    let data: Vec<u8> = (0..WORDS as u32).flat_map(|w| w.to_le_bytes()).collect();
+    let mut out_dev = vec![0u8; WORDS * 4];
+    let mut out_raw = vec![0u8; WORDS * 4];
+    let input_w: &WgpuBuffer = input.backend().expect("a wgpu buffer");
+    let output_w: &WgpuBuffer = output.backend().expect("a wgpu buffer");
+    let (d, b) = measure(
+        &mut || {
+            s.copy_from_host(&input, 0, &data).unwrap();
+            ws.dispatch(&kernel, &[input_w, output_w], [1, 1, 1])
+                .unwrap();
+            s.copy_device_to_host(&host, 0, &output, 0, WORDS * 4)
+                .unwrap();
+            s.synchronize().unwrap();
+            host.read(0, &mut out_dev).unwrap();
+        },
+        &mut || raw.dispatch_readback(&data, &mut out_raw),
+    );
+    let expect: Vec<u8> = (0..WORDS as u32)
+        .flat_map(|w| (w * 2).to_le_bytes())
+        .collect();
+    assert_eq!(out_dev, expect, "devstream result");
+    assert_eq!(out_raw, expect, "raw result");
+    row("small dispatch+readback (256 B)", d, b);
+
+    report(&rows);
+    Ok(())
+}
