@@ -84,9 +84,6 @@ impl WgpuStream {
         options: StreamOptions,
         is_default: bool,
     ) -> Result<WgpuStream> {
-        if let Some(fault) = device.fault() {
-            return Err(fault);
-        }
         let id = devstream_core::next_id();
         let state = StreamState {
             counted: !is_default,
@@ -493,11 +490,13 @@ impl WgpuStream {
         }
     }
 
-    fn first_error(&self, sched: &mut Sched) -> Option<Error> {
+    /// The first error the stream's work raised since the last report (taken: a later
+    /// `synchronize` reports later errors), else the device's fault (kept).
+    fn take_first_error(&self, sched: &mut Sched) -> Option<Error> {
         sched
             .streams
-            .get(&self.handle.id)
-            .and_then(|state| state.error.clone())
+            .get_mut(&self.handle.id)
+            .and_then(|state| state.error.take())
             .or_else(|| self.handle.device.fault())
     }
 }
@@ -582,7 +581,7 @@ impl DeviceStream for WgpuStream {
                 }
             }
         }
-        match self.first_error(&mut self.lock()) {
+        match self.take_first_error(&mut self.lock()) {
             Some(error) => Err(error),
             None => Ok(()),
         }

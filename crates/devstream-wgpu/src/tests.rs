@@ -268,11 +268,15 @@ fn host_functions_run_in_order_without_polling_and_panics_are_reported() {
     assert!(eventually(|| log.lock().unwrap().len() == 2));
     assert_eq!(*log.lock().unwrap(), vec!["a", "b"]);
     s.launch_host_func(Box::new(|| panic!("boom"))).unwrap();
+    s.launch_host_func(task("after")).unwrap();
     let err = s.synchronize().unwrap_err();
     assert!(
         matches!(&err, Error::HostFuncPanicked { message, .. } if message.contains("boom")),
         "{err:?}"
     );
+    assert_eq!(*log.lock().unwrap(), vec!["a", "b", "after"]);
+    // Reported once; the stream stays usable.
+    s.synchronize().unwrap();
 }
 
 #[test]
