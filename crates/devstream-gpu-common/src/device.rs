@@ -24,8 +24,6 @@ use std::sync::{Mutex, OnceLock};
 pub struct Runtime<A: RawApi> {
     info: LoadInfo,
     devices: Vec<OnceLock<Result<Device<A>>>>,
-    pub(crate) live_streams: AtomicUsize,
-    pub(crate) live_events: AtomicUsize,
     pub(crate) captures: Mutex<HashMap<u64, CaptureOwned>>,
 }
 
@@ -62,8 +60,6 @@ impl<A: RawApi> Runtime<A> {
         Ok(Runtime {
             devices: (0..info.device_count).map(|_| OnceLock::new()).collect(),
             info,
-            live_streams: AtomicUsize::new(0),
-            live_events: AtomicUsize::new(0),
             captures: Mutex::new(HashMap::new()),
         })
     }
@@ -124,6 +120,11 @@ pub struct Device<A: RawApi> {
     pending: AtomicUsize,
     /// Captures begun through devstream on this device and not ended yet.
     pub(crate) active_captures: AtomicUsize,
+    /// Live user-created streams and events of this device.
+    pub(crate) live_streams: AtomicUsize,
+    pub(crate) live_events: AtomicUsize,
+    /// Never-recorded events with default flags, kept for reuse (like PyTorch's event pool).
+    pub(crate) event_pool: Mutex<Vec<RawEvent>>,
     _api: PhantomData<A>,
 }
 
@@ -179,6 +180,9 @@ impl<A: RawApi> Device<A> {
             deferred: Mutex::new(Vec::new()),
             pending: AtomicUsize::new(0),
             active_captures: AtomicUsize::new(0),
+            live_streams: AtomicUsize::new(0),
+            live_events: AtomicUsize::new(0),
+            event_pool: Mutex::new(Vec::new()),
             _api: PhantomData,
         })
     }
@@ -417,12 +421,17 @@ impl<A: RawApi> DeviceBackend for GpuBackend<A> {
     }
 
     fn live_counts() -> LiveCounts {
-        match Runtime::<A>::loaded() {
-            Some(runtime) => LiveCounts {
-                streams: runtime.live_streams.load(Ordering::Relaxed),
-                events: runtime.live_events.load(Ordering::Relaxed),
-            },
-            None => LiveCounts::default(),
+        let mut counts = LiveCounts::default();
+        if let Some(runtime) = Runtime::<A>::loaded() {
+            for device in runtime
+                .devices
+                .iter()
+                .filter_map(|d| d.get()?.as_ref().ok())
+            {
+                counts.streams += device.live_streams.load(Ordering::Relaxed);
+                counts.events += device.live_events.load(Ordering::Relaxed);
+            }
         }
+        counts
     }
 }

@@ -1,6 +1,6 @@
 //! Events: `cuEventCreate` / `Record` / `Query` / `Synchronize` / `ElapsedTime`.
 
-use crate::device::{Device, Runtime};
+use crate::device::Device;
 use crate::error::{check, check_ready, map_error};
 use crate::raw::{ErrorKind, RawApi, RawEvent};
 use devstream_core::{DeviceEvent, Error, EventFlags, Place, Result};
@@ -20,19 +20,31 @@ pub(crate) struct EventInner<A: RawApi> {
 
 impl<A: RawApi> Drop for EventInner<A> {
     fn drop(&mut self) {
-        if self.owned {
-            let raw = self.raw;
-            crate::hostfn::release_off_callback(move || {
-                // SAFETY: we own the event; destroying an event with pending work is allowed
-                // (the runtime releases it after that work).
-                let _ = unsafe { A::event_destroy(raw) };
-                if let Some(runtime) = Runtime::<A>::loaded() {
-                    runtime.live_events.fetch_sub(1, Ordering::Relaxed);
-                }
-            });
+        if !self.owned {
+            return;
         }
+        let device = self.device;
+        device.live_events.fetch_sub(1, Ordering::Relaxed);
+        let raw = self.raw;
+        // A never-recorded event with default flags is as good as new: keep it for reuse.
+        if self.flags == EventFlags::default() && !*self.recorded.get_mut() {
+            if let Ok(mut pool) = device.event_pool.lock() {
+                if pool.len() < EVENT_POOL_SIZE {
+                    pool.push(raw);
+                    return;
+                }
+            }
+        }
+        crate::hostfn::release_off_callback(move || {
+            // SAFETY: we own the event; destroying an event with pending work is allowed (the
+            // runtime releases it after that work).
+            let _ = unsafe { A::event_destroy(raw) };
+        });
     }
 }
+
+/// How many never-recorded default events a device keeps for reuse.
+const EVENT_POOL_SIZE: usize = 64;
 
 /// A native event (`CUevent`), a cheap `Clone` handle.
 pub struct GpuEvent<A: RawApi> {
@@ -68,12 +80,24 @@ impl<A: RawApi> Eq for GpuEvent<A> {}
 impl<A: RawApi> GpuEvent<A> {
     pub(crate) fn create(device: &'static Device<A>, flags: EventFlags) -> Result<Self> {
         let flags = flags.validate()?;
-        device.bind()?;
-        // SAFETY: the device's context is current.
-        let raw = check::<A, _>(unsafe { A::event_create(flags) })?;
-        Runtime::<A>::get()?
-            .live_events
-            .fetch_add(1, Ordering::Relaxed);
+        let pooled = if flags == EventFlags::default() {
+            device
+                .event_pool
+                .lock()
+                .ok()
+                .and_then(|mut pool| pool.pop())
+        } else {
+            None
+        };
+        let raw = match pooled {
+            Some(raw) => raw,
+            None => {
+                device.bind()?;
+                // SAFETY: the device's context is current.
+                check::<A, _>(unsafe { A::event_create(flags) })?
+            }
+        };
+        device.live_events.fetch_add(1, Ordering::Relaxed);
         Ok(GpuEvent {
             inner: Arc::new(EventInner {
                 raw,

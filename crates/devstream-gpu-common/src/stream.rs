@@ -93,9 +93,7 @@ impl<A: RawApi> Drop for StreamInner<A> {
             }
             drop(keepalive);
             if counted {
-                if let Some(runtime) = Runtime::<A>::loaded() {
-                    runtime.live_streams.fetch_sub(1, Ordering::Relaxed);
-                }
+                device.live_streams.fetch_sub(1, Ordering::Relaxed);
             }
         });
     }
@@ -211,9 +209,7 @@ impl<A: RawApi> GpuStream<A> {
     ) -> Result<Self> {
         let counted = matches!(kind, StreamKind::Owned | StreamKind::Borrowed);
         if counted {
-            Runtime::<A>::get()?
-                .live_streams
-                .fetch_add(1, Ordering::Relaxed);
+            device.live_streams.fetch_add(1, Ordering::Relaxed);
         }
         Ok(GpuStream {
             inner: Arc::new(StreamInner {
