@@ -626,7 +626,13 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
 
     #[inline]
     fn record(&self, event: &GpuEvent<A>) -> Result<()> {
-        self.same_device("record", event.inner.device.ordinal)?;
+        if !std::ptr::eq(event.inner.device, self.inner.device) {
+            return Err(Error::mismatch(
+                "record",
+                &self.inner.device.place,
+                &event.inner.device.place,
+            ));
+        }
         self.bind()?;
         // SAFETY: the event and the stream are alive and belong to the same device.
         match unsafe { A::event_record(event.inner.raw, self.inner.raw) } {
