@@ -84,6 +84,11 @@ const ERRORS: &[(hipError_t, &str, &str)] = &[
     ),
     (218, "hipErrorInvalidKernelFile", "invalid kernel file"),
     (400, "hipErrorInvalidHandle", "invalid resource handle"),
+    (
+        401,
+        "hipErrorIllegalState",
+        "the operation cannot be performed in the present state",
+    ),
     (500, "hipErrorNotFound", "named symbol not found"),
     (600, "hipErrorNotReady", "device not ready"),
     (
@@ -95,6 +100,27 @@ const ERRORS: &[(hipError_t, &str, &str)] = &[
         701,
         "hipErrorLaunchOutOfResources",
         "too many resources requested for launch",
+    ),
+    (
+        702,
+        "hipErrorLaunchTimeOut",
+        "the launch timed out and was terminated",
+    ),
+    (
+        708,
+        "hipErrorSetOnActiveProcess",
+        "cannot set while device is active in this process",
+    ),
+    (709, "hipErrorContextIsDestroyed", "context is destroyed"),
+    (
+        712,
+        "hipErrorHostMemoryAlreadyRegistered",
+        "the memory range is already registered",
+    ),
+    (
+        713,
+        "hipErrorHostMemoryNotRegistered",
+        "the pointer is not a registered memory region",
     ),
     (719, "hipErrorLaunchFailure", "unspecified launch failure"),
     (801, "hipErrorNotSupported", "operation not supported"),
@@ -147,28 +173,15 @@ const ERRORS: &[(hipError_t, &str, &str)] = &[
 ];
 
 /// Maps a CUDA driver status to the HIP code of the same meaning (HIP's NVIDIA platform does
-/// this in `hipCUResultTohipError`; HIP numbers its codes like CUDA's). Codes without a HIP
-/// counterpart become `hipErrorUnknown`.
+/// this in `hipCUResultTohipError`). HIP numbers each code in `ERRORS` like the CUDA code it
+/// corresponds to (`CUDA_ERROR_INVALID_PTX` 218 is `hipErrorInvalidKernelFile` 218), so the
+/// mapping keeps those codes; codes without a HIP counterpart become `hipErrorUnknown`.
 fn hip_status(status: sys::CUresult) -> hipError_t {
     let code = status as c_int;
-    match code {
-        0..=4
-        | 100
-        | 101
-        | 200
-        | 201
-        | 209
-        | 400
-        | 500
-        | 600
-        | 700
-        | 701
-        | 719
-        | 801
-        | 900..=908 => code,
-        // CUDA_ERROR_INVALID_PTX
-        218 => 218,
-        _ => hipErrorUnknown,
+    if ERRORS.iter().any(|(hip, _, _)| *hip == code) {
+        code
+    } else {
+        hipErrorUnknown
     }
 }
 
@@ -1316,6 +1329,16 @@ mod tests {
     #[test]
     fn cuda_codes_map_to_hip_codes() {
         assert_eq!(hip_status(sys::CUresult::CUDA_SUCCESS), hipSuccess);
+        assert_eq!(hip_status(sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), 401);
+        assert_eq!(hip_status(sys::CUresult::CUDA_ERROR_INVALID_PTX), 218);
+        assert_eq!(
+            hip_status(sys::CUresult::CUDA_ERROR_UNKNOWN),
+            hipErrorUnknown
+        );
+        assert_eq!(
+            hip_status(sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD),
+            908
+        );
         assert_eq!(hip_status(sys::CUresult::CUDA_ERROR_NOT_READY), 600);
         assert_eq!(hip_status(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), 2);
         assert_eq!(
