@@ -413,11 +413,23 @@ mod header_check {
             ("sizeof(hipModule_t)", size_of::<hipModule_t>()),
             ("sizeof(hipFunction_t)", size_of::<hipFunction_t>()),
             ("sizeof(hipDeviceptr_t)", size_of::<hipDeviceptr_t>()),
-            ("sizeof(hipStreamCaptureMode)", size_of::<hipStreamCaptureMode>()),
-            ("sizeof(hipStreamCaptureStatus)", size_of::<hipStreamCaptureStatus>()),
-            ("sizeof(hipDeviceAttribute_t)", size_of::<hipDeviceAttribute_t>()),
+            (
+                "sizeof(hipStreamCaptureMode)",
+                size_of::<hipStreamCaptureMode>(),
+            ),
+            (
+                "sizeof(hipStreamCaptureStatus)",
+                size_of::<hipStreamCaptureStatus>(),
+            ),
+            (
+                "sizeof(hipDeviceAttribute_t)",
+                size_of::<hipDeviceAttribute_t>(),
+            ),
             ("sizeof(hipHostFn_t)", size_of::<hipHostFn_t>()),
-            ("sizeof(hipStreamCallback_t)", size_of::<hipStreamCallback_t>()),
+            (
+                "sizeof(hipStreamCallback_t)",
+                size_of::<hipStreamCallback_t>(),
+            ),
         ];
         for (name, size) in ours {
             assert_eq!(header(name), *size as i64, "{name} in {HEADER_PATH}");

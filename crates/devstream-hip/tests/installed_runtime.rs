@@ -32,21 +32,29 @@ fn installed_runtime_without_a_device_is_no_device() {
         return;
     }
 
-    assert!(!devstream::places().iter().any(|p| matches!(p, Place::Hip(_))));
+    assert!(!devstream::places()
+        .iter()
+        .any(|p| matches!(p, Place::Hip(_))));
     assert!(devstream::probe(devstream::BackendKind::Hip).is_ok());
     let no_device = |result: devstream::Result<()>, what: &str| match result {
         Err(Error::NoDevice { place: p, .. }) => assert_eq!(p, place, "{what}"),
         other => panic!("{what}: expected NoDevice, got {other:?}"),
     };
     no_device(Stream::new(&place).map(drop), "Stream::new");
-    no_device(Stream::default_stream(&place).map(drop), "Stream::default_stream");
+    no_device(
+        Stream::default_stream(&place).map(drop),
+        "Stream::default_stream",
+    );
     no_device(Stream::per_thread(&place).map(drop), "Stream::per_thread");
     no_device(
         Event::new(&place, EventFlags::default()).map(drop),
         "Event::new",
     );
     no_device(devstream::capabilities(&place).map(drop), "capabilities");
-    no_device(devstream::priority_range(&place).map(drop), "priority_range");
+    no_device(
+        devstream::priority_range(&place).map(drop),
+        "priority_range",
+    );
     assert!(matches!(
         Stream::new(&Place::Hip(7)),
         Err(Error::NoDevice { .. })

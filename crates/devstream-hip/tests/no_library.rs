@@ -27,7 +27,9 @@ fn absent_library_is_backend_unavailable() {
     assert!(devstream_hip::library().is_err());
 
     // The same through the facade.
-    assert!(!devstream::places().iter().any(|p| matches!(p, Place::Hip(_))));
+    assert!(!devstream::places()
+        .iter()
+        .any(|p| matches!(p, Place::Hip(_))));
     assert!(devstream::places().contains(&Place::Cpu));
     assert!(matches!(
         devstream::probe(BackendKind::Hip),
