@@ -13,10 +13,9 @@ use devstream_hip::HipBackend;
 #[test]
 fn installed_runtime_without_a_device_is_no_device() {
     if let Err(error) = HipBackend::probe() {
-        assert!(
-            !cfg!(hip_headers),
-            "the ROCm headers are installed, so the HIP runtime must load: {error}"
-        );
+        if cfg!(hip_headers) {
+            panic!("the ROCm headers are installed, so the HIP runtime must load: {error}");
+        }
         eprintln!("no HIP runtime here ({error}); nothing to check");
         return;
     }
