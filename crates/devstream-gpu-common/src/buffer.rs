@@ -6,8 +6,9 @@
 //! internal per-device stream that first waits for every user, so no user stream gains a
 //! dependency. Without memory pools the free is deferred until events recorded on every user
 //! have completed. A pinned host buffer remembers, per stream, an event recorded after the last
-//! copy that used it: host reads and writes wait for those, and the memory is freed once they
-//! have completed.
+//! copy that used it: host reads and writes wait for those, and once they have completed the
+//! memory goes back to the device's pinned-memory cache (never to `cuMemFreeHost`, which
+//! synchronizes the whole device).
 
 use crate::device::Device;
 use crate::error::{check, map_alloc_error};
@@ -214,6 +215,7 @@ impl<A: RawApi> Drop for HostInner<A> {
             .map(|mut u| std::mem::take(&mut *u))
             .unwrap_or_default();
         let ptr = SendPtr(self.ptr);
+        let len = self.len;
         let device = self.device;
         crate::hostfn::release_off_callback(move || {
             let ptr = ptr;
@@ -229,8 +231,8 @@ impl<A: RawApi> Drop for HostInner<A> {
                 events,
                 Box::new(move || {
                     let ptr = ptr;
-                    // SAFETY: every copy that used the memory has completed.
-                    let _ = unsafe { A::host_free(ptr.0) };
+                    // Every copy that used the memory has completed: back to the cache.
+                    device.release_pinned(ptr.0, len);
                 }),
             );
             drop(uses);
@@ -264,10 +266,8 @@ impl<A: RawApi> GpuHostBuffer<A> {
         let ptr = if len == 0 {
             std::ptr::null_mut()
         } else {
-            // SAFETY: the context is current.
-            let ptr = unsafe { A::host_alloc(len) }
-                .map_err(|e| map_alloc_error::<A>(e, &device.place, len))?;
-            // SAFETY: `ptr` points to `len` freshly allocated bytes.
+            let ptr = device.alloc_pinned(len)?;
+            // SAFETY: `ptr` points to at least `len` bytes no one else uses.
             unsafe { std::ptr::write_bytes(ptr, 0, len) };
             ptr
         };

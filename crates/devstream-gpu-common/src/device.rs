@@ -99,6 +99,15 @@ pub fn device_of<A: RawApi>(place: &Place) -> Result<&'static Device<A>> {
 
 type DeferredAction = Box<dyn FnOnce() + Send>;
 
+/// A cached pinned host block.
+struct PinnedBlock(*mut u8);
+// SAFETY: an address of pinned memory owned by the cache; no one dereferences it while cached.
+unsafe impl Send for PinnedBlock {}
+
+fn pinned_class(len: usize) -> usize {
+    len.max(64).next_power_of_two()
+}
+
 struct Deferred {
     events: Vec<RawEvent>,
     action: Option<DeferredAction>,
@@ -125,6 +134,10 @@ pub struct Device<A: RawApi> {
     pub(crate) live_events: AtomicUsize,
     /// Never-recorded events with default flags, kept for reuse (like PyTorch's event pool).
     pub(crate) event_pool: Mutex<Vec<RawEvent>>,
+    /// Released pinned host blocks by size class, for reuse: `cuMemFreeHost` synchronizes the
+    /// whole device (and so can wait for a stream the caller gates), so pinned memory is never
+    /// handed back to the driver — PyTorch's caching host allocator does the same.
+    pinned_cache: Mutex<HashMap<usize, Vec<PinnedBlock>>>,
     _api: PhantomData<A>,
 }
 
@@ -183,6 +196,7 @@ impl<A: RawApi> Device<A> {
             live_streams: AtomicUsize::new(0),
             live_events: AtomicUsize::new(0),
             event_pool: Mutex::new(Vec::new()),
+            pinned_cache: Mutex::new(HashMap::new()),
             _api: PhantomData,
         })
     }
@@ -228,6 +242,34 @@ impl<A: RawApi> Device<A> {
             check::<A, _>(unsafe { A::context_set_current(self.context) })?;
         }
         Ok(())
+    }
+
+    /// Pinned, device-mapped host memory of at least `len` bytes (a power-of-two size class,
+    /// at least 64 bytes), from the cache or the driver.
+    pub(crate) fn alloc_pinned(&self, len: usize) -> Result<*mut u8> {
+        let class = pinned_class(len);
+        if let Some(block) = self
+            .pinned_cache
+            .lock()
+            .ok()
+            .and_then(|mut cache| cache.get_mut(&class).and_then(Vec::pop))
+        {
+            return Ok(block.0);
+        }
+        self.bind()?;
+        // SAFETY: the context is current.
+        unsafe { A::host_alloc(class) }
+            .map_err(|e| crate::error::map_alloc_error::<A>(e, &self.place, class))
+    }
+
+    /// Returns a block from [`Device::alloc_pinned`] to the cache (no driver call).
+    pub(crate) fn release_pinned(&self, ptr: *mut u8, len: usize) {
+        if let Ok(mut cache) = self.pinned_cache.lock() {
+            cache
+                .entry(pinned_class(len))
+                .or_default()
+                .push(PinnedBlock(ptr));
+        }
     }
 
     /// `Error::Unsupported` unless the runtime has `call`.

@@ -2,7 +2,7 @@
 //! (`cuStreamWaitValue32`, GEQ) and write (`cuStreamWriteValue32`), and the host sets and reads.
 
 use crate::device::Device;
-use crate::error::{check, map_alloc_error};
+use crate::error::check;
 use crate::raw::{DevicePtr, Optional, RawApi};
 use crate::stream::{GpuStream, StreamInner};
 use devstream_core::{DeviceFlag, Error, Place, Result};
@@ -46,8 +46,8 @@ impl<A: RawApi> Drop for FlagInner<A> {
                 &raws,
                 Box::new(move || {
                     let host = host;
-                    // SAFETY: every stream operation on the flag has completed.
-                    let _ = unsafe { A::host_free(host.0) };
+                    // Every stream operation on the flag has completed: back to the cache.
+                    device.release_pinned(host.0, 4);
                 }),
             );
             drop(users);
@@ -90,17 +90,14 @@ impl<A: RawApi> GpuFlag<A> {
         device.require(Optional::StreamMemOps, "new_flag")?;
         device.bind()?;
         device.collect();
-        let host =
-            // SAFETY: the context is current.
-            unsafe { A::host_alloc(4) }.map_err(|e| map_alloc_error::<A>(e, &device.place, 4))?;
-        // SAFETY: `host` is a fresh allocation of 4 bytes.
+        let host = device.alloc_pinned(4)?;
+        // SAFETY: `host` points to at least 4 bytes no one else uses.
         unsafe { std::ptr::write_bytes(host, 0, 4) };
         // SAFETY: `host` is mapped pinned memory of this context.
         let device_ptr = match unsafe { A::host_device_pointer(host) } {
             Ok(p) => p,
             Err(e) => {
-                // SAFETY: ours, unused.
-                let _ = unsafe { A::host_free(host) };
+                device.release_pinned(host, 4);
                 return Err(crate::error::map_error::<A>(e));
             }
         };
