@@ -115,7 +115,7 @@ pub(crate) struct Readback {
 
 impl Readback {
     pub(crate) fn new(device: &Arc<DeviceShared>, size: u64, stream: u64) -> Result<Arc<Readback>> {
-        let (buffer, error) = device.scoped(wgpu::ErrorFilter::OutOfMemory, || {
+        let (buffer, error) = device.scoped_staging(size, || {
             device.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("devstream readback"),
                 size: align_up(size.max(4), 4),
@@ -241,7 +241,7 @@ pub(crate) fn filled_buffer(
     data: &[u8],
 ) -> Result<wgpu::Buffer> {
     let size = align_up((data.len() as u64).max(4), 4);
-    let (buffer, error) = device.scoped(wgpu::ErrorFilter::OutOfMemory, || {
+    let (buffer, error) = device.scoped_staging(size, || {
         device.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("devstream staging"),
             size,
@@ -313,7 +313,7 @@ pub(crate) fn encode_copy(
         // wgpu refuses a copy within one buffer: go through a temporary copy of the source.
         let start = align_down(src_offset, 4);
         let end = align_up(src_offset + len, 4);
-        let (temp, error) = device.scoped(wgpu::ErrorFilter::OutOfMemory, || {
+        let (temp, error) = device.scoped_staging(end - start, || {
             device.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("devstream copy temp"),
                 size: end - start,

@@ -417,6 +417,22 @@ impl DeviceShared {
         (value, error)
     }
 
+    /// Like [`DeviceShared::scoped`] with the out-of-memory filter, for internal staging
+    /// buffers of `size` bytes: small ones (under 1 MiB, where failing means the device is out
+    /// of memory anyway) skip the scope, and a failure becomes the device's fault.
+    pub(crate) fn scoped_staging<T>(
+        &self,
+        size: u64,
+        f: impl FnOnce() -> T,
+    ) -> (T, Option<wgpu::Error>) {
+        const SCOPED_STAGING_BYTES: u64 = 1 << 20;
+        if size < SCOPED_STAGING_BYTES {
+            (f(), None)
+        } else {
+            self.scoped(wgpu::ErrorFilter::OutOfMemory, f)
+        }
+    }
+
     /// Makes one release pass and tells the poller what to wait for.
     fn step(self: &Arc<Self>) -> Step {
         crate::sched::step(self)

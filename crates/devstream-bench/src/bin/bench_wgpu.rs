@@ -162,7 +162,7 @@ impl Raw {
 
 fn main() -> devstream::Result<()> {
     let quick = std::env::var_os("DEVSTREAM_BENCH_QUICK").is_some();
-    let (rounds, iters) = if quick { (3, 100) } else { (9, 400) };
+    let (rounds, iters) = if quick { (3, 100) } else { (7, 300) };
     let place: Place = std::env::var("DEVSTREAM_WGPU_BENCH_PLACE")
         .unwrap_or_else(|_| "wgpu:0".into())
         .parse()?;
@@ -192,17 +192,24 @@ fn main() -> devstream::Result<()> {
         })
     };
 
-    // Alternate the two sides a few times so that drift (clocks, caches) hits both.
+    // Drain the queue after each side so that neither inherits the other's backlog.
+    let drain = || {
+        s.synchronize().unwrap();
+        raw.wait(raw.queue.submit([]));
+    };
+    // Each pair (devstream, raw) is measured back to back; the pair with the median ratio is
+    // reported, so a change of machine load between pairs does not skew the ratio.
     let measure = |f_dev: &mut dyn FnMut(), f_raw: &mut dyn FnMut()| {
-        let mut dev = Vec::new();
-        let mut base = Vec::new();
-        for _ in 0..3 {
-            dev.push(ns_per_op(rounds, iters, &mut *f_dev));
-            base.push(ns_per_op(rounds, iters, &mut *f_raw));
+        let mut pairs = Vec::new();
+        for _ in 0..5 {
+            let dev = ns_per_op(rounds, iters, &mut *f_dev);
+            drain();
+            let base = ns_per_op(rounds, iters, &mut *f_raw);
+            drain();
+            pairs.push((dev, base));
         }
-        dev.sort_by(f64::total_cmp);
-        base.sort_by(f64::total_cmp);
-        (dev[1], base[1])
+        pairs.sort_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)));
+        pairs[pairs.len() / 2]
     };
 
     // Empty submit + wait.
@@ -228,8 +235,6 @@ fn main() -> devstream::Result<()> {
             black_box(raw.record_query());
         },
     );
-    s.synchronize()?;
-    raw.wait(raw.queue.submit([]));
     row("record+query (after a 4-byte clear)", d, b);
 
     // Small dispatch + readback.
