@@ -549,15 +549,15 @@ impl DeviceStream for WgpuStream {
 
     fn synchronize(&self) -> Result<()> {
         let device = &self.handle.device;
-        {
-            let mut sched = self.lock();
-            self.refuse_in_capture(&mut sched, "synchronize")?;
-            flush_locked(device, &mut sched, self.handle.id, false);
-        }
-        check_unsafe_call("synchronize")?;
+        let mut first = true;
         loop {
+            // Flush, then find what to wait for: the frontier once nothing is held back.
             let (frontier, seen) = {
                 let mut sched = self.lock();
+                if first {
+                    self.refuse_in_capture(&mut sched, "synchronize")?;
+                    flush_locked(device, &mut sched, self.handle.id, false);
+                }
                 let seen = device.signal.generation();
                 let state = self.state(&mut sched)?;
                 if state.held.is_empty() {
@@ -566,6 +566,10 @@ impl DeviceStream for WgpuStream {
                     (None, seen)
                 }
             };
+            if first {
+                check_unsafe_call("synchronize")?;
+                first = false;
+            }
             match frontier {
                 Some(frontier) => {
                     if let Some(ticket) = frontier {
