@@ -448,3 +448,50 @@ fn dropping_a_held_stream_never_blocks_and_its_work_still_runs() {
     gate.set(1);
     assert!(eventually(|| counter.load(Ordering::SeqCst) == 1));
 }
+
+/// Data flows through held work: the copy on `t` must see the fill that `s` holds behind a flag,
+/// because `t` waits on an event recorded after it.
+#[test]
+fn data_dependencies_through_held_work() {
+    let s = stream_or_skip!();
+    let t = WgpuBackend::new_stream(&PLACE, StreamOptions::default()).unwrap();
+    let gate = WgpuBackend::new_flag(&PLACE).unwrap();
+    let a = s.alloc(1024).unwrap();
+    let b = s.alloc(1024).unwrap();
+    s.fill(&a, 0, 1024, 1).unwrap();
+    s.wait_flag(&gate, 1).unwrap();
+    s.fill(&a, 0, 1024, 9).unwrap();
+    t.wait_event(&s.record_event().unwrap()).unwrap();
+    t.copy_device_to_device(&b, 0, &a, 0, 1024).unwrap();
+    let host = t.alloc_host(1024).unwrap();
+    t.copy_device_to_host(&host, 0, &b, 0, 1024).unwrap();
+    // Work on other streams is not held back by `s`'s gate.
+    let u = WgpuBackend::new_stream(&PLACE, StreamOptions::default()).unwrap();
+    let c = u.alloc(4).unwrap();
+    u.fill(&c, 0, 4, 5).unwrap();
+    assert_eq!(read(&u, &c, 0, 4), vec![5; 4]);
+    let reader = {
+        let host_reader = std::thread::spawn(move || host.to_vec().unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!host_reader.is_finished(), "the read waited for held work");
+        gate.set(1);
+        host_reader
+    };
+    assert_eq!(reader.join().unwrap(), vec![9; 1024]);
+    t.synchronize().unwrap();
+    s.synchronize().unwrap();
+}
+
+#[test]
+fn flush_submits_and_default_stream_is_shared() {
+    let s = stream_or_skip!();
+    s.flush().unwrap();
+    s.synchronize().unwrap();
+    let d1 = WgpuBackend::default_stream(&PLACE).unwrap();
+    let d2 = WgpuBackend::default_stream(&PLACE).unwrap();
+    assert_eq!(d1.id(), d2.id());
+    assert!(d1.is_non_blocking());
+    let blocking =
+        WgpuBackend::new_stream(&PLACE, StreamOptions::default().blocking(true)).unwrap();
+    assert!(!blocking.is_non_blocking());
+}
