@@ -86,6 +86,35 @@ impl WgpuBuffer {
     pub fn wgpu_buffer(&self) -> &wgpu::Buffer {
         &self.inner.buffer
     }
+
+    /// Wraps an existing buffer of `device` (for example one a renderer or another library
+    /// made) so that devstream streams copy to, from and fill it, and bind it to kernels.
+    /// It needs `COPY_SRC | COPY_DST` usage (and `STORAGE` to be bound to kernels or to take
+    /// unaligned copies and fills) and a size that is a multiple of 4; its length is the
+    /// buffer's size.
+    pub fn from_wgpu(device: &crate::WgpuDevice, buffer: wgpu::Buffer) -> Result<WgpuBuffer> {
+        let needed = wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+        if !buffer.usage().contains(needed) {
+            return Err(Error::InvalidArgument(format!(
+                "WgpuBuffer::from_wgpu: the buffer's usage {:?} lacks COPY_SRC | COPY_DST",
+                buffer.usage()
+            )));
+        }
+        if !buffer.size().is_multiple_of(4) {
+            return Err(Error::InvalidArgument(format!(
+                "WgpuBuffer::from_wgpu: the buffer's size {} is not a multiple of 4",
+                buffer.size()
+            )));
+        }
+        Ok(WgpuBuffer {
+            inner: Arc::new(BufferInner {
+                id: devstream_core::next_id(),
+                device: Arc::clone(&device.shared),
+                len: buffer.size(),
+                buffer,
+            }),
+        })
+    }
 }
 
 impl DeviceBuffer for WgpuBuffer {

@@ -110,6 +110,24 @@ impl WgpuStream {
         lock(&self.handle.device.sched)
     }
 
+    /// A new stream over an existing `wgpu::Device` and its queue (adopting them, see
+    /// [`WgpuDevice::adopt`](crate::WgpuDevice::adopt)). Streams of one adopted device share its
+    /// queue: make further streams with [`WgpuStream::wgpu_device`] and
+    /// [`WgpuDevice::new_stream`](crate::WgpuDevice::new_stream).
+    pub fn from_wgpu(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        options: StreamOptions,
+    ) -> Result<WgpuStream> {
+        crate::WgpuDevice::adopt(device, queue).new_stream(options)
+    }
+
+    /// The native objects behind the stream: the device and the one queue it submits to (a
+    /// wgpu stream is logical: it has no native handle of its own).
+    pub fn as_raw(&self) -> (&wgpu::Device, &wgpu::Queue) {
+        (&self.handle.device.device, &self.handle.device.queue)
+    }
+
     /// The device this stream submits to.
     pub fn wgpu_device(&self) -> crate::WgpuDevice {
         crate::WgpuDevice {

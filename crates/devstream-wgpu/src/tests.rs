@@ -495,3 +495,35 @@ fn flush_submits_and_default_stream_is_shared() {
         WgpuBackend::new_stream(&PLACE, StreamOptions::default().blocking(true)).unwrap();
     assert!(!blocking.is_non_blocking());
 }
+
+#[test]
+fn foreign_buffers_and_raw_handles() {
+    let s = stream_or_skip!();
+    let (device, queue) = s.as_raw();
+    let theirs = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("theirs"),
+        size: 16,
+        usage: wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST
+            | wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    let wrapped = WgpuBuffer::from_wgpu(&s.wgpu_device(), theirs).unwrap();
+    s.fill(&wrapped, 1, 14, 3).unwrap();
+    let mut expect = vec![0u8; 16];
+    expect[1..15].fill(3);
+    assert_eq!(read(&s, &wrapped, 0, 16), expect);
+    let no_copy = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("uniform only"),
+        size: 16,
+        usage: wgpu::BufferUsages::UNIFORM,
+        mapped_at_creation: false,
+    });
+    assert!(matches!(
+        WgpuBuffer::from_wgpu(&s.wgpu_device(), no_copy),
+        Err(Error::InvalidArgument(_))
+    ));
+    let adopted =
+        WgpuStream::from_wgpu(device.clone(), queue.clone(), StreamOptions::default()).unwrap();
+    adopted.synchronize().unwrap();
+}
