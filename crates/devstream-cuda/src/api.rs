@@ -264,8 +264,8 @@ unsafe impl RawApi for CudaApi {
             launch_host_func: has_symbol("cuLaunchHostFunc"),
             add_callback: has_symbol("cuStreamAddCallback"),
             mem_ops: at_least(11070)
-                && has_symbol("cuStreamWaitValue32_v2")
-                && has_symbol("cuStreamWriteValue32_v2"),
+                && has_symbol("cuStreamWaitValue64_v2")
+                && has_symbol("cuStreamWriteValue64_v2"),
             capture_to_graph: at_least(12030) && has_symbol("cuStreamBeginCaptureToGraph"),
             capture_info_v3: at_least(12030) && has_symbol("cuStreamGetCaptureInfo_v3"),
             capture_info_v2: has_symbol("cuStreamGetCaptureInfo_v2"),
@@ -422,10 +422,14 @@ unsafe impl RawApi for CudaApi {
             unsafe { sys::cuDriverGetVersion(&mut version) },
             "cuDriverGetVersion",
         )?;
-        // CUDA 12 made the v2 stream memory operations always available; 11.7/11.8 need the
-        // device attribute.
-        let stream_mem_ops =
-            version >= 12000 || attribute(At::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1)? != 0;
+        // Flags use the 64-bit stream memory operations: CUDA 12 reports them with
+        // CAN_USE_64_BIT_STREAM_MEM_OPS; 11.7/11.8 need the v1 attributes.
+        let stream_mem_ops = if version >= 12000 {
+            attribute(At::CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS)? != 0
+        } else {
+            attribute(At::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1)? != 0
+                && attribute(At::CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1)? != 0
+        };
         Ok(DeviceProperties {
             name,
             compute_capability: (
@@ -607,33 +611,33 @@ unsafe impl RawApi for CudaApi {
         )
     }
 
-    unsafe fn stream_wait_value32(s: RawStream, address: DevicePtr, value: u32) -> RawResult {
+    unsafe fn stream_wait_value64(s: RawStream, address: DevicePtr, value: u64) -> RawResult {
         ok(
             // SAFETY: live stream, device-visible address (caller); present per `supports`.
             unsafe {
-                sys::cuStreamWaitValue32_v2(
+                sys::cuStreamWaitValue64_v2(
                     stream(s),
                     address,
                     value,
                     sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
                 )
             },
-            "cuStreamWaitValue32",
+            "cuStreamWaitValue64",
         )
     }
 
-    unsafe fn stream_write_value32(s: RawStream, address: DevicePtr, value: u32) -> RawResult {
+    unsafe fn stream_write_value64(s: RawStream, address: DevicePtr, value: u64) -> RawResult {
         ok(
             // SAFETY: live stream, device-visible address (caller); present per `supports`.
             unsafe {
-                sys::cuStreamWriteValue32_v2(
+                sys::cuStreamWriteValue64_v2(
                     stream(s),
                     address,
                     value,
                     sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
                 )
             },
-            "cuStreamWriteValue32",
+            "cuStreamWriteValue64",
         )
     }
 

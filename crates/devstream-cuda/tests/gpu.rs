@@ -647,7 +647,9 @@ fn multi_device_cross_wait() {
 
 #[test]
 fn last_handles_dropped_inside_a_host_function_do_not_deadlock() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let s = stream(&place);
     for _ in 0..8 {
         let inner = stream(&place);
@@ -669,7 +671,9 @@ fn last_handles_dropped_inside_a_host_function_do_not_deadlock() {
 
 #[test]
 fn begin_twice_invalidates_and_the_stream_recovers() {
-    let Some((place, _serial)) = gpu() else { return };
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
     let s = stream(&place);
     s.begin_capture(CaptureMode::ThreadLocal).unwrap();
     assert!(matches!(
@@ -688,4 +692,24 @@ fn begin_twice_invalidates_and_the_stream_recovers() {
     drop(t);
     let u = stream(&place);
     u.synchronize().unwrap();
+}
+
+#[test]
+fn flag_comparison_is_unsigned_over_the_whole_u32_range() {
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
+    let s = stream(&place);
+    let flag = CudaBackend::new_flag(&place).unwrap();
+    s.wait_flag(&flag, 1).unwrap();
+    s.wait_flag(&flag, 0x8000_0001).unwrap();
+    let done = s.record_event().unwrap();
+    std::thread::sleep(Duration::from_millis(10));
+    assert!(!done.query().unwrap());
+    flag.set(u32::MAX); // ≥ both, although cyclically "behind" 1
+    done.synchronize().unwrap();
+    assert_eq!(flag.get(), u32::MAX);
+    s.write_flag(&flag, 3).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(flag.get(), 3);
 }

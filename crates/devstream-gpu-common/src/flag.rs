@@ -1,5 +1,10 @@
-//! Flags: a `u32` in pinned, device-mapped host memory that streams wait on
-//! (`cuStreamWaitValue32`, GEQ) and write (`cuStreamWriteValue32`), and the host sets and reads.
+//! Flags: a `u32` in pinned, device-mapped host memory that streams wait on (until it is ≥ a
+//! value) and write, and the host sets and reads.
+//!
+//! The value lives zero-extended in an 8-byte word and streams use the 64-bit operations
+//! (`cuStreamWaitValue64` GEQ, `cuStreamWriteValue64`): the runtime's GEQ is a cyclic signed
+//! comparison, which on 64 bits is exactly unsigned `>=` for every `u32` value — with the 32-bit
+//! operation a flag set to `u32::MAX` would not release a wait for 1.
 
 use crate::device::Device;
 use crate::error::check;
@@ -7,7 +12,7 @@ use crate::raw::{DevicePtr, Optional, RawApi};
 use crate::stream::{GpuStream, StreamInner};
 use devstream_core::{DeviceFlag, Error, Place, Result};
 use std::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 struct FlagInner<A: RawApi> {
@@ -24,10 +29,10 @@ unsafe impl<A: RawApi> Send for FlagInner<A> {}
 unsafe impl<A: RawApi> Sync for FlagInner<A> {}
 
 impl<A: RawApi> FlagInner<A> {
-    fn atomic(&self) -> &AtomicU32 {
-        // SAFETY: `host` is a 4-byte aligned (page-aligned) allocation of at least 4 bytes that
+    fn atomic(&self) -> &AtomicU64 {
+        // SAFETY: `host` is an 8-byte aligned (page-aligned) allocation of at least 8 bytes that
         // lives as long as `self`, and is only accessed atomically from the host.
-        unsafe { AtomicU32::from_ptr(self.host.cast::<u32>()) }
+        unsafe { AtomicU64::from_ptr(self.host.cast::<u64>()) }
     }
 }
 
@@ -47,13 +52,16 @@ impl<A: RawApi> Drop for FlagInner<A> {
                 Box::new(move || {
                     let host = host;
                     // Every stream operation on the flag has completed: back to the cache.
-                    device.release_pinned(host.0, 4);
+                    device.release_pinned(host.0, FLAG_BYTES);
                 }),
             );
             drop(users);
         });
     }
 }
+
+/// Bytes of a flag's word.
+const FLAG_BYTES: usize = 8;
 
 struct SendPtr(*mut u8);
 // SAFETY: moved into the deferred release only, which frees it once.
@@ -90,14 +98,14 @@ impl<A: RawApi> GpuFlag<A> {
         device.require(Optional::StreamMemOps, "new_flag")?;
         device.bind()?;
         device.collect();
-        let host = device.alloc_pinned(4)?;
-        // SAFETY: `host` points to at least 4 bytes no one else uses.
-        unsafe { std::ptr::write_bytes(host, 0, 4) };
+        let host = device.alloc_pinned(FLAG_BYTES)?;
+        // SAFETY: `host` points to at least 8 bytes no one else uses.
+        unsafe { std::ptr::write_bytes(host, 0, FLAG_BYTES) };
         // SAFETY: `host` is mapped pinned memory of this context.
         let device_ptr = match unsafe { A::host_device_pointer(host) } {
             Ok(p) => p,
             Err(e) => {
-                device.release_pinned(host, 4);
+                device.release_pinned(host, FLAG_BYTES);
                 return Err(crate::error::map_error::<A>(e));
             }
         };
@@ -132,7 +140,7 @@ impl<A: RawApi> GpuFlag<A> {
         self.prepare(stream, "wait_flag")?;
         // SAFETY: the mapped address stays valid until every user stream's work completed.
         check::<A, _>(unsafe {
-            A::stream_wait_value32(stream.raw_handle(), self.inner.device_ptr, value)
+            A::stream_wait_value64(stream.raw_handle(), self.inner.device_ptr, u64::from(value))
         })
     }
 
@@ -140,7 +148,7 @@ impl<A: RawApi> GpuFlag<A> {
         self.prepare(stream, "write_flag")?;
         // SAFETY: as above.
         check::<A, _>(unsafe {
-            A::stream_write_value32(stream.raw_handle(), self.inner.device_ptr, value)
+            A::stream_write_value64(stream.raw_handle(), self.inner.device_ptr, u64::from(value))
         })
     }
 }
@@ -155,10 +163,13 @@ impl<A: RawApi> DeviceFlag for GpuFlag<A> {
     }
 
     fn set(&self, value: u32) {
-        self.inner.atomic().store(value, Ordering::SeqCst);
+        self.inner
+            .atomic()
+            .store(u64::from(value), Ordering::SeqCst);
     }
 
     fn get(&self) -> u32 {
-        self.inner.atomic().load(Ordering::SeqCst)
+        // Only zero-extended u32 values are ever stored.
+        self.inner.atomic().load(Ordering::SeqCst) as u32
     }
 }

@@ -230,7 +230,7 @@ pub enum Optional {
     LaunchHostFunc,
     /// `cuStreamAddCallback`.
     StreamAddCallback,
-    /// `cuStreamWaitValue32` / `cuStreamWriteValue32`.
+    /// `cuStreamWaitValue64` / `cuStreamWriteValue64`.
     StreamMemOps,
     /// `cuStreamBeginCaptureToGraph` (capture into an existing graph).
     CaptureToGraph,
@@ -269,7 +269,7 @@ pub struct DeviceProperties {
     pub memory_pools: bool,
     /// Pinned host memory can be mapped into the device's address space.
     pub can_map_host_memory: bool,
-    /// `cuStreamWaitValue32`/`WriteValue32` are usable on this device.
+    /// 64-bit `cuStreamWaitValue64`/`WriteValue64` are usable on this device.
     pub stream_mem_ops: bool,
     /// The device has stream priorities.
     pub stream_priorities: bool,
@@ -370,10 +370,14 @@ pub unsafe trait RawApi: Sized + Send + Sync + 'static {
         callback: StreamCallback,
         user_data: *mut c_void,
     ) -> RawResult;
-    /// `cuStreamWaitValue32` with `GEQ` on a device-visible address ([`Optional::StreamMemOps`]).
-    unsafe fn stream_wait_value32(stream: RawStream, address: DevicePtr, value: u32) -> RawResult;
-    /// `cuStreamWriteValue32` ([`Optional::StreamMemOps`]).
-    unsafe fn stream_write_value32(stream: RawStream, address: DevicePtr, value: u32) -> RawResult;
+    /// `cuStreamWaitValue64` with `GEQ` on a device-visible 8-byte word
+    /// ([`Optional::StreamMemOps`]). The runtime compares cyclically
+    /// (`(int64_t)(*addr - value) >= 0`); flags hold zero-extended `u32` values, for which that is
+    /// exactly unsigned `>=` (the 32-bit variant would not be: `u32::MAX` would not release a
+    /// wait for 1).
+    unsafe fn stream_wait_value64(stream: RawStream, address: DevicePtr, value: u64) -> RawResult;
+    /// `cuStreamWriteValue64` ([`Optional::StreamMemOps`]).
+    unsafe fn stream_write_value64(stream: RawStream, address: DevicePtr, value: u64) -> RawResult;
     /// `cuStreamSetAttribute` ([`Optional::StreamAttributes`]).
     unsafe fn stream_set_attribute(stream: RawStream, attribute: StreamAttribute) -> RawResult;
     /// `cuStreamGetAttribute` ([`Optional::StreamAttributes`]).
