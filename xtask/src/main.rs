@@ -225,6 +225,10 @@ fn copy_into(from: &Path, dir: &Path, name: &str) -> Result<u64, String> {
 fn gpu_bundle(args: &[String]) -> Result<(), String> {
     let features = flag_value(args, "--features").unwrap_or("cuda");
     let out = PathBuf::from(flag_value(args, "--out").unwrap_or("bundle"));
+    // Stripped binaries: unstripped, a cuda+wgpu bundle is ~300 MiB, over what the device tool
+    // carries (64 MiB).
+    std::env::set_var("CARGO_PROFILE_RELEASE_STRIP", "symbols");
+    std::env::set_var("CARGO_PROFILE_RELEASE_DEBUG", "0");
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
     let facade_features = format!("cpu,trace,{features}");
