@@ -5,7 +5,7 @@
 //! and duplex copy bandwidth measured on the same machine just before, and checks the result.
 //!
 //! ```text
-//! cargo run --release --example pipeline --features cuda [-- TOTAL_MIB CHUNK_MIB]
+//! cargo run --release --example pipeline --features cuda [-- TOTAL_MIB CHUNK_MIB]   # default 1024 8
 //! ```
 
 use devstream::cuda::{ptx, CudaBuffer, CudaKernel, CudaStream, KernelArg, LaunchConfig};
@@ -65,8 +65,8 @@ fn run() -> Result<()> {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let total = args.first().copied().unwrap_or(512) * MIB;
-    let chunk = args.get(1).copied().unwrap_or(16) * MIB;
+    let total = args.first().copied().unwrap_or(1024) * MIB;
+    let chunk = args.get(1).copied().unwrap_or(8) * MIB;
     if chunk == 0 || !total.is_multiple_of(chunk) || !chunk.is_multiple_of(4) {
         return Err(Error::InvalidArgument(
             "TOTAL_MIB must be a multiple of CHUNK_MIB".into(),
