@@ -196,7 +196,7 @@ unsafe impl RawApi for HipApi {
             Optional::LaunchHostFunc => t.hipLaunchHostFunc.is_some(),
             Optional::StreamAddCallback => t.hipStreamAddCallback.is_some(),
             Optional::StreamMemOps => {
-                t.hipStreamWaitValue32.is_some() && t.hipStreamWriteValue32.is_some()
+                t.hipStreamWaitValue64.is_some() && t.hipStreamWriteValue64.is_some()
             }
             Optional::CaptureInfo => t.hipStreamGetCaptureInfo_v2.is_some(),
             Optional::UpdateCaptureDependencies => t.hipStreamUpdateCaptureDependencies.is_some(),
@@ -477,35 +477,36 @@ unsafe impl RawApi for HipApi {
         )
     }
 
-    unsafe fn stream_wait_value32(s: RawStream, address: DevicePtr, value: u32) -> RawResult {
-        let t = table("hipStreamWaitValue32")?;
+    unsafe fn stream_wait_value64(s: RawStream, address: DevicePtr, value: u64) -> RawResult {
+        let t = table("hipStreamWaitValue64")?;
         let function = t
-            .hipStreamWaitValue32
-            .ok_or_else(|| absent("hipStreamWaitValue32"))?;
+            .hipStreamWaitValue64
+            .ok_or_else(|| absent("hipStreamWaitValue64"))?;
         ok(
-            // SAFETY: live stream; the address is mapped pinned memory kept alive by the caller.
+            // SAFETY: live stream; the address is a mapped pinned 8-byte word kept alive by the
+            // caller; the full mask compares the whole word.
             unsafe {
                 function(
                     stream(s),
                     device_ptr(address),
                     value,
                     sys::hipStreamWaitValueGte,
-                    u32::MAX,
+                    u64::MAX,
                 )
             },
-            "hipStreamWaitValue32",
+            "hipStreamWaitValue64",
         )
     }
 
-    unsafe fn stream_write_value32(s: RawStream, address: DevicePtr, value: u32) -> RawResult {
-        let t = table("hipStreamWriteValue32")?;
+    unsafe fn stream_write_value64(s: RawStream, address: DevicePtr, value: u64) -> RawResult {
+        let t = table("hipStreamWriteValue64")?;
         let function = t
-            .hipStreamWriteValue32
-            .ok_or_else(|| absent("hipStreamWriteValue32"))?;
+            .hipStreamWriteValue64
+            .ok_or_else(|| absent("hipStreamWriteValue64"))?;
         ok(
             // SAFETY: as for the wait.
             unsafe { function(stream(s), device_ptr(address), value, 0) },
-            "hipStreamWriteValue32",
+            "hipStreamWriteValue64",
         )
     }
 

@@ -54,7 +54,7 @@ pub type HipStream = devstream_gpu_common::GpuStream<HipApi>;
 pub type HipEvent = devstream_gpu_common::GpuEvent<HipApi>;
 /// A HIP graph captured from a stream, instantiated.
 pub type HipGraph = devstream_gpu_common::GpuGraph<HipApi>;
-/// A host-visible `u32` streams wait on (`hipStreamWaitValue32`) and write.
+/// A host-visible `u32` (in an 8-byte word) streams wait on (`hipStreamWaitValue64`) and write.
 pub type HipFlag = devstream_gpu_common::GpuFlag<HipApi>;
 /// Device memory.
 pub type HipBuffer = devstream_gpu_common::GpuBuffer<HipApi>;

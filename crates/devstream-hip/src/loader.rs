@@ -179,8 +179,8 @@ function_table! {
     optional {
         hipLaunchHostFunc,
         hipStreamAddCallback,
-        hipStreamWaitValue32,
-        hipStreamWriteValue32,
+        hipStreamWaitValue64,
+        hipStreamWriteValue64,
         hipStreamGetCaptureInfo_v2,
         hipStreamUpdateCaptureDependencies,
         hipThreadExchangeStreamCaptureMode,

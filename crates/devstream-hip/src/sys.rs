@@ -160,17 +160,17 @@ pub type hipStreamAddCallback = unsafe extern "C" fn(
     user_data: *mut c_void,
     flags: c_uint,
 ) -> hipError_t;
-pub type hipStreamWaitValue32 = unsafe extern "C" fn(
+pub type hipStreamWaitValue64 = unsafe extern "C" fn(
     stream: hipStream_t,
     ptr: *mut c_void,
-    value: u32,
+    value: u64,
     flags: c_uint,
-    mask: u32,
+    mask: u64,
 ) -> hipError_t;
-pub type hipStreamWriteValue32 = unsafe extern "C" fn(
+pub type hipStreamWriteValue64 = unsafe extern "C" fn(
     stream: hipStream_t,
     ptr: *mut c_void,
-    value: u32,
+    value: u64,
     flags: c_uint,
 ) -> hipError_t;
 pub type hipStreamAttachMemAsync = unsafe extern "C" fn(

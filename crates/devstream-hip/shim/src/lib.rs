@@ -691,20 +691,20 @@ pub unsafe extern "C" fn hipStreamAddCallback(
     status
 }
 
-/// `hipStreamWaitValue32` → `cuStreamWaitValue32` (`hipStreamWaitValueGte/Eq/And/Nor` are
+/// `hipStreamWaitValue64` → `cuStreamWaitValue64` (`hipStreamWaitValueGte/Eq/And/Nor` are
 /// `CU_STREAM_WAIT_VALUE_GEQ/EQ/AND/NOR`); CUDA has no mask, so only the full mask is accepted,
 /// as on HIP's NVIDIA platform.
 #[no_mangle]
-pub unsafe extern "C" fn hipStreamWaitValue32(
+pub unsafe extern "C" fn hipStreamWaitValue64(
     stream: hipStream_t,
     ptr: *mut c_void,
-    value: u32,
+    value: u64,
     flags: c_uint,
-    mask: u32,
+    mask: u64,
 ) -> hipError_t {
     use sys::CUstreamWaitValue_flags as F;
     enter!();
-    if mask != u32::MAX {
+    if mask != u64::MAX {
         return hipErrorNotSupported;
     }
     let cu_flags = match flags {
@@ -714,7 +714,7 @@ pub unsafe extern "C" fn hipStreamWaitValue32(
         3 => F::CU_STREAM_WAIT_VALUE_NOR,
         _ => return hipErrorInvalidValue,
     } as c_uint;
-    cu!(sys::cuStreamWaitValue32_v2(
+    cu!(sys::cuStreamWaitValue64_v2(
         cu_stream(stream),
         cu_ptr(ptr),
         value,
@@ -722,19 +722,19 @@ pub unsafe extern "C" fn hipStreamWaitValue32(
     ))
 }
 
-/// `hipStreamWriteValue32` → `cuStreamWriteValue32`.
+/// `hipStreamWriteValue64` → `cuStreamWriteValue64`.
 #[no_mangle]
-pub unsafe extern "C" fn hipStreamWriteValue32(
+pub unsafe extern "C" fn hipStreamWriteValue64(
     stream: hipStream_t,
     ptr: *mut c_void,
-    value: u32,
+    value: u64,
     flags: c_uint,
 ) -> hipError_t {
     enter!();
     if flags != 0 {
         return hipErrorInvalidValue;
     }
-    cu!(sys::cuStreamWriteValue32_v2(
+    cu!(sys::cuStreamWriteValue64_v2(
         cu_stream(stream),
         cu_ptr(ptr),
         value,
