@@ -1,0 +1,349 @@
+//! What every conformance test shares: the places under test, running a check on each place,
+//! gates that hold a stream deterministically, a log that host functions append to, bounded
+//! waits and error assertions.
+
+use devstream::{Capabilities, Flag, Place, Result, Stream};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+/// How long something that must happen may take before the test calls it a hang.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// How long a negative check ("this has not run yet") watches before it concludes. Correctness
+/// never depends on it: a correct backend passes whatever the timing; a broken one is caught
+/// with high probability.
+pub const GLANCE: Duration = Duration::from_millis(30);
+
+/// Asserts that an expression is `Err` matching a pattern (and optional guard), printing what it
+/// was otherwise.
+macro_rules! assert_err {
+    ($expr:expr, $pat:pat $(if $guard:expr)? $(,)?) => {
+        match $expr {
+            Err($pat) $(if $guard)? => {}
+            other => panic!(
+                "{}:{}: `{}` should be Err({}{}), got {:?}",
+                file!(),
+                line!(),
+                stringify!($expr),
+                stringify!($pat),
+                concat!($(" if ", stringify!($guard))?),
+                other
+            ),
+        }
+    };
+}
+
+/// The places under test: `devstream::places()`, narrowed by `DEVSTREAM_PLACES` when set.
+///
+/// Panics (failing the test) when `DEVSTREAM_PLACES` names a place that cannot be parsed or is
+/// not available, so a narrowed run cannot pass by testing nothing.
+pub fn places_under_test() -> Vec<Place> {
+    static PLACES: OnceLock<Vec<Place>> = OnceLock::new();
+    PLACES
+        .get_or_init(|| {
+            let available = devstream::places();
+            let Ok(wanted) = std::env::var("DEVSTREAM_PLACES") else {
+                return available;
+            };
+            let mut out = Vec::new();
+            for text in wanted.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                let place: Place = text
+                    .parse()
+                    .unwrap_or_else(|e| panic!("DEVSTREAM_PLACES: {text:?}: {e}"));
+                assert!(
+                    available.contains(&place),
+                    "DEVSTREAM_PLACES names {place}, which is not available (places(): {available:?}; \
+                     probe: {:?})",
+                    devstream::probe(place.backend())
+                );
+                if !out.contains(&place) {
+                    out.push(place);
+                }
+            }
+            out
+        })
+        .clone()
+}
+
+/// Tests share the process: one test's global-mode capture forbids other threads' synchronize,
+/// and leak counts are process wide. Ordinary tests hold this lock shared; tests that need the
+/// process to themselves hold it exclusively.
+static SUITE: RwLock<()> = RwLock::new(());
+
+fn shared() -> RwLockReadGuard<'static, ()> {
+    SUITE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    SUITE.write().unwrap_or_else(|e| e.into_inner())
+}
+
+fn test_name() -> String {
+    std::thread::current()
+        .name()
+        .filter(|n| *n != "main")
+        .unwrap_or("conformance test")
+        .to_string()
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic".to_string()
+    }
+}
+
+fn run_on_places(check: &dyn Fn(&Place) -> Result<()>) {
+    let name = test_name();
+    let places = places_under_test();
+    assert!(!places.is_empty(), "{name}: no place under test");
+    let mut failures = Vec::new();
+    for place in &places {
+        let started = Instant::now();
+        match catch_unwind(AssertUnwindSafe(|| check(place))) {
+            Ok(Ok(())) => eprintln!(
+                "[conformance] {name} on {place}: ok ({:.0?})",
+                started.elapsed()
+            ),
+            Ok(Err(e)) => failures.push(format!("{name} on {place}: returned Err({e:?}): {e}")),
+            Err(payload) => failures.push(format!("{name} on {place}: {}", panic_text(&*payload))),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "failed on {} of {} places:\n{}",
+        failures.len(),
+        places.len(),
+        failures.join("\n")
+    );
+}
+
+/// Runs `check` on every place under test and fails naming each place where it failed (an
+/// `Err` or a panic). Other places still run after one fails.
+pub fn for_each_place(check: impl Fn(&Place) -> Result<()>) {
+    let _shared = shared();
+    run_on_places(&check);
+}
+
+/// Like [`for_each_place`], but with no other conformance test running in this process.
+pub fn for_each_place_alone(check: impl Fn(&Place) -> Result<()>) {
+    let _alone = exclusive();
+    run_on_places(&check);
+}
+
+/// Prints why a check does not apply to a place (a capability it lacks, asserted elsewhere).
+pub fn not_applicable(place: &Place, what: &str) {
+    eprintln!("[conformance] {} on {place}: n/a: {what}", test_name());
+}
+
+/// The place's capabilities (panics if the place cannot answer).
+pub fn caps(place: &Place) -> Capabilities {
+    devstream::capabilities(place).unwrap_or_else(|e| panic!("capabilities({place}): {e}"))
+}
+
+/// Polls `condition` until it holds or `timeout` passes; returns whether it held.
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_micros(50);
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
+    }
+}
+
+/// Watches `condition` for [`GLANCE`] and asserts it never held (a negative check).
+pub fn assert_stays_false(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + GLANCE;
+    while Instant::now() < deadline {
+        assert!(!condition(), "{what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(!condition(), "{what}");
+}
+
+/// Runs `f` on another thread and returns its value, or panics if it has not returned within
+/// `timeout` (a call that should return at once blocked, or a wait hung). `rescue` runs first
+/// on timeout (e.g. opens a gate) so the stuck thread can finish.
+pub fn within<T: Send + 'static>(
+    timeout: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+    rescue: impl FnOnce(),
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(value) => {
+            let _ = handle.join();
+            value
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            rescue();
+            panic!("{what}: did not return within {timeout:?}");
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match handle.join() {
+            Err(payload) => panic!("{what}: panicked: {}", panic_text(&*payload)),
+            Ok(()) => unreachable!("the thread sends before it ends"),
+        },
+    }
+}
+
+/// `stream.synchronize()` with a watchdog: a hang fails the test instead of stalling it.
+pub fn sync(stream: &Stream) -> Result<()> {
+    let s = stream.clone();
+    within(
+        PATIENCE,
+        &format!("synchronize of {stream}"),
+        move || s.synchronize(),
+        || {},
+    )
+}
+
+/// Holds a stream at a point of its work until released: later work on the stream cannot run
+/// while the gate is closed. Uses a [`Flag`] wait where the place has flags, else a host
+/// function that blocks. Dropping the gate releases it, so a failing test never leaves work
+/// stuck.
+pub struct Gate {
+    flag: Option<Flag>,
+    host: Option<Arc<(Mutex<bool>, Condvar)>>,
+}
+
+impl Gate {
+    /// Closes `stream` at its current end of work. `None` when the place has neither flags nor
+    /// host functions (then no deterministic gate exists).
+    pub fn close(stream: &Stream) -> Result<Option<Gate>> {
+        let caps = stream.capabilities();
+        let gate = if caps.flags {
+            Gate {
+                flag: Some(Flag::new(stream.place())?),
+                host: None,
+            }
+        } else if caps.host_funcs {
+            Gate {
+                flag: None,
+                host: Some(Arc::new((Mutex::new(false), Condvar::new()))),
+            }
+        } else {
+            return Ok(None);
+        };
+        gate.hold(stream)?;
+        Ok(Some(gate))
+    }
+
+    /// Also holds `stream` (at its current end of work) until this gate is released.
+    pub fn hold(&self, stream: &Stream) -> Result<()> {
+        if let Some(flag) = &self.flag {
+            return stream.wait_flag(flag, 1);
+        }
+        let host = self.host.clone().expect("a gate has a flag or a host wait");
+        stream.launch_host_func(move || {
+            let (open, cv) = &*host;
+            let mut open = open.lock().unwrap_or_else(|e| e.into_inner());
+            while !*open {
+                open = cv.wait(open).unwrap_or_else(|e| e.into_inner());
+            }
+        })
+    }
+
+    /// Opens the gate: held work may run.
+    pub fn release(&self) {
+        if let Some(flag) = &self.flag {
+            flag.set(1);
+        }
+        if let Some(host) = &self.host {
+            let (open, cv) = &**host;
+            *open.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            cv.notify_all();
+        }
+    }
+
+    /// A closure that opens the gate (for [`within`]'s rescue or another thread).
+    pub fn opener(&self) -> impl FnOnce() + Send + 'static {
+        let flag = self.flag.clone();
+        let host = self.host.clone();
+        move || Gate { flag, host }.release()
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// An append-only log shared with host functions.
+#[derive(Clone, Default)]
+pub struct Log<T = u32>(Arc<Mutex<Vec<T>>>);
+
+impl<T: Clone + Send + 'static> Log<T> {
+    /// An empty log.
+    pub fn new() -> Self {
+        Log(Arc::new(Mutex::new(Vec::new())))
+    }
+
+    /// Appends `item`.
+    pub fn push(&self, item: T) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(item);
+    }
+
+    /// A host function that appends `item` each time it runs.
+    pub fn task(&self, item: T) -> impl FnMut() + Send + 'static {
+        let log = self.clone();
+        move || log.push(item.clone())
+    }
+
+    /// The entries so far.
+    pub fn entries(&self) -> Vec<T> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Number of entries so far.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+impl<T: Clone + Send + PartialEq + 'static> Log<T> {
+    /// Whether `item` has been logged.
+    pub fn contains(&self, item: &T) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(item)
+    }
+
+    /// Position of `item` in the log.
+    pub fn position(&self, item: &T) -> Option<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .position(|x| x == item)
+    }
+}
+
+/// A second place under test whose backend differs from `place`'s, if any.
+pub fn other_backend_place(place: &Place) -> Option<Place> {
+    places_under_test()
+        .into_iter()
+        .find(|p| p.backend() != place.backend())
+}
+
+/// A second place under test of the same backend as `place`, if any.
+pub fn same_backend_other_place(place: &Place) -> Option<Place> {
+    places_under_test()
+        .into_iter()
+        .find(|p| p.backend() == place.backend() && p != place)
+}
