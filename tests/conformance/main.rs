@@ -22,8 +22,13 @@
 #[macro_use]
 mod harness;
 
+mod buffers;
+mod current;
+mod drops;
 mod events;
+mod flags;
 mod semantics;
+mod streams;
 
 use devstream::BackendKind;
 use harness::places_under_test;
