@@ -23,6 +23,8 @@
 mod harness;
 
 mod buffers;
+mod capabilities;
+mod capture;
 mod current;
 mod drops;
 mod events;

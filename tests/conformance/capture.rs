@@ -1,0 +1,350 @@
+//! Stream capture: captured work does not run; `Graph::launch` runs it on any stream of the
+//! place, every time; ops that cannot be captured fail with `Error::Capture` and invalidate the
+//! capture while the stream stays usable; the legacy default stream refuses capture; fork/join
+//! across streams; the three capture modes.
+
+use crate::harness::{
+    caps, for_each_place, for_each_place_alone, not_applicable, sync, within, Log, PATIENCE,
+};
+use devstream::{CaptureMode, CaptureSupport, Error, Place, Result, Stream};
+
+const MODES: [CaptureMode; 3] = [
+    CaptureMode::Global,
+    CaptureMode::ThreadLocal,
+    CaptureMode::Relaxed,
+];
+
+/// Whether the place captures with host functions to observe; prints why not otherwise.
+fn capture_with_host_funcs(place: &Place) -> bool {
+    let caps = caps(place);
+    if caps.capture == CaptureSupport::None {
+        not_applicable(place, "no capture (Unsupported asserted in capabilities)");
+        return false;
+    }
+    if !caps.host_funcs {
+        not_applicable(place, "no host functions to observe captured work");
+        return false;
+    }
+    true
+}
+
+/// Ends a capture that broke a rule: `end_capture` reports `Error::Capture`, after which the
+/// stream is no longer capturing.
+fn end_invalidated(stream: &Stream) {
+    assert_err!(stream.end_capture(), Error::Capture { .. });
+    assert!(
+        !stream.is_capturing().unwrap(),
+        "still capturing after end_capture"
+    );
+}
+
+/// Captured work does not run; the graph runs it on any stream of the place, once per launch,
+/// in stream order with the work around the launch.
+#[test]
+fn captured_work_runs_only_when_launched_every_time() {
+    for_each_place(|place| {
+        if !capture_with_host_funcs(place) {
+            return Ok(());
+        }
+        let stream = Stream::new(place)?;
+        assert!(!stream.is_capturing()?, "a new stream is not capturing");
+        let log = Log::new();
+        stream.begin_capture(CaptureMode::ThreadLocal)?;
+        assert!(stream.is_capturing()?);
+        for id in 1..=3 {
+            stream.launch_host_func(log.task(id))?;
+        }
+        let graph = stream.end_capture()?;
+        assert!(!stream.is_capturing()?);
+        assert_eq!(graph.place(), place);
+        sync(&stream)?;
+        assert!(
+            log.entries().is_empty(),
+            "captured work ran: {:?}",
+            log.entries()
+        );
+
+        let other = Stream::new(place)?;
+        graph.launch(&stream)?;
+        sync(&stream)?;
+        graph.launch(&other)?;
+        sync(&other)?;
+        other.launch_host_func(log.task(10))?;
+        graph.launch(&other)?;
+        other.launch_host_func(log.task(20))?;
+        sync(&other)?;
+        assert_eq!(
+            log.entries(),
+            vec![1, 2, 3, 1, 2, 3, 10, 1, 2, 3, 20],
+            "each launch runs the captured work once, in order with the launch stream's work"
+        );
+        // The graph outlives its stream.
+        drop(stream);
+        graph.launch(&other)?;
+        sync(&other)?;
+        assert_eq!(log.len(), 14);
+        Ok(())
+    });
+}
+
+/// Captured buffer work (fill, device→device, device→host) does not run until launched.
+#[test]
+fn captured_buffer_work_runs_only_when_launched() {
+    for_each_place(|place| {
+        if caps(place).capture == CaptureSupport::None {
+            not_applicable(place, "no capture");
+            return Ok(());
+        }
+        let stream = Stream::new(place)?;
+        let (a, b) = (stream.alloc(64)?, stream.alloc(64)?);
+        let host = stream.alloc_host(64)?;
+        stream.fill(&a, 0, 64, 0)?;
+        stream.fill(&b, 0, 64, 0)?;
+        sync(&stream)?;
+        stream.begin_capture(CaptureMode::ThreadLocal)?;
+        stream.fill(&a, 8, 16, 7)?;
+        stream.copy_device_to_device(&b, 0, &a, 0, 64)?;
+        stream.copy_device_to_host(&host, 0, &b, 0, 64)?;
+        let graph = stream.end_capture()?;
+        sync(&stream)?;
+        assert_eq!(host.to_vec()?, vec![0; 64], "captured copies ran");
+        let other = Stream::new(place)?;
+        graph.launch(&other)?;
+        sync(&other)?;
+        let mut expected = vec![0u8; 64];
+        expected[8..24].fill(7);
+        assert_eq!(host.to_vec()?, expected);
+        Ok(())
+    });
+}
+
+/// `synchronize` or `query` of a capturing stream fails with `Error::Capture` in every mode and
+/// invalidates the capture; the captured work never runs; the stream stays usable.
+#[test]
+fn synchronize_or_query_during_capture_invalidates_it() {
+    for_each_place(|place| {
+        if !capture_with_host_funcs(place) {
+            return Ok(());
+        }
+        let log = Log::new();
+        for mode in [CaptureMode::ThreadLocal, CaptureMode::Relaxed] {
+            for use_query in [false, true] {
+                let stream = Stream::new(place)?;
+                stream.begin_capture(mode)?;
+                stream.launch_host_func(log.task("captured"))?;
+                if use_query {
+                    assert_err!(stream.query(), Error::Capture { .. });
+                } else {
+                    assert_err!(stream.synchronize(), Error::Capture { .. });
+                }
+                end_invalidated(&stream);
+                stream.launch_host_func(log.task("after"))?;
+                sync(&stream)?;
+                assert!(stream.query()?);
+            }
+        }
+        assert_eq!(
+            log.entries(),
+            vec!["after"; 4],
+            "an invalidated capture's work ran"
+        );
+        Ok(())
+    });
+}
+
+/// Beginning twice is `Error::Capture` and invalidates; ending without beginning is
+/// `Error::Capture`; afterwards the stream works.
+#[test]
+fn begin_twice_and_end_without_begin_are_capture_errors() {
+    for_each_place(|place| {
+        if caps(place).capture == CaptureSupport::None {
+            not_applicable(place, "no capture");
+            return Ok(());
+        }
+        let stream = Stream::new(place)?;
+        assert_err!(stream.end_capture(), Error::Capture { .. });
+        stream.begin_capture(CaptureMode::ThreadLocal)?;
+        assert_err!(
+            stream.begin_capture(CaptureMode::ThreadLocal),
+            Error::Capture { .. }
+        );
+        end_invalidated(&stream);
+        assert_err!(stream.end_capture(), Error::Capture { .. });
+        // A fresh capture on the same stream works.
+        stream.begin_capture(CaptureMode::ThreadLocal)?;
+        let graph = stream.end_capture()?;
+        graph.launch(&stream)?;
+        sync(&stream)?;
+        Ok(())
+    });
+}
+
+/// The legacy default stream refuses capture (where the place has one) and stays usable.
+#[test]
+fn legacy_default_stream_refuses_capture() {
+    for_each_place(|place| {
+        let caps = caps(place);
+        if caps.capture == CaptureSupport::None || !caps.legacy_default_stream {
+            not_applicable(place, "no capture or no legacy default stream");
+            return Ok(());
+        }
+        let legacy = Stream::default_stream(place)?;
+        for mode in MODES {
+            assert_err!(legacy.begin_capture(mode), Error::Capture { .. });
+            assert!(!legacy.is_capturing()?);
+        }
+        let done = legacy.record_event()?;
+        sync(&legacy)?;
+        assert!(done.query()?);
+        Ok(())
+    });
+}
+
+/// Fork/join inside one capture: a stream that waits on an event of the capturing stream joins
+/// the capture; its work is captured (not run); the graph replays the DAG with its edges.
+#[test]
+fn fork_join_capture_across_two_streams() {
+    for_each_place(|place| {
+        if !capture_with_host_funcs(place) {
+            return Ok(());
+        }
+        let (origin, forked) = (Stream::new(place)?, Stream::new(place)?);
+        let log = Log::new();
+        origin.begin_capture(CaptureMode::ThreadLocal)?;
+        origin.launch_host_func(log.task("a"))?;
+        let fork = origin.record_event()?;
+        forked.wait_event(&fork)?;
+        assert!(
+            forked.is_capturing()?,
+            "waiting on a captured event joins the capture"
+        );
+        forked.launch_host_func(log.task("b"))?;
+        origin.launch_host_func(log.task("c"))?;
+        origin.wait_stream(&forked)?;
+        origin.launch_host_func(log.task("d"))?;
+        let graph = origin.end_capture()?;
+        assert!(!origin.is_capturing()?);
+        assert!(
+            !forked.is_capturing()?,
+            "the joined stream leaves the capture at its end"
+        );
+        sync(&origin)?;
+        sync(&forked)?;
+        assert!(log.entries().is_empty(), "captured fork/join work ran");
+
+        let runner = Stream::new(place)?;
+        for launch in 1..=3 {
+            graph.launch(&runner)?;
+            sync(&runner)?;
+            let entries = log.entries();
+            assert_eq!(entries.len(), 4 * launch, "{entries:?}");
+            let run = &entries[4 * (launch - 1)..];
+            let pos = |x| run.iter().position(|e| *e == x).expect("every node runs");
+            assert!(pos("a") < pos("b") && pos("a") < pos("c"), "{run:?}");
+            assert!(pos("b") < pos("d") && pos("c") < pos("d"), "{run:?}");
+        }
+        // Forked stream is usable outside the capture.
+        forked.launch_host_func(log.task("after"))?;
+        sync(&forked)?;
+        assert!(log.contains(&"after"));
+        Ok(())
+    });
+}
+
+/// Ending a capture whose fork was never joined back is `Error::Capture`; the captured work
+/// never runs; the origin stream stays usable.
+#[test]
+fn unjoined_fork_is_a_capture_error() {
+    for_each_place(|place| {
+        if !capture_with_host_funcs(place) {
+            return Ok(());
+        }
+        let (origin, forked) = (Stream::new(place)?, Stream::new(place)?);
+        let log = Log::new();
+        origin.begin_capture(CaptureMode::ThreadLocal)?;
+        origin.launch_host_func(log.task("a"))?;
+        let fork = origin.record_event()?;
+        forked.wait_event(&fork)?;
+        forked.launch_host_func(log.task("b"))?;
+        assert_err!(origin.end_capture(), Error::Capture { .. });
+        assert!(!origin.is_capturing()?);
+        // Leave the forked stream out of capture whatever state it was left in.
+        let _ = forked.end_capture();
+        origin.launch_host_func(log.task("after"))?;
+        sync(&origin)?;
+        assert_eq!(log.entries(), vec!["after"], "unjoined capture's work ran");
+        Ok(())
+    });
+}
+
+/// Which calls a capture forbids, per mode (CUDA's rules): `Global` forbids other threads'
+/// (and the capturing thread's) synchronize of other streams; `ThreadLocal` only the capturing
+/// thread's; `Relaxed` none. Synchronizing the capturing stream itself fails in every mode.
+#[test]
+fn capture_modes_forbid_unsafe_calls_as_cuda_does() {
+    for_each_place_alone(|place| {
+        if !capture_with_host_funcs(place) {
+            return Ok(());
+        }
+        for mode in MODES {
+            // The capturing thread synchronizes another, idle stream.
+            check_mode(place, mode, false, mode != CaptureMode::Relaxed)?;
+            // Another thread synchronizes its own idle stream.
+            check_mode(place, mode, true, mode == CaptureMode::Global)?;
+            // The capturing stream itself: always refused.
+            let stream = Stream::new(place)?;
+            stream.begin_capture(mode)?;
+            assert_err!(stream.synchronize(), Error::Capture { .. });
+            end_invalidated(&stream);
+        }
+        Ok(())
+    });
+}
+
+fn check_mode(place: &Place, mode: CaptureMode, other_thread: bool, forbidden: bool) -> Result<()> {
+    let log = Log::new();
+    let capturing = Stream::new(place)?;
+    let bystander = Stream::new(place)?;
+    capturing.begin_capture(mode)?;
+    capturing.launch_host_func(log.task("captured"))?;
+    let outcome = if other_thread {
+        let b = bystander.clone();
+        within(
+            PATIENCE,
+            "synchronize on another thread",
+            move || b.synchronize(),
+            || {},
+        )
+    } else {
+        bystander.synchronize()
+    };
+    let context = format!(
+        "{mode:?} capture, synchronize of another stream on the {} thread",
+        if other_thread { "other" } else { "capturing" }
+    );
+    if forbidden {
+        assert!(
+            matches!(outcome, Err(Error::Capture { .. })),
+            "{context}: should be Err(Capture), got {outcome:?}"
+        );
+        // The capture may or may not survive a forbidden call elsewhere; end it either way.
+        match capturing.end_capture() {
+            Ok(_) | Err(Error::Capture { .. }) => {}
+            Err(other) => panic!("{context}: end_capture: {other:?}"),
+        }
+    } else {
+        assert!(
+            outcome.is_ok(),
+            "{context}: should be allowed, got {outcome:?}"
+        );
+        let graph = capturing.end_capture()?;
+        graph.launch(&bystander)?;
+    }
+    assert!(!capturing.is_capturing()?);
+    sync(&bystander)?;
+    sync(&capturing)?;
+    if !forbidden {
+        assert_eq!(log.entries(), vec!["captured"], "{context}: graph replay");
+    }
+    Ok(())
+}
