@@ -27,6 +27,7 @@ mod capabilities;
 mod capture;
 mod current;
 mod drops;
+mod errors;
 mod events;
 mod flags;
 mod semantics;
