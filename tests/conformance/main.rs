@@ -32,6 +32,7 @@ mod events;
 mod flags;
 mod semantics;
 mod streams;
+mod stress;
 
 use devstream::BackendKind;
 use harness::places_under_test;

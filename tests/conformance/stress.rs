@@ -1,0 +1,149 @@
+//! Stress: 8 threads × 10,000 iterations of create stream / record / wait / drop, in bounded
+//! time, after which no stream or event is live (`live_counts()` returns to zero).
+//!
+//! Live counts are process wide and other tests (and the stream pool) keep streams alive, so
+//! the check re-runs this test binary for this one test in a child process, where nothing else
+//! runs.
+
+use crate::harness::{caps, for_each_place_alone, wait_until, Gate};
+use devstream::{live_counts, Event, EventFlags, LiveCounts, Stream};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const CHILD: &str = "DEVSTREAM_CONFORMANCE_STRESS_CHILD";
+const NAME: &str = "stress::create_record_wait_drop_under_load_leaves_nothing_live";
+const THREADS: usize = 8;
+const ITERATIONS: usize = 10_000;
+/// The bound on one place's run (debug build, 2 cores).
+const BOUND: Duration = Duration::from_secs(90);
+
+/// 8 threads × 10k create/record/wait/drop; bounded time; then nothing is live.
+#[test]
+fn create_record_wait_drop_under_load_leaves_nothing_live() {
+    if std::env::var_os(CHILD).is_some() {
+        for_each_place_alone(stress);
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let output = Command::new(exe)
+        .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .expect("run the stress test in a child process");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("--- stress child stdout ---\n{stdout}\n--- stress child stderr ---\n{stderr}");
+    assert!(
+        output.status.success(),
+        "the stress child failed: {}",
+        output.status
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "the stress child did not run the stress test"
+    );
+}
+
+fn counts_are(expected: LiveCounts) -> bool {
+    live_counts() == expected
+}
+
+fn stress(place: &devstream::Place) -> devstream::Result<()> {
+    let zero = LiveCounts::default();
+    assert!(
+        wait_until(Duration::from_secs(10), || counts_are(zero)),
+        "before the stress, live counts are {:?}",
+        live_counts()
+    );
+    // The counts see what is alive.
+    {
+        let streams = [
+            Stream::new(place)?,
+            Stream::new(place)?,
+            Stream::new(place)?,
+        ];
+        let events = [
+            streams[0].record_event()?,
+            Event::new(place, EventFlags::default())?,
+        ];
+        assert_eq!(
+            live_counts(),
+            LiveCounts {
+                streams: 3,
+                events: 2
+            },
+            "live_counts with 3 streams and 2 events alive"
+        );
+        drop(events);
+        for s in &streams {
+            s.synchronize()?;
+        }
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || counts_are(zero)),
+        "after dropping 3 idle streams and 2 events, live counts are {:?}",
+        live_counts()
+    );
+
+    let caps = caps(place);
+    let started = Instant::now();
+    std::thread::scope(|scope| -> devstream::Result<()> {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|thread| {
+                scope.spawn(move || -> devstream::Result<()> {
+                    let keeper = Stream::new(place)?;
+                    let reused = Event::new(place, EventFlags::default())?;
+                    for i in 0..ITERATIONS {
+                        let stream = Stream::new(place)?;
+                        // Every so often, drop a stream whose work is still held.
+                        let gate = if i % 997 == thread {
+                            Gate::close(&stream)?
+                        } else {
+                            None
+                        };
+                        if caps.host_funcs && i % 61 == 0 {
+                            stream.launch_host_func(|| {})?;
+                        }
+                        let event = stream.record_event()?;
+                        keeper.wait_event(&event)?;
+                        if i % 3 == 0 {
+                            reused.record(&stream)?;
+                            keeper.wait_event(&reused)?;
+                        }
+                        if i % 5 == 0 {
+                            keeper.wait_stream(&stream)?;
+                        }
+                        drop(stream);
+                        drop(event);
+                        drop(gate);
+                        if i % 1000 == 999 {
+                            keeper.synchronize()?;
+                        }
+                        assert!(
+                            started.elapsed() < BOUND,
+                            "stress exceeded {BOUND:?} at thread {thread} iteration {i}"
+                        );
+                    }
+                    keeper.synchronize()
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().expect("a stress thread panicked")?;
+        }
+        Ok(())
+    })?;
+    let elapsed = started.elapsed();
+    eprintln!(
+        "[conformance] stress on {place}: {} iterations in {elapsed:.2?} ({:.1} µs/iteration/thread)",
+        THREADS * ITERATIONS,
+        elapsed.as_secs_f64() * 1e6 / ITERATIONS as f64
+    );
+    assert!(elapsed < BOUND, "stress took {elapsed:?}, bound {BOUND:?}");
+    assert!(
+        wait_until(Duration::from_secs(10), || counts_are(zero)),
+        "after the stress, live counts stay at {:?} (a leak)",
+        live_counts()
+    );
+    Ok(())
+}
