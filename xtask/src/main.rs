@@ -260,11 +260,27 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
             "-p",
             &package,
             "--lib",
+            "--tests",
             "--message-format=json",
         ])?;
-        let target = package.replace('-', "_");
-        for exe in executables(&json, &target) {
-            size += copy_into(&exe, &out, &format!("{package}-tests"))?;
+        // The unit tests (`PACKAGE-tests`) and each integration test (`PACKAGE-TARGET`).
+        let lib_target = package.replace('-', "_");
+        for line in json.lines().filter(|l| l.contains("\"executable\":\"")) {
+            let Some(name) = line
+                .split("\"name\":\"")
+                .nth(1)
+                .and_then(|s| s.split('"').next())
+            else {
+                continue;
+            };
+            let file = if name == lib_target {
+                format!("{package}-tests")
+            } else {
+                format!("{package}-{name}")
+            };
+            for exe in executables(line, name) {
+                size += copy_into(&exe, &out, &file)?;
+            }
         }
     }
     // Examples and benchmarks.
@@ -296,6 +312,11 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
             }
         }
     }
+    let bench_features: Vec<&str> = features
+        .split(',')
+        .filter(|f| ["cuda", "wgpu"].contains(f))
+        .collect();
+    let bench_features = bench_features.join(",");
     let json = cargo_output(&[
         "build",
         "--release",
@@ -303,9 +324,28 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
         "devstream-bench",
         "--bins",
         "--features",
-        features,
+        &bench_features,
         "--message-format=json",
     ])?;
+    if features.split(',').any(|f| f == "hip") {
+        // The HIP-on-CUDA shim, loaded in place of libamdhip64 with DEVSTREAM_HIP_LIBRARY.
+        let json = cargo_output(&[
+            "build",
+            "--release",
+            "-p",
+            "devstream-hip-shim",
+            "--message-format=json",
+        ])?;
+        for line in json.lines().filter(|l| l.contains("devstream_hip_shim")) {
+            if let Some(path) = line
+                .split("\"filenames\":[\"")
+                .nth(1)
+                .and_then(|s| s.split('"').next())
+            {
+                size += copy_into(Path::new(path), &out, "libdevstream_hip_shim.so")?;
+            }
+        }
+    }
     for bin in ["bench-cuda", "bench-wgpu"] {
         for exe in executables(&json, bin) {
             size += copy_into(&exe, &out, bin)?;
