@@ -189,7 +189,10 @@ fn bench(args: &[String]) -> Result<(), String> {
     let rows_text = std::fs::read_to_string(&json).unwrap_or_default();
     let rows = report::parse_bench_rows(&rows_text)?;
     let prefix = PathBuf::from("docs/results").join(format!("bench-{backend}-{date}"));
-    let context = format!("{date}, {}, `cargo xtask bench --backend {backend}`", machine());
+    let context = format!(
+        "{date}, {}, `cargo xtask bench --backend {backend}`",
+        machine()
+    );
     let written = report::write_report(
         &prefix,
         &format!("devstream {backend} benchmark"),
