@@ -670,6 +670,8 @@ fn random_programs_obey_happens_before() {
             cases: defaults.cases.max(MIN_CASES),
             failure_persistence: None,
             max_shrink_iters: 2048,
+            // A hang costs a watchdog period per shrink step: bound the shrinking.
+            max_shrink_time: 60_000,
             ..defaults
         };
         let cases = config.cases;

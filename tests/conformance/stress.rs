@@ -25,19 +25,43 @@ fn create_record_wait_drop_under_load_leaves_nothing_live() {
         return;
     }
     let exe = std::env::current_exe().expect("the test binary's path");
-    let output = Command::new(exe)
+    // Output goes to files (a pipe could fill and stall the child while we poll it).
+    let dir = std::env::temp_dir();
+    let tag = format!("devstream-stress-{}", std::process::id());
+    let (out_path, err_path) = (
+        dir.join(format!("{tag}.out")),
+        dir.join(format!("{tag}.err")),
+    );
+    let file = |p: &std::path::Path| std::fs::File::create(p).expect("a temporary output file");
+    let mut child = Command::new(exe)
         .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
-        .output()
+        .stdout(file(&out_path))
+        .stderr(file(&err_path))
+        .spawn()
         .expect("run the stress test in a child process");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    eprintln!("--- stress child stdout ---\n{stdout}\n--- stress child stderr ---\n{stderr}");
-    assert!(
-        output.status.success(),
-        "the stress child failed: {}",
-        output.status
+    let places = crate::harness::places_under_test().len() as u32;
+    let deadline = Instant::now() + (BOUND + Duration::from_secs(40)) * places;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("poll the stress child") {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let _ = (
+        std::fs::remove_file(&out_path),
+        std::fs::remove_file(&err_path),
     );
+    eprintln!("--- stress child stdout ---\n{stdout}\n--- stress child stderr ---\n{stderr}");
+    let status = status.expect("the stress child hung past its deadline and was killed");
+    assert!(status.success(), "the stress child failed: {status}");
     assert!(
         stdout.contains("1 passed"),
         "the stress child did not run the stress test"
@@ -76,7 +100,7 @@ fn stress(place: &devstream::Place) -> devstream::Result<()> {
         );
         drop(events);
         for s in &streams {
-            s.synchronize()?;
+            crate::harness::sync(s)?;
         }
     }
     assert!(
@@ -117,14 +141,14 @@ fn stress(place: &devstream::Place) -> devstream::Result<()> {
                         drop(event);
                         drop(gate);
                         if i % 1000 == 999 {
-                            keeper.synchronize()?;
+                            crate::harness::sync(&keeper)?;
                         }
                         assert!(
                             started.elapsed() < BOUND,
                             "stress exceeded {BOUND:?} at thread {thread} iteration {i}"
                         );
                     }
-                    keeper.synchronize()
+                    crate::harness::sync(&keeper)
                 })
             })
             .collect();
