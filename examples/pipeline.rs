@@ -66,7 +66,7 @@ fn run() -> Result<()> {
         .filter_map(|a| a.parse().ok())
         .collect();
     let total = args.first().copied().unwrap_or(1024) * MIB;
-    let chunk = args.get(1).copied().unwrap_or(8) * MIB;
+    let chunk = args.get(1).copied().unwrap_or(16) * MIB;
     if chunk == 0 || !total.is_multiple_of(chunk) || !chunk.is_multiple_of(4) {
         return Err(Error::InvalidArgument(
             "TOTAL_MIB must be a multiple of CHUNK_MIB".into(),
