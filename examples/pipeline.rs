@@ -5,7 +5,7 @@
 //! and duplex copy bandwidth measured on the same machine just before, and checks the result.
 //!
 //! ```text
-//! cargo run --release --example pipeline --features cuda [-- TOTAL_MIB CHUNK_MIB]   # default 1024 8
+//! cargo run --release --example pipeline --features cuda [-- TOTAL_MIB CHUNK_MIB]   # default 1024 16
 //! ```
 
 use devstream::cuda::{ptx, CudaBuffer, CudaKernel, CudaStream, KernelArg, LaunchConfig};
