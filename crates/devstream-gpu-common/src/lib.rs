@@ -28,6 +28,7 @@ mod flag;
 mod graph;
 mod hostfn;
 mod kernel;
+pub mod ptx;
 pub mod raw;
 mod stream;
 

@@ -41,6 +41,7 @@ pub use api::HipApi;
 pub use loader::{DEFAULT_NAMES, DISABLE_ENV, LIBRARY_ENV};
 
 /// Shared-layer types and raw handles, re-exported.
+pub use devstream_gpu_common::ptx;
 pub use devstream_gpu_common::{
     CaptureInfo, CaptureStatus, DevicePtr, KernelArg, LaunchConfig, MemAttach, Optional,
     RawGraphNode, StreamKind,
