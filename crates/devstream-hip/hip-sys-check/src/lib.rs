@@ -148,6 +148,9 @@ mod tests {
         }
     }
 
+    // The loader's own list of functions (one file, shared), not a copy of it.
+    include!("../../src/functions.rs");
+
     /// Every function devstream-hip loads (required and optional) is declared by hip-sys, so
     /// none of our names is misspelled or invented. The function items are only named, never
     /// turned into addresses, so nothing links against them (ROCm 5.2 has no
@@ -157,71 +160,16 @@ mod tests {
         fn declared<F: Copy>(_item: F) -> usize {
             size_of::<F>()
         }
-        macro_rules! declared {
-            ($($name:ident),* $(,)?) => {
-                [$((stringify!($name), declared(h::$name))),*]
+        macro_rules! declared_all {
+            (
+                required { $($required:ident),* $(,)? }
+                optional { $($optional:ident),* $(,)? }
+            ) => {
+                [$((stringify!($required), declared(h::$required)),)*
+                 $((stringify!($optional), declared(h::$optional)),)*]
             };
         }
-        let functions = declared![
-            hipInit,
-            hipDriverGetVersion,
-            hipGetErrorName,
-            hipGetErrorString,
-            hipGetDeviceCount,
-            hipDeviceGetName,
-            hipDeviceGetAttribute,
-            hipSetDevice,
-            hipGetDevice,
-            hipDeviceGetStreamPriorityRange,
-            hipStreamCreateWithPriority,
-            hipStreamDestroy,
-            hipStreamQuery,
-            hipStreamSynchronize,
-            hipStreamWaitEvent,
-            hipStreamGetPriority,
-            hipStreamGetFlags,
-            hipStreamBeginCapture,
-            hipStreamEndCapture,
-            hipStreamIsCapturing,
-            hipStreamGetCaptureInfo,
-            hipEventCreateWithFlags,
-            hipEventDestroy,
-            hipEventRecord,
-            hipEventQuery,
-            hipEventSynchronize,
-            hipEventElapsedTime,
-            hipGraphCreate,
-            hipGraphInstantiate,
-            hipGraphLaunch,
-            hipGraphExecDestroy,
-            hipGraphDestroy,
-            hipGraphGetNodes,
-            hipMalloc,
-            hipFree,
-            hipHostMalloc,
-            hipHostFree,
-            hipHostGetDevicePointer,
-            hipMemcpyHtoDAsync,
-            hipMemcpyDtoHAsync,
-            hipMemcpyDtoDAsync,
-            hipMemsetD8Async,
-            hipLaunchHostFunc,
-            hipStreamAddCallback,
-            hipStreamWaitValue64,
-            hipStreamWriteValue64,
-            hipStreamGetCaptureInfo_v2,
-            hipGetStreamDeviceId,
-            hipMallocAsync,
-            hipFreeAsync,
-            hipMallocManaged,
-            hipStreamAttachMemAsync,
-            hipModuleLoadData,
-            hipModuleUnload,
-            hipModuleGetFunction,
-            hipModuleLaunchKernel,
-            hipStreamUpdateCaptureDependencies,
-            hipThreadExchangeStreamCaptureMode,
-        ];
+        let functions = hip_functions!(declared_all);
         assert_eq!(functions.len(), 58);
         for (name, size) in functions {
             assert_eq!(size, 0, "{name} is a function item");
