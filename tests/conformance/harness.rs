@@ -2,7 +2,7 @@
 //! gates that hold a stream deterministically, a log that host functions append to, bounded
 //! waits and error assertions.
 
-use devstream::{Capabilities, Flag, Place, Result, Stream};
+use devstream::{BackendKind, Capabilities, Flag, Place, Result, Stream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
@@ -97,12 +97,33 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Places whose flag waits and blocking host functions stall the device where the driver cannot
+/// see it (CUDA, and HIP, which may be the HIP-on-CUDA shim on the same contexts).
+///
+/// CUDA documents for `cuStreamWaitValue32` that "improper use of this API may deadlock the
+/// application": a wait that only a host write ends is invisible to the driver, and driver
+/// calls of *other* threads on that device may then block until it ends. Seen on two H200s
+/// with 32 test threads (`docs/results/2026-11-22-h200-x2-diagnosis/`): one thread, inside
+/// `cuStreamCreateWithPriority`, held the context's lock while waiting on the device; the
+/// threads that would open the gates queued on that lock. A test holding a gate and calling the
+/// driver is fine on its own (the suite passes one test at a time), so each test runs its
+/// driver-GPU places with no other test on a driver-GPU place at the same time. CPU, wgpu and
+/// plug-in places still run alongside.
+fn gates_stall_the_driver(place: &Place) -> bool {
+    matches!(place.backend(), BackendKind::Cuda | BackendKind::Hip)
+}
+
+/// Held while a test runs on a place where [`gates_stall_the_driver`].
+static DRIVER_GPU: Mutex<()> = Mutex::new(());
+
 fn run_on_places(check: &dyn Fn(&Place) -> Result<()>) {
     let name = test_name();
     let places = places_under_test();
     assert!(!places.is_empty(), "{name}: no place under test");
     let mut failures = Vec::new();
     for place in &places {
+        let _driver = gates_stall_the_driver(place)
+            .then(|| DRIVER_GPU.lock().unwrap_or_else(|e| e.into_inner()));
         let started = Instant::now();
         match catch_unwind(AssertUnwindSafe(|| check(place))) {
             Ok(Ok(())) => eprintln!(

@@ -20,6 +20,21 @@ use enum_dispatch::enum_dispatch;
 /// s.synchronize().unwrap();
 /// assert_eq!(done.get(), 7);
 /// ```
+///
+/// # A wait only the host ends (CUDA, HIP)
+///
+/// On CUDA and HIP a flag wait is `cuStreamWaitValue32`, which the driver cannot see through:
+/// CUDA warns that "improper use of this API may deadlock the application". While a stream of
+/// a device is held at a flag that only the host will set, a driver call on that device from
+/// *another* thread (creating a stream or event, allocating pinned memory) may block until the
+/// flag is set, while holding the driver's lock for the device. The thread that will set the
+/// flag must then not be queued behind that lock. Seen with 32 test threads on two H200s
+/// (`docs/results/2026-11-22-h200-x2-diagnosis/`): a thread with no gate of its own blocked in
+/// `cuStreamCreateWithPriority` with the lock held, and the threads that would have set their
+/// flags next waited for the lock. The same tests, each closing a gate, calling devstream and
+/// setting the flag, pass one at a time. Set such flags from a thread that makes no driver
+/// calls on that device meanwhile, or keep one gate-holding thread per device. CPU, wgpu and
+/// plug-in flags are held host-side and have no such hazard.
 #[enum_dispatch(FlagApi)]
 #[derive(Clone, Debug)]
 #[non_exhaustive]

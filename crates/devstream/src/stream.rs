@@ -274,7 +274,8 @@ impl Stream {
     pub fn is_capturing(&self) -> Result<bool> {
         StreamApi::is_capturing(self)
     }
-    /// Later work waits until `flag` ≥ `value`.
+    /// Later work waits until `flag` ≥ `value`. On CUDA and HIP, read [`Flag`]'s note on
+    /// waits that only the host ends before holding a device at a flag across threads.
     #[inline]
     pub fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()> {
         op!("devstream.wait_flag", self, Device, |_op| {
