@@ -24,6 +24,31 @@ pub fn ns_per_op(rounds: usize, iters: usize, mut f: impl FnMut()) -> f64 {
     samples[samples.len() / 2]
 }
 
+/// devstream's and the baseline's cost of one operation, measured in `blocks` interleaved
+/// blocks (devstream, baseline, baseline, devstream; the better of each side kept per block), and
+/// the block with the median ratio reported: drift or bursts of load on the machine favour
+/// neither side, and one disturbed block cannot decide the ratio.
+///
+/// ```
+/// let (ours, theirs) = devstream_bench::interleaved(3, &mut || 10.0, &mut || 8.0);
+/// assert_eq!((ours, theirs), (10.0, 8.0));
+/// ```
+pub fn interleaved(
+    blocks: usize,
+    ours: &mut dyn FnMut() -> f64,
+    theirs: &mut dyn FnMut() -> f64,
+) -> (f64, f64) {
+    let mut pairs: Vec<(f64, f64)> = (0..blocks.max(1))
+        .map(|_| {
+            let (a1, b1) = (ours(), theirs());
+            let (b2, a2) = (theirs(), ours());
+            (a1.min(a2), b1.min(b2))
+        })
+        .collect();
+    pairs.sort_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)));
+    pairs[pairs.len() / 2]
+}
+
 /// One measured row.
 #[derive(Clone, Debug)]
 pub struct Row {

@@ -207,6 +207,51 @@ fn host_function_panic_is_reported_once_by_synchronize() {
     s.synchronize().unwrap();
 }
 
+/// More host functions in flight than a stream has reusable slots, in order, with the stream
+/// dropped while they are still held back: every one runs exactly once, in submission order,
+/// and their closures are dropped.
+#[test]
+fn host_functions_beyond_the_slots_run_in_order_after_the_stream_is_dropped() {
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
+    let (s, flag) = gated(&place);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let token = Arc::new(());
+    for i in 0..100 {
+        let (log, token) = (log.clone(), token.clone());
+        s.launch_host_func(Box::new(move || {
+            let _ = &token;
+            log.lock().unwrap().push(i);
+        }))
+        .unwrap();
+    }
+    let done = CudaBackend::new_event(&place, EventFlags::default()).unwrap();
+    s.record(&done).unwrap();
+    drop(s);
+    assert!(log.lock().unwrap().is_empty(), "held back by the flag");
+    flag.set(1);
+    done.synchronize().unwrap();
+    assert_eq!(*log.lock().unwrap(), (0..100).collect::<Vec<_>>());
+    // The closures are dropped after they run (the last trampoline may still be returning).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while Arc::strong_count(&token) > 1 && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    assert_eq!(Arc::strong_count(&token), 1, "every closure was dropped");
+    // A new stream still launches host functions normally (the old ring is released later).
+    let again = stream(&place);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    again
+        .launch_host_func(Box::new(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        }))
+        .unwrap();
+    again.synchronize().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
 #[test]
 fn capture_in_every_mode_replays_on_any_stream_every_time() {
     let Some((place, _serial)) = gpu() else {

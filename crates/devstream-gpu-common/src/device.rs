@@ -129,6 +129,10 @@ pub struct Device<A: RawApi> {
     pending: AtomicUsize,
     /// Captures begun through devstream on this device and not ended yet.
     pub(crate) active_captures: AtomicUsize,
+    /// Set (for good) once a stream or event handle made elsewhere was wrapped on this device:
+    /// someone else may then capture, and a devstream stream can join that capture by waiting
+    /// on such an event, so "is this stream capturing?" must ask the driver.
+    pub(crate) foreign_handles: std::sync::atomic::AtomicBool,
     /// Live user-created streams and events of this device.
     pub(crate) live_streams: AtomicUsize,
     pub(crate) live_events: AtomicUsize,
@@ -193,6 +197,7 @@ impl<A: RawApi> Device<A> {
             deferred: Mutex::new(Vec::new()),
             pending: AtomicUsize::new(0),
             active_captures: AtomicUsize::new(0),
+            foreign_handles: std::sync::atomic::AtomicBool::new(false),
             live_streams: AtomicUsize::new(0),
             live_events: AtomicUsize::new(0),
             event_pool: Mutex::new(Vec::new()),
@@ -353,6 +358,33 @@ impl<A: RawApi> Device<A> {
                 let _ = self.bind();
                 action();
             }
+        }
+    }
+
+    /// Runs `action` once the work queued on `stream` so far has completed; if that cannot be
+    /// tracked (the stream is capturing, or no event can be made), never runs it (a leak rather
+    /// than a release under pending work).
+    pub(crate) fn release_after_or_forget(&self, stream: RawStream, action: DeferredAction) {
+        let recorded = self.bind().ok().and_then(|()| {
+            // SAFETY: the caller keeps `stream` alive during this call.
+            let status = unsafe { A::stream_is_capturing(stream) };
+            if !matches!(status, Ok(crate::raw::CaptureStatus::None)) {
+                return None;
+            }
+            // SAFETY: the context is current.
+            let event = unsafe { A::event_create(EventFlags::default()) }.ok()?;
+            // SAFETY: live event and stream of this context.
+            if unsafe { A::event_record(event, stream) }.is_ok() {
+                Some(event)
+            } else {
+                // SAFETY: never recorded, destroy at once.
+                let _ = unsafe { A::event_destroy(event) };
+                None
+            }
+        });
+        match recorded {
+            Some(event) => self.defer(vec![event], action),
+            None => std::mem::forget(action),
         }
     }
 

@@ -117,6 +117,10 @@ impl<A: RawApi> GpuEvent<A> {
     /// the returned handle.
     pub unsafe fn from_raw_handle(raw: RawEvent, place: &Place, flags: EventFlags) -> Result<Self> {
         let device = crate::device::device_of::<A>(place)?;
+        // It may be recorded in someone else's capture (see `capture_sequence`).
+        device
+            .foreign_handles
+            .store(true, std::sync::atomic::Ordering::Release);
         Ok(GpuEvent {
             inner: Arc::new(EventInner {
                 raw,

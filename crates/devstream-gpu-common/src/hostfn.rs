@@ -4,10 +4,10 @@
 use crate::raw::{RawApi, RawStream};
 use devstream_core::{Error, HostFn, Result};
 use std::any::Any;
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -177,6 +177,156 @@ pub(crate) unsafe extern "C" fn host_in_graph(data: *mut c_void) {
     run(call);
 }
 
+/// Host-function slots per ring: how many host functions of one stream can be in flight before
+/// a launch falls back to allocating.
+pub(crate) const HOST_SLOTS: usize = 16;
+
+/// One reusable host-function slot, on its own cache line.
+#[repr(align(64))]
+struct HostSlot {
+    /// Set by the launcher that fills the slot, cleared by the trampoline once done with it.
+    busy: AtomicBool,
+    f: UnsafeCell<Option<HostFn>>,
+    /// The ring this slot belongs to (for the panic sink).
+    ring: *const HostRing,
+}
+
+/// Per-stream slots for host functions launched outside a capture, so that the common launch
+/// allocates nothing and shares no reference count with the runtime's callback thread: the
+/// launcher claims a free slot, the trampoline runs and drops the closure, then frees the slot.
+/// The ring lives until the stream's queued host functions have run (see [`HostRing::retire`]).
+pub(crate) struct HostRing {
+    slots: [HostSlot; HOST_SLOTS],
+    next: AtomicUsize,
+    panic: Arc<PanicSlot>,
+}
+
+/// Owning pointer to a [`HostRing`] (released with [`HostRing::retire`]).
+pub(crate) struct HostRingPtr(*mut HostRing);
+
+// SAFETY: the ring's slots are handed between threads through their `busy` flags (acquire /
+// release); everything else in it is immutable or atomic.
+unsafe impl Send for HostRingPtr {}
+// SAFETY: as above.
+unsafe impl Sync for HostRingPtr {}
+
+/// A claimed slot: fill it with [`ClaimedSlot::launch_data`], or drop it to give it back.
+pub(crate) struct ClaimedSlot<'a> {
+    slot: &'a HostSlot,
+    launched: bool,
+}
+
+impl HostRingPtr {
+    /// A new ring whose host functions report panics to `panic`.
+    pub(crate) fn new(panic: Arc<PanicSlot>) -> HostRingPtr {
+        let ring = Box::into_raw(Box::new(HostRing {
+            slots: std::array::from_fn(|_| HostSlot {
+                busy: AtomicBool::new(false),
+                f: UnsafeCell::new(None),
+                ring: std::ptr::null(),
+            }),
+            next: AtomicUsize::new(0),
+            panic,
+        }));
+        // SAFETY: `ring` was just allocated and is not shared yet.
+        unsafe {
+            for slot in &mut (*ring).slots {
+                slot.ring = ring;
+            }
+        }
+        HostRingPtr(ring)
+    }
+
+    fn ring(&self) -> &HostRing {
+        // SAFETY: the ring lives until `retire`, which consumes the pointer.
+        unsafe { &*self.0 }
+    }
+
+    /// Claims a free slot (`None` when all are in flight).
+    #[inline]
+    pub(crate) fn claim(&self) -> Option<ClaimedSlot<'_>> {
+        let ring = self.ring();
+        let start = ring.next.fetch_add(1, Ordering::Relaxed);
+        (0..HOST_SLOTS).find_map(|i| {
+            let slot = &ring.slots[(start + i) % HOST_SLOTS];
+            slot.busy
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+                // Lazily: a ClaimedSlot frees its slot on drop, so one must exist only for a
+                // slot this call actually claimed.
+                .then(|| ClaimedSlot {
+                    slot,
+                    launched: false,
+                })
+        })
+    }
+
+    /// Whether a launched host function still holds a slot.
+    pub(crate) fn in_flight(&self) -> bool {
+        self.ring()
+            .slots
+            .iter()
+            .any(|slot| slot.busy.load(Ordering::Acquire))
+    }
+
+    /// Frees the ring. The caller has established that no slot is in flight (none was, or the
+    /// stream's queued host functions have all returned).
+    pub(crate) fn retire(self) {
+        // SAFETY: allocated by `new`; no launch references it any more (caller's contract).
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
+impl ClaimedSlot<'_> {
+    /// Stores `f` and returns the `data` pointer for [`host_slot`]. After a successful launch
+    /// call [`ClaimedSlot::launched`]; otherwise dropping the claim drops `f` and frees the slot.
+    pub(crate) fn launch_data(&mut self, f: HostFn) -> *mut c_void {
+        // SAFETY: the slot is claimed (busy) by us; the trampoline has not been given it.
+        unsafe { *self.slot.f.get() = Some(f) };
+        std::ptr::from_ref(self.slot).cast_mut().cast()
+    }
+
+    /// The runtime accepted the launch: the trampoline now owns the slot.
+    pub(crate) fn launched(mut self) {
+        self.launched = true;
+    }
+}
+
+impl Drop for ClaimedSlot<'_> {
+    fn drop(&mut self) {
+        if !self.launched {
+            // SAFETY: still claimed by us (the launch failed or never happened).
+            let f = unsafe { (*self.slot.f.get()).take() };
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(f)));
+            self.slot.busy.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Trampoline of a host function launched through a [`HostRing`] slot: runs it, drops it, and
+/// frees the slot.
+///
+/// # Safety
+/// `data` is a claimed slot filled by [`ClaimedSlot::launch_data`], passed to exactly one
+/// launch, and its ring outlives the call.
+pub(crate) unsafe extern "C" fn host_slot(data: *mut c_void) {
+    let _scope = CallbackScope::enter();
+    // SAFETY: per this function's contract.
+    let slot = unsafe { &*data.cast::<HostSlot>() };
+    // SAFETY: the slot is busy and its launch is ours: no one else touches `f` now.
+    if let Some(mut f) = unsafe { (*slot.f.get()).take() } {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(&mut f)) {
+            // SAFETY: the ring outlives the call (contract).
+            unsafe { &*slot.ring }
+                .panic
+                .raise(panic_message(payload.as_ref()));
+        }
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(f)));
+    }
+    // Last touch of the slot: after this the launcher may reuse it.
+    slot.busy.store(false, Ordering::Release);
+}
+
 /// A host function whose memory a graph owns (freed when the graph is released).
 pub(crate) struct OwnedHostCall(pub(crate) *mut HostCall);
 
@@ -243,5 +393,103 @@ pub(crate) unsafe extern "C" fn stream_callback<A: RawApi>(
     };
     if let Err(payload) = catch_unwind(AssertUnwindSafe(move || f(result))) {
         sink.raise(panic_message(payload.as_ref()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    /// Runs the trampoline as the runtime's callback thread would.
+    fn run_on_callback_thread(data: *mut c_void) {
+        let data = data as usize;
+        std::thread::spawn(move || {
+            // SAFETY: `data` is a filled, claimed slot of a live ring, used once.
+            unsafe { host_slot(data as *mut c_void) }
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_slot_runs_its_function_once_then_is_free_again() {
+        let ring = HostRingPtr::new(Arc::new(PanicSlot::default()));
+        let count = Arc::new(AtomicU32::new(0));
+        for _ in 0..3 * HOST_SLOTS {
+            let mut slot = ring.claim().expect("a free slot");
+            let c = count.clone();
+            let data = slot.launch_data(Box::new(move || {
+                c.fetch_add(1, Ordering::Relaxed);
+            }));
+            slot.launched();
+            run_on_callback_thread(data);
+        }
+        assert_eq!(count.load(Ordering::Relaxed), 3 * HOST_SLOTS as u32);
+        assert!(!ring.in_flight());
+        ring.retire();
+    }
+
+    #[test]
+    fn claims_run_out_while_every_slot_is_in_flight() {
+        let ring = HostRingPtr::new(Arc::new(PanicSlot::default()));
+        let mut pending = Vec::new();
+        for _ in 0..HOST_SLOTS {
+            let mut slot = ring.claim().expect("a free slot");
+            pending.push(slot.launch_data(Box::new(|| {})) as usize);
+            slot.launched();
+        }
+        assert!(
+            ring.claim().is_none(),
+            "all {HOST_SLOTS} slots are in flight"
+        );
+        assert!(ring.in_flight());
+        run_on_callback_thread(pending.pop().unwrap() as *mut c_void);
+        let slot = ring.claim().expect("the slot just run is free again");
+        drop(slot);
+        for data in pending {
+            run_on_callback_thread(data as *mut c_void);
+        }
+        assert!(!ring.in_flight());
+        ring.retire();
+    }
+
+    #[test]
+    fn a_failed_launch_drops_the_function_unrun_and_frees_the_slot() {
+        let ring = HostRingPtr::new(Arc::new(PanicSlot::default()));
+        let ran = Arc::new(AtomicBool::new(false));
+        let token = Arc::new(());
+        {
+            let mut slot = ring.claim().unwrap();
+            let (r, t) = (ran.clone(), token.clone());
+            slot.launch_data(Box::new(move || {
+                let _ = &t;
+                r.store(true, Ordering::Relaxed);
+            }));
+            // No `launched()`: the launch "failed".
+        }
+        assert!(!ran.load(Ordering::Relaxed));
+        assert_eq!(Arc::strong_count(&token), 1, "the closure was dropped");
+        assert!(!ring.in_flight());
+        ring.retire();
+    }
+
+    #[test]
+    fn a_panicking_function_is_reported_to_the_stream_and_frees_its_slot() {
+        let panic = Arc::new(PanicSlot::default());
+        let ring = HostRingPtr::new(panic.clone());
+        let mut slot = ring.claim().unwrap();
+        let data = slot.launch_data(Box::new(|| panic!("boom in a host function")));
+        slot.launched();
+        run_on_callback_thread(data);
+        assert!(!ring.in_flight());
+        match panic.take(7) {
+            Err(Error::HostFuncPanicked { stream: 7, message }) => {
+                assert!(message.contains("boom"), "{message}")
+            }
+            other => panic!("expected the kept panic, got {other:?}"),
+        }
+        assert!(panic.take(7).is_ok(), "reported once");
+        ring.retire();
     }
 }

@@ -12,7 +12,8 @@ use crate::event::GpuEvent;
 use crate::flag::GpuFlag;
 use crate::graph::{GpuGraph, GpuGraphDef};
 use crate::hostfn::{
-    host_in_graph, host_once, CaptureOwned, HostCall, OwnedHostCall, PanicSink, PanicSlot,
+    host_in_graph, host_once, host_slot, CaptureOwned, HostCall, HostRingPtr, OwnedHostCall,
+    PanicSink, PanicSlot,
 };
 use crate::raw::{CaptureStatus, Optional, RawApi, RawEvent, RawGraphNode, RawStream};
 use devstream_core::{
@@ -56,6 +57,8 @@ pub(crate) struct StreamInner<A: RawApi> {
     /// Internal event for `wait_stream` (created on first use).
     sync_event: OnceLock<RawEvent>,
     pub(crate) panic: Arc<PanicSlot>,
+    /// Slots for host functions launched outside a capture (made on first use).
+    host_ring: OnceLock<HostRingPtr>,
     capture: Mutex<CaptureRecord>,
     _keepalive: Option<Arc<dyn Any + Send + Sync>>,
     counted: bool,
@@ -74,7 +77,19 @@ impl<A: RawApi> Drop for StreamInner<A> {
             .ok()
             .and_then(|record| record.0.take());
         let keepalive = self._keepalive.take();
+        let host_ring = self.host_ring.take();
         crate::hostfn::release_off_callback(move || {
+            if let Some(ring) = host_ring {
+                if !ring.in_flight() {
+                    ring.retire();
+                } else {
+                    // Host functions still queued: free the ring once the stream has run
+                    // past them (an event recorded after them completes only after they
+                    // returned). If no event can be recorded (the stream is capturing), the
+                    // ring stays allocated rather than being freed under a pending callback.
+                    device.release_after_or_forget(raw, Box::new(move || ring.retire()));
+                }
+            }
             if let Some((id, def)) = active {
                 // A capture begun through devstream and never ended: end and discard it.
                 discard_native_capture::<A>(raw, id);
@@ -223,6 +238,7 @@ impl<A: RawApi> GpuStream<A> {
                 needs_context: needs_context(raw),
                 sync_event: OnceLock::new(),
                 panic: Arc::new(PanicSlot::default()),
+                host_ring: OnceLock::new(),
                 capture: Mutex::new((None, None)),
                 _keepalive: keepalive,
                 counted,
@@ -244,6 +260,7 @@ impl<A: RawApi> GpuStream<A> {
     ) -> Result<Self> {
         let device = crate::device::device_of::<A>(place)?;
         device.bind()?;
+        device.foreign_handles.store(true, Ordering::Release);
         let (native, non_blocking) = if needs_context(raw) {
             (device.range.clamp(0), false)
         } else {
@@ -308,12 +325,16 @@ impl<A: RawApi> GpuStream<A> {
 
     /// The native capture status and sequence id.
     pub(crate) fn capture_sequence(&self) -> Result<(CaptureStatus, u64)> {
-        // No capture begun through devstream on this device, and the stream is not a foreign
-        // one that someone else may capture: it cannot be capturing (a stream joins a capture
-        // only by waiting on an event recorded in one). One atomic load instead of a driver
-        // call on the paths that must know (host functions, copies).
-        if self.inner.kind != StreamKind::Borrowed
-            && self.inner.device.active_captures.load(Ordering::Acquire) == 0
+        // No capture begun through devstream on this device, and no stream or event made
+        // elsewhere ever wrapped on it (through which someone else's capture could reach this
+        // stream: a stream joins a capture only by waiting on an event recorded in one): the
+        // stream cannot be capturing. The per-thread stream is shared with every library on
+        // the thread (any of them may capture it), so it always asks. Otherwise two atomic
+        // loads instead of a driver call on the paths that must know (host functions, copies).
+        let device = self.inner.device;
+        if self.inner.kind != StreamKind::PerThread
+            && device.active_captures.load(Ordering::Acquire) == 0
+            && !device.foreign_handles.load(Ordering::Acquire)
         {
             return Ok((CaptureStatus::None, 0));
         }
@@ -697,6 +718,26 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         let (status, id) = self.capture_sequence()?;
         match status {
             CaptureStatus::None => {
+                let ring = self
+                    .inner
+                    .host_ring
+                    .get_or_init(|| HostRingPtr::new(self.inner.panic.clone()));
+                if let Some(mut slot) = ring.claim() {
+                    let data = slot.launch_data(f);
+                    // SAFETY: `host_slot` gets a filled, claimed slot of a ring that lives until
+                    // this stream's queued host functions have run (StreamInner's drop).
+                    return match unsafe { A::launch_host_func(self.inner.raw, host_slot, data) } {
+                        Ok(()) => {
+                            slot.launched();
+                            Ok(())
+                        }
+                        // Dropping the claim drops `f` and frees the slot.
+                        Err(e) => {
+                            Err(self.capture_violation("launch_host_func", map_error::<A>(e)))
+                        }
+                    };
+                }
+                // Every slot in flight: one allocation, freed by the trampoline.
                 let call = Box::new(HostCall {
                     f,
                     sink: PanicSink::Stream(self.inner.panic.clone()),

@@ -270,13 +270,12 @@ fn run() -> devstream::Result<()> {
         })
     };
 
-    // devstream and raw are measured interleaved (ours, raw, raw, ours) and the better of each
-    // pair is kept, so drift of the machine favours neither side.
-    fn pair(ours: &mut dyn FnMut() -> f64, theirs: &mut dyn FnMut() -> f64) -> (f64, f64) {
-        let (a1, b1) = (ours(), theirs());
-        let (b2, a2) = (theirs(), ours());
-        (a1.min(a2), b1.min(b2))
-    }
+    // devstream and raw are measured in interleaved blocks (ours, raw, raw, ours), and the block
+    // with the median ratio is kept, so drift or bursts of load favour neither side.
+    let blocks = if quick { 1 } else { 7 };
+    let pair = |ours: &mut dyn FnMut() -> f64, theirs: &mut dyn FnMut() -> f64| {
+        devstream_bench::interleaved(blocks, ours, theirs)
+    };
 
     row(
         "record_event (cuEventRecord)",
