@@ -81,6 +81,58 @@ fn host_funcs_capability() {
     });
 }
 
+/// capture_host_funcs: on → a host function launched during a capture belongs to the graph
+/// (it runs once per launch, not at capture time); off where capture and host functions are
+/// both on → `launch_host_func` during a capture is Unsupported, runs nothing, and the capture
+/// goes on to a graph that still works.
+#[test]
+fn capture_host_funcs_capability() {
+    for_each_place(|place| {
+        let caps = caps(place);
+        if caps.capture_host_funcs {
+            assert!(
+                caps.host_funcs && caps.capture != CaptureSupport::None,
+                "capture_host_funcs needs host_funcs and capture: {caps:?}"
+            );
+        }
+        if caps.capture == CaptureSupport::None || !caps.host_funcs {
+            not_applicable(place, "no capture or no host functions");
+            return Ok(());
+        }
+        let stream = Stream::new(place)?;
+        let log = Log::new();
+        stream.begin_capture(CaptureMode::ThreadLocal)?;
+        let result = stream.launch_host_func(log.task("captured"));
+        if caps.capture_host_funcs {
+            result?;
+        } else {
+            is_unsupported_on(result, place, "launch_host_func during capture");
+            assert!(
+                stream.is_capturing()?,
+                "a refused host function ended the capture"
+            );
+        }
+        let graph = stream.end_capture()?;
+        assert!(
+            log.entries().is_empty(),
+            "captured work ran at capture time"
+        );
+        graph.launch(&stream)?;
+        graph.launch(&stream)?;
+        sync(&stream)?;
+        let expected: Vec<&str> = if caps.capture_host_funcs {
+            vec!["captured", "captured"]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(log.entries(), expected);
+        stream.launch_host_func(log.task("after"))?;
+        sync(&stream)?;
+        assert_eq!(log.entries().last(), Some(&"after"));
+        Ok(())
+    });
+}
+
 /// flags: off → `Flag::new` is Unsupported; on → a write/wait round trip works.
 #[test]
 fn flags_capability() {

@@ -25,6 +25,13 @@ fn capture_with_host_funcs(place: &Place) -> bool {
         not_applicable(place, "no host functions to observe captured work");
         return false;
     }
+    if !caps.capture_host_funcs {
+        not_applicable(
+            place,
+            "host functions cannot be captured (capture_host_funcs off, asserted in capabilities)",
+        );
+        return false;
+    }
     true
 }
 

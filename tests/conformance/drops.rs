@@ -3,7 +3,7 @@
 use crate::harness::{
     caps, for_each_place, not_applicable, sync, wait_until, within, Gate, Log, PATIENCE,
 };
-use devstream::{CaptureMode, CaptureSupport, Flag, Stream};
+use devstream::{CaptureMode, Flag, Stream};
 
 /// Dropping the last handle of a stream whose work is gated returns at once; the work still
 /// runs once the gate opens.
@@ -90,7 +90,7 @@ fn dropping_an_awaited_event_never_blocks_nor_breaks_the_wait() {
 fn dropping_a_launched_graph_or_an_awaited_flag_handle() {
     for_each_place(|place| {
         let caps = caps(place);
-        if caps.capture != CaptureSupport::None && caps.host_funcs {
+        if caps.capture_host_funcs {
             let stream = Stream::new(place)?;
             let log = Log::new();
             stream.begin_capture(CaptureMode::ThreadLocal)?;

@@ -460,14 +460,16 @@ const PLACE_CASES: &[(&str, Check)] = &[
             return na("no capture");
         }
         let (origin, forked) = (Stream::new(place)?, Stream::new(place)?);
+        // Buffers are allocated before a capture, never during one.
+        let scratch = forked.alloc(4)?;
+        forked.synchronize()?;
         origin.begin_capture(CaptureMode::ThreadLocal)?;
         forked.wait_event(&origin.record_event()?)?;
         // Real work on the fork: CUDA only counts a forked stream as unjoined when it added
         // nodes to the capture (a fork that merely records an event ends cleanly there).
-        if caps(place).host_funcs {
+        if caps(place).capture_host_funcs {
             forked.launch_host_func(|| {})?;
         } else {
-            let scratch = forked.alloc(4)?;
             forked.fill(&scratch, 0, 4, 1)?;
         }
         assert_err!(origin.end_capture(), Error::Capture { .. });

@@ -37,6 +37,12 @@ pub struct Capabilities {
     pub timing: bool,
     /// `launch_host_func`.
     pub host_funcs: bool,
+    /// `launch_host_func` on a capturing stream records the function into the graph (CUDA
+    /// `cuLaunchHostFunc`; HIP with `hipLaunchHostFunc`). Off while `host_funcs` and `capture`
+    /// are on (HIP before ROCm 5.3 has only `hipStreamAddCallback`, which cannot be captured):
+    /// `launch_host_func` during a capture answers `Error::Unsupported`, runs nothing and leaves
+    /// the capture as it was.
+    pub capture_host_funcs: bool,
     /// `wait_flag` / `write_flag` (wait/write value on host-visible memory).
     pub flags: bool,
     /// A stream can wait on an event of another device of the same backend.
@@ -63,6 +69,7 @@ impl Capabilities {
             capture: CaptureSupport::None,
             timing: false,
             host_funcs: false,
+            capture_host_funcs: false,
             flags: false,
             cross_device_wait: false,
             external_handles: false,
@@ -81,6 +88,7 @@ impl Capabilities {
             ("capture", format!("{:?}", self.capture)),
             ("timing", self.timing.to_string()),
             ("host_funcs", self.host_funcs.to_string()),
+            ("capture_host_funcs", self.capture_host_funcs.to_string()),
             ("flags", self.flags.to_string()),
             ("cross_device_wait", self.cross_device_wait.to_string()),
             ("external_handles", self.external_handles.to_string()),

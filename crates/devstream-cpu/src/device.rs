@@ -28,6 +28,7 @@ pub(crate) const CAPABILITIES: Capabilities = {
     caps.capture = CaptureSupport::Emulated;
     caps.timing = true;
     caps.host_funcs = true;
+    caps.capture_host_funcs = true;
     caps.flags = true;
     caps.cross_device_wait = false;
     caps.external_handles = false;

@@ -175,6 +175,8 @@ impl<A: RawApi> Device<A> {
         caps.timing = true;
         caps.host_funcs =
             A::supports(Optional::LaunchHostFunc) || A::supports(Optional::StreamAddCallback);
+        // Stream callbacks cannot be captured: only a host-function launch can.
+        caps.capture_host_funcs = A::supports(Optional::LaunchHostFunc);
         caps.flags = A::supports(Optional::StreamMemOps)
             && properties.stream_mem_ops
             && properties.can_map_host_memory;

@@ -703,10 +703,12 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
             if A::supports(Optional::StreamAddCallback) {
                 // Old runtimes: a stream callback runs the function the same way, but cannot be
                 // captured.
+                // Refused before anything is queued: the capture stays as it was
+                // (`Capabilities::capture_host_funcs` is off here).
                 if self.capture_sequence()?.0 != CaptureStatus::None {
-                    return Err(Error::capture(
-                        "launch_host_func",
-                        "this runtime has no capturable host functions (no cuLaunchHostFunc)",
+                    return Err(Error::unsupported(
+                        "launch_host_func during capture",
+                        &device.place,
                     ));
                 }
                 let mut f = f;

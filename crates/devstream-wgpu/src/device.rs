@@ -223,6 +223,7 @@ fn capabilities_for(features: wgpu::Features) -> Capabilities {
     caps.capture = CaptureSupport::Emulated;
     caps.timing = features.contains(wgpu::Features::TIMESTAMP_QUERY);
     caps.host_funcs = true;
+    caps.capture_host_funcs = true;
     caps.flags = true;
     caps.cross_device_wait = true;
     caps.external_handles = false;
