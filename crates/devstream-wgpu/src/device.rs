@@ -323,13 +323,14 @@ impl DeviceShared {
         }
     }
 
-    /// Whether `ticket` has completed, asking the device without blocking (a wait with a zero
-    /// timeout on that submission).
+    /// Whether `ticket` has completed, asking the device without blocking: one `Poll`, which
+    /// runs the completion notes registered at submit (`sched::submit_locked`).
     pub(crate) fn query_ticket(&self, ticket: Option<&Ticket>) -> Result<bool> {
-        match ticket {
-            None => Ok(true),
-            Some(t) => self.wait_ticket(t, Some(Duration::ZERO)),
+        if self.is_complete(ticket) {
+            return Ok(true);
         }
+        self.poll_nonblocking()?;
+        Ok(self.is_complete(ticket))
     }
 
     fn poll_panic(&self, payload: Box<dyn std::any::Any + Send>) -> Error {

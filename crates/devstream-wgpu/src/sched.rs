@@ -162,6 +162,20 @@ pub(crate) fn submit_locked(
         seq: *last_seq,
         index,
     };
+    // Completion is noted when the device is next polled (any poll: the poller thread's, a
+    // query's, a wait's), so a query can ask with a plain `Poll` instead of a zero-timeout
+    // wait. Registered under the scheduler lock right after our submit; a submission of
+    // someone else's in between only makes the note later, never early.
+    let completed = Arc::clone(&device.completed);
+    let signal = Arc::clone(&device.signal);
+    let seq = ticket.seq;
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        device.queue.on_submitted_work_done(move || {
+            if completed.fetch_max(seq, Ordering::AcqRel) < seq {
+                signal.notify();
+            }
+        })
+    }));
     for action in after {
         match action {
             AfterSubmit::Map(readback) => readback.submitted(&ticket, &device.signal),
