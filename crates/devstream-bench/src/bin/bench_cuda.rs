@@ -25,6 +25,26 @@ fn raw(result: sys::CUresult, call: &str) {
 
 unsafe extern "C" fn noop_host(_: *mut c_void) {}
 
+/// A host function that, like any real one, reads what the launcher wrote and writes back.
+///
+/// # Safety
+/// `data` points to a live `AtomicU64`.
+unsafe extern "C" fn payload_host(data: *mut c_void) {
+    // SAFETY: per this function's contract.
+    let counter = unsafe { &*data.cast::<std::sync::atomic::AtomicU64>() };
+    counter.fetch_add(1, std::sync::atomic::Ordering::Release);
+}
+
+/// The minimal hand-written Rust wrapper: a boxed closure, run and freed by the callback.
+///
+/// # Safety
+/// `data` comes from `Box::into_raw(Box<Box<dyn FnMut() + Send>>)` and is used once.
+unsafe extern "C" fn boxed_host(data: *mut c_void) {
+    // SAFETY: per this function's contract.
+    let mut f = unsafe { Box::from_raw(data.cast::<Box<dyn FnMut() + Send>>()) };
+    f();
+}
+
 /// Raw driver objects made the same way devstream makes its own (non-blocking streams of
 /// default priority, events without timing), alive until the value drops. Its methods are the
 /// single raw calls the baseline rows time.
@@ -335,6 +355,61 @@ fn run() -> devstream::Result<()> {
             &mut || ns_per_op(rounds, m, || r.host_func_round_trip()),
         ),
     );
+
+    // Diagnostics for the round trip (printed, not targets): what a host function that
+    // touches launcher-written data costs through the raw call, and what the minimal Rust
+    // wrapper (a boxed closure per launch) costs, beside devstream and the null-data floor.
+    if std::env::var_os("DEVSTREAM_BENCH_HOSTFN_DIAG").is_some() {
+        let counter = std::sync::atomic::AtomicU64::new(0);
+        let payload = || {
+            ns_per_op(rounds, m, || {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // SAFETY: live stream; `counter` outlives the synchronize below.
+                unsafe {
+                    raw(
+                        sys::cuLaunchHostFunc(
+                            r.s1,
+                            Some(payload_host),
+                            std::ptr::from_ref(&counter).cast_mut().cast(),
+                        ),
+                        "cuLaunchHostFunc",
+                    );
+                    raw(sys::cuStreamSynchronize(r.s1), "cuStreamSynchronize");
+                }
+            })
+        };
+        let boxed = || {
+            ns_per_op(rounds, m, || {
+                let f: Box<dyn FnMut() + Send> = Box::new(|| {});
+                let data = Box::into_raw(Box::new(f)).cast();
+                // SAFETY: live stream; `boxed_host` takes ownership of `data` once.
+                unsafe {
+                    raw(
+                        sys::cuLaunchHostFunc(r.s1, Some(boxed_host), data),
+                        "cuLaunchHostFunc",
+                    );
+                    raw(sys::cuStreamSynchronize(r.s1), "cuStreamSynchronize");
+                }
+            })
+        };
+        let ours = || {
+            ns_per_op(rounds, m, || {
+                s1.launch_host_func(|| {}).expect("launch_host_func");
+                s1.synchronize().expect("synchronize");
+            })
+        };
+        let floor = || ns_per_op(rounds, m, || r.host_func_round_trip());
+        for block in 0..blocks {
+            println!(
+                "hostfn diagnostic block {block}: null-data raw {:.0} ns, raw with payload {:.0} ns, \
+                 raw with a boxed closure {:.0} ns, devstream {:.0} ns",
+                floor(),
+                payload(),
+                boxed(),
+                ours()
+            );
+        }
+    }
 
     // A graph of 1000 noop kernels, launched 20 times per sample; per kernel.
     let module = ptx::load(&place)?;
