@@ -182,18 +182,11 @@ impl<A: RawApi> GpuStream<A> {
     pub(crate) fn create(device: &'static Device<A>, options: StreamOptions) -> Result<Self> {
         device.bind()?;
         device.collect();
-        let asked = device.range.normalize(options.priority);
+        // Already inside the device's range, so the driver uses it as given (it only clamps
+        // values outside): no `cuStreamGetPriority` round trip to learn it back.
+        let native = device.range.normalize(options.priority);
         // SAFETY: the device's context is current.
-        let raw = check::<A, _>(unsafe { A::stream_create(options.non_blocking, asked) })?;
-        // SAFETY: `raw` was just created.
-        let native = match unsafe { A::stream_priority(raw) } {
-            Ok(p) => p,
-            Err(e) => {
-                // SAFETY: destroy the stream we own on the error path.
-                let _ = unsafe { A::stream_destroy(raw) };
-                return Err(map_error::<A>(e));
-            }
-        };
+        let raw = check::<A, _>(unsafe { A::stream_create(options.non_blocking, native) })?;
         Self::assemble(
             device,
             raw,

@@ -460,6 +460,14 @@ fn run() -> devstream::Result<()> {
             &mut || ns_per_op(rounds, c, Raw::stream_create_destroy),
         ),
     );
+    // What `torch.cuda.Stream()` does (a stream from a lazily created pool), for the peer
+    // comparison; no raw call is the same, so it is printed, not a target row.
+    let pooled = ns_per_op(rounds, n, || {
+        drop(Stream::from_pool(&place, devstream::Priority::Normal).expect("pooled stream"))
+    });
+    println!(
+        "(stream from the pool, Stream::from_pool, as torch.cuda.Stream() does: {pooled:.1} ns)"
+    );
     row(
         "event create + destroy",
         pair(
