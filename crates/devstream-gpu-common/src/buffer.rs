@@ -14,6 +14,7 @@ use crate::device::Device;
 use crate::error::{check, map_alloc_error};
 use crate::raw::{CaptureStatus, DevicePtr, RawApi, RawEvent};
 use crate::stream::{GpuStream, StreamInner};
+use crate::users::StreamUsers;
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, Error, EventFlags, HostBuffer, Place, Result};
 use std::fmt;
@@ -25,17 +26,7 @@ struct BufferInner<A: RawApi> {
     device: &'static Device<A>,
     stream_ordered: bool,
     /// Every stream that used the buffer; the first is the allocating stream.
-    users: Mutex<Vec<Arc<StreamInner<A>>>>,
-}
-
-impl<A: RawApi> BufferInner<A> {
-    fn note_user(&self, stream: &Arc<StreamInner<A>>) {
-        if let Ok(mut users) = self.users.lock() {
-            if !users.iter().any(|u| Arc::ptr_eq(u, stream)) {
-                users.push(stream.clone());
-            }
-        }
-    }
+    users: StreamUsers<A>,
 }
 
 impl<A: RawApi> Drop for BufferInner<A> {
@@ -43,11 +34,7 @@ impl<A: RawApi> Drop for BufferInner<A> {
         if self.len == 0 {
             return;
         }
-        let users = self
-            .users
-            .lock()
-            .map(|mut u| std::mem::take(&mut *u))
-            .unwrap_or_default();
+        let users = self.users.take();
         let (ptr, device, stream_ordered) = (self.ptr, self.device, self.stream_ordered);
         crate::hostfn::release_off_callback(move || {
             release_device_memory(ptr, device, stream_ordered, users)
@@ -153,7 +140,7 @@ impl<A: RawApi> GpuBuffer<A> {
                 len,
                 device,
                 stream_ordered,
-                users: Mutex::new(vec![stream.inner().clone()]),
+                users: StreamUsers::first(stream.inner().clone()),
             }),
         })
     }
@@ -177,7 +164,7 @@ impl<A: RawApi> GpuBuffer<A> {
     /// work) and, if the stream is capturing, makes the capture own a reference.
     pub fn use_on(&self, stream: &GpuStream<A>) -> Result<()> {
         stream.same_device("use_on", self.inner.device.ordinal)?;
-        self.inner.note_user(stream.inner());
+        self.inner.users.note(stream.inner());
         stream.keep_in_capture(Box::new(self.inner.clone()))?;
         Ok(())
     }
@@ -366,7 +353,7 @@ fn prepare<A: RawApi>(
 ) -> Result<()> {
     stream.same_device(op, buffer.inner.device.ordinal)?;
     stream.device().bind()?;
-    buffer.inner.note_user(stream.inner());
+    buffer.inner.users.note(stream.inner());
     stream.keep_in_capture(Box::new(buffer.inner.clone()))?;
     Ok(())
 }
@@ -389,7 +376,7 @@ pub(crate) fn copy_from_host<A: RawApi>(
     if src.is_empty() {
         return Ok(());
     }
-    dst.inner.note_user(stream.inner());
+    dst.inner.users.note(stream.inner());
     // SAFETY: the range was checked; from pageable memory the runtime stages `src` before it
     // returns, so `src` may be reused at once.
     check::<A, _>(unsafe {

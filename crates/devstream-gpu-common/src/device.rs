@@ -363,28 +363,36 @@ impl<A: RawApi> Device<A> {
         }
     }
 
+    /// Records an internal event marking the end of `stream`'s queued work. The context must be
+    /// current. `Ok(None)`: the stream is capturing (or its record failed), so there is nothing
+    /// to track; `Err(())`: no event could be made.
+    fn end_of_work(&self, stream: RawStream) -> std::result::Result<Option<RawEvent>, ()> {
+        // SAFETY: the caller keeps `stream` alive during this call.
+        let status = unsafe { A::stream_is_capturing(stream) };
+        if !matches!(status, Ok(crate::raw::CaptureStatus::None)) {
+            return Ok(None);
+        }
+        // SAFETY: the context is current.
+        let event = unsafe { A::event_create(EventFlags::default()) }.map_err(|_| ())?;
+        // SAFETY: live event and stream of this context.
+        if unsafe { A::event_record(event, stream) }.is_ok() {
+            Ok(Some(event))
+        } else {
+            // SAFETY: never recorded, destroy at once.
+            let _ = unsafe { A::event_destroy(event) };
+            Ok(None)
+        }
+    }
+
     /// Runs `action` once the work queued on `stream` so far has completed; if that cannot be
     /// tracked (the stream is capturing, or no event can be made), never runs it (a leak rather
     /// than a release under pending work).
     pub(crate) fn release_after_or_forget(&self, stream: RawStream, action: DeferredAction) {
-        let recorded = self.bind().ok().and_then(|()| {
-            // SAFETY: the caller keeps `stream` alive during this call.
-            let status = unsafe { A::stream_is_capturing(stream) };
-            if !matches!(status, Ok(crate::raw::CaptureStatus::None)) {
-                return None;
-            }
-            // SAFETY: the context is current.
-            let event = unsafe { A::event_create(EventFlags::default()) }.ok()?;
-            // SAFETY: live event and stream of this context.
-            if unsafe { A::event_record(event, stream) }.is_ok() {
-                Some(event)
-            } else {
-                // SAFETY: never recorded, destroy at once.
-                let _ = unsafe { A::event_destroy(event) };
-                None
-            }
-        });
-        match recorded {
+        match self
+            .bind()
+            .ok()
+            .and_then(|()| self.end_of_work(stream).ok().flatten())
+        {
             Some(event) => self.defer(vec![event], action),
             None => std::mem::forget(action),
         }
@@ -397,26 +405,12 @@ impl<A: RawApi> Device<A> {
         let mut events = Vec::with_capacity(streams.len());
         if self.bind().is_ok() {
             for &stream in streams {
-                // SAFETY: the caller keeps every stream in `streams` alive during this call.
-                let status = unsafe { A::stream_is_capturing(stream) };
-                if let Ok(crate::raw::CaptureStatus::None) = status {
-                    // SAFETY: the context is current.
-                    match unsafe { A::event_create(EventFlags::default()) } {
-                        Ok(event) => {
-                            // SAFETY: live event and stream of this context.
-                            if unsafe { A::event_record(event, stream) }.is_ok() {
-                                events.push(event);
-                            } else {
-                                // SAFETY: never recorded, destroy at once.
-                                let _ = unsafe { A::event_destroy(event) };
-                            }
-                        }
-                        Err(_) => {
-                            // Cannot track completion: never release (a leak, not a use after
-                            // free).
-                            std::mem::forget(action);
-                            return;
-                        }
+                match self.end_of_work(stream) {
+                    Ok(event) => events.extend(event),
+                    Err(()) => {
+                        // Cannot track completion: never release (a leak, not a use after free).
+                        std::mem::forget(action);
+                        return;
                     }
                 }
             }

@@ -10,11 +10,12 @@ use crate::raw::{
     CaptureInfo, DevicePtr, MemAttach, Optional, RawApi, RawGraphNode, StreamAttribute,
     StreamAttributeId,
 };
-use crate::stream::{GpuStream, StreamInner};
+use crate::stream::GpuStream;
+use crate::users::StreamUsers;
 use devstream_core::{CaptureMode, Error, Place, Result};
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 impl<A: RawApi> GpuStream<A> {
     fn require(&self, call: Optional, op: &'static str) -> Result<()> {
@@ -64,11 +65,7 @@ impl<A: RawApi> GpuStream<A> {
     pub fn attach_managed(&self, buffer: &GpuManagedBuffer<A>, attach: MemAttach) -> Result<()> {
         self.require(Optional::ManagedMemory, "attach_mem_async")?;
         self.same_device("attach_mem_async", buffer.inner.device.ordinal())?;
-        if let Ok(mut users) = buffer.inner.users.lock() {
-            if !users.iter().any(|u| Arc::ptr_eq(u, self.inner())) {
-                users.push(self.inner().clone());
-            }
-        }
+        buffer.inner.users.note(self.inner());
         self.bind()?;
         // SAFETY: the buffer is a managed allocation of `len` bytes, alive while used.
         check::<A, _>(unsafe {
@@ -194,28 +191,15 @@ struct ManagedInner<A: RawApi> {
     ptr: DevicePtr,
     len: usize,
     device: &'static Device<A>,
-    users: Mutex<Vec<Arc<StreamInner<A>>>>,
+    users: StreamUsers<A>,
 }
 
 impl<A: RawApi> Drop for ManagedInner<A> {
     fn drop(&mut self) {
-        let users = self
-            .users
-            .lock()
-            .map(|mut u| std::mem::take(&mut *u))
-            .unwrap_or_default();
         let ptr = self.ptr;
-        let device = self.device;
-        crate::hostfn::release_off_callback(move || {
-            let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
-            device.release_after(
-                &raws,
-                Box::new(move || {
-                    // SAFETY: every stream that used the memory is done with it.
-                    let _ = unsafe { A::mem_free(ptr) };
-                }),
-            );
-            drop(users);
+        self.users.release_after(self.device, move || {
+            // SAFETY: every stream that used the memory is done with it.
+            let _ = unsafe { A::mem_free(ptr) };
         });
     }
 }
@@ -257,7 +241,7 @@ impl<A: RawApi> GpuManagedBuffer<A> {
                 ptr,
                 len,
                 device,
-                users: Mutex::new(Vec::new()),
+                users: StreamUsers::new(),
             }),
         })
     }

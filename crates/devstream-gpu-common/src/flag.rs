@@ -9,18 +9,19 @@
 use crate::device::Device;
 use crate::error::check;
 use crate::raw::{DevicePtr, Optional, RawApi};
-use crate::stream::{GpuStream, StreamInner};
+use crate::stream::GpuStream;
+use crate::users::StreamUsers;
 use devstream_core::{DeviceFlag, Error, Place, Result};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 struct FlagInner<A: RawApi> {
     host: *mut u8,
     device_ptr: DevicePtr,
     device: &'static Device<A>,
     id: u64,
-    users: Mutex<Vec<Arc<StreamInner<A>>>>,
+    users: StreamUsers<A>,
 }
 
 // SAFETY: the host pointer is pinned memory owned by this object and only accessed atomically.
@@ -38,24 +39,12 @@ impl<A: RawApi> FlagInner<A> {
 
 impl<A: RawApi> Drop for FlagInner<A> {
     fn drop(&mut self) {
-        let users = self
-            .users
-            .lock()
-            .map(|mut u| std::mem::take(&mut *u))
-            .unwrap_or_default();
         let host = SendPtr(self.host);
         let device = self.device;
-        crate::hostfn::release_off_callback(move || {
-            let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
-            device.release_after(
-                &raws,
-                Box::new(move || {
-                    let host = host;
-                    // Every stream operation on the flag has completed: back to the cache.
-                    device.release_pinned(host.0, FLAG_BYTES);
-                }),
-            );
-            drop(users);
+        self.users.release_after(device, move || {
+            let host = host;
+            // Every stream operation on the flag has completed: back to the cache.
+            device.release_pinned(host.0, FLAG_BYTES);
         });
     }
 }
@@ -115,7 +104,7 @@ impl<A: RawApi> GpuFlag<A> {
                 device_ptr,
                 device,
                 id: devstream_core::next_id(),
-                users: Mutex::new(Vec::new()),
+                users: StreamUsers::new(),
             }),
         })
     }
@@ -128,11 +117,7 @@ impl<A: RawApi> GpuFlag<A> {
     fn prepare(&self, stream: &GpuStream<A>, op: &'static str) -> Result<()> {
         stream.same_device(op, self.inner.device.ordinal)?;
         stream.bind()?;
-        if let Ok(mut users) = self.inner.users.lock() {
-            if !users.iter().any(|u| Arc::ptr_eq(u, stream.inner())) {
-                users.push(stream.inner().clone());
-            }
-        }
+        self.inner.users.note(stream.inner());
         Ok(())
     }
 

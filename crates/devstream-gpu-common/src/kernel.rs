@@ -5,37 +5,25 @@ use crate::buffer::GpuBuffer;
 use crate::device::{device_of, Device};
 use crate::error::{check, map_error};
 use crate::raw::{DevicePtr, Optional, RawApi, RawFunction, RawModule};
-use crate::stream::{GpuStream, StreamInner};
+use crate::stream::GpuStream;
+use crate::users::StreamUsers;
 use devstream_core::{Error, Place, Result};
 use std::ffi::{c_void, CString};
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 struct ModuleInner<A: RawApi> {
     raw: RawModule,
     device: &'static Device<A>,
-    users: Mutex<Vec<Arc<StreamInner<A>>>>,
+    users: StreamUsers<A>,
 }
 
 impl<A: RawApi> Drop for ModuleInner<A> {
     fn drop(&mut self) {
-        let users = self
-            .users
-            .lock()
-            .map(|mut u| std::mem::take(&mut *u))
-            .unwrap_or_default();
         let module = self.raw;
-        let device = self.device;
-        crate::hostfn::release_off_callback(move || {
-            let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
-            device.release_after(
-                &raws,
-                Box::new(move || {
-                    // SAFETY: every kernel launched from the module has completed.
-                    let _ = unsafe { A::module_unload(module) };
-                }),
-            );
-            drop(users);
+        self.users.release_after(self.device, move || {
+            // SAFETY: every kernel launched from the module has completed.
+            let _ = unsafe { A::module_unload(module) };
         });
     }
 }
@@ -80,7 +68,7 @@ impl<A: RawApi> GpuModule<A> {
             inner: Arc::new(ModuleInner {
                 raw,
                 device,
-                users: Mutex::new(Vec::new()),
+                users: StreamUsers::new(),
             }),
         })
     }
@@ -223,14 +211,7 @@ impl<A: RawApi> GpuStream<A> {
         for (index, pointer) in pointers.iter_mut().enumerate().take(args.len()) {
             *pointer = (&mut storage[index] as *mut u64).cast();
         }
-        {
-            let module = &kernel.module.inner;
-            if let Ok(mut users) = module.users.lock() {
-                if !users.iter().any(|u| Arc::ptr_eq(u, self.inner())) {
-                    users.push(self.inner().clone());
-                }
-            }
-        }
+        kernel.module.inner.users.note(self.inner());
         self.keep_in_capture(Box::new(kernel.module.clone()))?;
         // SAFETY: each parameter pointer points to an 8-byte little-endian slot holding the
         // value (the runtime reads as many bytes as the parameter's size, which for the

@@ -31,6 +31,7 @@ mod kernel;
 pub mod ptx;
 pub mod raw;
 mod stream;
+mod users;
 
 pub use buffer::{GpuBuffer, GpuHostBuffer};
 pub use device::{device_of, Device, GpuBackend, Runtime};
