@@ -1,11 +1,15 @@
-//! Current streams: a per-thread, per-place stack; guards restore in LIFO order; the place's
-//! default stream when empty; `set_current_stream` returns the previous one (CuPy's `use()`).
+//! Current streams: per thread, per place; while guards live the newest living guard's stream is
+//! current, whatever order they are dropped in; after the last guard, what was current before
+//! the first; the place's default stream when nothing was made current; `set_current_stream`
+//! returns the previous one (CuPy's `use()`).
 //!
 //! Each check runs on a fresh thread so that it starts from an empty stack whatever ran before on
 //! the test thread.
 
 use crate::harness::{for_each_place, places_under_test};
-use devstream::{current_stream, set_current_stream, Place, Result, Stream};
+use devstream::{current_stream, set_current_stream, Place, Result, Stream, StreamGuard};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 fn on_fresh_thread(place: &Place, check: fn(&Place) -> Result<()>) -> Result<()> {
     let place = place.clone();
@@ -184,4 +188,123 @@ fn cupy_tutorial_use_pattern() {
             Ok(())
         })
     });
+}
+
+/// Guards dropped out of order: the newest living guard's stream stays current; after the last
+/// guard, what was current before the first (issue 12, item 9: `drop(ga)` with `gb` alive used to
+/// make the default stream current).
+#[test]
+fn guards_dropped_out_of_order_keep_the_newest_living_guard_current() {
+    for_each_place(|place| {
+        on_fresh_thread(place, |place| {
+            let (before, a, b, c) = (
+                Stream::new(place)?,
+                Stream::new(place)?,
+                Stream::new(place)?,
+                Stream::new(place)?,
+            );
+            set_current_stream(&before)?;
+            let ga = a.make_current();
+            let gb = b.make_current();
+            drop(ga);
+            assert_eq!(current_stream(place)?, b, "gb still lives");
+            let gc = c.make_current();
+            drop(gb);
+            assert_eq!(current_stream(place)?, c, "gc still lives");
+            // set_current_stream inside a guard lasts until that guard ends.
+            assert_eq!(set_current_stream(&a)?, c);
+            assert_eq!(current_stream(place)?, a);
+            drop(gc);
+            assert_eq!(
+                current_stream(place)?,
+                before,
+                "what was current before the first guard"
+            );
+            Ok(())
+        })
+    });
+}
+
+/// One step of a random current-stream program.
+#[derive(Debug, Clone)]
+enum Step {
+    /// `streams[i].make_current()`.
+    MakeCurrent(usize),
+    /// `set_current_stream(streams[i])`; the last index means the default stream.
+    SetCurrent(usize),
+    /// Drop the living guard at this index (modulo the number living).
+    DropGuard(usize),
+}
+
+/// Random orders of make_current / set_current_stream / guard drops, against the rule: while
+/// guards live, the newest living guard's stream (or a later `set_current_stream`) is current;
+/// after the last guard, what was current before the first.
+#[test]
+fn any_order_of_guards_and_set_current_stream_follows_the_rule() {
+    const STREAMS: usize = 3;
+    for_each_place(|place| {
+        let place = place.clone();
+        std::thread::spawn(move || -> Result<()> {
+            let mut streams: Vec<Stream> = (0..STREAMS)
+                .map(|_| Stream::new(&place))
+                .collect::<Result<_>>()?;
+            streams.push(Stream::default_stream(&place)?);
+            let step = prop_oneof![
+                (0..STREAMS).prop_map(Step::MakeCurrent),
+                (0..=STREAMS).prop_map(Step::SetCurrent),
+                (0usize..8).prop_map(Step::DropGuard),
+            ];
+            let mut runner = TestRunner::new(Config {
+                cases: 64,
+                failure_persistence: None,
+                ..Config::default()
+            });
+            let result = runner.run(&proptest::collection::vec(step, 0..32), |steps| {
+                // Each program starts from the default on this thread.
+                set_current_stream(&streams[STREAMS]).map_err(fail)?;
+                let mut unscoped = STREAMS;
+                let mut living: Vec<(StreamGuard, usize)> = Vec::new();
+                for step in steps {
+                    match step {
+                        Step::MakeCurrent(i) => living.push((streams[i].make_current(), i)),
+                        Step::SetCurrent(i) => {
+                            let expected = living.last().map_or(unscoped, |(_, s)| *s);
+                            let previous = set_current_stream(&streams[i]).map_err(fail)?;
+                            prop_assert_eq!(&previous, &streams[expected]);
+                            match living.last_mut() {
+                                Some((_, s)) => *s = i,
+                                None => unscoped = i,
+                            }
+                        }
+                        Step::DropGuard(i) if !living.is_empty() => {
+                            let i = i % living.len();
+                            drop(living.remove(i));
+                        }
+                        Step::DropGuard(_) => {}
+                    }
+                    let expected = living.last().map_or(unscoped, |(_, s)| *s);
+                    prop_assert_eq!(
+                        current_stream(&place).map_err(fail)?,
+                        streams[expected].clone()
+                    );
+                }
+                drop(living);
+                prop_assert_eq!(
+                    current_stream(&place).map_err(fail)?,
+                    streams[unscoped].clone()
+                );
+                Ok(())
+            });
+            if let Err(error) = result {
+                panic!("{error}");
+            }
+            Ok(())
+        })
+        .join()
+        .unwrap_or_else(|payload| std::panic::resume_unwind(payload))
+    });
+}
+
+fn fail(error: devstream::Error) -> TestCaseError {
+    TestCaseError::fail(error.to_string())
 }
