@@ -474,6 +474,44 @@ mod tests {
         ring.retire();
     }
 
+    /// `raise` racing `take`: a panic is reported with its message or coalesced into the one
+    /// being taken, never reported later without its message.
+    #[test]
+    fn a_panic_raised_while_the_slot_is_taken_keeps_its_message() {
+        use std::sync::Barrier;
+        const ROUNDS: usize = 200_000;
+        let slot = Arc::new(PanicSlot::default());
+        let barrier = Arc::new(Barrier::new(2));
+        let (s, b) = (slot.clone(), barrier.clone());
+        let raiser = std::thread::spawn(move || {
+            for _ in 0..ROUNDS {
+                b.wait();
+                s.raise("second".into());
+                b.wait();
+            }
+        });
+        for round in 0..ROUNDS {
+            slot.raise("first".into());
+            barrier.wait();
+            let first = slot.take(1);
+            barrier.wait();
+            let later = slot.take(1);
+            match first {
+                Err(Error::HostFuncPanicked { message, .. }) => {
+                    assert!(message == "first" || message == "second", "{message}")
+                }
+                other => panic!("round {round}: the first panic was lost: {other:?}"),
+            }
+            if let Err(Error::HostFuncPanicked { message, .. }) = &later {
+                assert_eq!(
+                    message, "second",
+                    "round {round}: a panic was reported without its message"
+                );
+            }
+        }
+        raiser.join().unwrap();
+    }
+
     #[test]
     fn a_panicking_function_is_reported_to_the_stream_and_frees_its_slot() {
         let panic = Arc::new(PanicSlot::default());

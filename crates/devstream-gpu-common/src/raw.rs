@@ -61,6 +61,14 @@ handle!(
 );
 handle!(
     /// A node of a native graph (`CUgraphNode`, `hipGraphNode_t`).
+    ///
+    /// Safe code cannot forge one (it reaches the driver through
+    /// `begin_capture_to_graph` and `update_capture_dependencies`):
+    ///
+    /// ```compile_fail
+    /// use devstream_gpu_common::RawGraphNode;
+    /// let forged = RawGraphNode(0x10 as *mut std::ffi::c_void);
+    /// ```
     RawGraphNode
 );
 handle!(
