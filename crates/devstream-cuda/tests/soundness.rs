@@ -350,7 +350,7 @@ fn flag_waited_on_by_a_captured_graph_is_kept_alive_by_the_graph() {
 fn host_buffer_read_inside_a_host_function_does_not_wait_for_later_copies() {
     in_child(
         "child_host_buffer_read_inside_a_host_function_does_not_wait_for_later_copies",
-        60,
+        30,
     );
 }
 
@@ -397,7 +397,7 @@ fn child_host_buffer_read_inside_a_host_function_does_not_wait_for_later_copies(
 fn synchronize_inside_a_host_function_is_an_error_not_a_hang() {
     in_child(
         "child_synchronize_inside_a_host_function_is_an_error_not_a_hang",
-        60,
+        30,
     );
 }
 
@@ -464,7 +464,7 @@ fn expect_panic_reported(s: &CudaStream) {
 fn host_function_panic_payload_whose_drop_panics_is_reported() {
     in_child(
         "child_host_function_panic_payload_whose_drop_panics_is_reported",
-        60,
+        30,
     );
 }
 
@@ -499,7 +499,7 @@ fn child_host_function_panic_payload_whose_drop_panics_is_reported() {
 fn captured_host_function_panic_payload_whose_drop_panics_is_reported() {
     in_child(
         "child_captured_host_function_panic_payload_whose_drop_panics_is_reported",
-        60,
+        30,
     );
 }
 
@@ -522,7 +522,7 @@ fn child_captured_host_function_panic_payload_whose_drop_panics_is_reported() {
 fn host_closure_whose_drop_panics_twice_is_dropped_quietly() {
     in_child(
         "child_host_closure_whose_drop_panics_twice_is_dropped_quietly",
-        60,
+        30,
     );
 }
 
@@ -625,7 +625,7 @@ fn per_thread_stream_user_dropped_on_another_thread_is_released_after_its_work()
 fn capture_dependencies_from_another_or_a_dropped_graph_are_refused() {
     in_child(
         "child_capture_dependencies_from_another_or_a_dropped_graph_are_refused",
-        60,
+        30,
     );
 }
 
