@@ -2,10 +2,13 @@
 //! asynchronous copies ([`CpuHostBuffer`]).
 //!
 //! Each buffer's bytes sit behind their own mutex, so queued work on several streams touches
-//! them soundly. Locks are always taken host buffer first, then device buffers in id order.
+//! them soundly. Locks are always taken device buffers first (in id order), then the host
+//! buffer: a kernel, which runs holding its device buffers' locks, may read or write a host
+//! buffer.
 //! Queued operations hold `Arc` clones of the buffers they use: dropping a handle while work is
 //! queued frees the memory only after that work.
 
+use crate::scheduler::running_stream;
 use crate::{lock, CPU_PLACE};
 use devstream_core::traits::check_range;
 use devstream_core::{next_id, Error, Place, Result};
@@ -117,8 +120,17 @@ impl HostInner {
         *lock(&self.pending)
     }
 
-    /// Blocks until no queued operation touches the buffer.
+    /// Blocks until no queued operation touches the buffer, unless the caller is a host
+    /// function or kernel (see [`CpuHostBuffer`]): it returns at once there.
     fn wait_idle(&self) {
+        if running_stream() != 0 {
+            // Everything stream-ordered before the running task is complete (a task runs only
+            // after all its dependencies, and a copy releases the buffer before it counts as
+            // completed); what is still queued is ordered after the task or not at all, and
+            // waiting for it could deadlock (work queued after the task, a starved pool, a
+            // flag nobody sets yet).
+            return;
+        }
         let mut pending = lock(&self.pending);
         while *pending > 0 {
             pending = self
@@ -145,7 +157,12 @@ impl Drop for PendingGuard {
 /// Host memory for asynchronous copies, from `CpuStream::alloc_host` (zeroed).
 ///
 /// Host reads and writes wait until no queued copy touches the buffer, so the host never races
-/// the stream:
+/// the stream.
+///
+/// Inside a host function or kernel, reads and writes never wait: they see stream order up to
+/// the running task (every copy ordered before it is complete), never wait for copies queued
+/// after it, and a copy that is not ordered with the task (another stream, no event between)
+/// is seen either completely or not at all (each copy holds the buffer's lock while it runs).
 ///
 /// ```
 /// use devstream_core::{DeviceBackend, DeviceStream, HostBuffer, Place, StreamOptions};

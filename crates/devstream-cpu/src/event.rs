@@ -1,8 +1,8 @@
 //! Events: "stream S has completed its first N tasks".
 
 use crate::graph::{check_unsafe_call, Frontier, Session};
-use crate::scheduler::{running_stream, Op};
-use crate::stream::StreamInner;
+use crate::scheduler::Op;
+use crate::stream::{blocking_in_worker, StreamInner};
 use crate::{device, lock};
 use devstream_core::{next_id, DeviceEvent, Error, EventFlags, Place, Result};
 use std::fmt;
@@ -253,12 +253,8 @@ impl DeviceEvent for CpuEvent {
                 if stream.completed.load(Ordering::Acquire) >= seq {
                     return Ok(());
                 }
-                if running_stream() == stream.id {
-                    return Err(Error::InvalidArgument(
-                        "Event::synchronize from a host function of the stream the event waits \
-                         for would deadlock"
-                            .into(),
-                    ));
+                if let Some(error) = blocking_in_worker("Event::synchronize", stream.id) {
+                    return Err(error);
                 }
                 stream.wait_until(seq);
                 Ok(())

@@ -56,10 +56,26 @@
 //!
 //! # Ordering rules specific to this backend
 //!
-//! * Host functions and kernels run on pool worker threads. They must not block on work of
-//!   other streams (as CUDA forbids runtime calls in host functions): a pool has a fixed number
-//!   of workers. Synchronizing a stream from one of its own host functions is detected and
-//!   answered with `Error::InvalidArgument` instead of a deadlock.
+//! * Host functions and kernels run on pool worker threads, and a worker never blocks on other
+//!   work (a pool has a fixed number of workers; as CUDA forbids runtime calls in host
+//!   functions). Inside a host function or kernel every devstream call works without waiting
+//!   (record, query, wait_event, submit, launch a graph, allocate, set a flag) and sees stream
+//!   order up to the running task: everything ordered before it is complete. A *blocking*
+//!   wait there — `synchronize` of any stream or `Event::synchronize` — returns at once when
+//!   its work is complete and is refused with `Error::InvalidArgument` otherwise (its work is
+//!   then ordered after the task, a deadlock, or not ordered with it); host-buffer reads and
+//!   writes never wait for queued copies there (see [`CpuHostBuffer`]).
+//! * A host function or kernel that panics, whose closure's destructor panics, or whose panic
+//!   payload's destructor panics is reported by `synchronize` as `Error::HostFuncPanicked`;
+//!   the worker survives. A closure dropped elsewhere (with a graph, a discarded capture)
+//!   never lets its destructor's panic escape.
+//! * Work still queued when the process exits may not run, as on CUDA: the workers are
+//!   detached threads, and `main` returning (or `std::process::exit`) ends the process without
+//!   waiting for them. Synchronize the streams (or events) whose work must finish before
+//!   exiting. The backend does not drain queues at exit on purpose: Rust runs no destructors
+//!   of statics, so draining needs an `atexit` hook, which would run user closures while the
+//!   process is being torn down and would turn exit into a hang whenever queued work waits
+//!   for a flag nobody sets any more.
 //! * `synchronize` returns the first error raised by work submitted before the call and
 //!   clears it: the next `synchronize` returns `Ok` unless new work fails.
 //! * Graph replay runs each forked branch of the captured DAG on an internal helper stream,
@@ -75,6 +91,8 @@ mod scheduler;
 mod stream;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hostile;
 
 pub use buffer::{CpuBuffer, CpuHostBuffer};
 pub use device::{CpuBackend, CpuPool, PRIORITY_RANGE};

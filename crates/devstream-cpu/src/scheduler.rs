@@ -16,8 +16,10 @@ use crate::flag::FlagInner;
 use crate::lock;
 use crate::stream::StreamInner;
 use devstream_core::{Error, HostFn, Result};
+use std::any::Any;
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -32,15 +34,73 @@ const BATCH: u32 = 64;
 /// A kernel: a closure over mutable views of the buffers it was launched with.
 pub(crate) type KernelFn = Box<dyn FnMut(&mut [&mut [u8]]) + Send + 'static>;
 
+/// User code the backend owns (a host function or a kernel closure), whose destructor may
+/// panic. Wherever it is dropped (on a worker after it ran, with a graph or a discarded
+/// capture on a user's thread, also while that thread unwinds), the destructor runs inside
+/// `catch_unwind` and a panic payload whose own destructor panics is leaked. So no worker ever
+/// dies of user code and no drop of a devstream object panics.
+pub(crate) struct UserFn<F>(ManuallyDrop<F>);
+
+impl<F> UserFn<F> {
+    pub(crate) fn new(f: F) -> UserFn<F> {
+        UserFn(ManuallyDrop::new(f))
+    }
+
+    pub(crate) fn get_mut(&mut self) -> &mut F {
+        &mut self.0
+    }
+
+    /// Drops the closure now; the message of its destructor's panic, if it panicked.
+    fn dispose(self) -> Option<String> {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped (ManuallyDrop), so the closure is taken exactly once
+        // and not touched again.
+        let f = unsafe { ManuallyDrop::take(&mut this.0) };
+        drop_quietly(f)
+    }
+}
+
+impl<F> Drop for UserFn<F> {
+    fn drop(&mut self) {
+        // SAFETY: this is the drop of `self`; the closure is taken once and `self.0` is never
+        // used again.
+        let f = unsafe { ManuallyDrop::take(&mut self.0) };
+        let _message = drop_quietly(f);
+    }
+}
+
+/// Drops `value` inside `catch_unwind`; the message of the destructor's panic, if any.
+fn drop_quietly<T>(value: T) -> Option<String> {
+    catch_unwind(AssertUnwindSafe(move || drop(value)))
+        .err()
+        .map(consume_payload)
+}
+
+/// The message of a panic payload; the payload is dropped inside `catch_unwind` and leaked if
+/// its destructor panics too (that payload could panic again when dropped).
+fn consume_payload(payload: Box<dyn Any + Send>) -> String {
+    let message = if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "non-string panic payload".to_string()
+    };
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+    message
+}
+
 /// An operation that can be captured into a graph and replayed any number of times (so every
 /// field is shared, and `Clone` is cheap).
 #[derive(Clone)]
 pub(crate) enum CommonOp {
     /// A host function kept for replay.
-    Host(Arc<Mutex<HostFn>>),
+    Host(Arc<Mutex<UserFn<HostFn>>>),
     /// A kernel kept for replay, with its buffers.
     Kernel {
-        kernel: Arc<Mutex<KernelFn>>,
+        kernel: Arc<Mutex<UserFn<KernelFn>>>,
         buffers: Arc<[Arc<BufferInner>]>,
     },
     /// Hold the stream until the flag is ≥ `value`.
@@ -89,9 +149,9 @@ pub(crate) enum CommonOp {
 /// One unit of stream work.
 pub(crate) enum Op {
     /// A host function, run once.
-    Host(HostFn),
+    Host(UserFn<HostFn>),
     /// A kernel, run once.
-    Kernel(KernelFn, Arc<[Arc<BufferInner>]>),
+    Kernel(UserFn<KernelFn>, Arc<[Arc<BufferInner>]>),
     /// Timestamp a timing event's record (generation `generation`).
     Stamp {
         event: Arc<EventInner>,
@@ -160,7 +220,10 @@ thread_local! {
     static RUNNING: Cell<u64> = const { Cell::new(0) };
 }
 
-/// The id of the stream whose host function or kernel the calling thread is running, if any.
+/// The id of the stream whose host function or kernel the calling thread is running, if any
+/// (0: none). A non-zero value means the caller is a pool worker inside user code: blocking
+/// waits there are refused (`stream::blocking_in_worker`) and host-buffer access does not wait
+/// for queued copies (`HostInner::wait_idle`), so a worker never blocks on other work.
 pub(crate) fn running_stream() -> u64 {
     RUNNING.with(Cell::get)
 }
@@ -170,10 +233,16 @@ pub(crate) fn running_stream() -> u64 {
 fn execute(task: Task, stream: u64) -> Result<()> {
     RUNNING.with(|running| running.set(stream));
     let result = match task.op {
-        Op::Host(f) => guarded(stream, "", f),
-        Op::Kernel(mut kernel, buffers) => guarded(stream, "kernel: ", move || {
-            run_kernel(&mut kernel, &buffers)
-        }),
+        Op::Host(mut f) => {
+            let ran = guarded(stream, "", || (f.get_mut())());
+            ran.and(disposed(stream, "", f.dispose()))
+        }
+        Op::Kernel(mut kernel, buffers) => {
+            let ran = guarded(stream, "kernel: ", || {
+                run_kernel(kernel.get_mut(), &buffers)
+            });
+            ran.and(disposed(stream, "kernel: ", kernel.dispose()))
+        }
         Op::Stamp { event, generation } => {
             event.stamp(generation);
             Ok(())
@@ -187,14 +256,16 @@ fn execute(task: Task, stream: u64) -> Result<()> {
 
 fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
     match op {
-        CommonOp::Host(f) => guarded(stream, "", move || {
-            let mut f = lock(&f);
-            (*f)()
-        }),
-        CommonOp::Kernel { kernel, buffers } => guarded(stream, "kernel: ", move || {
-            let mut kernel = lock(&kernel);
-            run_kernel(&mut kernel, &buffers)
-        }),
+        CommonOp::Host(f) => {
+            let ran = guarded(stream, "", || (lock(&f).get_mut())());
+            ran.and(release(stream, "", f))
+        }
+        CommonOp::Kernel { kernel, buffers } => {
+            let ran = guarded(stream, "kernel: ", || {
+                run_kernel(lock(&kernel).get_mut(), &buffers)
+            });
+            ran.and(release(stream, "kernel: ", kernel))
+        }
         CommonOp::WaitFlag { .. } => Ok(()),
         CommonOp::WriteFlag { flag, value } => {
             flag.store(value);
@@ -211,9 +282,9 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             src_offset,
             len,
         } => {
-            // Lock order: host buffer before device buffers.
-            let src = lock(&src.data);
+            // Lock order: device buffers before the host buffer.
             let mut dst = lock(&dst.data);
+            let src = lock(&src.data);
             copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
         }
         CommonOp::DeviceToHost {
@@ -223,8 +294,8 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             src_offset,
             len,
         } => {
-            let mut dst = lock(&dst.data);
             let src = lock(&src.data);
+            let mut dst = lock(&dst.data);
             copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
         }
         CommonOp::DeviceToDevice {
@@ -309,21 +380,39 @@ fn run_kernel(kernel: &mut KernelFn, buffers: &[Arc<BufferInner>]) {
     kernel(&mut views);
 }
 
-/// Runs user code, turning a panic into `Error::HostFuncPanicked`.
+/// Runs user code, turning a panic into `Error::HostFuncPanicked`. `f` must only borrow the
+/// user's closure: a closure it owned would be dropped while the panic unwinds, and a
+/// destructor that panics then aborts the process.
 fn guarded(stream: u64, prefix: &str, f: impl FnOnce()) -> Result<()> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
-        let message = if let Some(text) = payload.downcast_ref::<&str>() {
-            (*text).to_string()
-        } else if let Some(text) = payload.downcast_ref::<String>() {
-            text.clone()
-        } else {
-            "non-string panic payload".to_string()
-        };
-        Error::HostFuncPanicked {
-            stream,
-            message: format!("{prefix}{message}"),
-        }
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| Error::HostFuncPanicked {
+        stream,
+        message: format!("{prefix}{}", consume_payload(payload)),
     })
+}
+
+/// `Error::HostFuncPanicked` if the user closure's destructor panicked (`message`).
+fn disposed(stream: u64, prefix: &str, message: Option<String>) -> Result<()> {
+    match message {
+        None => Ok(()),
+        Some(message) => Err(Error::HostFuncPanicked {
+            stream,
+            message: format!("{prefix}destructor panicked: {message}"),
+        }),
+    }
+}
+
+/// Drops a replayable closure's handle; if it was the last one (its graph is gone), the
+/// closure is dropped here and a panic of its destructor is reported like `disposed`.
+fn release<F>(stream: u64, prefix: &str, f: Arc<Mutex<UserFn<F>>>) -> Result<()> {
+    match Arc::try_unwrap(f) {
+        Ok(f) => {
+            let f = f
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            disposed(stream, prefix, f.dispose())
+        }
+        Err(_shared) => Ok(()),
+    }
 }
 
 /// The scheduler state shared by a pool's workers.

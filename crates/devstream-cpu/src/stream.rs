@@ -22,7 +22,7 @@ use crate::device::{self, CAPABILITIES, PRIORITY_RANGE};
 use crate::event::{CpuEvent, Record};
 use crate::flag::CpuFlag;
 use crate::graph::{check_unsafe_call, CpuGraph, Frontier, Session};
-use crate::scheduler::{running_stream, Backoff, CommonOp, Op, PoolHandle, Task};
+use crate::scheduler::{running_stream, Backoff, CommonOp, Op, PoolHandle, Task, UserFn};
 use crate::{lock, CPU_PLACE};
 use crossbeam_channel::{Receiver, Sender};
 use devstream_core::traits::check_range;
@@ -532,12 +532,8 @@ impl StreamInner {
             return Err(self.capture_violation("synchronize"));
         }
         if self.completed.load(Ordering::Acquire) < target {
-            if running_stream() == self.id {
-                return Err(Error::InvalidArgument(
-                    "synchronize from a host function or kernel of the same stream would \
-                     deadlock"
-                        .into(),
-                ));
+            if let Some(error) = blocking_in_worker("synchronize", self.id) {
+                return Err(error);
             }
             self.wait_until(target);
         }
@@ -561,6 +557,30 @@ impl StreamInner {
     }
 }
 
+/// The error for a wait that a host function or kernel makes (`running_stream() != 0`) on
+/// work that is not complete; `None` on any other thread.
+///
+/// A CPU worker never blocks on other work: everything stream-ordered before the running task
+/// is complete already, so an incomplete target is ordered after the task (its own stream,
+/// or a stream that waits for it: a deadlock) or not ordered with it, and blocking the worker
+/// for it can starve the pool. CUDA likewise forbids runtime calls in host functions.
+pub(crate) fn blocking_in_worker(op: &'static str, target_stream: u64) -> Option<Error> {
+    let running = running_stream();
+    if running == 0 {
+        return None;
+    }
+    let whose = if running == target_stream {
+        "the host function's or kernel's own stream"
+    } else {
+        "another stream"
+    };
+    Some(Error::InvalidArgument(format!(
+        "{op} from a host function or kernel on work of {whose} that is not complete: a CPU \
+         worker never blocks on other work (it could deadlock); order the work with \
+         wait_event / wait_stream instead"
+    )))
+}
+
 fn capturing_now(op: &'static str) -> Error {
     Error::capture(op, "the stream began capturing during the operation")
 }
@@ -578,6 +598,14 @@ impl Drop for StreamInner {
 ///
 /// Dropping the last handle never blocks: queued work still runs, and what it uses stays alive
 /// until it has.
+///
+/// Work still queued when the process exits may not run (as on CUDA): the pool's workers are
+/// detached threads and nothing drains the queues at exit, so `synchronize` before returning
+/// from `main` (or calling `std::process::exit`) when the work must finish. See the crate
+/// documentation for why.
+///
+/// Inside one of its host functions or kernels, `synchronize` of a stream or event whose work
+/// is not complete returns `Error::InvalidArgument` instead of blocking the worker.
 #[derive(Clone)]
 pub struct CpuStream(pub(crate) Arc<StreamInner>);
 
@@ -631,8 +659,10 @@ impl CpuStream {
             }
         }
         let list: Arc<[Arc<BufferInner>]> = buffers.iter().map(|b| b.0.clone()).collect();
-        self.0
-            .submit(Op::Kernel(Box::new(kernel), list), "launch_kernel")
+        self.0.submit(
+            Op::Kernel(UserFn::new(Box::new(kernel)), list),
+            "launch_kernel",
+        )
     }
 
     /// Tasks submitted to this stream so far (including internal waits and markers).
@@ -792,7 +822,7 @@ impl DeviceStream for CpuStream {
 
     #[inline]
     fn launch_host_func(&self, f: HostFn) -> Result<()> {
-        self.0.submit(Op::Host(f), "launch_host_func")
+        self.0.submit(Op::Host(UserFn::new(f)), "launch_host_func")
     }
 
     fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
