@@ -15,8 +15,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-/// How long a watched body may take before the test fails as a hang.
-const PATIENCE: Duration = Duration::from_secs(10);
+/// How long a watched body may take before the test fails as a hang (Miri runs far slower).
+const PATIENCE: Duration = Duration::from_secs(if cfg!(miri) { 600 } else { 10 });
+
+/// Rounds of the racing test (fewer under Miri).
+const RACE_ROUNDS: usize = if cfg!(miri) { 4 } else { 500 };
+
+/// Busy-work steps of a racing kernel (fewer under Miri).
+const KERNEL_STEPS: usize = if cfg!(miri) { 64 } else { 20_000 };
 
 /// Runs `body` on its own thread; fails the test if it has not finished within [`PATIENCE`].
 fn watchdog<T: Send + 'static>(what: &str, body: impl FnOnce() -> T + Send + 'static) -> T {
@@ -423,13 +429,13 @@ fn kernel_reading_a_host_buffer_races_copies_without_deadlock() {
         let copies = pool.new_stream(StreamOptions::default());
         let dev = kernels.alloc(64).unwrap();
         let host = Arc::new(kernels.alloc_host(64).unwrap());
-        for _ in 0..500 {
+        for _ in 0..RACE_ROUNDS {
             let h = host.clone();
             kernels
                 .launch_kernel(&[&dev], move |views| {
                     // Hold the device buffer a while, so a copy that took the host buffer's
                     // lock first (the inverted order) waits for it meanwhile.
-                    for round in 0..20_000usize {
+                    for round in 0..KERNEL_STEPS {
                         let byte = &mut views[0][round % 64];
                         *byte = std::hint::black_box(*byte);
                     }
