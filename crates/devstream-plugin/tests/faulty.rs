@@ -9,31 +9,15 @@ use devstream_core::{
 };
 use devstream_plugin::{load_plugin, PluginBackend, PluginInfo};
 use devstream_test_plugin_faulty as faulty;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
-/// The faulty plug-in's mode is process-global: one load at a time.
-static MODE_LOCK: Mutex<()> = Mutex::new(());
-
-fn faulty_path() -> std::path::PathBuf {
-    built_library("devstream_test_plugin_faulty")
-}
-
-/// Selects `mode` in the faulty plug-in and loads it through devstream.
+/// Selects `mode` in a private copy of the faulty plug-in and loads it through devstream.
 fn load_faulty(mode: u32) -> Result<PluginInfo, Error> {
-    let _serial: MutexGuard<'_, ()> = MODE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let path = faulty_path();
-    // SAFETY: the workspace's faulty test plug-in; kept loaded so the mode survives.
-    let library = Box::leak(Box::new(
-        unsafe { libloading::Library::new(&path) }.unwrap(),
-    ));
-    // SAFETY: the selector's signature is `void(unsigned)`.
-    let select = unsafe {
-        library.get::<unsafe extern "C" fn(u32)>(b"devstream_test_plugin_faulty_select\0")
-    }
-    .unwrap();
-    // SAFETY: a plain store.
-    unsafe { select(mode) };
-    load_plugin(&path)
+    let copy = Faulty::new(mode);
+    let loaded = copy.load();
+    // The copy stays loaded (devstream keeps what it loaded; the test's handle too).
+    std::mem::forget(copy);
+    loaded
 }
 
 fn plugin_reason(result: Result<PluginInfo, Error>) -> String {

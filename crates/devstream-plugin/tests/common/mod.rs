@@ -56,3 +56,115 @@ pub fn plugin_live() -> [usize; 3] {
     unsafe { live(out.as_mut_ptr()) };
     out
 }
+
+/// A private copy of the faulty test plug-in: a file of its own, so `dlopen` gives it an image
+/// (and mode, and counters) of its own, and devstream loads each file once.
+pub struct Faulty {
+    pub path: PathBuf,
+    pub library: Option<libloading::Library>,
+}
+
+impl Faulty {
+    /// Copies the faulty plug-in to a fresh file and selects `mode` in that copy.
+    pub fn new(mode: u32) -> Faulty {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!("devstream-faulty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!(
+            "{}faulty{}-mode{mode}{}",
+            std::env::consts::DLL_PREFIX,
+            NEXT.fetch_add(1, Ordering::SeqCst),
+            std::env::consts::DLL_SUFFIX
+        ));
+        std::fs::copy(built_library("devstream_test_plugin_faulty"), &path).unwrap();
+        // SAFETY: a copy of the workspace's faulty test plug-in.
+        let library = unsafe { libloading::Library::new(&path) }.unwrap();
+        // SAFETY: the selector's signature is `void(unsigned)`.
+        let select = unsafe {
+            library.get::<unsafe extern "C" fn(u32)>(b"devstream_test_plugin_faulty_select\0")
+        }
+        .unwrap();
+        // SAFETY: a plain store.
+        unsafe { select(mode) };
+        Faulty {
+            path,
+            library: Some(library),
+        }
+    }
+
+    /// As [`Faulty::new`], registering a device type of its own (`faulty_<mode>_<address>`), so
+    /// that one mode can be loaded several times in a process.
+    pub fn unique(mode: u32) -> Faulty {
+        let copy = Faulty::new(mode);
+        // SAFETY: the signature is `void(void)`.
+        let unique = unsafe {
+            copy.library()
+                .get::<unsafe extern "C" fn()>(b"devstream_test_plugin_faulty_unique_name\0")
+        }
+        .unwrap();
+        // SAFETY: a plain store.
+        unsafe { unique() };
+        copy
+    }
+
+    /// Loads this copy through devstream.
+    pub fn load(&self) -> devstream_core::Result<devstream_plugin::PluginInfo> {
+        devstream_plugin::load_plugin(&self.path)
+    }
+
+    fn library(&self) -> &libloading::Library {
+        self.library
+            .as_ref()
+            .expect("the test's handle was dropped")
+    }
+
+    /// The copy's counters (`devstream_test_plugin_faulty::COUNT_*`).
+    pub fn counters(&self) -> [usize; devstream_test_plugin_faulty::COUNTERS] {
+        // SAFETY: the signature is `void(size_t*)`.
+        let counters = unsafe {
+            self.library()
+                .get::<unsafe extern "C" fn(*mut usize)>(b"devstream_test_plugin_faulty_counters\0")
+        }
+        .unwrap();
+        let mut out = [0usize; devstream_test_plugin_faulty::COUNTERS];
+        // SAFETY: room for every counter.
+        unsafe { counters(out.as_mut_ptr()) };
+        out
+    }
+
+    /// Runs the callbacks the copy queued in `MODE_QUEUED_ERROR`; answers how many ran.
+    pub fn run_queued(&self) -> usize {
+        // SAFETY: the signature is `size_t(void)`.
+        let run = unsafe {
+            self.library().get::<unsafe extern "C" fn() -> usize>(
+                b"devstream_test_plugin_faulty_run_queued\0",
+            )
+        }
+        .unwrap();
+        // SAFETY: runs callbacks devstream handed to the plug-in, once each.
+        unsafe { run() }
+    }
+}
+
+/// Runs `body` on a thread and fails the test when it does not finish within `seconds`
+/// (a hang fails in seconds instead of stalling the suite).
+pub fn watchdog<T: Send + 'static>(
+    what: &str,
+    seconds: u64,
+    body: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(body());
+    });
+    match finished.recv_timeout(Duration::from_secs(seconds)) {
+        Ok(value) => value,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: hung (no result within {seconds} s)")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("{what}: the body panicked")
+        }
+    }
+}

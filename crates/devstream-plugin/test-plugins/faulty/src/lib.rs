@@ -18,7 +18,8 @@ pub mod sys;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::{c_uint, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use sys::*;
 
 /// Writes no version: refuses every layout (the default).
@@ -59,6 +60,28 @@ pub const MODE_DUPLICATE_DEVICE_IDS: u32 = 15;
 /// Loads without complaint (it checks no sizes) and registers `faulty_working`: the control
 /// case of the synchronous runtime.
 pub const MODE_WORKING: u32 = 16;
+/// Works, but `stream_add_callback` runs the callback inside the call and answers `C_WARNING`
+/// ("an asynchronous interface is actually synchronous").
+pub const MODE_INLINE_WARNING: u32 = 17;
+/// Works, but `stream_add_callback` queues the callback *and* answers `C_ERROR`; the queued
+/// callbacks run when the test calls `devstream_test_plugin_faulty_run_queued()`.
+pub const MODE_QUEUED_ERROR: u32 = 18;
+/// Works, but `device_memory_allocate` writes a pointer and answers `C_WARNING`.
+pub const MODE_ALLOC_WARNING: u32 = 19;
+/// Works, but `device_memory_allocate` writes a pointer and answers `C_FAILED`.
+pub const MODE_ALLOC_FAILED_WRITTEN: u32 = 20;
+/// `initialize` succeeds, `init_device` fails with `C_ERROR`.
+pub const MODE_INIT_DEVICE_FAILS: u32 = 21;
+/// Works, but `initialize` waits (up to two seconds) for a second `InitPlugin` of the same
+/// image to arrive: a host that loads one file twice at once runs `initialize` twice.
+pub const MODE_SLOW_INITIALIZE: u32 = 22;
+/// Works, but asynchronous copies are queued and run (with the queued callbacks) only when
+/// the test calls `devstream_test_plugin_faulty_run_queued()`; `record_event`,
+/// `stream_add_callback` and `synchronize_stream` fail. Device and host
+/// memory come from `*_memory_allocate`; a queued copy that touches memory freed meanwhile is
+/// counted ([`COUNT_STALE_COPIES`]) and skipped, and the first 16 bytes of the last queued
+/// copy's source are kept for `devstream_test_plugin_faulty_last_copy`.
+pub const MODE_QUEUED_COPIES: u32 = 23;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -90,11 +113,85 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_UNWRITTEN_ALLOCATION => c"faulty_unwritten",
         MODE_WRITES_BEYOND => c"faulty_beyond",
         MODE_WORKING => c"faulty_working",
+        MODE_INLINE_WARNING => c"faulty_inline_warning",
+        MODE_QUEUED_ERROR => c"faulty_queued_error",
+        MODE_ALLOC_WARNING => c"faulty_alloc_warning",
+        MODE_ALLOC_FAILED_WRITTEN => c"faulty_alloc_failed",
+        MODE_INIT_DEVICE_FAILS => c"faulty_init_device",
+        MODE_SLOW_INITIALIZE => c"faulty_slow_initialize",
+        MODE_QUEUED_COPIES => c"faulty_queued_copies",
         _ => c"faulty",
     }
 }
 
 static MODE: AtomicU32 = AtomicU32::new(MODE_REFUSE);
+
+/// Index into the counters `devstream_test_plugin_faulty_counters` writes: calls of
+/// `InitPlugin` that accepted a layout.
+pub const COUNT_INIT_PLUGIN_ACCEPTED: usize = 0;
+/// Calls of `initialize`.
+pub const COUNT_INITIALIZE: usize = 1;
+/// Calls of `finalize`.
+pub const COUNT_FINALIZE: usize = 2;
+/// Live device allocations.
+pub const COUNT_LIVE_ALLOCATIONS: usize = 3;
+/// Calls of `InitPlugin` (accepting or not).
+pub const COUNT_INIT_PLUGIN: usize = 4;
+/// Queued copies that found their memory freed before they ran.
+pub const COUNT_STALE_COPIES: usize = 5;
+/// How many counters there are.
+pub const COUNTERS: usize = 6;
+
+static COUNTS: [AtomicUsize; COUNTERS] = [const { AtomicUsize::new(0) }; COUNTERS];
+
+fn count(index: usize) {
+    COUNTS[index].fetch_add(1, Ordering::SeqCst);
+}
+
+/// Work queued by [`MODE_QUEUED_ERROR`] and [`MODE_QUEUED_COPIES`].
+enum Queued {
+    Callback {
+        callback: unsafe extern "C" fn(C_Device, C_Stream, *mut c_void, *mut C_Status),
+        device: std::ffi::c_int,
+        stream: usize,
+        user_data: usize,
+    },
+    Copy {
+        dst: usize,
+        src: usize,
+        len: usize,
+    },
+}
+static QUEUED: Mutex<Vec<Queued>> = Mutex::new(Vec::new());
+/// Live allocations of `*_memory_allocate`: (address, size).
+static ALLOCATIONS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+/// The first bytes of the last queued copy's source.
+static LAST_COPY: Mutex<[u8; 16]> = Mutex::new([0; 16]);
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `[ptr, ptr + len)` lies in one live allocation of this plug-in.
+fn allocated(ptr: usize, len: usize) -> bool {
+    lock(&ALLOCATIONS)
+        .iter()
+        .any(|&(start, size)| ptr >= start && ptr + len <= start + size)
+}
+
+/// Writes the first bytes of the last queued copy's source to `out[0..16]`.
+///
+/// # Safety
+/// `out` is null or points to 16 writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn devstream_test_plugin_faulty_last_copy(out: *mut u8) {
+    if out.is_null() {
+        return;
+    }
+    let last = *lock(&LAST_COPY);
+    // SAFETY: room for 16 bytes per the contract.
+    unsafe { std::ptr::copy_nonoverlapping(last.as_ptr(), out, 16) };
+}
 const ALIGN: usize = 64;
 
 fn mode() -> u32 {
@@ -111,10 +208,96 @@ fn mode_of(device: C_Device) -> u32 {
     unsafe { (*device).id as u32 }
 }
 
+static UNIQUE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes this image register `faulty_<mode name>_<address>` instead, a device type no other
+/// image (copy of this file) registers, so one mode can be loaded from several copies.
+#[no_mangle]
+pub extern "C" fn devstream_test_plugin_faulty_unique_name() {
+    UNIQUE.store(true, Ordering::SeqCst);
+}
+
+/// The device type this image registers in `mode`.
+fn registered_type(mode: u32) -> *mut std::ffi::c_char {
+    if !UNIQUE.load(Ordering::SeqCst) {
+        return device_type_c(mode).as_ptr().cast_mut();
+    }
+    static NAME: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let name = format!("{}_{:x}", device_type(mode), &MODE as *const _ as usize);
+        std::ffi::CString::new(name).unwrap_or_default()
+    })
+    .as_ptr()
+    .cast_mut()
+}
+
 /// Selects what the next `InitPlugin` does.
 #[no_mangle]
 pub extern "C" fn devstream_test_plugin_faulty_select(mode: c_uint) {
     MODE.store(mode, Ordering::SeqCst);
+}
+
+/// Writes the counters (see [`COUNTERS`]) to `out[0..COUNTERS]`.
+///
+/// # Safety
+/// `out` is null or points to `COUNTERS` writable `size_t`.
+#[no_mangle]
+pub unsafe extern "C" fn devstream_test_plugin_faulty_counters(out: *mut usize) {
+    if out.is_null() {
+        return;
+    }
+    for (i, counter) in COUNTS.iter().enumerate() {
+        // SAFETY: room for `COUNTERS` entries per the contract.
+        unsafe { *out.add(i) = counter.load(Ordering::SeqCst) };
+    }
+}
+
+/// Runs the work [`MODE_QUEUED_ERROR`] and [`MODE_QUEUED_COPIES`] queued (in order) and
+/// answers how many items ran.
+#[no_mangle]
+pub extern "C" fn devstream_test_plugin_faulty_run_queued() -> usize {
+    let queued = std::mem::take(&mut *lock(&QUEUED));
+    let ran = queued.len();
+    for work in queued {
+        match work {
+            Queued::Callback {
+                callback,
+                device,
+                stream,
+                user_data,
+            } => {
+                let mut device = C_Device_st { id: device };
+                let mut status = C_SUCCESS;
+                // SAFETY: the host's callback with its user data, called once.
+                unsafe {
+                    callback(
+                        &mut device,
+                        stream as C_Stream,
+                        user_data as *mut c_void,
+                        &mut status,
+                    )
+                };
+            }
+            Queued::Copy { dst, src, len } => {
+                let mut first = [0u8; 16];
+                let shown = len.min(16);
+                // SAFETY: the source range the host handed over (it must keep it alive
+                // until the copy is done; that is what the tests check).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src as *const u8, first.as_mut_ptr(), shown)
+                };
+                *lock(&LAST_COPY) = first;
+                let src_ok = allocated(src, len) || !allocated(src, 1);
+                if !allocated(dst, len) || !src_ok {
+                    count(COUNT_STALE_COPIES);
+                    continue;
+                }
+                // SAFETY: both ranges are live allocations (or host memory of the caller).
+                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
+            }
+        }
+    }
+    ran
 }
 
 fn guarded(body: impl FnOnce() -> C_Status) -> C_Status {
@@ -129,7 +312,31 @@ unsafe extern "C" fn ok_void() -> C_Status {
     C_SUCCESS
 }
 
+unsafe extern "C" fn initialize() -> C_Status {
+    count(COUNT_INITIALIZE);
+    if mode() == MODE_SLOW_INITIALIZE {
+        // Gives a concurrent second load of this image the time to reach `InitPlugin`.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while COUNTS[COUNT_INIT_PLUGIN].load(Ordering::SeqCst) < 2
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    C_SUCCESS
+}
+
+unsafe extern "C" fn finalize() -> C_Status {
+    count(COUNT_FINALIZE);
+    C_SUCCESS
+}
+
 unsafe extern "C" fn failing_initialize() -> C_Status {
+    count(COUNT_INITIALIZE);
+    C_ERROR
+}
+
+unsafe extern "C" fn failing_init_device(_device: C_Device) -> C_Status {
     C_ERROR
 }
 
@@ -225,6 +432,43 @@ unsafe extern "C" fn inline_callback(
     })
 }
 
+unsafe extern "C" fn inline_callback_warning(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    // SAFETY: forwarded arguments.
+    match unsafe { inline_callback(device, stream, callback, user_data) } {
+        C_SUCCESS => C_WARNING,
+        other => other,
+    }
+}
+
+unsafe extern "C" fn queued_callback_error(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    let Some(callback) = callback else {
+        return C_ERROR;
+    };
+    let id = if device.is_null() {
+        0
+    } else {
+        // SAFETY: a non-null `C_Device` from the host.
+        unsafe { (*device).id }
+    };
+    lock(&QUEUED).push(Queued::Callback {
+        callback,
+        device: id,
+        stream: stream as usize,
+        user_data: user_data as usize,
+    });
+    C_ERROR
+}
+
 unsafe extern "C" fn failing_callback(
     _device: C_Device,
     _stream: C_Stream,
@@ -291,9 +535,15 @@ unsafe extern "C" fn allocate(device: C_Device, ptr: *mut *mut c_void, size: usi
         if memory.is_null() {
             return C_FAILED;
         }
+        COUNTS[COUNT_LIVE_ALLOCATIONS].fetch_add(1, Ordering::SeqCst);
+        lock(&ALLOCATIONS).push((memory as usize, size.max(1)));
         // SAFETY: a non-null out-parameter.
         unsafe { *ptr = memory.cast() };
-        C_SUCCESS
+        match mode {
+            MODE_ALLOC_WARNING => C_WARNING,
+            MODE_ALLOC_FAILED_WRITTEN => C_FAILED,
+            _ => C_SUCCESS,
+        }
     })
 }
 
@@ -302,6 +552,8 @@ unsafe extern "C" fn deallocate(_device: C_Device, ptr: *mut c_void, size: usize
         (false, Some(layout)) => {
             // SAFETY: `ptr` came from `allocate` with this size.
             unsafe { dealloc(ptr.cast(), layout) };
+            COUNTS[COUNT_LIVE_ALLOCATIONS].fetch_sub(1, Ordering::SeqCst);
+            lock(&ALLOCATIONS).retain(|&(start, _)| start != ptr as usize);
             C_SUCCESS
         }
         _ => C_ERROR,
@@ -348,6 +600,24 @@ unsafe extern "C" fn async_memory_copy(
     unsafe { memory_copy(device, dst, src, size) }
 }
 
+unsafe extern "C" fn queued_async_copy(
+    _device: C_Device,
+    _stream: C_Stream,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    if (dst.is_null() || src.is_null()) && size > 0 {
+        return C_ERROR;
+    }
+    lock(&QUEUED).push(Queued::Copy {
+        dst: dst as usize,
+        src: src as usize,
+        len: size,
+    });
+    C_SUCCESS
+}
+
 unsafe extern "C" fn failing_async_copy(
     _device: C_Device,
     _stream: C_Stream,
@@ -368,9 +638,12 @@ fn fill(table: &mut C_DeviceInterface, mode: u32) {
     table.initialize = Some(if mode == MODE_INITIALIZE_FAILS {
         failing_initialize
     } else {
-        ok_void
+        initialize
     });
-    table.finalize = Some(ok_void);
+    table.finalize = Some(finalize);
+    if mode == MODE_INIT_DEVICE_FAILS {
+        table.init_device = Some(failing_init_device);
+    }
     table.set_device = Some(ok_device);
     table.get_device = Some(get_device);
     table.create_stream = Some(create_stream);
@@ -397,6 +670,21 @@ fn fill(table: &mut C_DeviceInterface, mode: u32) {
         table.query_event = Some(ok_event);
         table.stream_wait_event = Some(ok_stream_event);
         table.stream_add_callback = Some(inline_callback);
+    }
+    match mode {
+        MODE_INLINE_WARNING => table.stream_add_callback = Some(inline_callback_warning),
+        MODE_QUEUED_ERROR => table.stream_add_callback = Some(queued_callback_error),
+        MODE_QUEUED_COPIES => {
+            table.async_memory_copy_h2d = Some(queued_async_copy);
+            table.async_memory_copy_d2h = Some(queued_async_copy);
+            table.async_memory_copy_d2d = Some(queued_async_copy);
+            table.record_event = Some(failing_stream_event);
+            table.stream_add_callback = Some(failing_callback);
+            table.synchronize_stream = Some(failing_synchronize_stream);
+            table.host_memory_allocate = Some(allocate);
+            table.host_memory_deallocate = Some(deallocate);
+        }
+        _ => {}
     }
     if mode == MODE_FAILING_OPS {
         table.record_event = Some(failing_stream_event);
@@ -438,6 +726,7 @@ const PADDLE_2_INTERFACE_SIZE: usize = 912;
 #[no_mangle]
 pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
+        count(COUNT_INIT_PLUGIN);
         let mode = mode();
         if params.is_null() || mode == MODE_REFUSE {
             return;
@@ -464,6 +753,7 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
                 RUNTIME_PATCH_VERSION,
             ),
         };
+        count(COUNT_INIT_PLUGIN_ACCEPTED);
         params.version = CustomRuntimeVersion {
             major,
             minor,
@@ -472,7 +762,7 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         params.device_type = match mode {
             MODE_NULL_DEVICE_TYPE => std::ptr::null_mut(),
             MODE_INVALID_DEVICE_TYPE => c"not a type".as_ptr().cast_mut(),
-            _ => device_type_c(mode).as_ptr().cast_mut(),
+            _ => registered_type(mode),
         };
         let table = if mode == MODE_REPLACES_INTERFACE {
             let own = OWN_TABLE.0.get();
