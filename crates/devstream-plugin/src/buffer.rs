@@ -1,7 +1,7 @@
 //! `PluginBuffer` (device memory) and `PluginHostBuffer` (host memory for asynchronous copies).
 
-use crate::queue::{lock, reap, Job, RawEvent, StreamCore};
-use crate::runtime::Runtime;
+use crate::queue::{lock, reap, running_host_fn, Item, Job, RawEvent, StreamCore};
+use crate::runtime::{CopyKind, Runtime};
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, HostBuffer, Place, Result};
 use std::alloc::Layout;
@@ -117,8 +117,13 @@ enum HostMemory {
 /// Host memory for asynchronous copies on a custom-device place.
 ///
 /// On a plug-in place: `host_memory_allocate` when the plug-in has it, else ordinary host
-/// memory; zeroed. Every copy into or out of it records a plug-in event; reads and writes
-/// from the host wait for those events first, and a dropped buffer is freed after them.
+/// memory; zeroed. Every copy into or out of it records a plug-in event, registered before
+/// the copy is submitted; reads and writes from the host wait for those events first and
+/// exclude new copies (and each other) while they touch the memory, and a dropped buffer is
+/// freed after them. Where a copy's event could not be recorded, when it ends cannot be
+/// known: reads and writes answer that error and the memory is never freed (leaked rather
+/// than freed under a copy). Inside a host function, copies of its own stream are not waited
+/// for (see [`PluginStream`](crate::PluginStream)).
 #[derive(Debug)]
 pub struct PluginHostBuffer(pub(crate) HostRepr);
 
@@ -189,26 +194,63 @@ impl AbiHostBuffer {
         })
     }
 
-    /// Remembers a copy touching the buffer, which completes when `raw` does.
-    pub(crate) fn touched(&self, stream: u64, raw: Arc<RawEvent>) {
-        let mut pending = lock(&self.pending);
-        pending.retain(|(s, _)| *s != stream);
-        pending.push((stream, raw));
+    /// Submits a copy into or out of this buffer on `core`, tracked *before* it is submitted:
+    /// the event that marks its end is created first and registered here, and the same
+    /// operation that makes the copy records it, so no failure can leave a submitted copy
+    /// untracked (a failed record leaves the event lost, and the memory is then never freed).
+    pub(crate) fn copy_tracked(
+        &self,
+        core: &Arc<StreamCore>,
+        kind: CopyKind,
+        dst: usize,
+        src: usize,
+        len: usize,
+    ) -> Result<()> {
+        let raw = core.new_raw()?;
+        {
+            let mut pending = lock(&self.pending);
+            // The stream's earlier copies end before this one (stream order).
+            pending.retain(|(s, _)| *s != core.id);
+            pending.push((core.id, raw.clone()));
+        }
+        core.submit(Item::Op(Box::new(move |core: &StreamCore| {
+            let copied = core.runtime.copy(kind, core.slot, core.raw, dst, src, len);
+            // Recorded whatever the copy answered: a failed asynchronous copy may be queued.
+            let recorded = core.record_into(&raw);
+            copied.and(recorded)
+        })))
     }
 
     pub(crate) fn at(&self, offset: usize) -> usize {
         self.ptr + offset
     }
 
-    /// Waits for every queued copy touching the buffer.
-    fn settle(&self) -> Result<()> {
-        let waits: Vec<Arc<RawEvent>> =
-            lock(&self.pending).iter().map(|(_, r)| r.clone()).collect();
-        for raw in &waits {
-            raw.synchronize()?;
+    /// Runs `access` on the buffer's memory once no queued copy touches it, with new copies
+    /// kept out while it runs (they register under the same lock), so host reads and writes
+    /// never race a copy or each other.
+    ///
+    /// Inside a host function, copies of that host function's own stream are not waited
+    /// for: those before it are complete (stream order), those after it cannot start before
+    /// it returns, so the access sees the stream's order up to the host function.
+    fn settled<T>(&self, access: impl FnOnce() -> T) -> Result<T> {
+        let own_stream = running_host_fn().map(|(stream, _)| stream);
+        loop {
+            let waits: Vec<Arc<RawEvent>> = lock(&self.pending)
+                .iter()
+                .filter(|(s, _)| Some(*s) != own_stream)
+                .map(|(_, r)| r.clone())
+                .collect();
+            for raw in &waits {
+                raw.synchronize()?;
+            }
+            let mut pending = lock(&self.pending);
+            pending.retain(|(_, r)| !waits.iter().any(|w| Arc::ptr_eq(w, r)));
+            if pending.iter().all(|(s, _)| Some(*s) == own_stream) {
+                // Held while the memory is accessed: copies registering now wait.
+                return Ok(access());
+            }
+            // A copy was submitted meanwhile: wait for it too.
         }
-        lock(&self.pending).retain(|(_, r)| !waits.iter().any(|w| Arc::ptr_eq(w, r)));
-        Ok(())
     }
 }
 
@@ -253,16 +295,17 @@ impl HostBuffer for PluginHostBuffer {
         match &self.0 {
             HostRepr::Abi(b) => {
                 check_range("HostBuffer::read", offset, out.len(), b.len)?;
-                b.settle()?;
-                // SAFETY: in range (checked) of memory we own; no queued copy touches it.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        (b.ptr + offset) as *const u8,
-                        out.as_mut_ptr(),
-                        out.len(),
-                    )
-                };
-                Ok(())
+                b.settled(|| {
+                    // SAFETY: in range (checked) of memory we own; no queued copy touches
+                    // it and none can start while `settled` holds the lock.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            (b.ptr + offset) as *const u8,
+                            out.as_mut_ptr(),
+                            out.len(),
+                        )
+                    }
+                })
             }
             HostRepr::Rust(b) => b.read(offset, out),
         }
@@ -272,16 +315,17 @@ impl HostBuffer for PluginHostBuffer {
         match &self.0 {
             HostRepr::Abi(b) => {
                 check_range("HostBuffer::write", offset, data.len(), b.len)?;
-                b.settle()?;
-                // SAFETY: in range (checked) of memory we own; no queued copy touches it.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        data.as_ptr(),
-                        (b.ptr + offset) as *mut u8,
-                        data.len(),
-                    )
-                };
-                Ok(())
+                b.settled(|| {
+                    // SAFETY: in range (checked) of memory we own; no queued copy touches
+                    // it and none can start while `settled` holds the lock.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            data.as_ptr(),
+                            (b.ptr + offset) as *mut u8,
+                            data.len(),
+                        )
+                    }
+                })
             }
             HostRepr::Rust(b) => b.write(offset, data),
         }

@@ -21,10 +21,12 @@ use crate::runtime::{Handle, Runtime};
 use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
 use devstream_core::{Error, Place, Result};
 use std::any::Any;
+use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::ThreadId;
@@ -124,22 +126,45 @@ impl HostFlag {
     }
 }
 
+/// Where a [`RawEvent`]'s record stands.
+#[derive(Clone, Debug)]
+enum RecordState {
+    /// Not yet handed to the plug-in (held on the host behind a flag or an event).
+    Pending,
+    /// `record_event` succeeded as the stream's `seq`-th submission.
+    Recorded { seq: u64 },
+    /// `record_event` failed: what the event stood for cannot be known.
+    Lost(Error),
+}
+
 /// A plug-in event recorded once, at one point of one stream.
 pub(crate) struct RawEvent {
     runtime: Arc<Runtime>,
     slot: usize,
     handle: Handle,
-    submitted: Mutex<bool>,
-    submitted_changed: Condvar,
+    /// The devstream stream it is recorded on.
+    stream: u64,
+    state: Mutex<RecordState>,
+    state_changed: Condvar,
+    /// Known complete (so that nobody asks the plug-in again).
+    complete: AtomicBool,
 }
 
 impl std::fmt::Debug for RawEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RawEvent")
             .field("handle", &self.handle)
-            .field("submitted", &self.is_submitted())
+            .field("state", &*lock(&self.state))
             .finish()
     }
+}
+
+/// What the reaper may conclude about an event.
+enum Settled {
+    Complete,
+    NotYet,
+    /// Its record failed: nobody can tell when the work it stood for is done.
+    Unknown,
 }
 
 impl RawEvent {
@@ -148,66 +173,136 @@ impl RawEvent {
         self.handle
     }
 
-    /// Whether the record reached the plug-in (it may still be deferred on the host).
+    /// Whether the record reached the plug-in (or failed): false while it is held on the host.
     pub(crate) fn is_submitted(&self) -> bool {
-        *lock(&self.submitted)
+        !matches!(*lock(&self.state), RecordState::Pending)
     }
 
-    fn mark_submitted(&self) {
-        *lock(&self.submitted) = true;
-        self.submitted_changed.notify_all();
+    fn set_state(&self, state: RecordState) {
+        *lock(&self.state) = state;
+        self.state_changed.notify_all();
     }
 
-    fn wait_submitted(&self) {
-        let mut submitted = lock(&self.submitted);
-        while !*submitted {
-            submitted = wait(&self.submitted_changed, submitted);
+    fn wait_submitted(&self) -> RecordState {
+        let mut state = lock(&self.state);
+        while matches!(*state, RecordState::Pending) {
+            state = wait(&self.state_changed, state);
         }
+        state.clone()
+    }
+
+    /// Inside a host function of this event's stream: `Some(true)` when the event precedes
+    /// that host function (so it is complete), `Some(false)` when it follows it (waiting for
+    /// it would wait for the host function itself); `None` elsewhere.
+    fn before_running_host_fn(&self) -> Option<bool> {
+        let (stream, host_fn_seq) = running_host_fn()?;
+        if stream != self.stream {
+            return None;
+        }
+        Some(matches!(*lock(&self.state), RecordState::Recorded { seq } if seq < host_fn_seq))
     }
 
     /// `true` when the recorded work is complete.
     pub(crate) fn query(&self) -> Result<bool> {
-        if !self.is_submitted() {
-            return Ok(false);
+        if self.complete.load(Ordering::Acquire) {
+            return Ok(true);
         }
-        self.runtime.query_event(self.slot, self.handle)
+        if let Some(before) = self.before_running_host_fn() {
+            return Ok(before);
+        }
+        match &*lock(&self.state) {
+            RecordState::Pending => return Ok(false),
+            RecordState::Lost(error) => return Err(error.clone()),
+            RecordState::Recorded { .. } => {}
+        }
+        let done = self.runtime.query_event(self.slot, self.handle)?;
+        if done {
+            self.complete.store(true, Ordering::Release);
+        }
+        Ok(done)
     }
 
-    /// Blocks until the recorded work is complete.
+    /// Blocks until the recorded work is complete. Inside a host function of the same stream
+    /// it never waits for work queued after that host function: that is a typed error.
     pub(crate) fn synchronize(&self) -> Result<()> {
-        self.wait_submitted();
-        self.runtime.synchronize_event(self.slot, self.handle)
+        if self.complete.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        match self.before_running_host_fn() {
+            Some(true) => return Ok(()),
+            Some(false) => return Err(waits_for_itself("Event::synchronize", self.stream)),
+            None => {}
+        }
+        match self.wait_submitted() {
+            RecordState::Lost(error) => Err(error),
+            _ => {
+                self.runtime.synchronize_event(self.slot, self.handle)?;
+                self.complete.store(true, Ordering::Release);
+                Ok(())
+            }
+        }
     }
 
     /// Complete, without blocking where the plug-in can answer without blocking.
-    fn is_complete_for_reaper(&self) -> bool {
-        if !self.is_submitted() {
-            return false;
+    fn settled_for_reaper(&self) -> Settled {
+        if self.complete.load(Ordering::Acquire) {
+            return Settled::Complete;
         }
-        if self.runtime.table().query_event.is_some() {
-            // An error counts as complete: the reaper must not hold on forever.
-            self.runtime
-                .query_event(self.slot, self.handle)
-                .unwrap_or(true)
+        match &*lock(&self.state) {
+            RecordState::Pending => return Settled::NotYet,
+            RecordState::Lost(_) => return Settled::Unknown,
+            RecordState::Recorded { .. } => {}
+        }
+        let done = if self.runtime.table().query_event.is_some() {
+            self.runtime.query_event(self.slot, self.handle)
         } else {
-            warn(
-                "synchronize_event",
-                self.runtime.synchronize_event(self.slot, self.handle),
-            );
-            true
+            self.runtime
+                .synchronize_event(self.slot, self.handle)
+                .map(|()| true)
+        };
+        match done {
+            Ok(true) => {
+                self.complete.store(true, Ordering::Release);
+                Settled::Complete
+            }
+            Ok(false) => Settled::NotYet,
+            Err(error) => {
+                tracing::warn!("devstream-plugin: asking whether an event is complete: {error}");
+                Settled::Unknown
+            }
         }
     }
 }
 
+/// The typed error for a wait, from inside a host function, on its own stream's later work.
+pub(crate) fn waits_for_itself(op: &str, stream: u64) -> Error {
+    Error::InvalidArgument(format!(
+        "{op} called from a host function of plug-in stream {stream} would wait for work \
+         queued after that host function (which cannot run before it returns)"
+    ))
+}
+
 impl Drop for RawEvent {
     fn drop(&mut self) {
+        let recorded = matches!(*lock(&self.state), RecordState::Recorded { .. })
+            && !self.complete.load(Ordering::Acquire);
         reap(Job::DestroyEvent {
             runtime: self.runtime.clone(),
             slot: self.slot,
             handle: self.handle,
-            submitted: self.is_submitted(),
+            submitted: recorded,
         });
     }
+}
+
+thread_local! {
+    /// The host function running on this thread: (stream id, its submission number).
+    static HOST_FN: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+}
+
+/// The devstream host function running on this thread, if any: its stream and position.
+pub(crate) fn running_host_fn() -> Option<(u64, u64)> {
+    HOST_FN.with(Cell::get)
 }
 
 /// A call into the plug-in (or several) at one point of a stream.
@@ -240,6 +335,8 @@ pub(crate) struct StreamCore {
     drained: Condvar,
     /// The first error of work that ran after its submission returned (sticky).
     pub(crate) errors: Arc<Mutex<Option<Error>>>,
+    /// Numbers the records and host functions handed to the plug-in, in stream order.
+    seq: AtomicU64,
 }
 
 #[derive(Default)]
@@ -297,7 +394,13 @@ impl StreamCore {
             deferred: Mutex::new(Deferred::default()),
             drained: Condvar::new(),
             errors: Arc::new(Mutex::new(None)),
+            seq: AtomicU64::new(0),
         }
+    }
+
+    /// The next position in this stream's order (called under the submission lock).
+    fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Submits `item` now, or defers it behind earlier deferred items. Errors of an immediate
@@ -332,9 +435,13 @@ impl StreamCore {
         match item {
             Item::Op(op) => op(self),
             Item::WaitFlag(..) => Ok(()),
-            Item::WaitEvent(raw) => self
-                .runtime
-                .stream_wait_event(self.slot, self.raw, raw.handle),
+            Item::WaitEvent(raw) => {
+                if let RecordState::Lost(error) = &*lock(&raw.state) {
+                    return Err(error.clone());
+                }
+                self.runtime
+                    .stream_wait_event(self.slot, self.raw, raw.handle)
+            }
         }
     }
 
@@ -395,55 +502,165 @@ impl StreamCore {
         lock(&self.errors).clone()
     }
 
-    /// Records a fresh plug-in event at the current end of this stream's work.
-    pub(crate) fn record_raw(self: &Arc<Self>) -> Result<Arc<RawEvent>> {
+    /// A fresh plug-in event for this stream, not yet recorded.
+    pub(crate) fn new_raw(&self) -> Result<Arc<RawEvent>> {
         let handle = self.runtime.create_event(self.slot)?;
-        let raw = Arc::new(RawEvent {
+        Ok(Arc::new(RawEvent {
             runtime: self.runtime.clone(),
             slot: self.slot,
             handle,
-            submitted: Mutex::new(false),
-            submitted_changed: Condvar::new(),
+            stream: self.id,
+            state: Mutex::new(RecordState::Pending),
+            state_changed: Condvar::new(),
+            complete: AtomicBool::new(false),
+        }))
+    }
+
+    /// Records `raw` here and now (inside an operation, in stream order). A failed record
+    /// leaves the event `Lost`, never pending, so nothing waits forever for it.
+    pub(crate) fn record_into(&self, raw: &RawEvent) -> Result<()> {
+        let seq = self.next_seq();
+        let result = self.runtime.record_event(self.slot, self.raw, raw.handle);
+        raw.set_state(match &result {
+            Ok(()) => RecordState::Recorded { seq },
+            Err(error) => RecordState::Lost(error.clone()),
         });
+        result
+    }
+
+    /// Records a fresh plug-in event at the current end of this stream's work.
+    pub(crate) fn record_raw(self: &Arc<Self>) -> Result<Arc<RawEvent>> {
+        let raw = self.new_raw()?;
         let recorded = raw.clone();
         self.submit(Item::Op(Box::new(move |core: &StreamCore| {
-            let result = core
-                .runtime
-                .record_event(core.slot, core.raw, recorded.handle);
-            // Marked even on failure, so that nothing waits forever for a record that failed.
-            recorded.mark_submitted();
-            result
+            core.record_into(&recorded)
         })))?;
         Ok(raw)
     }
 
     /// Puts `callback` on the plug-in stream (the caller checked that callbacks exist).
-    pub(crate) fn add_callback(&self, callback: Callback) -> Result<()> {
-        let payload = Box::into_raw(Box::new(callback));
+    ///
+    /// Ownership of the callback is decided by who claims it first (see [`Payload`]), never
+    /// from the status alone: a plug-in may run it inside the call and answer anything, or
+    /// answer an error and still run it later. When the plug-in answers an error and the
+    /// callback has not run, it is taken back and handed to the caller (it will not run):
+    /// the answer is the plug-in's status and, on an error, the callback taken back, if any.
+    /// (The payload's small header then stays allocated: the plug-in may still call back.)
+    fn put_callback(&self, callback: Callback) -> (Result<()>, Option<Callback>) {
+        let payload = Box::into_raw(Box::new(Payload {
+            state: AtomicU8::new(QUEUED),
+            refs: AtomicU8::new(2),
+            callback: UnsafeCell::new(Some(callback)),
+        }));
         let result =
             self.runtime
                 .add_callback(self.slot, self.raw, Some(trampoline), payload.cast());
-        if result.is_err() {
-            // The plug-in refused: it will never call back, so the payload is ours again.
-            // SAFETY: `payload` came from `Box::into_raw` above and was not consumed.
-            drop(unsafe { Box::from_raw(payload) });
+        // SAFETY: the submitter's reference keeps the payload alive until `release` below.
+        let shared = unsafe { &*payload };
+        let taken_back = match &result {
+            Ok(()) => None,
+            Err(_) => shared.claim().then(|| {
+                // SAFETY: this side won the claim, so it alone touches the callback.
+                unsafe { (*shared.callback.get()).take() }
+            }),
+        };
+        // SAFETY: the submitter's one reference, released once.
+        unsafe { Payload::release(payload) };
+        (result, taken_back.flatten())
+    }
+
+    /// Puts a host function or flag write on the stream; on failure the callback (not run)
+    /// is dropped here, a panic of its destructor contained.
+    pub(crate) fn add_callback(&self, callback: Callback) -> Result<()> {
+        let (result, taken_back) = self.put_callback(callback);
+        if taken_back.is_some() {
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(taken_back)));
         }
         result
     }
 
-    /// Keeps `payload` alive until the stream's work so far is complete.
-    pub(crate) fn retire_after(self: &Arc<Self>, payload: Box<dyn Any + Send>) -> Result<()> {
-        if self.runtime.table().stream_add_callback.is_some() {
-            return self.submit(Item::Op(Box::new(move |core: &StreamCore| {
-                core.add_callback(Callback::Release(payload))
-            })));
-        }
-        let raw = self.record_raw()?;
-        reap(Job::After {
-            events: vec![raw],
-            then: Box::new(move || drop(payload)),
+    /// Puts a user host function on the stream, numbered in stream order.
+    pub(crate) fn add_host_fn(&self, f: devstream_core::HostFn) -> Result<()> {
+        let seq = self.next_seq();
+        self.add_callback(Callback::HostFn {
+            f,
+            stream: self.id,
+            seq,
+            errors: self.errors.clone(),
+        })
+    }
+
+    /// Keeps `payload` alive until the work this stream has handed to the plug-in so far is
+    /// complete. Called inside an operation (in stream order). Never frees early: where the
+    /// plug-in can tell neither by callback nor by event when that is, `payload` is leaked.
+    pub(crate) fn keep_until_done(&self, payload: Box<dyn Any + Send>) {
+        let payload = if self.runtime.table().stream_add_callback.is_some() {
+            match self.put_callback(Callback::Release(payload)) {
+                (Err(error), Some(Callback::Release(payload))) => {
+                    tracing::warn!("devstream-plugin: a release callback: {error}");
+                    payload
+                }
+                // Queued, or the plug-in ran (or runs) the callback: it owns the payload.
+                _ => return,
+            }
+        } else {
+            payload
+        };
+        let recorded = self.new_raw().and_then(|raw| {
+            self.record_into(&raw)?;
+            Ok(raw)
         });
-        Ok(())
+        match recorded {
+            Ok(raw) => reap(Job::After {
+                events: vec![raw],
+                then: Box::new(move || drop(payload)),
+            }),
+            Err(error) => {
+                tracing::warn!(
+                    "devstream-plugin: cannot tell when a stream's work is done ({error}); \
+                     leaking what it uses"
+                );
+                std::mem::forget(payload);
+            }
+        }
+    }
+}
+
+/// Nobody has claimed the callback yet.
+const QUEUED: u8 = 0;
+/// One side claimed it: the trampoline (to run it) or the submitter (after an error).
+const CLAIMED: u8 = 1;
+
+/// The `user_data` of one `stream_add_callback`. Two references (the plug-in's, released by
+/// the trampoline, and the submitter's, released when `stream_add_callback` has returned);
+/// the last one frees it. The callback inside is taken by exactly one side: whichever moves
+/// `state` from `QUEUED` to `CLAIMED`.
+struct Payload {
+    state: AtomicU8,
+    refs: AtomicU8,
+    callback: UnsafeCell<Option<Callback>>,
+}
+
+impl Payload {
+    /// `true` for the one caller that moves the payload from queued to claimed.
+    fn claim(&self) -> bool {
+        self.state
+            .compare_exchange(QUEUED, CLAIMED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Drops one reference; the last frees the payload.
+    ///
+    /// # Safety
+    /// `payload` came from `Box::into_raw` in `put_callback`, and the caller holds one of its
+    /// two references, which it gives up here.
+    unsafe fn release(payload: *mut Payload) {
+        // SAFETY: alive while the caller's reference is.
+        if unsafe { &*payload }.refs.fetch_sub(1, Ordering::Release) == 1 {
+            fence(Ordering::Acquire);
+            // SAFETY: the last reference: nobody else can reach the payload any more.
+            drop(unsafe { Box::from_raw(payload) });
+        }
     }
 }
 
@@ -469,6 +686,8 @@ pub(crate) enum Callback {
     HostFn {
         f: devstream_core::HostFn,
         stream: u64,
+        /// Its position in the stream's order.
+        seq: u64,
         errors: Arc<Mutex<Option<Error>>>,
     },
     /// `write_flag`.
@@ -487,6 +706,16 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
+/// Restores the previous running host function (host functions may nest on a plug-in that
+/// runs callbacks inside `stream_add_callback`).
+struct HostFnScope(Option<(u64, u64)>);
+
+impl Drop for HostFnScope {
+    fn drop(&mut self) {
+        HOST_FN.with(|current| current.set(self.0));
+    }
+}
+
 /// The `C_Callback` devstream passes to `stream_add_callback`. Never unwinds into the plug-in.
 unsafe extern "C" fn trampoline(
     _device: C_Device,
@@ -502,14 +731,29 @@ unsafe extern "C" fn trampoline(
         if user_data.is_null() {
             return;
         }
-        // SAFETY: `user_data` is the `Box<Callback>` leaked by `add_callback`, called once.
-        let callback = unsafe { Box::from_raw(user_data.cast::<Callback>()) };
-        match *callback {
+        let payload = user_data.cast::<Payload>();
+        // SAFETY: `user_data` is a `Payload` from `put_callback`; the plug-in's reference
+        // keeps it alive until `release` below.
+        let shared = unsafe { &*payload };
+        let callback = if shared.claim() {
+            // SAFETY: this side won the claim, so it alone touches the callback.
+            unsafe { (*shared.callback.get()).take() }
+        } else {
+            // The submitter took it back after the plug-in answered an error.
+            None
+        };
+        // SAFETY: the plug-in's one reference (a callback is called once), released once.
+        unsafe { Payload::release(payload) };
+        let Some(callback) = callback else { return };
+        match callback {
             Callback::HostFn {
                 mut f,
                 stream,
+                seq,
                 errors,
             } => {
+                let scope =
+                    HostFnScope(HOST_FN.with(|current| current.replace(Some((stream, seq)))));
                 if let Err(payload) = catch_unwind(AssertUnwindSafe(&mut f)) {
                     let message = panic_message(&*payload);
                     let mut first = lock(&errors);
@@ -520,6 +764,7 @@ unsafe extern "C" fn trampoline(
                     // A payload whose drop panics must not escape either.
                     let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
                 }
+                drop(scope);
                 let _ = catch_unwind(AssertUnwindSafe(move || drop(f)));
             }
             Callback::SetFlag(flag, value) => flag.set(value),
@@ -707,29 +952,51 @@ impl Job {
                 None
             }
             Job::After { events, then } => {
-                if events.iter().all(|e| e.is_complete_for_reaper()) {
-                    drop(events);
-                    let _ = catch_unwind(AssertUnwindSafe(then));
-                    None
-                } else {
-                    Some(Job::After { events, then })
+                let mut unknown = false;
+                for event in &events {
+                    match event.settled_for_reaper() {
+                        Settled::Complete => {}
+                        Settled::NotYet => return Some(Job::After { events, then }),
+                        Settled::Unknown => unknown = true,
+                    }
                 }
+                drop(events);
+                if unknown {
+                    tracing::warn!(
+                        "devstream-plugin: an event's record failed, so when its work is done \
+                         cannot be known: leaking what that work uses"
+                    );
+                    std::mem::forget(then);
+                } else {
+                    let _ = catch_unwind(AssertUnwindSafe(then));
+                }
+                None
             }
             Job::AfterStreams { streams, then } => {
                 let mut events = Vec::with_capacity(streams.len());
+                let mut unknown = false;
                 for core in &streams {
                     match core.record_raw() {
                         Ok(raw) => events.push(raw),
                         Err(error) => {
                             tracing::warn!("devstream-plugin: recording before a release: {error}");
-                            warn(
-                                "synchronize_stream",
-                                core.runtime.synchronize_stream(core.slot, core.raw),
-                            );
+                            if let Err(error) = core.runtime.synchronize_stream(core.slot, core.raw)
+                            {
+                                tracing::warn!("devstream-plugin: synchronize_stream: {error}");
+                                unknown = true;
+                            }
                         }
                     }
                 }
                 drop(streams);
+                if unknown {
+                    tracing::warn!(
+                        "devstream-plugin: when a stream's work is done cannot be known: \
+                         leaking what it uses"
+                    );
+                    std::mem::forget(then);
+                    return None;
+                }
                 Job::After { events, then }.advance()
             }
         }

@@ -7,7 +7,7 @@ use crate::runtime::Runtime;
 use devstream_core::{Capabilities, DeviceBackend, Error, Place, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// What serves a device type.
 #[derive(Clone)]
@@ -22,11 +22,14 @@ pub(crate) enum CustomDevice {
 struct Registry {
     devices: BTreeMap<String, CustomDevice>,
     failures: Vec<(PathBuf, Error)>,
+    /// Files whose `initialize` ran (loaded, or failed after it), with the outcome.
+    files: BTreeMap<FileId, String>,
 }
 
 static REGISTRY: RwLock<Registry> = RwLock::new(Registry {
     devices: BTreeMap::new(),
     failures: Vec::new(),
+    files: BTreeMap::new(),
 });
 static DISCOVERY: Once = Once::new();
 
@@ -58,20 +61,85 @@ pub(crate) fn ensure_discovered() {
     });
 }
 
+/// Serialises loading (and registering): one file's `InitPlugin` and `initialize` never run
+/// twice because two threads loaded it at once.
+static LOADING: Mutex<()> = Mutex::new(());
+
+fn loading() -> MutexGuard<'static, ()> {
+    LOADING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What identifies a library file the way the dynamic loader does (device and inode, so that
+/// hard links and symbolic links of one file are one plug-in), else its canonical path.
+fn file_id(path: &Path) -> FileId {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(metadata) = std::fs::metadata(path) {
+            return FileId::Inode(metadata.dev(), metadata.ino());
+        }
+    }
+    FileId::Path(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()))
+}
+
+/// See [`file_id`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum FileId {
+    #[cfg_attr(not(unix), allow(dead_code))]
+    Inode(u64, u64),
+    Path(PathBuf),
+}
+
 fn load_into_registry(path: &Path) -> Result<Arc<Runtime>> {
+    let _loading = loading();
+    let id = file_id(path);
+    if let Some(outcome) = read().files.get(&id) {
+        return Err(Error::Plugin {
+            plugin: path.display().to_string(),
+            reason: format!(
+                "this file was loaded already and is loaded once per process: {outcome}"
+            ),
+        });
+    }
     let taken = |device_type: &str| read().devices.get(device_type).map(owner_of);
-    let runtime = Arc::new(Runtime::load(path, &taken)?);
+    let runtime = match Runtime::load(path, &taken) {
+        Ok(runtime) => Arc::new(runtime),
+        Err(failed) => {
+            if failed.initialized {
+                // Its initialize ran: it stays loaded and is not initialised again.
+                write().files.insert(
+                    id,
+                    format!("its initialize ran and loading failed ({})", failed.error),
+                );
+            }
+            return Err(failed.error);
+        }
+    };
     let mut registry = write();
     if let Some(existing) = registry.devices.get(&runtime.device_type) {
-        return Err(Error::Plugin {
+        // Unreachable while registering holds `LOADING` too; kept as a guard.
+        let error = Error::Plugin {
             plugin: path.display().to_string(),
             reason: format!(
                 "device type {:?} is already registered (by {})",
                 runtime.device_type,
                 owner_of(existing)
             ),
-        });
+        };
+        runtime.shut_down();
+        registry.files.insert(
+            id,
+            format!("its initialize ran and loading failed ({error})"),
+        );
+        return Err(error);
     }
+    registry.files.insert(
+        id,
+        format!(
+            "device type {:?} is already registered by it",
+            runtime.device_type
+        ),
+    );
     registry.devices.insert(
         runtime.device_type.clone(),
         CustomDevice::Plugin(runtime.clone()),
@@ -152,6 +220,7 @@ pub fn register_custom_device<B: DeviceBackend>(device_type: &str) -> Result<()>
             reason: format!("device type already registered (by {})", owner_of(existing)),
         });
     }
+    let _loading = loading();
     let backend: Arc<dyn ErasedBackend> = Arc::new(RustBackend::<B>::new());
     for place in backend.places() {
         match &place {

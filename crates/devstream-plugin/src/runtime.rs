@@ -71,7 +71,26 @@ pub(crate) struct Runtime {
     /// The buffers handed to `InitPlugin`: kept, since a plug-in may keep pointers to them.
     _interface_allocation: Box<[u64]>,
     _params_allocation: Box<[u64]>,
-    _library: libloading::Library,
+    /// Never unloaded: once `initialize` may have run, the plug-in's code may still be
+    /// running (threads, callbacks) and Paddle never unloads a plug-in either.
+    _library: std::mem::ManuallyDrop<libloading::Library>,
+}
+
+/// Why a load failed, and whether the plug-in's `initialize` had run (then the file is
+/// never loaded again).
+#[derive(Debug)]
+pub(crate) struct LoadError {
+    pub(crate) error: Error,
+    pub(crate) initialized: bool,
+}
+
+impl From<Error> for LoadError {
+    fn from(error: Error) -> LoadError {
+        LoadError {
+            error,
+            initialized: false,
+        }
+    }
 }
 
 // SAFETY: the table holds function pointers and the device cells are only written by the
@@ -184,7 +203,15 @@ fn read_c_string(path: &Path, what: &str, ptr: *const std::ffi::c_char) -> Resul
 impl Runtime {
     /// Loads and validates the plug-in at `path`. `taken` says whether a device type is
     /// already registered (checked before the plug-in's `initialize` runs).
-    pub(crate) fn load(path: &Path, taken: &dyn Fn(&str) -> Option<String>) -> Result<Runtime> {
+    pub(crate) fn load(
+        path: &Path,
+        taken: &dyn Fn(&str) -> Option<String>,
+    ) -> std::result::Result<Runtime, LoadError> {
+        Runtime::open(path, taken)?.start()
+    }
+
+    /// Loads and validates the library and its table (nothing but `InitPlugin` has run).
+    fn open(path: &Path, taken: &dyn Fn(&str) -> Option<String>) -> Result<Runtime> {
         // SAFETY: loading a library runs its initialisers; loading plug-ins is this crate's
         // purpose, and the user chose the path (or CUSTOM_DEVICE_ROOT).
         let library = unsafe { libloading::Library::new(path) }
@@ -289,7 +316,7 @@ impl Runtime {
             ));
         }
 
-        let mut runtime = Runtime {
+        Ok(Runtime {
             index: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
             device_type,
             sub_device_type,
@@ -301,23 +328,82 @@ impl Runtime {
             devices: Vec::new(),
             _interface_allocation: accepted.interface,
             _params_allocation: accepted.params,
-            _library: library,
-        };
+            _library: std::mem::ManuallyDrop::new(library),
+        })
+    }
+
+    /// Runs `initialize`, lists the devices and runs `init_device` on each. From here on the
+    /// library is never unloaded (the runtime holds it undropped).
+    fn start(mut self) -> std::result::Result<Runtime, LoadError> {
+        let runtime = &mut self;
         if let Some(initialize) = runtime.table.initialize {
             // SAFETY: a table function with no arguments.
-            runtime.check("initialize", unsafe { initialize() })?;
-        }
-        runtime.devices = runtime.enumerate_devices()?;
-        for slot in 0..runtime.devices.len() {
-            if let Some(init_device) = runtime.table.init_device {
-                // SAFETY: our device cell; the plug-in may rewrite its id.
-                runtime.check("init_device", unsafe {
-                    init_device(runtime.device_ptr(slot))
-                })?;
+            if let Err(error) = runtime.check("initialize", unsafe { initialize() }) {
+                return Err(LoadError {
+                    error,
+                    initialized: true,
+                });
             }
         }
+        if let Err(error) = runtime.start_devices() {
+            runtime.finalize();
+            return Err(LoadError {
+                error,
+                initialized: true,
+            });
+        }
         runtime.caps = runtime.probe_capabilities();
-        Ok(runtime)
+        Ok(self)
+    }
+
+    /// Lists the devices and runs `init_device` on each; on failure the devices already
+    /// initialised get their `deinit_device`.
+    fn start_devices(&mut self) -> Result<()> {
+        self.devices = self.enumerate_devices()?;
+        let Some(init_device) = self.table.init_device else {
+            return Ok(());
+        };
+        for slot in 0..self.devices.len() {
+            // SAFETY: our device cell; the plug-in may rewrite its id.
+            let status = unsafe { init_device(self.device_ptr(slot)) };
+            if let Err(error) = self.check("init_device", status) {
+                self.deinit_devices(slot);
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// `deinit_device` on the first `count` devices (errors are logged: this is cleanup).
+    fn deinit_devices(&self, count: usize) {
+        let Some(deinit_device) = self.table.deinit_device else {
+            return;
+        };
+        for slot in 0..count {
+            // SAFETY: a device `init_device` accepted, deinitialised once.
+            let status = unsafe { deinit_device(self.device_ptr(slot)) };
+            if status != C_SUCCESS {
+                tracing::warn!("devstream-plugin: deinit_device: {}", status.name());
+            }
+        }
+    }
+
+    /// Balances a successful `initialize` when the plug-in is not kept (loading failed
+    /// after it): `finalize`, errors logged. The library itself stays loaded.
+    pub(crate) fn finalize(&self) {
+        if let Some(finalize) = self.table.finalize {
+            // SAFETY: a table function with no arguments, after a successful `initialize`.
+            let status = unsafe { finalize() };
+            if status != C_SUCCESS {
+                tracing::warn!("devstream-plugin: finalize: {}", status.name());
+            }
+        }
+    }
+
+    /// The same for a runtime whose devices were all initialised.
+    pub(crate) fn shut_down(&self) {
+        self.deinit_devices(self.devices.len());
+        self.finalize();
     }
 
     fn enumerate_devices(&self) -> Result<Vec<DeviceSlot>> {
@@ -519,9 +605,13 @@ impl Runtime {
             .ok_or_else(|| self.unavailable("stream_add_callback"))?;
         self.bind(slot)?;
         // SAFETY: a valid device and stream; the callback and its data follow the ABI.
-        self.check("stream_add_callback", unsafe {
-            add(self.device_ptr(slot), stream.stream(), callback, user_data)
-        })
+        let status = unsafe { add(self.device_ptr(slot), stream.stream(), callback, user_data) };
+        if status == C_WARNING {
+            // "An asynchronous interface is actually synchronous": the callback ran (or is
+            // queued) as asked. Who owns its data is decided by the caller, not by the status.
+            return Ok(());
+        }
+        self.check("stream_add_callback", status)
     }
 
     pub(crate) fn create_event(&self, slot: usize) -> Result<Handle> {
@@ -595,11 +685,10 @@ impl Runtime {
 
     /// Device memory; `C_FAILED` (resource exhausted) is `Error::OutOfMemory`.
     pub(crate) fn allocate(&self, slot: usize, len: usize) -> Result<usize> {
-        let allocate = self
-            .table
-            .device_memory_allocate
-            .expect("checked: required");
-        self.allocate_with("device_memory_allocate", allocate, slot, len)
+        let t = &self.table;
+        let allocate = t.device_memory_allocate.expect("checked: required");
+        let deallocate = t.device_memory_deallocate.expect("checked: required");
+        self.allocate_with("device_memory_allocate", allocate, deallocate, slot, len)
     }
 
     pub(crate) fn deallocate(&self, slot: usize, ptr: usize, len: usize) -> Result<()> {
@@ -617,8 +706,8 @@ impl Runtime {
     /// Pinned host memory, when the plug-in has `host_memory_allocate`.
     pub(crate) fn host_allocate(&self, slot: usize, len: usize) -> Option<Result<usize>> {
         let allocate = self.table.host_memory_allocate?;
-        self.table.host_memory_deallocate?;
-        Some(self.allocate_with("host_memory_allocate", allocate, slot, len))
+        let deallocate = self.table.host_memory_deallocate?;
+        Some(self.allocate_with("host_memory_allocate", allocate, deallocate, slot, len))
     }
 
     pub(crate) fn host_deallocate(&self, slot: usize, ptr: usize, len: usize) -> Result<()> {
@@ -633,10 +722,15 @@ impl Runtime {
         })
     }
 
+    /// One allocation. The status and the pointer decide together: `C_SUCCESS` or
+    /// `C_WARNING` with a pointer is an allocation (a warning is not a failure); a failure
+    /// that still wrote a pointer gives it back through the plug-in's own deallocate (so it
+    /// does not leak); `C_FAILED` is `OutOfMemory`, other failures `Driver`.
     fn allocate_with(
         &self,
         call: &'static str,
         allocate: unsafe extern "C" fn(C_Device, *mut *mut c_void, usize) -> C_Status,
+        deallocate: unsafe extern "C" fn(C_Device, *mut c_void, usize) -> C_Status,
         slot: usize,
         len: usize,
     ) -> Result<usize> {
@@ -644,19 +738,36 @@ impl Runtime {
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: a valid device and a zeroed out-parameter.
         let status = unsafe { allocate(self.device_ptr(slot), &mut ptr, len) };
+        if status == C_SUCCESS || status == C_WARNING {
+            if ptr.is_null() {
+                return Err(self.malformed(format!(
+                    "{call} returned {} for {len} bytes but wrote no pointer",
+                    status.name()
+                )));
+            }
+            return Ok(ptr as usize);
+        }
+        if !ptr.is_null() {
+            // SAFETY: the pointer the plug-in just wrote for this size; nothing uses it.
+            let freed = unsafe { deallocate(self.device_ptr(slot), ptr, len) };
+            if freed != C_SUCCESS {
+                tracing::warn!(
+                    "devstream-plugin: freeing the pointer {call} wrote before answering {}: {}",
+                    status.name(),
+                    freed.name()
+                );
+            }
+        }
         if status == C_FAILED {
             return Err(Error::OutOfMemory {
                 place: self.place(slot),
                 bytes: len,
             });
         }
-        self.check(call, status)?;
-        if ptr.is_null() {
-            return Err(self.malformed(format!(
-                "{call} returned C_SUCCESS for {len} bytes but wrote no pointer"
-            )));
-        }
-        Ok(ptr as usize)
+        Err(self
+            .check(call, status)
+            .err()
+            .unwrap_or_else(|| self.malformed(format!("{call} answered {}", status.name()))))
     }
 
     /// A copy in stream order: the plug-in's asynchronous copy, or (without one) the stream

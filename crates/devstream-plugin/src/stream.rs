@@ -7,7 +7,7 @@ use crate::buffer::{
 use crate::event::{AbiEvent, EventRepr, PluginEvent};
 use crate::flag::{FlagRepr, PluginFlag};
 use crate::graph::PluginGraph;
-use crate::queue::{Callback, Item, Origin, StreamCore};
+use crate::queue::{running_host_fn, waits_for_itself, Callback, Item, Origin, StreamCore};
 use crate::registry::{lookup, plugin_slot, CustomDevice};
 use crate::runtime::{CopyKind, Handle};
 use crate::sys::C_Stream;
@@ -35,6 +35,25 @@ use std::sync::Arc;
 /// | `wait_flag` | held on the host: later work is submitted once the value is reached |
 /// | copies, `fill` | `async_memory_copy_*` (absent: synchronize + `memory_copy_*`); `fill` stages the bytes |
 /// | priorities, timing, capture, per-thread stream | none in the ABI: range `{0, 0}`, `Unsupported` |
+///
+/// # Inside a host function
+///
+/// A host function may call any of this on its own stream or others. What it sees is the
+/// stream's order up to itself: `query` of its own stream is `false`; an event recorded on
+/// its stream before it is complete, one recorded after it is not (`query` answers `false`,
+/// `synchronize` a typed [`Error::InvalidArgument`] instead of waiting for itself), and so is
+/// `synchronize` of its own stream; host-buffer reads and writes do not wait for copies of
+/// its own stream (those before it are done, those after it cannot start). Waits for *other*
+/// streams block as anywhere else: a wait on another stream that itself waits for work queued
+/// after the calling host function is a cycle the caller built, and it hangs.
+///
+/// # Plug-ins that answer oddly
+///
+/// `stream_add_callback` answered with `C_WARNING` (the plug-in ran the callback inside the
+/// call) is success. When it answers an error, the callback is taken back and dropped (it will
+/// not run, even if the plug-in calls it later); if it already ran, the error is reported all
+/// the same. Who frees a callback's data is decided by which side claims it first, never by
+/// the status alone.
 #[derive(Clone, Debug)]
 pub struct PluginStream(pub(crate) StreamRepr);
 
@@ -151,8 +170,9 @@ fn submit_copy(
     })))
 }
 
-/// Copies host bytes staged in `staging` to `dst[offset..]`; the staging stays alive until the
-/// copy is complete.
+/// Copies host bytes staged in `staging` to `dst[offset..]`. The staging moves into the copy
+/// operation itself, which keeps it until the stream's work up to the copy is complete
+/// (whatever the copy or the release answers), so no failure can free it early.
 fn staged_upload(
     core: &Arc<StreamCore>,
     dst: &AbiBuffer,
@@ -162,16 +182,17 @@ fn staged_upload(
     if staging.is_empty() {
         return Ok(());
     }
-    let src = staging.as_ptr() as usize;
     dst.used_by(core);
-    submit_copy(
-        core,
-        CopyKind::HostToDevice,
-        dst.at(offset),
-        src,
-        staging.len(),
-    )?;
-    core.retire_after(Box::new(staging))
+    let (dst, len) = (dst.at(offset), staging.len());
+    core.submit(Item::Op(Box::new(move |core: &StreamCore| {
+        let src = staging.as_ptr() as usize;
+        let copied = core
+            .runtime
+            .copy(CopyKind::HostToDevice, core.slot, core.raw, dst, src, len);
+        // Even a failed asynchronous copy may have been queued: keep the bytes either way.
+        core.keep_until_done(Box::new(staging));
+        copied
+    })))
 }
 
 impl DeviceStream for PluginStream {
@@ -226,7 +247,12 @@ impl DeviceStream for PluginStream {
     fn query(&self) -> Result<bool> {
         match &self.0 {
             StreamRepr::Abi(core) => {
-                if core.has_deferred() {
+                if core.has_deferred()
+                    || running_host_fn().is_some_and(|(stream, _)| stream == core.id)
+                {
+                    // Inside one of its own host functions the stream is not done (that host
+                    // function is its work), and a plug-in without `query_stream` would
+                    // synchronize, waiting for itself.
                     return Ok(false);
                 }
                 core.runtime.query_stream(core.slot, core.raw)
@@ -238,6 +264,10 @@ impl DeviceStream for PluginStream {
     fn synchronize(&self) -> Result<()> {
         match &self.0 {
             StreamRepr::Abi(core) => {
+                if running_host_fn().is_some_and(|(stream, _)| stream == core.id) {
+                    // The stream's work includes the calling host function itself.
+                    return Err(waits_for_itself("Stream::synchronize", core.id));
+                }
                 core.wait_drained();
                 core.runtime.synchronize_stream(core.slot, core.raw)?;
                 match core.first_error() {
@@ -320,11 +350,7 @@ impl DeviceStream for PluginStream {
                     return Err(Error::unsupported("launch_host_func", &core.place));
                 }
                 core.submit(Item::Op(Box::new(move |core: &StreamCore| {
-                    core.add_callback(Callback::HostFn {
-                        f,
-                        stream: core.id,
-                        errors: core.errors.clone(),
-                    })
+                    core.add_host_fn(f)
                 })))
             }
             StreamRepr::Rust(s) => s.launch_host_func(f),
@@ -445,15 +471,13 @@ impl DeviceStream for PluginStream {
                     return Ok(());
                 }
                 d.used_by(core);
-                submit_copy(
+                s.copy_tracked(
                     core,
                     CopyKind::HostToDevice,
                     d.at(dst_offset),
                     s.at(src_offset),
                     len,
-                )?;
-                s.touched(core.id, core.record_raw()?);
-                Ok(())
+                )
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
                 st.copy_host_to_device(d.as_ref(), dst_offset, h.as_ref(), src_offset, len)
@@ -486,15 +510,13 @@ impl DeviceStream for PluginStream {
                     return Ok(());
                 }
                 s.used_by(core);
-                submit_copy(
+                d.copy_tracked(
                     core,
                     CopyKind::DeviceToHost,
                     d.at(dst_offset),
                     s.at(src_offset),
                     len,
-                )?;
-                d.touched(core.id, core.record_raw()?);
-                Ok(())
+                )
             }
             (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
                 st.copy_device_to_host(h.as_ref(), dst_offset, s.as_ref(), src_offset, len)

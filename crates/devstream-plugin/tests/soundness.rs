@@ -1,0 +1,452 @@
+//! Soundness regressions of issue 12 for plug-ins: who frees a callback's data (a plug-in may
+//! run it inline and answer `C_WARNING`, or answer an error and run it later), copies tracked
+//! before anything can fail, host-buffer accesses that never race a copy or each other, host
+//! functions that never wait for their stream's later work, hostile panics, and loading (never
+//! unload what was initialised, one file loaded once, allocations answered with a status).
+//!
+//! Each test that can hang runs under a watchdog. Several of the defects are memory errors; the
+//! tests observe them through the faulty plug-in (counters, stale copies), and Valgrind shows
+//! them as invalid reads/frees before the fixes.
+
+mod common;
+
+use common::*;
+use devstream_core::{
+    DeviceBackend, DeviceEvent, DeviceFlag, DeviceStream, Error, HostBuffer, StreamOptions,
+};
+use devstream_plugin::{PluginBackend, PluginHostBuffer, PluginStream};
+use devstream_test_plugin_faulty as faulty;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Barrier, Mutex};
+
+/// Counts its drops.
+struct DropCount(Arc<AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn new_stream(place: &devstream_core::Place) -> PluginStream {
+    PluginBackend::new_stream(place, StreamOptions::default()).unwrap()
+}
+
+fn driver_call<T: std::fmt::Debug>(result: Result<T, Error>) -> &'static str {
+    match result {
+        Err(Error::Driver { call, .. }) => call,
+        other => panic!("expected Error::Driver, got {other:?}"),
+    }
+}
+
+// ---- item 2: callback ownership ----
+
+/// A host function that counts its runs and its drops.
+fn counted_host_fn() -> (devstream_core::HostFn, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let (ran, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (r, guard) = (ran.clone(), DropCount(dropped.clone()));
+    let f = Box::new(move || {
+        let _keep = &guard;
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    (f, ran, dropped)
+}
+
+#[test]
+fn an_inline_callback_answered_with_c_warning_runs_once_and_is_freed_once() {
+    let copy = Faulty::unique(faulty::MODE_INLINE_WARNING);
+    let place = copy.load().unwrap().places[0].clone();
+    let s = new_stream(&place);
+    let (f, ran, dropped) = counted_host_fn();
+    let launched = s.launch_host_func(f);
+    assert!(
+        launched.is_ok(),
+        "C_WARNING means the callback ran synchronously: {launched:?}"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "the closure is dropped once"
+    );
+    // Release callbacks (staging of fill / copy_from_host) and flag writes take the same path.
+    let buffer = s.alloc(64).unwrap();
+    let host = s.alloc_host(64).unwrap();
+    s.fill(&buffer, 0, 64, 7).unwrap();
+    s.copy_device_to_host(&host, 0, &buffer, 0, 64).unwrap();
+    let flag = PluginBackend::new_flag(&place).unwrap();
+    s.write_flag(&flag, 3).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(flag.get(), 3);
+    assert_eq!(host.to_vec().unwrap(), vec![7; 64]);
+}
+
+#[test]
+fn an_error_answered_with_the_callback_still_queued_does_not_free_it_early() {
+    let copy = Faulty::unique(faulty::MODE_QUEUED_ERROR);
+    let place = copy.load().unwrap().places[0].clone();
+    let s = new_stream(&place);
+    let (f, ran, dropped) = counted_host_fn();
+    let launched = s.launch_host_func(f);
+    assert_eq!(driver_call(launched), "stream_add_callback");
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "refused: the closure is taken back and dropped"
+    );
+    let flag = PluginBackend::new_flag(&place).unwrap();
+    assert_eq!(driver_call(s.write_flag(&flag, 5)), "stream_add_callback");
+    // The plug-in calls back later anyway: the trampoline must find its data alive, and
+    // run nothing that was refused.
+    assert_eq!(copy.run_queued(), 2);
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "a refused host function never runs"
+    );
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "dropped once");
+    assert_eq!(flag.get(), 0, "a refused flag write never happens");
+    // The staging of a fill is released by a callback too: refused, it is kept otherwise.
+    let buffer = s.alloc(64).unwrap();
+    s.fill(&buffer, 0, 64, 9).unwrap();
+    copy.run_queued();
+}
+
+// ---- item 3: copies tracked before anything can fail; no races on host buffers ----
+
+fn last_copy(copy: &Faulty) -> [u8; 16] {
+    let library = copy.library.as_ref().unwrap();
+    // SAFETY: the signature is `void(uint8_t*)`.
+    let last = unsafe {
+        library.get::<unsafe extern "C" fn(*mut u8)>(b"devstream_test_plugin_faulty_last_copy\0")
+    }
+    .unwrap();
+    let mut out = [0u8; 16];
+    // SAFETY: room for 16 bytes.
+    unsafe { last(out.as_mut_ptr()) };
+    out
+}
+
+#[test]
+fn a_copy_whose_end_event_fails_stays_tracked_and_its_host_buffer_is_not_freed() {
+    let copy = Faulty::unique(faulty::MODE_QUEUED_COPIES);
+    let place = copy.load().unwrap().places[0].clone();
+    let s = new_stream(&place);
+    let device = s.alloc(64).unwrap();
+    let host = s.alloc_host(64).unwrap();
+    // The copy is queued by the plug-in (it runs later); the event after it fails.
+    let copied = s.copy_device_to_host(&host, 0, &device, 0, 64);
+    assert_eq!(driver_call(copied), "record_event");
+    let uploaded = s.copy_host_to_device(&device, 0, &host, 0, 64);
+    assert_eq!(driver_call(uploaded), "record_event");
+    let marker = s.alloc(8).unwrap();
+    drop(host);
+    drop(device);
+    // The reaper handles its jobs in order: once the unused marker is freed, it has had its
+    // chance to free the two buffers too early.
+    let live = copy.counters()[faulty::COUNT_LIVE_ALLOCATIONS];
+    drop(marker);
+    assert!(wait_until(|| copy.counters()
+        [faulty::COUNT_LIVE_ALLOCATIONS]
+        < live));
+    copy.run_queued();
+    assert_eq!(
+        copy.counters()[faulty::COUNT_STALE_COPIES],
+        0,
+        "a queued copy found its memory freed"
+    );
+}
+
+#[test]
+fn a_staged_upload_keeps_its_bytes_when_the_release_fails() {
+    let copy = Faulty::unique(faulty::MODE_QUEUED_COPIES);
+    let place = copy.load().unwrap().places[0].clone();
+    let s = new_stream(&place);
+    let device = s.alloc(64).unwrap();
+    // The copy is queued; the release callback and the event after it both fail.
+    let filled = s.fill(&device, 0, 64, 0xab);
+    assert!(
+        filled.is_ok() || driver_call(filled.clone()) == "stream_add_callback",
+        "{filled:?}"
+    );
+    copy.run_queued();
+    assert_eq!(
+        last_copy(&copy),
+        [0xab; 16],
+        "the queued copy read freed staging bytes"
+    );
+}
+
+#[test]
+fn host_buffer_reads_never_see_a_torn_write() {
+    const LEN: usize = 1 << 20;
+    let place = cpu0();
+    let s = new_stream(&place);
+    let host = Arc::new(s.alloc_host(LEN).unwrap());
+    let torn = watchdog("concurrent host buffer read/write", 60, move || {
+        let writer = {
+            let host = host.clone();
+            std::thread::spawn(move || {
+                for round in 0..300u32 {
+                    host.write(0, &vec![(round % 251) as u8 + 1; LEN]).unwrap();
+                }
+            })
+        };
+        let mut torn = 0;
+        let mut out = vec![0u8; LEN];
+        while !writer.is_finished() {
+            host.read(0, &mut out).unwrap();
+            if out.iter().any(|b| *b != out[0]) {
+                torn += 1;
+            }
+        }
+        writer.join().unwrap();
+        torn
+    });
+    assert_eq!(torn, 0, "reads saw half-written buffers (a data race)");
+}
+
+// ---- item 6: host functions never wait for their stream's later work ----
+
+/// A stream whose worker is held by a first host function until the returned sender fires.
+fn held_stream() -> (PluginStream, std::sync::mpsc::Sender<()>) {
+    let s = new_stream(&cpu0());
+    let (release, held) = channel::<()>();
+    let held = Mutex::new(held);
+    s.launch_host_func(Box::new(move || {
+        let _ = held.lock().unwrap().recv();
+    }))
+    .unwrap();
+    (s, release)
+}
+
+#[test]
+fn a_host_function_reads_a_host_buffer_without_waiting_for_later_copies() {
+    let outcome = watchdog("host function reading a host buffer", 10, || {
+        let (s, release) = held_stream();
+        let device = s.alloc(32).unwrap();
+        let host = Arc::new(s.alloc_host(32).unwrap());
+        s.copy_from_host(&device, 0, &[5; 32]).unwrap();
+        s.copy_device_to_host(&host, 0, &device, 0, 32).unwrap();
+        let (seen, saw) = channel();
+        let inner: Arc<PluginHostBuffer> = host.clone();
+        let seen = Mutex::new(seen);
+        s.launch_host_func(Box::new(move || {
+            let _ = seen.lock().unwrap().send(inner.to_vec());
+        }))
+        .unwrap();
+        // Queued after the host function on the same stream.
+        s.copy_from_host(&device, 0, &[6; 32]).unwrap();
+        s.copy_device_to_host(&host, 0, &device, 0, 32).unwrap();
+        release.send(()).unwrap();
+        let seen = saw.recv().unwrap();
+        s.synchronize().unwrap();
+        (seen, host.to_vec())
+    });
+    assert_eq!(
+        outcome.0,
+        Ok(vec![5; 32]),
+        "stream order up to the host function"
+    );
+    assert_eq!(outcome.1, Ok(vec![6; 32]));
+}
+
+#[test]
+fn blocking_calls_on_the_own_stream_inside_a_host_function_are_typed_errors() {
+    let outcome = watchdog("host function synchronizing its own stream", 10, || {
+        let (s, release) = held_stream();
+        let before = s.record_event().unwrap();
+        let (tell, told) = channel();
+        let (inner, tell) = (s.clone(), Mutex::new(tell));
+        let after: Arc<Mutex<Option<devstream_plugin::PluginEvent>>> = Arc::default();
+        let after_inner = after.clone();
+        s.launch_host_func(Box::new(move || {
+            let after = after_inner.lock().unwrap().clone().unwrap();
+            assert_eq!(
+                inner.query(),
+                Ok(false),
+                "the stream runs this host function"
+            );
+            let _ = tell.lock().unwrap().send((
+                inner.synchronize(),
+                before.synchronize(),
+                before.query(),
+                after.synchronize(),
+                after.query(),
+            ));
+        }))
+        .unwrap();
+        *after.lock().unwrap() = Some(s.record_event().unwrap());
+        release.send(()).unwrap();
+        let told = told.recv().unwrap();
+        s.synchronize().unwrap();
+        told
+    });
+    assert!(
+        matches!(outcome.0, Err(Error::InvalidArgument(_))),
+        "own stream: {:?}",
+        outcome.0
+    );
+    assert_eq!(
+        outcome.1,
+        Ok(()),
+        "an event before the host function is complete"
+    );
+    assert_eq!(outcome.2, Ok(true));
+    assert!(
+        matches!(outcome.3, Err(Error::InvalidArgument(_))),
+        "an event after the host function: {:?}",
+        outcome.3
+    );
+    assert_eq!(outcome.4, Ok(false));
+}
+
+// ---- item 8: hostile panics ----
+
+/// A panic payload whose destructor panics.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("a destructor that panics");
+    }
+}
+
+fn hostile_panics_on(place: &devstream_core::Place) {
+    let s = new_stream(place);
+    s.launch_host_func(Box::new(|| std::panic::panic_any(PanicsOnDrop)))
+        .unwrap();
+    let guard = PanicsOnDrop;
+    s.launch_host_func(Box::new(move || {
+        let _ = &guard;
+    }))
+    .unwrap();
+    match s.synchronize() {
+        Err(Error::HostFuncPanicked { stream, .. }) => assert_eq!(stream, s.id()),
+        other => panic!("expected HostFuncPanicked, got {other:?}"),
+    }
+    // The stream (and the plug-in's worker) survive.
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    s.launch_host_func(Box::new(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    }))
+    .unwrap();
+    let _ = s.synchronize();
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn panic_payloads_and_closures_whose_drop_panics_are_contained() {
+    watchdog("hostile panics on custom_cpu:0", 10, || {
+        hostile_panics_on(&cpu0())
+    });
+    let copy = Faulty::unique(faulty::MODE_WORKING);
+    let place = copy.load().unwrap().places[0].clone();
+    watchdog("hostile panics on an inline plug-in", 10, move || {
+        hostile_panics_on(&place)
+    });
+    // A refused closure whose destructor panics is dropped by the submitter: contained too.
+    let copy = Faulty::unique(faulty::MODE_QUEUED_ERROR);
+    let place = copy.load().unwrap().places[0].clone();
+    let s = new_stream(&place);
+    let guard = PanicsOnDrop;
+    let refused = s.launch_host_func(Box::new(move || {
+        let _ = &guard;
+    }));
+    assert_eq!(driver_call(refused), "stream_add_callback");
+    copy.run_queued();
+}
+
+// ---- item 11: loading ----
+
+#[cfg(unix)]
+fn still_loaded(path: &std::path::Path) -> bool {
+    use libloading::os::unix::{Library, RTLD_LAZY};
+    const RTLD_NOLOAD: std::ffi::c_int = 4;
+    // SAFETY: RTLD_NOLOAD only looks for an image already loaded; it runs no initialiser.
+    unsafe { Library::open(Some(path), RTLD_LAZY | RTLD_NOLOAD) }.is_ok()
+}
+
+#[cfg(unix)]
+#[test]
+fn a_plugin_that_fails_after_initialize_is_finalized_and_never_unloaded() {
+    for mode in [
+        faulty::MODE_INIT_DEVICE_FAILS,
+        faulty::MODE_DEVICE_COUNT_FAILS,
+    ] {
+        let mut copy = Faulty::unique(mode);
+        assert!(copy.load().is_err());
+        let counters = copy.counters();
+        assert_eq!(counters[faulty::COUNT_INITIALIZE], 1, "mode {mode}");
+        assert_eq!(
+            counters[faulty::COUNT_FINALIZE],
+            1,
+            "mode {mode}: initialize ran, so finalize must"
+        );
+        drop(copy.library.take());
+        assert!(
+            still_loaded(&copy.path),
+            "mode {mode}: a library whose initialize ran was unloaded"
+        );
+    }
+}
+
+#[test]
+fn one_file_loaded_twice_at_once_is_initialized_once() {
+    let copy = Faulty::unique(faulty::MODE_SLOW_INITIALIZE);
+    let barrier = Arc::new(Barrier::new(2));
+    let loads: Vec<_> = (0..2)
+        .map(|_| {
+            let (path, barrier) = (copy.path.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                devstream_plugin::load_plugin(&path)
+            })
+        })
+        .collect();
+    let results: Vec<_> = loads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    let counters = copy.counters();
+    assert_eq!(
+        counters[faulty::COUNT_INITIALIZE],
+        1,
+        "initialize ran twice"
+    );
+    assert_eq!(counters[faulty::COUNT_INIT_PLUGIN_ACCEPTED], 1);
+    // A later load of the same file does not run InitPlugin again.
+    assert!(copy.load().is_err());
+    assert_eq!(copy.counters()[faulty::COUNT_INIT_PLUGIN_ACCEPTED], 1);
+}
+
+// ---- item 13: allocations answered with a status ----
+
+#[test]
+fn an_allocation_answered_with_c_failed_is_freed_and_with_c_warning_is_kept() {
+    let failed = Faulty::unique(faulty::MODE_ALLOC_FAILED_WRITTEN);
+    let place = failed.load().unwrap().places[0].clone();
+    let s = new_stream(&place);
+    assert!(matches!(s.alloc(64), Err(Error::OutOfMemory { .. })));
+    assert_eq!(
+        failed.counters()[faulty::COUNT_LIVE_ALLOCATIONS],
+        0,
+        "the pointer written with C_FAILED leaked"
+    );
+    let warned = Faulty::unique(faulty::MODE_ALLOC_WARNING);
+    let place = warned.load().unwrap().places[0].clone();
+    let s = new_stream(&place);
+    let buffer = s
+        .alloc(64)
+        .expect("C_WARNING with a pointer is an allocation");
+    assert_eq!(warned.counters()[faulty::COUNT_LIVE_ALLOCATIONS], 1);
+    s.fill(&buffer, 0, 64, 1).unwrap();
+    drop(buffer);
+    assert!(wait_until(|| warned.counters()
+        [faulty::COUNT_LIVE_ALLOCATIONS]
+        == 0));
+}
