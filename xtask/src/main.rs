@@ -8,9 +8,15 @@
 //! cargo xtask gpu-bundle [--features cuda,wgpu] [--out DIR]
 //!                                      release builds of the conformance suite, crate tests, examples and
 //!                                      benchmarks into one folder (default bundle/) for the GPU machine
+//! cargo xtask nightly                 install the pinned nightly (miri, rust-src) for the tools below
+//! cargo xtask miri [core] [cpu] [facade]
+//!                                      Miri over devstream-core / devstream-cpu unit tests, facade on cpu
+//! cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin] [--timeout S]
+//!                                      TSan / ASan over the conformance suite and the plug-in tests
 //! ```
 
 mod report;
+mod soundness;
 
 use std::path::{Path, PathBuf};
 use std::process::{exit, Command};
@@ -29,8 +35,11 @@ fn main() {
         Some("bench") => bench(&args[1..]),
         Some("gpu-bundle") => gpu_bundle(&args[1..]),
         Some("bench-report") => report::cli(&args[1..]),
+        Some("nightly") => soundness::install(),
+        Some("miri") => soundness::miri(&args[1..]),
+        Some("sanitize") => soundness::sanitize(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR]>");
+            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin]>");
             exit(2);
         }
     };

@@ -1,0 +1,399 @@
+//! The tools of issue 12 that find soundness bugs: Miri and the sanitizers, on a pinned nightly.
+//!
+//! ```text
+//! cargo xtask nightly                      install the pinned nightly with miri and rust-src
+//! cargo xtask miri [core] [cpu] [facade]   Miri over devstream-core's and devstream-cpu's unit
+//!                                          tests (default: core cpu) and a facade subset on `cpu`
+//! cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin]
+//!                      [--timeout SECS] [-- TEST ARGS]
+//!                                          TSan (-Zbuild-std) or ASan over the conformance suite
+//!                                          on the listed places and/or devstream-plugin's tests
+//! ```
+//!
+//! Every run builds into its own folder under the target directory (`miri/`, `tsan/`, `asan/`),
+//! so it never invalidates the ordinary build. Every run parses libtest's summaries and fails
+//! when no test ran, so a filter or an empty place list cannot pass by skipping.
+//! Suppressions live in `xtask/sanitizers/`, each with its reason (see docs/SOUNDNESS.md).
+
+use crate::flag_value;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// The pinned nightly: a dated toolchain that ships `miri` and `rust-src`, so CI never drifts.
+pub const NIGHTLY: &str = "nightly-2026-06-15";
+
+/// The target triple sanitizer builds name explicitly (required by `-Zbuild-std`, and it keeps
+/// the sanitizer flags away from build scripts and proc macros).
+const TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// Default wall-clock limit of one cargo invocation under a tool (build included).
+const DEFAULT_TIMEOUT_S: u64 = 1500;
+
+/// The target directory of the ordinary build (`CARGO_TARGET_DIR` or `target`).
+fn target_root() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"))
+}
+
+/// `cargo xtask nightly`: installs the pinned nightly the same way here and in CI.
+pub fn install() -> Result<(), String> {
+    let status = Command::new("rustup")
+        .args([
+            "toolchain",
+            "install",
+            NIGHTLY,
+            "--profile",
+            "minimal",
+            "-c",
+            "miri,rust-src",
+        ])
+        .status()
+        .map_err(|e| format!("cannot run rustup: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "rustup toolchain install {NIGHTLY} failed ({status})"
+        ));
+    }
+    // The first `cargo miri` call builds Miri's sysroot; doing it here keeps that out of the
+    // timed test steps.
+    let mut setup = Command::new("rustup");
+    setup.args(["run", NIGHTLY, "cargo", "miri", "setup"]);
+    clean_env(&mut setup);
+    let status = setup
+        .status()
+        .map_err(|e| format!("cannot run cargo miri setup: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo miri setup failed ({status})"))
+    }
+}
+
+/// Drops what the outer (stable) cargo exported, so the nightly cargo picks its own tools.
+fn clean_env(command: &mut Command) {
+    for var in [
+        "CARGO",
+        "RUSTC",
+        "RUSTDOC",
+        "RUSTUP_TOOLCHAIN",
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTDOCFLAGS",
+        "CARGO_BUILD_TARGET",
+    ] {
+        command.env_remove(var);
+    }
+}
+
+/// What one tool run did.
+struct Ran {
+    passed: u64,
+    failed: u64,
+}
+
+/// Runs `cargo <args>` on the pinned nightly under `timeout`, echoing its output, and counts
+/// libtest's `test result:` lines. Fails on a non-zero exit or when no test passed.
+fn nightly_cargo(
+    what: &str,
+    args: &[&str],
+    envs: &[(&str, String)],
+    timeout_s: u64,
+) -> Result<Ran, String> {
+    eprintln!(
+        "xtask: [{what}] {} cargo {}",
+        envs.iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        args.join(" ")
+    );
+    let started = std::time::Instant::now();
+    let mut command = Command::new("timeout");
+    command
+        .args(["--kill-after=15", &timeout_s.to_string()])
+        .args(["rustup", "run", NIGHTLY, "cargo"])
+        .args(args);
+    clean_env(&mut command);
+    for (key, value) in envs {
+        command.env(key, value);
+    }
+    let mut child = command
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run timeout/rustup: {e}"))?;
+    let mut ran = Ran {
+        passed: 0,
+        failed: 0,
+    };
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines() {
+            let line = line.unwrap_or_default();
+            println!("{line}");
+            if let Some(summary) = line.strip_prefix("test result: ") {
+                ran.passed += count(summary, " passed");
+                ran.failed += count(summary, " failed");
+            }
+        }
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    let secs = started.elapsed().as_secs();
+    eprintln!(
+        "xtask: [{what}] {} passed, {} failed, {status} after {secs}s",
+        ran.passed, ran.failed
+    );
+    if status.code() == Some(124) || status.code() == Some(137) {
+        return Err(format!(
+            "[{what}] ran past its {timeout_s}s limit (a hang?)"
+        ));
+    }
+    if !status.success() {
+        return Err(format!("[{what}] failed ({status})"));
+    }
+    if ran.passed == 0 {
+        return Err(format!(
+            "[{what}] ran no test: a tool step that tests nothing must not pass"
+        ));
+    }
+    Ok(ran)
+}
+
+/// The number before `suffix` in a libtest summary (`ok. 14 passed; 0 failed; ...`).
+fn count(summary: &str, suffix: &str) -> u64 {
+    summary
+        .split(';')
+        .find_map(|part| {
+            let part = part.trim();
+            let number = part.strip_suffix(suffix.trim_start())?;
+            number.rsplit(' ').next()?.trim().parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Arguments after `--`, passed to the test binaries.
+fn test_args(args: &[String]) -> Vec<&str> {
+    args.iter()
+        .position(|a| a == "--")
+        .map(|i| args[i + 1..].iter().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// `cargo xtask miri [core] [cpu] [facade] [-- TEST ARGS]`.
+///
+/// * `core`: devstream-core's unit tests (current-stream stacks, pool, places, priorities).
+/// * `cpu`: devstream-cpu's unit tests: the scheduler, events, flags, buffers and capture, under
+///   Miri's data-race detector and weak-memory emulation, with iteration counts reduced under
+///   `cfg(miri)`.
+/// * `facade`: a subset of the conformance suite on `cpu` (semantics, events, current, drops).
+///
+/// Flags: `-Zmiri-ignore-leaks`, because the CPU backend's workers are detached threads that
+/// outlive `main` by design (issue 12 item 13); with it Miri still checks every access.
+/// `PROPTEST_CASES` is forwarded (16 under Miri) and failure persistence is off (it needs the
+/// file system, which Miri's isolation refuses).
+pub fn miri(args: &[String]) -> Result<(), String> {
+    let mut suites: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .take_while(|a| *a != "--")
+        .collect();
+    if suites.is_empty() {
+        suites = vec!["core", "cpu"];
+    }
+    let extra = test_args(args);
+    let timeout_s = DEFAULT_TIMEOUT_S;
+    let target_dir = target_root().join("miri");
+    let envs = vec![
+        ("CARGO_TARGET_DIR", target_dir.display().to_string()),
+        ("PROPTEST_CASES", "16".to_string()),
+        ("PROPTEST_DISABLE_FAILURE_PERSISTENCE", "1".to_string()),
+        (
+            "MIRIFLAGS",
+            [
+                "-Zmiri-ignore-leaks",
+                "-Zmiri-env-forward=PROPTEST_CASES",
+                "-Zmiri-env-forward=PROPTEST_DISABLE_FAILURE_PERSISTENCE",
+                "-Zmiri-env-forward=DEVSTREAM_PLACES",
+                "-Zmiri-env-forward=DEVSTREAM_REQUIRE",
+            ]
+            .join(" "),
+        ),
+        ("DEVSTREAM_PLACES", "cpu".to_string()),
+        ("DEVSTREAM_REQUIRE", "cpu".to_string()),
+    ];
+    for suite in suites {
+        let mut cargo_args: Vec<&str> = vec!["miri", "test"];
+        let mut test_filter: Vec<&str> = Vec::new();
+        match suite {
+            "core" => cargo_args.extend(["-p", "devstream-core", "--lib"]),
+            "cpu" => cargo_args.extend(["-p", "devstream-cpu", "--lib"]),
+            "facade" => {
+                cargo_args.extend([
+                    "-p",
+                    "devstream",
+                    "--no-default-features",
+                    "--features",
+                    "cpu",
+                    "--test",
+                    "conformance",
+                ]);
+                test_filter.extend([
+                    "semantics::",
+                    "events::",
+                    "current::",
+                    "drops::",
+                    "required_backends_are_present",
+                ]);
+            }
+            other => return Err(format!("miri: unknown suite {other:?} (core, cpu, facade)")),
+        }
+        cargo_args.push("--");
+        cargo_args.extend(test_filter);
+        cargo_args.extend(extra.iter().copied());
+        nightly_cargo(&format!("miri {suite}"), &cargo_args, &envs, timeout_s)?;
+    }
+    Ok(())
+}
+
+/// `cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin]
+/// [--timeout SECS] [-- TEST ARGS]`.
+///
+/// Neither `--conformance` nor `--plugin` means both. `--places` (default
+/// `cpu,wgpu:0,custom_cpu:0`) becomes `DEVSTREAM_PLACES`, and each place's backend is added to
+/// `DEVSTREAM_REQUIRE`, so a place that went missing fails the run instead of being skipped.
+/// The test plug-ins are built with the same flags, so the sanitizer sees inside them too.
+pub fn sanitize(args: &[String]) -> Result<(), String> {
+    let kind = args.first().map(String::as_str).unwrap_or("");
+    let (short, flag) = match kind {
+        "thread" => ("tsan", "-Zsanitizer=thread"),
+        "address" => ("asan", "-Zsanitizer=address"),
+        other => {
+            return Err(format!(
+                "sanitize: say which sanitizer: thread or address (got {other:?})"
+            ))
+        }
+    };
+    let options: Vec<String> = args[1..]
+        .iter()
+        .take_while(|a| *a != "--")
+        .cloned()
+        .collect();
+    let places = flag_value(&options, "--places").unwrap_or("cpu,wgpu:0,custom_cpu:0");
+    let timeout_s = flag_value(&options, "--timeout")
+        .map(|t| t.parse().map_err(|e| format!("--timeout {t}: {e}")))
+        .transpose()?
+        .unwrap_or(DEFAULT_TIMEOUT_S);
+    let mut conformance = options.iter().any(|a| a == "--conformance");
+    let mut plugin = options.iter().any(|a| a == "--plugin");
+    if !conformance && !plugin {
+        conformance = true;
+        plugin = true;
+    }
+    let extra = test_args(&args[1..]);
+    let supp_dir = std::env::current_dir()
+        .map_err(|e| e.to_string())?
+        .join("xtask")
+        .join("sanitizers");
+    let mut envs = vec![
+        (
+            "CARGO_TARGET_DIR",
+            target_root().join(short).display().to_string(),
+        ),
+        ("RUSTFLAGS", flag.to_string()),
+        ("CARGO_INCREMENTAL", "0".to_string()),
+        (
+            "XDG_RUNTIME_DIR",
+            std::env::var("XDG_RUNTIME_DIR")
+                .unwrap_or_else(|_| std::env::temp_dir().display().to_string()),
+        ),
+    ];
+    let mut cargo_base: Vec<&str> = vec!["test", "--target", TARGET];
+    match short {
+        "tsan" => {
+            // TSan must see std's synchronisation too: std is rebuilt instrumented.
+            cargo_base.push("-Zbuild-std");
+            envs.push((
+                "TSAN_OPTIONS",
+                format!(
+                    "halt_on_error=1 second_deadlock_stack=1 report_signal_unsafe=0 suppressions={}",
+                    supp_dir.join("tsan.supp").display()
+                ),
+            ));
+        }
+        _ => {
+            // Rebuilt instrumented too: mixing sanitized and unsanitized crates is refused.
+            cargo_base.push("-Zbuild-std");
+            envs.push((
+                "ASAN_OPTIONS",
+                "detect_leaks=1 detect_stack_use_after_return=1 abort_on_error=0".to_string(),
+            ));
+            envs.push((
+                "LSAN_OPTIONS",
+                format!(
+                    "suppressions={} print_suppressions=0",
+                    supp_dir.join("lsan.supp").display()
+                ),
+            ));
+        }
+    }
+    if conformance {
+        let require: Vec<String> = places
+            .split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| {
+                let backend = p.trim().split(':').next().unwrap_or("");
+                match backend {
+                    "cpu" | "wgpu" | "cuda" | "gpu" | "hip" => backend.replace("gpu", "cuda"),
+                    // Any other device type is a plug-in place.
+                    _ => "plugin".to_string(),
+                }
+            })
+            .collect();
+        let mut envs = envs.clone();
+        envs.push(("DEVSTREAM_PLACES", places.to_string()));
+        envs.push(("DEVSTREAM_REQUIRE", require.join(",")));
+        let mut cargo_args = cargo_base.clone();
+        cargo_args.extend([
+            "-p",
+            "devstream",
+            "--test",
+            "conformance",
+            "--features",
+            "cpu,wgpu,plugin",
+            "--",
+        ]);
+        cargo_args.extend(extra.iter().copied());
+        nightly_cargo(
+            &format!("{short} conformance {places}"),
+            &cargo_args,
+            &envs,
+            timeout_s,
+        )?;
+    }
+    if plugin {
+        let mut cargo_args = cargo_base.clone();
+        cargo_args.extend(["-p", "devstream-plugin", "--lib", "--tests", "--"]);
+        cargo_args.extend(extra.iter().copied());
+        nightly_cargo(
+            &format!("{short} devstream-plugin"),
+            &cargo_args,
+            &envs,
+            timeout_s,
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count;
+
+    #[test]
+    fn summaries_are_counted() {
+        let line = "ok. 39 passed; 0 failed; 1 ignored; 0 measured; 9 filtered out; finished in 1s";
+        assert_eq!(count(line, " passed"), 39);
+        assert_eq!(count(line, " failed"), 0);
+        assert_eq!(count("FAILED. 3 passed; 2 failed; 0 ignored", " failed"), 2);
+        assert_eq!(count("garbage", " passed"), 0);
+    }
+}
