@@ -836,7 +836,8 @@ unsafe impl RawApi for CudaApi {
             // on this stream; we copy it at once.
             unsafe { std::slice::from_raw_parts(deps, count) }
                 .iter()
-                .map(|n| RawGraphNode((*n).cast()))
+                // SAFETY: node handles the driver returned.
+                .map(|n| unsafe { RawGraphNode::from_raw((*n).cast()) })
                 .collect()
         };
         Ok(CaptureInfo {
@@ -857,7 +858,8 @@ unsafe impl RawApi for CudaApi {
         } else {
             sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_ADD_CAPTURE_DEPENDENCIES
         } as u32;
-        let mut nodes: Vec<sys::CUgraphNode> = dependencies.iter().map(|n| n.0.cast()).collect();
+        let mut nodes: Vec<sys::CUgraphNode> =
+            dependencies.iter().map(|n| n.as_ptr().cast()).collect();
         if support().update_deps_v2 {
             ok(
                 // SAFETY: live stream; the node array is valid for its length.
@@ -1021,6 +1023,23 @@ unsafe impl RawApi for CudaApi {
             "cuGraphGetNodes",
         )?;
         Ok(count)
+    }
+
+    unsafe fn graph_nodes(graph: RawGraph) -> RawResult<Vec<RawGraphNode>> {
+        // SAFETY: live graph (caller).
+        let mut count = unsafe { Self::graph_node_count(graph) }?;
+        let mut nodes: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); count];
+        ok(
+            // SAFETY: live graph; the array holds `count` nodes.
+            unsafe { sys::cuGraphGetNodes(graph.0.cast(), nodes.as_mut_ptr(), &mut count) },
+            "cuGraphGetNodes",
+        )?;
+        nodes.truncate(count);
+        Ok(nodes
+            .into_iter()
+            // SAFETY: node handles the driver returned.
+            .map(|n| unsafe { RawGraphNode::from_raw(n.cast()) })
+            .collect())
     }
 
     unsafe fn mem_alloc(len: usize) -> RawResult<DevicePtr> {

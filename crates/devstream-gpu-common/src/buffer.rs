@@ -54,25 +54,25 @@ fn release_device_memory<A: RawApi>(
     }
     let idle = |s: &Arc<StreamInner<A>>| {
         // SAFETY: the stream is alive (we hold it).
-        let status = unsafe { A::stream_is_capturing(s.raw) };
+        let status = unsafe { A::stream_is_capturing(s.release_handle()) };
         matches!(status, Ok(CaptureStatus::None))
     };
-    if stream_ordered {
-        if users.len() == 1 && idle(&users[0]) {
+    if stream_ordered && users.iter().all(idle) {
+        if users.len() == 1 {
             // SAFETY: the pointer came from cuMemAllocAsync; only work already queued on
             // this stream uses it, and the free is ordered after that work.
-            let _ = unsafe { A::mem_free_async(ptr, users[0].raw) };
+            let _ = unsafe { A::mem_free_async(ptr, users[0].release_handle()) };
             return;
         }
         let Ok(reclaim) = device.reclaim_stream() else {
             return;
         };
-        for user in users.iter().filter(|u| idle(u)) {
+        for user in &users {
             // SAFETY: the context is current; the event is destroyed right after the
             // wait, which the runtime allows (it is released after the wait completes).
             unsafe {
                 if let Ok(event) = A::event_create(EventFlags::default()) {
-                    if A::event_record(event, user.raw).is_ok() {
+                    if A::event_record(event, user.release_handle()).is_ok() {
                         let _ = A::stream_wait_event(reclaim, event);
                     }
                     let _ = A::event_destroy(event);
@@ -82,12 +82,20 @@ fn release_device_memory<A: RawApi>(
         // SAFETY: the reclaim stream now waits for every user's queued work.
         let _ = unsafe { A::mem_free_async(ptr, reclaim) };
     } else {
-        let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
+        // Without memory pools, or a user is capturing (the work it queued before its capture
+        // can be tracked only once the capture has ended): free once every user's work has
+        // completed.
         device.release_after(
-            &raws,
+            users,
             Box::new(move || {
-                // SAFETY: every user's queued work has completed.
-                let _ = unsafe { A::mem_free(ptr) };
+                if !stream_ordered {
+                    // SAFETY: every user's queued work has completed.
+                    let _ = unsafe { A::mem_free(ptr) };
+                } else if let Ok(reclaim) = device.reclaim_stream() {
+                    // SAFETY: every user's queued work has completed; the reclaim stream
+                    // orders nothing else before the free.
+                    let _ = unsafe { A::mem_free_async(ptr, reclaim) };
+                }
             }),
         );
     }
@@ -112,6 +120,7 @@ impl<A: RawApi> fmt::Debug for GpuBuffer<A> {
 impl<A: RawApi> GpuBuffer<A> {
     pub(crate) fn alloc(stream: &GpuStream<A>, len: usize) -> Result<Self> {
         let device = stream.device();
+        stream.check_thread()?;
         device.bind()?;
         device.collect();
         let stream_ordered = device.caps.stream_ordered_alloc;
@@ -273,20 +282,40 @@ impl<A: RawApi> GpuHostBuffer<A> {
         self.inner.ptr
     }
 
-    /// Waits for queued copies, then runs `f` on the bytes under the host-access lock.
+    /// Waits for queued copies, then runs `f` on the bytes under the host-access lock. The
+    /// lock is not held while waiting (a host function that the awaited copy is queued behind
+    /// may need it). Inside a host function nothing waits: a copy still queued is a typed
+    /// error (it may be queued after the host function, which would never return).
     fn with_bytes<R>(&self, f: impl FnOnce(*mut u8) -> R) -> Result<R> {
-        let uses = self
-            .inner
-            .uses
-            .lock()
-            .map_err(|_| Error::InvalidArgument("host buffer lock poisoned".into()))?;
-        for (_, event) in uses.iter() {
-            // SAFETY: our event, alive while in `uses`.
-            check::<A, _>(unsafe { A::event_synchronize(*event) })?;
+        let inside = crate::hostfn::in_host_function();
+        loop {
+            let uses = self
+                .inner
+                .uses
+                .lock()
+                .map_err(|_| Error::InvalidArgument("host buffer lock poisoned".into()))?;
+            let mut pending = None;
+            for (_, event) in uses.iter() {
+                // SAFETY: our event, alive while the buffer is.
+                if !crate::error::check_ready::<A>(unsafe { A::event_query(*event) })? {
+                    pending = Some(*event);
+                    break;
+                }
+            }
+            let Some(event) = pending else {
+                return Ok(f(self.inner.ptr));
+            };
+            drop(uses);
+            if inside {
+                return Err(Error::unsupported(
+                    "host buffer access inside a host function while a copy that uses the \
+                     buffer is still queued",
+                    &self.inner.device.place,
+                ));
+            }
+            // SAFETY: our event: events in `uses` are destroyed only when the buffer is.
+            check::<A, _>(unsafe { A::event_synchronize(event) })?;
         }
-        let result = f(self.inner.ptr);
-        drop(uses);
-        Ok(result)
     }
 
     /// Submits `copy` on `stream` and records that the buffer is used up to that point.
@@ -352,6 +381,7 @@ fn prepare<A: RawApi>(
     buffer: &GpuBuffer<A>,
 ) -> Result<()> {
     stream.same_device(op, buffer.inner.device.ordinal)?;
+    stream.check_thread()?;
     stream.device().bind()?;
     buffer.inner.users.note(stream.inner());
     stream.keep_in_capture(Box::new(buffer.inner.clone()))?;
@@ -366,6 +396,7 @@ pub(crate) fn copy_from_host<A: RawApi>(
 ) -> Result<()> {
     check_range("copy_from_host", dst_offset, src.len(), dst.inner.len)?;
     stream.same_device("copy_from_host", dst.inner.device.ordinal)?;
+    stream.check_thread()?;
     stream.device().bind()?;
     if stream.capture_sequence()?.0 != CaptureStatus::None {
         return Err(Error::capture(

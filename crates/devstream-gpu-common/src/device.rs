@@ -6,7 +6,7 @@ use crate::event::GpuEvent;
 use crate::flag::GpuFlag;
 use crate::hostfn::CaptureOwned;
 use crate::raw::{DeviceProperties, LoadInfo, Optional, RawApi, RawContext, RawEvent, RawStream};
-use crate::stream::{GpuStream, StreamKind};
+use crate::stream::{GpuStream, StreamInner, StreamKind};
 use devstream_core::{
     Capabilities, CaptureSupport, DeviceBackend, Error, EventFlags, LiveCounts, Place,
     PriorityRange, Result, StreamOptions,
@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The process-wide state of one backend: what was loaded, its devices (initialised on first
 /// use), live-object counts and the objects owned by captures in progress.
@@ -108,9 +108,22 @@ fn pinned_class(len: usize) -> usize {
     len.max(64).next_power_of_two()
 }
 
-struct Deferred {
+struct Deferred<A: RawApi> {
     events: Vec<RawEvent>,
+    /// Users that were capturing when the release was asked for: the end of the work they
+    /// queued before the capture cannot be recorded until the capture has ended.
+    waiting: Vec<Arc<StreamInner<A>>>,
     action: Option<DeferredAction>,
+}
+
+/// The end of a stream's queued work, as [`Device::end_of_work`] found it.
+enum EndOfWork {
+    /// An event recorded after the work.
+    Recorded(RawEvent),
+    /// The stream is capturing (or its capture was invalidated and not ended yet).
+    Capturing,
+    /// No event could be made or recorded.
+    Failed,
 }
 
 /// One device: its primary context, properties, capabilities, default stream, and the list of
@@ -124,7 +137,7 @@ pub struct Device<A: RawApi> {
     pub(crate) caps: Capabilities,
     default_stream: OnceLock<Result<GpuStream<A>>>,
     reclaim_stream: OnceLock<Result<RawStream>>,
-    deferred: Mutex<Vec<Deferred>>,
+    deferred: Mutex<Vec<Deferred<A>>>,
     /// Entries in `deferred` (read without the lock).
     pending: AtomicUsize,
     /// Captures begun through devstream on this device and not ended yet.
@@ -310,12 +323,21 @@ impl<A: RawApi> Device<A> {
     /// Runs `action` once every event in `events` has completed (checked now and whenever the
     /// device allocates or releases later), then destroys the events. Never blocks.
     pub(crate) fn defer(&self, events: Vec<RawEvent>, action: DeferredAction) {
-        if let Ok(mut list) = self.deferred.lock() {
-            list.push(Deferred {
-                events,
-                action: Some(action),
-            });
-            self.pending.store(list.len(), Ordering::Release);
+        self.defer_entry(Deferred {
+            events,
+            waiting: Vec::new(),
+            action: Some(action),
+        });
+    }
+
+    fn defer_entry(&self, entry: Deferred<A>) {
+        match self.deferred.lock() {
+            Ok(mut list) => {
+                list.push(entry);
+                self.pending.store(list.len(), Ordering::Release);
+            }
+            // Never run: a leak, not a release under pending work.
+            Err(_) => std::mem::forget(entry),
         }
         self.collect();
     }
@@ -325,7 +347,9 @@ impl<A: RawApi> Device<A> {
         if self.pending.load(Ordering::Acquire) == 0 {
             return;
         }
-        let ready: Vec<Deferred> = {
+        // Streams whose capture ended, dropped after the lock is released.
+        let mut ended: Vec<Arc<StreamInner<A>>> = Vec::new();
+        let ready: Vec<Deferred<A>> = {
             let Ok(mut list) = self.deferred.lock() else {
                 return;
             };
@@ -334,14 +358,34 @@ impl<A: RawApi> Device<A> {
             }
             let mut ready = Vec::new();
             let mut index = 0;
+            let mut bound = false;
             while index < list.len() {
-                let done = list[index].events.iter().all(|event| {
+                let entry = &mut list[index];
+                let mut user = 0;
+                while user < entry.waiting.len() {
+                    if !bound {
+                        bound = self.bind().is_ok();
+                        if !bound {
+                            break;
+                        }
+                    }
+                    match self.end_of_work(entry.waiting[user].release_handle()) {
+                        EndOfWork::Recorded(event) => {
+                            entry.events.push(event);
+                            ended.push(entry.waiting.swap_remove(user));
+                        }
+                        // Still capturing, or try again later.
+                        EndOfWork::Capturing | EndOfWork::Failed => user += 1,
+                    }
+                }
+                let done = entry.waiting.is_empty()
+                    && entry.events.iter().all(|event| {
                     // SAFETY: the deferred entry owns its events until it runs.
                     let status = unsafe { A::event_query(*event) };
                     // Anything but "not ready" (done, or an error that will never clear)
                     // releases: waiting forever would leak.
                     !matches!(status, Err(e) if A::error_kind(e.code) == crate::raw::ErrorKind::NotReady)
-                });
+                    });
                 if done {
                     ready.push(list.swap_remove(index));
                 } else {
@@ -351,6 +395,7 @@ impl<A: RawApi> Device<A> {
             self.pending.store(list.len(), Ordering::Release);
             ready
         };
+        drop(ended);
         for mut entry in ready {
             for event in entry.events.drain(..) {
                 // SAFETY: the event is complete and no longer referenced.
@@ -364,23 +409,25 @@ impl<A: RawApi> Device<A> {
     }
 
     /// Records an internal event marking the end of `stream`'s queued work. The context must be
-    /// current. `Ok(None)`: the stream is capturing (or its record failed), so there is nothing
-    /// to track; `Err(())`: no event could be made.
-    fn end_of_work(&self, stream: RawStream) -> std::result::Result<Option<RawEvent>, ()> {
+    /// current.
+    fn end_of_work(&self, stream: RawStream) -> EndOfWork {
         // SAFETY: the caller keeps `stream` alive during this call.
-        let status = unsafe { A::stream_is_capturing(stream) };
-        if !matches!(status, Ok(crate::raw::CaptureStatus::None)) {
-            return Ok(None);
+        match unsafe { A::stream_is_capturing(stream) } {
+            Ok(crate::raw::CaptureStatus::None) => {}
+            Ok(_) => return EndOfWork::Capturing,
+            Err(_) => return EndOfWork::Failed,
         }
         // SAFETY: the context is current.
-        let event = unsafe { A::event_create(EventFlags::default()) }.map_err(|_| ())?;
+        let Ok(event) = (unsafe { A::event_create(EventFlags::default()) }) else {
+            return EndOfWork::Failed;
+        };
         // SAFETY: live event and stream of this context.
         if unsafe { A::event_record(event, stream) }.is_ok() {
-            Ok(Some(event))
+            EndOfWork::Recorded(event)
         } else {
             // SAFETY: never recorded, destroy at once.
             let _ = unsafe { A::event_destroy(event) };
-            Ok(None)
+            EndOfWork::Failed
         }
     }
 
@@ -388,34 +435,47 @@ impl<A: RawApi> Device<A> {
     /// tracked (the stream is capturing, or no event can be made), never runs it (a leak rather
     /// than a release under pending work).
     pub(crate) fn release_after_or_forget(&self, stream: RawStream, action: DeferredAction) {
-        match self
-            .bind()
-            .ok()
-            .and_then(|()| self.end_of_work(stream).ok().flatten())
-        {
-            Some(event) => self.defer(vec![event], action),
-            None => std::mem::forget(action),
+        if self.bind().is_err() {
+            std::mem::forget(action);
+            return;
+        }
+        match self.end_of_work(stream) {
+            EndOfWork::Recorded(event) => self.defer(vec![event], action),
+            EndOfWork::Capturing | EndOfWork::Failed => std::mem::forget(action),
         }
     }
 
-    /// Records a new internal event on each stream in `streams` (skipping streams that are
-    /// capturing: a capture keeps its own objects alive) and defers `action` until they all
-    /// complete.
-    pub(crate) fn release_after(&self, streams: &[RawStream], action: DeferredAction) {
-        let mut events = Vec::with_capacity(streams.len());
-        if self.bind().is_ok() {
-            for &stream in streams {
-                match self.end_of_work(stream) {
-                    Ok(event) => events.extend(event),
-                    Err(()) => {
-                        // Cannot track completion: never release (a leak, not a use after free).
-                        std::mem::forget(action);
-                        return;
+    /// Runs `action` once the work every stream in `users` has queued so far has completed.
+    /// Never blocks. A user that is capturing now is tracked once its capture has ended (the
+    /// work it queued before the capture runs then, and its captured work belongs to the
+    /// graph, which keeps its own objects); where completion cannot be tracked at all, `action`
+    /// never runs (a leak rather than a release under pending work).
+    pub(crate) fn release_after(&self, users: Vec<Arc<StreamInner<A>>>, action: DeferredAction) {
+        let mut events = Vec::with_capacity(users.len());
+        let mut waiting = Vec::new();
+        if self.bind().is_err() {
+            std::mem::forget(action);
+            return;
+        }
+        for user in users {
+            match self.end_of_work(user.release_handle()) {
+                EndOfWork::Recorded(event) => events.push(event),
+                EndOfWork::Capturing => waiting.push(user),
+                EndOfWork::Failed => {
+                    for event in events {
+                        // SAFETY: our event; destroying a recorded event is allowed.
+                        let _ = unsafe { A::event_destroy(event) };
                     }
+                    std::mem::forget(action);
+                    return;
                 }
             }
         }
-        self.defer(events, action);
+        self.defer_entry(Deferred {
+            events,
+            waiting,
+            action: Some(action),
+        });
     }
 }
 

@@ -172,6 +172,19 @@ impl<A: RawApi> DeviceEvent for GpuEvent<A> {
 
     #[inline]
     fn synchronize(&self) -> Result<()> {
+        if crate::hostfn::in_host_function() {
+            // Waiting inside a host function for work not done yet may wait for work queued
+            // after it (a deadlock): answer from a query instead, never hang.
+            return if self.query()? {
+                Ok(())
+            } else {
+                Err(Error::unsupported(
+                    "event synchronize inside a host function before the event completed (it \
+                     may wait for work queued after the host function)",
+                    &self.inner.device.place,
+                ))
+            };
+        }
         // SAFETY: as above.
         check::<A, _>(unsafe { A::event_synchronize(self.inner.raw) })
     }

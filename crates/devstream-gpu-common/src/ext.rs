@@ -12,7 +12,7 @@ use crate::raw::{
 };
 use crate::stream::GpuStream;
 use crate::users::StreamUsers;
-use devstream_core::{CaptureMode, Error, Place, Result};
+use devstream_core::{CaptureMode, DeviceStream, Error, Place, Result};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -115,7 +115,30 @@ impl<A: RawApi> GpuStream<A> {
             "update_capture_dependencies",
         )?;
         self.bind()?;
-        // SAFETY: the stream is alive; the runtime checks the nodes belong to its capture graph.
+        if !dependencies.is_empty() {
+            // SAFETY: the stream is alive.
+            let info = check::<A, _>(unsafe { A::stream_capture_info(self.raw_handle()) })?;
+            if info.status == crate::raw::CaptureStatus::None {
+                return Err(Error::capture(
+                    "update_capture_dependencies",
+                    "the stream is not capturing",
+                ));
+            }
+            if info.graph.is_null() {
+                // The nodes cannot be checked against the capture's graph.
+                return Err(Error::unsupported(
+                    "update_capture_dependencies with nodes (the runtime does not name the \
+                     capture's graph)",
+                    self.place(),
+                ));
+            }
+            crate::stream::check_nodes_of::<A>(
+                "update_capture_dependencies",
+                info.graph,
+                dependencies,
+            )?;
+        }
+        // SAFETY: the stream is alive; every node belongs to its capture graph (checked above).
         check::<A, _>(unsafe {
             A::stream_update_capture_dependencies(self.raw_handle(), dependencies, replace)
         })

@@ -118,6 +118,8 @@ impl<A: RawApi> GpuFlag<A> {
         stream.same_device(op, self.inner.device.ordinal)?;
         stream.bind()?;
         self.inner.users.note(stream.inner());
+        // Captured, the operation is replayed by the graph: the graph keeps the flag's word.
+        stream.keep_in_capture(Box::new(self.inner.clone()))?;
         Ok(())
     }
 

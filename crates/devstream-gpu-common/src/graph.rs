@@ -7,7 +7,7 @@
 
 use crate::device::{device_of, Device};
 use crate::error::{check, map_error};
-use crate::hostfn::{CaptureOwned, GraphHostState};
+use crate::hostfn::{CaptureOwned, DefShared, GraphHostState, OwnedHostCall};
 use crate::raw::{RawApi, RawEvent, RawGraph, RawGraphExec};
 use crate::stream::GpuStream;
 use devstream_core::{DeviceGraph, EventFlags, Place, Result};
@@ -117,13 +117,15 @@ impl<A: RawApi> GpuGraph<A> {
                 return Err(map_error::<A>(e));
             }
         };
-        let (host_state, keep) = match owned {
+        let (host_state, keep) = match owned.map(CaptureOwned::settle) {
             Some(owned) => {
-                let has_host = owned
+                let host_functions = owned
                     .keep
                     .iter()
-                    .any(|k| k.is::<crate::hostfn::OwnedHostCall>());
-                (has_host.then_some(owned.host_state), owned.keep)
+                    .filter(|k| k.is::<OwnedHostCall>())
+                    .count();
+                owned.host_state.set_per_launch(host_functions);
+                ((host_functions > 0).then_some(owned.host_state), owned.keep)
             }
             None => (None, Vec::new()),
         };
@@ -172,14 +174,19 @@ impl<A: RawApi> DeviceGraph for GpuGraph<A> {
         stream.same_device("launch", inner.device.ordinal)?;
         stream.bind()?;
         let _order = inner.launch_lock.lock();
-        if let Some(state) = &inner.host_state {
-            if let Ok(mut target) = state.target.lock() {
-                *target = stream.inner().panic.clone();
-            }
-        }
         let raw = stream.raw_handle();
-        // SAFETY: the executable graph and the stream are alive and of the same device.
-        check::<A, _>(unsafe { A::graph_launch(inner.exec, raw) })?;
+        if let Some(state) = &inner.host_state {
+            // This launch's host functions report panics to this stream.
+            state.push_launch(stream.inner().panic.clone());
+            // SAFETY: the executable graph and the stream are alive and of the same device.
+            if let Err(e) = unsafe { A::graph_launch(inner.exec, raw) } {
+                state.cancel_launch();
+                return Err(map_error::<A>(e));
+            }
+        } else {
+            // SAFETY: as above.
+            check::<A, _>(unsafe { A::graph_launch(inner.exec, raw) })?;
+        }
         // SAFETY: the event and the stream are alive and of the same device.
         check::<A, _>(unsafe { A::event_record(inner.done, raw) })
     }
@@ -188,20 +195,27 @@ impl<A: RawApi> DeviceGraph for GpuGraph<A> {
 pub(crate) struct GraphDefInner<A: RawApi> {
     raw: RawGraph,
     device: &'static Device<A>,
+    /// What captures into the definition left for every graph made from it.
+    pub(crate) shared: Arc<DefShared>,
 }
 
 impl<A: RawApi> Drop for GraphDefInner<A> {
     fn drop(&mut self) {
         let raw = self.raw;
+        let shared = self.shared.clone();
         crate::hostfn::release_off_callback(move || {
             // SAFETY: we own the graph; executable graphs instantiated from it are independent.
             let _ = unsafe { A::graph_destroy(raw) };
+            drop(shared);
         });
     }
 }
 
 /// An empty graph to capture into (`cuGraphCreate`), for
-/// [`GpuStream::begin_capture_to_graph`]. Several captures can append to one definition.
+/// [`GpuStream::begin_capture_to_graph`]. Several captures can append to one definition; the
+/// definition keeps what their work uses for every graph made from it. A host function can be
+/// captured into a definition only while a single capture appends to it, and a definition
+/// holding one takes no further capture (each closure belongs to one graph).
 pub struct GpuGraphDef<A: RawApi> {
     pub(crate) inner: Arc<GraphDefInner<A>>,
 }
@@ -223,7 +237,11 @@ impl<A: RawApi> GpuGraphDef<A> {
         // SAFETY: the runtime is loaded and the context current.
         let raw = check::<A, _>(unsafe { A::graph_create() })?;
         Ok(GpuGraphDef {
-            inner: Arc::new(GraphDefInner { raw, device }),
+            inner: Arc::new(GraphDefInner {
+                raw,
+                device,
+                shared: Arc::new(DefShared::default()),
+            }),
         })
     }
 

@@ -5,11 +5,12 @@ use crate::raw::{RawApi, RawStream};
 use devstream_core::{Error, HostFn, Result};
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 thread_local! {
     /// Set while a runtime callback thread runs one of our trampolines.
@@ -32,6 +33,31 @@ impl Drop for CallbackScope {
     }
 }
 
+/// Whether the calling thread is running one of devstream's host functions or stream
+/// callbacks right now. There, a call that would wait for the stream (or for work queued after
+/// the host function) can never return: it answers a typed error instead.
+#[inline]
+pub(crate) fn in_host_function() -> bool {
+    IN_CALLBACK.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Drops a panic payload; if its own `Drop` panics, that second payload is leaked (forgotten)
+/// rather than dropped, so that nothing unwinds further (into the runtime, or out of a thread
+/// loop).
+pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+}
+
+/// Drops `value` where no panic may escape (a runtime callback, a release): a panic of its
+/// `Drop` is caught and its payload dropped with [`drop_payload`].
+pub(crate) fn drop_quietly<T>(value: T) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        drop_payload(payload);
+    }
+}
+
 type ReleaseJob = Box<dyn FnOnce() + Send>;
 
 fn release_thread() -> Option<&'static Mutex<Sender<ReleaseJob>>> {
@@ -43,7 +69,9 @@ fn release_thread() -> Option<&'static Mutex<Sender<ReleaseJob>>> {
                 .name("devstream-release".into())
                 .spawn(move || {
                     for job in rx {
-                        let _ = catch_unwind(AssertUnwindSafe(job));
+                        if let Err(payload) = catch_unwind(AssertUnwindSafe(job)) {
+                            drop_payload(payload);
+                        }
                     }
                 })
                 .ok()
@@ -57,7 +85,7 @@ fn release_thread() -> Option<&'static Mutex<Sender<ReleaseJob>>> {
 /// deadlock the process' callbacks — on devstream's release thread. That happens when a host
 /// function's closure holds the last handle to a stream, event, buffer, flag or graph.
 pub(crate) fn release_off_callback(release: impl FnOnce() + Send + 'static) {
-    if !IN_CALLBACK.try_with(Cell::get).unwrap_or(false) {
+    if !in_host_function() {
         release();
         return;
     }
@@ -73,6 +101,9 @@ pub(crate) fn release_off_callback(release: impl FnOnce() + Send + 'static) {
 }
 
 /// Where a stream keeps the first panic of its host functions until `synchronize` reports it.
+///
+/// `raised` mirrors "a message is kept" and changes only under the message's lock, so a
+/// `raise` racing a `take` is either taken with it or kept (with its message) for the next.
 #[derive(Debug, Default)]
 pub(crate) struct PanicSlot {
     raised: AtomicBool,
@@ -81,36 +112,178 @@ pub(crate) struct PanicSlot {
 
 impl PanicSlot {
     pub(crate) fn raise(&self, message: String) {
-        if let Ok(mut slot) = self.message.lock() {
-            if slot.is_none() {
-                *slot = Some(message);
-            }
+        let mut slot = self.message.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(message);
         }
         self.raised.store(true, Ordering::Release);
     }
 
-    /// Takes the kept panic, if any (one relaxed load when there is none).
+    /// Takes the kept panic, if any (one acquire load when there is none).
     #[inline]
     pub(crate) fn take(&self, stream: u64) -> Result<()> {
         if !self.raised.load(Ordering::Acquire) {
             return Ok(());
         }
+        let mut slot = self.message.lock().unwrap_or_else(PoisonError::into_inner);
         self.raised.store(false, Ordering::Release);
-        let message = self
-            .message
-            .lock()
-            .ok()
-            .and_then(|mut m| m.take())
-            .unwrap_or_else(|| "host function panicked".into());
-        Err(Error::HostFuncPanicked { stream, message })
+        match slot.take() {
+            Some(message) => Err(Error::HostFuncPanicked { stream, message }),
+            // A concurrent `take` reported it.
+            None => Ok(()),
+        }
     }
 }
 
-/// The panic target of host functions captured into a graph: the stream the graph was last
-/// launched on.
+/// The panic targets of the host functions captured into one graph.
+///
+/// The runtime runs launches of one executable graph one after another, in launch order, and
+/// each launch runs each host-function node once. So the launches not finished yet are a queue
+/// (filled by `launch`, in order, under the graph's launch lock), and the front launch is done
+/// with host functions after `per_launch` calls: a panic goes to the stream of the launch it
+/// belongs to, whatever was launched after it.
 #[derive(Debug)]
 pub(crate) struct GraphHostState {
-    pub(crate) target: Mutex<Arc<PanicSlot>>,
+    /// The panic slot of each launch not finished yet, in launch order.
+    launches: Mutex<VecDeque<Arc<PanicSlot>>>,
+    /// Host-function nodes of the graph (set when it is instantiated).
+    per_launch: AtomicUsize,
+    /// Host-function calls of the front launch so far.
+    calls: AtomicUsize,
+    /// Where a panic goes when no launch is queued (never expected).
+    fallback: Arc<PanicSlot>,
+}
+
+impl GraphHostState {
+    fn new(fallback: Arc<PanicSlot>) -> Self {
+        GraphHostState {
+            launches: Mutex::new(VecDeque::new()),
+            per_launch: AtomicUsize::new(0),
+            calls: AtomicUsize::new(0),
+            fallback,
+        }
+    }
+
+    /// The graph was instantiated with `count` host-function nodes.
+    pub(crate) fn set_per_launch(&self, count: usize) {
+        self.per_launch.store(count, Ordering::Release);
+    }
+
+    /// A launch on the stream owning `panic` is about to be submitted (under the graph's launch
+    /// lock, so queue order is launch order).
+    pub(crate) fn push_launch(&self, panic: Arc<PanicSlot>) {
+        self.launches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(panic);
+    }
+
+    /// The launch just pushed was refused by the runtime.
+    pub(crate) fn cancel_launch(&self) {
+        self.launches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_back();
+    }
+
+    fn raise(&self, message: String) {
+        let target = self
+            .launches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .front()
+            .cloned();
+        target
+            .unwrap_or_else(|| self.fallback.clone())
+            .raise(message);
+    }
+
+    /// One host function of the front launch returned.
+    fn call_done(&self) {
+        let per_launch = self.per_launch.load(Ordering::Acquire);
+        if per_launch == 0 {
+            return;
+        }
+        if self.calls.fetch_add(1, Ordering::AcqRel) + 1 >= per_launch {
+            self.calls.store(0, Ordering::Release);
+            let done = self
+                .launches
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop_front();
+            // Dropped outside the lock.
+            drop(done);
+        }
+    }
+}
+
+/// What a graph definition (`GpuGraphDef`) owns for the graphs instantiated from it: the
+/// objects used by work captured into it (every later capture's graph contains that work too),
+/// and whether it holds a host function (whose closure one graph alone may call).
+#[derive(Default)]
+pub(crate) struct DefShared {
+    state: Mutex<DefState>,
+}
+
+#[derive(Default)]
+struct DefState {
+    /// Captures appending to the definition now.
+    active: usize,
+    host_functions: bool,
+    keep: Vec<Box<dyn Any + Send + Sync>>,
+}
+
+impl Drop for DefState {
+    fn drop(&mut self) {
+        for item in self.keep.drain(..) {
+            drop_quietly(item);
+        }
+    }
+}
+
+impl DefShared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, DefState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A capture into the definition begins: refused once it holds a host function (a second
+    /// graph would call the first graph's closure, possibly at the same time). An executable
+    /// graph is a snapshot: graphs made before a capture never contain its nodes.
+    pub(crate) fn begin_capture(&self) -> Result<()> {
+        let mut state = self.lock();
+        if state.host_functions {
+            return Err(Error::capture(
+                "begin_capture_to_graph",
+                "the graph definition holds a host function captured earlier; a second graph \
+                 from it would share that closure (capture into a new definition)",
+            ));
+        }
+        state.active += 1;
+        Ok(())
+    }
+
+    /// A capture that began with [`DefShared::begin_capture`] ended (or could not start).
+    pub(crate) fn end_capture(&self) {
+        let mut state = self.lock();
+        state.active = state.active.saturating_sub(1);
+    }
+
+    /// A host function is captured into the definition: allowed (`true`) only while no other
+    /// capture appends to it (its closure then belongs to this capture's graph alone: no
+    /// capture can begin after it, see [`DefShared::begin_capture`]).
+    pub(crate) fn add_host_function(&self) -> bool {
+        let mut state = self.lock();
+        if state.active > 1 {
+            return false;
+        }
+        state.host_functions = true;
+        true
+    }
+
+    /// Takes ownership of objects captured work uses.
+    pub(crate) fn keep(&self, items: impl IntoIterator<Item = Box<dyn Any + Send + Sync>>) {
+        self.lock().keep.extend(items);
+    }
 }
 
 pub(crate) enum PanicSink {
@@ -122,11 +295,7 @@ impl PanicSink {
     fn raise(&self, message: String) {
         match self {
             PanicSink::Stream(slot) => slot.raise(message),
-            PanicSink::Graph(state) => {
-                if let Ok(target) = state.target.lock() {
-                    target.raise(message);
-                }
-            }
+            PanicSink::Graph(state) => state.raise(message),
         }
     }
 }
@@ -149,6 +318,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 fn run(call: &mut HostCall) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(|| (call.f)())) {
         call.sink.raise(panic_message(payload.as_ref()));
+        drop_payload(payload);
     }
 }
 
@@ -162,7 +332,7 @@ pub(crate) unsafe extern "C" fn host_once(data: *mut c_void) {
     let mut call = unsafe { Box::from_raw(data.cast::<HostCall>()) };
     run(&mut call);
     // A closure whose drop panics must not unwind into the runtime either.
-    let _ = catch_unwind(AssertUnwindSafe(move || drop(call)));
+    drop_quietly(call);
 }
 
 /// Trampoline of a host function captured into a graph: runs it, leaves it owned by the graph.
@@ -175,6 +345,9 @@ pub(crate) unsafe extern "C" fn host_in_graph(data: *mut c_void) {
     // SAFETY: per this function's contract the HostCall is alive and not aliased mutably.
     let call = unsafe { &mut *data.cast::<HostCall>() };
     run(call);
+    if let PanicSink::Graph(state) = &call.sink {
+        state.call_done();
+    }
 }
 
 /// Host-function slots per ring: how many host functions of one stream can be in flight before
@@ -297,7 +470,7 @@ impl Drop for ClaimedSlot<'_> {
         if !self.launched {
             // SAFETY: still claimed by us (the launch failed or never happened).
             let f = unsafe { (*self.slot.f.get()).take() };
-            let _ = catch_unwind(AssertUnwindSafe(move || drop(f)));
+            drop_quietly(f);
             self.slot.busy.store(false, Ordering::Release);
         }
     }
@@ -320,8 +493,9 @@ pub(crate) unsafe extern "C" fn host_slot(data: *mut c_void) {
             unsafe { &*slot.ring }
                 .panic
                 .raise(panic_message(payload.as_ref()));
+            drop_payload(payload);
         }
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(f)));
+        drop_quietly(f);
     }
     // Last touch of the slot: after this the launcher may reuse it.
     slot.busy.store(false, Ordering::Release);
@@ -341,7 +515,7 @@ impl Drop for OwnedHostCall {
         // SAFETY: the pointer came from Box::into_raw and no launch can run any more (the owner
         // releases it only after the graph's last launch completed, or when the capture failed).
         let call = unsafe { Box::from_raw(self.0) };
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(call)));
+        drop_quietly(call);
     }
 }
 
@@ -350,16 +524,33 @@ impl Drop for OwnedHostCall {
 pub(crate) struct CaptureOwned {
     pub(crate) host_state: Arc<GraphHostState>,
     pub(crate) keep: Vec<Box<dyn Any + Send + Sync>>,
+    /// The definition the capture appends to (`begin_capture_to_graph`), if any.
+    pub(crate) def: Option<Arc<DefShared>>,
 }
 
 impl CaptureOwned {
     pub(crate) fn new(target: Arc<PanicSlot>) -> Self {
         CaptureOwned {
-            host_state: Arc::new(GraphHostState {
-                target: Mutex::new(target),
-            }),
+            host_state: Arc::new(GraphHostState::new(target)),
             keep: Vec::new(),
+            def: None,
         }
+    }
+
+    /// Splits what the capture owns between the graph made from it and its definition: the
+    /// definition keeps the objects the captured work uses (every graph later made from it
+    /// contains that work); host functions stay with this capture's graph.
+    /// Called once the capture has ended (a second call does nothing).
+    pub(crate) fn settle(mut self) -> Self {
+        if let Some(def) = self.def.take() {
+            let (host, other): (Vec<_>, Vec<_>) = std::mem::take(&mut self.keep)
+                .into_iter()
+                .partition(|k| k.is::<OwnedHostCall>());
+            def.keep(other);
+            def.end_capture();
+            self.keep = host;
+        }
+        self
     }
 }
 
@@ -393,6 +584,7 @@ pub(crate) unsafe extern "C" fn stream_callback<A: RawApi>(
     };
     if let Err(payload) = catch_unwind(AssertUnwindSafe(move || f(result))) {
         sink.raise(panic_message(payload.as_ref()));
+        drop_payload(payload);
     }
 }
 

@@ -59,18 +59,45 @@ handle!(
     /// An instantiated, launchable graph (`CUgraphExec`, `hipGraphExec_t`).
     RawGraphExec
 );
-handle!(
-    /// A node of a native graph (`CUgraphNode`, `hipGraphNode_t`).
+/// A node of a native graph (`CUgraphNode`, `hipGraphNode_t`), as the runtime handed it out
+/// (`GpuStream::capture_info`). The shared layer checks that a node passed back to the runtime
+/// belongs to the graph it is used with, and safe code cannot forge one:
+///
+/// ```compile_fail
+/// use devstream_gpu_common::RawGraphNode;
+/// let forged = RawGraphNode(0x10 as *mut std::ffi::c_void);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct RawGraphNode(*mut c_void);
+
+// SAFETY: a node handle is a plain identifier; the runtimes allow using it from any thread.
+unsafe impl Send for RawGraphNode {}
+// SAFETY: as above: sharing the identifier shares no Rust-visible memory.
+unsafe impl Sync for RawGraphNode {}
+
+impl RawGraphNode {
+    /// Wraps a native node handle.
     ///
-    /// Safe code cannot forge one (it reaches the driver through
-    /// `begin_capture_to_graph` and `update_capture_dependencies`):
-    ///
-    /// ```compile_fail
-    /// use devstream_gpu_common::RawGraphNode;
-    /// let forged = RawGraphNode(0x10 as *mut std::ffi::c_void);
-    /// ```
-    RawGraphNode
-);
+    /// # Safety
+    /// `raw` is a node handle the runtime returned (of a graph that may since have been
+    /// destroyed: the shared layer checks membership before using it).
+    pub unsafe fn from_raw(raw: *mut c_void) -> RawGraphNode {
+        RawGraphNode(raw)
+    }
+
+    /// The native handle.
+    pub fn as_ptr(self) -> *mut c_void {
+        self.0
+    }
+}
+
+impl fmt::Debug for RawGraphNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RawGraphNode({:p})", self.0)
+    }
+}
+
 handle!(
     /// A native context (`CUcontext`, `hipCtx_t`).
     RawContext
@@ -459,6 +486,8 @@ pub unsafe trait RawApi: Sized + Send + Sync + 'static {
     unsafe fn graph_destroy(graph: RawGraph) -> RawResult;
     /// Number of nodes (`cuGraphGetNodes` with a null array).
     unsafe fn graph_node_count(graph: RawGraph) -> RawResult<usize>;
+    /// Every node of the graph (`cuGraphGetNodes`).
+    unsafe fn graph_nodes(graph: RawGraph) -> RawResult<Vec<RawGraphNode>>;
 
     // ---- memory -------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ use crate::hostfn::{
     host_in_graph, host_once, host_slot, CaptureOwned, HostCall, HostRingPtr, OwnedHostCall,
     PanicSink, PanicSlot,
 };
-use crate::raw::{CaptureStatus, Optional, RawApi, RawEvent, RawGraphNode, RawStream};
+use crate::raw::{CaptureStatus, Optional, RawApi, RawEvent, RawGraph, RawGraphNode, RawStream};
 use devstream_core::{
     Capabilities, CaptureMode, DeviceStream, Error, EventFlags, HostFn, Place, Priority, Result,
     StreamOptions,
@@ -62,11 +62,32 @@ pub(crate) struct StreamInner<A: RawApi> {
     capture: Mutex<CaptureRecord>,
     _keepalive: Option<Arc<dyn Any + Send + Sync>>,
     counted: bool,
+    /// The thread whose per-thread default stream this is (`None` for every other kind).
+    owner: Option<std::thread::ThreadId>,
+}
+
+impl<A: RawApi> StreamInner<A> {
+    /// The handle to order a release of what this stream's queued work uses after: its own,
+    /// except for a per-thread stream released on another thread (where its handle names that
+    /// thread's stream): then the legacy default stream, whose work waits for every blocking
+    /// stream of the context, the per-thread streams of all threads included.
+    pub(crate) fn release_handle(&self) -> RawStream {
+        release_handle(self.raw, self.owner)
+    }
+}
+
+/// See [`StreamInner::release_handle`] (call it on the thread that makes the release calls).
+fn release_handle(raw: RawStream, owner: Option<std::thread::ThreadId>) -> RawStream {
+    match owner {
+        Some(owner) if Some(owner) != current_thread() => RawStream::NULL,
+        _ => raw,
+    }
 }
 
 impl<A: RawApi> Drop for StreamInner<A> {
     fn drop(&mut self) {
         let raw = self.raw;
+        let owner = self.owner;
         let sync_event = self.sync_event.get().copied();
         let owned = self.kind == StreamKind::Owned;
         let counted = self.counted;
@@ -87,7 +108,10 @@ impl<A: RawApi> Drop for StreamInner<A> {
                     // past them (an event recorded after them completes only after they
                     // returned). If no event can be recorded (the stream is capturing), the
                     // ring stays allocated rather than being freed under a pending callback.
-                    device.release_after_or_forget(raw, Box::new(move || ring.retire()));
+                    device.release_after_or_forget(
+                        release_handle(raw, owner),
+                        Box::new(move || ring.retire()),
+                    );
                 }
             }
             if let Some((id, def)) = active {
@@ -130,7 +154,28 @@ fn discard_native_capture<A: RawApi>(raw: RawStream, id: u64) {
             .lock()
             .ok()
             .and_then(|mut captures| captures.remove(&id));
-        drop(owned);
+        // Nodes of an abandoned capture into a definition may stay in it: so do their objects.
+        drop(owned.map(CaptureOwned::settle));
+    }
+}
+
+/// `Error::InvalidArgument` unless every node in `nodes` is a node of `graph` (a node handle
+/// from another graph, or from one since destroyed, never reaches the runtime).
+pub(crate) fn check_nodes_of<A: RawApi>(
+    op: &'static str,
+    graph: RawGraph,
+    nodes: &[RawGraphNode],
+) -> Result<()> {
+    if nodes.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: the graph is alive (the caller holds it, or it is a capture's graph).
+    let members = check::<A, _>(unsafe { A::graph_nodes(graph) })?;
+    match nodes.iter().find(|node| !members.contains(node)) {
+        None => Ok(()),
+        Some(node) => Err(Error::InvalidArgument(format!(
+            "{op}: {node:?} is not a node of the graph"
+        ))),
     }
 }
 
@@ -235,6 +280,11 @@ impl<A: RawApi> GpuStream<A> {
                 capture: Mutex::new((None, None)),
                 _keepalive: keepalive,
                 counted,
+                owner: if kind == StreamKind::PerThread {
+                    current_thread()
+                } else {
+                    None
+                },
             }),
         })
     }
@@ -293,10 +343,12 @@ impl<A: RawApi> GpuStream<A> {
         self.inner.device
     }
 
-    /// Makes the context current where the handle needs it (legacy/per-thread streams).
+    /// Makes the context current where the handle needs it (legacy/per-thread streams); a
+    /// per-thread stream used on another thread than its own is refused.
     #[inline]
     pub(crate) fn bind(&self) -> Result<()> {
         if self.inner.needs_context {
+            self.check_thread()?;
             self.inner.device.bind()
         } else {
             Ok(())
@@ -392,6 +444,8 @@ impl<A: RawApi> GpuStream<A> {
                 record.1 = Some(reason);
             }
             discard_native_capture::<A>(self.inner.raw, id);
+            // Releases that waited for the capture to end can be tracked now.
+            self.inner.device.collect();
         }
     }
 
@@ -425,6 +479,7 @@ impl<A: RawApi> GpuStream<A> {
             }
             return Err(Error::capture("begin_capture", reason));
         }
+        let mut defined = None;
         let keep_def: Option<Arc<dyn Any + Send + Sync>> = match def {
             None => {
                 // SAFETY: the stream is alive.
@@ -436,16 +491,22 @@ impl<A: RawApi> GpuStream<A> {
                     .device
                     .require(Optional::CaptureToGraph, "begin_capture_to_graph")?;
                 self.same_device("begin_capture_to_graph", def.ordinal())?;
-                // SAFETY: the stream and the graph are alive; the nodes belong to the graph
-                // (the runtime checks and answers an error otherwise).
-                check::<A, _>(unsafe {
+                check_nodes_of::<A>("begin_capture_to_graph", def.raw_handle(), dependencies)?;
+                def.inner.shared.begin_capture()?;
+                // SAFETY: the stream and the graph are alive; every dependency is a node of
+                // the graph (checked above).
+                if let Err(e) = unsafe {
                     A::stream_begin_capture_to_graph(
                         self.inner.raw,
                         def.raw_handle(),
                         dependencies,
                         mode,
                     )
-                })?;
+                } {
+                    def.inner.shared.end_capture();
+                    return Err(map_error::<A>(e));
+                }
+                defined = Some(def.inner.shared.clone());
                 Some(def.inner.clone() as Arc<dyn Any + Send + Sync>)
             }
         };
@@ -468,7 +529,8 @@ impl<A: RawApi> GpuStream<A> {
         if let Ok(mut captures) = runtime.captures.lock() {
             captures
                 .entry(id)
-                .or_insert_with(|| CaptureOwned::new(self.inner.panic.clone()));
+                .or_insert_with(|| CaptureOwned::new(self.inner.panic.clone()))
+                .def = defined;
         }
         if let Ok(mut record) = self.inner.capture.lock() {
             if let Some(active) = record.0.as_mut() {
@@ -544,7 +606,10 @@ impl<A: RawApi> GpuStream<A> {
             .captures
             .lock()
             .ok()
-            .and_then(|mut captures| captures.remove(&id));
+            .and_then(|mut captures| captures.remove(&id))
+            .map(CaptureOwned::settle);
+        // Releases that waited for this stream's capture to end can be tracked now.
+        self.inner.device.collect();
         let graph = check::<A, _>(ended)?;
         if graph.is_null() {
             return Err(Error::capture(
@@ -585,6 +650,46 @@ impl<A: RawApi> GpuStream<A> {
     pub(crate) fn inner(&self) -> &Arc<StreamInner<A>> {
         &self.inner
     }
+
+    /// `synchronize` called by a host function (or stream callback): waiting there can never
+    /// end if the stream still has work (the host function's own stream waits for it to
+    /// return), so it answers from a query: done, or a typed error — never a hang.
+    #[cold]
+    fn synchronize_in_host_function(&self) -> Result<()> {
+        if self.query()? {
+            self.inner.panic.take(self.inner.id)
+        } else {
+            Err(Error::unsupported(
+                "synchronize inside a host function while the stream has work queued (it would \
+                 wait for work queued after the host function)",
+                &self.inner.device.place,
+            ))
+        }
+    }
+
+    /// `Error::InvalidArgument` when the per-thread default stream of one thread is used on
+    /// another (its native handle would name that thread's own per-thread stream).
+    #[inline]
+    pub(crate) fn check_thread(&self) -> Result<()> {
+        match self.inner.owner {
+            Some(owner) if Some(owner) != current_thread() => Err(Error::InvalidArgument(format!(
+                "the per-thread default stream {} belongs to another thread (on this thread, \
+                 use this thread's own per-thread stream)",
+                self.inner.id
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+thread_local! {
+    static THREAD_ID: std::thread::ThreadId = std::thread::current().id();
+}
+
+/// The calling thread's id (cached: no reference-count traffic per call).
+#[inline]
+pub(crate) fn current_thread() -> Option<std::thread::ThreadId> {
+    THREAD_ID.try_with(|id| *id).ok()
 }
 
 impl<A: RawApi> DeviceStream for GpuStream<A> {
@@ -631,6 +736,9 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
     #[inline]
     fn synchronize(&self) -> Result<()> {
         self.bind()?;
+        if crate::hostfn::in_host_function() {
+            return self.synchronize_in_host_function();
+        }
         // SAFETY: the stream is alive.
         if let Err(e) = unsafe { A::stream_synchronize(self.inner.raw) } {
             return Err(self.capture_violation("synchronize", map_error::<A>(e)));
@@ -684,8 +792,12 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         if let Err(e) = unsafe { A::event_record(sync_event, other.inner.raw) } {
             return Err(other.capture_violation("wait_stream", map_error::<A>(e)));
         }
-        if self.inner.needs_context && self.inner.device.ordinal != other.inner.device.ordinal {
-            self.bind()?;
+        if self.inner.needs_context {
+            if self.inner.device.ordinal != other.inner.device.ordinal {
+                self.bind()?;
+            } else {
+                self.check_thread()?;
+            }
         }
         self.wait_raw_event(sync_event)
     }
@@ -755,6 +867,16 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
                 let owned = captures
                     .entry(id)
                     .or_insert_with(|| CaptureOwned::new(self.inner.panic.clone()));
+                if let Some(def) = &owned.def {
+                    if !def.add_host_function() {
+                        // Refused before anything is queued: the capture stays as it was.
+                        return Err(Error::unsupported(
+                            "launch_host_func into a graph definition that another capture \
+                             appends to",
+                            &device.place,
+                        ));
+                    }
+                }
                 let call = Box::new(HostCall {
                     f,
                     sink: PanicSink::Graph(owned.host_state.clone()),

@@ -38,8 +38,8 @@ impl<A: RawApi> StreamUsers<A> {
     }
 
     /// For the owner's drop: runs `release` once the work every user has queued so far has
-    /// completed (never blocks; off a runtime callback thread, where runtime calls are not
-    /// allowed).
+    /// completed — for a user capturing now, the work it queued before the capture — (never
+    /// blocks; off a runtime callback thread, where runtime calls are not allowed).
     pub(crate) fn release_after(
         &self,
         device: &'static Device<A>,
@@ -47,9 +47,7 @@ impl<A: RawApi> StreamUsers<A> {
     ) {
         let users = self.take();
         crate::hostfn::release_off_callback(move || {
-            let raws: Vec<_> = users.iter().map(|u| u.raw).collect();
-            device.release_after(&raws, Box::new(release));
-            drop(users);
+            device.release_after(users, Box::new(release));
         });
     }
 }

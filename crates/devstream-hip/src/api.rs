@@ -625,7 +625,8 @@ unsafe impl RawApi for HipApi {
             // this stream; copied at once.
             unsafe { std::slice::from_raw_parts(deps, count) }
                 .iter()
-                .map(|node| RawGraphNode(*node))
+                // SAFETY: node handles the runtime returned.
+                .map(|node| unsafe { RawGraphNode::from_raw(*node) })
                 .collect()
         };
         Ok(CaptureInfo {
@@ -650,7 +651,7 @@ unsafe impl RawApi for HipApi {
         } else {
             sys::hipStreamAddCaptureDependencies
         };
-        let mut nodes: Vec<sys::hipGraphNode_t> = dependencies.iter().map(|n| n.0).collect();
+        let mut nodes: Vec<sys::hipGraphNode_t> = dependencies.iter().map(|n| n.as_ptr()).collect();
         ok(
             // SAFETY: live stream; `nodes` holds `len` nodes for the duration of the call.
             unsafe { function(stream(s), nodes.as_mut_ptr(), nodes.len(), flags) },
@@ -804,6 +805,22 @@ unsafe impl RawApi for HipApi {
             "hipGraphGetNodes",
         )?;
         Ok(count)
+    }
+
+    unsafe fn graph_nodes(graph: RawGraph) -> RawResult<Vec<RawGraphNode>> {
+        let t = table("hipGraphGetNodes")?;
+        // SAFETY: live graph (caller).
+        let mut count = unsafe { Self::graph_node_count(graph) }?;
+        let mut nodes: Vec<sys::hipGraphNode_t> = vec![std::ptr::null_mut(); count];
+        // SAFETY: live graph; the array holds `count` nodes.
+        let status = unsafe { (t.hipGraphGetNodes)(graph.0, nodes.as_mut_ptr(), &mut count) };
+        ok(status, "hipGraphGetNodes")?;
+        nodes.truncate(count);
+        // SAFETY: node handles the runtime returned.
+        Ok(nodes
+            .into_iter()
+            .map(|n| unsafe { RawGraphNode::from_raw(n) })
+            .collect())
     }
 
     // ---- memory -------------------------------------------------------------------------------
