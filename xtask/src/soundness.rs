@@ -166,7 +166,7 @@ fn count(summary: &str, suffix: &str) -> u64 {
         .find_map(|part| {
             let part = part.trim();
             let number = part.strip_suffix(suffix.trim_start())?;
-            number.rsplit(' ').next()?.trim().parse().ok()
+            number.trim().rsplit(' ').next()?.parse().ok()
         })
         .unwrap_or(0)
 }
