@@ -135,6 +135,9 @@ struct Accepted {
 }
 
 /// Offers each known layout in turn until the plug-in accepts one (writes its version).
+/// `InitPlugin` is called again only after a refusal that changed nothing (Paddle's
+/// `PADDLE_CUSTOM_RUNTIME_CHECK_VERSION` returns before touching anything), so a plug-in's
+/// entry point does its work at most once.
 fn negotiate(path: &Path, init: InitPluginFn) -> Result<Accepted> {
     for layout in KNOWN_LAYOUTS {
         let mut params = vec![0u64; PARAMS_ALLOCATION / 8].into_boxed_slice();
@@ -147,11 +150,26 @@ fn negotiate(path: &Path, init: InitPluginFn) -> Result<Accepted> {
             (*params_ptr).size = layout.params_size;
             (*params_ptr).interface = interface_ptr;
         }
+        let offered = (params.clone(), interface.clone());
         // SAFETY: `init` is the plug-in's `InitPlugin`; it gets params and a table with room
         // well beyond every known layout.
         unsafe { init(params_ptr) };
         // SAFETY: reading back our own buffer.
         let version = unsafe { (*params_ptr).version };
+        if version == CustomRuntimeVersion::default()
+            && (offered.0 != params || offered.1 != interface)
+        {
+            // Paddle's check refuses before touching anything; a plug-in that wrote and then
+            // refused may have done more (allocated, started threads): not offered again.
+            return Err(plugin_error(
+                path,
+                format!(
+                    "InitPlugin wrote into the {} buffers without accepting that layout (no \
+                     runtime version); a refusal must change nothing, so it is not called again",
+                    layout.name
+                ),
+            ));
+        }
         if version != CustomRuntimeVersion::default() {
             // SAFETY: as above.
             let kept_interface = unsafe { (*params_ptr).interface };

@@ -82,6 +82,9 @@ pub const MODE_SLOW_INITIALIZE: u32 = 22;
 /// counted ([`COUNT_STALE_COPIES`]) and skipped, and the first 16 bytes of the last queued
 /// copy's source are kept for `devstream_test_plugin_faulty_last_copy`.
 pub const MODE_QUEUED_COPIES: u32 = 23;
+/// `InitPlugin` fills the table and the device type but never writes a version: a refusal
+/// that is not free of effects (a host must not offer it the next layout).
+pub const MODE_WRITES_THEN_REFUSES: u32 = 24;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -753,6 +756,12 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
                 RUNTIME_PATCH_VERSION,
             ),
         };
+        if mode == MODE_WRITES_THEN_REFUSES {
+            params.device_type = registered_type(mode);
+            // SAFETY: the host's table; only the shared prefix is written.
+            fill(unsafe { &mut *params.interface }, mode);
+            return;
+        }
         count(COUNT_INIT_PLUGIN_ACCEPTED);
         params.version = CustomRuntimeVersion {
             major,
