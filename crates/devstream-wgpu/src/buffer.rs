@@ -13,7 +13,10 @@
 //!   queued copies that touch the buffer.
 
 use crate::device::{DeviceShared, Ticket, POLL_SLICE};
-use crate::sched::{submit_locked, Batch, StreamState, Upload};
+use crate::sched::{
+    submit_locked, uploads_behind_host_func, waits_behind_host_func, Awaited, Batch, StreamState,
+    Upload,
+};
 use crate::util::{align_down, align_up, lock, Signal};
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, Error, HostBuffer, Place, Result};
@@ -138,7 +141,7 @@ pub(crate) struct Readback {
     pub(crate) buffer: wgpu::Buffer,
     pub(crate) device: Arc<DeviceShared>,
     /// The stream whose encoder holds the copy (flushed when a reader needs it).
-    stream: u64,
+    pub(crate) stream: u64,
     state: Mutex<ReadbackState>,
 }
 
@@ -433,6 +436,13 @@ impl HostInner {
 
     pub(crate) fn begin_upload(&self) {
         *lock(&self.uploads) += 1;
+        // A writer inside a host function waits for the count to change (see `write`).
+        self.uploads_done.notify_all();
+    }
+
+    /// Deferred host→device copies from this buffer that have not read it yet.
+    pub(crate) fn uploads_in_flight(&self) -> usize {
+        *lock(&self.uploads)
     }
 
     fn end_upload(&self) {
@@ -481,6 +491,13 @@ impl HostInner {
             .collect();
         let mut first_error = None;
         for readback in readbacks {
+            if readback.mapped().is_none()
+                && waits_behind_host_func(&readback.device, Awaited::Readback(&readback)).is_some()
+            {
+                // Queued after the host function this thread runs: in stream order it has not
+                // happened yet, so the reader neither waits for it nor sees it.
+                continue;
+            }
             if let Err(e) = readback.wait() {
                 first_error.get_or_insert(e);
             }
@@ -489,6 +506,31 @@ impl HostInner {
         match first_error {
             Some(e) => Err(e),
             None => applied,
+        }
+    }
+
+    /// Waits until deferred uploads that read the buffer have read it, except those queued
+    /// after the host function this thread runs (in stream order they read after it).
+    fn wait_for_uploads(self: &Arc<Self>) {
+        loop {
+            let (behind, seen) = uploads_behind_host_func(self).unwrap_or((0, usize::MAX));
+            let uploads = lock(&self.uploads);
+            if *uploads <= behind {
+                return;
+            }
+            if seen == usize::MAX {
+                // Outside host functions: every upload in flight reads before this write.
+                let _idle = self
+                    .uploads_done
+                    .wait_while(uploads, |n| *n > 0)
+                    .unwrap_or_else(PoisonError::into_inner);
+                return;
+            }
+            // Inside a host function: look again whenever the count changes.
+            let _changed = self
+                .uploads_done
+                .wait_while(uploads, |n| *n == seen)
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 
@@ -587,14 +629,7 @@ impl HostBuffer for WgpuHostBuffer {
 
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         check_range("HostBuffer::write", offset, data.len(), self.inner.len)?;
-        {
-            let uploads = lock(&self.inner.uploads);
-            let _idle = self
-                .inner
-                .uploads_done
-                .wait_while(uploads, |n| *n > 0)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
+        self.inner.wait_for_uploads();
         self.inner.settle()?;
         lock(&self.inner.data)[offset..offset + data.len()].copy_from_slice(data);
         Ok(())

@@ -3,6 +3,7 @@
 
 use crate::event::{EventInner, WgpuEvent};
 use crate::flag::WgpuFlag;
+use crate::hostfn::{drop_payload, drop_user, Runners};
 use crate::kernel::InternalKernels;
 use crate::sched::{Sched, Step};
 use crate::stream::WgpuStream;
@@ -195,6 +196,8 @@ pub(crate) struct DeviceShared {
     /// stream's `synchronize`.
     pub(crate) fault: Arc<Mutex<Option<Error>>>,
     pub(crate) internal: OnceLock<std::result::Result<InternalKernels, Error>>,
+    /// The threads that run host functions (the poller hands them over).
+    pub(crate) runners: Arc<Runners>,
     shutdown: Arc<AtomicBool>,
 }
 
@@ -213,6 +216,16 @@ impl Drop for DeviceShared {
     fn drop(&mut self) {
         self.shutdown.store(true, Ordering::SeqCst);
         self.work.notify();
+        self.runners.shutdown();
+        // Host functions still held are user closures whose `Drop` may panic.
+        let streams = std::mem::take(&mut lock(&self.sched).streams);
+        for state in streams.into_values() {
+            for item in state.held {
+                if let crate::sched::Held::HostFunc(f) = item {
+                    drop_user(f);
+                }
+            }
+        }
     }
 }
 
@@ -259,6 +272,7 @@ impl DeviceShared {
             work: Arc::new(Signal::default()),
             fault: Arc::new(Mutex::new(None)),
             internal: OnceLock::new(),
+            runners: Arc::new(Runners::default()),
             shutdown: Arc::new(AtomicBool::new(false)),
         });
         let fault = Arc::clone(&shared.fault);
@@ -283,21 +297,31 @@ impl DeviceShared {
     }
 
     fn start_poller(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
-        let signal = Arc::clone(&self.work);
-        let shutdown = Arc::clone(&self.shutdown);
-        let name = format!("devstream-wgpu-{}", self.place);
-        let spawned = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || poller(weak, signal, shutdown));
-        if let Err(e) = spawned {
-            *lock(&self.fault) = Some(Error::Driver {
-                backend: "wgpu",
-                call: "spawn poller thread",
-                code: 0,
-                message: e.to_string(),
-            });
-        }
+        let spawn = |what: &str, body: Box<dyn FnOnce() + Send>| {
+            let spawned = std::thread::Builder::new()
+                .name(format!("devstream-wgpu-{what}-{}", self.place))
+                .spawn(move || {
+                    // Neither thread runs user code; this only keeps a stray panic of
+                    // devstream's own from panicking again as the thread's result.
+                    if let Err(payload) = catch_unwind(AssertUnwindSafe(body)) {
+                        drop_payload(payload);
+                    }
+                });
+            if let Err(e) = spawned {
+                self.set_fault(Error::Driver {
+                    backend: "wgpu",
+                    call: "spawn poller thread",
+                    code: 0,
+                    message: e.to_string(),
+                });
+            }
+        };
+        let (weak, work, shutdown) = (
+            Arc::downgrade(self),
+            Arc::clone(&self.work),
+            Arc::clone(&self.shutdown),
+        );
+        spawn("poller", Box::new(move || poller(weak, work, shutdown)));
     }
 
     /// Whether every submission up to `ticket` has completed (`None`: nothing to wait for).

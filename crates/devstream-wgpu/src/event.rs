@@ -4,7 +4,7 @@
 use crate::buffer::Readback;
 use crate::device::{DeviceShared, Ticket, LIVE_EVENTS, POLL_SLICE};
 use crate::graph::{Clock, Session, SharedSession};
-use crate::sched::{AfterSubmit, StreamState};
+use crate::sched::{waits_behind_host_func, AfterSubmit, Awaited, StreamState};
 use crate::util::lock;
 use devstream_core::{DeviceEvent, Error, EventFlags, Place, Result};
 use std::sync::atomic::Ordering;
@@ -54,8 +54,11 @@ impl Record {
         }
     }
 
-    /// Blocks until the captured work is complete.
+    /// Blocks until the captured work is complete. From inside a host function, a recording
+    /// held behind that host function (it would never complete while the host function waits)
+    /// is refused with `Error::InvalidArgument`.
     pub(crate) fn wait(&self) -> Result<()> {
+        let mut checked = false;
         loop {
             let seen = self.device.signal.generation();
             match self.ticket.get() {
@@ -68,6 +71,19 @@ impl Record {
                 None => {
                     if let Some(fault) = self.device.fault() {
                         return Err(fault);
+                    }
+                    if !checked {
+                        // What comes before a held recording never changes, so once is enough.
+                        checked = true;
+                        if let Some((_, stream)) =
+                            waits_behind_host_func(&self.device, Awaited::Record(self))
+                        {
+                            return Err(Error::InvalidArgument(format!(
+                                "Event::synchronize from a host function of stream {stream} \
+                                 would wait for work queued after that host function (a deadlock)"
+                            )));
+                        }
+                        continue;
                     }
                     self.device.signal.wait_change(seen, Some(POLL_SLICE * 100));
                 }

@@ -12,11 +12,39 @@
 //!   stream holds its later submissions until that work has been submitted.
 //! * `wait_event` on an event of **another wgpu device** holds the stream's later submissions
 //!   until that event has completed; the host is never blocked in `wait_event`.
-//! * Host functions and `write_flag` run on a per-device background thread once all earlier work
-//!   of the stream is complete: the thread waits on exactly that submission
+//! * Host functions and `write_flag` run once all earlier work of the stream is complete: a
+//!   per-device background thread waits on exactly that submission
 //!   (`Device::poll(PollType::Wait { submission_index })`), so nothing needs the user to poll,
-//!   and the stream's later submissions wait for them. `wait_flag` holds later submissions until
-//!   the host sets the flag (host-gated submissions).
+//!   and the stream's later submissions wait for them (see [Host functions](#host-functions)).
+//!   `wait_flag` holds later submissions until the host sets the flag (host-gated submissions).
+//!
+//! # Host functions
+//!
+//! A host function runs on one of its device's host-function threads, never on the thread
+//! that schedules the device's work: a pool of one thread, which grows by one for each host
+//! function that becomes ready while all of them are busy (extra threads end after a few idle
+//! seconds). A host function that blocks therefore stalls only its own stream, whose later work
+//! waits for it by definition; the device's other streams, and their host functions, go on.
+//! Host functions of different streams may run at the same time, on different threads; those of
+//! one stream run one at a time, in stream order.
+//!
+//! A host function may call any devstream API, on its own stream or others. What it sees is
+//! stream order up to itself:
+//!
+//! * reading a host buffer applies the device→host copies queued before the host function and
+//!   neither waits for nor applies those queued after it on its stream (or on streams that wait
+//!   for that later work); writing one does not wait for the host→device copies queued after
+//!   it, which then read what it wrote;
+//! * a call that would wait for work queued after the host function (`synchronize` of its own
+//!   stream or of a stream that waits on an event recorded after it, `Event::synchronize` of such
+//!   an event) returns `Error::InvalidArgument` instead of deadlocking; `query` answers at once;
+//! * a wait on a [`WgpuFlag`] is a wait for the host and is not followed: a host function that
+//!   waits (itself, or through another stream's `synchronize`) for a flag that only its own later
+//!   work writes never returns.
+//!
+//! A panic in a host function, in its closure's `Drop`, or in the `Drop` of either panic's
+//! payload is caught and reported by the stream's `synchronize` as `Error::HostFuncPanicked`
+//! (a payload whose `Drop` panics again is leaked); the device's threads never die of it.
 //!
 //! Events are submission indices (a per-device ticket): `query` never blocks (it asks for that
 //! submission with a zero timeout). Timing uses timestamp queries written inside the encoder where
@@ -40,7 +68,7 @@
 //! | concurrent_streams | no (one queue per device) |
 //! | capture | emulated (commands recorded, re-encoded on each launch) |
 //! | timing | where the adapter has `TIMESTAMP_QUERY` |
-//! | host_funcs | yes (a per-device thread waits on the submission, then runs them) |
+//! | host_funcs | yes (a per-device thread waits on the submission; a pool of host-function threads runs them) |
 //! | flags | yes (host-gated submissions; `write_flag` is a stream-ordered host write) |
 //! | cross_device_wait | yes (held submissions) |
 //! | external_handles | no |
@@ -76,6 +104,7 @@ mod device;
 mod event;
 mod flag;
 mod graph;
+mod hostfn;
 mod kernel;
 mod sched;
 mod stream;
@@ -83,6 +112,8 @@ mod util;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hostile;
 
 pub use buffer::{WgpuBuffer, WgpuHostBuffer};
 pub use device::{adapters, AdapterEntry, WgpuBackend, WgpuDevice, BACKENDS_ENV};

@@ -22,6 +22,7 @@ use crate::device::{DeviceShared, Ticket, LIVE_STREAMS};
 use crate::event::Record;
 use crate::flag::FlagInner;
 use crate::graph::SharedSession;
+use crate::hostfn::{drop_payload, drop_user, InHostFunc};
 use crate::util::lock;
 use devstream_core::{Error, HostFn};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -61,7 +62,7 @@ pub(crate) enum Held {
     HostFunc(HostFn),
     WriteFlag(Arc<FlagInner>, u32),
     Upload(Upload),
-    /// A host function taken out to run on the poller thread.
+    /// A host function taken out to run on a runner thread.
     Running,
 }
 
@@ -384,9 +385,14 @@ pub(crate) fn step(device: &Arc<DeviceShared>) -> Step {
             Released::Nothing => {}
             Released::Progress => progressed = true,
             Released::Run(f) => {
-                drop(sched);
-                run_host_func(device, id, f);
-                return Step::Progress;
+                // A runner thread runs it; the poller goes on releasing the other streams.
+                if let Err(f) = device.runners.submit(device, id, f) {
+                    // No runner thread could be started: run it here, as a last resort.
+                    drop(sched);
+                    run_host_func(device, id, f);
+                    return Step::Progress;
+                }
+                progressed = true;
             }
         }
     }
@@ -402,24 +408,197 @@ pub(crate) fn step(device: &Arc<DeviceShared>) -> Step {
     }
 }
 
-/// Runs a host function of stream `id` (outside the scheduler lock), then lets the stream go on.
-fn run_host_func(device: &DeviceShared, id: u64, mut f: HostFn) {
-    let outcome = catch_unwind(AssertUnwindSafe(&mut f));
-    drop(f);
-    let mut sched = lock(&device.sched);
-    if let Some(state) = sched.streams.get_mut(&id) {
-        if matches!(state.held.front(), Some(Held::Running)) {
-            state.held.pop_front();
-        }
-        if let Err(payload) = outcome {
-            state.set_error(Error::HostFuncPanicked {
-                stream: id,
-                message: crate::util::panic_message(payload.as_ref()),
+/// Runs a host function of stream `id` (outside the scheduler lock, on a runner thread), then
+/// lets the stream go on: its next work is released here, and its next host function, when it
+/// is ready at once, runs here too. Every panic is caught: in the call, in the closure's `Drop`
+/// and in the `Drop` of either panic's payload (a payload whose `Drop` panics again is leaked).
+pub(crate) fn run_host_func(device: &Arc<DeviceShared>, id: u64, mut f: HostFn) {
+    loop {
+        let panicked = {
+            let _running = InHostFunc::enter(device, id);
+            let ran = catch_unwind(AssertUnwindSafe(&mut f)).err().map(|payload| {
+                let message = crate::util::panic_message(payload.as_ref());
+                drop_payload(payload);
+                message
             });
+            let dropped = drop_user(f);
+            ran.or(dropped)
+        };
+        let mut sched = lock(&device.sched);
+        let mut next = None;
+        if let Some(state) = sched.streams.get_mut(&id) {
+            if matches!(state.held.front(), Some(Held::Running)) {
+                state.held.pop_front();
+            }
+            if let Some(message) = panicked {
+                state.set_error(Error::HostFuncPanicked {
+                    stream: id,
+                    message,
+                });
+            }
+            if let Released::Run(f) = release_stream(device, &mut sched, id, &mut Needs::default())
+            {
+                next = Some(f);
+            }
+        }
+        drop(sched);
+        // Waiters, and the poller: other streams may wait on what was just released.
+        device.signal.notify();
+        device.work.notify();
+        match next {
+            Some(g) => f = g,
+            None => return,
         }
     }
-    drop(sched);
-    device.signal.notify();
+}
+
+/// What a wait made from inside a host function is for.
+#[derive(Clone, Copy)]
+pub(crate) enum Awaited<'a> {
+    /// Everything queued on a stream so far.
+    Stream(u64),
+    /// The work an event recording captured (held back as a `Mark` while unresolved).
+    Record(&'a Record),
+    /// A device→host copy.
+    Readback(&'a Arc<Readback>),
+}
+
+/// The host function this thread runs, as `(device, stream)`, when waiting for `what` (of
+/// `device`) would wait for work queued after it: that work cannot be released before the host
+/// function returns, so the wait would never end. `None` outside host functions (one
+/// thread-local read) and when the wait can end.
+///
+/// "After it" is followed through held work: the host function's own stream from its running
+/// host function on, and every stream that waits (`wait_event`, `wait_stream`, on this device
+/// or another) on a recording not yet released because it is held behind such work. A wait on
+/// a flag is a wait for the host, not followed.
+pub(crate) fn waits_behind_host_func(
+    device: &Arc<DeviceShared>,
+    what: Awaited<'_>,
+) -> Option<(Arc<DeviceShared>, u64)> {
+    let running = crate::hostfn::running()?;
+    let mut seen = Vec::new();
+    behind(device, what, &running, &mut seen).then_some(running)
+}
+
+fn behind(
+    device: &Arc<DeviceShared>,
+    what: Awaited<'_>,
+    running: &(Arc<DeviceShared>, u64),
+    seen: &mut Vec<*const Record>,
+) -> bool {
+    let mut deps = Vec::new();
+    {
+        let sched = lock(&device.sched);
+        let Some((id, end)) = locate(&sched, what) else {
+            return false;
+        };
+        if prefix_blocked(device, &sched, id, end, running, &mut deps) {
+            return true;
+        }
+    }
+    deps.into_iter().any(|record| {
+        let key = Arc::as_ptr(&record);
+        if seen.contains(&key) {
+            return false;
+        }
+        seen.push(key);
+        behind(&record.device, Awaited::Record(&record), running, seen)
+    })
+}
+
+/// Where `what` waits in its stream: the stream and how many held items come before it.
+fn locate(sched: &Sched, what: Awaited<'_>) -> Option<(u64, usize)> {
+    match what {
+        Awaited::Stream(id) => sched.streams.get(&id).map(|state| (id, state.held.len())),
+        Awaited::Record(record) => sched.streams.iter().find_map(|(id, state)| {
+            state
+                .held
+                .iter()
+                .position(|h| matches!(h, Held::Mark(r) if std::ptr::eq(Arc::as_ptr(r), record)))
+                .map(|p| (*id, p))
+        }),
+        Awaited::Readback(readback) => {
+            let maps = |after: &[AfterSubmit]| {
+                after
+                    .iter()
+                    .any(|AfterSubmit::Map(r)| Arc::ptr_eq(r, readback))
+            };
+            let id = readback.stream;
+            let state = sched.streams.get(&id)?;
+            match state
+                .held
+                .iter()
+                .position(|h| matches!(h, Held::Batch(b) if maps(&b.after)))
+            {
+                Some(p) => Some((id, p)),
+                // Still in the stream's encoder: it joins the end of the held work.
+                None if maps(&state.after) => Some((id, state.held.len())),
+                None => None,
+            }
+        }
+    }
+}
+
+/// Whether the first `end` held items of stream `id` include the running host function; the
+/// unreleased recordings they wait on are added to `deps`.
+fn prefix_blocked(
+    device: &Arc<DeviceShared>,
+    sched: &Sched,
+    id: u64,
+    end: usize,
+    running: &(Arc<DeviceShared>, u64),
+    deps: &mut Vec<Arc<Record>>,
+) -> bool {
+    let Some(state) = sched.streams.get(&id) else {
+        return false;
+    };
+    for item in state.held.iter().take(end) {
+        match item {
+            Held::Running if id == running.1 && Arc::ptr_eq(device, &running.0) => return true,
+            Held::WaitRecord(r) | Held::WaitForeign(r) if r.ticket().is_none() => {
+                deps.push(Arc::clone(r));
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Inside a host function: how many deferred uploads from `host` wait behind it on its device,
+/// and how many uploads from `host` were in flight then. `None` outside host functions.
+pub(crate) fn uploads_behind_host_func(host: &Arc<HostInner>) -> Option<(usize, usize)> {
+    let running = crate::hostfn::running()?;
+    let device = Arc::clone(&running.0);
+    let mut blocked = 0;
+    let mut undecided = Vec::new();
+    let in_flight;
+    {
+        let sched = lock(&device.sched);
+        in_flight = host.uploads_in_flight();
+        for (id, state) in &sched.streams {
+            for (p, item) in state.held.iter().enumerate() {
+                if matches!(item, Held::Upload(u) if Arc::ptr_eq(&u.host, host)) {
+                    let mut deps = Vec::new();
+                    if prefix_blocked(&device, &sched, *id, p, &running, &mut deps) {
+                        blocked += 1;
+                    } else if !deps.is_empty() {
+                        undecided.push(deps);
+                    }
+                }
+            }
+        }
+    }
+    for deps in undecided {
+        let mut seen = Vec::new();
+        if deps
+            .iter()
+            .any(|r| behind(&r.device, Awaited::Record(r), &running, &mut seen))
+        {
+            blocked += 1;
+        }
+    }
+    Some((blocked, in_flight))
 }
 
 /// Flushes stream `id` of `device` if it still has a pending encoder (used by waiters that need

@@ -9,7 +9,10 @@ use crate::event::{EventInner, Record, WgpuEvent};
 use crate::flag::{FlagInner, WgpuFlag};
 use crate::graph::{check_unsafe_call, Op, Session, SharedSession, WgpuGraph};
 use crate::kernel::{encode_dispatch, WgpuKernel};
-use crate::sched::{flush_locked, hold_locked, AfterSubmit, Held, Sched, StreamState, Upload};
+use crate::sched::{
+    flush_locked, hold_locked, waits_behind_host_func, AfterSubmit, Awaited, Held, Sched,
+    StreamState, Upload,
+};
 use crate::util::{align_down, align_up, lock};
 use devstream_core::traits::check_range;
 use devstream_core::{
@@ -599,6 +602,15 @@ impl DeviceStream for WgpuStream {
                     if let Some(fault) = device.fault() {
                         return Err(fault);
                     }
+                    if let Some((_, stream)) =
+                        waits_behind_host_func(device, Awaited::Stream(self.handle.id))
+                    {
+                        return Err(Error::InvalidArgument(format!(
+                            "synchronize of stream {} from a host function of stream {stream} \
+                             would wait for work queued after that host function (a deadlock)",
+                            self.handle.id
+                        )));
+                    }
                     device.signal.wait_change(seen, None);
                 }
             }
@@ -684,6 +696,14 @@ impl DeviceStream for WgpuStream {
             }
         }
     }
+    /// Runs `f` once all earlier work of the stream is complete; later work waits for it.
+    ///
+    /// `f` runs on one of the device's host-function threads (a pool that grows while host
+    /// functions block), so a blocking `f` stalls only this stream. Inside `f`, devstream calls
+    /// see stream order up to `f`: a call that would wait for work queued after `f` returns
+    /// `Error::InvalidArgument` (see the crate's "Host functions" section). A panic in `f`, in
+    /// its `Drop` or in a panic payload's `Drop` is reported by `synchronize` as
+    /// `Error::HostFuncPanicked`.
     fn launch_host_func(&self, f: HostFn) -> Result<()> {
         let device = &self.handle.device;
         let mut sched = self.lock();

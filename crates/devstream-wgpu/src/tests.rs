@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 const PLACE: Place = Place::Wgpu(0);
 
 /// A stream on wgpu:0, or `None` when no adapter is present and wgpu is not required.
-fn stream() -> Option<WgpuStream> {
+pub(crate) fn stream() -> Option<WgpuStream> {
     match WgpuBackend::new_stream(&PLACE, StreamOptions::default()) {
         Ok(s) => Some(s),
         Err(e) => {

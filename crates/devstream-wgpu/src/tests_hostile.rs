@@ -1,0 +1,287 @@
+//! Hostile host functions (issue 12, items 6-8): calls back into devstream from inside a host
+//! function, host functions that block, closures and panic payloads whose `Drop` panics. Every
+//! test runs its body under a watchdog, so a hang fails in seconds instead of stalling the run.
+
+use crate::tests::stream;
+use crate::*;
+use devstream_core::{
+    DeviceBackend, DeviceEvent, DeviceFlag, DeviceGraph, DeviceStream, Error, EventFlags,
+    HostBuffer, Place,
+};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+const PLACE: Place = Place::Wgpu(0);
+const WATCHDOG: Duration = Duration::from_secs(20);
+
+/// Runs `body` on its own thread and fails the test if it has not finished within the
+/// watchdog's time (a hang), re-raising its panic if it panicked.
+fn watchdog(what: &str, body: impl FnOnce() + Send + 'static) {
+    let (done, finished) = mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        body();
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(WATCHDOG) {
+        Ok(()) => thread.join().unwrap(),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(payload) = thread.join() {
+                std::panic::resume_unwind(payload);
+            }
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("HANG: {what} did not finish within {WATCHDOG:?}")
+        }
+    }
+}
+
+/// Gates `s` behind a flag, so that what is enqueued next is all queued before any of it runs.
+fn gate(s: &WgpuStream) -> WgpuFlag {
+    let flag = WgpuFlag::new(PLACE);
+    s.wait_flag(&flag, 1).unwrap();
+    flag
+}
+
+fn is_refusal(result: &devstream_core::Result<()>) -> bool {
+    matches!(result, Err(Error::InvalidArgument(_)))
+}
+
+/// Item 6: a host function that reads a host buffer sees the copies queued before it and does
+/// not wait for the copies queued after it on the same stream.
+#[test]
+fn host_buffer_read_in_a_host_function_sees_earlier_copies_only() {
+    let Some(s) = stream() else { return };
+    watchdog("reading a host buffer from a host function", move || {
+        let device = s.alloc(8).unwrap();
+        let host = Arc::new(s.alloc_host(8).unwrap());
+        s.fill(&device, 0, 8, 1).unwrap();
+        let flag = gate(&s);
+        s.copy_device_to_host(&host, 0, &device, 0, 8).unwrap();
+        let (seen_tx, seen) = mpsc::channel();
+        let h = Arc::clone(&host);
+        s.launch_host_func(Box::new(move || {
+            let _ = seen_tx.send(h.to_vec());
+        }))
+        .unwrap();
+        s.fill(&device, 0, 8, 2).unwrap();
+        s.copy_device_to_host(&host, 0, &device, 0, 8).unwrap();
+        flag.set(1);
+        s.synchronize().unwrap();
+        assert_eq!(seen.recv().unwrap().unwrap(), vec![1; 8]);
+        assert_eq!(host.to_vec().unwrap(), vec![2; 8]);
+    });
+}
+
+/// Item 6: a host function that writes a host buffer does not wait for a host→device copy
+/// queued after it; that copy reads the buffer after the host function, as stream order says.
+#[test]
+fn host_buffer_write_in_a_host_function_precedes_later_uploads() {
+    let Some(s) = stream() else { return };
+    watchdog("writing a host buffer from a host function", move || {
+        let device = s.alloc(8).unwrap();
+        let out = s.alloc(8).unwrap();
+        let host = Arc::new(s.alloc_host(8).unwrap());
+        s.fill(&device, 0, 8, 1).unwrap();
+        let flag = gate(&s);
+        // A device→host copy still pending makes the later host→device copy a deferred one.
+        s.copy_device_to_host(&host, 0, &device, 0, 8).unwrap();
+        let (wrote_tx, wrote) = mpsc::channel();
+        let h = Arc::clone(&host);
+        s.launch_host_func(Box::new(move || {
+            let _ = wrote_tx.send(h.write(0, &[7; 8]));
+        }))
+        .unwrap();
+        s.copy_host_to_device(&out, 0, &host, 0, 8).unwrap();
+        flag.set(1);
+        s.synchronize().unwrap();
+        wrote.recv().unwrap().unwrap();
+        let check = s.alloc_host(8).unwrap();
+        s.copy_device_to_host(&check, 0, &out, 0, 8).unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(check.to_vec().unwrap(), vec![7; 8]);
+    });
+}
+
+/// Item 6: blocking calls from inside a host function either complete (what they wait for is
+/// before the host function in stream order, or independent of it) or answer a typed error
+/// (they would wait for work queued after the host function); none hangs.
+#[test]
+fn blocking_calls_inside_a_host_function_complete_or_refuse() {
+    let Some(s) = stream() else { return };
+    let Some(other) = stream() else { return };
+    let Some(dependent) = stream() else { return };
+    watchdog("blocking calls from a host function", move || {
+        let before = s.record_event().unwrap();
+        let after = WgpuBackend::new_event(&PLACE, EventFlags::default()).unwrap();
+        let flag = gate(&s);
+        let (results_tx, results) = mpsc::channel();
+        let (me, o, d, b, a) = (
+            s.clone(),
+            other.clone(),
+            dependent.clone(),
+            before.clone(),
+            after.clone(),
+        );
+        s.launch_host_func(Box::new(move || {
+            let r = vec![
+                ("own synchronize", me.synchronize()),
+                ("event recorded before", b.synchronize()),
+                ("event recorded after", a.synchronize()),
+                ("independent stream", o.synchronize()),
+                ("stream waiting on later work", d.synchronize()),
+                ("query", me.query().map(|done| assert!(!done))),
+                ("record on another stream", o.record_event().map(drop)),
+                ("flag write", o.write_flag(&WgpuFlag::new(PLACE), 1)),
+                (
+                    "alloc and drop",
+                    me.alloc(16).map(drop).and(me.alloc_host(16).map(drop)),
+                ),
+            ];
+            let _ = results_tx.send(r);
+        }))
+        .unwrap();
+        s.record(&after).unwrap();
+        dependent.wait_event(&after).unwrap();
+        dependent.launch_host_func(Box::new(|| {})).unwrap();
+        flag.set(1);
+        s.synchronize().unwrap();
+        dependent.synchronize().unwrap();
+        for (what, result) in results.recv().unwrap() {
+            let refused = matches!(
+                what,
+                "own synchronize" | "event recorded after" | "stream waiting on later work"
+            );
+            if refused {
+                assert!(
+                    is_refusal(&result),
+                    "{what}: expected a refusal, got {result:?}"
+                );
+            } else {
+                assert!(result.is_ok(), "{what}: {result:?}");
+            }
+        }
+    });
+}
+
+/// Item 6: a graph launched from inside a host function of the stream it launches on runs
+/// after the host function.
+#[test]
+fn graph_launch_from_a_host_function() {
+    let Some(s) = stream() else { return };
+    watchdog("graph launch from a host function", move || {
+        s.begin_capture(devstream_core::CaptureMode::Relaxed)
+            .unwrap();
+        let (ran_tx, ran) = mpsc::channel();
+        s.launch_host_func(Box::new(move || {
+            let _ = ran_tx.send(());
+        }))
+        .unwrap();
+        let graph = s.end_capture().unwrap();
+        let me = s.clone();
+        let g = graph.clone();
+        s.launch_host_func(Box::new(move || g.launch(&me).unwrap()))
+            .unwrap();
+        s.synchronize().unwrap();
+        s.synchronize().unwrap();
+        ran.recv_timeout(Duration::from_secs(10)).unwrap();
+    });
+}
+
+/// Item 7: one host function that blocks (until a host function of another stream runs) does
+/// not stall the other streams of the device.
+#[test]
+fn a_blocking_host_function_does_not_stall_other_streams() {
+    let Some(a) = stream() else { return };
+    let Some(b) = stream() else { return };
+    watchdog("a host function waiting for another stream's", move || {
+        let (started_tx, started) = mpsc::channel();
+        let (release_tx, release) = mpsc::channel::<()>();
+        a.launch_host_func(Box::new(move || {
+            let _ = started_tx.send(());
+            let _ = release.recv();
+        }))
+        .unwrap();
+        started.recv().unwrap();
+        b.launch_host_func(Box::new(move || {
+            let _ = release_tx.send(());
+        }))
+        .unwrap();
+        b.synchronize().unwrap();
+        a.synchronize().unwrap();
+    });
+}
+
+/// Panics in its `Drop`.
+struct PanicsOnDrop(&'static str);
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            std::panic::panic_any(Nested(self.0));
+        }
+    }
+}
+
+/// A panic payload whose own `Drop` panics too (the second level is leaked, not dropped).
+struct Nested(&'static str);
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("{}: the payload's drop panicked too", self.0);
+        }
+    }
+}
+
+/// `s` reports its host function's panic once, and `s` and `other` still run host functions.
+fn reports_the_panic_and_keeps_working(s: &WgpuStream, other: &WgpuStream) {
+    let result = s.synchronize();
+    assert!(
+        matches!(result, Err(Error::HostFuncPanicked { .. })),
+        "{result:?}"
+    );
+    runs_a_host_function(other);
+    runs_a_host_function(s);
+}
+
+fn runs_a_host_function(s: &WgpuStream) {
+    let (ran_tx, ran) = mpsc::channel();
+    s.launch_host_func(Box::new(move || {
+        let _ = ran_tx.send(());
+    }))
+    .unwrap();
+    s.synchronize().unwrap();
+    ran.recv().unwrap();
+}
+
+/// Item 7: a host closure whose destructor panics does not kill the device's scheduling.
+#[test]
+fn a_host_closure_whose_drop_panics_leaves_the_device_working() {
+    let Some(s) = stream() else { return };
+    let Some(other) = stream() else { return };
+    watchdog("streams after a host closure's drop panicked", move || {
+        let bomb = PanicsOnDrop("closure drop");
+        s.launch_host_func(Box::new(move || {
+            let _keep = &bomb;
+        }))
+        .unwrap();
+        reports_the_panic_and_keeps_working(&s, &other);
+        s.synchronize().unwrap();
+    });
+}
+
+/// Item 8: a host function that panics with a payload whose `Drop` panics (and whose second
+/// payload's `Drop` panics as well) is reported, and the device keeps working.
+#[test]
+fn a_panic_payload_whose_drop_panics_is_reported_and_the_device_keeps_working() {
+    let Some(s) = stream() else { return };
+    let Some(other) = stream() else { return };
+    watchdog("streams after a panic payload's drop panicked", move || {
+        s.launch_host_func(Box::new(|| {
+            std::panic::panic_any(PanicsOnDrop("payload"));
+        }))
+        .unwrap();
+        reports_the_panic_and_keeps_working(&s, &other);
+        runs_a_host_function(&s);
+    });
+}
