@@ -107,13 +107,13 @@ impl DeviceBackend for PluginBackend {
             CustomDevice::Plugin(runtime) => {
                 let slot = plugin_slot(&runtime, place)?;
                 let raw = runtime.create_stream(slot)?;
-                Ok(PluginStream::abi(Arc::new(StreamCore::new(
+                Ok(PluginStream::abi(StreamCore::new(
                     runtime,
                     slot,
                     raw,
                     options.non_blocking,
                     Origin::User,
-                ))))
+                )))
             }
             CustomDevice::Rust(backend) => Ok(PluginStream(StreamRepr::Rust(
                 backend.new_stream(place, options)?,
@@ -130,7 +130,7 @@ impl DeviceBackend for PluginBackend {
                     return Ok(PluginStream::abi(core.clone()));
                 }
                 let raw = runtime.create_stream(slot)?;
-                let core = Arc::new(StreamCore::new(runtime, slot, raw, true, Origin::Default));
+                let core = StreamCore::new(runtime, slot, raw, true, Origin::Default);
                 defaults.insert(place.clone(), core.clone());
                 Ok(PluginStream::abi(core))
             }

@@ -28,7 +28,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{fence, AtomicUsize};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::ThreadId;
 use std::time::Duration;
 
@@ -144,6 +144,8 @@ pub(crate) struct RawEvent {
     handle: Handle,
     /// The devstream stream it is recorded on.
     stream: u64,
+    /// That stream's host side (for a host function's check of what a wait would wait for).
+    origin: Weak<StreamCore>,
     state: Mutex<RecordState>,
     state_changed: Condvar,
     /// Known complete (so that nobody asks the plug-in again).
@@ -202,6 +204,22 @@ impl RawEvent {
         Some(matches!(*lock(&self.state), RecordState::Recorded { seq } if seq < host_fn_seq))
     }
 
+    /// Inside a host function of another stream: whether this event's work could wait for
+    /// work queued after that host function.
+    fn waits_for_running_host_fn(&self) -> bool {
+        if running_host_fn().is_none() {
+            return false;
+        }
+        let limit = match &*lock(&self.state) {
+            RecordState::Pending => u64::MAX,
+            RecordState::Recorded { seq } => *seq,
+            RecordState::Lost(_) => return false,
+        };
+        self.origin
+            .upgrade()
+            .is_some_and(|origin| host_fn_would_wait_for_itself(&origin, limit))
+    }
+
     /// `true` when the recorded work is complete.
     pub(crate) fn query(&self) -> Result<bool> {
         if self.complete.load(Ordering::Acquire) {
@@ -209,6 +227,11 @@ impl RawEvent {
         }
         if let Some(before) = self.before_running_host_fn() {
             return Ok(before);
+        }
+        if self.runtime.table().query_event.is_none() && self.waits_for_running_host_fn() {
+            // Without query_event the answer would come from synchronize_event, waiting for
+            // the calling host function: the event is not complete.
+            return Ok(false);
         }
         match &*lock(&self.state) {
             RecordState::Pending => return Ok(false),
@@ -231,7 +254,11 @@ impl RawEvent {
         match self.before_running_host_fn() {
             Some(true) => return Ok(()),
             Some(false) => return Err(waits_for_itself("Event::synchronize", self.stream)),
-            None => {}
+            None => {
+                if self.waits_for_running_host_fn() {
+                    return Err(waits_for_itself("Event::synchronize", self.stream));
+                }
+            }
         }
         match self.wait_submitted() {
             RecordState::Lost(error) => Err(error),
@@ -276,9 +303,11 @@ impl RawEvent {
 
 /// The typed error for a wait, from inside a host function, on its own stream's later work.
 pub(crate) fn waits_for_itself(op: &str, stream: u64) -> Error {
+    let running = running_host_fn().map_or(stream, |(s, _)| s);
     Error::InvalidArgument(format!(
-        "{op} called from a host function of plug-in stream {stream} would wait for work \
-         queued after that host function (which cannot run before it returns)"
+        "{op} (plug-in stream {stream}) called from a host function of plug-in stream \
+         {running} would wait, directly or through other streams, for work queued after that \
+         host function (which cannot run before it returns)"
     ))
 }
 
@@ -303,6 +332,70 @@ thread_local! {
 /// The devstream host function running on this thread, if any: its stream and position.
 pub(crate) fn running_host_fn() -> Option<(u64, u64)> {
     HOST_FN.with(Cell::get)
+}
+
+/// How many possibly incomplete waits a stream remembers (see [`StreamCore::note_wait`]).
+const MAX_NOTED_WAITS: usize = 64;
+
+/// Inside a host function (of stream `a` at position `n`): whether the work of `core` up to
+/// position `limit` (`u64::MAX`: all of it, also what is held on the host) could wait,
+/// directly or through other streams' waits, for work `a` queues after that host function,
+/// which cannot run before the host function returns. Conservative: a wait of `core` before
+/// `limit` counts even where the event it waits for is complete but not yet known to be.
+fn waits_for_later_work(core: &StreamCore, limit: u64, (a, n): (u64, u64)) -> bool {
+    let mut visited: Vec<(u64, u64)> = Vec::new();
+    let mut stack: Vec<(Arc<StreamCore>, u64)> = Vec::new();
+    let mut visit = |core: &StreamCore, limit: u64, stack: &mut Vec<(Arc<StreamCore>, u64)>| {
+        if core.id == a {
+            return limit > n;
+        }
+        if visited.iter().any(|&(id, l)| id == core.id && l >= limit) {
+            return false;
+        }
+        visited.push((core.id, limit));
+        let mut awaited: Vec<Arc<RawEvent>> = lock(&core.waits)
+            .iter()
+            .filter(|(seq, r)| *seq < limit && !r.complete.load(Ordering::Acquire))
+            .map(|(_, r)| r.clone())
+            .collect();
+        if limit == u64::MAX {
+            awaited.extend(
+                lock(&core.deferred)
+                    .items
+                    .iter()
+                    .filter_map(|item| match item {
+                        Item::WaitEvent(raw) => Some(raw.clone()),
+                        _ => None,
+                    }),
+            );
+        }
+        for raw in awaited {
+            let limit = match &*lock(&raw.state) {
+                RecordState::Pending => u64::MAX,
+                RecordState::Recorded { seq } => *seq,
+                RecordState::Lost(_) => continue,
+            };
+            if let Some(origin) = raw.origin.upgrade() {
+                stack.push((origin, limit));
+            }
+        }
+        false
+    };
+    if visit(core, limit, &mut stack) {
+        return true;
+    }
+    while let Some((core, limit)) = stack.pop() {
+        if visit(&core, limit, &mut stack) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Inside a host function: whether waiting for `core`'s work up to `limit` could wait for
+/// work queued after that host function (then the wait is refused, never a hang).
+pub(crate) fn host_fn_would_wait_for_itself(core: &StreamCore, limit: u64) -> bool {
+    running_host_fn().is_some_and(|running| waits_for_later_work(core, limit, running))
 }
 
 /// A call into the plug-in (or several) at one point of a stream.
@@ -335,8 +428,13 @@ pub(crate) struct StreamCore {
     drained: Condvar,
     /// The first error of work that ran after its submission returned (sticky).
     pub(crate) errors: Arc<Mutex<Option<Error>>>,
-    /// Numbers the records and host functions handed to the plug-in, in stream order.
+    /// Numbers the records, waits and host functions handed to the plug-in, in stream order.
     seq: AtomicU64,
+    /// This core (its events point back to it).
+    me: Weak<StreamCore>,
+    /// The events this stream was made to wait for, with the wait's position, while they may
+    /// be incomplete: what a host function checks before it blocks on this stream.
+    waits: Mutex<Vec<(u64, Arc<RawEvent>)>>,
 }
 
 #[derive(Default)]
@@ -372,7 +470,7 @@ impl StreamCore {
         raw: Handle,
         non_blocking: bool,
         origin: Origin,
-    ) -> StreamCore {
+    ) -> Arc<StreamCore> {
         let (owned, user_created) = match origin {
             Origin::User => (true, true),
             Origin::Default => (false, false),
@@ -381,7 +479,7 @@ impl StreamCore {
         if user_created {
             LIVE_STREAMS.fetch_add(1, Ordering::SeqCst);
         }
-        StreamCore {
+        Arc::new_cyclic(|me| StreamCore {
             id: devstream_core::next_id(),
             place: runtime.place(slot),
             runtime,
@@ -395,7 +493,24 @@ impl StreamCore {
             drained: Condvar::new(),
             errors: Arc::new(Mutex::new(None)),
             seq: AtomicU64::new(0),
+            me: me.clone(),
+            waits: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Remembers that the stream now waits for `raw` (at position `seq`), forgetting the
+    /// waits known complete.
+    fn note_wait(&self, seq: u64, raw: Arc<RawEvent>) {
+        let mut waits = lock(&self.waits);
+        waits.retain(|(_, r)| !r.complete.load(Ordering::Acquire));
+        if waits.len() >= MAX_NOTED_WAITS && self.runtime.table().query_event.is_some() {
+            waits.retain(|(_, r)| !matches!(r.query(), Ok(true)));
         }
+        if waits.len() >= MAX_NOTED_WAITS {
+            // Bounded memory; a host function's check may then miss an old dependency.
+            waits.remove(0);
+        }
+        waits.push((seq, raw));
     }
 
     /// The next position in this stream's order (called under the submission lock).
@@ -439,8 +554,13 @@ impl StreamCore {
                 if let RecordState::Lost(error) = &*lock(&raw.state) {
                     return Err(error.clone());
                 }
+                let seq = self.next_seq();
                 self.runtime
-                    .stream_wait_event(self.slot, self.raw, raw.handle)
+                    .stream_wait_event(self.slot, self.raw, raw.handle)?;
+                if raw.stream != self.id {
+                    self.note_wait(seq, raw);
+                }
+                Ok(())
             }
         }
     }
@@ -510,6 +630,7 @@ impl StreamCore {
             slot: self.slot,
             handle,
             stream: self.id,
+            origin: self.me.clone(),
             state: Mutex::new(RecordState::Pending),
             state_changed: Condvar::new(),
             complete: AtomicBool::new(false),

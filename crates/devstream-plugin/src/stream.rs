@@ -7,7 +7,10 @@ use crate::buffer::{
 use crate::event::{AbiEvent, EventRepr, PluginEvent};
 use crate::flag::{FlagRepr, PluginFlag};
 use crate::graph::PluginGraph;
-use crate::queue::{running_host_fn, waits_for_itself, Callback, Item, Origin, StreamCore};
+use crate::queue::{
+    host_fn_would_wait_for_itself, running_host_fn, waits_for_itself, Callback, Item, Origin,
+    StreamCore,
+};
 use crate::registry::{lookup, plugin_slot, CustomDevice};
 use crate::runtime::{CopyKind, Handle};
 use crate::sys::C_Stream;
@@ -44,8 +47,11 @@ use std::sync::Arc;
 /// `synchronize` a typed [`Error::InvalidArgument`] instead of waiting for itself), and so is
 /// `synchronize` of its own stream; host-buffer reads and writes do not wait for copies of
 /// its own stream (those before it are done, those after it cannot start). Waits for *other*
-/// streams block as anywhere else: a wait on another stream that itself waits for work queued
-/// after the calling host function is a cycle the caller built, and it hangs.
+/// streams and their events block as anywhere else, unless what they wait for could itself
+/// wait (through `wait_event`/`wait_stream`, on any number of streams) for work queued after
+/// the calling host function: that is the same typed error (checked conservatively, from the
+/// waits devstream submitted that are not known complete). A wait behind a *flag* that only
+/// later work would set cannot be told apart from one another thread will set: it blocks.
 ///
 /// # Plug-ins that answer oddly
 ///
@@ -101,13 +107,13 @@ impl PluginStream {
         match lookup(place)? {
             CustomDevice::Plugin(runtime) => {
                 let slot = plugin_slot(&runtime, place)?;
-                Ok(PluginStream::abi(Arc::new(StreamCore::new(
+                Ok(PluginStream::abi(StreamCore::new(
                     runtime,
                     slot,
                     Handle(raw as usize),
                     true,
                     Origin::Adopted,
-                ))))
+                )))
             }
             CustomDevice::Rust(_) => Err(Error::unsupported("PluginStream::from_raw", place)),
         }
@@ -249,10 +255,12 @@ impl DeviceStream for PluginStream {
             StreamRepr::Abi(core) => {
                 if core.has_deferred()
                     || running_host_fn().is_some_and(|(stream, _)| stream == core.id)
+                    || (core.runtime.table().query_stream.is_none()
+                        && host_fn_would_wait_for_itself(core, u64::MAX))
                 {
                     // Inside one of its own host functions the stream is not done (that host
-                    // function is its work), and a plug-in without `query_stream` would
-                    // synchronize, waiting for itself.
+                    // function is its work); and a plug-in without `query_stream` would
+                    // synchronize, waiting for the calling host function.
                     return Ok(false);
                 }
                 core.runtime.query_stream(core.slot, core.raw)
@@ -264,8 +272,9 @@ impl DeviceStream for PluginStream {
     fn synchronize(&self) -> Result<()> {
         match &self.0 {
             StreamRepr::Abi(core) => {
-                if running_host_fn().is_some_and(|(stream, _)| stream == core.id) {
-                    // The stream's work includes the calling host function itself.
+                if host_fn_would_wait_for_itself(core, u64::MAX) {
+                    // The stream's work includes the calling host function itself, or waits
+                    // for work queued after it.
                     return Err(waits_for_itself("Stream::synchronize", core.id));
                 }
                 core.wait_drained();

@@ -302,6 +302,78 @@ fn blocking_calls_on_the_own_stream_inside_a_host_function_are_typed_errors() {
     assert_eq!(outcome.4, Ok(false));
 }
 
+#[test]
+fn waits_inside_a_host_function_on_streams_that_wait_for_its_later_work_are_typed_errors() {
+    type Told = (
+        Result<Vec<u8>, Error>,
+        Result<(), Error>,
+        Result<(), Error>,
+        Result<(), Error>,
+        Result<(), Error>,
+    );
+    let outcome: Told = watchdog("host function waiting through another stream", 10, || {
+        let place = cpu0();
+        let (a, release) = held_stream();
+        let (b, independent, early) = (new_stream(&place), new_stream(&place), new_stream(&place));
+        let device = b.alloc(32).unwrap();
+        b.copy_from_host(&device, 0, &[3; 32]).unwrap();
+        b.synchronize().unwrap();
+        let host = Arc::new(b.alloc_host(32).unwrap());
+        let (tell, told) = channel();
+        let tell = Mutex::new(tell);
+        let later: Arc<
+            Mutex<Option<(devstream_plugin::PluginEvent, devstream_plugin::PluginEvent)>>,
+        > = Arc::default();
+        let (inner_host, inner_b, inner_independent, inner_later) =
+            (host.clone(), b.clone(), independent.clone(), later.clone());
+        a.launch_host_func(Box::new(move || {
+            let (on_b, on_early) = inner_later.lock().unwrap().clone().unwrap();
+            let _ = tell.lock().unwrap().send((
+                inner_host.to_vec(),
+                inner_b.synchronize(),
+                on_b.synchronize(),
+                inner_independent.synchronize(),
+                on_early.synchronize(),
+            ));
+        }))
+        .unwrap();
+        // Queued on `a` after the host function; `b` waits for it, then copies into `host`.
+        let after = a.record_event().unwrap();
+        b.wait_event(&after).unwrap();
+        b.copy_device_to_host(&host, 0, &device, 0, 32).unwrap();
+        let on_b = b.record_event().unwrap();
+        // Unrelated work, and an event of a stream recorded before its own wait on `after`.
+        independent.copy_from_host(&device, 0, &[3; 32]).unwrap();
+        early.copy_from_host(&device, 0, &[3; 32]).unwrap();
+        let on_early = early.record_event().unwrap();
+        early.wait_event(&after).unwrap();
+        *later.lock().unwrap() = Some((on_b, on_early));
+        release.send(()).unwrap();
+        let told = told.recv().unwrap();
+        a.synchronize().unwrap();
+        b.synchronize().unwrap();
+        told
+    });
+    assert!(
+        matches!(outcome.0, Err(Error::InvalidArgument(_))),
+        "read of a buffer another stream copies into after waiting for this host function's \
+         stream: {:?}",
+        outcome.0
+    );
+    assert!(
+        matches!(outcome.1, Err(Error::InvalidArgument(_))),
+        "{:?}",
+        outcome.1
+    );
+    assert!(
+        matches!(outcome.2, Err(Error::InvalidArgument(_))),
+        "{:?}",
+        outcome.2
+    );
+    assert_eq!(outcome.3, Ok(()), "a stream that does not wait for it");
+    assert_eq!(outcome.4, Ok(()), "an event before the other stream's wait");
+}
+
 // ---- item 8: hostile panics ----
 
 /// A panic payload whose destructor panics.
