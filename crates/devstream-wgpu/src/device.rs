@@ -198,6 +198,8 @@ pub(crate) struct DeviceShared {
     pub(crate) internal: OnceLock<std::result::Result<InternalKernels, Error>>,
     /// The threads that run host functions (the poller hands them over).
     pub(crate) runners: Arc<Runners>,
+    /// What the poller waits for, and the thread that waits for it.
+    completer: Arc<Completer>,
     shutdown: Arc<AtomicBool>,
 }
 
@@ -216,6 +218,7 @@ impl Drop for DeviceShared {
     fn drop(&mut self) {
         self.shutdown.store(true, Ordering::SeqCst);
         self.work.notify();
+        self.completer.wake();
         self.runners.shutdown();
         // Host functions still held are user closures whose `Drop` may panic.
         let streams = std::mem::take(&mut lock(&self.sched).streams);
@@ -273,6 +276,7 @@ impl DeviceShared {
             fault: Arc::new(Mutex::new(None)),
             internal: OnceLock::new(),
             runners: Arc::new(Runners::default()),
+            completer: Arc::new(Completer::default()),
             shutdown: Arc::new(AtomicBool::new(false)),
         });
         let fault = Arc::clone(&shared.fault);
@@ -322,6 +326,16 @@ impl DeviceShared {
             Arc::clone(&self.shutdown),
         );
         spawn("poller", Box::new(move || poller(weak, work, shutdown)));
+        let (weak, work, shutdown, waiting) = (
+            Arc::downgrade(self),
+            Arc::clone(&self.work),
+            Arc::clone(&self.shutdown),
+            Arc::clone(&self.completer),
+        );
+        spawn(
+            "completion",
+            Box::new(move || completer(weak, waiting, work, shutdown)),
+        );
     }
 
     /// Whether every submission up to `ticket` has completed (`None`: nothing to wait for).
@@ -477,13 +491,22 @@ fn poller(weak: Weak<DeviceShared>, signal: Arc<Signal>, shutdown: Arc<AtomicBoo
         match device.step() {
             Step::Progress => {}
             Step::WaitLocal(ticket) => {
-                // A failed poll is recorded as the device's fault; keep serving the streams.
-                let _ = device.wait_ticket(&ticket, Some(POLL_SLICE));
+                // The completion thread waits for it and wakes us; the long timeout is only a
+                // backstop.
+                device.completer.want(&ticket);
+                drop(device);
+                signal.wait_change(seen, Some(POLL_SLICE * 100));
             }
             Step::WaitForeign(foreign, ticket, local) => {
-                let _ = foreign.wait_ticket(&ticket, Some(POLL_SLICE));
                 if let Some(local) = local {
-                    let _ = device.query_ticket(Some(&local));
+                    device.completer.want(&local);
+                }
+                drop(device);
+                // Another device's completions do not wake us: ask it (a plain poll) every
+                // slice. A failed poll is recorded as that device's fault.
+                if !foreign.query_ticket(Some(&ticket)).unwrap_or(true) {
+                    drop(foreign);
+                    signal.wait_change(seen, Some(POLL_SLICE));
                 }
             }
             Step::Idle { timed } => {
@@ -491,6 +514,72 @@ fn poller(weak: Weak<DeviceShared>, signal: Arc<Signal>, shutdown: Arc<AtomicBoo
                 signal.wait_change(seen, timed.then_some(POLL_SLICE));
             }
         }
+    }
+}
+
+/// The ticket the poller waits for, handed to the device's completion thread.
+///
+/// Only that thread blocks in `Device::poll` for the poller, and only without a timeout: in
+/// wgpu 30 a `poll(Wait { timeout: Some(..) })` that times out while another thread's poll (or
+/// `Queue::submit`, which polls too) drains the queue trips an assertion inside wgpu
+/// ("If the queue is empty, the current submission index ... should be at least the wait
+/// submission index"), losing the callbacks that poll collected (fixed upstream in
+/// gfx-rs/wgpu#9958). A wait without a timeout returns only once its submission is done, so it
+/// cannot trip it.
+#[derive(Default)]
+pub(crate) struct Completer {
+    wanted: Mutex<Option<Ticket>>,
+    changed: std::sync::Condvar,
+}
+
+impl Completer {
+    /// Asks the completion thread to wait for `ticket` (an earlier wanted ticket wins).
+    fn want(&self, ticket: &Ticket) {
+        let mut wanted = lock(&self.wanted);
+        if wanted.as_ref().is_none_or(|w| ticket.seq < w.seq) {
+            *wanted = Some(ticket.clone());
+            self.changed.notify_one();
+        }
+    }
+
+    /// Wakes the completion thread so that it sees the shutdown.
+    fn wake(&self) {
+        let _wanted = lock(&self.wanted);
+        self.changed.notify_all();
+    }
+}
+
+/// The completion thread: waits (without a timeout) for each ticket the poller wants, then
+/// wakes the poller.
+fn completer(
+    weak: Weak<DeviceShared>,
+    completer: Arc<Completer>,
+    work: Arc<Signal>,
+    shutdown: Arc<AtomicBool>,
+) {
+    loop {
+        let ticket = {
+            let mut wanted = lock(&completer.wanted);
+            loop {
+                if shutdown.load(Ordering::SeqCst) {
+                    return;
+                }
+                if let Some(ticket) = wanted.take() {
+                    break ticket;
+                }
+                wanted = completer
+                    .changed
+                    .wait(wanted)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        };
+        let Some(device) = weak.upgrade() else {
+            return;
+        };
+        // A failed poll is recorded as the device's fault; the poller goes on serving streams.
+        let _ = device.wait_ticket(&ticket, None);
+        drop(device);
+        work.notify();
     }
 }
 

@@ -285,3 +285,40 @@ fn a_panic_payload_whose_drop_panics_is_reported_and_the_device_keeps_working() 
         runs_a_host_function(&s);
     });
 }
+
+/// Host functions, submissions and polls from several threads at once leave the device without
+/// a fault. (The poller used to wait with a timeout in `Device::poll`, which wgpu 30 turns into
+/// an internal assertion failure when another thread's poll or submission drains the queue
+/// meanwhile; the device then reported a `Device::poll` fault on every stream.)
+#[test]
+fn concurrent_host_functions_and_polls_leave_the_device_healthy() {
+    let Some(first) = stream() else { return };
+    let device = first.wgpu_device();
+    watchdog("concurrent host functions and polls", move || {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let s = WgpuBackend::new_stream(&PLACE, Default::default()).unwrap();
+                std::thread::spawn(move || {
+                    // Big enough that a poll slice (1 ms) runs out while the fill runs.
+                    const BYTES: usize = 4 << 20;
+                    let buffer = s.alloc(BYTES).unwrap();
+                    for i in 0..40u32 {
+                        s.fill(&buffer, 0, BYTES, i as u8).unwrap();
+                        s.launch_host_func(Box::new(|| {})).unwrap();
+                        s.fill(&buffer, 0, 256, 1).unwrap();
+                        let event = s.record_event().unwrap();
+                        while !event.query().unwrap() {
+                            std::thread::yield_now();
+                        }
+                    }
+                    s.synchronize().unwrap();
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(device.fault(), None);
+        first.synchronize().unwrap();
+    });
+}
