@@ -695,7 +695,7 @@ impl StreamCore {
     pub(crate) fn add_callback(&self, callback: Callback) -> Result<()> {
         let (result, taken_back) = self.put_callback(callback);
         if taken_back.is_some() {
-            let _ = catch_unwind(AssertUnwindSafe(move || drop(taken_back)));
+            drop_contained(taken_back);
         }
         result
     }
@@ -844,7 +844,7 @@ unsafe extern "C" fn trampoline(
     user_data: *mut c_void,
     status: *mut C_Status,
 ) {
-    let _ = catch_unwind(AssertUnwindSafe(|| {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
         if !status.is_null() {
             // SAFETY: the plug-in passes a writable status or null.
             unsafe { *status = C_SUCCESS };
@@ -882,18 +882,38 @@ unsafe extern "C" fn trampoline(
                         *first = Some(Error::HostFuncPanicked { stream, message });
                     }
                     drop(first);
-                    // A payload whose drop panics must not escape either.
-                    let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+                    // A payload whose drop panics (with payloads whose drops panic, ...) must
+                    // not escape either.
+                    swallow(payload);
                 }
                 drop(scope);
-                let _ = catch_unwind(AssertUnwindSafe(move || drop(f)));
+                drop_contained(f);
             }
             Callback::SetFlag(flag, value) => flag.set(value),
-            Callback::Release(payload) => {
-                let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
-            }
+            Callback::Release(payload) => drop_contained(payload),
         }
     }));
+    if let Err(payload) = outcome {
+        swallow(payload);
+    }
+}
+
+/// Drops `value`, containing a panic of its destructor (and of the payloads such panics carry).
+pub(crate) fn drop_contained<T>(value: T) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        swallow(payload);
+    }
+}
+
+/// Drops a panic payload, and the payloads its destructor panics with, until one drops
+/// quietly: nothing of it unwinds into the plug-in or kills a devstream thread.
+fn swallow(mut payload: Box<dyn Any + Send>) {
+    loop {
+        match catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            Ok(()) => return,
+            Err(next) => payload = next,
+        }
+    }
 }
 
 // ---- the dispatcher: submits deferred work when flags change ----
@@ -1089,7 +1109,9 @@ impl Job {
                     );
                     std::mem::forget(then);
                 } else {
-                    let _ = catch_unwind(AssertUnwindSafe(then));
+                    if let Err(payload) = catch_unwind(AssertUnwindSafe(then)) {
+                        swallow(payload);
+                    }
                 }
                 None
             }

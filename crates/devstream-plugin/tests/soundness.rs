@@ -376,20 +376,22 @@ fn waits_inside_a_host_function_on_streams_that_wait_for_its_later_work_are_type
 
 // ---- item 8: hostile panics ----
 
-/// A panic payload whose destructor panics.
-struct PanicsOnDrop;
+/// A panic payload whose destructor panics with another such payload, `.0` levels deep.
+struct PanicsOnDrop(u32);
 
 impl Drop for PanicsOnDrop {
     fn drop(&mut self) {
-        panic!("a destructor that panics");
+        if self.0 > 0 && !std::thread::panicking() {
+            std::panic::panic_any(PanicsOnDrop(self.0 - 1));
+        }
     }
 }
 
 fn hostile_panics_on(place: &devstream_core::Place) {
     let s = new_stream(place);
-    s.launch_host_func(Box::new(|| std::panic::panic_any(PanicsOnDrop)))
+    s.launch_host_func(Box::new(|| std::panic::panic_any(PanicsOnDrop(3))))
         .unwrap();
-    let guard = PanicsOnDrop;
+    let guard = PanicsOnDrop(3);
     s.launch_host_func(Box::new(move || {
         let _ = &guard;
     }))
@@ -423,7 +425,7 @@ fn panic_payloads_and_closures_whose_drop_panics_are_contained() {
     let copy = Faulty::unique(faulty::MODE_QUEUED_ERROR);
     let place = copy.load().unwrap().places[0].clone();
     let s = new_stream(&place);
-    let guard = PanicsOnDrop;
+    let guard = PanicsOnDrop(3);
     let refused = s.launch_host_func(Box::new(move || {
         let _ = &guard;
     }));
