@@ -6,7 +6,11 @@
 //!   internal WGSL kernel that merges bytes into whole words (see `kernel.rs`).
 //! * Host→device copies go through a mapped staging buffer written before the call returns and
 //!   copied by the stream's encoder, so they keep the stream's order (`queue.write_buffer` is
-//!   never used for stream work: it would run ahead of already-encoded commands).
+//!   never used for stream work: it would run ahead of already-encoded commands). A copy from a
+//!   [`WgpuHostBuffer`] reads the host bytes when it is enqueued if the stream holds nothing
+//!   back and no device→host copy into the buffer is pending; otherwise (a host function or a
+//!   gate ahead of it may write the buffer first) it reads them once the stream's earlier work is
+//!   complete, so it sees every write that precedes it in stream order.
 //! * A [`WgpuHostBuffer`] is host memory. A device→host copy goes to a `MAP_READ` staging buffer
 //!   that is mapped after its submission completes; the bytes land in the host buffer when the
 //!   host reads it (or when a later host→device copy needs them). `read` and `write` wait for

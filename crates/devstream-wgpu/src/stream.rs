@@ -262,9 +262,12 @@ impl WgpuStream {
                 src_offset,
                 len,
             } => {
-                if src.has_pending_writes() {
-                    // Device→host copies are still landing in the source: read it once the
-                    // stream's earlier work is complete.
+                let holds_back = !self.state(&mut sched)?.held.is_empty();
+                if holds_back || src.has_pending_writes() {
+                    // Earlier work of the stream is still held back (a host function, a gate:
+                    // either may write the source first, in stream order), or device→host
+                    // copies are still landing in the source: read it once the stream's earlier
+                    // work is complete.
                     src.begin_upload();
                     flush_locked(&device, &mut sched, id, false);
                     hold_locked(

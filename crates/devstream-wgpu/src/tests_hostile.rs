@@ -102,6 +102,31 @@ fn host_buffer_write_in_a_host_function_precedes_later_uploads() {
     });
 }
 
+/// Item 6: a host→device copy queued after a host function that writes its source reads what
+/// the host function wrote, also when no device→host copy into the source is pending.
+#[test]
+fn a_host_to_device_copy_queued_after_a_host_function_reads_its_write() {
+    let Some(s) = stream() else { return };
+    watchdog("a copy after a host function's write", move || {
+        let out = s.alloc(8).unwrap();
+        let host = Arc::new(s.alloc_host(8).unwrap());
+        let h = Arc::clone(&host);
+        let flag = gate(&s);
+        s.launch_host_func(Box::new(move || h.write(0, &[9; 8]).unwrap()))
+            .unwrap();
+        s.copy_host_to_device(&out, 0, &host, 0, 8).unwrap();
+        let check = s.alloc_host(8).unwrap();
+        s.copy_device_to_host(&check, 0, &out, 0, 8).unwrap();
+        flag.set(1);
+        s.synchronize().unwrap();
+        assert_eq!(
+            check.to_vec().unwrap(),
+            vec![9; 8],
+            "the copy did not see the host function's write"
+        );
+    });
+}
+
 /// Item 6: blocking calls from inside a host function either complete (what they wait for is
 /// before the host function in stream order, or independent of it) or answer a typed error
 /// (they would wait for work queued after the host function); none hangs.
