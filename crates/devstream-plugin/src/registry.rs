@@ -22,7 +22,8 @@ pub(crate) enum CustomDevice {
 struct Registry {
     devices: BTreeMap<String, CustomDevice>,
     failures: Vec<(PathBuf, Error)>,
-    /// Files whose `initialize` ran (loaded, or failed after it), with the outcome.
+    /// Files whose `InitPlugin` accepted a layout (loaded, or failed after that), with the
+    /// outcome: each is loaded once and never unloaded.
     files: BTreeMap<FileId, String>,
 }
 
@@ -105,12 +106,12 @@ fn load_into_registry(path: &Path) -> Result<Arc<Runtime>> {
     let runtime = match Runtime::load(path, &taken) {
         Ok(runtime) => Arc::new(runtime),
         Err(failed) => {
-            if failed.initialized {
-                // Its initialize ran: it stays loaded and is not initialised again.
-                write().files.insert(
-                    id,
-                    format!("its initialize ran and loading failed ({})", failed.error),
-                );
+            if failed.kept {
+                // InitPlugin accepted (and maybe initialize ran): it stays loaded, and its
+                // entry points do not run again.
+                write()
+                    .files
+                    .insert(id, format!("loading it failed ({})", failed.error));
             }
             return Err(failed.error);
         }

@@ -76,20 +76,17 @@ pub(crate) struct Runtime {
     _library: std::mem::ManuallyDrop<libloading::Library>,
 }
 
-/// Why a load failed, and whether the plug-in's `initialize` had run (then the file is
-/// never loaded again).
+/// Why a load failed, and whether the library is kept loaded (`InitPlugin` accepted a layout,
+/// so it may have started work: the file is then never loaded, nor unloaded, again).
 #[derive(Debug)]
 pub(crate) struct LoadError {
     pub(crate) error: Error,
-    pub(crate) initialized: bool,
+    pub(crate) kept: bool,
 }
 
 impl From<Error> for LoadError {
     fn from(error: Error) -> LoadError {
-        LoadError {
-            error,
-            initialized: false,
-        }
+        LoadError { error, kept: false }
     }
 }
 
@@ -229,7 +226,10 @@ impl Runtime {
     }
 
     /// Loads and validates the library and its table (nothing but `InitPlugin` has run).
-    fn open(path: &Path, taken: &dyn Fn(&str) -> Option<String>) -> Result<Runtime> {
+    fn open(
+        path: &Path,
+        taken: &dyn Fn(&str) -> Option<String>,
+    ) -> std::result::Result<Runtime, LoadError> {
         // SAFETY: loading a library runs its initialisers; loading plug-ins is this crate's
         // purpose, and the user chose the path (or CUSTOM_DEVICE_ROOT).
         let library = unsafe { libloading::Library::new(path) }
@@ -244,6 +244,20 @@ impl Runtime {
                 )
             })?;
         let accepted = negotiate(path, init)?;
+        // InitPlugin accepted a layout and may have started work: from here on the library is
+        // never unloaded, whatever fails.
+        let library = std::mem::ManuallyDrop::new(library);
+        Runtime::validate(path, taken, accepted, library)
+            .map_err(|error| LoadError { error, kept: true })
+    }
+
+    /// Validates what `InitPlugin` wrote; builds the runtime (its `initialize` not yet run).
+    fn validate(
+        path: &Path,
+        taken: &dyn Fn(&str) -> Option<String>,
+        accepted: Accepted,
+        library: std::mem::ManuallyDrop<libloading::Library>,
+    ) -> Result<Runtime> {
         let params_ptr = accepted.params.as_ptr().cast::<CustomRuntimeParams>();
         // SAFETY: our own buffer, written by the plug-in.
         let params = unsafe { *params_ptr };
@@ -346,29 +360,23 @@ impl Runtime {
             devices: Vec::new(),
             _interface_allocation: accepted.interface,
             _params_allocation: accepted.params,
-            _library: std::mem::ManuallyDrop::new(library),
+            _library: library,
         })
     }
 
-    /// Runs `initialize`, lists the devices and runs `init_device` on each. From here on the
-    /// library is never unloaded (the runtime holds it undropped).
+    /// Runs `initialize`, lists the devices and runs `init_device` on each (the runtime holds
+    /// the library undropped: it is never unloaded).
     fn start(mut self) -> std::result::Result<Runtime, LoadError> {
         let runtime = &mut self;
         if let Some(initialize) = runtime.table.initialize {
             // SAFETY: a table function with no arguments.
             if let Err(error) = runtime.check("initialize", unsafe { initialize() }) {
-                return Err(LoadError {
-                    error,
-                    initialized: true,
-                });
+                return Err(LoadError { error, kept: true });
             }
         }
         if let Err(error) = runtime.start_devices() {
             runtime.finalize();
-            return Err(LoadError {
-                error,
-                initialized: true,
-            });
+            return Err(LoadError { error, kept: true });
         }
         runtime.caps = runtime.probe_capabilities();
         Ok(self)

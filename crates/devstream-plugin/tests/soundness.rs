@@ -467,6 +467,32 @@ fn a_plugin_that_fails_after_initialize_is_finalized_and_never_unloaded() {
     }
 }
 
+#[cfg(unix)]
+#[test]
+fn a_plugin_refused_after_init_plugin_accepted_is_loaded_once_and_never_unloaded() {
+    // It accepts a layout (and may have started work), then reports runtime 0.1.0.
+    let mut copy = Faulty::unique(faulty::MODE_OLD_VERSION);
+    assert!(copy.load().is_err());
+    match copy.load() {
+        Err(Error::Plugin { reason, .. }) => {
+            assert!(reason.contains("loaded once"), "{reason}")
+        }
+        other => panic!("expected Error::Plugin, got {other:?}"),
+    }
+    let counters = copy.counters();
+    assert_eq!(
+        counters[faulty::COUNT_INIT_PLUGIN_ACCEPTED],
+        1,
+        "InitPlugin ran again"
+    );
+    assert_eq!(counters[faulty::COUNT_INITIALIZE], 0);
+    drop(copy.library.take());
+    assert!(
+        still_loaded(&copy.path),
+        "a library whose InitPlugin accepted was unloaded"
+    );
+}
+
 #[test]
 fn one_file_loaded_twice_at_once_is_initialized_once() {
     let copy = Faulty::unique(faulty::MODE_SLOW_INITIALIZE);
