@@ -188,6 +188,51 @@ fn blocking_calls_inside_a_host_function_complete_or_refuse() {
     });
 }
 
+/// Item 6: handles dropped inside a host function (the last handle of its own stream, an event
+/// recorded after it, a buffer a later copy uses) neither block nor break the work queued after
+/// it, and `elapsed` of events recorded after it answers `NotReady`.
+#[test]
+fn handles_dropped_inside_a_host_function() {
+    let Some(s) = stream() else { return };
+    let timed = s.capabilities().timing;
+    watchdog("drops inside a host function", move || {
+        let buffer = Arc::new(s.alloc(8).unwrap());
+        let host = s.alloc_host(8).unwrap();
+        let flag = gate(&s);
+        let flags = if timed {
+            EventFlags::timed()
+        } else {
+            EventFlags::default()
+        };
+        let start = WgpuBackend::new_event(&PLACE, flags).unwrap();
+        let end = WgpuBackend::new_event(&PLACE, flags).unwrap();
+        let (answers_tx, answers) = mpsc::channel();
+        let mut handles = Some((s.clone(), Arc::clone(&buffer), start.clone(), end.clone()));
+        s.launch_host_func(Box::new(move || {
+            if let Some((me, b, e0, e1)) = handles.take() {
+                let elapsed = e0.elapsed(&e1);
+                drop((b, e0, e1));
+                drop(me);
+                let _ = answers_tx.send(elapsed);
+            }
+        }))
+        .unwrap();
+        s.record(&start).unwrap();
+        s.fill(&buffer, 0, 8, 3).unwrap();
+        s.copy_device_to_host(&host, 0, &buffer, 0, 8).unwrap();
+        s.record(&end).unwrap();
+        // The host function holds the last handles of all of them.
+        drop((start, end, buffer, s));
+        flag.set(1);
+        let elapsed = answers.recv().unwrap();
+        if timed {
+            assert_eq!(elapsed, Err(Error::NotReady));
+        }
+        // Reading waits for the copy queued after the host function.
+        assert_eq!(host.to_vec().unwrap(), vec![3; 8]);
+    });
+}
+
 /// Item 6: a graph launched from inside a host function of the stream it launches on runs
 /// after the host function.
 #[test]
