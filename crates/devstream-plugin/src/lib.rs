@@ -22,8 +22,14 @@
 //! * `initialize`, `get_device_count`, `get_device_list` and `init_device` must succeed, with a
 //!   sane device list.
 //!
+//! Loads are serialised and each file is loaded once per process; a library whose `InitPlugin`
+//! accepted a layout is never unloaded, and a failure after `initialize` runs `deinit_device`
+//! and `finalize` first.
+//!
 //! Every later call zeroes its out-parameters first and turns a status other than `C_SUCCESS`
-//! into [`Error::Driver`](devstream_core::Error) naming the function. Null stream and event
+//! into [`Error::Driver`](devstream_core::Error) naming the function (`C_WARNING` from
+//! `stream_add_callback` and from the allocators is success; how callbacks and memory are
+//! owned across the boundary is documented on [`PluginStream`] and [`PluginHostBuffer`]). Null stream and event
 //! handles are legal (Paddle's own `custom_cpu` never writes them): devstream identifies its
 //! streams and events by its own ids. How the stream contract maps onto the table is
 //! documented on [`PluginStream`].
