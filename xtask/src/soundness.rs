@@ -299,7 +299,12 @@ pub fn sanitize(args: &[String]) -> Result<(), String> {
             "CARGO_TARGET_DIR",
             target_root().join(short).display().to_string(),
         ),
-        ("RUSTFLAGS", flag.to_string()),
+        (
+            "RUSTFLAGS",
+            // The test plug-ins are instrumented cdylibs: they resolve the sanitizer runtime's
+            // `__tsan_*` / `__asan_*` symbols from the executable, which must export them.
+            format!("{flag} -Clink-arg=-Wl,--export-dynamic"),
+        ),
         ("CARGO_INCREMENTAL", "0".to_string()),
         (
             "XDG_RUNTIME_DIR",
@@ -315,7 +320,7 @@ pub fn sanitize(args: &[String]) -> Result<(), String> {
             envs.push((
                 "TSAN_OPTIONS",
                 format!(
-                    "halt_on_error=1 second_deadlock_stack=1 report_signal_unsafe=0 suppressions={}",
+                    "halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1 suppressions={}",
                     supp_dir.join("tsan.supp").display()
                 ),
             ));
@@ -325,7 +330,8 @@ pub fn sanitize(args: &[String]) -> Result<(), String> {
             cargo_base.push("-Zbuild-std");
             envs.push((
                 "ASAN_OPTIONS",
-                "detect_leaks=1 detect_stack_use_after_return=1 abort_on_error=0".to_string(),
+                "detect_leaks=1 detect_stack_use_after_return=1 allocator_may_return_null=1"
+                    .to_string(),
             ));
             envs.push((
                 "LSAN_OPTIONS",
@@ -337,21 +343,21 @@ pub fn sanitize(args: &[String]) -> Result<(), String> {
         }
     }
     if conformance {
-        let require: Vec<String> = places
-            .split(',')
-            .filter(|p| !p.trim().is_empty())
-            .map(|p| {
-                let backend = p.trim().split(':').next().unwrap_or("");
-                match backend {
-                    "cpu" | "wgpu" | "cuda" | "gpu" | "hip" => backend.replace("gpu", "cuda"),
-                    // Any other device type is a plug-in place.
-                    _ => "plugin".to_string(),
-                }
-            })
-            .collect();
         let mut envs = envs.clone();
+        // Discovery's build-tree fallback does not look under `<target>/<triple>/`: name the
+        // instrumented test plug-in explicitly.
+        let plugin_file = target_root()
+            .join(short)
+            .join(TARGET)
+            .join("debug")
+            .join("deps")
+            .join("libdevstream_test_plugin_cpu.so");
+        let plugin_file = std::env::current_dir()
+            .map_err(|e| e.to_string())?
+            .join(plugin_file);
+        envs.push(("DEVSTREAM_PLUGIN_PATH", plugin_file.display().to_string()));
         envs.push(("DEVSTREAM_PLACES", places.to_string()));
-        envs.push(("DEVSTREAM_REQUIRE", require.join(",")));
+        envs.push(("DEVSTREAM_REQUIRE", backends_of(places)));
         let mut cargo_args = cargo_base.clone();
         cargo_args.extend([
             "-p",
@@ -384,9 +390,34 @@ pub fn sanitize(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// The `DEVSTREAM_REQUIRE` list for a `DEVSTREAM_PLACES` list: each place's backend, once.
+fn backends_of(places: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    for place in places.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let backend = match place.split(':').next().unwrap_or("") {
+            "cpu" => "cpu",
+            "wgpu" => "wgpu",
+            "cuda" | "gpu" => "cuda",
+            "hip" => "hip",
+            // Any other device type is a plug-in place.
+            _ => "plugin",
+        };
+        if !out.contains(&backend) {
+            out.push(backend);
+        }
+    }
+    out.join(",")
+}
+
 #[cfg(test)]
 mod tests {
-    use super::count;
+    use super::{backends_of, count};
+
+    #[test]
+    fn places_name_their_backends() {
+        assert_eq!(backends_of("cpu,wgpu:0,custom_cpu:0"), "cpu,wgpu,plugin");
+        assert_eq!(backends_of("gpu:0, cuda:1,npu"), "cuda,plugin");
+    }
 
     #[test]
     fn summaries_are_counted() {
