@@ -122,8 +122,8 @@ enum HostMemory {
 /// exclude new copies (and each other) while they touch the memory, and a dropped buffer is
 /// freed after them. Where a copy's event could not be recorded, when it ends cannot be
 /// known: reads and writes answer that error and the memory is never freed (leaked rather
-/// than freed under a copy). Inside a host function, copies of its own stream are not waited
-/// for (see [`PluginStream`](crate::PluginStream)).
+/// than freed under a copy). Inside a host function, copies of its own plug-in queue are not
+/// waited for (see [`PluginStream`](crate::PluginStream)).
 #[derive(Debug)]
 pub struct PluginHostBuffer(pub(crate) HostRepr);
 
@@ -229,15 +229,15 @@ impl AbiHostBuffer {
     /// kept out while it runs (they register under the same lock), so host reads and writes
     /// never race a copy or each other.
     ///
-    /// Inside a host function, copies of that host function's own stream are not waited
+    /// Inside a host function, copies of that host function's own plug-in queue are not waited
     /// for: those before it are complete (stream order), those after it cannot start before
     /// it returns, so the access sees the stream's order up to the host function.
     fn settled<T>(&self, access: impl FnOnce() -> T) -> Result<T> {
-        let own_stream = running_host_fn().map(|(stream, _)| stream);
+        let own_queue = running_host_fn().map(|(queue, _)| queue);
         loop {
             let waits: Vec<Arc<RawEvent>> = lock(&self.pending)
                 .iter()
-                .filter(|(s, _)| Some(*s) != own_stream)
+                .filter(|(_, r)| Some(r.queue) != own_queue)
                 .map(|(_, r)| r.clone())
                 .collect();
             for raw in &waits {
@@ -245,7 +245,7 @@ impl AbiHostBuffer {
             }
             let mut pending = lock(&self.pending);
             pending.retain(|(_, r)| !waits.iter().any(|w| Arc::ptr_eq(w, r)));
-            if pending.iter().all(|(s, _)| Some(*s) == own_stream) {
+            if pending.iter().all(|(_, r)| Some(r.queue) == own_queue) {
                 // Held while the memory is accessed: copies registering now wait.
                 return Ok(access());
             }

@@ -144,6 +144,8 @@ pub(crate) struct RawEvent {
     handle: Handle,
     /// The devstream stream it is recorded on.
     stream: u64,
+    /// The plug-in queue of that stream (see [`PluginQueue`]).
+    pub(crate) queue: u64,
     /// That stream's host side (for a host function's check of what a wait would wait for).
     origin: Weak<StreamCore>,
     state: Mutex<RecordState>,
@@ -193,12 +195,12 @@ impl RawEvent {
         state.clone()
     }
 
-    /// Inside a host function of this event's stream: `Some(true)` when the event precedes
+    /// Inside a host function of this event's plug-in queue: `Some(true)` when the event precedes
     /// that host function (so it is complete), `Some(false)` when it follows it (waiting for
     /// it would wait for the host function itself); `None` elsewhere.
     fn before_running_host_fn(&self) -> Option<bool> {
-        let (stream, host_fn_seq) = running_host_fn()?;
-        if stream != self.stream {
+        let (queue, host_fn_seq) = running_host_fn()?;
+        if queue != self.queue {
             return None;
         }
         Some(matches!(*lock(&self.state), RecordState::Recorded { seq } if seq < host_fn_seq))
@@ -303,11 +305,10 @@ impl RawEvent {
 
 /// The typed error for a wait, from inside a host function, on its own stream's later work.
 pub(crate) fn waits_for_itself(op: &str, stream: u64) -> Error {
-    let running = running_host_fn().map_or(stream, |(s, _)| s);
     Error::InvalidArgument(format!(
-        "{op} (plug-in stream {stream}) called from a host function of plug-in stream \
-         {running} would wait, directly or through other streams, for work queued after that \
-         host function (which cannot run before it returns)"
+        "{op} (plug-in stream {stream}) called from a host function would wait, directly or \
+         through other streams, for work queued after that host function on its plug-in queue \
+         (which cannot run before it returns)"
     ))
 }
 
@@ -325,11 +326,40 @@ impl Drop for RawEvent {
 }
 
 thread_local! {
-    /// The host function running on this thread: (stream id, its submission number).
+    /// The host function running on this thread: (its plug-in queue, its position there).
     static HOST_FN: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
 }
 
-/// The devstream host function running on this thread, if any: its stream and position.
+/// One queue of the plug-in, as far as devstream can tell: a plug-in stream handle of one
+/// device. Devstream streams over the same handle (adopted ones, or every stream of a plug-in
+/// that never writes its stream handles) share it, and their work is numbered in one order, so
+/// a host function can tell what was queued before and after it.
+#[derive(Debug, Default)]
+pub(crate) struct PluginQueue {
+    seq: AtomicU64,
+}
+
+/// The live plug-in queues: (runtime, device slot, stream handle) and the queue.
+type QueueKey = (usize, usize, usize);
+static QUEUES: Mutex<Vec<(QueueKey, Weak<PluginQueue>)>> = Mutex::new(Vec::new());
+
+/// The queue of a plug-in stream handle (shared with the other live streams over it).
+fn queue_of(key: QueueKey) -> Arc<PluginQueue> {
+    let mut queues = lock(&QUEUES);
+    queues.retain(|(_, queue)| queue.strong_count() > 0);
+    if let Some(queue) = queues
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, queue)| queue.upgrade())
+    {
+        return queue;
+    }
+    let queue = Arc::new(PluginQueue::default());
+    queues.push((key, Arc::downgrade(&queue)));
+    queue
+}
+
+/// The devstream host function running on this thread, if any: its plug-in queue and position.
 pub(crate) fn running_host_fn() -> Option<(u64, u64)> {
     HOST_FN.with(Cell::get)
 }
@@ -337,16 +367,17 @@ pub(crate) fn running_host_fn() -> Option<(u64, u64)> {
 /// How many possibly incomplete waits a stream remembers (see [`StreamCore::note_wait`]).
 const MAX_NOTED_WAITS: usize = 64;
 
-/// Inside a host function (of stream `a` at position `n`): whether the work of `core` up to
+/// Inside a host function (of queue `a` at position `n`): whether the work of `core` up to
 /// position `limit` (`u64::MAX`: all of it, also what is held on the host) could wait,
 /// directly or through other streams' waits, for work `a` queues after that host function,
 /// which cannot run before the host function returns. Conservative: a wait of `core` before
 /// `limit` counts even where the event it waits for is complete but not yet known to be.
 fn waits_for_later_work(core: &StreamCore, limit: u64, (a, n): (u64, u64)) -> bool {
+    // `a` is the host function's plug-in queue: every stream over it counts as its own.
     let mut visited: Vec<(u64, u64)> = Vec::new();
     let mut stack: Vec<(Arc<StreamCore>, u64)> = Vec::new();
     let mut visit = |core: &StreamCore, limit: u64, stack: &mut Vec<(Arc<StreamCore>, u64)>| {
-        if core.id == a {
+        if core.queue_id() == a {
             return limit > n;
         }
         if visited.iter().any(|&(id, l)| id == core.id && l >= limit) {
@@ -428,8 +459,9 @@ pub(crate) struct StreamCore {
     drained: Condvar,
     /// The first error of work that ran after its submission returned (sticky).
     pub(crate) errors: Arc<Mutex<Option<Error>>>,
-    /// Numbers the records, waits and host functions handed to the plug-in, in stream order.
-    seq: AtomicU64,
+    /// Numbers the records, waits and host functions handed to the plug-in, in the order of
+    /// its plug-in queue (shared by the streams over one plug-in stream handle).
+    queue: Arc<PluginQueue>,
     /// This core (its events point back to it).
     me: Weak<StreamCore>,
     /// The events this stream was made to wait for, with the wait's position, while they may
@@ -479,6 +511,7 @@ impl StreamCore {
         if user_created {
             LIVE_STREAMS.fetch_add(1, Ordering::SeqCst);
         }
+        let runtime_index = runtime.index();
         Arc::new_cyclic(|me| StreamCore {
             id: devstream_core::next_id(),
             place: runtime.place(slot),
@@ -492,7 +525,7 @@ impl StreamCore {
             deferred: Mutex::new(Deferred::default()),
             drained: Condvar::new(),
             errors: Arc::new(Mutex::new(None)),
-            seq: AtomicU64::new(0),
+            queue: queue_of((runtime_index, slot, raw.0)),
             me: me.clone(),
             waits: Mutex::new(Vec::new()),
         })
@@ -513,9 +546,14 @@ impl StreamCore {
         waits.push((seq, raw));
     }
 
-    /// The next position in this stream's order (called under the submission lock).
+    /// The next position in this stream's plug-in queue (called under the submission lock).
     fn next_seq(&self) -> u64 {
-        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+        self.queue.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Identifies this stream's plug-in queue.
+    pub(crate) fn queue_id(&self) -> u64 {
+        Arc::as_ptr(&self.queue) as usize as u64
     }
 
     /// Submits `item` now, or defers it behind earlier deferred items. Errors of an immediate
@@ -557,7 +595,7 @@ impl StreamCore {
                 let seq = self.next_seq();
                 self.runtime
                     .stream_wait_event(self.slot, self.raw, raw.handle)?;
-                if raw.stream != self.id {
+                if raw.queue != self.queue_id() {
                     self.note_wait(seq, raw);
                 }
                 Ok(())
@@ -630,6 +668,7 @@ impl StreamCore {
             slot: self.slot,
             handle,
             stream: self.id,
+            queue: self.queue_id(),
             origin: self.me.clone(),
             state: Mutex::new(RecordState::Pending),
             state_changed: Condvar::new(),
@@ -706,6 +745,7 @@ impl StreamCore {
         self.add_callback(Callback::HostFn {
             f,
             stream: self.id,
+            queue: self.queue_id(),
             seq,
             errors: self.errors.clone(),
         })
@@ -807,7 +847,8 @@ pub(crate) enum Callback {
     HostFn {
         f: devstream_core::HostFn,
         stream: u64,
-        /// Its position in the stream's order.
+        /// Its plug-in queue and position there.
+        queue: u64,
         seq: u64,
         errors: Arc<Mutex<Option<Error>>>,
     },
@@ -870,11 +911,12 @@ unsafe extern "C" fn trampoline(
             Callback::HostFn {
                 mut f,
                 stream,
+                queue,
                 seq,
                 errors,
             } => {
                 let scope =
-                    HostFnScope(HOST_FN.with(|current| current.replace(Some((stream, seq)))));
+                    HostFnScope(HOST_FN.with(|current| current.replace(Some((queue, seq)))));
                 if let Err(payload) = catch_unwind(AssertUnwindSafe(&mut f)) {
                     let message = panic_message(&*payload);
                     let mut first = lock(&errors);

@@ -486,6 +486,11 @@ impl Runtime {
         caps
     }
 
+    /// This runtime's number in the process (tells runtimes apart).
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
     /// The place ids of the plug-in's devices.
     pub(crate) fn device_ids(&self) -> impl Iterator<Item = usize> + '_ {
         self.devices.iter().map(|d| d.place_id)

@@ -52,6 +52,9 @@ use std::sync::Arc;
 /// the calling host function: that is the same typed error (checked conservatively, from the
 /// waits devstream submitted that are not known complete). A wait behind a *flag* that only
 /// later work would set cannot be told apart from one another thread will set: it blocks.
+/// "Its own stream" means every devstream stream over the same plug-in stream handle (adopted
+/// streams; all streams of a plug-in that never writes its stream handles): they share one
+/// plug-in queue, numbered in one order.
 ///
 /// # Plug-ins that answer oddly
 ///
@@ -254,7 +257,7 @@ impl DeviceStream for PluginStream {
         match &self.0 {
             StreamRepr::Abi(core) => {
                 if core.has_deferred()
-                    || running_host_fn().is_some_and(|(stream, _)| stream == core.id)
+                    || running_host_fn().is_some_and(|(queue, _)| queue == core.queue_id())
                     || (core.runtime.table().query_stream.is_none()
                         && host_fn_would_wait_for_itself(core, u64::MAX))
                 {

@@ -374,6 +374,57 @@ fn waits_inside_a_host_function_on_streams_that_wait_for_its_later_work_are_type
     assert_eq!(outcome.4, Ok(()), "an event before the other stream's wait");
 }
 
+#[test]
+fn streams_sharing_one_plugin_queue_count_as_the_host_functions_own() {
+    let outcome = watchdog(
+        "host function and a stream over the same plug-in queue",
+        10,
+        || {
+            let place = cpu0();
+            // Two devstream streams over the plug-in's null (default) stream: one plug-in queue.
+            // SAFETY: the null stream of the test plug-in lives as long as the process.
+            let a = unsafe { PluginStream::from_raw(&place, std::ptr::null_mut()) }.unwrap();
+            // SAFETY: as above.
+            let b = unsafe { PluginStream::from_raw(&place, std::ptr::null_mut()) }.unwrap();
+            let (release, held) = channel::<()>();
+            let held = Mutex::new(held);
+            a.launch_host_func(Box::new(move || {
+                let _ = held.lock().unwrap().recv();
+            }))
+            .unwrap();
+            let device = a.alloc(32).unwrap();
+            let host = Arc::new(a.alloc_host(32).unwrap());
+            let (tell, told) = channel();
+            let (tell, inner_host, inner_b) = (Mutex::new(tell), host.clone(), b.clone());
+            a.launch_host_func(Box::new(move || {
+                let _ = tell
+                    .lock()
+                    .unwrap()
+                    .send((inner_host.to_vec(), inner_b.synchronize()));
+            }))
+            .unwrap();
+            // On `b`, so after the host function in the one plug-in queue.
+            b.copy_from_host(&device, 0, &[8; 32]).unwrap();
+            b.copy_device_to_host(&host, 0, &device, 0, 32).unwrap();
+            release.send(()).unwrap();
+            let told = told.recv().unwrap();
+            b.synchronize().unwrap();
+            (told, host.to_vec())
+        },
+    );
+    assert_eq!(
+        (outcome.0).0,
+        Ok(vec![0; 32]),
+        "the queue's order up to the host function"
+    );
+    assert!(
+        matches!((outcome.0).1, Err(Error::InvalidArgument(_))),
+        "{:?}",
+        (outcome.0).1
+    );
+    assert_eq!(outcome.1, Ok(vec![8; 32]));
+}
+
 // ---- item 8: hostile panics ----
 
 /// A panic payload whose destructor panics with another such payload, `.0` levels deep.
