@@ -209,15 +209,21 @@ fn host_buffer_reads_never_see_a_torn_write() {
 
 // ---- item 6: host functions never wait for their stream's later work ----
 
-/// A stream whose worker is held by a first host function until the returned sender fires.
-fn held_stream() -> (PluginStream, std::sync::mpsc::Sender<()>) {
-    let s = new_stream(&cpu0());
+/// Holds `s`'s plug-in worker with a host function until the returned sender fires.
+fn hold(s: &PluginStream) -> std::sync::mpsc::Sender<()> {
     let (release, held) = channel::<()>();
     let held = Mutex::new(held);
     s.launch_host_func(Box::new(move || {
         let _ = held.lock().unwrap().recv();
     }))
     .unwrap();
+    release
+}
+
+/// A stream whose worker is held by a first host function until the returned sender fires.
+fn held_stream() -> (PluginStream, std::sync::mpsc::Sender<()>) {
+    let s = new_stream(&cpu0());
+    let release = hold(&s);
     (s, release)
 }
 
@@ -386,12 +392,7 @@ fn streams_sharing_one_plugin_queue_count_as_the_host_functions_own() {
             let a = unsafe { PluginStream::from_raw(&place, std::ptr::null_mut()) }.unwrap();
             // SAFETY: as above.
             let b = unsafe { PluginStream::from_raw(&place, std::ptr::null_mut()) }.unwrap();
-            let (release, held) = channel::<()>();
-            let held = Mutex::new(held);
-            a.launch_host_func(Box::new(move || {
-                let _ = held.lock().unwrap().recv();
-            }))
-            .unwrap();
+            let release = hold(&a);
             let device = a.alloc(32).unwrap();
             let host = Arc::new(a.alloc_host(32).unwrap());
             let (tell, told) = channel();
