@@ -13,11 +13,8 @@ use std::sync::Mutex;
 
 /// Selects `mode` in a private copy of the faulty plug-in and loads it through devstream.
 fn load_faulty(mode: u32) -> Result<PluginInfo, Error> {
-    let copy = Faulty::new(mode);
-    let loaded = copy.load();
-    // The copy stays loaded (devstream keeps what it loaded; the test's handle too).
-    std::mem::forget(copy);
-    loaded
+    // Dropping the copy keeps it loaded and removes its file.
+    Faulty::new(mode).load()
 }
 
 fn plugin_reason(result: Result<PluginInfo, Error>) -> String {

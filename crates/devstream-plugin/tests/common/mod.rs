@@ -147,6 +147,18 @@ impl Faulty {
     }
 }
 
+impl Drop for Faulty {
+    /// Keeps the copy loaded (devstream may hold it; the test's own handle is leaked, so its
+    /// statics stay valid), and removes the file: a loaded image does not need it.
+    fn drop(&mut self) {
+        std::mem::forget(self.library.take());
+        let _ = std::fs::remove_file(&self.path);
+        if let Some(dir) = self.path.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
 /// Runs `body` on a thread and fails the test when it does not finish within `seconds`
 /// (a hang fails in seconds instead of stalling the suite).
 pub fn watchdog<T: Send + 'static>(
