@@ -92,6 +92,24 @@ pub enum Error {
         /// The panic payload, if it was a string.
         message: String,
     },
+    /// A blocking call made inside a host function (or a CPU kernel) would wait for work that can
+    /// only run after that host function returns: work queued after it on its own stream, on a
+    /// stream that waits for such work, or on the worker or queue it occupies. It is refused
+    /// instead of hanging; inside a host function, what can be waited for is stream order up to
+    /// that host function.
+    ///
+    /// ```
+    /// # use devstream_core::Error;
+    /// let e = Error::WouldDeadlock { op: "synchronize", reason: "its own stream".into() };
+    /// assert!(e.to_string().contains("inside a host function"));
+    /// ```
+    #[error("{op} inside a host function would deadlock: {reason}")]
+    WouldDeadlock {
+        /// The blocking call (`"synchronize"`, `"Event::synchronize"`, `"HostBuffer::read"`, ...).
+        op: &'static str,
+        /// What it would wait for.
+        reason: String,
+    },
     /// A native driver/runtime call failed.
     #[error("{backend}: {call} failed with {code} ({message})")]
     Driver {

@@ -62,7 +62,7 @@
 //!   (record, query, wait_event, submit, launch a graph, allocate, set a flag) and sees stream
 //!   order up to the running task: everything ordered before it is complete. A *blocking*
 //!   wait there — `synchronize` of any stream or `Event::synchronize` — returns at once when
-//!   its work is complete and is refused with `Error::InvalidArgument` otherwise (its work is
+//!   its work is complete and is refused with `Error::WouldDeadlock` otherwise (its work is
 //!   then ordered after the task, a deadlock, or not ordered with it); host-buffer reads and
 //!   writes never wait for queued copies there (see [`CpuHostBuffer`]).
 //! * A host function or kernel that panics, whose closure's destructor panics, or whose panic

@@ -574,11 +574,13 @@ pub(crate) fn blocking_in_worker(op: &'static str, target_stream: u64) -> Option
     } else {
         "another stream"
     };
-    Some(Error::InvalidArgument(format!(
-        "{op} from a host function or kernel on work of {whose} that is not complete: a CPU \
-         worker never blocks on other work (it could deadlock); order the work with \
-         wait_event / wait_stream instead"
-    )))
+    Some(Error::WouldDeadlock {
+        op,
+        reason: format!(
+            "work of {whose} that is not complete: a CPU worker never blocks on other work; \
+             order the work with wait_event / wait_stream instead"
+        ),
+    })
 }
 
 fn capturing_now(op: &'static str) -> Error {
@@ -605,7 +607,7 @@ impl Drop for StreamInner {
 /// documentation for why.
 ///
 /// Inside one of its host functions or kernels, `synchronize` of a stream or event whose work
-/// is not complete returns `Error::InvalidArgument` instead of blocking the worker.
+/// is not complete returns `Error::WouldDeadlock` instead of blocking the worker.
 #[derive(Clone)]
 pub struct CpuStream(pub(crate) Arc<StreamInner>);
 

@@ -353,7 +353,7 @@ fn synchronize_from_own_host_func_is_refused() {
     s.synchronize().unwrap();
     assert!(matches!(
         *seen.lock().unwrap(),
-        Some(Err(Error::InvalidArgument(_)))
+        Some(Err(Error::WouldDeadlock { .. }))
     ));
 }
 

@@ -53,7 +53,7 @@ fn flag() -> CpuFlag {
 }
 
 fn is_refused<T>(result: &Result<T, Error>) -> bool {
-    matches!(result, Err(Error::InvalidArgument(_)))
+    matches!(result, Err(Error::WouldDeadlock { .. }))
 }
 
 // ---- item 6: host-buffer access and blocking calls from inside host functions ----

@@ -304,12 +304,15 @@ impl RawEvent {
 }
 
 /// The typed error for a wait, from inside a host function, on its own stream's later work.
-pub(crate) fn waits_for_itself(op: &str, stream: u64) -> Error {
-    Error::InvalidArgument(format!(
-        "{op} (plug-in stream {stream}) called from a host function would wait, directly or \
-         through other streams, for work queued after that host function on its plug-in queue \
-         (which cannot run before it returns)"
-    ))
+pub(crate) fn waits_for_itself(op: &'static str, stream: u64) -> Error {
+    Error::WouldDeadlock {
+        op,
+        reason: format!(
+            "plug-in stream {stream} would wait, directly or through other streams, for work \
+             queued after that host function on its plug-in queue (which cannot run before it \
+             returns)"
+        ),
+    }
 }
 
 impl Drop for RawEvent {

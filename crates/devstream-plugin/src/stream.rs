@@ -44,7 +44,7 @@ use std::sync::Arc;
 /// A host function may call any of this on its own stream or others. What it sees is the
 /// stream's order up to itself: `query` of its own stream is `false`; an event recorded on
 /// its stream before it is complete, one recorded after it is not (`query` answers `false`,
-/// `synchronize` a typed [`Error::InvalidArgument`] instead of waiting for itself), and so is
+/// `synchronize` a typed [`Error::WouldDeadlock`] instead of waiting for itself), and so is
 /// `synchronize` of its own stream; host-buffer reads and writes do not wait for copies of
 /// its own stream (those before it are done, those after it cannot start). Waits for *other*
 /// streams and their events block as anywhere else, unless what they wait for could itself

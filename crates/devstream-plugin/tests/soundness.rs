@@ -290,7 +290,7 @@ fn blocking_calls_on_the_own_stream_inside_a_host_function_are_typed_errors() {
         told
     });
     assert!(
-        matches!(outcome.0, Err(Error::InvalidArgument(_))),
+        matches!(outcome.0, Err(Error::WouldDeadlock { .. })),
         "own stream: {:?}",
         outcome.0
     );
@@ -301,7 +301,7 @@ fn blocking_calls_on_the_own_stream_inside_a_host_function_are_typed_errors() {
     );
     assert_eq!(outcome.2, Ok(true));
     assert!(
-        matches!(outcome.3, Err(Error::InvalidArgument(_))),
+        matches!(outcome.3, Err(Error::WouldDeadlock { .. })),
         "an event after the host function: {:?}",
         outcome.3
     );
@@ -361,18 +361,18 @@ fn waits_inside_a_host_function_on_streams_that_wait_for_its_later_work_are_type
         told
     });
     assert!(
-        matches!(outcome.0, Err(Error::InvalidArgument(_))),
+        matches!(outcome.0, Err(Error::WouldDeadlock { .. })),
         "read of a buffer another stream copies into after waiting for this host function's \
          stream: {:?}",
         outcome.0
     );
     assert!(
-        matches!(outcome.1, Err(Error::InvalidArgument(_))),
+        matches!(outcome.1, Err(Error::WouldDeadlock { .. })),
         "{:?}",
         outcome.1
     );
     assert!(
-        matches!(outcome.2, Err(Error::InvalidArgument(_))),
+        matches!(outcome.2, Err(Error::WouldDeadlock { .. })),
         "{:?}",
         outcome.2
     );
@@ -419,7 +419,7 @@ fn streams_sharing_one_plugin_queue_count_as_the_host_functions_own() {
         "the queue's order up to the host function"
     );
     assert!(
-        matches!((outcome.0).1, Err(Error::InvalidArgument(_))),
+        matches!((outcome.0).1, Err(Error::WouldDeadlock { .. })),
         "{:?}",
         (outcome.0).1
     );
