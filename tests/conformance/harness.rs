@@ -368,3 +368,109 @@ pub fn same_backend_other_place(place: &Place) -> Option<Place> {
         .into_iter()
         .find(|p| p.backend() == place.backend() && p != place)
 }
+
+/// How long a single call in a hostile check may take before the check calls it a hang. Short,
+/// so a hang fails in seconds; generous for a debug build on a loaded 2-core host.
+pub const HANG: Duration = Duration::from_secs(10);
+
+/// How long a whole isolated check may run on one place (a backstop behind the per-call
+/// watchdogs, which name the hanging line).
+pub const ISOLATED_BODY: Duration = Duration::from_secs(90);
+
+/// The environment variable that tells a child process which isolated test it runs.
+const ISOLATED_CHILD: &str = "DEVSTREAM_CONFORMANCE_ISOLATED_CHILD";
+
+/// Runs `check` on every place, in a child process that runs only the test `name` (this test
+/// binary again, `--exact name`), each place under an [`ISOLATED_BODY`] watchdog.
+///
+/// For checks that may wedge a place when a backend is broken (a host function stuck forever,
+/// a dead worker or poller thread): the child is killed at its deadline, so a broken backend
+/// fails the test in bounded time and leaves nothing stuck in the suite's process. `name` must
+/// be the test's path as libtest names it (`hostile::my_test`), or the child runs nothing and
+/// the test fails saying so. The child's output (which place failed, at which line) is printed
+/// and quoted in the failure.
+pub fn for_each_place_isolated(name: &str, check: fn(&Place) -> Result<()>) {
+    if let Some(child) = std::env::var_os(ISOLATED_CHILD) {
+        assert_eq!(
+            child.to_str(),
+            Some(name),
+            "an isolated child ran a test other than the one it was started for"
+        );
+        for_each_place_alone(|place| {
+            // Says where a child that aborts (or is killed) was.
+            eprintln!("[conformance] {name} on {place}: starting");
+            let place = place.clone();
+            let what = format!("{name} on {place} (whole check)");
+            within(ISOLATED_BODY, &what, move || check(&place), || {})
+        });
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // Output goes to files (a pipe could fill and stall the child while we poll it).
+    let dir = std::env::temp_dir();
+    let tag = format!(
+        "devstream-isolated-{}-{}",
+        std::process::id(),
+        name.replace("::", "-")
+    );
+    let (out_path, err_path) = (
+        dir.join(format!("{tag}.out")),
+        dir.join(format!("{tag}.err")),
+    );
+    let file = |p: &std::path::Path| std::fs::File::create(p).expect("a temporary output file");
+    let mut child = std::process::Command::new(exe)
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(ISOLATED_CHILD, name)
+        .stdout(file(&out_path))
+        .stderr(file(&err_path))
+        .spawn()
+        .expect("run the isolated test in a child process");
+    let places = places_under_test().len() as u32;
+    let deadline = Instant::now()
+        + (ISOLATED_BODY + Duration::from_secs(5)) * places.max(1)
+        + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("poll the isolated child") {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let _ = (
+        std::fs::remove_file(&out_path),
+        std::fs::remove_file(&err_path),
+    );
+    eprintln!("--- {name}: child stdout ---\n{stdout}\n--- {name}: child stderr ---\n{stderr}");
+    // The lines that say what failed where: per-place results and panic locations.
+    let lines: Vec<&str> = stderr.lines().collect();
+    let summary: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| {
+            l.starts_with("[conformance]")
+                || l.starts_with("fatal runtime error")
+                || l.contains("cannot unwind")
+                || l.contains("panicked at")
+                || (*i > 0 && lines[i - 1].contains("panicked at"))
+        })
+        .map(|(_, l)| *l)
+        .collect();
+    let summary = summary.join("\n");
+    let Some(status) = status else {
+        panic!("{name}: the isolated child hung past its deadline and was killed:\n{summary}");
+    };
+    assert!(
+        status.success(),
+        "{name}: the isolated child failed ({status}):\n{summary}"
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "{name}: the isolated child did not run the test (is {name:?} its exact name?)"
+    );
+}

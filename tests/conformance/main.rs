@@ -30,6 +30,7 @@ mod drops;
 mod errors;
 mod events;
 mod flags;
+mod hostile;
 mod model;
 mod semantics;
 mod streams;

@@ -12,12 +12,29 @@
 //! Gating is deterministic (flags the host raises), never sleep-and-hope; a synchronize is only
 //! issued after releasing every gate it depends on, so no program can deadlock a correct
 //! backend.
+//!
+//! The hostile variant ([`hostile_programs_obey_happens_before`]) adds host functions that call
+//! back into devstream: one reads its stream's host buffer (it must see exactly the copy before
+//! it in stream order, and never wait for a copy after it); one queries its own stream (false:
+//! it is not done) and an event just recorded on another stream (true means every task that
+//! event captured has run; recorded on its own stream, it must be true and its synchronize
+//! returns); one launches a host function and records an event on another stream (the launched
+//! one runs once, after it; the event completes). A call inside a host function may answer a
+//! typed error instead. It runs in a child process with short watchdogs, since a broken backend
+//! can wedge a place: after a hang the program that hung is reported as it was (shrinking on a
+//! wedged place would only mislead).
 
-use crate::harness::{caps, for_each_place, not_applicable, within, Log, PATIENCE};
-use devstream::{Capabilities, Event, EventFlags, Flag, Place, Stream};
+use crate::harness::{
+    caps, for_each_place, for_each_place_isolated, not_applicable, within, Log, HANG, PATIENCE,
+};
+use devstream::{Capabilities, DeviceBuffer, Event, EventFlags, Flag, HostBuffer, Place, Stream};
 use proptest::prelude::*;
+use proptest::strategy::BoxedStrategy;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const MAX_STREAMS: usize = 4;
 const EVENT_SLOTS: usize = 4;
@@ -64,6 +81,17 @@ enum Op {
     DropStream(usize),
     /// Drops the event handle in the slot.
     DropEvent(usize),
+    /// (Hostile) copies the stream's next value into its own host buffer (through its device
+    /// buffer).
+    Copy(usize),
+    /// (Hostile) a host function that reads its stream's own host buffer.
+    ReadTask(usize),
+    /// (Hostile) records an event on `other`, then a host function on `stream` that queries its
+    /// own stream and that event (and synchronizes it when it was recorded on its own stream).
+    QueryTask { stream: usize, other: usize },
+    /// (Hostile) a host function on `stream` that launches a host function on `other` and
+    /// records an event on `other`.
+    LaunchTask { stream: usize, other: usize },
 }
 
 #[derive(Clone, Debug)]
@@ -72,11 +100,11 @@ struct Program {
     ops: Vec<Op>,
 }
 
-fn op_strategy() -> impl Strategy<Value = Op> {
+fn op_strategy(hostile: bool) -> BoxedStrategy<Op> {
     let s = || 0..MAX_STREAMS;
     let e = || 0..EVENT_SLOTS;
     let g = || 0..GATES;
-    prop_oneof![
+    let base = prop_oneof![
         8 => s().prop_map(Op::Task),
         3 => (s(), e(), any::<bool>()).prop_map(|(stream, event, fresh)| Op::Record { stream, event, fresh }),
         3 => (s(), e()).prop_map(|(stream, event)| Op::WaitEvent { stream, event }),
@@ -91,13 +119,23 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => e().prop_map(Op::SyncEvent),
         1 => s().prop_map(Op::DropStream),
         1 => e().prop_map(Op::DropEvent),
-    ]
+    ];
+    if !hostile {
+        return base.boxed();
+    }
+    let calls_back = prop_oneof![
+        3 => s().prop_map(Op::Copy),
+        3 => s().prop_map(Op::ReadTask),
+        2 => (s(), s()).prop_map(|(stream, other)| Op::QueryTask { stream, other }),
+        2 => (s(), s()).prop_map(|(stream, other)| Op::LaunchTask { stream, other }),
+    ];
+    prop_oneof![3 => base, 1 => calls_back].boxed()
 }
 
-fn program_strategy() -> impl Strategy<Value = Program> {
+fn program_strategy(hostile: bool) -> impl Strategy<Value = Program> {
     (
         1..=MAX_STREAMS,
-        prop::collection::vec(op_strategy(), 0..=MAX_OPS),
+        prop::collection::vec(op_strategy(hostile), 0..=MAX_OPS),
     )
         .prop_map(|(streams, ops)| Program { streams, ops })
 }
@@ -127,6 +165,10 @@ struct Instance {
     last: Option<usize>,
     /// Node of each signal write, value `i + 1` at index `i`.
     writes: Vec<usize>,
+    /// (Hostile) the device buffer and host buffer that `Copy` fills, made at first use.
+    buffers: Option<(DeviceBuffer, Arc<HostBuffer>)>,
+    /// (Hostile) how many `Copy`s were submitted: the host buffer holds this value after them.
+    copies: u8,
 }
 
 struct EventSlot {
@@ -135,8 +177,33 @@ struct EventSlot {
     capture: Option<usize>,
 }
 
-/// A log entry: the task id and the signal values it saw (indexed by instance).
-type Entry = (u32, Vec<u32>);
+/// What a hostile host function saw through its calls back into devstream (`None`: the call
+/// answered a typed error).
+#[derive(Clone, Debug)]
+enum Saw {
+    /// A plain task.
+    Nothing,
+    /// `ReadTask`: the first bytes of its stream's host buffer.
+    Buffer(Option<[u8; COPY_LEN]>),
+    /// `QueryTask`: its own stream's query and the event's query.
+    Query {
+        own: Option<bool>,
+        event: Option<bool>,
+    },
+    /// `LaunchTask` itself.
+    Launcher,
+    /// The host function a `LaunchTask` launched.
+    Launched,
+    /// A `LaunchTask` whose launch answered a typed error: its host function never runs.
+    NotLaunched,
+}
+
+/// Bytes each `Copy` writes.
+const COPY_LEN: usize = 4;
+
+/// A log entry: the task id, the signal values it saw (indexed by instance), and what a hostile
+/// host function saw.
+type Entry = (u32, Vec<u32>, Saw);
 
 struct Run<'a> {
     place: &'a Place,
@@ -151,6 +218,21 @@ struct Run<'a> {
     raised: [u32; GATES],
     next_task: u32,
     log: Log<Entry>,
+    /// How long a call may take before the run calls it a hang.
+    patience: Duration,
+    /// Set when a watchdog fired: the place may be wedged.
+    wedged: Arc<AtomicBool>,
+    /// (Hostile) `ReadTask` id → the value its read must see.
+    reads: HashMap<u32, u8>,
+    /// (Hostile) `QueryTask` id → (the record node of its event, recorded on its own stream).
+    queries: HashMap<u32, (usize, bool)>,
+    /// (Hostile) launched task id → the `LaunchTask` that launched it.
+    launched: HashMap<u32, u32>,
+    /// (Hostile) instances a `LaunchTask` launches onto: host functions may add work to them
+    /// at any time, so a query right after their synchronize may be false.
+    targeted: BTreeSet<usize>,
+    /// (Hostile) events recorded inside host functions: each completes by the end.
+    inner_events: Arc<Mutex<Vec<Event>>>,
 }
 
 fn fail(message: String) -> TestCaseError {
@@ -170,7 +252,12 @@ fn api<T>(what: &str, result: devstream::Result<T>) -> Result<T, TestCaseError> 
 }
 
 impl<'a> Run<'a> {
-    fn new(place: &'a Place, caps: Capabilities) -> Result<Self, TestCaseError> {
+    fn new(
+        place: &'a Place,
+        caps: Capabilities,
+        patience: Duration,
+        wedged: Arc<AtomicBool>,
+    ) -> Result<Self, TestCaseError> {
         let use_flags = caps.flags;
         let gates = if use_flags {
             (0..GATES)
@@ -192,6 +279,13 @@ impl<'a> Run<'a> {
             raised: [0; GATES],
             next_task: 0,
             log: Log::new(),
+            patience,
+            wedged,
+            reads: HashMap::new(),
+            queries: HashMap::new(),
+            launched: HashMap::new(),
+            targeted: BTreeSet::new(),
+            inner_events: Arc::new(Mutex::new(Vec::new())),
         })
     }
 
@@ -211,6 +305,8 @@ impl<'a> Run<'a> {
             signal,
             last: None,
             writes: Vec::new(),
+            buffers: None,
+            copies: 0,
         });
         let i = self.instances.len() - 1;
         self.slots[slot] = Some(i);
@@ -308,7 +404,7 @@ impl<'a> Run<'a> {
     }
 
     fn logged_ids(&self) -> Vec<u32> {
-        self.log.entries().into_iter().map(|(id, _)| id).collect()
+        self.log.entries().into_iter().map(|(id, ..)| id).collect()
     }
 
     /// Every task among `node`'s ancestors has run.
@@ -330,11 +426,41 @@ impl<'a> Run<'a> {
     /// A watchdog around a call that must return once the gates it needs are open.
     fn guarded<T: Send + 'static>(&self, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
         let gates = self.gates.clone();
-        within(PATIENCE, what, f, move || {
+        let wedged = self.wedged.clone();
+        within(self.patience, what, f, move || {
+            wedged.store(true, Ordering::SeqCst);
             for g in gates {
                 g.set(u32::MAX);
             }
         })
+    }
+
+    /// A closure that reads every instance's signal flag (what a host task saw).
+    fn signal_reader(&self) -> impl Fn() -> Vec<u32> + Send + 'static {
+        let signals: Vec<Option<Flag>> = self.instances.iter().map(|x| x.signal.clone()).collect();
+        move || {
+            signals
+                .iter()
+                .map(|f| f.as_ref().map_or(0, Flag::get))
+                .collect()
+        }
+    }
+
+    /// The instance's device and host buffers for `Copy`, allocated at first use.
+    fn buffers(&mut self, instance: usize) -> Result<(), TestCaseError> {
+        if self.instances[instance].buffers.is_none() {
+            let stream = self.stream(instance).clone();
+            let dev = api("alloc", stream.alloc(COPY_LEN))?;
+            let host = api("alloc_host", stream.alloc_host(COPY_LEN))?;
+            self.instances[instance].buffers = Some((dev, Arc::new(host)));
+        }
+        Ok(())
+    }
+
+    fn task_id(&mut self) -> u32 {
+        let id = self.next_task;
+        self.next_task += 1;
+        id
     }
 
     /// Checks a query answer: false while the work depends on a closed gate; when true, all the
@@ -368,19 +494,13 @@ impl<'a> Run<'a> {
         match *op {
             Op::Task(s) => {
                 let i = self.instance(slot(s))?;
-                let id = self.next_task;
-                self.next_task += 1;
-                let signals: Vec<Option<Flag>> =
-                    self.instances.iter().map(|x| x.signal.clone()).collect();
+                let id = self.task_id();
+                let seen = self.signal_reader();
                 let log = self.log.clone();
                 api(
                     "launch_host_func",
                     self.stream(i).launch_host_func(move || {
-                        let seen = signals
-                            .iter()
-                            .map(|f| f.as_ref().map_or(0, Flag::get))
-                            .collect();
-                        log.push((id, seen));
+                        log.push((id, seen(), Saw::Nothing));
                     }),
                 )?;
                 self.push(i, vec![], Some(id), None);
@@ -518,7 +638,10 @@ impl<'a> Run<'a> {
                 )?;
                 self.check_done(last, "after synchronize")?;
                 let answer = api("query", self.stream(i).query())?;
-                ensure!(answer, "query is false right after synchronize");
+                ensure!(
+                    answer || self.targeted.contains(&i),
+                    "query is false right after synchronize"
+                );
             }
             Op::SyncEvent(e) => {
                 let Some(slot_ref) = &self.events[e] else {
@@ -548,6 +671,112 @@ impl<'a> Run<'a> {
                     let event = slot_ref.event;
                     self.guarded("dropping an event", move || drop(event));
                 }
+            }
+            Op::Copy(s) => {
+                let i = self.instance(slot(s))?;
+                self.buffers(i)?;
+                self.instances[i].copies += 1;
+                let value = self.instances[i].copies;
+                let stream = self.stream(i).clone();
+                let (dev, host) = self.instances[i].buffers.as_ref().expect("made");
+                api(
+                    "copy_from_host",
+                    stream.copy_from_host(dev, 0, &[value; COPY_LEN]),
+                )?;
+                api(
+                    "copy_device_to_host",
+                    stream.copy_device_to_host(host, 0, dev, 0, COPY_LEN),
+                )?;
+                self.push(i, vec![], None, None);
+            }
+            Op::ReadTask(s) => {
+                let i = self.instance(slot(s))?;
+                self.buffers(i)?;
+                let id = self.task_id();
+                self.reads.insert(id, self.instances[i].copies);
+                let host = self.instances[i].buffers.as_ref().expect("made").1.clone();
+                let (seen, log) = (self.signal_reader(), self.log.clone());
+                api(
+                    "launch_host_func",
+                    self.stream(i).launch_host_func(move || {
+                        let signals = seen();
+                        let mut bytes = [0; COPY_LEN];
+                        let read = host.read(0, &mut bytes).ok().map(|()| bytes);
+                        log.push((id, signals, Saw::Buffer(read)));
+                    }),
+                )?;
+                self.push(i, vec![], Some(id), None);
+            }
+            Op::QueryTask { stream, other } => {
+                let i = self.instance(slot(stream))?;
+                let o = self.instance(slot(other))?;
+                let event = api("record_event", self.stream(o).record_event())?;
+                let recorded = self.push(o, vec![], None, None);
+                let own_stream = i == o;
+                // A query that synchronizes (no nonblocking query) may only wait for work that
+                // happens before the host function.
+                let query_event = own_stream || self.caps.nonblocking_query;
+                let id = self.task_id();
+                self.queries.insert(id, (recorded, own_stream));
+                let (seen, log) = (self.signal_reader(), self.log.clone());
+                let own = self.stream(i).clone();
+                api(
+                    "launch_host_func",
+                    self.stream(i).launch_host_func(move || {
+                        let signals = seen();
+                        let own_done = own.query().ok();
+                        let event_done = if query_event {
+                            event.query().ok()
+                        } else {
+                            None
+                        };
+                        if own_stream {
+                            // It captured only work before this host function: it returns.
+                            let _ = event.synchronize();
+                        }
+                        log.push((
+                            id,
+                            signals,
+                            Saw::Query {
+                                own: own_done,
+                                event: event_done,
+                            },
+                        ));
+                    }),
+                )?;
+                self.push(i, vec![], Some(id), None);
+            }
+            Op::LaunchTask { stream, other } => {
+                let i = self.instance(slot(stream))?;
+                let o = self.instance(slot(other))?;
+                let id = self.task_id();
+                let nested = self.task_id();
+                self.launched.insert(nested, id);
+                self.targeted.insert(o);
+                let (seen, log) = (self.signal_reader(), self.log.clone());
+                let target = self.stream(o).clone();
+                let (place, events) = (self.place.clone(), self.inner_events.clone());
+                api(
+                    "launch_host_func",
+                    self.stream(i).launch_host_func(move || {
+                        log.push((id, seen(), Saw::Launcher));
+                        let inner = log.clone();
+                        let launched = target
+                            .launch_host_func(move || {
+                                inner.push((nested, Vec::new(), Saw::Launched));
+                            })
+                            .is_ok();
+                        if !launched {
+                            log.push((nested, Vec::new(), Saw::NotLaunched));
+                        }
+                        if let Ok(event) = Event::new(&place, EventFlags::default()) {
+                            if event.record(&target).is_ok() {
+                                events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+                            }
+                        }
+                    }),
+                )?;
+                self.push(i, vec![], Some(id), None);
             }
         }
         Ok(())
@@ -587,7 +816,7 @@ impl<'a> Run<'a> {
         }
         let entries = self.log.entries();
         let mut position: HashMap<u32, usize> = HashMap::new();
-        for (pos, (id, _)) in entries.iter().enumerate() {
+        for (pos, (id, ..)) in entries.iter().enumerate() {
             ensure!(
                 position.insert(*id, pos).is_none(),
                 "task {id} ran twice: {:?}",
@@ -635,12 +864,93 @@ impl<'a> Run<'a> {
                 );
             }
         }
+        self.check_hostile(&entries, &position)
+    }
+
+    /// The hostile host functions' observations against the model.
+    fn check_hostile(
+        &self,
+        entries: &[Entry],
+        position: &HashMap<u32, usize>,
+    ) -> Result<(), TestCaseError> {
+        for (at, (id, _, saw)) in entries.iter().enumerate() {
+            match saw {
+                Saw::Nothing | Saw::Launcher | Saw::NotLaunched => {}
+                Saw::Buffer(read) => {
+                    let want = self.reads[id];
+                    ensure!(
+                        read.is_none_or(|bytes| bytes == [want; COPY_LEN]),
+                        "task {id} read its stream's host buffer as {read:?}, but the copy before \
+                         it in stream order wrote {want} (log {:?})",
+                        self.logged_ids()
+                    );
+                }
+                Saw::Query { own, event } => {
+                    ensure!(
+                        *own != Some(true),
+                        "task {id} queried its own stream as done while it ran"
+                    );
+                    let (recorded, own_stream) = self.queries[id];
+                    if own_stream {
+                        ensure!(
+                            *event != Some(false),
+                            "task {id}: an event recorded on its stream right before it queried \
+                             false inside it"
+                        );
+                    }
+                    if *event == Some(true) {
+                        for n in self.ancestors(recorded) {
+                            if let Some(before) = self.nodes[n].task {
+                                ensure!(
+                                    position[&before] < at,
+                                    "task {id} saw an event done whose task {before} had not \
+                                     run: log {:?}",
+                                    self.logged_ids()
+                                );
+                            }
+                        }
+                    }
+                }
+                Saw::Launched => {
+                    let parent = self.launched[id];
+                    ensure!(
+                        position[&parent] < at,
+                        "task {id}, launched by task {parent} inside it, ran before it: log {:?}",
+                        self.logged_ids()
+                    );
+                }
+            }
+        }
+        let events: Vec<Event> = self
+            .inner_events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for event in events {
+            let e = event.clone();
+            api(
+                "synchronize of an event recorded inside a host function",
+                self.guarded("an event recorded inside a host function", move || {
+                    e.synchronize()
+                }),
+            )?;
+            ensure!(
+                api("event query", event.query())?,
+                "an event recorded inside a host function queried false after its synchronize"
+            );
+        }
         Ok(())
     }
 }
 
-fn run_program(place: &Place, caps: Capabilities, program: &Program) -> Result<(), TestCaseError> {
-    let mut run = Run::new(place, caps)?;
+fn run_program(
+    place: &Place,
+    caps: Capabilities,
+    program: &Program,
+    patience: Duration,
+    wedged: &Arc<AtomicBool>,
+) -> Result<(), TestCaseError> {
+    let mut run = Run::new(place, caps, patience, wedged.clone())?;
     let outcome = program
         .ops
         .iter()
@@ -656,40 +966,64 @@ fn run_program(place: &Place, caps: Capabilities, program: &Program) -> Result<(
 /// Random programs (≥ 256 per place) checked against the happens-before model.
 #[test]
 fn random_programs_obey_happens_before() {
-    for_each_place(|place| {
-        let caps = caps(place);
-        if !caps.host_funcs {
-            not_applicable(place, "no host functions to observe the programs");
+    for_each_place(|place| run_model(place, false));
+}
+
+/// Random programs with host functions that call back into devstream (≥ 256 per place), checked
+/// against the happens-before model, in a child process with [`HANG`] watchdogs.
+#[test]
+fn hostile_programs_obey_happens_before() {
+    for_each_place_isolated("model::hostile_programs_obey_happens_before", |place| {
+        run_model(place, true)
+    });
+}
+
+fn run_model(place: &Place, hostile: bool) -> devstream::Result<()> {
+    let caps = caps(place);
+    if !caps.host_funcs {
+        not_applicable(place, "no host functions to observe the programs");
+        return Ok(());
+    }
+    if !caps.flags {
+        not_applicable(place, "no flags: programs run without gates and signals");
+    }
+    let defaults = Config::default();
+    let config = Config {
+        cases: defaults.cases.max(MIN_CASES),
+        failure_persistence: None,
+        max_shrink_iters: 2048,
+        // A hang costs a watchdog period per shrink step: bound the shrinking.
+        max_shrink_time: 60_000,
+        ..defaults
+    };
+    let cases = config.cases;
+    let patience = if hostile { HANG } else { PATIENCE };
+    let wedged = Arc::new(AtomicBool::new(false));
+    let started = std::time::Instant::now();
+    let mut runner = TestRunner::new(config);
+    match runner.run(&program_strategy(hostile), |program| {
+        if hostile && wedged.load(Ordering::SeqCst) {
+            // A watchdog fired: the place may be wedged, so later programs prove nothing and
+            // the one that hung is reported as it was.
             return Ok(());
         }
-        if !caps.flags {
-            not_applicable(place, "no flags: programs run without gates and signals");
+        run_program(place, caps, &program, patience, &wedged)
+    }) {
+        Ok(()) => {}
+        Err(TestError::Fail(reason, program)) => {
+            let wedged = if wedged.load(Ordering::SeqCst) {
+                "\n(a watchdog fired: the place may be wedged; the program is not shrunk)"
+            } else {
+                ""
+            };
+            panic!("{reason}{wedged}\nminimal failing program on {place}:\n{program:#?}")
         }
-        let defaults = Config::default();
-        let config = Config {
-            cases: defaults.cases.max(MIN_CASES),
-            failure_persistence: None,
-            max_shrink_iters: 2048,
-            // A hang costs a watchdog period per shrink step: bound the shrinking.
-            max_shrink_time: 60_000,
-            ..defaults
-        };
-        let cases = config.cases;
-        let started = std::time::Instant::now();
-        let mut runner = TestRunner::new(config);
-        match runner.run(&program_strategy(), |program| {
-            run_program(place, caps, &program)
-        }) {
-            Ok(()) => {}
-            Err(TestError::Fail(reason, program)) => {
-                panic!("{reason}\nminimal failing program on {place}:\n{program:#?}")
-            }
-            Err(TestError::Abort(reason)) => panic!("model test aborted: {reason}"),
-        }
-        eprintln!(
-            "[conformance] model on {place}: {cases} programs in {:.2?}",
-            started.elapsed()
-        );
-        Ok(())
-    });
+        Err(TestError::Abort(reason)) => panic!("model test aborted: {reason}"),
+    }
+    eprintln!(
+        "[conformance] model{} on {place}: {cases} programs in {:.2?}",
+        if hostile { " (hostile)" } else { "" },
+        started.elapsed()
+    );
+    Ok(())
 }

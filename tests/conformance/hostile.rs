@@ -1,0 +1,1533 @@
+//! Hostile use: the class of misuse a careful library survives, not just the cases a review
+//! found.
+//!
+//! * Every public stream/event/buffer/flag call made from inside a host function: on its own
+//!   stream, on another stream, on another place. The rule (DESIGN.md): a host function sees
+//!   stream order up to itself, never waits for work queued after it, and where a call cannot be
+//!   honoured it is a typed error, never a hang. So each call may answer the correct result or
+//!   any `Err` (printed), and fails on a wrong result or a hang.
+//! * Panics whose payload's `Drop` panics (three levels deep), in host functions and in the
+//!   destructors of host closures (after running, and dropped unrun with a graph or an
+//!   invalidated capture); afterwards the stream and the place still work.
+//! * Current-stream guards dropped in every order on several threads at once; stream, event,
+//!   graph, buffer and flag handles dropped in every order on another thread while their work
+//!   is queued.
+//! * Graphs launched from several threads on several streams and dropped while running; a
+//!   graph's host-function panic reported on the stream whose launch panicked; buffers and flags
+//!   dropped during and after a capture, then the graph replayed.
+//!
+//! A broken backend can wedge a place here (a host function stuck forever, a dead worker), so
+//! each check that runs work runs in a child process ([`for_each_place_isolated`]), every call
+//! that could hang has a [`HANG`] watchdog naming its line, and the child is killed at a
+//! deadline: a hang fails in seconds and never stalls the rest of the suite.
+
+use crate::harness::{
+    caps, for_each_place, for_each_place_isolated, not_applicable, places_under_test, wait_until,
+    within, Gate, Log, HANG,
+};
+use devstream::{
+    current_stream, set_current_stream, CaptureMode, CaptureSupport, DeviceBuffer, Error, Event,
+    EventFlags, Flag, Graph, Place, Result, Stream,
+};
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::Instant;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed))
+        .collect()
+}
+
+/// Whether the place has host functions (every check here needs them); prints why not.
+fn host_funcs(place: &Place) -> bool {
+    let on = caps(place).host_funcs;
+    if !on {
+        not_applicable(
+            place,
+            "no host functions (Unsupported asserted in capabilities)",
+        );
+    }
+    on
+}
+
+/// Whether the place captures host functions; prints why not.
+fn captures_host_funcs(place: &Place) -> bool {
+    let caps = caps(place);
+    let on = caps.capture != CaptureSupport::None && caps.capture_host_funcs;
+    if !on {
+        not_applicable(place, "no capture of host functions");
+    }
+    on
+}
+
+enum Report<T> {
+    Started,
+    Done(T),
+}
+
+/// A call made inside a host function; its result comes back on a channel.
+#[must_use = "a call inside a host function is checked through its outcome"]
+struct Inside<T> {
+    rx: Receiver<Report<T>>,
+    what: String,
+}
+
+/// Launches a host function on `stream` that makes `call` once and reports its result.
+fn inside<T: Send + 'static>(
+    stream: &Stream,
+    what: &str,
+    call: impl FnOnce() -> T + Send + 'static,
+) -> Result<Inside<T>> {
+    let (tx, rx) = channel();
+    let mut call = Some(call);
+    stream.launch_host_func(move || {
+        if let Some(call) = call.take() {
+            let _ = tx.send(Report::Started);
+            let _ = tx.send(Report::Done(call()));
+        }
+    })?;
+    Ok(Inside {
+        rx,
+        what: what.to_string(),
+    })
+}
+
+impl<T> Inside<T> {
+    /// The call's result. Panics at the caller's line when the host function did not start, or
+    /// the call inside it did not return, within [`HANG`] (a hang), or it panicked.
+    #[track_caller]
+    fn outcome(self) -> T {
+        let deadline = Instant::now() + HANG;
+        let mut started = false;
+        loop {
+            match self
+                .rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(Report::Started) => started = true,
+                Ok(Report::Done(value)) => return value,
+                Err(RecvTimeoutError::Timeout) if started => panic!(
+                    "{}: the call inside the host function did not return within {HANG:?} (a hang)",
+                    self.what
+                ),
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "{}: the host function did not start within {HANG:?} (the stream is stuck)",
+                    self.what
+                ),
+                Err(RecvTimeoutError::Disconnected) => panic!(
+                    "{}: the host function panicked or was dropped unrun (started: {started})",
+                    self.what
+                ),
+            }
+        }
+    }
+}
+
+/// `Some(value)` for `Ok`; for `Err` (a typed error, which the rule allows where a call cannot
+/// be honoured) prints it and gives `None`.
+#[track_caller]
+fn honoured<T>(what: &str, result: Result<T>) -> Option<T> {
+    match result {
+        Ok(value) => Some(value),
+        Err(e) => {
+            eprintln!(
+                "[conformance] hostile: {}: {what}: typed error (allowed): {e:?}",
+                Location::caller()
+            );
+            None
+        }
+    }
+}
+
+/// Runs `f` on another thread under a [`HANG`] watchdog; a hang fails naming the caller's line.
+#[track_caller]
+fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let at = Location::caller();
+    within(HANG, &format!("{at}: {what}"), f, || {})
+}
+
+/// A clone of `stream`'s `synchronize` under a [`HANG`] watchdog.
+#[track_caller]
+fn sync_soon(stream: &Stream, what: &str) -> Result<()> {
+    let s = stream.clone();
+    bounded(what, move || s.synchronize())
+}
+
+/// After hostile work: a new stream of the place runs a host function and synchronizes in time.
+#[track_caller]
+fn place_still_works(place: &Place) -> Result<()> {
+    let p = place.clone();
+    bounded(
+        &format!("a new stream on {place}, a host function and synchronize"),
+        move || -> Result<()> {
+            let stream = Stream::new(&p)?;
+            let log = Log::new();
+            stream.launch_host_func(log.task(1u32))?;
+            stream.synchronize()?;
+            assert_eq!(log.entries(), vec![1], "a new stream's host function");
+            Ok(())
+        },
+    )
+}
+
+/// A panic payload whose `Drop` panics with another `Bomb`, `0` levels deep at the end. (Never
+/// panics while the thread is already unwinding: that would abort the process by Rust's rules,
+/// whoever dropped it.)
+struct Bomb(u32);
+
+impl Bomb {
+    /// Keeps the deliberate panics of bombs out of the output (installed once per process; the
+    /// checks that use bombs run in child processes of their own).
+    fn quiet() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if !info.payload().is::<Bomb>() {
+                    previous(info);
+                }
+            }));
+        });
+    }
+}
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.0 > 0 && !std::thread::panicking() {
+            std::panic::panic_any(Bomb(self.0 - 1));
+        }
+    }
+}
+
+/// Drops a panic payload, and the payloads its `Drop` panics with, until one drops quietly.
+fn swallow(mut payload: Box<dyn Any + Send>) {
+    loop {
+        match catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            Ok(()) => return,
+            Err(next) => payload = next,
+        }
+    }
+}
+
+/// Runs `f`, allowing it to panic (the user's own destructor may panic through it); swallows
+/// such a panic's payload and gives `None`.
+#[track_caller]
+fn tolerating_panics<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(value) => Some(value),
+        Err(payload) => {
+            eprintln!(
+                "[conformance] hostile: {}: {what}: a user destructor's panic came through \
+                 (allowed)",
+                Location::caller()
+            );
+            swallow(payload);
+            None
+        }
+    }
+}
+
+/// A host closure that logs `entry` each time it runs and owns a [`Bomb`]: dropping the closure
+/// panics (three levels deep).
+fn closure_with_bomb(
+    log: &Log<&'static str>,
+    entry: &'static str,
+) -> impl FnMut() + Send + 'static {
+    Bomb::quiet();
+    let log = log.clone();
+    let bomb = Bomb(3);
+    move || {
+        let _owned = &bomb;
+        log.push(entry);
+    }
+}
+
+/// Ok, or the panic report of `stream` (a destructor's panic may be reported as the host
+/// function's); anything else fails.
+#[track_caller]
+fn ok_or_panic_report(result: Result<()>, stream: u64, what: &str) {
+    match result {
+        Ok(()) => {}
+        Err(Error::HostFuncPanicked { stream: s, .. }) if s == stream => {}
+        other => {
+            panic!("{what}: expected Ok or HostFuncPanicked on stream {stream}, got {other:?}")
+        }
+    }
+}
+
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![vec![]];
+    }
+    let mut out = Vec::new();
+    for rest in permutations(n - 1) {
+        for at in 0..=rest.len() {
+            let mut p = rest.clone();
+            p.insert(at, n - 1);
+            out.push(p);
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calls from inside host functions
+// ---------------------------------------------------------------------------------------------
+
+/// A host function reading a host buffer sees the copy queued before it in stream order and
+/// does not wait for the copy queued after it (issue 12 item 6).
+#[test]
+fn host_fn_reads_host_buffer_in_stream_order() {
+    for_each_place_isolated(
+        "hostile::host_fn_reads_host_buffer_in_stream_order",
+        |place| {
+            if !host_funcs(place) {
+                return Ok(());
+            }
+            const N: usize = 256;
+            let (first, second) = (pattern(N, 1), pattern(N, 2));
+            let stream = Stream::new(place)?;
+            let dev = stream.alloc(N)?;
+            let host = Arc::new(stream.alloc_host(N)?);
+            stream.copy_from_host(&dev, 0, &first)?;
+            stream.copy_device_to_host(&host, 0, &dev, 0, N)?;
+            // Hold the stream so the copies after the reads are queued before the reads run.
+            let gate = Gate::close(&stream)?;
+            let h = host.clone();
+            let whole = inside(&stream, "to_vec of a host buffer", move || h.to_vec())?;
+            let h = host.clone();
+            let part = inside(&stream, "read of a host buffer", move || {
+                let mut out = vec![0; 16];
+                h.read(8, &mut out).map(|()| out)
+            })?;
+            stream.copy_from_host(&dev, 0, &second)?;
+            stream.copy_device_to_host(&host, 0, &dev, 0, N)?;
+            drop(gate);
+            if let Some(seen) = honoured("to_vec inside a host function", whole.outcome()) {
+                assert!(
+                seen == first,
+                "a host function's to_vec did not see exactly the copy before it in stream order"
+            );
+            }
+            if let Some(seen) = honoured("read inside a host function", part.outcome()) {
+                assert_eq!(
+                    seen,
+                    first[8..24],
+                    "a host function's read, out of stream order"
+                );
+            }
+            sync_soon(&stream, "synchronize after the reads")?;
+            assert!(host.to_vec()? == second, "the copy after the reads");
+            place_still_works(place)
+        },
+    );
+}
+
+/// A host function writing a host buffer: work queued after it sees the write; a copy into the
+/// buffer queued after it is not waited for and lands after it.
+#[test]
+fn host_fn_writes_host_buffer_in_stream_order() {
+    for_each_place_isolated(
+        "hostile::host_fn_writes_host_buffer_in_stream_order",
+        |place| {
+            if !host_funcs(place) {
+                return Ok(());
+            }
+            const N: usize = 128;
+            let stream = Stream::new(place)?;
+            let staged = Arc::new(stream.alloc_host(N)?);
+            let out = stream.alloc_host(N)?;
+            let dev = stream.alloc(N)?;
+            let gate = Gate::close(&stream)?;
+            let h = staged.clone();
+            let data = pattern(N, 3);
+            let wrote = inside(&stream, "write of a host buffer", move || h.write(0, &data))?;
+            stream.copy_host_to_device(&dev, 0, &staged, 0, N)?;
+            stream.copy_device_to_host(&out, 0, &dev, 0, N)?;
+            stream.fill(&dev, 0, N, 0xAA)?;
+            stream.copy_device_to_host(&staged, 0, &dev, 0, N)?;
+            drop(gate);
+            let wrote = honoured("write inside a host function", wrote.outcome()).is_some();
+            sync_soon(&stream, "synchronize after the write")?;
+            if wrote {
+                assert!(
+                    out.to_vec()? == pattern(N, 3),
+                    "work queued after a host function did not see its write to a host buffer"
+                );
+            }
+            assert!(
+                staged.to_vec()? == vec![0xAA; N],
+                "the copy queued after the write"
+            );
+            place_still_works(place)
+        },
+    );
+}
+
+/// A host function on one stream reads a host buffer whose copies are on another stream: it
+/// sees the copy it waited for and does not wait for the copy ordered after it (through an event
+/// recorded after it).
+#[test]
+fn host_fn_reads_host_buffer_of_another_stream() {
+    for_each_place_isolated(
+        "hostile::host_fn_reads_host_buffer_of_another_stream",
+        |place| {
+            if !host_funcs(place) {
+                return Ok(());
+            }
+            const N: usize = 200;
+            let (first, second) = (pattern(N, 4), pattern(N, 5));
+            let (writer, reader) = (Stream::new(place)?, Stream::new(place)?);
+            let dev = writer.alloc(N)?;
+            let host = Arc::new(writer.alloc_host(N)?);
+            writer.copy_from_host(&dev, 0, &first)?;
+            writer.copy_device_to_host(&host, 0, &dev, 0, N)?;
+            let copied = writer.record_event()?;
+            let gate = Gate::close(&reader)?;
+            reader.wait_event(&copied)?;
+            let h = host.clone();
+            let read = inside(
+                &reader,
+                "to_vec of another stream's host buffer",
+                move || h.to_vec(),
+            )?;
+            let read_done = reader.record_event()?;
+            writer.wait_event(&read_done)?;
+            writer.copy_from_host(&dev, 0, &second)?;
+            writer.copy_device_to_host(&host, 0, &dev, 0, N)?;
+            drop(gate);
+            if let Some(seen) = honoured("to_vec inside a host function", read.outcome()) {
+                assert!(
+                    seen == first,
+                    "a host function read another stream's host buffer out of happens-before order"
+                );
+            }
+            sync_soon(&reader, "synchronize the reader")?;
+            sync_soon(&writer, "synchronize the writer")?;
+            assert!(host.to_vec()? == second, "the copy after the read");
+            place_still_works(place)
+        },
+    );
+}
+
+/// Every stream, event, flag and buffer call on its own stream from inside a host function
+/// (all but waiting for the stream itself, in the next test): each is honoured in stream order
+/// or a typed error, never a hang.
+#[test]
+fn host_fn_calls_the_api_on_its_own_stream() {
+    for_each_place_isolated(
+        "hostile::host_fn_calls_the_api_on_its_own_stream",
+        |place| {
+            if !host_funcs(place) {
+                return Ok(());
+            }
+            let caps = caps(place);
+            let stream = Stream::new(place)?;
+            let idle = Stream::new(place)?;
+            let log: Log<&'static str> = Log::new();
+            let current_before = current_stream(place)?;
+
+            let before = stream.record_event()?;
+            let e = before.clone();
+            if let Some(done) = honoured(
+                "query of an event recorded before",
+                inside(&stream, "query of an event recorded before it", move || {
+                    e.query()
+                })?
+                .outcome(),
+            ) {
+                assert!(
+                    done,
+                    "an event recorded before a host function queried false inside it"
+                );
+            }
+            let e = before.clone();
+            honoured(
+                "synchronize of an event recorded before",
+                inside(
+                    &stream,
+                    "synchronize of an event recorded before it",
+                    move || e.synchronize(),
+                )?
+                .outcome(),
+            );
+
+            let s = stream.clone();
+            let recorded = honoured(
+                "record_event on its own stream",
+                inside(&stream, "record_event on its own stream", move || {
+                    s.record_event()
+                })?
+                .outcome(),
+            );
+            let (s, p) = (stream.clone(), place.clone());
+            honoured(
+                "Event::new + record on its own stream",
+                inside(
+                    &stream,
+                    "Event::new + record on its own stream",
+                    move || Event::new(&p, EventFlags::default())?.record(&s),
+                )?
+                .outcome(),
+            );
+
+            let (s, l) = (stream.clone(), log.clone());
+            let nested = honoured(
+                "launch_host_func on its own stream",
+                inside(&stream, "launch_host_func on its own stream", move || {
+                    let launched = s.launch_host_func(l.task("nested"));
+                    l.push("outer");
+                    launched
+                })?
+                .outcome(),
+            )
+            .is_some();
+
+            let idle_done = idle.record_event()?;
+            let s = stream.clone();
+            honoured(
+                "wait_event on its own stream",
+                inside(&stream, "wait_event on its own stream", move || {
+                    s.wait_event(&idle_done)
+                })?
+                .outcome(),
+            );
+            let (s, i) = (stream.clone(), idle.clone());
+            honoured(
+                "wait_stream on its own stream",
+                inside(&stream, "wait_stream on its own stream", move || {
+                    s.wait_stream(&i)
+                })?
+                .outcome(),
+            );
+            let s = stream.clone();
+            if let Some(capturing) = honoured(
+                "is_capturing of its own stream",
+                inside(&stream, "is_capturing of its own stream", move || {
+                    s.is_capturing()
+                })?
+                .outcome(),
+            ) {
+                assert!(!capturing, "is_capturing true inside a host function");
+            }
+
+            let mut wrote_flag = None;
+            if caps.flags {
+                let written = Flag::new(place)?;
+                let (s, f) = (stream.clone(), written.clone());
+                if honoured(
+                    "write_flag on its own stream",
+                    inside(&stream, "write_flag on its own stream", move || {
+                        s.write_flag(&f, 3)
+                    })?
+                    .outcome(),
+                )
+                .is_some()
+                {
+                    wrote_flag = Some(written);
+                }
+                let p = place.clone();
+                if let Some(value) = honoured(
+                    "Flag::new, set and get",
+                    inside(&stream, "Flag::new, set and get", move || -> Result<u32> {
+                        let f = Flag::new(&p)?;
+                        f.set(9);
+                        Ok(f.get())
+                    })?
+                    .outcome(),
+                ) {
+                    assert_eq!(value, 9, "a flag set inside a host function reads back");
+                }
+                let opener = Flag::new(place)?;
+                let (s, f) = (stream.clone(), opener.clone());
+                honoured(
+                    "wait_flag on its own stream",
+                    inside(&stream, "wait_flag on its own stream", move || {
+                        s.wait_flag(&f, 1)
+                    })?
+                    .outcome(),
+                );
+                // Opens the wait queued from inside (later host functions queue behind it).
+                opener.set(1);
+            }
+
+            let host = Arc::new(stream.alloc_host(64)?);
+            let (s, h) = (stream.clone(), host.clone());
+            let copied = honoured(
+                "alloc, fill and copies on its own stream",
+                inside(
+                    &stream,
+                    "alloc, fill and copies on its own stream",
+                    move || {
+                        let dev = s.alloc(64)?;
+                        let _spare = s.alloc_host(8)?;
+                        s.copy_from_host(&dev, 0, &pattern(64, 6))?;
+                        s.fill(&dev, 0, 4, 0xEE)?;
+                        let dev2 = s.alloc(64)?;
+                        s.copy_device_to_device(&dev2, 0, &dev, 0, 64)?;
+                        s.copy_device_to_host(&h, 0, &dev2, 0, 64)
+                    },
+                )?
+                .outcome(),
+            )
+            .is_some();
+
+            let (s, p) = (stream.clone(), place.clone());
+            if let Some(same) = honoured(
+                "make_current and current_stream",
+                inside(&stream, "make_current and current_stream", move || {
+                    let _guard = s.make_current();
+                    current_stream(&p).map(|c| c == s)
+                })?
+                .outcome(),
+            ) {
+                assert!(
+                    same,
+                    "make_current inside a host function did not make it current"
+                );
+            }
+
+            let mut graph_launched = false;
+            if captures_host_funcs(place) {
+                let (s, p, l) = (stream.clone(), place.clone(), log.clone());
+                graph_launched = honoured(
+                    "capture on a new stream, launched on its own stream",
+                    inside(
+                        &stream,
+                        "capture, then launch on its own stream",
+                        move || {
+                            let u = Stream::new(&p)?;
+                            u.begin_capture(CaptureMode::ThreadLocal)?;
+                            u.launch_host_func(l.task("graph"))?;
+                            let g = u.end_capture()?;
+                            g.launch(&s)
+                        },
+                    )?
+                    .outcome(),
+                )
+                .is_some();
+            }
+
+            sync_soon(&stream, "synchronize after the calls")?;
+            assert_eq!(
+                current_stream(place)?,
+                current_before,
+                "a guard made inside a host function changed the caller's current stream"
+            );
+            let entries = log.entries();
+            if nested {
+                let (outer, inner) = (log.position(&"outer"), log.position(&"nested"));
+                assert!(
+                outer.is_some() && inner.is_some() && outer < inner,
+                "a host function launched from a host function must run once, after it: {entries:?}"
+            );
+            }
+            if graph_launched {
+                assert!(
+                    log.contains(&"graph"),
+                    "a graph launched inside: {entries:?}"
+                );
+            }
+            if copied {
+                let mut expected = pattern(64, 6);
+                expected[..4].fill(0xEE);
+                assert!(
+                    host.to_vec()? == expected,
+                    "work queued from inside a host function"
+                );
+            }
+            if let Some(flag) = wrote_flag {
+                assert_eq!(flag.get(), 3, "a flag write queued inside a host function");
+            }
+            if let Some(event) = recorded {
+                bounded("an event recorded inside a host function", move || {
+                    event.synchronize()
+                })?;
+            }
+            place_still_works(place)
+        },
+    );
+}
+
+/// A host function queries and synchronizes its own stream: the query is false (the host
+/// function itself is not done) or a typed error; synchronize returns (it waits for nothing
+/// after the host function) or is a typed error, never a hang.
+#[test]
+fn host_fn_queries_and_synchronizes_its_own_stream() {
+    for_each_place_isolated(
+        "hostile::host_fn_queries_and_synchronizes_its_own_stream",
+        |place| {
+            if !host_funcs(place) {
+                return Ok(());
+            }
+            let stream = Stream::new(place)?;
+            let s = stream.clone();
+            if let Some(done) = honoured(
+                "query of its own stream",
+                inside(&stream, "query of its own stream", move || s.query())?.outcome(),
+            ) {
+                assert!(
+                    !done,
+                    "query of its own stream inside a host function says all work is done"
+                );
+            }
+            let s = stream.clone();
+            honoured(
+                "synchronize of its own stream",
+                inside(&stream, "synchronize of its own stream", move || {
+                    s.synchronize()
+                })?
+                .outcome(),
+            );
+            let e = Event::new(place, EventFlags::default())?;
+            e.record(&stream)?;
+            let (s, e2) = (stream.clone(), e.clone());
+            honoured(
+                "re-record an event on its own stream, then synchronize it",
+                inside(
+                    &stream,
+                    "re-record and synchronize an earlier event",
+                    move || {
+                        e2.synchronize()?;
+                        e2.record(&s)
+                    },
+                )?
+                .outcome(),
+            );
+            sync_soon(&stream, "synchronize after the calls")?;
+            bounded("the re-recorded event", move || e.synchronize())?;
+            place_still_works(place)
+        },
+    );
+}
+
+/// A host function calls the API on another stream of its place: query, record, launch, wait,
+/// synchronize of another stream whose work is independent, an event of it, a graph launched on
+/// it. Each is honoured or a typed error, never a hang.
+#[test]
+fn host_fn_calls_the_api_on_another_stream() {
+    for_each_place_isolated(
+        "hostile::host_fn_calls_the_api_on_another_stream",
+        |place| {
+            if !host_funcs(place) {
+                return Ok(());
+            }
+            let (stream, other) = (Stream::new(place)?, Stream::new(place)?);
+            let log: Log<&'static str> = Log::new();
+            let o = other.clone();
+            if let Some(done) = honoured(
+                "query of an idle stream",
+                inside(&stream, "query of another, idle stream", move || o.query())?.outcome(),
+            ) {
+                assert!(done, "an idle stream queried false inside a host function");
+            }
+            let o = other.clone();
+            let recorded = honoured(
+                "record_event on another stream",
+                inside(&stream, "record_event on another stream", move || {
+                    o.record_event()
+                })?
+                .outcome(),
+            );
+            let (o, l) = (other.clone(), log.clone());
+            let launched = honoured(
+                "launch_host_func on another stream",
+                inside(&stream, "launch_host_func on another stream", move || {
+                    o.launch_host_func(l.task("from inside"))
+                })?
+                .outcome(),
+            )
+            .is_some();
+            // Independent work on the other stream, then wait for it from inside.
+            other.launch_host_func(log.task("independent"))?;
+            let (o, l) = (other.clone(), log.clone());
+            if let Some(ran) = honoured(
+                "synchronize of another stream",
+                inside(
+                    &stream,
+                    "synchronize of another stream with independent work",
+                    move || o.synchronize().map(|()| l.contains(&"independent")),
+                )?
+                .outcome(),
+            ) {
+                assert!(
+                    ran,
+                    "synchronize of another stream returned before its work ran"
+                );
+            }
+            let other_event = other.record_event()?;
+            honoured(
+                "synchronize of another stream's event",
+                inside(
+                    &stream,
+                    "synchronize of another stream's event",
+                    move || other_event.synchronize(),
+                )?
+                .outcome(),
+            );
+            let (s, o) = (stream.clone(), other.clone());
+            honoured(
+                "wait_event of its own event on another stream",
+                inside(
+                    &stream,
+                    "record on its own stream, wait on another",
+                    move || {
+                        let e = s.record_event()?;
+                        o.wait_event(&e)?;
+                        o.wait_stream(&s)
+                    },
+                )?
+                .outcome(),
+            );
+            let mut graph_launched = false;
+            if captures_host_funcs(place) {
+                let capturing = Stream::new(place)?;
+                capturing.begin_capture(CaptureMode::ThreadLocal)?;
+                capturing.launch_host_func(log.task("graph"))?;
+                let graph = capturing.end_capture()?;
+                let o = other.clone();
+                graph_launched = honoured(
+                    "graph launch on another stream",
+                    inside(&stream, "graph launch on another stream", move || {
+                        graph.launch(&o)
+                    })?
+                    .outcome(),
+                )
+                .is_some();
+            }
+            sync_soon(&stream, "synchronize the stream")?;
+            sync_soon(&other, "synchronize the other stream")?;
+            if launched {
+                assert!(log.contains(&"from inside"), "{:?}", log.entries());
+            }
+            if graph_launched {
+                assert!(log.contains(&"graph"), "{:?}", log.entries());
+            }
+            if let Some(event) = recorded {
+                bounded("an event recorded inside a host function", move || {
+                    event.synchronize()
+                })?;
+            }
+            place_still_works(place)
+        },
+    );
+}
+
+/// A host function on one place calls the API of every other place under test (e.g. `cpu`
+/// from a wgpu host function): new stream, host function, record and synchronize, query and
+/// synchronize of a stream with independent work, a host buffer read, a cross-place wait
+/// (honoured through a bridge or `PlaceMismatch`).
+#[test]
+fn host_fn_calls_the_api_of_another_place() {
+    for_each_place_isolated("hostile::host_fn_calls_the_api_of_another_place", |place| {
+        if !host_funcs(place) {
+            return Ok(());
+        }
+        let others: Vec<Place> = places_under_test()
+            .into_iter()
+            .filter(|p| p != place)
+            .collect();
+        if others.is_empty() {
+            not_applicable(place, "no other place under test");
+        }
+        let stream = Stream::new(place)?;
+        for q in others {
+            const N: usize = 96;
+            let data = pattern(N, 7);
+            let remote = Stream::new(&q)?;
+            let dev = remote.alloc(N)?;
+            let host = Arc::new(remote.alloc_host(N)?);
+            remote.copy_from_host(&dev, 0, &data)?;
+            remote.copy_device_to_host(&host, 0, &dev, 0, N)?;
+            let log: Log<&'static str> = Log::new();
+            let remote_caps = caps(&q);
+
+            let (q2, l) = (q.clone(), log.clone());
+            let what = format!("new stream on {q}, host function, synchronize");
+            if let Some(ran) = honoured(
+                &what,
+                inside(&stream, &what, move || -> Result<bool> {
+                    let s = Stream::new(&q2)?;
+                    if remote_caps.host_funcs {
+                        s.launch_host_func(l.task("remote"))?;
+                    }
+                    let e = s.record_event()?;
+                    e.synchronize()?;
+                    s.synchronize()?;
+                    Ok(l.contains(&"remote"))
+                })?
+                .outcome(),
+            ) {
+                assert_eq!(ran, remote_caps.host_funcs, "{what}: the host function");
+            }
+            let h = host.clone();
+            let what = format!("read of a host buffer of {q}");
+            if let Some(seen) =
+                honoured(&what, inside(&stream, &what, move || h.to_vec())?.outcome())
+            {
+                assert!(seen == data, "{what}: wrong data");
+            }
+            let r = remote.clone();
+            let what = format!("query and synchronize of a stream of {q}");
+            if let Some(done) = honoured(
+                &what,
+                inside(&stream, &what, move || {
+                    r.query()?;
+                    r.synchronize()?;
+                    r.query()
+                })?
+                .outcome(),
+            ) {
+                assert!(done, "{q}: query false after synchronize");
+            }
+            let (r, s) = (remote.clone(), stream.clone());
+            let what = format!("{place} stream waits on an event of {q}");
+            honoured(
+                &what,
+                inside(&stream, &what, move || {
+                    let e = r.record_event()?;
+                    s.wait_event(&e)
+                })?
+                .outcome(),
+            );
+            sync_soon(&stream, "synchronize the stream")?;
+            sync_soon(&remote, "synchronize the remote stream")?;
+        }
+        place_still_works(place)
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile panics
+// ---------------------------------------------------------------------------------------------
+
+/// A host function panics with a payload whose `Drop` panics (three levels): synchronize
+/// reports `HostFuncPanicked` for that stream in time; later work still runs; another stream and
+/// the place still work; the same from a graph (issue 12 item 8).
+#[test]
+fn host_fn_panics_with_a_payload_whose_drop_panics() {
+    for_each_place_isolated(
+        "hostile::host_fn_panics_with_a_payload_whose_drop_panics",
+        |place| {
+            if !host_funcs(place) {
+                return Ok(());
+            }
+            Bomb::quiet();
+            let (stream, bystander) = (Stream::new(place)?, Stream::new(place)?);
+            let log: Log<&'static str> = Log::new();
+            bystander.launch_host_func(log.task("bystander"))?;
+            stream.launch_host_func(log.task("before"))?;
+            stream.launch_host_func(|| std::panic::panic_any(Bomb(3)))?;
+            stream.launch_host_func(log.task("after"))?;
+            let id = stream.id();
+            assert_err!(
+                sync_soon(&stream, "synchronize after the panic"),
+                Error::HostFuncPanicked { stream, .. } if stream == id
+            );
+            sync_soon(&bystander, "synchronize a bystander")?;
+            for entry in ["before", "after", "bystander"] {
+                assert!(
+                    log.contains(&entry),
+                    "{entry} did not run: {:?}",
+                    log.entries()
+                );
+            }
+            stream.launch_host_func(log.task("later"))?;
+            ok_or_panic_report(
+                sync_soon(&stream, "synchronize after the reported panic"),
+                id,
+                "synchronize after the reported panic",
+            );
+            assert!(log.contains(&"later"), "work after the panic did not run");
+            place_still_works(place)?;
+
+            if captures_host_funcs(place) {
+                let capturing = Stream::new(place)?;
+                capturing.begin_capture(CaptureMode::ThreadLocal)?;
+                capturing.launch_host_func(|| std::panic::panic_any(Bomb(2)))?;
+                let graph = capturing.end_capture()?;
+                let runner = Stream::new(place)?;
+                graph.launch(&runner)?;
+                let id = runner.id();
+                assert_err!(
+                    sync_soon(&runner, "synchronize after a graph's host function panicked"),
+                    Error::HostFuncPanicked { stream, .. } if stream == id
+                );
+                place_still_works(place)?;
+            }
+            Ok(())
+        },
+    );
+}
+
+/// A host closure whose destructor panics (three levels), dropped after it ran: synchronize
+/// returns (Ok, or the panic reported for that stream); the stream and the place still work;
+/// the same for a captured closure, whose graph is then dropped here and on another thread.
+#[test]
+fn host_closure_destructor_panics_after_running() {
+    for_each_place_isolated(
+        "hostile::host_closure_destructor_panics_after_running",
+        |place| {
+            if !host_funcs(place) {
+                return Ok(());
+            }
+            let stream = Stream::new(place)?;
+            let log: Log<&'static str> = Log::new();
+            stream.launch_host_func(closure_with_bomb(&log, "ran"))?;
+            stream.launch_host_func(log.task("after"))?;
+            let id = stream.id();
+            ok_or_panic_report(
+                sync_soon(
+                    &stream,
+                    "synchronize after a closure whose destructor panics",
+                ),
+                id,
+                "synchronize after a closure whose destructor panics",
+            );
+            assert_eq!(log.entries(), vec!["ran", "after"]);
+            stream.launch_host_func(log.task("later"))?;
+            ok_or_panic_report(
+                sync_soon(&stream, "synchronize later"),
+                id,
+                "synchronize later",
+            );
+            assert!(log.contains(&"later"), "work after the destructor's panic");
+            place_still_works(place)?;
+
+            if captures_host_funcs(place) {
+                let capturing = Stream::new(place)?;
+                capturing.begin_capture(CaptureMode::ThreadLocal)?;
+                capturing.launch_host_func(closure_with_bomb(&log, "graph"))?;
+                let graph = capturing.end_capture()?;
+                let runner = Stream::new(place)?;
+                graph.launch(&runner)?;
+                graph.launch(&runner)?;
+                let id = runner.id();
+                ok_or_panic_report(
+                    sync_soon(&runner, "synchronize two launches"),
+                    id,
+                    "synchronize two launches",
+                );
+                assert_eq!(
+                    log.entries().iter().filter(|e| **e == "graph").count(),
+                    2,
+                    "two launches"
+                );
+                let elsewhere = graph.clone();
+                tolerating_panics("dropping a graph clone", || drop(graph));
+                bounded(
+                    "dropping the last graph handle on another thread",
+                    move || tolerating_panics("dropping the last graph handle", || drop(elsewhere)),
+                );
+                drop(capturing);
+                place_still_works(place)?;
+            }
+            Ok(())
+        },
+    );
+}
+
+/// Closures whose destructors panic, dropped unrun: with a graph never launched, with a capture
+/// that an invalid call ended; and run by a stream whose last handle was dropped meanwhile. No
+/// crash, no hang; the unrun closures never run; the stream and the place still work.
+#[test]
+fn closures_with_panicking_destructors_dropped_unrun() {
+    for_each_place_isolated(
+        "hostile::closures_with_panicking_destructors_dropped_unrun",
+        |place| {
+            if !host_funcs(place) {
+                return Ok(());
+            }
+            let log: Log<&'static str> = Log::new();
+            // A stream dropped with a held closure: it runs later, then its destructor panics.
+            let stream = Stream::new(place)?;
+            let gate = Gate::close(&stream)?;
+            stream.launch_host_func(closure_with_bomb(&log, "dropped stream"))?;
+            let done = stream.record_event()?;
+            let id = stream.id();
+            bounded("dropping a stream with a held closure", move || {
+                drop(stream)
+            });
+            drop(gate);
+            ok_or_panic_report(
+                bounded("the dropped stream's event", move || done.synchronize()),
+                id,
+                "the dropped stream's event",
+            );
+            assert!(
+                wait_until(HANG, || log.contains(&"dropped stream")),
+                "a dropped stream's held closure never ran"
+            );
+
+            if captures_host_funcs(place) {
+                let capturing = Stream::new(place)?;
+                // A graph never launched.
+                capturing.begin_capture(CaptureMode::ThreadLocal)?;
+                capturing.launch_host_func(closure_with_bomb(&log, "never"))?;
+                let graph = capturing.end_capture()?;
+                tolerating_panics("dropping a graph never launched", || drop(graph));
+                // A capture invalidated by synchronize drops what it captured.
+                capturing.begin_capture(CaptureMode::ThreadLocal)?;
+                capturing.launch_host_func(closure_with_bomb(&log, "never"))?;
+                if let Some(result) =
+                    tolerating_panics("synchronize during capture", || capturing.synchronize())
+                {
+                    assert_err!(result, Error::Capture { .. });
+                }
+                if let Some(result) =
+                    tolerating_panics("end of an invalidated capture", || capturing.end_capture())
+                {
+                    assert_err!(result, Error::Capture { .. });
+                }
+                // A graph and its stream dropped on another thread, the graph never launched.
+                capturing.begin_capture(CaptureMode::ThreadLocal)?;
+                capturing.launch_host_func(closure_with_bomb(&log, "never"))?;
+                let graph = capturing.end_capture()?;
+                let moved = capturing.clone();
+                bounded(
+                    "dropping a stream and an unlaunched graph on another thread",
+                    move || {
+                        tolerating_panics("dropping an unlaunched graph", || drop(graph));
+                        drop(moved);
+                    },
+                );
+                capturing.launch_host_func(log.task("capturing stream after"))?;
+                sync_soon(&capturing, "the capturing stream afterwards")?;
+                assert!(log.contains(&"capturing stream after"));
+                assert!(
+                    !log.contains(&"never"),
+                    "a closure dropped unrun ran: {:?}",
+                    log.entries()
+                );
+            }
+            place_still_works(place)
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Guards and handles dropped in every order, on other threads
+// ---------------------------------------------------------------------------------------------
+
+/// Three guards dropped in each of the 6 orders, with and without a `set_current_stream` inside
+/// them, the guarded streams' own handles dropped first, on 4 threads at once: while guards live
+/// the newest living guard's stream (as `set_current_stream` replaced it) is current, after the
+/// last one what was current before the first; no thread sees another's.
+#[test]
+fn guards_dropped_in_every_order_on_many_threads() {
+    for_each_place(|place| {
+        let workers: Vec<_> = (0..4)
+            .map(|thread| {
+                let place = place.clone();
+                std::thread::spawn(move || -> Result<()> { guard_orders(&place, thread) })
+            })
+            .collect();
+        for worker in workers {
+            within(HANG * 3, "a guard thread", move || worker.join(), || {})
+                .unwrap_or_else(|payload| std::panic::resume_unwind(payload))?;
+        }
+        Ok(())
+    });
+}
+
+fn guard_orders(place: &Place, thread: usize) -> Result<()> {
+    for order in permutations(3) {
+        for replace in [false, true] {
+            let context = format!("thread {thread}, drop order {order:?}, set inside: {replace}");
+            let base = Stream::new(place)?;
+            let previous = set_current_stream(&base)?;
+            let streams: Vec<Stream> = (0..3).map(|_| Stream::new(place)).collect::<Result<_>>()?;
+            let mut guards: Vec<Option<_>> =
+                streams.iter().map(|s| Some(s.make_current())).collect();
+            let mut expected = streams.clone();
+            if replace {
+                let replacement = Stream::new(place)?;
+                let was = set_current_stream(&replacement)?;
+                assert_eq!(
+                    was, streams[2],
+                    "{context}: set_current_stream returns the newest guard's"
+                );
+                expected[2] = replacement;
+            }
+            drop(streams);
+            assert_eq!(
+                current_stream(place)?,
+                expected[2],
+                "{context}: with all guards"
+            );
+            let mut alive = [true; 3];
+            for &i in &order {
+                guards[i] = None;
+                alive[i] = false;
+                let want = (0..3)
+                    .rev()
+                    .find(|&j| alive[j])
+                    .map_or_else(|| base.clone(), |j| expected[j].clone());
+                assert_eq!(
+                    current_stream(place)?,
+                    want,
+                    "{context}: after dropping guard {i}"
+                );
+            }
+            set_current_stream(&previous)?;
+        }
+    }
+    Ok(())
+}
+
+/// A handle dropped on another thread.
+enum Handle {
+    Stream(Stream),
+    Event(Event),
+    Graph(Graph),
+    Buffer(DeviceBuffer),
+    Flag(Flag),
+}
+
+/// Stream, event, graph, device buffer and flag handles, each the last one, dropped on another
+/// thread in every order while the work using them is held: the drops return at once, and the
+/// work runs correctly when released.
+#[test]
+fn handles_dropped_in_every_order_on_another_thread() {
+    for_each_place_isolated(
+        "hostile::handles_dropped_in_every_order_on_another_thread",
+        |place| {
+            let caps = caps(place);
+            let capture = caps.capture != CaptureSupport::None && caps.capture_host_funcs;
+            let kinds = 3 + usize::from(capture) + usize::from(caps.flags);
+            const N: usize = 64;
+            let data = pattern(N, 8);
+            let kept_flag = if caps.flags {
+                Some(Flag::new(place)?)
+            } else {
+                None
+            };
+            let log: Log<u32> = Log::new();
+            let orders = permutations(kinds);
+            for (round, order) in orders.iter().enumerate() {
+                let round = round as u32;
+                let stream = Stream::new(place)?;
+                let gate = Gate::close(&stream)?;
+                let dev = stream.alloc(N)?;
+                let out = stream.alloc_host(N)?;
+                stream.copy_from_host(&dev, 0, &data)?;
+                stream.copy_device_to_host(&out, 0, &dev, 0, N)?;
+                if caps.host_funcs {
+                    stream.launch_host_func(log.task(2 * round))?;
+                }
+                let mut handles = vec![
+                    Some(Handle::Stream(stream.clone())),
+                    Some(Handle::Event(stream.record_event()?)),
+                    Some(Handle::Buffer(dev)),
+                ];
+                if capture {
+                    let capturing = Stream::new(place)?;
+                    capturing.begin_capture(CaptureMode::ThreadLocal)?;
+                    capturing.launch_host_func(log.task(2 * round + 1))?;
+                    let graph = capturing.end_capture()?;
+                    graph.launch(&stream)?;
+                    handles.push(Some(Handle::Graph(graph)));
+                }
+                if let Some(kept) = &kept_flag {
+                    let dropped = Flag::new(place)?;
+                    stream.write_flag(&dropped, round + 1)?;
+                    stream.wait_flag(&dropped, round + 1)?;
+                    stream.write_flag(kept, round + 1)?;
+                    handles.push(Some(Handle::Flag(dropped)));
+                }
+                let done = stream.record_event()?;
+                drop(stream);
+                let order = order.clone();
+                bounded(
+                    &format!("dropping handles in order {order:?} on another thread"),
+                    move || {
+                        let mut handles = handles;
+                        for i in order {
+                            match handles[i].take() {
+                                Some(Handle::Stream(h)) => drop(h),
+                                Some(Handle::Event(h)) => drop(h),
+                                Some(Handle::Graph(h)) => drop(h),
+                                Some(Handle::Buffer(h)) => drop(h),
+                                Some(Handle::Flag(h)) => drop(h),
+                                None => unreachable!("each handle once"),
+                            }
+                        }
+                    },
+                );
+                drop(gate);
+                bounded("the event after the dropped handles' work", move || {
+                    done.synchronize()
+                })?;
+                assert!(
+                    out.to_vec()? == data,
+                    "round {round}: a copy from a dropped buffer"
+                );
+                if let Some(kept) = &kept_flag {
+                    assert_eq!(
+                        kept.get(),
+                        round + 1,
+                        "round {round}: flag write after a dropped flag"
+                    );
+                }
+                if caps.host_funcs {
+                    assert!(
+                        log.contains(&(2 * round)),
+                        "round {round}: the host function"
+                    );
+                }
+                if capture {
+                    assert!(
+                        wait_until(HANG, || log.contains(&(2 * round + 1))),
+                        "round {round}: the dropped graph's launch"
+                    );
+                }
+            }
+            eprintln!(
+                "[conformance] hostile: {place}: {} drop orders of {kinds} handles",
+                orders.len()
+            );
+            place_still_works(place)
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Graphs and captures
+// ---------------------------------------------------------------------------------------------
+
+/// One graph launched from 4 threads on 4 streams (25 launches each), each thread dropping its
+/// clone while its launches run, the original dropped meanwhile, one stream dropped with held
+/// launches: every launch runs exactly once.
+#[test]
+fn graphs_launched_concurrently_and_dropped_while_running() {
+    for_each_place_isolated(
+        "hostile::graphs_launched_concurrently_and_dropped_while_running",
+        |place| {
+            if !captures_host_funcs(place) {
+                return Ok(());
+            }
+            const THREADS: u32 = 4;
+            const LAUNCHES: u32 = 25;
+            let caps = caps(place);
+            let runs = Arc::new(AtomicU32::new(0));
+            let written = if caps.flags {
+                Some(Flag::new(place)?)
+            } else {
+                None
+            };
+            let capturing = Stream::new(place)?;
+            capturing.begin_capture(CaptureMode::ThreadLocal)?;
+            let r = runs.clone();
+            capturing.launch_host_func(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })?;
+            if let Some(flag) = &written {
+                capturing.write_flag(flag, 1)?;
+            }
+            let graph = capturing.end_capture()?;
+            drop(capturing);
+
+            let held = Stream::new(place)?;
+            let gate = Gate::close(&held)?;
+            for _ in 0..LAUNCHES {
+                graph.launch(&held)?;
+            }
+            let held_done = held.record_event()?;
+            drop(held);
+
+            let workers: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    let (graph, place) = (graph.clone(), place.clone());
+                    std::thread::spawn(move || -> Result<()> {
+                        let stream = Stream::new(&place)?;
+                        for _ in 0..LAUNCHES {
+                            graph.launch(&stream)?;
+                        }
+                        drop(graph);
+                        stream.synchronize()
+                    })
+                })
+                .collect();
+            drop(graph);
+            // Open the held stream before joining: where streams share one queue, it holds the
+            // others too.
+            drop(gate);
+            for worker in workers {
+                bounded("a launching thread", move || worker.join())
+                    .unwrap_or_else(|payload| std::panic::resume_unwind(payload))?;
+            }
+            bounded("the held launches of a dropped stream", move || {
+                held_done.synchronize()
+            })?;
+            let total = (THREADS + 1) * LAUNCHES;
+            assert!(
+                wait_until(HANG, || runs.load(Ordering::SeqCst) == total),
+                "{} of {total} launches ran",
+                runs.load(Ordering::SeqCst)
+            );
+            if let Some(flag) = &written {
+                assert_eq!(flag.get(), 1);
+            }
+            place_still_works(place)
+        },
+    );
+}
+
+/// Two launches of one graph in flight on two streams: a panic of a graph host function is
+/// reported on the stream whose launch ran it, not the last launch's (issue 12 item 13). The
+/// first launch's run waits (bounded) until the second launch was submitted, then panics.
+#[test]
+fn graph_panic_is_reported_on_the_launching_stream() {
+    for_each_place_isolated(
+        "hostile::graph_panic_is_reported_on_the_launching_stream",
+        |place| {
+            if !captures_host_funcs(place) {
+                return Ok(());
+            }
+            let log: Log<String> = Log::new();
+            let counter = Arc::new(AtomicU32::new(0));
+            let second_launched = Arc::new(AtomicU32::new(0));
+            let capturing = Stream::new(place)?;
+            capturing.begin_capture(CaptureMode::ThreadLocal)?;
+            let (l, c, go) = (log.clone(), counter.clone(), second_launched.clone());
+            capturing.launch_host_func(move || {
+                let run = c.fetch_add(1, Ordering::SeqCst) + 1;
+                l.push(format!("run {run}"));
+                if run == 1 {
+                    wait_until(HANG, || go.load(Ordering::SeqCst) == 1);
+                    panic!("graph run 1 panics");
+                }
+            })?;
+            let graph = capturing.end_capture()?;
+            let (first, second) = (Stream::new(place)?, Stream::new(place)?);
+            graph.launch(&first)?;
+            let l = log.clone();
+            assert!(
+                wait_until(HANG, || l.contains(&"run 1".to_string())),
+                "the first launch did not run"
+            );
+            let (g, s) = (graph.clone(), second.clone());
+            bounded("launching while another launch runs", move || g.launch(&s))?;
+            second_launched.store(1, Ordering::SeqCst);
+            let first_id = first.id();
+            let first_result = sync_soon(&first, "the first stream");
+            let second_result = sync_soon(&second, "the second stream");
+            assert!(
+                matches!(&first_result, Err(Error::HostFuncPanicked { stream, .. }) if *stream == first_id),
+                "the first launch's run panicked, but the first stream's synchronize gave \
+                 {first_result:?} (the second's gave {second_result:?}; log {:?})",
+                log.entries()
+            );
+            assert!(
+                second_result.is_ok(),
+                "the second launch did not panic but its stream reported {second_result:?}"
+            );
+            assert_eq!(counter.load(Ordering::SeqCst), 2, "two runs");
+            place_still_works(place)
+        },
+    );
+}
+
+/// Buffers and flags dropped during a capture, after it, and while work queued before it is
+/// held, then the graph replayed (twice): the replay is correct, writes no recycled flag, and
+/// the earlier work sees its buffer (issue 12 items 4 and 5).
+#[test]
+fn buffers_and_flags_dropped_around_a_capture_then_replayed() {
+    for_each_place_isolated(
+        "hostile::buffers_and_flags_dropped_around_a_capture_then_replayed",
+        |place| {
+            let caps = caps(place);
+            if caps.capture == CaptureSupport::None {
+                not_applicable(place, "no capture (Unsupported asserted in capabilities)");
+                return Ok(());
+            }
+            const N: usize = 128;
+            let stream = Stream::new(place)?;
+            let kept = stream.alloc(N)?;
+            let host = stream.alloc_host(N)?;
+
+            // Dropped during the capture, and after it before any launch.
+            for after in [false, true] {
+                let what = if after { "after" } else { "during" };
+                let temp = stream.alloc(N)?;
+                stream.begin_capture(CaptureMode::ThreadLocal)?;
+                stream.fill(&temp, 0, N, 0x7A)?;
+                stream.copy_device_to_device(&kept, 0, &temp, 0, N)?;
+                let temp = if after {
+                    Some(temp)
+                } else {
+                    drop(temp);
+                    None
+                };
+                stream.copy_device_to_host(&host, 0, &kept, 0, N)?;
+                let graph = stream.end_capture()?;
+                drop(temp);
+                let runner = Stream::new(place)?;
+                for launch in 0..2 {
+                    host.write(0, &[0; N])?;
+                    graph.launch(&runner)?;
+                    sync_soon(&runner, "a replay")?;
+                    assert!(
+                        host.to_vec()? == vec![0x7A; N],
+                        "launch {launch} of a graph whose buffer was dropped {what} the capture"
+                    );
+                }
+            }
+
+            // Dropped while the stream captures, with work queued before the capture held.
+            let spare = stream.alloc(N)?;
+            let gate = Gate::close(&stream)?;
+            let temp = stream.alloc(N)?;
+            stream.fill(&temp, 0, N, 0x3C)?;
+            stream.copy_device_to_device(&kept, 0, &temp, 0, N)?;
+            stream.copy_device_to_host(&host, 0, &kept, 0, N)?;
+            stream.begin_capture(CaptureMode::ThreadLocal)?;
+            drop(temp);
+            stream.fill(&spare, 0, N, 1)?;
+            let graph = stream.end_capture()?;
+            drop(gate);
+            sync_soon(&stream, "work queued before a capture")?;
+            assert!(
+                host.to_vec()? == vec![0x3C; N],
+                "work queued before a capture lost the buffer dropped while capturing"
+            );
+            drop(spare);
+            graph.launch(&stream)?;
+            sync_soon(&stream, "a replay whose buffer was dropped")?;
+
+            if caps.flags {
+                let kept_flag = Flag::new(place)?;
+                let temp = Flag::new(place)?;
+                stream.begin_capture(CaptureMode::ThreadLocal)?;
+                stream.write_flag(&temp, 5)?;
+                stream.wait_flag(&temp, 5)?;
+                drop(temp);
+                stream.write_flag(&kept_flag, 6)?;
+                let graph = stream.end_capture()?;
+                // New flags may take the dropped one's memory: a replay must not write them.
+                let fresh: Vec<Flag> = (0..16).map(|_| Flag::new(place)).collect::<Result<_>>()?;
+                for _ in 0..2 {
+                    graph.launch(&stream)?;
+                    sync_soon(&stream, "a replay whose flag was dropped")?;
+                }
+                assert_eq!(kept_flag.get(), 6, "a replay's flag write");
+                for flag in &fresh {
+                    assert_eq!(
+                        flag.get(),
+                        0,
+                        "a replay wrote a flag allocated after its capture"
+                    );
+                }
+            }
+            place_still_works(place)
+        },
+    );
+}
