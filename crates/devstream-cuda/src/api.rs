@@ -1028,6 +1028,9 @@ unsafe impl RawApi for CudaApi {
     unsafe fn graph_nodes(graph: RawGraph) -> RawResult<Vec<RawGraphNode>> {
         // SAFETY: live graph (caller).
         let mut count = unsafe { Self::graph_node_count(graph) }?;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
         let mut nodes: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); count];
         ok(
             // SAFETY: live graph; the array holds `count` nodes.

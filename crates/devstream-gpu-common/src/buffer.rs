@@ -120,7 +120,6 @@ impl<A: RawApi> fmt::Debug for GpuBuffer<A> {
 impl<A: RawApi> GpuBuffer<A> {
     pub(crate) fn alloc(stream: &GpuStream<A>, len: usize) -> Result<Self> {
         let device = stream.device();
-        stream.check_thread()?;
         device.bind()?;
         device.collect();
         let stream_ordered = device.caps.stream_ordered_alloc;
@@ -307,11 +306,12 @@ impl<A: RawApi> GpuHostBuffer<A> {
             };
             drop(uses);
             if inside {
-                return Err(Error::unsupported(
-                    "host buffer access inside a host function while a copy that uses the \
-                     buffer is still queued",
-                    &self.inner.device.place,
-                ));
+                return Err(Error::WouldDeadlock {
+                    op: "HostBuffer access",
+                    reason: "a copy that uses the buffer is still queued, possibly after the \
+                             host function"
+                        .into(),
+                });
             }
             // SAFETY: our event: events in `uses` are destroyed only when the buffer is.
             check::<A, _>(unsafe { A::event_synchronize(event) })?;
@@ -381,7 +381,6 @@ fn prepare<A: RawApi>(
     buffer: &GpuBuffer<A>,
 ) -> Result<()> {
     stream.same_device(op, buffer.inner.device.ordinal)?;
-    stream.check_thread()?;
     stream.device().bind()?;
     buffer.inner.users.note(stream.inner());
     stream.keep_in_capture(Box::new(buffer.inner.clone()))?;
@@ -396,7 +395,6 @@ pub(crate) fn copy_from_host<A: RawApi>(
 ) -> Result<()> {
     check_range("copy_from_host", dst_offset, src.len(), dst.inner.len)?;
     stream.same_device("copy_from_host", dst.inner.device.ordinal)?;
-    stream.check_thread()?;
     stream.device().bind()?;
     if stream.capture_sequence()?.0 != CaptureStatus::None {
         return Err(Error::capture(

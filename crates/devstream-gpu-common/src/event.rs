@@ -178,11 +178,12 @@ impl<A: RawApi> DeviceEvent for GpuEvent<A> {
             return if self.query()? {
                 Ok(())
             } else {
-                Err(Error::unsupported(
-                    "event synchronize inside a host function before the event completed (it \
-                     may wait for work queued after the host function)",
-                    &self.inner.device.place,
-                ))
+                Err(Error::WouldDeadlock {
+                    op: "Event::synchronize",
+                    reason: "the event has not completed; it may be recorded after the host \
+                             function"
+                        .into(),
+                })
             };
         }
         // SAFETY: as above.

@@ -17,8 +17,8 @@ use crate::hostfn::{
 };
 use crate::raw::{CaptureStatus, Optional, RawApi, RawEvent, RawGraph, RawGraphNode, RawStream};
 use devstream_core::{
-    Capabilities, CaptureMode, DeviceStream, Error, EventFlags, HostFn, Place, Priority, Result,
-    StreamOptions,
+    Capabilities, CaptureMode, DeviceEvent, DeviceStream, Error, EventFlags, HostFn, Place,
+    Priority, Result, StreamOptions,
 };
 use std::any::Any;
 use std::fmt;
@@ -323,9 +323,39 @@ impl<A: RawApi> GpuStream<A> {
         )
     }
 
-    /// The native handle (null for the legacy default stream).
+    /// The native handle to submit to from the calling thread: null for the legacy default
+    /// stream; for the per-thread default stream used on another thread than its own (whose
+    /// handle there would name that thread's stream), the legacy default stream, which is
+    /// ordered with every blocking stream of the context, its owner's per-thread stream
+    /// included (conservative: it also orders with other blocking streams).
+    #[inline]
     pub fn raw_handle(&self) -> RawStream {
-        self.inner.raw
+        self.raw()
+    }
+
+    #[inline]
+    pub(crate) fn raw(&self) -> RawStream {
+        match self.inner.owner {
+            None => self.inner.raw,
+            Some(owner) => release_handle(self.inner.raw, Some(owner)),
+        }
+    }
+
+    /// Whether this is a per-thread default stream used on another thread than its own.
+    #[inline]
+    fn foreign_thread(&self) -> bool {
+        matches!(self.inner.owner, Some(owner) if Some(owner) != current_thread())
+    }
+
+    /// An event recorded now on the legacy default stream: complete once the work queued so
+    /// far on every blocking stream (this per-thread stream of another thread included) is.
+    #[cold]
+    fn legacy_marker(&self) -> Result<GpuEvent<A>> {
+        let event = GpuEvent::create(self.inner.device, EventFlags::default())?;
+        // SAFETY: a live event of this device; the context is current (bound by the caller).
+        check::<A, _>(unsafe { A::event_record(event.inner.raw, RawStream::NULL) })?;
+        event.mark_recorded();
+        Ok(event)
     }
 
     /// What kind of stream this is.
@@ -343,12 +373,10 @@ impl<A: RawApi> GpuStream<A> {
         self.inner.device
     }
 
-    /// Makes the context current where the handle needs it (legacy/per-thread streams); a
-    /// per-thread stream used on another thread than its own is refused.
+    /// Makes the context current where the handle needs it (legacy/per-thread streams).
     #[inline]
     pub(crate) fn bind(&self) -> Result<()> {
         if self.inner.needs_context {
-            self.check_thread()?;
             self.inner.device.bind()
         } else {
             Ok(())
@@ -384,7 +412,7 @@ impl<A: RawApi> GpuStream<A> {
             return Ok((CaptureStatus::None, 0));
         }
         // SAFETY: the stream is alive; its context is bound by the caller where needed.
-        let info = check::<A, _>(unsafe { A::stream_capture_info(self.inner.raw) })?;
+        let info = check::<A, _>(unsafe { A::stream_capture_info(self.raw()) })?;
         Ok((info.status, info.id))
     }
 
@@ -443,7 +471,7 @@ impl<A: RawApi> GpuStream<A> {
             if let Ok(mut record) = self.inner.capture.lock() {
                 record.1 = Some(reason);
             }
-            discard_native_capture::<A>(self.inner.raw, id);
+            discard_native_capture::<A>(self.raw(), id);
             // Releases that waited for the capture to end can be tracked now.
             self.inner.device.collect();
         }
@@ -468,14 +496,14 @@ impl<A: RawApi> GpuStream<A> {
             .map(|record| record.0.is_some())
             .unwrap_or(false);
         // SAFETY: the stream is alive.
-        let native = check::<A, _>(unsafe { A::stream_is_capturing(self.inner.raw) })?;
+        let native = check::<A, _>(unsafe { A::stream_is_capturing(self.raw()) })?;
         if ours || native != CaptureStatus::None {
             let reason = "begin_capture on a stream that is already capturing; the capture was \
                           invalidated and ended";
             if ours {
                 self.discard_capture(reason.into());
             } else if let Ok((_, id)) = self.capture_sequence() {
-                discard_native_capture::<A>(self.inner.raw, id);
+                discard_native_capture::<A>(self.raw(), id);
             }
             return Err(Error::capture("begin_capture", reason));
         }
@@ -483,7 +511,7 @@ impl<A: RawApi> GpuStream<A> {
         let keep_def: Option<Arc<dyn Any + Send + Sync>> = match def {
             None => {
                 // SAFETY: the stream is alive.
-                check::<A, _>(unsafe { A::stream_begin_capture(self.inner.raw, mode) })?;
+                check::<A, _>(unsafe { A::stream_begin_capture(self.raw(), mode) })?;
                 None
             }
             Some((def, dependencies)) => {
@@ -497,7 +525,7 @@ impl<A: RawApi> GpuStream<A> {
                 // the graph (checked above).
                 if let Err(e) = unsafe {
                     A::stream_begin_capture_to_graph(
-                        self.inner.raw,
+                        self.raw(),
                         def.raw_handle(),
                         dependencies,
                         mode,
@@ -570,7 +598,7 @@ impl<A: RawApi> GpuStream<A> {
         // SAFETY: the trampoline matches the callback signature and takes ownership of `data`
         // exactly once when the runtime calls it.
         let status = unsafe {
-            A::stream_add_callback(self.inner.raw, crate::hostfn::stream_callback::<A>, data)
+            A::stream_add_callback(self.raw(), crate::hostfn::stream_callback::<A>, data)
         };
         if let Err(e) = status {
             // SAFETY: the runtime refused the callback: we still own `data`.
@@ -601,7 +629,7 @@ impl<A: RawApi> GpuStream<A> {
             },
         };
         // SAFETY: the stream is alive and (per the runtime) capturing.
-        let ended = unsafe { A::stream_end_capture(self.inner.raw) };
+        let ended = unsafe { A::stream_end_capture(self.raw()) };
         let owned = Runtime::<A>::get()?
             .captures
             .lock()
@@ -624,7 +652,7 @@ impl<A: RawApi> GpuStream<A> {
     #[inline]
     fn wait_raw_event(&self, event: RawEvent) -> Result<()> {
         // SAFETY: the stream and the event are alive.
-        match unsafe { A::stream_wait_event(self.inner.raw, event) } {
+        match unsafe { A::stream_wait_event(self.raw(), event) } {
             Ok(()) => Ok(()),
             Err(e) => Err(self.capture_violation("wait_event", map_error::<A>(e))),
         }
@@ -659,25 +687,14 @@ impl<A: RawApi> GpuStream<A> {
         if self.query()? {
             self.inner.panic.take(self.inner.id)
         } else {
-            Err(Error::unsupported(
-                "synchronize inside a host function while the stream has work queued (it would \
-                 wait for work queued after the host function)",
-                &self.inner.device.place,
-            ))
-        }
-    }
-
-    /// `Error::InvalidArgument` when the per-thread default stream of one thread is used on
-    /// another (its native handle would name that thread's own per-thread stream).
-    #[inline]
-    pub(crate) fn check_thread(&self) -> Result<()> {
-        match self.inner.owner {
-            Some(owner) if Some(owner) != current_thread() => Err(Error::InvalidArgument(format!(
-                "the per-thread default stream {} belongs to another thread (on this thread, \
-                 use this thread's own per-thread stream)",
-                self.inner.id
-            ))),
-            _ => Ok(()),
+            Err(Error::WouldDeadlock {
+                op: "synchronize",
+                reason: format!(
+                    "stream {} still has work queued, which may be queued after the host \
+                     function (a runtime host function may not wait for its stream)",
+                    self.inner.id
+                ),
+            })
         }
     }
 }
@@ -726,8 +743,11 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
     #[inline]
     fn query(&self) -> Result<bool> {
         self.bind()?;
+        if self.foreign_thread() {
+            return self.legacy_marker()?.query();
+        }
         // SAFETY: the stream is alive.
-        match check_ready::<A>(unsafe { A::stream_query(self.inner.raw) }) {
+        match check_ready::<A>(unsafe { A::stream_query(self.raw()) }) {
             Ok(done) => Ok(done),
             Err(e) => Err(self.capture_violation("query", e)),
         }
@@ -739,8 +759,12 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         if crate::hostfn::in_host_function() {
             return self.synchronize_in_host_function();
         }
+        if self.foreign_thread() {
+            self.legacy_marker()?.synchronize()?;
+            return self.inner.panic.take(self.inner.id);
+        }
         // SAFETY: the stream is alive.
-        if let Err(e) = unsafe { A::stream_synchronize(self.inner.raw) } {
+        if let Err(e) = unsafe { A::stream_synchronize(self.raw()) } {
             return Err(self.capture_violation("synchronize", map_error::<A>(e)));
         }
         self.inner.panic.take(self.inner.id)
@@ -757,7 +781,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         }
         self.bind()?;
         // SAFETY: the event and the stream are alive and belong to the same device.
-        match unsafe { A::event_record(event.inner.raw, self.inner.raw) } {
+        match unsafe { A::event_record(event.inner.raw, self.raw()) } {
             Ok(()) => {
                 event.mark_recorded();
                 Ok(())
@@ -789,15 +813,11 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
             None => other.create_sync_event()?,
         };
         // SAFETY: `other` and its internal event are alive and of the same device.
-        if let Err(e) = unsafe { A::event_record(sync_event, other.inner.raw) } {
+        if let Err(e) = unsafe { A::event_record(sync_event, other.raw()) } {
             return Err(other.capture_violation("wait_stream", map_error::<A>(e)));
         }
-        if self.inner.needs_context {
-            if self.inner.device.ordinal != other.inner.device.ordinal {
-                self.bind()?;
-            } else {
-                self.check_thread()?;
-            }
+        if self.inner.needs_context && self.inner.device.ordinal != other.inner.device.ordinal {
+            self.bind()?;
         }
         self.wait_raw_event(sync_event)
     }
@@ -833,7 +853,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
                     let data = slot.launch_data(f);
                     // SAFETY: `host_slot` gets a filled, claimed slot of a ring that lives until
                     // this stream's queued host functions have run (StreamInner's drop).
-                    return match unsafe { A::launch_host_func(self.inner.raw, host_slot, data) } {
+                    return match unsafe { A::launch_host_func(self.raw(), host_slot, data) } {
                         Ok(()) => {
                             slot.launched();
                             Ok(())
@@ -851,7 +871,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
                 });
                 let data = Box::into_raw(call).cast();
                 // SAFETY: `host_once` takes ownership of `data` when the runtime runs it, once.
-                if let Err(e) = unsafe { A::launch_host_func(self.inner.raw, host_once, data) } {
+                if let Err(e) = unsafe { A::launch_host_func(self.raw(), host_once, data) } {
                     // SAFETY: the launch failed, we still own `data`.
                     drop(unsafe { Box::from_raw(data.cast::<HostCall>()) });
                     return Err(self.capture_violation("launch_host_func", map_error::<A>(e)));
@@ -884,7 +904,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
                 let data: *mut HostCall = Box::into_raw(call);
                 // SAFETY: the HostCall is owned by the capture, then by the graph, which frees
                 // it only after its last launch completed.
-                match unsafe { A::launch_host_func(self.inner.raw, host_in_graph, data.cast()) } {
+                match unsafe { A::launch_host_func(self.raw(), host_in_graph, data.cast()) } {
                     Ok(()) => {
                         owned.keep.push(Box::new(OwnedHostCall(data)));
                         Ok(())
@@ -914,7 +934,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
     fn is_capturing(&self) -> Result<bool> {
         self.bind()?;
         // SAFETY: the stream is alive.
-        let status = check::<A, _>(unsafe { A::stream_is_capturing(self.inner.raw) })?;
+        let status = check::<A, _>(unsafe { A::stream_is_capturing(self.raw()) })?;
         Ok(status != CaptureStatus::None)
     }
 

@@ -811,6 +811,9 @@ unsafe impl RawApi for HipApi {
         let t = table("hipGraphGetNodes")?;
         // SAFETY: live graph (caller).
         let mut count = unsafe { Self::graph_node_count(graph) }?;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
         let mut nodes: Vec<sys::hipGraphNode_t> = vec![std::ptr::null_mut(); count];
         // SAFETY: live graph; the array holds `count` nodes.
         let status = unsafe { (t.hipGraphGetNodes)(graph.0, nodes.as_mut_ptr(), &mut count) };
