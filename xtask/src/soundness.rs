@@ -312,7 +312,8 @@ pub fn sanitize(args: &[String]) -> Result<(), String> {
                 .unwrap_or_else(|_| std::env::temp_dir().display().to_string()),
         ),
     ];
-    let mut cargo_base: Vec<&str> = vec!["test", "--target", TARGET];
+    // --no-fail-fast: every test binary runs, so one report does not hide the next.
+    let mut cargo_base: Vec<&str> = vec!["test", "--no-fail-fast", "--target", TARGET];
     match short {
         "tsan" => {
             // TSan must see std's synchronisation too: std is rebuilt instrumented.
