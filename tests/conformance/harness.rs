@@ -117,11 +117,14 @@ fn gates_stall_the_driver(place: &Place) -> bool {
 static DRIVER_GPU: Mutex<()> = Mutex::new(());
 
 fn run_on_places(check: &dyn Fn(&Place) -> Result<()>) {
+    run_on(&places_under_test(), check);
+}
+
+fn run_on(places: &[Place], check: &dyn Fn(&Place) -> Result<()>) {
     let name = test_name();
-    let places = places_under_test();
     assert!(!places.is_empty(), "{name}: no place under test");
     let mut failures = Vec::new();
-    for place in &places {
+    for place in places {
         let _driver = gates_stall_the_driver(place)
             .then(|| DRIVER_GPU.lock().unwrap_or_else(|e| e.into_inner()));
         let started = Instant::now();
@@ -377,18 +380,22 @@ pub const HANG: Duration = Duration::from_secs(10);
 /// watchdogs, which name the hanging line).
 pub const ISOLATED_BODY: Duration = Duration::from_secs(90);
 
-/// The environment variable that tells a child process which isolated test it runs.
+/// The environment variables that tell a child process which isolated test it runs, and on
+/// which place.
 const ISOLATED_CHILD: &str = "DEVSTREAM_CONFORMANCE_ISOLATED_CHILD";
+const ISOLATED_PLACE: &str = "DEVSTREAM_CONFORMANCE_ISOLATED_PLACE";
 
-/// Runs `check` on every place, in a child process that runs only the test `name` (this test
-/// binary again, `--exact name`), each place under an [`ISOLATED_BODY`] watchdog.
+/// Runs `check` on every place, each place in a child process of its own that runs only the
+/// test `name` (this test binary again, `--exact name`), under an [`ISOLATED_BODY`] watchdog.
 ///
-/// For checks that may wedge a place when a backend is broken (a host function stuck forever,
-/// a dead worker or poller thread): the child is killed at its deadline, so a broken backend
-/// fails the test in bounded time and leaves nothing stuck in the suite's process. `name` must
-/// be the test's path as libtest names it (`hostile::my_test`), or the child runs nothing and
-/// the test fails saying so. The child's output (which place failed, at which line) is printed
-/// and quoted in the failure.
+/// For checks that may wedge or abort a place when a backend is broken (a host function stuck
+/// forever, a dead worker or poller thread, a panic through an `extern "C"` frame): the child is
+/// killed at its deadline, so a broken backend fails the test in bounded time, leaves nothing
+/// stuck in the suite's process, and does not hide the other places' results. The check still
+/// sees every place under test (for checks that use a second place). `name` must be the test's
+/// path as libtest names it (`hostile::my_test`), or the child runs nothing and the test fails
+/// saying so. Each child's output is printed, and the lines that say what failed where are
+/// quoted in the failure.
 pub fn for_each_place_isolated(name: &str, check: fn(&Place) -> Result<()>) {
     if let Some(child) = std::env::var_os(ISOLATED_CHILD) {
         assert_eq!(
@@ -396,22 +403,48 @@ pub fn for_each_place_isolated(name: &str, check: fn(&Place) -> Result<()>) {
             Some(name),
             "an isolated child ran a test other than the one it was started for"
         );
-        for_each_place_alone(|place| {
-            // Says where a child that aborts (or is killed) was.
-            eprintln!("[conformance] {name} on {place}: starting");
+        let wanted = std::env::var(ISOLATED_PLACE).expect("an isolated child names its place");
+        let place: Place = wanted.parse().expect("the isolated child's place");
+        let _alone = exclusive();
+        run_on(std::slice::from_ref(&place), &|place| {
             let place = place.clone();
             let what = format!("{name} on {place} (whole check)");
             within(ISOLATED_BODY, &what, move || check(&place), || {})
         });
         return;
     }
+    let places = places_under_test();
+    assert!(!places.is_empty(), "{name}: no place under test");
+    let mut failures = Vec::new();
+    for place in &places {
+        let started = Instant::now();
+        match run_isolated_child(name, place) {
+            Ok(()) => eprintln!(
+                "[conformance] {name} on {place}: ok in a child process ({:.0?})",
+                started.elapsed()
+            ),
+            Err(why) => failures.push(format!("--- {name} on {place}: {why}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "failed on {} of {} places (each in a child process):\n{}",
+        failures.len(),
+        places.len(),
+        failures.join("\n")
+    );
+}
+
+/// Runs the isolated test `name` on `place` in a child process; `Err` says how it failed.
+fn run_isolated_child(name: &str, place: &Place) -> std::result::Result<(), String> {
     let exe = std::env::current_exe().expect("the test binary's path");
     // Output goes to files (a pipe could fill and stall the child while we poll it).
     let dir = std::env::temp_dir();
     let tag = format!(
-        "devstream-isolated-{}-{}",
+        "devstream-isolated-{}-{}-{}",
         std::process::id(),
-        name.replace("::", "-")
+        name.replace("::", "-"),
+        place.to_string().replace(':', "-")
     );
     let (out_path, err_path) = (
         dir.join(format!("{tag}.out")),
@@ -421,14 +454,12 @@ pub fn for_each_place_isolated(name: &str, check: fn(&Place) -> Result<()>) {
     let mut child = std::process::Command::new(exe)
         .args([name, "--exact", "--nocapture", "--test-threads=1"])
         .env(ISOLATED_CHILD, name)
+        .env(ISOLATED_PLACE, place.to_string())
         .stdout(file(&out_path))
         .stderr(file(&err_path))
         .spawn()
         .expect("run the isolated test in a child process");
-    let places = places_under_test().len() as u32;
-    let deadline = Instant::now()
-        + (ISOLATED_BODY + Duration::from_secs(5)) * places.max(1)
-        + Duration::from_secs(30);
+    let deadline = Instant::now() + ISOLATED_BODY + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = child.try_wait().expect("poll the isolated child") {
             break Some(status);
@@ -446,8 +477,11 @@ pub fn for_each_place_isolated(name: &str, check: fn(&Place) -> Result<()>) {
         std::fs::remove_file(&out_path),
         std::fs::remove_file(&err_path),
     );
-    eprintln!("--- {name}: child stdout ---\n{stdout}\n--- {name}: child stderr ---\n{stderr}");
-    // The lines that say what failed where: per-place results and panic locations.
+    eprintln!(
+        "--- {name} on {place}: child stdout ---\n{stdout}\n--- {name} on {place}: child stderr \
+         ---\n{stderr}"
+    );
+    // The lines that say what failed where: results, panic locations and messages, aborts.
     let lines: Vec<&str> = stderr.lines().collect();
     let summary: Vec<&str> = lines
         .iter()
@@ -462,15 +496,16 @@ pub fn for_each_place_isolated(name: &str, check: fn(&Place) -> Result<()>) {
         .map(|(_, l)| *l)
         .collect();
     let summary = summary.join("\n");
-    let Some(status) = status else {
-        panic!("{name}: the isolated child hung past its deadline and was killed:\n{summary}");
-    };
-    assert!(
-        status.success(),
-        "{name}: the isolated child failed ({status}):\n{summary}"
-    );
-    assert!(
-        stdout.contains("1 passed"),
-        "{name}: the isolated child did not run the test (is {name:?} its exact name?)"
-    );
+    match status {
+        None => Err(format!(
+            "the child hung past its deadline and was killed:\n{summary}"
+        )),
+        Some(status) if !status.success() => {
+            Err(format!("the child failed ({status}):\n{summary}"))
+        }
+        Some(_) if !stdout.contains("1 passed") => Err(format!(
+            "the child did not run the test (is {name:?} its exact name?)"
+        )),
+        Some(_) => Ok(()),
+    }
 }

@@ -746,15 +746,19 @@ fn host_fn_calls_the_api_on_another_stream() {
                 .outcome(),
             )
             .is_some();
-            // Independent work on the other stream, then wait for it from inside.
-            other.launch_host_func(log.task("independent"))?;
+            // Work on the other stream that only its own progress ends, submitted from inside
+            // (so still pending), then waited for from inside: it happens before the wait, so a
+            // correct backend finishes it.
             let (o, l) = (other.clone(), log.clone());
             if let Some(ran) = honoured(
                 "synchronize of another stream",
                 inside(
                     &stream,
-                    "synchronize of another stream with independent work",
-                    move || o.synchronize().map(|()| l.contains(&"independent")),
+                    "synchronize of another stream with a host function pending",
+                    move || {
+                        o.launch_host_func(l.task("independent"))?;
+                        o.synchronize().map(|()| l.contains(&"independent"))
+                    },
                 )?
                 .outcome(),
             ) {
@@ -763,16 +767,22 @@ fn host_fn_calls_the_api_on_another_stream() {
                     "synchronize of another stream returned before its work ran"
                 );
             }
-            let other_event = other.record_event()?;
-            honoured(
+            let (o, l) = (other.clone(), log.clone());
+            if let Some(ran) = honoured(
                 "synchronize of another stream's event",
                 inside(
                     &stream,
-                    "synchronize of another stream's event",
-                    move || other_event.synchronize(),
+                    "synchronize of another stream's event, a host function pending before it",
+                    move || {
+                        o.launch_host_func(l.task("before the event"))?;
+                        o.record_event()?.synchronize()?;
+                        Ok(l.contains(&"before the event"))
+                    },
                 )?
                 .outcome(),
-            );
+            ) {
+                assert!(ran, "an event's synchronize returned before its work ran");
+            }
             let (s, o) = (stream.clone(), other.clone());
             honoured(
                 "wait_event of its own event on another stream",
