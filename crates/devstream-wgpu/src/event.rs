@@ -56,7 +56,7 @@ impl Record {
 
     /// Blocks until the captured work is complete. From inside a host function, a recording
     /// held behind that host function (it would never complete while the host function waits)
-    /// is refused with `Error::InvalidArgument`.
+    /// is refused with `Error::WouldDeadlock`.
     pub(crate) fn wait(&self) -> Result<()> {
         let mut checked = false;
         loop {
@@ -78,10 +78,13 @@ impl Record {
                         if let Some((_, stream)) =
                             waits_behind_host_func(&self.device, Awaited::Record(self))
                         {
-                            return Err(Error::InvalidArgument(format!(
-                                "Event::synchronize from a host function of stream {stream} \
-                                 would wait for work queued after that host function (a deadlock)"
-                            )));
+                            return Err(Error::WouldDeadlock {
+                                op: "Event::synchronize",
+                                reason: format!(
+                                    "the event waits for work queued after the host function \
+                                     of stream {stream}"
+                                ),
+                            });
                         }
                         continue;
                     }

@@ -37,7 +37,7 @@
 //!   it, which then read what it wrote;
 //! * a call that would wait for work queued after the host function (`synchronize` of its own
 //!   stream or of a stream that waits on an event recorded after it, `Event::synchronize` of such
-//!   an event) returns `Error::InvalidArgument` instead of deadlocking; `query` answers at once;
+//!   an event) returns `Error::WouldDeadlock` instead of deadlocking; `query` answers at once;
 //! * a wait on a [`WgpuFlag`] is a wait for the host and is not followed: a host function that
 //!   waits (itself, or through another stream's `synchronize`) for a flag that only its own later
 //!   work writes never returns.

@@ -608,11 +608,14 @@ impl DeviceStream for WgpuStream {
                     if let Some((_, stream)) =
                         waits_behind_host_func(device, Awaited::Stream(self.handle.id))
                     {
-                        return Err(Error::InvalidArgument(format!(
-                            "synchronize of stream {} from a host function of stream {stream} \
-                             would wait for work queued after that host function (a deadlock)",
-                            self.handle.id
-                        )));
+                        return Err(Error::WouldDeadlock {
+                            op: "synchronize",
+                            reason: format!(
+                                "stream {} waits for work queued after the host function of \
+                                 stream {stream}",
+                                self.handle.id
+                            ),
+                        });
                     }
                     device.signal.wait_change(seen, None);
                 }
@@ -704,7 +707,7 @@ impl DeviceStream for WgpuStream {
     /// `f` runs on one of the device's host-function threads (a pool that grows while host
     /// functions block), so a blocking `f` stalls only this stream. Inside `f`, devstream calls
     /// see stream order up to `f`: a call that would wait for work queued after `f` returns
-    /// `Error::InvalidArgument` (see the crate's "Host functions" section). A panic in `f`, in
+    /// `Error::WouldDeadlock` (see the crate's "Host functions" section). A panic in `f`, in
     /// its `Drop` or in a panic payload's `Drop` is reported by `synchronize` as
     /// `Error::HostFuncPanicked`.
     fn launch_host_func(&self, f: HostFn) -> Result<()> {

@@ -43,7 +43,7 @@ fn gate(s: &WgpuStream) -> WgpuFlag {
 }
 
 fn is_refusal(result: &devstream_core::Result<()>) -> bool {
-    matches!(result, Err(Error::InvalidArgument(_)))
+    matches!(result, Err(Error::WouldDeadlock { .. }))
 }
 
 /// Item 6: a host function that reads a host buffer sees the copies queued before it and does
