@@ -273,9 +273,14 @@ fn buffer_dropped_during_a_capture(place: Place) {
     let other = stream(&place);
     let second = other.alloc(N).unwrap();
     other.fill(&second, 0, N, 0x11).unwrap();
-    // The device opens the gate once that fill is done: the host waits for nothing while the
-    // gate is closed (a sanitizer may serialize streams).
-    other.write_flag(&gate, 1).unwrap();
+    // Let that fill run first (where streams run independently), then open the gate. Under
+    // compute-sanitizer streams are serialized: nothing may wait for `other` while the gate is
+    // closed (memcheck then sees the stale fill write freed memory itself).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !other.query().unwrap() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    gate.set(1);
     eprintln!(
         "the new buffer {} the dropped one's address",
         if second.device_ptr() == address {
