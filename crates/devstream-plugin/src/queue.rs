@@ -387,20 +387,24 @@ fn waits_for_later_work(core: &StreamCore, limit: u64, (a, n): (u64, u64)) -> bo
             return false;
         }
         visited.push((core.id, limit));
-        let mut awaited: Vec<Arc<RawEvent>> = lock(&core.waits)
-            .iter()
-            .filter(|(seq, r)| *seq < limit && !r.complete.load(Ordering::Acquire))
-            .map(|(_, r)| r.clone())
-            .collect();
-        if limit == u64::MAX {
+        // The held waits first, then the noted ones, under the held waits' lock: a wait leaves
+        // the held ones (in `pump`) only once it is noted, under that same lock, so it is seen
+        // in one or the other, never in neither (issue 12 item 6: a wait the dispatcher was
+        // handing to the plug-in was missed, and a host function hung on a copy behind it).
+        let mut awaited: Vec<Arc<RawEvent>> = Vec::new();
+        {
+            let deferred = lock(&core.deferred);
+            if limit == u64::MAX {
+                awaited.extend(deferred.items.iter().filter_map(|item| match item {
+                    Item::WaitEvent(raw) => Some(raw.clone()),
+                    _ => None,
+                }));
+            }
             awaited.extend(
-                lock(&core.deferred)
-                    .items
+                lock(&core.waits)
                     .iter()
-                    .filter_map(|item| match item {
-                        Item::WaitEvent(raw) => Some(raw.clone()),
-                        _ => None,
-                    }),
+                    .filter(|(seq, r)| *seq < limit && !r.complete.load(Ordering::Acquire))
+                    .map(|(_, r)| r.clone()),
             );
         }
         for raw in awaited {
@@ -472,6 +476,12 @@ pub(crate) struct StreamCore {
     waits: Mutex<Vec<(u64, Arc<RawEvent>)>>,
 }
 
+/// What `pump` takes from the held items: an item, or a wait already numbered and noted.
+enum Next {
+    Item(Item),
+    Wait(Arc<RawEvent>, bool),
+}
+
 #[derive(Default)]
 struct Deferred {
     items: VecDeque<Item>,
@@ -534,19 +544,31 @@ impl StreamCore {
         })
     }
 
-    /// Remembers that the stream now waits for `raw` (at position `seq`), forgetting the
-    /// waits known complete.
+    /// Remembers that the stream waits for `raw` (at position `seq`), forgetting the waits
+    /// known complete. Noted *before* the wait is handed to the plug-in (and forgotten again
+    /// if that fails), so a host function's check never misses a wait in flight; cheap (no
+    /// plug-in call), as `pump` notes under the held waits' lock.
     fn note_wait(&self, seq: u64, raw: Arc<RawEvent>) {
         let mut waits = lock(&self.waits);
         waits.retain(|(_, r)| !r.complete.load(Ordering::Acquire));
-        if waits.len() >= MAX_NOTED_WAITS && self.runtime.table().query_event.is_some() {
+        waits.push((seq, raw));
+    }
+
+    /// Forgets a noted wait the plug-in refused.
+    fn forget_wait(&self, raw: &Arc<RawEvent>) {
+        lock(&self.waits).retain(|(_, r)| !Arc::ptr_eq(r, raw));
+    }
+
+    /// Keeps the noted waits bounded, asking the plug-in which are complete first.
+    fn prune_waits(&self) {
+        let mut waits = lock(&self.waits);
+        if waits.len() > MAX_NOTED_WAITS && self.runtime.table().query_event.is_some() {
             waits.retain(|(_, r)| !matches!(r.query(), Ok(true)));
         }
-        if waits.len() >= MAX_NOTED_WAITS {
+        while waits.len() > MAX_NOTED_WAITS {
             // Bounded memory; a host function's check may then miss an old dependency.
             waits.remove(0);
         }
-        waits.push((seq, raw));
     }
 
     /// The next position in this stream's plug-in queue (called under the submission lock).
@@ -592,18 +614,41 @@ impl StreamCore {
             Item::Op(op) => op(self),
             Item::WaitFlag(..) => Ok(()),
             Item::WaitEvent(raw) => {
-                if let RecordState::Lost(error) = &*lock(&raw.state) {
-                    return Err(error.clone());
-                }
                 let seq = self.next_seq();
-                self.runtime
-                    .stream_wait_event(self.slot, self.raw, raw.handle)?;
-                if raw.queue != self.queue_id() {
-                    self.note_wait(seq, raw);
-                }
-                Ok(())
+                let noted = self.note_foreign_wait(seq, &raw);
+                self.hand_wait(raw, noted)
             }
         }
+    }
+
+    /// Notes a wait on another plug-in queue's event (see [`Self::note_wait`]); whether it did.
+    fn note_foreign_wait(&self, seq: u64, raw: &Arc<RawEvent>) -> bool {
+        let foreign = raw.queue != self.queue_id();
+        if foreign {
+            self.note_wait(seq, raw.clone());
+        }
+        foreign
+    }
+
+    /// Hands a wait (already numbered, and noted where `noted`) to the plug-in.
+    fn hand_wait(&self, raw: Arc<RawEvent>, noted: bool) -> Result<()> {
+        let lost = match &*lock(&raw.state) {
+            RecordState::Lost(error) => Some(error.clone()),
+            _ => None,
+        };
+        let handed = match lost {
+            Some(error) => Err(error),
+            None => self
+                .runtime
+                .stream_wait_event(self.slot, self.raw, raw.handle),
+        };
+        if noted {
+            if handed.is_err() {
+                self.forget_wait(&raw);
+            }
+            self.prune_waits();
+        }
+        handed
     }
 
     /// Submits the deferred items whose conditions hold. Returns whether any was submitted.
@@ -629,11 +674,25 @@ impl StreamCore {
                 if !ready {
                     return progressed;
                 }
-                deferred.items.pop_front()
+                // A wait is numbered and noted before it leaves the held items, under their
+                // lock: a host function's check (`waits_for_later_work`) sees it in one or the
+                // other while it is handed to the plug-in.
+                match deferred.items.pop_front() {
+                    Some(Item::WaitEvent(raw)) => {
+                        let seq = self.next_seq();
+                        let noted = self.note_foreign_wait(seq, &raw);
+                        Next::Wait(raw, noted)
+                    }
+                    Some(item) => Next::Item(item),
+                    None => continue,
+                }
             };
-            let Some(item) = item else { continue };
             progressed = true;
-            if let Err(error) = self.execute(item) {
+            let executed = match item {
+                Next::Item(item) => self.execute(item),
+                Next::Wait(raw, noted) => self.hand_wait(raw, noted),
+            };
+            if let Err(error) = executed {
                 self.record_error(error);
             }
         }

@@ -426,6 +426,114 @@ fn streams_sharing_one_plugin_queue_count_as_the_host_functions_own() {
     assert_eq!(outcome.1, Ok(vec![8; 32]));
 }
 
+/// The test plug-in's hooks that hold `stream_wait_event` on one stream inside the call.
+#[derive(Clone, Copy)]
+struct WaitHold {
+    hold: unsafe extern "C" fn(devstream_plugin::sys::C_Stream),
+    await_held: unsafe extern "C" fn(u64) -> bool,
+    release: unsafe extern "C" fn(),
+}
+
+impl WaitHold {
+    fn load() -> WaitHold {
+        let path = built_library("devstream_test_plugin_cpu");
+        // SAFETY: the workspace's test plug-in; loading it again returns the loaded image,
+        // and the handle is leaked so the symbols stay valid.
+        let library = Box::leak(Box::new(unsafe { libloading::Library::new(path) }.unwrap()));
+        // SAFETY: the hooks' signatures, as the test plug-in exports them.
+        unsafe {
+            WaitHold {
+                hold: *library
+                    .get(b"devstream_test_plugin_cpu_hold_waits\0")
+                    .unwrap(),
+                await_held: *library
+                    .get(b"devstream_test_plugin_cpu_await_held_wait\0")
+                    .unwrap(),
+                release: *library
+                    .get(b"devstream_test_plugin_cpu_release_waits\0")
+                    .unwrap(),
+            }
+        }
+    }
+
+    fn hold(&self, stream: &PluginStream) {
+        // SAFETY: a live stream handle of the test plug-in (only compared there).
+        unsafe { (self.hold)(stream.as_raw().unwrap()) }
+    }
+
+    fn await_held(&self) -> bool {
+        // SAFETY: no preconditions.
+        unsafe { (self.await_held)(5_000) }
+    }
+
+    fn release(&self) {
+        // SAFETY: no preconditions.
+        unsafe { (self.release)() }
+    }
+}
+
+/// The interleaving the conformance test `hostile::host_fn_reads_host_buffer_of_another_stream`
+/// hit 3 times in 200 on `custom_cpu`, made deterministic: a host function of `reader` reads a
+/// host buffer while the dispatcher is handing to the plug-in `writer`'s wait for an event
+/// recorded after that host function (held inside `stream_wait_event` by the test plug-in),
+/// with `writer`'s next copy into the buffer behind that wait. The wait had left the held work
+/// but was not yet noted, so the read waited for the copy, which waited for the read.
+#[test]
+fn a_host_function_sees_a_wait_the_dispatcher_is_handing_to_the_plugin() {
+    let hooks = WaitHold::load();
+    let outcome = watchdog(
+        "host function racing the dispatcher's wait",
+        10,
+        move || {
+            let place = cpu0();
+            let (writer, reader) = (new_stream(&place), new_stream(&place));
+            let device = writer.alloc(32).unwrap();
+            let host = Arc::new(writer.alloc_host(32).unwrap());
+            writer.copy_from_host(&device, 0, &[1; 32]).unwrap();
+            writer
+                .copy_device_to_host(&host, 0, &device, 0, 32)
+                .unwrap();
+            let copied = writer.record_event().unwrap();
+            // Everything of `reader` below is held on the host until the gate opens.
+            let gate = PluginBackend::new_flag(&place).unwrap();
+            reader.wait_flag(&gate, 1).unwrap();
+            reader.wait_event(&copied).unwrap();
+            let (tell, told) = channel();
+            let (tell, inner) = (Mutex::new(tell), host.clone());
+            reader
+                .launch_host_func(Box::new(move || {
+                    // The dispatcher is now inside `writer`'s `stream_wait_event` on `read_done`.
+                    let held = hooks.await_held();
+                    let read = inner.to_vec();
+                    hooks.release();
+                    let _ = tell.lock().unwrap().send((held, read));
+                }))
+                .unwrap();
+            let read_done = reader.record_event().unwrap();
+            // Held on the host (`read_done` is not recorded yet), and the copies behind it.
+            writer.wait_event(&read_done).unwrap();
+            writer.copy_from_host(&device, 0, &[2; 32]).unwrap();
+            writer
+                .copy_device_to_host(&host, 0, &device, 0, 32)
+                .unwrap();
+            hooks.hold(&writer);
+            gate.set(1);
+            let told = told.recv().unwrap();
+            hooks.release();
+            reader.synchronize().unwrap();
+            writer.synchronize().unwrap();
+            (told, host.to_vec())
+        },
+    );
+    let ((held, read), after) = outcome;
+    assert!(held, "the dispatcher reached writer's stream_wait_event");
+    assert!(
+        matches!(read, Err(Error::WouldDeadlock { .. })) || read == Ok(vec![1; 32]),
+        "stream order up to the host function, or a typed error: {read:?}"
+    );
+    assert_eq!(after, Ok(vec![2; 32]), "the copy after the read");
+}
+
 // ---- item 8: hostile panics ----
 
 /// A panic payload whose destructor panics with another such payload, `.0` levels deep.

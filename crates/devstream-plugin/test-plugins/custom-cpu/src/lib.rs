@@ -15,7 +15,10 @@
 //! * Destroying a stream never blocks: its worker finishes the queued work and exits.
 //!
 //! Besides the ABI it exports `devstream_test_plugin_cpu_live(size_t out[3])`, which writes the
-//! numbers of live streams, events and allocations, so that tests can check for leaks.
+//! numbers of live streams, events and allocations, so that tests can check for leaks, and
+//! test hooks that hold `stream_wait_event` on one stream inside the call
+//! (`devstream_test_plugin_cpu_hold_waits`, `_await_held_wait`, `_release_waits`), so that
+//! tests can stop devstream's dispatcher at that point deterministically.
 //!
 //! Every exported function catches panics and answers `C_INTERNAL_ERROR` instead.
 
@@ -432,6 +435,7 @@ unsafe extern "C" fn stream_wait_event(
     event: C_Event,
 ) -> C_Status {
     guarded(|| {
+        hold_if_asked(stream);
         // SAFETY: valid device, live stream and event handles from the host.
         let (Some(stream), Some(event)) = (
             unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) },
@@ -678,4 +682,68 @@ pub unsafe extern "C" fn devstream_test_plugin_cpu_live(out: *mut usize) {
         // SAFETY: room for three entries per the contract.
         unsafe { *out.add(i) = count };
     }
+}
+
+/// Test hook: the stream handle whose `stream_wait_event` calls are held, and how many calls
+/// are held now.
+struct WaitHold {
+    stream: Option<usize>,
+    held: usize,
+}
+
+static WAIT_HOLD: Mutex<WaitHold> = Mutex::new(WaitHold {
+    stream: None,
+    held: 0,
+});
+static WAIT_HOLD_CHANGED: Condvar = Condvar::new();
+
+/// Inside `stream_wait_event`: blocks while calls on `stream` are held.
+fn hold_if_asked(stream: C_Stream) {
+    let mut hold = lock(&WAIT_HOLD);
+    if hold.stream != Some(stream as usize) {
+        return;
+    }
+    hold.held += 1;
+    WAIT_HOLD_CHANGED.notify_all();
+    while hold.stream == Some(stream as usize) {
+        hold = WAIT_HOLD_CHANGED
+            .wait(hold)
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+    }
+    hold.held -= 1;
+    WAIT_HOLD_CHANGED.notify_all();
+}
+
+/// Test hook: from now on, `stream_wait_event` on `stream` blocks (inside the call, before it
+/// queues anything) until [`devstream_test_plugin_cpu_release_waits`]. One stream at a time.
+#[no_mangle]
+pub extern "C" fn devstream_test_plugin_cpu_hold_waits(stream: C_Stream) {
+    lock(&WAIT_HOLD).stream = Some(stream as usize);
+    WAIT_HOLD_CHANGED.notify_all();
+}
+
+/// Test hook: waits until a `stream_wait_event` call is held by
+/// [`devstream_test_plugin_cpu_hold_waits`], or `timeout_ms` passed; answers whether one is.
+#[no_mangle]
+pub extern "C" fn devstream_test_plugin_cpu_await_held_wait(timeout_ms: u64) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
+    let mut hold = lock(&WAIT_HOLD);
+    while hold.held == 0 {
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        hold = WAIT_HOLD_CHANGED
+            .wait_timeout(hold, deadline - now)
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .0;
+    }
+    true
+}
+
+/// Test hook: lets the held `stream_wait_event` calls go on, and holds no more.
+#[no_mangle]
+pub extern "C" fn devstream_test_plugin_cpu_release_waits() {
+    lock(&WAIT_HOLD).stream = None;
+    WAIT_HOLD_CHANGED.notify_all();
 }
