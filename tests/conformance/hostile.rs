@@ -34,7 +34,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -1222,7 +1222,17 @@ fn handles_dropped_in_every_order_on_another_thread() {
             };
             let log: Log<u32> = Log::new();
             let orders = permutations(kinds);
+            let started = Instant::now();
             for (round, order) in orders.iter().enumerate() {
+                // Progress, so that a run stopped by the whole-check watchdog shows how far it got
+                // and whether rounds were slow or one round hung.
+                if round % 20 == 0 || started.elapsed() > Duration::from_secs(30) {
+                    eprintln!(
+                        "[conformance] hostile: {place}: drop order {round}/{} after {:.1?}",
+                        orders.len(),
+                        started.elapsed()
+                    );
+                }
                 let round = round as u32;
                 let stream = Stream::new(place)?;
                 let gate = Gate::close(&stream)?;
