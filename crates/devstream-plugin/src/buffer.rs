@@ -1,6 +1,8 @@
 //! `PluginBuffer` (device memory) and `PluginHostBuffer` (host memory for asynchronous copies).
 
-use crate::queue::{lock, reap, running_host_fn, Item, Job, RawEvent, StreamCore};
+use crate::queue::{
+    lock, reap, running_host_fn, runs_after_running_host_fn, Item, Job, RawEvent, StreamCore,
+};
 use crate::runtime::{CopyKind, Runtime};
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, HostBuffer, Place, Result};
@@ -122,8 +124,9 @@ enum HostMemory {
 /// exclude new copies (and each other) while they touch the memory, and a dropped buffer is
 /// freed after them. Where a copy's event could not be recorded, when it ends cannot be
 /// known: reads and writes answer that error and the memory is never freed (leaked rather
-/// than freed under a copy). Inside a host function, copies of its own plug-in queue are not
-/// waited for (see [`PluginStream`](crate::PluginStream)).
+/// than freed under a copy). Inside a host function, copies of its own plug-in queue, and
+/// copies of other streams that certainly come after it, are not waited for (see
+/// [`PluginStream`](crate::PluginStream)).
 #[derive(Debug)]
 pub struct PluginHostBuffer(pub(crate) HostRepr);
 
@@ -137,8 +140,25 @@ pub(crate) struct AbiHostBuffer {
     ptr: usize,
     pub(crate) len: usize,
     memory: Option<HostMemory>,
-    /// The latest copy touching the buffer, per stream.
-    pending: Mutex<Vec<(u64, Arc<RawEvent>)>>,
+    /// The copies touching the buffer that may be incomplete: up to
+    /// [`MAX_PENDING_PER_STREAM`] per stream one by one, so that a host function can wait for
+    /// the copies before it and skip those after it (then only the latest, which ends after
+    /// the others and stands for them).
+    pending: Mutex<Vec<Tracked>>,
+}
+
+/// How many copies of one stream a host buffer tracks one by one (see `AbiHostBuffer::pending`).
+const MAX_PENDING_PER_STREAM: usize = 16;
+
+/// A copy into or out of a host buffer that may be incomplete.
+struct Tracked {
+    /// Its devstream stream.
+    stream: u64,
+    /// Recorded right after it.
+    raw: Arc<RawEvent>,
+    /// It stands for earlier copies of its stream no longer tracked: a host function never
+    /// skips it (those may come before the host function).
+    covers: bool,
 }
 
 impl std::fmt::Debug for AbiHostBuffer {
@@ -209,9 +229,18 @@ impl AbiHostBuffer {
         let raw = core.new_raw()?;
         {
             let mut pending = lock(&self.pending);
-            // The stream's earlier copies end before this one (stream order).
-            pending.retain(|(s, _)| *s != core.id);
-            pending.push((core.id, raw.clone()));
+            pending.retain(|t| !t.raw.is_complete());
+            let mut covers = false;
+            if pending.iter().filter(|t| t.stream == core.id).count() >= MAX_PENDING_PER_STREAM {
+                // The stream's earlier copies end before this one (stream order).
+                pending.retain(|t| t.stream != core.id);
+                covers = true;
+            }
+            pending.push(Tracked {
+                stream: core.id,
+                raw: raw.clone(),
+                covers,
+            });
         }
         core.submit(Item::Op(Box::new(move |core: &StreamCore| {
             let copied = core.runtime.copy(kind, core.slot, core.raw, dst, src, len);
@@ -231,21 +260,39 @@ impl AbiHostBuffer {
     ///
     /// Inside a host function, copies of that host function's own plug-in queue are not waited
     /// for: those before it are complete (stream order), those after it cannot start before
-    /// it returns, so the access sees the stream's order up to the host function.
+    /// it returns, so the access sees the stream's order up to the host function. Nor are
+    /// copies of other streams that certainly wait for work queued after the host function
+    /// on its stream ([`runs_after_running_host_fn`]): they come after the access in stream
+    /// order and cannot start before it ends. Copies that only *may* come after it are not
+    /// skipped (that could race them): waiting for them is refused with
+    /// `Error::WouldDeadlock` by [`RawEvent::synchronize`], never a hang.
     fn settled<T>(&self, access: impl FnOnce() -> T) -> Result<T> {
         let own_queue = running_host_fn().map(|(queue, _)| queue);
+        // Copies after the running host function (that stays true while it runs).
+        let mut after: Vec<Arc<RawEvent>> = Vec::new();
+        let skipped = |after: &[Arc<RawEvent>], r: &Arc<RawEvent>| {
+            Some(r.queue) == own_queue || after.iter().any(|a| Arc::ptr_eq(a, r))
+        };
         loop {
-            let waits: Vec<Arc<RawEvent>> = lock(&self.pending)
+            let candidates: Vec<(Arc<RawEvent>, bool)> = lock(&self.pending)
                 .iter()
-                .filter(|(_, r)| Some(r.queue) != own_queue)
-                .map(|(_, r)| r.clone())
+                .filter(|t| !skipped(&after, &t.raw))
+                .map(|t| (t.raw.clone(), t.covers))
                 .collect();
+            let mut waits = Vec::with_capacity(candidates.len());
+            for (raw, covers) in candidates {
+                if own_queue.is_some() && !covers && runs_after_running_host_fn(&raw) {
+                    after.push(raw);
+                } else {
+                    waits.push(raw);
+                }
+            }
             for raw in &waits {
                 raw.synchronize()?;
             }
             let mut pending = lock(&self.pending);
-            pending.retain(|(_, r)| !waits.iter().any(|w| Arc::ptr_eq(w, r)));
-            if pending.iter().all(|(_, r)| Some(r.queue) == own_queue) {
+            pending.retain(|t| !waits.iter().any(|w| Arc::ptr_eq(w, &t.raw)));
+            if pending.iter().all(|t| skipped(&after, &t.raw)) {
                 // Held while the memory is accessed: copies registering now wait.
                 return Ok(access());
             }
@@ -258,7 +305,7 @@ impl Drop for AbiHostBuffer {
     fn drop(&mut self) {
         let events: Vec<Arc<RawEvent>> = std::mem::take(&mut *lock(&self.pending))
             .into_iter()
-            .map(|(_, r)| r)
+            .map(|t| t.raw)
             .collect();
         let ptr = self.ptr;
         let Some(memory) = self.memory.take() else {

@@ -177,6 +177,11 @@ impl RawEvent {
         self.handle
     }
 
+    /// Known complete.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.complete.load(Ordering::Acquire)
+    }
+
     /// Whether the record reached the plug-in (or failed): false while it is held on the host.
     pub(crate) fn is_submitted(&self) -> bool {
         !matches!(*lock(&self.state), RecordState::Pending)
@@ -329,8 +334,9 @@ impl Drop for RawEvent {
 }
 
 thread_local! {
-    /// The host function running on this thread: (its plug-in queue, its position there).
-    static HOST_FN: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+    /// The host function running on this thread: (its plug-in queue, its position there, its
+    /// devstream stream).
+    static HOST_FN: Cell<Option<(u64, u64, u64)>> = const { Cell::new(None) };
 }
 
 /// One queue of the plug-in, as far as devstream can tell: a plug-in stream handle of one
@@ -364,7 +370,7 @@ fn queue_of(key: QueueKey) -> Arc<PluginQueue> {
 
 /// The devstream host function running on this thread, if any: its plug-in queue and position.
 pub(crate) fn running_host_fn() -> Option<(u64, u64)> {
-    HOST_FN.with(Cell::get)
+    HOST_FN.with(Cell::get).map(|(queue, seq, _)| (queue, seq))
 }
 
 /// How many possibly incomplete waits a stream remembers (see [`StreamCore::note_wait`]).
@@ -403,8 +409,8 @@ fn waits_for_later_work(core: &StreamCore, limit: u64, (a, n): (u64, u64)) -> bo
             awaited.extend(
                 lock(&core.waits)
                     .iter()
-                    .filter(|(seq, r)| *seq < limit && !r.complete.load(Ordering::Acquire))
-                    .map(|(_, r)| r.clone()),
+                    .filter(|w| w.seq < limit && !w.raw.complete.load(Ordering::Acquire))
+                    .map(|w| w.raw.clone()),
             );
         }
         for raw in awaited {
@@ -434,6 +440,75 @@ fn waits_for_later_work(core: &StreamCore, limit: u64, (a, n): (u64, u64)) -> bo
 /// work queued after that host function (then the wait is refused, never a hang).
 pub(crate) fn host_fn_would_wait_for_itself(core: &StreamCore, limit: u64) -> bool {
     running_host_fn().is_some_and(|running| waits_for_later_work(core, limit, running))
+}
+
+/// How many streams [`runs_after_running_host_fn`] follows before it gives up (answers no).
+const MAX_ORDER_CHAIN: usize = 64;
+
+/// Inside a host function: whether the work `raw` marks *certainly* cannot start before that
+/// host function returns, because its stream waits (through waits the plug-in accepted, on any
+/// number of streams) for an event recorded after the host function on the host function's own
+/// stream. The opposite of [`host_fn_would_wait_for_itself`]'s caution: `false` whenever that is
+/// not certain (a wait still held on the host or being handed to the plug-in, an event of
+/// another stream over the same plug-in queue, a chain too long). A host-buffer access skips
+/// such copies: they run after it in stream order, and cannot touch the memory meanwhile.
+pub(crate) fn runs_after_running_host_fn(raw: &RawEvent) -> bool {
+    let Some((queue, n, stream)) = HOST_FN.with(Cell::get) else {
+        return false;
+    };
+    // Does the work of `core` from position `from` on certainly wait for that later work?
+    // The handed waits are read *before* the position (see `settled` in buffer.rs): a wait seen
+    // handed while a record is still pending was handed before that record.
+    let after_waits = |core: &StreamCore, position: &dyn Fn() -> Option<u64>| {
+        let handed: Vec<(u64, Arc<RawEvent>)> = lock(&core.waits)
+            .iter()
+            .filter(|w| w.handed)
+            .map(|w| (w.seq, w.raw.clone()))
+            .collect();
+        position().map(|from| {
+            handed
+                .into_iter()
+                .filter(|(seq, _)| *seq < from)
+                .map(|(_, raw)| raw)
+                .collect::<Vec<_>>()
+        })
+    };
+    let position = |raw: &RawEvent| match &*lock(&raw.state) {
+        RecordState::Pending => Some(u64::MAX),
+        RecordState::Recorded { seq } => Some(*seq),
+        RecordState::Lost(_) => None,
+    };
+    let Some(origin) = raw.origin.upgrade() else {
+        return false;
+    };
+    let Some(mut awaited) = after_waits(&origin, &|| position(raw)) else {
+        return false;
+    };
+    let mut followed = 0;
+    while let Some(event) = awaited.pop() {
+        if event.complete.load(Ordering::Acquire) {
+            continue;
+        }
+        let RecordState::Recorded { seq } = *lock(&event.state) else {
+            continue;
+        };
+        if event.queue == queue {
+            if event.stream == stream && seq > n {
+                return true;
+            }
+            continue;
+        }
+        followed += 1;
+        if followed > MAX_ORDER_CHAIN {
+            return false;
+        }
+        if let Some(origin) = event.origin.upgrade() {
+            if let Some(more) = after_waits(&origin, &|| Some(seq)) {
+                awaited.extend(more);
+            }
+        }
+    }
+    false
 }
 
 /// A call into the plug-in (or several) at one point of a stream.
@@ -473,7 +548,17 @@ pub(crate) struct StreamCore {
     me: Weak<StreamCore>,
     /// The events this stream was made to wait for, with the wait's position, while they may
     /// be incomplete: what a host function checks before it blocks on this stream.
-    waits: Mutex<Vec<(u64, Arc<RawEvent>)>>,
+    waits: Mutex<Vec<NotedWait>>,
+}
+
+/// A wait of a stream on another plug-in queue's event, while it may be incomplete.
+struct NotedWait {
+    /// Its position in the stream's plug-in queue.
+    seq: u64,
+    raw: Arc<RawEvent>,
+    /// The plug-in accepted it (`stream_wait_event` succeeded): the stream's later work
+    /// certainly waits for `raw`. False while it is being handed.
+    handed: bool,
 }
 
 /// What `pump` takes from the held items: an item, or a wait already numbered and noted.
@@ -550,20 +635,31 @@ impl StreamCore {
     /// plug-in call), as `pump` notes under the held waits' lock.
     fn note_wait(&self, seq: u64, raw: Arc<RawEvent>) {
         let mut waits = lock(&self.waits);
-        waits.retain(|(_, r)| !r.complete.load(Ordering::Acquire));
-        waits.push((seq, raw));
+        waits.retain(|w| !w.raw.complete.load(Ordering::Acquire));
+        waits.push(NotedWait {
+            seq,
+            raw,
+            handed: false,
+        });
     }
 
-    /// Forgets a noted wait the plug-in refused.
-    fn forget_wait(&self, raw: &Arc<RawEvent>) {
-        lock(&self.waits).retain(|(_, r)| !Arc::ptr_eq(r, raw));
+    /// Marks a noted wait accepted by the plug-in (`handed`), or forgets one it refused.
+    fn settle_wait(&self, raw: &Arc<RawEvent>, handed: bool) {
+        let mut waits = lock(&self.waits);
+        if handed {
+            for wait in waits.iter_mut().filter(|w| Arc::ptr_eq(&w.raw, raw)) {
+                wait.handed = true;
+            }
+        } else {
+            waits.retain(|w| !Arc::ptr_eq(&w.raw, raw));
+        }
     }
 
     /// Keeps the noted waits bounded, asking the plug-in which are complete first.
     fn prune_waits(&self) {
         let mut waits = lock(&self.waits);
         if waits.len() > MAX_NOTED_WAITS && self.runtime.table().query_event.is_some() {
-            waits.retain(|(_, r)| !matches!(r.query(), Ok(true)));
+            waits.retain(|w| !matches!(w.raw.query(), Ok(true)));
         }
         while waits.len() > MAX_NOTED_WAITS {
             // Bounded memory; a host function's check may then miss an old dependency.
@@ -643,9 +739,7 @@ impl StreamCore {
                 .stream_wait_event(self.slot, self.raw, raw.handle),
         };
         if noted {
-            if handed.is_err() {
-                self.forget_wait(&raw);
-            }
+            self.settle_wait(&raw, handed.is_ok());
             self.prune_waits();
         }
         handed
@@ -932,7 +1026,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 
 /// Restores the previous running host function (host functions may nest on a plug-in that
 /// runs callbacks inside `stream_add_callback`).
-struct HostFnScope(Option<(u64, u64)>);
+struct HostFnScope(Option<(u64, u64, u64)>);
 
 impl Drop for HostFnScope {
     fn drop(&mut self) {
@@ -977,8 +1071,9 @@ unsafe extern "C" fn trampoline(
                 seq,
                 errors,
             } => {
-                let scope =
-                    HostFnScope(HOST_FN.with(|current| current.replace(Some((queue, seq)))));
+                let scope = HostFnScope(
+                    HOST_FN.with(|current| current.replace(Some((queue, seq, stream)))),
+                );
                 if let Err(payload) = catch_unwind(AssertUnwindSafe(&mut f)) {
                     let message = panic_message(&*payload);
                     let mut first = lock(&errors);

@@ -46,7 +46,10 @@ use std::sync::Arc;
 /// its stream before it is complete, one recorded after it is not (`query` answers `false`,
 /// `synchronize` a typed [`Error::WouldDeadlock`] instead of waiting for itself), and so is
 /// `synchronize` of its own stream; host-buffer reads and writes do not wait for copies of
-/// its own stream (those before it are done, those after it cannot start). Waits for *other*
+/// its own stream (those before it are done, those after it cannot start), nor for copies of
+/// other streams that certainly come after it (queued behind a wait, accepted by the plug-in,
+/// on an event recorded on its stream after it, directly or through other streams): they
+/// see the copies before them. Waits for *other*
 /// streams and their events block as anywhere else, unless what they wait for could itself
 /// wait (through `wait_event`/`wait_stream`, on any number of streams) for work queued after
 /// the calling host function: that is the same typed error (checked conservatively, from the
