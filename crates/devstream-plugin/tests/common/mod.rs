@@ -69,12 +69,14 @@ impl Faulty {
     pub fn new(mode: u32) -> Faulty {
         use std::sync::atomic::{AtomicUsize, Ordering};
         static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!("devstream-faulty-{}", std::process::id()));
+        // A directory per copy: a dropped copy removes its directory, which must not be one
+        // another test is copying into at that moment.
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("devstream-faulty-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!(
-            "{}faulty{}-mode{mode}{}",
+            "{}faulty{n}-mode{mode}{}",
             std::env::consts::DLL_PREFIX,
-            NEXT.fetch_add(1, Ordering::SeqCst),
             std::env::consts::DLL_SUFFIX
         ));
         std::fs::copy(built_library("devstream_test_plugin_faulty"), &path).unwrap();
