@@ -2,8 +2,8 @@
 //! the object waits for their queued work instead of blocking or freeing under it.
 
 use crate::device::Device;
-use crate::raw::RawApi;
-use crate::stream::StreamInner;
+use crate::raw::{CaptureStatus, RawApi};
+use crate::stream::{StreamInner, StreamKind};
 use std::sync::{Arc, Mutex};
 
 /// Every stream that used an object, each once, in first-use order.
@@ -21,12 +21,31 @@ impl<A: RawApi> StreamUsers<A> {
     }
 
     /// Notes that `stream` uses the object (once per stream).
+    ///
+    /// A new user also forgets the users that are done with the object for good: streams whose
+    /// every handle is gone (no more work can be queued on them) and whose queued work has all
+    /// completed. Otherwise a long-lived object used by one short-lived stream after another (a
+    /// flag or buffer kept across requests) would keep every one of those native streams alive
+    /// until it is dropped itself.
     pub(crate) fn note(&self, stream: &Arc<StreamInner<A>>) {
-        if let Ok(mut users) = self.0.lock() {
-            if !users.iter().any(|u| Arc::ptr_eq(u, stream)) {
+        let finished = match self.0.lock() {
+            Ok(mut users) => {
+                if users.iter().any(|u| Arc::ptr_eq(u, stream)) {
+                    return;
+                }
+                // Not from a host function: no runtime calls there beyond what it asked for.
+                let finished = if crate::hostfn::in_host_function() {
+                    Vec::new()
+                } else {
+                    forget_finished(&mut users, |user| finished::<A>(user))
+                };
                 users.push(stream.clone());
+                finished
             }
-        }
+            Err(_) => return,
+        };
+        // Destroyed (stream handles released) outside the lock.
+        drop(finished);
     }
 
     /// Takes the users out (the owner is being dropped).
@@ -49,5 +68,104 @@ impl<A: RawApi> StreamUsers<A> {
         crate::hostfn::release_off_callback(move || {
             device.release_after(users, Box::new(release));
         });
+    }
+}
+
+/// Whether `stream`, which no handle names any more, has completed all its queued work: an
+/// owned stream, not capturing (asked first: a query would invalidate a capture it is part
+/// of), whose query says done. Any error or other kind of stream: not known to be done.
+fn finished<A: RawApi>(stream: &StreamInner<A>) -> bool {
+    if stream.kind != StreamKind::Owned {
+        return false;
+    }
+    // SAFETY: the stream is alive (the caller holds it); an owned stream's handle names it on
+    // every thread.
+    let capturing = unsafe { A::stream_is_capturing(stream.raw) };
+    // SAFETY: as above.
+    matches!(capturing, Ok(CaptureStatus::None)) && unsafe { A::stream_query(stream.raw) }.is_ok()
+}
+
+/// Removes from `users`, keeping the others' order, and returns the users that only `users`
+/// holds (so no work can be queued on them any more: an `Arc` is only cloned from another, and
+/// the caller holds the list's lock) and that `done` says have completed all their queued work.
+fn forget_finished<T>(users: &mut Vec<Arc<T>>, mut done: impl FnMut(&T) -> bool) -> Vec<Arc<T>> {
+    let mut finished = Vec::new();
+    let mut index = 0;
+    while index < users.len() {
+        if Arc::strong_count(&users[index]) == 1 && done(&users[index]) {
+            finished.push(users.remove(index));
+        } else {
+            index += 1;
+        }
+    }
+    finished
+}
+
+#[cfg(test)]
+mod tests {
+    use super::forget_finished;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    struct User {
+        name: &'static str,
+        done: AtomicBool,
+    }
+
+    fn user(name: &'static str, done: bool) -> Arc<User> {
+        Arc::new(User {
+            name,
+            done: AtomicBool::new(done),
+        })
+    }
+
+    fn names(users: &[Arc<User>]) -> Vec<&'static str> {
+        users.iter().map(|u| u.name).collect()
+    }
+
+    /// A user no one else holds whose work completed is forgotten; one still held elsewhere
+    /// (work may still be queued on it) or with work pending is kept; the order stays.
+    #[test]
+    fn only_finished_users_that_no_handle_names_are_forgotten() {
+        let held = user("held and done", true);
+        let mut users = vec![
+            user("gone and done", true),
+            held.clone(),
+            user("gone, work pending", false),
+            user("gone and done too", true),
+        ];
+        let forgotten = forget_finished(&mut users, |u| u.done.load(Ordering::SeqCst));
+        assert_eq!(names(&forgotten), ["gone and done", "gone and done too"]);
+        assert_eq!(names(&users), ["held and done", "gone, work pending"]);
+        // The pending one completes, the held one's handle goes: both are forgotten next time.
+        users[1].done.store(true, Ordering::SeqCst);
+        drop(held);
+        let forgotten = forget_finished(&mut users, |u| u.done.load(Ordering::SeqCst));
+        assert_eq!(names(&forgotten), ["held and done", "gone, work pending"]);
+        assert!(users.is_empty());
+    }
+
+    /// A user still held elsewhere is never even asked (the question may cost a runtime call).
+    #[test]
+    fn a_user_with_a_handle_is_not_queried() {
+        let held = user("held", true);
+        let mut users = vec![held.clone()];
+        let forgotten = forget_finished(&mut users, |_| panic!("queried a user with a handle"));
+        assert!(forgotten.is_empty());
+        assert_eq!(users.len(), 1);
+    }
+
+    /// A long-lived object used by one short-lived user after another keeps only the live ones.
+    #[test]
+    fn users_of_a_long_lived_object_do_not_accumulate() {
+        let mut users: Vec<Arc<User>> = Vec::new();
+        for _ in 0..120 {
+            let current = user("round", false);
+            let _ = forget_finished(&mut users, |u| u.done.load(Ordering::SeqCst));
+            users.push(current.clone());
+            // The round's work completes and its last handle goes.
+            current.done.store(true, Ordering::SeqCst);
+        }
+        assert_eq!(users.len(), 1, "only the last round's user is kept");
     }
 }
