@@ -27,7 +27,7 @@ use crate::harness::{
 };
 use devstream::{
     current_stream, set_current_stream, CaptureMode, CaptureSupport, DeviceBuffer, Error, Event,
-    EventFlags, Flag, Graph, Place, Result, Stream,
+    EventFlags, Flag, Graph, HostBuffer, Place, Result, Stream,
 };
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -1236,35 +1236,56 @@ fn handles_dropped_in_every_order_on_another_thread() {
                 let round = round as u32;
                 let stream = Stream::new(place)?;
                 let gate = Gate::close(&stream)?;
-                let dev = stream.alloc(N)?;
-                let out = stream.alloc_host(N)?;
-                stream.copy_from_host(&dev, 0, &data)?;
-                stream.copy_device_to_host(&out, 0, &dev, 0, N)?;
-                if caps.host_funcs {
-                    stream.launch_host_func(log.task(2 * round))?;
-                }
-                let mut handles = vec![
-                    Some(Handle::Stream(stream.clone())),
-                    Some(Handle::Event(stream.record_event()?)),
-                    Some(Handle::Buffer(dev)),
-                ];
-                if capture {
-                    let capturing = Stream::new(place)?;
-                    capturing.begin_capture(CaptureMode::ThreadLocal)?;
-                    capturing.launch_host_func(log.task(2 * round + 1))?;
-                    let graph = capturing.end_capture()?;
-                    graph.launch(&stream)?;
-                    handles.push(Some(Handle::Graph(graph)));
-                }
-                if let Some(kept) = &kept_flag {
-                    let dropped = Flag::new(place)?;
-                    stream.write_flag(&dropped, round + 1)?;
-                    stream.wait_flag(&dropped, round + 1)?;
-                    stream.write_flag(kept, round + 1)?;
-                    handles.push(Some(Handle::Flag(dropped)));
-                }
-                let done = stream.record_event()?;
-                drop(stream);
+                // Everything queued while this thread's own gate holds the stream runs under a
+                // watchdog whose rescue opens the gate: a call that waits (in devstream or in the
+                // driver) for the held work fails naming itself instead of hanging the check.
+                let opener = gate.as_ref().map(Gate::opener);
+                let (p, d, l, k) = (place.clone(), data.clone(), log.clone(), kept_flag.clone());
+                let held = move || -> Result<(Vec<Option<Handle>>, Event, HostBuffer)> {
+                    let (place, data, log, kept_flag) = (p, d, l, k);
+                    let dev = stream.alloc(N)?;
+                    let out = stream.alloc_host(N)?;
+                    stream.copy_from_host(&dev, 0, &data)?;
+                    stream.copy_device_to_host(&out, 0, &dev, 0, N)?;
+                    if caps.host_funcs {
+                        stream.launch_host_func(log.task(2 * round))?;
+                    }
+                    let mut handles = vec![
+                        Some(Handle::Stream(stream.clone())),
+                        Some(Handle::Event(stream.record_event()?)),
+                        Some(Handle::Buffer(dev)),
+                    ];
+                    if capture {
+                        let capturing = Stream::new(&place)?;
+                        capturing.begin_capture(CaptureMode::ThreadLocal)?;
+                        capturing.launch_host_func(log.task(2 * round + 1))?;
+                        let graph = capturing.end_capture()?;
+                        graph.launch(&stream)?;
+                        handles.push(Some(Handle::Graph(graph)));
+                    }
+                    if let Some(kept) = &kept_flag {
+                        let dropped = Flag::new(&place)?;
+                        stream.write_flag(&dropped, round + 1)?;
+                        stream.wait_flag(&dropped, round + 1)?;
+                        stream.write_flag(kept, round + 1)?;
+                        handles.push(Some(Handle::Flag(dropped)));
+                    }
+                    let done = stream.record_event()?;
+                    drop(stream);
+                    Ok((handles, done, out))
+                };
+                let (handles, done, out) = within(
+                    HANG,
+                    &format!(
+                        "round {round}: work queued while this thread's gate holds the stream"
+                    ),
+                    held,
+                    move || {
+                        if let Some(open) = opener {
+                            open();
+                        }
+                    },
+                )?;
                 let order = order.clone();
                 bounded(
                     &format!("dropping handles in order {order:?} on another thread"),
