@@ -9,8 +9,8 @@
 //!                                      release builds of the conformance suite, crate tests, examples and
 //!                                      benchmarks into one folder (default bundle/) for the GPU machine
 //! cargo xtask nightly                 install the pinned nightly (miri, rust-src) for the tools below
-//! cargo xtask miri [core] [cpu] [facade]
-//!                                      Miri over devstream-core / devstream-cpu unit tests, facade on cpu
+//! cargo xtask miri [core] [cpu] [gpu-common] [facade]
+//!                                      Miri over core / cpu / gpu-common unit tests, facade on cpu
 //! cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin] [--timeout S]
 //!                                      TSan / ASan over the conformance suite and the plug-in tests
 //! ```
@@ -39,7 +39,7 @@ fn main() {
         Some("miri") => soundness::miri(&args[1..]),
         Some("sanitize") => soundness::sanitize(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin]>");
+            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin]>");
             exit(2);
         }
     };
