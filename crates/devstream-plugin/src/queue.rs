@@ -571,6 +571,30 @@ enum Next {
 struct Deferred {
     items: VecDeque<Item>,
     registered: bool,
+    /// `pump` took an item from `items` and is handing it to the plug-in: the stream still
+    /// holds that work on the host, though `items` may be empty. Set when the item is taken
+    /// and cleared when `pump` next takes this lock, so it costs no lock of its own.
+    handing: bool,
+}
+
+impl Deferred {
+    /// Work is held on the host: waiting in `items`, or being handed to the plug-in.
+    fn holds_work(&self) -> bool {
+        self.handing || !self.items.is_empty()
+    }
+}
+
+/// Clears [`Deferred::handing`] if handing an item to the plug-in unwinds, so that
+/// `wait_drained` never waits for a hand-off that will not end.
+struct Handing<'a>(&'a StreamCore);
+
+impl Drop for Handing<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            lock(&self.0.deferred).handing = false;
+            self.0.drained.notify_all();
+        }
+    }
 }
 
 impl std::fmt::Debug for StreamCore {
@@ -752,6 +776,8 @@ impl StreamCore {
         loop {
             let item = {
                 let mut deferred = lock(&self.deferred);
+                // The item taken last time round (if any) is in the plug-in's hands now.
+                deferred.handing = false;
                 let ready = match deferred.items.front() {
                     None => {
                         if deferred.registered {
@@ -771,7 +797,11 @@ impl StreamCore {
                 // A wait is numbered and noted before it leaves the held items, under their
                 // lock: a host function's check (`waits_for_later_work`) sees it in one or the
                 // other while it is handed to the plug-in.
-                match deferred.items.pop_front() {
+                // Until it is in the plug-in's hands, the item still counts as held
+                // (`handing`): `synchronize` must not find neither held work nor plug-in work
+                // while it is between the two (issue 12: a deferred host function's panic
+                // missed `synchronize`).
+                let next = match deferred.items.pop_front() {
                     Some(Item::WaitEvent(raw)) => {
                         let seq = self.next_seq();
                         let noted = self.note_foreign_wait(seq, &raw);
@@ -779,28 +809,33 @@ impl StreamCore {
                     }
                     Some(item) => Next::Item(item),
                     None => continue,
-                }
+                };
+                deferred.handing = true;
+                next
             };
             progressed = true;
+            let handing = Handing(self);
             let executed = match item {
                 Next::Item(item) => self.execute(item),
                 Next::Wait(raw, noted) => self.hand_wait(raw, noted),
             };
+            drop(handing);
             if let Err(error) = executed {
                 self.record_error(error);
             }
         }
     }
 
-    /// Whether work is held on the host.
+    /// Whether work is held on the host (waiting, or being handed to the plug-in).
     pub(crate) fn has_deferred(&self) -> bool {
-        !lock(&self.deferred).items.is_empty()
+        lock(&self.deferred).holds_work()
     }
 
-    /// Blocks until no work is held on the host.
+    /// Blocks until no work is held on the host: every deferred item is in the plug-in's
+    /// hands, including the one `pump` may be handing over right now.
     pub(crate) fn wait_drained(&self) {
         let mut deferred = lock(&self.deferred);
-        while !deferred.items.is_empty() {
+        while deferred.holds_work() {
             deferred = wait(&self.drained, deferred);
         }
     }

@@ -474,12 +474,22 @@ fn a_host_function_reads_another_streams_host_buffer_in_stream_order() {
     assert_eq!(outcome.1, Ok(vec![2; 32]), "the copy after the read");
 }
 
-/// The test plug-in's hooks that hold `stream_wait_event` on one stream inside the call.
+/// The test plug-in's hooks that hold `stream_wait_event` (or `stream_add_callback`) on one
+/// stream inside the call.
 #[derive(Clone, Copy)]
 struct WaitHold {
     hold: unsafe extern "C" fn(devstream_plugin::sys::C_Stream),
+    hold_callbacks: unsafe extern "C" fn(devstream_plugin::sys::C_Stream),
     await_held: unsafe extern "C" fn(u64) -> bool,
     release: unsafe extern "C" fn(),
+}
+
+/// The hooks hold one stream at a time, process-wide: the tests that use them take this first.
+fn one_hook_user() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_USER: Mutex<()> = Mutex::new(());
+    ONE_USER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl WaitHold {
@@ -494,6 +504,9 @@ impl WaitHold {
                 hold: *library
                     .get(b"devstream_test_plugin_cpu_hold_waits\0")
                     .unwrap(),
+                hold_callbacks: *library
+                    .get(b"devstream_test_plugin_cpu_hold_callbacks\0")
+                    .unwrap(),
                 await_held: *library
                     .get(b"devstream_test_plugin_cpu_await_held_wait\0")
                     .unwrap(),
@@ -507,6 +520,12 @@ impl WaitHold {
     fn hold(&self, stream: &PluginStream) {
         // SAFETY: a live stream handle of the test plug-in (only compared there).
         unsafe { (self.hold)(stream.as_raw().unwrap()) }
+    }
+
+    /// Holds `stream_add_callback` on `stream` instead of `stream_wait_event`.
+    fn hold_callbacks(&self, stream: &PluginStream) {
+        // SAFETY: a live stream handle of the test plug-in (only compared there).
+        unsafe { (self.hold_callbacks)(stream.as_raw().unwrap()) }
     }
 
     fn await_held(&self) -> bool {
@@ -528,6 +547,7 @@ impl WaitHold {
 /// but was not yet noted, so the read waited for the copy, which waited for the read.
 #[test]
 fn a_host_function_sees_a_wait_the_dispatcher_is_handing_to_the_plugin() {
+    let _one_user = one_hook_user();
     let hooks = WaitHold::load();
     let outcome = watchdog(
         "host function racing the dispatcher's wait",
@@ -582,6 +602,54 @@ fn a_host_function_sees_a_wait_the_dispatcher_is_handing_to_the_plugin() {
         "a typed error: {read:?}"
     );
     assert_eq!(after, Ok(vec![2; 32]), "the copy after the read");
+}
+
+/// `tests/streams.rs::errors_of_deferred_work_reach_synchronize` failed 16 in 20 under TSan:
+/// the dispatcher had taken the last held item (a host function) off the stream's held work
+/// but not yet handed it to the plug-in, so `synchronize` found neither held work nor plug-in
+/// work and returned `Ok` before the host function ran and its panic was recorded. Made
+/// deterministic here: the test plug-in holds the dispatcher inside `stream_add_callback`.
+#[test]
+fn synchronize_waits_for_deferred_work_the_dispatcher_is_handing_to_the_plugin() {
+    let _one_user = one_hook_user();
+    let hooks = WaitHold::load();
+    let place = cpu0();
+    let s = Arc::new(new_stream(&place));
+    let gate = PluginBackend::new_flag(&place).unwrap();
+    s.wait_flag(&gate, 1).unwrap();
+    s.launch_host_func(Box::new(|| panic!("deferred panic")))
+        .unwrap();
+    hooks.hold_callbacks(&s);
+    gate.set(1);
+    assert!(
+        hooks.await_held(),
+        "the dispatcher reached the stream's stream_add_callback"
+    );
+    // The host function has left the held work and is not in the plug-in's hands yet.
+    let (tell, told) = channel();
+    let waiter = s.clone();
+    let synchronizing = std::thread::spawn(move || {
+        let _ = tell.send(waiter.synchronize());
+    });
+    let early = told.recv_timeout(std::time::Duration::from_millis(300));
+    hooks.release();
+    let result = match early {
+        Ok(result) => panic!(
+            "synchronize returned {result:?} while the host function was being handed to the \
+             plug-in"
+        ),
+        Err(_) => told
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("synchronize returns once the host function ran"),
+    };
+    synchronizing.join().unwrap();
+    match result {
+        Err(Error::HostFuncPanicked { stream, message }) => {
+            assert_eq!(stream, s.id());
+            assert!(message.contains("deferred panic"), "{message}");
+        }
+        other => panic!("expected the host function's panic, got {other:?}"),
+    }
 }
 
 // ---- item 8: hostile panics ----

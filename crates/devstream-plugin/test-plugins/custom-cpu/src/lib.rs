@@ -16,9 +16,10 @@
 //!
 //! Besides the ABI it exports `devstream_test_plugin_cpu_live(size_t out[3])`, which writes the
 //! numbers of live streams, events and allocations, so that tests can check for leaks, and
-//! test hooks that hold `stream_wait_event` on one stream inside the call
-//! (`devstream_test_plugin_cpu_hold_waits`, `_await_held_wait`, `_release_waits`), so that
-//! tests can stop devstream's dispatcher at that point deterministically.
+//! test hooks that hold `stream_wait_event` (`devstream_test_plugin_cpu_hold_waits`) or
+//! `stream_add_callback` (`devstream_test_plugin_cpu_hold_callbacks`) on one stream inside the
+//! call (with `_await_held_wait` and `_release_waits`), so that tests can stop devstream's
+//! dispatcher at that point deterministically.
 //!
 //! Every exported function catches panics and answers `C_INTERNAL_ERROR` instead.
 
@@ -349,6 +350,7 @@ unsafe extern "C" fn stream_add_callback(
         let Some(callback) = callback else {
             return C_ERROR;
         };
+        hold_if_asked(stream, Held::Callbacks);
         obj.submit(Task::Callback {
             callback,
             device: obj.device,
@@ -435,7 +437,7 @@ unsafe extern "C" fn stream_wait_event(
     event: C_Event,
 ) -> C_Status {
     guarded(|| {
-        hold_if_asked(stream);
+        hold_if_asked(stream, Held::Waits);
         // SAFETY: valid device, live stream and event handles from the host.
         let (Some(stream), Some(event)) = (
             unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) },
@@ -684,10 +686,17 @@ pub unsafe extern "C" fn devstream_test_plugin_cpu_live(out: *mut usize) {
     }
 }
 
-/// Test hook: the stream handle whose `stream_wait_event` calls are held, and how many calls
-/// are held now.
+/// Which calls a test hook holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Held {
+    Waits,
+    Callbacks,
+}
+
+/// Test hook: the stream handle whose `stream_wait_event` (or `stream_add_callback`) calls are
+/// held, and how many calls are held now.
 struct WaitHold {
-    stream: Option<usize>,
+    stream: Option<(usize, Held)>,
     held: usize,
 }
 
@@ -697,15 +706,17 @@ static WAIT_HOLD: Mutex<WaitHold> = Mutex::new(WaitHold {
 });
 static WAIT_HOLD_CHANGED: Condvar = Condvar::new();
 
-/// Inside `stream_wait_event`: blocks while calls on `stream` are held.
-fn hold_if_asked(stream: C_Stream) {
+/// Inside `stream_wait_event` / `stream_add_callback`: blocks while such calls on `stream` are
+/// held.
+fn hold_if_asked(stream: C_Stream, what: Held) {
     let mut hold = lock(&WAIT_HOLD);
-    if hold.stream != Some(stream as usize) {
+    let key = Some((stream as usize, what));
+    if hold.stream != key {
         return;
     }
     hold.held += 1;
     WAIT_HOLD_CHANGED.notify_all();
-    while hold.stream == Some(stream as usize) {
+    while hold.stream == key {
         hold = WAIT_HOLD_CHANGED
             .wait(hold)
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -718,7 +729,17 @@ fn hold_if_asked(stream: C_Stream) {
 /// queues anything) until [`devstream_test_plugin_cpu_release_waits`]. One stream at a time.
 #[no_mangle]
 pub extern "C" fn devstream_test_plugin_cpu_hold_waits(stream: C_Stream) {
-    lock(&WAIT_HOLD).stream = Some(stream as usize);
+    lock(&WAIT_HOLD).stream = Some((stream as usize, Held::Waits));
+    WAIT_HOLD_CHANGED.notify_all();
+}
+
+/// Test hook: from now on, `stream_add_callback` on `stream` blocks (inside the call, before it
+/// queues anything) until [`devstream_test_plugin_cpu_release_waits`]. One stream at a time,
+/// and instead of [`devstream_test_plugin_cpu_hold_waits`]; await it with
+/// [`devstream_test_plugin_cpu_await_held_wait`].
+#[no_mangle]
+pub extern "C" fn devstream_test_plugin_cpu_hold_callbacks(stream: C_Stream) {
+    lock(&WAIT_HOLD).stream = Some((stream as usize, Held::Callbacks));
     WAIT_HOLD_CHANGED.notify_all();
 }
 
@@ -741,7 +762,8 @@ pub extern "C" fn devstream_test_plugin_cpu_await_held_wait(timeout_ms: u64) -> 
     true
 }
 
-/// Test hook: lets the held `stream_wait_event` calls go on, and holds no more.
+/// Test hook: lets the held `stream_wait_event` (or `stream_add_callback`) calls go on, and
+/// holds no more.
 #[no_mangle]
 pub extern "C" fn devstream_test_plugin_cpu_release_waits() {
     lock(&WAIT_HOLD).stream = None;
