@@ -50,6 +50,20 @@ fn not_available() -> Error {
     }
 }
 
+/// `probe`'s answer: `Ok` when a plug-in is loaded or a registered Rust backend is available,
+/// else `BackendUnavailable` (also what a place of an unserved device type gets then).
+pub(crate) fn available() -> Result<()> {
+    let devices = all_devices();
+    if devices.iter().any(|d| match d {
+        CustomDevice::Plugin(_) => true,
+        CustomDevice::Rust(backend) => backend.probe().is_ok(),
+    }) {
+        Ok(())
+    } else {
+        Err(not_available())
+    }
+}
+
 impl DeviceBackend for PluginBackend {
     type Stream = PluginStream;
     const KIND: BackendKind = BackendKind::Plugin;
@@ -68,18 +82,7 @@ impl DeviceBackend for PluginBackend {
     }
 
     fn probe() -> Result<()> {
-        let devices = all_devices();
-        if devices.is_empty() {
-            return Err(not_available());
-        }
-        if devices.iter().any(|d| match d {
-            CustomDevice::Plugin(_) => true,
-            CustomDevice::Rust(backend) => backend.probe().is_ok(),
-        }) {
-            Ok(())
-        } else {
-            Err(not_available())
-        }
+        available()
     }
 
     fn capabilities(place: &Place) -> Result<Capabilities> {

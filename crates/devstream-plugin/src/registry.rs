@@ -277,7 +277,9 @@ pub(crate) fn all_devices() -> Vec<CustomDevice> {
     read().devices.values().cloned().collect()
 }
 
-/// What serves `place`, or `NoDevice`.
+/// What serves `place`; for a device type nobody serves, what `probe` says: the backend is
+/// unavailable (`BackendUnavailable`) when no custom device is available at all, else
+/// `NoDevice`.
 pub(crate) fn lookup(place: &Place) -> Result<CustomDevice> {
     let Place::Custom { device_type, .. } = place else {
         return Err(Error::NoDevice {
@@ -286,17 +288,22 @@ pub(crate) fn lookup(place: &Place) -> Result<CustomDevice> {
         });
     };
     ensure_discovered();
-    let registry = read();
-    registry.devices.get(device_type).cloned().ok_or_else(|| {
-        let known: Vec<&String> = registry.devices.keys().collect();
-        Error::NoDevice {
-            place: place.clone(),
-            reason: format!(
-                "no plug-in or Rust-registered backend serves the device type {device_type:?} \
-                 (registered: {known:?}; plug-ins are found in CUSTOM_DEVICE_ROOT or loaded \
-                 with load_plugin)"
-            ),
+    let known: Vec<String> = {
+        let registry = read();
+        if let Some(found) = registry.devices.get(device_type) {
+            return Ok(found.clone());
         }
+        registry.devices.keys().cloned().collect()
+    };
+    // Asked without the registry's lock held (a Rust backend's probe may look it up).
+    crate::device::available()?;
+    Err(Error::NoDevice {
+        place: place.clone(),
+        reason: format!(
+            "no plug-in or Rust-registered backend serves the device type {device_type:?} \
+             (registered: {known:?}; plug-ins are found in CUSTOM_DEVICE_ROOT or loaded \
+             with load_plugin)"
+        ),
     })
 }
 
