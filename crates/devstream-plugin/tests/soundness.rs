@@ -349,8 +349,14 @@ fn waits_inside_a_host_function_on_streams_that_wait_for_its_later_work_are_type
         b.copy_device_to_host(&host, 0, &device, 0, 32).unwrap();
         let on_b = b.record_event().unwrap();
         // Unrelated work, and an event of a stream recorded before its own wait on `after`.
-        independent.copy_from_host(&device, 0, &[3; 32]).unwrap();
-        early.copy_from_host(&device, 0, &[3; 32]).unwrap();
+        // Each into a buffer of its own: the two streams are unordered, so copies of both into
+        // one buffer would race (ThreadSanitizer reported it, inside the test plug-in).
+        let (for_independent, for_early) =
+            (independent.alloc(32).unwrap(), early.alloc(32).unwrap());
+        independent
+            .copy_from_host(&for_independent, 0, &[3; 32])
+            .unwrap();
+        early.copy_from_host(&for_early, 0, &[3; 32]).unwrap();
         let on_early = early.record_event().unwrap();
         early.wait_event(&after).unwrap();
         *later.lock().unwrap() = Some((on_b, on_early));
