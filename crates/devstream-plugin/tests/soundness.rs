@@ -500,10 +500,13 @@ fn one_hook_user() -> std::sync::MutexGuard<'static, ()> {
 
 impl WaitHold {
     fn load() -> WaitHold {
-        let path = built_library("devstream_test_plugin_cpu");
-        // SAFETY: the workspace's test plug-in; loading it again returns the loaded image,
-        // and the handle is leaked so the symbols stay valid.
-        let library = Box::leak(Box::new(unsafe { libloading::Library::new(path) }.unwrap()));
+        // Kept in a static (reachable, so no leak for LeakSanitizer) so the symbols stay valid.
+        static LIBRARY: std::sync::OnceLock<libloading::Library> = std::sync::OnceLock::new();
+        let library = LIBRARY.get_or_init(|| {
+            let path = built_library("devstream_test_plugin_cpu");
+            // SAFETY: the workspace's test plug-in; loading it again returns the loaded image.
+            unsafe { libloading::Library::new(path) }.unwrap()
+        });
         // SAFETY: the hooks' signatures, as the test plug-in exports them.
         unsafe {
             WaitHold {
@@ -644,8 +647,10 @@ fn synchronize_waits_for_deferred_work_the_dispatcher_is_handing_to_the_plugin()
             "synchronize returned {result:?} while the host function was being handed to the \
              plug-in"
         ),
+        // Generous: under ThreadSanitizer on a loaded machine, the panic hook's backtrace of the
+        // host function's panic alone took over 10 s once.
         Err(_) => told
-            .recv_timeout(std::time::Duration::from_secs(10))
+            .recv_timeout(std::time::Duration::from_secs(60))
             .expect("synchronize returns once the host function ran"),
     };
     synchronizing.join().unwrap();
