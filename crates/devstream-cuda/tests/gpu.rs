@@ -15,36 +15,11 @@ use devstream_cuda::{
     StreamKind, SyncPolicy,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Tests run one at a time: a capture in `Global` mode forbids "potentially unsafe" calls (such
-/// as synchronous allocation) on every other thread while it lasts.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn gpu() -> Option<(Place, MutexGuard<'static, ()>)> {
-    let serial = SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let required = std::env::var("DEVSTREAM_REQUIRE")
-        .map(|v| v.split(',').any(|b| b.trim() == "cuda"))
-        .unwrap_or(false);
-    match CudaBackend::probe() {
-        Ok(()) if !CudaBackend::places().is_empty() => Some((Place::Cuda(0), serial)),
-        other => {
-            assert!(
-                !required,
-                "DEVSTREAM_REQUIRE lists cuda but no CUDA device is usable: {other:?}"
-            );
-            eprintln!("skipped: no CUDA device ({other:?})");
-            None
-        }
-    }
-}
-
-fn stream(place: &Place) -> CudaStream {
-    CudaBackend::new_stream(place, StreamOptions::default()).unwrap()
-}
+mod common;
+use common::{gpu, stream};
 
 /// A stream held at a flag: work submitted to it waits until `flag >= 1`.
 fn gated(place: &Place) -> (CudaStream, CudaFlag) {

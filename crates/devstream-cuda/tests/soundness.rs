@@ -10,43 +10,20 @@
 
 use devstream_core::{
     CaptureMode, DeviceBackend, DeviceFlag, DeviceGraph, DeviceStream, Error, EventFlags,
-    HostBuffer, Place, StreamOptions,
+    HostBuffer, Place,
 };
 use devstream_cuda::{CudaBackend, CudaFlag, CudaGraphDef, CudaStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
-static SERIAL: Mutex<()> = Mutex::new(());
+mod common;
+use common::{gpu, stream};
 
 /// Set in the environment of a child process that runs one `child_*` test.
 const CHILD: &str = "DEVSTREAM_SOUNDNESS_CHILD";
-
-fn gpu() -> Option<(Place, MutexGuard<'static, ()>)> {
-    let serial = SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let required = std::env::var("DEVSTREAM_REQUIRE")
-        .map(|v| v.split(',').any(|b| b.trim() == "cuda"))
-        .unwrap_or(false);
-    match CudaBackend::probe() {
-        Ok(()) if !CudaBackend::places().is_empty() => Some((Place::Cuda(0), serial)),
-        other => {
-            assert!(
-                !required,
-                "DEVSTREAM_REQUIRE lists cuda but no CUDA device is usable: {other:?}"
-            );
-            eprintln!("skipped: no CUDA device ({other:?})");
-            None
-        }
-    }
-}
-
-fn stream(place: &Place) -> CudaStream {
-    CudaBackend::new_stream(place, StreamOptions::default()).unwrap()
-}
 
 fn flag(place: &Place) -> CudaFlag {
     CudaBackend::new_flag(place).unwrap()

@@ -1,0 +1,37 @@
+//! What the CUDA integration tests share: the device to test on (or a skip) and a plain stream.
+
+use devstream_core::{DeviceBackend, Place, StreamOptions};
+use devstream_cuda::{CudaBackend, CudaStream};
+use std::sync::{Mutex, MutexGuard};
+
+/// Tests run one at a time: a capture in `Global` mode forbids "potentially unsafe" calls (such
+/// as synchronous allocation) on every other thread while it lasts.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// `cuda:0` and the lock that keeps tests serial, or `None` (with a printed skip) where no CUDA
+/// device is usable; panics instead when `DEVSTREAM_REQUIRE` lists `cuda`, so a GPU run can never
+/// pass by skipping.
+pub fn gpu() -> Option<(Place, MutexGuard<'static, ()>)> {
+    let serial = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let required = std::env::var("DEVSTREAM_REQUIRE")
+        .map(|v| v.split(',').any(|b| b.trim() == "cuda"))
+        .unwrap_or(false);
+    match CudaBackend::probe() {
+        Ok(()) if !CudaBackend::places().is_empty() => Some((Place::Cuda(0), serial)),
+        other => {
+            assert!(
+                !required,
+                "DEVSTREAM_REQUIRE lists cuda but no CUDA device is usable: {other:?}"
+            );
+            eprintln!("skipped: no CUDA device ({other:?})");
+            None
+        }
+    }
+}
+
+/// A new stream of `place` with default options.
+pub fn stream(place: &Place) -> CudaStream {
+    CudaBackend::new_stream(place, StreamOptions::default()).unwrap()
+}
