@@ -435,17 +435,18 @@ pub fn for_each_place_isolated(name: &str, check: fn(&Place) -> Result<()>) {
     );
 }
 
-/// Runs the isolated test `name` on `place` in a child process; `Err` says how it failed.
-fn run_isolated_child(name: &str, place: &Place) -> std::result::Result<(), String> {
+/// Runs the test `name` of this binary alone in a child process with `env` set, killing it after
+/// `limit`: its exit status (`None` when it was killed) and what it printed. Output goes to
+/// files named after `tag` (a pipe could fill and stall the child while it is polled).
+pub fn run_test_in_child(
+    name: &str,
+    tag: &str,
+    env: &[(&str, String)],
+    limit: Duration,
+) -> (Option<std::process::ExitStatus>, String, String) {
     let exe = std::env::current_exe().expect("the test binary's path");
-    // Output goes to files (a pipe could fill and stall the child while we poll it).
     let dir = std::env::temp_dir();
-    let tag = format!(
-        "devstream-isolated-{}-{}-{}",
-        std::process::id(),
-        name.replace("::", "-"),
-        place.to_string().replace(':', "-")
-    );
+    let tag = format!("{tag}-{}", std::process::id());
     let (out_path, err_path) = (
         dir.join(format!("{tag}.out")),
         dir.join(format!("{tag}.err")),
@@ -453,15 +454,14 @@ fn run_isolated_child(name: &str, place: &Place) -> std::result::Result<(), Stri
     let file = |p: &std::path::Path| std::fs::File::create(p).expect("a temporary output file");
     let mut child = std::process::Command::new(exe)
         .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(ISOLATED_CHILD, name)
-        .env(ISOLATED_PLACE, place.to_string())
+        .envs(env.iter().map(|(key, value)| (key, value)))
         .stdout(file(&out_path))
         .stderr(file(&err_path))
         .spawn()
-        .expect("run the isolated test in a child process");
-    let deadline = Instant::now() + ISOLATED_BODY + Duration::from_secs(30);
+        .expect("run the test in a child process");
+    let deadline = Instant::now() + limit;
     let status = loop {
-        if let Some(status) = child.try_wait().expect("poll the isolated child") {
+        if let Some(status) = child.try_wait().expect("poll the child") {
             break Some(status);
         }
         if Instant::now() >= deadline {
@@ -476,6 +476,25 @@ fn run_isolated_child(name: &str, place: &Place) -> std::result::Result<(), Stri
     let _ = (
         std::fs::remove_file(&out_path),
         std::fs::remove_file(&err_path),
+    );
+    (status, stdout, stderr)
+}
+
+/// Runs the isolated test `name` on `place` in a child process; `Err` says how it failed.
+fn run_isolated_child(name: &str, place: &Place) -> std::result::Result<(), String> {
+    let tag = format!(
+        "devstream-isolated-{}-{}",
+        name.replace("::", "-"),
+        place.to_string().replace(':', "-")
+    );
+    let (status, stdout, stderr) = run_test_in_child(
+        name,
+        &tag,
+        &[
+            (ISOLATED_CHILD, name.to_string()),
+            (ISOLATED_PLACE, place.to_string()),
+        ],
+        ISOLATED_BODY + Duration::from_secs(30),
     );
     eprintln!(
         "--- {name} on {place}: child stdout ---\n{stdout}\n--- {name} on {place}: child stderr \

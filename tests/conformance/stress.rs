@@ -7,7 +7,6 @@
 
 use crate::harness::{caps, for_each_place_alone, wait_until, Gate};
 use devstream::{live_counts, Event, EventFlags, LiveCounts, Stream};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const CHILD: &str = "DEVSTREAM_CONFORMANCE_STRESS_CHILD";
@@ -24,40 +23,12 @@ fn create_record_wait_drop_under_load_leaves_nothing_live() {
         for_each_place_alone(stress);
         return;
     }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    // Output goes to files (a pipe could fill and stall the child while we poll it).
-    let dir = std::env::temp_dir();
-    let tag = format!("devstream-stress-{}", std::process::id());
-    let (out_path, err_path) = (
-        dir.join(format!("{tag}.out")),
-        dir.join(format!("{tag}.err")),
-    );
-    let file = |p: &std::path::Path| std::fs::File::create(p).expect("a temporary output file");
-    let mut child = Command::new(exe)
-        .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .stdout(file(&out_path))
-        .stderr(file(&err_path))
-        .spawn()
-        .expect("run the stress test in a child process");
     let places = crate::harness::places_under_test().len() as u32;
-    let deadline = Instant::now() + (BOUND + Duration::from_secs(40)) * places;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("poll the stress child") {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let _ = (
-        std::fs::remove_file(&out_path),
-        std::fs::remove_file(&err_path),
+    let (status, stdout, stderr) = crate::harness::run_test_in_child(
+        NAME,
+        "devstream-stress",
+        &[(CHILD, "1".to_string())],
+        (BOUND + Duration::from_secs(40)) * places,
     );
     eprintln!("--- stress child stdout ---\n{stdout}\n--- stress child stderr ---\n{stderr}");
     let status = status.expect("the stress child hung past its deadline and was killed");
