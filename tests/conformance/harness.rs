@@ -376,9 +376,18 @@ pub fn same_backend_other_place(place: &Place) -> Option<Place> {
 /// so a hang fails in seconds; generous for a debug build on a loaded 2-core host.
 pub const HANG: Duration = Duration::from_secs(10);
 
-/// How long a whole isolated check may run on one place (a backstop behind the per-call
-/// watchdogs, which name the hanging line).
+/// How long a whole isolated check may run on one place by default (a backstop behind the
+/// per-call watchdogs, which name the hanging line).
 pub const ISOLATED_BODY: Duration = Duration::from_secs(90);
+
+/// [`ISOLATED_BODY`], or `DEVSTREAM_CONFORMANCE_ISOLATED_SECS` seconds where that is set (to tell
+/// a slow check from a hung one on a slow place).
+pub fn isolated_body() -> Duration {
+    std::env::var("DEVSTREAM_CONFORMANCE_ISOLATED_SECS")
+        .ok()
+        .and_then(|secs| secs.parse().ok())
+        .map_or(ISOLATED_BODY, Duration::from_secs)
+}
 
 /// The environment variables that tell a child process which isolated test it runs, and on
 /// which place.
@@ -386,7 +395,7 @@ const ISOLATED_CHILD: &str = "DEVSTREAM_CONFORMANCE_ISOLATED_CHILD";
 const ISOLATED_PLACE: &str = "DEVSTREAM_CONFORMANCE_ISOLATED_PLACE";
 
 /// Runs `check` on every place, each place in a child process of its own that runs only the
-/// test `name` (this test binary again, `--exact name`), under an [`ISOLATED_BODY`] watchdog.
+/// test `name` (this test binary again, `--exact name`), under an [`isolated_body`] watchdog.
 ///
 /// For checks that may wedge or abort a place when a backend is broken (a host function stuck
 /// forever, a dead worker or poller thread, a panic through an `extern "C"` frame): the child is
@@ -409,7 +418,7 @@ pub fn for_each_place_isolated(name: &str, check: fn(&Place) -> Result<()>) {
         run_on(std::slice::from_ref(&place), &|place| {
             let place = place.clone();
             let what = format!("{name} on {place} (whole check)");
-            within(ISOLATED_BODY, &what, move || check(&place), || {})
+            within(isolated_body(), &what, move || check(&place), || {})
         });
         return;
     }
@@ -494,7 +503,7 @@ fn run_isolated_child(name: &str, place: &Place) -> std::result::Result<(), Stri
             (ISOLATED_CHILD, name.to_string()),
             (ISOLATED_PLACE, place.to_string()),
         ],
-        ISOLATED_BODY + Duration::from_secs(30),
+        isolated_body() + Duration::from_secs(30),
     );
     eprintln!(
         "--- {name} on {place}: child stdout ---\n{stdout}\n--- {name} on {place}: child stderr \
