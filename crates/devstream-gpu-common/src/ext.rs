@@ -197,6 +197,23 @@ impl<A: RawApi> CaptureModeGuard<A> {
         })
     }
 
+    /// Puts the calling thread in `Relaxed` mode until the guard drops, where the runtime can:
+    /// for devstream's own bookkeeping calls (a query, a stream destroyed) that a capture in
+    /// `Global` or `ThreadLocal` mode would otherwise count as unsafe and invalidate. `None`
+    /// where the runtime cannot exchange the mode (such calls must then be left out).
+    pub(crate) fn relaxed() -> Option<Self> {
+        if !A::supports(Optional::ExchangeCaptureMode) {
+            return None;
+        }
+        // SAFETY: the runtime is loaded (a device of it exists for the caller); the call only
+        // touches thread state.
+        let previous = unsafe { A::thread_exchange_capture_mode(CaptureMode::Relaxed) }.ok()?;
+        Some(CaptureModeGuard {
+            previous,
+            _not_send: PhantomData,
+        })
+    }
+
     /// The mode that was in force before the guard (and is restored by its drop).
     pub fn previous(&self) -> CaptureMode {
         self.previous

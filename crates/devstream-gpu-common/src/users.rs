@@ -2,6 +2,7 @@
 //! the object waits for their queued work instead of blocking or freeing under it.
 
 use crate::device::Device;
+use crate::ext::CaptureModeGuard;
 use crate::raw::{CaptureStatus, RawApi};
 use crate::stream::{StreamInner, StreamKind};
 use std::sync::{Arc, Mutex};
@@ -28,24 +29,33 @@ impl<A: RawApi> StreamUsers<A> {
     /// flag or buffer kept across requests) would keep every one of those native streams alive
     /// until it is dropped itself.
     pub(crate) fn note(&self, stream: &Arc<StreamInner<A>>) {
-        let finished = match self.0.lock() {
-            Ok(mut users) => {
-                if users.iter().any(|u| Arc::ptr_eq(u, stream)) {
-                    return;
-                }
-                // Not from a host function: no runtime calls there beyond what it asked for.
-                let finished = if crate::hostfn::in_host_function() {
-                    Vec::new()
-                } else {
-                    forget_finished(&mut users, |user| finished::<A>(user))
-                };
-                users.push(stream.clone());
-                finished
-            }
-            Err(_) => return,
+        let Ok(mut users) = self.0.lock() else {
+            return;
         };
-        // Destroyed (stream handles released) outside the lock.
+        if users.iter().any(|u| Arc::ptr_eq(u, stream)) {
+            return;
+        }
+        // Not from a host function: no runtime calls there beyond what it asked for. The query
+        // (and the destruction of a forgotten stream) would be a "potentially unsafe" call to a
+        // capture in Global or ThreadLocal mode (this thread's, or any thread's in Global
+        // mode), which the runtime answers by invalidating that capture: so they run with this
+        // thread in Relaxed mode, and not at all where the runtime cannot switch modes.
+        let prune = !crate::hostfn::in_host_function()
+            && users.iter().any(|user| Arc::strong_count(user) == 1);
+        let relaxed = if prune {
+            CaptureModeGuard::<A>::relaxed()
+        } else {
+            None
+        };
+        let finished = match relaxed {
+            Some(_) => forget_finished(&mut users, |user| finished::<A>(user)),
+            None => Vec::new(),
+        };
+        users.push(stream.clone());
+        drop(users);
+        // Destroyed (stream handles released) outside the lock, still in Relaxed mode.
         drop(finished);
+        drop(relaxed);
     }
 
     /// Takes the users out (the owner is being dropped).
