@@ -21,8 +21,13 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+use sync::{AtomicBool, AtomicU32, AtomicUsize, Condvar};
+
+#[cfg(all(loom, test))]
+mod loom_tests;
+mod sync;
 
 /// Number of priority levels (native priorities `0`, `-1`, `-2`).
 pub(crate) const LEVELS: usize = 3;
@@ -415,9 +420,26 @@ fn release<F>(stream: u64, prefix: &str, f: Arc<Mutex<UserFn<F>>>) -> Result<()>
     }
 }
 
+/// What the pool schedules: a stream, in every build; a plain job in the loom models.
+pub(crate) trait Schedulable {
+    /// The ready queue it goes into (0 is the highest priority, `< LEVELS`).
+    fn level(&self) -> usize;
+}
+
+impl Schedulable for Arc<StreamInner> {
+    #[inline]
+    fn level(&self) -> usize {
+        self.level
+    }
+}
+
 /// The scheduler state shared by a pool's workers.
-pub(crate) struct PoolShared {
-    ready: Mutex<Ready>,
+///
+/// Generic over what it schedules only so that the loom models (`scheduler/loom_tests.rs`) run
+/// this very `push` / `pop` / `shut_down` on plain jobs; production schedules streams.
+/// The handshake's atomics, mutex and condvar come from [`sync`] (loom's under `--cfg loom`).
+pub(crate) struct PoolShared<T = Arc<StreamInner>> {
+    ready: sync::Mutex<Ready<T>>,
     work: Condvar,
     /// Bit `l` set iff ready queue `l` is non-empty (0 is the highest priority). Read without
     /// the lock by running workers to decide whether to hand their stream back.
@@ -427,17 +449,31 @@ pub(crate) struct PoolShared {
     shutdown: AtomicBool,
 }
 
-struct Ready {
-    levels: [VecDeque<Arc<StreamInner>>; LEVELS],
+struct Ready<T> {
+    levels: [VecDeque<T>; LEVELS],
     sleeping: usize,
 }
 
-impl PoolShared {
+impl<T: Schedulable> PoolShared<T> {
+    /// An empty pool state (no worker started).
+    fn new() -> PoolShared<T> {
+        PoolShared {
+            ready: sync::Mutex::new(Ready {
+                levels: std::array::from_fn(|_| VecDeque::new()),
+                sleeping: 0,
+            }),
+            work: Condvar::new(),
+            mask: AtomicU32::new(0),
+            spinning: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+        }
+    }
+
     /// Puts a scheduled stream into its ready queue and wakes a sleeping worker unless an idle
     /// worker is spinning (it will find the stream).
-    pub(crate) fn push(&self, stream: Arc<StreamInner>) {
-        let level = stream.level;
-        let mut ready = lock(&self.ready);
+    pub(crate) fn push(&self, stream: T) {
+        let level = stream.level();
+        let mut ready = sync::lock(&self.ready);
         ready.levels[level].push_back(stream);
         self.mask.fetch_or(1 << level, Ordering::SeqCst);
         let wake = ready.sleeping > 0 && self.spinning.load(Ordering::SeqCst) == 0;
@@ -447,7 +483,7 @@ impl PoolShared {
         }
     }
 
-    fn pop_ready(&self, ready: &mut Ready) -> Option<Arc<StreamInner>> {
+    fn pop_ready(&self, ready: &mut Ready<T>) -> Option<T> {
         for level in 0..LEVELS {
             if let Some(stream) = ready.levels[level].pop_front() {
                 if ready.levels[level].is_empty() {
@@ -462,7 +498,7 @@ impl PoolShared {
     /// The highest-priority ready stream; when there is none, one idle worker at a time spins
     /// through a short bounded backoff (see [`Backoff`]) before sleeping until a stream is
     /// pushed. `None` when the pool shuts down.
-    fn pop(&self) -> Option<Arc<StreamInner>> {
+    fn pop(&self) -> Option<T> {
         if self
             .spinning
             .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
@@ -471,7 +507,7 @@ impl PoolShared {
             let mut backoff = Backoff::new();
             let found = loop {
                 if self.mask.load(Ordering::SeqCst) != 0 {
-                    let mut ready = lock(&self.ready);
+                    let mut ready = sync::lock(&self.ready);
                     if let Some(stream) = self.pop_ready(&mut ready) {
                         break Some((stream, ready));
                     }
@@ -489,7 +525,7 @@ impl PoolShared {
                 return Some(stream);
             }
         }
-        let mut ready = lock(&self.ready);
+        let mut ready = sync::lock(&self.ready);
         loop {
             if let Some(stream) = self.pop_ready(&mut ready) {
                 self.wake_another(&ready);
@@ -508,10 +544,20 @@ impl PoolShared {
     }
 
     /// After taking a stream: if more are ready and workers sleep, wake one for them.
-    fn wake_another(&self, ready: &Ready) {
+    fn wake_another(&self, ready: &Ready<T>) {
         if ready.sleeping > 0 && ready.levels.iter().any(|level| !level.is_empty()) {
             self.work.notify_one();
         }
+    }
+
+    /// Makes every worker's `pop` return `None` once the ready queues are empty, waking the
+    /// sleeping ones. The flag is set before taking the lock and the notification is sent under
+    /// it, so a worker is either past its locked shutdown check (and waiting: it is woken) or
+    /// sees the flag there.
+    fn shut_down(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        let _ready = sync::lock(&self.ready);
+        self.work.notify_all();
     }
 }
 
@@ -529,8 +575,16 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
+    #[cfg(not(loom))]
     const SPIN_LIMIT: u32 = 6;
+    #[cfg(not(loom))]
     const YIELD_LIMIT: u32 = 10;
+    // Under loom: two spin rounds and one yield, so the models explore a spinner that finds
+    // the work and one that gives up and parks, without multiplying interleavings by 11 rounds.
+    #[cfg(loom)]
+    const SPIN_LIMIT: u32 = 1;
+    #[cfg(loom)]
+    const YIELD_LIMIT: u32 = 2;
 
     pub(crate) fn new() -> Backoff {
         Backoff {
@@ -546,10 +600,10 @@ impl Backoff {
     pub(crate) fn snooze(&mut self) {
         if self.step <= Self::SPIN_LIMIT {
             for _ in 0..1u32 << self.step {
-                std::hint::spin_loop();
+                sync::spin_loop();
             }
         } else {
-            std::thread::yield_now();
+            sync::yield_now();
         }
         self.step += 1;
     }
@@ -569,16 +623,7 @@ pub(crate) struct PoolHandle {
 impl PoolHandle {
     /// Starts a pool of `workers` threads (at least one must start).
     pub(crate) fn start(workers: usize) -> Result<Arc<PoolHandle>> {
-        let shared = Arc::new(PoolShared {
-            ready: Mutex::new(Ready {
-                levels: std::array::from_fn(|_| VecDeque::new()),
-                sleeping: 0,
-            }),
-            work: Condvar::new(),
-            mask: AtomicU32::new(0),
-            spinning: AtomicUsize::new(0),
-            shutdown: AtomicBool::new(false),
-        });
+        let shared = Arc::new(PoolShared::new());
         let mut started = 0;
         let mut last_error = None;
         for index in 0..workers {
@@ -609,9 +654,7 @@ impl PoolHandle {
 
 impl Drop for PoolHandle {
     fn drop(&mut self) {
-        self.shared.shutdown.store(true, Ordering::Release);
-        let _ready = lock(&self.shared.ready);
-        self.shared.work.notify_all();
+        self.shared.shut_down();
     }
 }
 

@@ -1,0 +1,41 @@
+//! The synchronisation types of the worker pool's wake-up handshake ([`super::PoolShared`]):
+//! `std`'s in every build, loom's under `--cfg loom`, so that `cargo xtask loom` model-checks
+//! the production `push` / `pop` / `shut_down` themselves (see `loom_tests.rs`). Only the
+//! pool's handshake uses this module; everything else in the crate stays on `std`.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+
+use std::sync::PoisonError;
+
+/// Locks `mutex`, ignoring poisoning (as [`crate::lock`] does for `std`'s mutexes).
+#[inline]
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One busy-wait hint of a backoff round (under loom: a yield, so that the model checker
+/// schedules the thread the spinner waits for).
+#[inline]
+pub(crate) fn spin_loop() {
+    #[cfg(loom)]
+    loom::hint::spin_loop();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
+
+/// Gives the processor to another thread.
+#[inline]
+pub(crate) fn yield_now() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
