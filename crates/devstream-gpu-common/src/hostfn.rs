@@ -4,13 +4,17 @@
 use crate::raw::{RawApi, RawStream};
 use devstream_core::{Error, HostFn, Result};
 use std::any::Any;
-use std::cell::{Cell, UnsafeCell};
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+#[cfg(all(loom, test))]
+mod loom_tests;
+mod sync;
 
 thread_local! {
     /// Set while a runtime callback thread runs one of our trampolines.
@@ -104,10 +108,11 @@ pub(crate) fn release_off_callback(release: impl FnOnce() + Send + 'static) {
 ///
 /// `raised` mirrors "a message is kept" and changes only under the message's lock, so a
 /// `raise` racing a `take` is either taken with it or kept (with its message) for the next.
+/// Its types come from [`sync`] (loom's under `--cfg loom`: `hostfn/loom_tests.rs`).
 #[derive(Debug, Default)]
 pub(crate) struct PanicSlot {
-    raised: AtomicBool,
-    message: Mutex<Option<String>>,
+    raised: sync::AtomicBool,
+    message: sync::Mutex<Option<String>>,
 }
 
 impl PanicSlot {
@@ -351,15 +356,17 @@ pub(crate) unsafe extern "C" fn host_in_graph(data: *mut c_void) {
 }
 
 /// Host-function slots per ring: how many host functions of one stream can be in flight before
-/// a launch falls back to allocating.
-pub(crate) const HOST_SLOTS: usize = 16;
+/// a launch falls back to allocating. (Two under loom, so its models reach a full ring and
+/// reuse every slot.)
+pub(crate) const HOST_SLOTS: usize = if cfg!(loom) { 2 } else { 16 };
 
-/// One reusable host-function slot, on its own cache line.
+/// One reusable host-function slot, on its own cache line. The handshake's types come from
+/// [`sync`] (loom's under `--cfg loom`: `hostfn/loom_tests.rs`).
 #[repr(align(64))]
 struct HostSlot {
     /// Set by the launcher that fills the slot, cleared by the trampoline once done with it.
-    busy: AtomicBool,
-    f: UnsafeCell<Option<HostFn>>,
+    busy: sync::AtomicBool,
+    f: sync::UnsafeCell<Option<HostFn>>,
     /// The ring this slot belongs to (for the panic sink).
     ring: *const HostRing,
 }
@@ -370,7 +377,7 @@ struct HostSlot {
 /// The ring lives until the stream's queued host functions have run (see [`HostRing::retire`]).
 pub(crate) struct HostRing {
     slots: [HostSlot; HOST_SLOTS],
-    next: AtomicUsize,
+    next: sync::AtomicUsize,
     panic: Arc<PanicSlot>,
 }
 
@@ -394,11 +401,11 @@ impl HostRingPtr {
     pub(crate) fn new(panic: Arc<PanicSlot>) -> HostRingPtr {
         let ring = Box::into_raw(Box::new(HostRing {
             slots: std::array::from_fn(|_| HostSlot {
-                busy: AtomicBool::new(false),
-                f: UnsafeCell::new(None),
+                busy: sync::AtomicBool::new(false),
+                f: sync::UnsafeCell::new(None),
                 ring: std::ptr::null(),
             }),
-            next: AtomicUsize::new(0),
+            next: sync::AtomicUsize::new(0),
             panic,
         }));
         // SAFETY: `ring` was just allocated and is not shared yet.
@@ -454,8 +461,10 @@ impl ClaimedSlot<'_> {
     /// Stores `f` and returns the `data` pointer for [`host_slot`]. After a successful launch
     /// call [`ClaimedSlot::launched`]; otherwise dropping the claim drops `f` and frees the slot.
     pub(crate) fn launch_data(&mut self, f: HostFn) -> *mut c_void {
-        // SAFETY: the slot is claimed (busy) by us; the trampoline has not been given it.
-        unsafe { *self.slot.f.get() = Some(f) };
+        self.slot.f.with_mut(|slot_f| {
+            // SAFETY: the slot is claimed (busy) by us; the trampoline has not been given it.
+            unsafe { *slot_f = Some(f) }
+        });
         std::ptr::from_ref(self.slot).cast_mut().cast()
     }
 
@@ -468,8 +477,10 @@ impl ClaimedSlot<'_> {
 impl Drop for ClaimedSlot<'_> {
     fn drop(&mut self) {
         if !self.launched {
-            // SAFETY: still claimed by us (the launch failed or never happened).
-            let f = unsafe { (*self.slot.f.get()).take() };
+            let f = self.slot.f.with_mut(|f| {
+                // SAFETY: still claimed by us (the launch failed or never happened).
+                unsafe { (*f).take() }
+            });
             drop_quietly(f);
             self.slot.busy.store(false, Ordering::Release);
         }
@@ -486,8 +497,11 @@ pub(crate) unsafe extern "C" fn host_slot(data: *mut c_void) {
     let _scope = CallbackScope::enter();
     // SAFETY: per this function's contract.
     let slot = unsafe { &*data.cast::<HostSlot>() };
-    // SAFETY: the slot is busy and its launch is ours: no one else touches `f` now.
-    if let Some(mut f) = unsafe { (*slot.f.get()).take() } {
+    let f = slot.f.with_mut(|f| {
+        // SAFETY: the slot is busy and its launch is ours: no one else touches `f` now.
+        unsafe { (*f).take() }
+    });
+    if let Some(mut f) = f {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(&mut f)) {
             // SAFETY: the ring outlives the call (contract).
             unsafe { &*slot.ring }
@@ -591,7 +605,7 @@ pub(crate) unsafe extern "C" fn stream_callback<A: RawApi>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicU32;
+    use std::sync::atomic::{AtomicBool, AtomicU32};
 
     /// Runs the trampoline as the runtime's callback thread would.
     fn run_on_callback_thread(data: *mut c_void) {
@@ -671,7 +685,9 @@ mod tests {
     #[test]
     fn a_panic_raised_while_the_slot_is_taken_keeps_its_message() {
         use std::sync::Barrier;
-        const ROUNDS: usize = 200_000;
+        // Under Miri (`cargo xtask miri gpu-common`) fewer rounds: each is a few thousand
+        // interpreted steps, and Miri's scheduler varies the interleaving between them.
+        const ROUNDS: usize = if cfg!(miri) { 200 } else { 200_000 };
         let slot = Arc::new(PanicSlot::default());
         let barrier = Arc::new(Barrier::new(2));
         let (s, b) = (slot.clone(), barrier.clone());
