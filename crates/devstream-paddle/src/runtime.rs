@@ -1,0 +1,740 @@
+//! One registered device type: its devstream places, the streams, events and allocations
+//! Paddle holds, and every operation of the table in safe Rust.
+//!
+//! Handles given to Paddle are integers (`C_Stream`, `C_Event`), looked up in a map on every
+//! call, so a stale or foreign handle is `C_ERROR`, never a dereference. Device memory gets
+//! addresses from an [`AddressSpace`]; host memory is ordinary heap memory handed out raw.
+//!
+//! Copies that touch Paddle's raw host memory keep stream order with host functions:
+//! * device→host: the device bytes are copied to a devstream host buffer on the stream, and a
+//!   host function queued behind that copy moves them to Paddle's pointer;
+//! * host→device: when the stream is idle the bytes are staged at once; otherwise a host
+//!   function queued in stream order copies Paddle's bytes into a devstream host buffer, and a
+//!   host→device copy queued behind it moves them to the device, so the copy reads what
+//!   earlier work on the stream wrote there.
+//!
+//! A host function cannot return an error; one that fails keeps its error on the stream, and
+//! the stream's next `query_stream` (once complete) or `synchronize_stream` answers `C_ERROR`.
+
+use crate::addr::AddressSpace;
+use crate::select::Backend;
+use crate::sys::{C_Device_st, C_Status, C_Stream, C_ERROR, C_FAILED, C_INTERNAL_ERROR};
+use devstream::{DeviceBuffer, Event, EventFlags, Place, Stream};
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+/// What an operation answers when it fails: the status for Paddle.
+pub type Status<T = ()> = Result<T, C_Status>;
+
+/// Locks, ignoring poisoning (a panic inside a critical section is already reported as
+/// `C_INTERNAL_ERROR` by the entry point; the data stays consistent).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether `DEVSTREAM_PADDLE_DEBUG` is set: failing operations are then printed to stderr.
+fn debug() -> bool {
+    static DEBUG: OnceLock<bool> = OnceLock::new();
+    *DEBUG.get_or_init(|| std::env::var_os("DEVSTREAM_PADDLE_DEBUG").is_some())
+}
+
+/// Maps a devstream error to `C_ERROR`, printing it under `DEVSTREAM_PADDLE_DEBUG`.
+fn fail(what: &str, error: devstream::Error) -> C_Status {
+    if debug() {
+        eprintln!("devstream-paddle: {what}: {error}");
+    }
+    match error {
+        devstream::Error::OutOfMemory { .. } => C_FAILED,
+        _ => C_ERROR,
+    }
+}
+
+/// `Result<T, devstream::Error>` → [`Status`] naming the operation.
+trait Check<T> {
+    fn check(self, what: &str) -> Status<T>;
+}
+
+impl<T> Check<T> for devstream::Result<T> {
+    fn check(self, what: &str) -> Status<T> {
+        self.map_err(|e| fail(what, e))
+    }
+}
+
+/// A raw address crossing into a host function (Paddle keeps the memory valid until the
+/// stream's work is complete: the async-copy contract of `device_ext.h`).
+#[derive(Clone, Copy)]
+struct Raw(usize);
+
+/// A stream Paddle holds (or a device's null stream).
+pub struct StreamObj {
+    /// Index of the device (place) it belongs to.
+    pub device: usize,
+    /// The devstream stream.
+    pub stream: Stream,
+    /// The handle Paddle knows it by (0 for a null stream).
+    pub handle: usize,
+    /// The first error a host function of this stream met, reported by the next query or
+    /// synchronisation.
+    deferred: Arc<Mutex<Option<String>>>,
+}
+
+impl StreamObj {
+    fn new(device: usize, stream: Stream, handle: usize) -> StreamObj {
+        StreamObj {
+            device,
+            stream,
+            handle,
+            deferred: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Takes the error a host function left, as `C_ERROR`.
+    fn take_deferred(&self) -> Status {
+        match lock(&self.deferred).take() {
+            Some(message) => {
+                if debug() {
+                    eprintln!("devstream-paddle: stream work failed: {message}");
+                }
+                Err(C_ERROR)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Queues `body` as a host function; an error it returns is kept for the next query or
+    /// synchronisation.
+    fn host_func(
+        &self,
+        what: &'static str,
+        body: impl FnOnce() -> devstream::Result<()> + Send + 'static,
+    ) -> Status {
+        let deferred = self.deferred.clone();
+        let mut body = Some(body);
+        self.stream
+            .launch_host_func(move || {
+                if let Some(body) = body.take() {
+                    if let Err(error) = body() {
+                        lock(&deferred).get_or_insert_with(|| format!("{what}: {error}"));
+                    }
+                }
+            })
+            .check(what)
+    }
+}
+
+/// Reads `size` bytes at `offset` of `buffer` through `obj`'s stream, blocking until done.
+fn read_device(
+    obj: &StreamObj,
+    buffer: &DeviceBuffer,
+    offset: usize,
+    size: usize,
+) -> devstream::Result<Vec<u8>> {
+    let staging = obj.stream.alloc_host(size)?;
+    obj.stream
+        .copy_device_to_host(&staging, 0, buffer, offset, size)?;
+    obj.stream.synchronize()?;
+    staging.to_vec()
+}
+
+/// An event Paddle holds.
+pub struct EventObj {
+    /// Index of the device it was created on.
+    pub device: usize,
+    /// The devstream event.
+    pub event: Event,
+}
+
+/// One device allocation.
+struct Allocation {
+    device: usize,
+    buffer: Arc<DeviceBuffer>,
+}
+
+/// One registered device type.
+pub struct Runtime {
+    /// The backend it serves.
+    pub backend: Backend,
+    /// Its places: Paddle's device id `n` is `places[n]`.
+    pub places: Vec<Place>,
+    null_streams: Vec<OnceLock<Arc<StreamObj>>>,
+    streams: Mutex<HashMap<usize, Arc<StreamObj>>>,
+    events: Mutex<HashMap<usize, Arc<EventObj>>>,
+    next_handle: AtomicUsize,
+    memory: Mutex<AddressSpace<Allocation>>,
+    host: Mutex<HashMap<usize, Layout>>,
+    total_memory: usize,
+}
+
+/// Alignment of host allocations.
+const HOST_ALIGN: usize = 256;
+
+/// The host's physical memory in bytes (0 if unknown).
+fn physical_memory() -> usize {
+    // SAFETY: sysconf with valid names only reads system configuration.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages <= 0 || page <= 0 {
+        return 0;
+    }
+    (pages as usize).saturating_mul(page as usize)
+}
+
+/// The places of `backend` on this machine (none when it is not compiled in or its runtime
+/// is missing).
+pub fn places_of(backend: Backend) -> Vec<Place> {
+    #[allow(unused_imports)]
+    use devstream::backend::DeviceBackend;
+    match backend {
+        #[cfg(feature = "cpu")]
+        Backend::Cpu => devstream::cpu::CpuBackend::places(),
+        #[cfg(feature = "wgpu")]
+        Backend::Wgpu => devstream::wgpu::WgpuBackend::places(),
+        #[cfg(feature = "cuda")]
+        Backend::Cuda => devstream::cuda::CudaBackend::places(),
+        #[cfg(feature = "hip")]
+        Backend::Hip => devstream::hip::HipBackend::places(),
+        #[allow(unreachable_patterns)]
+        _ => Vec::new(),
+    }
+}
+
+impl Runtime {
+    /// The runtime of `backend` over `places`; `None` without places or address space.
+    pub fn new(backend: Backend, places: Vec<Place>) -> Option<Runtime> {
+        if places.is_empty() {
+            return None;
+        }
+        let memory = AddressSpace::reserve()?;
+        let total_memory = std::env::var("DEVSTREAM_PADDLE_MEMORY_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or_else(physical_memory)
+            .min(memory.size());
+        Some(Runtime {
+            backend,
+            null_streams: places.iter().map(|_| OnceLock::new()).collect(),
+            places,
+            streams: Mutex::new(HashMap::new()),
+            events: Mutex::new(HashMap::new()),
+            next_handle: AtomicUsize::new(1),
+            memory: Mutex::new(memory),
+            host: Mutex::new(HashMap::new()),
+            total_memory,
+        })
+    }
+
+    /// A fresh handle value: never 0, never reused.
+    fn handle(&self) -> usize {
+        self.next_handle.fetch_add(1, Ordering::Relaxed) << 4
+    }
+
+    /// The device index of a `C_Device` id.
+    pub fn device(&self, id: c_int) -> Status<usize> {
+        usize::try_from(id)
+            .ok()
+            .filter(|&d| d < self.places.len())
+            .ok_or(C_ERROR)
+    }
+
+    /// The device index behind a `C_Device` pointer.
+    ///
+    /// # Safety
+    /// `device` is null or points to a readable `C_Device_st`.
+    pub unsafe fn device_ptr(&self, device: *const C_Device_st) -> Status<usize> {
+        if device.is_null() {
+            return Err(C_ERROR);
+        }
+        // SAFETY: non-null and readable per the caller's contract.
+        let id = unsafe { (*device).id };
+        self.device(id)
+    }
+
+    /// Number of devices.
+    pub fn count(&self) -> usize {
+        self.places.len()
+    }
+
+    /// The device's null stream (what Paddle's null `C_Stream` and the synchronous copies use).
+    fn null_stream(&self, device: usize) -> Status<Arc<StreamObj>> {
+        let slot = self.null_streams.get(device).ok_or(C_ERROR)?;
+        if let Some(obj) = slot.get() {
+            return Ok(obj.clone());
+        }
+        let stream = Stream::new(&self.places[device]).check("creating a null stream")?;
+        Ok(slot
+            .get_or_init(|| Arc::new(StreamObj::new(device, stream, 0)))
+            .clone())
+    }
+
+    /// The stream behind a handle on `device` (null: the device's null stream).
+    pub fn stream(&self, device: usize, handle: C_Stream) -> Status<Arc<StreamObj>> {
+        if handle.is_null() {
+            return self.null_stream(device);
+        }
+        let obj = lock(&self.streams)
+            .get(&(handle as usize))
+            .cloned()
+            .ok_or(C_ERROR)?;
+        if obj.device != device {
+            return Err(C_ERROR);
+        }
+        Ok(obj)
+    }
+
+    /// `create_stream`: a new non-blocking stream of normal priority.
+    pub fn create_stream(&self, device: usize) -> Status<usize> {
+        let stream = Stream::new(&self.places[device]).check("create_stream")?;
+        let handle = self.handle();
+        let obj = Arc::new(StreamObj::new(device, stream, handle));
+        lock(&self.streams).insert(handle, obj);
+        Ok(handle)
+    }
+
+    /// `destroy_stream`: forgets the handle; queued work still runs (devstream never blocks
+    /// on drop).
+    pub fn destroy_stream(&self, device: usize, handle: C_Stream) -> Status {
+        let mut streams = lock(&self.streams);
+        match streams.get(&(handle as usize)) {
+            Some(obj) if obj.device == device => {
+                streams.remove(&(handle as usize));
+                Ok(())
+            }
+            _ => Err(C_ERROR),
+        }
+    }
+
+    /// `query_stream`: `Ok(true)` when complete.
+    pub fn query_stream(&self, device: usize, handle: C_Stream) -> Status<bool> {
+        let obj = self.stream(device, handle)?;
+        let done = obj.stream.query().check("query_stream")?;
+        if done {
+            obj.take_deferred()?;
+        }
+        Ok(done)
+    }
+
+    /// `synchronize_stream`.
+    pub fn synchronize_stream(&self, device: usize, handle: C_Stream) -> Status {
+        let obj = self.stream(device, handle)?;
+        obj.stream.synchronize().check("synchronize_stream")?;
+        obj.take_deferred()
+    }
+
+    /// `synchronize_device`: every stream of the device, then its null stream.
+    pub fn synchronize_device(&self, device: usize) -> Status {
+        let streams: Vec<Arc<StreamObj>> = lock(&self.streams)
+            .values()
+            .filter(|s| s.device == device)
+            .cloned()
+            .collect();
+        let mut result = Ok(());
+        for obj in streams.iter().chain(self.null_streams[device].get()) {
+            let r = obj
+                .stream
+                .synchronize()
+                .check("synchronize_device")
+                .and_then(|()| obj.take_deferred());
+            result = result.and(r);
+        }
+        result
+    }
+
+    /// `stream_add_callback`: `callback(device, stream, user_data, &status)` runs once, in
+    /// stream order. Not queued (an error): never called, so the caller keeps `user_data`.
+    pub fn add_callback(
+        &self,
+        device: usize,
+        handle: C_Stream,
+        callback: unsafe extern "C" fn(*mut C_Device_st, C_Stream, *mut c_void, *mut C_Status),
+        user_data: *mut c_void,
+    ) -> Status {
+        let obj = self.stream(device, handle)?;
+        let id = device as c_int;
+        let stream = Raw(handle as usize);
+        let data = Raw(user_data as usize);
+        let mut pending = Some(callback);
+        obj.stream
+            .launch_host_func(move || {
+                if let Some(callback) = pending.take() {
+                    let mut device = C_Device_st { id };
+                    let mut status = crate::sys::C_SUCCESS;
+                    // SAFETY: the host gave this callback and its data for exactly one call,
+                    // in stream order; `device` and `status` live across the call.
+                    unsafe {
+                        callback(
+                            &mut device,
+                            stream.0 as C_Stream,
+                            data.0 as *mut c_void,
+                            &mut status,
+                        )
+                    };
+                }
+            })
+            .check("stream_add_callback")
+    }
+
+    /// `create_event`: an event without timing.
+    pub fn create_event(&self, device: usize) -> Status<usize> {
+        let event =
+            Event::new(&self.places[device], EventFlags::default()).check("create_event")?;
+        let handle = self.handle();
+        lock(&self.events).insert(handle, Arc::new(EventObj { device, event }));
+        Ok(handle)
+    }
+
+    fn event(&self, handle: usize) -> Status<Arc<EventObj>> {
+        lock(&self.events).get(&handle).cloned().ok_or(C_ERROR)
+    }
+
+    /// `destroy_event`.
+    pub fn destroy_event(&self, handle: usize) -> Status {
+        lock(&self.events).remove(&handle).map(drop).ok_or(C_ERROR)
+    }
+
+    /// `record_event`: the event captures the stream's work submitted so far.
+    pub fn record_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
+        let obj = self.stream(device, stream)?;
+        let event = self.event(event)?;
+        event.event.record(&obj.stream).check("record_event")
+    }
+
+    /// `query_event`: `Ok(true)` when complete (or never recorded).
+    pub fn query_event(&self, event: usize) -> Status<bool> {
+        self.event(event)?.event.query().check("query_event")
+    }
+
+    /// `synchronize_event`.
+    pub fn synchronize_event(&self, event: usize) -> Status {
+        self.event(event)?
+            .event
+            .synchronize()
+            .check("synchronize_event")
+    }
+
+    /// `stream_wait_event`: the stream's later work waits for what the event captured.
+    pub fn stream_wait_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
+        let obj = self.stream(device, stream)?;
+        let event = self.event(event)?;
+        obj.stream
+            .wait_event(&event.event)
+            .check("stream_wait_event")
+    }
+
+    /// `device_memory_allocate`: a devstream buffer of `size` bytes and its address.
+    pub fn allocate(&self, device: usize, size: usize) -> Status<usize> {
+        let null = self.null_stream(device)?;
+        if size > self.max_alloc_size(device) {
+            return Err(C_FAILED);
+        }
+        let buffer = null
+            .stream
+            .alloc(size.max(1))
+            .check("device_memory_allocate")?;
+        // Stream-ordered allocators (CUDA pools) hand out memory in the null stream's order:
+        // wait, so that every other stream may use it at once.
+        null.stream.synchronize().check("device_memory_allocate")?;
+        let allocation = Allocation {
+            device,
+            buffer: Arc::new(buffer),
+        };
+        lock(&self.memory).insert(size, allocation).ok_or(C_FAILED)
+    }
+
+    /// `device_memory_deallocate`: `ptr` must be the start of a live allocation of `device`.
+    /// The buffer is freed once the work queued on it is done.
+    pub fn deallocate(&self, device: usize, ptr: usize) -> Status {
+        let mut memory = lock(&self.memory);
+        match memory.find(ptr, 0) {
+            Some((start, entry, 0)) if start == ptr && entry.value.device == device => {
+                let entry = memory.remove(ptr);
+                drop(memory);
+                drop(entry);
+                Ok(())
+            }
+            _ => Err(C_ERROR),
+        }
+    }
+
+    /// The buffer and offset of `[ptr, ptr + len)` on `device`.
+    fn translate(
+        &self,
+        device: usize,
+        ptr: usize,
+        len: usize,
+    ) -> Status<(Arc<DeviceBuffer>, usize)> {
+        let memory = lock(&self.memory);
+        match memory.find(ptr, len) {
+            Some((_, entry, offset)) if entry.value.device == device => {
+                Ok((entry.value.buffer.clone(), offset))
+            }
+            _ => {
+                if debug() {
+                    eprintln!(
+                        "devstream-paddle: {ptr:#x}+{len} is not inside a live allocation of device {device}"
+                    );
+                }
+                Err(C_ERROR)
+            }
+        }
+    }
+
+    /// `device_memory_set` (synchronous).
+    pub fn memset(&self, device: usize, ptr: usize, value: u8, size: usize) -> Status {
+        if size == 0 {
+            return Ok(());
+        }
+        let (buffer, offset) = self.translate(device, ptr, size)?;
+        let null = self.null_stream(device)?;
+        null.stream
+            .fill(&buffer, offset, size, value)
+            .check("device_memory_set")?;
+        null.stream.synchronize().check("device_memory_set")?;
+        null.take_deferred()
+    }
+
+    /// Host→device: synchronous on the null stream when `stream` is `None`.
+    pub fn copy_h2d(
+        &self,
+        device: usize,
+        stream: Option<C_Stream>,
+        dst: usize,
+        src: usize,
+        size: usize,
+    ) -> Status {
+        if size == 0 {
+            return Ok(());
+        }
+        if src == 0 {
+            return Err(C_ERROR);
+        }
+        let (buffer, offset) = self.translate(device, dst, size)?;
+        let (obj, sync) = self.copy_stream(device, stream)?;
+        // An idle stream has nothing queued that could still write the source.
+        if sync || obj.stream.query().check("async_memory_copy_h2d")? {
+            // SAFETY: Paddle passes `size` readable bytes at `src` (non-null, checked).
+            let bytes = unsafe { std::slice::from_raw_parts(src as *const u8, size) };
+            obj.stream
+                .copy_from_host(&buffer, offset, bytes)
+                .check("memory_copy_h2d")?;
+        } else {
+            let staging = Arc::new(obj.stream.alloc_host(size).check("async_memory_copy_h2d")?);
+            let target = staging.clone();
+            let src = Raw(src);
+            obj.host_func("async_memory_copy_h2d", move || {
+                // SAFETY: Paddle keeps `size` readable bytes at `src` until the stream's work
+                // is complete (the async-copy contract).
+                let bytes = unsafe { std::slice::from_raw_parts(src.0 as *const u8, size) };
+                target.write(0, bytes)
+            })?;
+            obj.stream
+                .copy_host_to_device(&buffer, offset, &staging, 0, size)
+                .check("async_memory_copy_h2d")?;
+        }
+        self.finish(&obj, sync, "memory_copy_h2d")
+    }
+
+    /// Device→host: synchronous on the null stream when `stream` is `None`.
+    pub fn copy_d2h(
+        &self,
+        device: usize,
+        stream: Option<C_Stream>,
+        dst: usize,
+        src: usize,
+        size: usize,
+    ) -> Status {
+        if size == 0 {
+            return Ok(());
+        }
+        if dst == 0 {
+            return Err(C_ERROR);
+        }
+        let (buffer, offset) = self.translate(device, src, size)?;
+        let (obj, sync) = self.copy_stream(device, stream)?;
+        let staging = obj.stream.alloc_host(size).check("memory_copy_d2h")?;
+        obj.stream
+            .copy_device_to_host(&staging, 0, &buffer, offset, size)
+            .check("memory_copy_d2h")?;
+        if sync {
+            obj.stream.synchronize().check("memory_copy_d2h")?;
+            obj.take_deferred()?;
+            // SAFETY: Paddle passes `size` writable bytes at `dst` (non-null, checked).
+            let out = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, size) };
+            return staging.read(0, out).check("memory_copy_d2h");
+        }
+        let dst = Raw(dst);
+        obj.host_func("async_memory_copy_d2h", move || {
+            // SAFETY: Paddle keeps `size` writable bytes at `dst` until the stream's work is
+            // complete, and nothing else writes them meanwhile (the async-copy contract).
+            let out = unsafe { std::slice::from_raw_parts_mut(dst.0 as *mut u8, size) };
+            staging.read(0, out)
+        })
+    }
+
+    /// Device→device on one device: synchronous on the null stream when `stream` is `None`.
+    pub fn copy_d2d(
+        &self,
+        device: usize,
+        stream: Option<C_Stream>,
+        dst: usize,
+        src: usize,
+        size: usize,
+    ) -> Status {
+        if size == 0 {
+            return Ok(());
+        }
+        let (dst_buffer, dst_offset) = self.translate(device, dst, size)?;
+        let (src_buffer, src_offset) = self.translate(device, src, size)?;
+        let (obj, sync) = self.copy_stream(device, stream)?;
+        obj.stream
+            .copy_device_to_device(&dst_buffer, dst_offset, &src_buffer, src_offset, size)
+            .check("memory_copy_d2d")?;
+        self.finish(&obj, sync, "memory_copy_d2d")
+    }
+
+    /// Peer copy between two devices of this type, through host memory. Synchronous when
+    /// `stream` is `None`; otherwise in the order of `stream`, which belongs to either device.
+    pub fn copy_p2p(
+        &self,
+        dst_device: usize,
+        src_device: usize,
+        stream: Option<C_Stream>,
+        dst: usize,
+        src: usize,
+        size: usize,
+    ) -> Status {
+        if size == 0 {
+            return Ok(());
+        }
+        if dst_device == src_device {
+            return self.copy_d2d(dst_device, stream, dst, src, size);
+        }
+        let (dst_buffer, dst_offset) = self.translate(dst_device, dst, size)?;
+        let (src_buffer, src_offset) = self.translate(src_device, src, size)?;
+        let src_null = self.null_stream(src_device)?;
+        let dst_null = self.null_stream(dst_device)?;
+        let Some(handle) = stream else {
+            let bytes =
+                read_device(&src_null, &src_buffer, src_offset, size).check("memory_copy_p2p")?;
+            src_null.take_deferred()?;
+            dst_null
+                .stream
+                .copy_from_host(&dst_buffer, dst_offset, &bytes)
+                .check("memory_copy_p2p")?;
+            dst_null.stream.synchronize().check("memory_copy_p2p")?;
+            return dst_null.take_deferred();
+        };
+        // The stream may be either device's: find it on the source first.
+        if let Ok(obj) = self.stream(src_device, handle) {
+            let staging = obj.stream.alloc_host(size).check("async_memory_copy_p2p")?;
+            obj.stream
+                .copy_device_to_host(&staging, 0, &src_buffer, src_offset, size)
+                .check("async_memory_copy_p2p")?;
+            return obj.host_func("async_memory_copy_p2p", move || {
+                let bytes = staging.to_vec()?;
+                dst_null
+                    .stream
+                    .copy_from_host(&dst_buffer, dst_offset, &bytes)?;
+                dst_null.stream.synchronize()
+            });
+        }
+        let obj = self.stream(dst_device, handle)?;
+        let staging = Arc::new(obj.stream.alloc_host(size).check("async_memory_copy_p2p")?);
+        let target = staging.clone();
+        obj.host_func("async_memory_copy_p2p", move || {
+            let bytes = read_device(&src_null, &src_buffer, src_offset, size)?;
+            target.write(0, &bytes)
+        })?;
+        obj.stream
+            .copy_host_to_device(&dst_buffer, dst_offset, &staging, 0, size)
+            .check("async_memory_copy_p2p")
+    }
+
+    /// The stream a copy runs on, and whether it is synchronous (no stream given).
+    fn copy_stream(
+        &self,
+        device: usize,
+        stream: Option<C_Stream>,
+    ) -> Status<(Arc<StreamObj>, bool)> {
+        match stream {
+            Some(handle) => Ok((self.stream(device, handle)?, false)),
+            None => Ok((self.null_stream(device)?, true)),
+        }
+    }
+
+    /// Ends a copy: a synchronous one waits for its stream.
+    fn finish(&self, obj: &StreamObj, sync: bool, what: &str) -> Status {
+        if sync {
+            obj.stream.synchronize().check(what)?;
+            obj.take_deferred()?;
+        }
+        Ok(())
+    }
+
+    /// `host_memory_allocate`: zeroed, 256-byte aligned host memory (pageable: devstream's
+    /// copies stage through their own host buffers, so pinning it would buy nothing).
+    pub fn host_allocate(&self, size: usize) -> Status<usize> {
+        let layout = Layout::from_size_align(size.max(1), HOST_ALIGN).map_err(|_| C_FAILED)?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(C_FAILED);
+        }
+        lock(&self.host).insert(ptr as usize, layout);
+        Ok(ptr as usize)
+    }
+
+    /// `host_memory_deallocate`: `ptr` must come from [`Runtime::host_allocate`].
+    pub fn host_deallocate(&self, ptr: usize) -> Status {
+        let layout = lock(&self.host).remove(&ptr).ok_or(C_ERROR)?;
+        // SAFETY: allocated by `host_allocate` with this layout, and removed from the map, so
+        // freed once.
+        unsafe { dealloc(ptr as *mut u8, layout) };
+        Ok(())
+    }
+
+    /// `device_memory_stats`: (total, free). Total is the host's physical memory (or
+    /// `DEVSTREAM_PADDLE_MEMORY_BYTES`): devstream has no device-memory query, so this is a
+    /// budget, and free is that budget less the bytes allocated through this table.
+    pub fn memory_stats(&self, _device: usize) -> (usize, usize) {
+        let used = lock(&self.memory).bytes_live();
+        (self.total_memory, self.total_memory.saturating_sub(used))
+    }
+
+    /// `device_max_alloc_size`: the largest single allocation (wgpu: the device's
+    /// `max_buffer_size`; elsewhere the memory budget).
+    pub fn max_alloc_size(&self, device: usize) -> usize {
+        #[cfg(feature = "wgpu")]
+        if let Some(place @ Place::Wgpu(_)) = self.places.get(device) {
+            if let Ok(dev) = devstream::wgpu::WgpuDevice::for_place(place) {
+                let limit = dev.wgpu_device().limits().max_buffer_size.saturating_sub(4);
+                return usize::try_from(limit)
+                    .unwrap_or(usize::MAX)
+                    .min(self.total_memory);
+            }
+        }
+        let _ = device;
+        self.total_memory
+    }
+
+    /// Live streams, events, device and host allocations (for leak checks).
+    pub fn live(&self) -> [usize; 4] {
+        [
+            lock(&self.streams).len(),
+            lock(&self.events).len(),
+            lock(&self.memory).live(),
+            lock(&self.host).len(),
+        ]
+    }
+}
+
+/// The status of an internal failure (a panic caught at the boundary).
+pub const PANICKED: C_Status = C_INTERNAL_ERROR;

@@ -1,0 +1,643 @@
+//! The `extern "C"` functions of the table, one set per backend.
+//!
+//! Every function is generic over the backend index `B`, so that each registered device type
+//! gets its own function pointers (Paddle passes only a device id, never the type) and reaches
+//! its own [`Runtime`]. Each one catches panics (`C_INTERNAL_ERROR`), answers `C_ERROR` for a
+//! null pointer, an unknown device, handle or address, writes out-parameters only on success,
+//! and never returns `C_WARNING` (Paddle treats every status but `C_SUCCESS` as an error).
+
+use crate::runtime::{Runtime, Status, PANICKED};
+use crate::select::Layout;
+use crate::sys::*;
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+use std::mem::{offset_of, size_of};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+/// The runtime of each backend, by index; set by `InitPlugin` before its table is filled.
+pub static RUNTIMES: [OnceLock<Runtime>; 4] = [
+    OnceLock::new(),
+    OnceLock::new(),
+    OnceLock::new(),
+    OnceLock::new(),
+];
+
+thread_local! {
+    /// The calling thread's current device, per backend.
+    static CURRENT: Cell<[c_int; 4]> = const { Cell::new([0; 4]) };
+}
+
+/// Runs `body`; a panic becomes `C_INTERNAL_ERROR`.
+fn guarded(body: impl FnOnce() -> Status) -> C_Status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => C_SUCCESS,
+        Ok(Err(status)) => status,
+        Err(_) => PANICKED,
+    }
+}
+
+/// [`guarded`] for queries: `Ok(false)` (not complete) is `C_FAILED`.
+fn guarded_query(body: impl FnOnce() -> Status<bool>) -> C_Status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(true)) => C_SUCCESS,
+        Ok(Ok(false)) => C_FAILED,
+        Ok(Err(status)) => status,
+        Err(_) => PANICKED,
+    }
+}
+
+fn rt<const B: usize>() -> Status<&'static Runtime> {
+    RUNTIMES[B].get().ok_or(C_ERROR)
+}
+
+/// Writes `value` to a non-null out-parameter.
+///
+/// # Safety
+/// `out` is null or valid for a write of `T`.
+unsafe fn put<T>(out: *mut T, value: T) -> Status {
+    if out.is_null() {
+        return Err(C_ERROR);
+    }
+    // SAFETY: non-null and writable per the caller's contract.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// The device index of a `C_Device` from the host.
+///
+/// # Safety
+/// `device` is null or points to a readable `C_Device_st`.
+unsafe fn dev<const B: usize>(device: C_Device) -> Status<(&'static Runtime, usize)> {
+    let rt = rt::<B>()?;
+    // SAFETY: forwarded from the caller.
+    let d = unsafe { rt.device_ptr(device) }?;
+    Ok((rt, d))
+}
+
+unsafe extern "C" fn initialize<const B: usize>() -> C_Status {
+    guarded(|| rt::<B>().map(drop))
+}
+
+unsafe extern "C" fn finalize<const B: usize>() -> C_Status {
+    // Nothing to tear down early: the library stays loaded (it pins itself) and devstream
+    // frees its objects when their last user is gone. Paddle exits the process on a failure.
+    C_SUCCESS
+}
+
+unsafe extern "C" fn init_device<const B: usize>(device: C_Device) -> C_Status {
+    // SAFETY: the host passes a valid `C_Device`.
+    guarded(|| unsafe { dev::<B>(device) }.map(drop))
+}
+
+unsafe extern "C" fn deinit_device<const B: usize>(device: C_Device) -> C_Status {
+    // SAFETY: the host passes a valid `C_Device`.
+    guarded(|| unsafe { dev::<B>(device) }.map(drop))
+}
+
+unsafe extern "C" fn set_device<const B: usize>(device: C_Device) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (_, d) = unsafe { dev::<B>(device) }?;
+        CURRENT.with(|c| {
+            let mut all = c.get();
+            all[B] = d as c_int;
+            c.set(all);
+        });
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn get_device<const B: usize>(device: C_Device) -> C_Status {
+    guarded(|| {
+        rt::<B>()?;
+        let id = CURRENT.with(|c| c.get()[B]);
+        // SAFETY: the host passes a writable `C_Device_st` (or null: refused).
+        unsafe { put(device, C_Device_st { id }) }
+    })
+}
+
+unsafe extern "C" fn create_stream<const B: usize>(
+    device: C_Device,
+    stream: *mut C_Stream,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        if stream.is_null() {
+            return Err(C_ERROR);
+        }
+        let handle = rt.create_stream(d)?;
+        // SAFETY: non-null out-parameter.
+        unsafe { put(stream, handle as C_Stream) }
+    })
+}
+
+unsafe extern "C" fn destroy_stream<const B: usize>(
+    device: C_Device,
+    stream: C_Stream,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        if stream.is_null() {
+            return Err(C_ERROR);
+        }
+        rt.destroy_stream(d, stream)
+    })
+}
+
+unsafe extern "C" fn query_stream<const B: usize>(device: C_Device, stream: C_Stream) -> C_Status {
+    guarded_query(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.query_stream(d, stream)
+    })
+}
+
+unsafe extern "C" fn synchronize_stream<const B: usize>(
+    device: C_Device,
+    stream: C_Stream,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.synchronize_stream(d, stream)
+    })
+}
+
+unsafe extern "C" fn synchronize_device<const B: usize>(device: C_Device) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.synchronize_device(d)
+    })
+}
+
+unsafe extern "C" fn stream_add_callback<const B: usize>(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        let callback = callback.ok_or(C_ERROR)?;
+        rt.add_callback(d, stream, callback, user_data)
+    })
+}
+
+unsafe extern "C" fn create_event<const B: usize>(
+    device: C_Device,
+    event: *mut C_Event,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        if event.is_null() {
+            return Err(C_ERROR);
+        }
+        let handle = rt.create_event(d)?;
+        // SAFETY: non-null out-parameter.
+        unsafe { put(event, handle as C_Event) }
+    })
+}
+
+unsafe extern "C" fn record_event<const B: usize>(
+    device: C_Device,
+    stream: C_Stream,
+    event: C_Event,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.record_event(d, stream, event as usize)
+    })
+}
+
+unsafe extern "C" fn destroy_event<const B: usize>(_device: C_Device, event: C_Event) -> C_Status {
+    guarded(|| rt::<B>()?.destroy_event(event as usize))
+}
+
+unsafe extern "C" fn query_event<const B: usize>(_device: C_Device, event: C_Event) -> C_Status {
+    guarded_query(|| rt::<B>()?.query_event(event as usize))
+}
+
+unsafe extern "C" fn synchronize_event<const B: usize>(
+    _device: C_Device,
+    event: C_Event,
+) -> C_Status {
+    guarded(|| rt::<B>()?.synchronize_event(event as usize))
+}
+
+unsafe extern "C" fn stream_wait_event<const B: usize>(
+    device: C_Device,
+    stream: C_Stream,
+    event: C_Event,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.stream_wait_event(d, stream, event as usize)
+    })
+}
+
+unsafe extern "C" fn device_memory_allocate<const B: usize>(
+    device: C_Device,
+    ptr: *mut *mut c_void,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        if ptr.is_null() {
+            return Err(C_ERROR);
+        }
+        let addr = rt.allocate(d, size)?;
+        // SAFETY: non-null out-parameter.
+        unsafe { put(ptr, addr as *mut c_void) }
+    })
+}
+
+unsafe extern "C" fn device_memory_deallocate<const B: usize>(
+    device: C_Device,
+    ptr: *mut c_void,
+    _size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.deallocate(d, ptr as usize)
+    })
+}
+
+unsafe extern "C" fn device_memory_set<const B: usize>(
+    device: C_Device,
+    ptr: *mut c_void,
+    value: u8,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.memset(d, ptr as usize, value, size)
+    })
+}
+
+unsafe extern "C" fn host_memory_allocate<const B: usize>(
+    device: C_Device,
+    ptr: *mut *mut c_void,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, _) = unsafe { dev::<B>(device) }?;
+        if ptr.is_null() {
+            return Err(C_ERROR);
+        }
+        let addr = rt.host_allocate(size)?;
+        // SAFETY: non-null out-parameter.
+        unsafe { put(ptr, addr as *mut c_void) }
+    })
+}
+
+unsafe extern "C" fn host_memory_deallocate<const B: usize>(
+    _device: C_Device,
+    ptr: *mut c_void,
+    _size: usize,
+) -> C_Status {
+    guarded(|| rt::<B>()?.host_deallocate(ptr as usize))
+}
+
+unsafe extern "C" fn memory_copy_h2d<const B: usize>(
+    device: C_Device,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.copy_h2d(d, None, dst as usize, src as usize, size)
+    })
+}
+
+unsafe extern "C" fn memory_copy_d2h<const B: usize>(
+    device: C_Device,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.copy_d2h(d, None, dst as usize, src as usize, size)
+    })
+}
+
+unsafe extern "C" fn memory_copy_d2d<const B: usize>(
+    device: C_Device,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.copy_d2d(d, None, dst as usize, src as usize, size)
+    })
+}
+
+unsafe extern "C" fn memory_copy_p2p<const B: usize>(
+    dst_device: C_Device,
+    src_device: C_Device,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes valid `C_Device`s.
+        let (rt, dd) = unsafe { dev::<B>(dst_device) }?;
+        // SAFETY: as above.
+        let (_, sd) = unsafe { dev::<B>(src_device) }?;
+        rt.copy_p2p(dd, sd, None, dst as usize, src as usize, size)
+    })
+}
+
+unsafe extern "C" fn async_memory_copy_h2d<const B: usize>(
+    device: C_Device,
+    stream: C_Stream,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.copy_h2d(d, Some(stream), dst as usize, src as usize, size)
+    })
+}
+
+unsafe extern "C" fn async_memory_copy_d2h<const B: usize>(
+    device: C_Device,
+    stream: C_Stream,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.copy_d2h(d, Some(stream), dst as usize, src as usize, size)
+    })
+}
+
+unsafe extern "C" fn async_memory_copy_d2d<const B: usize>(
+    device: C_Device,
+    stream: C_Stream,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.copy_d2d(d, Some(stream), dst as usize, src as usize, size)
+    })
+}
+
+unsafe extern "C" fn async_memory_copy_p2p<const B: usize>(
+    dst_device: C_Device,
+    src_device: C_Device,
+    stream: C_Stream,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes valid `C_Device`s.
+        let (rt, dd) = unsafe { dev::<B>(dst_device) }?;
+        // SAFETY: as above.
+        let (_, sd) = unsafe { dev::<B>(src_device) }?;
+        rt.copy_p2p(dd, sd, Some(stream), dst as usize, src as usize, size)
+    })
+}
+
+unsafe extern "C" fn get_device_count<const B: usize>(count: *mut usize) -> C_Status {
+    // SAFETY: the host passes a writable `size_t` (or null: refused).
+    guarded(|| unsafe { put(count, rt::<B>()?.count()) })
+}
+
+unsafe extern "C" fn get_device_list<const B: usize>(devices: *mut usize) -> C_Status {
+    guarded(|| {
+        let rt = rt::<B>()?;
+        if devices.is_null() {
+            return Err(C_ERROR);
+        }
+        for id in 0..rt.count() {
+            // SAFETY: the host passes room for `get_device_count` entries.
+            unsafe { devices.add(id).write(id) };
+        }
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn device_memory_stats<const B: usize>(
+    device: C_Device,
+    total: *mut usize,
+    free: *mut usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        if total.is_null() || free.is_null() {
+            return Err(C_ERROR);
+        }
+        let (t, f) = rt.memory_stats(d);
+        // SAFETY: both non-null out-parameters.
+        unsafe {
+            total.write(t);
+            free.write(f);
+        }
+        Ok(())
+    })
+}
+
+/// Declares a `C_Status (*)(C_Device, size_t*)` info function from `|rt, device| -> usize`.
+macro_rules! size_info {
+    ($($(#[$doc:meta])* $name:ident = $value:expr;)*) => {$(
+        $(#[$doc])*
+        unsafe extern "C" fn $name<const B: usize>(device: C_Device, out: *mut usize) -> C_Status {
+            guarded(|| {
+                // SAFETY: the host passes a valid `C_Device`.
+                let (rt, d) = unsafe { dev::<B>(device) }?;
+                let value: fn(&Runtime, usize) -> usize = $value;
+                // SAFETY: the host passes a writable `size_t` (or null: refused).
+                unsafe { put(out, value(rt, d)) }
+            })
+        }
+    )*};
+}
+
+/// The smallest chunk Paddle's allocators carve (and their alignment).
+pub const MIN_CHUNK: usize = crate::addr::ALIGN;
+/// The chunk the buddy allocator (`FLAGS_allocator_strategy=naive_best_fit`) starts with and
+/// grows by, at most.
+pub const CHUNK: usize = 64 << 20;
+
+size_info! {
+    /// 256 bytes: the alignment of every address handed out.
+    device_min_chunk_size = |_, _| MIN_CHUNK;
+    /// The largest single allocation, at most 64 MiB.
+    device_max_chunk_size = |rt, d| rt.max_alloc_size(d).min(CHUNK);
+    /// The largest single allocation (wgpu: `max_buffer_size`).
+    device_max_alloc_size = |rt, d| rt.max_alloc_size(d);
+    /// No padding is needed: translated addresses are checked against the allocation's length.
+    device_extra_padding_size = |_, _| 0;
+    /// The buddy allocator's first chunk.
+    device_init_alloc_size = |rt, d| rt.max_alloc_size(d).min(CHUNK);
+    /// The buddy allocator's later chunks.
+    device_realloc_size = |rt, d| rt.max_alloc_size(d).min(CHUNK);
+}
+
+/// Writes `value` into the host's table field `$field` when the announced size holds it.
+macro_rules! set {
+    ($table:expr, $size:expr, $field:ident, $value:expr) => {
+        if offset_of!(C_DeviceInterface, $field) + size_of::<usize>() <= $size {
+            // SAFETY: the field lies inside the `$size` bytes the host allocated (checked just
+            // above); the write goes through a raw place, creating no reference to the table.
+            unsafe { std::ptr::addr_of_mut!((*$table).$field).write(Some($value as _)) };
+        }
+    };
+}
+
+/// Fills the table of backend `B` into the host's table at `table`.
+///
+/// Only fields inside `layout.interface_size()` are written; every filled function lies in
+/// the prefix shared by all published layouts. What devstream cannot honour stays null, so
+/// that Paddle reports it: unified memory (a devstream buffer is not host memory), graph capture
+/// (not yet wired), BLAS, collectives, profiler, properties.
+///
+/// # Safety
+/// `table` points to `layout.interface_size()` writable bytes.
+pub unsafe fn fill<const B: usize>(table: *mut C_DeviceInterface, layout: Layout) {
+    let size = layout.interface_size();
+    set!(table, size, initialize, initialize::<B>);
+    set!(table, size, finalize, finalize::<B>);
+    set!(table, size, init_device, init_device::<B>);
+    set!(table, size, set_device, set_device::<B>);
+    set!(table, size, get_device, get_device::<B>);
+    set!(table, size, deinit_device, deinit_device::<B>);
+    set!(table, size, create_stream, create_stream::<B>);
+    set!(table, size, destroy_stream, destroy_stream::<B>);
+    set!(table, size, query_stream, query_stream::<B>);
+    set!(table, size, stream_add_callback, stream_add_callback::<B>);
+    set!(table, size, create_event, create_event::<B>);
+    set!(table, size, record_event, record_event::<B>);
+    set!(table, size, destroy_event, destroy_event::<B>);
+    set!(table, size, query_event, query_event::<B>);
+    set!(table, size, synchronize_device, synchronize_device::<B>);
+    set!(table, size, synchronize_stream, synchronize_stream::<B>);
+    set!(table, size, synchronize_event, synchronize_event::<B>);
+    set!(table, size, stream_wait_event, stream_wait_event::<B>);
+    set!(
+        table,
+        size,
+        device_memory_allocate,
+        device_memory_allocate::<B>
+    );
+    set!(
+        table,
+        size,
+        device_memory_deallocate,
+        device_memory_deallocate::<B>
+    );
+    set!(table, size, device_memory_set, device_memory_set::<B>);
+    set!(table, size, host_memory_allocate, host_memory_allocate::<B>);
+    set!(
+        table,
+        size,
+        host_memory_deallocate,
+        host_memory_deallocate::<B>
+    );
+    set!(table, size, memory_copy_h2d, memory_copy_h2d::<B>);
+    set!(table, size, memory_copy_d2h, memory_copy_d2h::<B>);
+    set!(table, size, memory_copy_d2d, memory_copy_d2d::<B>);
+    set!(table, size, memory_copy_p2p, memory_copy_p2p::<B>);
+    set!(
+        table,
+        size,
+        async_memory_copy_h2d,
+        async_memory_copy_h2d::<B>
+    );
+    set!(
+        table,
+        size,
+        async_memory_copy_d2h,
+        async_memory_copy_d2h::<B>
+    );
+    set!(
+        table,
+        size,
+        async_memory_copy_d2d,
+        async_memory_copy_d2d::<B>
+    );
+    set!(
+        table,
+        size,
+        async_memory_copy_p2p,
+        async_memory_copy_p2p::<B>
+    );
+    set!(table, size, get_device_count, get_device_count::<B>);
+    set!(table, size, get_device_list, get_device_list::<B>);
+    set!(table, size, device_memory_stats, device_memory_stats::<B>);
+    set!(
+        table,
+        size,
+        device_min_chunk_size,
+        device_min_chunk_size::<B>
+    );
+    set!(
+        table,
+        size,
+        device_max_chunk_size,
+        device_max_chunk_size::<B>
+    );
+    set!(
+        table,
+        size,
+        device_max_alloc_size,
+        device_max_alloc_size::<B>
+    );
+    set!(
+        table,
+        size,
+        device_extra_padding_size,
+        device_extra_padding_size::<B>
+    );
+    set!(
+        table,
+        size,
+        device_init_alloc_size,
+        device_init_alloc_size::<B>
+    );
+    set!(table, size, device_realloc_size, device_realloc_size::<B>);
+}
+
+/// [`fill`] for a backend index known only at run time.
+///
+/// # Safety
+/// As for [`fill`].
+pub unsafe fn fill_for(index: usize, table: *mut C_DeviceInterface, layout: Layout) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match index {
+            0 => fill::<0>(table, layout),
+            1 => fill::<1>(table, layout),
+            2 => fill::<2>(table, layout),
+            3 => fill::<3>(table, layout),
+            _ => {}
+        }
+    }
+}
