@@ -13,6 +13,7 @@
 //!                                      Miri over core / cpu / gpu-common unit tests, facade on cpu
 //! cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin] [--timeout S]
 //!                                      TSan / ASan over the conformance suite and the plug-in tests
+//! cargo xtask loom [cpu] [gpu-common]  loom models of the CPU pool's wake-up and the host-function ring
 //! ```
 
 mod report;
@@ -38,8 +39,9 @@ fn main() {
         Some("nightly") => soundness::install(),
         Some("miri") => soundness::miri(&args[1..]),
         Some("sanitize") => soundness::sanitize(&args[1..]),
+        Some("loom") => soundness::loom(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin]>");
+            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] | loom [cpu] [gpu-common]>");
             exit(2);
         }
     };

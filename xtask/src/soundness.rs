@@ -1,4 +1,5 @@
-//! The tools of issue 12 that find soundness bugs: Miri and the sanitizers, on a pinned nightly.
+//! The tools of issue 12 that find soundness bugs: Miri and the sanitizers, on a pinned nightly,
+//! and the loom models of the lock-free handshakes, on the ordinary toolchain.
 //!
 //! ```text
 //! cargo xtask nightly                      install the pinned nightly with miri and rust-src
@@ -10,11 +11,14 @@
 //!                      [--timeout SECS] [-- TEST ARGS]
 //!                                          TSan (-Zbuild-std) or ASan over the conformance suite
 //!                                          on the listed places and/or devstream-plugin's tests
+//! cargo xtask loom [cpu] [gpu-common] [-- TEST ARGS]
+//!                                          loom models (`--cfg loom`, release) of the CPU pool's
+//!                                          wake-up and the host-function ring (default: both)
 //! ```
 //!
-//! Every run builds into its own folder under the target directory (`miri/`, `tsan/`, `asan/`),
-//! so it never invalidates the ordinary build. Every run parses libtest's summaries and fails
-//! when no test ran, so a filter or an empty place list cannot pass by skipping.
+//! Every run builds into its own folder under the target directory (`miri/`, `tsan/`, `asan/`,
+//! `loom/`), so it never invalidates the ordinary build. Every run parses libtest's summaries
+//! and fails when no test ran, so a filter or an empty place list cannot pass by skipping.
 //! Suppressions live in `xtask/sanitizers/`, each with its reason (see docs/SOUNDNESS.md).
 
 use crate::flag_value;
@@ -103,6 +107,19 @@ fn nightly_cargo(
     envs: &[(&str, String)],
     timeout_s: u64,
 ) -> Result<Ran, String> {
+    tool_cargo(what, Some(NIGHTLY), args, envs, timeout_s)
+}
+
+/// [`nightly_cargo`] on `toolchain`, or with `None` on the cargo running xtask (the ordinary
+/// toolchain). The outer cargo's `RUSTFLAGS` and tool variables are never inherited: `envs`
+/// says everything the run needs.
+fn tool_cargo(
+    what: &str,
+    toolchain: Option<&str>,
+    args: &[&str],
+    envs: &[(&str, String)],
+    timeout_s: u64,
+) -> Result<Ran, String> {
     eprintln!(
         "xtask: [{what}] {} cargo {}",
         envs.iter()
@@ -113,10 +130,12 @@ fn nightly_cargo(
     );
     let started = std::time::Instant::now();
     let mut command = Command::new("timeout");
-    command
-        .args(["--kill-after=15", &timeout_s.to_string()])
-        .args(["rustup", "run", NIGHTLY, "cargo"])
-        .args(args);
+    command.args(["--kill-after=15", &timeout_s.to_string()]);
+    match toolchain {
+        Some(toolchain) => command.args(["rustup", "run", toolchain, "cargo"]),
+        None => command.arg(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())),
+    };
+    command.args(args);
     clean_env(&mut command);
     for (key, value) in envs {
         command.env(key, value);
@@ -232,14 +251,9 @@ pub fn miri(args: &[String]) -> Result<(), String> {
             "core" => cargo_args.extend(["-p", "devstream-core", "--lib"]),
             "cpu" => cargo_args.extend(["-p", "devstream-cpu", "--lib"]),
             "gpu-common" => {
-                // The host-function ring's slot handshake and the stream-user bookkeeping (no
-                // driver is called). The PanicSlot race test runs 200 000 rounds with no
-                // `cfg(miri)` reduction yet: hours under Miri.
+                // The host-function ring's slot handshake, the PanicSlot race (200 rounds under
+                // `cfg(miri)`) and the stream-user bookkeeping (no driver is called).
                 cargo_args.extend(["-p", "devstream-gpu-common", "--lib"]);
-                test_filter.extend([
-                    "--skip",
-                    "a_panic_raised_while_the_slot_is_taken_keeps_its_message",
-                ]);
             }
             "facade" => {
                 cargo_args.extend([
@@ -269,6 +283,59 @@ pub fn miri(args: &[String]) -> Result<(), String> {
         cargo_args.extend(test_filter);
         cargo_args.extend(extra.iter().copied());
         nightly_cargo(&format!("miri {suite}"), &cargo_args, &envs, timeout_s)?;
+    }
+    Ok(())
+}
+
+/// `cargo xtask loom [cpu] [gpu-common] [-- TEST ARGS]`: the loom models of issue 12, built with
+/// `--cfg loom` in release (loom explores tens of thousands of interleavings per model) into
+/// `target/loom`, so the ordinary build is not invalidated.
+///
+/// * `cpu`: devstream-cpu's `scheduler/loom_tests.rs`, the worker pool's wake-up handshake
+///   (`PoolShared::push` / `pop` / `shut_down`).
+/// * `gpu-common`: devstream-gpu-common's `hostfn/loom_tests.rs`, the host-function ring's
+///   slot handshake (`claim`, `ClaimedSlot`, `host_slot`) and `PanicSlot`'s `raise` / `take`.
+///
+/// `LOOM_MAX_PREEMPTIONS` is forwarded (default 3). Runs on the toolchain running xtask (loom
+/// needs no nightly) and fails when a suite ran no loom test.
+pub fn loom(args: &[String]) -> Result<(), String> {
+    let mut suites: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .take_while(|a| *a != "--")
+        .collect();
+    if suites.is_empty() {
+        suites = vec!["cpu", "gpu-common"];
+    }
+    let extra = test_args(args);
+    let envs = vec![
+        (
+            "CARGO_TARGET_DIR",
+            target_root().join("loom").display().to_string(),
+        ),
+        ("RUSTFLAGS", "--cfg loom".to_string()),
+        (
+            "LOOM_MAX_PREEMPTIONS",
+            std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "3".to_string()),
+        ),
+    ];
+    for suite in suites {
+        let package = match suite {
+            "cpu" => "devstream-cpu",
+            "gpu-common" => "devstream-gpu-common",
+            other => return Err(format!("loom: unknown suite {other:?} (cpu, gpu-common)")),
+        };
+        // The filter keeps the crate's ordinary unit tests out: built with `--cfg loom` they
+        // would use loom's types outside a model.
+        let mut cargo_args = vec!["test", "-p", package, "--release", "--lib", "loom", "--"];
+        cargo_args.extend(extra.iter().copied());
+        tool_cargo(
+            &format!("loom {suite}"),
+            None,
+            &cargo_args,
+            &envs,
+            DEFAULT_TIMEOUT_S,
+        )?;
     }
     Ok(())
 }
