@@ -11,21 +11,23 @@
 //! The table grew across Paddle releases while the runtime version stayed 0.1.1. Every
 //! published layout shares the same first [`STABLE_PREFIX_SIZE`] bytes: `size`, the device API
 //! (streams, events, synchronisation), the memory API (allocation, copies) and the first nine
-//! info functions (device count and list, memory statistics, chunk sizes). devstream calls only
-//! functions in that prefix. What follows differs (Paddle 2.x: `get_compute_capability(size_t*)`
-//! and no `pir_default_passes`; Paddle 3.x and develop: a device argument to
-//! `get_compute_capability`, `get_device_properties`, `is_float16_supported`, BLAS handles,
-//! ...). [`C_DeviceInterface`] declares the develop layout in full, in header order;
-//! [`KNOWN_LAYOUTS`] lists the families devstream accepts.
+//! info functions (device count and list, memory statistics, chunk sizes). What follows
+//! differs from release to release (Paddle 2.x: `get_compute_capability(size_t*)`, no
+//! `xccl_get_comm_name`; 3.1 adds device properties and Eigen devices, 3.2 float16/bfloat16
+//! queries and BLAS handles, 3.3 `is_dnn_supported` and the graph-capture functions).
+//! [`C_DeviceInterface`] declares the Paddle 3.3.1 table in full, in header order;
+//! [`KNOWN_LAYOUTS`] lists the families devstream offers. A field outside the stable prefix
+//! may be read only once the negotiation has established that the plug-in filled exactly the
+//! 3.3 table.
 //!
 //! `C_Status` is declared as a transparent integer, not a Rust enum: a plug-in may return any
 //! `int`, and a Rust enum holding an undeclared value would be undefined behaviour.
 //!
 //! This file depends on nothing but `core`, so that the workspace's test plug-ins include the
 //! very same declarations.
-#![allow(non_camel_case_types)]
+#![allow(non_camel_case_types, non_upper_case_globals)]
 
-use core::ffi::{c_char, c_int, c_uint, c_void};
+use core::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
 
 /// Runtime major version this declaration implements (`PADDLE_CUSTOM_RUNTIME_MAJOR_VERSION`).
 pub const RUNTIME_MAJOR_VERSION: usize = 0;
@@ -107,6 +109,12 @@ macro_rules! opaque_handles {
 }
 
 opaque_handles! {
+    /// An instantiated (executable) graph.
+    C_GraphExec_st => C_GraphExec;
+    /// A captured graph (`struct C_CudaGraph_t_st*` in the header).
+    C_CudaGraph_t_st => C_CudaGraph;
+    /// A node of a captured graph.
+    C_CudaGraphNode_st => C_CudaGraphNode;
     /// Collective-communication communicator.
     C_CCLComm_st => C_CCLComm;
     /// Profiler collector.
@@ -127,6 +135,46 @@ opaque_handles! {
 pub type C_DataType = c_int;
 /// `C_CCLReduceOp` (a C `enum`, passed as `int`).
 pub type C_CCLReduceOp = c_int;
+
+/// `C_StreamCaptureMode` (a C `enum`, passed as `int`): one of the `C_StreamCaptureMode*`
+/// constants.
+pub type C_StreamCaptureMode = c_int;
+/// Capture interacts with unsafe calls of every thread (CUDA's global mode).
+pub const C_StreamCaptureModeGlobal: C_StreamCaptureMode = 0;
+/// Capture interacts with unsafe calls of the capturing thread only.
+pub const C_StreamCaptureModeThreadLocal: C_StreamCaptureMode = 1;
+/// Capture does not restrict unsafe calls.
+pub const C_StreamCaptureModeRelaxed: C_StreamCaptureMode = 2;
+
+/// `C_StreamCaptureStatus` (a C `enum`, passed as `int`): one of the
+/// `C_StreamCaptureStatus*` constants.
+pub type C_StreamCaptureStatus = c_int;
+/// The stream is not capturing.
+pub const C_StreamCaptureStatusNone: C_StreamCaptureStatus = 0;
+/// The stream is capturing.
+pub const C_StreamCaptureStatusActive: C_StreamCaptureStatus = 1;
+/// The stream's capture was invalidated (it must still be ended).
+pub const C_StreamCaptureStatusInvalidated: C_StreamCaptureStatus = 2;
+
+/// `void (*)(C_GraphExec exec_graph, void* user_data)`: sets parameters of an instantiated
+/// graph.
+pub type C_GraphExecuterSetter =
+    Option<unsafe extern "C" fn(exec_graph: C_GraphExec, user_data: *mut c_void)>;
+
+/// `void (*)(C_GraphExec exec)`.
+pub type C_GraphExecHook = Option<unsafe extern "C" fn(exec: C_GraphExec)>;
+
+/// The parameter setters of a captured graph (`get_parameter_setter_for_exec_graph`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct C_GraphHookManager {
+    /// Number of setters.
+    pub size: usize,
+    /// `size` setters.
+    pub hooks: *mut C_GraphExecuterSetter,
+    /// `size` user-data pointers, one per setter.
+    pub user_data: *mut *mut c_void,
+}
 
 /// A collective root id: `sz` bytes at `data`.
 #[repr(C)]
@@ -252,28 +300,51 @@ status_fns! {
     FnDestroyBlas(C_Device, C_BLASHandle);
     /// `C_Status (*)(C_Device, C_BLASLtHandle)`.
     FnDestroyBlasLt(C_Device, C_BLASLtHandle);
-    /// `blas_axpby`: `y = alpha * x + beta * y`.
-    FnAxpby(C_Device, C_Stream, C_DataType, usize, f32, *mut c_void, f32, *mut c_void);
-    /// `transform_unary`.
-    FnTransformUnary(C_Device, C_Stream, *const c_void, *mut c_void, usize, C_DataType, *mut c_void);
-    /// `transform_binary`.
-    FnTransformBinary(
+    /// `C_Status (*)(C_Device, C_Stream, C_StreamCaptureMode)`.
+    FnBeginCapture(C_Device, C_Stream, C_StreamCaptureMode);
+    /// `C_Status (*)(C_Device, C_Stream, C_CudaGraph*)`.
+    FnEndCapture(C_Device, C_Stream, *mut C_CudaGraph);
+    /// `C_Status (*)(C_Device, C_GraphExec, C_Stream)`.
+    FnGraphLaunch(C_Device, C_GraphExec, C_Stream);
+    /// `C_Status (*)(C_CudaGraph)`.
+    FnGraphDestroy(C_CudaGraph);
+    /// `C_Status (*)(C_GraphExec)`.
+    FnGraphExecDestroy(C_GraphExec);
+    /// `C_Status (*)(C_GraphExec* pExec, C_CudaGraph* pGraph, void** pErrorNode,
+    /// char* pLogBuffer, size_t bufferSize)`.
+    FnGraphInstantiate(*mut C_GraphExec, *mut C_CudaGraph, *mut *mut c_void, *mut c_char, usize);
+    /// `C_Status (*)(C_CudaGraph, C_CudaGraphNode* pNode, size_t* numNodes)`.
+    FnGraphGetNodes(C_CudaGraph, *mut C_CudaGraphNode, *mut usize);
+    /// `cuda_stream_capture_info`: `(C_Device, C_Stream, C_StreamCaptureStatus*,
+    /// unsigned long long* id, C_CudaGraph*, C_CudaGraphNode* dependencies, void** edge_data,
+    /// size_t* num_dependencies)`.
+    FnStreamCaptureInfo(
         C_Device,
         C_Stream,
-        *const c_void,
-        *const c_void,
-        *mut c_void,
-        usize,
-        C_DataType,
-        *mut c_void
+        *mut C_StreamCaptureStatus,
+        *mut c_ulonglong,
+        *mut C_CudaGraph,
+        *mut C_CudaGraphNode,
+        *mut *mut c_void,
+        *mut usize
     );
+    /// `C_Status (*)(C_CudaGraph, C_GraphHookManager*)`.
+    FnGraphParameterSetter(C_CudaGraph, *mut C_GraphHookManager);
+    /// `C_Status (*)(C_CudaGraph, const char* path, unsigned int flags)`.
+    FnGraphDebugDotPrint(C_CudaGraph, *const c_char, c_uint);
+    /// `C_Status (*)(C_StreamCaptureMode*)`.
+    FnExchangeCaptureMode(*mut C_StreamCaptureMode);
+    /// `blas_axpby`: `y = alpha * x + beta * y`.
+    FnAxpby(C_Device, C_Stream, C_DataType, usize, f32, *mut c_void, f32, *mut c_void);
 }
 
-/// The function table, in header order (Paddle develop layout, 1032 bytes on 64-bit targets).
+/// The function table, in header order: the Paddle 3.3.1 layout, 1128 bytes (141 words) on
+/// 64-bit targets.
 ///
 /// Every pointer is optional at the type level; which ones a plug-in must fill is checked when
 /// it is loaded. Only the fields before `get_compute_capability` ([`STABLE_PREFIX_SIZE`]) have
-/// the same offset in every published layout.
+/// the same offset in every published layout; the rest may be read only from a plug-in known
+/// to have filled the 3.3 table ([`LAYOUT_PADDLE_3_3`]).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct C_DeviceInterface {
@@ -373,9 +444,9 @@ pub struct C_DeviceInterface {
     pub device_init_alloc_size: FnDeviceSize,
     /// Reallocation size (optional).
     pub device_realloc_size: FnDeviceSize,
-    /// Compute capability (develop: with a device argument; Paddle 2.x: without).
+    /// Compute capability (3.x: with a device argument; Paddle 2.x: without).
     pub get_compute_capability: FnDeviceSize,
-    /// Device properties (develop).
+    /// Device properties (3.1 and later).
     pub get_device_properties: FnDeviceProperties,
     /// Runtime version.
     pub get_runtime_version: FnDeviceSize,
@@ -393,6 +464,8 @@ pub struct C_DeviceInterface {
     pub is_float16_supported: FnDeviceBool,
     /// Whether bfloat16 is supported.
     pub is_bfloat16_supported: FnDeviceBool,
+    /// Whether a DNN library is supported (3.3 and later).
+    pub is_dnn_supported: FnDeviceBool,
     /// Create an Eigen device.
     pub init_eigen_device: FnInitEigen,
     /// Destroy an Eigen device.
@@ -462,15 +535,37 @@ pub struct C_DeviceInterface {
     /// Destroy a BLASLt handle.
     pub destroy_blaslt_handle: FnDestroyBlasLt,
 
+    // graph capture (3.3 and later)
+    /// Begin capturing `stream` into a graph, in the given `C_StreamCaptureMode`.
+    pub cuda_stream_begin_capture: FnBeginCapture,
+    /// End the capture of `stream`: writes the captured graph. The header's name, misspelled
+    /// (`captrue`), is kept.
+    pub cuda_stream_end_captrue: FnEndCapture,
+    /// Launch an instantiated graph on a stream.
+    pub cuda_graph_launch: FnGraphLaunch,
+    /// Destroy a captured graph.
+    pub cuda_graph_destroy: FnGraphDestroy,
+    /// Destroy an instantiated graph.
+    pub cuda_graph_exec_destroy: FnGraphExecDestroy,
+    /// Instantiate `*pGraph`: writes the executable graph to `*pExec`.
+    pub cuda_graph_instantiate: FnGraphInstantiate,
+    /// The nodes of a captured graph.
+    pub cuda_graph_get_nodes: FnGraphGetNodes,
+    /// The capture status (and graph, dependencies) of a stream.
+    pub cuda_stream_capture_info: FnStreamCaptureInfo,
+    /// The parameter setters of a captured graph.
+    pub get_parameter_setter_for_exec_graph: FnGraphParameterSetter,
+    /// Write a graph as Graphviz text to a file.
+    pub cuda_graph_debug_dot_print: FnGraphDebugDotPrint,
+    /// Exchange the calling thread's capture mode. The header's name, misspelled
+    /// (`capthure`), is kept.
+    pub cuda_thread_exchange_stream_capthure_mode: FnExchangeCaptureMode,
+
     // other api
     /// `y = alpha * x + beta * y`.
     pub blas_axpby: FnAxpby,
-    /// Elementwise unary transform.
-    pub transform_unary: FnTransformUnary,
-    /// Elementwise binary transform.
-    pub transform_binary: FnTransformBinary,
     /// Reserved.
-    pub reserved_other_api: [*mut c_void; 5],
+    pub reserved_other_api: [*mut c_void; 7],
 }
 
 impl C_DeviceInterface {
@@ -548,13 +643,22 @@ pub struct AbiLayout {
     pub max_interface_size: usize,
 }
 
-/// Paddle 3.x releases and develop: `CustomRuntimeParams` with `pir_default_passes` (96 bytes);
-/// the develop table is 1032 bytes, a develop variant with `is_dnn_supported` 1040.
+/// Paddle 3.3 releases (3.3.1 checked): 96-byte params, the 1128-byte table declared by
+/// [`C_DeviceInterface`], with the graph-capture functions.
+pub const LAYOUT_PADDLE_3_3: AbiLayout = AbiLayout {
+    name: "Paddle 3.3",
+    params_size: core::mem::size_of::<CustomRuntimeParams>(),
+    interface_size: core::mem::size_of::<C_DeviceInterface>(),
+    max_interface_size: core::mem::size_of::<C_DeviceInterface>(),
+};
+
+/// Paddle 3.x before 3.3 and develop: `CustomRuntimeParams` with `pir_default_passes` (96
+/// bytes); a 1032-byte table, a develop variant with `is_dnn_supported` 1040.
 pub const LAYOUT_PADDLE_3: AbiLayout = AbiLayout {
     name: "Paddle 3.x / develop",
     params_size: core::mem::size_of::<CustomRuntimeParams>(),
-    interface_size: core::mem::size_of::<C_DeviceInterface>(),
-    max_interface_size: core::mem::size_of::<C_DeviceInterface>() + 8,
+    interface_size: 1032,
+    max_interface_size: 1040,
 };
 
 /// Paddle 2.4–2.6 releases: 88-byte params; a 904-byte table (912 with `xccl_all_to_all`).
@@ -566,7 +670,7 @@ pub const LAYOUT_PADDLE_2: AbiLayout = AbiLayout {
 };
 
 /// The layouts devstream offers to a plug-in, in the order it offers them.
-pub const KNOWN_LAYOUTS: [AbiLayout; 2] = [LAYOUT_PADDLE_3, LAYOUT_PADDLE_2];
+pub const KNOWN_LAYOUTS: [AbiLayout; 3] = [LAYOUT_PADDLE_3_3, LAYOUT_PADDLE_3, LAYOUT_PADDLE_2];
 
 /// Bytes devstream allocates for the table: far beyond every known layout, so that a plug-in
 /// built against a larger header cannot write past it.
@@ -597,58 +701,492 @@ mod tests {
         assert_eq!(LAYOUT_PADDLE_2.params_size, 88);
     }
 
-    #[test]
-    fn interface_layout_matches_the_header() {
-        // Function pointers in header order, counted in words.
-        assert_eq!(size_of::<FnVoid>(), WORD, "Option<fn> is one pointer");
-        assert_eq!(offset_of!(C_DeviceInterface, initialize), WORD);
-        assert_eq!(offset_of!(C_DeviceInterface, set_device), 4 * WORD);
-        assert_eq!(offset_of!(C_DeviceInterface, create_stream), 7 * WORD);
-        assert_eq!(
+    /// Word offsets of every field of the Paddle 3.3.1 table, in header order.
+    const PADDLE_3_3_WORDS: &[(&str, usize, usize)] = &[
+        ("size", offset_of!(C_DeviceInterface, size), 0),
+        ("initialize", offset_of!(C_DeviceInterface, initialize), 1),
+        ("finalize", offset_of!(C_DeviceInterface, finalize), 2),
+        ("init_device", offset_of!(C_DeviceInterface, init_device), 3),
+        ("set_device", offset_of!(C_DeviceInterface, set_device), 4),
+        ("get_device", offset_of!(C_DeviceInterface, get_device), 5),
+        (
+            "deinit_device",
+            offset_of!(C_DeviceInterface, deinit_device),
+            6,
+        ),
+        (
+            "create_stream",
+            offset_of!(C_DeviceInterface, create_stream),
+            7,
+        ),
+        (
+            "destroy_stream",
+            offset_of!(C_DeviceInterface, destroy_stream),
+            8,
+        ),
+        (
+            "query_stream",
+            offset_of!(C_DeviceInterface, query_stream),
+            9,
+        ),
+        (
+            "stream_add_callback",
             offset_of!(C_DeviceInterface, stream_add_callback),
-            10 * WORD
-        );
-        assert_eq!(offset_of!(C_DeviceInterface, create_event), 11 * WORD);
-        assert_eq!(offset_of!(C_DeviceInterface, synchronize_event), 17 * WORD);
-        assert_eq!(offset_of!(C_DeviceInterface, stream_wait_event), 18 * WORD);
-        assert_eq!(offset_of!(C_DeviceInterface, reserved_dev_api), 19 * WORD);
-        assert_eq!(
+            10,
+        ),
+        (
+            "create_event",
+            offset_of!(C_DeviceInterface, create_event),
+            11,
+        ),
+        (
+            "record_event",
+            offset_of!(C_DeviceInterface, record_event),
+            12,
+        ),
+        (
+            "destroy_event",
+            offset_of!(C_DeviceInterface, destroy_event),
+            13,
+        ),
+        (
+            "query_event",
+            offset_of!(C_DeviceInterface, query_event),
+            14,
+        ),
+        (
+            "synchronize_device",
+            offset_of!(C_DeviceInterface, synchronize_device),
+            15,
+        ),
+        (
+            "synchronize_stream",
+            offset_of!(C_DeviceInterface, synchronize_stream),
+            16,
+        ),
+        (
+            "synchronize_event",
+            offset_of!(C_DeviceInterface, synchronize_event),
+            17,
+        ),
+        (
+            "stream_wait_event",
+            offset_of!(C_DeviceInterface, stream_wait_event),
+            18,
+        ),
+        (
+            "reserved_dev_api",
+            offset_of!(C_DeviceInterface, reserved_dev_api),
+            19,
+        ),
+        (
+            "device_memory_allocate",
             offset_of!(C_DeviceInterface, device_memory_allocate),
-            27 * WORD
-        );
-        assert_eq!(offset_of!(C_DeviceInterface, device_memory_set), 29 * WORD);
-        assert_eq!(offset_of!(C_DeviceInterface, memory_copy_h2d), 34 * WORD);
-        assert_eq!(
+            27,
+        ),
+        (
+            "device_memory_deallocate",
+            offset_of!(C_DeviceInterface, device_memory_deallocate),
+            28,
+        ),
+        (
+            "device_memory_set",
+            offset_of!(C_DeviceInterface, device_memory_set),
+            29,
+        ),
+        (
+            "host_memory_allocate",
+            offset_of!(C_DeviceInterface, host_memory_allocate),
+            30,
+        ),
+        (
+            "host_memory_deallocate",
+            offset_of!(C_DeviceInterface, host_memory_deallocate),
+            31,
+        ),
+        (
+            "unified_memory_allocate",
+            offset_of!(C_DeviceInterface, unified_memory_allocate),
+            32,
+        ),
+        (
+            "unified_memory_deallocate",
+            offset_of!(C_DeviceInterface, unified_memory_deallocate),
+            33,
+        ),
+        (
+            "memory_copy_h2d",
+            offset_of!(C_DeviceInterface, memory_copy_h2d),
+            34,
+        ),
+        (
+            "memory_copy_d2h",
+            offset_of!(C_DeviceInterface, memory_copy_d2h),
+            35,
+        ),
+        (
+            "memory_copy_d2d",
+            offset_of!(C_DeviceInterface, memory_copy_d2d),
+            36,
+        ),
+        (
+            "memory_copy_p2p",
+            offset_of!(C_DeviceInterface, memory_copy_p2p),
+            37,
+        ),
+        (
+            "async_memory_copy_h2d",
             offset_of!(C_DeviceInterface, async_memory_copy_h2d),
-            38 * WORD
-        );
-        assert_eq!(
+            38,
+        ),
+        (
+            "async_memory_copy_d2h",
+            offset_of!(C_DeviceInterface, async_memory_copy_d2h),
+            39,
+        ),
+        (
+            "async_memory_copy_d2d",
+            offset_of!(C_DeviceInterface, async_memory_copy_d2d),
+            40,
+        ),
+        (
+            "async_memory_copy_p2p",
             offset_of!(C_DeviceInterface, async_memory_copy_p2p),
-            41 * WORD
-        );
-        assert_eq!(offset_of!(C_DeviceInterface, reserved_mem_api), 42 * WORD);
-        assert_eq!(offset_of!(C_DeviceInterface, get_device_count), 50 * WORD);
-        assert_eq!(offset_of!(C_DeviceInterface, get_device_list), 51 * WORD);
-        assert_eq!(
+            41,
+        ),
+        (
+            "reserved_mem_api",
+            offset_of!(C_DeviceInterface, reserved_mem_api),
+            42,
+        ),
+        (
+            "get_device_count",
+            offset_of!(C_DeviceInterface, get_device_count),
+            50,
+        ),
+        (
+            "get_device_list",
+            offset_of!(C_DeviceInterface, get_device_list),
+            51,
+        ),
+        (
+            "device_memory_stats",
+            offset_of!(C_DeviceInterface, device_memory_stats),
+            52,
+        ),
+        (
+            "device_min_chunk_size",
+            offset_of!(C_DeviceInterface, device_min_chunk_size),
+            53,
+        ),
+        (
+            "device_max_chunk_size",
+            offset_of!(C_DeviceInterface, device_max_chunk_size),
+            54,
+        ),
+        (
+            "device_max_alloc_size",
+            offset_of!(C_DeviceInterface, device_max_alloc_size),
+            55,
+        ),
+        (
+            "device_extra_padding_size",
+            offset_of!(C_DeviceInterface, device_extra_padding_size),
+            56,
+        ),
+        (
+            "device_init_alloc_size",
+            offset_of!(C_DeviceInterface, device_init_alloc_size),
+            57,
+        ),
+        (
+            "device_realloc_size",
             offset_of!(C_DeviceInterface, device_realloc_size),
-            58 * WORD
-        );
-        assert_eq!(STABLE_PREFIX_SIZE, 59 * WORD);
-        assert_eq!(offset_of!(C_DeviceInterface, reserved_info_api), 71 * WORD);
-        assert_eq!(offset_of!(C_DeviceInterface, xccl_get_comm_name), 79 * WORD);
-        assert_eq!(offset_of!(C_DeviceInterface, reserved_ccl_api), 94 * WORD);
-        assert_eq!(
+            58,
+        ),
+        (
+            "get_compute_capability",
+            offset_of!(C_DeviceInterface, get_compute_capability),
+            59,
+        ),
+        (
+            "get_device_properties",
+            offset_of!(C_DeviceInterface, get_device_properties),
+            60,
+        ),
+        (
+            "get_runtime_version",
+            offset_of!(C_DeviceInterface, get_runtime_version),
+            61,
+        ),
+        (
+            "get_driver_version",
+            offset_of!(C_DeviceInterface, get_driver_version),
+            62,
+        ),
+        (
+            "get_multi_process",
+            offset_of!(C_DeviceInterface, get_multi_process),
+            63,
+        ),
+        (
+            "get_max_threads_per_mp",
+            offset_of!(C_DeviceInterface, get_max_threads_per_mp),
+            64,
+        ),
+        (
+            "get_max_threads_per_block",
+            offset_of!(C_DeviceInterface, get_max_threads_per_block),
+            65,
+        ),
+        (
+            "get_max_grid_dim_size",
+            offset_of!(C_DeviceInterface, get_max_grid_dim_size),
+            66,
+        ),
+        (
+            "is_float16_supported",
+            offset_of!(C_DeviceInterface, is_float16_supported),
+            67,
+        ),
+        (
+            "is_bfloat16_supported",
+            offset_of!(C_DeviceInterface, is_bfloat16_supported),
+            68,
+        ),
+        (
+            "is_dnn_supported",
+            offset_of!(C_DeviceInterface, is_dnn_supported),
+            69,
+        ),
+        (
+            "init_eigen_device",
+            offset_of!(C_DeviceInterface, init_eigen_device),
+            70,
+        ),
+        (
+            "destroy_eigen_device",
+            offset_of!(C_DeviceInterface, destroy_eigen_device),
+            71,
+        ),
+        (
+            "reserved_info_api",
+            offset_of!(C_DeviceInterface, reserved_info_api),
+            72,
+        ),
+        (
+            "xccl_get_comm_name",
+            offset_of!(C_DeviceInterface, xccl_get_comm_name),
+            80,
+        ),
+        (
+            "xccl_get_unique_id_size",
+            offset_of!(C_DeviceInterface, xccl_get_unique_id_size),
+            81,
+        ),
+        (
+            "xccl_get_unique_id",
+            offset_of!(C_DeviceInterface, xccl_get_unique_id),
+            82,
+        ),
+        (
+            "xccl_comm_init_rank",
+            offset_of!(C_DeviceInterface, xccl_comm_init_rank),
+            83,
+        ),
+        (
+            "xccl_destroy_comm",
+            offset_of!(C_DeviceInterface, xccl_destroy_comm),
+            84,
+        ),
+        (
+            "xccl_all_reduce",
+            offset_of!(C_DeviceInterface, xccl_all_reduce),
+            85,
+        ),
+        (
+            "xccl_broadcast",
+            offset_of!(C_DeviceInterface, xccl_broadcast),
+            86,
+        ),
+        (
+            "xccl_reduce",
+            offset_of!(C_DeviceInterface, xccl_reduce),
+            87,
+        ),
+        (
+            "xccl_all_gather",
+            offset_of!(C_DeviceInterface, xccl_all_gather),
+            88,
+        ),
+        (
+            "xccl_reduce_scatter",
+            offset_of!(C_DeviceInterface, xccl_reduce_scatter),
+            89,
+        ),
+        (
+            "xccl_group_start",
+            offset_of!(C_DeviceInterface, xccl_group_start),
+            90,
+        ),
+        (
+            "xccl_group_end",
+            offset_of!(C_DeviceInterface, xccl_group_end),
+            91,
+        ),
+        ("xccl_send", offset_of!(C_DeviceInterface, xccl_send), 92),
+        ("xccl_recv", offset_of!(C_DeviceInterface, xccl_recv), 93),
+        (
+            "xccl_all_to_all",
+            offset_of!(C_DeviceInterface, xccl_all_to_all),
+            94,
+        ),
+        (
+            "reserved_ccl_api",
+            offset_of!(C_DeviceInterface, reserved_ccl_api),
+            95,
+        ),
+        (
+            "profiler_initialize",
             offset_of!(C_DeviceInterface, profiler_initialize),
-            102 * WORD
-        );
-        assert_eq!(offset_of!(C_DeviceInterface, init_blas_handle), 116 * WORD);
-        assert_eq!(offset_of!(C_DeviceInterface, blas_axpby), 121 * WORD);
-        assert_eq!(
+            103,
+        ),
+        (
+            "profiler_finalize",
+            offset_of!(C_DeviceInterface, profiler_finalize),
+            104,
+        ),
+        (
+            "profiler_prepare_tracing",
+            offset_of!(C_DeviceInterface, profiler_prepare_tracing),
+            105,
+        ),
+        (
+            "profiler_start_tracing",
+            offset_of!(C_DeviceInterface, profiler_start_tracing),
+            106,
+        ),
+        (
+            "profiler_stop_tracing",
+            offset_of!(C_DeviceInterface, profiler_stop_tracing),
+            107,
+        ),
+        (
+            "profiler_collect_trace_data",
+            offset_of!(C_DeviceInterface, profiler_collect_trace_data),
+            108,
+        ),
+        (
+            "reserved_profiler_api",
+            offset_of!(C_DeviceInterface, reserved_profiler_api),
+            109,
+        ),
+        (
+            "init_blas_handle",
+            offset_of!(C_DeviceInterface, init_blas_handle),
+            117,
+        ),
+        (
+            "blas_set_math_mode",
+            offset_of!(C_DeviceInterface, blas_set_math_mode),
+            118,
+        ),
+        (
+            "init_blaslt_handle",
+            offset_of!(C_DeviceInterface, init_blaslt_handle),
+            119,
+        ),
+        (
+            "destroy_blas_handle",
+            offset_of!(C_DeviceInterface, destroy_blas_handle),
+            120,
+        ),
+        (
+            "destroy_blaslt_handle",
+            offset_of!(C_DeviceInterface, destroy_blaslt_handle),
+            121,
+        ),
+        (
+            "cuda_stream_begin_capture",
+            offset_of!(C_DeviceInterface, cuda_stream_begin_capture),
+            122,
+        ),
+        (
+            "cuda_stream_end_captrue",
+            offset_of!(C_DeviceInterface, cuda_stream_end_captrue),
+            123,
+        ),
+        (
+            "cuda_graph_launch",
+            offset_of!(C_DeviceInterface, cuda_graph_launch),
+            124,
+        ),
+        (
+            "cuda_graph_destroy",
+            offset_of!(C_DeviceInterface, cuda_graph_destroy),
+            125,
+        ),
+        (
+            "cuda_graph_exec_destroy",
+            offset_of!(C_DeviceInterface, cuda_graph_exec_destroy),
+            126,
+        ),
+        (
+            "cuda_graph_instantiate",
+            offset_of!(C_DeviceInterface, cuda_graph_instantiate),
+            127,
+        ),
+        (
+            "cuda_graph_get_nodes",
+            offset_of!(C_DeviceInterface, cuda_graph_get_nodes),
+            128,
+        ),
+        (
+            "cuda_stream_capture_info",
+            offset_of!(C_DeviceInterface, cuda_stream_capture_info),
+            129,
+        ),
+        (
+            "get_parameter_setter_for_exec_graph",
+            offset_of!(C_DeviceInterface, get_parameter_setter_for_exec_graph),
+            130,
+        ),
+        (
+            "cuda_graph_debug_dot_print",
+            offset_of!(C_DeviceInterface, cuda_graph_debug_dot_print),
+            131,
+        ),
+        (
+            "cuda_thread_exchange_stream_capthure_mode",
+            offset_of!(C_DeviceInterface, cuda_thread_exchange_stream_capthure_mode),
+            132,
+        ),
+        ("blas_axpby", offset_of!(C_DeviceInterface, blas_axpby), 133),
+        (
+            "reserved_other_api",
             offset_of!(C_DeviceInterface, reserved_other_api),
-            124 * WORD
-        );
-        assert_eq!(size_of::<C_DeviceInterface>(), 129 * WORD);
-        assert_eq!(size_of::<C_DeviceInterface>(), 1032);
+            134,
+        ),
+    ];
+
+    #[test]
+    fn interface_layout_matches_the_paddle_3_3_header() {
+        assert_eq!(size_of::<FnVoid>(), WORD, "Option<fn> is one pointer");
+        for &(name, offset, word) in PADDLE_3_3_WORDS {
+            assert_eq!(offset, word * WORD, "{name}");
+        }
+        // Consecutive in header order, each field a word or an array of words.
+        for pair in PADDLE_3_3_WORDS.windows(2) {
+            assert!(pair[0].1 < pair[1].1, "{} before {}", pair[0].0, pair[1].0);
+        }
+        assert_eq!(STABLE_PREFIX_SIZE, 59 * WORD);
+        assert_eq!(size_of::<C_DeviceInterface>(), 141 * WORD);
+        assert_eq!(size_of::<C_DeviceInterface>(), 1128);
+        assert_eq!(LAYOUT_PADDLE_3_3.interface_size, 1128);
+        assert_eq!(LAYOUT_PADDLE_3_3.params_size, 96);
+        assert_eq!(KNOWN_LAYOUTS[0], LAYOUT_PADDLE_3_3);
+        assert_eq!(size_of::<C_GraphHookManager>(), 3 * WORD);
+        assert_eq!(size_of::<C_GraphExecuterSetter>(), WORD);
     }
 
     #[test]
@@ -667,7 +1205,7 @@ mod tests {
     fn zeroed_tables_are_all_null() {
         let table = C_DeviceInterface::zeroed();
         assert_eq!(table.size, 0);
-        assert!(table.set_device.is_none() && table.transform_binary.is_none());
+        assert!(table.set_device.is_none() && table.cuda_graph_launch.is_none());
         let params = CustomRuntimeParams::zeroed();
         assert!(params.interface.is_null() && params.device_type.is_null());
         assert_eq!(C_Status(7).name(), "unknown status");

@@ -34,7 +34,7 @@ fn the_test_plugin_reports_its_capabilities() {
         .into_iter()
         .find(|p| p.device_type == "custom_cpu")
         .unwrap();
-    assert_eq!(info.layout, "Paddle 3.x / develop");
+    assert_eq!(info.layout, "Paddle 3.3");
     assert_eq!(info.version, (0, 1, 1));
     assert_eq!(info.places.len(), 2);
     assert!(matches!(

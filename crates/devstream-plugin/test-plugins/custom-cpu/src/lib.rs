@@ -1,7 +1,7 @@
 //! A Paddle custom-device plug-in over host memory, with real asynchronous streams, for
 //! devstream's tests and examples.
 //!
-//! Device type `custom_cpu`, two devices (ids 0 and 1), runtime version 0.1.1, the develop
+//! Device type `custom_cpu`, two devices (ids 0 and 1), runtime version 0.1.1, the Paddle 3.3
 //! layout of `device_ext.h` (it accepts a host whose `CustomRuntimeParams` or
 //! `C_DeviceInterface` size matches, as `PADDLE_CUSTOM_RUNTIME_CHECK_VERSION` does).
 //!
