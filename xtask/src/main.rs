@@ -14,8 +14,12 @@
 //! cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin] [--timeout S]
 //!                                      TSan / ASan over the conformance suite and the plug-in tests
 //! cargo xtask loom [cpu] [gpu-common]  loom models of the CPU pool's wake-up and the host-function ring
+//! cargo xtask paddle-plugins [--features cpu,wgpu] [--release] [--out DIR]
+//!                                      devstream-paddle as one library per Paddle device type
+//!                                      (default target/paddle-plugins/), for CUSTOM_DEVICE_ROOT
 //! ```
 
+mod paddle;
 mod report;
 mod soundness;
 
@@ -40,8 +44,9 @@ fn main() {
         Some("miri") => soundness::miri(&args[1..]),
         Some("sanitize") => soundness::sanitize(&args[1..]),
         Some("loom") => soundness::loom(&args[1..]),
+        Some("paddle-plugins") => paddle::paddle_plugins(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] | loom [cpu] [gpu-common]>");
+            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] | loom [cpu] [gpu-common] | paddle-plugins [--features LIST] [--release] [--out DIR]>");
             exit(2);
         }
     };

@@ -8,6 +8,11 @@
 //!    this workspace's test plug-in `devstream_test_plugin_cpu` if it was built there, so that
 //!    `cargo test` and `cargo run --example` find the `custom_cpu` place with no setup. Setting
 //!    either variable (even to an empty value) turns this off.
+//!    In the same case, if the workspace's Paddle plug-in `devstream_paddle` (crate
+//!    `devstream-paddle`) was built there, one copy of it per device type
+//!    (`<profile>/paddle-plugins/libdevstream_{cpu,wgpu,cuda,hip}.so`, refreshed when the
+//!    library is newer) is found too: each copy registers the type its name names
+//!    (`devstream_cpu:0`, `devstream_wgpu:0`, ...) or nothing where that backend has no place.
 
 use std::env;
 use std::ffi::OsStr;
@@ -69,6 +74,7 @@ pub fn plugin_candidates() -> Vec<PathBuf> {
     }
     if root.is_none() && extra.is_none() {
         out.extend(build_tree_test_plugin());
+        out.extend(build_tree_paddle_plugins());
     }
     let mut seen = Vec::new();
     out.retain(|p| {
@@ -96,4 +102,69 @@ fn build_tree_test_plugin() -> Option<PathBuf> {
     [profile.join(&name), profile.join("deps").join(&name)]
         .into_iter()
         .find(|p| p.is_file())
+}
+
+/// The workspace's Paddle plug-in (`devstream-paddle`) as one copy per device type, for
+/// executables cargo built in a target directory (see the module docs). A copy is written to
+/// a temporary name and renamed, so a process never maps a half-written file.
+fn build_tree_paddle_plugins() -> Vec<PathBuf> {
+    let Some(profile) = build_tree_profile() else {
+        return Vec::new();
+    };
+    let name = |stem: &str| {
+        format!(
+            "{}{stem}{}",
+            env::consts::DLL_PREFIX,
+            env::consts::DLL_SUFFIX
+        )
+    };
+    let source_name = name("devstream_paddle");
+    let Some(source) = [
+        profile.join(&source_name),
+        profile.join("deps").join(&source_name),
+    ]
+    .into_iter()
+    .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+    .max() else {
+        return Vec::new();
+    };
+    let dir = profile.join("paddle-plugins");
+    if std::fs::create_dir_all(&dir).is_err() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for backend in ["cpu", "wgpu", "cuda", "hip"] {
+        let copy = dir.join(name(&format!("devstream_{backend}")));
+        let fresh = copy
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|copied| copied >= source.0);
+        if !fresh {
+            let partial = dir.join(format!(".{backend}.{}.partial", std::process::id()));
+            if std::fs::copy(&source.1, &partial).is_err()
+                || std::fs::rename(&partial, &copy).is_err()
+            {
+                let _ = std::fs::remove_file(&partial);
+                tracing::warn!("devstream-plugin: cannot copy {}", source.1.display());
+                continue;
+            }
+        }
+        out.push(copy);
+    }
+    out
+}
+
+/// `<target>/<profile>` when this executable is a cargo-built test or example there.
+fn build_tree_profile() -> Option<PathBuf> {
+    let exe = env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    let kind = dir.file_name()?;
+    if kind != "deps" && kind != "examples" {
+        return None;
+    }
+    let profile = dir.parent()?;
+    profile
+        .join(".fingerprint")
+        .is_dir()
+        .then(|| profile.to_path_buf())
 }
