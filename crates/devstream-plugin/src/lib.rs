@@ -12,9 +12,12 @@
 //! naming what is wrong:
 //!
 //! * the library must load and export `InitPlugin`;
-//! * devstream offers the table layouts it knows (Paddle 3.x/develop, then Paddle 2.x) in
-//!   zeroed buffers far larger than any of them, and the plug-in must accept one (write its
-//!   version) and fill no more of the table than that family's largest layout;
+//! * devstream offers sizes in zeroed buffers far larger than any layout, in an order that
+//!   tells which table the plug-in filled (the Paddle 2.6, 3.0, 3.1, 3.2 and 3.3 tables are
+//!   912–1128 bytes, and every 3.x release has the same 96-byte params, so the params size
+//!   alone tells nothing; see [`sys`] and the loader's offers), and the plug-in must accept
+//!   one (write its version) and fill no more of the table than the accepted offer allows;
+//!   a field beyond the stable prefix is read only from a table identified as the 3.3 one;
 //! * the runtime version must be 0.1.x with x ≥ 1, the device type an identifier not yet
 //!   registered, and the required functions (`set_device`, `get_device`, `create_event`,
 //!   `record_event`, `destroy_event`, `synchronize_event`, `device_memory_allocate`,

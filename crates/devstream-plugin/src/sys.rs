@@ -629,48 +629,91 @@ pub const INIT_PLUGIN_SYMBOL: &[u8] = b"InitPlugin\0";
 pub const STABLE_PREFIX_SIZE: usize =
     core::mem::offset_of!(C_DeviceInterface, get_compute_capability);
 
-/// One family of table layouts that devstream accepts.
+/// One table layout of a Paddle release family, as `sizeof` reports it on 64-bit targets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AbiLayout {
-    /// A human name of the family.
+    /// A human name of the family (`"Paddle 3.3"`).
     pub name: &'static str,
-    /// `sizeof(CustomRuntimeParams)` in that family (what the host presents).
+    /// `sizeof(CustomRuntimeParams)` in that family.
     pub params_size: usize,
-    /// `sizeof(C_DeviceInterface)` the host presents when offering this family.
+    /// `sizeof(C_DeviceInterface)` in that family.
     pub interface_size: usize,
-    /// The largest table of the family seen in a published header: a plug-in that writes past
-    /// it was built against a header devstream does not know.
-    pub max_interface_size: usize,
+    /// Bytes of the table devstream may read from a plug-in known to have filled exactly this
+    /// layout: the whole table where devstream declares it ([`C_DeviceInterface`], 3.3), the
+    /// [`STABLE_PREFIX_SIZE`] otherwise.
+    pub readable: usize,
 }
 
-/// Paddle 3.3 releases (3.3.1 checked): 96-byte params, the 1128-byte table declared by
-/// [`C_DeviceInterface`], with the graph-capture functions.
+/// Paddle 2.6 (2.6.2 checked; the only 2.x release left on PyPI): 88-byte params (no
+/// `pir_default_passes`), a 912-byte table (`get_compute_capability(size_t*)`, no
+/// `xccl_get_comm_name`, `xccl_all_to_all`, no BLAS handles).
+pub const LAYOUT_PADDLE_2_6: AbiLayout = AbiLayout {
+    name: "Paddle 2.6",
+    params_size: PARAMS_SIZE_2,
+    interface_size: 912,
+    readable: STABLE_PREFIX_SIZE,
+};
+
+/// Paddle 3.0 (3.0.0 checked): 96-byte params, a 920-byte table (2.6's plus
+/// `xccl_get_comm_name`; compute capability, runtime and driver versions per device).
+pub const LAYOUT_PADDLE_3_0: AbiLayout = AbiLayout {
+    name: "Paddle 3.0",
+    params_size: PARAMS_SIZE_3,
+    interface_size: 920,
+    readable: STABLE_PREFIX_SIZE,
+};
+
+/// Paddle 3.1 (3.1.0 and 3.1.1 checked): a 976-byte table (device properties, multiprocessor
+/// and grid queries, Eigen devices).
+pub const LAYOUT_PADDLE_3_1: AbiLayout = AbiLayout {
+    name: "Paddle 3.1",
+    params_size: PARAMS_SIZE_3,
+    interface_size: 976,
+    readable: STABLE_PREFIX_SIZE,
+};
+
+/// Paddle 3.2 (3.2.0, 3.2.1 and 3.2.2 checked): a 1032-byte table (float16/bfloat16 queries,
+/// BLAS handles; `blas_axpby` then `reserved_other_api[7]`). The "develop" table devstream
+/// declared before (the same 1032 bytes with `transform_unary`/`transform_binary` in the
+/// first two reserved words) is this size: no release has those two functions, and devstream
+/// never reads a 3.2 table beyond the stable prefix.
+pub const LAYOUT_PADDLE_3_2: AbiLayout = AbiLayout {
+    name: "Paddle 3.2",
+    params_size: PARAMS_SIZE_3,
+    interface_size: 1032,
+    readable: STABLE_PREFIX_SIZE,
+};
+
+/// Paddle 3.3 (3.3.0 and 3.3.1 checked): the 1128-byte table declared by
+/// [`C_DeviceInterface`], with `is_dnn_supported` and the graph-capture functions; the only
+/// layout devstream reads beyond the stable prefix.
 pub const LAYOUT_PADDLE_3_3: AbiLayout = AbiLayout {
     name: "Paddle 3.3",
-    params_size: core::mem::size_of::<CustomRuntimeParams>(),
+    params_size: PARAMS_SIZE_3,
     interface_size: core::mem::size_of::<C_DeviceInterface>(),
-    max_interface_size: core::mem::size_of::<C_DeviceInterface>(),
+    readable: core::mem::size_of::<C_DeviceInterface>(),
 };
 
-/// Paddle 3.x before 3.3 and develop: `CustomRuntimeParams` with `pir_default_passes` (96
-/// bytes); a 1032-byte table, a develop variant with `is_dnn_supported` 1040.
-pub const LAYOUT_PADDLE_3: AbiLayout = AbiLayout {
-    name: "Paddle 3.x / develop",
-    params_size: core::mem::size_of::<CustomRuntimeParams>(),
-    interface_size: 1032,
-    max_interface_size: 1040,
-};
+/// `sizeof(CustomRuntimeParams)` of Paddle 2.x (no `pir_default_passes`).
+pub const PARAMS_SIZE_2: usize =
+    core::mem::offset_of!(CustomRuntimeParams, pir_default_passes) + 32;
+/// `sizeof(CustomRuntimeParams)` of Paddle 3.x ([`CustomRuntimeParams`]).
+pub const PARAMS_SIZE_3: usize = core::mem::size_of::<CustomRuntimeParams>();
 
-/// Paddle 2.4–2.6 releases: 88-byte params; a 904-byte table (912 with `xccl_all_to_all`).
-pub const LAYOUT_PADDLE_2: AbiLayout = AbiLayout {
-    name: "Paddle 2.x",
-    params_size: core::mem::offset_of!(CustomRuntimeParams, pir_default_passes) + 32,
-    interface_size: 912,
-    max_interface_size: 912,
-};
+/// The table layouts of the Paddle releases on PyPI (2.6.2, 3.0.0–3.3.1), by table size.
+/// Every 3.x family has 96-byte params, so the params size alone never tells which table a
+/// plug-in filled.
+pub const KNOWN_LAYOUTS: [AbiLayout; 5] = [
+    LAYOUT_PADDLE_2_6,
+    LAYOUT_PADDLE_3_0,
+    LAYOUT_PADDLE_3_1,
+    LAYOUT_PADDLE_3_2,
+    LAYOUT_PADDLE_3_3,
+];
 
-/// The layouts devstream offers to a plug-in, in the order it offers them.
-pub const KNOWN_LAYOUTS: [AbiLayout; 3] = [LAYOUT_PADDLE_3_3, LAYOUT_PADDLE_3, LAYOUT_PADDLE_2];
+/// The largest table of any known layout: a plug-in that fills beyond it was built against a
+/// header devstream does not know.
+pub const MAX_KNOWN_INTERFACE_SIZE: usize = core::mem::size_of::<C_DeviceInterface>();
 
 /// Bytes devstream allocates for the table: far beyond every known layout, so that a plug-in
 /// built against a larger header cannot write past it.
@@ -698,7 +741,8 @@ mod tests {
         assert_eq!(offset_of!(CustomRuntimeParams, pir_default_passes), 56);
         assert_eq!(offset_of!(CustomRuntimeParams, reserved), 64);
         assert_eq!(size_of::<CustomRuntimeParams>(), 96);
-        assert_eq!(LAYOUT_PADDLE_2.params_size, 88);
+        assert_eq!(PARAMS_SIZE_2, 88);
+        assert_eq!(PARAMS_SIZE_3, 96);
     }
 
     /// Word offsets of every field of the Paddle 3.3.1 table, in header order.
@@ -1184,20 +1228,27 @@ mod tests {
         assert_eq!(size_of::<C_DeviceInterface>(), 1128);
         assert_eq!(LAYOUT_PADDLE_3_3.interface_size, 1128);
         assert_eq!(LAYOUT_PADDLE_3_3.params_size, 96);
-        assert_eq!(KNOWN_LAYOUTS[0], LAYOUT_PADDLE_3_3);
+        assert_eq!(MAX_KNOWN_INTERFACE_SIZE, 1128);
         assert_eq!(size_of::<C_GraphHookManager>(), 3 * WORD);
         assert_eq!(size_of::<C_GraphExecuterSetter>(), WORD);
     }
 
+    const _: () = assert!(MAX_KNOWN_INTERFACE_SIZE * 4 <= INTERFACE_ALLOCATION);
+
     #[test]
     fn the_allocation_has_slack_beyond_every_layout() {
+        for pair in KNOWN_LAYOUTS.windows(2) {
+            assert!(pair[0].interface_size < pair[1].interface_size, "{pair:?}");
+        }
         for layout in KNOWN_LAYOUTS {
             assert!(
-                layout.max_interface_size * 4 <= INTERFACE_ALLOCATION,
+                layout.interface_size <= MAX_KNOWN_INTERFACE_SIZE,
                 "{layout:?}"
             );
             assert!(layout.params_size * 4 <= PARAMS_ALLOCATION, "{layout:?}");
             assert!(layout.interface_size >= STABLE_PREFIX_SIZE);
+            assert!(layout.readable <= layout.interface_size);
+            assert!(layout.readable == STABLE_PREFIX_SIZE || layout == LAYOUT_PADDLE_3_3);
         }
     }
 

@@ -85,6 +85,18 @@ pub const MODE_QUEUED_COPIES: u32 = 23;
 /// `InitPlugin` fills the table and the device type but never writes a version: a refusal
 /// that is not free of effects (a host must not offer it the next layout).
 pub const MODE_WRITES_THEN_REFUSES: u32 = 24;
+/// A working plug-in built against a 1032-byte "develop" header (the Paddle 3.2 table with
+/// `transform_unary` and `transform_binary` in words 122 and 123, where Paddle 3.3 has
+/// `cuda_stream_begin_capture` and `cuda_stream_end_captrue`): Paddle's check with 96-byte
+/// params and a 1032-byte table, so it also accepts Paddle 3.3's own pair (96, 1128). Its
+/// transforms count their calls ([`COUNT_BEYOND_PREFIX_CALLS`]) and fail.
+pub const MODE_DEVELOP_LAYOUT: u32 = 25;
+/// A working plug-in that checks only `params->size == 96` and fills the Paddle 3.3 table
+/// including the graph-capture functions (which count their calls and fail): which table it
+/// filled cannot be told, so none of those may be used.
+pub const MODE_PARAMS_ONLY_3_3: u32 = 26;
+/// A working plug-in that accepts only when both sizes are Paddle 3.2's (96, 1032).
+pub const MODE_STRICT_3_2: u32 = 27;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -123,6 +135,9 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_INIT_DEVICE_FAILS => c"faulty_init_device",
         MODE_SLOW_INITIALIZE => c"faulty_slow_initialize",
         MODE_QUEUED_COPIES => c"faulty_queued_copies",
+        MODE_DEVELOP_LAYOUT => c"faulty_develop",
+        MODE_PARAMS_ONLY_3_3 => c"faulty_params_only",
+        MODE_STRICT_3_2 => c"faulty_strict",
         _ => c"faulty",
     }
 }
@@ -142,8 +157,11 @@ pub const COUNT_LIVE_ALLOCATIONS: usize = 3;
 pub const COUNT_INIT_PLUGIN: usize = 4;
 /// Queued copies that found their memory freed before they ran.
 pub const COUNT_STALE_COPIES: usize = 5;
+/// Calls of functions a mode filled beyond the stable prefix ([`MODE_DEVELOP_LAYOUT`]'s
+/// transforms, [`MODE_PARAMS_ONLY_3_3`]'s capture functions).
+pub const COUNT_BEYOND_PREFIX_CALLS: usize = 6;
 /// How many counters there are.
-pub const COUNTERS: usize = 6;
+pub const COUNTERS: usize = 7;
 
 static COUNTS: [AtomicUsize; COUNTERS] = [const { AtomicUsize::new(0) }; COUNTERS];
 
@@ -631,6 +649,87 @@ unsafe extern "C" fn failing_async_copy(
     C_ERROR
 }
 
+/// `transform_unary` of the develop header.
+unsafe extern "C" fn develop_transform_unary(
+    _device: C_Device,
+    _stream: C_Stream,
+    _x: *const c_void,
+    _y: *mut c_void,
+    _numel: usize,
+    _dtype: C_DataType,
+    _op: *mut c_void,
+) -> C_Status {
+    count(COUNT_BEYOND_PREFIX_CALLS);
+    C_ERROR
+}
+
+/// `transform_binary` of the develop header.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn develop_transform_binary(
+    _device: C_Device,
+    _stream: C_Stream,
+    _x: *const c_void,
+    _y: *const c_void,
+    _z: *mut c_void,
+    _numel: usize,
+    _dtype: C_DataType,
+    _op: *mut c_void,
+) -> C_Status {
+    count(COUNT_BEYOND_PREFIX_CALLS);
+    C_ERROR
+}
+
+/// Word index of `transform_unary` in the develop table (`transform_binary` follows).
+const DEVELOP_TRANSFORM_UNARY_WORD: usize = 122;
+
+unsafe extern "C" fn counted_begin_capture(
+    _device: C_Device,
+    _stream: C_Stream,
+    _mode: C_StreamCaptureMode,
+) -> C_Status {
+    count(COUNT_BEYOND_PREFIX_CALLS);
+    C_ERROR
+}
+
+unsafe extern "C" fn counted_end_capture(
+    _device: C_Device,
+    _stream: C_Stream,
+    _graph: *mut C_CudaGraph,
+) -> C_Status {
+    count(COUNT_BEYOND_PREFIX_CALLS);
+    C_ERROR
+}
+
+unsafe extern "C" fn counted_graph_launch(
+    _device: C_Device,
+    _exec: C_GraphExec,
+    _stream: C_Stream,
+) -> C_Status {
+    count(COUNT_BEYOND_PREFIX_CALLS);
+    C_ERROR
+}
+
+unsafe extern "C" fn counted_graph_destroy(_graph: C_CudaGraph) -> C_Status {
+    count(COUNT_BEYOND_PREFIX_CALLS);
+    C_ERROR
+}
+
+unsafe extern "C" fn counted_graph_exec_destroy(_exec: C_GraphExec) -> C_Status {
+    count(COUNT_BEYOND_PREFIX_CALLS);
+    C_ERROR
+}
+
+unsafe extern "C" fn counted_graph_instantiate(
+    _exec: *mut C_GraphExec,
+    _graph: *mut C_CudaGraph,
+    _error_node: *mut *mut c_void,
+    _log: *mut std::ffi::c_char,
+    _log_size: usize,
+) -> C_Status {
+    count(COUNT_BEYOND_PREFIX_CALLS);
+    C_ERROR
+}
+
 /// A table of this plug-in's own, for [`MODE_REPLACES_INTERFACE`].
 struct OwnTable(std::cell::UnsafeCell<C_DeviceInterface>);
 // SAFETY: written once inside `InitPlugin` before it is handed out; never read here.
@@ -720,6 +819,9 @@ fn fill(table: &mut C_DeviceInterface, mode: u32) {
 /// The sizes of a plug-in built against the Paddle 2.x header.
 const PADDLE_2_PARAMS_SIZE: usize = 88;
 const PADDLE_2_INTERFACE_SIZE: usize = 912;
+/// The sizes of a plug-in built against the Paddle 3.2 (or the 1032-byte develop) header.
+const PADDLE_3_PARAMS_SIZE: usize = 96;
+const PADDLE_3_2_INTERFACE_SIZE: usize = 1032;
 
 /// The plug-in's entry point; what it does depends on the selected mode.
 ///
@@ -744,6 +846,20 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         if mode == MODE_PADDLE_2_LAYOUT
             && params.size != PADDLE_2_PARAMS_SIZE
             && interface_size != PADDLE_2_INTERFACE_SIZE
+        {
+            return;
+        }
+        if mode == MODE_DEVELOP_LAYOUT
+            && params.size != PADDLE_3_PARAMS_SIZE
+            && interface_size != PADDLE_3_2_INTERFACE_SIZE
+        {
+            return;
+        }
+        if mode == MODE_PARAMS_ONLY_3_3 && params.size != PADDLE_3_PARAMS_SIZE {
+            return;
+        }
+        if mode == MODE_STRICT_3_2
+            && (params.size != PADDLE_3_PARAMS_SIZE || interface_size != PADDLE_3_2_INTERFACE_SIZE)
         {
             return;
         }
@@ -784,6 +900,27 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         // through the typed fields, which lie within the smallest layout.
         let table = unsafe { &mut *table };
         fill(table, mode);
+        if mode == MODE_PARAMS_ONLY_3_3 {
+            table.cuda_stream_begin_capture = Some(counted_begin_capture);
+            table.cuda_stream_end_captrue = Some(counted_end_capture);
+            table.cuda_graph_launch = Some(counted_graph_launch);
+            table.cuda_graph_destroy = Some(counted_graph_destroy);
+            table.cuda_graph_exec_destroy = Some(counted_graph_exec_destroy);
+            table.cuda_graph_instantiate = Some(counted_graph_instantiate);
+        }
+        if mode == MODE_DEVELOP_LAYOUT {
+            let words = (table as *mut C_DeviceInterface).cast::<usize>();
+            // SAFETY: the develop table is 1032 bytes (129 words) and the host's buffer is at
+            // least that (the caller's contract); words 122 and 123 are its transforms.
+            unsafe {
+                words
+                    .add(DEVELOP_TRANSFORM_UNARY_WORD)
+                    .write(develop_transform_unary as *const () as usize);
+                words
+                    .add(DEVELOP_TRANSFORM_UNARY_WORD + 1)
+                    .write(develop_transform_binary as *const () as usize);
+            }
+        }
         if mode == MODE_WRITES_BEYOND {
             // SAFETY: the caller guarantees 2008 writable bytes.
             unsafe {
