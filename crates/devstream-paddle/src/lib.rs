@@ -12,14 +12,17 @@
 //!   copy per type (`libdevstream_cpu.so`, `libdevstream_wgpu.so`, ...) into
 //!   `target/paddle-plugins/`; point `CUSTOM_DEVICE_ROOT` there.
 //! * **Layouts**: the plug-in reads the sizes the host announces (`params->size`,
-//!   `interface->size`), accepts the Paddle 2.x (88 / 904, 912) and 3.x (96 / 1032, 1040,
-//!   1128) layouts, writes only fields inside the announced table, and returns without
-//!   writing `device_type` for any other size.
+//!   `interface->size`), accepts the pairs of the published releases (`sys.rs`'s
+//!   `KNOWN_LAYOUTS`: Paddle 2.6, 3.0 to 3.3), writes only fields inside the announced table,
+//!   and returns without writing `device_type` for any other pair. Graph capture exists only in
+//!   the 3.3 table.
 //! * **Memory**: device memory is devstream buffers behind addresses from a reserved,
 //!   never-mapped range ([`addr`]); an address outside a live allocation is `C_ERROR`.
-//! * **What stays null** (Paddle reports it): unified memory, graph capture, BLAS, collectives,
-//!   profiler and device properties. Stream priorities do not exist in the table's
-//!   `create_stream`.
+//! * **Graph capture** (3.3 table): CUDA and HIP, whose places capture natively.
+//! * **What stays null** (Paddle reports it): unified memory, graph capture on CPU and wgpu
+//!   (emulated there; `DEVSTREAM_PADDLE_EMULATED_CAPTURE=1` fills it, for tests), graph node
+//!   lists, BLAS, collectives, profiler and device properties. Stream priorities do not exist
+//!   in the table's `create_stream`.
 //! * **The C boundary**: every function catches panics (`C_INTERNAL_ERROR`), refuses null
 //!   pointers and unknown devices, handles or addresses with `C_ERROR`, and writes
 //!   out-parameters only on success.
@@ -183,12 +186,13 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
     let _ = catch_unwind(AssertUnwindSafe(|| unsafe { init_plugin(params) }));
 }
 
-/// Writes the numbers of live streams, events, device allocations and host allocations of the
-/// device type this image registered for `backend` (0 cpu, 1 wgpu, 2 cuda, 3 hip) to
-/// `out[0..4]`, and answers whether that backend is registered (for leak checks in tests).
+/// Writes the numbers of live streams, events, device allocations, host allocations, graphs
+/// and graph instantiations of the device type this image serves for `backend` (0 cpu,
+/// 1 wgpu, 2 cuda, 3 hip) to `out[0..6]`, and answers whether that backend has a runtime
+/// (for leak checks in tests).
 ///
 /// # Safety
-/// `out` is null or points to four writable `size_t`.
+/// `out` is null or points to six writable `size_t`.
 #[no_mangle]
 pub unsafe extern "C" fn devstream_paddle_live(backend: usize, out: *mut usize) -> bool {
     catch_unwind(|| {

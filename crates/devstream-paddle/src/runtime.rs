@@ -19,11 +19,11 @@
 use crate::addr::AddressSpace;
 use crate::select::Backend;
 use crate::sys::{C_Device_st, C_Status, C_Stream, C_ERROR, C_FAILED, C_INTERNAL_ERROR};
-use devstream::{DeviceBuffer, Event, EventFlags, Place, Stream};
+use devstream::{CaptureMode, DeviceBuffer, Event, EventFlags, Graph, Place, Stream};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// What an operation answers when it fails: the status for Paddle.
@@ -81,6 +81,10 @@ pub struct StreamObj {
     /// The first error a host function of this stream met, reported by the next query or
     /// synchronisation.
     deferred: Arc<Mutex<Option<String>>>,
+    /// Whether a capture begun through the table is open on it.
+    capturing: AtomicBool,
+    /// The number of the capture begun last (`cuda_stream_capture_info`'s id).
+    capture_id: AtomicU64,
 }
 
 impl StreamObj {
@@ -90,6 +94,8 @@ impl StreamObj {
             stream,
             handle,
             deferred: Arc::new(Mutex::new(None)),
+            capturing: AtomicBool::new(false),
+            capture_id: AtomicU64::new(0),
         }
     }
 
@@ -107,20 +113,18 @@ impl StreamObj {
     }
 
     /// Queues `body` as a host function; an error it returns is kept for the next query or
-    /// synchronisation.
+    /// synchronisation. Inside a capture it runs again at every launch of the graph (as a
+    /// memcpy node re-reads its source).
     fn host_func(
         &self,
         what: &'static str,
-        body: impl FnOnce() -> devstream::Result<()> + Send + 'static,
+        mut body: impl FnMut() -> devstream::Result<()> + Send + 'static,
     ) -> Status {
         let deferred = self.deferred.clone();
-        let mut body = Some(body);
         self.stream
             .launch_host_func(move || {
-                if let Some(body) = body.take() {
-                    if let Err(error) = body() {
-                        lock(&deferred).get_or_insert_with(|| format!("{what}: {error}"));
-                    }
+                if let Err(error) = body() {
+                    lock(&deferred).get_or_insert_with(|| format!("{what}: {error}"));
                 }
             })
             .check(what)
@@ -168,6 +172,17 @@ pub struct Runtime {
     memory: Mutex<AddressSpace<Allocation>>,
     host: Mutex<HashMap<usize, Layout>>,
     total_memory: usize,
+    graphs: Mutex<HashMap<usize, Arc<GraphObj>>>,
+    execs: Mutex<HashMap<usize, Arc<GraphObj>>>,
+}
+
+/// A captured graph (`C_CudaGraph`) or its instantiation (`C_GraphExec`): devstream's graph is
+/// launchable as captured, so both handles name the same object.
+pub struct GraphObj {
+    /// The device it was captured on.
+    pub device: usize,
+    /// The devstream graph.
+    pub graph: Graph,
 }
 
 /// Alignment of host allocations.
@@ -188,23 +203,30 @@ fn physical_memory() -> usize {
     (pages as usize).saturating_mul(page as usize)
 }
 
-/// The places of `backend` on this machine (none when it is not compiled in or its runtime
-/// is missing).
+/// The places of `backend` on this machine: none when the facade was built without it or its
+/// runtime is missing; otherwise `cpu`, or `wgpu:0`, `wgpu:1`, ... as long as each answers
+/// its capabilities.
+///
+/// This asks the facade at run time instead of naming backend crates, so the device types
+/// follow the backends the facade was built with (cargo unifies its features with this
+/// crate's), and never calls `devstream::places()`, which would also probe plug-ins (and could
+/// load this very library again).
 pub fn places_of(backend: Backend) -> Vec<Place> {
-    #[allow(unused_imports)]
-    use devstream::backend::DeviceBackend;
-    match backend {
-        #[cfg(feature = "cpu")]
-        Backend::Cpu => devstream::cpu::CpuBackend::places(),
-        #[cfg(feature = "wgpu")]
-        Backend::Wgpu => devstream::wgpu::WgpuBackend::places(),
-        #[cfg(feature = "cuda")]
-        Backend::Cuda => devstream::cuda::CudaBackend::places(),
-        #[cfg(feature = "hip")]
-        Backend::Hip => devstream::hip::HipBackend::places(),
-        #[allow(unreachable_patterns)]
-        _ => Vec::new(),
+    let kind = backend.kind();
+    if !devstream::compiled_backends().contains(&kind) || devstream::probe(kind).is_err() {
+        return Vec::new();
     }
+    let place = |n: usize| match backend {
+        Backend::Cpu => Place::Cpu,
+        Backend::Wgpu => Place::Wgpu(n),
+        Backend::Cuda => Place::Cuda(n),
+        Backend::Hip => Place::Hip(n),
+    };
+    let most = if backend == Backend::Cpu { 1 } else { 64 };
+    (0..most)
+        .map(place)
+        .take_while(|p| devstream::capabilities(p).is_ok())
+        .collect()
 }
 
 impl Runtime {
@@ -229,6 +251,8 @@ impl Runtime {
             memory: Mutex::new(memory),
             host: Mutex::new(HashMap::new()),
             total_memory,
+            graphs: Mutex::new(HashMap::new()),
+            execs: Mutex::new(HashMap::new()),
         })
     }
 
@@ -519,7 +543,8 @@ impl Runtime {
         let (buffer, offset) = self.translate(device, dst, size)?;
         let (obj, sync) = self.copy_stream(device, stream)?;
         // An idle stream has nothing queued that could still write the source.
-        if sync || obj.stream.query().check("async_memory_copy_h2d")? {
+        let capturing = obj.capturing.load(Ordering::SeqCst);
+        if sync || (!capturing && obj.stream.query().check("async_memory_copy_h2d")?) {
             // SAFETY: Paddle passes `size` readable bytes at `src` (non-null, checked).
             let bytes = unsafe { std::slice::from_raw_parts(src as *const u8, size) };
             obj.stream
@@ -725,14 +750,96 @@ impl Runtime {
         self.total_memory
     }
 
-    /// Live streams, events, device and host allocations (for leak checks).
-    pub fn live(&self) -> [usize; 4] {
+    /// Live streams, events, device allocations, host allocations, graphs and graph
+    /// instantiations (for leak checks).
+    pub fn live(&self) -> [usize; 6] {
         [
             lock(&self.streams).len(),
             lock(&self.events).len(),
             lock(&self.memory).live(),
             lock(&self.host).len(),
+            lock(&self.graphs).len(),
+            lock(&self.execs).len(),
         ]
+    }
+
+    /// `cuda_stream_begin_capture`: `mode` is a `C_StreamCaptureMode`. The null stream cannot
+    /// capture (as in Paddle and CUDA).
+    pub fn begin_capture(&self, device: usize, stream: C_Stream, mode: c_int) -> Status {
+        if stream.is_null() {
+            return Err(C_ERROR);
+        }
+        let mode = match mode {
+            crate::sys::C_StreamCaptureModeGlobal => CaptureMode::Global,
+            crate::sys::C_StreamCaptureModeThreadLocal => CaptureMode::ThreadLocal,
+            crate::sys::C_StreamCaptureModeRelaxed => CaptureMode::Relaxed,
+            _ => return Err(C_ERROR),
+        };
+        let obj = self.stream(device, stream)?;
+        obj.stream.begin_capture(mode).check("begin_capture")?;
+        obj.capture_id.fetch_add(1, Ordering::SeqCst);
+        obj.capturing.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// `cuda_stream_end_captrue`: ends the capture and answers the graph's handle.
+    pub fn end_capture(&self, device: usize, stream: C_Stream) -> Status<usize> {
+        let obj = self.stream(device, stream)?;
+        let graph = obj.stream.end_capture();
+        obj.capturing.store(false, Ordering::SeqCst);
+        let graph = graph.check("end_capture")?;
+        let handle = self.handle();
+        lock(&self.graphs).insert(handle, Arc::new(GraphObj { device, graph }));
+        Ok(handle)
+    }
+
+    /// `cuda_stream_capture_info`: the capture status (a `C_StreamCaptureStatus`) and the
+    /// capture's number.
+    pub fn capture_info(&self, device: usize, stream: C_Stream) -> Status<(c_int, u64)> {
+        let obj = self.stream(device, stream)?;
+        let status = match obj.stream.is_capturing() {
+            Ok(true) => crate::sys::C_StreamCaptureStatusActive,
+            Ok(false) if obj.capturing.load(Ordering::SeqCst) => {
+                crate::sys::C_StreamCaptureStatusInvalidated
+            }
+            Ok(false) => crate::sys::C_StreamCaptureStatusNone,
+            Err(devstream::Error::Capture { .. }) => crate::sys::C_StreamCaptureStatusInvalidated,
+            Err(error) => return Err(fail("cuda_stream_capture_info", error)),
+        };
+        Ok((status, obj.capture_id.load(Ordering::SeqCst)))
+    }
+
+    /// A graph handle from `end_capture` that is still alive.
+    pub fn graph(&self, handle: usize) -> Status<Arc<GraphObj>> {
+        lock(&self.graphs).get(&handle).cloned().ok_or(C_ERROR)
+    }
+
+    /// `cuda_graph_instantiate`: an executable handle for a captured graph.
+    pub fn instantiate(&self, graph: usize) -> Status<usize> {
+        let graph = self.graph(graph)?;
+        let handle = self.handle();
+        lock(&self.execs).insert(handle, graph);
+        Ok(handle)
+    }
+
+    /// `cuda_graph_launch`: runs the graph on `stream` (any stream of its device).
+    pub fn launch(&self, device: usize, exec: usize, stream: C_Stream) -> Status {
+        let graph = lock(&self.execs).get(&exec).cloned().ok_or(C_ERROR)?;
+        if graph.device != device {
+            return Err(C_ERROR);
+        }
+        let obj = self.stream(device, stream)?;
+        graph.graph.launch(&obj.stream).check("cuda_graph_launch")
+    }
+
+    /// `cuda_graph_destroy`.
+    pub fn destroy_graph(&self, graph: usize) -> Status {
+        lock(&self.graphs).remove(&graph).map(drop).ok_or(C_ERROR)
+    }
+
+    /// `cuda_graph_exec_destroy`.
+    pub fn destroy_exec(&self, exec: usize) -> Status {
+        lock(&self.execs).remove(&exec).map(drop).ok_or(C_ERROR)
     }
 }
 

@@ -74,14 +74,20 @@ impl Backend {
         )
     }
 
-    /// Whether this build includes the backend (cargo features `cpu`, `wgpu`, `cuda`, `hip`).
-    pub fn compiled(self) -> bool {
+    /// The facade's backend kind.
+    pub fn kind(self) -> devstream::BackendKind {
         match self {
-            Backend::Cpu => cfg!(feature = "cpu"),
-            Backend::Wgpu => cfg!(feature = "wgpu"),
-            Backend::Cuda => cfg!(feature = "cuda"),
-            Backend::Hip => cfg!(feature = "hip"),
+            Backend::Cpu => devstream::BackendKind::Cpu,
+            Backend::Wgpu => devstream::BackendKind::Wgpu,
+            Backend::Cuda => devstream::BackendKind::Cuda,
+            Backend::Hip => devstream::BackendKind::Hip,
         }
+    }
+
+    /// Whether the facade this library was built with includes the backend (this crate's cargo
+    /// features `cpu`, `wgpu`, `cuda`, `hip` turn the facade's on; cargo may unify more).
+    pub fn compiled(self) -> bool {
+        devstream::compiled_backends().contains(&self.kind())
     }
 
     /// The index used for per-backend tables (`Backend as usize`).
@@ -124,13 +130,13 @@ pub fn registration_order(file_name: Option<&str>, env_list: Option<&str>) -> Ve
 /// A family of table layouts the plug-in accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
-    /// Paddle 2.4–2.6: 88-byte `CustomRuntimeParams`, a 904- or 912-byte table.
+    /// Paddle 2.x: 88-byte `CustomRuntimeParams` (2.6: a 912-byte table).
     Paddle2 {
         /// The table size the host announced.
         interface_size: usize,
     },
-    /// Paddle 3.x: 96-byte params; 1032 or 1040 bytes (3.0–3.2, develop of 2025), 1128 bytes
-    /// (3.3: graph capture functions after the BLAS handles).
+    /// Paddle 3.x: 96-byte params; a table of 920 to 1032 bytes (3.0–3.2) or 1128 bytes (3.3:
+    /// graph-capture functions after the BLAS handles).
     Paddle3 {
         /// The table size the host announced.
         interface_size: usize,
@@ -148,25 +154,26 @@ impl Layout {
     }
 }
 
-/// `sizeof(CustomRuntimeParams)` of Paddle 2.x.
-pub const PARAMS_SIZE_2: usize = 88;
-/// `sizeof(CustomRuntimeParams)` of Paddle 3.x.
-pub const PARAMS_SIZE_3: usize = 96;
 /// `sizeof(C_DeviceInterface)` of the Paddle 3.3 table (with graph capture).
-pub const INTERFACE_SIZE_3_3: usize = 1128;
+pub const INTERFACE_SIZE_3_3: usize = crate::sys::LAYOUT_PADDLE_3_3.interface_size;
 
-/// The layout a host announces with these two sizes, or `None` for any other pair (on 64-bit
-/// targets; the sizes are those of the published headers).
+/// The layout a host announces with these two sizes, or `None` for any other pair: the pairs
+/// of the published Paddle releases on 64-bit targets, as `sys.rs` lists them
+/// (`KNOWN_LAYOUTS`: 88/912 for 2.6, 96 with 920, 976, 1032 or 1128 for 3.0 to 3.3).
 pub fn classify(params_size: usize, interface_size: usize) -> Option<Layout> {
     if cfg!(not(target_pointer_width = "64")) {
         return None;
     }
-    match (params_size, interface_size) {
-        (PARAMS_SIZE_2, 904 | 912) => Some(Layout::Paddle2 { interface_size }),
-        (PARAMS_SIZE_3, 1032 | 1040 | INTERFACE_SIZE_3_3) => {
-            Some(Layout::Paddle3 { interface_size })
-        }
-        _ => None,
+    let known = crate::sys::KNOWN_LAYOUTS
+        .iter()
+        .any(|l| l.params_size == params_size && l.interface_size == interface_size);
+    if !known {
+        return None;
+    }
+    if params_size == std::mem::size_of::<crate::sys::CustomRuntimeParams>() {
+        Some(Layout::Paddle3 { interface_size })
+    } else {
+        Some(Layout::Paddle2 { interface_size })
     }
 }
 
@@ -232,5 +239,6 @@ mod tests {
         assert_eq!(classify(88, 1128), None);
         assert_eq!(classify(96, 2048), None);
         assert_eq!(classify(0, 0), None);
+        assert_eq!(INTERFACE_SIZE_3_3, 1128);
     }
 }

@@ -10,7 +10,7 @@ use crate::runtime::{Runtime, Status, PANICKED};
 use crate::select::Layout;
 use crate::sys::*;
 use std::cell::Cell;
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::mem::{offset_of, size_of};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
@@ -464,6 +464,152 @@ unsafe extern "C" fn device_memory_stats<const B: usize>(
     })
 }
 
+unsafe extern "C" fn cuda_stream_begin_capture<const B: usize>(
+    device: C_Device,
+    stream: C_Stream,
+    mode: C_StreamCaptureMode,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.begin_capture(d, stream, mode)
+    })
+}
+
+unsafe extern "C" fn cuda_stream_end_capture<const B: usize>(
+    device: C_Device,
+    stream: C_Stream,
+    graph: *mut C_CudaGraph,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        if graph.is_null() {
+            return Err(C_ERROR);
+        }
+        let handle = rt.end_capture(d, stream)?;
+        // SAFETY: non-null out-parameter.
+        unsafe { put(graph, handle as C_CudaGraph) }
+    })
+}
+
+unsafe extern "C" fn cuda_graph_launch<const B: usize>(
+    device: C_Device,
+    exec: C_GraphExec,
+    stream: C_Stream,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        rt.launch(d, exec as usize, stream)
+    })
+}
+
+unsafe extern "C" fn cuda_graph_destroy<const B: usize>(graph: C_CudaGraph) -> C_Status {
+    guarded(|| rt::<B>()?.destroy_graph(graph as usize))
+}
+
+unsafe extern "C" fn cuda_graph_exec_destroy<const B: usize>(exec: C_GraphExec) -> C_Status {
+    guarded(|| rt::<B>()?.destroy_exec(exec as usize))
+}
+
+unsafe extern "C" fn cuda_graph_instantiate<const B: usize>(
+    exec: *mut C_GraphExec,
+    graph: *mut C_CudaGraph,
+    _error_node: *mut *mut c_void,
+    _log: *mut c_char,
+    _log_size: usize,
+) -> C_Status {
+    guarded(|| {
+        let rt = rt::<B>()?;
+        if exec.is_null() || graph.is_null() {
+            return Err(C_ERROR);
+        }
+        // SAFETY: non-null, readable `C_CudaGraph` from the host.
+        let graph = unsafe { graph.read() };
+        let handle = rt.instantiate(graph as usize)?;
+        // SAFETY: non-null out-parameter.
+        unsafe { put(exec, handle as C_GraphExec) }
+    })
+}
+
+/// devstream graphs do not list their nodes: `pNode` must be null, and the count is 1 for
+/// every live graph. Paddle asks only whether a segment is empty (then destroys it instead of
+/// instantiating it); launching a devstream graph that captured nothing is a no-op, so calling
+/// every graph non-empty is safe where calling a non-empty one empty would drop work.
+unsafe extern "C" fn cuda_graph_get_nodes<const B: usize>(
+    graph: C_CudaGraph,
+    nodes: *mut C_CudaGraphNode,
+    count: *mut usize,
+) -> C_Status {
+    guarded(|| {
+        let rt = rt::<B>()?;
+        rt.graph(graph as usize)?;
+        if !nodes.is_null() {
+            return Err(C_ERROR);
+        }
+        // SAFETY: the host passes a writable `size_t` (or null: refused).
+        unsafe { put(count, 1) }
+    })
+}
+
+/// Writes the capture status and id; the graph, dependencies and edge data cannot be told
+/// (null and 0 are written where the host asks for them).
+unsafe extern "C" fn cuda_stream_capture_info<const B: usize>(
+    device: C_Device,
+    stream: C_Stream,
+    status: *mut C_StreamCaptureStatus,
+    id: *mut std::ffi::c_ulonglong,
+    graph: *mut C_CudaGraph,
+    dependencies: *mut C_CudaGraphNode,
+    edge_data: *mut *mut c_void,
+    dependency_count: *mut usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        if status.is_null() || !dependencies.is_null() {
+            return Err(C_ERROR);
+        }
+        let (state, number) = rt.capture_info(d, stream)?;
+        // SAFETY: each pointer is written only when non-null; the host passes writable
+        // out-parameters.
+        unsafe {
+            status.write(state);
+            if !id.is_null() {
+                id.write(number);
+            }
+            if !graph.is_null() {
+                graph.write(std::ptr::null_mut());
+            }
+            if !edge_data.is_null() {
+                edge_data.write(std::ptr::null_mut());
+            }
+            if !dependency_count.is_null() {
+                dependency_count.write(0);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// No kernel node of a devstream graph has parameters to set: zero setters.
+unsafe extern "C" fn get_parameter_setter_for_exec_graph<const B: usize>(
+    graph: C_CudaGraph,
+    hooks: *mut C_GraphHookManager,
+) -> C_Status {
+    guarded(|| {
+        rt::<B>()?.graph(graph as usize)?;
+        let none = C_GraphHookManager {
+            size: 0,
+            hooks: std::ptr::null_mut(),
+            user_data: std::ptr::null_mut(),
+        };
+        // SAFETY: the host passes a writable `C_GraphHookManager` (or null: refused).
+        unsafe { put(hooks, none) }
+    })
+}
+
 /// Declares a `C_Status (*)(C_Device, size_t*)` info function from `|rt, device| -> usize`.
 macro_rules! size_info {
     ($($(#[$doc:meta])* $name:ident = $value:expr;)*) => {$(
@@ -512,12 +658,23 @@ macro_rules! set {
     };
 }
 
+/// Whether backend index `b` gets the graph-capture functions: CUDA and HIP, whose places
+/// capture natively; CPU and wgpu (emulated capture) only with
+/// `DEVSTREAM_PADDLE_EMULATED_CAPTURE=1`, a switch for tests of this table.
+pub fn capture_for(b: usize) -> bool {
+    b == crate::select::Backend::Cuda.index()
+        || b == crate::select::Backend::Hip.index()
+        || std::env::var("DEVSTREAM_PADDLE_EMULATED_CAPTURE").is_ok_and(|v| v == "1")
+}
+
 /// Fills the table of backend `B` into the host's table at `table`.
 ///
-/// Only fields inside `layout.interface_size()` are written; every filled function lies in
-/// the prefix shared by all published layouts. What devstream cannot honour stays null, so
-/// that Paddle reports it: unified memory (a devstream buffer is not host memory), graph capture
-/// (not yet wired), BLAS, collectives, profiler, properties.
+/// Only fields inside `layout.interface_size()` are written: the functions of the prefix
+/// shared by all published layouts, and in the 3.3 table (1128 bytes) the graph-capture
+/// functions where [`capture_for`] allows them. What devstream cannot honour stays null, so
+/// that Paddle reports it: unified memory (a devstream buffer is not host memory), graph
+/// node lists, DOT dumps and capture-mode exchange, BLAS, collectives, profiler, device
+/// properties.
 ///
 /// # Safety
 /// `table` points to `layout.interface_size()` writable bytes.
@@ -623,6 +780,47 @@ pub unsafe fn fill<const B: usize>(table: *mut C_DeviceInterface, layout: Layout
         device_init_alloc_size::<B>
     );
     set!(table, size, device_realloc_size, device_realloc_size::<B>);
+    if capture_for(B) {
+        set!(
+            table,
+            size,
+            cuda_stream_begin_capture,
+            cuda_stream_begin_capture::<B>
+        );
+        set!(
+            table,
+            size,
+            cuda_stream_end_captrue,
+            cuda_stream_end_capture::<B>
+        );
+        set!(table, size, cuda_graph_launch, cuda_graph_launch::<B>);
+        set!(table, size, cuda_graph_destroy, cuda_graph_destroy::<B>);
+        set!(
+            table,
+            size,
+            cuda_graph_exec_destroy,
+            cuda_graph_exec_destroy::<B>
+        );
+        set!(
+            table,
+            size,
+            cuda_graph_instantiate,
+            cuda_graph_instantiate::<B>
+        );
+        set!(table, size, cuda_graph_get_nodes, cuda_graph_get_nodes::<B>);
+        set!(
+            table,
+            size,
+            cuda_stream_capture_info,
+            cuda_stream_capture_info::<B>
+        );
+        set!(
+            table,
+            size,
+            get_parameter_setter_for_exec_graph,
+            get_parameter_setter_for_exec_graph::<B>
+        );
+    }
 }
 
 /// [`fill`] for a backend index known only at run time.

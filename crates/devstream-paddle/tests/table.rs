@@ -1,0 +1,508 @@
+//! The table's functions called as Paddle calls them, on `devstream_cpu` (device 0), through a
+//! table filled by `devstream_paddle::table::fill`.
+#![allow(clippy::undocumented_unsafe_blocks)] // test calls through the C ABI; each is commented
+
+use devstream_paddle::runtime::{places_of, Runtime};
+use devstream_paddle::select::{Backend, Layout};
+use devstream_paddle::sys::*;
+use devstream_paddle::table::{fill, RUNTIMES};
+use std::ffi::c_void;
+use std::ptr::{null, null_mut};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+const CPU: usize = 0;
+
+/// The 3.3 table of `devstream_cpu`, with the capture functions (emulated capture switched on
+/// for this test process).
+fn table() -> &'static C_DeviceInterface {
+    /// The filled table: function pointers and null reserved words, never written again.
+    struct Table(Box<C_DeviceInterface>);
+    // SAFETY: read-only after initialisation; its raw pointers are null reserved words.
+    unsafe impl Sync for Table {}
+    // SAFETY: as above.
+    unsafe impl Send for Table {}
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    &TABLE
+        .get_or_init(|| {
+            RUNTIMES[CPU].get_or_init(|| {
+                Runtime::new(Backend::Cpu, places_of(Backend::Cpu)).expect("a cpu place")
+            });
+            std::env::set_var("DEVSTREAM_PADDLE_EMULATED_CAPTURE", "1");
+            let mut table = Box::new(C_DeviceInterface::zeroed());
+            table.size = std::mem::size_of::<C_DeviceInterface>();
+            // SAFETY: a whole 1128-byte table.
+            unsafe {
+                fill::<CPU>(
+                    &mut *table,
+                    Layout::Paddle3 {
+                        interface_size: table.size,
+                    },
+                )
+            };
+            Table(table)
+        })
+        .0
+}
+
+fn dev() -> C_Device_st {
+    C_Device_st { id: 0 }
+}
+
+macro_rules! call {
+    ($name:ident($($arg:expr),*)) => {{
+        let f = table().$name.expect(stringify!($name));
+        // SAFETY: the arguments follow the table's contract (or test its refusals).
+        unsafe { f($($arg),*) }
+    }};
+}
+
+fn alloc(size: usize) -> *mut c_void {
+    let mut d = dev();
+    let mut ptr = null_mut();
+    assert_eq!(
+        call!(device_memory_allocate(&mut d, &mut ptr, size)),
+        C_SUCCESS
+    );
+    assert!(!ptr.is_null());
+    ptr
+}
+
+fn free(ptr: *mut c_void, size: usize) {
+    let mut d = dev();
+    assert_eq!(
+        call!(device_memory_deallocate(&mut d, ptr, size)),
+        C_SUCCESS
+    );
+}
+
+fn h2d(dst: *mut c_void, src: &[u8]) -> C_Status {
+    let mut d = dev();
+    call!(memory_copy_h2d(&mut d, dst, src.as_ptr().cast(), src.len()))
+}
+
+fn d2h(src: *const c_void, len: usize) -> Result<Vec<u8>, C_Status> {
+    let mut d = dev();
+    let mut out = vec![0u8; len];
+    match call!(memory_copy_d2h(&mut d, out.as_mut_ptr().cast(), src, len)) {
+        C_SUCCESS => Ok(out),
+        status => Err(status),
+    }
+}
+
+fn stream() -> C_Stream {
+    let mut d = dev();
+    let mut s = null_mut();
+    assert_eq!(call!(create_stream(&mut d, &mut s)), C_SUCCESS);
+    assert!(!s.is_null());
+    s
+}
+
+fn sync(s: C_Stream) -> C_Status {
+    let mut d = dev();
+    call!(synchronize_stream(&mut d, s))
+}
+
+fn destroy(s: C_Stream) {
+    let mut d = dev();
+    assert_eq!(call!(destroy_stream(&mut d, s)), C_SUCCESS);
+}
+
+/// A callback that blocks its stream until the test sends on the channel.
+unsafe extern "C" fn gate(_: C_Device, _: C_Stream, data: *mut c_void, _: *mut C_Status) {
+    // SAFETY: `data` is the boxed receiver `hold` leaked for exactly this call.
+    let receiver = unsafe { Box::from_raw(data.cast::<Receiver<()>>()) };
+    let _ = receiver.recv_timeout(Duration::from_secs(30));
+}
+
+/// Holds `s` until the returned sender sends (or is dropped).
+fn hold(s: C_Stream) -> Sender<()> {
+    let (sender, receiver) = channel::<()>();
+    let data = Box::into_raw(Box::new(receiver)).cast::<c_void>();
+    let mut d = dev();
+    assert_eq!(
+        call!(stream_add_callback(&mut d, s, Some(gate), data)),
+        C_SUCCESS
+    );
+    sender
+}
+
+/// A callback that writes 42 into the `u8` it is given.
+unsafe extern "C" fn write_42(_: C_Device, _: C_Stream, data: *mut c_void, _: *mut C_Status) {
+    // SAFETY: `data` points to a live `u8` the test owns until the stream is synchronised.
+    unsafe { data.cast::<u8>().write(42) };
+}
+
+fn live() -> [usize; 6] {
+    let mut out = [0usize; 6];
+    // SAFETY: room for six entries.
+    assert!(unsafe { devstream_paddle::devstream_paddle_live(CPU, out.as_mut_ptr()) });
+    out
+}
+
+/// The tests run one at a time (one counts live objects).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[test]
+fn device_management_answers_as_paddle_expects() {
+    let _serial = serial();
+    let mut count = 0usize;
+    assert_eq!(call!(get_device_count(&mut count)), C_SUCCESS);
+    assert_eq!(count, 1, "one cpu place");
+    let mut list = [usize::MAX; 1];
+    assert_eq!(call!(get_device_list(list.as_mut_ptr())), C_SUCCESS);
+    assert_eq!(list, [0]);
+    assert_eq!(call!(get_device_count(null_mut())), C_ERROR);
+    let mut d = dev();
+    assert_eq!(call!(set_device(&mut d)), C_SUCCESS);
+    let mut got = C_Device_st { id: -7 };
+    assert_eq!(call!(get_device(&mut got)), C_SUCCESS);
+    assert_eq!(got.id, 0);
+    let mut bad = C_Device_st { id: 1 };
+    assert_eq!(call!(set_device(&mut bad)), C_ERROR);
+    assert_eq!(call!(init_device(&mut bad)), C_ERROR);
+    assert_eq!(call!(set_device(null_mut())), C_ERROR);
+    assert_eq!(call!(get_device(null_mut())), C_ERROR);
+    assert_eq!(call!(init_device(&mut d)), C_SUCCESS);
+    assert_eq!(call!(synchronize_device(&mut d)), C_SUCCESS);
+    let (mut total, mut free) = (0, 0);
+    assert_eq!(
+        call!(device_memory_stats(&mut d, &mut total, &mut free)),
+        C_SUCCESS
+    );
+    assert!(total > 0 && free <= total);
+    assert_eq!(
+        call!(device_memory_stats(&mut d, null_mut(), &mut free)),
+        C_ERROR
+    );
+    let mut chunk = 0;
+    assert_eq!(call!(device_min_chunk_size(&mut d, &mut chunk)), C_SUCCESS);
+    assert_eq!(chunk, 256);
+    assert_eq!(call!(device_max_chunk_size(&mut d, &mut chunk)), C_SUCCESS);
+    assert!(chunk >= 256);
+    assert_eq!(
+        call!(device_extra_padding_size(&mut d, &mut chunk)),
+        C_SUCCESS
+    );
+    assert_eq!(chunk, 0);
+    assert_eq!(call!(device_realloc_size(&mut bad, &mut chunk)), C_ERROR);
+    assert!(
+        table().unified_memory_allocate.is_none(),
+        "not honoured: null"
+    );
+    assert!(table().cuda_graph_debug_dot_print.is_none());
+}
+
+#[test]
+fn memory_round_trips_through_translated_addresses() {
+    let _serial = serial();
+    let size = 1000;
+    let ptr = alloc(size);
+    assert_eq!(ptr as usize % 256, 0);
+    let data: Vec<u8> = (0..size).map(|i| i as u8).collect();
+    assert_eq!(h2d(ptr, &data), C_SUCCESS);
+    assert_eq!(d2h(ptr, size).unwrap(), data);
+    // Pointer arithmetic inside the allocation, as Paddle's allocator does.
+    let inner = ptr.cast::<u8>().wrapping_add(100).cast::<c_void>();
+    assert_eq!(h2d(inner, &[7; 10]), C_SUCCESS);
+    assert_eq!(
+        d2h(inner, 12).unwrap(),
+        [7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 110, 111]
+    );
+    let mut d = dev();
+    assert_eq!(call!(device_memory_set(&mut d, inner, 9, 3)), C_SUCCESS);
+    assert_eq!(d2h(inner, 4).unwrap(), [9, 9, 9, 7]);
+    // Device to device inside one allocation, and to another.
+    let other = alloc(16);
+    assert_eq!(call!(memory_copy_d2d(&mut d, other, inner, 4)), C_SUCCESS);
+    assert_eq!(d2h(other, 4).unwrap(), [9, 9, 9, 7]);
+    // Addresses outside a live allocation are errors, never accesses.
+    let end = ptr.cast::<u8>().wrapping_add(size).cast::<c_void>();
+    assert_eq!(h2d(end, &[1]), C_ERROR, "one past the end");
+    assert_eq!(d2h(ptr, size + 1), Err(C_ERROR), "runs past the end");
+    assert_eq!(
+        d2h(0x1000 as *const c_void, 4),
+        Err(C_ERROR),
+        "never allocated"
+    );
+    assert_eq!(h2d(null_mut(), &[1]), C_ERROR);
+    assert_eq!(call!(memory_copy_h2d(&mut d, ptr, null(), 4)), C_ERROR);
+    assert_eq!(call!(memory_copy_d2h(&mut d, null_mut(), ptr, 4)), C_ERROR);
+    assert_eq!(
+        call!(device_memory_deallocate(&mut d, inner, 0)),
+        C_ERROR,
+        "not a start"
+    );
+    let mut out = null_mut();
+    assert_eq!(
+        call!(device_memory_allocate(&mut d, null_mut(), 8)),
+        C_ERROR
+    );
+    let mut bad = C_Device_st { id: 3 };
+    assert_eq!(
+        call!(device_memory_allocate(&mut bad, &mut out, 8)),
+        C_ERROR
+    );
+    assert!(out.is_null(), "out-parameters are written only on success");
+    free(other, 16);
+    free(ptr, size);
+    assert_eq!(
+        call!(device_memory_deallocate(&mut d, ptr, size)),
+        C_ERROR,
+        "twice"
+    );
+    assert_eq!(d2h(ptr, 4), Err(C_ERROR), "freed");
+    // Host memory is plain, writable memory.
+    let mut host = null_mut();
+    assert_eq!(
+        call!(host_memory_allocate(&mut d, &mut host, 64)),
+        C_SUCCESS
+    );
+    // SAFETY: 64 writable bytes just allocated.
+    unsafe { host.cast::<u8>().write_bytes(5, 64) };
+    assert_eq!(call!(host_memory_deallocate(&mut d, host, 64)), C_SUCCESS);
+    assert_eq!(call!(host_memory_deallocate(&mut d, host, 64)), C_ERROR);
+}
+
+#[test]
+fn async_copies_keep_stream_order() {
+    let _serial = serial();
+    let s = stream();
+    let ptr = alloc(4);
+    let mut d = dev();
+    // The source is written by a callback queued before the copy: the copy must see it.
+    let release = hold(s);
+    let mut source = 0u8;
+    let source_ptr: *mut u8 = &mut source;
+    assert_eq!(
+        call!(stream_add_callback(
+            &mut d,
+            s,
+            Some(write_42),
+            source_ptr.cast()
+        )),
+        C_SUCCESS
+    );
+    assert_eq!(
+        call!(async_memory_copy_h2d(&mut d, s, ptr, source_ptr.cast(), 1)),
+        C_SUCCESS
+    );
+    let mut back = [0u8; 1];
+    assert_eq!(
+        call!(async_memory_copy_d2h(
+            &mut d,
+            s,
+            back.as_mut_ptr().cast(),
+            ptr,
+            1
+        )),
+        C_SUCCESS
+    );
+    assert_eq!(
+        call!(query_stream(&mut d, s)),
+        C_FAILED,
+        "held: not complete"
+    );
+    release.send(()).unwrap();
+    assert_eq!(sync(s), C_SUCCESS);
+    assert_eq!(call!(query_stream(&mut d, s)), C_SUCCESS);
+    assert_eq!(back, [42]);
+    // Async device-to-device, and errors of async copies.
+    let other = alloc(4);
+    assert_eq!(
+        call!(async_memory_copy_d2d(&mut d, s, other, ptr, 1)),
+        C_SUCCESS
+    );
+    assert_eq!(sync(s), C_SUCCESS);
+    assert_eq!(d2h(other, 1).unwrap(), [42]);
+    assert_eq!(
+        call!(async_memory_copy_d2d(&mut d, s, other, ptr, 5)),
+        C_ERROR,
+        "past the end"
+    );
+    let bogus = 0xdead_0001_usize as C_Stream; // handles are multiples of 16
+    assert_eq!(
+        call!(async_memory_copy_d2d(&mut d, bogus, other, ptr, 1)),
+        C_ERROR
+    );
+    // The null stream is the device's default stream.
+    assert_eq!(
+        call!(async_memory_copy_d2d(&mut d, null_mut(), other, ptr, 1)),
+        C_SUCCESS
+    );
+    assert_eq!(sync(null_mut()), C_SUCCESS);
+    free(other, 4);
+    free(ptr, 4);
+    destroy(s);
+}
+
+#[test]
+fn events_order_streams() {
+    let _serial = serial();
+    let a = stream();
+    let b = stream();
+    let mut d = dev();
+    let mut event = null_mut();
+    assert_eq!(call!(create_event(&mut d, &mut event)), C_SUCCESS);
+    assert_eq!(
+        call!(query_event(&mut d, event)),
+        C_SUCCESS,
+        "never recorded"
+    );
+    let release = hold(a);
+    assert_eq!(call!(record_event(&mut d, a, event)), C_SUCCESS);
+    assert_eq!(call!(query_event(&mut d, event)), C_FAILED);
+    assert_eq!(call!(stream_wait_event(&mut d, b, event)), C_SUCCESS);
+    let mut flag = 0u8;
+    let flag_ptr: *mut u8 = &mut flag;
+    assert_eq!(
+        call!(stream_add_callback(
+            &mut d,
+            b,
+            Some(write_42),
+            flag_ptr.cast()
+        )),
+        C_SUCCESS
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(call!(query_stream(&mut d, b)), C_FAILED, "b waits for a");
+    release.send(()).unwrap();
+    assert_eq!(call!(synchronize_event(&mut d, event)), C_SUCCESS);
+    assert_eq!(sync(b), C_SUCCESS);
+    // SAFETY: the stream that wrote it is synchronised.
+    assert_eq!(unsafe { flag_ptr.read() }, 42);
+    assert_eq!(call!(destroy_event(&mut d, event)), C_SUCCESS);
+    assert_eq!(call!(destroy_event(&mut d, event)), C_ERROR, "twice");
+    assert_eq!(call!(query_event(&mut d, event)), C_ERROR, "destroyed");
+    assert_eq!(call!(record_event(&mut d, a, event)), C_ERROR);
+    assert_eq!(call!(create_event(&mut d, null_mut())), C_ERROR);
+    assert_eq!(
+        call!(stream_add_callback(&mut d, a, None, null_mut())),
+        C_ERROR
+    );
+    destroy(a);
+    destroy(b);
+    assert_eq!(call!(destroy_stream(&mut d, a)), C_ERROR, "twice");
+    assert_eq!(call!(query_stream(&mut d, a)), C_ERROR, "destroyed");
+}
+
+#[test]
+fn captured_copies_run_at_every_launch() {
+    let _serial = serial();
+    let s = stream();
+    let src = alloc(4);
+    let dst = alloc(4);
+    let mut d = dev();
+    assert_eq!(
+        call!(cuda_stream_begin_capture(
+            &mut d,
+            s,
+            C_StreamCaptureModeThreadLocal
+        )),
+        C_SUCCESS
+    );
+    let mut status = -1;
+    let mut id = 0;
+    assert_eq!(
+        call!(cuda_stream_capture_info(
+            &mut d,
+            s,
+            &mut status,
+            &mut id,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut()
+        )),
+        C_SUCCESS
+    );
+    assert_eq!(status, C_StreamCaptureStatusActive);
+    assert!(id > 0);
+    assert_eq!(
+        call!(async_memory_copy_d2d(&mut d, s, dst, src, 4)),
+        C_SUCCESS
+    );
+    let mut graph = null_mut();
+    assert_eq!(
+        call!(cuda_stream_end_captrue(&mut d, s, &mut graph)),
+        C_SUCCESS
+    );
+    let mut nodes = 0;
+    assert_eq!(
+        call!(cuda_graph_get_nodes(graph, null_mut(), &mut nodes)),
+        C_SUCCESS
+    );
+    assert_eq!(nodes, 1);
+    let mut hooks = C_GraphHookManager {
+        size: 9,
+        hooks: null_mut(),
+        user_data: null_mut(),
+    };
+    assert_eq!(
+        call!(get_parameter_setter_for_exec_graph(graph, &mut hooks)),
+        C_SUCCESS
+    );
+    assert_eq!(hooks.size, 0);
+    let mut exec = null_mut();
+    assert_eq!(
+        call!(cuda_graph_instantiate(
+            &mut exec,
+            &mut graph,
+            null_mut(),
+            null_mut(),
+            0
+        )),
+        C_SUCCESS
+    );
+    for round in [3u8, 4] {
+        assert_eq!(h2d(src, &[round; 4]), C_SUCCESS);
+        assert_eq!(call!(cuda_graph_launch(&mut d, exec, s)), C_SUCCESS);
+        assert_eq!(sync(s), C_SUCCESS);
+        assert_eq!(d2h(dst, 4).unwrap(), [round; 4], "launch {round}");
+    }
+    assert_eq!(call!(cuda_graph_exec_destroy(exec)), C_SUCCESS);
+    assert_eq!(call!(cuda_graph_destroy(graph)), C_SUCCESS);
+    assert_eq!(
+        call!(cuda_graph_launch(&mut d, exec, s)),
+        C_ERROR,
+        "destroyed"
+    );
+    assert_eq!(call!(cuda_graph_destroy(graph)), C_ERROR, "twice");
+    assert_eq!(
+        call!(cuda_stream_begin_capture(&mut d, null_mut(), 0)),
+        C_ERROR,
+        "the null stream never captures"
+    );
+    assert_eq!(
+        call!(cuda_stream_begin_capture(&mut d, s, 7)),
+        C_ERROR,
+        "unknown mode"
+    );
+    free(src, 4);
+    free(dst, 4);
+    destroy(s);
+}
+
+#[test]
+fn nothing_leaks() {
+    let _serial = serial();
+    table();
+    let before = live();
+    let s = stream();
+    let ptr = alloc(64);
+    let mut d = dev();
+    let mut event = null_mut();
+    assert_eq!(call!(create_event(&mut d, &mut event)), C_SUCCESS);
+    assert_eq!(call!(record_event(&mut d, s, event)), C_SUCCESS);
+    assert_eq!(live()[2], before[2] + 1);
+    assert_eq!(call!(destroy_event(&mut d, event)), C_SUCCESS);
+    free(ptr, 64);
+    destroy(s);
+    let after = live();
+    assert_eq!(after[2..], before[2..], "allocations, graphs");
+}
