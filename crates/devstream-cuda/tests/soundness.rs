@@ -743,3 +743,33 @@ fn concurrent_graph_launches_report_a_host_function_panic_on_the_launching_strea
         other => panic!("the first launch's stream did not report its panic: {other:?}"),
     }
 }
+
+/// A long-lived pinned host buffer (and device buffer) used by one short-lived stream after
+/// another keeps alive only streams whose work may still be queued, not every stream that ever
+/// used it (each of those a native stream and an event).
+#[test]
+fn long_lived_buffers_do_not_keep_every_finished_stream_that_used_them_alive() {
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
+    const LEN: usize = 4096;
+    let first = stream(&place);
+    let host = first.alloc_host(LEN).unwrap();
+    let device = first.alloc(LEN).unwrap();
+    first.fill(&device, 0, LEN, 7).unwrap();
+    first.synchronize().unwrap();
+    drop(first);
+    let before = CudaBackend::live_counts().streams;
+    for round in 0..100u8 {
+        let s = stream(&place);
+        s.fill(&device, 0, LEN, round).unwrap();
+        s.copy_device_to_host(&host, 0, &device, 0, LEN).unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(host.to_vec().unwrap(), vec![round; LEN], "round {round}");
+    }
+    let after = CudaBackend::live_counts().streams;
+    assert!(
+        after <= before + 2,
+        "100 finished, dropped streams used the buffers: live streams went from {before} to {after}"
+    );
+}

@@ -12,9 +12,10 @@
 
 use crate::device::Device;
 use crate::error::{check, map_alloc_error};
+use crate::ext::CaptureModeGuard;
 use crate::raw::{CaptureStatus, DevicePtr, RawApi, RawEvent};
 use crate::stream::{GpuStream, StreamInner};
-use crate::users::StreamUsers;
+use crate::users::{forget_finished, gone, StreamUsers};
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, Error, EventFlags, HostBuffer, Place, Result};
 use std::fmt;
@@ -319,31 +320,69 @@ impl<A: RawApi> GpuHostBuffer<A> {
     }
 
     /// Submits `copy` on `stream` and records that the buffer is used up to that point.
+    ///
+    /// The event that tracks the copy is found or made before the copy is queued, so that a
+    /// queued copy is always tracked; if recording it fails after all, the memory is leaked
+    /// rather than freed under the copy. A stream's first use also forgets the uses of streams
+    /// that are gone and done, so a long-lived buffer used by one short-lived stream after
+    /// another does not keep every one of them (and an event each) alive.
     fn submit(&self, stream: &GpuStream<A>, copy: impl FnOnce() -> Result<()>) -> Result<()> {
         let mut uses = self
             .inner
             .uses
             .lock()
             .map_err(|_| Error::InvalidArgument("host buffer lock poisoned".into()))?;
-        copy()?;
-        if stream.keep_in_capture(Box::new(self.inner.clone()))? {
-            return Ok(());
-        }
-        let raw = stream.raw_handle();
+        let mut forgotten = Vec::new();
+        let mut relaxed = None;
         let index = match uses
             .iter()
             .position(|(s, _)| Arc::ptr_eq(s, stream.inner()))
         {
             Some(index) => index,
             None => {
-                // SAFETY: the stream's context is current (the copy bound it).
+                self.inner.device.bind()?;
+                // Queries and destroys in Relaxed mode, or not at all (see `StreamUsers::note`).
+                if !crate::hostfn::in_host_function() && uses.iter().any(|(user, _)| gone(user)) {
+                    relaxed = CaptureModeGuard::<A>::relaxed();
+                }
+                if relaxed.is_some() {
+                    forgotten = forget_finished(&mut uses, |(user, event)| {
+                        gone(user)
+                            // SAFETY: our event, alive while it is in `uses`.
+                            && unsafe { A::event_query(*event) }.is_ok()
+                    });
+                }
+                // SAFETY: the device's context is current (bound above).
                 let event = check::<A, _>(unsafe { A::event_create(EventFlags::default()) })?;
                 uses.push((stream.inner().clone(), event));
                 uses.len() - 1
             }
         };
-        // SAFETY: event and stream alive, same device.
-        check::<A, _>(unsafe { A::event_record(uses[index].1, raw) })
+        let submitted = copy().and_then(|()| {
+            let tracked = stream
+                .keep_in_capture(Box::new(self.inner.clone()))
+                .and_then(|kept| {
+                    if kept {
+                        return Ok(());
+                    }
+                    // SAFETY: event and stream alive, same device.
+                    check::<A, _>(unsafe { A::event_record(uses[index].1, stream.raw_handle()) })
+                });
+            if tracked.is_err() {
+                // The copy is queued and nothing tells when it ends: leaked, never freed
+                // under it.
+                std::mem::forget(self.inner.clone());
+            }
+            tracked
+        });
+        drop(uses);
+        for (user, event) in forgotten {
+            // SAFETY: our event, out of `uses` and complete.
+            let _ = unsafe { A::event_destroy(event) };
+            drop(user);
+        }
+        drop(relaxed);
+        submitted
     }
 }
 

@@ -22,7 +22,7 @@ use devstream_core::{
 };
 use std::any::Any;
 use std::fmt;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// What kind of native stream a [`GpuStream`] wraps.
@@ -64,6 +64,10 @@ pub(crate) struct StreamInner<A: RawApi> {
     counted: bool,
     /// The thread whose per-thread default stream this is (`None` for every other kind).
     owner: Option<std::thread::ThreadId>,
+    /// Live [`GpuStream`] handles. At zero no more work can be queued on the stream (devstream
+    /// holds it only for work already queued), which is what lets an object forget it as a
+    /// user once that work completed (see `users::gone`).
+    pub(crate) handles: AtomicUsize,
 }
 
 impl<A: RawApi> StreamInner<A> {
@@ -186,9 +190,17 @@ pub struct GpuStream<A: RawApi> {
 
 impl<A: RawApi> Clone for GpuStream<A> {
     fn clone(&self) -> Self {
+        self.inner.handles.fetch_add(1, Ordering::Relaxed);
         GpuStream {
             inner: self.inner.clone(),
         }
+    }
+}
+
+impl<A: RawApi> Drop for GpuStream<A> {
+    fn drop(&mut self) {
+        // Release: work queued through this handle happens before a reader that sees zero.
+        self.inner.handles.fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -285,6 +297,7 @@ impl<A: RawApi> GpuStream<A> {
                 } else {
                     None
                 },
+                handles: AtomicUsize::new(1),
             }),
         })
     }

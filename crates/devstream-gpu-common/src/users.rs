@@ -5,6 +5,7 @@ use crate::device::Device;
 use crate::ext::CaptureModeGuard;
 use crate::raw::{CaptureStatus, RawApi};
 use crate::stream::{StreamInner, StreamKind};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 /// Every stream that used an object, each once, in first-use order.
@@ -40,15 +41,14 @@ impl<A: RawApi> StreamUsers<A> {
         // capture in Global or ThreadLocal mode (this thread's, or any thread's in Global
         // mode), which the runtime answers by invalidating that capture: so they run with this
         // thread in Relaxed mode, and not at all where the runtime cannot switch modes.
-        let prune = !crate::hostfn::in_host_function()
-            && users.iter().any(|user| Arc::strong_count(user) == 1);
+        let prune = !crate::hostfn::in_host_function() && users.iter().any(|user| gone(user));
         let relaxed = if prune {
             CaptureModeGuard::<A>::relaxed()
         } else {
             None
         };
         let finished = match relaxed {
-            Some(_) => forget_finished(&mut users, |user| finished::<A>(user)),
+            Some(_) => forget_finished(&mut users, |user| gone(user) && finished::<A>(user)),
             None => Vec::new(),
         };
         users.push(stream.clone());
@@ -84,7 +84,7 @@ impl<A: RawApi> StreamUsers<A> {
 /// Whether `stream`, which no handle names any more, has completed all its queued work: an
 /// owned stream, not capturing (asked first: a query would invalidate a capture it is part
 /// of), whose query says done. Any error or other kind of stream: not known to be done.
-fn finished<A: RawApi>(stream: &StreamInner<A>) -> bool {
+pub(crate) fn finished<A: RawApi>(stream: &StreamInner<A>) -> bool {
     if stream.kind != StreamKind::Owned {
         return false;
     }
@@ -95,15 +95,24 @@ fn finished<A: RawApi>(stream: &StreamInner<A>) -> bool {
     matches!(capturing, Ok(CaptureStatus::None)) && unsafe { A::stream_query(stream.raw) }.is_ok()
 }
 
-/// Removes from `users`, keeping the others' order, and returns the users that only `users`
-/// holds (so no work can be queued on them any more: an `Arc` is only cloned from another, and
-/// the caller holds the list's lock) and that `done` says have completed all their queued work.
-fn forget_finished<T>(users: &mut Vec<Arc<T>>, mut done: impl FnMut(&T) -> bool) -> Vec<Arc<T>> {
+/// Whether no handle names `stream` any more, so no more work can be queued on it: devstream
+/// holds it only for work already queued (other objects' user lists may hold it too, which is
+/// why this is not a strong count).
+pub(crate) fn gone<A: RawApi>(stream: &StreamInner<A>) -> bool {
+    stream.handles.load(Ordering::Acquire) == 0
+}
+
+/// Removes from `items`, keeping the others' order, and returns the items that `forgettable`
+/// says are done with for good (for stream users: [`gone`] and [`finished`]).
+pub(crate) fn forget_finished<T>(
+    items: &mut Vec<T>,
+    mut forgettable: impl FnMut(&T) -> bool,
+) -> Vec<T> {
     let mut finished = Vec::new();
     let mut index = 0;
-    while index < users.len() {
-        if Arc::strong_count(&users[index]) == 1 && done(&users[index]) {
-            finished.push(users.remove(index));
+    while index < items.len() {
+        if forgettable(&items[index]) {
+            finished.push(items.remove(index));
         } else {
             index += 1;
         }
@@ -129,6 +138,11 @@ mod tests {
         })
     }
 
+    /// The tests' stand-in for `gone`: no handle but the list's.
+    fn only_here(user: &Arc<User>) -> bool {
+        Arc::strong_count(user) == 1
+    }
+
     fn names(users: &[Arc<User>]) -> Vec<&'static str> {
         users.iter().map(|u| u.name).collect()
     }
@@ -144,13 +158,17 @@ mod tests {
             user("gone, work pending", false),
             user("gone and done too", true),
         ];
-        let forgotten = forget_finished(&mut users, |u| u.done.load(Ordering::SeqCst));
+        let forgotten = forget_finished(&mut users, |u| {
+            only_here(u) && u.done.load(Ordering::SeqCst)
+        });
         assert_eq!(names(&forgotten), ["gone and done", "gone and done too"]);
         assert_eq!(names(&users), ["held and done", "gone, work pending"]);
         // The pending one completes, the held one's handle goes: both are forgotten next time.
         users[1].done.store(true, Ordering::SeqCst);
         drop(held);
-        let forgotten = forget_finished(&mut users, |u| u.done.load(Ordering::SeqCst));
+        let forgotten = forget_finished(&mut users, |u| {
+            only_here(u) && u.done.load(Ordering::SeqCst)
+        });
         assert_eq!(names(&forgotten), ["held and done", "gone, work pending"]);
         assert!(users.is_empty());
     }
@@ -160,7 +178,9 @@ mod tests {
     fn a_user_with_a_handle_is_not_queried() {
         let held = user("held", true);
         let mut users = vec![held.clone()];
-        let forgotten = forget_finished(&mut users, |_| panic!("queried a user with a handle"));
+        let forgotten = forget_finished(&mut users, |u| {
+            only_here(u) && panic!("queried a user with a handle")
+        });
         assert!(forgotten.is_empty());
         assert_eq!(users.len(), 1);
     }
@@ -171,7 +191,9 @@ mod tests {
         let mut users: Vec<Arc<User>> = Vec::new();
         for _ in 0..120 {
             let current = user("round", false);
-            let _ = forget_finished(&mut users, |u| u.done.load(Ordering::SeqCst));
+            let _ = forget_finished(&mut users, |u| {
+                only_here(u) && u.done.load(Ordering::SeqCst)
+            });
             users.push(current.clone());
             // The round's work completes and its last handle goes.
             current.done.store(true, Ordering::SeqCst);
