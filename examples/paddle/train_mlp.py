@@ -56,7 +56,11 @@ def main():
         loss = paddle.nn.functional.mse_loss(model(x), y)
         loss.backward()
         optimizer.step()
-        optimizer.clear_grad()
+        # set_to_zero=False: Paddle 3.3.1 zeroes gradients in place through
+        # set_constant_with_place<CustomPlace>, which runs the CPU `full` kernel directly on the
+        # device pointer; devstream_wgpu memory is not host-addressable (its addresses are
+        # handles), so only releasing the gradients is portable across devstream's devices.
+        optimizer.clear_grad(set_to_zero=False)
         if step % 50 == 0 or step == args.steps - 1:
             print(f"step {step:4d}  loss {float(loss):.5f}")
     paddle.device.synchronize(args.device)

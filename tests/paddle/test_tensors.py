@@ -76,7 +76,11 @@ def train_mlp(device, steps=200):
         loss = paddle.nn.functional.mse_loss(model(x), y)
         loss.backward()
         optimizer.step()
-        optimizer.clear_grad()
+        # set_to_zero=False: Paddle 3.3.1 zeroes gradients in place through
+        # set_constant_with_place<CustomPlace>, which runs the CPU `full` kernel directly on the
+        # device pointer; devstream_wgpu memory is not host-addressable (its addresses are
+        # handles), so only releasing the gradients is portable across devstream's devices.
+        optimizer.clear_grad(set_to_zero=False)
         losses.append(float(loss))
     return losses
 
