@@ -143,6 +143,25 @@ impl<T> AddressSpace<T> {
         Some(addr)
     }
 
+    /// Records an allocation at an address chosen elsewhere (host memory handed out as is):
+    /// `false` if `[addr, addr + len)` (at least one byte) overlaps a live allocation or wraps.
+    pub fn insert_at(&mut self, addr: usize, len: usize, value: T) -> bool {
+        let span = len.max(1);
+        let Some(end) = addr.checked_add(span) else {
+            return false;
+        };
+        if let Some((&a, e)) = self.live.range(..=addr).next_back() {
+            if a + e.span > addr {
+                return false;
+            }
+        }
+        if self.live.range(addr..end).next().is_some() {
+            return false;
+        }
+        self.live.insert(addr, Entry { len, span, value });
+        true
+    }
+
     /// Removes the allocation that starts exactly at `addr`.
     pub fn remove(&mut self, addr: usize) -> Option<Entry<T>> {
         self.live.remove(&addr)
@@ -209,6 +228,19 @@ mod tests {
         assert!(space.insert(2 * ALIGN, 6).is_none(), "no gap of two");
         assert_eq!(space.insert(ALIGN, 7), Some(b));
         assert_eq!(space.live(), 3);
+    }
+
+    #[test]
+    fn foreign_addresses_are_recorded_without_overlap() {
+        let mut space = AddressSpace::over(1 << 20, 1 << 20);
+        assert!(space.insert_at(0x1000, 100, 'h'));
+        assert!(!space.insert_at(0x1000 + 99, 1, 'x'), "overlaps the end");
+        assert!(!space.insert_at(0x0f00, 0x101, 'x'), "overlaps the start");
+        assert!(space.insert_at(0x1000 + 100, 0, 'z'), "adjacent, empty");
+        assert!(!space.insert_at(usize::MAX, 1, 'x'), "wraps");
+        assert_eq!(space.find(0x1000 + 50, 50).unwrap().1.value, 'h');
+        assert!(space.find(0x1000 + 50, 51).is_none());
+        assert!(space.remove(0x1000).is_some());
     }
 
     #[test]

@@ -1,11 +1,23 @@
 //! One registered device type: its devstream places, the streams, events and allocations
 //! Paddle holds, and every operation of the table in safe Rust.
 //!
-//! Handles given to Paddle are integers (`C_Stream`, `C_Event`), looked up in a map on every
-//! call, so a stale or foreign handle is `C_ERROR`, never a dereference. Device memory gets
-//! addresses from an [`AddressSpace`]; host memory is ordinary heap memory handed out raw.
+//! Handles given to Paddle are integers (`C_Stream`, `C_Event`, graphs), looked up in a map on
+//! every call, so a stale or foreign handle is `C_ERROR`, never a dereference.
 //!
-//! Copies that touch Paddle's raw host memory keep stream order with host functions:
+//! **Device memory.** Every allocation is recorded in an ordered map ([`AddressSpace`]), and
+//! every address Paddle passes back (`base + offset`, as its allocator carves chunks) must lie
+//! inside a live allocation of that device, or the call is `C_ERROR`.
+//! * CPU: host memory, handed out at its own address. Paddle's kernel fallback writes
+//!   custom-device tensors through the pointer on the host (`full` through
+//!   `set_constant_with_place<CustomPlace>`), so nothing else would run Paddle on this type.
+//!   Copies and memsets are host memory operations done in stream order: at once when the
+//!   stream is idle (not capturing), else as a host function queued on the devstream stream.
+//!   (`DEVSTREAM_PADDLE_CPU_MEMORY=buffers` uses devstream buffers instead, as below.)
+//! * wgpu, CUDA, HIP: devstream buffers behind addresses from a reserved, never-mapped range;
+//!   a host dereference of such an address faults instead of touching other memory.
+//!
+//! Copies between a devstream buffer and Paddle's raw host memory keep stream order with host
+//! functions:
 //! * device→host: the device bytes are copied to a devstream host buffer on the stream, and a
 //!   host function queued behind that copy moves them to Paddle's pointer;
 //! * host→device: when the stream is idle the bytes are staged at once; otherwise a host
@@ -153,10 +165,54 @@ pub struct EventObj {
     pub event: Event,
 }
 
+/// Zeroed, 256-byte aligned host memory, freed when the last holder (the allocation map or
+/// work queued on it) lets go.
+struct HostBlock {
+    ptr: usize,
+    layout: Layout,
+}
+
+impl HostBlock {
+    fn new(size: usize) -> Status<HostBlock> {
+        let layout = Layout::from_size_align(size.max(1), HOST_ALIGN).map_err(|_| C_FAILED)?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(C_FAILED);
+        }
+        Ok(HostBlock {
+            ptr: ptr as usize,
+            layout,
+        })
+    }
+}
+
+impl Drop for HostBlock {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `HostBlock::new` with this layout; dropped once.
+        unsafe { dealloc(self.ptr as *mut u8, self.layout) };
+    }
+}
+
+/// The memory behind one device allocation.
+enum Memory {
+    /// A devstream device buffer (wgpu, CUDA, HIP).
+    Buffer(Arc<DeviceBuffer>),
+    /// Host memory (CPU), handed to Paddle at its own address.
+    Host(Arc<HostBlock>),
+}
+
 /// One device allocation.
 struct Allocation {
     device: usize,
-    buffer: Arc<DeviceBuffer>,
+    memory: Memory,
+}
+
+/// Where a translated address points: a buffer and offset, or host memory and the address.
+#[derive(Clone)]
+enum Target {
+    Buffer(Arc<DeviceBuffer>, usize),
+    Host(Arc<HostBlock>, usize),
 }
 
 /// One registered device type.
@@ -174,6 +230,8 @@ pub struct Runtime {
     total_memory: usize,
     graphs: Mutex<HashMap<usize, Arc<GraphObj>>>,
     execs: Mutex<HashMap<usize, Arc<GraphObj>>>,
+    /// Device memory is host memory (the CPU backend).
+    host_backed: bool,
 }
 
 /// A captured graph (`C_CudaGraph`) or its instantiation (`C_GraphExec`): devstream's graph is
@@ -253,6 +311,8 @@ impl Runtime {
             total_memory,
             graphs: Mutex::new(HashMap::new()),
             execs: Mutex::new(HashMap::new()),
+            host_backed: backend == Backend::Cpu
+                && std::env::var("DEVSTREAM_PADDLE_CPU_MEMORY").as_deref() != Ok("buffers"),
         })
     }
 
@@ -453,12 +513,29 @@ impl Runtime {
             .check("stream_wait_event")
     }
 
-    /// `device_memory_allocate`: a devstream buffer of `size` bytes and its address.
+    /// `device_memory_allocate`: `size` bytes and their address. On the CPU backend the memory
+    /// is host memory handed out as is (Paddle's kernel fallback writes custom-device tensors
+    /// through the pointer, e.g. `full` through `set_constant_with_place<CustomPlace>`); on
+    /// the others a devstream buffer behind a reserved, never-mapped address.
     pub fn allocate(&self, device: usize, size: usize) -> Status<usize> {
-        let null = self.null_stream(device)?;
         if size > self.max_alloc_size(device) {
             return Err(C_FAILED);
         }
+        if self.host_backed {
+            self.device(device as c_int)?;
+            let block = HostBlock::new(size)?;
+            let addr = block.ptr;
+            let allocation = Allocation {
+                device,
+                memory: Memory::Host(Arc::new(block)),
+            };
+            return if lock(&self.memory).insert_at(addr, size, allocation) {
+                Ok(addr)
+            } else {
+                Err(C_INTERNAL_ERROR)
+            };
+        }
+        let null = self.null_stream(device)?;
         let buffer = null
             .stream
             .alloc(size.max(1))
@@ -468,13 +545,13 @@ impl Runtime {
         null.stream.synchronize().check("device_memory_allocate")?;
         let allocation = Allocation {
             device,
-            buffer: Arc::new(buffer),
+            memory: Memory::Buffer(Arc::new(buffer)),
         };
         lock(&self.memory).insert(size, allocation).ok_or(C_FAILED)
     }
 
     /// `device_memory_deallocate`: `ptr` must be the start of a live allocation of `device`.
-    /// The buffer is freed once the work queued on it is done.
+    /// The memory is freed once the work queued on it is done.
     pub fn deallocate(&self, device: usize, ptr: usize) -> Status {
         let mut memory = lock(&self.memory);
         match memory.find(ptr, 0) {
@@ -488,17 +565,15 @@ impl Runtime {
         }
     }
 
-    /// The buffer and offset of `[ptr, ptr + len)` on `device`.
-    fn translate(
-        &self,
-        device: usize,
-        ptr: usize,
-        len: usize,
-    ) -> Status<(Arc<DeviceBuffer>, usize)> {
+    /// The memory and offset of `[ptr, ptr + len)` on `device`.
+    fn translate(&self, device: usize, ptr: usize, len: usize) -> Status<Target> {
         let memory = lock(&self.memory);
         match memory.find(ptr, len) {
             Some((_, entry, offset)) if entry.value.device == device => {
-                Ok((entry.value.buffer.clone(), offset))
+                Ok(match &entry.value.memory {
+                    Memory::Buffer(buffer) => Target::Buffer(buffer.clone(), offset),
+                    Memory::Host(block) => Target::Host(block.clone(), ptr),
+                })
             }
             _ => {
                 if debug() {
@@ -511,18 +586,49 @@ impl Runtime {
         }
     }
 
+    /// Runs `op` (host memory work) in `obj`'s stream order: at once when the stream is idle
+    /// and not capturing (so that host code reading the memory next sees it done, as with a
+    /// synchronous copy), otherwise as a host function queued on the stream.
+    fn host_op(
+        &self,
+        obj: &StreamObj,
+        sync: bool,
+        what: &'static str,
+        mut op: impl FnMut() + Send + 'static,
+    ) -> Status {
+        if !obj.capturing.load(Ordering::SeqCst) && obj.stream.query().check(what)? {
+            op();
+        } else {
+            obj.host_func(what, move || {
+                op();
+                Ok(())
+            })?;
+        }
+        self.finish(obj, sync, what)
+    }
+
     /// `device_memory_set` (synchronous).
     pub fn memset(&self, device: usize, ptr: usize, value: u8, size: usize) -> Status {
         if size == 0 {
             return Ok(());
         }
-        let (buffer, offset) = self.translate(device, ptr, size)?;
+        let target = self.translate(device, ptr, size)?;
         let null = self.null_stream(device)?;
-        null.stream
-            .fill(&buffer, offset, size, value)
-            .check("device_memory_set")?;
-        null.stream.synchronize().check("device_memory_set")?;
-        null.take_deferred()
+        match target {
+            Target::Host(block, addr) => {
+                self.host_op(&null, true, "device_memory_set", move || {
+                    let _alive = &block;
+                    // SAFETY: `[addr, addr + size)` lies inside `block`, kept alive here.
+                    unsafe { std::ptr::write_bytes(addr as *mut u8, value, size) }
+                })
+            }
+            Target::Buffer(buffer, offset) => {
+                null.stream
+                    .fill(&buffer, offset, size, value)
+                    .check("device_memory_set")?;
+                self.finish(&null, true, "device_memory_set")
+            }
+        }
     }
 
     /// Host→device: synchronous on the null stream when `stream` is `None`.
@@ -540,8 +646,20 @@ impl Runtime {
         if src == 0 {
             return Err(C_ERROR);
         }
-        let (buffer, offset) = self.translate(device, dst, size)?;
+        let target = self.translate(device, dst, size)?;
         let (obj, sync) = self.copy_stream(device, stream)?;
+        let (buffer, offset) = match target {
+            Target::Host(block, addr) => {
+                let src = Raw(src);
+                return self.host_op(&obj, sync, "memory_copy_h2d", move || {
+                    let _alive = &block;
+                    // SAFETY: Paddle keeps `size` readable bytes at `src` until the stream's
+                    // work is complete; the destination lies inside `block`, kept alive here.
+                    unsafe { std::ptr::copy(src.0 as *const u8, addr as *mut u8, size) }
+                });
+            }
+            Target::Buffer(buffer, offset) => (buffer, offset),
+        };
         // An idle stream has nothing queued that could still write the source.
         let capturing = obj.capturing.load(Ordering::SeqCst);
         if sync || (!capturing && obj.stream.query().check("async_memory_copy_h2d")?) {
@@ -582,8 +700,20 @@ impl Runtime {
         if dst == 0 {
             return Err(C_ERROR);
         }
-        let (buffer, offset) = self.translate(device, src, size)?;
+        let target = self.translate(device, src, size)?;
         let (obj, sync) = self.copy_stream(device, stream)?;
+        let (buffer, offset) = match target {
+            Target::Host(block, addr) => {
+                let dst = Raw(dst);
+                return self.host_op(&obj, sync, "memory_copy_d2h", move || {
+                    let _alive = &block;
+                    // SAFETY: the source lies inside `block`, kept alive here; Paddle keeps
+                    // `size` writable bytes at `dst` until the stream's work is complete.
+                    unsafe { std::ptr::copy(addr as *const u8, dst.0 as *mut u8, size) }
+                });
+            }
+            Target::Buffer(buffer, offset) => (buffer, offset),
+        };
         let staging = obj.stream.alloc_host(size).check("memory_copy_d2h")?;
         obj.stream
             .copy_device_to_host(&staging, 0, &buffer, offset, size)
@@ -616,17 +746,43 @@ impl Runtime {
         if size == 0 {
             return Ok(());
         }
-        let (dst_buffer, dst_offset) = self.translate(device, dst, size)?;
-        let (src_buffer, src_offset) = self.translate(device, src, size)?;
+        let dst = self.translate(device, dst, size)?;
+        let src = self.translate(device, src, size)?;
         let (obj, sync) = self.copy_stream(device, stream)?;
-        obj.stream
-            .copy_device_to_device(&dst_buffer, dst_offset, &src_buffer, src_offset, size)
-            .check("memory_copy_d2d")?;
-        self.finish(&obj, sync, "memory_copy_d2d")
+        self.copy_between(&obj, sync, dst, src, size, "memory_copy_d2d")
     }
 
-    /// Peer copy between two devices of this type, through host memory. Synchronous when
-    /// `stream` is `None`; otherwise in the order of `stream`, which belongs to either device.
+    /// Copies `size` bytes from `src` to `dst` (of one backend) on `obj`'s stream.
+    fn copy_between(
+        &self,
+        obj: &StreamObj,
+        sync: bool,
+        dst: Target,
+        src: Target,
+        size: usize,
+        what: &'static str,
+    ) -> Status {
+        match (dst, src) {
+            (Target::Host(dst_block, dst), Target::Host(src_block, src)) => {
+                self.host_op(obj, sync, what, move || {
+                    let _alive = (&dst_block, &src_block);
+                    // SAFETY: both ranges lie inside blocks kept alive here.
+                    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, size) }
+                })
+            }
+            (Target::Buffer(dst, dst_offset), Target::Buffer(src, src_offset)) => {
+                obj.stream
+                    .copy_device_to_device(&dst, dst_offset, &src, src_offset, size)
+                    .check(what)?;
+                self.finish(obj, sync, what)
+            }
+            _ => Err(C_ERROR),
+        }
+    }
+
+    /// Peer copy between two devices of this type (host memory: directly; devstream buffers:
+    /// through host memory). Synchronous when `stream` is `None`; otherwise in the order of
+    /// `stream`, which belongs to either device.
     pub fn copy_p2p(
         &self,
         dst_device: usize,
@@ -642,8 +798,19 @@ impl Runtime {
         if dst_device == src_device {
             return self.copy_d2d(dst_device, stream, dst, src, size);
         }
-        let (dst_buffer, dst_offset) = self.translate(dst_device, dst, size)?;
-        let (src_buffer, src_offset) = self.translate(src_device, src, size)?;
+        let dst = self.translate(dst_device, dst, size)?;
+        let src = self.translate(src_device, src, size)?;
+        let (Target::Buffer(dst_buffer, dst_offset), Target::Buffer(src_buffer, src_offset)) =
+            (dst.clone(), src.clone())
+        else {
+            let obj = match stream {
+                Some(handle) => self
+                    .stream(src_device, handle)
+                    .or_else(|_| self.stream(dst_device, handle))?,
+                None => self.null_stream(src_device)?,
+            };
+            return self.copy_between(&obj, stream.is_none(), dst, src, size, "memory_copy_p2p");
+        };
         let src_null = self.null_stream(src_device)?;
         let dst_null = self.null_stream(dst_device)?;
         let Some(handle) = stream else {

@@ -506,3 +506,21 @@ fn nothing_leaks() {
     let after = live();
     assert_eq!(after[2..], before[2..], "allocations, graphs");
 }
+
+#[test]
+fn cpu_memory_is_the_host_memory_paddle_writes_through() {
+    let _serial = serial();
+    table();
+    if std::env::var("DEVSTREAM_PADDLE_CPU_MEMORY").as_deref() == Ok("buffers") {
+        return; // devstream buffers behind reserved addresses: never dereferenced
+    }
+    let ptr = alloc(8);
+    // Paddle's kernel fallback writes the tensor on the host (`full`).
+    // SAFETY: 8 bytes of host memory just allocated.
+    unsafe { ptr.cast::<u8>().write_bytes(6, 8) };
+    assert_eq!(d2h(ptr, 8).unwrap(), [6; 8]);
+    assert_eq!(h2d(ptr, &[1, 2]), C_SUCCESS);
+    // SAFETY: as above; the synchronous copy is complete.
+    assert_eq!(unsafe { ptr.cast::<[u8; 3]>().read() }, [1, 2, 6]);
+    free(ptr, 8);
+}
