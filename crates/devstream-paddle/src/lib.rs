@@ -16,8 +16,10 @@
 //!   `KNOWN_LAYOUTS`: Paddle 2.6, 3.0 to 3.3), writes only fields inside the announced table,
 //!   and returns without writing `device_type` for any other pair. Graph capture exists only in
 //!   the 3.3 table.
-//! * **Memory**: device memory is devstream buffers behind addresses from a reserved,
-//!   never-mapped range ([`addr`]); an address outside a live allocation is `C_ERROR`.
+//! * **Memory** ([`runtime`]): `devstream_cpu` hands out host memory at its own address
+//!   (Paddle's CPU-kernel fallback writes custom-device tensors through the pointer); the
+//!   other types hand out devstream buffers behind addresses from a reserved, never-mapped
+//!   range ([`addr`]). An address outside a live allocation is `C_ERROR`.
 //! * **Graph capture** (3.3 table): CUDA and HIP, whose places capture natively.
 //! * **What stays null** (Paddle reports it): unified memory, graph capture on CPU and wgpu
 //!   (emulated there; `DEVSTREAM_PADDLE_EMULATED_CAPTURE=1` fills it, for tests), graph node
