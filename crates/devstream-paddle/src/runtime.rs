@@ -316,9 +316,13 @@ impl Runtime {
         })
     }
 
-    /// A fresh handle value: never 0, never reused.
+    /// A fresh handle value: never 0, never reused, a multiple of 16, and tagged with the
+    /// backend in bits 48.. so that a handle of one device type given to another type's table
+    /// (each type is a copy of this library with its own counters) is unknown there, never
+    /// another object.
     fn handle(&self) -> usize {
-        self.next_handle.fetch_add(1, Ordering::Relaxed) << 4
+        let n = self.next_handle.fetch_add(1, Ordering::Relaxed) & ((1 << 44) - 1);
+        ((self.backend.index() + 1) << 48) | (n << 4)
     }
 
     /// The device index of a `C_Device` id.

@@ -385,6 +385,10 @@ fn events_order_streams() {
         call!(stream_add_callback(&mut d, a, None, null_mut())),
         C_ERROR
     );
+    // A handle of another device type (another copy of the library, its own counters) with
+    // the same number is unknown here.
+    let foreign = ((a as usize) & ((1 << 48) - 1)) | (2 << 48);
+    assert_eq!(call!(query_stream(&mut d, foreign as C_Stream)), C_ERROR);
     destroy(a);
     destroy(b);
     assert_eq!(call!(destroy_stream(&mut d, a)), C_ERROR, "twice");
