@@ -213,5 +213,31 @@ pub unsafe extern "C" fn devstream_paddle_live(backend: usize, out: *mut usize) 
     .unwrap_or(false)
 }
 
+/// Writes the numbers of live streams and events of every device type this image serves
+/// (one for a copy named for its type) to `*streams` and `*events` (for leak checks: load the
+/// library Paddle loaded, e.g. with `ctypes.CDLL(path)`, which returns the same image).
+///
+/// # Safety
+/// `streams` and `events` are null or point to a writable `uint64_t` each.
+#[no_mangle]
+pub unsafe extern "C" fn devstream_paddle_live_counts(streams: *mut u64, events: *mut u64) {
+    let _ = catch_unwind(|| {
+        let (mut s, mut e) = (0u64, 0u64);
+        for rt in table::RUNTIMES.iter().filter_map(|r| r.get()) {
+            let live = rt.live();
+            s += live[0] as u64;
+            e += live[1] as u64;
+        }
+        if !streams.is_null() {
+            // SAFETY: non-null and writable per the contract.
+            unsafe { streams.write(s) };
+        }
+        if !events.is_null() {
+            // SAFETY: as above.
+            unsafe { events.write(e) };
+        }
+    });
+}
+
 /// The size of `C_DeviceInterface` as declared in `sys.rs` (for tests).
 pub const DECLARED_INTERFACE_SIZE: usize = std::mem::size_of::<C_DeviceInterface>();

@@ -243,6 +243,11 @@ unsafe extern "C" fn stream_wait_event<const B: usize>(
     })
 }
 
+/// Out of memory (more than the device's largest allocation, or the backend's
+/// `OutOfMemory`) answers `C_SUCCESS` with a null pointer: that is how Paddle's
+/// `CustomAllocator` recognises exhaustion (it then frees its cached chunks and retries, or
+/// raises its own `ResourceExhausted` "Out of memory error"); a failing status would be a
+/// generic "CustomDevice error" that skips the retry. Every other failure is a status.
 unsafe extern "C" fn device_memory_allocate<const B: usize>(
     device: C_Device,
     ptr: *mut *mut c_void,
@@ -254,7 +259,11 @@ unsafe extern "C" fn device_memory_allocate<const B: usize>(
         if ptr.is_null() {
             return Err(C_ERROR);
         }
-        let addr = rt.allocate(d, size)?;
+        let addr = match rt.allocate(d, size) {
+            Ok(addr) => addr,
+            Err(C_FAILED) => 0,
+            Err(status) => return Err(status),
+        };
         // SAFETY: non-null out-parameter.
         unsafe { put(ptr, addr as *mut c_void) }
     })

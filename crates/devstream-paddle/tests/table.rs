@@ -249,6 +249,13 @@ fn memory_round_trips_through_translated_addresses() {
         C_ERROR
     );
     assert!(out.is_null(), "out-parameters are written only on success");
+    // Out of memory: success with a null pointer (Paddle's allocator contract).
+    out = std::ptr::NonNull::<c_void>::dangling().as_ptr(); // must be overwritten
+    assert_eq!(
+        call!(device_memory_allocate(&mut d, &mut out, 1 << 62)),
+        C_SUCCESS
+    );
+    assert!(out.is_null());
     free(other, 16);
     free(ptr, size);
     assert_eq!(
@@ -509,6 +516,10 @@ fn nothing_leaks() {
     destroy(s);
     let after = live();
     assert_eq!(after[2..], before[2..], "allocations, graphs");
+    let (mut streams, mut events) = (u64::MAX, u64::MAX);
+    // SAFETY: two writable counters.
+    unsafe { devstream_paddle::devstream_paddle_live_counts(&mut streams, &mut events) };
+    assert_eq!((streams as usize, events as usize), (after[0], after[1]));
 }
 
 #[test]
