@@ -23,7 +23,26 @@ pub(crate) enum BufferRepr {
     Rust(Box<dyn crate::custom::ErasedBuffer>),
 }
 
-pub(crate) struct AbiBuffer {
+/// A plug-in place's device buffer: shared with the graphs whose replays use it, so that the
+/// memory is freed only when the buffer and every such graph are gone (and after the work of
+/// every stream that used it).
+pub(crate) struct AbiBuffer(pub(crate) Arc<DeviceInner>);
+
+impl std::ops::Deref for AbiBuffer {
+    type Target = DeviceInner;
+    fn deref(&self) -> &DeviceInner {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AbiBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The memory of an [`AbiBuffer`].
+pub(crate) struct DeviceInner {
     pub(crate) runtime: Arc<Runtime>,
     pub(crate) slot: usize,
     pub(crate) place: Place,
@@ -34,7 +53,7 @@ pub(crate) struct AbiBuffer {
     users: Mutex<Vec<Arc<StreamCore>>>,
 }
 
-impl std::fmt::Debug for AbiBuffer {
+impl std::fmt::Debug for DeviceInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AbiBuffer")
             .field("place", &self.place)
@@ -45,9 +64,15 @@ impl std::fmt::Debug for AbiBuffer {
 
 impl AbiBuffer {
     pub(crate) fn allocate(runtime: Arc<Runtime>, slot: usize, len: usize) -> Result<AbiBuffer> {
+        DeviceInner::allocate(runtime, slot, len).map(|inner| AbiBuffer(Arc::new(inner)))
+    }
+}
+
+impl DeviceInner {
+    fn allocate(runtime: Arc<Runtime>, slot: usize, len: usize) -> Result<DeviceInner> {
         let allocated = len.max(1);
         let ptr = runtime.allocate(slot, allocated)?;
-        Ok(AbiBuffer {
+        Ok(DeviceInner {
             place: runtime.place(slot),
             runtime,
             slot,
@@ -72,7 +97,7 @@ impl AbiBuffer {
     }
 }
 
-impl Drop for AbiBuffer {
+impl Drop for DeviceInner {
     fn drop(&mut self) {
         let streams = std::mem::take(&mut *lock(&self.users));
         let (runtime, slot, ptr, allocated) =
@@ -136,7 +161,25 @@ pub(crate) enum HostRepr {
     Rust(Box<dyn crate::custom::ErasedHostBuffer>),
 }
 
-pub(crate) struct AbiHostBuffer {
+/// A plug-in place's host buffer, shared with the graphs whose replays use it (see
+/// [`AbiBuffer`]).
+pub(crate) struct AbiHostBuffer(pub(crate) Arc<HostInner>);
+
+impl std::ops::Deref for AbiHostBuffer {
+    type Target = HostInner;
+    fn deref(&self) -> &HostInner {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AbiHostBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The memory of an [`AbiHostBuffer`] and the copies that may still touch it.
+pub(crate) struct HostInner {
     ptr: usize,
     pub(crate) len: usize,
     memory: Option<HostMemory>,
@@ -161,7 +204,7 @@ struct Tracked {
     covers: bool,
 }
 
-impl std::fmt::Debug for AbiHostBuffer {
+impl std::fmt::Debug for HostInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AbiHostBuffer")
             .field("len", &self.len)
@@ -179,6 +222,12 @@ impl AbiHostBuffer {
         slot: usize,
         len: usize,
     ) -> Result<AbiHostBuffer> {
+        HostInner::allocate(runtime, slot, len).map(|inner| AbiHostBuffer(Arc::new(inner)))
+    }
+}
+
+impl HostInner {
+    fn allocate(runtime: &Arc<Runtime>, slot: usize, len: usize) -> Result<HostInner> {
         let allocated = len.max(1);
         let (ptr, memory) = match runtime.host_allocate(slot, allocated) {
             Some(result) => (
@@ -206,7 +255,7 @@ impl AbiHostBuffer {
         };
         // SAFETY: `allocated` bytes of host memory we own; nothing uses them yet.
         unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, allocated) };
-        Ok(AbiHostBuffer {
+        Ok(HostInner {
             ptr,
             len,
             memory: Some(memory),
@@ -252,6 +301,18 @@ impl AbiHostBuffer {
 
     pub(crate) fn at(&self, offset: usize) -> usize {
         self.ptr + offset
+    }
+
+    /// Tracks a graph launch on stream `stream` whose replay may copy into or out of this
+    /// buffer, ending at `raw` (recorded after the launch). Never skipped by a host function.
+    pub(crate) fn track(&self, stream: u64, raw: Arc<RawEvent>) {
+        let mut pending = lock(&self.pending);
+        pending.retain(|t| !t.raw.is_complete());
+        pending.push(Tracked {
+            stream,
+            raw,
+            covers: true,
+        });
     }
 
     /// Runs `access` on the buffer's memory once no queued copy touches it, with new copies
@@ -301,7 +362,7 @@ impl AbiHostBuffer {
     }
 }
 
-impl Drop for AbiHostBuffer {
+impl Drop for HostInner {
     fn drop(&mut self) {
         let events: Vec<Arc<RawEvent>> = std::mem::take(&mut *lock(&self.pending))
             .into_iter()

@@ -21,8 +21,10 @@ use std::sync::{Arc, Mutex};
 /// Capabilities of a plug-in place follow its table: `host_funcs` and `flags` with
 /// `stream_add_callback`; `nonblocking_query` with `query_stream` and `query_event` (without
 /// them `query` synchronizes, as Paddle does); `concurrent_streams` when `create_stream` makes
-/// real streams; no priorities (range `{0, 0}`), timing, capture, per-thread or legacy default
-/// stream, cross-device waits, interprocess events or stream-ordered allocation.
+/// real streams; `capture` `Native` (and `capture_host_funcs` with `stream_add_callback`) when
+/// the table was identified as Paddle 3.3's and has the graph-capture functions devstream uses;
+/// no priorities (range `{0, 0}`), timing, per-thread or legacy default stream, cross-device
+/// waits, interprocess events or stream-ordered allocation.
 #[derive(Debug)]
 pub struct PluginBackend;
 

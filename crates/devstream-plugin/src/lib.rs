@@ -68,6 +68,7 @@
 #![warn(missing_docs)]
 
 mod buffer;
+mod capture;
 mod custom;
 mod device;
 pub mod discovery;

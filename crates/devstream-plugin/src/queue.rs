@@ -102,6 +102,9 @@ pub(crate) struct HostFlag {
     pub(crate) id: u64,
     pub(crate) place: Place,
     value: AtomicU32,
+    /// Wakes threads in [`HostFlag::wait_until`].
+    waiters: Mutex<usize>,
+    changed: Condvar,
 }
 
 impl HostFlag {
@@ -110,6 +113,8 @@ impl HostFlag {
             id: devstream_core::next_id(),
             place,
             value: AtomicU32::new(0),
+            waiters: Mutex::new(0),
+            changed: Condvar::new(),
         }
     }
 
@@ -123,6 +128,21 @@ impl HostFlag {
         if BLOCKED_COUNT.load(Ordering::SeqCst) > 0 {
             wake_dispatcher();
         }
+        let waiters = lock(&self.waiters);
+        if *waiters > 0 {
+            self.changed.notify_all();
+        }
+    }
+
+    /// Blocks the calling thread until the value is at least `value` (inside a plug-in
+    /// callback: see [`Callback::BlockUntil`]).
+    pub(crate) fn wait_until(&self, value: u32) {
+        let mut waiters = lock(&self.waiters);
+        *waiters += 1;
+        while self.get() < value {
+            waiters = wait(&self.changed, waiters);
+        }
+        *waiters -= 1;
     }
 }
 
@@ -549,6 +569,9 @@ pub(crate) struct StreamCore {
     /// The events this stream was made to wait for, with the wait's position, while they may
     /// be incomplete: what a host function checks before it blocks on this stream.
     waits: Mutex<Vec<NotedWait>>,
+    /// Recorded just before the stream began (or joined) its latest capture: the end of its
+    /// work before the capture, which a release must wait for while it is capturing.
+    pub(crate) pre_capture: Mutex<Option<Arc<RawEvent>>>,
 }
 
 /// A wait of a stream on another plug-in queue's event, while it may be incomplete.
@@ -565,6 +588,8 @@ struct NotedWait {
 enum Next {
     Item(Item),
     Wait(Arc<RawEvent>, bool),
+    /// A flag wait handed to the plug-in as a blocking callback ([`StreamCore::hand_over_held`]).
+    Block(Arc<HostFlag>, u32),
 }
 
 #[derive(Default)]
@@ -650,6 +675,7 @@ impl StreamCore {
             queue: queue_of((runtime_index, slot, raw.0)),
             me: me.clone(),
             waits: Mutex::new(Vec::new()),
+            pre_capture: Mutex::new(None),
         })
     }
 
@@ -771,6 +797,29 @@ impl StreamCore {
 
     /// Submits the deferred items whose conditions hold. Returns whether any was submitted.
     fn pump(self: &Arc<Self>) -> bool {
+        self.pump_with(false).unwrap_or(true)
+    }
+
+    /// Hands every held item to the plug-in now, before a capture begins behind them: a flag
+    /// wait not yet reached becomes a callback that blocks the plug-in stream until the value
+    /// is reached. `Error::Capture` when an item waits for an event whose record is itself
+    /// still held on the host (nothing is handed past it), or when the plug-in refuses the
+    /// blocking callback (the wait stays held).
+    pub(crate) fn hand_over_held(self: &Arc<Self>) -> Result<()> {
+        self.pump_with(true)?;
+        if self.has_deferred() {
+            return Err(Error::capture(
+                "begin_capture",
+                "the stream holds work behind a wait on an event whose record is itself held \
+                 on the host",
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`Self::pump`]; with `hand_over`, flag waits not yet reached are handed to the plug-in
+    /// as blocking callbacks instead of holding the items behind them.
+    fn pump_with(self: &Arc<Self>, hand_over: bool) -> Result<bool> {
         let _order = self.submit_lock.lock();
         let mut progressed = false;
         loop {
@@ -785,14 +834,14 @@ impl StreamCore {
                             unregister_blocked(self.id);
                         }
                         self.drained.notify_all();
-                        return progressed;
+                        return Ok(progressed);
                     }
-                    Some(Item::WaitFlag(flag, value)) => flag.get() >= *value,
+                    Some(Item::WaitFlag(flag, value)) => hand_over || flag.get() >= *value,
                     Some(Item::WaitEvent(raw)) => raw.is_submitted(),
                     Some(Item::Op(_)) => true,
                 };
                 if !ready {
-                    return progressed;
+                    return Ok(progressed);
                 }
                 // A wait is numbered and noted before it leaves the held items, under their
                 // lock: a host function's check (`waits_for_later_work`) sees it in one or the
@@ -807,6 +856,9 @@ impl StreamCore {
                         let noted = self.note_foreign_wait(seq, &raw);
                         Next::Wait(raw, noted)
                     }
+                    Some(Item::WaitFlag(flag, value)) if flag.get() < value => {
+                        Next::Block(flag, value)
+                    }
                     Some(item) => Next::Item(item),
                     None => continue,
                 };
@@ -818,6 +870,24 @@ impl StreamCore {
             let executed = match item {
                 Next::Item(item) => self.execute(item),
                 Next::Wait(raw, noted) => self.hand_wait(raw, noted),
+                Next::Block(flag, value) => {
+                    let (result, taken_back) =
+                        self.put_callback(Callback::BlockUntil(flag.clone(), value));
+                    if let Err(error) = result {
+                        if taken_back.is_some() {
+                            // Not queued: the wait stays held, and so does what follows.
+                            let mut deferred = lock(&self.deferred);
+                            deferred.items.push_front(Item::WaitFlag(flag, value));
+                            deferred.handing = false;
+                            drop(deferred);
+                            drop(handing);
+                            return Err(error);
+                        }
+                        Err(error)
+                    } else {
+                        Ok(())
+                    }
+                }
             };
             drop(handing);
             if let Err(error) = executed {
@@ -887,6 +957,21 @@ impl StreamCore {
             core.record_into(&recorded)
         })))?;
         Ok(raw)
+    }
+
+    /// An event after the stream's work so far, for a release: recorded now, or, while the
+    /// stream is capturing (a record would only become part of the capture), the one recorded
+    /// before its capture began.
+    pub(crate) fn release_marker(self: &Arc<Self>) -> Result<Arc<RawEvent>> {
+        match crate::capture::capturing(self)? {
+            crate::capture::Capturing::No => self.record_raw(),
+            _ => lock(&self.pre_capture).clone().ok_or_else(|| {
+                Error::capture(
+                    "release",
+                    "the stream is capturing and its work before the capture is unknown",
+                )
+            }),
+        }
     }
 
     /// Puts `callback` on the plug-in stream (the caller checked that callbacks exist).
@@ -1048,9 +1133,12 @@ pub(crate) enum Callback {
     SetFlag(Arc<HostFlag>, u32),
     /// Drops what the stream's earlier work used.
     Release(Box<dyn Any + Send>),
+    /// Blocks the plug-in stream until the flag's value is at least this: a flag wait held
+    /// on the host, handed to the plug-in when a capture begins behind it.
+    BlockUntil(Arc<HostFlag>, u32),
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -1126,6 +1214,7 @@ unsafe extern "C" fn trampoline(
             }
             Callback::SetFlag(flag, value) => flag.set(value),
             Callback::Release(payload) => drop_contained(payload),
+            Callback::BlockUntil(flag, value) => flag.wait_until(value),
         }
     }));
     if let Err(payload) = outcome {
@@ -1138,6 +1227,11 @@ pub(crate) fn drop_contained<T>(value: T) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
         swallow(payload);
     }
+}
+
+/// [`swallow`] for the capture module.
+pub(crate) fn swallow_panic(payload: Box<dyn Any + Send>) {
+    swallow(payload)
 }
 
 /// Drops a panic payload, and the payloads its destructor panics with, until one drops
@@ -1354,8 +1448,13 @@ impl Job {
                 let mut events = Vec::with_capacity(streams.len());
                 let mut unknown = false;
                 for core in &streams {
-                    match core.record_raw() {
+                    match core.release_marker() {
                         Ok(raw) => events.push(raw),
+                        Err(error @ Error::Capture { .. }) => {
+                            // Synchronizing a capturing stream would break its capture.
+                            tracing::warn!("devstream-plugin: before a release: {error}");
+                            unknown = true;
+                        }
                         Err(error) => {
                             tracing::warn!("devstream-plugin: recording before a release: {error}");
                             if let Err(error) = core.runtime.synchronize_stream(core.slot, core.raw)

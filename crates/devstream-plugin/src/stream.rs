@@ -4,20 +4,25 @@
 use crate::buffer::{
     AbiBuffer, AbiHostBuffer, BufferRepr, HostRepr, PluginBuffer, PluginHostBuffer,
 };
+use crate::capture::{
+    check_unsafe_call, graph_trampoline, refuse_during_capture, submitting_into, Capturing,
+};
 use crate::event::{AbiEvent, EventRepr, PluginEvent};
 use crate::flag::{FlagRepr, PluginFlag};
-use crate::graph::PluginGraph;
+use crate::graph::{AbiGraph, GraphRepr, PluginGraph};
 use crate::queue::{
     host_fn_would_wait_for_itself, running_host_fn, waits_for_itself, Callback, Item, Origin,
     StreamCore,
 };
 use crate::registry::{lookup, plugin_slot, CustomDevice};
-use crate::runtime::{CopyKind, Handle};
-use crate::sys::C_Stream;
+use crate::runtime::{CaptureState, CopyKind, Handle};
+use crate::sys::{
+    C_Stream, C_StreamCaptureModeGlobal, C_StreamCaptureModeRelaxed, C_StreamCaptureModeThreadLocal,
+};
 use devstream_core::traits::check_range;
 use devstream_core::{
-    BackendKind, Capabilities, CaptureMode, DeviceBuffer, DeviceEvent, DeviceFlag, DeviceStream,
-    Error, EventFlags, HostFn, Place, Priority, PriorityRange, Result,
+    BackendKind, Capabilities, CaptureMode, CaptureSupport, DeviceBuffer, DeviceEvent, DeviceFlag,
+    DeviceStream, Error, EventFlags, HostFn, Place, Priority, PriorityRange, Result,
 };
 use std::sync::Arc;
 
@@ -37,7 +42,9 @@ use std::sync::Arc;
 /// | `launch_host_func`, `write_flag` | `stream_add_callback` (absent: `Unsupported`) |
 /// | `wait_flag` | held on the host: later work is submitted once the value is reached |
 /// | copies, `fill` | `async_memory_copy_*` (absent: synchronize + `memory_copy_*`); `fill` stages the bytes |
-/// | priorities, timing, capture, per-thread stream | none in the ABI: range `{0, 0}`, `Unsupported` |
+/// | `begin_capture`, `end_capture`, `is_capturing` | `cuda_stream_begin_capture`, `cuda_stream_end_captrue` + `cuda_graph_instantiate`, `cuda_stream_capture_info` (a Paddle 3.3 table with all of them; else `Unsupported`) |
+/// | captured host functions, flag writes and waits | callbacks kept by the graph, run on every replay (a captured flag wait blocks the replaying stream) |
+/// | priorities, timing, per-thread stream | none in the ABI: range `{0, 0}`, `Unsupported` |
 ///
 /// # Inside a host function
 ///
@@ -186,6 +193,7 @@ fn submit_copy(
 /// operation itself, which keeps it until the stream's work up to the copy is complete
 /// (whatever the copy or the release answers), so no failure can free it early.
 fn staged_upload(
+    op: &'static str,
     core: &Arc<StreamCore>,
     dst: &AbiBuffer,
     offset: usize,
@@ -195,6 +203,13 @@ fn staged_upload(
         return Ok(());
     }
     dst.used_by(core);
+    if let Some(capture) = submitting_into(op, core)? {
+        // Replayed by every launch: the graph keeps the bytes and the buffer.
+        capture.keep_device(&dst.0);
+        let (dst, src, len) = (dst.at(offset), staging.as_ptr() as usize, staging.len());
+        capture.keep(Box::new(staging));
+        return submit_copy(core, CopyKind::HostToDevice, dst, src, len);
+    }
     let (dst, len) = (dst.at(offset), staging.len());
     core.submit(Item::Op(Box::new(move |core: &StreamCore| {
         let src = staging.as_ptr() as usize;
@@ -205,6 +220,171 @@ fn staged_upload(
         core.keep_until_done(Box::new(staging));
         copied
     })))
+}
+
+/// Puts a captured callback (its data kept by the capture) on a capturing stream.
+fn submit_graph_callback(core: &Arc<StreamCore>, data: *mut std::ffi::c_void) -> Result<()> {
+    let data = data as usize;
+    core.submit(Item::Op(Box::new(move |core: &StreamCore| {
+        core.runtime.add_callback(
+            core.slot,
+            core.raw,
+            Some(graph_trampoline),
+            data as *mut std::ffi::c_void,
+        )
+    })))
+}
+
+/// A wait on `raw`. Waiting on an event recorded in a capture joins the capture (the
+/// plug-in decides): while any capture of the runtime is in progress, the end of the
+/// stream's work before the wait is recorded first, for releases during its capture.
+fn wait_joining(
+    core: &Arc<StreamCore>,
+    op: &'static str,
+    raw: Arc<crate::queue::RawEvent>,
+) -> Result<()> {
+    if !crate::capture::any_active(core.runtime.index()) {
+        return core.submit(Item::WaitEvent(raw));
+    }
+    let joining = match crate::capture::capturing(core)? {
+        Capturing::No => true,
+        Capturing::Yes(_) => {
+            submitting_into(op, core)?;
+            false
+        }
+        Capturing::Invalid(_, reason) => {
+            return Err(Error::capture(
+                op,
+                format!("the stream's capture is invalid ({reason}); end it first"),
+            ))
+        }
+    };
+    let before = if joining && !core.has_deferred() {
+        Some(core.record_raw()?)
+    } else {
+        None
+    };
+    core.submit(Item::WaitEvent(raw))?;
+    if let Some(before) = before {
+        if !matches!(crate::capture::capturing(core)?, Capturing::No) {
+            *crate::queue::lock(&core.pre_capture) = Some(before);
+        }
+    }
+    Ok(())
+}
+
+fn native_mode(mode: CaptureMode) -> crate::sys::C_StreamCaptureMode {
+    match mode {
+        CaptureMode::Global => C_StreamCaptureModeGlobal,
+        CaptureMode::ThreadLocal => C_StreamCaptureModeThreadLocal,
+        CaptureMode::Relaxed => C_StreamCaptureModeRelaxed,
+    }
+}
+
+fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
+    if caps_of(core).capture == CaptureSupport::None {
+        return Err(Error::unsupported("begin_capture", &core.place));
+    }
+    match crate::capture::capturing(core)? {
+        Capturing::No => {}
+        Capturing::Yes(capture) | Capturing::Invalid(Some(capture), _) => {
+            capture.invalidate("begin_capture on a capturing stream".into());
+            return Err(Error::capture(
+                "begin_capture",
+                "the stream is already capturing",
+            ));
+        }
+        Capturing::Invalid(None, _) => {
+            return Err(Error::capture(
+                "begin_capture",
+                "the stream is already capturing",
+            ));
+        }
+    }
+    if core.has_deferred() {
+        // The capture must come after the held work in the plug-in's order.
+        core.hand_over_held()?;
+    }
+    // The end of the work before the capture, for releases while it captures.
+    let before = core.record_raw()?;
+    core.runtime
+        .begin_capture(core.slot, core.raw, native_mode(mode))?;
+    match core.runtime.capture_state(core.slot, core.raw) {
+        Ok(CaptureState::Active(id)) => {
+            *crate::queue::lock(&core.pre_capture) = Some(before);
+            crate::capture::register(core, id, mode);
+            Ok(())
+        }
+        other => {
+            // The plug-in does not report the capture it began: end it, keep nothing.
+            if let Ok(graph) = core.runtime.end_capture(core.slot, core.raw) {
+                let _ = core.runtime.destroy_graph(core.slot, graph, Handle(0));
+            }
+            Err(Error::capture(
+                "begin_capture",
+                format!(
+                    "{} plug-in: cuda_stream_capture_info after cuda_stream_begin_capture: {other:?}",
+                    core.runtime.device_type
+                ),
+            ))
+        }
+    }
+}
+
+fn end_capture(core: &Arc<StreamCore>) -> Result<PluginGraph> {
+    if caps_of(core).capture == CaptureSupport::None {
+        return Err(Error::unsupported("end_capture", &core.place));
+    }
+    let id = match core.runtime.capture_state(core.slot, core.raw)? {
+        CaptureState::None => {
+            return Err(Error::capture("end_capture", "the stream is not capturing"))
+        }
+        CaptureState::Active(id) | CaptureState::Invalidated(id) => id,
+    };
+    let capture = crate::capture::find(core.runtime.index(), id);
+    if let Some(capture) = &capture {
+        if capture.origin != core.id {
+            return Err(Error::capture(
+                "end_capture",
+                format!(
+                    "the stream joined the capture begun on stream {}; end it there",
+                    capture.origin
+                ),
+            ));
+        }
+    }
+    let ended = core.runtime.end_capture(core.slot, core.raw);
+    *crate::queue::lock(&core.pre_capture) = None;
+    if let Some(capture) = &capture {
+        crate::capture::unregister(capture);
+    }
+    let graph = ended?;
+    let discard = |reason: String| {
+        if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
+            tracing::warn!("devstream-plugin: destroying a discarded graph: {error}");
+        }
+        Err(Error::capture("end_capture", reason))
+    };
+    let Some(capture) = capture else {
+        return discard(format!("capture {id} was not begun by devstream"));
+    };
+    if let Some(reason) = capture.invalidated() {
+        return discard(format!("the capture was invalidated ({reason})"));
+    }
+    let exec = match core.runtime.instantiate(core.slot, graph) {
+        Ok(exec) => exec,
+        Err(error) => {
+            let _ = core.runtime.destroy_graph(core.slot, graph, Handle(0));
+            return Err(error);
+        }
+    };
+    Ok(PluginGraph(GraphRepr::Abi(Arc::new(AbiGraph::new(
+        core.runtime.clone(),
+        core.slot,
+        graph,
+        exec,
+        capture,
+    )))))
 }
 
 impl DeviceStream for PluginStream {
@@ -259,6 +439,7 @@ impl DeviceStream for PluginStream {
     fn query(&self) -> Result<bool> {
         match &self.0 {
             StreamRepr::Abi(core) => {
+                refuse_during_capture("Stream::query", core)?;
                 if core.has_deferred()
                     || running_host_fn().is_some_and(|(queue, _)| queue == core.queue_id())
                     || (core.runtime.table().query_stream.is_none()
@@ -278,6 +459,8 @@ impl DeviceStream for PluginStream {
     fn synchronize(&self) -> Result<()> {
         match &self.0 {
             StreamRepr::Abi(core) => {
+                refuse_during_capture("Stream::synchronize", core)?;
+                check_unsafe_call("Stream::synchronize", core.runtime.index())?;
                 if host_fn_would_wait_for_itself(core, u64::MAX) {
                     // The stream's work includes the calling host function itself, or waits
                     // for work queued after it.
@@ -300,6 +483,7 @@ impl DeviceStream for PluginStream {
                 if e.place != core.place {
                     return Err(Error::mismatch("record", &core.place, &e.place));
                 }
+                submitting_into("record", core)?;
                 e.record(core)
             }
             (StreamRepr::Rust(s), EventRepr::Rust(e)) => s.record(e.as_ref()),
@@ -314,6 +498,7 @@ impl DeviceStream for PluginStream {
     fn record_event(&self) -> Result<PluginEvent> {
         match &self.0 {
             StreamRepr::Abi(core) => {
+                submitting_into("record_event", core)?;
                 let event = Arc::new(AbiEvent::new(core.place.clone(), EventFlags::default()));
                 event.record(core)?;
                 Ok(PluginEvent(EventRepr::Abi(event)))
@@ -330,7 +515,7 @@ impl DeviceStream for PluginStream {
                 }
                 match e.raw() {
                     None => Ok(()),
-                    Some(raw) => core.submit(Item::WaitEvent(raw)),
+                    Some(raw) => wait_joining(core, "wait_event", raw),
                 }
             }
             (StreamRepr::Rust(s), EventRepr::Rust(e)) => s.wait_event(e.as_ref()),
@@ -350,8 +535,9 @@ impl DeviceStream for PluginStream {
                 if theirs.id == core.id {
                     return Ok(());
                 }
+                submitting_into("wait_stream", theirs)?;
                 let raw = theirs.record_raw()?;
-                core.submit(Item::WaitEvent(raw))
+                wait_joining(core, "wait_stream", raw)
             }
             (StreamRepr::Rust(s), StreamRepr::Rust(o)) => s.wait_stream(o.as_ref()),
             _ => Err(cross_device("wait_stream", self.place(), other.place())),
@@ -364,6 +550,9 @@ impl DeviceStream for PluginStream {
                 if !caps_of(core).host_funcs {
                     return Err(Error::unsupported("launch_host_func", &core.place));
                 }
+                if let Some(capture) = submitting_into("launch_host_func", core)? {
+                    return submit_graph_callback(core, capture.host_fn(f));
+                }
                 core.submit(Item::Op(Box::new(move |core: &StreamCore| {
                     core.add_host_fn(f)
                 })))
@@ -374,21 +563,26 @@ impl DeviceStream for PluginStream {
 
     fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
         match &self.0 {
-            StreamRepr::Abi(core) => Err(Error::unsupported("begin_capture", &core.place)),
+            StreamRepr::Abi(core) => begin_capture(core, mode),
             StreamRepr::Rust(s) => s.begin_capture(mode),
         }
     }
 
     fn end_capture(&self) -> Result<PluginGraph> {
         match &self.0 {
-            StreamRepr::Abi(core) => Err(Error::unsupported("end_capture", &core.place)),
-            StreamRepr::Rust(s) => Ok(PluginGraph(s.end_capture()?.into())),
+            StreamRepr::Abi(core) => end_capture(core),
+            StreamRepr::Rust(s) => Ok(PluginGraph(GraphRepr::Rust(s.end_capture()?.into()))),
         }
     }
 
     fn is_capturing(&self) -> Result<bool> {
         match &self.0 {
-            StreamRepr::Abi(_) => Ok(false),
+            StreamRepr::Abi(core) => {
+                if caps_of(core).capture == CaptureSupport::None {
+                    return Ok(false);
+                }
+                Ok(core.runtime.capture_state(core.slot, core.raw)? != CaptureState::None)
+            }
             StreamRepr::Rust(s) => s.is_capturing(),
         }
     }
@@ -401,6 +595,13 @@ impl DeviceStream for PluginStream {
                 }
                 if f.place != core.place {
                     return Err(Error::mismatch("wait_flag", &core.place, &f.place));
+                }
+                if let Some(capture) = submitting_into("wait_flag", core)? {
+                    // A replay cannot be held on the host: the captured wait is a callback
+                    // that blocks the replaying stream until the value is reached.
+                    let f = f.clone();
+                    let wait = capture.host_fn(Box::new(move || f.wait_until(value)));
+                    return submit_graph_callback(core, wait);
                 }
                 core.submit(Item::WaitFlag(f.clone(), value))
             }
@@ -419,6 +620,13 @@ impl DeviceStream for PluginStream {
                     return Err(Error::mismatch("write_flag", &core.place, &f.place));
                 }
                 let f = f.clone();
+                if let Some(capture) = submitting_into("write_flag", core)? {
+                    // Every replay writes the value; the graph keeps the flag.
+                    return submit_graph_callback(
+                        core,
+                        capture.host_fn(Box::new(move || f.set(value))),
+                    );
+                }
                 core.submit(Item::Op(Box::new(move |core: &StreamCore| {
                     core.add_callback(Callback::SetFlag(f, value))
                 })))
@@ -455,7 +663,7 @@ impl DeviceStream for PluginStream {
                 let d = abi_buffer(op, core, dst)?;
                 check_range(op, dst_offset, src.len(), d.len)?;
                 require_copy(op, core, CopyKind::HostToDevice)?;
-                staged_upload(core, d, dst_offset, src.to_vec())
+                staged_upload(op, core, d, dst_offset, src.to_vec())
             }
             (StreamRepr::Rust(s), BufferRepr::Rust(d)) => {
                 s.copy_from_host(d.as_ref(), dst_offset, src)
@@ -486,13 +694,13 @@ impl DeviceStream for PluginStream {
                     return Ok(());
                 }
                 d.used_by(core);
-                s.copy_tracked(
-                    core,
-                    CopyKind::HostToDevice,
-                    d.at(dst_offset),
-                    s.at(src_offset),
-                    len,
-                )
+                let (dst, src) = (d.at(dst_offset), s.at(src_offset));
+                if let Some(capture) = submitting_into(op, core)? {
+                    capture.keep_device(&d.0);
+                    capture.keep_host(&s.0);
+                    return submit_copy(core, CopyKind::HostToDevice, dst, src, len);
+                }
+                s.copy_tracked(core, CopyKind::HostToDevice, dst, src, len)
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
                 st.copy_host_to_device(d.as_ref(), dst_offset, h.as_ref(), src_offset, len)
@@ -525,13 +733,13 @@ impl DeviceStream for PluginStream {
                     return Ok(());
                 }
                 s.used_by(core);
-                d.copy_tracked(
-                    core,
-                    CopyKind::DeviceToHost,
-                    d.at(dst_offset),
-                    s.at(src_offset),
-                    len,
-                )
+                let (dst, src) = (d.at(dst_offset), s.at(src_offset));
+                if let Some(capture) = submitting_into(op, core)? {
+                    capture.keep_device(&s.0);
+                    capture.keep_host(&d.0);
+                    return submit_copy(core, CopyKind::DeviceToHost, dst, src, len);
+                }
+                d.copy_tracked(core, CopyKind::DeviceToHost, dst, src, len)
             }
             (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
                 st.copy_device_to_host(h.as_ref(), dst_offset, s.as_ref(), src_offset, len)
@@ -565,6 +773,10 @@ impl DeviceStream for PluginStream {
                 }
                 d.used_by(core);
                 s.used_by(core);
+                if let Some(capture) = submitting_into(op, core)? {
+                    capture.keep_device(&d.0);
+                    capture.keep_device(&s.0);
+                }
                 submit_copy(
                     core,
                     CopyKind::DeviceToDevice,
@@ -591,7 +803,7 @@ impl DeviceStream for PluginStream {
                 check_range("fill", offset, len, d.len)?;
                 require_copy("fill", core, CopyKind::HostToDevice)?;
                 // The table's memset is synchronous; a staged copy keeps stream order.
-                staged_upload(core, d, offset, vec![value; len])
+                staged_upload("fill", core, d, offset, vec![value; len])
             }
             (StreamRepr::Rust(s), BufferRepr::Rust(d)) => s.fill(d.as_ref(), offset, len, value),
             (StreamRepr::Rust(s), _) => Err(Error::mismatch("fill", s.place(), dst.place())),

@@ -30,6 +30,9 @@ fn the_test_plugin_reports_its_capabilities() {
     let caps = PluginBackend::capabilities(&cpu0()).unwrap();
     assert!(caps.host_funcs && caps.flags && caps.nonblocking_query && caps.concurrent_streams);
     assert!(!caps.priorities && !caps.timing && !caps.per_thread_stream);
+    // Its Paddle 3.3 table has the graph-capture functions.
+    assert_eq!(caps.capture, devstream_core::CaptureSupport::Native);
+    assert!(caps.capture_host_funcs);
     let info = devstream_plugin::loaded_plugins()
         .into_iter()
         .find(|p| p.device_type == "custom_cpu")

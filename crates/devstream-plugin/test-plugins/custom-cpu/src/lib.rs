@@ -84,6 +84,8 @@ struct Progress {
 struct StreamState {
     progress: Mutex<Progress>,
     changed: Condvar,
+    /// The capture the stream records into, if any.
+    capture: Mutex<Option<Arc<Capture>>>,
 }
 
 impl StreamState {
@@ -119,10 +121,20 @@ enum Task {
         state: Arc<StreamState>,
         seq: u64,
     },
+    /// A graph launch: its nodes, in capture order, on the launch stream.
+    Graph {
+        nodes: Arc<Vec<Node>>,
+        stream: usize,
+    },
 }
 
 fn run(task: Task) {
     match task {
+        Task::Graph { nodes, stream } => {
+            for node in nodes.iter() {
+                run(node.task(stream));
+            }
+        }
         Task::Copy { dst, src, len } => {
             // SAFETY: the host handed us valid, non-overlapping ranges of `len` bytes and keeps
             // them alive until the copy completes (the ABI's contract for async copies).
@@ -165,6 +177,7 @@ impl StreamObj {
                 completed: 0,
             }),
             changed: Condvar::new(),
+            capture: Mutex::new(None),
         });
         let (sender, receiver) = channel::<Task>();
         let worker_state = state.clone();
@@ -220,9 +233,23 @@ unsafe fn stream_obj<'a>(device: c_int, stream: C_Stream) -> Option<&'a StreamOb
     Some(unsafe { &*(stream as *const StreamObj) })
 }
 
-/// An event: the stream point it captured, if recorded.
+/// What an event was recorded at.
+#[derive(Clone)]
+enum Target {
+    /// A point of a stream's work.
+    Point(Arc<StreamState>, u64),
+    /// A point inside a capture: a member stream after `ops` of its nodes. Stands for no
+    /// real work (queries answer complete); waiting on it joins the capture.
+    Captured {
+        capture: Arc<Capture>,
+        stream: usize,
+        ops: u64,
+    },
+}
+
+/// An event: what it was recorded at, if recorded.
 struct EventObj {
-    target: Mutex<Option<(Arc<StreamState>, u64)>>,
+    target: Mutex<Option<Target>>,
 }
 
 /// # Safety
@@ -304,7 +331,11 @@ unsafe extern "C" fn destroy_stream(_device: C_Device, stream: C_Stream) -> C_St
         }
         // SAFETY: a handle from `create_stream`, destroyed once. Dropping the sender lets the
         // worker finish the queued tasks and exit; nothing blocks here.
-        drop(unsafe { Box::from_raw(stream as *mut StreamObj) });
+        let obj = unsafe { Box::from_raw(stream as *mut StreamObj) };
+        // A stream destroyed while capturing invalidates its capture and leaves it.
+        invalidate(&obj.state);
+        lock(&obj.state.capture).take();
+        drop(obj);
         LIVE_STREAMS.fetch_sub(1, Ordering::SeqCst);
         C_SUCCESS
     })
@@ -316,6 +347,10 @@ unsafe extern "C" fn query_stream(device: C_Device, stream: C_Stream) -> C_Statu
         let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
             return C_ERROR;
         };
+        if invalidate(&obj.state) {
+            // Not allowed during a capture (as in CUDA): the capture is invalidated.
+            return C_ERROR;
+        }
         let progress = lock(&obj.state.progress);
         if progress.completed >= progress.submitted {
             C_SUCCESS
@@ -331,6 +366,9 @@ unsafe extern "C" fn synchronize_stream(device: C_Device, stream: C_Stream) -> C
         let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
             return C_ERROR;
         };
+        if invalidate(&obj.state) {
+            return C_ERROR;
+        }
         obj.state.wait_for(obj.mark());
         C_SUCCESS
     })
@@ -351,6 +389,16 @@ unsafe extern "C" fn stream_add_callback(
             return C_ERROR;
         };
         hold_if_asked(stream, Held::Callbacks);
+        if let Some(capture) = capture_of(&obj.state) {
+            return capture.add(
+                Arc::as_ptr(&obj.state) as usize,
+                Node::Callback {
+                    callback,
+                    device: obj.device,
+                    user_data: user_data as usize,
+                },
+            );
+        }
         obj.submit(Task::Callback {
             callback,
             device: obj.device,
@@ -385,8 +433,22 @@ unsafe extern "C" fn record_event(device: C_Device, stream: C_Stream, event: C_E
         ) else {
             return C_ERROR;
         };
+        if let Some(capture) = capture_of(&stream.state) {
+            let me = Arc::as_ptr(&stream.state) as usize;
+            let mut inner = lock(&capture.inner);
+            let Some(ops) = Capture::member(&mut inner, me).map(|m| m.ops) else {
+                return C_INTERNAL_ERROR;
+            };
+            drop(inner);
+            *lock(&event.target) = Some(Target::Captured {
+                capture,
+                stream: me,
+                ops,
+            });
+            return C_SUCCESS;
+        }
         let seq = stream.mark();
-        *lock(&event.target) = Some((stream.state.clone(), seq));
+        *lock(&event.target) = Some(Target::Point(stream.state.clone(), seq));
         C_SUCCESS
     })
 }
@@ -411,7 +473,7 @@ unsafe extern "C" fn query_event(_device: C_Device, event: C_Event) -> C_Status 
             return C_ERROR;
         };
         match &*lock(&event.target) {
-            Some((state, seq)) if !state.is_done(*seq) => C_FAILED,
+            Some(Target::Point(state, seq)) if !state.is_done(*seq) => C_FAILED,
             _ => C_SUCCESS,
         }
     })
@@ -424,7 +486,7 @@ unsafe extern "C" fn synchronize_event(_device: C_Device, event: C_Event) -> C_S
             return C_ERROR;
         };
         let target = lock(&event.target).clone();
-        if let Some((state, seq)) = target {
+        if let Some(Target::Point(state, seq)) = target {
             state.wait_for(seq);
         }
         C_SUCCESS
@@ -445,9 +507,51 @@ unsafe extern "C" fn stream_wait_event(
         ) else {
             return C_ERROR;
         };
-        match lock(&event.target).clone() {
-            Some((state, seq)) => stream.submit(Task::Wait { state, seq }),
-            None => C_SUCCESS,
+        let me = Arc::as_ptr(&stream.state) as usize;
+        let capturing = capture_of(&stream.state);
+        match (lock(&event.target).clone(), capturing) {
+            (None, _) => C_SUCCESS,
+            (Some(Target::Point(state, seq)), None) => stream.submit(Task::Wait { state, seq }),
+            (Some(Target::Point(state, seq)), Some(capture)) => {
+                if state.is_done(seq) {
+                    return C_SUCCESS;
+                }
+                capture.add(me, Node::Wait { state, seq })
+            }
+            (
+                Some(Target::Captured {
+                    capture,
+                    stream: other,
+                    ops,
+                }),
+                current,
+            ) => {
+                let mut inner = lock(&capture.inner);
+                if inner.invalidated {
+                    return C_ERROR;
+                }
+                match current {
+                    Some(current) if current.id != capture.id => C_ERROR,
+                    Some(_) => match Capture::member(&mut inner, me) {
+                        Some(member) => {
+                            member.waits.push((member.ops, other, ops));
+                            C_SUCCESS
+                        }
+                        None => C_INTERNAL_ERROR,
+                    },
+                    None => {
+                        // Joins the capture.
+                        inner.members.push(Member {
+                            stream: Arc::downgrade(&stream.state),
+                            ops: 0,
+                            waits: vec![(0, other, ops)],
+                        });
+                        drop(inner);
+                        *lock(&stream.state.capture) = Some(capture);
+                        C_SUCCESS
+                    }
+                }
+            }
         }
     })
 }
@@ -542,6 +646,16 @@ unsafe extern "C" fn async_memory_copy(
         if (dst.is_null() || src.is_null()) && size > 0 {
             return C_ERROR;
         }
+        if let Some(capture) = capture_of(&obj.state) {
+            return capture.add(
+                Arc::as_ptr(&obj.state) as usize,
+                Node::Copy {
+                    dst: dst as usize,
+                    src: src as usize,
+                    len: size,
+                },
+            );
+        }
         obj.submit(Task::Copy {
             dst: dst as usize,
             src: src as usize,
@@ -592,6 +706,356 @@ unsafe extern "C" fn device_memory_stats(
     })
 }
 
+// ---- graph capture (the Paddle 3.3 table's cuda_stream_* / cuda_graph_* functions) ----
+
+/// A node of a captured graph: replayed on the launch stream by every launch.
+#[derive(Clone)]
+enum Node {
+    Copy {
+        dst: usize,
+        src: usize,
+        len: usize,
+    },
+    Callback {
+        callback: unsafe extern "C" fn(C_Device, C_Stream, *mut c_void, *mut C_Status),
+        device: c_int,
+        user_data: usize,
+    },
+    /// A wait on work outside the capture.
+    Wait {
+        state: Arc<StreamState>,
+        seq: u64,
+    },
+}
+
+impl Node {
+    fn task(&self, stream: usize) -> Task {
+        match self {
+            Node::Copy { dst, src, len } => Task::Copy {
+                dst: *dst,
+                src: *src,
+                len: *len,
+            },
+            Node::Callback {
+                callback,
+                device,
+                user_data,
+            } => Task::Callback {
+                callback: *callback,
+                device: *device,
+                stream,
+                user_data: *user_data,
+            },
+            Node::Wait { state, seq } => Task::Wait {
+                state: state.clone(),
+                seq: *seq,
+            },
+        }
+    }
+}
+
+/// A stream taking part in a capture: how many nodes it added, and the waits it made on
+/// other members' events (at its position, on that member, up to its position).
+struct Member {
+    stream: std::sync::Weak<StreamState>,
+    ops: u64,
+    waits: Vec<(u64, usize, u64)>,
+}
+
+struct CaptureInner {
+    /// Every member's nodes in the order they were captured: a topological order, since a
+    /// stream can only wait on an event recorded before.
+    nodes: Vec<Node>,
+    members: Vec<Member>,
+    invalidated: bool,
+}
+
+/// One capture: begun on `origin`, joined by the streams that wait on its events.
+struct Capture {
+    id: u64,
+    origin: usize,
+    inner: Mutex<CaptureInner>,
+}
+
+impl Capture {
+    fn member(inner: &mut CaptureInner, stream: usize) -> Option<&mut Member> {
+        inner
+            .members
+            .iter_mut()
+            .find(|m| m.stream.as_ptr() as usize == stream)
+    }
+
+    /// Adds a node of `stream` (a member).
+    fn add(&self, stream: usize, node: Node) -> C_Status {
+        let mut inner = lock(&self.inner);
+        if inner.invalidated {
+            return C_ERROR;
+        }
+        inner.nodes.push(node);
+        match Capture::member(&mut inner, stream) {
+            Some(member) => {
+                member.ops += 1;
+                C_SUCCESS
+            }
+            None => C_INTERNAL_ERROR,
+        }
+    }
+
+    /// Whether every member's nodes come before the end of the origin, through waits.
+    fn joined(inner: &CaptureInner, origin: usize) -> bool {
+        let index = |stream: usize| {
+            inner
+                .members
+                .iter()
+                .position(|m| m.stream.as_ptr() as usize == stream)
+        };
+        let Some(origin) = index(origin) else {
+            return false;
+        };
+        let mut covered = vec![0u64; inner.members.len()];
+        covered[origin] = inner.members[origin].ops;
+        let mut reached = vec![false; inner.members.len()];
+        reached[origin] = true;
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for (i, member) in inner.members.iter().enumerate() {
+                if !reached[i] {
+                    continue;
+                }
+                for &(at, other, upto) in &member.waits {
+                    let Some(j) = index(other) else { continue };
+                    if at <= covered[i] && (!reached[j] || covered[j] < upto) {
+                        reached[j] = true;
+                        covered[j] = covered[j].max(upto);
+                        changed = true;
+                    }
+                }
+            }
+        }
+        inner
+            .members
+            .iter()
+            .enumerate()
+            .all(|(i, m)| covered[i] >= m.ops)
+    }
+
+    /// Ends the capture for every member.
+    fn close(&self, inner: &mut CaptureInner) {
+        for member in &inner.members {
+            if let Some(state) = member.stream.upgrade() {
+                let mut capture = lock(&state.capture);
+                if capture.as_ref().is_some_and(|c| c.id == self.id) {
+                    *capture = None;
+                }
+            }
+        }
+    }
+}
+
+static NEXT_CAPTURE: AtomicUsize = AtomicUsize::new(1);
+
+fn capture_of(state: &StreamState) -> Option<Arc<Capture>> {
+    lock(&state.capture).clone()
+}
+
+/// Invalidates the stream's capture, if any (a call that cannot be captured).
+fn invalidate(state: &StreamState) -> bool {
+    match capture_of(state) {
+        Some(capture) => {
+            lock(&capture.inner).invalidated = true;
+            true
+        }
+        None => false,
+    }
+}
+
+/// A captured graph.
+struct GraphObj {
+    nodes: Arc<Vec<Node>>,
+}
+
+/// An instantiated graph.
+struct ExecObj {
+    nodes: Arc<Vec<Node>>,
+}
+
+unsafe extern "C" fn begin_capture(
+    device: C_Device,
+    stream: C_Stream,
+    _mode: C_StreamCaptureMode,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: a valid device and a live (or null) stream from the host.
+        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
+            return C_ERROR;
+        };
+        if invalidate(&obj.state) {
+            // Beginning twice invalidates the capture in progress.
+            return C_ERROR;
+        }
+        let mut current = lock(&obj.state.capture);
+        if current.is_some() {
+            return C_ERROR;
+        }
+        let me = Arc::as_ptr(&obj.state) as usize;
+        *current = Some(Arc::new(Capture {
+            id: NEXT_CAPTURE.fetch_add(1, Ordering::SeqCst) as u64,
+            origin: me,
+            inner: Mutex::new(CaptureInner {
+                nodes: Vec::new(),
+                members: vec![Member {
+                    stream: Arc::downgrade(&obj.state),
+                    ops: 0,
+                    waits: Vec::new(),
+                }],
+                invalidated: false,
+            }),
+        }));
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn end_capture(
+    device: C_Device,
+    stream: C_Stream,
+    graph: *mut C_CudaGraph,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: a valid device and a live (or null) stream from the host.
+        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
+            return C_ERROR;
+        };
+        let Some(capture) = capture_of(&obj.state) else {
+            return C_ERROR;
+        };
+        if capture.origin != Arc::as_ptr(&obj.state) as usize || graph.is_null() {
+            return C_ERROR;
+        }
+        let mut inner = lock(&capture.inner);
+        capture.close(&mut inner);
+        if inner.invalidated || !Capture::joined(&inner, capture.origin) {
+            return C_ERROR;
+        }
+        let nodes = Arc::new(std::mem::take(&mut inner.nodes));
+        // SAFETY: a non-null out-parameter.
+        unsafe { *graph = Box::into_raw(Box::new(GraphObj { nodes })) as C_CudaGraph };
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn graph_instantiate(
+    exec: *mut C_GraphExec,
+    graph: *mut C_CudaGraph,
+    _error_node: *mut *mut c_void,
+    _log: *mut std::ffi::c_char,
+    _log_size: usize,
+) -> C_Status {
+    guarded(|| {
+        if exec.is_null() || graph.is_null() {
+            return C_ERROR;
+        }
+        // SAFETY: a readable pointer to a graph handle from `end_capture`.
+        let graph = unsafe { *graph };
+        if graph.is_null() {
+            return C_ERROR;
+        }
+        // SAFETY: a live graph from `end_capture`.
+        let nodes = unsafe { &*(graph as *const GraphObj) }.nodes.clone();
+        // SAFETY: a non-null out-parameter.
+        unsafe { *exec = Box::into_raw(Box::new(ExecObj { nodes })) as C_GraphExec };
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn graph_launch(
+    device: C_Device,
+    exec: C_GraphExec,
+    stream: C_Stream,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: a valid device and a live (or null) stream from the host.
+        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
+            return C_ERROR;
+        };
+        if exec.is_null() || capture_of(&obj.state).is_some() {
+            return C_ERROR;
+        }
+        // SAFETY: a live executable graph from `graph_instantiate`.
+        let nodes = unsafe { &*(exec as *const ExecObj) }.nodes.clone();
+        obj.submit(Task::Graph {
+            nodes,
+            stream: stream as usize,
+        })
+    })
+}
+
+unsafe extern "C" fn graph_destroy(graph: C_CudaGraph) -> C_Status {
+    guarded(|| {
+        if graph.is_null() {
+            return C_ERROR;
+        }
+        // SAFETY: a graph from `end_capture`, destroyed once.
+        drop(unsafe { Box::from_raw(graph as *mut GraphObj) });
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn graph_exec_destroy(exec: C_GraphExec) -> C_Status {
+    guarded(|| {
+        if exec.is_null() {
+            return C_ERROR;
+        }
+        // SAFETY: an executable graph from `graph_instantiate`, destroyed once; launches
+        // queued earlier hold their own reference to the nodes.
+        drop(unsafe { Box::from_raw(exec as *mut ExecObj) });
+        C_SUCCESS
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn stream_capture_info(
+    device: C_Device,
+    stream: C_Stream,
+    status: *mut C_StreamCaptureStatus,
+    id: *mut std::ffi::c_ulonglong,
+    graph: *mut C_CudaGraph,
+    _dependencies: *mut C_CudaGraphNode,
+    _edges: *mut *mut c_void,
+    count: *mut usize,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: a valid device and a live (or null) stream from the host.
+        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
+            return C_ERROR;
+        };
+        if status.is_null() {
+            return C_ERROR;
+        }
+        let (value, capture_id) = match capture_of(&obj.state) {
+            None => (C_StreamCaptureStatusNone, 0),
+            Some(capture) if lock(&capture.inner).invalidated => {
+                (C_StreamCaptureStatusInvalidated, capture.id)
+            }
+            Some(capture) => (C_StreamCaptureStatusActive, capture.id),
+        };
+        // SAFETY: non-null or checked out-parameters.
+        unsafe {
+            *status = value;
+            if !id.is_null() {
+                *id = capture_id;
+            }
+            if !graph.is_null() {
+                *graph = std::ptr::null_mut();
+            }
+            if !count.is_null() {
+                *count = 0;
+            }
+        }
+        C_SUCCESS
+    })
+}
+
 /// Fills `table` with this plug-in's functions.
 pub fn fill_table(table: &mut C_DeviceInterface) {
     table.initialize = Some(initialize);
@@ -625,6 +1089,13 @@ pub fn fill_table(table: &mut C_DeviceInterface) {
     table.get_device_count = Some(get_device_count);
     table.get_device_list = Some(get_device_list);
     table.device_memory_stats = Some(device_memory_stats);
+    table.cuda_stream_begin_capture = Some(begin_capture);
+    table.cuda_stream_end_captrue = Some(end_capture);
+    table.cuda_graph_instantiate = Some(graph_instantiate);
+    table.cuda_graph_launch = Some(graph_launch);
+    table.cuda_graph_destroy = Some(graph_destroy);
+    table.cuda_graph_exec_destroy = Some(graph_exec_destroy);
+    table.cuda_stream_capture_info = Some(stream_capture_info);
 }
 
 /// The plug-in's entry point.

@@ -1,0 +1,335 @@
+//! Stream capture through a plug-in's graph-capture functions (`cuda_stream_begin_capture`,
+//! `cuda_stream_end_captrue`, `cuda_graph_instantiate`, `cuda_graph_launch`, the destroys and
+//! `cuda_stream_capture_info`), used only on a plug-in whose table was identified as Paddle
+//! 3.3's.
+//!
+//! The plug-in records what devstream submits to a capturing stream into its graph (copies,
+//! callbacks, event records, waits, which join other streams into the capture as in CUDA).
+//! devstream keeps on the host what those replays use, for as long as the graph lives:
+//!
+//! * host functions (and flag writes) are callbacks whose data is a [`GraphHostFn`] that runs
+//!   its closure on every replay and is dropped with the graph, never by a replay;
+//! * device and host buffers the capture touched, and bytes staged for uploads, are kept by
+//!   the graph (a buffer dropped meanwhile is freed once the graph is gone as well);
+//! * the rules the plug-in need not know: `synchronize`/`query` of a capturing stream is
+//!   `Error::Capture` and invalidates the capture (devstream-side: `end_capture` then destroys
+//!   the graph and answers `Error::Capture`), CUDA's mode rules for other streams'
+//!   `synchronize`, beginning twice, and work held on the host behind a flag.
+
+use crate::buffer::{DeviceInner, HostInner};
+use crate::queue::{drop_contained, lock, swallow_panic, StreamCore};
+use crate::runtime::CaptureState;
+use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
+use devstream_core::{CaptureMode, Error, HostFn, Result};
+use std::any::Any;
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+
+/// One capture in progress (and, once ended, what its graph keeps).
+pub(crate) struct CaptureShared {
+    /// The runtime's number in the process.
+    runtime: usize,
+    /// The plug-in's capture id (`cuda_stream_capture_info`).
+    id: u64,
+    /// The devstream stream that began it.
+    pub(crate) origin: u64,
+    mode: CaptureMode,
+    thread: ThreadId,
+    /// Why devstream invalidated it, if it did.
+    invalidated: Mutex<Option<String>>,
+    /// Host functions, staged bytes: dropped with the graph (each drop contained).
+    kept: Mutex<Vec<Box<dyn Any + Send>>>,
+    pub(crate) devices: Mutex<Vec<Arc<DeviceInner>>>,
+    pub(crate) hosts: Mutex<Vec<Arc<HostInner>>>,
+    /// The streams the graph was launched on, by plug-in stream handle: where a replayed
+    /// host function's panic is reported (the callback is told its stream).
+    launches: Arc<Mutex<Vec<Launch>>>,
+}
+
+/// A launch stream of a graph: its plug-in handle, devstream id and error slot.
+struct Launch {
+    handle: usize,
+    stream: u64,
+    errors: Arc<Mutex<Option<Error>>>,
+}
+
+impl std::fmt::Debug for CaptureShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaptureShared")
+            .field("id", &self.id)
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for CaptureShared {
+    fn drop(&mut self) {
+        // Closures whose destructors panic must not unwind out of here.
+        for item in std::mem::take(&mut *lock(&self.kept)) {
+            drop_contained(item);
+        }
+    }
+}
+
+impl CaptureShared {
+    /// Keeps `item` until the graph is gone.
+    pub(crate) fn keep(&self, item: Box<dyn Any + Send>) {
+        lock(&self.kept).push(item);
+    }
+
+    pub(crate) fn keep_device(&self, memory: &Arc<DeviceInner>) {
+        let mut devices = lock(&self.devices);
+        if !devices.iter().any(|d| Arc::ptr_eq(d, memory)) {
+            devices.push(memory.clone());
+        }
+    }
+
+    pub(crate) fn keep_host(&self, memory: &Arc<HostInner>) {
+        let mut hosts = lock(&self.hosts);
+        if !hosts.iter().any(|h| Arc::ptr_eq(h, memory)) {
+            hosts.push(memory.clone());
+        }
+    }
+
+    /// Marks the capture invalid (the first reason stays).
+    pub(crate) fn invalidate(&self, reason: String) {
+        lock(&self.invalidated).get_or_insert(reason);
+    }
+
+    pub(crate) fn invalidated(&self) -> Option<String> {
+        lock(&self.invalidated).clone()
+    }
+
+    /// A host function of the graph: a callback the plug-in calls on every replay with the
+    /// returned pointer, valid while this capture (its graph) lives.
+    pub(crate) fn host_fn(&self, f: HostFn) -> *mut c_void {
+        let payload = Box::new(GraphHostFn {
+            f: Mutex::new(f),
+            origin: self.origin,
+            launches: self.launches.clone(),
+        });
+        let pointer = &*payload as *const GraphHostFn as *mut c_void;
+        self.keep(payload);
+        pointer
+    }
+
+    /// Notes that the graph is launched on `core`'s stream: a replayed host function that
+    /// panics there reports it on that stream.
+    pub(crate) fn launched_on(&self, core: &StreamCore) {
+        let mut launches = lock(&self.launches);
+        launches.retain(|l| l.handle != core.raw.0);
+        launches.push(Launch {
+            handle: core.raw.0,
+            stream: core.id,
+            errors: core.errors.clone(),
+        });
+    }
+}
+
+/// Captures in progress, of every runtime.
+static ACTIVE: Mutex<Vec<Arc<CaptureShared>>> = Mutex::new(Vec::new());
+/// `ACTIVE.len()`, read without the lock on every operation.
+static ACTIVE_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+pub(crate) fn find(runtime: usize, id: u64) -> Option<Arc<CaptureShared>> {
+    lock(&ACTIVE)
+        .iter()
+        .find(|c| c.runtime == runtime && c.id == id)
+        .cloned()
+}
+
+/// Forgets a capture that ended (its graph, if any, keeps it).
+pub(crate) fn unregister(capture: &Arc<CaptureShared>) {
+    let mut active = lock(&ACTIVE);
+    active.retain(|c| !Arc::ptr_eq(c, capture));
+    ACTIVE_COUNT.store(active.len(), Ordering::SeqCst);
+}
+
+/// Whether any capture of this runtime is in progress (cheap).
+pub(crate) fn any_active(runtime: usize) -> bool {
+    ACTIVE_COUNT.load(Ordering::SeqCst) > 0 && lock(&ACTIVE).iter().any(|c| c.runtime == runtime)
+}
+
+/// Where a stream stands as to capture.
+pub(crate) enum Capturing {
+    No,
+    Yes(Arc<CaptureShared>),
+    /// Capturing into a capture that was invalidated (by devstream or by the plug-in), or
+    /// that devstream does not know: nothing may be submitted until it is ended.
+    Invalid(Option<Arc<CaptureShared>>, String),
+}
+
+/// Asks the plug-in whether `core`'s stream is capturing (only while some capture of its
+/// runtime is in progress: otherwise no plug-in call).
+pub(crate) fn capturing(core: &StreamCore) -> Result<Capturing> {
+    if !any_active(core.runtime.index()) || core.runtime.capture_functions().is_none() {
+        return Ok(Capturing::No);
+    }
+    Ok(match core.runtime.capture_state(core.slot, core.raw)? {
+        CaptureState::None => Capturing::No,
+        CaptureState::Active(id) => match find(core.runtime.index(), id) {
+            Some(capture) => match capture.invalidated() {
+                Some(reason) => Capturing::Invalid(Some(capture), reason),
+                None => Capturing::Yes(capture),
+            },
+            None => Capturing::Invalid(None, format!("capture {id} was not begun by devstream")),
+        },
+        CaptureState::Invalidated(id) => Capturing::Invalid(
+            find(core.runtime.index(), id),
+            "the plug-in invalidated the capture".into(),
+        ),
+    })
+}
+
+/// The capture `core` submits into, `None` outside a capture, or `Error::Capture` when its
+/// capture is invalid (nothing may be submitted until it is ended).
+pub(crate) fn submitting_into(
+    op: &'static str,
+    core: &StreamCore,
+) -> Result<Option<Arc<CaptureShared>>> {
+    match capturing(core)? {
+        Capturing::No => Ok(None),
+        Capturing::Yes(capture) => {
+            if core.has_deferred() {
+                // Work held on the host behind a flag would reach the plug-in after this.
+                let reason = "the stream holds work behind a flag wait on the host, which a \
+                              capture cannot order"
+                    .to_owned();
+                capture.invalidate(format!("{op}: {reason}"));
+                return Err(Error::capture(op, reason));
+            }
+            Ok(Some(capture))
+        }
+        Capturing::Invalid(_, reason) => Err(Error::capture(
+            op,
+            format!("the stream's capture is invalid ({reason}); end it first"),
+        )),
+    }
+}
+
+/// `synchronize`/`query` of a capturing stream: `Error::Capture`, invalidating its capture.
+pub(crate) fn refuse_during_capture(op: &'static str, core: &StreamCore) -> Result<()> {
+    match capturing(core)? {
+        Capturing::No => Ok(()),
+        Capturing::Yes(capture) | Capturing::Invalid(Some(capture), _) => {
+            capture.invalidate(format!("{op} of a capturing stream"));
+            Err(Error::capture(op, "the stream is capturing"))
+        }
+        Capturing::Invalid(None, _) => Err(Error::capture(op, "the stream is capturing")),
+    }
+}
+
+/// CUDA's rule for "unsafe" calls (synchronizing another stream or an event) during captures
+/// of the same runtime: a `Global` capture forbids them on every thread, a `ThreadLocal` one
+/// on its capturing thread, a `Relaxed` one nowhere.
+pub(crate) fn check_unsafe_call(op: &'static str, runtime: usize) -> Result<()> {
+    if ACTIVE_COUNT.load(Ordering::SeqCst) == 0 {
+        return Ok(());
+    }
+    let me = std::thread::current().id();
+    let active = lock(&ACTIVE);
+    let forbidding = active.iter().find(|c| {
+        c.runtime == runtime
+            && c.invalidated().is_none()
+            && match c.mode {
+                CaptureMode::Global => true,
+                CaptureMode::ThreadLocal => c.thread == me,
+                CaptureMode::Relaxed => false,
+            }
+    });
+    match forbidding {
+        Some(capture) => Err(Error::capture(
+            op,
+            format!(
+                "a {:?}-mode capture of stream {} is in progress{}",
+                capture.mode,
+                capture.origin,
+                if capture.thread == me {
+                    " on this thread"
+                } else {
+                    ""
+                }
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Registers a capture the plug-in began on `core`'s stream.
+pub(crate) fn register(core: &StreamCore, id: u64, mode: CaptureMode) -> Arc<CaptureShared> {
+    let capture = Arc::new(CaptureShared {
+        runtime: core.runtime.index(),
+        id,
+        origin: core.id,
+        mode,
+        thread: std::thread::current().id(),
+        invalidated: Mutex::new(None),
+        kept: Mutex::new(Vec::new()),
+        devices: Mutex::new(Vec::new()),
+        hosts: Mutex::new(Vec::new()),
+        launches: Arc::new(Mutex::new(Vec::new())),
+    });
+    let mut active = lock(&ACTIVE);
+    active.push(capture.clone());
+    ACTIVE_COUNT.store(active.len(), Ordering::SeqCst);
+    capture
+}
+
+/// A host function kept in a graph: run on every replay, dropped with the graph.
+struct GraphHostFn {
+    f: Mutex<HostFn>,
+    /// The stream that captured it (named in a panic's error if the launch stream is unknown).
+    origin: u64,
+    launches: Arc<Mutex<Vec<Launch>>>,
+}
+
+/// The `C_Callback` of a captured host function: runs the closure (never consumes it), a
+/// panic recorded for the launch's stream. Never unwinds into the plug-in.
+pub(crate) unsafe extern "C" fn graph_trampoline(
+    _device: C_Device,
+    stream: C_Stream,
+    user_data: *mut c_void,
+    status: *mut C_Status,
+) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        if !status.is_null() {
+            // SAFETY: the plug-in passes a writable status or null.
+            unsafe { *status = C_SUCCESS };
+        }
+        if user_data.is_null() {
+            return;
+        }
+        // SAFETY: `user_data` is a `GraphHostFn` kept by the capture that made the graph,
+        // which outlives every replay (the graph is destroyed after its launches complete).
+        let payload = unsafe { &*(user_data as *const GraphHostFn) };
+        let mut f = lock(&payload.f);
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| (*f)())) {
+            drop(f);
+            let message = crate::queue::panic_message(&*panic);
+            let launch = lock(&payload.launches)
+                .iter()
+                .find(|l| l.handle == stream as usize)
+                .map(|l| (l.stream, l.errors.clone()));
+            match launch {
+                Some((stream, errors)) => {
+                    let mut first = lock(&errors);
+                    if first.is_none() {
+                        *first = Some(Error::HostFuncPanicked { stream, message });
+                    }
+                }
+                None => tracing::warn!(
+                    "devstream-plugin: a host function captured on stream {} panicked in a \
+                     replay on a stream devstream did not launch it on: {message}",
+                    payload.origin
+                ),
+            }
+            swallow_panic(panic);
+        }
+    }));
+    if let Err(panic) = outcome {
+        swallow_panic(panic);
+    }
+}
