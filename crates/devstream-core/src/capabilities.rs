@@ -58,6 +58,10 @@ pub struct Capabilities {
     pub legacy_default_stream: bool,
     /// A per-thread default stream exists.
     pub per_thread_stream: bool,
+    /// Collectives (`all_reduce`, `broadcast`, ..., cargo feature `comm`) have an engine here;
+    /// off, `UniqueId::new`, `Communicator::init` and every collective answer
+    /// `Error::Unsupported`.
+    pub collectives: bool,
 }
 
 impl Capabilities {
@@ -77,6 +81,7 @@ impl Capabilities {
             nonblocking_query: false,
             legacy_default_stream: false,
             per_thread_stream: false,
+            collectives: false,
         }
     }
 
@@ -102,6 +107,7 @@ impl Capabilities {
                 self.legacy_default_stream.to_string(),
             ),
             ("per_thread_stream", self.per_thread_stream.to_string()),
+            ("collectives", self.collectives.to_string()),
         ]
     }
 }

@@ -1,6 +1,6 @@
 //! The typed errors every backend returns.
 
-use crate::Place;
+use crate::{CommFailure, Place};
 
 /// Result alias used throughout devstream.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -129,6 +129,26 @@ pub enum Error {
         place: Place,
         /// Bytes requested.
         bytes: usize,
+    },
+    /// A collective failed (cargo feature `comm`): a peer died or left, the collective missed
+    /// the communicator's deadline, ranks disagreed on the call, or the communicator had failed
+    /// before. Reported by the stream's `synchronize` (argument errors are `InvalidArgument`,
+    /// returned before anything is queued). A communicator that failed stays failed on every
+    /// rank: later collectives fail with [`CommFailure::Aborted`]; make a new one.
+    ///
+    /// ```
+    /// # use devstream_core::{CommFailure, Error};
+    /// let e = Error::Comm { op: "all_reduce", failure: CommFailure::Timeout, reason: "rank 1".into() };
+    /// assert!(e.to_string().contains("deadline"));
+    /// ```
+    #[error("{op}: {failure}: {reason}")]
+    Comm {
+        /// The collective (`"all_reduce"`, `"recv"`, `"init"`, ...).
+        op: &'static str,
+        /// Why, as a kind to match on.
+        failure: CommFailure,
+        /// Which rank, what was seen.
+        reason: String,
     },
     /// A custom-device plug-in is malformed or misbehaved.
     #[error("plug-in {plugin}: {reason}")]

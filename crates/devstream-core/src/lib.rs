@@ -10,6 +10,7 @@
 //! * [`Error`]/[`Result`]: the typed errors every backend returns;
 //! * the backend traits in [`traits`]: [`DeviceBackend`], [`DeviceStream`], [`DeviceEvent`],
 //!   [`DeviceGraph`], [`DeviceFlag`], [`DeviceBuffer`], [`HostBuffer`];
+//! * [`comm`]: collectives' element types, reductions, communicator ids and backend traits;
 //! * [`current`]: per-thread, per-place current-stream slots with RAII guards;
 //! * [`pool`]: a lazily created round-robin pool of streams per place and priority.
 //!
@@ -26,6 +27,7 @@
 #![warn(missing_docs)]
 
 mod capabilities;
+pub mod comm;
 pub mod current;
 mod error;
 mod options;
@@ -35,6 +37,9 @@ mod priority;
 pub mod traits;
 
 pub use capabilities::{Capabilities, CaptureSupport};
+pub use comm::{
+    CommBackend, CommFailure, DataType, DeviceCommunicator, ReduceOp, UniqueId, UNIQUE_ID_BYTES,
+};
 pub use error::{Error, Result};
 pub use options::{CaptureMode, EventFlags, StreamOptions};
 pub use place::{BackendKind, Place};
