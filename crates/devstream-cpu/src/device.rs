@@ -36,6 +36,7 @@ pub(crate) const CAPABILITIES: Capabilities = {
     caps.nonblocking_query = true;
     caps.legacy_default_stream = true;
     caps.per_thread_stream = true;
+    caps.collectives = cfg!(feature = "comm");
     caps
 };
 

@@ -24,6 +24,10 @@
 //!   fill and a closure kernel path ([`CpuStream::launch_kernel`]);
 //! * emulated stream capture with CUDA's rules (fork/join into a DAG, capture modes,
 //!   invalidation) and [`CpuGraph`] replay on any CPU stream;
+//! * with the cargo feature `comm`, collectives ([`CpuComm`]: all-reduce, broadcast, reduce,
+//!   all-gather, reduce-scatter, all-to-all, send/recv, groups) between ranks that are threads
+//!   of one process or processes on one host, as stream work that holds no worker while it
+//!   waits for peers;
 //! * a legacy default stream ([`CpuBackend`]'s `default_stream`) that synchronises with
 //!   blocking streams, and per-thread default streams.
 //!
@@ -83,6 +87,14 @@
 #![warn(missing_docs)]
 
 mod buffer;
+#[cfg(feature = "comm")]
+mod comm;
+#[cfg(feature = "comm")]
+mod comm_engine;
+#[cfg(feature = "comm")]
+mod comm_reduce;
+#[cfg(feature = "comm")]
+mod comm_shm;
 mod device;
 mod event;
 mod flag;
@@ -95,6 +107,8 @@ mod tests;
 mod tests_hostile;
 
 pub use buffer::{CpuBuffer, CpuHostBuffer};
+#[cfg(feature = "comm")]
+pub use comm::{default_timeout, CpuComm};
 pub use device::{CpuBackend, CpuPool, PRIORITY_RANGE};
 pub use event::CpuEvent;
 pub use flag::CpuFlag;

@@ -298,6 +298,11 @@ impl StreamInner {
     /// Marks one task completed (called by the worker); wakes what waited for it. Returns
     /// whether more tasks are queued.
     pub(crate) fn complete_one(&self, result: Result<()>) -> bool {
+        #[cfg(feature = "comm")]
+        let result = match TASK_ERROR.with(std::cell::Cell::take) {
+            Some(error) => result.and(Err(error)),
+            None => result,
+        };
         let seq = self.completed.load(Ordering::Relaxed) + 1;
         if let Err(error) = result {
             let mut state = lock(&self.state);
@@ -555,6 +560,23 @@ impl StreamInner {
         }
         None
     }
+}
+
+#[cfg(feature = "comm")]
+thread_local! {
+    /// An error the running task reports besides its own result (see [`fail_running_task`]).
+    static TASK_ERROR: std::cell::Cell<Option<Error>> = const { std::cell::Cell::new(None) };
+}
+
+/// Makes the task this worker is running fail with `error` (the first one reported wins):
+/// the stream records it as it records a panicking host function's, and `synchronize`
+/// returns it. Used by the collectives' internal tasks, which report typed errors.
+#[cfg(feature = "comm")]
+pub(crate) fn fail_running_task(error: Error) {
+    TASK_ERROR.with(|slot| {
+        let first = slot.take().unwrap_or(error);
+        slot.set(Some(first));
+    });
 }
 
 /// The error for a wait that a host function or kernel makes (`running_stream() != 0`) on

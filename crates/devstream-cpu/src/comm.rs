@@ -1,0 +1,1069 @@
+//! The CPU reference collectives engine (cargo feature `comm`).
+//!
+//! Ranks may be threads of one process, processes on one host, or both: every rank maps the
+//! communicator's shared-memory control segment and publishes payloads as files beside it
+//! (see `comm_shm`). A collective on a stream is three stream tasks:
+//!
+//! 1. **post** (a host task on a pool worker): publish this rank's part, announce it in the
+//!    control segment, register the collective with the process's engine thread;
+//! 2. **hold**: a flag wait, exactly like [`DeviceStream::wait_flag`]: the stream leaves the
+//!    scheduler and holds no worker while peers are missing (a worker never blocks on other
+//!    work, so ranks as threads sharing a pool smaller than the number of ranks cannot
+//!    deadlock);
+//! 3. **finish** (a host task): read the peers' parts, reduce or copy into the receive
+//!    buffer, mark the collective done; a failure the engine reported (a dead or departed
+//!    peer, the deadline, a mismatch between ranks) becomes the stream's error, returned by
+//!    `synchronize` as [`Error::Comm`].
+//!
+//! Captured, the three tasks are graph nodes, and each `launch` is a new collective with the
+//! peers. Launches of one graph that contain collectives must be ordered (launched on one
+//! stream, or with events between), as NCCL requires for any use of one communicator.
+
+use crate::buffer::{BufferInner, CpuBuffer};
+use crate::comm_engine::{self, Cleanup, Pending, Readers, Want};
+use crate::comm_reduce::reduce;
+use crate::comm_shm::{
+    self, comm_dir, failure_of, poll_until, process_alive, write_payload, Payload, Segment, ALIVE,
+    EMPTY, LEFT,
+};
+use crate::flag::CpuFlag;
+use crate::scheduler::{running_stream, CommonOp, Op, UserFn};
+use crate::stream::{fail_running_task, CpuStream, StreamInner};
+use crate::{lock, CpuBackend, CPU_PLACE};
+use devstream_core::{
+    CommBackend, CommFailure, DataType, DeviceCommunicator, Error, Place, ReduceOp, Result,
+    UniqueId, UNIQUE_ID_BYTES,
+};
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const ID_MAGIC: &[u8; 8] = b"dscpucm1";
+
+/// The default deadline of a collective: `DEVSTREAM_COMM_TIMEOUT_SECS` (seconds, fractions
+/// allowed) or 30 s.
+pub fn default_timeout() -> Duration {
+    std::env::var("DEVSTREAM_COMM_TIMEOUT_SECS")
+        .ok()
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|secs| secs.is_finite() && *secs > 0.0)
+        .map_or(Duration::from_secs(30), Duration::from_secs_f64)
+}
+
+/// A new communicator id: 16 random bytes and the creator's pid.
+fn new_unique_id() -> UniqueId {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut raw = [0u8; UNIQUE_ID_BYTES];
+    raw[..8].copy_from_slice(ID_MAGIC);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    for half in 0..2 {
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_u128(nanos);
+        hasher.write_u32(std::process::id());
+        hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+        hasher.write_usize(half);
+        let start = 8 + half * 8;
+        raw[start..start + 8].copy_from_slice(&hasher.finish().to_le_bytes());
+    }
+    raw[24..28].copy_from_slice(&std::process::id().to_le_bytes());
+    UniqueId::from_raw(raw)
+}
+
+/// The control segment's path named by an id.
+fn segment_path(id: &UniqueId) -> Result<std::path::PathBuf> {
+    let raw = id.as_bytes();
+    if &raw[..8] != ID_MAGIC {
+        return Err(Error::InvalidArgument(
+            "the unique id was not made by the cpu backend (UniqueId::new(&Place::Cpu))".into(),
+        ));
+    }
+    let mut name = String::from("devstream-comm-");
+    for byte in &raw[8..24] {
+        name.push_str(&format!("{byte:02x}"));
+    }
+    let pid = u32::from_le_bytes([raw[24], raw[25], raw[26], raw[27]]);
+    name.push_str(&format!("-{pid}"));
+    Ok(comm_dir().join(name))
+}
+
+/// What a collective is, as stored in the control segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    AllReduce = 1,
+    Broadcast = 2,
+    Reduce = 3,
+    AllGather = 4,
+    ReduceScatter = 5,
+    AllToAll = 6,
+    Send = 7,
+    Recv = 8,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::AllReduce => "all_reduce",
+            Kind::Broadcast => "broadcast",
+            Kind::Reduce => "reduce",
+            Kind::AllGather => "all_gather",
+            Kind::ReduceScatter => "reduce_scatter",
+            Kind::AllToAll => "all_to_all",
+            Kind::Send => "send",
+            Kind::Recv => "recv",
+        }
+    }
+
+    fn from_code(code: u64) -> Option<Kind> {
+        [
+            Kind::AllReduce,
+            Kind::Broadcast,
+            Kind::Reduce,
+            Kind::AllGather,
+            Kind::ReduceScatter,
+            Kind::AllToAll,
+        ]
+        .into_iter()
+        .find(|k| *k as u64 == code)
+    }
+}
+
+/// Counts are stored with a 16-bit sequence tag above them.
+const MAX_COUNT: usize = (1 << 48) - 1;
+
+/// Readable form of a descriptor word (for mismatch errors).
+pub(crate) fn describe(desc: u64) -> String {
+    let kind = Kind::from_code(desc & 0xff).map_or("?", Kind::name);
+    let op = ReduceOp::from_code(((desc >> 8) & 0xff) as u8);
+    let dtype = DataType::from_code(((desc >> 16) & 0xff) as u8);
+    let root = (desc >> 24) & 0xff_ffff;
+    let dtype = dtype.map_or_else(|| "?".to_string(), |t| t.to_string());
+    match (kind, op) {
+        ("broadcast", _) => format!("broadcast({dtype}, root {root})"),
+        ("reduce", Some(op)) => format!("reduce({dtype}, {op}, root {root})"),
+        (kind, Some(op)) => format!("{kind}({dtype}, {op})"),
+        (kind, None) => format!("{kind}({dtype})"),
+    }
+}
+
+/// One rank's membership of a communicator (shared by its handles and queued collectives).
+pub(crate) struct CommInner {
+    pub(crate) seg: Arc<Segment>,
+    pub(crate) rank: usize,
+    pub(crate) nranks: usize,
+    timeout_nanos: AtomicU64,
+    /// Collectives posted by this rank.
+    coll_seq: AtomicU64,
+    /// Messages sent to / received from each peer.
+    sent_seq: Vec<AtomicU64>,
+    recv_seq: Vec<AtomicU64>,
+    group: Mutex<Group>,
+}
+
+#[derive(Default)]
+struct Group {
+    depth: usize,
+    ops: Vec<(CpuStream, Arc<CollOp>)>,
+}
+
+impl CommInner {
+    pub(crate) fn timeout(&self) -> Duration {
+        Duration::from_nanos(self.timeout_nanos.load(Ordering::Relaxed))
+    }
+
+    /// The error for a communicator that has failed, if it has.
+    pub(crate) fn aborted(&self, op: &'static str) -> Option<Error> {
+        let word = self.seg.abort_word();
+        if word == 0 {
+            return None;
+        }
+        let rank = (word & 0xffff_ffff).saturating_sub(1);
+        let failure = failure_of(word >> 32);
+        Some(Error::Comm {
+            op,
+            failure: CommFailure::Aborted,
+            reason: format!(
+                "the communicator failed before (first failure: {failure}, seen by rank {rank}); \
+                 make a new communicator"
+            ),
+        })
+    }
+
+    /// Records a failure of this rank's collective involving `peer`, marks the communicator
+    /// failed for every rank, and returns the error.
+    pub(crate) fn fail(
+        &self,
+        op: &'static str,
+        failure: CommFailure,
+        peer: usize,
+        detail: &str,
+    ) -> Error {
+        self.seg.abort(self.rank, failure);
+        let what = match failure {
+            CommFailure::PeerDied => format!("rank {peer}'s process is gone"),
+            CommFailure::PeerLeft => format!("rank {peer} left the communicator"),
+            _ => String::new(),
+        };
+        let sep = if what.is_empty() || detail.is_empty() {
+            ""
+        } else {
+            "; "
+        };
+        Error::Comm {
+            op,
+            failure,
+            reason: format!("rank {} of {}: {what}{sep}{detail}", self.rank, self.nranks),
+        }
+    }
+}
+
+impl Drop for CommInner {
+    fn drop(&mut self) {
+        let seg = &self.seg;
+        seg.state(self.rank).store(LEFT, Ordering::Release);
+        let everyone_gone = (0..self.nranks).all(|r| {
+            r == self.rank
+                || seg.state(r).load(Ordering::Acquire) == LEFT
+                || seg.peer_gone(r).is_some()
+        });
+        if everyone_gone {
+            seg.sweep();
+        }
+    }
+}
+
+/// The state one queued collective shares across its tasks (and graph replays).
+pub(crate) struct Instance {
+    flag: CpuFlag,
+    seq: AtomicU64,
+    error: Mutex<Option<Error>>,
+}
+
+impl Instance {
+    /// Stores the outcome and releases the held stream.
+    pub(crate) fn resolve(&self, error: Option<Error>) {
+        *lock(&self.error) = error;
+        self.flag.0.store(1);
+    }
+}
+
+/// One queued collective call.
+struct CollOp {
+    comm: Arc<CommInner>,
+    kind: Kind,
+    op: ReduceOp,
+    dtype: DataType,
+    count: usize,
+    /// Root (broadcast, reduce) or peer (send, recv).
+    other: usize,
+    send: Option<Arc<BufferInner>>,
+    recv: Option<Arc<BufferInner>>,
+    instance: Arc<Instance>,
+}
+
+impl CollOp {
+    fn bytes(&self) -> usize {
+        self.count * self.dtype.size()
+    }
+
+    fn desc(&self, seq: u64) -> (u64, u64) {
+        let tag = (seq & 0xffff) << 48;
+        let op = match self.kind {
+            Kind::AllReduce | Kind::Reduce | Kind::ReduceScatter => u64::from(self.op.code()),
+            _ => 0,
+        };
+        let root = match self.kind {
+            Kind::Broadcast | Kind::Reduce => self.other as u64,
+            _ => 0,
+        };
+        let desc = tag
+            | (root << 24)
+            | (u64::from(self.dtype.code()) << 16)
+            | (op << 8)
+            | self.kind as u64;
+        (desc, tag | self.count as u64)
+    }
+
+    /// Task 1: publish and register (on a pool worker; never waits for peers).
+    fn post(&self) {
+        let instance = &self.instance;
+        instance.flag.0.store(0);
+        *lock(&instance.error) = None;
+        let name = self.kind.name();
+        if let Some(error) = self.comm.aborted(name) {
+            instance.resolve(Some(error));
+            return;
+        }
+        if let Err(error) = self.try_post() {
+            let error = match error {
+                Error::Comm {
+                    op,
+                    failure,
+                    reason,
+                } => self.comm.fail(op, failure, self.comm.rank, &reason),
+                other => other,
+            };
+            instance.resolve(Some(error));
+        }
+    }
+
+    fn try_post(&self) -> Result<()> {
+        let comm = &self.comm;
+        let seg = &comm.seg;
+        let me = comm.rank;
+        let name = self.kind.name();
+        let bytes = self.bytes();
+        match self.kind {
+            Kind::Send => {
+                let peer = self.other;
+                let seq = comm.sent_seq[peer].fetch_add(1, Ordering::AcqRel) + 1;
+                let path = seg.p2p_path(me, peer, seq);
+                let mut header = [0u8; 16];
+                header[..8].copy_from_slice(&u64::from(self.dtype.code()).to_le_bytes());
+                header[8..].copy_from_slice(&(self.count as u64).to_le_bytes());
+                {
+                    let send = self.send.as_ref().map(|b| lock(&b.data));
+                    let data = send.as_ref().map_or(&[][..], |d| &d[..bytes]);
+                    write_payload(name, &path, &[&header, data])?;
+                }
+                seg.sent(me, peer).store(seq, Ordering::Release);
+                comm_engine::cleanup(Cleanup {
+                    seg: seg.clone(),
+                    rank: me,
+                    nranks: comm.nranks,
+                    path,
+                    readers: Readers::P2p { dst: peer, seq },
+                    expires: Instant::now() + 2 * comm.timeout(),
+                });
+                self.instance.resolve(None);
+            }
+            Kind::Recv => {
+                let peer = self.other;
+                let seq = comm.recv_seq[peer].fetch_add(1, Ordering::AcqRel) + 1;
+                self.instance.seq.store(seq, Ordering::Release);
+                comm_engine::register(Pending::new(
+                    comm.clone(),
+                    name,
+                    seq,
+                    Want::Recv { src: peer },
+                    self.instance.clone(),
+                ));
+            }
+            _ => {
+                let seq = comm.coll_seq.fetch_add(1, Ordering::AcqRel) + 1;
+                self.instance.seq.store(seq, Ordering::Release);
+                let n = comm.nranks;
+                let range = match self.kind {
+                    Kind::Broadcast if me != self.other => None,
+                    Kind::AllGather if self.in_place() => Some(me * bytes..(me + 1) * bytes),
+                    Kind::ReduceScatter | Kind::AllToAll => Some(0..bytes * n),
+                    _ => Some(0..bytes),
+                };
+                if let Some(range) = range.filter(|r| !r.is_empty()) {
+                    let path = seg.coll_path(seq, me);
+                    {
+                        let source = if self.kind == Kind::AllGather && self.in_place() {
+                            self.recv.as_ref()
+                        } else {
+                            self.send.as_ref()
+                        };
+                        let data = source.map(|b| lock(&b.data));
+                        let slice = data.as_ref().map_or(&[][..], |d| &d[range]);
+                        write_payload(name, &path, &[slice])?;
+                    }
+                    comm_engine::cleanup(Cleanup {
+                        seg: seg.clone(),
+                        rank: me,
+                        nranks: n,
+                        path,
+                        readers: Readers::Coll { seq },
+                        expires: Instant::now() + 2 * comm.timeout(),
+                    });
+                }
+                let (desc, count) = self.desc(seq);
+                seg.count(me).store(count, Ordering::Release);
+                seg.desc(me).store(desc, Ordering::Release);
+                seg.posted(me).store(seq, Ordering::Release);
+                comm_engine::register(Pending::new(
+                    comm.clone(),
+                    name,
+                    seq,
+                    Want::Coll { desc, count },
+                    self.instance.clone(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn in_place(&self) -> bool {
+        match (&self.send, &self.recv) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    /// Task 3: read the peers' parts into the receive buffer (on a pool worker, after the
+    /// engine released the stream: everything it reads is there).
+    fn finish(&self) {
+        let error = lock(&self.instance.error).take();
+        let outcome = match error {
+            Some(error) => Err(error),
+            None => self.try_finish().map_err(|error| match error {
+                Error::Comm {
+                    op,
+                    failure,
+                    reason,
+                } => self.comm.fail(op, failure, self.comm.rank, &reason),
+                other => other,
+            }),
+        };
+        if let Err(error) = outcome {
+            fail_running_task(error);
+        }
+    }
+
+    fn try_finish(&self) -> Result<()> {
+        let comm = &self.comm;
+        let seg = &comm.seg;
+        let me = comm.rank;
+        let n = comm.nranks;
+        let name = self.kind.name();
+        let bytes = self.bytes();
+        let seq = self.instance.seq.load(Ordering::Acquire);
+        if self.kind == Kind::Recv {
+            let peer = self.other;
+            let path = seg.p2p_path(peer, me, seq);
+            let payload = Payload::open(name, &path)?;
+            let mut header = [0u8; 16];
+            payload.read_at(name, 0, &mut header)?;
+            let code = u64::from_le_bytes(header[..8].try_into().unwrap_or_default());
+            let count = u64::from_le_bytes(header[8..].try_into().unwrap_or_default());
+            if code != u64::from(self.dtype.code()) || count != self.count as u64 {
+                let theirs = DataType::from_code(code as u8)
+                    .map_or_else(|| "?".to_string(), |t| t.to_string());
+                let _ = std::fs::remove_file(&path);
+                seg.received(me, peer).store(seq, Ordering::Release);
+                return Err(comm.fail(
+                    name,
+                    CommFailure::Mismatch,
+                    peer,
+                    &format!(
+                        "message #{seq} from rank {peer} is {count} × {theirs}, this recv \
+                         expects {} × {}",
+                        self.count, self.dtype
+                    ),
+                ));
+            }
+            if let Some(buf) = &self.recv {
+                let mut data = lock(&buf.data);
+                payload.read_at(name, 16, &mut data[..bytes])?;
+            }
+            let _ = std::fs::remove_file(&path);
+            seg.received(me, peer).store(seq, Ordering::Release);
+            return Ok(());
+        }
+        let result = self.gather(seq, me, n, bytes);
+        seg.done(me).store(seq, Ordering::Release);
+        result
+    }
+
+    fn gather(&self, seq: u64, me: usize, n: usize, bytes: usize) -> Result<()> {
+        let name = self.kind.name();
+        let seg = &self.comm.seg;
+        let open = |rank: usize| Payload::open(name, &seg.coll_path(seq, rank));
+        let Some(recv) = &self.recv else {
+            return Ok(());
+        };
+        if bytes == 0 {
+            return Ok(());
+        }
+        let size = self.dtype.size();
+        match self.kind {
+            Kind::Reduce if me != self.other => Ok(()),
+            Kind::AllReduce | Kind::Reduce | Kind::ReduceScatter => {
+                let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
+                let base = if self.kind == Kind::ReduceScatter {
+                    me * bytes
+                } else {
+                    0
+                };
+                let mut data = lock(&recv.data);
+                reduce(
+                    self.dtype,
+                    self.op,
+                    n,
+                    &mut data[..bytes],
+                    |rank, start, out| files[rank].read_at(name, base + start * size, out),
+                )
+            }
+            Kind::Broadcast => {
+                let file = open(self.other)?;
+                let mut data = lock(&recv.data);
+                file.read_at(name, 0, &mut data[..bytes])
+            }
+            Kind::AllGather => {
+                let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
+                let mut data = lock(&recv.data);
+                for (rank, file) in files.iter().enumerate() {
+                    file.read_at(name, 0, &mut data[rank * bytes..(rank + 1) * bytes])?;
+                }
+                Ok(())
+            }
+            Kind::AllToAll => {
+                let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
+                let mut data = lock(&recv.data);
+                for (rank, file) in files.iter().enumerate() {
+                    file.read_at(
+                        name,
+                        me * bytes,
+                        &mut data[rank * bytes..(rank + 1) * bytes],
+                    )?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A communicator of the CPU place: one rank of `nranks`, ranks being threads of this
+/// process, other processes on this host, or both.
+///
+/// Made by [`CommBackend::init_comm`] (the facade's `Communicator::init`), which returns once
+/// every rank has joined. Cheap to clone; the rank leaves the communicator when the last
+/// handle and the last queued collective using it are gone (its peers' pending and later
+/// collectives then fail with [`CommFailure::PeerLeft`]).
+///
+/// ```
+/// use devstream_core::{CommBackend, DataType, DeviceBackend, DeviceCommunicator, DeviceStream,
+///                      HostBuffer, Place, ReduceOp, StreamOptions};
+/// use devstream_cpu::CpuBackend;
+/// let id = CpuBackend::unique_id(&Place::Cpu).unwrap();
+/// let ranks: Vec<_> = (0..2).map(|rank| std::thread::spawn(move || {
+///     let comm = CpuBackend::init_comm(&Place::Cpu, rank, 2, &id).unwrap();
+///     let s = CpuBackend::new_stream(&Place::Cpu, StreamOptions::default()).unwrap();
+///     let buf = s.alloc(4).unwrap();
+///     s.copy_from_host(&buf, 0, &(rank as i32 + 1).to_ne_bytes()).unwrap();
+///     comm.all_reduce(&s, &buf, &buf, 1, DataType::I32, ReduceOp::Sum).unwrap();
+///     let host = s.alloc_host(4).unwrap();
+///     s.copy_device_to_host(&host, 0, &buf, 0, 4).unwrap();
+///     s.synchronize().unwrap();
+///     i32::from_ne_bytes(host.to_vec().unwrap().try_into().unwrap())
+/// })).collect();
+/// for rank in ranks {
+///     assert_eq!(rank.join().unwrap(), 3);
+/// }
+/// ```
+#[derive(Clone)]
+pub struct CpuComm(Arc<CommInner>);
+
+impl fmt::Debug for CpuComm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CpuComm")
+            .field("rank", &self.0.rank)
+            .field("nranks", &self.0.nranks)
+            .field("segment", &self.0.seg.path)
+            .finish()
+    }
+}
+
+fn check_rank(op: &'static str, what: &str, rank: usize, nranks: usize) -> Result<()> {
+    if rank >= nranks {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: {what} {rank} is not a rank of a communicator of {nranks}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_len(op: &'static str, what: &str, buf: &CpuBuffer, bytes: usize) -> Result<()> {
+    if buf.0.len < bytes {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: the {what} buffer holds {} bytes, the call needs {bytes}",
+            buf.0.len
+        )));
+    }
+    Ok(())
+}
+
+impl CpuComm {
+    /// Joins communicator `id` as `rank` of `nranks` (see [`CommBackend::init_comm`]).
+    pub fn init(rank: usize, nranks: usize, id: &UniqueId) -> Result<CpuComm> {
+        let op = "init";
+        if running_stream() != 0 {
+            return Err(Error::WouldDeadlock {
+                op: "Communicator::init",
+                reason: "init waits for the other ranks; a CPU worker never blocks on other work"
+                    .into(),
+            });
+        }
+        if nranks == 0 {
+            return Err(Error::InvalidArgument(
+                "init: a communicator needs at least one rank".into(),
+            ));
+        }
+        check_rank(op, "rank", rank, nranks)?;
+        let path = segment_path(id)?;
+        comm_engine::start()?;
+        let timeout = default_timeout();
+        let seg = Arc::new(Segment::open_or_create(&path, nranks)?);
+        const JOINING: u64 = 3;
+        if seg
+            .state(rank)
+            .compare_exchange(EMPTY, JOINING, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "init: rank {rank} has already joined this communicator"
+            )));
+        }
+        seg.pid(rank)
+            .store(u64::from(std::process::id()), Ordering::Relaxed);
+        seg.start_time(rank)
+            .store(comm_shm::own_start_time(), Ordering::Relaxed);
+        seg.state(rank).store(ALIVE, Ordering::Release);
+        let inner = Arc::new(CommInner {
+            seg: seg.clone(),
+            rank,
+            nranks,
+            timeout_nanos: AtomicU64::new(timeout.as_nanos().min(u128::from(u64::MAX)) as u64),
+            coll_seq: AtomicU64::new(0),
+            sent_seq: (0..nranks).map(|_| AtomicU64::new(0)).collect(),
+            recv_seq: (0..nranks).map(|_| AtomicU64::new(0)).collect(),
+            group: Mutex::new(Group::default()),
+        });
+        // From here on a failure drops `inner`, which marks this rank as left.
+        let started = Instant::now();
+        let joined = poll_until(started + timeout, || {
+            let mut all = true;
+            for r in 0..nranks {
+                match seg.state(r).load(Ordering::Acquire) {
+                    ALIVE => {
+                        let pid = seg.pid(r).load(Ordering::Relaxed) as u32;
+                        let start = seg.start_time(r).load(Ordering::Relaxed);
+                        if !process_alive(pid, start) {
+                            return Some(Err(inner.fail(op, CommFailure::PeerDied, r, "")));
+                        }
+                    }
+                    // It joined and left already: its peers' first collective fails.
+                    LEFT => {}
+                    _ => all = false,
+                }
+            }
+            all.then_some(Ok(()))
+        });
+        match joined {
+            Some(Ok(())) => {
+                // Every rank has mapped the segment: its name is no longer needed.
+                let _ = std::fs::remove_file(&path);
+                Ok(CpuComm(inner))
+            }
+            Some(Err(error)) => Err(error),
+            None => {
+                let missing: Vec<usize> = (0..nranks)
+                    .filter(|&r| seg.state(r).load(Ordering::Acquire) != ALIVE)
+                    .collect();
+                Err(inner.fail(
+                    op,
+                    CommFailure::Timeout,
+                    missing.first().copied().unwrap_or(0),
+                    &format!("ranks {missing:?} did not join within {timeout:?}"),
+                ))
+            }
+        }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.0.rank
+    }
+
+    /// Number of ranks.
+    pub fn nranks(&self) -> usize {
+        self.0.nranks
+    }
+
+    /// The deadline of each collective (from the `DEVSTREAM_COMM_TIMEOUT_SECS` environment
+    /// variable, default 30 s, when the communicator was made).
+    pub fn timeout(&self) -> Duration {
+        self.0.timeout()
+    }
+
+    /// Sets the deadline of collectives posted from now on: a collective whose peers have not
+    /// all posted by then fails with [`CommFailure::Timeout`] on this rank.
+    pub fn set_timeout(&self, timeout: Duration) {
+        let nanos = timeout.as_nanos().clamp(1, u128::from(u64::MAX)) as u64;
+        self.0.timeout_nanos.store(nanos, Ordering::Relaxed);
+    }
+
+    /// Checks a call's arguments and queues it (or adds it to the open group).
+    #[allow(clippy::too_many_arguments)]
+    fn call(
+        &self,
+        stream: &CpuStream,
+        kind: Kind,
+        send: Option<&CpuBuffer>,
+        recv: Option<&CpuBuffer>,
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        other: usize,
+    ) -> Result<()> {
+        let name = kind.name();
+        let n = self.0.nranks;
+        let me = self.0.rank;
+        if count > MAX_COUNT {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: count {count} is above {MAX_COUNT}"
+            )));
+        }
+        let bytes = dtype.bytes(name, count)?;
+        let all = bytes
+            .checked_mul(n)
+            .ok_or_else(|| Error::InvalidArgument(format!("{name}: {count} × {n} overflows")))?;
+        match kind {
+            Kind::Broadcast | Kind::Reduce => check_rank(name, "root", other, n)?,
+            Kind::Send | Kind::Recv => check_rank(name, "peer", other, n)?,
+            _ => {}
+        }
+        let (send_need, recv_need) = match kind {
+            Kind::AllReduce => (bytes, bytes),
+            Kind::Broadcast => (if me == other { bytes } else { 0 }, bytes),
+            Kind::Reduce => (bytes, if me == other { bytes } else { 0 }),
+            Kind::AllGather => (bytes, all),
+            Kind::ReduceScatter => (all, bytes),
+            Kind::AllToAll => (all, all),
+            Kind::Send => (bytes, 0),
+            Kind::Recv => (0, bytes),
+        };
+        if let Some(send) = send {
+            check_len(name, "send", send, send_need)?;
+        }
+        if let Some(recv) = recv {
+            check_len(name, "receive", recv, recv_need)?;
+        }
+        let collective = Arc::new(CollOp {
+            comm: self.0.clone(),
+            kind,
+            op,
+            dtype,
+            count,
+            other,
+            send: send.map(|b| b.0.clone()),
+            recv: recv.map(|b| b.0.clone()),
+            instance: Arc::new(Instance {
+                flag: CpuFlag::new(),
+                seq: AtomicU64::new(0),
+                error: Mutex::new(None),
+            }),
+        });
+        let mut group = lock(&self.0.group);
+        if group.depth > 0 {
+            group.ops.push((stream.clone(), collective));
+            return Ok(());
+        }
+        drop(group);
+        queue(&stream.0, &[collective])
+    }
+}
+
+/// Queues collectives on a stream: every post first, then each hold and finish, so that the
+/// calls of a group never wait for each other.
+fn queue(stream: &Arc<StreamInner>, ops: &[Arc<CollOp>]) -> Result<()> {
+    for op in ops {
+        let post = op.clone();
+        let f: devstream_core::HostFn = Box::new(move || post.post());
+        stream.submit(Op::Host(UserFn::new(f)), op.kind.name())?;
+    }
+    for op in ops {
+        if op.kind == Kind::Send {
+            continue;
+        }
+        let flag = op.instance.flag.0.clone();
+        stream.submit(
+            Op::Common(CommonOp::WaitFlag { flag, value: 1 }),
+            op.kind.name(),
+        )?;
+        let finish = op.clone();
+        let f: devstream_core::HostFn = Box::new(move || finish.finish());
+        stream.submit(Op::Host(UserFn::new(f)), op.kind.name())?;
+    }
+    Ok(())
+}
+
+impl DeviceCommunicator for CpuComm {
+    type Stream = CpuStream;
+
+    fn place(&self) -> &Place {
+        &CPU_PLACE
+    }
+    fn rank(&self) -> usize {
+        self.0.rank
+    }
+    fn nranks(&self) -> usize {
+        self.0.nranks
+    }
+
+    fn all_reduce(
+        &self,
+        stream: &CpuStream,
+        send: &CpuBuffer,
+        recv: &CpuBuffer,
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.call(
+            stream,
+            Kind::AllReduce,
+            Some(send),
+            Some(recv),
+            count,
+            dtype,
+            op,
+            0,
+        )
+    }
+
+    fn broadcast(
+        &self,
+        stream: &CpuStream,
+        send: &CpuBuffer,
+        recv: &CpuBuffer,
+        count: usize,
+        dtype: DataType,
+        root: usize,
+    ) -> Result<()> {
+        self.call(
+            stream,
+            Kind::Broadcast,
+            Some(send),
+            Some(recv),
+            count,
+            dtype,
+            ReduceOp::Sum,
+            root,
+        )
+    }
+
+    fn reduce(
+        &self,
+        stream: &CpuStream,
+        send: &CpuBuffer,
+        recv: &CpuBuffer,
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        root: usize,
+    ) -> Result<()> {
+        self.call(
+            stream,
+            Kind::Reduce,
+            Some(send),
+            Some(recv),
+            count,
+            dtype,
+            op,
+            root,
+        )
+    }
+
+    fn all_gather(
+        &self,
+        stream: &CpuStream,
+        send: &CpuBuffer,
+        recv: &CpuBuffer,
+        count: usize,
+        dtype: DataType,
+    ) -> Result<()> {
+        self.call(
+            stream,
+            Kind::AllGather,
+            Some(send),
+            Some(recv),
+            count,
+            dtype,
+            ReduceOp::Sum,
+            0,
+        )
+    }
+
+    fn reduce_scatter(
+        &self,
+        stream: &CpuStream,
+        send: &CpuBuffer,
+        recv: &CpuBuffer,
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.call(
+            stream,
+            Kind::ReduceScatter,
+            Some(send),
+            Some(recv),
+            count,
+            dtype,
+            op,
+            0,
+        )
+    }
+
+    fn all_to_all(
+        &self,
+        stream: &CpuStream,
+        send: &CpuBuffer,
+        recv: &CpuBuffer,
+        count: usize,
+        dtype: DataType,
+    ) -> Result<()> {
+        self.call(
+            stream,
+            Kind::AllToAll,
+            Some(send),
+            Some(recv),
+            count,
+            dtype,
+            ReduceOp::Sum,
+            0,
+        )
+    }
+
+    fn send(
+        &self,
+        stream: &CpuStream,
+        buf: &CpuBuffer,
+        count: usize,
+        dtype: DataType,
+        peer: usize,
+    ) -> Result<()> {
+        self.call(
+            stream,
+            Kind::Send,
+            Some(buf),
+            None,
+            count,
+            dtype,
+            ReduceOp::Sum,
+            peer,
+        )
+    }
+
+    fn recv(
+        &self,
+        stream: &CpuStream,
+        buf: &CpuBuffer,
+        count: usize,
+        dtype: DataType,
+        peer: usize,
+    ) -> Result<()> {
+        self.call(
+            stream,
+            Kind::Recv,
+            None,
+            Some(buf),
+            count,
+            dtype,
+            ReduceOp::Sum,
+            peer,
+        )
+    }
+
+    /// Opens a group (groups nest): later calls on this communicator are checked at once
+    /// and queued by the outermost `group_end`.
+    fn group_start(&self) -> Result<()> {
+        lock(&self.0.group).depth += 1;
+        Ok(())
+    }
+
+    /// Closes a group; the outermost queues its calls, per stream in call order, with every
+    /// call's publishing step ahead of every call's wait, so that (as in NCCL) the calls of a
+    /// group never wait for each other (a `recv` before a `send` to the same peer on both
+    /// ranks completes). `Error::InvalidArgument` without an open group.
+    fn group_end(&self) -> Result<()> {
+        let ops = {
+            let mut group = lock(&self.0.group);
+            match group.depth {
+                0 => {
+                    return Err(Error::InvalidArgument(
+                        "group_end without group_start".into(),
+                    ))
+                }
+                1 => {
+                    group.depth = 0;
+                    std::mem::take(&mut group.ops)
+                }
+                _ => {
+                    group.depth -= 1;
+                    return Ok(());
+                }
+            }
+        };
+        let mut streams: Vec<CpuStream> = Vec::new();
+        for (stream, _) in &ops {
+            if !streams.iter().any(|s| Arc::ptr_eq(&s.0, &stream.0)) {
+                streams.push(stream.clone());
+            }
+        }
+        for stream in streams {
+            let mine: Vec<Arc<CollOp>> = ops
+                .iter()
+                .filter(|(s, _)| Arc::ptr_eq(&s.0, &stream.0))
+                .map(|(_, op)| op.clone())
+                .collect();
+            queue(&stream.0, &mine)?;
+        }
+        Ok(())
+    }
+}
+
+impl CommBackend for CpuBackend {
+    type Comm = CpuComm;
+
+    fn unique_id(place: &Place) -> Result<UniqueId> {
+        if *place != Place::Cpu {
+            return Err(Error::NoDevice {
+                place: place.clone(),
+                reason: "the CPU backend serves only the place `cpu`".into(),
+            });
+        }
+        Ok(new_unique_id())
+    }
+
+    fn init_comm(place: &Place, rank: usize, nranks: usize, id: &UniqueId) -> Result<CpuComm> {
+        if *place != Place::Cpu {
+            return Err(Error::NoDevice {
+                place: place.clone(),
+                reason: "the CPU backend serves only the place `cpu`".into(),
+            });
+        }
+        CpuComm::init(rank, nranks, id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_name_a_segment() {
+        let a = new_unique_id();
+        let b = new_unique_id();
+        assert_ne!(a, b);
+        assert!(segment_path(&a).is_ok());
+        assert!(segment_path(&UniqueId::from_raw([0; UNIQUE_ID_BYTES])).is_err());
+    }
+
+    #[test]
+    fn descriptors_read_back() {
+        assert_eq!(
+            describe(Kind::Reduce as u64 | (2 << 8) | (5 << 16) | (3 << 24)),
+            "reduce(i32, prod, root 3)"
+        );
+    }
+}
