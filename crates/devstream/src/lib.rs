@@ -29,6 +29,10 @@
 //! | `wgpu` | `wgpu:N` | `devstream-wgpu` |
 //! | `plugin` | `<device_type>:N` | `devstream-plugin` |
 //!
+//! The cargo feature `comm` adds collectives (`Communicator`, `Stream::all_reduce`, ...;
+//! see the `comm` module): the CPU reference engine runs ranks as threads or
+//! processes on one host.
+//!
 //! The cargo feature `trace` adds `devstream::trace`: a stream timeline recorder with Chrome
 //! trace-event JSON and SVG export.
 //!
@@ -47,6 +51,8 @@ compile_error!("devstream needs at least one backend feature (cpu, cuda, hip, wg
 
 mod backends;
 mod buffer;
+#[cfg(feature = "comm")]
+pub mod comm;
 mod dispatch;
 mod event;
 mod flag;
@@ -57,10 +63,14 @@ mod stream;
 pub mod trace;
 
 pub use buffer::{DeviceBuffer, HostBuffer};
+#[cfg(feature = "comm")]
+pub use comm::{Communicator, UniqueId};
 pub use devstream_core::{
     BackendKind, Capabilities, CaptureMode, CaptureSupport, Error, EventFlags, LiveCounts, Place,
     Priority, PriorityRange, Result, StreamOptions,
 };
+#[cfg(feature = "comm")]
+pub use devstream_core::{CommFailure, DataType, ReduceOp};
 pub use dispatch::Member;
 pub use event::Event;
 pub use flag::Flag;

@@ -1,0 +1,820 @@
+//! Collectives on the CPU reference engine (cargo feature `comm`): every op × type ×
+//! reduction against a scalar model with 2 to 8 ranks as threads, ranks as processes,
+//! ordering with events, flags and host functions, capture, failures and bad input.
+
+use devstream::{
+    CaptureMode, CommFailure, Communicator, DataType, DeviceBuffer, Error, Flag, Member, Place,
+    ReduceOp, Result, Stream, StreamOptions, UniqueId,
+};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const CPU: Place = Place::Cpu;
+
+// ---------------------------------------------------------------------------------------------
+// Values and the scalar model
+
+/// The value rank `r` contributes at element `i`: 1, 2 or 3 (exact in every type).
+fn value(rank: usize, i: usize) -> i64 {
+    1 + ((rank + 2 * i) % 3) as i64
+}
+
+/// binary16 bits of a small non-negative integer (≤ 2048, exact).
+fn f16_of_int(k: i64) -> u16 {
+    if k == 0 {
+        return 0;
+    }
+    let e = 63 - (k as u64).leading_zeros() as i64;
+    let mantissa = ((k << (10 - e)) & 0x3ff) as u16;
+    (((e + 15) as u16) << 10) | mantissa
+}
+
+fn f16_to_f64(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((h >> 10) & 0x1f);
+    let man = f64::from(h & 0x3ff);
+    sign * match exp {
+        0 => man * 2f64.powi(-24),
+        31 if man == 0.0 => f64::INFINITY,
+        31 => f64::NAN,
+        _ => (1.0 + man / 1024.0) * 2f64.powi(exp - 15),
+    }
+}
+
+fn encode(dtype: DataType, values: &[i64]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for &v in values {
+        match dtype {
+            DataType::F32 => out.extend((v as f32).to_ne_bytes()),
+            DataType::F64 => out.extend((v as f64).to_ne_bytes()),
+            DataType::F16 => out.extend(f16_of_int(v).to_ne_bytes()),
+            DataType::BF16 => out.extend((((v as f32).to_bits() >> 16) as u16).to_ne_bytes()),
+            DataType::I32 => out.extend((v as i32).to_ne_bytes()),
+            DataType::I64 => out.extend(v.to_ne_bytes()),
+            DataType::U8 => out.push(v as u8),
+            _ => unreachable!(),
+        }
+    }
+    out
+}
+
+fn decode(dtype: DataType, bytes: &[u8]) -> Vec<f64> {
+    bytes
+        .chunks_exact(dtype.size())
+        .map(|b| match dtype {
+            DataType::F32 => f64::from(f32::from_ne_bytes(b.try_into().unwrap())),
+            DataType::F64 => f64::from_ne_bytes(b.try_into().unwrap()),
+            DataType::F16 => f16_to_f64(u16::from_ne_bytes(b.try_into().unwrap())),
+            DataType::BF16 => f64::from(f32::from_bits(
+                u32::from(u16::from_ne_bytes(b.try_into().unwrap())) << 16,
+            )),
+            DataType::I32 => f64::from(i32::from_ne_bytes(b.try_into().unwrap())),
+            DataType::I64 => i64::from_ne_bytes(b.try_into().unwrap()) as f64,
+            DataType::U8 => f64::from(b[0]),
+            _ => unreachable!(),
+        })
+        .collect()
+}
+
+/// The scalar model: the reduction of `values` (rank order) as the element type computes it.
+fn model(dtype: DataType, op: ReduceOp, values: &[i64]) -> f64 {
+    let n = values.len();
+    if dtype.is_float() {
+        let mut acc = values[0] as f64;
+        for &v in &values[1..] {
+            let v = v as f64;
+            acc = match op {
+                ReduceOp::Prod => acc * v,
+                ReduceOp::Min => acc.min(v),
+                ReduceOp::Max => acc.max(v),
+                _ => acc + v,
+            };
+        }
+        if op == ReduceOp::Avg {
+            acc /= n as f64;
+        }
+        return acc;
+    }
+    // Integers: wrap in the element type (the sum for Avg too), then divide truncating.
+    let wrap = |v: i64| match dtype {
+        DataType::I32 => i64::from(v as i32),
+        DataType::U8 => i64::from(v as u8),
+        _ => v,
+    };
+    let mut acc = values[0];
+    for &v in &values[1..] {
+        acc = wrap(match op {
+            ReduceOp::Prod => acc.wrapping_mul(v),
+            ReduceOp::Min => acc.min(v),
+            ReduceOp::Max => acc.max(v),
+            _ => acc.wrapping_add(v),
+        });
+    }
+    if op == ReduceOp::Avg {
+        acc = wrap(acc) / n as i64;
+    }
+    wrap(acc) as f64
+}
+
+fn assert_close(dtype: DataType, got: f64, want: f64, what: &str) {
+    let tolerance = match dtype {
+        DataType::F16 | DataType::BF16 => 1e-2 * want.abs().max(1.0),
+        DataType::F32 => 1e-6 * want.abs().max(1.0),
+        _ => 0.0,
+    };
+    assert!(
+        (got - want).abs() <= tolerance,
+        "{what}: got {got}, the model says {want}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Harness
+
+/// Runs `body(comm, stream)` on `n` ranks, one thread each, and returns their results.
+fn on_ranks<T: Send + 'static>(
+    n: usize,
+    body: impl Fn(Communicator, Stream) -> Result<T> + Send + Sync + 'static,
+) -> Vec<T> {
+    let id = UniqueId::new(&CPU).unwrap();
+    let body = Arc::new(body);
+    let threads: Vec<_> = (0..n)
+        .map(|rank| {
+            let body = body.clone();
+            std::thread::spawn(move || -> Result<T> {
+                let comm = Communicator::init(&CPU, rank, n, &id)?;
+                let stream = Stream::new(&CPU)?;
+                body(comm, stream)
+            })
+        })
+        .collect();
+    let results: Vec<Result<T>> = threads
+        .into_iter()
+        .map(|t| t.join().expect("rank thread panicked"))
+        .collect();
+    let failures: Vec<String> = results
+        .iter()
+        .enumerate()
+        .filter_map(|(rank, r)| r.as_ref().err().map(|e| format!("rank {rank}: {e}")))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    results.into_iter().map(|r| r.ok().unwrap()).collect()
+}
+
+fn upload(s: &Stream, bytes: &[u8]) -> Result<DeviceBuffer> {
+    let buf = s.alloc(bytes.len())?;
+    s.copy_from_host(&buf, 0, bytes)?;
+    Ok(buf)
+}
+
+fn download(s: &Stream, buf: &DeviceBuffer) -> Result<Vec<u8>> {
+    let host = s.alloc_host(buf.len())?;
+    s.copy_device_to_host(&host, 0, buf, 0, buf.len())?;
+    s.synchronize()?;
+    host.to_vec()
+}
+
+const COUNT: usize = 37;
+
+fn contribution(rank: usize, count: usize) -> Vec<i64> {
+    (0..count).map(|i| value(rank, i)).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every op × type × reduction against the model
+
+#[test]
+fn all_reduce_every_type_and_reduction_on_2_to_8_ranks() {
+    for n in [2, 3, 4, 8] {
+        on_ranks(n, move |comm, s| {
+            let rank = comm.rank();
+            for dtype in DataType::ALL {
+                for op in ReduceOp::ALL {
+                    for in_place in [false, true] {
+                        let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+                        let recv = if in_place {
+                            None
+                        } else {
+                            Some(s.alloc(COUNT * dtype.size())?)
+                        };
+                        let target = recv.as_ref().unwrap_or(&send);
+                        s.all_reduce(&comm, &send, target, COUNT, dtype, op)?;
+                        let got = decode(dtype, &download(&s, target)?);
+                        for (i, g) in got.iter().enumerate() {
+                            let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
+                            let what = format!("all_reduce {dtype} {op} n={n} in_place={in_place} rank {rank} [{i}]");
+                            assert_close(dtype, *g, model(dtype, op, &column), &what);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn reduce_every_type_and_reduction_at_every_root() {
+    let n = 3;
+    on_ranks(n, move |comm, s| {
+        let rank = comm.rank();
+        for root in 0..n {
+            for dtype in DataType::ALL {
+                for op in ReduceOp::ALL {
+                    let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+                    let recv = upload(&s, &vec![0xAB; COUNT * dtype.size()])?;
+                    s.reduce(&comm, &send, &recv, COUNT, dtype, op, root)?;
+                    let bytes = download(&s, &recv)?;
+                    if rank != root {
+                        assert!(bytes.iter().all(|&b| b == 0xAB), "non-root recv written");
+                        continue;
+                    }
+                    for (i, g) in decode(dtype, &bytes).iter().enumerate() {
+                        let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
+                        let what = format!("reduce {dtype} {op} root {root} [{i}]");
+                        assert_close(dtype, *g, model(dtype, op, &column), &what);
+                    }
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn broadcast_every_type_from_every_root() {
+    let n = 4;
+    on_ranks(n, move |comm, s| {
+        let rank = comm.rank();
+        for root in 0..n {
+            for dtype in DataType::ALL {
+                let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+                let recv = s.alloc(COUNT * dtype.size())?;
+                s.broadcast(&comm, &send, &recv, COUNT, dtype, root)?;
+                assert_eq!(
+                    download(&s, &recv)?,
+                    encode(dtype, &contribution(root, COUNT)),
+                    "broadcast {dtype} from {root} at rank {rank}"
+                );
+                // In place: every rank's buffer becomes the root's.
+                s.broadcast(&comm, &send, &send, COUNT, dtype, root)?;
+                assert_eq!(
+                    download(&s, &send)?,
+                    encode(dtype, &contribution(root, COUNT))
+                );
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn all_gather_every_type_also_in_place() {
+    for n in [2, 5] {
+        on_ranks(n, move |comm, s| {
+            let rank = comm.rank();
+            for dtype in DataType::ALL {
+                let want: Vec<u8> = (0..n)
+                    .flat_map(|r| encode(dtype, &contribution(r, COUNT)))
+                    .collect();
+                let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+                let recv = s.alloc(n * COUNT * dtype.size())?;
+                s.all_gather(&comm, &send, &recv, COUNT, dtype)?;
+                assert_eq!(download(&s, &recv)?, want, "all_gather {dtype}");
+                // In place: this rank's part sits at recv[rank * count..] (NCCL's layout).
+                let size = COUNT * dtype.size();
+                let both = s.alloc(n * size)?;
+                s.copy_from_host(
+                    &both,
+                    rank * size,
+                    &encode(dtype, &contribution(rank, COUNT)),
+                )?;
+                s.all_gather(&comm, &both, &both, COUNT, dtype)?;
+                assert_eq!(download(&s, &both)?, want, "in-place all_gather {dtype}");
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn reduce_scatter_every_type_and_reduction() {
+    let n = 4;
+    on_ranks(n, move |comm, s| {
+        let rank = comm.rank();
+        for dtype in DataType::ALL {
+            for op in ReduceOp::ALL {
+                // Rank r sends n blocks; element j of block b is value(r, b * COUNT + j).
+                let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
+                let recv = s.alloc(COUNT * dtype.size())?;
+                s.reduce_scatter(&comm, &send, &recv, COUNT, dtype, op)?;
+                for (j, g) in decode(dtype, &download(&s, &recv)?).iter().enumerate() {
+                    let column: Vec<i64> = (0..n).map(|r| value(r, rank * COUNT + j)).collect();
+                    let what = format!("reduce_scatter {dtype} {op} rank {rank} [{j}]");
+                    assert_close(dtype, *g, model(dtype, op, &column), &what);
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn all_to_all_every_type() {
+    let n = 3;
+    on_ranks(n, move |comm, s| {
+        let rank = comm.rank();
+        for dtype in DataType::ALL {
+            let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
+            let recv = s.alloc(n * COUNT * dtype.size())?;
+            s.all_to_all(&comm, &send, &recv, COUNT, dtype)?;
+            let want: Vec<u8> = (0..n)
+                .flat_map(|r| {
+                    let block: Vec<i64> = (0..COUNT).map(|j| value(r, rank * COUNT + j)).collect();
+                    encode(dtype, &block)
+                })
+                .collect();
+            assert_eq!(download(&s, &recv)?, want, "all_to_all {dtype} rank {rank}");
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn send_recv_every_type_and_a_ring_exchange_in_a_group() {
+    let n = 4;
+    on_ranks(n, move |comm, s| {
+        let rank = comm.rank();
+        let next = (rank + 1) % n;
+        let prev = (rank + n - 1) % n;
+        for dtype in DataType::ALL {
+            let out = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+            let inbox = s.alloc(COUNT * dtype.size())?;
+            // Receive first, then send, on every rank: only a group makes this complete.
+            comm.group_start()?;
+            s.recv(&comm, &inbox, COUNT, dtype, prev)?;
+            s.send(&comm, &out, COUNT, dtype, next)?;
+            comm.group_end()?;
+            assert_eq!(
+                download(&s, &inbox)?,
+                encode(dtype, &contribution(prev, COUNT))
+            );
+        }
+        // Two messages to the same peer in a row, matched in order.
+        let a = upload(&s, &[rank as u8; 8])?;
+        let b = upload(&s, &[100 + rank as u8; 8])?;
+        let (x, y) = (s.alloc(8)?, s.alloc(8)?);
+        s.send(&comm, &a, 8, DataType::U8, next)?;
+        s.send(&comm, &b, 8, DataType::U8, next)?;
+        s.recv(&comm, &x, 8, DataType::U8, prev)?;
+        s.recv(&comm, &y, 8, DataType::U8, prev)?;
+        assert_eq!(download(&s, &x)?, vec![prev as u8; 8]);
+        assert_eq!(download(&s, &y)?, vec![100 + prev as u8; 8]);
+        // A message of the wrong count is a typed mismatch on the receiver.
+        if rank == 0 {
+            s.send(&comm, &a, 4, DataType::U8, 1)?;
+        } else if rank == 1 {
+            s.recv(&comm, &x, 8, DataType::U8, 0)?;
+            let e = s.synchronize().unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::Comm {
+                        failure: CommFailure::Mismatch,
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn eight_ranks_as_threads_on_a_one_worker_pool_do_not_deadlock() {
+    let pool = devstream::cpu::CpuPool::new(1).unwrap();
+    let id = UniqueId::new(&CPU).unwrap();
+    let n = 8;
+    let threads: Vec<_> = (0..n)
+        .map(|rank| {
+            let pool = pool.clone();
+            std::thread::spawn(move || -> Result<Vec<u8>> {
+                let comm = Communicator::init(&CPU, rank, n, &id)?;
+                let s: Stream = pool.new_stream(StreamOptions::default()).wrap();
+                let buf = upload(&s, &encode(DataType::I32, &contribution(rank, COUNT)))?;
+                for _ in 0..5 {
+                    s.all_reduce(&comm, &buf, &buf, COUNT, DataType::I32, ReduceOp::Max)?;
+                }
+                download(&s, &buf)
+            })
+        })
+        .collect();
+    for t in threads {
+        let got = decode(DataType::I32, &t.join().unwrap().unwrap());
+        for (i, g) in got.iter().enumerate() {
+            let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
+            assert_eq!(*g, model(DataType::I32, ReduceOp::Max, &column));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream order: flags, events, host functions, waits, capture
+
+#[test]
+fn a_collective_behind_a_gate_waits_for_it_and_orders_later_work() {
+    let n = 2;
+    let gate = Flag::new(&CPU).unwrap();
+    let barrier = Arc::new(Barrier::new(n));
+    let g = gate.clone();
+    on_ranks(n, move |comm, s| {
+        let rank = comm.rank();
+        let buf = upload(&s, &encode(DataType::I64, &contribution(rank, COUNT)))?;
+        if rank == 0 {
+            s.wait_flag(&g, 1)?;
+        }
+        s.all_reduce(&comm, &buf, &buf, COUNT, DataType::I64, ReduceOp::Sum)?;
+        let after = s.record_event()?;
+        let host = s.alloc_host(buf.len())?;
+        s.copy_device_to_host(&host, 0, &buf, 0, buf.len())?;
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (h, out) = (Arc::new(host), seen.clone());
+        let h2 = h.clone();
+        // A host function after the collective sees its result (stream order).
+        s.launch_host_func(move || {
+            *out.lock().unwrap() = h2.to_vec().unwrap();
+        })?;
+        barrier.wait();
+        std::thread::sleep(Duration::from_millis(200));
+        // Neither rank's collective can have run: rank 0's is held by the gate, rank 1's
+        // waits for rank 0.
+        assert!(
+            !after.query()?,
+            "rank {rank}: the collective ran behind a closed gate"
+        );
+        assert!(!s.query()?);
+        barrier.wait();
+        if rank == 0 {
+            g.set(1);
+        }
+        after.synchronize()?;
+        s.synchronize()?;
+        let got = decode(DataType::I64, &seen.lock().unwrap());
+        for (i, v) in got.iter().enumerate() {
+            assert_eq!(*v, (value(0, i) + value(1, i)) as f64);
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn wait_event_holds_a_collective_until_the_producer_is_done() {
+    let n = 3;
+    on_ranks(n, move |comm, s| {
+        let rank = comm.rank();
+        let producer = Stream::new(&CPU)?;
+        let buf = producer.alloc(COUNT * 4)?;
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        producer.launch_host_func(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            d.store(true, Ordering::SeqCst);
+        })?;
+        producer.copy_from_host(&buf, 0, &encode(DataType::F32, &contribution(rank, COUNT)))?;
+        let ready = producer.record_event()?;
+        s.wait_event(&ready)?;
+        s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
+        let d = done.clone();
+        s.launch_host_func(move || assert!(d.load(Ordering::SeqCst)))?;
+        drop(buf); // the queued collective keeps it alive
+        s.synchronize()?;
+        Ok(())
+    });
+}
+
+#[test]
+fn captured_collectives_run_again_with_the_peers_on_every_launch() {
+    let n = 3;
+    on_ranks(n, move |comm, s| {
+        let rank = comm.rank();
+        let buf = s.alloc(COUNT * 4)?;
+        let out = s.alloc(COUNT * 4)?;
+        s.synchronize()?;
+        s.begin_capture(CaptureMode::ThreadLocal)?;
+        s.all_reduce(&comm, &buf, &out, COUNT, DataType::I32, ReduceOp::Sum)?;
+        let graph = s.end_capture()?;
+        for round in 0..4i64 {
+            let mine: Vec<i64> = contribution(rank, COUNT)
+                .iter()
+                .map(|v| v * (round + 1))
+                .collect();
+            s.copy_from_host(&buf, 0, &encode(DataType::I32, &mine))?;
+            graph.launch(&s)?;
+            let got = decode(DataType::I32, &download(&s, &out)?);
+            for (i, g) in got.iter().enumerate() {
+                let sum: i64 = (0..n).map(|r| value(r, i) * (round + 1)).sum();
+                assert_eq!(*g, sum as f64, "launch {round}");
+            }
+        }
+        Ok(())
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures
+
+fn comm_failure(e: &Error) -> Option<CommFailure> {
+    match e {
+        Error::Comm { failure, .. } => Some(*failure),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_rank_that_leaves_fails_its_peers_with_a_typed_error() {
+    let id = UniqueId::new(&CPU).unwrap();
+    let leaver = std::thread::spawn(move || {
+        let comm = Communicator::init(&CPU, 1, 2, &id).unwrap();
+        drop(comm);
+    });
+    let comm = Communicator::init(&CPU, 0, 2, &id).unwrap();
+    leaver.join().unwrap();
+    let s = Stream::new(&CPU).unwrap();
+    let buf = s.alloc(16).unwrap();
+    let started = Instant::now();
+    s.all_reduce(&comm, &buf, &buf, 4, DataType::F32, ReduceOp::Sum)
+        .unwrap();
+    let e = s.synchronize().unwrap_err();
+    assert_eq!(comm_failure(&e), Some(CommFailure::PeerLeft), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The communicator stays failed.
+    s.broadcast(&comm, &buf, &buf, 4, DataType::F32, 0).unwrap();
+    let e = s.synchronize().unwrap_err();
+    assert_eq!(comm_failure(&e), Some(CommFailure::Aborted), "{e}");
+    // The stream itself is still usable.
+    s.launch_host_func(|| {}).unwrap();
+    s.synchronize().unwrap();
+}
+
+#[test]
+fn a_stalled_collective_fails_at_the_deadline_on_every_rank() {
+    let results = on_ranks(2, |comm, s| {
+        comm.set_timeout(Duration::from_millis(300));
+        let buf = s.alloc(8)?;
+        let started = Instant::now();
+        if comm.rank() == 0 {
+            s.all_reduce(&comm, &buf, &buf, 2, DataType::I32, ReduceOp::Sum)?;
+            let e = s.synchronize().unwrap_err();
+            Ok((comm_failure(&e), started.elapsed()))
+        } else {
+            // Rank 1 never takes part until rank 0 has given up.
+            std::thread::sleep(Duration::from_millis(1500));
+            s.all_reduce(&comm, &buf, &buf, 2, DataType::I32, ReduceOp::Sum)?;
+            let e = s.synchronize().unwrap_err();
+            Ok((comm_failure(&e), started.elapsed()))
+        }
+    });
+    assert_eq!(results[0].0, Some(CommFailure::Timeout));
+    assert!(results[0].1 >= Duration::from_millis(300) && results[0].1 < Duration::from_secs(5));
+    assert_eq!(results[1].0, Some(CommFailure::Aborted));
+}
+
+#[test]
+fn ranks_that_disagree_fail_with_a_mismatch_on_every_rank() {
+    let results = on_ranks(3, |comm, s| {
+        let buf = s.alloc(64)?;
+        let (dtype, count) = match comm.rank() {
+            1 => (DataType::I32, 4),
+            2 => (DataType::F32, 3),
+            _ => (DataType::F32, 4),
+        };
+        s.all_reduce(&comm, &buf, &buf, count, dtype, ReduceOp::Sum)?;
+        Ok(s.synchronize().unwrap_err())
+    });
+    for e in results {
+        assert!(
+            matches!(
+                comm_failure(&e),
+                Some(CommFailure::Mismatch | CommFailure::Aborted)
+            ),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_is_queued() {
+    let invalid = |r: Result<()>| assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    let id = UniqueId::new(&CPU).unwrap();
+    invalid(Communicator::init(&CPU, 2, 2, &id).map(drop));
+    invalid(Communicator::init(&CPU, 0, 0, &id).map(drop));
+    invalid(UniqueId::from_bytes(&[0; 5]).map(drop));
+    invalid(Communicator::init(&CPU, 0, 1, &UniqueId::from_bytes(&[0; 128]).unwrap()).map(drop));
+    let results = on_ranks(2, |comm, s| {
+        let cpu: &devstream::cpu::CpuStream = s.backend().unwrap();
+        let before = cpu.submitted_tasks();
+        let small = s.alloc(15)?;
+        let big = s.alloc(64)?;
+        let mut errors = vec![
+            s.all_reduce(&comm, &small, &big, 4, DataType::F32, ReduceOp::Sum),
+            s.all_reduce(&comm, &big, &small, 4, DataType::F32, ReduceOp::Sum),
+            s.all_gather(&comm, &big, &big, 9, DataType::F32),
+            s.reduce_scatter(&comm, &big, &big, 9, DataType::F32, ReduceOp::Sum),
+            s.all_to_all(&comm, &big, &big, 9, DataType::F32),
+            s.broadcast(&comm, &big, &big, 4, DataType::F32, 2),
+            s.reduce(&comm, &big, &big, 4, DataType::F32, ReduceOp::Max, 7),
+            s.send(&comm, &big, 4, DataType::F32, 2),
+            s.recv(&comm, &small, 4, DataType::F32, 0),
+            s.all_reduce(&comm, &big, &big, usize::MAX, DataType::F64, ReduceOp::Sum),
+            comm.group_end(),
+        ];
+        // Another place's stream or buffer: PlaceMismatch (where another place exists here).
+        if let Some(other) = devstream::places().into_iter().find(|p| *p != CPU) {
+            if let Ok(t) = Stream::new(&other) {
+                let e = t.all_reduce(&comm, &big, &big, 4, DataType::F32, ReduceOp::Sum);
+                assert!(matches!(e, Err(Error::PlaceMismatch { .. })), "{e:?}");
+                assert!(matches!(
+                    UniqueId::new(&other),
+                    Err(Error::Unsupported { .. })
+                ));
+                if let Ok(foreign) = t.alloc(64) {
+                    let e = s.all_reduce(&comm, &foreign, &big, 4, DataType::F32, ReduceOp::Sum);
+                    assert!(matches!(e, Err(Error::PlaceMismatch { .. })), "{e:?}");
+                }
+            }
+        }
+        let queued = cpu.submitted_tasks() - before;
+        errors.push(Ok(()));
+        Ok((errors, queued))
+    });
+    for (errors, queued) in results {
+        let last = errors.len() - 1;
+        for (index, e) in errors.into_iter().enumerate().take(last) {
+            assert!(
+                matches!(e, Err(Error::InvalidArgument(_))),
+                "case {index}: {e:?}"
+            );
+        }
+        assert_eq!(queued, 0, "a refused call queued work");
+    }
+    // A place without an engine: Unsupported, or BackendNotCompiled naming the feature.
+    let e = UniqueId::new(&Place::Cuda(0)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Unsupported { .. } | Error::BackendNotCompiled { .. }
+        ),
+        "{e}"
+    );
+    assert!(devstream::capabilities(&CPU).unwrap().collectives);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ranks as processes: the test binary re-runs itself, one child per rank.
+
+const CHILD_RANK: &str = "DEVSTREAM_COMM_TEST_RANK";
+const CHILD_ID: &str = "DEVSTREAM_COMM_TEST_ID";
+const CHILD_NRANKS: &str = "DEVSTREAM_COMM_TEST_NRANKS";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn spawn_rank(test: &str, rank: usize, nranks: usize, id: &UniqueId) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_RANK, rank.to_string())
+        .env(CHILD_NRANKS, nranks.to_string())
+        .env(CHILD_ID, hex(id.as_bytes()))
+        .spawn()
+        .expect("start a rank process")
+}
+
+/// `Some((rank, nranks, id))` in a child started by `spawn_rank`.
+fn child_role() -> Option<(usize, usize, UniqueId)> {
+    let rank = std::env::var(CHILD_RANK).ok()?.parse().ok()?;
+    let nranks = std::env::var(CHILD_NRANKS).ok()?.parse().ok()?;
+    let id = UniqueId::from_bytes(&unhex(&std::env::var(CHILD_ID).ok()?)).ok()?;
+    Some((rank, nranks, id))
+}
+
+fn wait_child(mut child: std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a rank process hung");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// One rank's part of `ranks_as_processes_and_threads_all_reduce_every_type`: two ranks per
+/// process (threads), checks every type's sum and max.
+fn process_rank_body(rank: usize, nranks: usize, id: UniqueId) {
+    let comm = Communicator::init(&CPU, rank, nranks, &id).unwrap();
+    let s = Stream::new(&CPU).unwrap();
+    for dtype in DataType::ALL {
+        for op in [ReduceOp::Sum, ReduceOp::Max] {
+            let buf = upload(&s, &encode(dtype, &contribution(rank, COUNT))).unwrap();
+            s.all_reduce(&comm, &buf, &buf, COUNT, dtype, op).unwrap();
+            let got = decode(dtype, &download(&s, &buf).unwrap());
+            for (i, g) in got.iter().enumerate() {
+                let column: Vec<i64> = (0..nranks).map(|r| value(r, i)).collect();
+                assert_close(dtype, *g, model(dtype, op, &column), "process all_reduce");
+            }
+        }
+    }
+}
+
+#[test]
+fn ranks_as_processes_and_threads_all_reduce_every_type() {
+    const TEST: &str = "ranks_as_processes_and_threads_all_reduce_every_type";
+    if let Some((rank, nranks, id)) = child_role() {
+        // A child process runs ranks `rank` and `rank + 1` as two threads.
+        let other = std::thread::spawn(move || process_rank_body(rank + 1, nranks, id));
+        process_rank_body(rank, nranks, id);
+        other.join().unwrap();
+        return;
+    }
+    let nranks = 6;
+    let id = UniqueId::new(&CPU).unwrap();
+    // Ranks 2..6 in two child processes, ranks 0 and 1 here.
+    let children: Vec<_> = [2, 4]
+        .into_iter()
+        .map(|rank| spawn_rank(TEST, rank, nranks, &id))
+        .collect();
+    let other = std::thread::spawn(move || process_rank_body(1, nranks, id));
+    process_rank_body(0, nranks, id);
+    other.join().unwrap();
+    for child in children {
+        assert!(wait_child(child, Duration::from_secs(120)).success());
+    }
+}
+
+#[test]
+fn a_killed_rank_process_fails_its_peers_by_pid_before_the_deadline() {
+    const TEST: &str = "a_killed_rank_process_fails_its_peers_by_pid_before_the_deadline";
+    if let Some((rank, nranks, id)) = child_role() {
+        let _comm = Communicator::init(&CPU, rank, nranks, &id).unwrap();
+        // Joined; now wait to be killed.
+        std::thread::sleep(Duration::from_secs(120));
+        return;
+    }
+    let id = UniqueId::new(&CPU).unwrap();
+    let mut child = spawn_rank(TEST, 1, 3, &id);
+    let local = std::thread::spawn(move || {
+        let comm = Communicator::init(&CPU, 2, 3, &id).unwrap();
+        comm.set_timeout(Duration::from_secs(60));
+        let s = Stream::new(&CPU).unwrap();
+        let buf = s.alloc(64).unwrap();
+        s.all_reduce(&comm, &buf, &buf, 16, DataType::F32, ReduceOp::Sum)
+            .unwrap();
+        s.synchronize().unwrap_err()
+    });
+    let comm = Communicator::init(&CPU, 0, 3, &id).unwrap();
+    comm.set_timeout(Duration::from_secs(60));
+    let s = Stream::new(&CPU).unwrap();
+    let buf = s.alloc(64).unwrap();
+    s.all_reduce(&comm, &buf, &buf, 16, DataType::F32, ReduceOp::Sum)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    child.kill().unwrap();
+    let e = s.synchronize().unwrap_err();
+    let took = started.elapsed();
+    let _ = child.wait();
+    assert!(
+        matches!(
+            comm_failure(&e),
+            Some(CommFailure::PeerDied | CommFailure::Aborted)
+        ),
+        "{e}"
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let e2 = local.join().unwrap();
+    assert!(
+        matches!(
+            comm_failure(&e2),
+            Some(CommFailure::PeerDied | CommFailure::Aborted)
+        ),
+        "{e2}"
+    );
+    // One of the two survivors saw the death itself.
+    assert!(
+        comm_failure(&e) == Some(CommFailure::PeerDied)
+            || comm_failure(&e2) == Some(CommFailure::PeerDied)
+    );
+}
