@@ -102,6 +102,8 @@ enum Kind {
     AllToAll = 6,
     Send = 7,
     Recv = 8,
+    /// All-reduce, second phase: every rank publishes its reduced slice and gathers the others.
+    AllReduceGather = 9,
 }
 
 impl Kind {
@@ -115,6 +117,7 @@ impl Kind {
             Kind::AllToAll => "all_to_all",
             Kind::Send => "send",
             Kind::Recv => "recv",
+            Kind::AllReduceGather => "all_reduce",
         }
     }
 
@@ -126,6 +129,7 @@ impl Kind {
             Kind::AllGather,
             Kind::ReduceScatter,
             Kind::AllToAll,
+            Kind::AllReduceGather,
         ]
         .into_iter()
         .find(|k| *k as u64 == code)
@@ -263,9 +267,17 @@ struct CollOp {
     send: Option<Arc<BufferInner>>,
     recv: Option<Arc<BufferInner>>,
     instance: Arc<Instance>,
+    /// A second phase queued right after this one's finish (all-reduce's gather).
+    next: Option<Arc<CollOp>>,
 }
 
 impl CollOp {
+    /// Elements `lo..hi` of this rank's (or `rank`'s) slice of an all-reduce.
+    fn slice(&self, rank: usize) -> std::ops::Range<usize> {
+        let n = self.comm.nranks;
+        rank * self.count / n..(rank + 1) * self.count / n
+    }
+
     fn bytes(&self) -> usize {
         self.count * self.dtype.size()
     }
@@ -357,8 +369,11 @@ impl CollOp {
                 let seq = comm.coll_seq.fetch_add(1, Ordering::AcqRel) + 1;
                 self.instance.seq.store(seq, Ordering::Release);
                 let n = comm.nranks;
+                let size = self.dtype.size();
+                let slice = self.slice(me);
                 let range = match self.kind {
                     Kind::Broadcast if me != self.other => None,
+                    Kind::AllReduceGather => Some(slice.start * size..slice.end * size),
                     Kind::AllGather if self.in_place() => Some(me * bytes..(me + 1) * bytes),
                     Kind::ReduceScatter | Kind::AllToAll => Some(0..bytes * n),
                     _ => Some(0..bytes),
@@ -366,7 +381,9 @@ impl CollOp {
                 if let Some(range) = range.filter(|r| !r.is_empty()) {
                     let path = seg.coll_path(seq, me);
                     {
-                        let source = if self.kind == Kind::AllGather && self.in_place() {
+                        let source = if (self.kind == Kind::AllGather && self.in_place())
+                            || self.kind == Kind::AllReduceGather
+                        {
                             self.recv.as_ref()
                         } else {
                             self.send.as_ref()
@@ -485,7 +502,39 @@ impl CollOp {
         let size = self.dtype.size();
         match self.kind {
             Kind::Reduce if me != self.other => Ok(()),
-            Kind::AllReduce | Kind::Reduce | Kind::ReduceScatter => {
+            Kind::AllReduce => {
+                // Phase 1: reduce this rank's slice of every rank's data.
+                let slice = self.slice(me);
+                if slice.is_empty() {
+                    return Ok(());
+                }
+                let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
+                let mut data = lock(&recv.data);
+                let base = slice.start * size;
+                reduce(
+                    self.dtype,
+                    self.op,
+                    n,
+                    &mut data[base..slice.end * size],
+                    |rank, start, out| files[rank].read_at(name, base + start * size, out),
+                )
+            }
+            Kind::AllReduceGather => {
+                // Phase 2: gather the other ranks' reduced slices.
+                let mut data = lock(&recv.data);
+                for rank in (0..n).filter(|&r| r != me) {
+                    let slice = self.slice(rank);
+                    if !slice.is_empty() {
+                        open(rank)?.read_at(
+                            name,
+                            0,
+                            &mut data[slice.start * size..slice.end * size],
+                        )?;
+                    }
+                }
+                Ok(())
+            }
+            Kind::Reduce | Kind::ReduceScatter => {
                 let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
                 let base = if self.kind == Kind::ReduceScatter {
                     me * bytes
@@ -732,7 +781,7 @@ impl CpuComm {
             _ => {}
         }
         let (send_need, recv_need) = match kind {
-            Kind::AllReduce => (bytes, bytes),
+            Kind::AllReduce | Kind::AllReduceGather => (bytes, bytes),
             Kind::Broadcast => (if me == other { bytes } else { 0 }, bytes),
             Kind::Reduce => (bytes, if me == other { bytes } else { 0 }),
             Kind::AllGather => (bytes, all),
@@ -747,21 +796,31 @@ impl CpuComm {
         if let Some(recv) = recv {
             check_len(name, "receive", recv, recv_need)?;
         }
-        let collective = Arc::new(CollOp {
-            comm: self.0.clone(),
-            kind,
-            op,
-            dtype,
-            count,
-            other,
-            send: send.map(|b| b.0.clone()),
-            recv: recv.map(|b| b.0.clone()),
-            instance: Arc::new(Instance {
-                flag: CpuFlag::new(),
-                seq: AtomicU64::new(0),
-                error: Mutex::new(None),
-            }),
-        });
+        let make = |kind: Kind, next: Option<Arc<CollOp>>| {
+            Arc::new(CollOp {
+                comm: self.0.clone(),
+                kind,
+                op,
+                dtype,
+                count,
+                other,
+                send: send.map(|b| b.0.clone()),
+                recv: recv.map(|b| b.0.clone()),
+                instance: Arc::new(Instance {
+                    flag: CpuFlag::new(),
+                    seq: AtomicU64::new(0),
+                    error: Mutex::new(None),
+                }),
+                next,
+            })
+        };
+        // An all-reduce is a reduce-scatter into the receive buffer (each rank reduces its
+        // slice of everyone's data) followed by an all-gather of the slices: each rank reads
+        // about 2 × count elements instead of nranks × count.
+        let collective = match kind {
+            Kind::AllReduce if n > 1 => make(kind, Some(make(Kind::AllReduceGather, None))),
+            _ => make(kind, None),
+        };
         let mut group = lock(&self.0.group);
         if group.depth > 0 {
             group.ops.push((stream.clone(), collective));
@@ -772,17 +831,19 @@ impl CpuComm {
     }
 }
 
-/// Queues collectives on a stream: every post first, then each hold and finish, so that the
-/// calls of a group never wait for each other.
+/// Queues collectives on a stream: every post first, then each hold and finish (and a second
+/// phase's post, hold and finish right after its first phase), so that the calls of a group
+/// never wait for each other.
 fn queue(stream: &Arc<StreamInner>, ops: &[Arc<CollOp>]) -> Result<()> {
-    for op in ops {
-        let post = op.clone();
-        let f: devstream_core::HostFn = Box::new(move || post.post());
-        stream.submit(Op::Host(UserFn::new(f)), op.kind.name())?;
-    }
-    for op in ops {
+    let post = |op: &Arc<CollOp>| {
+        let op = op.clone();
+        let name = op.kind.name();
+        let f: devstream_core::HostFn = Box::new(move || op.post());
+        stream.submit(Op::Host(UserFn::new(f)), name)
+    };
+    let hold_and_finish = |op: &Arc<CollOp>| {
         if op.kind == Kind::Send {
-            continue;
+            return Ok(());
         }
         let flag = op.instance.flag.0.clone();
         stream.submit(
@@ -791,7 +852,17 @@ fn queue(stream: &Arc<StreamInner>, ops: &[Arc<CollOp>]) -> Result<()> {
         )?;
         let finish = op.clone();
         let f: devstream_core::HostFn = Box::new(move || finish.finish());
-        stream.submit(Op::Host(UserFn::new(f)), op.kind.name())?;
+        stream.submit(Op::Host(UserFn::new(f)), op.kind.name())
+    };
+    for op in ops {
+        post(op)?;
+    }
+    for op in ops {
+        hold_and_finish(op)?;
+        if let Some(next) = &op.next {
+            post(next)?;
+            hold_and_finish(next)?;
+        }
     }
     Ok(())
 }

@@ -191,15 +191,17 @@ fn all_reduce_every_type_and_reduction_on_2_to_8_ranks() {
             let rank = comm.rank();
             for dtype in DataType::ALL {
                 for op in ReduceOp::ALL {
-                    for in_place in [false, true] {
-                        let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+                    // In place or not; with fewer elements than ranks; with none.
+                    for (in_place, count) in [(false, COUNT), (true, COUNT), (false, 3), (true, 0)]
+                    {
+                        let send = upload(&s, &encode(dtype, &contribution(rank, count)))?;
                         let recv = if in_place {
                             None
                         } else {
-                            Some(s.alloc(COUNT * dtype.size())?)
+                            Some(s.alloc(count * dtype.size())?)
                         };
                         let target = recv.as_ref().unwrap_or(&send);
-                        s.all_reduce(&comm, &send, target, COUNT, dtype, op)?;
+                        s.all_reduce(&comm, &send, target, count, dtype, op)?;
                         let got = decode(dtype, &download(&s, target)?);
                         for (i, g) in got.iter().enumerate() {
                             let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
@@ -361,6 +363,32 @@ fn send_recv_every_type_and_a_ring_exchange_in_a_group() {
                 encode(dtype, &contribution(prev, COUNT))
             );
         }
+        // Collectives and point-to-point calls mixed in one group, two all-reduces included
+        // (each is two phases on the CPU engine); fewer elements than ranks for the second.
+        let a = upload(&s, &encode(DataType::I64, &contribution(rank, COUNT)))?;
+        let b = upload(&s, &encode(DataType::I64, &contribution(rank, 2)))?;
+        let inbox = s.alloc(COUNT * 8)?;
+        comm.group_start()?;
+        s.recv(&comm, &inbox, COUNT, DataType::I64, prev)?;
+        s.all_reduce(&comm, &a, &a, COUNT, DataType::I64, ReduceOp::Sum)?;
+        comm.group_start()?; // groups nest
+        s.all_reduce(&comm, &b, &b, 2, DataType::I64, ReduceOp::Max)?;
+        comm.group_end()?;
+        s.send(&comm, &a, COUNT, DataType::I64, next)?;
+        comm.group_end()?;
+        let sums: Vec<f64> = (0..COUNT)
+            .map(|i| (0..n).map(|r| value(r, i)).sum::<i64>() as f64)
+            .collect();
+        assert_eq!(decode(DataType::I64, &download(&s, &a)?), sums);
+        // The send was posted before the all-reduce ran: it carries the input.
+        assert_eq!(
+            download(&s, &inbox)?,
+            encode(DataType::I64, &contribution(prev, COUNT))
+        );
+        let maxes: Vec<f64> = (0..2)
+            .map(|i| (0..n).map(|r| value(r, i)).max().unwrap() as f64)
+            .collect();
+        assert_eq!(decode(DataType::I64, &download(&s, &b)?), maxes);
         // Two messages to the same peer in a row, matched in order.
         let a = upload(&s, &[rank as u8; 8])?;
         let b = upload(&s, &[100 + rank as u8; 8])?;
