@@ -164,12 +164,14 @@ const NO_SIZE: usize = 0;
 ///
 /// 1. params size 0 and the whole 16 KiB buffer as the table: accepted only by a plug-in that
 ///    checks neither size (or only "at least"): its table is not identified;
-/// 2. params size 0 and each known table size, smallest first: accepted (with Paddle's check)
-///    only by a plug-in whose table is exactly that size;
+/// 2. params size 0 and each known table size, newest (largest) first: accepted (with
+///    Paddle's check) only by a plug-in whose table is exactly that size; a plug-in that
+///    fills only what fits the host's table (accepting any size up to its own) gets the
+///    newest layout it knows;
 /// 3. each params size (88, 96) with the 16 KiB table: a plug-in that checks the params size
 ///    only: the family is known (2.x or 3.x), the table is not;
-/// 4. the exact pairs, smallest table first: a plug-in that needs both sizes to match and
-///    refused the params size with a table of any size in step 3.
+/// 4. the exact pairs, newest first: a plug-in that needs both sizes to match and refused
+///    the params size with a table of any size in step 3.
 ///
 /// Only an offer of steps 2 and 4 identifies the table; devstream reads beyond the stable
 /// prefix only when that table is the 3.3 one. Every refusal must leave both buffers as they
@@ -193,7 +195,7 @@ pub(crate) fn offers() -> Vec<Offer> {
             MAX_KNOWN_INTERFACE_SIZE,
         ),
     }];
-    offers.extend(KNOWN_LAYOUTS.iter().map(|&layout| Offer {
+    offers.extend(KNOWN_LAYOUTS.iter().rev().map(|&layout| Offer {
         params_size: NO_SIZE,
         interface_size: layout.interface_size,
         negotiated: exact(layout),
@@ -214,7 +216,7 @@ pub(crate) fn offers() -> Vec<Offer> {
             MAX_KNOWN_INTERFACE_SIZE,
         ),
     });
-    offers.extend(KNOWN_LAYOUTS.iter().map(|&layout| Offer {
+    offers.extend(KNOWN_LAYOUTS.iter().rev().map(|&layout| Offer {
         params_size: layout.params_size,
         interface_size: layout.interface_size,
         negotiated: exact(layout),
