@@ -13,6 +13,8 @@
 //!    (`<profile>/paddle-plugins/libdevstream_{cpu,wgpu,cuda,hip}.so`, refreshed when the
 //!    library is newer) is found too: each copy registers the type its name names
 //!    (`devstream_cpu:0`, `devstream_wgpu:0`, ...) or nothing where that backend has no place.
+//!    So is the `ref_cpu` test plug-in (`<profile>/libdevstream_test_plugin_ref_cpu.so`, C
+//!    compiled against an installed Paddle wheel's header; see its crate), where it was built.
 
 use std::env;
 use std::ffi::OsStr;
@@ -74,6 +76,7 @@ pub fn plugin_candidates() -> Vec<PathBuf> {
     }
     if root.is_none() && extra.is_none() {
         out.extend(build_tree_test_plugin());
+        out.extend(build_tree_ref_plugin());
         out.extend(build_tree_paddle_plugins());
     }
     let mut seen = Vec::new();
@@ -84,6 +87,21 @@ pub fn plugin_candidates() -> Vec<PathBuf> {
         fresh
     });
     out
+}
+
+/// The file name of the workspace's `ref_cpu` test plug-in
+/// (`libdevstream_test_plugin_ref_cpu.so` on Linux).
+pub fn ref_plugin_file_name() -> String {
+    format!(
+        "{}devstream_test_plugin_ref_cpu{}",
+        env::consts::DLL_PREFIX,
+        env::consts::DLL_SUFFIX
+    )
+}
+
+/// The workspace's `ref_cpu` test plug-in, where its build script built it.
+fn build_tree_ref_plugin() -> Option<PathBuf> {
+    Some(build_tree_profile()?.join(ref_plugin_file_name())).filter(|p| p.is_file())
 }
 
 /// The workspace's test plug-in, for executables cargo built in a target directory.
