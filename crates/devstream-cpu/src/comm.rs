@@ -689,6 +689,11 @@ impl CpuComm {
         // From here on a failure drops `inner`, which marks this rank as left.
         let started = Instant::now();
         let joined = poll_until(started + timeout, || {
+            if let Some(error) = inner.aborted(op) {
+                // A rank gave up waiting (its deadline passed): fail at once too. The segment
+                // file stays so that later joiners see that as well.
+                return Some(Err(error));
+            }
             let mut all = true;
             for r in 0..nranks {
                 match seg.state(r).load(Ordering::Acquire) {
@@ -706,25 +711,32 @@ impl CpuComm {
             }
             all.then_some(Ok(()))
         });
-        match joined {
+        let error = match joined {
             Some(Ok(())) => {
                 // Every rank has mapped the segment: its name is no longer needed.
                 let _ = std::fs::remove_file(&path);
-                Ok(CpuComm(inner))
+                return Ok(CpuComm(inner));
             }
-            Some(Err(error)) => Err(error),
+            Some(Err(error)) => error,
             None => {
                 let missing: Vec<usize> = (0..nranks)
                     .filter(|&r| seg.state(r).load(Ordering::Acquire) != ALIVE)
                     .collect();
-                Err(inner.fail(
+                inner.fail(
                     op,
                     CommFailure::Timeout,
                     missing.first().copied().unwrap_or(0),
                     &format!("ranks {missing:?} did not join within {timeout:?}"),
-                ))
+                )
             }
+        };
+        drop(inner); // marks this rank as left
+                     // The last rank to give up removes the segment (a later joiner makes a new one and
+                     // fails at its own deadline).
+        if (0..nranks).all(|r| matches!(seg.state(r).load(Ordering::Acquire), EMPTY | LEFT)) {
+            let _ = std::fs::remove_file(&path);
         }
+        Err(error)
     }
 
     /// This rank.

@@ -47,8 +47,12 @@ const DESC: usize = 5;
 const COUNT: usize = 6;
 const P2P: usize = 8;
 
-/// The directory that holds the segments and payload files.
+/// The directory that holds the segments and payload files: `DEVSTREAM_COMM_DIR` if set (every
+/// rank must see the same one), else `/dev/shm`, else the temporary directory.
 pub(crate) fn comm_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("DEVSTREAM_COMM_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
         shm.to_path_buf()

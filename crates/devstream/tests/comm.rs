@@ -640,6 +640,26 @@ fn bad_input_is_refused_before_anything_is_queued() {
     invalid(Communicator::init(&CPU, 0, 0, &id).map(drop));
     invalid(UniqueId::from_bytes(&[0; 5]).map(drop));
     invalid(Communicator::init(&CPU, 0, 1, &UniqueId::from_bytes(&[0; 128]).unwrap()).map(drop));
+    // init waits for the other ranks: inside a host function (a pool worker) it is refused.
+    let s = Stream::new(&CPU).unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let out = seen.clone();
+    s.launch_host_func(move || {
+        *out.lock().unwrap() = Some(Communicator::init(&CPU, 0, 2, &id).map(drop));
+    })
+    .unwrap();
+    s.synchronize().unwrap();
+    let inside = seen.lock().unwrap().take().unwrap();
+    assert!(
+        matches!(inside, Err(Error::WouldDeadlock { .. })),
+        "{inside:?}"
+    );
+    // A one-rank communicator works alone.
+    let alone = Communicator::init(&CPU, 0, 1, &UniqueId::new(&CPU).unwrap()).unwrap();
+    let buf = upload(&s, &encode(DataType::I32, &[5, 6])).unwrap();
+    s.all_reduce(&alone, &buf, &buf, 2, DataType::I32, ReduceOp::Avg)
+        .unwrap();
+    assert_eq!(download(&s, &buf).unwrap(), encode(DataType::I32, &[5, 6]));
     let results = on_ranks(2, |comm, s| {
         let cpu: &devstream::cpu::CpuStream = s.backend().unwrap();
         let before = cpu.submitted_tasks();
@@ -845,4 +865,31 @@ fn a_killed_rank_process_fails_its_peers_by_pid_before_the_deadline() {
         comm_failure(&e) == Some(CommFailure::PeerDied)
             || comm_failure(&e2) == Some(CommFailure::PeerDied)
     );
+}
+
+#[test]
+fn init_fails_at_the_environment_deadline_when_a_rank_never_joins() {
+    const TEST: &str = "init_fails_at_the_environment_deadline_when_a_rank_never_joins";
+    if let Some((rank, nranks, id)) = child_role() {
+        // DEVSTREAM_COMM_TIMEOUT_SECS=0.5 in this child.
+        let started = Instant::now();
+        let e = Communicator::init(&CPU, rank, nranks, &id).unwrap_err();
+        let took = started.elapsed();
+        assert_eq!(comm_failure(&e), Some(CommFailure::Timeout), "{e}");
+        assert!(
+            took >= Duration::from_millis(500) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+        return;
+    }
+    let id = UniqueId::new(&CPU).unwrap();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_RANK, "0")
+        .env(CHILD_NRANKS, "2")
+        .env(CHILD_ID, hex(id.as_bytes()))
+        .env("DEVSTREAM_COMM_TIMEOUT_SECS", "0.5")
+        .spawn()
+        .unwrap();
+    assert!(wait_child(child, Duration::from_secs(60)).success());
 }
