@@ -618,6 +618,940 @@ impl CustomRuntimeParams {
     }
 }
 
+/// Every field of [`C_DeviceInterface`] (Paddle 3.3) with its offset, in header order: what the
+/// header tests compare with `offsetof` in the real `device_ext.h`.
+pub const C_DEVICE_INTERFACE_FIELDS: &[(&str, usize)] = &[
+    ("size", core::mem::offset_of!(C_DeviceInterface, size)),
+    (
+        "initialize",
+        core::mem::offset_of!(C_DeviceInterface, initialize),
+    ),
+    (
+        "finalize",
+        core::mem::offset_of!(C_DeviceInterface, finalize),
+    ),
+    (
+        "init_device",
+        core::mem::offset_of!(C_DeviceInterface, init_device),
+    ),
+    (
+        "set_device",
+        core::mem::offset_of!(C_DeviceInterface, set_device),
+    ),
+    (
+        "get_device",
+        core::mem::offset_of!(C_DeviceInterface, get_device),
+    ),
+    (
+        "deinit_device",
+        core::mem::offset_of!(C_DeviceInterface, deinit_device),
+    ),
+    (
+        "create_stream",
+        core::mem::offset_of!(C_DeviceInterface, create_stream),
+    ),
+    (
+        "destroy_stream",
+        core::mem::offset_of!(C_DeviceInterface, destroy_stream),
+    ),
+    (
+        "query_stream",
+        core::mem::offset_of!(C_DeviceInterface, query_stream),
+    ),
+    (
+        "stream_add_callback",
+        core::mem::offset_of!(C_DeviceInterface, stream_add_callback),
+    ),
+    (
+        "create_event",
+        core::mem::offset_of!(C_DeviceInterface, create_event),
+    ),
+    (
+        "record_event",
+        core::mem::offset_of!(C_DeviceInterface, record_event),
+    ),
+    (
+        "destroy_event",
+        core::mem::offset_of!(C_DeviceInterface, destroy_event),
+    ),
+    (
+        "query_event",
+        core::mem::offset_of!(C_DeviceInterface, query_event),
+    ),
+    (
+        "synchronize_device",
+        core::mem::offset_of!(C_DeviceInterface, synchronize_device),
+    ),
+    (
+        "synchronize_stream",
+        core::mem::offset_of!(C_DeviceInterface, synchronize_stream),
+    ),
+    (
+        "synchronize_event",
+        core::mem::offset_of!(C_DeviceInterface, synchronize_event),
+    ),
+    (
+        "stream_wait_event",
+        core::mem::offset_of!(C_DeviceInterface, stream_wait_event),
+    ),
+    (
+        "reserved_dev_api",
+        core::mem::offset_of!(C_DeviceInterface, reserved_dev_api),
+    ),
+    (
+        "device_memory_allocate",
+        core::mem::offset_of!(C_DeviceInterface, device_memory_allocate),
+    ),
+    (
+        "device_memory_deallocate",
+        core::mem::offset_of!(C_DeviceInterface, device_memory_deallocate),
+    ),
+    (
+        "device_memory_set",
+        core::mem::offset_of!(C_DeviceInterface, device_memory_set),
+    ),
+    (
+        "host_memory_allocate",
+        core::mem::offset_of!(C_DeviceInterface, host_memory_allocate),
+    ),
+    (
+        "host_memory_deallocate",
+        core::mem::offset_of!(C_DeviceInterface, host_memory_deallocate),
+    ),
+    (
+        "unified_memory_allocate",
+        core::mem::offset_of!(C_DeviceInterface, unified_memory_allocate),
+    ),
+    (
+        "unified_memory_deallocate",
+        core::mem::offset_of!(C_DeviceInterface, unified_memory_deallocate),
+    ),
+    (
+        "memory_copy_h2d",
+        core::mem::offset_of!(C_DeviceInterface, memory_copy_h2d),
+    ),
+    (
+        "memory_copy_d2h",
+        core::mem::offset_of!(C_DeviceInterface, memory_copy_d2h),
+    ),
+    (
+        "memory_copy_d2d",
+        core::mem::offset_of!(C_DeviceInterface, memory_copy_d2d),
+    ),
+    (
+        "memory_copy_p2p",
+        core::mem::offset_of!(C_DeviceInterface, memory_copy_p2p),
+    ),
+    (
+        "async_memory_copy_h2d",
+        core::mem::offset_of!(C_DeviceInterface, async_memory_copy_h2d),
+    ),
+    (
+        "async_memory_copy_d2h",
+        core::mem::offset_of!(C_DeviceInterface, async_memory_copy_d2h),
+    ),
+    (
+        "async_memory_copy_d2d",
+        core::mem::offset_of!(C_DeviceInterface, async_memory_copy_d2d),
+    ),
+    (
+        "async_memory_copy_p2p",
+        core::mem::offset_of!(C_DeviceInterface, async_memory_copy_p2p),
+    ),
+    (
+        "reserved_mem_api",
+        core::mem::offset_of!(C_DeviceInterface, reserved_mem_api),
+    ),
+    (
+        "get_device_count",
+        core::mem::offset_of!(C_DeviceInterface, get_device_count),
+    ),
+    (
+        "get_device_list",
+        core::mem::offset_of!(C_DeviceInterface, get_device_list),
+    ),
+    (
+        "device_memory_stats",
+        core::mem::offset_of!(C_DeviceInterface, device_memory_stats),
+    ),
+    (
+        "device_min_chunk_size",
+        core::mem::offset_of!(C_DeviceInterface, device_min_chunk_size),
+    ),
+    (
+        "device_max_chunk_size",
+        core::mem::offset_of!(C_DeviceInterface, device_max_chunk_size),
+    ),
+    (
+        "device_max_alloc_size",
+        core::mem::offset_of!(C_DeviceInterface, device_max_alloc_size),
+    ),
+    (
+        "device_extra_padding_size",
+        core::mem::offset_of!(C_DeviceInterface, device_extra_padding_size),
+    ),
+    (
+        "device_init_alloc_size",
+        core::mem::offset_of!(C_DeviceInterface, device_init_alloc_size),
+    ),
+    (
+        "device_realloc_size",
+        core::mem::offset_of!(C_DeviceInterface, device_realloc_size),
+    ),
+    (
+        "get_compute_capability",
+        core::mem::offset_of!(C_DeviceInterface, get_compute_capability),
+    ),
+    (
+        "get_device_properties",
+        core::mem::offset_of!(C_DeviceInterface, get_device_properties),
+    ),
+    (
+        "get_runtime_version",
+        core::mem::offset_of!(C_DeviceInterface, get_runtime_version),
+    ),
+    (
+        "get_driver_version",
+        core::mem::offset_of!(C_DeviceInterface, get_driver_version),
+    ),
+    (
+        "get_multi_process",
+        core::mem::offset_of!(C_DeviceInterface, get_multi_process),
+    ),
+    (
+        "get_max_threads_per_mp",
+        core::mem::offset_of!(C_DeviceInterface, get_max_threads_per_mp),
+    ),
+    (
+        "get_max_threads_per_block",
+        core::mem::offset_of!(C_DeviceInterface, get_max_threads_per_block),
+    ),
+    (
+        "get_max_grid_dim_size",
+        core::mem::offset_of!(C_DeviceInterface, get_max_grid_dim_size),
+    ),
+    (
+        "is_float16_supported",
+        core::mem::offset_of!(C_DeviceInterface, is_float16_supported),
+    ),
+    (
+        "is_bfloat16_supported",
+        core::mem::offset_of!(C_DeviceInterface, is_bfloat16_supported),
+    ),
+    (
+        "is_dnn_supported",
+        core::mem::offset_of!(C_DeviceInterface, is_dnn_supported),
+    ),
+    (
+        "init_eigen_device",
+        core::mem::offset_of!(C_DeviceInterface, init_eigen_device),
+    ),
+    (
+        "destroy_eigen_device",
+        core::mem::offset_of!(C_DeviceInterface, destroy_eigen_device),
+    ),
+    (
+        "reserved_info_api",
+        core::mem::offset_of!(C_DeviceInterface, reserved_info_api),
+    ),
+    (
+        "xccl_get_comm_name",
+        core::mem::offset_of!(C_DeviceInterface, xccl_get_comm_name),
+    ),
+    (
+        "xccl_get_unique_id_size",
+        core::mem::offset_of!(C_DeviceInterface, xccl_get_unique_id_size),
+    ),
+    (
+        "xccl_get_unique_id",
+        core::mem::offset_of!(C_DeviceInterface, xccl_get_unique_id),
+    ),
+    (
+        "xccl_comm_init_rank",
+        core::mem::offset_of!(C_DeviceInterface, xccl_comm_init_rank),
+    ),
+    (
+        "xccl_destroy_comm",
+        core::mem::offset_of!(C_DeviceInterface, xccl_destroy_comm),
+    ),
+    (
+        "xccl_all_reduce",
+        core::mem::offset_of!(C_DeviceInterface, xccl_all_reduce),
+    ),
+    (
+        "xccl_broadcast",
+        core::mem::offset_of!(C_DeviceInterface, xccl_broadcast),
+    ),
+    (
+        "xccl_reduce",
+        core::mem::offset_of!(C_DeviceInterface, xccl_reduce),
+    ),
+    (
+        "xccl_all_gather",
+        core::mem::offset_of!(C_DeviceInterface, xccl_all_gather),
+    ),
+    (
+        "xccl_reduce_scatter",
+        core::mem::offset_of!(C_DeviceInterface, xccl_reduce_scatter),
+    ),
+    (
+        "xccl_group_start",
+        core::mem::offset_of!(C_DeviceInterface, xccl_group_start),
+    ),
+    (
+        "xccl_group_end",
+        core::mem::offset_of!(C_DeviceInterface, xccl_group_end),
+    ),
+    (
+        "xccl_send",
+        core::mem::offset_of!(C_DeviceInterface, xccl_send),
+    ),
+    (
+        "xccl_recv",
+        core::mem::offset_of!(C_DeviceInterface, xccl_recv),
+    ),
+    (
+        "xccl_all_to_all",
+        core::mem::offset_of!(C_DeviceInterface, xccl_all_to_all),
+    ),
+    (
+        "reserved_ccl_api",
+        core::mem::offset_of!(C_DeviceInterface, reserved_ccl_api),
+    ),
+    (
+        "profiler_initialize",
+        core::mem::offset_of!(C_DeviceInterface, profiler_initialize),
+    ),
+    (
+        "profiler_finalize",
+        core::mem::offset_of!(C_DeviceInterface, profiler_finalize),
+    ),
+    (
+        "profiler_prepare_tracing",
+        core::mem::offset_of!(C_DeviceInterface, profiler_prepare_tracing),
+    ),
+    (
+        "profiler_start_tracing",
+        core::mem::offset_of!(C_DeviceInterface, profiler_start_tracing),
+    ),
+    (
+        "profiler_stop_tracing",
+        core::mem::offset_of!(C_DeviceInterface, profiler_stop_tracing),
+    ),
+    (
+        "profiler_collect_trace_data",
+        core::mem::offset_of!(C_DeviceInterface, profiler_collect_trace_data),
+    ),
+    (
+        "reserved_profiler_api",
+        core::mem::offset_of!(C_DeviceInterface, reserved_profiler_api),
+    ),
+    (
+        "init_blas_handle",
+        core::mem::offset_of!(C_DeviceInterface, init_blas_handle),
+    ),
+    (
+        "blas_set_math_mode",
+        core::mem::offset_of!(C_DeviceInterface, blas_set_math_mode),
+    ),
+    (
+        "init_blaslt_handle",
+        core::mem::offset_of!(C_DeviceInterface, init_blaslt_handle),
+    ),
+    (
+        "destroy_blas_handle",
+        core::mem::offset_of!(C_DeviceInterface, destroy_blas_handle),
+    ),
+    (
+        "destroy_blaslt_handle",
+        core::mem::offset_of!(C_DeviceInterface, destroy_blaslt_handle),
+    ),
+    (
+        "cuda_stream_begin_capture",
+        core::mem::offset_of!(C_DeviceInterface, cuda_stream_begin_capture),
+    ),
+    (
+        "cuda_stream_end_captrue",
+        core::mem::offset_of!(C_DeviceInterface, cuda_stream_end_captrue),
+    ),
+    (
+        "cuda_graph_launch",
+        core::mem::offset_of!(C_DeviceInterface, cuda_graph_launch),
+    ),
+    (
+        "cuda_graph_destroy",
+        core::mem::offset_of!(C_DeviceInterface, cuda_graph_destroy),
+    ),
+    (
+        "cuda_graph_exec_destroy",
+        core::mem::offset_of!(C_DeviceInterface, cuda_graph_exec_destroy),
+    ),
+    (
+        "cuda_graph_instantiate",
+        core::mem::offset_of!(C_DeviceInterface, cuda_graph_instantiate),
+    ),
+    (
+        "cuda_graph_get_nodes",
+        core::mem::offset_of!(C_DeviceInterface, cuda_graph_get_nodes),
+    ),
+    (
+        "cuda_stream_capture_info",
+        core::mem::offset_of!(C_DeviceInterface, cuda_stream_capture_info),
+    ),
+    (
+        "get_parameter_setter_for_exec_graph",
+        core::mem::offset_of!(C_DeviceInterface, get_parameter_setter_for_exec_graph),
+    ),
+    (
+        "cuda_graph_debug_dot_print",
+        core::mem::offset_of!(C_DeviceInterface, cuda_graph_debug_dot_print),
+    ),
+    (
+        "cuda_thread_exchange_stream_capthure_mode",
+        core::mem::offset_of!(C_DeviceInterface, cuda_thread_exchange_stream_capthure_mode),
+    ),
+    (
+        "blas_axpby",
+        core::mem::offset_of!(C_DeviceInterface, blas_axpby),
+    ),
+    (
+        "reserved_other_api",
+        core::mem::offset_of!(C_DeviceInterface, reserved_other_api),
+    ),
+];
+
+/// Every field of [`CustomRuntimeParams`] (Paddle 3.x) with its offset, in header order.
+pub const CUSTOM_RUNTIME_PARAMS_FIELDS: &[(&str, usize)] = &[
+    ("size", core::mem::offset_of!(CustomRuntimeParams, size)),
+    (
+        "interface",
+        core::mem::offset_of!(CustomRuntimeParams, interface),
+    ),
+    (
+        "version",
+        core::mem::offset_of!(CustomRuntimeParams, version),
+    ),
+    (
+        "device_type",
+        core::mem::offset_of!(CustomRuntimeParams, device_type),
+    ),
+    (
+        "sub_device_type",
+        core::mem::offset_of!(CustomRuntimeParams, sub_device_type),
+    ),
+    (
+        "pir_default_passes",
+        core::mem::offset_of!(CustomRuntimeParams, pir_default_passes),
+    ),
+    (
+        "reserved",
+        core::mem::offset_of!(CustomRuntimeParams, reserved),
+    ),
+];
+
+/// The Paddle 2.6 layout (2.6.2 checked), declared in full for the header tests: the 3.3
+/// table's stable prefix, then `get_compute_capability`, `get_runtime_version` and
+/// `get_driver_version` without a device argument, no `xccl_get_comm_name`, no BLAS handles
+/// or capture. devstream never reads a 2.x table beyond the stable prefix.
+pub mod paddle_2_6 {
+    use super::*;
+
+    /// `C_DeviceInterface` of Paddle 2.6 (912 bytes on 64-bit targets).
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    pub struct C_DeviceInterface {
+        /// As [`super::C_DeviceInterface::size`].
+        pub size: usize,
+        /// As [`super::C_DeviceInterface::initialize`].
+        pub initialize: FnVoid,
+        /// As [`super::C_DeviceInterface::finalize`].
+        pub finalize: FnVoid,
+        /// As [`super::C_DeviceInterface::init_device`].
+        pub init_device: FnDevice,
+        /// As [`super::C_DeviceInterface::set_device`].
+        pub set_device: FnDevice,
+        /// As [`super::C_DeviceInterface::get_device`].
+        pub get_device: FnDevice,
+        /// As [`super::C_DeviceInterface::deinit_device`].
+        pub deinit_device: FnDevice,
+        /// As [`super::C_DeviceInterface::create_stream`].
+        pub create_stream: FnCreateStream,
+        /// As [`super::C_DeviceInterface::destroy_stream`].
+        pub destroy_stream: FnStream,
+        /// As [`super::C_DeviceInterface::query_stream`].
+        pub query_stream: FnStream,
+        /// As [`super::C_DeviceInterface::stream_add_callback`].
+        pub stream_add_callback: FnAddCallback,
+        /// As [`super::C_DeviceInterface::create_event`].
+        pub create_event: FnCreateEvent,
+        /// As [`super::C_DeviceInterface::record_event`].
+        pub record_event: FnStreamEvent,
+        /// As [`super::C_DeviceInterface::destroy_event`].
+        pub destroy_event: FnEvent,
+        /// As [`super::C_DeviceInterface::query_event`].
+        pub query_event: FnEvent,
+        /// As [`super::C_DeviceInterface::synchronize_device`].
+        pub synchronize_device: FnDevice,
+        /// As [`super::C_DeviceInterface::synchronize_stream`].
+        pub synchronize_stream: FnStream,
+        /// As [`super::C_DeviceInterface::synchronize_event`].
+        pub synchronize_event: FnEvent,
+        /// As [`super::C_DeviceInterface::stream_wait_event`].
+        pub stream_wait_event: FnStreamEvent,
+        /// As [`super::C_DeviceInterface::reserved_dev_api`].
+        pub reserved_dev_api: [*mut c_void; 8],
+        /// As [`super::C_DeviceInterface::device_memory_allocate`].
+        pub device_memory_allocate: FnAllocate,
+        /// As [`super::C_DeviceInterface::device_memory_deallocate`].
+        pub device_memory_deallocate: FnDeallocate,
+        /// As [`super::C_DeviceInterface::device_memory_set`].
+        pub device_memory_set: FnMemset,
+        /// As [`super::C_DeviceInterface::host_memory_allocate`].
+        pub host_memory_allocate: FnAllocate,
+        /// As [`super::C_DeviceInterface::host_memory_deallocate`].
+        pub host_memory_deallocate: FnDeallocate,
+        /// As [`super::C_DeviceInterface::unified_memory_allocate`].
+        pub unified_memory_allocate: FnAllocate,
+        /// As [`super::C_DeviceInterface::unified_memory_deallocate`].
+        pub unified_memory_deallocate: FnDeallocate,
+        /// As [`super::C_DeviceInterface::memory_copy_h2d`].
+        pub memory_copy_h2d: FnCopy,
+        /// As [`super::C_DeviceInterface::memory_copy_d2h`].
+        pub memory_copy_d2h: FnCopy,
+        /// As [`super::C_DeviceInterface::memory_copy_d2d`].
+        pub memory_copy_d2d: FnCopy,
+        /// As [`super::C_DeviceInterface::memory_copy_p2p`].
+        pub memory_copy_p2p: FnCopyP2p,
+        /// As [`super::C_DeviceInterface::async_memory_copy_h2d`].
+        pub async_memory_copy_h2d: FnAsyncCopy,
+        /// As [`super::C_DeviceInterface::async_memory_copy_d2h`].
+        pub async_memory_copy_d2h: FnAsyncCopy,
+        /// As [`super::C_DeviceInterface::async_memory_copy_d2d`].
+        pub async_memory_copy_d2d: FnAsyncCopy,
+        /// As [`super::C_DeviceInterface::async_memory_copy_p2p`].
+        pub async_memory_copy_p2p: FnAsyncCopyP2p,
+        /// As [`super::C_DeviceInterface::reserved_mem_api`].
+        pub reserved_mem_api: [*mut c_void; 8],
+        /// As [`super::C_DeviceInterface::get_device_count`].
+        pub get_device_count: FnSize,
+        /// As [`super::C_DeviceInterface::get_device_list`].
+        pub get_device_list: FnSize,
+        /// As [`super::C_DeviceInterface::device_memory_stats`].
+        pub device_memory_stats: FnMemoryStats,
+        /// As [`super::C_DeviceInterface::device_min_chunk_size`].
+        pub device_min_chunk_size: FnDeviceSize,
+        /// As [`super::C_DeviceInterface::device_max_chunk_size`].
+        pub device_max_chunk_size: FnDeviceSize,
+        /// As [`super::C_DeviceInterface::device_max_alloc_size`].
+        pub device_max_alloc_size: FnDeviceSize,
+        /// As [`super::C_DeviceInterface::device_extra_padding_size`].
+        pub device_extra_padding_size: FnDeviceSize,
+        /// As [`super::C_DeviceInterface::device_init_alloc_size`].
+        pub device_init_alloc_size: FnDeviceSize,
+        /// As [`super::C_DeviceInterface::device_realloc_size`].
+        pub device_realloc_size: FnDeviceSize,
+        /// `get_compute_capability` (2.x: `size_t*` only, no device).
+        pub get_compute_capability: FnSize,
+        /// `get_runtime_version` (2.x: `size_t*` only, no device).
+        pub get_runtime_version: FnSize,
+        /// `get_driver_version` (2.x: `size_t*` only, no device).
+        pub get_driver_version: FnSize,
+        /// As [`super::C_DeviceInterface::reserved_info_api`].
+        pub reserved_info_api: [*mut c_void; 8],
+        /// As [`super::C_DeviceInterface::xccl_get_unique_id_size`].
+        pub xccl_get_unique_id_size: FnSize,
+        /// As [`super::C_DeviceInterface::xccl_get_unique_id`].
+        pub xccl_get_unique_id: FnUniqueId,
+        /// As [`super::C_DeviceInterface::xccl_comm_init_rank`].
+        pub xccl_comm_init_rank: FnCommInitRank,
+        /// As [`super::C_DeviceInterface::xccl_destroy_comm`].
+        pub xccl_destroy_comm: FnComm,
+        /// As [`super::C_DeviceInterface::xccl_all_reduce`].
+        pub xccl_all_reduce: FnAllReduce,
+        /// As [`super::C_DeviceInterface::xccl_broadcast`].
+        pub xccl_broadcast: FnBroadcast,
+        /// As [`super::C_DeviceInterface::xccl_reduce`].
+        pub xccl_reduce: FnReduce,
+        /// As [`super::C_DeviceInterface::xccl_all_gather`].
+        pub xccl_all_gather: FnAllGather,
+        /// As [`super::C_DeviceInterface::xccl_reduce_scatter`].
+        pub xccl_reduce_scatter: FnReduceScatter,
+        /// As [`super::C_DeviceInterface::xccl_group_start`].
+        pub xccl_group_start: FnVoid,
+        /// As [`super::C_DeviceInterface::xccl_group_end`].
+        pub xccl_group_end: FnVoid,
+        /// As [`super::C_DeviceInterface::xccl_send`].
+        pub xccl_send: FnSendRecv,
+        /// As [`super::C_DeviceInterface::xccl_recv`].
+        pub xccl_recv: FnSendRecv,
+        /// As [`super::C_DeviceInterface::xccl_all_to_all`].
+        pub xccl_all_to_all: FnAllToAll,
+        /// As [`super::C_DeviceInterface::reserved_ccl_api`].
+        pub reserved_ccl_api: [*mut c_void; 8],
+        /// As [`super::C_DeviceInterface::profiler_initialize`].
+        pub profiler_initialize: FnProfilerInit,
+        /// As [`super::C_DeviceInterface::profiler_finalize`].
+        pub profiler_finalize: FnProfiler,
+        /// As [`super::C_DeviceInterface::profiler_prepare_tracing`].
+        pub profiler_prepare_tracing: FnProfiler,
+        /// As [`super::C_DeviceInterface::profiler_start_tracing`].
+        pub profiler_start_tracing: FnProfiler,
+        /// As [`super::C_DeviceInterface::profiler_stop_tracing`].
+        pub profiler_stop_tracing: FnProfiler,
+        /// As [`super::C_DeviceInterface::profiler_collect_trace_data`].
+        pub profiler_collect_trace_data: FnProfilerCollect,
+        /// As [`super::C_DeviceInterface::reserved_profiler_api`].
+        pub reserved_profiler_api: [*mut c_void; 8],
+        /// As [`super::C_DeviceInterface::blas_axpby`].
+        pub blas_axpby: FnAxpby,
+        /// As [`super::C_DeviceInterface::reserved_other_api`].
+        pub reserved_other_api: [*mut c_void; 7],
+    }
+
+    /// `CustomRuntimeParams` of Paddle 2.x (88 bytes: no `pir_default_passes`).
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    pub struct CustomRuntimeParams {
+        /// As [`super::CustomRuntimeParams::size`].
+        pub size: usize,
+        /// As [`super::CustomRuntimeParams::interface`].
+        pub interface: *mut C_DeviceInterface,
+        /// As [`super::CustomRuntimeParams::version`].
+        pub version: CustomRuntimeVersion,
+        /// As [`super::CustomRuntimeParams::device_type`].
+        pub device_type: *mut c_char,
+        /// As [`super::CustomRuntimeParams::sub_device_type`].
+        pub sub_device_type: *mut c_char,
+        /// As [`super::CustomRuntimeParams::reserved`].
+        pub reserved: [c_char; 32],
+    }
+
+    /// Every field of the 2.6 [`C_DeviceInterface`] with its offset, in header order.
+    pub const C_DEVICE_INTERFACE_FIELDS: &[(&str, usize)] = &[
+        ("size", core::mem::offset_of!(C_DeviceInterface, size)),
+        (
+            "initialize",
+            core::mem::offset_of!(C_DeviceInterface, initialize),
+        ),
+        (
+            "finalize",
+            core::mem::offset_of!(C_DeviceInterface, finalize),
+        ),
+        (
+            "init_device",
+            core::mem::offset_of!(C_DeviceInterface, init_device),
+        ),
+        (
+            "set_device",
+            core::mem::offset_of!(C_DeviceInterface, set_device),
+        ),
+        (
+            "get_device",
+            core::mem::offset_of!(C_DeviceInterface, get_device),
+        ),
+        (
+            "deinit_device",
+            core::mem::offset_of!(C_DeviceInterface, deinit_device),
+        ),
+        (
+            "create_stream",
+            core::mem::offset_of!(C_DeviceInterface, create_stream),
+        ),
+        (
+            "destroy_stream",
+            core::mem::offset_of!(C_DeviceInterface, destroy_stream),
+        ),
+        (
+            "query_stream",
+            core::mem::offset_of!(C_DeviceInterface, query_stream),
+        ),
+        (
+            "stream_add_callback",
+            core::mem::offset_of!(C_DeviceInterface, stream_add_callback),
+        ),
+        (
+            "create_event",
+            core::mem::offset_of!(C_DeviceInterface, create_event),
+        ),
+        (
+            "record_event",
+            core::mem::offset_of!(C_DeviceInterface, record_event),
+        ),
+        (
+            "destroy_event",
+            core::mem::offset_of!(C_DeviceInterface, destroy_event),
+        ),
+        (
+            "query_event",
+            core::mem::offset_of!(C_DeviceInterface, query_event),
+        ),
+        (
+            "synchronize_device",
+            core::mem::offset_of!(C_DeviceInterface, synchronize_device),
+        ),
+        (
+            "synchronize_stream",
+            core::mem::offset_of!(C_DeviceInterface, synchronize_stream),
+        ),
+        (
+            "synchronize_event",
+            core::mem::offset_of!(C_DeviceInterface, synchronize_event),
+        ),
+        (
+            "stream_wait_event",
+            core::mem::offset_of!(C_DeviceInterface, stream_wait_event),
+        ),
+        (
+            "reserved_dev_api",
+            core::mem::offset_of!(C_DeviceInterface, reserved_dev_api),
+        ),
+        (
+            "device_memory_allocate",
+            core::mem::offset_of!(C_DeviceInterface, device_memory_allocate),
+        ),
+        (
+            "device_memory_deallocate",
+            core::mem::offset_of!(C_DeviceInterface, device_memory_deallocate),
+        ),
+        (
+            "device_memory_set",
+            core::mem::offset_of!(C_DeviceInterface, device_memory_set),
+        ),
+        (
+            "host_memory_allocate",
+            core::mem::offset_of!(C_DeviceInterface, host_memory_allocate),
+        ),
+        (
+            "host_memory_deallocate",
+            core::mem::offset_of!(C_DeviceInterface, host_memory_deallocate),
+        ),
+        (
+            "unified_memory_allocate",
+            core::mem::offset_of!(C_DeviceInterface, unified_memory_allocate),
+        ),
+        (
+            "unified_memory_deallocate",
+            core::mem::offset_of!(C_DeviceInterface, unified_memory_deallocate),
+        ),
+        (
+            "memory_copy_h2d",
+            core::mem::offset_of!(C_DeviceInterface, memory_copy_h2d),
+        ),
+        (
+            "memory_copy_d2h",
+            core::mem::offset_of!(C_DeviceInterface, memory_copy_d2h),
+        ),
+        (
+            "memory_copy_d2d",
+            core::mem::offset_of!(C_DeviceInterface, memory_copy_d2d),
+        ),
+        (
+            "memory_copy_p2p",
+            core::mem::offset_of!(C_DeviceInterface, memory_copy_p2p),
+        ),
+        (
+            "async_memory_copy_h2d",
+            core::mem::offset_of!(C_DeviceInterface, async_memory_copy_h2d),
+        ),
+        (
+            "async_memory_copy_d2h",
+            core::mem::offset_of!(C_DeviceInterface, async_memory_copy_d2h),
+        ),
+        (
+            "async_memory_copy_d2d",
+            core::mem::offset_of!(C_DeviceInterface, async_memory_copy_d2d),
+        ),
+        (
+            "async_memory_copy_p2p",
+            core::mem::offset_of!(C_DeviceInterface, async_memory_copy_p2p),
+        ),
+        (
+            "reserved_mem_api",
+            core::mem::offset_of!(C_DeviceInterface, reserved_mem_api),
+        ),
+        (
+            "get_device_count",
+            core::mem::offset_of!(C_DeviceInterface, get_device_count),
+        ),
+        (
+            "get_device_list",
+            core::mem::offset_of!(C_DeviceInterface, get_device_list),
+        ),
+        (
+            "device_memory_stats",
+            core::mem::offset_of!(C_DeviceInterface, device_memory_stats),
+        ),
+        (
+            "device_min_chunk_size",
+            core::mem::offset_of!(C_DeviceInterface, device_min_chunk_size),
+        ),
+        (
+            "device_max_chunk_size",
+            core::mem::offset_of!(C_DeviceInterface, device_max_chunk_size),
+        ),
+        (
+            "device_max_alloc_size",
+            core::mem::offset_of!(C_DeviceInterface, device_max_alloc_size),
+        ),
+        (
+            "device_extra_padding_size",
+            core::mem::offset_of!(C_DeviceInterface, device_extra_padding_size),
+        ),
+        (
+            "device_init_alloc_size",
+            core::mem::offset_of!(C_DeviceInterface, device_init_alloc_size),
+        ),
+        (
+            "device_realloc_size",
+            core::mem::offset_of!(C_DeviceInterface, device_realloc_size),
+        ),
+        (
+            "get_compute_capability",
+            core::mem::offset_of!(C_DeviceInterface, get_compute_capability),
+        ),
+        (
+            "get_runtime_version",
+            core::mem::offset_of!(C_DeviceInterface, get_runtime_version),
+        ),
+        (
+            "get_driver_version",
+            core::mem::offset_of!(C_DeviceInterface, get_driver_version),
+        ),
+        (
+            "reserved_info_api",
+            core::mem::offset_of!(C_DeviceInterface, reserved_info_api),
+        ),
+        (
+            "xccl_get_unique_id_size",
+            core::mem::offset_of!(C_DeviceInterface, xccl_get_unique_id_size),
+        ),
+        (
+            "xccl_get_unique_id",
+            core::mem::offset_of!(C_DeviceInterface, xccl_get_unique_id),
+        ),
+        (
+            "xccl_comm_init_rank",
+            core::mem::offset_of!(C_DeviceInterface, xccl_comm_init_rank),
+        ),
+        (
+            "xccl_destroy_comm",
+            core::mem::offset_of!(C_DeviceInterface, xccl_destroy_comm),
+        ),
+        (
+            "xccl_all_reduce",
+            core::mem::offset_of!(C_DeviceInterface, xccl_all_reduce),
+        ),
+        (
+            "xccl_broadcast",
+            core::mem::offset_of!(C_DeviceInterface, xccl_broadcast),
+        ),
+        (
+            "xccl_reduce",
+            core::mem::offset_of!(C_DeviceInterface, xccl_reduce),
+        ),
+        (
+            "xccl_all_gather",
+            core::mem::offset_of!(C_DeviceInterface, xccl_all_gather),
+        ),
+        (
+            "xccl_reduce_scatter",
+            core::mem::offset_of!(C_DeviceInterface, xccl_reduce_scatter),
+        ),
+        (
+            "xccl_group_start",
+            core::mem::offset_of!(C_DeviceInterface, xccl_group_start),
+        ),
+        (
+            "xccl_group_end",
+            core::mem::offset_of!(C_DeviceInterface, xccl_group_end),
+        ),
+        (
+            "xccl_send",
+            core::mem::offset_of!(C_DeviceInterface, xccl_send),
+        ),
+        (
+            "xccl_recv",
+            core::mem::offset_of!(C_DeviceInterface, xccl_recv),
+        ),
+        (
+            "xccl_all_to_all",
+            core::mem::offset_of!(C_DeviceInterface, xccl_all_to_all),
+        ),
+        (
+            "reserved_ccl_api",
+            core::mem::offset_of!(C_DeviceInterface, reserved_ccl_api),
+        ),
+        (
+            "profiler_initialize",
+            core::mem::offset_of!(C_DeviceInterface, profiler_initialize),
+        ),
+        (
+            "profiler_finalize",
+            core::mem::offset_of!(C_DeviceInterface, profiler_finalize),
+        ),
+        (
+            "profiler_prepare_tracing",
+            core::mem::offset_of!(C_DeviceInterface, profiler_prepare_tracing),
+        ),
+        (
+            "profiler_start_tracing",
+            core::mem::offset_of!(C_DeviceInterface, profiler_start_tracing),
+        ),
+        (
+            "profiler_stop_tracing",
+            core::mem::offset_of!(C_DeviceInterface, profiler_stop_tracing),
+        ),
+        (
+            "profiler_collect_trace_data",
+            core::mem::offset_of!(C_DeviceInterface, profiler_collect_trace_data),
+        ),
+        (
+            "reserved_profiler_api",
+            core::mem::offset_of!(C_DeviceInterface, reserved_profiler_api),
+        ),
+        (
+            "blas_axpby",
+            core::mem::offset_of!(C_DeviceInterface, blas_axpby),
+        ),
+        (
+            "reserved_other_api",
+            core::mem::offset_of!(C_DeviceInterface, reserved_other_api),
+        ),
+    ];
+
+    /// Every field of the 2.x [`CustomRuntimeParams`] with its offset, in header order.
+    pub const CUSTOM_RUNTIME_PARAMS_FIELDS: &[(&str, usize)] = &[
+        ("size", core::mem::offset_of!(CustomRuntimeParams, size)),
+        (
+            "interface",
+            core::mem::offset_of!(CustomRuntimeParams, interface),
+        ),
+        (
+            "version",
+            core::mem::offset_of!(CustomRuntimeParams, version),
+        ),
+        (
+            "device_type",
+            core::mem::offset_of!(CustomRuntimeParams, device_type),
+        ),
+        (
+            "sub_device_type",
+            core::mem::offset_of!(CustomRuntimeParams, sub_device_type),
+        ),
+        (
+            "reserved",
+            core::mem::offset_of!(CustomRuntimeParams, reserved),
+        ),
+    ];
+
+    const _: () = assert!(
+        core::mem::size_of::<C_DeviceInterface>() == 912 || cfg!(not(target_pointer_width = "64"))
+    );
+    const _: () = assert!(
+        core::mem::size_of::<CustomRuntimeParams>() == 88 || cfg!(not(target_pointer_width = "64"))
+    );
+}
+
 /// `void InitPlugin(CustomRuntimeParams*)`.
 pub type InitPluginFn = unsafe extern "C" fn(params: *mut CustomRuntimeParams);
 
@@ -1234,6 +2168,47 @@ mod tests {
     }
 
     const _: () = assert!(MAX_KNOWN_INTERFACE_SIZE * 4 <= INTERFACE_ALLOCATION);
+
+    #[test]
+    fn the_public_field_tables_list_every_field_in_order() {
+        let names: Vec<&str> = C_DEVICE_INTERFACE_FIELDS.iter().map(|f| f.0).collect();
+        let words: Vec<&str> = PADDLE_3_3_WORDS.iter().map(|f| f.0).collect();
+        assert_eq!(names, words);
+        assert_eq!(CUSTOM_RUNTIME_PARAMS_FIELDS.len(), 7);
+        for fields in [
+            C_DEVICE_INTERFACE_FIELDS,
+            paddle_2_6::C_DEVICE_INTERFACE_FIELDS,
+        ] {
+            assert_eq!(fields[0], ("size", 0));
+            assert!(fields.windows(2).all(|w| w[0].1 < w[1].1));
+        }
+    }
+
+    #[test]
+    fn paddle_2_6_layout_matches_the_header() {
+        use paddle_2_6 as p;
+        assert_eq!(size_of::<p::C_DeviceInterface>(), 912);
+        assert_eq!(size_of::<p::CustomRuntimeParams>(), PARAMS_SIZE_2);
+        assert_eq!(LAYOUT_PADDLE_2_6.interface_size, 912);
+        // The stable prefix is the 3.3 table's.
+        for (name, offset) in &p::C_DEVICE_INTERFACE_FIELDS[..45] {
+            assert!(*offset < STABLE_PREFIX_SIZE, "{name}");
+            let (_, ours) = C_DEVICE_INTERFACE_FIELDS
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap();
+            assert_eq!(offset, ours, "{name}");
+        }
+        assert_eq!(
+            offset_of!(p::C_DeviceInterface, get_compute_capability),
+            59 * WORD
+        );
+        assert_eq!(
+            offset_of!(p::C_DeviceInterface, reserved_info_api),
+            62 * WORD
+        );
+        assert_eq!(offset_of!(p::C_DeviceInterface, blas_axpby), 106 * WORD);
+    }
 
     #[test]
     fn the_allocation_has_slack_beyond_every_layout() {

@@ -81,6 +81,10 @@ fn main() {
     };
     let header = include.join(HEADER);
     println!("cargo:rerun-if-changed={}", header.display());
+    println!(
+        "cargo:rustc-env=DEVSTREAM_REF_CPU_INCLUDE={}",
+        include.display()
+    );
     let library = out.join("libdevstream_test_plugin_ref_cpu.so");
     let compiler = env::var("CXX").unwrap_or_else(|_| "g++".into());
     let status = Command::new(&compiler)

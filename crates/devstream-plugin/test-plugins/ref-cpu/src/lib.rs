@@ -22,13 +22,22 @@ pub const SKIPPED: Option<&str> = option_env!("DEVSTREAM_REF_CPU_SKIPPED");
 /// The `device_ext.h` the plug-in was compiled against, if it was built.
 pub const HEADER: Option<&str> = option_env!("DEVSTREAM_REF_CPU_HEADER");
 
+/// The include directory (holding `paddle/phi/backends/device_ext.h`) the build script found,
+/// if it found one.
+pub const PADDLE_INCLUDE: Option<&str> = option_env!("DEVSTREAM_REF_CPU_INCLUDE");
+
 /// The device type the plug-in registers.
 pub const DEVICE_TYPE: &str = "ref_cpu";
 
 /// Whether `DEVSTREAM_REQUIRE` (a comma list) names `paddle`: a missing header is then a
 /// failure, not a skip.
 pub fn paddle_required() -> bool {
+    required("paddle")
+}
+
+/// Whether `DEVSTREAM_REQUIRE` (a comma list) names `name`.
+pub fn required(name: &str) -> bool {
     std::env::var("DEVSTREAM_REQUIRE")
-        .map(|list| list.split(',').any(|name| name.trim() == "paddle"))
+        .map(|list| list.split(',').any(|item| item.trim() == name))
         .unwrap_or(false)
 }
