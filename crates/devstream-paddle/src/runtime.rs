@@ -25,13 +25,14 @@
 //!   host→device copy queued behind it moves them to the device, so the copy reads what
 //!   earlier work on the stream wrote there.
 //!
-//! A host function cannot return an error; one that fails keeps its error on the stream, and
-//! the stream's next `query_stream` (once complete) or `synchronize_stream` answers `C_ERROR`.
+//! A host function cannot return an error: one that fails (or a callback that writes a
+//! failing status) unwinds, devstream reports that on the stream that ran it (for a graph,
+//! the launching stream), and that stream's `synchronize_stream` answers `C_ERROR`.
 
 use crate::addr::AddressSpace;
 use crate::select::Backend;
 use crate::sys::{C_Device_st, C_Status, C_Stream, C_ERROR, C_FAILED, C_INTERNAL_ERROR};
-use devstream::{CaptureMode, DeviceBuffer, Event, EventFlags, Graph, Place, Stream};
+use devstream::{CaptureMode, DeviceBuffer, Event, EventFlags, Graph, HostBuffer, Place, Stream};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
@@ -90,12 +91,11 @@ pub struct StreamObj {
     pub stream: Stream,
     /// The handle Paddle knows it by (0 for a null stream).
     pub handle: usize,
-    /// The first error a host function of this stream met, reported by the next query or
-    /// synchronisation.
-    deferred: Arc<Mutex<Option<String>>>,
-    /// Whether a capture begun through the table is open on it.
+    /// Whether a capture begun through the table on this stream is open.
     capturing: AtomicBool,
-    /// The number of the capture begun last (`cuda_stream_capture_info`'s id).
+    /// The capture this stream is in, begun here or joined by waiting on an event recorded in
+    /// it (0: none); `cuda_stream_capture_info`'s id, as CUDA reports the origin's id on every
+    /// stream of a capture.
     capture_id: AtomicU64,
 }
 
@@ -105,42 +105,46 @@ impl StreamObj {
             device,
             stream,
             handle,
-            deferred: Arc::new(Mutex::new(None)),
             capturing: AtomicBool::new(false),
             capture_id: AtomicU64::new(0),
         }
     }
 
-    /// Takes the error a host function left, as `C_ERROR`.
-    fn take_deferred(&self) -> Status {
-        match lock(&self.deferred).take() {
-            Some(message) => {
-                if debug() {
-                    eprintln!("devstream-paddle: stream work failed: {message}");
-                }
-                Err(C_ERROR)
-            }
-            None => Ok(()),
-        }
+    /// Whether the stream may be capturing (it is in a capture this table saw begin or be
+    /// joined, and devstream still says so). Never calls `query`, which would invalidate.
+    fn in_capture(&self) -> bool {
+        self.capture_id.load(Ordering::SeqCst) != 0 && self.stream.is_capturing().unwrap_or(true)
     }
 
-    /// Queues `body` as a host function; an error it returns is kept for the next query or
-    /// synchronisation. Inside a capture it runs again at every launch of the graph (as a
-    /// memcpy node re-reads its source).
+    /// Queues `body` as a host function. Inside a capture it runs again at every launch of
+    /// the graph (as a memcpy node re-reads its source). An error it returns is raised as the
+    /// host function's failure ([`fail_in_host_func`]): devstream reports it on the stream
+    /// that ran the work (the launching stream, for a graph), whose `synchronize_stream`
+    /// then answers `C_ERROR`.
     fn host_func(
         &self,
         what: &'static str,
         mut body: impl FnMut() -> devstream::Result<()> + Send + 'static,
     ) -> Status {
-        let deferred = self.deferred.clone();
         self.stream
             .launch_host_func(move || {
                 if let Err(error) = body() {
-                    lock(&deferred).get_or_insert_with(|| format!("{what}: {error}"));
+                    fail_in_host_func(format!("{what}: {error}"));
                 }
             })
             .check(what)
     }
+}
+
+/// Ends the running host function as failed, with `message`: devstream's only error channel
+/// for host functions is an unwind, which it catches on its worker and reports as
+/// `Error::HostFuncPanicked` on the stream that ran the function. `resume_unwind` does not
+/// run the panic hook (nothing is printed).
+fn fail_in_host_func(message: String) -> ! {
+    if debug() {
+        eprintln!("devstream-paddle: stream work failed: {message}");
+    }
+    std::panic::resume_unwind(Box::new(message))
 }
 
 /// Reads `size` bytes at `offset` of `buffer` through `obj`'s stream, blocking until done.
@@ -163,6 +167,8 @@ pub struct EventObj {
     pub device: usize,
     /// The devstream event.
     pub event: Event,
+    /// The capture it was last recorded in (0: none): a stream that waits on it joins it.
+    capture: AtomicU64,
 }
 
 /// Zeroed, 256-byte aligned host memory, freed when the last holder (the allocation map or
@@ -232,6 +238,10 @@ pub struct Runtime {
     execs: Mutex<HashMap<usize, Arc<GraphObj>>>,
     /// Device memory is host memory (the CPU backend).
     host_backed: bool,
+    /// Captures begun through this table and not ended.
+    open_captures: AtomicUsize,
+    /// The next capture number (process-unique per device type, never 0).
+    next_capture: AtomicU64,
 }
 
 /// A captured graph (`C_CudaGraph`) or its instantiation (`C_GraphExec`): devstream's graph is
@@ -311,6 +321,8 @@ impl Runtime {
             total_memory,
             graphs: Mutex::new(HashMap::new()),
             execs: Mutex::new(HashMap::new()),
+            open_captures: AtomicUsize::new(0),
+            next_capture: AtomicU64::new(1),
             host_backed: backend == Backend::Cpu
                 && std::env::var("DEVSTREAM_PADDLE_CPU_MEMORY").as_deref() != Ok("buffers"),
         })
@@ -403,18 +415,13 @@ impl Runtime {
     /// `query_stream`: `Ok(true)` when complete.
     pub fn query_stream(&self, device: usize, handle: C_Stream) -> Status<bool> {
         let obj = self.stream(device, handle)?;
-        let done = obj.stream.query().check("query_stream")?;
-        if done {
-            obj.take_deferred()?;
-        }
-        Ok(done)
+        obj.stream.query().check("query_stream")
     }
 
     /// `synchronize_stream`.
     pub fn synchronize_stream(&self, device: usize, handle: C_Stream) -> Status {
         let obj = self.stream(device, handle)?;
-        obj.stream.synchronize().check("synchronize_stream")?;
-        obj.take_deferred()
+        obj.stream.synchronize().check("synchronize_stream")
     }
 
     /// `synchronize_device`: every stream of the device, then its null stream.
@@ -426,18 +433,15 @@ impl Runtime {
             .collect();
         let mut result = Ok(());
         for obj in streams.iter().chain(self.null_streams[device].get()) {
-            let r = obj
-                .stream
-                .synchronize()
-                .check("synchronize_device")
-                .and_then(|()| obj.take_deferred());
+            let r = obj.stream.synchronize().check("synchronize_device");
             result = result.and(r);
         }
         result
     }
 
     /// `stream_add_callback`: `callback(device, stream, user_data, &status)` runs once, in
-    /// stream order. Not queued (an error): never called, so the caller keeps `user_data`.
+    /// stream order (inside a capture: at every launch of the graph, as a CUDA host node).
+    /// Not queued (an error): never called, so the caller keeps `user_data`.
     pub fn add_callback(
         &self,
         device: usize,
@@ -449,22 +453,28 @@ impl Runtime {
         let id = device as c_int;
         let stream = Raw(handle as usize);
         let data = Raw(user_data as usize);
-        let mut pending = Some(callback);
         obj.stream
             .launch_host_func(move || {
-                if let Some(callback) = pending.take() {
-                    let mut device = C_Device_st { id };
-                    let mut status = crate::sys::C_SUCCESS;
-                    // SAFETY: the host gave this callback and its data for exactly one call,
-                    // in stream order; `device` and `status` live across the call.
-                    unsafe {
-                        callback(
-                            &mut device,
-                            stream.0 as C_Stream,
-                            data.0 as *mut c_void,
-                            &mut status,
-                        )
-                    };
+                let mut device = C_Device_st { id };
+                let mut status = crate::sys::C_SUCCESS;
+                // SAFETY: the host gave this callback and its data for a call each time the
+                // host function runs: once in stream order, or at every launch of a graph that
+                // captured it (as CUDA runs a captured host node); `device` and `status` live
+                // across the call.
+                unsafe {
+                    callback(
+                        &mut device,
+                        stream.0 as C_Stream,
+                        data.0 as *mut c_void,
+                        &mut status,
+                    )
+                };
+                // A callback that reports a failure through `status` fails the work.
+                if status != crate::sys::C_SUCCESS {
+                    fail_in_host_func(format!(
+                        "stream_add_callback: the callback reported {}",
+                        status.name()
+                    ));
                 }
             })
             .check("stream_add_callback")
@@ -475,7 +485,14 @@ impl Runtime {
         let event =
             Event::new(&self.places[device], EventFlags::default()).check("create_event")?;
         let handle = self.handle();
-        lock(&self.events).insert(handle, Arc::new(EventObj { device, event }));
+        lock(&self.events).insert(
+            handle,
+            Arc::new(EventObj {
+                device,
+                event,
+                capture: AtomicU64::new(0),
+            }),
+        );
         Ok(handle)
     }
 
@@ -492,7 +509,14 @@ impl Runtime {
     pub fn record_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
         let obj = self.stream(device, stream)?;
         let event = self.event(event)?;
-        event.event.record(&obj.stream).check("record_event")
+        event.event.record(&obj.stream).check("record_event")?;
+        let capture = if obj.in_capture() {
+            obj.capture_id.load(Ordering::SeqCst)
+        } else {
+            0
+        };
+        event.capture.store(capture, Ordering::SeqCst);
+        Ok(())
     }
 
     /// `query_event`: `Ok(true)` when complete (or never recorded).
@@ -514,7 +538,13 @@ impl Runtime {
         let event = self.event(event)?;
         obj.stream
             .wait_event(&event.event)
-            .check("stream_wait_event")
+            .check("stream_wait_event")?;
+        // Waiting on work recorded in a capture joins it (fork/join, as in CUDA).
+        let capture = event.capture.load(Ordering::SeqCst);
+        if capture != 0 && obj.stream.is_capturing().unwrap_or(false) {
+            obj.capture_id.store(capture, Ordering::SeqCst);
+        }
+        Ok(())
     }
 
     /// `device_memory_allocate`: `size` bytes and their address. On the CPU backend the memory
@@ -590,6 +620,30 @@ impl Runtime {
         }
     }
 
+    /// Whether asking `obj` whether it is idle is harmless: no capture begun through this
+    /// table is open anywhere (a query during a global-mode capture invalidates it, as in
+    /// CUDA) and the stream is in none.
+    fn may_query(&self, obj: &StreamObj) -> bool {
+        self.open_captures.load(Ordering::SeqCst) == 0 && obj.capture_id.load(Ordering::SeqCst) == 0
+    }
+
+    /// A devstream host buffer of `size` bytes for staging on `obj`'s stream. While a capture
+    /// may be open it is allocated on a helper thread: a host allocation is a potentially
+    /// unsafe call that invalidates a thread-local-mode capture of the calling thread (as
+    /// `cudaMallocHost` does in CUDA); in global mode it still does, and the copy fails.
+    fn staging(&self, obj: &StreamObj, size: usize, what: &str) -> Status<HostBuffer> {
+        if self.may_query(obj) {
+            return obj.stream.alloc_host(size).check(what);
+        }
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| obj.stream.alloc_host(size))
+                .join()
+                .map_err(|_| C_INTERNAL_ERROR)?
+                .check(what)
+        })
+    }
+
     /// Runs `op` (host memory work) in `obj`'s stream order: at once when the stream is idle
     /// and not capturing (so that host code reading the memory next sees it done, as with a
     /// synchronous copy), otherwise as a host function queued on the stream.
@@ -600,7 +654,7 @@ impl Runtime {
         what: &'static str,
         mut op: impl FnMut() + Send + 'static,
     ) -> Status {
-        if !obj.capturing.load(Ordering::SeqCst) && obj.stream.query().check(what)? {
+        if self.may_query(obj) && obj.stream.query().check(what)? {
             op();
         } else {
             obj.host_func(what, move || {
@@ -665,15 +719,14 @@ impl Runtime {
             Target::Buffer(buffer, offset) => (buffer, offset),
         };
         // An idle stream has nothing queued that could still write the source.
-        let capturing = obj.capturing.load(Ordering::SeqCst);
-        if sync || (!capturing && obj.stream.query().check("async_memory_copy_h2d")?) {
+        if sync || (self.may_query(&obj) && obj.stream.query().check("async_memory_copy_h2d")?) {
             // SAFETY: Paddle passes `size` readable bytes at `src` (non-null, checked).
             let bytes = unsafe { std::slice::from_raw_parts(src as *const u8, size) };
             obj.stream
                 .copy_from_host(&buffer, offset, bytes)
                 .check("memory_copy_h2d")?;
         } else {
-            let staging = Arc::new(obj.stream.alloc_host(size).check("async_memory_copy_h2d")?);
+            let staging = Arc::new(self.staging(&obj, size, "async_memory_copy_h2d")?);
             let target = staging.clone();
             let src = Raw(src);
             obj.host_func("async_memory_copy_h2d", move || {
@@ -718,13 +771,12 @@ impl Runtime {
             }
             Target::Buffer(buffer, offset) => (buffer, offset),
         };
-        let staging = obj.stream.alloc_host(size).check("memory_copy_d2h")?;
+        let staging = self.staging(&obj, size, "memory_copy_d2h")?;
         obj.stream
             .copy_device_to_host(&staging, 0, &buffer, offset, size)
             .check("memory_copy_d2h")?;
         if sync {
             obj.stream.synchronize().check("memory_copy_d2h")?;
-            obj.take_deferred()?;
             // SAFETY: Paddle passes `size` writable bytes at `dst` (non-null, checked).
             let out = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, size) };
             return staging.read(0, out).check("memory_copy_d2h");
@@ -820,17 +872,16 @@ impl Runtime {
         let Some(handle) = stream else {
             let bytes =
                 read_device(&src_null, &src_buffer, src_offset, size).check("memory_copy_p2p")?;
-            src_null.take_deferred()?;
             dst_null
                 .stream
                 .copy_from_host(&dst_buffer, dst_offset, &bytes)
                 .check("memory_copy_p2p")?;
             dst_null.stream.synchronize().check("memory_copy_p2p")?;
-            return dst_null.take_deferred();
+            return Ok(());
         };
         // The stream may be either device's: find it on the source first.
         if let Ok(obj) = self.stream(src_device, handle) {
-            let staging = obj.stream.alloc_host(size).check("async_memory_copy_p2p")?;
+            let staging = self.staging(&obj, size, "async_memory_copy_p2p")?;
             obj.stream
                 .copy_device_to_host(&staging, 0, &src_buffer, src_offset, size)
                 .check("async_memory_copy_p2p")?;
@@ -843,7 +894,7 @@ impl Runtime {
             });
         }
         let obj = self.stream(dst_device, handle)?;
-        let staging = Arc::new(obj.stream.alloc_host(size).check("async_memory_copy_p2p")?);
+        let staging = Arc::new(self.staging(&obj, size, "async_memory_copy_p2p")?);
         let target = staging.clone();
         obj.host_func("async_memory_copy_p2p", move || {
             let bytes = read_device(&src_null, &src_buffer, src_offset, size)?;
@@ -870,7 +921,6 @@ impl Runtime {
     fn finish(&self, obj: &StreamObj, sync: bool, what: &str) -> Status {
         if sync {
             obj.stream.synchronize().check(what)?;
-            obj.take_deferred()?;
         }
         Ok(())
     }
@@ -948,8 +998,10 @@ impl Runtime {
         };
         let obj = self.stream(device, stream)?;
         obj.stream.begin_capture(mode).check("begin_capture")?;
-        obj.capture_id.fetch_add(1, Ordering::SeqCst);
+        let id = self.next_capture.fetch_add(1, Ordering::SeqCst);
+        obj.capture_id.store(id, Ordering::SeqCst);
         obj.capturing.store(true, Ordering::SeqCst);
+        self.open_captures.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 
@@ -957,7 +1009,12 @@ impl Runtime {
     pub fn end_capture(&self, device: usize, stream: C_Stream) -> Status<usize> {
         let obj = self.stream(device, stream)?;
         let graph = obj.stream.end_capture();
-        obj.capturing.store(false, Ordering::SeqCst);
+        if graph.is_ok() || !obj.stream.is_capturing().unwrap_or(false) {
+            if obj.capturing.swap(false, Ordering::SeqCst) {
+                self.open_captures.fetch_sub(1, Ordering::SeqCst);
+            }
+            obj.capture_id.store(0, Ordering::SeqCst);
+        }
         let graph = graph.check("end_capture")?;
         let handle = self.handle();
         lock(&self.graphs).insert(handle, Arc::new(GraphObj { device, graph }));
@@ -973,7 +1030,11 @@ impl Runtime {
             Ok(false) if obj.capturing.load(Ordering::SeqCst) => {
                 crate::sys::C_StreamCaptureStatusInvalidated
             }
-            Ok(false) => crate::sys::C_StreamCaptureStatusNone,
+            Ok(false) => {
+                // A joined stream leaves the capture when its origin ends it.
+                obj.capture_id.store(0, Ordering::SeqCst);
+                crate::sys::C_StreamCaptureStatusNone
+            }
             Err(devstream::Error::Capture { .. }) => crate::sys::C_StreamCaptureStatusInvalidated,
             Err(error) => return Err(fail("cuda_stream_capture_info", error)),
         };

@@ -157,12 +157,25 @@ impl Layout {
 /// `sizeof(C_DeviceInterface)` of the Paddle 3.3 table (with graph capture).
 pub const INTERFACE_SIZE_3_3: usize = crate::sys::LAYOUT_PADDLE_3_3.interface_size;
 
-/// The layout a host announces with these two sizes, or `None` for any other pair: the pairs
-/// of the published Paddle releases on 64-bit targets, as `sys.rs` lists them
-/// (`KNOWN_LAYOUTS`: 88/912 for 2.6, 96 with 920, 976, 1032 or 1128 for 3.0 to 3.3).
+/// The layout a host announces with these two sizes, or `None`.
+///
+/// Accepted, as Paddle's own `PADDLE_CUSTOM_RUNTIME_CHECK_VERSION` accepts when *either* size
+/// matches the header a plug-in was built against:
+/// * a table of exactly the size of the 3.3 table this crate declares (1128 bytes), whatever
+///   the params size: the fields written into the params (`version`, `device_type`,
+///   `sub_device_type`, offsets 16..56) exist in every params layout. devstream's loader
+///   identifies a plug-in's table this way (params size 0, one known table size at a time),
+///   so this is how it learns that the graph-capture functions are there;
+/// * the exact pairs of the older releases `sys.rs` lists in `KNOWN_LAYOUTS` (88/912 for
+///   2.6; 96 with 920, 976 or 1032 for 3.0 to 3.2): only their stable prefix is filled.
+///
+/// Any other pair is refused (on 32-bit targets every pair).
 pub fn classify(params_size: usize, interface_size: usize) -> Option<Layout> {
     if cfg!(not(target_pointer_width = "64")) {
         return None;
+    }
+    if interface_size == INTERFACE_SIZE_3_3 {
+        return Some(Layout::Paddle3 { interface_size });
     }
     let known = crate::sys::KNOWN_LAYOUTS
         .iter()
@@ -236,7 +249,14 @@ mod tests {
         assert!(matches!(classify(96, 1032), Some(Layout::Paddle3 { .. })));
         assert!(matches!(classify(88, 912), Some(Layout::Paddle2 { .. })));
         assert_eq!(classify(96, 912), None);
-        assert_eq!(classify(88, 1128), None);
+        assert_eq!(
+            classify(0, 912),
+            None,
+            "an older table only as its exact pair"
+        );
+        // The 3.3 table this crate declares, whatever the params size (Paddle's macro).
+        assert!(matches!(classify(0, 1128), Some(Layout::Paddle3 { .. })));
+        assert!(matches!(classify(88, 1128), Some(Layout::Paddle3 { .. })));
         assert_eq!(classify(96, 2048), None);
         assert_eq!(classify(0, 0), None);
         assert_eq!(INTERFACE_SIZE_3_3, 1128);

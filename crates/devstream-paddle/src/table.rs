@@ -574,7 +574,7 @@ unsafe extern "C" fn cuda_stream_capture_info<const B: usize>(
     guarded(|| {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
-        if status.is_null() || !dependencies.is_null() {
+        if status.is_null() {
             return Err(C_ERROR);
         }
         let (state, number) = rt.capture_info(d, stream)?;
@@ -587,6 +587,9 @@ unsafe extern "C" fn cuda_stream_capture_info<const B: usize>(
             }
             if !graph.is_null() {
                 graph.write(std::ptr::null_mut());
+            }
+            if !dependencies.is_null() {
+                dependencies.write(std::ptr::null_mut());
             }
             if !edge_data.is_null() {
                 edge_data.write(std::ptr::null_mut());

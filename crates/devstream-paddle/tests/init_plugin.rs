@@ -115,7 +115,9 @@ fn a_copy_registers_the_type_its_name_names_once() {
     let init = open(&copy_as("a_copy", "libdevstream_cpu.so"));
     // Sizes of no published release: nothing is written.
     assert_eq!(offer(init, 96, 2048), (None, false));
-    assert_eq!(offer(init, 88, 1128), (None, false));
+    assert_eq!(offer(init, 96, 912), (None, false));
+    assert_eq!(offer(init, 0, 912), (None, false));
+    assert_eq!(offer(init, 0, 4000), (None, false));
     assert_eq!(offer(init, 0, 0), (None, false));
     // Paddle 2.6: 88-byte params, 912-byte table; nothing written beyond either.
     assert_eq!(offer(init, 88, 912), (Some("devstream_cpu".into()), false));
@@ -123,6 +125,16 @@ fn a_copy_registers_the_type_its_name_names_once() {
     assert_eq!(offer(init, 96, 1128), (None, false));
     // SAFETY: a null params pointer is refused without a crash.
     unsafe { init(std::ptr::null_mut()) };
+}
+
+#[test]
+fn the_3_3_table_alone_identifies_the_plug_in_as_devstreams_loader_asks() {
+    // devstream's loader offers params size 0 with one known table size at a time.
+    let init = open(&copy_as("table_only", "libdevstream_cpu.so"));
+    for table in [912, 920, 976, 1032] {
+        assert_eq!(offer(init, 0, table), (None, false), "{table}");
+    }
+    assert_eq!(offer(init, 0, 1128), (Some("devstream_cpu".into()), false));
 }
 
 #[test]
