@@ -11,11 +11,12 @@
 //! * **One library, several types**: see [`select`]. `cargo xtask paddle-plugins` writes one
 //!   copy per type (`libdevstream_cpu.so`, `libdevstream_wgpu.so`, ...) into
 //!   `target/paddle-plugins/`; point `CUSTOM_DEVICE_ROOT` there.
-//! * **Layouts**: the plug-in reads the sizes the host announces (`params->size`,
-//!   `interface->size`), accepts the pairs of the published releases (`sys.rs`'s
-//!   `KNOWN_LAYOUTS`: Paddle 2.6, 3.0 to 3.3), writes only fields inside the announced table,
-//!   and returns without writing `device_type` for any other pair. Graph capture exists only in
-//!   the 3.3 table.
+//! * **Layouts** ([`select::classify`]): the plug-in reads the sizes the host announces
+//!   (`params->size`, `interface->size`), accepts the pairs of the published releases
+//!   (`sys.rs`'s `KNOWN_LAYOUTS`: Paddle 2.6, 3.0 to 3.3) and the 3.3 table size alone (as
+//!   Paddle's `PADDLE_CUSTOM_RUNTIME_CHECK_VERSION` does), writes only fields inside the
+//!   announced table, and returns without writing `device_type` for any other pair. Graph
+//!   capture exists only in the 3.3 table.
 //! * **Memory** ([`runtime`]): `devstream_cpu` hands out host memory at its own address
 //!   (Paddle's CPU-kernel fallback writes custom-device tensors through the pointer); the
 //!   other types hand out devstream buffers behind addresses from a reserved, never-mapped
