@@ -926,6 +926,33 @@ fn host_fn_calls_the_api_of_another_place() {
 // Hostile panics
 // ---------------------------------------------------------------------------------------------
 
+/// A host function panics with a payload whose `Drop` panics with another such payload, four
+/// billion times over: the backend drops a bounded number of them (and leaks the rest) instead
+/// of spending hours dropping them one by one on its worker; the panic is reported in time.
+#[test]
+fn host_fn_panics_with_an_endless_chain_of_panicking_payloads() {
+    for_each_place_isolated(
+        "hostile::host_fn_panics_with_an_endless_chain_of_panicking_payloads",
+        |place| {
+            if !host_funcs(place) {
+                return Ok(());
+            }
+            Bomb::quiet();
+            let stream = Stream::new(place)?;
+            let log: Log<&'static str> = Log::new();
+            stream.launch_host_func(|| std::panic::panic_any(Bomb(u32::MAX)))?;
+            stream.launch_host_func(log.task("after"))?;
+            let id = stream.id();
+            assert_err!(
+                sync_soon(&stream, "synchronize after the endless panic"),
+                Error::HostFuncPanicked { stream, .. } if stream == id
+            );
+            assert!(log.contains(&"after"), "work after the panic did not run");
+            place_still_works(place)
+        },
+    );
+}
+
 /// A host function panics with a payload whose `Drop` panics (three levels): synchronize
 /// reports `HostFuncPanicked` for that stream in time; later work still runs; another stream and
 /// the place still work; the same from a graph (issue 12 item 8).

@@ -11,6 +11,7 @@
 //! * the backend traits in [`traits`]: [`DeviceBackend`], [`DeviceStream`], [`DeviceEvent`],
 //!   [`DeviceGraph`], [`DeviceFlag`], [`DeviceBuffer`], [`HostBuffer`];
 //! * [`comm`]: collectives' element types, reductions, communicator ids and backend traits;
+//! * [`panic`]: containing panics of user code (host closures, destructors, payloads);
 //! * [`current`]: per-thread, per-place current-stream slots with RAII guards;
 //! * [`pool`]: a lazily created round-robin pool of streams per place and priority.
 //!
@@ -31,6 +32,7 @@ pub mod comm;
 pub mod current;
 mod error;
 mod options;
+pub mod panic;
 mod place;
 pub mod pool;
 mod priority;

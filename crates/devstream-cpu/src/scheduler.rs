@@ -15,8 +15,8 @@ use crate::event::EventInner;
 use crate::flag::FlagInner;
 use crate::lock;
 use crate::stream::StreamInner;
+use devstream_core::panic::{drop_contained, take_message};
 use devstream_core::{Error, HostFn, Result};
-use std::any::Any;
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::mem::ManuallyDrop;
@@ -42,7 +42,7 @@ pub(crate) type KernelFn = Box<dyn FnMut(&mut [&mut [u8]]) + Send + 'static>;
 /// User code the backend owns (a host function or a kernel closure), whose destructor may
 /// panic. Wherever it is dropped (on a worker after it ran, with a graph or a discarded
 /// capture on a user's thread, also while that thread unwinds), the destructor runs inside
-/// `catch_unwind` and a panic payload whose own destructor panics is leaked. So no worker ever
+/// `catch_unwind` and panic payloads go through `devstream_core::panic::drop_payload`. So no worker ever
 /// dies of user code and no drop of a devstream object panics.
 pub(crate) struct UserFn<F>(ManuallyDrop<F>);
 
@@ -61,7 +61,7 @@ impl<F> UserFn<F> {
         // SAFETY: `this` is never dropped (ManuallyDrop), so the closure is taken exactly once
         // and not touched again.
         let f = unsafe { ManuallyDrop::take(&mut this.0) };
-        drop_quietly(f)
+        drop_contained(f)
     }
 }
 
@@ -70,31 +70,8 @@ impl<F> Drop for UserFn<F> {
         // SAFETY: this is the drop of `self`; the closure is taken once and `self.0` is never
         // used again.
         let f = unsafe { ManuallyDrop::take(&mut self.0) };
-        let _message = drop_quietly(f);
+        let _message = drop_contained(f);
     }
-}
-
-/// Drops `value` inside `catch_unwind`; the message of the destructor's panic, if any.
-fn drop_quietly<T>(value: T) -> Option<String> {
-    catch_unwind(AssertUnwindSafe(move || drop(value)))
-        .err()
-        .map(consume_payload)
-}
-
-/// The message of a panic payload; the payload is dropped inside `catch_unwind` and leaked if
-/// its destructor panics too (that payload could panic again when dropped).
-fn consume_payload(payload: Box<dyn Any + Send>) -> String {
-    let message = if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_string()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "non-string panic payload".to_string()
-    };
-    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-        std::mem::forget(again);
-    }
-    message
 }
 
 /// An operation that can be captured into a graph and replayed any number of times (so every
@@ -391,7 +368,7 @@ fn run_kernel(kernel: &mut KernelFn, buffers: &[Arc<BufferInner>]) {
 fn guarded(stream: u64, prefix: &str, f: impl FnOnce()) -> Result<()> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|payload| Error::HostFuncPanicked {
         stream,
-        message: format!("{prefix}{}", consume_payload(payload)),
+        message: format!("{prefix}{}", take_message(payload)),
     })
 }
 

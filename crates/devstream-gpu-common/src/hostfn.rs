@@ -2,6 +2,7 @@
 //! until the stream's next `synchronize`, and the objects a capture owns until its graph does.
 
 use crate::raw::{RawApi, RawStream};
+use devstream_core::panic::{drop_contained, drop_payload, take_message};
 use devstream_core::{Error, HostFn, Result};
 use std::any::Any;
 use std::cell::Cell;
@@ -43,23 +44,6 @@ impl Drop for CallbackScope {
 #[inline]
 pub(crate) fn in_host_function() -> bool {
     IN_CALLBACK.try_with(Cell::get).unwrap_or(false)
-}
-
-/// Drops a panic payload; if its own `Drop` panics, that second payload is leaked (forgotten)
-/// rather than dropped, so that nothing unwinds further (into the runtime, or out of a thread
-/// loop).
-pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
-    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-        std::mem::forget(again);
-    }
-}
-
-/// Drops `value` where no panic may escape (a runtime callback, a release): a panic of its
-/// `Drop` is caught and its payload dropped with [`drop_payload`].
-pub(crate) fn drop_quietly<T>(value: T) {
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
-        drop_payload(payload);
-    }
 }
 
 type ReleaseJob = Box<dyn FnOnce() + Send>;
@@ -241,7 +225,7 @@ struct DefState {
 impl Drop for DefState {
     fn drop(&mut self) {
         for item in self.keep.drain(..) {
-            drop_quietly(item);
+            drop_contained(item);
         }
     }
 }
@@ -310,20 +294,9 @@ pub(crate) struct HostCall {
     pub(crate) sink: PanicSink,
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "host function panicked (non-string payload)".to_string()
-    }
-}
-
 fn run(call: &mut HostCall) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(|| (call.f)())) {
-        call.sink.raise(panic_message(payload.as_ref()));
-        drop_payload(payload);
+        call.sink.raise(take_message(payload));
     }
 }
 
@@ -337,7 +310,7 @@ pub(crate) unsafe extern "C" fn host_once(data: *mut c_void) {
     let mut call = unsafe { Box::from_raw(data.cast::<HostCall>()) };
     run(&mut call);
     // A closure whose drop panics must not unwind into the runtime either.
-    drop_quietly(call);
+    drop_contained(call);
 }
 
 /// Trampoline of a host function captured into a graph: runs it, leaves it owned by the graph.
@@ -481,7 +454,7 @@ impl Drop for ClaimedSlot<'_> {
                 // SAFETY: still claimed by us (the launch failed or never happened).
                 unsafe { (*f).take() }
             });
-            drop_quietly(f);
+            drop_contained(f);
             self.slot.busy.store(false, Ordering::Release);
         }
     }
@@ -504,12 +477,9 @@ pub(crate) unsafe extern "C" fn host_slot(data: *mut c_void) {
     if let Some(mut f) = f {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(&mut f)) {
             // SAFETY: the ring outlives the call (contract).
-            unsafe { &*slot.ring }
-                .panic
-                .raise(panic_message(payload.as_ref()));
-            drop_payload(payload);
+            unsafe { &*slot.ring }.panic.raise(take_message(payload));
         }
-        drop_quietly(f);
+        drop_contained(f);
     }
     // Last touch of the slot: after this the launcher may reuse it.
     slot.busy.store(false, Ordering::Release);
@@ -529,7 +499,7 @@ impl Drop for OwnedHostCall {
         // SAFETY: the pointer came from Box::into_raw and no launch can run any more (the owner
         // releases it only after the graph's last launch completed, or when the capture failed).
         let call = unsafe { Box::from_raw(self.0) };
-        drop_quietly(call);
+        drop_contained(call);
     }
 }
 
@@ -597,8 +567,7 @@ pub(crate) unsafe extern "C" fn stream_callback<A: RawApi>(
         }))
     };
     if let Err(payload) = catch_unwind(AssertUnwindSafe(move || f(result))) {
-        sink.raise(panic_message(payload.as_ref()));
-        drop_payload(payload);
+        sink.raise(take_message(payload));
     }
 }
 

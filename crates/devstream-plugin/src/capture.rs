@@ -17,9 +17,10 @@
 //!   `synchronize`, beginning twice, and work held on the host behind a flag.
 
 use crate::buffer::{DeviceInner, HostInner};
-use crate::queue::{drop_contained, lock, swallow_panic, StreamCore};
+use crate::queue::{lock, StreamCore};
 use crate::runtime::CaptureState;
 use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
+use devstream_core::panic::{drop_contained, drop_payload};
 use devstream_core::{CaptureMode, Error, HostFn, Result};
 use std::any::Any;
 use std::ffi::c_void;
@@ -308,7 +309,7 @@ pub(crate) unsafe extern "C" fn graph_trampoline(
         let mut f = lock(&payload.f);
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| (*f)())) {
             drop(f);
-            let message = crate::queue::panic_message(&*panic);
+            let message = devstream_core::panic::message(panic.as_ref());
             let launch = lock(&payload.launches)
                 .iter()
                 .find(|l| l.handle == stream as usize)
@@ -326,10 +327,10 @@ pub(crate) unsafe extern "C" fn graph_trampoline(
                     payload.origin
                 ),
             }
-            swallow_panic(panic);
+            drop_payload(panic);
         }
     }));
     if let Err(panic) = outcome {
-        swallow_panic(panic);
+        drop_payload(panic);
     }
 }

@@ -19,6 +19,7 @@
 
 use crate::runtime::{Handle, Runtime};
 use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
+use devstream_core::panic::{self, drop_contained, drop_payload};
 use devstream_core::{Error, Place, Result};
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
@@ -1138,16 +1139,6 @@ pub(crate) enum Callback {
     BlockUntil(Arc<HostFlag>, u32),
 }
 
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a non-string panic payload".to_owned()
-    }
-}
-
 /// Restores the previous running host function (host functions may nest on a plug-in that
 /// runs callbacks inside `stream_add_callback`).
 struct HostFnScope(Option<(u64, u64, u64)>);
@@ -1199,7 +1190,7 @@ unsafe extern "C" fn trampoline(
                     HOST_FN.with(|current| current.replace(Some((queue, seq, stream)))),
                 );
                 if let Err(payload) = catch_unwind(AssertUnwindSafe(&mut f)) {
-                    let message = panic_message(&*payload);
+                    let message = panic::message(payload.as_ref());
                     let mut first = lock(&errors);
                     if first.is_none() {
                         *first = Some(Error::HostFuncPanicked { stream, message });
@@ -1207,41 +1198,20 @@ unsafe extern "C" fn trampoline(
                     drop(first);
                     // A payload whose drop panics (with payloads whose drops panic, ...) must
                     // not escape either.
-                    swallow(payload);
+                    drop_payload(payload);
                 }
                 drop(scope);
                 drop_contained(f);
             }
             Callback::SetFlag(flag, value) => flag.set(value),
-            Callback::Release(payload) => drop_contained(payload),
+            Callback::Release(payload) => {
+                drop_contained(payload);
+            }
             Callback::BlockUntil(flag, value) => flag.wait_until(value),
         }
     }));
     if let Err(payload) = outcome {
-        swallow(payload);
-    }
-}
-
-/// Drops `value`, containing a panic of its destructor (and of the payloads such panics carry).
-pub(crate) fn drop_contained<T>(value: T) {
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
-        swallow(payload);
-    }
-}
-
-/// [`swallow`] for the capture module.
-pub(crate) fn swallow_panic(payload: Box<dyn Any + Send>) {
-    swallow(payload)
-}
-
-/// Drops a panic payload, and the payloads its destructor panics with, until one drops
-/// quietly: nothing of it unwinds into the plug-in or kills a devstream thread.
-fn swallow(mut payload: Box<dyn Any + Send>) {
-    loop {
-        match catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-            Ok(()) => return,
-            Err(next) => payload = next,
-        }
+        drop_payload(payload);
     }
 }
 
@@ -1439,7 +1409,7 @@ impl Job {
                     std::mem::forget(then);
                 } else {
                     if let Err(payload) = catch_unwind(AssertUnwindSafe(then)) {
-                        swallow(payload);
+                        drop_payload(payload);
                     }
                 }
                 None

@@ -3,11 +3,12 @@
 
 use crate::event::{EventInner, WgpuEvent};
 use crate::flag::WgpuFlag;
-use crate::hostfn::{drop_payload, drop_user, Runners};
+use crate::hostfn::Runners;
 use crate::kernel::InternalKernels;
 use crate::sched::{Sched, Step};
 use crate::stream::WgpuStream;
 use crate::util::{block_on, lock, Signal};
+use devstream_core::panic::{drop_contained, drop_payload};
 use devstream_core::{
     BackendKind, Capabilities, CaptureSupport, DeviceBackend, Error, EventFlags, LiveCounts, Place,
     PriorityRange, Result, StreamOptions,
@@ -112,7 +113,7 @@ fn enumerate() -> Enumeration {
                 entries: Vec::new(),
                 unavailable: Some(format!(
                     "creating the wgpu instance failed: {}",
-                    crate::util::panic_message(payload.as_ref())
+                    devstream_core::panic::take_message(payload)
                 )),
             }
         }
@@ -225,7 +226,7 @@ impl Drop for DeviceShared {
         for state in streams.into_values() {
             for item in state.held {
                 if let crate::sched::Held::HostFunc(f) = item {
-                    drop_user(f);
+                    drop_contained(f);
                 }
             }
         }
@@ -376,7 +377,7 @@ impl DeviceShared {
             backend: "wgpu",
             call: "Device::poll",
             code: 0,
-            message: crate::util::panic_message(payload.as_ref()),
+            message: devstream_core::panic::take_message(payload),
         };
         let mut slot = lock(&self.fault);
         if slot.is_none() {
@@ -663,7 +664,7 @@ fn place_device(place: &Place) -> Result<(Arc<DeviceShared>, WgpuStream)> {
                 reason: format!(
                     "request_device on {:?} panicked: {}",
                     info.name,
-                    crate::util::panic_message(payload.as_ref())
+                    devstream_core::panic::take_message(payload)
                 ),
             })
         }

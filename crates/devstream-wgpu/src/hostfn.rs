@@ -12,9 +12,9 @@
 //! functions on one stream costs no hand-off per function.
 
 use crate::device::DeviceShared;
-use crate::util::{lock, panic_message};
+use crate::util::lock;
+use devstream_core::panic::{drop_contained, drop_payload};
 use devstream_core::HostFn;
-use std::any::Any;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -89,7 +89,7 @@ impl Runners {
         };
         self.ready.notify_all();
         for (_, f) in jobs {
-            drop_user(f);
+            drop_contained(f);
         }
     }
 }
@@ -129,7 +129,7 @@ fn runner(weak: Weak<DeviceShared>, runners: &Runners) {
         match weak.upgrade() {
             Some(device) => crate::sched::run_host_func(&device, id, f),
             None => {
-                drop_user(f);
+                drop_contained(f);
             }
         }
     }
@@ -159,23 +159,4 @@ impl Drop for InHostFunc {
 /// The host function this thread is running, if any: its device and stream.
 pub(crate) fn running() -> Option<(Arc<DeviceShared>, u64)> {
     RUNNING.try_with(|r| r.borrow().clone()).ok().flatten()
-}
-
-/// Drops a panic payload, whose `Drop` is user code and may panic: that second panic is caught
-/// and its payload leaked (its `Drop` may panic as well).
-pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
-    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-        std::mem::forget(again);
-    }
-}
-
-/// Drops a user value (a host closure) whose `Drop` may panic; returns the panic's message.
-pub(crate) fn drop_user<T>(value: T) -> Option<String> {
-    catch_unwind(AssertUnwindSafe(move || drop(value)))
-        .err()
-        .map(|payload| {
-            let message = panic_message(payload.as_ref());
-            drop_payload(payload);
-            message
-        })
 }

@@ -44,7 +44,7 @@
 //!
 //! A panic in a host function, in its closure's `Drop`, or in the `Drop` of either panic's
 //! payload is caught and reported by the stream's `synchronize` as `Error::HostFuncPanicked`
-//! (a payload whose `Drop` panics again is leaked); the device's threads never die of it.
+//! (payloads, nested ones too, are dropped by `devstream_core::panic`); the device's threads never die of it.
 //!
 //! Events are submission indices (a per-device ticket): `query` never blocks (it asks for that
 //! submission with a zero timeout). Timing uses timestamp queries written inside the encoder where

@@ -22,8 +22,9 @@ use crate::device::{DeviceShared, Ticket, LIVE_STREAMS};
 use crate::event::Record;
 use crate::flag::FlagInner;
 use crate::graph::SharedSession;
-use crate::hostfn::{drop_payload, drop_user, InHostFunc};
+use crate::hostfn::InHostFunc;
 use crate::util::lock;
+use devstream_core::panic::drop_contained;
 use devstream_core::{Error, HostFn};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -150,7 +151,7 @@ pub(crate) fn submit_locked(
                 backend: "wgpu",
                 call: "Queue::submit",
                 code: 0,
-                message: crate::util::panic_message(payload.as_ref()),
+                message: devstream_core::panic::take_message(payload),
             };
             device.set_fault(error.clone());
             failure.get_or_insert(error);
@@ -411,17 +412,15 @@ pub(crate) fn step(device: &Arc<DeviceShared>) -> Step {
 /// Runs a host function of stream `id` (outside the scheduler lock, on a runner thread), then
 /// lets the stream go on: its next work is released here, and its next host function, when it
 /// is ready at once, runs here too. Every panic is caught: in the call, in the closure's `Drop`
-/// and in the `Drop` of either panic's payload (a payload whose `Drop` panics again is leaked).
+/// and in the `Drop` of either panic's payload (payloads go through `devstream_core::panic::drop_payload`).
 pub(crate) fn run_host_func(device: &Arc<DeviceShared>, id: u64, mut f: HostFn) {
     loop {
         let panicked = {
             let _running = InHostFunc::enter(device, id);
-            let ran = catch_unwind(AssertUnwindSafe(&mut f)).err().map(|payload| {
-                let message = crate::util::panic_message(payload.as_ref());
-                drop_payload(payload);
-                message
-            });
-            let dropped = drop_user(f);
+            let ran = catch_unwind(AssertUnwindSafe(&mut f))
+                .err()
+                .map(devstream_core::panic::take_message);
+            let dropped = drop_contained(f);
             ran.or(dropped)
         };
         let mut sched = lock(&device.sched);

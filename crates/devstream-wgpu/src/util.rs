@@ -86,17 +86,6 @@ impl Signal {
     }
 }
 
-/// The text of a panic payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic with a non-string payload".to_owned()
-    }
-}
-
 /// `value` rounded down to a multiple of `align` (a power of two).
 pub(crate) fn align_down(value: u64, align: u64) -> u64 {
     value & !(align - 1)
