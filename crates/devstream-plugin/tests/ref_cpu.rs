@@ -23,9 +23,14 @@ fn place() -> Option<Place> {
         return None;
     }
     let place: Place = format!("{}:0", ref_cpu::DEVICE_TYPE).parse().unwrap();
-    // Found by discovery next to the other test plug-ins; also loadable by path.
-    if PluginBackend::capabilities(&place).is_err() {
-        devstream_plugin::load_plugin(ref_cpu::LIBRARY.unwrap()).unwrap();
+    // Found by discovery next to the other test plug-ins (so the conformance suite and the
+    // examples run on it too).
+    if let Err(error) = PluginBackend::capabilities(&place) {
+        panic!(
+            "ref_cpu was built ({:?}) but discovery did not load it: {error}; failures: {:?}",
+            ref_cpu::LIBRARY,
+            devstream_plugin::load_failures()
+        );
     }
     Some(place)
 }
