@@ -689,27 +689,29 @@ impl CpuComm {
         // From here on a failure drops `inner`, which marks this rank as left.
         let started = Instant::now();
         let joined = poll_until(started + timeout, || {
+            // Every rank joined (some may have left or died since: their peers' first
+            // collective fails): done, whatever happened after.
+            let states: Vec<u64> = (0..nranks)
+                .map(|r| seg.state(r).load(Ordering::Acquire))
+                .collect();
+            if states.iter().all(|&s| s == ALIVE || s == LEFT) {
+                return Some(Ok(()));
+            }
             if let Some(error) = inner.aborted(op) {
                 // A rank gave up waiting (its deadline passed): fail at once too. The segment
                 // file stays so that later joiners see that as well.
                 return Some(Err(error));
             }
-            let mut all = true;
-            for r in 0..nranks {
-                match seg.state(r).load(Ordering::Acquire) {
-                    ALIVE => {
-                        let pid = seg.pid(r).load(Ordering::Relaxed) as u32;
-                        let start = seg.start_time(r).load(Ordering::Relaxed);
-                        if !process_alive(pid, start) {
-                            return Some(Err(inner.fail(op, CommFailure::PeerDied, r, "")));
-                        }
+            for (r, &state) in states.iter().enumerate() {
+                if state == ALIVE {
+                    let pid = seg.pid(r).load(Ordering::Relaxed) as u32;
+                    let start = seg.start_time(r).load(Ordering::Relaxed);
+                    if !process_alive(pid, start) {
+                        return Some(Err(inner.fail(op, CommFailure::PeerDied, r, "")));
                     }
-                    // It joined and left already: its peers' first collective fails.
-                    LEFT => {}
-                    _ => all = false,
                 }
             }
-            all.then_some(Ok(()))
+            None
         });
         let error = match joined {
             Some(Ok(())) => {
