@@ -588,17 +588,20 @@ fn a_rank_that_leaves_fails_its_peers_with_a_typed_error() {
 
 #[test]
 fn a_stalled_collective_fails_at_the_deadline_on_every_rank() {
-    let results = on_ranks(2, |comm, s| {
+    let given_up = Arc::new(Barrier::new(2));
+    let results = on_ranks(2, move |comm, s| {
         comm.set_timeout(Duration::from_millis(300));
         let buf = s.alloc(8)?;
         let started = Instant::now();
         if comm.rank() == 0 {
             s.all_reduce(&comm, &buf, &buf, 2, DataType::I32, ReduceOp::Sum)?;
             let e = s.synchronize().unwrap_err();
-            Ok((comm_failure(&e), started.elapsed()))
+            let took = started.elapsed();
+            given_up.wait();
+            Ok((comm_failure(&e), took))
         } else {
-            // Rank 1 never takes part until rank 0 has given up.
-            std::thread::sleep(Duration::from_millis(1500));
+            // Rank 1 takes part only once rank 0 has given up: the communicator has failed.
+            given_up.wait();
             s.all_reduce(&comm, &buf, &buf, 2, DataType::I32, ReduceOp::Sum)?;
             let e = s.synchronize().unwrap_err();
             Ok((comm_failure(&e), started.elapsed()))
