@@ -23,8 +23,8 @@ use crate::buffer::{BufferInner, CpuBuffer};
 use crate::comm_engine::{self, Cleanup, Pending, Readers, Want};
 use crate::comm_reduce::reduce;
 use crate::comm_shm::{
-    self, comm_dir, failure_of, poll_until, process_alive, write_payload, Payload, Segment, ALIVE,
-    EMPTY, LEFT,
+    self, comm_dir, failure_of, poll_until, process_alive, Payload, Pool, Segment, ALIVE, EMPTY,
+    LEFT,
 };
 use crate::flag::CpuFlag;
 use crate::scheduler::{running_stream, CommonOp, Op, UserFn};
@@ -157,6 +157,8 @@ pub(crate) fn describe(desc: u64) -> String {
 /// One rank's membership of a communicator (shared by its handles and queued collectives).
 pub(crate) struct CommInner {
     pub(crate) seg: Arc<Segment>,
+    /// This rank's payload files kept for reuse.
+    pool: Arc<Pool>,
     pub(crate) rank: usize,
     pub(crate) nranks: usize,
     timeout_nanos: AtomicU64,
@@ -229,6 +231,7 @@ impl Drop for CommInner {
     fn drop(&mut self) {
         let seg = &self.seg;
         seg.state(self.rank).store(LEFT, Ordering::Release);
+        self.pool.close();
         let everyone_gone = (0..self.nranks).all(|r| {
             r == self.rank
                 || seg.state(r).load(Ordering::Acquire) == LEFT
@@ -340,11 +343,12 @@ impl CollOp {
                 {
                     let send = self.send.as_ref().map(|b| lock(&b.data));
                     let data = send.as_ref().map_or(&[][..], |d| &d[..bytes]);
-                    write_payload(name, &path, &[&header, data])?;
+                    comm.pool.publish(name, &path, &[&header, data])?;
                 }
                 seg.sent(me, peer).store(seq, Ordering::Release);
                 comm_engine::cleanup(Cleanup {
                     seg: seg.clone(),
+                    pool: comm.pool.clone(),
                     rank: me,
                     nranks: comm.nranks,
                     path,
@@ -390,10 +394,11 @@ impl CollOp {
                         };
                         let data = source.map(|b| lock(&b.data));
                         let slice = data.as_ref().map_or(&[][..], |d| &d[range]);
-                        write_payload(name, &path, &[slice])?;
+                        comm.pool.publish(name, &path, &[slice])?;
                     }
                     comm_engine::cleanup(Cleanup {
                         seg: seg.clone(),
+                        pool: comm.pool.clone(),
                         rank: me,
                         nranks: n,
                         path,
@@ -463,7 +468,6 @@ impl CollOp {
             if code != u64::from(self.dtype.code()) || count != self.count as u64 {
                 let theirs = DataType::from_code(code as u8)
                     .map_or_else(|| "?".to_string(), |t| t.to_string());
-                let _ = std::fs::remove_file(&path);
                 seg.received(me, peer).store(seq, Ordering::Release);
                 return Err(comm.fail(
                     name,
@@ -480,7 +484,7 @@ impl CollOp {
                 let mut data = lock(&buf.data);
                 payload.read_at(name, 16, &mut data[..bytes])?;
             }
-            let _ = std::fs::remove_file(&path);
+            // The sender recycles the file once `received` says so.
             seg.received(me, peer).store(seq, Ordering::Release);
             return Ok(());
         }
@@ -678,6 +682,7 @@ impl CpuComm {
         seg.state(rank).store(ALIVE, Ordering::Release);
         let inner = Arc::new(CommInner {
             seg: seg.clone(),
+            pool: Arc::new(Pool::new(&path, rank)),
             rank,
             nranks,
             timeout_nanos: AtomicU64::new(timeout.as_nanos().min(u128::from(u64::MAX)) as u64),
@@ -732,9 +737,9 @@ impl CpuComm {
                 )
             }
         };
-        drop(inner); // marks this rank as left
-                     // The last rank to give up removes the segment (a later joiner makes a new one and
-                     // fails at its own deadline).
+        // Dropping `inner` marks this rank as left; the last rank to give up removes the
+        // segment (a later joiner makes a new one and fails at its own deadline).
+        drop(inner);
         if (0..nranks).all(|r| matches!(seg.state(r).load(Ordering::Acquire), EMPTY | LEFT)) {
             let _ = std::fs::remove_file(&path);
         }

@@ -9,7 +9,7 @@
 //! removes payload files once their readers are done.
 
 use crate::comm::{CommInner, Instance};
-use crate::comm_shm::Segment;
+use crate::comm_shm::{Pool, Segment};
 use crate::lock;
 use devstream_core::{CommFailure, Error, Result};
 use std::path::PathBuf;
@@ -152,9 +152,10 @@ pub(crate) enum Readers {
     P2p { dst: usize, seq: u64 },
 }
 
-/// A payload file to remove once its readers are done (or gone, or after twice the deadline).
+/// A payload file to recycle once its readers are done (or gone, or after twice the deadline).
 pub(crate) struct Cleanup {
     pub(crate) seg: Arc<Segment>,
+    pub(crate) pool: Arc<Pool>,
     pub(crate) rank: usize,
     pub(crate) nranks: usize,
     pub(crate) path: PathBuf,
@@ -175,10 +176,15 @@ impl Cleanup {
                 self.seg.received(dst, self.rank).load(Acquire) < seq && !self.gone(dst)
             }
         };
-        if needed && Instant::now() < self.expires {
+        if !needed {
+            self.pool.recycle(&self.path);
+        } else if Instant::now() >= self.expires {
+            // A reader may still be late: unlink rather than reuse (an open file keeps its
+            // data; a reader that has not opened it yet fails with a transport error).
+            let _ = std::fs::remove_file(&self.path);
+        } else {
             return false;
         }
-        let _ = std::fs::remove_file(&self.path);
         true
     }
 

@@ -16,9 +16,10 @@
 //!
 //! Everything in it is an `AtomicU64`; ranks in one process map the file once each and share
 //! pages with ranks in other processes through the page cache. Payloads go through plain files
-//! (`pwrite`/`pread`): collective `k` of rank `r` in `<segment>-c<k>-r<r>`, the `k`-th message
+//! (`write`/`pread`): collective `k` of rank `r` in `<segment>-c<k>-r<r>`, the `k`-th message
 //! from `s` to `d` in `<segment>-p<s>-<d>-<k>`. A payload file is written completely before
-//! the counter that announces it is stored (release), and removed once every reader is done.
+//! the counter that announces it is stored (release), and once every reader is done it is
+//! renamed into the writer's pool of spare files and reused (see `Pool`).
 
 use devstream_core::{CommFailure, Error, Result};
 use std::fs::{File, OpenOptions};
@@ -387,19 +388,72 @@ pub(crate) fn process_alive(pid: u32, start: u64) -> bool {
     }
 }
 
-/// Writes `chunks` (in order) as the new file `path`.
-pub(crate) fn write_payload(op: &'static str, path: &Path, chunks: &[&[u8]]) -> Result<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .map_err(|e| transport(op, format!("create {}: {e}", path.display())))?;
-    for chunk in chunks {
-        file.write_all(chunk)
-            .map_err(|e| transport(op, format!("write {}: {e}", path.display())))?;
+/// Payload files of one rank that readers are done with, kept for reuse: publishing into a
+/// recycled file rewrites pages the page cache already holds instead of allocating (and
+/// zeroing, and later freeing) new ones.
+pub(crate) struct Pool {
+    free: std::sync::Mutex<Vec<PathBuf>>,
+    closed: std::sync::atomic::AtomicBool,
+    next: AtomicU64,
+    prefix: PathBuf,
+}
+
+/// Files a rank keeps for reuse.
+const POOLED: usize = 4;
+
+impl Pool {
+    pub(crate) fn new(segment: &Path, rank: usize) -> Pool {
+        Pool {
+            free: std::sync::Mutex::new(Vec::new()),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            next: AtomicU64::new(0),
+            prefix: suffixed(segment, &format!("-free-r{rank}-")),
+        }
     }
-    Ok(())
+
+    /// Takes back a file its readers are done with (or removes it).
+    pub(crate) fn recycle(&self, path: &Path) {
+        let mut free = crate::lock(&self.free);
+        if free.len() < POOLED && !self.closed.load(Ordering::Acquire) {
+            let spare = suffixed(
+                &self.prefix,
+                &self.next.fetch_add(1, Ordering::Relaxed).to_string(),
+            );
+            if std::fs::rename(path, &spare).is_ok() {
+                free.push(spare);
+            }
+            return;
+        }
+        drop(free);
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// Removes the kept files; later recycled files are removed at once.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        for path in crate::lock(&self.free).drain(..) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// Writes `chunks` (in order, from byte 0) as the file `path`: a recycled file renamed to
+    /// `path` where there is one (it may be longer: readers read only what they were told),
+    /// else a new file.
+    pub(crate) fn publish(&self, op: &'static str, path: &Path, chunks: &[&[u8]]) -> Result<()> {
+        let spare = crate::lock(&self.free).pop();
+        let reused = spare.is_some_and(|spare| std::fs::rename(&spare, path).is_ok());
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(!reused)
+            .open(path)
+            .map_err(|e| transport(op, format!("create {}: {e}", path.display())))?;
+        for chunk in chunks {
+            file.write_all(chunk)
+                .map_err(|e| transport(op, format!("write {}: {e}", path.display())))?;
+        }
+        Ok(())
+    }
 }
 
 /// An open payload file.
