@@ -244,11 +244,11 @@ unsafe extern "C" fn stream_wait_event<const B: usize>(
 }
 
 /// Out of memory (more than the device's largest allocation, or the backend's
-/// `OutOfMemory`) is `C_FAILED` ("resource exhausted" in `device_ext.h`), with nothing
-/// written. (Paddle's `CustomAllocator` recognises exhaustion only as `C_SUCCESS` with a null
-/// pointer; that would break the rule that out-parameters are written only on success, and
-/// devstream's loader rejects it as malformed, so Paddle reports this as its generic
-/// "CustomDevice error, the error code is : 2".)
+/// `OutOfMemory`) answers `C_SUCCESS` with a null pointer: that is how Paddle's
+/// `CustomAllocator` recognises exhaustion (it then frees its cached chunks and retries, or
+/// raises its own `ResourceExhausted` "Out of memory error"); a failing status would be a
+/// generic "CustomDevice error" that skips the retry. devstream's own loader reads it the same
+/// way (`Error::OutOfMemory`). Every other failure is a status, with nothing written.
 unsafe extern "C" fn device_memory_allocate<const B: usize>(
     device: C_Device,
     ptr: *mut *mut c_void,
@@ -260,7 +260,11 @@ unsafe extern "C" fn device_memory_allocate<const B: usize>(
         if ptr.is_null() {
             return Err(C_ERROR);
         }
-        let addr = rt.allocate(d, size)?;
+        let addr = match rt.allocate(d, size) {
+            Ok(addr) => addr,
+            Err(C_FAILED) => 0,
+            Err(status) => return Err(status),
+        };
         // SAFETY: non-null out-parameter.
         unsafe { put(ptr, addr as *mut c_void) }
     })

@@ -869,9 +869,11 @@ impl Runtime {
     }
 
     /// One allocation. The status and the pointer decide together: `C_SUCCESS` or
-    /// `C_WARNING` with a pointer is an allocation (a warning is not a failure); a failure
-    /// that still wrote a pointer gives it back through the plug-in's own deallocate (so it
-    /// does not leak); `C_FAILED` is `OutOfMemory`, other failures `Driver`.
+    /// `C_WARNING` with a pointer is an allocation (a warning is not a failure), and with a
+    /// null pointer it is `OutOfMemory` (Paddle's own convention: its `CustomAllocator` reads
+    /// a null pointer from a successful allocate as exhaustion); a failure that still wrote a
+    /// pointer gives it back through the plug-in's own deallocate (so it does not leak);
+    /// `C_FAILED` is `OutOfMemory`, other failures `Driver`.
     fn allocate_with(
         &self,
         call: &'static str,
@@ -886,10 +888,10 @@ impl Runtime {
         let status = unsafe { allocate(self.device_ptr(slot), &mut ptr, len) };
         if status == C_SUCCESS || status == C_WARNING {
             if ptr.is_null() {
-                return Err(self.malformed(format!(
-                    "{call} returned {} for {len} bytes but wrote no pointer",
-                    status.name()
-                )));
+                return Err(Error::OutOfMemory {
+                    place: self.place(slot),
+                    bytes: len,
+                });
             }
             return Ok(ptr as usize);
         }

@@ -282,19 +282,17 @@ fn a_failing_create_stream_is_a_typed_error() {
     );
 }
 
+/// `C_SUCCESS` with no pointer written is exhaustion, as Paddle's `CustomAllocator` reads it.
 #[test]
-fn an_unwritten_allocation_is_a_typed_error() {
+fn an_unwritten_allocation_is_out_of_memory_as_in_paddle() {
     let info = load_faulty(faulty::MODE_UNWRITTEN_ALLOCATION).unwrap();
     let place = place_of(&info);
     let stream = PluginBackend::new_stream(&place, StreamOptions::default()).unwrap();
     match stream.alloc(16) {
-        Err(Error::Plugin { reason, .. }) => {
-            assert!(
-                reason.contains("device_memory_allocate returned C_SUCCESS"),
-                "{reason}"
-            )
+        Err(Error::OutOfMemory { place: p, bytes }) => {
+            assert_eq!((p, bytes), (place.clone(), 16));
         }
-        other => panic!("{other:?}"),
+        other => panic!("C_SUCCESS without a pointer is OutOfMemory, got {other:?}"),
     }
     // Unwritten stream and event handles are legal.
     let event = stream.record_event().unwrap();
