@@ -8,6 +8,11 @@
 //! collective (a peer that died or left, the deadline, ranks that disagree) are returned by
 //! the stream's `synchronize` as [`Error::Comm`].
 //!
+//! As with several ranks per process on CUDA, ranks that are threads of one process must not
+//! put one rank's collectives on the legacy default stream while a peer uses a blocking stream
+//! (`Stream::per_thread`, `blocking(true)`): the legacy stream's implicit synchronisation
+//! orders each rank's collective behind the other's, and both fail at the deadline.
+//!
 //! | place | engine |
 //! |---|---|
 //! | `cpu` | the reference engine: ranks as threads of one process and/or processes on one host, over shared memory |

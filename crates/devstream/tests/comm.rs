@@ -550,6 +550,74 @@ fn captured_collectives_run_again_with_the_peers_on_every_launch() {
     });
 }
 
+/// Runs one all-reduce (U8 product) per rank, rank `r` on the stream `pick(r)` makes, with a
+/// deadline; returns each rank's result.
+fn all_reduce_on(pick: fn(usize) -> Result<Stream>, timeout: Duration) -> Vec<Result<Vec<u8>>> {
+    let id = UniqueId::new(&CPU).unwrap();
+    let threads: Vec<_> = (0..2)
+        .map(|rank| {
+            std::thread::spawn(move || -> Result<Vec<u8>> {
+                let comm = Communicator::init(&CPU, rank, 2, &id)?;
+                comm.set_timeout(timeout);
+                let s = pick(rank)?;
+                let buf = upload(&s, &encode(DataType::U8, &contribution(rank, COUNT)))?;
+                s.all_reduce(&comm, &buf, &buf, COUNT, DataType::U8, ReduceOp::Prod)?;
+                download(&s, &buf)
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+/// The legacy default stream and per-thread streams are process-wide: every scenario is in
+/// this one test, one after the other (no other test here uses blocking streams).
+#[test]
+fn collectives_on_the_legacy_default_and_per_thread_streams() {
+    let check = |results: Vec<Result<Vec<u8>>>| {
+        for result in results {
+            let got = decode(DataType::U8, &result.unwrap());
+            for (i, g) in got.iter().enumerate() {
+                let column = [value(0, i), value(1, i)];
+                assert_eq!(*g, model(DataType::U8, ReduceOp::Prod, &column));
+            }
+        }
+    };
+    let long = Duration::from_secs(30);
+    // One rank on the legacy default stream, its peer on a non-blocking stream.
+    check(all_reduce_on(
+        |rank| match rank {
+            0 => Stream::default_stream(&CPU),
+            _ => Stream::new(&CPU),
+        },
+        long,
+    ));
+    // Both ranks on their threads' per-thread default streams.
+    check(all_reduce_on(|_| Stream::per_thread(&CPU), long));
+    // One rank on the legacy default stream, its peer on a blocking stream of the same
+    // process: the legacy stream's implicit synchronisation orders each rank's collective
+    // behind the other's (as with several ranks per process on CUDA's legacy stream). That
+    // cannot complete; it fails at the deadline instead of hanging.
+    let started = Instant::now();
+    let results = all_reduce_on(
+        |rank| match rank {
+            0 => Stream::default_stream(&CPU),
+            _ => Stream::per_thread(&CPU),
+        },
+        Duration::from_millis(500),
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    for result in results {
+        let e = result.unwrap_err();
+        assert!(
+            matches!(
+                comm_failure(&e),
+                Some(CommFailure::Timeout | CommFailure::Aborted)
+            ),
+            "{e}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Failures
 
