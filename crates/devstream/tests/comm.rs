@@ -618,6 +618,38 @@ fn collectives_on_the_legacy_default_and_per_thread_streams() {
     }
 }
 
+#[test]
+fn a_collective_on_a_forked_branch_of_a_capture_replays_between_fork_and_join() {
+    let n = 2;
+    on_ranks(n, move |comm, s| {
+        let rank = comm.rank();
+        let branch = Stream::new(&CPU)?;
+        let buf = s.alloc(COUNT * 8)?;
+        s.synchronize()?;
+        s.begin_capture(CaptureMode::ThreadLocal)?;
+        let fork = s.record_event()?;
+        branch.wait_event(&fork)?; // branch joins the capture
+        branch.all_reduce(&comm, &buf, &buf, COUNT, DataType::F64, ReduceOp::Max)?;
+        let joined = branch.record_event()?;
+        s.wait_event(&joined)?;
+        let graph = s.end_capture()?;
+        for round in 1..=3i64 {
+            let mine: Vec<i64> = contribution(rank, COUNT)
+                .iter()
+                .map(|v| v + round)
+                .collect();
+            s.copy_from_host(&buf, 0, &encode(DataType::F64, &mine))?;
+            graph.launch(&s)?;
+            let got = decode(DataType::F64, &download(&s, &buf)?);
+            for (i, g) in got.iter().enumerate() {
+                let want = (0..n).map(|r| value(r, i) + round).max().unwrap();
+                assert_eq!(*g, want as f64, "launch {round}");
+            }
+        }
+        Ok(())
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Failures
 
