@@ -773,3 +773,36 @@ fn long_lived_buffers_do_not_keep_every_finished_stream_that_used_them_alive() {
         "100 finished, dropped streams used the buffers: live streams went from {before} to {after}"
     );
 }
+
+/// A host function writes a pinned host buffer that a copy queued after it on the same stream
+/// uploads (how a plug-in stages an asynchronous host→device copy): in stream order the write
+/// comes first, so it neither waits for that copy nor fails, and the upload sees it.
+#[test]
+fn host_function_writes_a_host_buffer_that_a_later_copy_on_its_stream_uploads() {
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
+    const LEN: usize = 256;
+    let (s, gate) = gated(&place);
+    let staging = Arc::new(s.alloc_host(LEN).unwrap());
+    let device = s.alloc(LEN).unwrap();
+    let back = s.alloc_host(LEN).unwrap();
+    let (target, wrote) = (staging.clone(), Arc::new(std::sync::Mutex::new(None)));
+    let w = wrote.clone();
+    s.launch_host_func(Box::new(move || {
+        *w.lock().unwrap() = Some(target.write(0, &[9u8; LEN]));
+    }))
+    .unwrap();
+    s.copy_host_to_device(&device, 0, &staging, 0, LEN).unwrap();
+    s.copy_device_to_host(&back, 0, &device, 0, LEN).unwrap();
+    // Everything is queued before the host function can run.
+    gate.set(1);
+    let sync = s.clone();
+    within(20, "synchronize", move || sync.synchronize()).unwrap();
+    let wrote = wrote.lock().unwrap().take();
+    assert!(
+        matches!(wrote, Some(Ok(()))),
+        "the host function's write: {wrote:?}"
+    );
+    assert_eq!(back.to_vec().unwrap(), vec![9u8; LEN], "the upload saw the write");
+}

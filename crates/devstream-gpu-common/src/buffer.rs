@@ -284,10 +284,17 @@ impl<A: RawApi> GpuHostBuffer<A> {
 
     /// Waits for queued copies, then runs `f` on the bytes under the host-access lock. The
     /// lock is not held while waiting (a host function that the awaited copy is queued behind
-    /// may need it). Inside a host function nothing waits: a copy still queued is a typed
-    /// error (it may be queued after the host function, which would never return).
+    /// may need it). Inside a host function nothing waits: the copies of the host function's
+    /// own stream are skipped (in stream order those before it have completed and those after
+    /// it have not started), and a copy of another stream still queued is a typed error (it
+    /// may be queued behind this host function, which would then never return).
     fn with_bytes<R>(&self, f: impl FnOnce(*mut u8) -> R) -> Result<R> {
         let inside = crate::hostfn::in_host_function();
+        let own = if inside {
+            crate::hostfn::running_stream()
+        } else {
+            None
+        };
         loop {
             let uses = self
                 .inner
@@ -295,7 +302,10 @@ impl<A: RawApi> GpuHostBuffer<A> {
                 .lock()
                 .map_err(|_| Error::InvalidArgument("host buffer lock poisoned".into()))?;
             let mut pending = None;
-            for (_, event) in uses.iter() {
+            for (user, event) in uses.iter() {
+                if own.is_some() && own == Some(crate::hostfn::stream_token(&user.panic)) {
+                    continue;
+                }
                 // SAFETY: our event, alive while the buffer is.
                 if !crate::error::check_ready::<A>(unsafe { A::event_query(*event) })? {
                     pending = Some(*event);

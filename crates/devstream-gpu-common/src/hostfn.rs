@@ -20,14 +20,33 @@ mod sync;
 thread_local! {
     /// Set while a runtime callback thread runs one of our trampolines.
     static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+    /// The stream whose host function or callback runs, as [`stream_token`] of its panic slot
+    /// (0: none, or not known, as for a graph's host function, which any launch may run).
+    static RUNNING_STREAM: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Marks the current thread as inside a runtime callback until dropped.
+/// The token that names a stream while one of its host functions runs: the address of its
+/// panic slot, which lives as long as the stream.
+pub(crate) fn stream_token(slot: &Arc<PanicSlot>) -> usize {
+    Arc::as_ptr(slot) as usize
+}
+
+/// [`stream_token`] of the stream whose host function the calling thread runs now, if known.
+pub(crate) fn running_stream() -> Option<usize> {
+    RUNNING_STREAM
+        .try_with(Cell::get)
+        .ok()
+        .filter(|token| *token != 0)
+}
+
+/// Marks the current thread as inside a runtime callback (of the stream `token`, 0 if not
+/// known) until dropped.
 struct CallbackScope;
 
 impl CallbackScope {
-    fn enter() -> CallbackScope {
+    fn enter(token: usize) -> CallbackScope {
         let _ = IN_CALLBACK.try_with(|c| c.set(true));
+        let _ = RUNNING_STREAM.try_with(|c| c.set(token));
         CallbackScope
     }
 }
@@ -35,6 +54,7 @@ impl CallbackScope {
 impl Drop for CallbackScope {
     fn drop(&mut self) {
         let _ = IN_CALLBACK.try_with(|c| c.set(false));
+        let _ = RUNNING_STREAM.try_with(|c| c.set(0));
     }
 }
 
@@ -281,6 +301,14 @@ pub(crate) enum PanicSink {
 }
 
 impl PanicSink {
+    /// [`stream_token`] of the stream a host function of this sink runs on (0 for a graph's).
+    fn stream_token(&self) -> usize {
+        match self {
+            PanicSink::Stream(slot) => stream_token(slot),
+            PanicSink::Graph(_) => 0,
+        }
+    }
+
     fn raise(&self, message: String) {
         match self {
             PanicSink::Stream(slot) => slot.raise(message),
@@ -305,9 +333,9 @@ fn run(call: &mut HostCall) {
 /// # Safety
 /// `data` is a pointer from `Box::into_raw(Box<HostCall>)`, passed to exactly one launch.
 pub(crate) unsafe extern "C" fn host_once(data: *mut c_void) {
-    let _scope = CallbackScope::enter();
     // SAFETY: per this function's contract, `data` owns a HostCall and is used once.
     let mut call = unsafe { Box::from_raw(data.cast::<HostCall>()) };
+    let _scope = CallbackScope::enter(call.sink.stream_token());
     run(&mut call);
     // A closure whose drop panics must not unwind into the runtime either.
     drop_contained(call);
@@ -319,7 +347,8 @@ pub(crate) unsafe extern "C" fn host_once(data: *mut c_void) {
 /// `data` points to a HostCall that outlives every launch of the graph, and launches of one
 /// graph never run concurrently (the runtime orders them).
 pub(crate) unsafe extern "C" fn host_in_graph(data: *mut c_void) {
-    let _scope = CallbackScope::enter();
+    // Any launch of the graph, on any stream, may run this: the stream is not known.
+    let _scope = CallbackScope::enter(0);
     // SAFETY: per this function's contract the HostCall is alive and not aliased mutably.
     let call = unsafe { &mut *data.cast::<HostCall>() };
     run(call);
@@ -467,9 +496,10 @@ impl Drop for ClaimedSlot<'_> {
 /// `data` is a claimed slot filled by [`ClaimedSlot::launch_data`], passed to exactly one
 /// launch, and its ring outlives the call.
 pub(crate) unsafe extern "C" fn host_slot(data: *mut c_void) {
-    let _scope = CallbackScope::enter();
     // SAFETY: per this function's contract.
     let slot = unsafe { &*data.cast::<HostSlot>() };
+    // SAFETY: the ring outlives the call (contract).
+    let _scope = CallbackScope::enter(stream_token(&unsafe { &*slot.ring }.panic));
     let f = slot.f.with_mut(|f| {
         // SAFETY: the slot is busy and its launch is ours: no one else touches `f` now.
         unsafe { (*f).take() }
@@ -554,9 +584,9 @@ pub(crate) unsafe extern "C" fn stream_callback<A: RawApi>(
     status: i32,
     data: *mut c_void,
 ) {
-    let _scope = CallbackScope::enter();
     // SAFETY: per this function's contract.
     let call = unsafe { Box::from_raw(data.cast::<StreamCallbackCall<A>>()) };
+    let _scope = CallbackScope::enter(stream_token(&call.sink));
     let StreamCallbackCall { f, sink, .. } = *call;
     let result = if status == 0 {
         Ok(())
