@@ -34,7 +34,7 @@ use crate::select::Backend;
 use crate::sys::{C_Device_st, C_Status, C_Stream, C_ERROR, C_FAILED, C_INTERNAL_ERROR};
 use devstream::{CaptureMode, DeviceBuffer, Event, EventFlags, Graph, HostBuffer, Place, Stream};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -50,17 +50,51 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Whether `DEVSTREAM_PADDLE_DEBUG` is set: failing operations are then printed to stderr.
-fn debug() -> bool {
-    static DEBUG: OnceLock<bool> = OnceLock::new();
-    *DEBUG.get_or_init(|| std::env::var_os("DEVSTREAM_PADDLE_DEBUG").is_some())
+/// Whether failures are printed to stderr: `DEVSTREAM_PADDLE_LOG=1`, or
+/// `DEVSTREAM_PADDLE_DEBUG` set (to anything). They are always reported through `tracing`
+/// (`warn`), which reaches a subscriber only where this library shares the host's `tracing`
+/// (a copy of the cdylib has its own: hence the stderr switch).
+pub fn log_to_stderr() -> bool {
+    static LOG: OnceLock<bool> = OnceLock::new();
+    *LOG.get_or_init(|| {
+        std::env::var("DEVSTREAM_PADDLE_LOG").is_ok_and(|v| v == "1")
+            || std::env::var_os("DEVSTREAM_PADDLE_DEBUG").is_some()
+    })
 }
 
-/// Maps a devstream error to `C_ERROR`, printing it under `DEVSTREAM_PADDLE_DEBUG`.
+thread_local! {
+    /// Why the entry point running on this thread fails: the devstream error (with the
+    /// operation that met it) or the refusal, for the entry point to report with its status.
+    static FAILURE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Notes why the current entry point fails (the first reason of a call stays).
+fn note_failure(reason: impl FnOnce() -> String) {
+    let _ = FAILURE.try_with(|f| {
+        let mut f = f.borrow_mut();
+        if f.is_none() {
+            *f = Some(reason());
+        }
+    });
+}
+
+/// Takes (and clears) the reason noted for the entry point running on this thread, if any.
+/// The table's entry points clear it when they start and report it when they fail.
+pub fn take_failure() -> Option<String> {
+    FAILURE.try_with(|f| f.borrow_mut().take()).ok().flatten()
+}
+
+/// `C_ERROR` for a refusal that is no devstream error (an unknown handle, a foreign device,
+/// an address outside every allocation), noting `reason` for the entry point's report.
+fn refuse(reason: impl FnOnce() -> String) -> C_Status {
+    note_failure(reason);
+    C_ERROR
+}
+
+/// Maps a devstream error to `C_ERROR` (`C_FAILED` for out of memory), noting it for the
+/// entry point's report.
 fn fail(what: &str, error: devstream::Error) -> C_Status {
-    if debug() {
-        eprintln!("devstream-paddle: {what}: {error}");
-    }
+    note_failure(|| format!("{what}: {error}"));
     match error {
         devstream::Error::OutOfMemory { .. } => C_FAILED,
         _ => C_ERROR,
@@ -141,7 +175,8 @@ impl StreamObj {
 /// `Error::HostFuncPanicked` on the stream that ran the function. `resume_unwind` does not
 /// run the panic hook (nothing is printed).
 fn fail_in_host_func(message: String) -> ! {
-    if debug() {
+    tracing::warn!("devstream-paddle: stream work failed: {message}");
+    if log_to_stderr() {
         eprintln!("devstream-paddle: stream work failed: {message}");
     }
     std::panic::resume_unwind(Box::new(message))
@@ -236,6 +271,8 @@ pub struct Runtime {
     total_memory: usize,
     graphs: Mutex<HashMap<usize, Arc<GraphObj>>>,
     execs: Mutex<HashMap<usize, Arc<GraphObj>>>,
+    /// The launch order of each open capture's graph-to-be, by capture number.
+    capture_orders: Mutex<HashMap<u64, Arc<LaunchOrder>>>,
     /// Device memory is host memory (the CPU backend).
     host_backed: bool,
     /// Captures begun through this table and not ended.
@@ -251,6 +288,59 @@ pub struct GraphObj {
     pub device: usize,
     /// The devstream graph.
     pub graph: Graph,
+    /// Which launch the graph's callbacks belong to.
+    order: Arc<LaunchOrder>,
+    /// The end of the latest launch of a graph with callbacks (its stream's handle and an
+    /// event recorded behind it); the lock serialises launches, so that [`LaunchOrder`]'s
+    /// queue is in launch order.
+    last_launch: Mutex<Option<(usize, Event)>>,
+}
+
+/// Tells the `stream_add_callback` callbacks captured into one graph the `C_Stream` of the
+/// launch that runs them (their `stream` argument, where the host reports a failure).
+///
+/// A devstream graph, like a CUDA host node, does not tell a host function which launch runs
+/// it. So the launches of a graph with callbacks run one after another, in launch order, each
+/// after the previous one's end (CUDA orders launches of one executable graph that way; the
+/// emulated captures of CPU and wgpu do not, so [`Runtime::launch`] makes the launch stream
+/// wait for the previous launch): the launches not finished yet are a queue, and the front
+/// launch is done with its callbacks after `per_launch` of them have returned.
+#[derive(Default)]
+pub struct LaunchOrder {
+    /// The `C_Stream` handle of each launch not finished yet, in launch order.
+    launches: Mutex<VecDeque<usize>>,
+    /// The callbacks captured into the graph: each runs once per launch.
+    per_launch: AtomicUsize,
+    /// Callbacks of the front launch that have returned.
+    calls: AtomicUsize,
+}
+
+impl LaunchOrder {
+    /// The stream handle of the launch whose callbacks run now, if a launch is queued.
+    fn current(&self) -> Option<usize> {
+        lock(&self.launches).front().copied()
+    }
+
+    /// One callback of the front launch has returned (or unwound).
+    fn call_done(&self) {
+        let per_launch = self.per_launch.load(Ordering::Acquire);
+        if per_launch == 0 {
+            return;
+        }
+        if self.calls.fetch_add(1, Ordering::AcqRel) + 1 >= per_launch {
+            self.calls.store(0, Ordering::Release);
+            lock(&self.launches).pop_front();
+        }
+    }
+}
+
+/// Marks a callback of a graph done when dropped (also when the callback's failure unwinds).
+struct CallbackTurn(Arc<LaunchOrder>);
+
+impl Drop for CallbackTurn {
+    fn drop(&mut self) {
+        self.0.call_done();
+    }
 }
 
 /// Alignment of host allocations.
@@ -321,6 +411,7 @@ impl Runtime {
             total_memory,
             graphs: Mutex::new(HashMap::new()),
             execs: Mutex::new(HashMap::new()),
+            capture_orders: Mutex::new(HashMap::new()),
             open_captures: AtomicUsize::new(0),
             next_capture: AtomicU64::new(1),
             host_backed: backend == Backend::Cpu
@@ -342,7 +433,9 @@ impl Runtime {
         usize::try_from(id)
             .ok()
             .filter(|&d| d < self.places.len())
-            .ok_or(C_ERROR)
+            .ok_or_else(|| {
+                refuse(|| format!("device {id} does not exist ({} devices)", self.places.len()))
+            })
     }
 
     /// The device index behind a `C_Device` pointer.
@@ -351,7 +444,7 @@ impl Runtime {
     /// `device` is null or points to a readable `C_Device_st`.
     pub unsafe fn device_ptr(&self, device: *const C_Device_st) -> Status<usize> {
         if device.is_null() {
-            return Err(C_ERROR);
+            return Err(refuse(|| "a null C_Device".into()));
         }
         // SAFETY: non-null and readable per the caller's contract.
         let id = unsafe { (*device).id };
@@ -365,7 +458,10 @@ impl Runtime {
 
     /// The device's null stream (what Paddle's null `C_Stream` and the synchronous copies use).
     fn null_stream(&self, device: usize) -> Status<Arc<StreamObj>> {
-        let slot = self.null_streams.get(device).ok_or(C_ERROR)?;
+        let slot = self
+            .null_streams
+            .get(device)
+            .ok_or_else(|| refuse(|| format!("device {device} has no null stream")))?;
         if let Some(obj) = slot.get() {
             return Ok(obj.clone());
         }
@@ -383,9 +479,11 @@ impl Runtime {
         let obj = lock(&self.streams)
             .get(&(handle as usize))
             .cloned()
-            .ok_or(C_ERROR)?;
+            .ok_or_else(|| refuse(|| format!("unknown stream handle {handle:?}")))?;
         if obj.device != device {
-            return Err(C_ERROR);
+            return Err(refuse(|| {
+                format!("stream {handle:?} belongs to device {}", obj.device)
+            }));
         }
         Ok(obj)
     }
@@ -408,7 +506,9 @@ impl Runtime {
                 streams.remove(&(handle as usize));
                 Ok(())
             }
-            _ => Err(C_ERROR),
+            _ => Err(refuse(|| {
+                format!("unknown stream handle {handle:?} on device {device}")
+            })),
         }
     }
 
@@ -453,8 +553,24 @@ impl Runtime {
         let id = device as c_int;
         let stream = Raw(handle as usize);
         let data = Raw(user_data as usize);
+        // Captured: the graph's launches tell the callback its launch stream.
+        let order = if obj.in_capture() {
+            lock(&self.capture_orders)
+                .get(&obj.capture_id.load(Ordering::SeqCst))
+                .cloned()
+        } else {
+            None
+        };
+        let counted = order.clone();
         obj.stream
             .launch_host_func(move || {
+                let (stream, _turn) = match &order {
+                    Some(order) => (
+                        Raw(order.current().unwrap_or(stream.0)),
+                        Some(CallbackTurn(order.clone())),
+                    ),
+                    None => (stream, None),
+                };
                 let mut device = C_Device_st { id };
                 let mut status = crate::sys::C_SUCCESS;
                 // SAFETY: the host gave this callback and its data for a call each time the
@@ -477,7 +593,11 @@ impl Runtime {
                     ));
                 }
             })
-            .check("stream_add_callback")
+            .check("stream_add_callback")?;
+        if let Some(order) = counted {
+            order.per_launch.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(())
     }
 
     /// `create_event`: an event without timing.
@@ -497,12 +617,18 @@ impl Runtime {
     }
 
     fn event(&self, handle: usize) -> Status<Arc<EventObj>> {
-        lock(&self.events).get(&handle).cloned().ok_or(C_ERROR)
+        lock(&self.events)
+            .get(&handle)
+            .cloned()
+            .ok_or_else(|| refuse(|| format!("unknown event handle {handle:#x}")))
     }
 
     /// `destroy_event`.
     pub fn destroy_event(&self, handle: usize) -> Status {
-        lock(&self.events).remove(&handle).map(drop).ok_or(C_ERROR)
+        lock(&self.events)
+            .remove(&handle)
+            .map(drop)
+            .ok_or_else(|| refuse(|| format!("unknown event handle {handle:#x}")))
     }
 
     /// `record_event`: the event captures the stream's work submitted so far.
@@ -595,7 +721,9 @@ impl Runtime {
                 drop(entry);
                 Ok(())
             }
-            _ => Err(C_ERROR),
+            _ => Err(refuse(|| {
+                format!("{ptr:#x} is not the start of a live allocation of device {device}")
+            })),
         }
     }
 
@@ -609,14 +737,9 @@ impl Runtime {
                     Memory::Host(block) => Target::Host(block.clone(), ptr),
                 })
             }
-            _ => {
-                if debug() {
-                    eprintln!(
-                        "devstream-paddle: {ptr:#x}+{len} is not inside a live allocation of device {device}"
-                    );
-                }
-                Err(C_ERROR)
-            }
+            _ => Err(refuse(|| {
+                format!("{ptr:#x}+{len} is not inside a live allocation of device {device}")
+            })),
         }
     }
 
@@ -702,7 +825,7 @@ impl Runtime {
             return Ok(());
         }
         if src == 0 {
-            return Err(C_ERROR);
+            return Err(refuse(|| "a null source".into()));
         }
         let target = self.translate(device, dst, size)?;
         let (obj, sync) = self.copy_stream(device, stream)?;
@@ -755,7 +878,7 @@ impl Runtime {
             return Ok(());
         }
         if dst == 0 {
-            return Err(C_ERROR);
+            return Err(refuse(|| "a null destination".into()));
         }
         let target = self.translate(device, src, size)?;
         let (obj, sync) = self.copy_stream(device, stream)?;
@@ -832,7 +955,9 @@ impl Runtime {
                     .check(what)?;
                 self.finish(obj, sync, what)
             }
-            _ => Err(C_ERROR),
+            _ => Err(refuse(|| {
+                format!("{what}: host memory and a device buffer of one device type")
+            })),
         }
     }
 
@@ -940,7 +1065,9 @@ impl Runtime {
 
     /// `host_memory_deallocate`: `ptr` must come from [`Runtime::host_allocate`].
     pub fn host_deallocate(&self, ptr: usize) -> Status {
-        let layout = lock(&self.host).remove(&ptr).ok_or(C_ERROR)?;
+        let layout = lock(&self.host).remove(&ptr).ok_or_else(|| {
+            refuse(|| format!("{ptr:#x} is no host allocation of this device type"))
+        })?;
         // SAFETY: allocated by `host_allocate` with this layout, and removed from the map, so
         // freed once.
         unsafe { dealloc(ptr as *mut u8, layout) };
@@ -988,17 +1115,18 @@ impl Runtime {
     /// capture (as in Paddle and CUDA).
     pub fn begin_capture(&self, device: usize, stream: C_Stream, mode: c_int) -> Status {
         if stream.is_null() {
-            return Err(C_ERROR);
+            return Err(refuse(|| "the null stream cannot capture".into()));
         }
         let mode = match mode {
             crate::sys::C_StreamCaptureModeGlobal => CaptureMode::Global,
             crate::sys::C_StreamCaptureModeThreadLocal => CaptureMode::ThreadLocal,
             crate::sys::C_StreamCaptureModeRelaxed => CaptureMode::Relaxed,
-            _ => return Err(C_ERROR),
+            _ => return Err(refuse(|| format!("unknown capture mode {mode}"))),
         };
         let obj = self.stream(device, stream)?;
         obj.stream.begin_capture(mode).check("begin_capture")?;
         let id = self.next_capture.fetch_add(1, Ordering::SeqCst);
+        lock(&self.capture_orders).insert(id, Arc::default());
         obj.capture_id.store(id, Ordering::SeqCst);
         obj.capturing.store(true, Ordering::SeqCst);
         self.open_captures.fetch_add(1, Ordering::SeqCst);
@@ -1008,16 +1136,25 @@ impl Runtime {
     /// `cuda_stream_end_captrue`: ends the capture and answers the graph's handle.
     pub fn end_capture(&self, device: usize, stream: C_Stream) -> Status<usize> {
         let obj = self.stream(device, stream)?;
+        let id = obj.capture_id.load(Ordering::SeqCst);
         let graph = obj.stream.end_capture();
+        let mut order = None;
         if graph.is_ok() || !obj.stream.is_capturing().unwrap_or(false) {
             if obj.capturing.swap(false, Ordering::SeqCst) {
                 self.open_captures.fetch_sub(1, Ordering::SeqCst);
             }
             obj.capture_id.store(0, Ordering::SeqCst);
+            order = lock(&self.capture_orders).remove(&id);
         }
         let graph = graph.check("end_capture")?;
         let handle = self.handle();
-        lock(&self.graphs).insert(handle, Arc::new(GraphObj { device, graph }));
+        let graph = GraphObj {
+            device,
+            graph,
+            order: order.unwrap_or_default(),
+            last_launch: Mutex::new(None),
+        };
+        lock(&self.graphs).insert(handle, Arc::new(graph));
         Ok(handle)
     }
 
@@ -1043,7 +1180,10 @@ impl Runtime {
 
     /// A graph handle from `end_capture` that is still alive.
     pub fn graph(&self, handle: usize) -> Status<Arc<GraphObj>> {
-        lock(&self.graphs).get(&handle).cloned().ok_or(C_ERROR)
+        lock(&self.graphs)
+            .get(&handle)
+            .cloned()
+            .ok_or_else(|| refuse(|| format!("unknown graph handle {handle:#x}")))
     }
 
     /// `cuda_graph_instantiate`: an executable handle for a captured graph.
@@ -1055,23 +1195,74 @@ impl Runtime {
     }
 
     /// `cuda_graph_launch`: runs the graph on `stream` (any stream of its device).
+    ///
+    /// A graph with captured callbacks is launched behind the end of its previous launch and
+    /// its launch stream queued in its [`LaunchOrder`], so that each callback is told the
+    /// `C_Stream` of the launch that runs it. Launched into a capture (the graph's work becomes
+    /// part of another graph), its callbacks are told the stream they were captured on.
     pub fn launch(&self, device: usize, exec: usize, stream: C_Stream) -> Status {
-        let graph = lock(&self.execs).get(&exec).cloned().ok_or(C_ERROR)?;
+        let graph = lock(&self.execs)
+            .get(&exec)
+            .cloned()
+            .ok_or_else(|| refuse(|| format!("unknown graph exec handle {exec:#x}")))?;
         if graph.device != device {
-            return Err(C_ERROR);
+            return Err(refuse(|| {
+                format!(
+                    "graph exec {exec:#x} belongs to device {}, not {device}",
+                    graph.device
+                )
+            }));
         }
         let obj = self.stream(device, stream)?;
-        graph.graph.launch(&obj.stream).check("cuda_graph_launch")
+        if graph.order.per_launch.load(Ordering::Acquire) == 0 || obj.in_capture() {
+            return graph.graph.launch(&obj.stream).check("cuda_graph_launch");
+        }
+        let mut last = lock(&graph.last_launch);
+        if let Some((previous, end)) = &*last {
+            if *previous != obj.handle {
+                obj.stream
+                    .wait_event(end)
+                    .check("cuda_graph_launch (waiting for the previous launch)")?;
+            }
+        }
+        lock(&graph.order.launches).push_back(obj.handle);
+        if let Err(error) = graph.graph.launch(&obj.stream) {
+            lock(&graph.order.launches).pop_back();
+            return Err(fail("cuda_graph_launch", error));
+        }
+        match obj.stream.record_event() {
+            Ok(end) => *last = Some((obj.handle, end)),
+            Err(error) => {
+                // The launch is queued: answer success. The next launch cannot be ordered
+                // behind it, so a callback of either may be told the other's stream.
+                *last = None;
+                tracing::warn!(
+                    "devstream-paddle: cuda_graph_launch: recording the launch's end: {error}"
+                );
+                if log_to_stderr() {
+                    eprintln!(
+                        "devstream-paddle: cuda_graph_launch: recording the launch's end: {error}"
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `cuda_graph_destroy`.
     pub fn destroy_graph(&self, graph: usize) -> Status {
-        lock(&self.graphs).remove(&graph).map(drop).ok_or(C_ERROR)
+        lock(&self.graphs)
+            .remove(&graph)
+            .map(drop)
+            .ok_or_else(|| refuse(|| format!("unknown graph handle {graph:#x}")))
     }
 
     /// `cuda_graph_exec_destroy`.
     pub fn destroy_exec(&self, exec: usize) -> Status {
-        lock(&self.execs).remove(&exec).map(drop).ok_or(C_ERROR)
+        lock(&self.execs)
+            .remove(&exec)
+            .map(drop)
+            .ok_or_else(|| refuse(|| format!("unknown graph exec handle {exec:#x}")))
     }
 }
 

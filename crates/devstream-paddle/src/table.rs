@@ -28,22 +28,80 @@ thread_local! {
     static CURRENT: Cell<[c_int; 4]> = const { Cell::new([0; 4]) };
 }
 
-/// Runs `body`; a panic becomes `C_INTERNAL_ERROR`.
-fn guarded(body: impl FnOnce() -> Status) -> C_Status {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => C_SUCCESS,
-        Ok(Err(status)) => status,
-        Err(_) => PANICKED,
+thread_local! {
+    /// The device index the running entry point resolved (for its failure report).
+    static CALL_DEVICE: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Starts an entry point: forgets what the previous one on this thread noted.
+fn begin_call() {
+    let _ = CALL_DEVICE.try_with(|d| d.set(None));
+    let _ = crate::runtime::take_failure();
+}
+
+/// Reports a failing entry point of backend `B`: `tracing::warn!` always, and one line on
+/// stderr under `DEVSTREAM_PADDLE_LOG=1` (or `DEVSTREAM_PADDLE_DEBUG`), naming the function,
+/// the device and why (the devstream error's `Display`, or the refusal).
+fn report<const B: usize>(function: &str, status: C_Status, why: Option<String>) {
+    let device = CALL_DEVICE.try_with(Cell::get).ok().flatten();
+    let device = match device {
+        Some(d) => format!("device {d}"),
+        None => "no device".to_owned(),
+    };
+    let why = why.unwrap_or_else(|| "no reason recorded".to_owned());
+    let kind = crate::select::Backend::ALL
+        .get(B)
+        .map_or("devstream_?", |b| b.device_type().to_str().unwrap_or("?"));
+    tracing::warn!(
+        "devstream-paddle: {kind} {function} on {device} answered {}: {why}",
+        status.name()
+    );
+    if crate::runtime::log_to_stderr() {
+        eprintln!(
+            "devstream-paddle: {kind} {function} on {device} answered {}: {why}",
+            status.name()
+        );
     }
 }
 
-/// [`guarded`] for queries: `Ok(false)` (not complete) is `C_FAILED`.
-fn guarded_query(body: impl FnOnce() -> Status<bool>) -> C_Status {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(true)) => C_SUCCESS,
-        Ok(Ok(false)) => C_FAILED,
+/// Runs entry point `function`'s `body`; a panic becomes `C_INTERNAL_ERROR`. A failing status
+/// is reported ([`report`]) with the reason the body noted.
+fn guarded<const B: usize>(function: &str, body: impl FnOnce() -> Status) -> C_Status {
+    begin_call();
+    let status = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return C_SUCCESS,
         Ok(Err(status)) => status,
-        Err(_) => PANICKED,
+        Err(payload) => {
+            let message = panic_message(payload.as_ref());
+            report::<B>(function, PANICKED, Some(format!("panicked: {message}")));
+            return PANICKED;
+        }
+    };
+    report::<B>(function, status, crate::runtime::take_failure());
+    status
+}
+
+/// [`guarded`] for queries: `Ok(false)` (not complete) is `C_FAILED`, not reported.
+fn guarded_query<const B: usize>(function: &str, body: impl FnOnce() -> Status<bool>) -> C_Status {
+    let mut complete = true;
+    let status = guarded::<B>(function, || {
+        complete = body()?;
+        Ok(())
+    });
+    match status {
+        s if s == C_SUCCESS && !complete => C_FAILED,
+        s => s,
+    }
+}
+
+/// The text of a panic payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-string payload".to_owned()
     }
 }
 
@@ -72,11 +130,12 @@ unsafe fn dev<const B: usize>(device: C_Device) -> Status<(&'static Runtime, usi
     let rt = rt::<B>()?;
     // SAFETY: forwarded from the caller.
     let d = unsafe { rt.device_ptr(device) }?;
+    let _ = CALL_DEVICE.try_with(|c| c.set(Some(d)));
     Ok((rt, d))
 }
 
 unsafe extern "C" fn initialize<const B: usize>() -> C_Status {
-    guarded(|| rt::<B>().map(drop))
+    guarded::<B>("initialize", || rt::<B>().map(drop))
 }
 
 unsafe extern "C" fn finalize<const B: usize>() -> C_Status {
@@ -87,16 +146,16 @@ unsafe extern "C" fn finalize<const B: usize>() -> C_Status {
 
 unsafe extern "C" fn init_device<const B: usize>(device: C_Device) -> C_Status {
     // SAFETY: the host passes a valid `C_Device`.
-    guarded(|| unsafe { dev::<B>(device) }.map(drop))
+    guarded::<B>("init_device", || unsafe { dev::<B>(device) }.map(drop))
 }
 
 unsafe extern "C" fn deinit_device<const B: usize>(device: C_Device) -> C_Status {
     // SAFETY: the host passes a valid `C_Device`.
-    guarded(|| unsafe { dev::<B>(device) }.map(drop))
+    guarded::<B>("deinit_device", || unsafe { dev::<B>(device) }.map(drop))
 }
 
 unsafe extern "C" fn set_device<const B: usize>(device: C_Device) -> C_Status {
-    guarded(|| {
+    guarded::<B>("set_device", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (_, d) = unsafe { dev::<B>(device) }?;
         CURRENT.with(|c| {
@@ -109,7 +168,7 @@ unsafe extern "C" fn set_device<const B: usize>(device: C_Device) -> C_Status {
 }
 
 unsafe extern "C" fn get_device<const B: usize>(device: C_Device) -> C_Status {
-    guarded(|| {
+    guarded::<B>("get_device", || {
         rt::<B>()?;
         let id = CURRENT.with(|c| c.get()[B]);
         // SAFETY: the host passes a writable `C_Device_st` (or null: refused).
@@ -121,7 +180,7 @@ unsafe extern "C" fn create_stream<const B: usize>(
     device: C_Device,
     stream: *mut C_Stream,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("create_stream", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if stream.is_null() {
@@ -137,7 +196,7 @@ unsafe extern "C" fn destroy_stream<const B: usize>(
     device: C_Device,
     stream: C_Stream,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("destroy_stream", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if stream.is_null() {
@@ -148,7 +207,7 @@ unsafe extern "C" fn destroy_stream<const B: usize>(
 }
 
 unsafe extern "C" fn query_stream<const B: usize>(device: C_Device, stream: C_Stream) -> C_Status {
-    guarded_query(|| {
+    guarded_query::<B>("query_stream", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.query_stream(d, stream)
@@ -159,7 +218,7 @@ unsafe extern "C" fn synchronize_stream<const B: usize>(
     device: C_Device,
     stream: C_Stream,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("synchronize_stream", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.synchronize_stream(d, stream)
@@ -167,7 +226,7 @@ unsafe extern "C" fn synchronize_stream<const B: usize>(
 }
 
 unsafe extern "C" fn synchronize_device<const B: usize>(device: C_Device) -> C_Status {
-    guarded(|| {
+    guarded::<B>("synchronize_device", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.synchronize_device(d)
@@ -180,7 +239,7 @@ unsafe extern "C" fn stream_add_callback<const B: usize>(
     callback: C_Callback,
     user_data: *mut c_void,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("stream_add_callback", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         let callback = callback.ok_or(C_ERROR)?;
@@ -192,7 +251,7 @@ unsafe extern "C" fn create_event<const B: usize>(
     device: C_Device,
     event: *mut C_Event,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("create_event", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if event.is_null() {
@@ -209,7 +268,7 @@ unsafe extern "C" fn record_event<const B: usize>(
     stream: C_Stream,
     event: C_Event,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("record_event", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.record_event(d, stream, event as usize)
@@ -217,18 +276,20 @@ unsafe extern "C" fn record_event<const B: usize>(
 }
 
 unsafe extern "C" fn destroy_event<const B: usize>(_device: C_Device, event: C_Event) -> C_Status {
-    guarded(|| rt::<B>()?.destroy_event(event as usize))
+    guarded::<B>("destroy_event", || rt::<B>()?.destroy_event(event as usize))
 }
 
 unsafe extern "C" fn query_event<const B: usize>(_device: C_Device, event: C_Event) -> C_Status {
-    guarded_query(|| rt::<B>()?.query_event(event as usize))
+    guarded_query::<B>("query_event", || rt::<B>()?.query_event(event as usize))
 }
 
 unsafe extern "C" fn synchronize_event<const B: usize>(
     _device: C_Device,
     event: C_Event,
 ) -> C_Status {
-    guarded(|| rt::<B>()?.synchronize_event(event as usize))
+    guarded::<B>("synchronize_event", || {
+        rt::<B>()?.synchronize_event(event as usize)
+    })
 }
 
 unsafe extern "C" fn stream_wait_event<const B: usize>(
@@ -236,7 +297,7 @@ unsafe extern "C" fn stream_wait_event<const B: usize>(
     stream: C_Stream,
     event: C_Event,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("stream_wait_event", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.stream_wait_event(d, stream, event as usize)
@@ -254,7 +315,7 @@ unsafe extern "C" fn device_memory_allocate<const B: usize>(
     ptr: *mut *mut c_void,
     size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("device_memory_allocate", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if ptr.is_null() {
@@ -262,7 +323,17 @@ unsafe extern "C" fn device_memory_allocate<const B: usize>(
         }
         let addr = match rt.allocate(d, size) {
             Ok(addr) => addr,
-            Err(C_FAILED) => 0,
+            Err(C_FAILED) => {
+                // Success with a null pointer: reported, as the failure it stands for.
+                let why = crate::runtime::take_failure()
+                    .unwrap_or_else(|| format!("{size} bytes exceed the largest allocation"));
+                report::<B>(
+                    "device_memory_allocate (a null pointer: out of memory)",
+                    C_FAILED,
+                    Some(why),
+                );
+                0
+            }
             Err(status) => return Err(status),
         };
         // SAFETY: non-null out-parameter.
@@ -275,7 +346,7 @@ unsafe extern "C" fn device_memory_deallocate<const B: usize>(
     ptr: *mut c_void,
     _size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("device_memory_deallocate", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.deallocate(d, ptr as usize)
@@ -288,7 +359,7 @@ unsafe extern "C" fn device_memory_set<const B: usize>(
     value: u8,
     size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("device_memory_set", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.memset(d, ptr as usize, value, size)
@@ -300,7 +371,7 @@ unsafe extern "C" fn host_memory_allocate<const B: usize>(
     ptr: *mut *mut c_void,
     size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("host_memory_allocate", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, _) = unsafe { dev::<B>(device) }?;
         if ptr.is_null() {
@@ -317,7 +388,9 @@ unsafe extern "C" fn host_memory_deallocate<const B: usize>(
     ptr: *mut c_void,
     _size: usize,
 ) -> C_Status {
-    guarded(|| rt::<B>()?.host_deallocate(ptr as usize))
+    guarded::<B>("host_memory_deallocate", || {
+        rt::<B>()?.host_deallocate(ptr as usize)
+    })
 }
 
 unsafe extern "C" fn memory_copy_h2d<const B: usize>(
@@ -326,7 +399,7 @@ unsafe extern "C" fn memory_copy_h2d<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("memory_copy_h2d", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.copy_h2d(d, None, dst as usize, src as usize, size)
@@ -339,7 +412,7 @@ unsafe extern "C" fn memory_copy_d2h<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("memory_copy_d2h", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.copy_d2h(d, None, dst as usize, src as usize, size)
@@ -352,7 +425,7 @@ unsafe extern "C" fn memory_copy_d2d<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("memory_copy_d2d", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.copy_d2d(d, None, dst as usize, src as usize, size)
@@ -366,7 +439,7 @@ unsafe extern "C" fn memory_copy_p2p<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("memory_copy_p2p", || {
         // SAFETY: the host passes valid `C_Device`s.
         let (rt, dd) = unsafe { dev::<B>(dst_device) }?;
         // SAFETY: as above.
@@ -382,7 +455,7 @@ unsafe extern "C" fn async_memory_copy_h2d<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("async_memory_copy_h2d", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.copy_h2d(d, Some(stream), dst as usize, src as usize, size)
@@ -396,7 +469,7 @@ unsafe extern "C" fn async_memory_copy_d2h<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("async_memory_copy_d2h", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.copy_d2h(d, Some(stream), dst as usize, src as usize, size)
@@ -410,7 +483,7 @@ unsafe extern "C" fn async_memory_copy_d2d<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("async_memory_copy_d2d", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.copy_d2d(d, Some(stream), dst as usize, src as usize, size)
@@ -425,7 +498,7 @@ unsafe extern "C" fn async_memory_copy_p2p<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("async_memory_copy_p2p", || {
         // SAFETY: the host passes valid `C_Device`s.
         let (rt, dd) = unsafe { dev::<B>(dst_device) }?;
         // SAFETY: as above.
@@ -436,11 +509,13 @@ unsafe extern "C" fn async_memory_copy_p2p<const B: usize>(
 
 unsafe extern "C" fn get_device_count<const B: usize>(count: *mut usize) -> C_Status {
     // SAFETY: the host passes a writable `size_t` (or null: refused).
-    guarded(|| unsafe { put(count, rt::<B>()?.count()) })
+    guarded::<B>("get_device_count", || unsafe {
+        put(count, rt::<B>()?.count())
+    })
 }
 
 unsafe extern "C" fn get_device_list<const B: usize>(devices: *mut usize) -> C_Status {
-    guarded(|| {
+    guarded::<B>("get_device_list", || {
         let rt = rt::<B>()?;
         if devices.is_null() {
             return Err(C_ERROR);
@@ -458,7 +533,7 @@ unsafe extern "C" fn device_memory_stats<const B: usize>(
     total: *mut usize,
     free: *mut usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("device_memory_stats", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if total.is_null() || free.is_null() {
@@ -479,7 +554,7 @@ unsafe extern "C" fn cuda_stream_begin_capture<const B: usize>(
     stream: C_Stream,
     mode: C_StreamCaptureMode,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("cuda_stream_begin_capture", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.begin_capture(d, stream, mode)
@@ -491,7 +566,7 @@ unsafe extern "C" fn cuda_stream_end_capture<const B: usize>(
     stream: C_Stream,
     graph: *mut C_CudaGraph,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("cuda_stream_end_captrue", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if graph.is_null() {
@@ -508,7 +583,7 @@ unsafe extern "C" fn cuda_graph_launch<const B: usize>(
     exec: C_GraphExec,
     stream: C_Stream,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("cuda_graph_launch", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.launch(d, exec as usize, stream)
@@ -516,11 +591,15 @@ unsafe extern "C" fn cuda_graph_launch<const B: usize>(
 }
 
 unsafe extern "C" fn cuda_graph_destroy<const B: usize>(graph: C_CudaGraph) -> C_Status {
-    guarded(|| rt::<B>()?.destroy_graph(graph as usize))
+    guarded::<B>("cuda_graph_destroy", || {
+        rt::<B>()?.destroy_graph(graph as usize)
+    })
 }
 
 unsafe extern "C" fn cuda_graph_exec_destroy<const B: usize>(exec: C_GraphExec) -> C_Status {
-    guarded(|| rt::<B>()?.destroy_exec(exec as usize))
+    guarded::<B>("cuda_graph_exec_destroy", || {
+        rt::<B>()?.destroy_exec(exec as usize)
+    })
 }
 
 unsafe extern "C" fn cuda_graph_instantiate<const B: usize>(
@@ -530,7 +609,7 @@ unsafe extern "C" fn cuda_graph_instantiate<const B: usize>(
     _log: *mut c_char,
     _log_size: usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("cuda_graph_instantiate", || {
         let rt = rt::<B>()?;
         if exec.is_null() || graph.is_null() {
             return Err(C_ERROR);
@@ -552,7 +631,7 @@ unsafe extern "C" fn cuda_graph_get_nodes<const B: usize>(
     nodes: *mut C_CudaGraphNode,
     count: *mut usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("cuda_graph_get_nodes", || {
         let rt = rt::<B>()?;
         rt.graph(graph as usize)?;
         if !nodes.is_null() {
@@ -575,7 +654,7 @@ unsafe extern "C" fn cuda_stream_capture_info<const B: usize>(
     edge_data: *mut *mut c_void,
     dependency_count: *mut usize,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("cuda_stream_capture_info", || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if status.is_null() {
@@ -611,7 +690,7 @@ unsafe extern "C" fn get_parameter_setter_for_exec_graph<const B: usize>(
     graph: C_CudaGraph,
     hooks: *mut C_GraphHookManager,
 ) -> C_Status {
-    guarded(|| {
+    guarded::<B>("get_parameter_setter_for_exec_graph", || {
         rt::<B>()?.graph(graph as usize)?;
         let none = C_GraphHookManager {
             size: 0,
@@ -628,7 +707,7 @@ macro_rules! size_info {
     ($($(#[$doc:meta])* $name:ident = $value:expr;)*) => {$(
         $(#[$doc])*
         unsafe extern "C" fn $name<const B: usize>(device: C_Device, out: *mut usize) -> C_Status {
-            guarded(|| {
+            guarded::<B>(stringify!($name), || {
                 // SAFETY: the host passes a valid `C_Device`.
                 let (rt, d) = unsafe { dev::<B>(device) }?;
                 let value: fn(&Runtime, usize) -> usize = $value;

@@ -539,3 +539,93 @@ fn cpu_memory_is_the_host_memory_paddle_writes_through() {
     assert_eq!(unsafe { ptr.cast::<[u8; 3]>().read() }, [1, 2, 6]);
     free(ptr, 8);
 }
+
+/// The `stream` argument of every run of [`note_stream`], in run order.
+static NOTED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// A callback that notes the stream it is told, sleeping a little first (so that concurrent
+/// launches would interleave their callbacks if nothing ordered them), and reports `C_ERROR`
+/// when told the stream `data` names.
+unsafe extern "C" fn note_stream(
+    _: C_Device,
+    stream: C_Stream,
+    data: *mut c_void,
+    status: *mut C_Status,
+) {
+    std::thread::sleep(Duration::from_millis(2));
+    NOTED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(stream as usize);
+    if !data.is_null() && data == stream.cast::<c_void>() {
+        // SAFETY: the plug-in passes a writable status.
+        unsafe { status.write(C_ERROR) };
+    }
+}
+
+/// Callbacks captured into a graph are told the stream of the launch that runs them, also when
+/// launches on two streams are queued at once; a failure one reports goes to that stream.
+#[test]
+fn captured_callbacks_are_told_their_launch_stream() {
+    let _serial = serial();
+    NOTED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    let (capturing, a, b) = (stream(), stream(), stream());
+    let mut d = dev();
+    assert_eq!(
+        call!(cuda_stream_begin_capture(
+            &mut d,
+            capturing,
+            C_StreamCaptureModeThreadLocal
+        )),
+        C_SUCCESS
+    );
+    for data in [null_mut(), null_mut(), a.cast::<c_void>()] {
+        assert_eq!(
+            call!(stream_add_callback(
+                &mut d,
+                capturing,
+                Some(note_stream),
+                data
+            )),
+            C_SUCCESS
+        );
+    }
+    let mut graph = null_mut();
+    assert_eq!(
+        call!(cuda_stream_end_captrue(&mut d, capturing, &mut graph)),
+        C_SUCCESS
+    );
+    let mut exec = null_mut();
+    assert_eq!(
+        call!(cuda_graph_instantiate(
+            &mut exec,
+            &mut graph,
+            null_mut(),
+            null_mut(),
+            0
+        )),
+        C_SUCCESS
+    );
+    assert!(
+        NOTED.lock().unwrap_or_else(|p| p.into_inner()).is_empty(),
+        "captured callbacks run only when launched"
+    );
+    let order = [a, b, b, a, b, a];
+    for s in order {
+        assert_eq!(call!(cuda_graph_launch(&mut d, exec, s)), C_SUCCESS);
+    }
+    assert_eq!(sync(a), C_ERROR, "a's launches reported a failure");
+    assert_eq!(sync(b), C_SUCCESS, "b's launches reported none");
+    let expected: Vec<usize> = order.iter().flat_map(|&s| [s as usize; 3]).collect();
+    assert_eq!(
+        *NOTED.lock().unwrap_or_else(|p| p.into_inner()),
+        expected,
+        "each launch's callbacks, in launch order, told their launch's stream"
+    );
+    assert_eq!(sync(a), C_SUCCESS, "reported once");
+    assert_eq!(call!(cuda_graph_exec_destroy(exec)), C_SUCCESS);
+    assert_eq!(call!(cuda_graph_destroy(graph)), C_SUCCESS);
+    for s in [capturing, a, b] {
+        destroy(s);
+    }
+}
