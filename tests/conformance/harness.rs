@@ -108,9 +108,35 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 /// threads that would open the gates queued on that lock. A test holding a gate and calling the
 /// driver is fine on its own (the suite passes one test at a time), so each test runs its
 /// driver-GPU places with no other test on a driver-GPU place at the same time. CPU, wgpu and
-/// plug-in places still run alongside.
+/// plug-in places still run alongside, except plug-in places whose work goes to the CUDA or HIP
+/// driver ([`plugin_uses_a_gpu_driver`]): they stall it alike, and a Global-mode capture on a
+/// CUDA place forbids their driver calls too (CUDA's rule holds process-wide).
 fn gates_stall_the_driver(place: &Place) -> bool {
-    matches!(place.backend(), BackendKind::Cuda | BackendKind::Hip)
+    match place {
+        Place::Custom { device_type, .. } => plugin_uses_a_gpu_driver(device_type),
+        _ => matches!(place.backend(), BackendKind::Cuda | BackendKind::Hip),
+    }
+}
+
+/// Whether the plug-in device type `device_type` runs its work through the CUDA or HIP driver.
+/// The plug-in ABI reports no backend, so this is a name match, documented here: the GPU types
+/// of devstream's own Paddle plug-in (`crates/devstream-paddle`: `devstream_cuda` over
+/// devstream's CUDA places, `devstream_hip` over its HIP places), recognised as that plug-in
+/// by the sub-device type it reports (`devstream`).
+#[cfg(feature = "plugin")]
+fn plugin_uses_a_gpu_driver(device_type: &str) -> bool {
+    const DEVSTREAM_PADDLE_GPU_TYPES: [&str; 2] = ["devstream_cuda", "devstream_hip"];
+    DEVSTREAM_PADDLE_GPU_TYPES.contains(&device_type)
+        && devstream::plugin::loaded_plugins().iter().any(|plugin| {
+            plugin.device_type == device_type
+                && plugin.sub_device_type.as_deref() == Some("devstream")
+        })
+}
+
+/// Without the `plugin` feature there are no plug-in places.
+#[cfg(not(feature = "plugin"))]
+fn plugin_uses_a_gpu_driver(_device_type: &str) -> bool {
+    false
 }
 
 /// Held while a test runs on a place where [`gates_stall_the_driver`].
