@@ -169,6 +169,13 @@ impl<A: RawApi> GpuBuffer<A> {
         self.inner.stream_ordered
     }
 
+    /// A reference that keeps the memory allocated while held (for calls whose work is
+    /// queued later than they are made: collectives inside a group).
+    #[cfg(feature = "comm")]
+    pub(crate) fn keep_alive(&self) -> Box<dyn std::any::Any + Send + Sync> {
+        Box::new(self.inner.clone())
+    }
+
     /// Records that `stream`'s queued work uses the buffer (so that it is freed only after that
     /// work) and, if the stream is capturing, makes the capture own a reference.
     pub fn use_on(&self, stream: &GpuStream<A>) -> Result<()> {

@@ -200,6 +200,11 @@ impl<A: RawApi> Device<A> {
         caps.nonblocking_query = true;
         caps.legacy_default_stream = true;
         caps.per_thread_stream = true;
+        // Collectives where NCCL (CUDA) / RCCL (HIP) loads (cargo feature `comm`).
+        #[cfg(feature = "comm")]
+        {
+            caps.collectives = crate::comm::available::<A>();
+        }
         Ok(Device {
             ordinal,
             place,

@@ -113,10 +113,14 @@ pub(crate) fn release_off_callback(release: impl FnOnce() + Send + 'static) {
 /// `raised` mirrors "a message is kept" and changes only under the message's lock, so a
 /// `raise` racing a `take` is either taken with it or kept (with its message) for the next.
 /// Its types come from [`sync`] (loom's under `--cfg loom`: `hostfn/loom_tests.rs`).
+/// It also keeps a typed error of stream work that devstream watches from the host (a
+/// collective that failed: [`PanicSlot::fail`]), reported the same way.
 #[derive(Debug, Default)]
 pub(crate) struct PanicSlot {
     raised: sync::AtomicBool,
     message: sync::Mutex<Option<String>>,
+    #[cfg(feature = "comm")]
+    error: std::sync::Mutex<Option<Error>>,
 }
 
 impl PanicSlot {
@@ -124,6 +128,18 @@ impl PanicSlot {
         let mut slot = self.message.lock().unwrap_or_else(PoisonError::into_inner);
         if slot.is_none() {
             *slot = Some(message);
+        }
+        self.raised.store(true, Ordering::Release);
+    }
+
+    /// Keeps `error` (the first one) for the stream's next `synchronize`.
+    #[cfg(feature = "comm")]
+    pub(crate) fn fail(&self, error: Error) {
+        // Under the message lock, like `raise`, so that `raised` mirrors what is kept.
+        let _message = self.message.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self.error.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(error);
         }
         self.raised.store(true, Ordering::Release);
     }
@@ -136,6 +152,19 @@ impl PanicSlot {
         }
         let mut slot = self.message.lock().unwrap_or_else(PoisonError::into_inner);
         self.raised.store(false, Ordering::Release);
+        #[cfg(feature = "comm")]
+        if let Some(error) = self
+            .error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            if slot.is_some() {
+                // A panic kept too: report it next time.
+                self.raised.store(true, Ordering::Release);
+            }
+            return Err(error);
+        }
         match slot.take() {
             Some(message) => Err(Error::HostFuncPanicked { stream, message }),
             // A concurrent `take` reported it.

@@ -20,6 +20,10 @@
 #![warn(missing_docs)]
 
 mod buffer;
+#[cfg(feature = "comm")]
+pub mod comm;
+#[cfg(feature = "comm")]
+mod comm_lib;
 mod device;
 mod error;
 mod event;
@@ -34,6 +38,8 @@ mod stream;
 mod users;
 
 pub use buffer::{GpuBuffer, GpuHostBuffer};
+#[cfg(feature = "comm")]
+pub use comm::GpuComm;
 pub use device::{device_of, Device, GpuBackend, Runtime};
 pub use error::{check, check_ready, map_alloc_error, map_error};
 pub use event::GpuEvent;
