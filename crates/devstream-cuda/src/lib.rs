@@ -77,3 +77,19 @@ pub type CudaRuntime = devstream_gpu_common::Runtime<CudaApi>;
 pub fn driver_version() -> devstream_core::Result<i32> {
     Ok(CudaRuntime::get()?.info().driver_version)
 }
+
+/// Environment variable naming the NCCL library file to load (cargo feature `comm`).
+#[cfg(feature = "comm")]
+pub use devstream_gpu_common::comm::NCCL_LIBRARY_ENV;
+
+/// One rank of an NCCL communicator (cargo feature `comm`): collectives queued on
+/// [`CudaStream`]s through `devstream_core::DeviceCommunicator`.
+#[cfg(feature = "comm")]
+pub type CudaComm = devstream_gpu_common::GpuComm<CudaApi>;
+
+/// Whether NCCL loads, with its path and version (cargo feature `comm`), or
+/// `Error::BackendUnavailable` naming what was tried.
+#[cfg(feature = "comm")]
+pub fn comm_library() -> devstream_core::Result<(String, String)> {
+    devstream_gpu_common::comm::library_info::<CudaApi>()
+}

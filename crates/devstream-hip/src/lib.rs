@@ -84,3 +84,19 @@ pub fn library() -> devstream_core::Result<String> {
     HipRuntime::get()?;
     Ok(api::library_path().unwrap_or_default().to_string())
 }
+
+/// Environment variable naming the RCCL library file to load (cargo feature `comm`).
+#[cfg(feature = "comm")]
+pub use devstream_gpu_common::comm::RCCL_LIBRARY_ENV;
+
+/// One rank of an RCCL communicator (cargo feature `comm`): collectives queued on
+/// [`HipStream`]s through `devstream_core::DeviceCommunicator`.
+#[cfg(feature = "comm")]
+pub type HipComm = devstream_gpu_common::GpuComm<HipApi>;
+
+/// Whether RCCL loads, with its path and version (cargo feature `comm`), or
+/// `Error::BackendUnavailable` naming what was tried.
+#[cfg(feature = "comm")]
+pub fn comm_library() -> devstream_core::Result<(String, String)> {
+    devstream_gpu_common::comm::library_info::<HipApi>()
+}
