@@ -149,6 +149,25 @@ pub(crate) fn unregister(capture: &Arc<CaptureShared>) {
     ACTIVE_COUNT.store(active.len(), Ordering::SeqCst);
 }
 
+/// Ends the captures begun on the stream `origin` of `runtime`, which is being dropped: no
+/// `end_capture` can come any more, and a capture left registered (a `Global` one above all)
+/// would forbid synchronizing every other stream of the plug-in from then on. Work other
+/// streams joined into it stays theirs to synchronize; the capture is marked invalidated.
+pub(crate) fn forget_origin(runtime: usize, origin: u64) {
+    if ACTIVE_COUNT.load(Ordering::SeqCst) == 0 {
+        return;
+    }
+    let mut active = lock(&ACTIVE);
+    active.retain(|c| {
+        let theirs = c.runtime == runtime && c.origin == origin;
+        if theirs {
+            c.invalidate("its stream was dropped during the capture".into());
+        }
+        !theirs
+    });
+    ACTIVE_COUNT.store(active.len(), Ordering::SeqCst);
+}
+
 /// Whether any capture of this runtime is in progress (cheap).
 pub(crate) fn any_active(runtime: usize) -> bool {
     ACTIVE_COUNT.load(Ordering::SeqCst) > 0 && lock(&ACTIVE).iter().any(|c| c.runtime == runtime)

@@ -1108,6 +1108,7 @@ impl Drop for StreamCore {
         if self.user_created {
             LIVE_STREAMS.fetch_sub(1, Ordering::SeqCst);
         }
+        crate::capture::forget_origin(self.runtime.index(), self.id);
         if self.owned {
             reap(Job::RetireStream {
                 runtime: self.runtime.clone(),
