@@ -599,7 +599,7 @@ impl<A: RawApi> GpuComm<A> {
         }
         self.inner.users.note(stream.inner());
         let capturing = stream.keep_in_capture(Box::new(self.inner.clone()))?;
-        let raw = lock(&self.inner.raw);
+        let mut raw = lock(&self.inner.raw);
         let Some(comm) = *raw else {
             drop(raw);
             return Err(self.inner.aborted(op).unwrap_or(Error::Comm {
@@ -609,10 +609,22 @@ impl<A: RawApi> GpuComm<A> {
             }));
         };
         let code = call(comm.0, stream.raw_handle());
-        drop(raw);
         if code != result::SUCCESS {
-            return Err(self.inner.error(op, code));
+            let error = self.inner.error(op, code);
+            if let Error::Comm {
+                failure, reason, ..
+            } = &error
+            {
+                // The library saw a failure of the communicator (a peer gone, the transport):
+                // abort it, as the watchdog would, so later calls answer `Aborted`.
+                // SAFETY: a live communicator, under its lock; never used again.
+                let _ = unsafe { (self.inner.lib.comm_abort)(comm.0) };
+                *raw = None;
+                *lock(&self.inner.failed) = Some((*failure, reason.clone()));
+            }
+            return Err(error);
         }
+        drop(raw);
         let mut group = lock(&self.inner.group);
         if group.depth > 0 {
             for buffer in buffers {

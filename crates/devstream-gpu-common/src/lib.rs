@@ -12,6 +12,9 @@
 //! `devstream-cuda` does that over cudarc's driver bindings; `devstream-hip` over a loaded
 //! `libamdhip64`. So every CUDA run on real hardware also runs the HIP backend's logic.
 //!
+//! With the cargo feature `comm`, [`comm`] adds collectives ([`GpuComm`]): NCCL for CUDA and
+//! RCCL for HIP, loaded at run time, written once like the rest.
+//!
 //! ```
 //! use devstream_gpu_common::LaunchConfig;
 //! // Everything else needs a runtime; the launch geometry helper does not.
