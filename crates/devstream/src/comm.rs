@@ -16,7 +16,12 @@
 //! | place | engine |
 //! |---|---|
 //! | `cpu` | the reference engine: ranks as threads of one process and/or processes on one host, over shared memory |
-//! | others | none yet: `UniqueId::new`, `Communicator::init` answer `Error::Unsupported` |
+//! | `cuda:N` | NCCL (`libnccl.so.2`: `DEVSTREAM_NCCL_LIBRARY`, the `nvidia-nccl-cu13`/`-cu12` wheels, the system loader), with the `cuda` feature |
+//! | `hip:N` | RCCL (`librccl.so.1`: `DEVSTREAM_RCCL_LIBRARY`, the system loader), with the `hip` feature |
+//! | others | none: `UniqueId::new`, `Communicator::init` answer `Error::Unsupported` |
+//!
+//! Without the library (or the GPU), `UniqueId::new` and `Communicator::init` on a GPU place
+//! return `Error::BackendUnavailable` naming what was tried.
 //!
 //! ```
 //! use devstream::{Communicator, DataType, Place, ReduceOp, Stream, UniqueId};
@@ -72,6 +77,10 @@ impl UniqueId {
     pub fn new(place: &Place) -> Result<UniqueId> {
         match place {
             Place::Cpu => devstream_cpu::CpuBackend::unique_id(place).map(UniqueId),
+            #[cfg(feature = "cuda")]
+            Place::Cuda(_) => devstream_cuda::CudaBackend::unique_id(place).map(UniqueId),
+            #[cfg(feature = "hip")]
+            Place::Hip(_) => devstream_hip::HipBackend::unique_id(place).map(UniqueId),
             other => Err(unsupported("UniqueId::new", other)),
         }
     }
@@ -105,6 +114,25 @@ fn unsupported(op: &'static str, place: &Place) -> Error {
 pub enum Communicator {
     /// A communicator of the CPU reference engine.
     Cpu(devstream_cpu::CpuComm),
+    /// An NCCL communicator on a CUDA device.
+    #[cfg(feature = "cuda")]
+    Cuda(devstream_cuda::CudaComm),
+    /// An RCCL communicator on a HIP device.
+    #[cfg(feature = "hip")]
+    Hip(devstream_hip::HipComm),
+}
+
+/// Runs `$body` with `$c` bound to the backend communicator inside `$comm`.
+macro_rules! with_comm {
+    ($comm:expr, $c:ident => $body:expr) => {
+        match $comm {
+            Communicator::Cpu($c) => $body,
+            #[cfg(feature = "cuda")]
+            Communicator::Cuda($c) => $body,
+            #[cfg(feature = "hip")]
+            Communicator::Hip($c) => $body,
+        }
+    };
 }
 
 impl Communicator {
@@ -113,88 +141,85 @@ impl Communicator {
     /// join by the deadline (`DEVSTREAM_COMM_TIMEOUT_SECS`, default 30 s) or dies meanwhile,
     /// with `Error::InvalidArgument` for `rank >= nranks`, a rank that already joined, or an
     /// id of another backend, and with `Error::Unsupported` where the place has no engine.
+    /// On `cuda`/`hip` places this is `ncclCommInitRank` (one rank per GPU per process; NCCL
+    /// has no deadline for joining), and `Error::BackendUnavailable` without the library.
     pub fn init(place: &Place, rank: usize, nranks: usize, id: &UniqueId) -> Result<Communicator> {
         match place {
             Place::Cpu => devstream_cpu::CpuBackend::init_comm(place, rank, nranks, &id.0)
                 .map(Communicator::Cpu),
+            #[cfg(feature = "cuda")]
+            Place::Cuda(_) => devstream_cuda::CudaBackend::init_comm(place, rank, nranks, &id.0)
+                .map(Communicator::Cuda),
+            #[cfg(feature = "hip")]
+            Place::Hip(_) => devstream_hip::HipBackend::init_comm(place, rank, nranks, &id.0)
+                .map(Communicator::Hip),
             other => Err(unsupported("Communicator::init", other)),
         }
     }
 
     /// The communicator's place.
     pub fn place(&self) -> &Place {
-        match self {
-            Communicator::Cpu(c) => c.place(),
-        }
+        with_comm!(self, c => c.place())
     }
 
     /// This rank.
     pub fn rank(&self) -> usize {
-        match self {
-            Communicator::Cpu(c) => c.rank(),
-        }
+        with_comm!(self, c => c.rank())
     }
 
     /// Number of ranks.
     pub fn nranks(&self) -> usize {
-        match self {
-            Communicator::Cpu(c) => c.nranks(),
-        }
+        with_comm!(self, c => c.nranks())
     }
 
     /// The deadline a collective's peers have to arrive (default: the
-    /// `DEVSTREAM_COMM_TIMEOUT_SECS` environment variable, else 30 s).
+    /// `DEVSTREAM_COMM_TIMEOUT_SECS` environment variable, else 30 s). On `cuda`/`hip`, a
+    /// collective still incomplete this long after it was queued aborts the communicator.
     pub fn timeout(&self) -> Duration {
-        match self {
-            Communicator::Cpu(c) => c.timeout(),
-        }
+        with_comm!(self, c => c.timeout())
     }
 
     /// Sets the deadline for collectives queued from now on.
     pub fn set_timeout(&self, timeout: Duration) {
-        match self {
-            Communicator::Cpu(c) => c.set_timeout(timeout),
-        }
+        with_comm!(self, c => c.set_timeout(timeout))
     }
 
     /// Opens a group (`ncclGroupStart`; groups nest): the calls on this communicator until the
     /// matching [`group_end`](Self::group_end) are checked at once and queued together by it,
     /// so that they never wait for each other (a `recv` queued before a `send` to the same
-    /// peer on both ranks completes).
+    /// peer on both ranks completes). On `cuda`/`hip`, groups are NCCL's: per thread.
     pub fn group_start(&self) -> Result<()> {
-        match self {
-            Communicator::Cpu(c) => c.group_start(),
-        }
+        with_comm!(self, c => c.group_start())
     }
 
     /// Closes a group (`ncclGroupEnd`); the outermost queues its calls.
     /// `Error::InvalidArgument` without an open group.
     pub fn group_end(&self) -> Result<()> {
-        match self {
-            Communicator::Cpu(c) => c.group_end(),
-        }
+        with_comm!(self, c => c.group_end())
     }
 
-    /// The backend communicator inside.
-    pub fn backend(&self) -> &devstream_cpu::CpuComm {
-        match self {
-            Communicator::Cpu(c) => c,
-        }
+    /// The backend communicator inside (`devstream::cpu::CpuComm`, `devstream_cuda::CudaComm`,
+    /// `devstream_hip::HipComm`), if it is a `T`.
+    pub fn backend<T: 'static>(&self) -> Option<&T> {
+        with_comm!(self, c => (c as &dyn std::any::Any).downcast_ref::<T>())
     }
 }
 
-/// The CPU handles of a call, or the typed error: another place (`PlaceMismatch`), or a
+/// The buffer type of a communicator's backend.
+type BufferOf<C> = <<C as DeviceCommunicator>::Stream as devstream_core::DeviceStream>::Buffer;
+
+/// The backend handles of a call, or the typed error: another place (`PlaceMismatch`), or a
 /// backend without collectives (`Unsupported`).
-fn cpu_parts<'a>(
+fn parts<'a, C: DeviceCommunicator>(
     op: &'static str,
     stream: &'a Stream,
-    comm: &'a Communicator,
+    comm: &'a C,
     buffers: [&'a DeviceBuffer; 2],
-) -> Result<(
-    &'a devstream_cpu::CpuStream,
-    &'a devstream_cpu::CpuComm,
-    [&'a devstream_cpu::CpuBuffer; 2],
-)> {
+) -> Result<(&'a C::Stream, [&'a BufferOf<C>; 2])>
+where
+    C::Stream: crate::Member<Stream>,
+    BufferOf<C>: crate::Member<DeviceBuffer>,
+{
     if stream.place() != comm.place() {
         return Err(Error::mismatch(op, comm.place(), stream.place()));
     }
@@ -204,14 +229,23 @@ fn cpu_parts<'a>(
         }
     }
     let s = stream
-        .backend::<devstream_cpu::CpuStream>()
+        .backend::<C::Stream>()
         .ok_or_else(|| Error::unsupported(op, stream.place()))?;
-    let Communicator::Cpu(c) = comm;
     let unpack = |b: &'a DeviceBuffer| {
-        b.backend::<devstream_cpu::CpuBuffer>()
+        b.backend()
             .ok_or_else(|| Error::mismatch(op, comm.place(), b.place()))
     };
-    Ok((s, c, [unpack(buffers[0])?, unpack(buffers[1])?]))
+    Ok((s, [unpack(buffers[0])?, unpack(buffers[1])?]))
+}
+
+/// Runs a collective on whichever backend `$comm` is.
+macro_rules! dispatch {
+    ($op:literal, $stream:expr, $comm:expr, [$a:expr, $b:expr]; $c:ident, $s:ident, $x:ident, $y:ident => $call:expr) => {
+        with_comm!($comm, $c => {
+            let ($s, [$x, $y]) = parts($op, $stream, $c, [$a, $b])?;
+            $call
+        })
+    };
 }
 
 /// Collectives, queued on the stream like copies (cargo feature `comm`). Each returns once
@@ -223,6 +257,8 @@ impl Stream {
     /// `recv[..count] = op over ranks of send[..count]` on every rank (`ncclAllReduce`).
     /// Floats are combined in rank order (so every rank gets identical bits), `F16`/`BF16` in
     /// `f32`; integers wrap; integer `Avg` is the wrapped sum divided by `nranks`, truncated.
+    /// (On NCCL/RCCL, floats are combined in the library's order: every rank still gets the
+    /// same bits.)
     pub fn all_reduce(
         &self,
         comm: &Communicator,
@@ -232,8 +268,7 @@ impl Stream {
         dtype: DataType,
         op: ReduceOp,
     ) -> Result<()> {
-        let (s, c, [send, recv]) = cpu_parts("all_reduce", self, comm, [send, recv])?;
-        c.all_reduce(s, send, recv, count, dtype, op)
+        dispatch!("all_reduce", self, comm, [send, recv]; c, s, send, recv => c.all_reduce(s, send, recv, count, dtype, op))
     }
 
     /// `recv[..count] = root's send[..count]` on every rank (`send` is read on the root only).
@@ -246,8 +281,7 @@ impl Stream {
         dtype: DataType,
         root: usize,
     ) -> Result<()> {
-        let (s, c, [send, recv]) = cpu_parts("broadcast", self, comm, [send, recv])?;
-        c.broadcast(s, send, recv, count, dtype, root)
+        dispatch!("broadcast", self, comm, [send, recv]; c, s, send, recv => c.broadcast(s, send, recv, count, dtype, root))
     }
 
     /// Like [`all_reduce`](Self::all_reduce), but only `root`'s `recv` is written.
@@ -262,8 +296,7 @@ impl Stream {
         op: ReduceOp,
         root: usize,
     ) -> Result<()> {
-        let (s, c, [send, recv]) = cpu_parts("reduce", self, comm, [send, recv])?;
-        c.reduce(s, send, recv, count, dtype, op, root)
+        dispatch!("reduce", self, comm, [send, recv]; c, s, send, recv => c.reduce(s, send, recv, count, dtype, op, root))
     }
 
     /// `recv[r * count..][..count] = rank r's send[..count]` (`recv` holds `count * nranks`).
@@ -277,8 +310,7 @@ impl Stream {
         count: usize,
         dtype: DataType,
     ) -> Result<()> {
-        let (s, c, [send, recv]) = cpu_parts("all_gather", self, comm, [send, recv])?;
-        c.all_gather(s, send, recv, count, dtype)
+        dispatch!("all_gather", self, comm, [send, recv]; c, s, send, recv => c.all_gather(s, send, recv, count, dtype))
     }
 
     /// `recv[..count] = op over ranks of send[rank * count..][..count]` (`send` holds
@@ -292,12 +324,11 @@ impl Stream {
         dtype: DataType,
         op: ReduceOp,
     ) -> Result<()> {
-        let (s, c, [send, recv]) = cpu_parts("reduce_scatter", self, comm, [send, recv])?;
-        c.reduce_scatter(s, send, recv, count, dtype, op)
+        dispatch!("reduce_scatter", self, comm, [send, recv]; c, s, send, recv => c.reduce_scatter(s, send, recv, count, dtype, op))
     }
 
     /// `recv[r * count..][..count] = rank r's send[rank * count..][..count]` (both hold
-    /// `count * nranks`).
+    /// `count * nranks`). On NCCL/RCCL `send` and `recv` must be different buffers.
     pub fn all_to_all(
         &self,
         comm: &Communicator,
@@ -306,12 +337,12 @@ impl Stream {
         count: usize,
         dtype: DataType,
     ) -> Result<()> {
-        let (s, c, [send, recv]) = cpu_parts("all_to_all", self, comm, [send, recv])?;
-        c.all_to_all(s, send, recv, count, dtype)
+        dispatch!("all_to_all", self, comm, [send, recv]; c, s, send, recv => c.all_to_all(s, send, recv, count, dtype))
     }
 
     /// Sends `buf[..count]` to `peer`, matched in order with `peer`'s `recv`s from this rank.
-    /// On the CPU engine a send never waits for its receive.
+    /// On the CPU engine a send never waits for its receive; on NCCL/RCCL it may, until the
+    /// peer's matching `recv` (put both in a group when two ranks exchange).
     pub fn send(
         &self,
         comm: &Communicator,
@@ -320,12 +351,11 @@ impl Stream {
         dtype: DataType,
         peer: usize,
     ) -> Result<()> {
-        let (s, c, [buf, _]) = cpu_parts("send", self, comm, [buf, buf])?;
-        c.send(s, buf, count, dtype, peer)
+        dispatch!("send", self, comm, [buf, buf]; c, s, buf, _b => c.send(s, buf, count, dtype, peer))
     }
 
     /// Receives `count` elements from `peer` into `buf`; a message of another type or count
-    /// fails with `CommFailure::Mismatch`.
+    /// fails with `CommFailure::Mismatch` (on the CPU engine).
     pub fn recv(
         &self,
         comm: &Communicator,
@@ -334,7 +364,6 @@ impl Stream {
         dtype: DataType,
         peer: usize,
     ) -> Result<()> {
-        let (s, c, [buf, _]) = cpu_parts("recv", self, comm, [buf, buf])?;
-        c.recv(s, buf, count, dtype, peer)
+        dispatch!("recv", self, comm, [buf, buf]; c, s, buf, _b => c.recv(s, buf, count, dtype, peer))
     }
 }
