@@ -1,0 +1,651 @@
+//! Collectives on CUDA (NCCL) and HIP (RCCL) places (cargo features `comm` and `cuda`/`hip`):
+//! every op × type × reduction against the scalar model with ranks as threads (one GPU per
+//! rank) and as processes (one per GPU), stream order with events, capture and replay, buffers
+//! and communicators dropped while queued, bad input, a peer that dies, and the typed errors
+//! of places without a library or a GPU.
+//!
+//! A backend needs two devices whose `capabilities().collectives` is true; with fewer its
+//! tests are skipped with a message, unless `DEVSTREAM_REQUIRE` names it (`cuda`, `hip`):
+//! then they fail. NCCL: `NCCL_NVLS_ENABLE=0` is set for the ranks started here.
+
+use devstream::{
+    CaptureMode, CommFailure, Communicator, DataType, DeviceBuffer, Error, Event, EventFlags,
+    Place, ReduceOp, Result, Stream, UniqueId,
+};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+mod comm_model;
+use comm_model::{assert_near, decode, encode, model, value};
+
+const COUNT: usize = 37;
+
+/// One test at a time on the GPUs: collectives of two communicators queued in different
+/// orders on two GPUs could wait for each other.
+fn gpu_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn required(kind: &str) -> bool {
+    std::env::var("DEVSTREAM_REQUIRE")
+        .map(|list| list.split(',').any(|k| k.trim() == kind))
+        .unwrap_or(false)
+}
+
+/// The places of `kind` (`"cuda"`, `"hip"`) with collectives.
+fn places_with_collectives(kind: &str) -> Vec<Place> {
+    devstream::places()
+        .into_iter()
+        .filter(|p| p.to_string().starts_with(&format!("{kind}:")))
+        .filter(|p| devstream::capabilities(p).is_ok_and(|c| c.collectives))
+        .collect()
+}
+
+/// Each backend with at least two devices with collectives, and its places. Skips (with a
+/// message) or, where `DEVSTREAM_REQUIRE` names the backend, fails for the others.
+fn gpu_groups(test: &str) -> Vec<(&'static str, Vec<Place>)> {
+    std::env::set_var("NCCL_NVLS_ENABLE", "0");
+    let mut groups = Vec::new();
+    for kind in ["cuda", "hip"] {
+        let places = places_with_collectives(kind);
+        if places.len() >= 2 {
+            groups.push((kind, places));
+        } else if required(kind) {
+            panic!(
+                "{test}: DEVSTREAM_REQUIRE lists {kind}, but {} {kind} device(s) have \
+                 collectives (2 needed; is NCCL/RCCL installed?)",
+                places.len()
+            );
+        } else {
+            eprintln!(
+                "{test}: skipped on {kind}: {} device(s) with collectives, 2 needed",
+                places.len()
+            );
+        }
+    }
+    groups
+}
+
+/// Runs `body(comm, stream)` with rank `r` on `places[r]`, one thread each.
+fn on_ranks<T: Send + 'static>(
+    places: &[Place],
+    body: impl Fn(Communicator, Stream) -> Result<T> + Send + Sync + 'static,
+) -> Vec<T> {
+    let n = places.len();
+    let id = UniqueId::new(&places[0]).expect("a unique id");
+    let body = Arc::new(body);
+    let threads: Vec<_> = places
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(rank, place)| {
+            let body = body.clone();
+            std::thread::spawn(move || -> Result<T> {
+                let comm = Communicator::init(&place, rank, n, &id)?;
+                let stream = Stream::new(&place)?;
+                body(comm, stream)
+            })
+        })
+        .collect();
+    let results: Vec<Result<T>> = threads
+        .into_iter()
+        .map(|t| t.join().expect("rank thread panicked"))
+        .collect();
+    let failures: Vec<String> = results
+        .iter()
+        .enumerate()
+        .filter_map(|(rank, r)| r.as_ref().err().map(|e| format!("rank {rank}: {e}")))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    results.into_iter().map(|r| r.ok().unwrap()).collect()
+}
+
+fn upload(s: &Stream, bytes: &[u8]) -> Result<DeviceBuffer> {
+    let buf = s.alloc(bytes.len())?;
+    s.copy_from_host(&buf, 0, bytes)?;
+    Ok(buf)
+}
+
+fn download(s: &Stream, buf: &DeviceBuffer) -> Result<Vec<u8>> {
+    let host = s.alloc_host(buf.len().max(1))?;
+    s.copy_device_to_host(&host, 0, buf, 0, buf.len())?;
+    s.synchronize()?;
+    let mut bytes = host.to_vec()?;
+    bytes.truncate(buf.len());
+    Ok(bytes)
+}
+
+fn contribution(rank: usize, count: usize) -> Vec<i64> {
+    (0..count).map(|i| value(rank, i)).collect()
+}
+
+fn comm_failure(e: &Error) -> Option<CommFailure> {
+    match e {
+        Error::Comm { failure, .. } => Some(*failure),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every op × type × reduction against the model, ranks as threads
+
+#[test]
+fn gpu_all_reduce_every_type_and_reduction() {
+    let _gpu = gpu_lock();
+    for (kind, places) in gpu_groups("gpu_all_reduce_every_type_and_reduction") {
+        let n = places.len();
+        on_ranks(&places, move |comm, s| {
+            let rank = comm.rank();
+            for dtype in DataType::ALL {
+                for op in ReduceOp::ALL {
+                    for (in_place, count) in [(false, COUNT), (true, COUNT), (false, 3)] {
+                        let send = upload(&s, &encode(dtype, &contribution(rank, count)))?;
+                        let recv = if in_place {
+                            None
+                        } else {
+                            Some(s.alloc(count * dtype.size())?)
+                        };
+                        let out = recv.as_ref().unwrap_or(&send);
+                        s.all_reduce(&comm, &send, out, count, dtype, op)?;
+                        for (i, g) in decode(dtype, &download(&s, out)?).iter().enumerate() {
+                            let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
+                            let what = format!(
+                                "{kind} all_reduce {dtype} {op} in_place={in_place} rank {rank} [{i}]"
+                            );
+                            assert_near(dtype, *g, model(dtype, op, &column), &what);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn gpu_reduce_broadcast_gather_scatter_and_all_to_all_every_type() {
+    let _gpu = gpu_lock();
+    let test = "gpu_reduce_broadcast_gather_scatter_and_all_to_all_every_type";
+    for (kind, places) in gpu_groups(test) {
+        let n = places.len();
+        on_ranks(&places, move |comm, s| {
+            let rank = comm.rank();
+            for dtype in DataType::ALL {
+                let size = dtype.size();
+                // reduce, every reduction, at every root.
+                for root in 0..n {
+                    for op in ReduceOp::ALL {
+                        let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+                        let recv = s.alloc(COUNT * size)?;
+                        s.reduce(&comm, &send, &recv, COUNT, dtype, op, root)?;
+                        let got = download(&s, &recv)?;
+                        if rank == root {
+                            for (i, g) in decode(dtype, &got).iter().enumerate() {
+                                let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
+                                let what = format!("{kind} reduce {dtype} {op} root {root} [{i}]");
+                                assert_near(dtype, *g, model(dtype, op, &column), &what);
+                            }
+                        }
+                    }
+                    // broadcast from every root.
+                    let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+                    let recv = s.alloc(COUNT * size)?;
+                    s.broadcast(&comm, &send, &recv, COUNT, dtype, root)?;
+                    assert_eq!(
+                        download(&s, &recv)?,
+                        encode(dtype, &contribution(root, COUNT)),
+                        "{kind} broadcast {dtype} root {root} rank {rank}"
+                    );
+                }
+                // all_gather, also in place.
+                let want: Vec<u8> = (0..n)
+                    .flat_map(|r| encode(dtype, &contribution(r, COUNT)))
+                    .collect();
+                let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+                let recv = s.alloc(n * COUNT * size)?;
+                s.all_gather(&comm, &send, &recv, COUNT, dtype)?;
+                assert_eq!(download(&s, &recv)?, want, "{kind} all_gather {dtype}");
+                let both = s.alloc(n * COUNT * size)?;
+                s.fill(&both, 0, both.len(), 0)?;
+                s.copy_from_host(
+                    &both,
+                    rank * COUNT * size,
+                    &encode(dtype, &contribution(rank, COUNT)),
+                )?;
+                s.all_gather(&comm, &both, &both, COUNT, dtype)?;
+                assert_eq!(
+                    download(&s, &both)?,
+                    want,
+                    "{kind} all_gather in place {dtype}"
+                );
+                // reduce_scatter, every reduction, also in place.
+                for op in ReduceOp::ALL {
+                    for in_place in [false, true] {
+                        let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
+                        let recv = if in_place {
+                            None
+                        } else {
+                            Some(s.alloc(COUNT * size)?)
+                        };
+                        let out = recv.as_ref().unwrap_or(&send);
+                        s.reduce_scatter(&comm, &send, out, COUNT, dtype, op)?;
+                        let got = download(&s, out)?;
+                        for (j, g) in decode(dtype, &got[..COUNT * size]).iter().enumerate() {
+                            let column: Vec<i64> =
+                                (0..n).map(|r| value(r, rank * COUNT + j)).collect();
+                            let what = format!(
+                                "{kind} reduce_scatter {dtype} {op} in_place={in_place} rank {rank} [{j}]"
+                            );
+                            assert_near(dtype, *g, model(dtype, op, &column), &what);
+                        }
+                    }
+                }
+                // all_to_all (separate buffers; in place is refused on NCCL/RCCL).
+                let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
+                let recv = s.alloc(n * COUNT * size)?;
+                s.all_to_all(&comm, &send, &recv, COUNT, dtype)?;
+                let want: Vec<u8> = (0..n)
+                    .flat_map(|r| {
+                        let block: Vec<i64> =
+                            (0..COUNT).map(|j| value(r, rank * COUNT + j)).collect();
+                        encode(dtype, &block)
+                    })
+                    .collect();
+                assert_eq!(
+                    download(&s, &recv)?,
+                    want,
+                    "{kind} all_to_all {dtype} rank {rank}"
+                );
+                assert!(matches!(
+                    s.all_to_all(&comm, &send, &send, COUNT, dtype),
+                    Err(Error::InvalidArgument(_))
+                ));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn gpu_send_recv_ring_in_a_group_every_type() {
+    let _gpu = gpu_lock();
+    for (kind, places) in gpu_groups("gpu_send_recv_ring_in_a_group_every_type") {
+        let n = places.len();
+        on_ranks(&places, move |comm, s| {
+            let rank = comm.rank();
+            let (next, prev) = ((rank + 1) % n, (rank + n - 1) % n);
+            for dtype in DataType::ALL {
+                let outbox = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+                let inbox = s.alloc(COUNT * dtype.size())?;
+                comm.group_start()?;
+                s.recv(&comm, &inbox, COUNT, dtype, prev)?;
+                s.send(&comm, &outbox, COUNT, dtype, next)?;
+                // Dropped before the group is queued: kept alive by the group.
+                drop(outbox);
+                comm.group_end()?;
+                assert_eq!(
+                    download(&s, &inbox)?,
+                    encode(dtype, &contribution(prev, COUNT)),
+                    "{kind} ring {dtype} rank {rank}"
+                );
+            }
+            assert!(matches!(comm.group_end(), Err(Error::InvalidArgument(_))));
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn gpu_zero_count_collectives_are_no_ops() {
+    let _gpu = gpu_lock();
+    for (_, places) in gpu_groups("gpu_zero_count_collectives_are_no_ops") {
+        on_ranks(&places, move |comm, s| {
+            let empty = s.alloc(0)?;
+            s.all_reduce(&comm, &empty, &empty, 0, DataType::F32, ReduceOp::Sum)?;
+            s.synchronize()
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream order, capture, lifetimes
+
+#[test]
+fn gpu_wait_event_holds_a_collective_until_the_producer_is_done() {
+    let _gpu = gpu_lock();
+    for (kind, places) in gpu_groups("gpu_wait_event_holds_a_collective_until_the_producer_is_done")
+    {
+        let n = places.len();
+        on_ranks(&places, move |comm, s| {
+            let rank = comm.rank();
+            let producer = Stream::new(comm.place())?;
+            let count = 1 << 22; // 16 MiB of f32
+            let buf = producer.alloc(count * 4)?;
+            let mine: Vec<u8> = std::iter::repeat_n((rank as f32 + 1.0).to_ne_bytes(), count)
+                .flatten()
+                .collect();
+            producer.copy_from_host(&buf, 0, &mine)?;
+            let done = Event::new(comm.place(), EventFlags::default())?;
+            producer.record(&done)?;
+            s.wait_event(&done)?;
+            s.all_reduce(&comm, &buf, &buf, count, DataType::F32, ReduceOp::Sum)?;
+            let after = s.record_event()?;
+            after.synchronize()?;
+            let got = download(&s, &buf)?;
+            let want = (n * (n + 1) / 2) as f32;
+            assert!(
+                got.chunks_exact(4)
+                    .all(|b| f32::from_ne_bytes(b.try_into().unwrap()) == want),
+                "{kind} rank {rank}: not every element is {want}"
+            );
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn gpu_captured_all_reduce_runs_again_with_the_peers_on_every_launch() {
+    let _gpu = gpu_lock();
+    let test = "gpu_captured_all_reduce_runs_again_with_the_peers_on_every_launch";
+    for (kind, places) in gpu_groups(test) {
+        let n = places.len();
+        on_ranks(&places, move |comm, s| {
+            let rank = comm.rank();
+            let buf = s.alloc(COUNT * 4)?;
+            let out = s.alloc(COUNT * 4)?;
+            s.synchronize()?;
+            s.begin_capture(CaptureMode::ThreadLocal)?;
+            s.all_reduce(&comm, &buf, &out, COUNT, DataType::I32, ReduceOp::Sum)?;
+            let graph = s.end_capture()?;
+            for round in 0..4i64 {
+                let mine: Vec<i64> = contribution(rank, COUNT)
+                    .iter()
+                    .map(|v| v * (round + 1))
+                    .collect();
+                s.copy_from_host(&buf, 0, &encode(DataType::I32, &mine))?;
+                graph.launch(&s)?;
+                let got = decode(DataType::I32, &download(&s, &out)?);
+                for (i, g) in got.iter().enumerate() {
+                    let sum: i64 = (0..n).map(|r| value(r, i) * (round + 1)).sum();
+                    assert_eq!(*g, sum as f64, "{kind} launch {round} rank {rank} [{i}]");
+                }
+            }
+            // Every handle but the graph's gone: a launch still works (the graph owns them).
+            let out_check = s.alloc(COUNT * 4)?;
+            s.copy_device_to_device(&out_check, 0, &out, 0, COUNT * 4)?;
+            drop((buf, out, comm));
+            graph.launch(&s)?;
+            s.synchronize()?;
+            drop(out_check);
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn gpu_buffers_and_communicator_dropped_while_queued_stay_alive_until_done() {
+    let _gpu = gpu_lock();
+    let test = "gpu_buffers_and_communicator_dropped_while_queued_stay_alive_until_done";
+    for (kind, places) in gpu_groups(test) {
+        let n = places.len();
+        on_ranks(&places, move |comm, s| {
+            let rank = comm.rank();
+            let count = 1 << 24; // 64 MiB of f32
+            let mine: Vec<u8> = std::iter::repeat_n((rank as f32 + 1.0).to_ne_bytes(), count)
+                .flatten()
+                .collect();
+            let send = upload(&s, &mine)?;
+            let recv = s.alloc(count * 4)?;
+            s.all_reduce(&comm, &send, &recv, count, DataType::F32, ReduceOp::Sum)?;
+            let host = s.alloc_host(count * 4)?;
+            s.copy_device_to_host(&host, 0, &recv, 0, count * 4)?;
+            drop(send);
+            drop(recv);
+            drop(comm);
+            // Other allocations meanwhile must not get the memory still in use.
+            let other = s.alloc(count * 4)?;
+            s.fill(&other, 0, count * 4, 0xff)?;
+            s.synchronize()?;
+            let want = (n * (n + 1) / 2) as f32;
+            let got = host.to_vec()?;
+            assert!(
+                got.chunks_exact(4)
+                    .all(|b| f32::from_ne_bytes(b.try_into().unwrap()) == want),
+                "{kind} rank {rank}: not every element is {want}"
+            );
+            Ok(())
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input and places without collectives
+
+#[test]
+fn gpu_bad_input_is_refused_before_anything_is_queued() {
+    let _gpu = gpu_lock();
+    for (kind, places) in gpu_groups("gpu_bad_input_is_refused_before_anything_is_queued") {
+        let all = places.clone();
+        let n = places.len();
+        on_ranks(&places, move |comm, s| {
+            let rank = comm.rank();
+            let (t, op) = (DataType::F32, ReduceOp::Sum);
+            let buf = s.alloc(COUNT * 4)?;
+            let small = s.alloc(COUNT * 4 - 1)?;
+            let invalid = |r: Result<()>| matches!(r, Err(Error::InvalidArgument(_)));
+            assert!(invalid(s.all_reduce(&comm, &small, &buf, COUNT, t, op)));
+            assert!(invalid(s.all_reduce(&comm, &buf, &small, COUNT, t, op)));
+            assert!(invalid(s.broadcast(&comm, &buf, &buf, COUNT, t, n)));
+            assert!(invalid(s.reduce(&comm, &buf, &buf, COUNT, t, op, n)));
+            assert!(invalid(s.send(&comm, &buf, COUNT, t, n)));
+            assert!(invalid(s.recv(&comm, &buf, COUNT, t, n)));
+            assert!(invalid(s.all_gather(&comm, &buf, &buf, COUNT, t)));
+            assert!(invalid(s.reduce_scatter(&comm, &buf, &buf, COUNT, t, op)));
+            // A stream and a buffer of another device.
+            let other = &all[(rank + 1) % n];
+            let foreign = Stream::new(other)?;
+            let far = foreign.alloc(COUNT * 4)?;
+            let mismatch = |r: Result<()>| matches!(r, Err(Error::PlaceMismatch { .. }));
+            assert!(mismatch(
+                foreign.all_reduce(&comm, &far, &far, COUNT, t, op)
+            ));
+            assert!(mismatch(s.all_reduce(&comm, &far, &buf, COUNT, t, op)));
+            // Nothing was queued: a good call still pairs up with the peers.
+            s.copy_from_host(&buf, 0, &encode(t, &contribution(rank, COUNT)))?;
+            s.all_reduce(&comm, &buf, &buf, COUNT, t, op)?;
+            for (i, g) in decode(t, &download(&s, &buf)?).iter().enumerate() {
+                let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
+                assert_near(
+                    t,
+                    *g,
+                    model(t, op, &column),
+                    &format!("{kind} after bad input"),
+                );
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Without the library or the GPU (CI), `UniqueId::new` and `Communicator::init` on `cuda:0` and
+/// `hip:0` are typed errors, never a panic; with both, `capabilities().collectives` is true.
+#[test]
+fn gpu_places_without_collectives_answer_typed_errors() {
+    for place in [Place::Cuda(0), "hip:0".parse().unwrap()] {
+        let collectives = devstream::capabilities(&place).is_ok_and(|c| c.collectives);
+        let id = UniqueId::new(&place);
+        if collectives {
+            assert!(id.is_ok(), "{place} has collectives: {id:?}");
+            continue;
+        }
+        let typed = |e: &Error| {
+            matches!(
+                e,
+                Error::BackendUnavailable { .. }
+                    | Error::BackendNotCompiled { .. }
+                    | Error::NoDevice { .. }
+                    | Error::Unsupported { .. }
+            )
+        };
+        assert!(id.as_ref().is_err_and(typed), "{place}: {id:?}");
+        let cpu_id = UniqueId::new(&Place::Cpu).unwrap();
+        let comm = Communicator::init(&place, 0, 1, &cpu_id);
+        assert!(comm.as_ref().is_err_and(typed), "{place}: {comm:?}");
+        eprintln!("{place}: {}", id.unwrap_err());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ranks as processes: the test binary re-runs itself, one child per GPU.
+
+const CHILD_ROLE: &str = "DEVSTREAM_COMM_GPU_TEST_ROLE";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Starts rank `rank` of `nranks` on `place` as a child running `test`.
+fn spawn_rank(
+    test: &str,
+    place: &Place,
+    rank: usize,
+    nranks: usize,
+    id: &UniqueId,
+) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(
+            CHILD_ROLE,
+            format!("{place} {rank} {nranks} {}", hex(id.as_bytes())),
+        )
+        .env("NCCL_NVLS_ENABLE", "0")
+        .spawn()
+        .expect("start a rank process")
+}
+
+/// `Some((place, rank, nranks, id))` in a child started by `spawn_rank`.
+fn child_role() -> Option<(Place, usize, usize, UniqueId)> {
+    let role = std::env::var(CHILD_ROLE).ok()?;
+    let mut parts = role.split(' ');
+    let place: Place = parts.next()?.parse().ok()?;
+    let rank = parts.next()?.parse().ok()?;
+    let nranks = parts.next()?.parse().ok()?;
+    let id = UniqueId::from_bytes(&unhex(parts.next()?)).ok()?;
+    Some((place, rank, nranks, id))
+}
+
+fn wait_child(mut child: std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a rank process hung");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn gpu_ranks_as_processes_all_reduce_every_type() {
+    const TEST: &str = "gpu_ranks_as_processes_all_reduce_every_type";
+    if let Some((place, rank, nranks, id)) = child_role() {
+        let comm = Communicator::init(&place, rank, nranks, &id).unwrap();
+        let s = Stream::new(&place).unwrap();
+        for dtype in DataType::ALL {
+            for op in ReduceOp::ALL {
+                let buf = upload(&s, &encode(dtype, &contribution(rank, COUNT))).unwrap();
+                s.all_reduce(&comm, &buf, &buf, COUNT, dtype, op).unwrap();
+                let got = decode(dtype, &download(&s, &buf).unwrap());
+                for (i, g) in got.iter().enumerate() {
+                    let column: Vec<i64> = (0..nranks).map(|r| value(r, i)).collect();
+                    let what = format!("process rank {rank} all_reduce {dtype} {op} [{i}]");
+                    assert_near(dtype, *g, model(dtype, op, &column), &what);
+                }
+            }
+        }
+        return;
+    }
+    let _gpu = gpu_lock();
+    for (_, places) in gpu_groups(TEST) {
+        let id = UniqueId::new(&places[0]).unwrap();
+        let n = places.len();
+        let children: Vec<_> = places
+            .iter()
+            .enumerate()
+            .map(|(rank, place)| spawn_rank(TEST, place, rank, n, &id))
+            .collect();
+        for child in children {
+            assert!(wait_child(child, Duration::from_secs(180)).success());
+        }
+    }
+}
+
+/// A rank process that exits without taking part: the survivor's `synchronize` returns
+/// `Error::Comm` (the peer's death through `ncclCommGetAsyncError`, or the deadline) instead of
+/// hanging, and the communicator then answers `CommFailure::Aborted`.
+#[test]
+fn gpu_a_peer_that_dies_fails_the_survivor_by_the_deadline_instead_of_hanging() {
+    const TEST: &str = "gpu_a_peer_that_dies_fails_the_survivor_by_the_deadline_instead_of_hanging";
+    if let Some((place, rank, nranks, id)) = child_role() {
+        let comm = Communicator::init(&place, rank, nranks, &id).unwrap();
+        comm.set_timeout(Duration::from_secs(5));
+        let s = Stream::new(&place).unwrap();
+        let buf = s.alloc(COUNT * 4).unwrap();
+        // One collective together (connections set up), then rank 1 dies.
+        s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)
+            .unwrap();
+        s.synchronize().unwrap();
+        if rank == 1 {
+            std::process::exit(0);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let started = Instant::now();
+        // The failure surfaces from the call (the library saw the death) or from synchronize.
+        let e = s
+            .all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)
+            .and_then(|()| s.synchronize())
+            .unwrap_err();
+        let took = started.elapsed();
+        eprintln!("survivor: {e} after {took:?}");
+        assert!(
+            matches!(
+                comm_failure(&e),
+                Some(CommFailure::Timeout | CommFailure::PeerDied | CommFailure::Transport)
+            ),
+            "{e}"
+        );
+        assert!(took < Duration::from_secs(30), "took {took:?}");
+        let again = s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum);
+        assert_eq!(
+            again.as_ref().err().and_then(comm_failure),
+            Some(CommFailure::Aborted),
+            "{again:?}"
+        );
+        s.synchronize().unwrap();
+        return;
+    }
+    let _gpu = gpu_lock();
+    for (_, places) in gpu_groups(TEST) {
+        let places = &places[..2];
+        let id = UniqueId::new(&places[0]).unwrap();
+        let children: Vec<_> = places
+            .iter()
+            .enumerate()
+            .map(|(rank, place)| spawn_rank(TEST, place, rank, 2, &id))
+            .collect();
+        for child in children {
+            assert!(wait_child(child, Duration::from_secs(120)).success());
+        }
+    }
+}
