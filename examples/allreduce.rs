@@ -3,7 +3,9 @@
 //! ```sh
 //! cargo run --example allreduce --features comm                 # 4 ranks on `cpu`
 //! cargo run --example allreduce --features comm -- --ranks 8
-//! cargo run --example allreduce --features comm -- --place cuda  # one rank per GPU (later)
+//! # one rank per GPU, over NCCL (libnccl.so.2: DEVSTREAM_NCCL_LIBRARY, the nvidia-nccl-cu13 wheel
+//! # or the system loader); --ranks defaults to the number of devices:
+//! NCCL_NVLS_ENABLE=0 cargo run --example allreduce --features comm,cuda -- --place cuda
 //! ```
 //!
 //! The first process is rank 0: it makes the communicator's `UniqueId`, writes its bytes to a
@@ -13,8 +15,8 @@
 //! stream and checks that every element is `1 + 2 + ... + N`.
 //!
 //! `--place cpu` (the default) puts every rank on the CPU reference engine; `--place cuda`
-//! (or `hip`, ...) puts rank R on device `R` of that kind, which answers
-//! `Error::Unsupported` until that backend has a collectives engine.
+//! (NCCL) or `--place hip` (RCCL) puts rank R on device `R` of that kind (one process per
+//! GPU, as NCCL wants); other kinds answer `Error::Unsupported`.
 
 use devstream::{Communicator, DataType, Place, ReduceOp, Stream, UniqueId};
 use std::path::PathBuf;
@@ -25,6 +27,7 @@ use std::time::Instant;
 const COUNT: usize = 1 << 20;
 
 struct Args {
+    /// Number of ranks: `--ranks`, else 4 on `cpu` and the number of devices elsewhere.
     ranks: usize,
     rank: Option<usize>,
     id_file: Option<PathBuf>,
@@ -32,8 +35,9 @@ struct Args {
 }
 
 fn parse() -> Result<Args, String> {
+    let mut ranks = None;
     let mut args = Args {
-        ranks: 4,
+        ranks: 0,
         rank: None,
         id_file: None,
         place: "cpu".into(),
@@ -42,15 +46,26 @@ fn parse() -> Result<Args, String> {
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
-            "--ranks" => args.ranks = value()?.parse().map_err(|e| format!("--ranks: {e}"))?,
+            "--ranks" => ranks = Some(value()?.parse().map_err(|e| format!("--ranks: {e}"))?),
             "--rank" => args.rank = Some(value()?.parse().map_err(|e| format!("--rank: {e}"))?),
             "--id-file" => args.id_file = Some(PathBuf::from(value()?)),
             "--place" => args.place = value()?,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    args.ranks = match ranks {
+        Some(n) => n,
+        None if args.place == "cpu" => 4,
+        None => devstream::places()
+            .iter()
+            .filter(|p| p.to_string().starts_with(&format!("{}:", args.place)))
+            .count(),
+    };
     if args.ranks == 0 {
-        return Err("--ranks must be at least 1".into());
+        return Err(format!(
+            "--ranks must be at least 1 (no `{}` device found)",
+            args.place
+        ));
     }
     Ok(args)
 }
