@@ -800,6 +800,14 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let (t, o) = (self.dtype(dtype, name)?, self.redop(op, name)?);
         let lib = self.inner.lib;
         let in_place = same(send, recv) && self.inner.rank > 0 && bytes > 0;
+        if in_place && lock(&self.inner.group).depth > 0 {
+            // The move to `recv[..count]` would be queued before the group's collective.
+            return Err(Error::InvalidArgument(format!(
+                "{name}: in place inside a group is not supported on {} (rank {} > 0); use \
+                 separate buffers",
+                self.inner.lib.name, self.inner.rank
+            )));
+        }
         // In place, NCCL writes this rank's result at `send[rank * count..]`; it is then moved
         // to `recv[..count]` (the regions do not overlap for rank ≥ 1).
         let at = recv.device_ptr()

@@ -230,8 +230,13 @@ fn site_packages(lib_dir: PathBuf, out: &mut Vec<PathBuf>) {
         .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
         .map(|e| e.path())
         .collect();
-    pythons.sort();
-    pythons.reverse(); // newest Python first
+    // Newest Python first (3.12 before 3.9).
+    let minor = |path: &PathBuf| -> u32 {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        name.and_then(|n| n.strip_prefix("python3.").and_then(|m| m.parse().ok()))
+            .unwrap_or(0)
+    };
+    pythons.sort_by_key(|path| std::cmp::Reverse(minor(path)));
     for python in pythons {
         for sub in ["dist-packages", "site-packages"] {
             out.push(python.join(sub));
@@ -239,8 +244,8 @@ fn site_packages(lib_dir: PathBuf, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The pip wheels' library files that exist, in search order.
-fn pip_candidates(file: &str) -> Vec<PathBuf> {
+/// The `site-packages` directories searched for pip wheels, in order.
+fn pip_roots() -> Vec<PathBuf> {
     let mut roots = Vec::new();
     site_packages(PathBuf::from("/usr/local/lib"), &mut roots);
     site_packages(PathBuf::from("/usr/lib"), &mut roots);
@@ -251,25 +256,24 @@ fn pip_candidates(file: &str) -> Vec<PathBuf> {
         site_packages(PathBuf::from(home).join(".local/lib"), &mut roots);
     }
     roots
-        .into_iter()
-        .map(|root| root.join("nvidia/nccl/lib").join(file))
-        .filter(|path| path.is_file())
-        .collect()
 }
 
-fn candidates(spec: &Spec) -> Vec<OsString> {
-    if let Some(path) = std::env::var_os(spec.env).filter(|p| !p.is_empty()) {
+/// The files to try, in order: `explicit` (the variable's value) alone when set; else the
+/// wheels' library files that exist under `roots` (NCCL only), then the loader's names.
+fn candidates_from(spec: &Spec, explicit: Option<OsString>, roots: &[PathBuf]) -> Vec<OsString> {
+    if let Some(path) = explicit.filter(|p| !p.is_empty()) {
         return vec![path];
     }
     let mut names: Vec<OsString> = Vec::new();
     if spec.pip {
         names.extend(
-            pip_candidates(spec.file)
-                .into_iter()
+            roots
+                .iter()
+                .map(|root| root.join("nvidia/nccl/lib").join(spec.file))
+                .filter(|path| path.is_file())
                 .map(PathBuf::into_os_string),
         );
-    }
-    if let (false, Some(root)) = (spec.pip, std::env::var_os("ROCM_PATH")) {
+    } else if let Some(root) = std::env::var_os("ROCM_PATH") {
         names.push(
             PathBuf::from(root)
                 .join("lib")
@@ -279,6 +283,11 @@ fn candidates(spec: &Spec) -> Vec<OsString> {
     }
     names.extend(spec.system.iter().map(OsString::from));
     names
+}
+
+fn candidates(spec: &Spec) -> Vec<OsString> {
+    let roots = if spec.pip { pip_roots() } else { Vec::new() };
+    candidates_from(spec, std::env::var_os(spec.env), &roots)
 }
 
 /// Looks one function up; `None` when absent.
@@ -293,9 +302,15 @@ fn symbol<T: Copy>(library: &Library, name: &str) -> Option<T> {
 
 fn load(kind: BackendKind) -> Result<Nccl, String> {
     let spec = spec(kind);
+    let names = candidates(&spec);
+    load_from(&spec, names)
+}
+
+/// Opens the first of `names` that loads and reads its functions.
+fn load_from(spec: &Spec, names: Vec<OsString>) -> Result<Nccl, String> {
     let mut attempts = Vec::new();
     let mut opened = None;
-    for name in candidates(&spec) {
+    for name in names {
         // SAFETY: opening the library runs its initialisers, as linking it would; nothing is
         // called until its functions are checked.
         match unsafe { Library::new(&name) } {
@@ -430,4 +445,77 @@ pub(crate) fn library<A: RawApi>() -> Result<&'static Nccl, String> {
     cell.get_or_init(|| load(A::KIND))
         .as_ref()
         .map_err(Clone::clone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pip layout is found under a `site-packages` root (newest Python first), RCCL is not
+    /// looked for there, and an explicit variable wins over every search.
+    #[test]
+    fn pip_wheels_are_found_and_the_variable_wins() {
+        let root = std::env::temp_dir().join(format!("devstream-nccl-{}", std::process::id()));
+        let lib = root.join("lib/python3.12/site-packages/nvidia/nccl/lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::create_dir_all(root.join("lib/python3.9/dist-packages")).unwrap();
+        std::fs::write(lib.join("libnccl.so.2"), b"").unwrap();
+        let mut roots = Vec::new();
+        site_packages(root.join("lib"), &mut roots);
+        assert_eq!(roots[0], root.join("lib/python3.12/dist-packages"));
+        assert_eq!(roots[2], root.join("lib/python3.9/dist-packages"));
+        let wheel = lib.join("libnccl.so.2").into_os_string();
+        let nccl = spec(BackendKind::Cuda);
+        let names = candidates_from(&nccl, None, &roots);
+        assert_eq!(names[0], wheel, "{names:?}");
+        assert_eq!(names.last(), Some(&OsString::from("libnccl.so")));
+        let hip = candidates_from(&spec(BackendKind::Hip), None, &roots);
+        assert!(!hip.contains(&wheel), "{hip:?}");
+        let explicit = OsString::from("/somewhere/libnccl.so.2");
+        assert_eq!(
+            candidates_from(&nccl, Some(explicit.clone()), &roots),
+            vec![explicit]
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// The installed NCCL (if any) has every function the engine calls, reports a version and
+    /// makes a unique id (no GPU needed); required where `DEVSTREAM_REQUIRE` lists `nccl`. Run
+    /// here (no GPU) against the `nvidia-nccl-cu13` wheel's NCCL 2.32.3 through `$VIRTUAL_ENV`.
+    #[test]
+    fn the_installed_nccl_has_every_function_called() {
+        let required = std::env::var("DEVSTREAM_REQUIRE")
+            .is_ok_and(|list| list.split(',').any(|k| k.trim() == "nccl"));
+        match load(BackendKind::Cuda) {
+            Ok(nccl) => {
+                eprintln!("{} {} at {}", nccl.name, nccl.version_text(), nccl.path);
+                assert!(nccl.version > 0);
+                assert!(nccl
+                    .describe(result::INVALID_USAGE)
+                    .contains("ncclInvalidUsage"));
+                eprintln!("{}", nccl.describe(result::REMOTE_ERROR));
+                let mut id = NcclUniqueId { internal: [0; 128] };
+                // SAFETY: writes 128 bytes into `id`.
+                let code = unsafe { (nccl.get_unique_id)(&mut id) };
+                // A bootstrap address: no GPU needed, only a network interface (loopback).
+                assert_eq!(code, result::SUCCESS, "{}", nccl.describe(code));
+                assert!(id.internal.iter().any(|b| *b != 0));
+            }
+            Err(reason) if !required => eprintln!("skipped: {reason}"),
+            Err(reason) => panic!("DEVSTREAM_REQUIRE lists nccl: {reason}"),
+        }
+    }
+
+    /// A file that is not a library: an error naming it and the variable, no panic.
+    #[test]
+    fn a_file_that_is_not_a_library_is_an_error() {
+        let path =
+            std::env::temp_dir().join(format!("devstream-not-rccl-{}.so", std::process::id()));
+        std::fs::write(&path, b"not an ELF file").unwrap();
+        let error =
+            load_from(&spec(BackendKind::Hip), vec![path.clone().into_os_string()]).unwrap_err();
+        assert!(error.contains(&*path.to_string_lossy()), "{error}");
+        assert!(error.contains(RCCL_LIBRARY_ENV), "{error}");
+        let _ = std::fs::remove_file(&path);
+    }
 }
