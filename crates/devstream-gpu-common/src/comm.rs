@@ -8,12 +8,14 @@
 //! it under the collective; a capture owns references, so a graph keeps them while it exists.
 //!
 //! Failures: one watchdog thread per process polls the communicators with queued work
-//! (`ncclCommGetAsyncError`, and whether the last queued collective completed, through an
-//! event). An asynchronous error or a collective that does not complete within the
-//! communicator's deadline aborts the communicator (`ncclCommAbort`, which releases the
-//! kernels waiting for peers), and the stream's next `synchronize` returns
-//! `Error::Comm { failure: PeerDied | Transport | Timeout }`; later calls answer
-//! `CommFailure::Aborted`.
+//! (`ncclCommGetAsyncError`, and events recorded just before and just after each collective
+//! queued outside a capture). An asynchronous error, or a collective that has not completed
+//! within the communicator's deadline of beginning on the GPU (its start marker completed:
+//! work queued ahead of it does not count), aborts the communicator (`ncclCommAbort`, which
+//! releases the kernels waiting for peers); the next `synchronize` of every stream with a
+//! collective not known complete returns `Error::Comm { failure: PeerDied | Transport |
+//! Timeout }`, and later calls answer `CommFailure::Aborted`. Not watched: collectives replayed
+//! from a graph, and `init` (NCCL's `ncclCommInitRank` has no deadline).
 
 use crate::comm_lib::{library, result, Nccl, NcclComm, NcclUniqueId};
 use crate::device::{device_of, Device, GpuBackend};
@@ -104,15 +106,32 @@ struct RawComm(NcclComm);
 // one communicator are serialised by `CommInner::raw`'s lock).
 unsafe impl Send for RawComm {}
 
-/// What the watchdog tracks for a communicator with queued work.
+/// One collective the watchdog follows: events recorded just before and just after it.
+struct Pending {
+    start: RawEvent,
+    end: RawEvent,
+    /// When the watchdog first saw `start` complete (the collective began on the GPU).
+    started: Option<Instant>,
+    /// The stream's error slot (its `synchronize` reports a failure).
+    slot: Arc<PanicSlot>,
+}
+
+/// What the watchdog tracks for a communicator: its collectives queued outside a capture and
+/// not known to be complete, and spare events.
+#[derive(Default)]
 struct Watch {
-    /// Recorded after the last collective queued outside a capture.
-    event: RawEvent,
-    /// When that collective was queued (`None`: nothing to watch).
-    since: Option<Instant>,
-    /// The streams of the collectives queued since the watch was last idle (their
-    /// `synchronize` reports the failure).
-    streams: Vec<Arc<PanicSlot>>,
+    pending: Vec<Pending>,
+    free: Vec<RawEvent>,
+}
+
+impl Watch {
+    /// An event from the spares or a new one (the context is current).
+    fn event<A: RawApi>(&mut self) -> Option<RawEvent> {
+        self.free.pop().or_else(|| {
+            // SAFETY: the caller made the device's context current.
+            unsafe { A::event_create(EventFlags::default()) }.ok()
+        })
+    }
 }
 
 /// An open group: its depth, the buffers its calls use (kept until the group is queued) and
@@ -136,7 +155,7 @@ struct CommInner<A: RawApi> {
     /// The open group (calls recorded by the library, queued by the outermost `group_end`).
     group: Mutex<Group<A>>,
     failed: Mutex<Option<(CommFailure, String)>>,
-    watch: Mutex<Option<Watch>>,
+    watch: Mutex<Watch>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -145,9 +164,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl<A: RawApi> Drop for CommInner<A> {
     fn drop(&mut self) {
-        let event = lock(&self.watch).take().map(|w| RawEventSend(w.event));
+        let watch = std::mem::take(&mut *lock(&self.watch));
+        let events: Vec<RawEvent> = watch
+            .pending
+            .iter()
+            .flat_map(|p| [p.start, p.end])
+            .chain(watch.free)
+            .collect();
         let raw = lock(&self.raw).take();
-        if event.is_none() && raw.is_none() {
+        if events.is_empty() && raw.is_none() {
             return;
         }
         let lib = self.lib;
@@ -160,16 +185,13 @@ impl<A: RawApi> Drop for CommInner<A> {
                 // SAFETY: the communicator is ours, not aborted, and no queued work uses it.
                 let _ = unsafe { (lib.comm_destroy)(raw.0) };
             }
-            if let Some(event) = event {
-                // SAFETY: our event; the work it was recorded after has completed.
-                let _ = unsafe { A::event_destroy(event.0) };
+            for event in events {
+                // SAFETY: our events; the work they were recorded around has completed.
+                let _ = unsafe { A::event_destroy(event) };
             }
         });
     }
 }
-
-/// An event handle moved into a release.
-struct RawEventSend(RawEvent);
 
 impl<A: RawApi> CommInner<A> {
     fn timeout(&self) -> Duration {
@@ -203,33 +225,44 @@ impl<A: RawApi> CommInner<A> {
         }
     }
 
-    /// Notes that a collective was queued on `stream` outside a capture (the watchdog checks
-    /// it completes by the deadline).
-    fn arm(&self, stream: &GpuStream<A>) {
+    /// Records the start marker of a collective about to be queued on `stream` outside a
+    /// capture (`None`: not watched; a hang stays possible then, never a false failure). The
+    /// context is current.
+    fn mark_start(&self, stream: &GpuStream<A>) -> Option<RawEvent> {
         let mut watch = lock(&self.watch);
-        if watch.is_none() {
-            // SAFETY: the context is current (the caller bound it).
-            match unsafe { A::event_create(EventFlags::default()) } {
-                Ok(event) => {
-                    *watch = Some(Watch {
-                        event,
-                        since: None,
-                        streams: Vec::new(),
-                    })
-                }
-                Err(_) => return, // not watched: a hang stays possible, never a false failure
-            }
-        }
-        let Some(w) = watch.as_mut() else { return };
+        let start = watch.event::<A>()?;
         // SAFETY: our event and a live stream of the same device.
-        if unsafe { A::event_record(w.event, stream.raw_handle()) }.is_err() {
+        if unsafe { A::event_record(start, stream.raw_handle()) }.is_err() {
+            watch.free.push(start);
+            return None;
+        }
+        Some(start)
+    }
+
+    /// Records the end marker after the collective queued since `start` (or gives `start`
+    /// back when the call failed) and starts the watchdog.
+    fn mark_end(&self, stream: &GpuStream<A>, start: Option<RawEvent>, queued: bool) {
+        let Some(start) = start else { return };
+        let mut watch = lock(&self.watch);
+        if !queued {
+            watch.free.push(start);
             return;
         }
-        w.since = Some(Instant::now());
-        let slot = stream.inner().panic.clone();
-        if !w.streams.iter().any(|s| Arc::ptr_eq(s, &slot)) {
-            w.streams.push(slot);
+        let Some(end) = watch.event::<A>() else {
+            watch.free.push(start);
+            return;
+        };
+        // SAFETY: our event and a live stream of the same device.
+        if unsafe { A::event_record(end, stream.raw_handle()) }.is_err() {
+            watch.free.extend([start, end]);
+            return;
         }
+        watch.pending.push(Pending {
+            start,
+            end,
+            started: None,
+            slot: stream.inner().panic.clone(),
+        });
         drop(watch);
         watchdog_start();
     }
@@ -237,34 +270,48 @@ impl<A: RawApi> CommInner<A> {
 
 impl<A: RawApi> Watched for CommInner<A> {
     fn poll(&self) -> bool {
-        let (event, since) = match lock(&self.watch).as_ref() {
-            Some(Watch {
-                event,
-                since: Some(since),
-                ..
-            }) => (*event, *since),
-            _ => return true,
-        };
-        if self.device.bind().is_err() {
+        if lock(&self.watch).pending.is_empty() || self.device.bind().is_err() {
             return true;
         }
         let relaxed = CaptureModeGuard::<A>::relaxed();
         if relaxed.is_none() && self.device.active_captures.load(Ordering::Acquire) > 0 {
             return true; // a query could invalidate a capture in Global mode: wait
         }
-        // SAFETY: our recorded event.
-        let done = unsafe { A::event_query(event) }.is_ok();
-        drop(relaxed);
-        if done {
+        // Forget the completed collectives; note when the others began. The deadline of a
+        // collective counts from when it began on the GPU (its start marker completed), so a
+        // long queue of work ahead of it is not a failure.
+        let now = Instant::now();
+        let mut overdue = None;
+        {
             let mut watch = lock(&self.watch);
-            if let Some(w) = watch.as_mut() {
-                if w.since == Some(since) {
-                    w.since = None;
-                    w.streams.clear();
+            let Watch { pending, free } = &mut *watch;
+            let mut index = 0;
+            while index < pending.len() {
+                let p = &mut pending[index];
+                // SAFETY: our recorded events.
+                if unsafe { A::event_query(p.end) }.is_ok() {
+                    let done = pending.swap_remove(index);
+                    free.extend([done.start, done.end]);
+                    continue;
                 }
+                if p.started.is_none() {
+                    // SAFETY: as above.
+                    if unsafe { A::event_query(p.start) }.is_ok() {
+                        p.started = Some(now);
+                    }
+                }
+                if let Some(started) = p.started {
+                    if now.duration_since(started) > self.timeout() {
+                        overdue = Some(now.duration_since(started));
+                    }
+                }
+                index += 1;
             }
-            return true;
+            if pending.is_empty() {
+                return true;
+            }
         }
+        drop(relaxed);
         // A call in progress (possibly waiting for peers to connect) holds the lock: look
         // again next round (aborting under a call in progress is not allowed).
         let Ok(mut raw) = self.raw.try_lock() else {
@@ -278,18 +325,17 @@ impl<A: RawApi> Watched for CommInner<A> {
             Some((failure_of(code), self.lib.describe(code)))
         } else if async_error != result::SUCCESS && async_error != result::IN_PROGRESS {
             Some((failure_of(async_error), self.lib.describe(async_error)))
-        } else if since.elapsed() > self.timeout() {
-            Some((
-                CommFailure::Timeout,
-                format!(
-                    "a collective queued {:?} ago did not complete within {:?} (a peer is \
-                     missing or stalled)",
-                    since.elapsed(),
-                    self.timeout()
-                ),
-            ))
         } else {
-            None
+            overdue.map(|running| {
+                (
+                    CommFailure::Timeout,
+                    format!(
+                        "a collective running for {running:?} did not complete within {:?} \
+                         (a peer is missing or stalled)",
+                        self.timeout()
+                    ),
+                )
+            })
         };
         let Some((failure, reason)) = failure else {
             return true;
@@ -301,16 +347,24 @@ impl<A: RawApi> Watched for CommInner<A> {
         drop(raw);
         let reason = format!("rank {} of {}: {reason}", self.rank, self.nranks);
         *lock(&self.failed) = Some((failure, reason.clone()));
-        if let Some(w) = lock(&self.watch).as_mut() {
-            w.since = None;
-            for slot in w.streams.drain(..) {
-                slot.fail(Error::Comm {
+        // Every stream with a collective not known complete reports it (once per stream); the
+        // events stay until the communicator is dropped (after its streams' work).
+        let mut watch = lock(&self.watch);
+        let mut told: Vec<Arc<PanicSlot>> = Vec::new();
+        for p in &watch.pending {
+            if !told.iter().any(|t| Arc::ptr_eq(t, &p.slot)) {
+                p.slot.fail(Error::Comm {
                     op: "collective",
                     failure,
                     reason: reason.clone(),
                 });
+                told.push(p.slot.clone());
             }
         }
+        let done: Vec<Pending> = std::mem::take(&mut watch.pending);
+        watch
+            .free
+            .extend(done.into_iter().flat_map(|p| [p.start, p.end]));
         false
     }
 }
@@ -423,7 +477,7 @@ impl<A: RawApi> GpuComm<A> {
                 streams: Vec::new(),
             }),
             failed: Mutex::new(None),
-            watch: Mutex::new(None),
+            watch: Mutex::new(Watch::default()),
         });
         let weak: Weak<dyn Watched> = Arc::downgrade(&inner) as Weak<dyn Watched>;
         lock(watched()).push(weak);
@@ -552,8 +606,8 @@ impl<A: RawApi> GpuComm<A> {
         self.inner.timeout()
     }
 
-    /// Sets the deadline: a collective still incomplete this long after it was queued aborts
-    /// the communicator, and its stream's `synchronize` returns `CommFailure::Timeout`.
+    /// Sets the deadline: a collective still incomplete this long after it began on the GPU
+    /// aborts the communicator, and its stream's `synchronize` returns `CommFailure::Timeout`.
     pub fn set_timeout(&self, timeout: Duration) {
         let nanos = timeout.as_nanos().clamp(1, u128::from(u64::MAX)) as u64;
         self.inner.timeout_nanos.store(nanos, Ordering::Relaxed);
@@ -599,9 +653,18 @@ impl<A: RawApi> GpuComm<A> {
         }
         self.inner.users.note(stream.inner());
         let capturing = stream.keep_in_capture(Box::new(self.inner.clone()))?;
+        let in_group = lock(&self.inner.group).depth > 0;
+        // Watched outside a capture (a graph's replays are not) and outside a group (whose
+        // calls are queued, and watched, by `group_end`).
+        let start = if capturing || in_group {
+            None
+        } else {
+            self.inner.mark_start(stream)
+        };
         let mut raw = lock(&self.inner.raw);
         let Some(comm) = *raw else {
             drop(raw);
+            self.inner.mark_end(stream, start, false);
             return Err(self.inner.aborted(op).unwrap_or(Error::Comm {
                 op,
                 failure: CommFailure::Aborted,
@@ -622,20 +685,21 @@ impl<A: RawApi> GpuComm<A> {
                 *raw = None;
                 *lock(&self.inner.failed) = Some((*failure, reason.clone()));
             }
+            drop(raw);
+            self.inner.mark_end(stream, start, false);
             return Err(error);
         }
         drop(raw);
-        let mut group = lock(&self.inner.group);
-        if group.depth > 0 {
+        if in_group {
+            let mut group = lock(&self.inner.group);
             for buffer in buffers {
                 group.keep.push(buffer.keep_alive());
             }
             if !capturing && !group.streams.iter().any(|s| s == stream) {
                 group.streams.push(stream.clone());
             }
-        } else if !capturing {
-            drop(group);
-            self.inner.arm(stream);
+        } else {
+            self.inner.mark_end(stream, start, true);
         }
         Ok(())
     }
@@ -967,6 +1031,9 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
             }
         };
         self.inner.device.bind()?;
+        // Start markers on every stream of the group, before its calls are queued.
+        let starts: Vec<Option<RawEvent>> =
+            streams.iter().map(|s| self.inner.mark_start(s)).collect();
         let code = {
             let _raw = lock(&self.inner.raw);
             // SAFETY: closes the group opened by `group_start` on this thread.
@@ -974,11 +1041,12 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         };
         // The calls are queued now: buffers dropped from here on are released after them.
         drop(keep);
-        if code != result::SUCCESS {
-            return Err(self.inner.error("group_end", code));
+        let queued = code == result::SUCCESS;
+        for (stream, start) in streams.iter().zip(starts) {
+            self.inner.mark_end(stream, start, queued);
         }
-        for stream in &streams {
-            self.inner.arm(stream);
+        if !queued {
+            return Err(self.inner.error("group_end", code));
         }
         Ok(())
     }

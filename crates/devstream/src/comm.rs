@@ -174,7 +174,7 @@ impl Communicator {
 
     /// The deadline a collective's peers have to arrive (default: the
     /// `DEVSTREAM_COMM_TIMEOUT_SECS` environment variable, else 30 s). On `cuda`/`hip`, a
-    /// collective still incomplete this long after it was queued aborts the communicator.
+    /// collective still incomplete this long after it began on the GPU aborts the communicator.
     pub fn timeout(&self) -> Duration {
         with_comm!(self, c => c.timeout())
     }
