@@ -642,10 +642,16 @@ impl<A: RawApi> GpuComm<A> {
         op: &'static str,
         stream: &GpuStream<A>,
         buffers: &[&GpuBuffer<A>],
+        count: usize,
         call: impl FnOnce(NcclComm, crate::raw::RawStream) -> i32,
     ) -> Result<()> {
         if let Some(error) = self.inner.aborted(op) {
             return Err(error);
+        }
+        if count == 0 {
+            // Nothing moves and no rank waits for another (NCCL's no-op; zero-length buffers
+            // have no address to hand it).
+            return Ok(());
         }
         self.inner.device.bind()?;
         for buffer in buffers {
@@ -753,7 +759,7 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let (t, o) = (self.dtype(dtype, name)?, self.redop(op, name)?);
         let lib = self.inner.lib;
         let (s, r) = (ptr(send.device_ptr()), ptr(recv.device_ptr()));
-        self.queue(name, stream, &[send, recv], |comm, raw| {
+        self.queue(name, stream, &[send, recv], count, |comm, raw| {
             // SAFETY: both buffers hold `count` elements on the communicator's device and are
             // kept alive until the stream has run past the call.
             unsafe { (lib.all_reduce)(s, r, count, t, o, comm, raw) }
@@ -780,7 +786,7 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let t = self.dtype(dtype, name)?;
         let lib = self.inner.lib;
         let (s, r) = (ptr(send.device_ptr()), ptr(recv.device_ptr()));
-        self.queue(name, stream, &[send, recv], |comm, raw| {
+        self.queue(name, stream, &[send, recv], count, |comm, raw| {
             // SAFETY: as in `all_reduce` (`send` is read on the root only).
             unsafe { (lib.broadcast)(s, r, count, t, root, comm, raw) }
         })
@@ -807,7 +813,7 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let (t, o) = (self.dtype(dtype, name)?, self.redop(op, name)?);
         let lib = self.inner.lib;
         let (s, r) = (ptr(send.device_ptr()), ptr(recv.device_ptr()));
-        self.queue(name, stream, &[send, recv], |comm, raw| {
+        self.queue(name, stream, &[send, recv], count, |comm, raw| {
             // SAFETY: as in `all_reduce` (`recv` is written on the root only).
             unsafe { (lib.reduce)(s, r, count, t, o, root, comm, raw) }
         })
@@ -838,7 +844,7 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let t = self.dtype(dtype, name)?;
         let lib = self.inner.lib;
         let (s, r) = (ptr(s), ptr(recv.device_ptr()));
-        self.queue(name, stream, &[send, recv], |comm, raw| {
+        self.queue(name, stream, &[send, recv], count, |comm, raw| {
             // SAFETY: `recv` holds `count * nranks` elements, the send part `count`.
             unsafe { (lib.all_gather)(s, r, count, t, comm, raw) }
         })
@@ -882,7 +888,7 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
             };
         let (s, r) = (ptr(send.device_ptr()), ptr(at));
         let base = recv.device_ptr();
-        self.queue(name, stream, &[send, recv], |comm, raw| {
+        self.queue(name, stream, &[send, recv], count, |comm, raw| {
             // SAFETY: `send` holds `count * nranks` elements, `recv` (at `at`) `count`.
             let code = unsafe { (lib.reduce_scatter)(s, r, count, t, o, comm, raw) };
             if code == result::SUCCESS && in_place {
@@ -923,7 +929,7 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let t = self.dtype(dtype, name)?;
         let lib = self.inner.lib;
         let (s, r) = (send.device_ptr(), recv.device_ptr());
-        self.queue(name, stream, &[send, recv], |comm, raw| {
+        self.queue(name, stream, &[send, recv], count, |comm, raw| {
             // NCCL's recipe: one send and one receive per peer in a group.
             // SAFETY: group calls only record state for this thread.
             let mut code = unsafe { (lib.group_start)() };
@@ -968,7 +974,7 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let t = self.dtype(dtype, name)?;
         let lib = self.inner.lib;
         let b = ptr(buf.device_ptr());
-        self.queue(name, stream, &[buf], |comm, raw| {
+        self.queue(name, stream, &[buf], count, |comm, raw| {
             // SAFETY: `buf` holds `count` elements and is kept alive past the call.
             unsafe { (lib.send)(b, count, t, peer, comm, raw) }
         })
@@ -989,7 +995,7 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let t = self.dtype(dtype, name)?;
         let lib = self.inner.lib;
         let b = ptr(buf.device_ptr());
-        self.queue(name, stream, &[buf], |comm, raw| {
+        self.queue(name, stream, &[buf], count, |comm, raw| {
             // SAFETY: as in `send`.
             unsafe { (lib.recv)(b, count, t, peer, comm, raw) }
         })
