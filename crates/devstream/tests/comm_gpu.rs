@@ -4,9 +4,10 @@
 //! and communicators dropped while queued, bad input, a peer that dies, and the typed errors
 //! of places without a library or a GPU.
 //!
-//! A backend needs two devices whose `capabilities().collectives` is true; with fewer its
-//! tests are skipped with a message, unless `DEVSTREAM_REQUIRE` names it (`cuda`, `hip`):
-//! then they fail. NCCL: `NCCL_NVLS_ENABLE=0` is set for the ranks started here.
+//! A backend needs two devices whose `capabilities().collectives` is true (among those
+//! `DEVSTREAM_PLACES` lists, when set); with fewer its tests are skipped with a message, unless
+//! `DEVSTREAM_REQUIRE` names it (`cuda`, `hip`): then they fail. NCCL: `NCCL_NVLS_ENABLE=0` is
+//! set for the ranks started here.
 
 use devstream::{
     CaptureMode, CommFailure, Communicator, DataType, DeviceBuffer, Error, Event, EventFlags,
@@ -33,11 +34,16 @@ fn required(kind: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// The places of `kind` (`"cuda"`, `"hip"`) with collectives.
+/// The places of `kind` (`"cuda"`, `"hip"`) with collectives (only those that
+/// `DEVSTREAM_PLACES`, a comma-separated list, names when it is set).
 fn places_with_collectives(kind: &str) -> Vec<Place> {
+    let listed: Option<Vec<String>> = std::env::var("DEVSTREAM_PLACES")
+        .ok()
+        .map(|list| list.split(',').map(|p| p.trim().to_string()).collect());
     devstream::places()
         .into_iter()
         .filter(|p| p.to_string().starts_with(&format!("{kind}:")))
+        .filter(|p| listed.as_ref().is_none_or(|l| l.contains(&p.to_string())))
         .filter(|p| devstream::capabilities(p).is_ok_and(|c| c.collectives))
         .collect()
 }
@@ -45,7 +51,10 @@ fn places_with_collectives(kind: &str) -> Vec<Place> {
 /// Each backend with at least two devices with collectives, and its places. Skips (with a
 /// message) or, where `DEVSTREAM_REQUIRE` names the backend, fails for the others.
 fn gpu_groups(test: &str) -> Vec<(&'static str, Vec<Place>)> {
-    std::env::set_var("NCCL_NVLS_ENABLE", "0");
+    if std::env::var_os("NCCL_NVLS_ENABLE").is_none() {
+        // Once, before NCCL starts threads that read the environment.
+        std::env::set_var("NCCL_NVLS_ENABLE", "0");
+    }
     let mut groups = Vec::new();
     for kind in ["cuda", "hip"] {
         let places = places_with_collectives(kind);
