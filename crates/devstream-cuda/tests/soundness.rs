@@ -804,5 +804,9 @@ fn host_function_writes_a_host_buffer_that_a_later_copy_on_its_stream_uploads() 
         matches!(wrote, Some(Ok(()))),
         "the host function's write: {wrote:?}"
     );
-    assert_eq!(back.to_vec().unwrap(), vec![9u8; LEN], "the upload saw the write");
+    assert_eq!(
+        back.to_vec().unwrap(),
+        vec![9u8; LEN],
+        "the upload saw the write"
+    );
 }
