@@ -480,7 +480,7 @@ mod tests {
     }
 
     /// The installed NCCL (if any) has every function the engine calls, reports a version and
-    /// makes a unique id (no GPU needed); required where `DEVSTREAM_REQUIRE` lists `nccl`. Run
+    /// describes its errors (no GPU needed); required where `DEVSTREAM_REQUIRE` lists `nccl`. Run
     /// here (no GPU) against the `nvidia-nccl-cu13` wheel's NCCL 2.32.3 through `$VIRTUAL_ENV`.
     #[test]
     fn the_installed_nccl_has_every_function_called() {
@@ -494,12 +494,10 @@ mod tests {
                     .describe(result::INVALID_USAGE)
                     .contains("ncclInvalidUsage"));
                 eprintln!("{}", nccl.describe(result::REMOTE_ERROR));
-                let mut id = NcclUniqueId { internal: [0; 128] };
-                // SAFETY: writes 128 bytes into `id`.
-                let code = unsafe { (nccl.get_unique_id)(&mut id) };
-                // A bootstrap address: no GPU needed, only a network interface (loopback).
-                assert_eq!(code, result::SUCCESS, "{}", nccl.describe(code));
-                assert!(id.internal.iter().any(|b| *b != 0));
+                // No ncclGetUniqueId here: called from this test, which never initialises the
+                // CUDA driver, NCCL 2.28.3 died with SIGSEGV on an H200, while the engine's own
+                // path (UniqueId::new on a CUDA place, after the device is set up) ran in the
+                // same session (docs/results/2026-11-24-gpu/7-nccl-one-gpu).
             }
             Err(reason) if !required => eprintln!("skipped: {reason}"),
             Err(reason) => panic!("DEVSTREAM_REQUIRE lists nccl: {reason}"),
