@@ -438,6 +438,29 @@ pub trait CommBackend: DeviceBackend {
     fn init_comm(place: &Place, rank: usize, nranks: usize, id: &UniqueId) -> Result<Self::Comm>;
 }
 
+/// `Error::InvalidArgument` unless `rank` (named `what` in the message: "rank", "root",
+/// "peer") is a rank of a communicator of `nranks`: the check every engine makes before
+/// anything is queued.
+pub fn check_rank(op: &'static str, what: &str, rank: usize, nranks: usize) -> Result<()> {
+    if rank >= nranks {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: {what} {rank} is not a rank of a communicator of {nranks}"
+        )));
+    }
+    Ok(())
+}
+
+/// `Error::InvalidArgument` unless a buffer of `len` bytes (the `what` buffer: "send",
+/// "receive") holds the `bytes` a call reads or writes.
+pub fn check_len(op: &'static str, what: &str, len: usize, bytes: usize) -> Result<()> {
+    if len < bytes {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: the {what} buffer holds {len} bytes, the call needs {bytes}"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,7 @@ use crate::flag::CpuFlag;
 use crate::scheduler::{running_stream, CommonOp, Op, UserFn};
 use crate::stream::{fail_running_task, CpuStream, StreamInner};
 use crate::{lock, CpuBackend, CPU_PLACE};
+use devstream_core::comm::check_rank;
 use devstream_core::{
     CommBackend, CommFailure, DataType, DeviceCommunicator, Error, Place, ReduceOp, Result,
     UniqueId, UNIQUE_ID_BYTES,
@@ -625,23 +626,8 @@ impl fmt::Debug for CpuComm {
     }
 }
 
-fn check_rank(op: &'static str, what: &str, rank: usize, nranks: usize) -> Result<()> {
-    if rank >= nranks {
-        return Err(Error::InvalidArgument(format!(
-            "{op}: {what} {rank} is not a rank of a communicator of {nranks}"
-        )));
-    }
-    Ok(())
-}
-
 fn check_len(op: &'static str, what: &str, buf: &CpuBuffer, bytes: usize) -> Result<()> {
-    if buf.0.len < bytes {
-        return Err(Error::InvalidArgument(format!(
-            "{op}: the {what} buffer holds {} bytes, the call needs {bytes}",
-            buf.0.len
-        )));
-    }
-    Ok(())
+    devstream_core::comm::check_len(op, what, buf.0.len, bytes)
 }
 
 impl CpuComm {

@@ -23,6 +23,7 @@ use crate::hostfn::PanicSlot;
 use crate::raw::{RawApi, RawEvent};
 use crate::users::StreamUsers;
 use crate::{CaptureModeGuard, GpuBuffer, GpuStream};
+use devstream_core::comm::check_rank;
 use devstream_core::{
     CommBackend, CommFailure, DataType, DeviceBuffer, DeviceCommunicator, Error, EventFlags, Place,
     ReduceOp, Result, UniqueId,
@@ -425,28 +426,13 @@ impl<A: RawApi> fmt::Debug for GpuComm<A> {
     }
 }
 
-fn check_rank(op: &'static str, what: &str, rank: usize, nranks: usize) -> Result<()> {
-    if rank >= nranks {
-        return Err(Error::InvalidArgument(format!(
-            "{op}: {what} {rank} is not a rank of a communicator of {nranks}"
-        )));
-    }
-    Ok(())
-}
-
 fn check_len<A: RawApi>(
     op: &'static str,
     what: &str,
     buf: &GpuBuffer<A>,
     bytes: usize,
 ) -> Result<()> {
-    if buf.len() < bytes {
-        return Err(Error::InvalidArgument(format!(
-            "{op}: the {what} buffer holds {} bytes, the call needs {bytes}",
-            buf.len()
-        )));
-    }
-    Ok(())
+    devstream_core::comm::check_len(op, what, buf.len(), bytes)
 }
 
 fn ptr(address: u64) -> *mut c_void {
