@@ -696,15 +696,40 @@ fn bad_input_is_refused_before_anything_is_queued() {
         }
         assert_eq!(queued, 0, "a refused call queued work");
     }
-    // A place without an engine: Unsupported, or BackendNotCompiled naming the feature.
-    let e = UniqueId::new(&Place::Cuda(0)).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            Error::Unsupported { .. } | Error::BackendNotCompiled { .. }
-        ),
-        "{e}"
-    );
+    // A CUDA place where this machine cannot serve one: BackendNotCompiled naming the feature
+    // (no `cuda`), BackendUnavailable (no driver, or no NCCL), NoDevice, or Unsupported (no
+    // `comm` engine for it); never a panic, never a communicator.
+    let e = UniqueId::new(&Place::Cuda(0));
+    if devstream::places().contains(&Place::Cuda(0)) && e.is_ok() {
+        eprintln!("cuda:0 has collectives here; the refusal case is not exercised");
+    } else {
+        let e = e.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Unsupported { .. }
+                    | Error::BackendNotCompiled { .. }
+                    | Error::BackendUnavailable { .. }
+                    | Error::NoDevice { .. }
+            ),
+            "{e}"
+        );
+    }
+    // wgpu has no engine: Unsupported where it is compiled, else BackendNotCompiled.
+    if let Err(e) = UniqueId::new(&Place::Wgpu(0)) {
+        assert!(
+            matches!(
+                e,
+                Error::Unsupported { .. }
+                    | Error::BackendNotCompiled { .. }
+                    | Error::NoDevice { .. }
+                    | Error::BackendUnavailable { .. }
+            ),
+            "{e}"
+        );
+    } else {
+        panic!("wgpu has no collectives engine, yet UniqueId::new succeeded");
+    }
     assert!(devstream::capabilities(&CPU).unwrap().collectives);
 }
 
