@@ -168,16 +168,6 @@ pub(crate) fn forget_origin(runtime: usize, origin: u64) {
     ACTIVE_COUNT.store(active.len(), Ordering::SeqCst);
 }
 
-/// Whether a capture of `runtime` forbids "unsafe" calls from a thread that captures nothing,
-/// such as devstream's reaper: a `Global`-mode capture in progress (CUDA's rule). Cheap when
-/// no capture is in progress.
-pub(crate) fn forbids_other_threads(runtime: usize) -> bool {
-    ACTIVE_COUNT.load(Ordering::SeqCst) > 0
-        && lock(&ACTIVE).iter().any(|c| {
-            c.runtime == runtime && c.mode == CaptureMode::Global && c.invalidated().is_none()
-        })
-}
-
 /// Whether any capture of this runtime is in progress (cheap).
 pub(crate) fn any_active(runtime: usize) -> bool {
     ACTIVE_COUNT.load(Ordering::SeqCst) > 0 && lock(&ACTIVE).iter().any(|c| c.runtime == runtime)

@@ -1307,24 +1307,8 @@ fn warn(what: &str, result: Result<()>) {
 }
 
 impl Job {
-    /// Whether a `Global`-mode capture of a plug-in this job calls into is in progress. The
-    /// job's queries, synchronizations, records and destroys are "unsafe" calls to such a
-    /// capture (CUDA's rule, which a plug-in's own runtime may enforce by invalidating the
-    /// capture), so the job waits until the capture ends.
-    fn held_by_a_capture(&self) -> bool {
-        let held = |runtime: &Runtime| crate::capture::forbids_other_threads(runtime.index());
-        match self {
-            Job::DestroyEvent { runtime, .. } | Job::RetireStream { runtime, .. } => held(runtime),
-            Job::After { events, .. } => events.iter().any(|event| held(&event.runtime)),
-            Job::AfterStreams { streams, .. } => streams.iter().any(|core| held(&core.runtime)),
-        }
-    }
-
     /// Advances the job; `None` when it is done, `Some(self)` to try again later.
     fn advance(self) -> Option<Job> {
-        if self.held_by_a_capture() {
-            return Some(self);
-        }
         match self {
             Job::DestroyEvent {
                 runtime,
