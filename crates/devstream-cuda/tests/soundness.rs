@@ -810,3 +810,45 @@ fn host_function_writes_a_host_buffer_that_a_later_copy_on_its_stream_uploads() 
         "the upload saw the write"
     );
 }
+
+/// The same from a graph: a captured host function writes a pinned host buffer that a copy
+/// queued on the launching stream after the launch uploads. The host function runs as part of
+/// that launch, so in stream order the copy has not started: no wait, no error.
+#[test]
+fn captured_host_function_writes_a_host_buffer_that_a_later_copy_on_the_launching_stream_uploads() {
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
+    const LEN: usize = 256;
+    let staging = Arc::new(stream(&place).alloc_host(LEN).unwrap());
+    let wrote = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let capturing = stream(&place);
+    capturing.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    let (target, w) = (staging.clone(), wrote.clone());
+    capturing
+        .launch_host_func(Box::new(move || {
+            w.lock().unwrap().push(target.write(0, &[7u8; LEN]));
+        }))
+        .unwrap();
+    let graph = capturing.end_capture().unwrap();
+    let (s, gate) = gated(&place);
+    let device = s.alloc(LEN).unwrap();
+    let back = s.alloc_host(LEN).unwrap();
+    graph.launch(&s).unwrap();
+    s.copy_host_to_device(&device, 0, &staging, 0, LEN).unwrap();
+    s.copy_device_to_host(&back, 0, &device, 0, LEN).unwrap();
+    // Everything is queued before the graph's host function can run.
+    gate.set(1);
+    let sync = s.clone();
+    within(20, "synchronize", move || sync.synchronize()).unwrap();
+    let wrote = std::mem::take(&mut *wrote.lock().unwrap());
+    assert!(
+        matches!(wrote.as_slice(), [Ok(())]),
+        "the captured host function's write: {wrote:?}"
+    );
+    assert_eq!(
+        back.to_vec().unwrap(),
+        vec![7u8; LEN],
+        "the upload saw the write"
+    );
+}

@@ -21,7 +21,7 @@ thread_local! {
     /// Set while a runtime callback thread runs one of our trampolines.
     static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
     /// The stream whose host function or callback runs, as [`stream_token`] of its panic slot
-    /// (0: none, or not known, as for a graph's host function, which any launch may run).
+    /// (for a graph's host function, that of the launch running it; 0: none or not known).
     static RUNNING_STREAM: Cell<usize> = const { Cell::new(0) };
 }
 
@@ -236,6 +236,15 @@ impl GraphHostState {
             .raise(message);
     }
 
+    /// [`stream_token`] of the stream of the launch running now (the front one; 0 if none).
+    fn front_token(&self) -> usize {
+        self.launches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .front()
+            .map_or(0, stream_token)
+    }
+
     /// One host function of the front launch returned.
     fn call_done(&self) {
         let per_launch = self.per_launch.load(Ordering::Acquire);
@@ -330,11 +339,12 @@ pub(crate) enum PanicSink {
 }
 
 impl PanicSink {
-    /// [`stream_token`] of the stream a host function of this sink runs on (0 for a graph's).
+    /// [`stream_token`] of the stream a host function of this sink runs on: for a graph's, the
+    /// stream of the launch running now (launches of one graph run one after another).
     fn stream_token(&self) -> usize {
         match self {
             PanicSink::Stream(slot) => stream_token(slot),
-            PanicSink::Graph(_) => 0,
+            PanicSink::Graph(state) => state.front_token(),
         }
     }
 
@@ -376,10 +386,10 @@ pub(crate) unsafe extern "C" fn host_once(data: *mut c_void) {
 /// `data` points to a HostCall that outlives every launch of the graph, and launches of one
 /// graph never run concurrently (the runtime orders them).
 pub(crate) unsafe extern "C" fn host_in_graph(data: *mut c_void) {
-    // Any launch of the graph, on any stream, may run this: the stream is not known.
-    let _scope = CallbackScope::enter(0);
     // SAFETY: per this function's contract the HostCall is alive and not aliased mutably.
     let call = unsafe { &mut *data.cast::<HostCall>() };
+    // The stream of the launch that runs it now.
+    let _scope = CallbackScope::enter(call.sink.stream_token());
     run(call);
     if let PanicSink::Graph(state) = &call.sink {
         state.call_done();
