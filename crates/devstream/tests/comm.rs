@@ -3,69 +3,33 @@
 //! ordering with events, flags and host functions, capture, failures and bad input.
 
 use devstream::{
-    CaptureMode, CommFailure, Communicator, DataType, DeviceBuffer, Error, Flag, Member, Place,
-    ReduceOp, Result, Stream, StreamOptions, UniqueId,
+    CaptureMode, CommFailure, Communicator, DataType, Error, Flag, Member, Place, ReduceOp, Result,
+    Stream, StreamOptions, UniqueId,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 mod comm_model;
-use comm_model::{assert_close, decode, encode, model, value};
+use comm_model::{
+    assert_close, comm_failure, contribution, decode, download, encode, model, on_ranks_at, upload,
+    value,
+};
 
 const CPU: Place = Place::Cpu;
 
 // ---------------------------------------------------------------------------------------------
 // Harness
 
-/// Runs `body(comm, stream)` on `n` ranks, one thread each, and returns their results.
+/// Runs `body(comm, stream)` on `n` CPU ranks, one thread each, and returns their results.
 fn on_ranks<T: Send + 'static>(
     n: usize,
     body: impl Fn(Communicator, Stream) -> Result<T> + Send + Sync + 'static,
 ) -> Vec<T> {
-    let id = UniqueId::new(&CPU).unwrap();
-    let body = Arc::new(body);
-    let threads: Vec<_> = (0..n)
-        .map(|rank| {
-            let body = body.clone();
-            std::thread::spawn(move || -> Result<T> {
-                let comm = Communicator::init(&CPU, rank, n, &id)?;
-                let stream = Stream::new(&CPU)?;
-                body(comm, stream)
-            })
-        })
-        .collect();
-    let results: Vec<Result<T>> = threads
-        .into_iter()
-        .map(|t| t.join().expect("rank thread panicked"))
-        .collect();
-    let failures: Vec<String> = results
-        .iter()
-        .enumerate()
-        .filter_map(|(rank, r)| r.as_ref().err().map(|e| format!("rank {rank}: {e}")))
-        .collect();
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    results.into_iter().map(|r| r.ok().unwrap()).collect()
-}
-
-fn upload(s: &Stream, bytes: &[u8]) -> Result<DeviceBuffer> {
-    let buf = s.alloc(bytes.len())?;
-    s.copy_from_host(&buf, 0, bytes)?;
-    Ok(buf)
-}
-
-fn download(s: &Stream, buf: &DeviceBuffer) -> Result<Vec<u8>> {
-    let host = s.alloc_host(buf.len())?;
-    s.copy_device_to_host(&host, 0, buf, 0, buf.len())?;
-    s.synchronize()?;
-    host.to_vec()
+    on_ranks_at(&vec![CPU; n], body)
 }
 
 const COUNT: usize = 37;
-
-fn contribution(rank: usize, count: usize) -> Vec<i64> {
-    (0..count).map(|i| value(rank, i)).collect()
-}
 
 // ---------------------------------------------------------------------------------------------
 // Every op × type × reduction against the model
@@ -538,13 +502,6 @@ fn a_collective_on_a_forked_branch_of_a_capture_replays_between_fork_and_join() 
 
 // ---------------------------------------------------------------------------------------------
 // Failures
-
-fn comm_failure(e: &Error) -> Option<CommFailure> {
-    match e {
-        Error::Comm { failure, .. } => Some(*failure),
-        _ => None,
-    }
-}
 
 #[test]
 fn a_rank_that_leaves_fails_its_peers_with_a_typed_error() {

@@ -10,14 +10,17 @@
 //! set for the ranks started here.
 
 use devstream::{
-    CaptureMode, CommFailure, Communicator, DataType, DeviceBuffer, Error, Event, EventFlags,
-    Place, ReduceOp, Result, Stream, UniqueId,
+    CaptureMode, CommFailure, Communicator, DataType, Error, Event, EventFlags, Place, ReduceOp,
+    Result, Stream, UniqueId,
 };
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 mod comm_model;
-use comm_model::{assert_near, decode, encode, model, value};
+use comm_model::{
+    assert_near, comm_failure, contribution, decode, download, encode, model, on_ranks_at, upload,
+    value,
+};
 
 const COUNT: usize = 37;
 
@@ -76,66 +79,6 @@ fn gpu_groups(test: &str) -> Vec<(&'static str, Vec<Place>)> {
     groups
 }
 
-/// Runs `body(comm, stream)` with rank `r` on `places[r]`, one thread each.
-fn on_ranks<T: Send + 'static>(
-    places: &[Place],
-    body: impl Fn(Communicator, Stream) -> Result<T> + Send + Sync + 'static,
-) -> Vec<T> {
-    let n = places.len();
-    let id = UniqueId::new(&places[0]).expect("a unique id");
-    let body = Arc::new(body);
-    let threads: Vec<_> = places
-        .iter()
-        .cloned()
-        .enumerate()
-        .map(|(rank, place)| {
-            let body = body.clone();
-            std::thread::spawn(move || -> Result<T> {
-                let comm = Communicator::init(&place, rank, n, &id)?;
-                let stream = Stream::new(&place)?;
-                body(comm, stream)
-            })
-        })
-        .collect();
-    let results: Vec<Result<T>> = threads
-        .into_iter()
-        .map(|t| t.join().expect("rank thread panicked"))
-        .collect();
-    let failures: Vec<String> = results
-        .iter()
-        .enumerate()
-        .filter_map(|(rank, r)| r.as_ref().err().map(|e| format!("rank {rank}: {e}")))
-        .collect();
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    results.into_iter().map(|r| r.ok().unwrap()).collect()
-}
-
-fn upload(s: &Stream, bytes: &[u8]) -> Result<DeviceBuffer> {
-    let buf = s.alloc(bytes.len())?;
-    s.copy_from_host(&buf, 0, bytes)?;
-    Ok(buf)
-}
-
-fn download(s: &Stream, buf: &DeviceBuffer) -> Result<Vec<u8>> {
-    let host = s.alloc_host(buf.len().max(1))?;
-    s.copy_device_to_host(&host, 0, buf, 0, buf.len())?;
-    s.synchronize()?;
-    let mut bytes = host.to_vec()?;
-    bytes.truncate(buf.len());
-    Ok(bytes)
-}
-
-fn contribution(rank: usize, count: usize) -> Vec<i64> {
-    (0..count).map(|i| value(rank, i)).collect()
-}
-
-fn comm_failure(e: &Error) -> Option<CommFailure> {
-    match e {
-        Error::Comm { failure, .. } => Some(*failure),
-        _ => None,
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Every op × type × reduction against the model, ranks as threads
 
@@ -144,7 +87,7 @@ fn gpu_all_reduce_every_type_and_reduction() {
     let _gpu = gpu_lock();
     for (kind, places) in gpu_groups("gpu_all_reduce_every_type_and_reduction") {
         let n = places.len();
-        on_ranks(&places, move |comm, s| {
+        on_ranks_at(&places, move |comm, s| {
             let rank = comm.rank();
             for dtype in DataType::ALL {
                 for op in ReduceOp::ALL {
@@ -178,7 +121,7 @@ fn gpu_reduce_broadcast_gather_scatter_and_all_to_all_every_type() {
     let test = "gpu_reduce_broadcast_gather_scatter_and_all_to_all_every_type";
     for (kind, places) in gpu_groups(test) {
         let n = places.len();
-        on_ranks(&places, move |comm, s| {
+        on_ranks_at(&places, move |comm, s| {
             let rank = comm.rank();
             for dtype in DataType::ALL {
                 let size = dtype.size();
@@ -281,7 +224,7 @@ fn gpu_send_recv_ring_in_a_group_every_type() {
     let _gpu = gpu_lock();
     for (kind, places) in gpu_groups("gpu_send_recv_ring_in_a_group_every_type") {
         let n = places.len();
-        on_ranks(&places, move |comm, s| {
+        on_ranks_at(&places, move |comm, s| {
             let rank = comm.rank();
             let (next, prev) = ((rank + 1) % n, (rank + n - 1) % n);
             for dtype in DataType::ALL {
@@ -309,7 +252,7 @@ fn gpu_send_recv_ring_in_a_group_every_type() {
 fn gpu_zero_count_collectives_are_no_ops() {
     let _gpu = gpu_lock();
     for (_, places) in gpu_groups("gpu_zero_count_collectives_are_no_ops") {
-        on_ranks(&places, move |comm, s| {
+        on_ranks_at(&places, move |comm, s| {
             let empty = s.alloc(0)?;
             s.all_reduce(&comm, &empty, &empty, 0, DataType::F32, ReduceOp::Sum)?;
             s.synchronize()
@@ -326,7 +269,7 @@ fn gpu_wait_event_holds_a_collective_until_the_producer_is_done() {
     for (kind, places) in gpu_groups("gpu_wait_event_holds_a_collective_until_the_producer_is_done")
     {
         let n = places.len();
-        on_ranks(&places, move |comm, s| {
+        on_ranks_at(&places, move |comm, s| {
             let rank = comm.rank();
             let producer = Stream::new(comm.place())?;
             let count = 1 << 22; // 16 MiB of f32
@@ -359,7 +302,7 @@ fn gpu_captured_all_reduce_runs_again_with_the_peers_on_every_launch() {
     let test = "gpu_captured_all_reduce_runs_again_with_the_peers_on_every_launch";
     for (kind, places) in gpu_groups(test) {
         let n = places.len();
-        on_ranks(&places, move |comm, s| {
+        on_ranks_at(&places, move |comm, s| {
             let rank = comm.rank();
             let buf = s.alloc(COUNT * 4)?;
             let out = s.alloc(COUNT * 4)?;
@@ -398,7 +341,7 @@ fn gpu_buffers_and_communicator_dropped_while_queued_stay_alive_until_done() {
     let test = "gpu_buffers_and_communicator_dropped_while_queued_stay_alive_until_done";
     for (kind, places) in gpu_groups(test) {
         let n = places.len();
-        on_ranks(&places, move |comm, s| {
+        on_ranks_at(&places, move |comm, s| {
             let rank = comm.rank();
             let count = 1 << 24; // 64 MiB of f32
             let mine: Vec<u8> = std::iter::repeat_n((rank as f32 + 1.0).to_ne_bytes(), count)
@@ -437,7 +380,7 @@ fn gpu_bad_input_is_refused_before_anything_is_queued() {
     for (kind, places) in gpu_groups("gpu_bad_input_is_refused_before_anything_is_queued") {
         let all = places.clone();
         let n = places.len();
-        on_ranks(&places, move |comm, s| {
+        on_ranks_at(&places, move |comm, s| {
             let rank = comm.rank();
             let (t, op) = (DataType::F32, ReduceOp::Sum);
             let buf = s.alloc(COUNT * 4)?;

@@ -1,8 +1,13 @@
 //! The values each rank contributes and the scalar model of every reduction, shared by the
-//! collectives tests (`comm.rs` on the CPU engine, `comm_gpu.rs` on NCCL/RCCL).
+//! collectives tests (`comm.rs` on the CPU engine, `comm_gpu.rs` on NCCL/RCCL), and their
+//! harness: ranks as threads, buffers up and down.
 #![allow(dead_code)]
 
-use devstream::{DataType, ReduceOp};
+use devstream::{
+    CommFailure, Communicator, DataType, DeviceBuffer, Error, Place, ReduceOp, Result, Stream,
+    UniqueId,
+};
+use std::sync::Arc;
 
 /// The value rank `r` contributes at element `i`: 1, 2 or 3 (exact in every type).
 pub fn value(rank: usize, i: usize) -> i64 {
@@ -131,4 +136,69 @@ pub fn assert_near(dtype: DataType, got: f64, want: f64, what: &str) {
         (got - want).abs() <= tolerance,
         "{what}: got {got}, the model says {want}"
     );
+}
+
+/// Runs `body(comm, stream)` with rank `r` on `places[r]`, one thread each, and returns their
+/// results; fails the test naming every rank that returned an error.
+pub fn on_ranks_at<T: Send + 'static>(
+    places: &[Place],
+    body: impl Fn(Communicator, Stream) -> Result<T> + Send + Sync + 'static,
+) -> Vec<T> {
+    let n = places.len();
+    let id = UniqueId::new(&places[0]).expect("a unique id");
+    let body = Arc::new(body);
+    let threads: Vec<_> = places
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(rank, place)| {
+            let body = body.clone();
+            std::thread::spawn(move || -> Result<T> {
+                let comm = Communicator::init(&place, rank, n, &id)?;
+                let stream = Stream::new(&place)?;
+                body(comm, stream)
+            })
+        })
+        .collect();
+    let results: Vec<Result<T>> = threads
+        .into_iter()
+        .map(|t| t.join().expect("rank thread panicked"))
+        .collect();
+    let failures: Vec<String> = results
+        .iter()
+        .enumerate()
+        .filter_map(|(rank, r)| r.as_ref().err().map(|e| format!("rank {rank}: {e}")))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    results.into_iter().map(|r| r.ok().unwrap()).collect()
+}
+
+/// A device buffer of `s`'s place holding `bytes`.
+pub fn upload(s: &Stream, bytes: &[u8]) -> Result<DeviceBuffer> {
+    let buf = s.alloc(bytes.len())?;
+    s.copy_from_host(&buf, 0, bytes)?;
+    Ok(buf)
+}
+
+/// The bytes of `buf`, after `s`'s work.
+pub fn download(s: &Stream, buf: &DeviceBuffer) -> Result<Vec<u8>> {
+    let host = s.alloc_host(buf.len().max(1))?;
+    s.copy_device_to_host(&host, 0, buf, 0, buf.len())?;
+    s.synchronize()?;
+    let mut bytes = host.to_vec()?;
+    bytes.truncate(buf.len());
+    Ok(bytes)
+}
+
+/// What rank `rank` contributes: `count` model values.
+pub fn contribution(rank: usize, count: usize) -> Vec<i64> {
+    (0..count).map(|i| value(rank, i)).collect()
+}
+
+/// The failure kind of an `Error::Comm`.
+pub fn comm_failure(e: &Error) -> Option<CommFailure> {
+    match e {
+        Error::Comm { failure, .. } => Some(*failure),
+        _ => None,
+    }
 }
