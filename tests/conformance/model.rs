@@ -32,7 +32,7 @@ use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -132,6 +132,26 @@ fn op_strategy(hostile: bool) -> BoxedStrategy<Op> {
     prop_oneof![3 => base, 1 => calls_back].boxed()
 }
 
+/// Programs made mostly of records and waits, many of them redundant (frameworks' defensive
+/// waits), for the elision test.
+fn wait_heavy_strategy() -> impl Strategy<Value = Program> {
+    let s = || 0..MAX_STREAMS;
+    let e = || 0..EVENT_SLOTS;
+    let op = prop_oneof![
+        4 => s().prop_map(Op::Task),
+        4 => (s(), e(), any::<bool>()).prop_map(|(stream, event, fresh)| Op::Record { stream, event, fresh }),
+        6 => (s(), e()).prop_map(|(stream, event)| Op::WaitEvent { stream, event }),
+        4 => (s(), s()).prop_map(|(stream, other)| Op::WaitStream { stream, other }),
+        1 => (s(), 0..GATES).prop_map(|(stream, gate)| Op::Gate { stream, gate }),
+        1 => (0..GATES, any::<u8>()).prop_map(|(gate, steps)| Op::Release { gate, steps }),
+        1 => s().prop_map(Op::Query),
+        1 => e().prop_map(Op::QueryEvent),
+        1 => s().prop_map(Op::DropStream),
+    ];
+    (2..=MAX_STREAMS, prop::collection::vec(op, 0..=MAX_OPS))
+        .prop_map(|(streams, ops)| Program { streams, ops })
+}
+
 fn program_strategy(hostile: bool) -> impl Strategy<Value = Program> {
     (
         1..=MAX_STREAMS,
@@ -201,6 +221,13 @@ enum Saw {
 /// Bytes each `Copy` writes.
 const COPY_LEN: usize = 4;
 
+/// What had visibly completed before a wait call (see `Run::check_elided`).
+struct BeforeWait {
+    elided: u64,
+    logged: BTreeSet<u32>,
+    signals: Vec<u32>,
+}
+
 /// A log entry: the task id, the signal values it saw (indexed by instance), and what a hostile
 /// host function saw.
 type Entry = (u32, Vec<u32>, Saw);
@@ -233,6 +260,12 @@ struct Run<'a> {
     targeted: BTreeSet<usize>,
     /// (Hostile) events recorded inside host functions: each completes by the end.
     inner_events: Arc<Mutex<Vec<Event>>>,
+    /// `Some(b)`: streams are built with `elide_waits(b)`; `None`: the default.
+    elide: Option<bool>,
+    /// Waits the backend elided (each checked to be implied by the model).
+    elided: u64,
+    /// Nodes that carry no work of their own (records, waits): ordering them is not needed.
+    empty: BTreeSet<usize>,
 }
 
 fn fail(message: String) -> TestCaseError {
@@ -286,7 +319,89 @@ impl<'a> Run<'a> {
             launched: HashMap::new(),
             targeted: BTreeSet::new(),
             inner_events: Arc::new(Mutex::new(Vec::new())),
+            elide: None,
+            elided: 0,
+            empty: BTreeSet::new(),
         })
+    }
+
+    /// What had visibly completed before a wait call: the thread's elided count, the tasks
+    /// logged, the signal values written.
+    fn before_wait(&self) -> BeforeWait {
+        BeforeWait {
+            elided: devstream::elide::elided_on_this_thread(),
+            logged: self.logged_ids().into_iter().collect(),
+            signals: (self.signal_reader())(),
+        }
+    }
+
+    /// Whether node `n` had completed before the wait (`before`): a task that had logged, a
+    /// signal write whose value was visible, or any other node whose predecessors had all
+    /// completed and whose gates were raised. Backends skip waits on completed work, so an
+    /// elided wait may rely on it.
+    fn done_before(&self, n: usize, before: &BeforeWait, memo: &mut HashMap<usize, bool>) -> bool {
+        if let Some(&known) = memo.get(&n) {
+            return known;
+        }
+        let node = &self.nodes[n];
+        let done = if let Some(id) = node.task {
+            before.logged.contains(&id)
+        } else if let Some((instance, value)) = node.write {
+            before.signals.get(instance).is_some_and(|&v| v >= value)
+        } else {
+            node.preds.iter().all(|p| match *p {
+                Pred::Node(m) => self.done_before(m, before, memo),
+                Pred::Gate { gate, threshold } => self.raised[gate] >= threshold,
+            })
+        };
+        memo.insert(n, done);
+        done
+    }
+
+    /// If the wait just issued on `instance` was elided (the thread's elided count moved past
+    /// `before`), the model must find it redundant: had it been issued, it would have ordered
+    /// the instance's later work after every ancestor of `target` (`None`: nothing); elided,
+    /// the later work follows the ancestors of the instance's last node. Every ancestor
+    /// missing from those must carry no work (a record or a wait) or have completed before
+    /// the wait: otherwise later work could run before it, a reordering.
+    fn check_elided(
+        &mut self,
+        before: &BeforeWait,
+        instance: usize,
+        target: Option<usize>,
+        what: &str,
+    ) -> Result<(), TestCaseError> {
+        let elided = devstream::elide::elided_on_this_thread() - before.elided;
+        if elided == 0 {
+            return Ok(());
+        }
+        ensure!(
+            self.elide != Some(false),
+            "{what} was elided on a stream built with elide_waits(false)"
+        );
+        self.elided += elided;
+        if let Some(target) = target {
+            let have = self.instances[instance]
+                .last
+                .map(|last| self.ancestors(last))
+                .unwrap_or_default();
+            let mut memo = HashMap::new();
+            let missing: Vec<usize> = self
+                .ancestors(target)
+                .into_iter()
+                .filter(|&n| {
+                    !have.contains(&n)
+                        && !self.empty.contains(&n)
+                        && !self.done_before(n, before, &mut memo)
+                })
+                .collect();
+            ensure!(
+                missing.is_empty(),
+                "{what} on instance {instance} was elided, but nodes {missing:?} (ancestors of \
+                 node {target}) are neither ordered before the stream's later work nor complete"
+            );
+        }
+        Ok(())
     }
 
     /// The instance in a slot, creating a stream (and its signal flag) when the slot is empty.
@@ -294,7 +409,13 @@ impl<'a> Run<'a> {
         if let Some(i) = self.slots[slot] {
             return Ok(i);
         }
-        let stream = api("Stream::new", Stream::new(self.place))?;
+        let stream = match self.elide {
+            None => api("Stream::new", Stream::new(self.place))?,
+            Some(elide) => api(
+                "Stream::builder",
+                Stream::builder(self.place).elide_waits(elide).build(),
+            )?,
+        };
         let signal = if self.use_flags {
             Some(api("Flag::new", Flag::new(self.place))?)
         } else {
@@ -520,6 +641,7 @@ impl<'a> Run<'a> {
                         e
                     };
                     let n = self.push(i, vec![], None, None);
+                    self.empty.insert(n);
                     self.events[event] = Some(EventSlot {
                         event: e,
                         capture: Some(n),
@@ -528,6 +650,7 @@ impl<'a> Run<'a> {
                     let e = self.events[event].as_ref().expect("checked").event.clone();
                     api("record", e.record(self.stream(i)))?;
                     let n = self.push(i, vec![], None, None);
+                    self.empty.insert(n);
                     self.events[event].as_mut().expect("checked").capture = Some(n);
                 }
             }
@@ -542,16 +665,23 @@ impl<'a> Run<'a> {
                 }
                 let slot_ref = self.events[event].as_ref().expect("filled");
                 let (e, capture) = (slot_ref.event.clone(), slot_ref.capture);
+                let before = self.before_wait();
                 api("wait_event", self.stream(i).wait_event(&e))?;
-                self.push(i, capture.map(Pred::Node).into_iter().collect(), None, None);
+                self.check_elided(&before, i, capture, "wait_event")?;
+                let n = self.push(i, capture.map(Pred::Node).into_iter().collect(), None, None);
+                self.empty.insert(n);
             }
             Op::WaitStream { stream, other } => {
                 let i = self.instance(slot(stream))?;
                 let o = self.instance(slot(other))?;
                 let other_stream = self.stream(o).clone();
+                let before = self.before_wait();
                 api("wait_stream", self.stream(i).wait_stream(&other_stream))?;
+                let target = self.instances[o].last;
+                self.check_elided(&before, i, target, "wait_stream")?;
                 let extra = self.instances[o].last.map(Pred::Node).into_iter().collect();
-                self.push(i, extra, None, None);
+                let n = self.push(i, extra, None, None);
+                self.empty.insert(n);
             }
             Op::Gate { stream, gate } if self.use_flags => {
                 let i = self.instance(slot(stream))?;
@@ -712,6 +842,7 @@ impl<'a> Run<'a> {
                 let o = self.instance(slot(other))?;
                 let event = api("record_event", self.stream(o).record_event())?;
                 let recorded = self.push(o, vec![], None, None);
+                self.empty.insert(recorded);
                 let own_stream = i == o;
                 // A query that synchronizes (no nonblocking query) may only wait for work that
                 // happens before the host function.
@@ -949,8 +1080,10 @@ fn run_program(
     program: &Program,
     patience: Duration,
     wedged: &Arc<AtomicBool>,
-) -> Result<(), TestCaseError> {
+    elide: Option<bool>,
+) -> Result<u64, TestCaseError> {
     let mut run = Run::new(place, caps, patience, wedged.clone())?;
+    run.elide = elide;
     let outcome = program
         .ops
         .iter()
@@ -960,7 +1093,52 @@ fn run_program(
         g.set(u32::MAX);
     }
     outcome?;
-    run.finish()
+    run.finish()?;
+    Ok(run.elided)
+}
+
+/// The model test with every stream built with `elide_waits(false)`: every wait is native
+/// (the other tests use the default, on unless `DEVSTREAM_ELIDE_WAITS=0`).
+#[test]
+fn random_programs_obey_happens_before_without_elision() {
+    for_each_place(|place| run_model_with(place, false, Some(false)).map(drop));
+}
+
+/// Wait-heavy random programs with elision on: every program obeys the happens-before model,
+/// and every wait a backend elided is one the model finds redundant (had it been issued, it
+/// would have ordered no work that was not ordered already). Fails if the backend elided
+/// nothing in all programs (the check would prove nothing).
+#[test]
+fn elided_waits_were_implied() {
+    for_each_place(|place| {
+        let caps = caps(place);
+        if !caps.host_funcs {
+            not_applicable(place, "no host functions to observe the programs");
+            return Ok(());
+        }
+        let wedged = Arc::new(AtomicBool::new(false));
+        let total = AtomicU64::new(0);
+        let mut runner = TestRunner::new(Config {
+            cases: Config::default().cases.max(MIN_CASES),
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let result = runner.run(&wait_heavy_strategy(), |program| {
+            let elided = run_program(place, caps, &program, PATIENCE, &wedged, Some(true))?;
+            total.fetch_add(elided, Ordering::Relaxed);
+            Ok(())
+        });
+        if let Err(e) = result {
+            panic!("{e}\non {place}");
+        }
+        let total = total.into_inner();
+        eprintln!("[conformance] elision on {place}: {total} waits elided, each implied");
+        assert!(
+            total > 0,
+            "{place}: no wait was elided in any wait-heavy program"
+        );
+        Ok(())
+    });
 }
 
 /// Random programs (≥ 256 per place) checked against the happens-before model.
@@ -979,6 +1157,10 @@ fn hostile_programs_obey_happens_before() {
 }
 
 fn run_model(place: &Place, hostile: bool) -> devstream::Result<()> {
+    run_model_with(place, hostile, None)
+}
+
+fn run_model_with(place: &Place, hostile: bool, elide: Option<bool>) -> devstream::Result<()> {
     let caps = caps(place);
     if !caps.host_funcs {
         not_applicable(place, "no host functions to observe the programs");
@@ -1007,7 +1189,7 @@ fn run_model(place: &Place, hostile: bool) -> devstream::Result<()> {
             // the one that hung is reported as it was.
             return Ok(());
         }
-        run_program(place, caps, &program, patience, &wedged)
+        run_program(place, caps, &program, patience, &wedged, elide).map(drop)
     }) {
         Ok(()) => {}
         Err(TestError::Fail(reason, program)) => {

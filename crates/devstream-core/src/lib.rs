@@ -13,7 +13,8 @@
 //! * [`comm`]: collectives' element types, reductions, communicator ids and backend traits;
 //! * [`panic`]: containing panics of user code (host closures, destructors, payloads);
 //! * [`current`]: per-thread, per-place current-stream slots with RAII guards;
-//! * [`pool`]: a lazily created round-robin pool of streams per place and priority.
+//! * [`pool`]: a lazily created round-robin pool of streams per place and priority;
+//! * [`elide`]: redundant-wait elision (what a stream already waited for), for every backend.
 //!
 //! # Example
 //! ```
@@ -30,6 +31,7 @@
 mod capabilities;
 pub mod comm;
 pub mod current;
+pub mod elide;
 mod error;
 mod options;
 pub mod panic;

@@ -20,6 +20,9 @@ pub struct StreamOptions {
     /// `true`: the stream does not synchronise with the legacy default stream
     /// (`CU_STREAM_NON_BLOCKING`).
     pub non_blocking: bool,
+    /// `true` (the default, see [`crate::elide::default_enabled`]): `wait_event` /
+    /// `wait_stream` skip waits that add no ordering (see [`crate::elide`]).
+    pub elide_waits: bool,
 }
 
 impl Default for StreamOptions {
@@ -27,6 +30,7 @@ impl Default for StreamOptions {
         StreamOptions {
             priority: Priority::Normal,
             non_blocking: true,
+            elide_waits: crate::elide::default_enabled(),
         }
     }
 }
@@ -42,6 +46,18 @@ impl StreamOptions {
     /// (paddle's `blocking=True`, CuPy's `non_blocking=False`).
     pub fn blocking(mut self, blocking: bool) -> Self {
         self.non_blocking = !blocking;
+        self
+    }
+
+    /// `elide_waits(false)` makes every `wait_event` / `wait_stream` on the stream a native
+    /// wait, and gives its records no positions (see [`crate::elide`]).
+    ///
+    /// ```
+    /// use devstream_core::StreamOptions;
+    /// assert!(!StreamOptions::default().elide_waits(false).elide_waits);
+    /// ```
+    pub fn elide_waits(mut self, elide: bool) -> Self {
+        self.elide_waits = elide;
         self
     }
 }

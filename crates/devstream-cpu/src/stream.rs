@@ -25,6 +25,7 @@ use crate::graph::{check_unsafe_call, CpuGraph, Frontier, Session};
 use crate::scheduler::{running_stream, Backoff, CommonOp, Op, PoolHandle, Task, UserFn};
 use crate::{lock, CPU_PLACE};
 use crossbeam_channel::{Receiver, Sender};
+use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::traits::check_range;
 use devstream_core::{
     next_id, Capabilities, CaptureMode, DeviceStream, Error, HostFn, Place, Priority, Result,
@@ -92,6 +93,8 @@ pub(crate) struct StreamInner {
     receiver: Receiver<Task>,
     state: Mutex<StreamState>,
     pub(crate) pool: Arc<PoolHandle>,
+    /// What this stream already waited for (positions: other streams' submitted counts).
+    tracker: WaitTracker,
 }
 
 /// Blocking streams (user `blocking(true)` and per-thread streams), which the legacy default
@@ -131,6 +134,7 @@ impl StreamInner {
         native_priority: i32,
         non_blocking: bool,
         kind: StreamKind,
+        elide_waits: bool,
     ) -> Arc<StreamInner> {
         let native_priority = PRIORITY_RANGE.clamp(native_priority);
         let (sender, receiver) = crossbeam_channel::unbounded();
@@ -158,6 +162,7 @@ impl StreamInner {
                 legacy_seen: 0,
             }),
             pool,
+            tracker: WaitTracker::new(elide_waits),
         });
         if kind == StreamKind::User {
             device::LIVE_STREAMS.fetch_add(1, Ordering::Relaxed);
@@ -177,6 +182,7 @@ impl StreamInner {
             target.native_priority,
             true,
             StreamKind::Helper,
+            false,
         )
     }
 
@@ -483,7 +489,21 @@ impl StreamInner {
         if Arc::ptr_eq(target, self) || target.completed.load(Ordering::Acquire) >= seq {
             return Ok(());
         }
-        self.queue(op, |pusher| pusher.wait_for(target, seq))
+        // "completed ≥ seq" only grows: a wait for `seq` is implied by an earlier wait of this
+        // stream for a count ≥ `seq` of the same stream (stream ids are never reused).
+        let mark = Mark {
+            stream: target.id,
+            pos: seq,
+        };
+        let guard = self.tracker.lock();
+        if guard.as_ref().is_some_and(|g| g.implied(self.id, mark)) {
+            return Ok(());
+        }
+        self.queue(op, |pusher| pusher.wait_for(target, seq))?;
+        if let Some(mut guard) = guard {
+            guard.note(mark);
+        }
+        Ok(())
     }
 
     /// Waits for graph nodes of `session`: joins them into this stream's capture, or forks
@@ -640,7 +660,13 @@ impl CpuStream {
         kind: StreamKind,
     ) -> CpuStream {
         let native = PRIORITY_RANGE.normalize(options.priority);
-        CpuStream(StreamInner::new(pool, native, options.non_blocking, kind))
+        CpuStream(StreamInner::new(
+            pool,
+            native,
+            options.non_blocking,
+            kind,
+            options.elide_waits,
+        ))
     }
 
     /// Runs `kernel` in stream order with mutable access to `buffers` (in the order given).

@@ -81,6 +81,12 @@ pub use registry::{
 };
 pub use stream::{Stream, StreamBuilder, StreamGuard};
 
+/// Redundant-wait elision: [`StreamBuilder::elide_waits`] switches it per stream;
+/// `elided_on_this_thread()` counts the waits the calling thread did not issue.
+pub mod elide {
+    pub use devstream_core::elide::{default_enabled, elided_on_this_thread};
+}
+
 /// The backend traits, for code that picks its backend at compile time.
 pub mod backend {
     pub use devstream_core::traits::*;

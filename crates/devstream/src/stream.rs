@@ -417,6 +417,20 @@ impl StreamBuilder {
         self.options.non_blocking = !blocking;
         self
     }
+    /// Whether `wait_event` / `wait_stream` skip waits the stream already has (default on,
+    /// see [`crate::elide`]); `false` issues every wait natively.
+    ///
+    /// ```
+    /// use devstream::{Place, Stream};
+    /// let a = Stream::new(&Place::Cpu).unwrap();
+    /// let b = Stream::builder(&Place::Cpu).elide_waits(false).build().unwrap();
+    /// b.wait_stream(&a).unwrap();
+    /// ```
+    #[inline]
+    pub fn elide_waits(mut self, elide: bool) -> Self {
+        self.options.elide_waits = elide;
+        self
+    }
     /// Creates the stream.
     #[inline]
     pub fn build(self) -> Result<Stream> {

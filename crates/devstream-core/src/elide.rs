@@ -1,0 +1,399 @@
+//! Redundant-wait elision: what a stream has already waited for, written once for every
+//! backend.
+//!
+//! Frameworks call `wait_event` / `wait_stream` defensively; most of those waits are implied by
+//! an earlier one. Each stream owns a [`WaitTracker`]: a few `(source stream id, position)`
+//! pairs, the highest position of each source stream the stream has waited for, where a
+//! *position* is what devstream's own `record` gave the event (a per-stream clock, or on the CPU
+//! the stream's submitted-task count). A wait on a record of source `S` at position `p` is
+//! implied when the tracker holds `S` at `q ≥ p`: the earlier wait already ordered all later
+//! work of this stream behind everything `S` had at `q`, which contains everything it had at
+//! `p`. A wait on a record of the stream itself is always implied (stream order).
+//!
+//! Only direct ordering is tracked (no transitive closure). A backend gives a record a position
+//! only when it can prove the position is monotone in what the record captured (see
+//! [`WaitTracker::lock`] and [`EventMark`]); anything it cannot prove (foreign handles, records
+//! or waits while a capture may be active, records racing on one stream) gets no position and
+//! is never elided.
+//!
+//! Cost: one compare-and-swap and one store on the stream's tracker word per wait (and per
+//! tracked record); the tracker never blocks: when another thread holds it, the operation
+//! simply is not tracked (and not elided).
+//!
+//! ```
+//! use devstream_core::elide::{Mark, WaitTracker};
+//! let t = WaitTracker::new(true);
+//! let s = 7; // the source stream's id
+//! let mut waits = 0;
+//! for pos in [3, 2, 3, 5] {
+//!     let mut g = t.lock().unwrap();
+//!     if !g.implied(1, Mark { stream: s, pos }) {
+//!         waits += 1; // the native wait would go here
+//!         g.note(Mark { stream: s, pos });
+//!     }
+//! }
+//! assert_eq!(waits, 2); // 3 and 5; 2 and the second 3 were implied
+//! ```
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Source streams a tracker remembers (round-robin replacement beyond that: forgetting is
+/// always safe, it only elides less).
+pub const TRACKED: usize = 6;
+
+/// Lock bit of the tracker word (the rest is the record clock, shifted by one).
+const BUSY: u64 = 1;
+
+/// Where an event's current record sits: the recording stream's id and its position there
+/// (`pos == 0`: no position, never elided).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Mark {
+    /// The id of the stream the event was recorded on (0: unknown).
+    pub stream: u64,
+    /// The record's position on that stream (0: none).
+    pub pos: u64,
+}
+
+impl Mark {
+    /// No known record.
+    pub const NONE: Mark = Mark { stream: 0, pos: 0 };
+
+    /// Whether a wait on this mark can be judged at all.
+    #[inline]
+    pub fn is_known(self) -> bool {
+        self.stream != 0 && self.pos != 0
+    }
+}
+
+thread_local! {
+    static ELIDED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Waits elided by the calling thread so far (all backends). A benchmark reads it before and
+/// after a step to count the driver calls the step saved.
+///
+/// ```
+/// let before = devstream_core::elide::elided_on_this_thread();
+/// assert!(devstream_core::elide::elided_on_this_thread() >= before);
+/// ```
+#[inline]
+pub fn elided_on_this_thread() -> u64 {
+    ELIDED.with(Cell::get)
+}
+
+/// Whether new streams elide redundant waits by default: on, unless the environment variable
+/// `DEVSTREAM_ELIDE_WAITS` is `0`, `off` or `false` (read once), so that a whole test suite or
+/// benchmark can be run both ways.
+pub fn default_enabled() -> bool {
+    static DEFAULT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DEFAULT.get_or_init(|| {
+        !matches!(
+            std::env::var("DEVSTREAM_ELIDE_WAITS").as_deref(),
+            Ok("0" | "off" | "false" | "OFF" | "FALSE")
+        )
+    })
+}
+
+/// Per-stream record clock and waited-for positions. See the module documentation.
+#[derive(Debug)]
+pub struct WaitTracker {
+    /// `clock << 1 | BUSY`.
+    word: AtomicU64,
+    enabled: bool,
+    keys: [AtomicU64; TRACKED],
+    positions: [AtomicU64; TRACKED],
+    next: AtomicU64,
+}
+
+impl WaitTracker {
+    /// A tracker; `enabled == false` makes every method a no-op that elides nothing.
+    pub const fn new(enabled: bool) -> WaitTracker {
+        WaitTracker {
+            word: AtomicU64::new(0),
+            enabled,
+            keys: [const { AtomicU64::new(0) }; TRACKED],
+            positions: [const { AtomicU64::new(0) }; TRACKED],
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether this stream elides waits (`StreamOptions::elide_waits`).
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Takes the tracker for one record or wait, or `None` when it is disabled or another
+    /// thread holds it (then the operation is simply not tracked). Never blocks.
+    ///
+    /// Hold the guard across the native call: a position is handed out, and a wait is noted,
+    /// only after the native call succeeded, so another thread that sees the note (after the
+    /// guard's release) is ordered after the native call; and records given positions are
+    /// serialised by the guard, so positions are monotone in native record order.
+    #[inline]
+    pub fn lock(&self) -> Option<TrackerGuard<'_>> {
+        if !self.enabled {
+            return None;
+        }
+        let word = self.word.load(Ordering::Relaxed);
+        if word & BUSY != 0 {
+            return None;
+        }
+        self.word
+            .compare_exchange(word, word | BUSY, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| TrackerGuard {
+                tracker: self,
+                clock: word >> 1,
+            })
+    }
+}
+
+/// Exclusive access to a [`WaitTracker`]; released on drop.
+#[derive(Debug)]
+pub struct TrackerGuard<'a> {
+    tracker: &'a WaitTracker,
+    clock: u64,
+}
+
+impl TrackerGuard<'_> {
+    /// Whether a wait on `mark` by the stream `own` is implied by what it already waited for
+    /// (or by its own stream order). Counts an implied wait as elided.
+    #[inline]
+    pub fn implied(&self, own: u64, mark: Mark) -> bool {
+        if mark.stream == 0 {
+            return false;
+        }
+        let implied = mark.stream == own
+            || (mark.pos != 0
+                && self
+                    .tracker
+                    .keys
+                    .iter()
+                    .zip(&self.tracker.positions)
+                    .any(|(k, p)| {
+                        k.load(Ordering::Relaxed) == mark.stream
+                            && p.load(Ordering::Relaxed) >= mark.pos
+                    }));
+        if implied {
+            ELIDED.with(|c| c.set(c.get() + 1));
+        }
+        implied
+    }
+
+    /// Notes a wait on `mark` that was issued (call only after the native wait succeeded).
+    #[inline]
+    pub fn note(&mut self, mark: Mark) {
+        if !mark.is_known() {
+            return;
+        }
+        let t = self.tracker;
+        for (k, p) in t.keys.iter().zip(&t.positions) {
+            if k.load(Ordering::Relaxed) == mark.stream {
+                if p.load(Ordering::Relaxed) < mark.pos {
+                    p.store(mark.pos, Ordering::Relaxed);
+                }
+                return;
+            }
+        }
+        let empty = t.keys.iter().position(|k| k.load(Ordering::Relaxed) == 0);
+        let index = empty.unwrap_or_else(|| {
+            let n = t.next.load(Ordering::Relaxed);
+            t.next.store(n.wrapping_add(1), Ordering::Relaxed);
+            (n % TRACKED as u64) as usize
+        });
+        t.keys[index].store(mark.stream, Ordering::Relaxed);
+        t.positions[index].store(mark.pos, Ordering::Relaxed);
+    }
+
+    /// Hands out the next position of this stream's record clock (call only after the native
+    /// record succeeded). Positions start at 1.
+    #[inline]
+    pub fn advance(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+}
+
+impl Drop for TrackerGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.tracker.word.store(self.clock << 1, Ordering::Release);
+    }
+}
+
+/// The [`Mark`] of an event whose record is a native call (CUDA, HIP, wgpu, plug-ins), kept
+/// consistent with the native record under a tiny lock.
+///
+/// A record takes the lock (spinning; records of one event racing each other are rare and the
+/// lock is held for one native call), makes the native call and stores the new mark; a wait
+/// only tries the lock and, holding it across its native wait, knows that the native wait saw
+/// exactly the record the mark describes. A wait that finds the lock taken is not tracked.
+#[derive(Debug, Default)]
+pub struct EventMark {
+    busy: AtomicBool,
+    stream: AtomicU64,
+    pos: AtomicU64,
+    /// Set once the event's native handle was handed out or wrapped: someone else may record
+    /// it, so its mark is never trusted again.
+    foreign: AtomicBool,
+}
+
+impl EventMark {
+    /// A never-recorded event's mark.
+    pub const fn new() -> EventMark {
+        EventMark {
+            busy: AtomicBool::new(false),
+            stream: AtomicU64::new(0),
+            pos: AtomicU64::new(0),
+            foreign: AtomicBool::new(false),
+        }
+    }
+
+    /// Marks the event as recordable outside devstream (a wrapped or exported native handle).
+    pub fn set_foreign(&self) {
+        self.foreign.store(true, Ordering::Release);
+    }
+
+    /// Runs the native record `f` under the mark's lock; `f` returns its result and the new
+    /// mark (use [`Mark::NONE`] where the record has no position; on error the mark is
+    /// cleared too, since a failed record may have replaced the event's state).
+    #[inline]
+    pub fn record<T>(&self, f: impl FnOnce() -> (T, Mark)) -> T {
+        let mut spins = 0u32;
+        while self
+            .busy
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            spins += 1;
+            if spins > 64 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        let (result, mark) = f();
+        self.stream.store(mark.stream, Ordering::Relaxed);
+        self.pos.store(mark.pos, Ordering::Relaxed);
+        self.busy.store(false, Ordering::Release);
+        result
+    }
+
+    /// For a wait: the mark, held stable until the guard drops, or `None` when a record of the
+    /// event is in flight or the event is foreign (then the wait is not tracked).
+    #[inline]
+    pub fn read(&self) -> Option<MarkGuard<'_>> {
+        if self.foreign.load(Ordering::Acquire) {
+            return None;
+        }
+        self.busy
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        Some(MarkGuard {
+            owner: self,
+            mark: Mark {
+                stream: self.stream.load(Ordering::Relaxed),
+                pos: self.pos.load(Ordering::Relaxed),
+            },
+        })
+    }
+}
+
+/// A stable [`Mark`] of an event (its records wait until the guard drops).
+#[derive(Debug)]
+pub struct MarkGuard<'a> {
+    owner: &'a EventMark,
+    /// The event's mark.
+    pub mark: Mark,
+}
+
+impl Drop for MarkGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.owner.busy.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn implied_only_for_known_lower_positions() {
+        let t = WaitTracker::new(true);
+        let mut g = t.lock().unwrap();
+        assert!(!g.implied(1, Mark { stream: 2, pos: 1 }));
+        g.note(Mark { stream: 2, pos: 4 });
+        assert!(g.implied(1, Mark { stream: 2, pos: 4 }));
+        assert!(g.implied(1, Mark { stream: 2, pos: 1 }));
+        assert!(!g.implied(1, Mark { stream: 2, pos: 5 }));
+        assert!(!g.implied(1, Mark { stream: 3, pos: 1 }));
+        assert!(!g.implied(1, Mark { stream: 2, pos: 0 }), "no position");
+        assert!(g.implied(1, Mark { stream: 1, pos: 0 }), "own stream");
+        assert!(!g.implied(1, Mark::NONE));
+        g.note(Mark { stream: 2, pos: 2 });
+        assert!(
+            g.implied(1, Mark { stream: 2, pos: 4 }),
+            "positions never go down"
+        );
+    }
+
+    #[test]
+    fn held_tracker_is_not_taken_twice_and_disabled_is_never_taken() {
+        let t = WaitTracker::new(true);
+        let g = t.lock().unwrap();
+        assert!(t.lock().is_none());
+        drop(g);
+        assert!(t.lock().is_some());
+        assert!(WaitTracker::new(false).lock().is_none());
+    }
+
+    #[test]
+    fn clock_advances_only_through_a_guard_and_survives_release() {
+        let t = WaitTracker::new(true);
+        assert_eq!(t.lock().unwrap().advance(), 1);
+        assert_eq!(t.lock().unwrap().advance(), 2);
+        let mut g = t.lock().unwrap();
+        g.note(Mark { stream: 9, pos: 1 });
+        drop(g);
+        assert!(t.lock().unwrap().implied(1, Mark { stream: 9, pos: 1 }));
+        assert_eq!(t.lock().unwrap().advance(), 3);
+    }
+
+    #[test]
+    fn eviction_forgets_but_never_lies() {
+        let t = WaitTracker::new(true);
+        let mut g = t.lock().unwrap();
+        for s in 1..=(TRACKED as u64 * 3) {
+            g.note(Mark {
+                stream: 100 + s,
+                pos: s,
+            });
+        }
+        for s in 1..=(TRACKED as u64 * 3) {
+            // Whatever is still remembered is exact.
+            assert!(!g.implied(
+                1,
+                Mark {
+                    stream: 100 + s,
+                    pos: s + 1
+                }
+            ));
+        }
+    }
+
+    #[test]
+    fn event_mark_read_excludes_record_and_foreign_is_never_read() {
+        let m = EventMark::new();
+        assert_eq!(m.read().unwrap().mark, Mark::NONE);
+        m.record(|| ((), Mark { stream: 3, pos: 9 }));
+        let g = m.read().unwrap();
+        assert_eq!(g.mark, Mark { stream: 3, pos: 9 });
+        assert!(m.read().is_none(), "one reader or recorder at a time");
+        drop(g);
+        m.set_foreign();
+        assert!(m.read().is_none());
+    }
+}
