@@ -355,3 +355,47 @@ fn check_mode(place: &Place, mode: CaptureMode, other_thread: bool, forbidden: b
     }
     Ok(())
 }
+
+/// A wait that an eager wait made redundant is still a wait inside a capture: ordering
+/// established before `begin_capture` does not exist when the graph replays, so redundant-wait
+/// elision must not skip it. Waiting inside the capture on work recorded outside it is the
+/// isolation error (`Error::Capture`), with elision on and off, and it invalidates the capture.
+#[test]
+fn a_wait_implied_before_a_capture_is_not_elided_inside_it() {
+    for_each_place(|place| {
+        if !capture_with_host_funcs(place) {
+            return Ok(());
+        }
+        for elide in [true, false] {
+            let a = Stream::new(place)?;
+            let b = Stream::builder(place).elide_waits(elide).build()?;
+            // Hold `a` so that the event stays incomplete and the eager wait is a real one.
+            let gate = if caps(place).flags {
+                let gate = devstream::Flag::new(place)?;
+                a.wait_flag(&gate, 1)?;
+                Some(gate)
+            } else {
+                None
+            };
+            let log = Log::new();
+            a.launch_host_func(log.task("a"))?;
+            let e = a.record_event()?;
+            b.wait_event(&e)?;
+            b.wait_event(&e)?; // implied by the first: may be elided
+            b.begin_capture(CaptureMode::ThreadLocal)?;
+            assert_err!(b.wait_event(&e), Error::Capture { .. });
+            end_invalidated(&b);
+            if let Some(gate) = gate {
+                gate.set(1);
+            }
+            b.launch_host_func(log.task("b"))?;
+            sync(&b)?;
+            assert_eq!(
+                log.entries(),
+                vec!["a", "b"],
+                "b's work ran before a's (elide {elide})"
+            );
+        }
+        Ok(())
+    });
+}

@@ -256,6 +256,12 @@ impl EventMark {
         self.foreign.store(true, Ordering::Release);
     }
 
+    /// Whether [`EventMark::set_foreign`] was called.
+    #[inline]
+    pub fn is_foreign(&self) -> bool {
+        self.foreign.load(Ordering::Relaxed)
+    }
+
     /// Runs the native record `f` under the mark's lock; `f` returns its result and the new
     /// mark (use [`Mark::NONE`] where the record has no position; on error the mark is
     /// cleared too, since a failed record may have replaced the event's state).

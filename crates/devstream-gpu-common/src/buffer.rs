@@ -136,7 +136,7 @@ impl<A: RawApi> GpuBuffer<A> {
             // SAFETY: the context is current and the stream alive.
             let result = unsafe {
                 if stream_ordered {
-                    A::mem_alloc_async(len, stream.raw_handle())
+                    A::mem_alloc_async(len, stream.raw())
                 } else {
                     A::mem_alloc(len)
                 }
@@ -383,7 +383,7 @@ impl<A: RawApi> GpuHostBuffer<A> {
                         return Ok(());
                     }
                     // SAFETY: event and stream alive, same device.
-                    check::<A, _>(unsafe { A::event_record(uses[index].1, stream.raw_handle()) })
+                    check::<A, _>(unsafe { A::event_record(uses[index].1, stream.raw()) })
                 });
             if tracked.is_err() {
                 // The copy is queued and nothing tells when it ends: leaked, never freed
@@ -469,7 +469,7 @@ pub(crate) fn copy_from_host<A: RawApi>(
             dst.inner.ptr + dst_offset as u64,
             src.as_ptr(),
             src.len(),
-            stream.raw_handle(),
+            stream.raw(),
         )
     })
 }
@@ -495,7 +495,7 @@ pub(crate) fn copy_host_to_device<A: RawApi>(
                 dst.inner.ptr + dst_offset as u64,
                 src.inner.ptr.add(src_offset),
                 len,
-                stream.raw_handle(),
+                stream.raw(),
             )
         })
     })
@@ -522,7 +522,7 @@ pub(crate) fn copy_device_to_host<A: RawApi>(
                 dst.inner.ptr.add(dst_offset),
                 src.inner.ptr + src_offset as u64,
                 len,
-                stream.raw_handle(),
+                stream.raw(),
             )
         })
     })
@@ -549,7 +549,7 @@ pub(crate) fn copy_device_to_device<A: RawApi>(
             dst.inner.ptr + dst_offset as u64,
             src.inner.ptr + src_offset as u64,
             len,
-            stream.raw_handle(),
+            stream.raw(),
         )
     })
 }
@@ -568,11 +568,6 @@ pub(crate) fn fill<A: RawApi>(
     }
     // SAFETY: range checked; the buffer stays alive until the fill completes.
     check::<A, _>(unsafe {
-        A::memset_d8_async(
-            dst.inner.ptr + offset as u64,
-            value,
-            len,
-            stream.raw_handle(),
-        )
+        A::memset_d8_async(dst.inner.ptr + offset as u64, value, len, stream.raw())
     })
 }

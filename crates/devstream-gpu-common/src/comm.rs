@@ -233,7 +233,7 @@ impl<A: RawApi> CommInner<A> {
         let mut watch = lock(&self.watch);
         let start = watch.event::<A>()?;
         // SAFETY: our event and a live stream of the same device.
-        if unsafe { A::event_record(start, stream.raw_handle()) }.is_err() {
+        if unsafe { A::event_record(start, stream.raw()) }.is_err() {
             watch.free.push(start);
             return None;
         }
@@ -254,7 +254,7 @@ impl<A: RawApi> CommInner<A> {
             return;
         };
         // SAFETY: our event and a live stream of the same device.
-        if unsafe { A::event_record(end, stream.raw_handle()) }.is_err() {
+        if unsafe { A::event_record(end, stream.raw()) }.is_err() {
             watch.free.extend([start, end]);
             return;
         }
@@ -663,7 +663,7 @@ impl<A: RawApi> GpuComm<A> {
                 reason: "the communicator was aborted".into(),
             }));
         };
-        let code = call(comm.0, stream.raw_handle());
+        let code = call(comm.0, stream.raw());
         if code != result::SUCCESS {
             let error = self.inner.error(op, code);
             if let Error::Comm {

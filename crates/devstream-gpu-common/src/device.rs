@@ -146,6 +146,13 @@ pub struct Device<A: RawApi> {
     /// someone else may then capture, and a devstream stream can join that capture by waiting
     /// on such an event, so "is this stream capturing?" must ask the driver.
     pub(crate) foreign_handles: std::sync::atomic::AtomicBool,
+    /// Captures begun through devstream whose native capture may be active: raised before the
+    /// native begin, lowered after the native end. While it is non-zero no wait is elided and
+    /// no record gets a position on this device (see `devstream_core::elide`).
+    pub(crate) capture_window: AtomicUsize,
+    /// Raised by every begin (after `capture_window`): an operation that reads the same value
+    /// before and after overlapped no begin.
+    pub(crate) capture_epoch: std::sync::atomic::AtomicU64,
     /// Live user-created streams and events of this device.
     pub(crate) live_streams: AtomicUsize,
     pub(crate) live_events: AtomicUsize,
@@ -218,12 +225,46 @@ impl<A: RawApi> Device<A> {
             pending: AtomicUsize::new(0),
             active_captures: AtomicUsize::new(0),
             foreign_handles: std::sync::atomic::AtomicBool::new(false),
+            capture_window: AtomicUsize::new(0),
+            capture_epoch: std::sync::atomic::AtomicU64::new(0),
             live_streams: AtomicUsize::new(0),
             live_events: AtomicUsize::new(0),
             event_pool: Mutex::new(Vec::new()),
             pinned_cache: Mutex::new(HashMap::new()),
             _api: PhantomData,
         })
+    }
+
+    /// `Some(epoch)` when waits may be elided and records positioned on this device now: no
+    /// capture begun through devstream may be active and no foreign handle was ever wrapped
+    /// here (someone else's capture could reach devstream's streams through it). Pass the
+    /// epoch to [`Device::elision_still_valid`] after the native call.
+    #[inline]
+    pub(crate) fn elision_epoch(&self) -> Option<u64> {
+        let epoch = self.capture_epoch.load(Ordering::SeqCst);
+        if self.capture_window.load(Ordering::SeqCst) != 0
+            || self.foreign_handles.load(Ordering::Acquire)
+        {
+            return None;
+        }
+        Some(epoch)
+    }
+
+    /// Whether no capture began on this device since [`Device::elision_epoch`] gave `epoch`.
+    #[inline]
+    pub(crate) fn elision_still_valid(&self, epoch: u64) -> bool {
+        self.capture_epoch.load(Ordering::SeqCst) == epoch
+    }
+
+    /// Opens a capture window (before a native begin).
+    pub(crate) fn capture_window_open(&self) {
+        self.capture_window.fetch_add(1, Ordering::SeqCst);
+        self.capture_epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Closes a capture window (after the native end, or a failed begin).
+    pub(crate) fn capture_window_close(&self) {
+        self.capture_window.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// The device's place.

@@ -3,6 +3,7 @@
 use crate::device::Device;
 use crate::error::{check, check_ready, map_error};
 use crate::raw::{ErrorKind, RawApi, RawEvent};
+use devstream_core::elide::EventMark;
 use devstream_core::{DeviceEvent, Error, EventFlags, Place, Result};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +17,8 @@ pub(crate) struct EventInner<A: RawApi> {
     id: u64,
     pub(crate) recorded: AtomicBool,
     owned: bool,
+    /// Where the current record sits, for redundant-wait elision.
+    pub(crate) mark: EventMark,
 }
 
 impl<A: RawApi> Drop for EventInner<A> {
@@ -41,6 +44,13 @@ impl<A: RawApi> Drop for EventInner<A> {
             let _ = unsafe { A::event_destroy(raw) };
         });
     }
+}
+
+/// The mark of a wrapped event: recorded elsewhere, never trusted.
+fn foreign_mark() -> EventMark {
+    let mark = EventMark::new();
+    mark.set_foreign();
+    mark
 }
 
 /// How many never-recorded default events a device keeps for reuse.
@@ -106,6 +116,7 @@ impl<A: RawApi> GpuEvent<A> {
                 id: devstream_core::next_id(),
                 recorded: AtomicBool::new(false),
                 owned: true,
+                mark: EventMark::new(),
             }),
         })
     }
@@ -129,12 +140,22 @@ impl<A: RawApi> GpuEvent<A> {
                 id: devstream_core::next_id(),
                 recorded: AtomicBool::new(true),
                 owned: false,
+                mark: foreign_mark(),
             }),
         })
     }
 
-    /// The native handle.
+    /// The native handle. Once handed out, the event may be recorded outside devstream (in
+    /// someone else's capture, too): waits on it are never elided any more, and the device
+    /// counts as having foreign handles, as after `from_raw_handle`.
     pub fn raw_handle(&self) -> RawEvent {
+        if !self.inner.mark.is_foreign() {
+            self.inner.mark.set_foreign();
+            self.inner
+                .device
+                .foreign_handles
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         self.inner.raw
     }
 

@@ -30,7 +30,7 @@ impl<A: RawApi> GpuStream<A> {
         self.require(Optional::StreamAttributes, "set_attribute")?;
         self.bind()?;
         // SAFETY: the stream is alive.
-        check::<A, _>(unsafe { A::stream_set_attribute(self.raw_handle(), attribute) })
+        check::<A, _>(unsafe { A::stream_set_attribute(self.raw(), attribute) })
     }
 
     /// Reads a stream attribute (`cuStreamGetAttribute`).
@@ -38,7 +38,7 @@ impl<A: RawApi> GpuStream<A> {
         self.require(Optional::StreamAttributes, "attribute")?;
         self.bind()?;
         // SAFETY: the stream is alive.
-        check::<A, _>(unsafe { A::stream_get_attribute(self.raw_handle(), id) })
+        check::<A, _>(unsafe { A::stream_get_attribute(self.raw(), id) })
     }
 
     /// Copies every attribute of `src` to this stream (`cuStreamCopyAttributes`); both must be
@@ -48,7 +48,7 @@ impl<A: RawApi> GpuStream<A> {
         self.same_device("copy_attributes", src.ordinal())?;
         self.bind()?;
         // SAFETY: both streams are alive and of the same context.
-        check::<A, _>(unsafe { A::stream_copy_attributes(self.raw_handle(), src.raw_handle()) })
+        check::<A, _>(unsafe { A::stream_copy_attributes(self.raw(), src.raw()) })
     }
 
     /// Resets all persisting L2 lines of the stream's device to normal
@@ -69,7 +69,7 @@ impl<A: RawApi> GpuStream<A> {
         self.bind()?;
         // SAFETY: the buffer is a managed allocation of `len` bytes, alive while used.
         check::<A, _>(unsafe {
-            A::stream_attach_mem_async(self.raw_handle(), buffer.inner.ptr, 0, attach)
+            A::stream_attach_mem_async(self.raw(), buffer.inner.ptr, 0, attach)
         })
     }
 
@@ -88,9 +88,7 @@ impl<A: RawApi> GpuStream<A> {
         self.require(Optional::ManagedMemory, "attach_mem_async")?;
         self.bind()?;
         // SAFETY: per this function's contract.
-        check::<A, _>(unsafe {
-            A::stream_attach_mem_async(self.raw_handle(), address, len, attach)
-        })
+        check::<A, _>(unsafe { A::stream_attach_mem_async(self.raw(), address, len, attach) })
     }
 
     /// The capture state of the stream (`cuStreamGetCaptureInfo`): status, sequence id, the
@@ -99,7 +97,7 @@ impl<A: RawApi> GpuStream<A> {
         self.require(Optional::CaptureInfo, "capture_info")?;
         self.bind()?;
         // SAFETY: the stream is alive.
-        check::<A, _>(unsafe { A::stream_capture_info(self.raw_handle()) })
+        check::<A, _>(unsafe { A::stream_capture_info(self.raw()) })
     }
 
     /// Changes the set of nodes the next captured node depends on
@@ -117,7 +115,7 @@ impl<A: RawApi> GpuStream<A> {
         self.bind()?;
         if !dependencies.is_empty() {
             // SAFETY: the stream is alive.
-            let info = check::<A, _>(unsafe { A::stream_capture_info(self.raw_handle()) })?;
+            let info = check::<A, _>(unsafe { A::stream_capture_info(self.raw()) })?;
             if info.status == crate::raw::CaptureStatus::None {
                 return Err(Error::capture(
                     "update_capture_dependencies",
@@ -140,7 +138,7 @@ impl<A: RawApi> GpuStream<A> {
         }
         // SAFETY: the stream is alive; every node belongs to its capture graph (checked above).
         check::<A, _>(unsafe {
-            A::stream_update_capture_dependencies(self.raw_handle(), dependencies, replace)
+            A::stream_update_capture_dependencies(self.raw(), dependencies, replace)
         })
     }
 
@@ -148,7 +146,7 @@ impl<A: RawApi> GpuStream<A> {
     pub fn native_flags(&self) -> Result<u32> {
         self.bind()?;
         // SAFETY: the stream is alive.
-        check::<A, _>(unsafe { A::stream_flags(self.raw_handle()) })
+        check::<A, _>(unsafe { A::stream_flags(self.raw()) })
     }
 
     /// The runtime's unique id of the stream (`cuStreamGetId`, CUDA 12.0+).
@@ -156,7 +154,7 @@ impl<A: RawApi> GpuStream<A> {
         self.require(Optional::StreamId, "native_id")?;
         self.bind()?;
         // SAFETY: the stream is alive.
-        check::<A, _>(unsafe { A::stream_id(self.raw_handle()) })
+        check::<A, _>(unsafe { A::stream_id(self.raw()) })
     }
 
     /// The device the runtime says the stream belongs to (`cuStreamGetDevice`).
@@ -164,7 +162,7 @@ impl<A: RawApi> GpuStream<A> {
         self.require(Optional::StreamDevice, "native_device")?;
         self.bind()?;
         // SAFETY: the stream is alive.
-        check::<A, _>(unsafe { A::stream_device(self.raw_handle()) })
+        check::<A, _>(unsafe { A::stream_device(self.raw()) })
     }
 }
 

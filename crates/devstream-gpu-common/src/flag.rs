@@ -127,7 +127,7 @@ impl<A: RawApi> GpuFlag<A> {
         self.prepare(stream, "wait_flag")?;
         // SAFETY: the mapped address stays valid until every user stream's work completed.
         check::<A, _>(unsafe {
-            A::stream_wait_value64(stream.raw_handle(), self.inner.device_ptr, u64::from(value))
+            A::stream_wait_value64(stream.raw(), self.inner.device_ptr, u64::from(value))
         })
     }
 
@@ -135,7 +135,7 @@ impl<A: RawApi> GpuFlag<A> {
         self.prepare(stream, "write_flag")?;
         // SAFETY: as above.
         check::<A, _>(unsafe {
-            A::stream_write_value64(stream.raw_handle(), self.inner.device_ptr, u64::from(value))
+            A::stream_write_value64(stream.raw(), self.inner.device_ptr, u64::from(value))
         })
     }
 }

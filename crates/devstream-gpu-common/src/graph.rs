@@ -174,7 +174,7 @@ impl<A: RawApi> DeviceGraph for GpuGraph<A> {
         stream.same_device("launch", inner.device.ordinal)?;
         stream.bind()?;
         let _order = inner.launch_lock.lock();
-        let raw = stream.raw_handle();
+        let raw = stream.raw();
         if let Some(state) = &inner.host_state {
             // This launch's host functions report panics to this stream.
             state.push_launch(stream.inner().panic.clone());

@@ -16,6 +16,7 @@ use crate::hostfn::{
     PanicSink, PanicSlot,
 };
 use crate::raw::{CaptureStatus, Optional, RawApi, RawEvent, RawGraph, RawGraphNode, RawStream};
+use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::{
     Capabilities, CaptureMode, DeviceEvent, DeviceStream, Error, EventFlags, HostFn, Place,
     Priority, Result, StreamOptions,
@@ -68,6 +69,9 @@ pub(crate) struct StreamInner<A: RawApi> {
     /// holds it only for work already queued), which is what lets an object forget it as a
     /// user once that work completed (see `users::gone`).
     pub(crate) handles: AtomicUsize,
+    /// What this stream already waited for, and its record clock (enabled only for streams
+    /// devstream created, with `elide_waits`).
+    tracker: WaitTracker,
 }
 
 impl<A: RawApi> StreamInner<A> {
@@ -101,6 +105,7 @@ impl<A: RawApi> Drop for StreamInner<A> {
             .get_mut()
             .ok()
             .and_then(|record| record.0.take());
+        let active_capture = active.is_some();
         let keepalive = self._keepalive.take();
         let host_ring = self.host_ring.take();
         crate::hostfn::release_off_callback(move || {
@@ -123,6 +128,9 @@ impl<A: RawApi> Drop for StreamInner<A> {
                 discard_native_capture::<A>(raw, id);
                 device.active_captures.fetch_sub(1, Ordering::AcqRel);
                 drop(def);
+            }
+            if active_capture {
+                device.capture_window_close();
             }
             if let Some(event) = sync_event {
                 // SAFETY: the internal event belongs to this stream object; destroying it while
@@ -251,6 +259,7 @@ impl<A: RawApi> GpuStream<A> {
             options.non_blocking,
             StreamKind::Owned,
             None,
+            options.elide_waits,
         )
     }
 
@@ -261,7 +270,7 @@ impl<A: RawApi> GpuStream<A> {
             _ => RawStream::NULL,
         };
         let native = device.range.clamp(0);
-        Self::assemble(device, raw, native, false, kind, None)
+        Self::assemble(device, raw, native, false, kind, None, false)
     }
 
     fn assemble(
@@ -271,6 +280,7 @@ impl<A: RawApi> GpuStream<A> {
         non_blocking: bool,
         kind: StreamKind,
         keepalive: Option<Arc<dyn Any + Send + Sync>>,
+        elide_waits: bool,
     ) -> Result<Self> {
         let counted = matches!(kind, StreamKind::Owned | StreamKind::Borrowed);
         if counted {
@@ -298,6 +308,10 @@ impl<A: RawApi> GpuStream<A> {
                     None
                 },
                 handles: AtomicUsize::new(1),
+                // Only streams devstream created are tracked: a wrapped stream, the legacy
+                // stream and the per-thread stream (whose handle names another stream on each
+                // thread) are shared with code devstream does not see.
+                tracker: WaitTracker::new(elide_waits && kind == StreamKind::Owned),
             }),
         })
     }
@@ -333,6 +347,7 @@ impl<A: RawApi> GpuStream<A> {
             non_blocking,
             StreamKind::Borrowed,
             keepalive,
+            false,
         )
     }
 
@@ -341,9 +356,90 @@ impl<A: RawApi> GpuStream<A> {
     /// handle there would name that thread's stream), the legacy default stream, which is
     /// ordered with every blocking stream of the context, its owner's per-thread stream
     /// included (conservative: it also orders with other blocking streams).
+    ///
+    /// Once handed out, the stream may be captured by other code (and a devstream stream can
+    /// join that capture by waiting on an event recorded there): the device then counts as
+    /// having foreign handles, as after `from_raw_handle` (its capture status is asked of the
+    /// driver and no wait on it is elided, see `devstream_core::elide`).
     #[inline]
     pub fn raw_handle(&self) -> RawStream {
+        let device = self.inner.device;
+        if !device.foreign_handles.load(Ordering::Relaxed) {
+            device.foreign_handles.store(true, Ordering::SeqCst);
+        }
         self.raw()
+    }
+
+    /// `Some(epoch)` when this stream may elide waits / position records now.
+    #[inline]
+    fn elision_epoch(&self) -> Option<u64> {
+        if !self.inner.tracker.enabled() {
+            return None;
+        }
+        self.inner.device.elision_epoch()
+    }
+
+    /// Runs a native record of this stream (`native`), giving it a position when it can be
+    /// proven monotone: this stream is tracked, no capture may be active on the device during
+    /// the call, and no other record of this stream is being positioned meanwhile.
+    #[inline]
+    fn record_marked<E>(
+        &self,
+        native: impl FnOnce() -> std::result::Result<(), E>,
+    ) -> (std::result::Result<(), E>, Mark) {
+        let Some(epoch) = self.elision_epoch() else {
+            return (native(), Mark::NONE);
+        };
+        let mut guard = self.inner.tracker.lock();
+        let result = native();
+        if result.is_err() || !self.inner.device.elision_still_valid(epoch) {
+            return (result, Mark::NONE);
+        }
+        let pos = guard.as_mut().map_or(0, |g| g.advance());
+        (
+            result,
+            Mark {
+                stream: self.inner.id,
+                pos,
+            },
+        )
+    }
+
+    /// Waits on a native event whose record is `mark` (`None`: unknown), unless the wait is
+    /// implied by what this stream already waited for. `other` is the event's device.
+    #[inline]
+    fn wait_marked(
+        &self,
+        raw: RawEvent,
+        mark: Option<Mark>,
+        other: &'static Device<A>,
+    ) -> Result<()> {
+        let device = self.inner.device;
+        let epochs = match (mark, self.elision_epoch()) {
+            (Some(mark), Some(epoch)) if mark.stream != 0 => {
+                if std::ptr::eq(other, device) {
+                    Some((epoch, epoch))
+                } else {
+                    other.elision_epoch().map(|e| (epoch, e))
+                }
+            }
+            _ => None,
+        };
+        let (Some(mark), Some((mine, theirs))) = (mark, epochs) else {
+            return self.wait_raw_event(raw);
+        };
+        let Some(mut guard) = self.inner.tracker.lock() else {
+            return self.wait_raw_event(raw);
+        };
+        let valid = || device.elision_still_valid(mine) && other.elision_still_valid(theirs);
+        if valid() && guard.implied(self.inner.id, mark) {
+            return Ok(());
+        }
+        self.wait_raw_event(raw)?;
+        if valid() {
+            guard.note(mark);
+        }
+        Ok(())
     }
 
     #[inline]
@@ -485,6 +581,7 @@ impl<A: RawApi> GpuStream<A> {
                 record.1 = Some(reason);
             }
             discard_native_capture::<A>(self.raw(), id);
+            self.inner.device.capture_window_close();
             // Releases that waited for the capture to end can be tracked now.
             self.inner.device.collect();
         }
@@ -521,34 +618,45 @@ impl<A: RawApi> GpuStream<A> {
             return Err(Error::capture("begin_capture", reason));
         }
         let mut defined = None;
-        let keep_def: Option<Arc<dyn Any + Send + Sync>> = match def {
-            None => {
-                // SAFETY: the stream is alive.
-                check::<A, _>(unsafe { A::stream_begin_capture(self.raw(), mode) })?;
-                None
-            }
-            Some((def, dependencies)) => {
-                self.inner
-                    .device
-                    .require(Optional::CaptureToGraph, "begin_capture_to_graph")?;
-                self.same_device("begin_capture_to_graph", def.ordinal())?;
-                check_nodes_of::<A>("begin_capture_to_graph", def.raw_handle(), dependencies)?;
-                def.inner.shared.begin_capture()?;
-                // SAFETY: the stream and the graph are alive; every dependency is a node of
-                // the graph (checked above).
-                if let Err(e) = unsafe {
-                    A::stream_begin_capture_to_graph(
-                        self.raw(),
-                        def.raw_handle(),
-                        dependencies,
-                        mode,
-                    )
-                } {
-                    def.inner.shared.end_capture();
-                    return Err(map_error::<A>(e));
+        // From here until the native end, nothing on this device is elided or positioned.
+        self.inner.device.capture_window_open();
+        let begun = (|| -> Result<Option<Arc<dyn Any + Send + Sync>>> {
+            Ok(match def {
+                None => {
+                    // SAFETY: the stream is alive.
+                    check::<A, _>(unsafe { A::stream_begin_capture(self.raw(), mode) })?;
+                    None
                 }
-                defined = Some(def.inner.shared.clone());
-                Some(def.inner.clone() as Arc<dyn Any + Send + Sync>)
+                Some((def, dependencies)) => {
+                    self.inner
+                        .device
+                        .require(Optional::CaptureToGraph, "begin_capture_to_graph")?;
+                    self.same_device("begin_capture_to_graph", def.ordinal())?;
+                    check_nodes_of::<A>("begin_capture_to_graph", def.raw_handle(), dependencies)?;
+                    def.inner.shared.begin_capture()?;
+                    // SAFETY: the stream and the graph are alive; every dependency is a node of
+                    // the graph (checked above).
+                    if let Err(e) = unsafe {
+                        A::stream_begin_capture_to_graph(
+                            self.raw(),
+                            def.raw_handle(),
+                            dependencies,
+                            mode,
+                        )
+                    } {
+                        def.inner.shared.end_capture();
+                        return Err(map_error::<A>(e));
+                    }
+                    defined = Some(def.inner.shared.clone());
+                    Some(def.inner.clone() as Arc<dyn Any + Send + Sync>)
+                }
+            })
+        })();
+        let keep_def = match begun {
+            Ok(keep_def) => keep_def,
+            Err(e) => {
+                self.inner.device.capture_window_close();
+                return Err(e);
             }
         };
         self.inner
@@ -624,6 +732,7 @@ impl<A: RawApi> GpuStream<A> {
     fn end_capture_impl(&self) -> Result<GpuGraph<A>> {
         self.bind()?;
         let (ours, invalidated) = self.take_capture();
+        let began_here = ours.is_some();
         if ours.is_none() {
             if let Some(reason) = invalidated {
                 return Err(Error::capture("end_capture", reason));
@@ -643,6 +752,9 @@ impl<A: RawApi> GpuStream<A> {
         };
         // SAFETY: the stream is alive and (per the runtime) capturing.
         let ended = unsafe { A::stream_end_capture(self.raw()) };
+        if began_here {
+            self.inner.device.capture_window_close();
+        }
         let owned = Runtime::<A>::get()?
             .captures
             .lock()
@@ -793,8 +905,14 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
             ));
         }
         self.bind()?;
-        // SAFETY: the event and the stream are alive and belong to the same device.
-        match unsafe { A::event_record(event.inner.raw, self.raw()) } {
+        let (raw, stream) = (event.inner.raw, self.raw());
+        let recorded = event.inner.mark.record(|| {
+            self.record_marked(|| {
+                // SAFETY: the event and the stream are alive and belong to the same device.
+                unsafe { A::event_record(raw, stream) }
+            })
+        });
+        match recorded {
             Ok(()) => {
                 event.mark_recorded();
                 Ok(())
@@ -812,7 +930,16 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
     #[inline]
     fn wait_event(&self, event: &GpuEvent<A>) -> Result<()> {
         self.bind()?;
-        self.wait_raw_event(event.inner.raw)
+        if !self.inner.tracker.enabled() {
+            return self.wait_raw_event(event.inner.raw);
+        }
+        // Held across the native wait: the wait sees exactly the record the mark describes.
+        let held = event.inner.mark.read();
+        self.wait_marked(
+            event.inner.raw,
+            held.as_ref().map(|h| h.mark),
+            event.inner.device,
+        )
     }
 
     #[inline]
@@ -825,14 +952,19 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
             Some(event) => *event,
             None => other.create_sync_event()?,
         };
+        let other_raw = other.raw();
         // SAFETY: `other` and its internal event are alive and of the same device.
-        if let Err(e) = unsafe { A::event_record(sync_event, other.raw()) } {
+        let (recorded, mark) =
+            other.record_marked(|| unsafe { A::event_record(sync_event, other_raw) });
+        if let Err(e) = recorded {
             return Err(other.capture_violation("wait_stream", map_error::<A>(e)));
         }
         if self.inner.needs_context && self.inner.device.ordinal != other.inner.device.ordinal {
             self.bind()?;
         }
-        self.wait_raw_event(sync_event)
+        // Racing `wait_stream`s on `other` re-record its internal event, but only later on the
+        // same stream: whatever record the wait sees contains the one `mark` describes.
+        self.wait_marked(sync_event, Some(mark), other.inner.device)
     }
 
     fn launch_host_func(&self, f: HostFn) -> Result<()> {
