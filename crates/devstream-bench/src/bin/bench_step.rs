@@ -137,7 +137,11 @@ fn eager(place: &Place, elide: bool, steps: usize) -> devstream::Result<(f64, Co
     let us = start.elapsed().as_secs_f64() * 1e6 / steps as f64;
     let elided = (devstream::elide::elided_on_this_thread() - elided_before) as f64 / steps as f64;
     let expected = (steps as u64 + 10) * (PHASES * KERNELS_PER_PHASE) as u64;
-    assert_eq!(counter.load(Ordering::Relaxed), expected, "every kernel ran");
+    assert_eq!(
+        counter.load(Ordering::Relaxed),
+        expected,
+        "every kernel ran"
+    );
     Ok((us, counts, elided))
 }
 
@@ -169,8 +173,46 @@ fn captured(place: &Place, steps: usize) -> devstream::Result<(f64, f64)> {
     s.compute.synchronize()?;
     let us = start.elapsed().as_secs_f64() * 1e6 / steps as f64;
     let expected = (steps as u64 + 10) * (PHASES * KERNELS_PER_PHASE) as u64;
-    assert_eq!(counter.load(Ordering::Relaxed), expected, "every kernel ran");
+    assert_eq!(
+        counter.load(Ordering::Relaxed),
+        expected,
+        "every kernel ran"
+    );
     Ok((us, capture_us))
+}
+
+/// ns per `wait_event` on pending events: each a new record (the wait is needed: issued with
+/// elision on and off, so the difference is the tracker's cost), and the same event again (with
+/// elision on: implied, elided). `None` where the place has no flags to hold the work.
+fn micro(place: &Place, elide: bool) -> devstream::Result<Option<(f64, f64)>> {
+    const N: usize = 20_000;
+    if !devstream::capabilities(place)?.flags {
+        return Ok(None);
+    }
+    let a = Stream::new(place)?;
+    let b = Stream::builder(place).elide_waits(elide).build()?;
+    let gate = devstream::Flag::new(place)?;
+    a.wait_flag(&gate, 1)?;
+    let mut events = Vec::with_capacity(N);
+    for _ in 0..N {
+        a.launch_host_func(|| {})?;
+        events.push(a.record_event()?);
+    }
+    let t = Instant::now();
+    for e in &events {
+        b.wait_event(e)?;
+    }
+    let needed = t.elapsed().as_nanos() as f64 / N as f64;
+    let last = &events[N - 1];
+    let t = Instant::now();
+    for _ in 0..N {
+        b.wait_event(last)?;
+    }
+    let again = t.elapsed().as_nanos() as f64 / N as f64;
+    gate.set(1);
+    b.synchronize()?;
+    a.synchronize()?;
+    Ok(Some((needed, again)))
 }
 
 fn main() -> devstream::Result<()> {
@@ -206,6 +248,16 @@ fn main() -> devstream::Result<()> {
             elided,
             ops - elided
         );
+    }
+    for elide in [true, false] {
+        if let Some((needed, again)) = micro(&place, elide)? {
+            println!(
+                "wait_event on pending work, elision {:<3}: {needed:>7.1} ns (new record each) \
+                 {again:>7.1} ns (same event again{})",
+                if elide { "on" } else { "off" },
+                if elide { ": elided" } else { ": issued" }
+            );
+        }
     }
     match captured(&place, steps) {
         Ok((us, capture_us)) => println!(

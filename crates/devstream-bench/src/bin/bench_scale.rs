@@ -1,0 +1,150 @@
+//! `bench-scale`: many live streams and events.
+//!
+//! For each size N (1,000, 10,000, 100,000 by default; `--max` lowers the top), creates N
+//! streams and 10·N events, then times record / wait_event / event query spread across all of
+//! them (event i recorded on stream i mod N, waited for by stream i+1 mod N), reads the
+//! resident memory (`/proc/self/statm`) per live stream and per live event, and times dropping
+//! everything. Streams are made with `Stream::new`: the pool (`Stream::from_pool`) hands out at
+//! most 32 distinct streams per priority level, so it cannot hold N live streams; its cost per
+//! call is reported separately.
+//!
+//! ```text
+//! bench-scale [--place cpu] [--max 100000]
+//! ```
+
+use devstream::{Event, EventFlags, Place, Priority, Stream};
+use std::hint::black_box;
+use std::time::Instant;
+
+/// Resident memory in bytes (Linux), or 0 where it cannot be read.
+fn rss() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+fn ns_per(start: Instant, n: usize) -> f64 {
+    start.elapsed().as_nanos() as f64 / n as f64
+}
+
+fn run(place: &Place, n: usize, print: bool) -> devstream::Result<()> {
+    let events_n = n * 10;
+    let rss0 = rss();
+    let t = Instant::now();
+    let streams: Vec<Stream> = (0..n)
+        .map(|_| Stream::new(place))
+        .collect::<Result<_, _>>()?;
+    let create_stream_ns = ns_per(t, n);
+    let rss1 = rss();
+    let t = Instant::now();
+    let events: Vec<Event> = (0..events_n)
+        .map(|_| Event::new(place, EventFlags::default()))
+        .collect::<Result<_, _>>()?;
+    let create_event_ns = ns_per(t, events_n);
+    let rss2 = rss();
+
+    // Spread the accesses: a stride co-prime with the sizes walks every object.
+    let stride = 7919;
+    let t = Instant::now();
+    for i in 0..events_n {
+        let e = &events[(i * stride) % events_n];
+        e.record(&streams[(i * stride) % n])?;
+    }
+    let record_ns = ns_per(t, events_n);
+    let t = Instant::now();
+    for i in 0..events_n {
+        let e = &events[(i * stride) % events_n];
+        streams[(i * stride + 1) % n].wait_event(e)?;
+    }
+    let wait_ns = ns_per(t, events_n);
+    let t = Instant::now();
+    for i in 0..events_n {
+        black_box(events[(i * stride) % events_n].query()?);
+    }
+    let query_ns = ns_per(t, events_n);
+    let t = Instant::now();
+    for i in 0..n {
+        black_box(streams[(i * stride) % n].query()?);
+    }
+    let stream_query_ns = ns_per(t, n);
+    for s in &streams {
+        s.synchronize()?;
+    }
+    let rss3 = rss();
+    let t = Instant::now();
+    drop(events);
+    drop(streams);
+    let drop_ms = t.elapsed().as_secs_f64() * 1e3;
+    let per_stream = (rss1.saturating_sub(rss0)) as f64 / n as f64;
+    let per_event = (rss2.saturating_sub(rss1)) as f64 / events_n as f64;
+    if !print {
+        return Ok(());
+    }
+    println!(
+        "{:>8} {:>9} {:>10.1} {:>10.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.0} {:>10.0} {:>10.1} {:>9}",
+        n,
+        events_n,
+        create_stream_ns,
+        create_event_ns,
+        record_ns,
+        wait_ns,
+        query_ns,
+        stream_query_ns,
+        per_stream,
+        per_event,
+        drop_ms,
+        rss3 / (1 << 20)
+    );
+    Ok(())
+}
+
+fn main() -> devstream::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let place: Place = value("--place").unwrap_or_else(|| "cpu".into()).parse()?;
+    let max: usize = value("--max")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100_000);
+    println!("bench-scale on {place}: N streams, 10·N events; ns per op spread over all of them");
+    let t = Instant::now();
+    for _ in 0..10_000 {
+        black_box(Stream::from_pool(&place, Priority::Normal)?);
+    }
+    println!(
+        "Stream::from_pool: {:.1} ns per call (round robin over 32 streams)",
+        ns_per(t, 10_000)
+    );
+    println!(
+        "{:>8} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}",
+        "streams",
+        "events",
+        "new_s ns",
+        "new_e ns",
+        "rec ns",
+        "wait ns",
+        "e.q ns",
+        "s.q ns",
+        "B/stream",
+        "B/event",
+        "drop ms",
+        "rss MiB"
+    );
+    // Warm-up (first-touch costs of the allocator and the backend), not reported.
+    run(&place, 1_000, false)?;
+    for n in [1_000, 10_000, 100_000] {
+        if n > max {
+            break;
+        }
+        run(&place, n, true)?;
+    }
+    Ok(())
+}
