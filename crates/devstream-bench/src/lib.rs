@@ -112,3 +112,94 @@ pub fn report(rows: &[Row]) {
         }
     }
 }
+
+/// One operation of the `bench-step` DAG (see [`step_plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepOp {
+    /// A tiny kernel on stream `.0`.
+    Kernel(usize),
+    /// Records event slot `event` on `stream`.
+    Record {
+        /// Event slot.
+        event: usize,
+        /// Stream index.
+        stream: usize,
+    },
+    /// `stream` waits for event slot `event`.
+    Wait {
+        /// Stream index.
+        stream: usize,
+        /// Event slot.
+        event: usize,
+    },
+    /// Queries event slot `.0` from the host.
+    Query(usize),
+}
+
+/// Streams of the step: compute, copy in, copy out, side.
+pub const STEP_STREAMS: usize = 4;
+/// Phases of the step (each: 5 kernels, 2 records, 1 wait).
+pub const STEP_PHASES: usize = 40;
+/// Event slots of the step: a copy-in and a compute event per phase.
+pub const STEP_EVENTS: usize = 2 * STEP_PHASES;
+
+/// The fixed DAG of one training-like step, the same for every backend and for the raw
+/// baselines: 4 streams (0 compute, 1 copy in, 2 copy out, 3 side), 200 kernels, 80 records,
+/// 40 cross-stream waits (10 of them defensive repeats of a wait the compute stream already
+/// made), 8 host queries of events.
+///
+/// ```
+/// use devstream_bench::{step_plan, StepOp};
+/// let plan = step_plan();
+/// let count = |f: fn(&StepOp) -> bool| plan.iter().filter(|op| f(op)).count();
+/// assert_eq!(count(|op| matches!(op, StepOp::Kernel(_))), 200);
+/// assert_eq!(count(|op| matches!(op, StepOp::Wait { .. })), 40);
+/// assert_eq!(count(|op| matches!(op, StepOp::Query(_))), 8);
+/// ```
+pub fn step_plan() -> Vec<StepOp> {
+    const COMPUTE: usize = 0;
+    const COPY_IN: usize = 1;
+    const COPY_OUT: usize = 2;
+    const SIDE: usize = 3;
+    let copy_in = |i: usize| i;
+    let compute = |i: usize| STEP_PHASES + i;
+    let mut plan = Vec::new();
+    for i in 0..STEP_PHASES {
+        plan.push(StepOp::Kernel(COPY_IN));
+        plan.push(StepOp::Record {
+            event: copy_in(i),
+            stream: COPY_IN,
+        });
+        plan.push(match i % 4 {
+            0 => StepOp::Wait {
+                stream: COMPUTE,
+                event: copy_in(i),
+            },
+            1 => StepOp::Wait {
+                stream: COPY_OUT,
+                event: compute(i - 1),
+            },
+            2 => StepOp::Wait {
+                stream: SIDE,
+                event: compute(i - 1),
+            },
+            // Defensive: the compute stream waits again for the copy it waited for 3 phases ago.
+            _ => StepOp::Wait {
+                stream: COMPUTE,
+                event: copy_in(i - 3),
+            },
+        });
+        for _ in 0..3 {
+            plan.push(StepOp::Kernel(COMPUTE));
+        }
+        plan.push(StepOp::Record {
+            event: compute(i),
+            stream: COMPUTE,
+        });
+        plan.push(StepOp::Kernel(if i % 2 == 0 { COPY_OUT } else { SIDE }));
+        if i % 5 == 0 {
+            plan.push(StepOp::Query(compute(i)));
+        }
+    }
+    plan
+}

@@ -100,11 +100,8 @@ fn main() -> devstream::Result<()> {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
-    let num = |flag: &str, default: u64| {
-        value(flag)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
+    let num =
+        |flag: &str, default: u64| value(flag).and_then(|v| v.parse().ok()).unwrap_or(default);
     let place: Place = value("--place").unwrap_or_else(|| "cpu".into()).parse()?;
     let c = Config {
         probes: num("--probes", 1000) as usize,
@@ -125,7 +122,10 @@ fn main() -> devstream::Result<()> {
     );
     let high = run(&place, Priority::High, &c)?;
     let normal = run(&place, Priority::Normal, &c)?;
-    println!("{:<22} {:>10} {:>10} {:>10}", "probe stream", "p50 us", "p99 us", "max us");
+    println!(
+        "{:<22} {:>10} {:>10} {:>10}",
+        "probe stream", "p50 us", "p99 us", "max us"
+    );
     for (name, l) in [("Priority::High", &high), ("Priority::Normal", &normal)] {
         println!(
             "{:<22} {:>10.1} {:>10.1} {:>10.1}",

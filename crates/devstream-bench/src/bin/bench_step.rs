@@ -13,52 +13,35 @@
 //! ```
 
 use devstream::{CaptureMode, Event, EventFlags, Place, Stream};
+use devstream_bench::{step_plan, StepOp, STEP_EVENTS, STEP_STREAMS};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-const PHASES: usize = 40;
-const KERNELS_PER_PHASE: usize = 5;
-const QUERY_EVERY: usize = 5;
-
-/// The four streams of a step.
-struct Streams {
-    compute: Stream,
-    copy_in: Stream,
-    copy_out: Stream,
-    side: Stream,
-}
+/// The four streams of a step (indexed as in [`step_plan`]).
+struct Streams([Stream; STEP_STREAMS]);
 
 impl Streams {
     fn new(place: &Place, elide: bool) -> devstream::Result<Streams> {
         let make = || Stream::builder(place).elide_waits(elide).build();
-        Ok(Streams {
-            compute: make()?,
-            copy_in: make()?,
-            copy_out: make()?,
-            side: make()?,
-        })
+        Ok(Streams([make()?, make()?, make()?, make()?]))
     }
 
-    fn all(&self) -> [&Stream; 4] {
-        [&self.compute, &self.copy_in, &self.copy_out, &self.side]
+    fn all(&self) -> &[Stream] {
+        &self.0
     }
 }
 
 /// Reusable events of a step (re-recorded every step, as frameworks reuse theirs).
-struct Events {
-    copy_in: Vec<Event>,
-    compute: Vec<Event>,
-}
+struct Events(Vec<Event>);
 
 impl Events {
     fn new(place: &Place) -> devstream::Result<Events> {
-        let make = || Event::new(place, EventFlags::default());
-        Ok(Events {
-            copy_in: (0..PHASES).map(|_| make()).collect::<Result<_, _>>()?,
-            compute: (0..PHASES).map(|_| make()).collect::<Result<_, _>>()?,
-        })
+        (0..STEP_EVENTS)
+            .map(|_| Event::new(place, EventFlags::default()))
+            .collect::<Result<_, _>>()
+            .map(Events)
     }
 }
 
@@ -75,52 +58,53 @@ struct Counts {
 fn step(
     s: &Streams,
     e: &Events,
+    plan: &[StepOp],
     counter: &Arc<AtomicU64>,
     query: bool,
 ) -> devstream::Result<Counts> {
     let mut n = Counts::default();
-    let kernel = |stream: &Stream, n: &mut Counts| {
-        let c = counter.clone();
-        n.kernels += 1;
-        stream.launch_host_func(move || {
-            c.fetch_add(1, Ordering::Relaxed);
-        })
-    };
-    for i in 0..PHASES {
-        // Copy in, then compute on it.
-        kernel(&s.copy_in, &mut n)?;
-        e.copy_in[i].record(&s.copy_in)?;
-        n.records += 1;
-        match i % 4 {
-            0 => s.compute.wait_event(&e.copy_in[i])?,
-            1 => s.copy_out.wait_event(&e.compute[i - 1])?,
-            2 => s.side.wait_event(&e.compute[i - 1])?,
-            // Defensive: the compute stream waits again on the copy it waited for 3 phases ago.
-            _ => s.compute.wait_event(&e.copy_in[i - 3])?,
-        }
-        n.waits += 1;
-        for _ in 0..3 {
-            kernel(&s.compute, &mut n)?;
-        }
-        e.compute[i].record(&s.compute)?;
-        n.records += 1;
-        let out = if i % 2 == 0 { &s.copy_out } else { &s.side };
-        kernel(out, &mut n)?;
-        if query && i % QUERY_EVERY == 0 {
-            black_box(e.compute[i].query()?);
-            n.queries += 1;
+    for op in plan {
+        match *op {
+            StepOp::Kernel(stream) => {
+                let c = counter.clone();
+                s.0[stream].launch_host_func(move || {
+                    c.fetch_add(1, Ordering::Relaxed);
+                })?;
+                n.kernels += 1;
+            }
+            StepOp::Record { event, stream } => {
+                e.0[event].record(&s.0[stream])?;
+                n.records += 1;
+            }
+            StepOp::Wait { stream, event } => {
+                s.0[stream].wait_event(&e.0[event])?;
+                n.waits += 1;
+            }
+            StepOp::Query(event) => {
+                if query {
+                    black_box(e.0[event].query()?);
+                    n.queries += 1;
+                }
+            }
         }
     }
     Ok(n)
 }
 
+fn kernels_per_step(plan: &[StepOp]) -> u64 {
+    plan.iter()
+        .filter(|op| matches!(op, StepOp::Kernel(_)))
+        .count() as u64
+}
+
 fn eager(place: &Place, elide: bool, steps: usize) -> devstream::Result<(f64, Counts, f64)> {
     let s = Streams::new(place, elide)?;
     let e = Events::new(place)?;
+    let plan = step_plan();
     let counter = Arc::new(AtomicU64::new(0));
     // Warm-up.
     for _ in 0..10 {
-        step(&s, &e, &counter, true)?;
+        step(&s, &e, &plan, &counter, true)?;
     }
     for stream in s.all() {
         stream.synchronize()?;
@@ -129,14 +113,14 @@ fn eager(place: &Place, elide: bool, steps: usize) -> devstream::Result<(f64, Co
     let start = Instant::now();
     let mut counts = Counts::default();
     for _ in 0..steps {
-        counts = step(&s, &e, &counter, true)?;
+        counts = step(&s, &e, &plan, &counter, true)?;
     }
     for stream in s.all() {
         stream.synchronize()?;
     }
     let us = start.elapsed().as_secs_f64() * 1e6 / steps as f64;
     let elided = (devstream::elide::elided_on_this_thread() - elided_before) as f64 / steps as f64;
-    let expected = (steps as u64 + 10) * (PHASES * KERNELS_PER_PHASE) as u64;
+    let expected = (steps as u64 + 10) * kernels_per_step(&plan);
     assert_eq!(
         counter.load(Ordering::Relaxed),
         expected,
@@ -148,31 +132,33 @@ fn eager(place: &Place, elide: bool, steps: usize) -> devstream::Result<(f64, Co
 fn captured(place: &Place, steps: usize) -> devstream::Result<(f64, f64)> {
     let s = Streams::new(place, true)?;
     let e = Events::new(place)?;
+    let plan = step_plan();
     let counter = Arc::new(AtomicU64::new(0));
     let start_capture = Instant::now();
-    s.compute.begin_capture(CaptureMode::ThreadLocal)?;
+    let compute = &s.0[0];
+    compute.begin_capture(CaptureMode::ThreadLocal)?;
     // Fork the other streams into the capture, run the step, join them back.
-    let fork = s.compute.record_event()?;
-    for stream in [&s.copy_in, &s.copy_out, &s.side] {
+    let fork = compute.record_event()?;
+    for stream in &s.0[1..] {
         stream.wait_event(&fork)?;
     }
-    step(&s, &e, &counter, false)?;
-    for stream in [&s.copy_in, &s.copy_out, &s.side] {
-        s.compute.wait_stream(stream)?;
+    step(&s, &e, &plan, &counter, false)?;
+    for stream in &s.0[1..] {
+        compute.wait_stream(stream)?;
     }
-    let graph = s.compute.end_capture()?;
+    let graph = compute.end_capture()?;
     let capture_us = start_capture.elapsed().as_secs_f64() * 1e6;
     for _ in 0..10 {
-        graph.launch(&s.compute)?;
+        graph.launch(compute)?;
     }
-    s.compute.synchronize()?;
+    compute.synchronize()?;
     let start = Instant::now();
     for _ in 0..steps {
-        graph.launch(&s.compute)?;
+        graph.launch(compute)?;
     }
-    s.compute.synchronize()?;
+    compute.synchronize()?;
     let us = start.elapsed().as_secs_f64() * 1e6 / steps as f64;
-    let expected = (steps as u64 + 10) * (PHASES * KERNELS_PER_PHASE) as u64;
+    let expected = (steps as u64 + 10) * kernels_per_step(&plan);
     assert_eq!(
         counter.load(Ordering::Relaxed),
         expected,
@@ -228,10 +214,9 @@ fn main() -> devstream::Result<()> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1000);
     println!(
-        "bench-step on {place}: {steps} steps of 4 streams, {} kernels (tiny host functions), \
-         {PHASES} cross-stream waits (10 defensive), {} event queries",
-        PHASES * KERNELS_PER_PHASE,
-        PHASES / QUERY_EVERY
+        "bench-step on {place}: {steps} steps of the fixed DAG (devstream_bench::step_plan: 4 \
+         streams, 200 kernels as tiny host functions, 40 cross-stream waits of which 10 \
+         defensive, 8 event queries)"
     );
     println!(
         "{:<34} {:>12} {:>10} {:>10} {:>12}",
