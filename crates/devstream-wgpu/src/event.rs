@@ -6,6 +6,7 @@ use crate::device::{DeviceShared, Ticket, LIVE_EVENTS, POLL_SLICE};
 use crate::graph::{Clock, Session, SharedSession};
 use crate::sched::{waits_behind_host_func, AfterSubmit, Awaited, StreamState};
 use crate::util::lock;
+use devstream_core::elide::Mark;
 use devstream_core::{DeviceEvent, Error, EventFlags, Place, Result};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -17,6 +18,8 @@ pub(crate) struct Record {
     pub(crate) device: Arc<DeviceShared>,
     ticket: OnceLock<Option<Ticket>>,
     timestamp: Option<Arc<Readback>>,
+    /// The recording stream and its position there (redundant-wait elision).
+    pub(crate) mark: Mark,
 }
 
 impl Record {
@@ -24,11 +27,13 @@ impl Record {
         device: &Arc<DeviceShared>,
         ticket: Option<Option<Ticket>>,
         timestamp: Option<Arc<Readback>>,
+        mark: Mark,
     ) -> Arc<Record> {
         let record = Record {
             device: Arc::clone(device),
             ticket: OnceLock::new(),
             timestamp,
+            mark,
         };
         if let Some(t) = ticket {
             let _ = record.ticket.set(t);

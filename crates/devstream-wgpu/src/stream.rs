@@ -14,6 +14,7 @@ use crate::sched::{
     StreamState, Upload,
 };
 use crate::util::{align_down, align_up, lock};
+use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::traits::check_range;
 use devstream_core::{
     Capabilities, CaptureMode, DeviceStream, Error, EventFlags, HostFn, Place, Priority,
@@ -26,6 +27,9 @@ struct StreamHandle {
     id: u64,
     device: Arc<DeviceShared>,
     non_blocking: bool,
+    /// What this stream already waited for, and its record clock; only used under the
+    /// device's scheduler lock (which serialises every record and wait of the device).
+    tracker: WaitTracker,
 }
 
 impl Drop for StreamHandle {
@@ -101,6 +105,7 @@ impl WgpuStream {
                 id,
                 device: Arc::clone(device),
                 non_blocking: options.non_blocking,
+                tracker: WaitTracker::new(options.elide_waits),
             }),
         })
     }
@@ -402,17 +407,52 @@ impl WgpuStream {
             None => None,
         };
         flush_locked(device, sched, id, false);
+        // Records of a device are serialised by its scheduler lock (held here): positions are
+        // monotone in record order.
+        let mark = match self.handle.tracker.lock() {
+            Some(mut clock) => Mark {
+                stream: id,
+                pos: clock.advance(),
+            },
+            None => Mark::NONE,
+        };
         let state = self.state(sched)?;
         if state.held.is_empty() {
-            Ok(Record::new(device, Some(state.frontier.clone()), timestamp))
+            Ok(Record::new(
+                device,
+                Some(state.frontier.clone()),
+                timestamp,
+                mark,
+            ))
         } else {
-            let record = Record::new(device, None, timestamp);
+            let record = Record::new(device, None, timestamp, mark);
             hold_locked(device, sched, id, Held::Mark(Arc::clone(&record)));
             Ok(record)
         }
     }
 
+    /// Waits for `record` unless an earlier wait of this stream implies it (same device only:
+    /// records and waits of one device are serialised by its scheduler lock, held here).
     fn wait_record_locked(&self, sched: &mut Sched, record: Arc<Record>) -> Result<()> {
+        if !Arc::ptr_eq(&record.device, &self.handle.device) {
+            return self.wait_record_now(sched, record);
+        }
+        let mark = record.mark;
+        let mut guard = self.handle.tracker.lock();
+        if guard
+            .as_ref()
+            .is_some_and(|g| g.implied(self.handle.id, mark))
+        {
+            return Ok(());
+        }
+        self.wait_record_now(sched, record)?;
+        if let Some(guard) = guard.as_mut() {
+            guard.note(mark);
+        }
+        Ok(())
+    }
+
+    fn wait_record_now(&self, sched: &mut Sched, record: Arc<Record>) -> Result<()> {
         let device = &self.handle.device;
         let id = self.handle.id;
         if Arc::ptr_eq(&record.device, device) {
