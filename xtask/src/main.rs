@@ -365,13 +365,28 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    for bin in ["bench-cuda", "bench-wgpu"] {
+    // The workload benchmarks (issue 15): the CUDA step and priority halves, and bench-scale
+    // (run with --place cuda:0 / wgpu:0); bench-step and bench-priority on host functions
+    // are the CPU/wgpu halves and stay here.
+    for bin in [
+        "bench-cuda",
+        "bench-wgpu",
+        "bench-workload-cuda",
+        "bench-scale",
+    ] {
         for exe in executables(&json, bin) {
             size += copy_into(&exe, &out, bin)?;
         }
     }
-    let peers = Path::new("../shared/anchors/peers_cuda.py");
-    if peers.exists() {
+    // The peers script: the bench crate's copy (with the workload DAG and priority experiment),
+    // else the anchors' original.
+    let peers = [
+        Path::new("crates/devstream-bench/peers/peers_cuda.py"),
+        Path::new("../shared/anchors/peers_cuda.py"),
+    ]
+    .into_iter()
+    .find(|p| p.exists());
+    if let Some(peers) = peers {
         size += copy_into(peers, &out, "peers_cuda.py")?;
     }
     let mib = size as f64 / (1024.0 * 1024.0);
