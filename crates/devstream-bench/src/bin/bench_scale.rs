@@ -131,6 +131,9 @@ fn main() -> devstream::Result<()> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(100_000);
     println!("bench-scale on {place}: N streams, 10·N events; ns per op spread over all of them");
+    // First use of a place opens its device (e.g. a wgpu device, tens of ms): not a pool cost.
+    drop(Stream::new(&place)?);
+    black_box(Stream::from_pool(&place, Priority::Normal)?);
     let t = Instant::now();
     for _ in 0..10_000 {
         black_box(Stream::from_pool(&place, Priority::Normal)?);
