@@ -203,3 +203,107 @@ pub fn step_plan() -> Vec<StepOp> {
     }
     plan
 }
+
+/// The value after `flag` on the command line (`--place cuda:0`).
+pub fn arg(flag: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+/// The value after `flag` parsed, or `default` (also when it does not parse).
+pub fn arg_or<T: std::str::FromStr>(flag: &str, default: T) -> T {
+    arg(flag).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The `p` quantile (0..=1) of sorted samples (NaN when empty).
+///
+/// ```
+/// assert_eq!(devstream_bench::percentile(&[1.0, 2.0, 3.0], 0.5), 2.0);
+/// ```
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Prints the probe latencies (µs, sorted) of a priority experiment: p50, p99 and max with the
+/// probe at High and at Normal, and the p99 ratio.
+pub fn print_priority(high: &[f64], normal: &[f64]) {
+    println!(
+        "{:<22} {:>10} {:>10} {:>10}",
+        "probe stream", "p50 us", "p99 us", "max us"
+    );
+    for (name, l) in [("Priority::High", high), ("Priority::Normal", normal)] {
+        println!(
+            "{:<22} {:>10.1} {:>10.1} {:>10.1}",
+            name,
+            percentile(l, 0.5),
+            percentile(l, 0.99),
+            percentile(l, 1.0)
+        );
+    }
+    println!(
+        "p99 Normal / High = {:.1}x   p50 Normal / High = {:.1}x",
+        percentile(normal, 0.99) / percentile(high, 0.99),
+        percentile(normal, 0.5) / percentile(high, 0.5)
+    );
+}
+
+/// Captures one step on `streams[0]`: the other streams fork from it, `body` submits the
+/// step, they join back; returns the graph.
+pub fn capture_step(
+    streams: &[devstream::Stream],
+    body: impl FnOnce() -> devstream::Result<()>,
+) -> devstream::Result<devstream::Graph> {
+    let first = &streams[0];
+    first.begin_capture(devstream::CaptureMode::ThreadLocal)?;
+    let fork = first.record_event()?;
+    for s in &streams[1..] {
+        s.wait_event(&fork)?;
+    }
+    body()?;
+    for s in &streams[1..] {
+        first.wait_stream(s)?;
+    }
+    first.end_capture()
+}
+
+/// µs per launch of `graph` on `stream` over `launches` launches (after 10 warm-up launches),
+/// the final synchronize included.
+pub fn replay_us(
+    graph: &devstream::Graph,
+    stream: &devstream::Stream,
+    launches: usize,
+) -> devstream::Result<f64> {
+    for _ in 0..10 {
+        graph.launch(stream)?;
+    }
+    stream.synchronize()?;
+    let start = Instant::now();
+    for _ in 0..launches {
+        graph.launch(stream)?;
+    }
+    stream.synchronize()?;
+    Ok(start.elapsed().as_secs_f64() * 1e6 / launches as f64)
+}
+
+/// Runs a GPU benchmark: a missing runtime or device is a line on stdout (nothing to
+/// measure here), any other error exits with status 1.
+pub fn run_on_device(what: &str, run: impl FnOnce() -> devstream::Result<()>) {
+    match run() {
+        Ok(()) => {}
+        Err(
+            e @ (devstream::Error::BackendUnavailable { .. } | devstream::Error::NoDevice { .. }),
+        ) => {
+            println!("no {what} device here, nothing to measure: {e}");
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -10,7 +10,7 @@
 
 use devstream::cuda::cudarc::driver::sys;
 use devstream::cuda::{ptx, CudaStream, KernelArg, LaunchConfig};
-use devstream::{CaptureMode, Error, Event, EventFlags, Place, Stream};
+use devstream::{CaptureMode, Event, EventFlags, Place, Stream};
 use devstream_bench::{ns_per_op, report, Row};
 use std::ffi::c_void;
 use std::time::Instant;
@@ -239,16 +239,7 @@ const NON_BLOCKING: u32 = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
 const NO_TIMING: u32 = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
 
 fn main() {
-    match run() {
-        Ok(()) => {}
-        Err(e @ (Error::BackendUnavailable { .. } | Error::NoDevice { .. })) => {
-            println!("no CUDA device here, nothing to measure: {e}");
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::exit(1);
-        }
-    }
+    devstream_bench::run_on_device("CUDA", run);
 }
 
 fn run() -> devstream::Result<()> {

@@ -11,6 +11,7 @@
 //! ```
 
 use devstream::{Place, Priority, Stream};
+use devstream_bench::{arg, arg_or, print_priority};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -84,30 +85,13 @@ fn run(place: &Place, probe_priority: Priority, c: &Config) -> devstream::Result
     Ok(l)
 }
 
-fn pct(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
 fn main() -> devstream::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let num =
-        |flag: &str, default: u64| value(flag).and_then(|v| v.parse().ok()).unwrap_or(default);
-    let place: Place = value("--place").unwrap_or_else(|| "cpu".into()).parse()?;
+    let place: Place = arg("--place").unwrap_or_else(|| "cpu".into()).parse()?;
     let c = Config {
-        probes: num("--probes", 1000) as usize,
-        background: num("--background", 4) as usize,
-        depth: num("--depth", 8),
-        long: Duration::from_micros(num("--long-us", 500)),
+        probes: arg_or("--probes", 1000),
+        background: arg_or("--background", 4),
+        depth: arg_or("--depth", 8),
+        long: Duration::from_micros(arg_or("--long-us", 500)),
     };
     let caps = devstream::capabilities(&place)?;
     println!(
@@ -122,23 +106,6 @@ fn main() -> devstream::Result<()> {
     );
     let high = run(&place, Priority::High, &c)?;
     let normal = run(&place, Priority::Normal, &c)?;
-    println!(
-        "{:<22} {:>10} {:>10} {:>10}",
-        "probe stream", "p50 us", "p99 us", "max us"
-    );
-    for (name, l) in [("Priority::High", &high), ("Priority::Normal", &normal)] {
-        println!(
-            "{:<22} {:>10.1} {:>10.1} {:>10.1}",
-            name,
-            pct(l, 0.5),
-            pct(l, 0.99),
-            pct(l, 1.0)
-        );
-    }
-    println!(
-        "p99 Normal / High = {:.1}x   p50 Normal / High = {:.1}x",
-        pct(&normal, 0.99) / pct(&high, 0.99),
-        pct(&normal, 0.5) / pct(&high, 0.5)
-    );
+    print_priority(&high, &normal);
     Ok(())
 }

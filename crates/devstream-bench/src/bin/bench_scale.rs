@@ -15,6 +15,7 @@
 //! ```
 
 use devstream::{Event, EventFlags, Place, Priority, Stream};
+use devstream_bench::{arg, arg_or};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -119,17 +120,8 @@ fn run(place: &Place, n: usize, print: bool) -> devstream::Result<()> {
 }
 
 fn main() -> devstream::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let place: Place = value("--place").unwrap_or_else(|| "cpu".into()).parse()?;
-    let max: usize = value("--max")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100_000);
+    let place: Place = arg("--place").unwrap_or_else(|| "cpu".into()).parse()?;
+    let max: usize = arg_or("--max", 100_000);
     println!("bench-scale on {place}: N streams, 10·N events; ns per op spread over all of them");
     // First use of a place opens its device (e.g. a wgpu device, tens of ms): not a pool cost.
     drop(Stream::new(&place)?);

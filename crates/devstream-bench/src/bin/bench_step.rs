@@ -12,8 +12,10 @@
 //! bench-step [--place cpu] [--steps 1000]
 //! ```
 
-use devstream::{CaptureMode, Event, EventFlags, Place, Stream};
-use devstream_bench::{step_plan, StepOp, STEP_EVENTS, STEP_STREAMS};
+use devstream::{Event, EventFlags, Place, Stream};
+use devstream_bench::{
+    arg, arg_or, capture_step, replay_us, step_plan, StepOp, STEP_EVENTS, STEP_STREAMS,
+};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -136,28 +138,9 @@ fn captured(place: &Place, steps: usize) -> devstream::Result<(f64, f64)> {
     let counter = Arc::new(AtomicU64::new(0));
     let start_capture = Instant::now();
     let compute = &s.0[0];
-    compute.begin_capture(CaptureMode::ThreadLocal)?;
-    // Fork the other streams into the capture, run the step, join them back.
-    let fork = compute.record_event()?;
-    for stream in &s.0[1..] {
-        stream.wait_event(&fork)?;
-    }
-    step(&s, &e, &plan, &counter, false)?;
-    for stream in &s.0[1..] {
-        compute.wait_stream(stream)?;
-    }
-    let graph = compute.end_capture()?;
+    let graph = capture_step(&s.0, || step(&s, &e, &plan, &counter, false).map(drop))?;
     let capture_us = start_capture.elapsed().as_secs_f64() * 1e6;
-    for _ in 0..10 {
-        graph.launch(compute)?;
-    }
-    compute.synchronize()?;
-    let start = Instant::now();
-    for _ in 0..steps {
-        graph.launch(compute)?;
-    }
-    compute.synchronize()?;
-    let us = start.elapsed().as_secs_f64() * 1e6 / steps as f64;
+    let us = replay_us(&graph, compute, steps)?;
     let expected = (steps as u64 + 10) * kernels_per_step(&plan);
     assert_eq!(
         counter.load(Ordering::Relaxed),
@@ -211,17 +194,8 @@ fn micro(place: &Place, elide: bool) -> devstream::Result<Option<(f64, f64, bool
 }
 
 fn main() -> devstream::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let place: Place = value("--place").unwrap_or_else(|| "cpu".into()).parse()?;
-    let steps: usize = value("--steps")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000);
+    let place: Place = arg("--place").unwrap_or_else(|| "cpu".into()).parse()?;
+    let steps: usize = arg_or("--steps", 1000);
     println!(
         "bench-step on {place}: {steps} steps of the fixed DAG (devstream_bench::step_plan: 4 \
          streams, 200 kernels as tiny host functions, 40 cross-stream waits of which 10 \

@@ -19,8 +19,11 @@
 
 use devstream::cuda::cudarc::driver::sys;
 use devstream::cuda::{ptx, CudaKernel, CudaStream, KernelArg, LaunchConfig};
-use devstream::{CaptureMode, Error, Event, EventFlags, Place, Priority, Stream};
-use devstream_bench::{step_plan, StepOp, STEP_EVENTS, STEP_STREAMS};
+use devstream::{Error, Event, EventFlags, Place, Priority, Stream};
+use devstream_bench::{
+    arg, arg_or, capture_step, print_priority, replay_us, run_on_device, step_plan, StepOp,
+    STEP_EVENTS, STEP_STREAMS,
+};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -30,20 +33,6 @@ const NO_TIMING: u32 = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
 /// Panics with the call name on a failed raw call (a benchmark has nothing to recover).
 fn raw(result: sys::CUresult, call: &str) {
     assert_eq!(result, sys::CUresult::CUDA_SUCCESS, "{call} failed");
-}
-
-fn args_value(flag: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == flag)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-}
-
-fn num(flag: &str, default: u64) -> u64 {
-    args_value(flag)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// Launches the parameterless `noop` kernel on a devstream CUDA stream.
@@ -319,27 +308,10 @@ fn step_bench(place: &Place, steps: usize) -> devstream::Result<()> {
     let events: Vec<Event> = (0..STEP_EVENTS)
         .map(|_| Event::new(place, EventFlags::default()))
         .collect::<Result<_, _>>()?;
-    let compute = &streams[0];
-    compute.begin_capture(CaptureMode::ThreadLocal)?;
-    let fork = compute.record_event()?;
-    for s in &streams[1..] {
-        s.wait_event(&fork)?;
-    }
-    devstream_step(&streams, &events, &plan, &noop, false)?;
-    for s in &streams[1..] {
-        compute.wait_stream(s)?;
-    }
-    let ds_graph = compute.end_capture()?;
-    for _ in 0..10 {
-        ds_graph.launch(compute)?;
-    }
-    compute.synchronize()?;
-    let t = Instant::now();
-    for _ in 0..steps {
-        ds_graph.launch(compute)?;
-    }
-    compute.synchronize()?;
-    let ds_graph_us = us_per(t, steps);
+    let ds_graph = capture_step(&streams, || {
+        devstream_step(&streams, &events, &plan, &noop, false).map(drop)
+    })?;
+    let ds_graph_us = replay_us(&ds_graph, &streams[0], steps)?;
     for (name, us, calls) in &rows {
         println!(
             "{:<40} {:>10.1} {:>12.1} {:>8.3}",
@@ -366,13 +338,6 @@ fn step_bench(place: &Place, steps: usize) -> devstream::Result<()> {
         raw(sys::cuGraphDestroy(graph), "cuGraphDestroy");
     }
     Ok(())
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
 /// Probe latencies (µs, sorted) with the probe stream at `probe_priority`.
@@ -490,54 +455,27 @@ fn priority_bench(
         spin_cycles,
         &module,
     )?;
-    println!(
-        "{:<22} {:>10} {:>10} {:>10}",
-        "probe stream", "p50 us", "p99 us", "max us"
-    );
-    for (name, l) in [("Priority::High", &high), ("Priority::Normal", &normal)] {
-        println!(
-            "{:<22} {:>10.1} {:>10.1} {:>10.1}",
-            name,
-            percentile(l, 0.5),
-            percentile(l, 0.99),
-            percentile(l, 1.0)
-        );
-    }
-    println!(
-        "p99 Normal / High = {:.1}x",
-        percentile(&normal, 0.99) / percentile(&high, 0.99)
-    );
+    print_priority(&high, &normal);
     Ok(())
 }
 
 fn run() -> devstream::Result<()> {
     let what = std::env::args().nth(1).unwrap_or_else(|| "all".into());
-    let place: Place = args_value("--place")
-        .unwrap_or_else(|| "cuda:0".into())
-        .parse()?;
+    let place: Place = arg("--place").unwrap_or_else(|| "cuda:0".into()).parse()?;
     if what == "step" || what == "all" {
-        step_bench(&place, num("--steps", 1000) as usize)?;
+        step_bench(&place, arg_or("--steps", 1000))?;
     }
     if what == "priority" || what == "all" {
         priority_bench(
             &place,
-            num("--probes", 1000) as usize,
-            num("--blocks", 2048) as u32,
-            num("--spin-us", 500),
+            arg_or("--probes", 1000),
+            arg_or("--blocks", 2048),
+            arg_or("--spin-us", 500),
         )?;
     }
     Ok(())
 }
 
 fn main() {
-    match run() {
-        Ok(()) => {}
-        Err(e @ (Error::BackendUnavailable { .. } | Error::NoDevice { .. })) => {
-            println!("no CUDA device here, nothing to measure: {e}");
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::exit(1);
-        }
-    }
+    run_on_device("CUDA", run);
 }
