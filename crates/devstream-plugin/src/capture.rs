@@ -25,7 +25,7 @@ use devstream_core::{CaptureMode, Error, HostFn, Result};
 use std::any::Any;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
@@ -135,6 +135,52 @@ static ACTIVE: Mutex<Vec<Arc<CaptureShared>>> = Mutex::new(Vec::new());
 /// `ACTIVE.len()`, read without the lock on every operation.
 static ACTIVE_COUNT: AtomicUsize = AtomicUsize::new(0);
 
+/// Captures begun through devstream that may be active (any runtime): opened before the
+/// plug-in's begin, closed when the capture leaves [`ACTIVE`] (after the plug-in's end) or fails
+/// to begin. While non-zero no wait is elided and no record gets a position (redundant-wait
+/// elision, `devstream_core::elide`).
+static WINDOW: AtomicUsize = AtomicUsize::new(0);
+/// Raised by every [`window_open`]: an operation that reads the same value before and after
+/// overlapped no begin.
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+/// Set for good once a plug-in stream or event handle was adopted or handed out: other code may
+/// then capture (or record) what devstream cannot see, so elision stops.
+static FOREIGN: AtomicBool = AtomicBool::new(false);
+
+/// Before a plug-in begins a capture.
+pub(crate) fn window_open() {
+    WINDOW.fetch_add(1, Ordering::SeqCst);
+    EPOCH.fetch_add(1, Ordering::SeqCst);
+}
+
+/// After a capture ended (it left [`ACTIVE`]) or failed to begin.
+pub(crate) fn window_close() {
+    WINDOW.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// A plug-in handle was adopted or handed out: no elision from now on.
+pub(crate) fn foreign_handles() {
+    if !FOREIGN.load(Ordering::Relaxed) {
+        FOREIGN.store(true, Ordering::SeqCst);
+    }
+}
+
+/// `Some(epoch)` when waits may be elided and records positioned now.
+#[inline]
+pub(crate) fn elision_epoch() -> Option<u64> {
+    let epoch = EPOCH.load(Ordering::SeqCst);
+    if WINDOW.load(Ordering::SeqCst) != 0 || FOREIGN.load(Ordering::Acquire) {
+        return None;
+    }
+    Some(epoch)
+}
+
+/// Whether no capture began since [`elision_epoch`] gave `epoch`.
+#[inline]
+pub(crate) fn elision_still_valid(epoch: u64) -> bool {
+    EPOCH.load(Ordering::SeqCst) == epoch
+}
+
 pub(crate) fn find(runtime: usize, id: u64) -> Option<Arc<CaptureShared>> {
     lock(&ACTIVE)
         .iter()
@@ -145,8 +191,12 @@ pub(crate) fn find(runtime: usize, id: u64) -> Option<Arc<CaptureShared>> {
 /// Forgets a capture that ended (its graph, if any, keeps it).
 pub(crate) fn unregister(capture: &Arc<CaptureShared>) {
     let mut active = lock(&ACTIVE);
+    let before = active.len();
     active.retain(|c| !Arc::ptr_eq(c, capture));
     ACTIVE_COUNT.store(active.len(), Ordering::SeqCst);
+    for _ in active.len()..before {
+        window_close();
+    }
 }
 
 /// Ends the captures begun on the stream `origin` of `runtime`, which is being dropped: no
@@ -158,6 +208,7 @@ pub(crate) fn forget_origin(runtime: usize, origin: u64) {
         return;
     }
     let mut active = lock(&ACTIVE);
+    let before = active.len();
     active.retain(|c| {
         let theirs = c.runtime == runtime && c.origin == origin;
         if theirs {
@@ -166,6 +217,9 @@ pub(crate) fn forget_origin(runtime: usize, origin: u64) {
         !theirs
     });
     ACTIVE_COUNT.store(active.len(), Ordering::SeqCst);
+    for _ in active.len()..before {
+        window_close();
+    }
 }
 
 /// Whether any capture of this runtime is in progress (cheap).

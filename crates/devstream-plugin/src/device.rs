@@ -118,6 +118,7 @@ impl DeviceBackend for PluginBackend {
                     raw,
                     options.non_blocking,
                     Origin::User,
+                    options.elide_waits,
                 )))
             }
             CustomDevice::Rust(backend) => Ok(PluginStream(StreamRepr::Rust(
@@ -135,7 +136,7 @@ impl DeviceBackend for PluginBackend {
                     return Ok(PluginStream::abi(core.clone()));
                 }
                 let raw = runtime.create_stream(slot)?;
-                let core = StreamCore::new(runtime, slot, raw, true, Origin::Default);
+                let core = StreamCore::new(runtime, slot, raw, true, Origin::Default, false);
                 defaults.insert(place.clone(), core.clone());
                 Ok(PluginStream::abi(core))
             }

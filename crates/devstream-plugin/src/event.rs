@@ -22,7 +22,11 @@ impl PluginEvent {
     /// this event (or a wait on it) keeps that record.
     pub fn as_raw(&self) -> Option<crate::sys::C_Event> {
         match &self.0 {
-            EventRepr::Abi(e) => e.raw().map(|raw| raw.handle().event()),
+            EventRepr::Abi(e) => {
+                // Someone else may record it now: redundant-wait elision stops.
+                crate::capture::foreign_handles();
+                e.raw().map(|raw| raw.handle().event())
+            }
             EventRepr::Rust(_) => None,
         }
     }

@@ -19,6 +19,7 @@
 
 use crate::runtime::{Handle, Runtime};
 use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
+use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::panic::{self, drop_contained, drop_payload};
 use devstream_core::{Error, Place, Result};
 use std::any::Any;
@@ -173,6 +174,9 @@ pub(crate) struct RawEvent {
     state_changed: Condvar,
     /// Known complete (so that nobody asks the plug-in again).
     complete: AtomicBool,
+    /// Its position in the recording stream's plug-in queue when the record can be trusted for
+    /// redundant-wait elision (0: it cannot, or not recorded yet); set once, by `record_into`.
+    pos: AtomicU64,
 }
 
 impl std::fmt::Debug for RawEvent {
@@ -193,6 +197,18 @@ enum Settled {
 }
 
 impl RawEvent {
+    /// Where this record sits for redundant-wait elision ([`Mark::NONE`] when it cannot be
+    /// trusted or is not recorded yet).
+    pub(crate) fn mark(&self) -> Mark {
+        match self.pos.load(Ordering::Acquire) {
+            0 => Mark::NONE,
+            pos => Mark {
+                stream: self.stream,
+                pos,
+            },
+        }
+    }
+
     /// The plug-in's handle (possibly null).
     pub(crate) fn handle(&self) -> Handle {
         self.handle
@@ -573,6 +589,9 @@ pub(crate) struct StreamCore {
     /// Recorded just before the stream began (or joined) its latest capture: the end of its
     /// work before the capture, which a release must wait for while it is capturing.
     pub(crate) pre_capture: Mutex<Option<Arc<RawEvent>>>,
+    /// What this stream already waited for (user-created streams with `elide_waits` only: the
+    /// default and adopted streams are shared with code devstream does not see).
+    pub(crate) tracker: WaitTracker,
 }
 
 /// A wait of a stream on another plug-in queue's event, while it may be incomplete.
@@ -650,6 +669,7 @@ impl StreamCore {
         raw: Handle,
         non_blocking: bool,
         origin: Origin,
+        elide_waits: bool,
     ) -> Arc<StreamCore> {
         let (owned, user_created) = match origin {
             Origin::User => (true, true),
@@ -677,6 +697,7 @@ impl StreamCore {
             me: me.clone(),
             waits: Mutex::new(Vec::new()),
             pre_capture: Mutex::new(None),
+            tracker: WaitTracker::new(elide_waits && user_created),
         })
     }
 
@@ -935,14 +956,29 @@ impl StreamCore {
             state: Mutex::new(RecordState::Pending),
             state_changed: Condvar::new(),
             complete: AtomicBool::new(false),
+            pos: AtomicU64::new(0),
         }))
     }
 
     /// Records `raw` here and now (inside an operation, in stream order). A failed record
     /// leaves the event `Lost`, never pending, so nothing waits forever for it.
     pub(crate) fn record_into(&self, raw: &RawEvent) -> Result<()> {
+        // A position for elision: only on a tracked stream, for its own event, with no capture
+        // possibly active around the record (a captured record stands for graph nodes).
+        let epoch = if self.tracker.enabled() && raw.stream == self.id {
+            crate::capture::elision_epoch()
+        } else {
+            None
+        };
         let seq = self.next_seq();
         let result = self.runtime.record_event(self.slot, self.raw, raw.handle);
+        if let Some(epoch) = epoch {
+            if result.is_ok() && crate::capture::elision_still_valid(epoch) {
+                // Records of one stream run in queue order under its submit lock: the queue
+                // numbers of its records are monotone in what they capture.
+                raw.pos.store(seq, Ordering::Release);
+            }
+        }
         raw.set_state(match &result {
             Ok(()) => RecordState::Recorded { seq },
             Err(error) => RecordState::Lost(error.clone()),

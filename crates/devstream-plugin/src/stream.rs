@@ -103,9 +103,15 @@ impl PluginStream {
 
     /// The plug-in's `C_Stream` behind this stream (possibly null), or `None` for a
     /// Rust-registered device.
+    ///
+    /// Once handed out, the stream may be captured by other code: redundant-wait elision stops
+    /// for every plug-in stream (as after `from_raw`).
     pub fn as_raw(&self) -> Option<C_Stream> {
         match &self.0 {
-            StreamRepr::Abi(core) => Some(core.raw.stream()),
+            StreamRepr::Abi(core) => {
+                crate::capture::foreign_handles();
+                Some(core.raw.stream())
+            }
             StreamRepr::Rust(_) => None,
         }
     }
@@ -120,12 +126,14 @@ impl PluginStream {
         match lookup(place)? {
             CustomDevice::Plugin(runtime) => {
                 let slot = plugin_slot(&runtime, place)?;
+                crate::capture::foreign_handles();
                 Ok(PluginStream::abi(StreamCore::new(
                     runtime,
                     slot,
                     Handle(raw as usize),
                     true,
                     Origin::Adopted,
+                    false,
                 )))
             }
             CustomDevice::Rust(_) => Err(Error::unsupported("PluginStream::from_raw", place)),
@@ -238,6 +246,36 @@ fn submit_graph_callback(core: &Arc<StreamCore>, data: *mut std::ffi::c_void) ->
 /// A wait on `raw`. Waiting on an event recorded in a capture joins the capture (the
 /// plug-in decides): while any capture of the runtime is in progress, the end of the
 /// stream's work before the wait is recorded first, for releases during its capture.
+/// [`wait_joining`], unless the wait is implied by what the stream already waited for
+/// (`devstream_core::elide`): positions are the plug-in queue numbers of records made while no
+/// capture could be active (see `StreamCore::record_into`).
+fn wait_elided(
+    core: &Arc<StreamCore>,
+    op: &'static str,
+    raw: Arc<crate::queue::RawEvent>,
+) -> Result<()> {
+    if !core.tracker.enabled() {
+        return wait_joining(core, op, raw);
+    }
+    let Some(epoch) = crate::capture::elision_epoch() else {
+        return wait_joining(core, op, raw);
+    };
+    let mark = raw.mark();
+    let Some(mut guard) = core.tracker.lock() else {
+        return wait_joining(core, op, raw);
+    };
+    if crate::capture::elision_still_valid(epoch) && guard.implied(core.id, mark) {
+        return Ok(());
+    }
+    // A wait held on the host (behind an unsubmitted record) still orders everything after
+    // it: the stream's later items are held behind it, in order.
+    wait_joining(core, op, raw)?;
+    if crate::capture::elision_still_valid(epoch) {
+        guard.note(mark);
+    }
+    Ok(())
+}
+
 fn wait_joining(
     core: &Arc<StreamCore>,
     op: &'static str,
@@ -307,8 +345,15 @@ fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
     }
     // The end of the work before the capture, for releases while it captures.
     let before = core.record_raw()?;
-    core.runtime
-        .begin_capture(core.slot, core.raw, native_mode(mode))?;
+    // Until the capture leaves the registry (after the plug-in ended it), nothing is elided.
+    crate::capture::window_open();
+    if let Err(error) = core
+        .runtime
+        .begin_capture(core.slot, core.raw, native_mode(mode))
+    {
+        crate::capture::window_close();
+        return Err(error);
+    }
     match core.runtime.capture_state(core.slot, core.raw) {
         Ok(CaptureState::Active(id)) => {
             *crate::queue::lock(&core.pre_capture) = Some(before);
@@ -316,6 +361,7 @@ fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
             Ok(())
         }
         other => {
+            crate::capture::window_close();
             // The plug-in does not report the capture it began: end it, keep nothing.
             if let Ok(graph) = core.runtime.end_capture(core.slot, core.raw) {
                 let _ = core.runtime.destroy_graph(core.slot, graph, Handle(0));
@@ -515,7 +561,7 @@ impl DeviceStream for PluginStream {
                 }
                 match e.raw() {
                     None => Ok(()),
-                    Some(raw) => wait_joining(core, "wait_event", raw),
+                    Some(raw) => wait_elided(core, "wait_event", raw),
                 }
             }
             (StreamRepr::Rust(s), EventRepr::Rust(e)) => s.wait_event(e.as_ref()),
@@ -537,7 +583,7 @@ impl DeviceStream for PluginStream {
                 }
                 submitting_into("wait_stream", theirs)?;
                 let raw = theirs.record_raw()?;
-                wait_joining(core, "wait_stream", raw)
+                wait_elided(core, "wait_stream", raw)
             }
             (StreamRepr::Rust(s), StreamRepr::Rust(o)) => s.wait_stream(o.as_ref()),
             _ => Err(cross_device("wait_stream", self.place(), other.place())),
