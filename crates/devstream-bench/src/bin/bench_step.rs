@@ -229,11 +229,22 @@ fn main() -> devstream::Result<()> {
             ops - elided
         );
     }
-    for elide in [true, false] {
-        if let Some((needed, again, elided)) = micro(&place, elide)? {
+    // Interleaved rounds (on, off, on, off, ...), the best of each kept: the first use of a
+    // path (e.g. lavapipe's first submissions) favours neither side.
+    let mut best: [Option<(f64, f64, bool)>; 2] = [None, None];
+    for _ in 0..3 {
+        for (slot, elide) in [true, false].into_iter().enumerate() {
+            if let Some((needed, again, elided)) = micro(&place, elide)? {
+                let (n, a, _) = best[slot].unwrap_or((f64::INFINITY, f64::INFINITY, elided));
+                best[slot] = Some((n.min(needed), a.min(again), elided));
+            }
+        }
+    }
+    for (slot, elide) in [true, false].into_iter().enumerate() {
+        if let Some((needed, again, elided)) = best[slot] {
             println!(
                 "wait_event on pending work, elision {:<3}: {needed:>7.1} ns (new record each) \
-                 {again:>7.1} ns (same event again{})",
+                 {again:>7.1} ns (same event again{})   (best of 3)",
                 if elide { "on" } else { "off" },
                 if elided { ": elided" } else { ": issued" }
             );
