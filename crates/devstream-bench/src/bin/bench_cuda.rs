@@ -257,9 +257,11 @@ fn run() -> devstream::Result<()> {
         range.greatest
     );
 
-    // devstream objects (this also makes the device's primary context current here)
-    let s1 = Stream::new(&place)?;
-    let s2 = Stream::new(&place)?;
+    // devstream objects (this also makes the device's primary context current here). The
+    // per-call rows compare the same driver calls: their streams do not elide waits (a repeated
+    // wait on one event would be elided, see the elision rows below).
+    let s1 = Stream::builder(&place).elide_waits(false).build()?;
+    let s2 = Stream::builder(&place).elide_waits(false).build()?;
     let e = Event::new(&place, EventFlags::default())?;
     s1.record(&e)?;
     s1.synchronize()?;
@@ -315,6 +317,40 @@ fn run() -> devstream::Result<()> {
     );
     s1.synchronize()?;
     s2.synchronize()?;
+    r.synchronize();
+
+    // Redundant-wait elision (streams with the default, elision on): the tracking cost on a
+    // record followed by a needed wait, and a repeated (implied) wait against the raw call it
+    // saves.
+    let t1 = Stream::new(&place)?;
+    let t2 = Stream::new(&place)?;
+    let te = Event::new(&place, EventFlags::default())?;
+    row(
+        "elision on: record + needed wait_event",
+        pair(
+            &mut || {
+                ns_per_op(rounds, n, || {
+                    te.record(&t1).expect("record");
+                    t2.wait_event(&te).expect("wait_event");
+                })
+            },
+            &mut || {
+                ns_per_op(rounds, n, || {
+                    r.record();
+                    r.wait_event();
+                })
+            },
+        ),
+    );
+    row(
+        "elision on: implied wait_event (elided)",
+        pair(
+            &mut || ns_per_op(rounds, n, || t2.wait_event(&te).expect("wait_event")),
+            &mut || ns_per_op(rounds, n, || r.wait_event()),
+        ),
+    );
+    t1.synchronize()?;
+    t2.synchronize()?;
     r.synchronize();
 
     row(
