@@ -17,8 +17,9 @@
 //! is never elided.
 //!
 //! Cost: one compare-and-swap and one store on the stream's tracker word per wait (and per
-//! tracked record); the tracker never blocks: when another thread holds it, the operation
-//! simply is not tracked (and not elided).
+//! tracked record), plus, for native events, two loads of the event's mark per wait and a
+//! compare-and-swap and a store per record; the tracker never blocks: when another thread holds
+//! it, the operation simply is not tracked (and not elided).
 //!
 //! ```
 //! use devstream_core::elide::{Mark, WaitTracker};
@@ -223,16 +224,20 @@ impl Drop for TrackerGuard<'_> {
     }
 }
 
-/// The [`Mark`] of an event whose record is a native call (CUDA, HIP, wgpu, plug-ins), kept
-/// consistent with the native record under a tiny lock.
+/// The [`Mark`] of an event whose record is a native call (CUDA, HIP), kept consistent with
+/// the native record by a sequence lock.
 ///
-/// A record takes the lock (spinning; records of one event racing each other are rare and the
-/// lock is held for one native call), makes the native call and stores the new mark; a wait
-/// only tries the lock and, holding it across its native wait, knows that the native wait saw
-/// exactly the record the mark describes. A wait that finds the lock taken is not tracked.
+/// A record takes the lock (its version goes odd; spinning, since records of one event racing
+/// each other are rare and the lock is held for one native call), makes the native call, stores
+/// the new mark and releases (version even again, one higher). A wait never locks: it reads the
+/// mark and the version ([`EventMark::read`]), makes its native wait, and only trusts the mark
+/// for noting if the version is unchanged afterwards ([`MarkRead::unchanged`]): then no record
+/// of the event began before its native wait returned, so that wait saw exactly the record the
+/// mark describes.
 #[derive(Debug, Default)]
 pub struct EventMark {
-    busy: AtomicBool,
+    /// Even: stable; odd: a record in flight.
+    version: AtomicU64,
     stream: AtomicU64,
     pos: AtomicU64,
     /// Set once the event's native handle was handed out or wrapped: someone else may record
@@ -244,7 +249,7 @@ impl EventMark {
     /// A never-recorded event's mark.
     pub const fn new() -> EventMark {
         EventMark {
-            busy: AtomicBool::new(false),
+            version: AtomicU64::new(0),
             stream: AtomicU64::new(0),
             pos: AtomicU64::new(0),
             foreign: AtomicBool::new(false),
@@ -263,63 +268,67 @@ impl EventMark {
     }
 
     /// Runs the native record `f` under the mark's lock; `f` returns its result and the new
-    /// mark (use [`Mark::NONE`] where the record has no position; on error the mark is
-    /// cleared too, since a failed record may have replaced the event's state).
+    /// mark (use [`Mark::NONE`] where the record has no position, also on error, since a
+    /// failed record may have replaced the event's state).
     #[inline]
     pub fn record<T>(&self, f: impl FnOnce() -> (T, Mark)) -> T {
         let mut spins = 0u32;
-        while self
-            .busy
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        let version = loop {
+            let v = self.version.load(Ordering::Relaxed);
+            if v & 1 == 0
+                && self
+                    .version
+                    .compare_exchange_weak(v, v + 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                break v;
+            }
             spins += 1;
             if spins > 64 {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
             }
-        }
+        };
         let (result, mark) = f();
         self.stream.store(mark.stream, Ordering::Relaxed);
         self.pos.store(mark.pos, Ordering::Relaxed);
-        self.busy.store(false, Ordering::Release);
+        self.version.store(version + 2, Ordering::Release);
         result
     }
 
-    /// For a wait: the mark, held stable until the guard drops, or `None` when a record of the
-    /// event is in flight or the event is foreign (then the wait is not tracked).
+    /// For a wait: the current mark and its version, or `None` when a record of the event is
+    /// in flight or the event is foreign (then the wait is not tracked). Never blocks.
     #[inline]
-    pub fn read(&self) -> Option<MarkGuard<'_>> {
+    pub fn read(&self) -> Option<MarkRead> {
         if self.foreign.load(Ordering::Acquire) {
             return None;
         }
-        self.busy
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .ok()?;
-        Some(MarkGuard {
-            owner: self,
-            mark: Mark {
-                stream: self.stream.load(Ordering::Relaxed),
-                pos: self.pos.load(Ordering::Relaxed),
-            },
-        })
+        let version = self.version.load(Ordering::Acquire);
+        if version & 1 != 0 {
+            return None;
+        }
+        let mark = Mark {
+            stream: self.stream.load(Ordering::Relaxed),
+            pos: self.pos.load(Ordering::Relaxed),
+        };
+        std::sync::atomic::fence(Ordering::Acquire);
+        (self.version.load(Ordering::Relaxed) == version).then_some(MarkRead { mark, version })
+    }
+
+    /// Whether no record of the event began since `read` was taken.
+    #[inline]
+    pub fn unchanged(&self, read: &MarkRead) -> bool {
+        self.version.load(Ordering::SeqCst) == read.version
     }
 }
 
-/// A stable [`Mark`] of an event (its records wait until the guard drops).
-#[derive(Debug)]
-pub struct MarkGuard<'a> {
-    owner: &'a EventMark,
+/// A consistent snapshot of an [`EventMark`] (see [`EventMark::read`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MarkRead {
     /// The event's mark.
     pub mark: Mark,
-}
-
-impl Drop for MarkGuard<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        self.owner.busy.store(false, Ordering::Release);
-    }
+    version: u64,
 }
 
 #[cfg(test)]
@@ -448,9 +457,9 @@ mod tests {
             std::thread::spawn(move || {
                 let mut seen = 0u64;
                 for _ in 0..2 * ROUNDS {
-                    if let Some(g) = m.read() {
-                        if g.mark != Mark::NONE {
-                            assert_eq!(g.mark.pos / 1_000_000, g.mark.stream, "{:?}", g.mark);
+                    if let Some(r) = m.read() {
+                        if r.mark != Mark::NONE {
+                            assert_eq!(r.mark.pos / 1_000_000, r.mark.stream, "{:?}", r.mark);
                             seen += 1;
                         }
                     }
@@ -472,14 +481,27 @@ mod tests {
     }
 
     #[test]
-    fn event_mark_read_excludes_record_and_foreign_is_never_read() {
+    fn event_mark_reads_see_records_and_foreign_is_never_read() {
         let m = EventMark::new();
-        assert_eq!(m.read().unwrap().mark, Mark::NONE);
+        let never = m.read().unwrap();
+        assert_eq!(never.mark, Mark::NONE);
         m.record(|| ((), Mark { stream: 3, pos: 9 }));
-        let g = m.read().unwrap();
-        assert_eq!(g.mark, Mark { stream: 3, pos: 9 });
-        assert!(m.read().is_none(), "one reader or recorder at a time");
-        drop(g);
+        assert!(!m.unchanged(&never), "a record since the read is seen");
+        let r = m.read().unwrap();
+        assert_eq!(r.mark, Mark { stream: 3, pos: 9 });
+        assert!(m.read().is_some(), "reads do not exclude each other");
+        assert!(m.unchanged(&r));
+        // A record in flight: no read, and an earlier read is no longer unchanged.
+        m.record(|| {
+            assert!(m.read().is_none(), "no read while a record is in flight");
+            assert!(!m.unchanged(&r));
+            ((), Mark::NONE)
+        });
+        assert_eq!(
+            m.read().unwrap().mark,
+            Mark::NONE,
+            "re-recording replaces the mark"
+        );
         m.set_foreign();
         assert!(m.read().is_none());
     }

@@ -406,13 +406,16 @@ impl<A: RawApi> GpuStream<A> {
     }
 
     /// Waits on a native event whose record is `mark` (`None`: unknown), unless the wait is
-    /// implied by what this stream already waited for. `other` is the event's device.
+    /// implied by what this stream already waited for. `other` is the event's device;
+    /// `mark_still_current` tells, after the native wait, whether it saw the record `mark`
+    /// describes (only then is the wait noted).
     #[inline]
     fn wait_marked(
         &self,
         raw: RawEvent,
         mark: Option<Mark>,
         other: &'static Device<A>,
+        mark_still_current: impl FnOnce() -> bool,
     ) -> Result<()> {
         let device = self.inner.device;
         let epochs = match (mark, self.elision_epoch()) {
@@ -436,7 +439,7 @@ impl<A: RawApi> GpuStream<A> {
             return Ok(());
         }
         self.wait_raw_event(raw)?;
-        if valid() {
+        if valid() && mark_still_current() {
             guard.note(mark);
         }
         Ok(())
@@ -933,12 +936,15 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         if !self.inner.tracker.enabled() {
             return self.wait_raw_event(event.inner.raw);
         }
-        // Held across the native wait: the wait sees exactly the record the mark describes.
-        let held = event.inner.mark.read();
+        // Noted only if no record of the event began before the native wait returned: then
+        // that wait saw exactly the record the mark describes.
+        let mark = &event.inner.mark;
+        let read = mark.read();
         self.wait_marked(
             event.inner.raw,
-            held.as_ref().map(|h| h.mark),
+            read.map(|r| r.mark),
             event.inner.device,
+            || read.is_some_and(|r| mark.unchanged(&r)),
         )
     }
 
@@ -964,7 +970,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         }
         // Racing `wait_stream`s on `other` re-record its internal event, but only later on the
         // same stream: whatever record the wait sees contains the one `mark` describes.
-        self.wait_marked(sync_event, Some(mark), other.inner.device)
+        self.wait_marked(sync_event, Some(mark), other.inner.device, || true)
     }
 
     fn launch_host_func(&self, f: HostFn) -> Result<()> {
