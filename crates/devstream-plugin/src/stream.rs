@@ -307,6 +307,8 @@ fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
     }
     // The end of the work before the capture, for releases while it captures.
     let before = core.record_raw()?;
+    // No reaper job runs from here until the capture is registered (or refused).
+    let _gate = crate::capture::beginning();
     core.runtime
         .begin_capture(core.slot, core.raw, native_mode(mode))?;
     match core.runtime.capture_state(core.slot, core.raw) {
