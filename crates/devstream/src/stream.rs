@@ -4,7 +4,7 @@ use crate::dispatch::{Member, StreamApi};
 use crate::registry::{self, with_backend};
 use crate::{DeviceBuffer, Event, Flag, Graph, HostBuffer};
 use devstream_core::{
-    current, Capabilities, CaptureMode, DeviceBackend, HostFn, Place, Priority, Result,
+    current, Capabilities, CaptureMode, Completion, DeviceBackend, HostFn, Place, Priority, Result,
     StreamOptions,
 };
 use enum_dispatch::enum_dispatch;
@@ -201,6 +201,35 @@ impl Stream {
     pub fn synchronize(&self) -> Result<()> {
         op!("devstream.synchronize", self, Host, |_op| {
             StreamApi::synchronize(self)
+        })
+    }
+    /// A future that is ready when all work submitted to this stream so far is done, with the
+    /// result [`synchronize`](Stream::synchronize) would give then (the first error of that
+    /// work, e.g. [`Error::HostFuncPanicked`](crate::Error::HostFuncPanicked); observed, not
+    /// taken, so a later `synchronize` still reports it).
+    ///
+    /// Never blocks and runs on any async runtime (or none: [`Completion::wait`]). No thread is
+    /// started per future: each backend completes it through its own completion path (CPU: the
+    /// stream's completion counter; CUDA/HIP: a notifier stream per device that waits for an
+    /// event recorded here; wgpu: the queue's submitted-work-done callback; plug-ins: the
+    /// runtime's stream callback or one poll thread per runtime). Dropping it before it is
+    /// ready changes nothing on the stream. While the stream captures it is a ready
+    /// [`Error::Capture`](crate::Error::Capture), and the capture stays valid.
+    ///
+    /// ```
+    /// use devstream::{Place, Stream};
+    /// let s = Stream::new(&Place::Cpu).unwrap();
+    /// s.launch_host_func(|| std::thread::sleep(std::time::Duration::from_millis(1))).unwrap();
+    /// let done = s.completion(); // `Send + Unpin + 'static`: spawn it, select on it, ...
+    /// # let run = |f| devstream::Completion::wait(f);
+    /// // In async code: `done.await?`. Here, a blocking wait:
+    /// assert_eq!(run(done), Ok(()));
+    /// assert!(s.query().unwrap());
+    /// ```
+    #[inline]
+    pub fn completion(&self) -> Completion {
+        op!("devstream.completion", self, Host, |_op| {
+            StreamApi::completion(self)
         })
     }
     /// A new event (default flags) recorded on this stream.
