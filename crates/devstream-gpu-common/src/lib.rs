@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 mod buffer;
+mod completion;
 #[cfg(feature = "comm")]
 pub mod comm;
 #[cfg(feature = "comm")]

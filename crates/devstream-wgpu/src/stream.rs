@@ -16,7 +16,7 @@ use crate::sched::{
 use crate::util::{align_down, align_up, lock};
 use devstream_core::traits::check_range;
 use devstream_core::{
-    Capabilities, CaptureMode, DeviceStream, Error, EventFlags, HostFn, Place, Priority,
+    Capabilities, CaptureMode, Completion, DeviceStream, Error, EventFlags, HostFn, Place, Priority,
     PriorityRange, Result, StreamOptions,
 };
 use std::sync::atomic::Ordering;
@@ -404,9 +404,15 @@ impl WgpuStream {
         flush_locked(device, sched, id, false);
         let state = self.state(sched)?;
         if state.held.is_empty() {
-            Ok(Record::new(device, Some(state.frontier.clone()), timestamp))
+            let error = state.error.clone();
+            Ok(Record::new(
+                device,
+                Some(state.frontier.clone()),
+                timestamp,
+                error,
+            ))
         } else {
-            let record = Record::new(device, None, timestamp);
+            let record = Record::new(device, None, timestamp, None);
             hold_locked(device, sched, id, Held::Mark(Arc::clone(&record)));
             Ok(record)
         }
@@ -624,6 +630,25 @@ impl DeviceStream for WgpuStream {
         match self.take_first_error(&mut self.lock()) {
             Some(error) => Err(error),
             None => Ok(()),
+        }
+    }
+
+    fn completion(&self) -> Completion {
+        let mut sched = self.lock();
+        if self.capturing(&mut sched).is_some() {
+            // Unlike `query`, this invalidates nothing: the capture stays valid.
+            return Completion::ready(Err(capture_error(
+                "completion",
+                "the stream is capturing: its work runs when the graph is launched",
+            )));
+        }
+        // A recording without an event: flushed like `query`, resolved to a ticket by the
+        // scheduler when it holds work back.
+        let record = self.record_locked(&mut sched, None);
+        drop(sched);
+        match record {
+            Ok(record) => crate::completion::completion(record, true),
+            Err(error) => Completion::ready(Err(error)),
         }
     }
 
