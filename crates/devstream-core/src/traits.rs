@@ -30,8 +30,8 @@
 //! * An operation whose capability is off answers [`Error::Unsupported`](crate::Error).
 
 use crate::{
-    BackendKind, Capabilities, CaptureMode, Completion, Error, EventFlags, Place, Priority, PriorityRange,
-    Result, StreamOptions,
+    BackendKind, Capabilities, CaptureMode, Completion, Error, EventFlags, Place, Priority,
+    PriorityRange, Result, StreamOptions,
 };
 use std::fmt::Debug;
 use std::time::Duration;

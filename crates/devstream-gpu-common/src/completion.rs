@@ -71,7 +71,11 @@ impl<A: RawApi> Notify<A> {
 ///
 /// # Safety
 /// `data` comes from `Box::into_raw(Box<Notify<A>>)` and is passed to exactly one callback.
-unsafe extern "C" fn notify_callback<A: RawApi>(_stream: RawStream, status: i32, data: *mut c_void) {
+unsafe extern "C" fn notify_callback<A: RawApi>(
+    _stream: RawStream,
+    status: i32,
+    data: *mut c_void,
+) {
     // SAFETY: per this function's contract.
     let notify = unsafe { Box::from_raw(data.cast::<Notify<A>>()) };
     let _scope = crate::hostfn::callback_scope();

@@ -23,11 +23,11 @@
 #![warn(missing_docs)]
 
 mod buffer;
-mod completion;
 #[cfg(feature = "comm")]
 pub mod comm;
 #[cfg(feature = "comm")]
 mod comm_lib;
+mod completion;
 mod device;
 mod error;
 mod event;

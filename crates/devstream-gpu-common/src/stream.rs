@@ -17,8 +17,8 @@ use crate::hostfn::{
 };
 use crate::raw::{CaptureStatus, Optional, RawApi, RawEvent, RawGraph, RawGraphNode, RawStream};
 use devstream_core::{
-    Capabilities, CaptureMode, Completion, DeviceEvent, DeviceStream, Error, EventFlags, HostFn, Place,
-    Priority, Result, StreamOptions,
+    Capabilities, CaptureMode, Completion, DeviceEvent, DeviceStream, Error, EventFlags, HostFn,
+    Place, Priority, Result, StreamOptions,
 };
 use std::any::Any;
 use std::fmt;

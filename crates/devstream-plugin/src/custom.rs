@@ -3,8 +3,8 @@
 //! `PluginStream`, `PluginEvent`, ... and are addressed as `"<device_type>:N"` like a plug-in.
 
 use devstream_core::{
-    Capabilities, CaptureMode, Completion, DeviceBackend, DeviceBuffer, DeviceEvent, DeviceFlag, DeviceGraph,
-    DeviceStream, Error, EventFlags, HostBuffer, HostFn, LiveCounts, Place, Priority,
+    Capabilities, CaptureMode, Completion, DeviceBackend, DeviceBuffer, DeviceEvent, DeviceFlag,
+    DeviceGraph, DeviceStream, Error, EventFlags, HostBuffer, HostFn, LiveCounts, Place, Priority,
     PriorityRange, Result, StreamOptions,
 };
 use std::any::Any;

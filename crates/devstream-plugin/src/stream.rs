@@ -21,8 +21,8 @@ use crate::sys::{
 };
 use devstream_core::traits::check_range;
 use devstream_core::{
-    BackendKind, Capabilities, CaptureMode, CaptureSupport, DeviceBuffer, DeviceEvent, DeviceFlag,
-    Completion, DeviceStream, Error, EventFlags, HostFn, Place, Priority, PriorityRange, Result,
+    BackendKind, Capabilities, CaptureMode, CaptureSupport, Completion, DeviceBuffer, DeviceEvent,
+    DeviceFlag, DeviceStream, Error, EventFlags, HostFn, Place, Priority, PriorityRange, Result,
 };
 use std::sync::Arc;
 
@@ -844,5 +844,9 @@ fn abi_completion(core: &Arc<StreamCore>) -> Result<Completion> {
     }
     let raw = core.record_raw()?;
     let runtime = core.runtime.index();
-    Ok(crate::notify::watch(raw, runtime, Some(core.errors.clone())))
+    Ok(crate::notify::watch(
+        raw,
+        runtime,
+        Some(core.errors.clone()),
+    ))
 }

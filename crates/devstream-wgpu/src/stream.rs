@@ -16,8 +16,8 @@ use crate::sched::{
 use crate::util::{align_down, align_up, lock};
 use devstream_core::traits::check_range;
 use devstream_core::{
-    Capabilities, CaptureMode, Completion, DeviceStream, Error, EventFlags, HostFn, Place, Priority,
-    PriorityRange, Result, StreamOptions,
+    Capabilities, CaptureMode, Completion, DeviceStream, Error, EventFlags, HostFn, Place,
+    Priority, PriorityRange, Result, StreamOptions,
 };
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
