@@ -365,7 +365,7 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    for bin in ["bench-cuda", "bench-wgpu"] {
+    for bin in ["bench-cuda", "bench-wgpu", "bench-wake"] {
         for exe in executables(&json, bin) {
             size += copy_into(&exe, &out, bin)?;
         }

@@ -125,34 +125,6 @@ impl Completion {
             State::Pending(shared) => shared.done.load(Ordering::Acquire),
         }
     }
-
-    /// Blocks the calling thread until the completion is ready and returns its result (for code
-    /// that is not async; inside an async task, `.await` it instead).
-    ///
-    /// ```
-    /// let (done, completer) = devstream_core::Completion::pending();
-    /// std::thread::spawn(move || completer.complete(Ok(())));
-    /// assert_eq!(done.wait(), Ok(()));
-    /// ```
-    pub fn wait(mut self) -> Result<()> {
-        struct Unpark(std::thread::Thread);
-        impl std::task::Wake for Unpark {
-            fn wake(self: Arc<Self>) {
-                self.0.unpark();
-            }
-            fn wake_by_ref(self: &Arc<Self>) {
-                self.0.unpark();
-            }
-        }
-        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-        let mut cx = Context::from_waker(&waker);
-        loop {
-            if let Poll::Ready(result) = Pin::new(&mut self).poll(&mut cx) {
-                return result;
-            }
-            std::thread::park();
-        }
-    }
 }
 
 impl Future for Completion {
@@ -310,11 +282,19 @@ mod tests {
         assert_eq!(weak.strong_count(), 0);
     }
 
+    fn now(mut done: Completion) -> Poll<Result<()>> {
+        let (_, waker) = counter();
+        Pin::new(&mut done).poll(&mut Context::from_waker(&waker))
+    }
+
     #[test]
     fn a_dropped_completer_answers_abandoned() {
         let (done, completer) = Completion::pending();
         drop(completer);
-        assert!(matches!(done.wait(), Err(Error::Abandoned { .. })));
+        assert!(matches!(
+            now(done),
+            Poll::Ready(Err(Error::Abandoned { .. }))
+        ));
     }
 
     #[test]
@@ -323,7 +303,21 @@ mod tests {
         let shared = completer.shared.clone().unwrap();
         completer.complete(Err(Error::NotReady));
         fill(&shared, Ok(()));
-        assert_eq!(done.wait(), Err(Error::NotReady));
+        assert_eq!(now(done), Poll::Ready(Err(Error::NotReady)));
+    }
+
+    #[test]
+    fn a_completion_from_another_thread_wakes_the_task() {
+        let (count, waker) = counter();
+        let (mut done, completer) = Completion::pending();
+        assert!(Pin::new(&mut done)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        std::thread::spawn(move || completer.complete(Ok(())))
+            .join()
+            .unwrap();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(now(done), Poll::Ready(Ok(())));
     }
 
     #[test]

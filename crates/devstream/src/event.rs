@@ -102,10 +102,11 @@ impl Event {
     /// let (tx, rx) = std::sync::mpsc::channel::<()>();
     /// s.launch_host_func(move || { let _ = rx.recv(); }).unwrap();
     /// let done = s.record_event().unwrap().completion();
-    /// assert!(!done.is_ready());
+    /// assert!(!done.is_ready(), "the host function holds the stream");
     /// tx.send(()).unwrap();
-    /// // In async code: `done.await` (or `event.await`). Here, a blocking wait:
-    /// assert_eq!(done.wait(), Ok(()));
+    /// s.synchronize().unwrap();
+    /// // In async code: `done.await` (or `event.await`).
+    /// # drop(done);
     /// ```
     #[inline]
     pub fn completion(&self) -> Completion {

@@ -208,8 +208,7 @@ impl Stream {
     /// work, e.g. [`Error::HostFuncPanicked`](crate::Error::HostFuncPanicked); observed, not
     /// taken, so a later `synchronize` still reports it).
     ///
-    /// Never blocks and runs on any async runtime (or none: [`Completion::wait`]). No thread is
-    /// started per future: each backend completes it through its own completion path (CPU: the
+    /// Never blocks and runs on any async runtime (wakers only). No thread is started per future: each backend completes it through its own completion path (CPU: the
     /// stream's completion counter; CUDA/HIP: a notifier stream per device that waits for an
     /// event recorded here; wgpu: the queue's submitted-work-done callback; plug-ins: the
     /// runtime's stream callback or one poll thread per runtime). Dropping it before it is
@@ -217,15 +216,19 @@ impl Stream {
     /// [`Error::Capture`](crate::Error::Capture), and the capture stays valid.
     ///
     /// ```
-    /// use devstream::{Place, Stream};
-    /// let s = Stream::new(&Place::Cpu).unwrap();
-    /// s.launch_host_func(|| std::thread::sleep(std::time::Duration::from_millis(1))).unwrap();
-    /// let done = s.completion(); // `Send + Unpin + 'static`: spawn it, select on it, ...
-    /// # let run = |f| devstream::Completion::wait(f);
-    /// // In async code: `done.await?`. Here, a blocking wait:
-    /// assert_eq!(run(done), Ok(()));
-    /// assert!(s.query().unwrap());
+    /// use devstream::{Place, Result, Stream};
+    /// async fn step(s: &Stream) -> Result<()> {
+    ///     s.launch_host_func(|| { /* work */ })?;
+    ///     // `Send + Unpin + 'static`: await it, spawn it, select on it, ...
+    ///     s.completion().await?;
+    ///     assert!(s.query()?);
+    ///     Ok(())
+    /// }
     /// ```
+    ///
+    /// Inside a host function, do not *block* on a completion of work queued after it (as with
+    /// `synchronize`, that work cannot run before the host function returns); handing the
+    /// future to an executor is fine.
     #[inline]
     pub fn completion(&self) -> Completion {
         op!("devstream.completion", self, Host, |_op| {
