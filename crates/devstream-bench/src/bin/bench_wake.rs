@@ -100,38 +100,111 @@ impl Samples {
     }
 }
 
-/// `samples` wake latencies (ns) of `waiter` waiting for `what` (stream or event completion).
-fn measure(place: &Place, waiter: Waiter, event: bool, samples: usize) -> Result<Samples> {
-    let stream = Stream::new(place)?;
-    let flag = Flag::new(place)?;
-    let base = Instant::now();
-    let (jobs, done) = spawn_waiter(waiter, base);
-    let stamp = Arc::new(AtomicU64::new(0));
-    let mut out = Vec::with_capacity(samples);
-    for i in 0..samples + samples / 10 {
-        let value = i as u32 + 1;
-        stream.wait_flag(&flag, value)?;
-        let s = stamp.clone();
-        stream.launch_host_func(move || {
-            s.store(base.elapsed().as_nanos() as u64, Ordering::SeqCst)
+/// One waiter under measurement: its stream, gate, waiter thread and samples so far.
+struct Probe {
+    waiter: Waiter,
+    event: bool,
+    stream: Stream,
+    flag: Flag,
+    base: Instant,
+    jobs: Sender<Job>,
+    done: Receiver<Result<u64>>,
+    stamp: Arc<AtomicU64>,
+    value: u32,
+    samples: Samples,
+}
+
+impl Probe {
+    fn new(place: &Place, waiter: Waiter, event: bool) -> Result<Probe> {
+        let base = Instant::now();
+        let (jobs, done) = spawn_waiter(waiter, base);
+        Ok(Probe {
+            waiter,
+            event,
+            stream: Stream::new(place)?,
+            flag: Flag::new(place)?,
+            base,
+            jobs,
+            done,
+            stamp: Arc::new(AtomicU64::new(0)),
+            value: 0,
+            samples: Samples(Vec::new()),
+        })
+    }
+
+    /// One sample: gate, stamp, let the waiter block, open the gate, note the latency.
+    fn sample(&mut self, keep: bool) -> Result<()> {
+        self.value += 1;
+        let value = self.value;
+        self.stream.wait_flag(&self.flag, value)?;
+        let (stamp, base) = (self.stamp.clone(), self.base);
+        self.stream.launch_host_func(move || {
+            stamp.store(base.elapsed().as_nanos() as u64, Ordering::SeqCst)
         })?;
-        let job = match waiter {
-            Waiter::Blocking => Job::Sync(stream.clone()),
-            _ if event => Job::Await(stream.record_event()?.completion()),
-            _ => Job::Await(stream.completion()),
+        let job = match self.waiter {
+            Waiter::Blocking => Job::Sync(self.stream.clone()),
+            _ if self.event => Job::Await(self.stream.record_event()?.completion()),
+            _ => Job::Await(self.stream.completion()),
         };
-        jobs.send(job).expect("the waiter thread");
+        self.jobs.send(job).expect("the waiter thread");
         // Long enough for the waiter to be parked (a blocked `synchronize` spins a few µs first).
         std::thread::sleep(Duration::from_micros(300));
-        flag.set(value);
-        let ran = done.recv().expect("the waiter thread")?;
-        let completed = stamp.load(Ordering::SeqCst);
-        if i >= samples / 10 {
-            // The first tenth warms up.
-            out.push(ran.saturating_sub(completed) as f64);
+        self.flag.set(value);
+        let ran = self.done.recv().expect("the waiter thread")?;
+        let completed = self.stamp.load(Ordering::SeqCst);
+        if keep {
+            self.samples.0.push(ran.saturating_sub(completed) as f64);
+        }
+        Ok(())
+    }
+}
+
+/// Every waiter, measured in interleaved blocks (load drifting over the run favours none).
+fn measure(place: &Place, samples: usize) -> Result<Vec<(&'static str, Samples)>> {
+    const BLOCK: usize = 50;
+    let kinds = [
+        (
+            Waiter::Blocking,
+            false,
+            "thread blocked in Stream::synchronize",
+        ),
+        (
+            Waiter::Tokio,
+            false,
+            "Stream::completion, tokio current-thread",
+        ),
+        (
+            Waiter::Tokio,
+            true,
+            "Event::completion, tokio current-thread",
+        ),
+        (
+            Waiter::Minimal,
+            false,
+            "Stream::completion, minimal executor",
+        ),
+    ];
+    let mut probes = kinds
+        .iter()
+        .map(|&(waiter, event, _)| Probe::new(place, waiter, event))
+        .collect::<Result<Vec<_>>>()?;
+    for probe in &mut probes {
+        for _ in 0..BLOCK {
+            probe.sample(false)?; // warm-up
         }
     }
-    Ok(Samples(out))
+    for _ in 0..samples.div_ceil(BLOCK) {
+        for probe in &mut probes {
+            for _ in 0..BLOCK {
+                probe.sample(true)?;
+            }
+        }
+    }
+    Ok(kinds
+        .iter()
+        .zip(probes)
+        .map(|(&(_, _, name), probe)| (name, probe.samples))
+        .collect())
 }
 
 fn main() -> Result<()> {
@@ -168,34 +241,17 @@ fn main() -> Result<()> {
         "wgpu" => "wgpu",
         _ => "plugin",
     };
-    println!("wake latency on {place}, {samples} samples each (µs):");
-    let mut blocking = measure(&place, Waiter::Blocking, false, samples)?;
+    println!("wake latency on {place}, {samples} samples each, interleaved in blocks (µs):");
+    let mut measured = measure(&place, samples)?.into_iter();
+    let (name, mut blocking) = measured.next().expect("the blocking waiter");
     let (b50, b99) = (blocking.percentile(0.5), blocking.percentile(0.99));
     println!(
-        "  {:<44} p50 {:>8.1}  p99 {:>8.1}",
-        "thread blocked in Stream::synchronize",
+        "  {name:<44} p50 {:>8.1}  p99 {:>8.1}",
         b50 / 1e3,
         b99 / 1e3
     );
     let mut rows = Vec::new();
-    for (waiter, event, name) in [
-        (
-            Waiter::Tokio,
-            false,
-            "Stream::completion, tokio current-thread",
-        ),
-        (
-            Waiter::Tokio,
-            true,
-            "Event::completion, tokio current-thread",
-        ),
-        (
-            Waiter::Minimal,
-            false,
-            "Stream::completion, minimal executor",
-        ),
-    ] {
-        let mut s = measure(&place, waiter, event, samples)?;
+    for (name, mut s) in measured {
         let (p50, p99) = (s.percentile(0.5), s.percentile(0.99));
         println!(
             "  {name:<44} p50 {:>8.1}  p99 {:>8.1}   ratio to blocking: p50 {:.2}  p99 {:.2}",
