@@ -6,8 +6,8 @@
 //! never sleeps.
 
 use crate::harness::{
-    caps, for_each_place, for_each_place_alone, not_applicable, run_test_in_child, wait_until,
-    Gate, Log, PATIENCE,
+    caps, for_each_place, for_each_place_alone, gates_stall_the_driver, not_applicable,
+    run_test_in_child, wait_until, Gate, Log, PATIENCE,
 };
 use devstream::{
     live_counts, CaptureMode, CaptureSupport, Completion, Error, Event, EventFlags, LiveCounts,
@@ -204,8 +204,11 @@ fn never_recorded_event_is_ready_at_once() {
     });
 }
 
-/// 10,000 completions (of streams and of events) across 8 gated streams, polled from one
-/// thread, all resolve once the gates open.
+/// 10,000 completions (of streams and of events) across 8 streams, polled from one thread,
+/// all resolve. The streams are gated while the futures are made (so all are pending), except on
+/// places where a closed gate can stall the driver's other calls (CUDA, HIP: see
+/// `gates_stall_the_driver`; there, registering 10,000 futures creates notifier streams while
+/// the gate is closed), where the device's own pace keeps many of them pending.
 #[test]
 fn ten_thousand_completions_across_eight_streams_from_one_thread() {
     const STREAMS: usize = 8;
@@ -215,8 +218,10 @@ fn ten_thousand_completions_across_eight_streams_from_one_thread() {
         let mut gates = Vec::new();
         for _ in 0..STREAMS {
             let stream = Stream::new(place)?;
-            if let Some(gate) = Gate::close(&stream)? {
-                gates.push(gate);
+            if !gates_stall_the_driver(place) {
+                if let Some(gate) = Gate::close(&stream)? {
+                    gates.push(gate);
+                }
             }
             streams.push(stream);
         }
@@ -505,7 +510,8 @@ fn dropped_completions_leave_nothing_live() {
 }
 
 /// The process's thread count (Linux `/proc/self/status`) does not grow with the number of
-/// pending completions: 2,000 more pending futures add no thread.
+/// pending completions: 4,000 more futures (pending behind gates, except where gates can stall
+/// the driver, see the 10,000-futures test) add no thread.
 #[test]
 fn thread_count_does_not_grow_with_pending_completions() {
     fn threads() -> Option<usize> {
@@ -522,11 +528,13 @@ fn thread_count_does_not_grow_with_pending_completions() {
     in_child(
         "completion::thread_count_does_not_grow_with_pending_completions",
         |place| {
-            let Some((stream, gate)) = gated(place)? else {
-                return Ok(());
-            };
+            let stream = Stream::new(place)?;
             let other = Stream::new(place)?;
-            let other_gate = Gate::close(&other)?;
+            let (gate, other_gate) = if gates_stall_the_driver(place) {
+                (None, None)
+            } else {
+                (Gate::close(&stream)?, Gate::close(&other)?)
+            };
             // Warm up: whatever a backend starts once (a notifier, a pool) runs now.
             let warm = vec![
                 stream.completion(),
@@ -545,17 +553,18 @@ fn thread_count_does_not_grow_with_pending_completions() {
                 futures.push(s.record_event()?.completion());
             }
             let after = threads().expect("thread count");
-            assert!(
-                futures.iter().all(|f| !f.is_ready()),
-                "a completion was ready while its stream was gated"
-            );
+            if gate.is_some() && other_gate.is_some() {
+                assert!(
+                    futures.iter().all(|f| !f.is_ready()),
+                    "a completion was ready while its stream was gated"
+                );
+            }
             assert!(
                 after <= before,
                 "{after} threads with 4,016 pending completions, {before} with 16: the thread \
                  count grows with pending futures"
             );
-            gate.release();
-            drop(other_gate);
+            drop((gate, other_gate));
             futures.extend(warm);
             let outputs = join_all(futures);
             assert!(outputs.iter().all(Result::is_ok));
