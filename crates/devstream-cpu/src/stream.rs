@@ -99,7 +99,7 @@ pub(crate) struct StreamInner {
 }
 
 /// The smallest length of a stream's completion waiter list at which it is pruned.
-const PRUNE_MIN: usize = 64;
+pub(crate) const PRUNE_MIN: usize = 64;
 
 /// A pending [`Completion`] of a stream's work up to task `seq`.
 struct CompletionWaiter {
@@ -446,6 +446,12 @@ impl StreamInner {
             }
         }
         completion
+    }
+
+    /// Completion futures registered and not completed yet (tests).
+    #[cfg(test)]
+    pub(crate) fn completion_waiters(&self) -> usize {
+        lock(&self.state).completion_waiters.len()
     }
 
     /// The result of the work up to task `seq` (complete): the first unreported error among it
