@@ -522,6 +522,15 @@ impl WgpuStream {
 
     /// The first error the stream's work raised since the last report (taken: a later
     /// `synchronize` reports later errors), else the device's fault (kept).
+    /// Items the stream holds back now (tests).
+    #[cfg(test)]
+    pub(crate) fn held_len(&self) -> usize {
+        self.lock()
+            .streams
+            .get(&self.handle.id)
+            .map_or(0, |state| state.held.len())
+    }
+
     fn take_first_error(&self, sched: &mut Sched) -> Option<Error> {
         sched
             .streams
@@ -643,8 +652,21 @@ impl DeviceStream for WgpuStream {
             )));
         }
         // A recording without an event: flushed like `query`, resolved to a ticket by the
-        // scheduler when it holds work back.
-        let record = self.record_locked(&mut sched, None);
+        // scheduler when it holds work back. Where the stream's last held item is already such a
+        // recording (nothing was queued since), it serves again: completions asked for again
+        // and again of a stream held behind a gate add nothing to its queue.
+        flush_locked(&self.handle.device, &mut sched, self.handle.id, false);
+        let last_mark = match self.state(&mut sched) {
+            Ok(state) => match state.held.back() {
+                Some(crate::sched::Held::Mark(record)) => Some(Arc::clone(record)),
+                _ => None,
+            },
+            Err(error) => return Completion::ready(Err(error)),
+        };
+        let record = match last_mark {
+            Some(record) => Ok(record),
+            None => self.record_locked(&mut sched, None),
+        };
         drop(sched);
         match record {
             Ok(record) => crate::completion::completion(record, true),
