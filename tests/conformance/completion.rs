@@ -535,12 +535,19 @@ fn thread_count_does_not_grow_with_pending_completions() {
             } else {
                 (Gate::close(&stream)?, Gate::close(&other)?)
             };
-            // Warm up: whatever a backend starts once (a notifier, a pool) runs now.
-            let warm = vec![
+            // Warm up: whatever a backend starts once (a notifier, a pool, the runtime's callback
+            // thread) runs now. Ungated, the warm-up futures are awaited first, so that threads
+            // a runtime starts on its first callback exist before the count.
+            let mut warm = vec![
                 stream.completion(),
                 stream.record_event()?.completion(),
                 other.completion(),
             ];
+            if gate.is_none() {
+                for result in join_all(std::mem::take(&mut warm)) {
+                    result?;
+                }
+            }
             let mut futures = Vec::new();
             for _ in 0..8 {
                 futures.push(stream.completion());
