@@ -692,10 +692,6 @@ impl<A: RawApi> GpuStream<A> {
         &self.inner
     }
 
-    /// `synchronize` called by a host function (or stream callback): waiting there can never
-    /// end if the stream still has work (the host function's own stream waits for it to
-    /// return), so it answers from a query: done, or a typed error — never a hang.
-    #[cold]
     /// Notes on `event` whether this record went into a capture (where captures are tracked:
     /// two atomic loads otherwise), so that `Event::completion` never waits on graph work.
     #[inline]
@@ -735,6 +731,10 @@ impl<A: RawApi> GpuStream<A> {
         crate::completion::notify_after(event, Some((self.inner.panic.clone(), self.inner.id)))
     }
 
+    /// `synchronize` called by a host function (or stream callback): waiting there can never
+    /// end if the stream still has work (the host function's own stream waits for it to
+    /// return), so it answers from a query: done, or a typed error — never a hang.
+    #[cold]
     fn synchronize_in_host_function(&self) -> Result<()> {
         if self.query()? {
             self.inner.panic.take(self.inner.id)

@@ -520,8 +520,6 @@ impl WgpuStream {
         }
     }
 
-    /// The first error the stream's work raised since the last report (taken: a later
-    /// `synchronize` reports later errors), else the device's fault (kept).
     /// Items the stream holds back now (tests).
     #[cfg(test)]
     pub(crate) fn held_len(&self) -> usize {
@@ -531,6 +529,8 @@ impl WgpuStream {
             .map_or(0, |state| state.held.len())
     }
 
+    /// The first error the stream's work raised since the last report (taken: a later
+    /// `synchronize` reports later errors), else the device's fault (kept).
     fn take_first_error(&self, sched: &mut Sched) -> Option<Error> {
         sched
             .streams
