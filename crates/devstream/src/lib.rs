@@ -99,6 +99,8 @@ pub use stream::{Stream, StreamBuilder, StreamGuard};
 /// The backend traits, for code that picks its backend at compile time.
 pub mod backend {
     pub use devstream_core::traits::*;
+    /// What a backend's `completion` hooks build futures from.
+    pub use devstream_core::{Completer, Completion};
 }
 
 /// The CPU backend crate (cargo feature `cpu`).
