@@ -4,7 +4,8 @@
 //! runs (the last work of the stream: "the work completes"), lets a waiter thread block (the
 //! baseline: in `stream.synchronize()`; async: a task awaiting `stream.completion()` or
 //! `event.completion()` on a current-thread tokio runtime, or on a minimal `Wake` + park
-//! executor), waits 300 µs so that the waiter is parked, then opens the gate. The latency is from
+//! executor; a second baseline blocks in `Event::synchronize` of a `blocking_sync` event, which
+//! on CUDA sleeps where a stream synchronize may spin), waits 300 µs so that the waiter is parked, then opens the gate. The latency is from
 //! the host function's stamp to the moment the waiter runs again (the blocked thread returns
 //! from `synchronize`, the task is polled to completion). Prints p50 and p99 per waiter and the
 //! ratio to the blocking figure (goal: ≤ 1.5), as rows for `DEVSTREAM_BENCH_JSON` too.
@@ -14,7 +15,7 @@
 //!     [--place cpu|wgpu:0|cuda:0] [--samples N]
 //! ```
 
-use devstream::{Completion, Flag, Place, Result, Stream};
+use devstream::{Completion, Event, EventFlags, Flag, Place, Result, Stream};
 use devstream_bench::{report, Row};
 use std::future::Future;
 use std::pin::Pin;
@@ -27,12 +28,16 @@ use std::time::{Duration, Instant};
 /// What a waiter thread is asked to wait for.
 enum Job {
     Sync(Stream),
+    SyncEvent(Event),
     Await(Completion),
 }
 
 #[derive(Clone, Copy, PartialEq)]
 enum Waiter {
     Blocking,
+    /// A thread blocked in `Event::synchronize` of a `blocking_sync` event (on CUDA, a
+    /// `CU_EVENT_BLOCKING_SYNC` event: the thread sleeps instead of spinning).
+    BlockingEvent,
     Tokio,
     Minimal,
 }
@@ -78,6 +83,7 @@ fn spawn_waiter(kind: Waiter, base: Instant) -> (Sender<Job>, Receiver<Result<u6
         for job in job_rx {
             let result = match (job, kind) {
                 (Job::Sync(stream), _) => stream.synchronize(),
+                (Job::SyncEvent(event), _) => event.synchronize(),
                 (Job::Await(completion), Waiter::Tokio) => runtime.block_on(completion),
                 (Job::Await(completion), _) => minimal_block_on(completion),
             };
@@ -143,6 +149,15 @@ impl Probe {
         })?;
         let job = match self.waiter {
             Waiter::Blocking => Job::Sync(self.stream.clone()),
+            Waiter::BlockingEvent => {
+                let flags = EventFlags {
+                    blocking_sync: true,
+                    ..EventFlags::default()
+                };
+                let event = Event::new(self.stream.place(), flags)?;
+                event.record(&self.stream)?;
+                Job::SyncEvent(event)
+            }
             _ if self.event => Job::Await(self.stream.record_event()?.completion()),
             _ => Job::Await(self.stream.completion()),
         };
@@ -167,6 +182,11 @@ fn measure(place: &Place, samples: usize) -> Result<Vec<(&'static str, Samples)>
             Waiter::Blocking,
             false,
             "thread blocked in Stream::synchronize",
+        ),
+        (
+            Waiter::BlockingEvent,
+            false,
+            "thread blocked in Event::synchronize (blocking_sync)",
         ),
         (
             Waiter::Tokio,
@@ -246,27 +266,52 @@ fn main() -> Result<()> {
     let (name, mut blocking) = measured.next().expect("the blocking waiter");
     let (b50, b99) = (blocking.percentile(0.5), blocking.percentile(0.99));
     println!(
-        "  {name:<44} p50 {:>8.1}  p99 {:>8.1}",
+        "  {name:<52} p50 {:>8.1}  p99 {:>8.1}",
         b50 / 1e3,
         b99 / 1e3
+    );
+    let (name, mut sleeping) = measured.next().expect("the blocking_sync waiter");
+    let (e50, e99) = (sleeping.percentile(0.5), sleeping.percentile(0.99));
+    println!(
+        "  {name:<52} p50 {:>8.1}  p99 {:>8.1}",
+        e50 / 1e3,
+        e99 / 1e3
     );
     let mut rows = Vec::new();
     for (name, mut s) in measured {
         let (p50, p99) = (s.percentile(0.5), s.percentile(0.99));
         println!(
-            "  {name:<44} p50 {:>8.1}  p99 {:>8.1}   ratio to blocking: p50 {:.2}  p99 {:.2}",
+            "  {name:<52} p50 {:>8.1}  p99 {:>8.1}   ratio to Stream::synchronize: p50 {:.2}  \
+             p99 {:.2}; to blocking_sync: p50 {:.2}  p99 {:.2}",
             p50 / 1e3,
             p99 / 1e3,
             p50 / b50,
-            p99 / b99
+            p99 / b99,
+            p50 / e50,
+            p99 / e99
         );
-        for (label, ours, theirs) in [("p50", p50, b50), ("p99", p99, b99)] {
+        for (label, ours, theirs, baseline) in [
+            ("p50", p50, b50, "thread blocked in Stream::synchronize"),
+            ("p99", p99, b99, "thread blocked in Stream::synchronize"),
+            (
+                "p50",
+                p50,
+                e50,
+                "thread blocked in a blocking_sync Event::synchronize",
+            ),
+            (
+                "p99",
+                p99,
+                e99,
+                "thread blocked in a blocking_sync Event::synchronize",
+            ),
+        ] {
             rows.push(Row {
                 backend,
                 op: format!("wake {label}: {name}"),
                 devstream_ns: ours,
                 baseline_ns: theirs,
-                baseline: "thread blocked in synchronize",
+                baseline,
                 target: 1.5,
             });
         }
