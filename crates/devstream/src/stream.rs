@@ -208,12 +208,16 @@ impl Stream {
     /// work, e.g. [`Error::HostFuncPanicked`](crate::Error::HostFuncPanicked); observed, not
     /// taken, so a later `synchronize` still reports it).
     ///
-    /// Never blocks and runs on any async runtime (wakers only). No thread is started per future: each backend completes it through its own completion path (CPU: the
-    /// stream's completion counter; CUDA/HIP: a notifier stream per device that waits for an
-    /// event recorded here; wgpu: the queue's submitted-work-done callback; plug-ins: the
-    /// runtime's stream callback or one poll thread per runtime). Dropping it before it is
-    /// ready changes nothing on the stream. While the stream captures it is a ready
-    /// [`Error::Capture`](crate::Error::Capture), and the capture stays valid.
+    /// Never blocks and runs on any async runtime (wakers only). No thread is started per
+    /// future: each backend completes it through its own completion path (CPU: the stream's
+    /// completion-counter waiters; CUDA/HIP: a pooled internal notifier stream of the device
+    /// that waits for an event recorded here and runs a stream callback, so nothing is added to
+    /// this stream; wgpu: the queue's submitted-work-done callbacks; plug-ins: a callback on the
+    /// stream (`stream_add_callback`) or one poll thread per plug-in runtime). Dropping it before
+    /// it is ready changes nothing on the stream's order or results (on CUDA/HIP its notifier
+    /// stays held until the work completes: a queued wait cannot be withdrawn). While the stream
+    /// captures it is a ready [`Error::Capture`](crate::Error::Capture), and the capture stays
+    /// valid.
     ///
     /// ```
     /// use devstream::{Place, Result, Stream};
