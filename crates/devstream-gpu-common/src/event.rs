@@ -3,7 +3,7 @@
 use crate::device::Device;
 use crate::error::{check, check_ready, map_error};
 use crate::raw::{ErrorKind, RawApi, RawEvent};
-use devstream_core::{DeviceEvent, Error, EventFlags, Place, Result};
+use devstream_core::{Completion, DeviceEvent, Error, EventFlags, Place, Result};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,6 +15,9 @@ pub(crate) struct EventInner<A: RawApi> {
     pub(crate) flags: EventFlags,
     id: u64,
     pub(crate) recorded: AtomicBool,
+    /// The last record was made on a capturing stream (known where captures are tracked: a
+    /// capture begun through devstream on the device, or foreign handles wrapped on it).
+    pub(crate) captured: AtomicBool,
     owned: bool,
 }
 
@@ -105,6 +108,7 @@ impl<A: RawApi> GpuEvent<A> {
                 flags,
                 id: devstream_core::next_id(),
                 recorded: AtomicBool::new(false),
+                captured: AtomicBool::new(false),
                 owned: true,
             }),
         })
@@ -128,6 +132,7 @@ impl<A: RawApi> GpuEvent<A> {
                 flags,
                 id: devstream_core::next_id(),
                 recorded: AtomicBool::new(true),
+                captured: AtomicBool::new(false),
                 owned: false,
             }),
         })
@@ -188,6 +193,10 @@ impl<A: RawApi> DeviceEvent for GpuEvent<A> {
         }
         // SAFETY: as above.
         check::<A, _>(unsafe { A::event_synchronize(self.inner.raw) })
+    }
+
+    fn completion(&self) -> Completion {
+        crate::completion::event_completion(self)
     }
 
     fn elapsed(&self, end: &Self) -> Result<Duration> {

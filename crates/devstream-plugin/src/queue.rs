@@ -204,6 +204,11 @@ impl RawEvent {
         self.handle
     }
 
+    /// The index of the plug-in runtime it belongs to.
+    pub(crate) fn runtime_index(&self) -> usize {
+        self.runtime.index()
+    }
+
     /// Known complete.
     pub(crate) fn is_complete(&self) -> bool {
         self.complete.load(Ordering::Acquire)
@@ -315,6 +320,33 @@ impl RawEvent {
                 self.complete.store(true, Ordering::Release);
                 Ok(())
             }
+        }
+    }
+
+    /// For the completion notifier: `Some(result)` once the recorded work is complete (or its
+    /// record failed), `None` while it is not (or cannot be asked now). Never blocks where the
+    /// plug-in has `query_event`.
+    pub(crate) fn settle(&self) -> Option<Result<()>> {
+        if self.complete.load(Ordering::Acquire) {
+            return Some(Ok(()));
+        }
+        match &*lock(&self.state) {
+            RecordState::Pending => return None,
+            RecordState::Lost(error) => return Some(Err(error.clone())),
+            RecordState::Recorded { .. } => {}
+        }
+        if crate::capture::check_unsafe_call("completion", self.runtime.index()).is_err() {
+            // A Global-mode capture of this runtime is in progress: a query would invalidate
+            // it. Ask again after it.
+            return None;
+        }
+        match self.runtime.query_event(self.slot, self.handle) {
+            Ok(true) => {
+                self.complete.store(true, Ordering::Release);
+                Some(Ok(()))
+            }
+            Ok(false) => None,
+            Err(error) => Some(Err(error)),
         }
     }
 
@@ -1087,6 +1119,19 @@ impl StreamCore {
         result
     }
 
+    /// Puts a callback on the plug-in stream (in stream order, called inside an operation) that
+    /// completes `completer` with the stream's first error once the work before it is done.
+    pub(crate) fn add_completion(&self, completer: devstream_core::Completer) -> Result<()> {
+        let (result, taken_back) = self.put_callback(Callback::Complete {
+            completer,
+            errors: self.errors.clone(),
+        });
+        if let (Err(error), Some(Callback::Complete { completer, .. })) = (&result, taken_back) {
+            completer.complete(Err(error.clone()));
+        }
+        result
+    }
+
     /// Puts a user host function on the stream, numbered in stream order.
     pub(crate) fn add_host_fn(&self, f: devstream_core::HostFn) -> Result<()> {
         let seq = self.next_seq();
@@ -1209,6 +1254,11 @@ pub(crate) enum Callback {
     /// Blocks the plug-in stream until the flag's value is at least this: a flag wait held
     /// on the host, handed to the plug-in when a capture begins behind it.
     BlockUntil(Arc<HostFlag>, u32),
+    /// Completes a `Stream::completion` future with the stream's first error.
+    Complete {
+        completer: devstream_core::Completer,
+        errors: Arc<Mutex<Option<Error>>>,
+    },
 }
 
 /// Restores the previous running host function (host functions may nest on a plug-in that
@@ -1280,6 +1330,10 @@ unsafe extern "C" fn trampoline(
                 drop_contained(payload);
             }
             Callback::BlockUntil(flag, value) => flag.wait_until(value),
+            Callback::Complete { completer, errors } => {
+                let first = lock(&errors).clone();
+                completer.complete(first.map_or(Ok(()), Err));
+            }
         }
     }));
     if let Err(payload) = outcome {
