@@ -181,7 +181,9 @@ pub(crate) fn forget_origin(runtime: usize, origin: u64) {
 /// write side, and the reaper advances each job under the read side. Without it the reaper
 /// could look for captures, find none, and then call into the plug-in just after a `Global`
 /// one began (seen on an H100: `hipErrorStreamCaptureUnsupported`), or record a stream's
-/// release marker into a capture that began in between.
+/// release marker into a capture that began in between. Only questions that cannot block take
+/// the read side (a plug-in without `query_event` is synchronized instead, and a capture must
+/// never wait for stream work, which may wait for the thread beginning it).
 static BEGIN_GATE: RwLock<()> = RwLock::new(());
 
 /// Held while a capture begins (see [`BEGIN_GATE`]).

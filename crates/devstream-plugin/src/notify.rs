@@ -9,8 +9,9 @@
 //!   pending future in a round and backs off (20 µs doubling to 2 ms) while nothing completes.
 //!   The ABI has no event callback, so polling is the only way; one thread per runtime (never
 //!   one per future), and a runtime without `query_event` blocks only its own notifier in
-//!   `synchronize_event`. While a `Global`-mode capture of the runtime is in progress, the
-//!   notifier asks nothing (a query would invalidate that capture) and resumes after it.
+//!   `synchronize_event`. While a question may break a capture in progress (the reaper's rules:
+//!   a `Global`-mode capture anywhere, the event's stream capturing, the event recorded into
+//!   a capture), the notifier asks nothing about that event and resumes after it.
 
 use crate::queue::{lock, RawEvent};
 use devstream_core::{Completer, Completion, Error, Result};

@@ -335,10 +335,21 @@ impl RawEvent {
             RecordState::Lost(error) => return Some(Err(error.clone())),
             RecordState::Recorded { .. } => {}
         }
-        if crate::capture::check_unsafe_call("completion", self.runtime.index()).is_err() {
-            // A Global-mode capture of this runtime is in progress: a query would invalidate
-            // it. Ask again after it.
+        // As the reaper: no capture begins between the check and the question (only where
+        // the question cannot block: a capture must never wait for stream work).
+        let _gate = self
+            .runtime
+            .table()
+            .query_event
+            .is_some()
+            .then(crate::capture::reaping);
+        if self.question_breaks_a_capture() {
+            // A question now may invalidate a capture in progress: ask again after it.
             return None;
+        }
+        if self.captured_in().is_some() {
+            // Recorded into a capture that has ended: it stands for no work of its own.
+            return Some(Ok(()));
         }
         match self.runtime.query_event(self.slot, self.handle) {
             Ok(true) => {
@@ -1462,6 +1473,19 @@ impl Job {
         }
     }
 
+    /// Whether advancing the job may block in the plug-in: it synchronizes where the plug-in
+    /// has no `query_event`.
+    fn may_block(&self) -> bool {
+        let blocks = |runtime: &Runtime| runtime.table().query_event.is_none();
+        match self {
+            Job::DestroyEvent { runtime, .. } | Job::RetireStream { runtime, .. } => {
+                blocks(runtime)
+            }
+            Job::After { events, .. } => events.iter().any(|e| blocks(&e.runtime)),
+            Job::AfterStreams { streams, .. } => streams.iter().any(|c| blocks(&c.runtime)),
+        }
+    }
+
     /// Advances the job; `None` when it is done, `Some(self)` to try again later.
     fn advance(self) -> Option<Job> {
         if self.held_by_a_capture() {
@@ -1667,7 +1691,9 @@ fn run_reaper(jobs: Receiver<Job>) {
         pending = pending
             .into_iter()
             .filter_map(|job| {
-                let _gate = crate::capture::reaping();
+                // A job that may block (a plug-in without `query_event` is synchronized) runs
+                // outside the gate: a capture must never wait for stream work.
+                let _gate = (!job.may_block()).then(crate::capture::reaping);
                 job.advance()
             })
             .collect();
