@@ -111,7 +111,7 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 /// plug-in places still run alongside, except plug-in places whose work goes to the CUDA or HIP
 /// driver ([`plugin_uses_a_gpu_driver`]): they stall it alike, and a Global-mode capture on a
 /// CUDA place forbids their driver calls too (CUDA's rule holds process-wide).
-fn gates_stall_the_driver(place: &Place) -> bool {
+pub fn gates_stall_the_driver(place: &Place) -> bool {
     match place {
         Place::Custom { device_type, .. } => plugin_uses_a_gpu_driver(device_type),
         _ => matches!(place.backend(), BackendKind::Cuda | BackendKind::Hip),

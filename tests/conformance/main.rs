@@ -25,6 +25,7 @@ mod harness;
 mod buffers;
 mod capabilities;
 mod capture;
+mod completion;
 mod current;
 mod drops;
 mod errors;

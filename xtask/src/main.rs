@@ -333,7 +333,7 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     }
     let bench_features: Vec<&str> = features
         .split(',')
-        .filter(|f| ["cuda", "wgpu"].contains(f))
+        .filter(|f| ["cuda", "hip", "wgpu"].contains(f))
         .collect();
     let bench_features = bench_features.join(",");
     let json = cargo_output(&[
@@ -371,6 +371,7 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     for bin in [
         "bench-cuda",
         "bench-wgpu",
+        "bench-wake",
         "bench-workload-cuda",
         "bench-scale",
     ] {

@@ -150,6 +150,14 @@ pub enum Error {
         /// Which rank, what was seen.
         reason: String,
     },
+    /// The work a [`Completion`](crate::Completion) waited for can no longer be observed: its
+    /// stream was destroyed with that work unfinished (e.g. held by a flag nobody can set any
+    /// more), or the backend's notification of it was lost. Never a result of work that ran.
+    #[error("completion abandoned: {reason}")]
+    Abandoned {
+        /// What happened.
+        reason: String,
+    },
     /// A custom-device plug-in is malformed or misbehaved.
     #[error("plug-in {plugin}: {reason}")]
     Plugin {

@@ -8,6 +8,8 @@
 //! * [`StreamOptions`], [`EventFlags`], [`CaptureMode`]: what a stream, event or capture is asked to be;
 //! * [`Capabilities`]: what a place can do, one flag per feature;
 //! * [`Error`]/[`Result`]: the typed errors every backend returns;
+//! * [`Completion`]: stream work as a runtime-agnostic `Future` (backends fill it through a
+//!   [`Completer`]);
 //! * the backend traits in [`traits`]: [`DeviceBackend`], [`DeviceStream`], [`DeviceEvent`],
 //!   [`DeviceGraph`], [`DeviceFlag`], [`DeviceBuffer`], [`HostBuffer`];
 //! * [`comm`]: collectives' element types, reductions, communicator ids and backend traits;
@@ -30,6 +32,7 @@
 
 mod capabilities;
 pub mod comm;
+mod completion;
 pub mod current;
 pub mod elide;
 mod error;
@@ -44,6 +47,7 @@ pub use capabilities::{Capabilities, CaptureSupport};
 pub use comm::{
     CommBackend, CommFailure, DataType, DeviceCommunicator, ReduceOp, UniqueId, UNIQUE_ID_BYTES,
 };
+pub use completion::{Completer, Completion};
 pub use error::{Error, Result};
 pub use options::{CaptureMode, EventFlags, StreamOptions};
 pub use place::{BackendKind, Place};

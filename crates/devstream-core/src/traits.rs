@@ -23,13 +23,15 @@
 //!   blocks the host.
 //! * `query` is true iff all submitted work is done; `synchronize` blocks until then and returns
 //!   the first error any of that work raised (a panicking host function is such an error).
+//!   `completion` is the same as a [`Completion`] future, completed by the backend's own
+//!   mechanism.
 //! * A never-recorded event queries true; re-recording replaces what it captures.
 //! * Dropping a handle with queued work never blocks and never frees what that work still uses.
 //! * An operation whose capability is off answers [`Error::Unsupported`](crate::Error).
 
 use crate::{
-    BackendKind, Capabilities, CaptureMode, Error, EventFlags, Place, Priority, PriorityRange,
-    Result, StreamOptions,
+    BackendKind, Capabilities, CaptureMode, Completion, Error, EventFlags, Place, Priority,
+    PriorityRange, Result, StreamOptions,
 };
 use std::fmt::Debug;
 use std::time::Duration;
@@ -128,6 +130,13 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
     /// During capture: `Error::Capture` and the capture is invalidated.
     fn synchronize(&self) -> Result<()>;
 
+    /// A future that is ready when all work submitted so far is done, with the result
+    /// `synchronize` would give then (the first error of that work; observed, not taken: a
+    /// later `synchronize` still reports it). Never blocks and adds no work to this stream that
+    /// a later operation could observe; the backend completes it through its own completion path
+    /// (no thread per future, no polling loop per future). During capture: a ready
+    /// `Error::Capture`, and the capture stays valid.
+    fn completion(&self) -> Completion;
     /// Records `event` here: it captures all work submitted so far.
     fn record(&self, event: &Self::Event) -> Result<()>;
     /// A new event with default flags, recorded here.
@@ -202,6 +211,10 @@ pub trait DeviceEvent: Clone + Debug + Send + Sync + 'static {
     fn query(&self) -> Result<bool>;
     /// Blocks until the captured work is done.
     fn synchronize(&self) -> Result<()>;
+    /// A future that is ready when the captured work is done (at once for a never-recorded
+    /// event), with the result `synchronize` would give then. Re-recording the event later does
+    /// not change what an existing completion waits for. Never blocks.
+    fn completion(&self) -> Completion;
     /// Time from `self` to `end`: `TimingDisabled`, `NotRecorded` or `NotReady` where it does not
     /// apply.
     fn elapsed(&self, end: &Self) -> Result<Duration>;

@@ -4,7 +4,7 @@ use crate::graph::{check_unsafe_call, Frontier, Session};
 use crate::scheduler::Op;
 use crate::stream::{blocking_in_worker, StreamInner};
 use crate::{device, lock};
-use devstream_core::{next_id, DeviceEvent, Error, EventFlags, Place, Result};
+use devstream_core::{next_id, Completion, DeviceEvent, Error, EventFlags, Place, Result};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -269,6 +269,25 @@ impl DeviceEvent for CpuEvent {
                     Ok(())
                 }
             }
+        }
+    }
+
+    fn completion(&self) -> Completion {
+        if self.0.known_done() {
+            return Completion::ready(Ok(()));
+        }
+        match self.0.snapshot() {
+            Record::Never => Completion::ready(Ok(())),
+            // Like `synchronize`: the event's work, not its stream's errors.
+            Record::Stream { stream, seq, .. } => stream.completion_at(seq, false),
+            Record::Captured { session, .. } => Completion::ready(if session.is_active() {
+                Err(Error::capture(
+                    "Event::completion",
+                    "the event was recorded in a capture that is still active",
+                ))
+            } else {
+                Ok(())
+            }),
         }
     }
 

@@ -28,8 +28,8 @@ use crossbeam_channel::{Receiver, Sender};
 use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::traits::check_range;
 use devstream_core::{
-    next_id, Capabilities, CaptureMode, DeviceStream, Error, HostFn, Place, Priority, Result,
-    StreamOptions,
+    next_id, Capabilities, CaptureMode, Completer, Completion, DeviceStream, Error, HostFn, Place,
+    Priority, Result, StreamOptions,
 };
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -65,6 +65,10 @@ pub(crate) struct StreamState {
     thread_waiters: Vec<(u64, Thread)>,
     /// Blocked streams to wake when `completed` reaches a number.
     stream_waiters: Vec<(u64, Arc<StreamInner>)>,
+    /// Futures ([`Completion`]s) to complete when `completed` reaches a number.
+    completion_waiters: Vec<CompletionWaiter>,
+    /// The length of `completion_waiters` at which abandoned entries are pruned next.
+    prune_at: usize,
     capture: Option<StreamCapture>,
     /// The legacy stream's submitted count this (blocking) stream last ordered itself after.
     legacy_seen: u64,
@@ -95,6 +99,31 @@ pub(crate) struct StreamInner {
     pub(crate) pool: Arc<PoolHandle>,
     /// What this stream already waited for (positions: other streams' submitted counts).
     tracker: WaitTracker,
+}
+
+/// The smallest length of a stream's completion waiter list at which it is pruned.
+pub(crate) const PRUNE_MIN: usize = 64;
+
+/// A pending [`Completion`] of a stream's work up to task `seq`.
+struct CompletionWaiter {
+    seq: u64,
+    /// Whether the result carries the stream's first error (stream completions) or not (event
+    /// completions, like `Event::synchronize`).
+    with_error: bool,
+    completer: Completer,
+}
+
+impl CompletionWaiter {
+    fn result(&self, state: &StreamState) -> Result<()> {
+        first_error_up_to(state, self.seq, self.with_error)
+    }
+}
+
+fn first_error_up_to(state: &StreamState, seq: u64, with_error: bool) -> Result<()> {
+    match &state.error {
+        Some((raised, error)) if with_error && *raised <= seq => Err(error.clone()),
+        _ => Ok(()),
+    }
 }
 
 /// Blocking streams (user `blocking(true)` and per-thread streams), which the legacy default
@@ -158,6 +187,8 @@ impl StreamInner {
                 error: None,
                 thread_waiters: Vec::new(),
                 stream_waiters: Vec::new(),
+                completion_waiters: Vec::new(),
+                prune_at: PRUNE_MIN,
                 capture: None,
                 legacy_seen: 0,
             }),
@@ -330,6 +361,7 @@ impl StreamInner {
             .iter()
             .map(|w| w.0)
             .chain(state.stream_waiters.iter().map(|w| w.0))
+            .chain(state.completion_waiters.iter().map(|w| w.seq))
             .min()
             .unwrap_or(u64::MAX);
         self.min_waiter.store(min, Ordering::SeqCst);
@@ -338,6 +370,7 @@ impl StreamInner {
     /// Wakes the threads and streams waiting for a completed count that has been reached.
     fn release_waiters(&self) {
         let mut woken = Vec::new();
+        let mut completed = Vec::new();
         {
             let mut state = lock(&self.state);
             let done = self.completed.load(Ordering::SeqCst);
@@ -357,11 +390,83 @@ impl StreamInner {
                     index += 1;
                 }
             }
+            let mut index = 0;
+            while index < state.completion_waiters.len() {
+                if state.completion_waiters[index].seq <= done {
+                    let waiter = state.completion_waiters.swap_remove(index);
+                    let result = waiter.result(&state);
+                    completed.push((waiter.completer, result));
+                } else {
+                    index += 1;
+                }
+            }
             self.update_min_waiter(&state);
         }
         for stream in woken {
             stream.wake();
         }
+        // Wakers run user (executor) code: never under the stream lock.
+        for (completer, result) in completed {
+            completer.complete(result);
+        }
+    }
+
+    /// A future for "completed ≥ `seq`": registered in the waiter list that the worker's
+    /// `complete_one` releases (the same path that unparks threads blocked in `synchronize`).
+    /// With `with_error`, its result is the first unreported error of tasks up to `seq`, as
+    /// `synchronize` would return it (observed, not taken).
+    pub(crate) fn completion_at(&self, seq: u64, with_error: bool) -> Completion {
+        if self.completed.load(Ordering::Acquire) >= seq {
+            return Completion::ready(self.result_up_to(seq, with_error));
+        }
+        let (completion, completer) = Completion::pending();
+        let mut entry = Some(CompletionWaiter {
+            seq,
+            with_error,
+            completer,
+        });
+        let mut withdrawn = None;
+        let registered = self.register(
+            seq,
+            |state| {
+                if state.completion_waiters.len() >= state.prune_at {
+                    // Dropped futures leave abandoned entries: drop them in amortised O(1).
+                    state
+                        .completion_waiters
+                        .retain(|w| !w.completer.is_abandoned());
+                    state.prune_at = (state.completion_waiters.len() * 2).max(PRUNE_MIN);
+                }
+                state.completion_waiters.extend(entry.take());
+            },
+            |state| {
+                // Nobody else took the lock since `add`: the entry is the last one.
+                withdrawn = state.completion_waiters.pop();
+                withdrawn.is_some()
+            },
+        );
+        if !registered {
+            if let Some(waiter) = entry.or(withdrawn) {
+                waiter
+                    .completer
+                    .complete(self.result_up_to(seq, with_error));
+            }
+        }
+        completion
+    }
+
+    /// Completion futures registered and not completed yet (tests).
+    #[cfg(test)]
+    pub(crate) fn completion_waiters(&self) -> usize {
+        lock(&self.state).completion_waiters.len()
+    }
+
+    /// The result of the work up to task `seq` (complete): the first unreported error among it
+    /// when `with_error`.
+    fn result_up_to(&self, seq: u64, with_error: bool) -> Result<()> {
+        if !with_error || !self.has_error.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        first_error_up_to(&lock(&self.state), seq, with_error)
     }
 
     /// Registers a waiter for "completed ≥ `seq`" under the lock. Returns `false` (with the
@@ -797,6 +902,18 @@ impl DeviceStream for CpuStream {
             return Ok(());
         }
         inner.synchronize_slow(target)
+    }
+
+    fn completion(&self) -> Completion {
+        let inner = &self.0;
+        if inner.capturing.load(Ordering::Acquire) {
+            // Unlike `query`, this invalidates nothing: the capture stays valid.
+            return Completion::ready(Err(Error::capture(
+                "completion",
+                "the stream is capturing: its work runs when the graph is launched",
+            )));
+        }
+        inner.completion_at(inner.submitted.load(Ordering::Acquire), true)
     }
 
     #[inline]

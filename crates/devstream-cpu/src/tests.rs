@@ -856,3 +856,35 @@ fn concurrent_submitters_keep_per_thread_order() {
     assert_eq!(*last_seen.lock().unwrap(), [SUBMISSIONS; 4]);
     assert_eq!(shared.completed_tasks(), shared.submitted_tasks());
 }
+
+/// Dropped pending completions of a stream that stays gated do not pile up in its waiter list
+/// (abandoned entries are pruned as the list grows), and the live ones still complete.
+#[test]
+fn dropped_completions_are_pruned_from_the_waiter_list() {
+    let s = stream();
+    let gate = flag();
+    s.wait_flag(&gate, 1).unwrap();
+    let kept = s.completion();
+    for _ in 0..10_000 {
+        drop(s.completion());
+        drop(s.record_event().unwrap().completion());
+    }
+    let waiting = s.0.completion_waiters();
+    assert!(
+        waiting <= 2 * crate::stream::PRUNE_MIN + 1,
+        "{waiting} completion waiters kept for 1 live future"
+    );
+    assert!(!kept.is_ready());
+    gate.set(1);
+    s.synchronize().unwrap();
+    // The worker completes the future right after it publishes the count `synchronize` saw.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !kept.is_ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the kept completion never completed"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(s.0.completion_waiters(), 0);
+}

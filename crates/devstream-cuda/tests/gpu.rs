@@ -738,3 +738,107 @@ fn flag_comparison_is_unsigned_over_the_whole_u32_range() {
     s.synchronize().unwrap();
     assert_eq!(flag.get(), 3);
 }
+
+/// Polls `future` on this thread until ready, parking between polls (a minimal executor).
+fn block_on(mut future: devstream_core::Completion) -> devstream_core::Result<()> {
+    use std::future::Future;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Poll::Ready(result) = std::pin::Pin::new(&mut future).poll(&mut cx) {
+            return result;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a completion was not ready within 30 s"
+        );
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+/// Completions wait on notifier streams of their own: one held behind a closed flag does not
+/// hold back another stream's; during a Global-mode capture the capturing stream's completion
+/// (and that of an event recorded in the capture) is `Error::Capture`, another stream's
+/// completion can still be registered, and the capture stays valid and replays; a panicking
+/// host function is the stream completion's error.
+#[test]
+fn completions_use_independent_notifiers_and_leave_captures_valid() {
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
+    let (held, flag) = gated(&place);
+    let held_done = held.completion();
+    let free = stream(&place);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    free.launch_host_func(Box::new(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    }))
+    .unwrap();
+    block_on(free.completion()).unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert!(
+        !held_done.is_ready(),
+        "the gated stream's completion is pending"
+    );
+
+    let capturing = stream(&place);
+    let other = stream(&place);
+    let count = Arc::new(AtomicUsize::new(0));
+    let c = count.clone();
+    capturing.begin_capture(CaptureMode::Global).unwrap();
+    capturing
+        .launch_host_func(Box::new(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        }))
+        .unwrap();
+    let inside = capturing.record_event().unwrap();
+    for future in [capturing.completion(), inside.completion()] {
+        assert!(future.is_ready());
+        match block_on(future) {
+            Err(Error::Capture { .. }) => {}
+            other => panic!("a completion during capture should be Err(Capture), got {other:?}"),
+        }
+    }
+    let other_done = other.completion();
+    assert!(
+        capturing.is_capturing().unwrap(),
+        "the capture is still valid"
+    );
+    let graph = capturing.end_capture().unwrap();
+    graph.launch(&capturing).unwrap();
+    block_on(capturing.completion()).unwrap();
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        1,
+        "the graph ran its host function"
+    );
+    block_on(other_done).unwrap();
+
+    flag.set(1);
+    block_on(held_done).unwrap();
+
+    let panics = stream(&place);
+    panics
+        .launch_host_func(Box::new(|| panic!("boom before a completion")))
+        .unwrap();
+    match block_on(panics.completion()) {
+        Err(Error::HostFuncPanicked { stream, message }) => {
+            assert_eq!(stream, panics.id());
+            assert!(message.contains("boom"), "{message}");
+        }
+        other => panic!("expected HostFuncPanicked, got {other:?}"),
+    }
+    assert!(matches!(
+        panics.synchronize(),
+        Err(Error::HostFuncPanicked { .. })
+    ));
+}

@@ -4,7 +4,7 @@ use crate::device::Device;
 use crate::error::{check, check_ready, map_error};
 use crate::raw::{ErrorKind, RawApi, RawEvent};
 use devstream_core::elide::EventMark;
-use devstream_core::{DeviceEvent, Error, EventFlags, Place, Result};
+use devstream_core::{Completion, DeviceEvent, Error, EventFlags, Place, Result};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,6 +16,9 @@ pub(crate) struct EventInner<A: RawApi> {
     pub(crate) flags: EventFlags,
     id: u64,
     pub(crate) recorded: AtomicBool,
+    /// The last record was made on a capturing stream (known where captures are tracked: a
+    /// capture begun through devstream on the device, or foreign handles wrapped on it).
+    pub(crate) captured: AtomicBool,
     owned: bool,
     /// Where the current record sits, for redundant-wait elision.
     pub(crate) mark: EventMark,
@@ -115,6 +118,7 @@ impl<A: RawApi> GpuEvent<A> {
                 flags,
                 id: devstream_core::next_id(),
                 recorded: AtomicBool::new(false),
+                captured: AtomicBool::new(false),
                 owned: true,
                 mark: EventMark::new(),
             }),
@@ -139,6 +143,7 @@ impl<A: RawApi> GpuEvent<A> {
                 flags,
                 id: devstream_core::next_id(),
                 recorded: AtomicBool::new(true),
+                captured: AtomicBool::new(false),
                 owned: false,
                 mark: foreign_mark(),
             }),
@@ -209,6 +214,10 @@ impl<A: RawApi> DeviceEvent for GpuEvent<A> {
         }
         // SAFETY: as above.
         check::<A, _>(unsafe { A::event_synchronize(self.inner.raw) })
+    }
+
+    fn completion(&self) -> Completion {
+        crate::completion::event_completion(self)
     }
 
     fn elapsed(&self, end: &Self) -> Result<Duration> {

@@ -58,6 +58,12 @@ impl Drop for CallbackScope {
     }
 }
 
+/// Marks the current thread as inside a runtime callback of no known stream until dropped (for
+/// devstream's internal callbacks).
+pub(crate) fn callback_scope() -> impl Drop {
+    CallbackScope::enter(0)
+}
+
 /// Whether the calling thread is running one of devstream's host functions or stream
 /// callbacks right now. There, a call that would wait for the stream (or for work queued after
 /// the host function) can never return: it answers a typed error instead.
@@ -142,6 +148,30 @@ impl PanicSlot {
             *slot = Some(error);
         }
         self.raised.store(true, Ordering::Release);
+    }
+
+    /// The kept panic (or error), if any, as `take` would report it, leaving it kept.
+    pub(crate) fn peek(&self, stream: u64) -> Result<()> {
+        if !self.raised.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let slot = self.message.lock().unwrap_or_else(PoisonError::into_inner);
+        #[cfg(feature = "comm")]
+        if let Some(error) = self
+            .error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        {
+            return Err(error);
+        }
+        match slot.as_ref() {
+            Some(message) => Err(Error::HostFuncPanicked {
+                stream,
+                message: message.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Takes the kept panic, if any (one acquire load when there is none).

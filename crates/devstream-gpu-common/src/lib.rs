@@ -27,6 +27,7 @@ mod buffer;
 pub mod comm;
 #[cfg(feature = "comm")]
 mod comm_lib;
+mod completion;
 mod device;
 mod error;
 mod event;

@@ -18,8 +18,8 @@ use crate::hostfn::{
 use crate::raw::{CaptureStatus, Optional, RawApi, RawEvent, RawGraph, RawGraphNode, RawStream};
 use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::{
-    Capabilities, CaptureMode, DeviceEvent, DeviceStream, Error, EventFlags, HostFn, Place,
-    Priority, Result, StreamOptions,
+    Capabilities, CaptureMode, Completion, DeviceEvent, DeviceStream, Error, EventFlags, HostFn,
+    Place, Priority, Result, StreamOptions,
 };
 use std::any::Any;
 use std::fmt;
@@ -807,6 +807,45 @@ impl<A: RawApi> GpuStream<A> {
         &self.inner
     }
 
+    /// Notes on `event` whether this record went into a capture (where captures are tracked:
+    /// two atomic loads otherwise), so that `Event::completion` never waits on graph work.
+    #[inline]
+    fn note_capture_of(&self, event: &GpuEvent<A>) {
+        let device = self.inner.device;
+        let tracked = device.active_captures.load(Ordering::Acquire) > 0
+            || device.foreign_handles.load(Ordering::Acquire);
+        let captured = tracked
+            && self
+                .capture_sequence()
+                .is_ok_and(|(status, _)| status != CaptureStatus::None);
+        if captured || event.inner.captured.load(Ordering::Relaxed) {
+            event.inner.captured.store(captured, Ordering::Release);
+        }
+    }
+
+    /// `Stream::completion`: an internal event recorded here, awaited by a notifier (see
+    /// `crate::completion`); nothing is added to this stream's work.
+    fn completion_impl(&self) -> Result<Completion> {
+        self.bind()?;
+        if self.capture_sequence()?.0 != CaptureStatus::None {
+            // Asking is allowed during capture; recording here would add a capture node.
+            return Err(Error::capture(
+                "completion",
+                "the stream is capturing: its work runs when the graph is launched",
+            ));
+        }
+        let event = if self.foreign_thread() {
+            self.legacy_marker()?
+        } else {
+            let event = GpuEvent::create(self.inner.device, EventFlags::default())?;
+            // SAFETY: the event and the stream are alive and belong to the same device.
+            check::<A, _>(unsafe { A::event_record(event.inner.raw, self.raw()) })?;
+            event.mark_recorded();
+            event
+        };
+        crate::completion::notify_after(event, Some((self.inner.panic.clone(), self.inner.id)))
+    }
+
     /// `synchronize` called by a host function (or stream callback): waiting there can never
     /// end if the stream still has work (the host function's own stream waits for it to
     /// return), so it answers from a query: done, or a typed error — never a hang.
@@ -918,10 +957,16 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         match recorded {
             Ok(()) => {
                 event.mark_recorded();
+                self.note_capture_of(event);
                 Ok(())
             }
             Err(e) => Err(self.capture_violation("record", map_error::<A>(e))),
         }
+    }
+
+    fn completion(&self) -> Completion {
+        self.completion_impl()
+            .unwrap_or_else(|error| Completion::ready(Err(error)))
     }
 
     fn record_event(&self) -> Result<GpuEvent<A>> {

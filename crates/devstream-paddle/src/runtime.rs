@@ -50,14 +50,15 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Whether failures are printed to stderr: `DEVSTREAM_PADDLE_LOG=1`, or
+/// Whether failures are printed to stderr: `DEVSTREAM_PADDLE_LOG=1` (`=backtrace` adds the
+/// caller's thread and backtrace), or
 /// `DEVSTREAM_PADDLE_DEBUG` set (to anything). They are always reported through `tracing`
 /// (`warn`), which reaches a subscriber only where this library shares the host's `tracing`
 /// (a copy of the cdylib has its own: hence the stderr switch).
 pub fn log_to_stderr() -> bool {
     static LOG: OnceLock<bool> = OnceLock::new();
     *LOG.get_or_init(|| {
-        std::env::var("DEVSTREAM_PADDLE_LOG").is_ok_and(|v| v == "1")
+        std::env::var("DEVSTREAM_PADDLE_LOG").is_ok_and(|v| v == "1" || v == "backtrace")
             || std::env::var_os("DEVSTREAM_PADDLE_DEBUG").is_some()
     })
 }

@@ -61,7 +61,23 @@ fn report<const B: usize>(function: &str, status: C_Status, why: Option<String>)
             "devstream-paddle: {kind} {function} on {device} answered {}: {why}",
             status.name()
         );
+        if log_backtraces() {
+            let thread = std::thread::current();
+            eprintln!(
+                "devstream-paddle: called on thread {:?} from:\n{}",
+                thread.name().unwrap_or("unnamed"),
+                std::backtrace::Backtrace::force_capture()
+            );
+        }
     }
+}
+
+/// Whether a failure report also prints the calling thread and its backtrace, to find which
+/// caller made a call the plug-in refused: `DEVSTREAM_PADDLE_LOG=backtrace`.
+fn log_backtraces() -> bool {
+    static BACKTRACES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *BACKTRACES
+        .get_or_init(|| std::env::var("DEVSTREAM_PADDLE_LOG").is_ok_and(|v| v == "backtrace"))
 }
 
 /// Runs entry point `function`'s `body`; a panic becomes `C_INTERNAL_ERROR`. A failing status

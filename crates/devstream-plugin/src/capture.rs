@@ -27,6 +27,7 @@ use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::ThreadId;
 
 /// One capture in progress (and, once ended, what its graph keeps).
@@ -188,6 +189,13 @@ pub(crate) fn find(runtime: usize, id: u64) -> Option<Arc<CaptureShared>> {
         .cloned()
 }
 
+impl CaptureShared {
+    /// The plug-in's capture id (`cuda_stream_capture_info`).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+}
+
 /// Forgets a capture that ended (its graph, if any, keeps it).
 pub(crate) fn unregister(capture: &Arc<CaptureShared>) {
     let mut active = lock(&ACTIVE);
@@ -220,6 +228,41 @@ pub(crate) fn forget_origin(runtime: usize, origin: u64) {
     for _ in active.len()..before {
         window_close();
     }
+}
+
+/// Orders the beginning of captures against the reaper's work: a capture begins (the
+/// plug-in's `cuda_stream_begin_capture` and the registration devstream keeps of it) under the
+/// write side, and the reaper advances each job under the read side. Without it the reaper
+/// could look for captures, find none, and then call into the plug-in just after a `Global`
+/// one began (seen on an H100: `hipErrorStreamCaptureUnsupported`), or record a stream's
+/// release marker into a capture that began in between. Only questions that cannot block take
+/// the read side (a plug-in without `query_event` is synchronized instead, and a capture must
+/// never wait for stream work, which may wait for the thread beginning it).
+static BEGIN_GATE: RwLock<()> = RwLock::new(());
+
+/// Held while a capture begins (see [`BEGIN_GATE`]).
+pub(crate) fn beginning() -> RwLockWriteGuard<'static, ()> {
+    BEGIN_GATE
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Held by the reaper while it advances one job (see [`BEGIN_GATE`]).
+pub(crate) fn reaping() -> RwLockReadGuard<'static, ()> {
+    BEGIN_GATE
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether a capture forbids "unsafe" calls from a thread that captures nothing, such as
+/// devstream's reaper: a `Global`-mode capture in progress (CUDA's rule), of any plug-in of the
+/// process, since plug-ins may share one driver (devstream-paddle's `devstream_cuda` and
+/// `devstream_hip` over the HIP-on-CUDA shim do: a `Global` capture on one refused the
+/// other's event queries on an H100). An invalidated capture still counts until it is ended.
+/// Cheap when no capture is in progress.
+pub(crate) fn forbids_other_threads() -> bool {
+    ACTIVE_COUNT.load(Ordering::SeqCst) > 0
+        && lock(&ACTIVE).iter().any(|c| c.mode == CaptureMode::Global)
 }
 
 /// Whether any capture of this runtime is in progress (cheap).

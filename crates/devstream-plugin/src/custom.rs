@@ -3,8 +3,8 @@
 //! `PluginStream`, `PluginEvent`, ... and are addressed as `"<device_type>:N"` like a plug-in.
 
 use devstream_core::{
-    Capabilities, CaptureMode, DeviceBackend, DeviceBuffer, DeviceEvent, DeviceFlag, DeviceGraph,
-    DeviceStream, Error, EventFlags, HostBuffer, HostFn, LiveCounts, Place, Priority,
+    Capabilities, CaptureMode, Completion, DeviceBackend, DeviceBuffer, DeviceEvent, DeviceFlag,
+    DeviceGraph, DeviceStream, Error, EventFlags, HostBuffer, HostFn, LiveCounts, Place, Priority,
     PriorityRange, Result, StreamOptions,
 };
 use std::any::Any;
@@ -90,6 +90,7 @@ pub(crate) trait ErasedStream: Debug + Send + Sync {
     fn capabilities(&self) -> Capabilities;
     fn query(&self) -> Result<bool>;
     fn synchronize(&self) -> Result<()>;
+    fn completion(&self) -> Completion;
     fn as_any(&self) -> &dyn Any;
     fn record(&self, event: &dyn ErasedEvent) -> Result<()>;
     fn record_event(&self) -> Result<Arc<dyn ErasedEvent>>;
@@ -155,6 +156,9 @@ impl<S: DeviceStream> ErasedStream for S {
     }
     fn synchronize(&self) -> Result<()> {
         DeviceStream::synchronize(self)
+    }
+    fn completion(&self) -> Completion {
+        DeviceStream::completion(self)
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -282,6 +286,7 @@ pub(crate) trait ErasedEvent: Debug + Send + Sync {
     fn flags(&self) -> EventFlags;
     fn query(&self) -> Result<bool>;
     fn synchronize(&self) -> Result<()>;
+    fn completion(&self) -> Completion;
     fn elapsed(&self, end: &dyn ErasedEvent) -> Result<Duration>;
 }
 
@@ -303,6 +308,9 @@ impl<E: DeviceEvent> ErasedEvent for E {
     }
     fn synchronize(&self) -> Result<()> {
         DeviceEvent::synchronize(self)
+    }
+    fn completion(&self) -> Completion {
+        DeviceEvent::completion(self)
     }
     fn elapsed(&self, end: &dyn ErasedEvent) -> Result<Duration> {
         let here = DeviceEvent::place(self).unwrap_or(Place::Cpu);

@@ -2,7 +2,7 @@
 //! backend's event.
 
 use crate::queue::{lock, RawEvent, StreamCore, LIVE_EVENTS};
-use devstream_core::{DeviceEvent, Error, EventFlags, Place, Result};
+use devstream_core::{Completion, DeviceEvent, Error, EventFlags, Place, Result};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -114,6 +114,19 @@ impl DeviceEvent for PluginEvent {
                 Some(raw) => raw.synchronize(),
             },
             EventRepr::Rust(e) => e.synchronize(),
+        }
+    }
+
+    fn completion(&self) -> Completion {
+        match &self.0 {
+            EventRepr::Abi(e) => match e.raw() {
+                None => Completion::ready(Ok(())),
+                Some(raw) => {
+                    let runtime = raw.runtime_index();
+                    crate::notify::watch(raw, runtime, None)
+                }
+            },
+            EventRepr::Rust(e) => e.completion(),
         }
     }
 

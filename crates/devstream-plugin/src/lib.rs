@@ -75,6 +75,7 @@ pub mod discovery;
 mod event;
 mod flag;
 mod graph;
+mod notify;
 mod queue;
 mod registry;
 mod runtime;

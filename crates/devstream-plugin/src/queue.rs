@@ -17,6 +17,7 @@
 //!   thread once the work that uses them is complete, so dropping a handle never blocks and
 //!   devstream never calls the plug-in from inside one of its callbacks.
 
+use crate::capture::Capturing;
 use crate::runtime::{Handle, Runtime};
 use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
 use devstream_core::elide::{Mark, WaitTracker};
@@ -177,6 +178,11 @@ pub(crate) struct RawEvent {
     /// Its position in the recording stream's plug-in queue when the record can be trusted for
     /// redundant-wait elision (0: it cannot, or not recorded yet); set once, by `record_into`.
     pos: AtomicU64,
+    /// The capture its record went into (its id; 0: none). Such an event stands for no work
+    /// of its own: the plug-in answers any question about it with an error that may
+    /// invalidate the capture (CUDA: `CUDA_ERROR_CAPTURED_EVENT` while it lasts, an invalid
+    /// value after), so devstream's own bookkeeping never asks.
+    captured: AtomicU64,
 }
 
 impl std::fmt::Debug for RawEvent {
@@ -214,9 +220,28 @@ impl RawEvent {
         self.handle
     }
 
+    /// The index of the plug-in runtime it belongs to.
+    pub(crate) fn runtime_index(&self) -> usize {
+        self.runtime.index()
+    }
+
     /// Known complete.
     pub(crate) fn is_complete(&self) -> bool {
         self.complete.load(Ordering::Acquire)
+    }
+
+    /// The capture the event was recorded into, if any (see the field).
+    fn captured_in(&self) -> Option<u64> {
+        match self.captured.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(id),
+        }
+    }
+
+    /// Whether asking the plug-in about this event now may break a capture (see
+    /// [`question_breaks_a_capture`]).
+    fn question_breaks_a_capture(&self) -> bool {
+        question_breaks_a_capture(&self.runtime, &self.origin, self.captured_in())
     }
 
     /// Whether the record reached the plug-in (or failed): false while it is held on the host.
@@ -314,9 +339,55 @@ impl RawEvent {
         }
     }
 
+    /// For the completion notifier: `Some(result)` once the recorded work is complete (or its
+    /// record failed), `None` while it is not (or cannot be asked now). Never blocks where the
+    /// plug-in has `query_event`.
+    pub(crate) fn settle(&self) -> Option<Result<()>> {
+        if self.complete.load(Ordering::Acquire) {
+            return Some(Ok(()));
+        }
+        match &*lock(&self.state) {
+            RecordState::Pending => return None,
+            RecordState::Lost(error) => return Some(Err(error.clone())),
+            RecordState::Recorded { .. } => {}
+        }
+        // As the reaper: no capture begins between the check and the question (only where
+        // the question cannot block: a capture must never wait for stream work).
+        let _gate = self
+            .runtime
+            .table()
+            .query_event
+            .is_some()
+            .then(crate::capture::reaping);
+        if self.question_breaks_a_capture() {
+            // A question now may invalidate a capture in progress: ask again after it.
+            return None;
+        }
+        if self.captured_in().is_some() {
+            // Recorded into a capture that has ended: it stands for no work of its own.
+            return Some(Ok(()));
+        }
+        match self.runtime.query_event(self.slot, self.handle) {
+            Ok(true) => {
+                self.complete.store(true, Ordering::Release);
+                Some(Ok(()))
+            }
+            Ok(false) => None,
+            Err(error) => Some(Err(error)),
+        }
+    }
+
     /// Complete, without blocking where the plug-in can answer without blocking.
     fn settled_for_reaper(&self) -> Settled {
         if self.complete.load(Ordering::Acquire) {
+            return Settled::Complete;
+        }
+        if self.question_breaks_a_capture() {
+            return Settled::NotYet;
+        }
+        if self.captured_in().is_some() {
+            // Recorded into a capture that has ended: it stands for no work of its own (what
+            // the capture holds is kept by the graph); never asked about.
             return Settled::Complete;
         }
         match &*lock(&self.state) {
@@ -357,6 +428,35 @@ pub(crate) fn waits_for_itself(op: &'static str, stream: u64) -> Error {
     }
 }
 
+/// Whether a question about an event (query, synchronize) from a thread that captures
+/// nothing may break a capture in progress, by CUDA's rules, which a plug-in's runtime may
+/// enforce by refusing the question and invalidating the capture:
+/// * the event was recorded into a capture that is still in progress
+///   (`CUDA_ERROR_CAPTURED_EVENT`);
+/// * the stream it was recorded on is capturing now (also `CUDA_ERROR_CAPTURED_EVENT`: seen on
+///   an H100 for the marker recorded just before a capture began);
+/// * a `Global`-mode capture is in progress anywhere ([`crate::capture::forbids_other_threads`]).
+///
+/// Cheap while no capture is in progress.
+fn question_breaks_a_capture(
+    runtime: &Runtime,
+    origin: &Weak<StreamCore>,
+    captured: Option<u64>,
+) -> bool {
+    if !crate::capture::any_active(runtime.index()) {
+        return crate::capture::forbids_other_threads();
+    }
+    if captured.is_some_and(|id| crate::capture::find(runtime.index(), id).is_some()) {
+        return true;
+    }
+    if crate::capture::forbids_other_threads() {
+        return true;
+    }
+    origin
+        .upgrade()
+        .is_some_and(|core| !matches!(crate::capture::capturing(&core), Ok(Capturing::No)))
+}
+
 impl Drop for RawEvent {
     fn drop(&mut self) {
         let recorded = matches!(*lock(&self.state), RecordState::Recorded { .. })
@@ -366,6 +466,8 @@ impl Drop for RawEvent {
             slot: self.slot,
             handle: self.handle,
             submitted: recorded,
+            origin: self.origin.clone(),
+            captured: self.captured_in(),
         });
     }
 }
@@ -731,7 +833,12 @@ impl StreamCore {
     fn prune_waits(&self) {
         let mut waits = lock(&self.waits);
         if waits.len() > MAX_NOTED_WAITS && self.runtime.table().query_event.is_some() {
-            waits.retain(|w| !matches!(w.raw.query(), Ok(true)));
+            // Never a question that may break a capture, nor about a captured event.
+            waits.retain(|w| {
+                w.raw.captured_in().is_some()
+                    || w.raw.question_breaks_a_capture()
+                    || !matches!(w.raw.query(), Ok(true))
+            });
         }
         while waits.len() > MAX_NOTED_WAITS {
             // Bounded memory; a host function's check may then miss an old dependency.
@@ -957,6 +1064,7 @@ impl StreamCore {
             state_changed: Condvar::new(),
             complete: AtomicBool::new(false),
             pos: AtomicU64::new(0),
+            captured: AtomicU64::new(0),
         }))
     }
 
@@ -971,6 +1079,12 @@ impl StreamCore {
             None
         };
         let seq = self.next_seq();
+        // Asks the plug-in only while some capture of its runtime is in progress.
+        if let Ok(Capturing::Yes(capture) | Capturing::Invalid(Some(capture), _)) =
+            crate::capture::capturing(self)
+        {
+            raw.captured.store(capture.id(), Ordering::Release);
+        }
         let result = self.runtime.record_event(self.slot, self.raw, raw.handle);
         if let Some(epoch) = epoch {
             if result.is_ok() && crate::capture::elision_still_valid(epoch) {
@@ -1048,6 +1162,19 @@ impl StreamCore {
         let (result, taken_back) = self.put_callback(callback);
         if taken_back.is_some() {
             drop_contained(taken_back);
+        }
+        result
+    }
+
+    /// Puts a callback on the plug-in stream (in stream order, called inside an operation) that
+    /// completes `completer` with the stream's first error once the work before it is done.
+    pub(crate) fn add_completion(&self, completer: devstream_core::Completer) -> Result<()> {
+        let (result, taken_back) = self.put_callback(Callback::Complete {
+            completer,
+            errors: self.errors.clone(),
+        });
+        if let (Err(error), Some(Callback::Complete { completer, .. })) = (&result, taken_back) {
+            completer.complete(Err(error.clone()));
         }
         result
     }
@@ -1174,6 +1301,11 @@ pub(crate) enum Callback {
     /// Blocks the plug-in stream until the flag's value is at least this: a flag wait held
     /// on the host, handed to the plug-in when a capture begins behind it.
     BlockUntil(Arc<HostFlag>, u32),
+    /// Completes a `Stream::completion` future with the stream's first error.
+    Complete {
+        completer: devstream_core::Completer,
+        errors: Arc<Mutex<Option<Error>>>,
+    },
 }
 
 /// Restores the previous running host function (host functions may nest on a plug-in that
@@ -1245,6 +1377,10 @@ unsafe extern "C" fn trampoline(
                 drop_contained(payload);
             }
             Callback::BlockUntil(flag, value) => flag.wait_until(value),
+            Callback::Complete { completer, errors } => {
+                let first = lock(&errors).clone();
+                completer.complete(first.map_or(Ok(()), Err));
+            }
         }
     }));
     if let Err(payload) = outcome {
@@ -1315,6 +1451,11 @@ pub(crate) enum Job {
         slot: usize,
         handle: Handle,
         submitted: bool,
+        /// The stream it was recorded on.
+        origin: Weak<StreamCore>,
+        /// The capture its last record went into: destroyed once that capture ended, without
+        /// a question to the plug-in.
+        captured: Option<u64>,
     },
     /// Record an event at the end of a dropped stream, then destroy the stream once that
     /// event is complete.
@@ -1343,15 +1484,61 @@ fn warn(what: &str, result: Result<()>) {
 }
 
 impl Job {
+    /// Whether a capture in progress holds the job back until it ends:
+    /// * a `Global`-mode one anywhere: the job's queries, synchronizations, records and
+    ///   destroys are "unsafe" calls to it from another thread (CUDA's rule, which a plug-in's
+    ///   own runtime may enforce by invalidating the capture);
+    /// * for an event to destroy or wait for: any capture that a question about it would break
+    ///   ([`question_breaks_a_capture`]);
+    /// * for retiring a dropped stream: any capture of its plug-in (the stream may have joined
+    ///   it, and the event recorded at its end would then be a captured one).
+    fn held_by_a_capture(&self) -> bool {
+        match self {
+            Job::DestroyEvent {
+                runtime,
+                origin,
+                captured,
+                ..
+            } => question_breaks_a_capture(runtime, origin, *captured),
+            Job::RetireStream { runtime, .. } => {
+                crate::capture::forbids_other_threads()
+                    || crate::capture::any_active(runtime.index())
+            }
+            Job::After { events, .. } => events.iter().any(|e| e.question_breaks_a_capture()),
+            Job::AfterStreams { .. } => crate::capture::forbids_other_threads(),
+        }
+    }
+
+    /// Whether advancing the job may block in the plug-in: it synchronizes where the plug-in
+    /// has no `query_event`.
+    fn may_block(&self) -> bool {
+        let blocks = |runtime: &Runtime| runtime.table().query_event.is_none();
+        match self {
+            Job::DestroyEvent { runtime, .. } | Job::RetireStream { runtime, .. } => {
+                blocks(runtime)
+            }
+            Job::After { events, .. } => events.iter().any(|e| blocks(&e.runtime)),
+            Job::AfterStreams { streams, .. } => streams.iter().any(|c| blocks(&c.runtime)),
+        }
+    }
+
     /// Advances the job; `None` when it is done, `Some(self)` to try again later.
     fn advance(self) -> Option<Job> {
+        if self.held_by_a_capture() {
+            return Some(self);
+        }
         match self {
             Job::DestroyEvent {
                 runtime,
                 slot,
                 handle,
                 submitted,
+                origin,
+                captured,
             } => {
+                // A captured event stands for no work (its capture has ended: see
+                // `held_by_a_capture`): destroyed without a question.
+                let submitted = submitted && captured.is_none();
                 if submitted && runtime.table().query_event.is_some() {
                     if let Ok(false) = runtime.query_event(slot, handle) {
                         return Some(Job::DestroyEvent {
@@ -1359,6 +1546,8 @@ impl Job {
                             slot,
                             handle,
                             submitted,
+                            origin,
+                            captured,
                         });
                     }
                 } else if submitted {
@@ -1535,7 +1724,15 @@ fn run_reaper(jobs: Receiver<Job>) {
             Err(RecvTimeoutError::Disconnected) => return,
         }
         let before = pending.len();
-        pending = pending.into_iter().filter_map(Job::advance).collect();
+        pending = pending
+            .into_iter()
+            .filter_map(|job| {
+                // A job that may block (a plug-in without `query_event` is synchronized) runs
+                // outside the gate: a capture must never wait for stream work.
+                let _gate = (!job.may_block()).then(crate::capture::reaping);
+                job.advance()
+            })
+            .collect();
         pause = if pending.len() < before {
             Duration::from_micros(200)
         } else {

@@ -21,8 +21,8 @@ use crate::sys::{
 };
 use devstream_core::traits::check_range;
 use devstream_core::{
-    BackendKind, Capabilities, CaptureMode, CaptureSupport, DeviceBuffer, DeviceEvent, DeviceFlag,
-    DeviceStream, Error, EventFlags, HostFn, Place, Priority, PriorityRange, Result,
+    BackendKind, Capabilities, CaptureMode, CaptureSupport, Completion, DeviceBuffer, DeviceEvent,
+    DeviceFlag, DeviceStream, Error, EventFlags, HostFn, Place, Priority, PriorityRange, Result,
 };
 use std::sync::Arc;
 
@@ -345,6 +345,8 @@ fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
     }
     // The end of the work before the capture, for releases while it captures.
     let before = core.record_raw()?;
+    // No reaper job runs from here until the capture is registered (or refused).
+    let _gate = crate::capture::beginning();
     // Until the capture leaves the registry (after the plug-in ended it), nothing is elided.
     crate::capture::window_open();
     if let Err(error) = core
@@ -520,6 +522,16 @@ impl DeviceStream for PluginStream {
                 }
             }
             StreamRepr::Rust(s) => s.synchronize(),
+        }
+    }
+
+    fn completion(&self) -> Completion {
+        match &self.0 {
+            StreamRepr::Abi(core) => match abi_completion(core) {
+                Ok(completion) => completion,
+                Err(error) => Completion::ready(Err(error)),
+            },
+            StreamRepr::Rust(s) => s.completion(),
         }
     }
 
@@ -855,4 +867,34 @@ impl DeviceStream for PluginStream {
             (StreamRepr::Rust(s), _) => Err(Error::mismatch("fill", s.place(), dst.place())),
         }
     }
+}
+
+/// `Stream::completion` on a plug-in stream: a completion callback in stream order where the
+/// plug-in has `stream_add_callback`, else a fresh plug-in event watched by the runtime's
+/// notifier thread (see `crate::notify`). During a capture: `Error::Capture`, and the capture is
+/// left alone (only `cuda_stream_capture_info` is asked).
+fn abi_completion(core: &Arc<StreamCore>) -> Result<Completion> {
+    match crate::capture::capturing(core)? {
+        Capturing::No => {}
+        _ => {
+            return Err(Error::capture(
+                "completion",
+                "the stream is capturing: its work runs when the graph is launched",
+            ))
+        }
+    }
+    if core.runtime.table().stream_add_callback.is_some() {
+        let (completion, completer) = Completion::pending();
+        core.submit(Item::Op(Box::new(move |core: &StreamCore| {
+            core.add_completion(completer)
+        })))?;
+        return Ok(completion);
+    }
+    let raw = core.record_raw()?;
+    let runtime = core.runtime.index();
+    Ok(crate::notify::watch(
+        raw,
+        runtime,
+        Some(core.errors.clone()),
+    ))
 }

@@ -137,6 +137,10 @@ impl DeviceStream for InlineStream {
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
+    fn completion(&self) -> devstream_core::Completion {
+        // Everything runs inline: all submitted work is done already.
+        devstream_core::Completion::ready(Ok(()))
+    }
     fn record(&self, _: &InlineEvent) -> Result<()> {
         Ok(())
     }
@@ -239,6 +243,9 @@ impl DeviceEvent for InlineEvent {
     }
     fn synchronize(&self) -> Result<()> {
         Ok(())
+    }
+    fn completion(&self) -> devstream_core::Completion {
+        devstream_core::Completion::ready(Ok(()))
     }
     fn elapsed(&self, _: &Self) -> Result<Duration> {
         Err(Error::TimingDisabled)

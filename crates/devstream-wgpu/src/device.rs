@@ -201,6 +201,8 @@ pub(crate) struct DeviceShared {
     pub(crate) runners: Arc<Runners>,
     /// What the poller waits for, and the thread that waits for it.
     completer: Arc<Completer>,
+    /// Pending completion futures, fired by the submitted-work-done callbacks.
+    pub(crate) completions: Arc<crate::completion::Completions>,
     shutdown: Arc<AtomicBool>,
 }
 
@@ -259,6 +261,12 @@ impl DeviceShared {
         queue: wgpu::Queue,
     ) -> Arc<DeviceShared> {
         let features = device.features();
+        let completed = Arc::new(AtomicU64::new(0));
+        let fault = Arc::new(Mutex::new(None));
+        let completions = Arc::new(crate::completion::Completions::new(
+            Arc::clone(&completed),
+            Arc::clone(&fault),
+        ));
         let shared = Arc::new(DeviceShared {
             place,
             id: devstream_core::next_id(),
@@ -271,17 +279,19 @@ impl DeviceShared {
             queue,
             info,
             sched: Mutex::new(Sched::default()),
-            completed: Arc::new(AtomicU64::new(0)),
+            completed,
             signal: Arc::new(Signal::default()),
             work: Arc::new(Signal::default()),
-            fault: Arc::new(Mutex::new(None)),
+            fault,
             internal: OnceLock::new(),
             runners: Arc::new(Runners::default()),
             completer: Arc::new(Completer::default()),
+            completions,
             shutdown: Arc::new(AtomicBool::new(false)),
         });
         let fault = Arc::clone(&shared.fault);
         let signal = Arc::clone(&shared.signal);
+        let completions = Arc::clone(&shared.completions);
         shared
             .device
             .set_device_lost_callback(move |reason, message| {
@@ -294,8 +304,13 @@ impl DeviceShared {
                         message,
                     });
                 }
+                let error = slot.clone();
                 drop(slot);
                 signal.notify();
+                // Submissions of a lost device may never report done: fail their futures.
+                if let Some(error) = error {
+                    completions.fail_all(&error);
+                }
             });
         shared.start_poller();
         shared
@@ -349,9 +364,15 @@ impl DeviceShared {
 
     /// Notes that `ticket` has completed.
     pub(crate) fn mark_complete(&self, ticket: &Ticket) {
-        if self.completed.fetch_max(ticket.seq, Ordering::AcqRel) < ticket.seq {
+        if self.completed.fetch_max(ticket.seq, Ordering::SeqCst) < ticket.seq {
             self.signal.notify();
+            self.completions.fire();
         }
+    }
+
+    /// Asks the completion thread to wait for `ticket` (for completion futures).
+    pub(crate) fn want(&self, ticket: &Ticket) {
+        self.completer.want(ticket);
     }
 
     /// Polls the device once without blocking, so mapping callbacks run.
@@ -579,6 +600,8 @@ fn completer(
         };
         // A failed poll is recorded as the device's fault; the poller goes on serving streams.
         let _ = device.wait_ticket(&ticket, None);
+        // Completion futures wait for later tickets: wait for the next one.
+        crate::completion::Completions::arm(&device);
         drop(device);
         work.notify();
     }

@@ -2,12 +2,13 @@
 //! timed).
 
 use crate::buffer::Readback;
+use crate::completion::Waiter;
 use crate::device::{DeviceShared, Ticket, LIVE_EVENTS, POLL_SLICE};
 use crate::graph::{Clock, Session, SharedSession};
 use crate::sched::{waits_behind_host_func, AfterSubmit, Awaited, StreamState};
 use crate::util::lock;
 use devstream_core::elide::Mark;
-use devstream_core::{DeviceEvent, Error, EventFlags, Place, Result};
+use devstream_core::{Completion, DeviceEvent, Error, EventFlags, Place, Result};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -20,13 +21,21 @@ pub(crate) struct Record {
     timestamp: Option<Arc<Readback>>,
     /// The recording stream and its position there (redundant-wait elision).
     pub(crate) mark: Mark,
+    /// The recording stream's first unreported error when the recording was resolved (its
+    /// earlier host functions have all run then): what a stream completion reports.
+    error: OnceLock<Option<Error>>,
+    /// Completion futures waiting for the recording to be resolved to a ticket.
+    waiters: Mutex<Vec<Waiter>>,
 }
 
 impl Record {
+    /// A recording; `ticket` and `error` are known at once unless it is held behind gates
+    /// (`ticket` is `None`: see [`Record::resolve`]).
     pub(crate) fn new(
         device: &Arc<DeviceShared>,
         ticket: Option<Option<Ticket>>,
         timestamp: Option<Arc<Readback>>,
+        error: Option<Error>,
         mark: Mark,
     ) -> Arc<Record> {
         let record = Record {
@@ -34,16 +43,41 @@ impl Record {
             ticket: OnceLock::new(),
             timestamp,
             mark,
+            error: OnceLock::new(),
+            waiters: Mutex::new(Vec::new()),
         };
         if let Some(t) = ticket {
+            let _ = record.error.set(error);
             let _ = record.ticket.set(t);
         }
         Arc::new(record)
     }
 
-    /// Resolves a record that was held behind gates.
-    pub(crate) fn resolve(&self, ticket: Option<Ticket>) {
+    /// Resolves a record that was held behind gates; `error` is the stream's first unreported
+    /// error now. Its completion futures move to the device's list.
+    pub(crate) fn resolve(&self, ticket: Option<Ticket>, error: Option<Error>) {
+        let _ = self.error.set(error);
         let _ = self.ticket.set(ticket);
+        let waiters = std::mem::take(&mut *lock(&self.waiters));
+        if !waiters.is_empty() {
+            crate::completion::resolved(&self.device, waiters);
+        }
+    }
+
+    /// The stream's error snapshot (see the field).
+    pub(crate) fn error(&self) -> Option<Error> {
+        self.error.get().cloned().flatten()
+    }
+
+    /// Parks `waiter` until the record is resolved; gives it back if it is resolved already.
+    pub(crate) fn add_waiter(&self, waiter: Waiter) -> Option<Waiter> {
+        let mut waiters = lock(&self.waiters);
+        // `resolve` sets the ticket before it takes this lock.
+        if self.ticket.get().is_some() {
+            return Some(waiter);
+        }
+        waiters.push(waiter);
+        None
     }
 
     /// `None` while unresolved, else the ticket (`Some(None)`: nothing to wait for).
@@ -269,6 +303,13 @@ impl DeviceEvent for WgpuEvent {
         match self.inner.current() {
             None => Ok(()),
             Some(record) => record.wait(),
+        }
+    }
+
+    fn completion(&self) -> Completion {
+        match self.inner.current() {
+            None => Completion::ready(Ok(())),
+            Some(record) => crate::completion::completion(record, false),
         }
     }
 

@@ -100,6 +100,7 @@
 #![warn(missing_docs)]
 
 mod buffer;
+mod completion;
 mod device;
 mod event;
 mod flag;

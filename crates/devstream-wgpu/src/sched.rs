@@ -170,11 +170,14 @@ pub(crate) fn submit_locked(
     // someone else's in between only makes the note later, never early.
     let completed = Arc::clone(&device.completed);
     let signal = Arc::clone(&device.signal);
+    let completions = Arc::clone(&device.completions);
     let seq = ticket.seq;
     let _ = catch_unwind(AssertUnwindSafe(|| {
         device.queue.on_submitted_work_done(move || {
-            if completed.fetch_max(seq, Ordering::AcqRel) < seq {
+            if completed.fetch_max(seq, Ordering::SeqCst) < seq {
                 signal.notify();
+                // Completion futures whose ticket this was (one atomic load when none wait).
+                completions.fire();
             }
         })
     }));
@@ -284,7 +287,7 @@ fn release_stream(
                 state.frontier = Some(ticket);
             }
             Held::Mark(record) => {
-                record.resolve(state.frontier.clone());
+                record.resolve(state.frontier.clone(), state.error.clone());
                 state.held.pop_front();
             }
             Held::WaitRecord(record) => match record.ticket() {

@@ -17,8 +17,8 @@ use crate::util::{align_down, align_up, lock};
 use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::traits::check_range;
 use devstream_core::{
-    Capabilities, CaptureMode, DeviceStream, Error, EventFlags, HostFn, Place, Priority,
-    PriorityRange, Result, StreamOptions,
+    Capabilities, CaptureMode, Completion, DeviceStream, Error, EventFlags, HostFn, Place,
+    Priority, PriorityRange, Result, StreamOptions,
 };
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
@@ -418,14 +418,16 @@ impl WgpuStream {
         };
         let state = self.state(sched)?;
         if state.held.is_empty() {
+            let error = state.error.clone();
             Ok(Record::new(
                 device,
                 Some(state.frontier.clone()),
                 timestamp,
+                error,
                 mark,
             ))
         } else {
-            let record = Record::new(device, None, timestamp, mark);
+            let record = Record::new(device, None, timestamp, None, mark);
             hold_locked(device, sched, id, Held::Mark(Arc::clone(&record)));
             Ok(record)
         }
@@ -554,6 +556,15 @@ impl WgpuStream {
         }
     }
 
+    /// Items the stream holds back now (tests).
+    #[cfg(test)]
+    pub(crate) fn held_len(&self) -> usize {
+        self.lock()
+            .streams
+            .get(&self.handle.id)
+            .map_or(0, |state| state.held.len())
+    }
+
     /// The first error the stream's work raised since the last report (taken: a later
     /// `synchronize` reports later errors), else the device's fault (kept).
     fn take_first_error(&self, sched: &mut Sched) -> Option<Error> {
@@ -664,6 +675,38 @@ impl DeviceStream for WgpuStream {
         match self.take_first_error(&mut self.lock()) {
             Some(error) => Err(error),
             None => Ok(()),
+        }
+    }
+
+    fn completion(&self) -> Completion {
+        let mut sched = self.lock();
+        if self.capturing(&mut sched).is_some() {
+            // Unlike `query`, this invalidates nothing: the capture stays valid.
+            return Completion::ready(Err(capture_error(
+                "completion",
+                "the stream is capturing: its work runs when the graph is launched",
+            )));
+        }
+        // A recording without an event: flushed like `query`, resolved to a ticket by the
+        // scheduler when it holds work back. Where the stream's last held item is already such a
+        // recording (nothing was queued since), it serves again: completions asked for again
+        // and again of a stream held behind a gate add nothing to its queue.
+        flush_locked(&self.handle.device, &mut sched, self.handle.id, false);
+        let last_mark = match self.state(&mut sched) {
+            Ok(state) => match state.held.back() {
+                Some(crate::sched::Held::Mark(record)) => Some(Arc::clone(record)),
+                _ => None,
+            },
+            Err(error) => return Completion::ready(Err(error)),
+        };
+        let record = match last_mark {
+            Some(record) => Ok(record),
+            None => self.record_locked(&mut sched, None),
+        };
+        drop(sched);
+        match record {
+            Ok(record) => crate::completion::completion(record, true),
+            Err(error) => Completion::ready(Err(error)),
         }
     }
 

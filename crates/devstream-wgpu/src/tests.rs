@@ -527,3 +527,28 @@ fn foreign_buffers_and_raw_handles() {
         WgpuStream::from_wgpu(device.clone(), queue.clone(), StreamOptions::default()).unwrap();
     adopted.synchronize().unwrap();
 }
+
+/// Completions asked for again and again of a stream held behind a gate share one recording:
+/// the held queue does not grow with them, and they all complete once the gate opens.
+#[test]
+fn repeated_completions_of_a_gated_stream_share_one_recording() {
+    let Some(s) = stream() else { return };
+    let flag = WgpuBackend::new_flag(s.place()).unwrap();
+    s.wait_flag(&flag, 1).unwrap();
+    let first = s.completion();
+    let held = |s: &WgpuStream| s.held_len();
+    let before = held(&s);
+    let more: Vec<_> = (0..1000).map(|_| s.completion()).collect();
+    assert_eq!(held(&s), before, "each completion added to the held queue");
+    assert!(!first.is_ready());
+    flag.set(1);
+    s.synchronize().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !(first.is_ready() && more.iter().all(devstream_core::Completion::is_ready)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the completions never completed"
+        );
+        std::thread::yield_now();
+    }
+}

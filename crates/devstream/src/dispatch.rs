@@ -7,7 +7,8 @@
 use crate::{DeviceBuffer, Event, Flag, Graph, HostBuffer, Stream};
 use devstream_core::traits;
 use devstream_core::{
-    Capabilities, CaptureMode, DeviceStream, Error, EventFlags, HostFn, Place, Priority, Result,
+    Capabilities, CaptureMode, Completion, DeviceStream, Error, EventFlags, HostFn, Place,
+    Priority, Result,
 };
 use enum_dispatch::enum_dispatch;
 use std::time::Duration;
@@ -47,6 +48,7 @@ pub(crate) trait StreamApi {
     fn capabilities(&self) -> Capabilities;
     fn query(&self) -> Result<bool>;
     fn synchronize(&self) -> Result<()>;
+    fn completion(&self) -> Completion;
     fn record(&self, event: &Event) -> Result<()>;
     fn record_event(&self) -> Result<Event>;
     fn wait_event(&self, event: &Event) -> Result<()>;
@@ -94,6 +96,7 @@ pub(crate) trait EventApi {
     fn flags(&self) -> EventFlags;
     fn query(&self) -> Result<bool>;
     fn synchronize(&self) -> Result<()>;
+    fn completion(&self) -> Completion;
     fn elapsed(&self, end: &Event) -> Result<Duration>;
 }
 
@@ -180,6 +183,9 @@ impl<S: FacadeStream> StreamApi for S {
     }
     fn synchronize(&self) -> Result<()> {
         DeviceStream::synchronize(self)
+    }
+    fn completion(&self) -> Completion {
+        DeviceStream::completion(self)
     }
     fn record(&self, event: &Event) -> Result<()> {
         let e = unpack!("record", self, S::Event, event, EventApi::place(event));
@@ -331,6 +337,9 @@ impl<E: traits::DeviceEvent + Member<Event>> EventApi for E {
     }
     fn synchronize(&self) -> Result<()> {
         traits::DeviceEvent::synchronize(self)
+    }
+    fn completion(&self) -> Completion {
+        traits::DeviceEvent::completion(self)
     }
     fn elapsed(&self, end: &Event) -> Result<Duration> {
         match E::unwrap_ref(end) {

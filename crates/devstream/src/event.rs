@@ -2,8 +2,9 @@
 
 use crate::dispatch::{EventApi, Member};
 use crate::Stream;
-use devstream_core::{DeviceBackend, EventFlags, Place, Result};
+use devstream_core::{Completion, DeviceBackend, EventFlags, Place, Result};
 use enum_dispatch::enum_dispatch;
+use std::future::IntoFuture;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
@@ -84,6 +85,33 @@ impl Event {
             tracing::trace_span!("devstream.event_synchronize", event = self.id()).entered();
         EventApi::synchronize(self)
     }
+    /// A future that is ready when the work this event captured is done (at once for a
+    /// never-recorded event), with the result [`synchronize`](Event::synchronize) would give.
+    ///
+    /// It holds what it needs (not `self`), so the event may be dropped or re-recorded while it
+    /// is pending; it still waits for what the event captured when `completion` was called.
+    /// See [`Stream::completion`] for how each backend completes it. `Event` (and `&Event`)
+    /// also implement [`IntoFuture`], so an event can be awaited directly.
+    ///
+    /// ```
+    /// use devstream::{Event, EventFlags, Place, Stream};
+    /// let s = Stream::new(&Place::Cpu).unwrap();
+    /// let fresh = Event::new(&Place::Cpu, EventFlags::default()).unwrap();
+    /// assert!(fresh.completion().is_ready(), "a never-recorded event is ready at once");
+    ///
+    /// let (tx, rx) = std::sync::mpsc::channel::<()>();
+    /// s.launch_host_func(move || { let _ = rx.recv(); }).unwrap();
+    /// let done = s.record_event().unwrap().completion();
+    /// assert!(!done.is_ready(), "the host function holds the stream");
+    /// tx.send(()).unwrap();
+    /// s.synchronize().unwrap();
+    /// // In async code: `done.await` (or `event.await`).
+    /// # drop(done);
+    /// ```
+    #[inline]
+    pub fn completion(&self) -> Completion {
+        EventApi::completion(self)
+    }
     /// Time from this event to `end`. `Error::TimingDisabled` if either lacks timing,
     /// `Error::NotRecorded` if either was never recorded, `Error::NotReady` if either is not
     /// complete.
@@ -95,6 +123,34 @@ impl Event {
     #[inline]
     pub fn backend<T: Member<Event>>(&self) -> Option<&T> {
         T::unwrap_ref(self)
+    }
+}
+
+/// `event.await`: the same as `event.completion().await`.
+///
+/// ```
+/// # async fn f() -> devstream::Result<()> {
+/// use devstream::{Place, Stream};
+/// let s = Stream::new(&Place::Cpu)?;
+/// let e = s.record_event()?;
+/// (&e).await?; // borrows the event
+/// e.await      // consumes it
+/// # }
+/// ```
+impl IntoFuture for Event {
+    type Output = Result<()>;
+    type IntoFuture = Completion;
+    fn into_future(self) -> Completion {
+        self.completion()
+    }
+}
+
+/// `(&event).await`: the same as `event.completion().await`.
+impl IntoFuture for &Event {
+    type Output = Result<()>;
+    type IntoFuture = Completion;
+    fn into_future(self) -> Completion {
+        self.completion()
     }
 }
 

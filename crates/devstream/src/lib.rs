@@ -29,6 +29,21 @@
 //! | `wgpu` | `wgpu:N` | `devstream-wgpu` |
 //! | `plugin` | `<device_type>:N` | `devstream-plugin` |
 //!
+//! Stream work is also a [`Future`](std::future::Future): [`Stream::completion`] and
+//! [`Event::completion`] return a [`Completion`] (and an [`Event`] can be `.await`ed directly),
+//! runtime-agnostic and with no thread per pending future:
+//!
+//! ```
+//! # async fn serve(place: devstream::Place) -> devstream::Result<()> {
+//! use devstream::Stream;
+//! let s = Stream::new(&place)?;
+//! s.launch_host_func(|| { /* work */ })?;
+//! s.completion().await?;            // like synchronize(), without blocking a thread
+//! let e = s.record_event()?;
+//! e.await                           // like e.synchronize()
+//! # }
+//! ```
+//!
 //! The cargo feature `comm` adds collectives (`Communicator`, `Stream::all_reduce`, ...;
 //! see the `comm` module): the CPU reference engine runs ranks as threads or
 //! processes on one host.
@@ -66,8 +81,8 @@ pub use buffer::{DeviceBuffer, HostBuffer};
 #[cfg(feature = "comm")]
 pub use comm::{Communicator, UniqueId};
 pub use devstream_core::{
-    BackendKind, Capabilities, CaptureMode, CaptureSupport, Error, EventFlags, LiveCounts, Place,
-    Priority, PriorityRange, Result, StreamOptions,
+    BackendKind, Capabilities, CaptureMode, CaptureSupport, Completion, Error, EventFlags,
+    LiveCounts, Place, Priority, PriorityRange, Result, StreamOptions,
 };
 #[cfg(feature = "comm")]
 pub use devstream_core::{CommFailure, DataType, ReduceOp};
@@ -90,6 +105,8 @@ pub mod elide {
 /// The backend traits, for code that picks its backend at compile time.
 pub mod backend {
     pub use devstream_core::traits::*;
+    /// What a backend's `completion` hooks build futures from.
+    pub use devstream_core::{Completer, Completion};
 }
 
 /// The CPU backend crate (cargo feature `cpu`).

@@ -4,7 +4,7 @@ use crate::dispatch::{Member, StreamApi};
 use crate::registry::{self, with_backend};
 use crate::{DeviceBuffer, Event, Flag, Graph, HostBuffer};
 use devstream_core::{
-    current, Capabilities, CaptureMode, DeviceBackend, HostFn, Place, Priority, Result,
+    current, Capabilities, CaptureMode, Completion, DeviceBackend, HostFn, Place, Priority, Result,
     StreamOptions,
 };
 use enum_dispatch::enum_dispatch;
@@ -201,6 +201,42 @@ impl Stream {
     pub fn synchronize(&self) -> Result<()> {
         op!("devstream.synchronize", self, Host, |_op| {
             StreamApi::synchronize(self)
+        })
+    }
+    /// A future that is ready when all work submitted to this stream so far is done, with the
+    /// result [`synchronize`](Stream::synchronize) would give then (the first error of that
+    /// work, e.g. [`Error::HostFuncPanicked`](crate::Error::HostFuncPanicked); observed, not
+    /// taken, so a later `synchronize` still reports it).
+    ///
+    /// Never blocks and runs on any async runtime (wakers only). No thread is started per
+    /// future: each backend completes it through its own completion path (CPU: the stream's
+    /// completion-counter waiters; CUDA/HIP: a pooled internal notifier stream of the device
+    /// that waits for an event recorded here and runs a stream callback, so nothing is added to
+    /// this stream; wgpu: the queue's submitted-work-done callbacks; plug-ins: a callback on the
+    /// stream (`stream_add_callback`) or one poll thread per plug-in runtime). Dropping it before
+    /// it is ready changes nothing on the stream's order or results (on CUDA/HIP its notifier
+    /// stays held until the work completes: a queued wait cannot be withdrawn). While the stream
+    /// captures it is a ready [`Error::Capture`](crate::Error::Capture), and the capture stays
+    /// valid.
+    ///
+    /// ```
+    /// use devstream::{Place, Result, Stream};
+    /// async fn step(s: &Stream) -> Result<()> {
+    ///     s.launch_host_func(|| { /* work */ })?;
+    ///     // `Send + Unpin + 'static`: await it, spawn it, select on it, ...
+    ///     s.completion().await?;
+    ///     assert!(s.query()?);
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
+    /// Inside a host function, do not *block* on a completion of work queued after it (as with
+    /// `synchronize`, that work cannot run before the host function returns); handing the
+    /// future to an executor is fine.
+    #[inline]
+    pub fn completion(&self) -> Completion {
+        op!("devstream.completion", self, Host, |_op| {
+            StreamApi::completion(self)
         })
     }
     /// A new event (default flags) recorded on this stream.

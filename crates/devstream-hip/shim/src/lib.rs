@@ -215,6 +215,46 @@ macro_rules! enter {
     };
 }
 
+/// Returns early unless the driver is loaded, for calls whose handle names its own context
+/// (an event, a stream other than the null stream). Real HIP needs no current device for
+/// these, and a CUDA host function's thread has no current context and may not make one
+/// current (`cuCtxSetCurrent` there answers `CUDA_ERROR_NOT_PERMITTED`, which read as
+/// `hipErrorUnknown`): so devstream's host-buffer bookkeeping inside a host function, an event
+/// query, failed under the shim alone. A null stream still goes through [`enter`].
+fn enter_with_handle(stream: Option<hipStream_t>) -> Result<(), hipError_t> {
+    if matches!(stream, Some(s) if s.is_null()) {
+        return enter();
+    }
+    loaded()
+}
+
+/// The driver is found and `cuInit` succeeded (once per process).
+fn loaded() -> Result<(), hipError_t> {
+    if driver().is_none() {
+        return Err(hipErrorInsufficientDriver);
+    }
+    static INIT: OnceLock<hipError_t> = OnceLock::new();
+    match *INIT.get_or_init(|| cu!(sys::cuInit(0))) {
+        status if status == hipSuccess => Ok(()),
+        status => Err(status),
+    }
+}
+
+/// [`enter_with_handle`] as an early return: `enter_handle!()` for an event call,
+/// `enter_handle!(stream)` for a stream call.
+macro_rules! enter_handle {
+    () => {
+        if let Err(status) = enter_with_handle(None) {
+            return status;
+        }
+    };
+    ($stream:expr) => {
+        if let Err(status) = enter_with_handle(Some($stream)) {
+            return status;
+        }
+    };
+}
+
 /// Writes `value` through an out-pointer supplied by the caller.
 fn put<T>(ptr: *mut T, value: T) -> hipError_t {
     if ptr.is_null() {
@@ -308,14 +348,7 @@ fn set_device(ordinal: c_int) -> hipError_t {
 /// The driver is loaded and initialised, and a context is current (device 0's primary context
 /// if the thread had none, as the CUDA runtime does).
 fn enter() -> Result<(), hipError_t> {
-    if driver().is_none() {
-        return Err(hipErrorInsufficientDriver);
-    }
-    static INIT: OnceLock<hipError_t> = OnceLock::new();
-    let init = *INIT.get_or_init(|| cu!(sys::cuInit(0)));
-    if init != hipSuccess {
-        return Err(init);
-    }
+    loaded()?;
     let mut ctx = std::ptr::null_mut();
     let status = cu!(sys::cuCtxGetCurrent(&mut ctx));
     if status != hipSuccess {
@@ -551,14 +584,14 @@ pub unsafe extern "C" fn hipStreamDestroy(stream: hipStream_t) -> hipError_t {
 /// `hipStreamQuery` → `cuStreamQuery`.
 #[no_mangle]
 pub unsafe extern "C" fn hipStreamQuery(stream: hipStream_t) -> hipError_t {
-    enter!();
+    enter_handle!(stream);
     cu!(sys::cuStreamQuery(cu_stream(stream)))
 }
 
 /// `hipStreamSynchronize` → `cuStreamSynchronize`.
 #[no_mangle]
 pub unsafe extern "C" fn hipStreamSynchronize(stream: hipStream_t) -> hipError_t {
-    enter!();
+    enter_handle!(stream);
     cu!(sys::cuStreamSynchronize(cu_stream(stream)))
 }
 
@@ -958,7 +991,7 @@ pub unsafe extern "C" fn hipEventCreateWithFlags(
 /// `hipEventDestroy` → `cuEventDestroy`.
 #[no_mangle]
 pub unsafe extern "C" fn hipEventDestroy(event: hipEvent_t) -> hipError_t {
-    enter!();
+    enter_handle!();
     cu!(sys::cuEventDestroy_v2(cu_event(event)))
 }
 
@@ -972,14 +1005,14 @@ pub unsafe extern "C" fn hipEventRecord(event: hipEvent_t, stream: hipStream_t) 
 /// `hipEventQuery` → `cuEventQuery`.
 #[no_mangle]
 pub unsafe extern "C" fn hipEventQuery(event: hipEvent_t) -> hipError_t {
-    enter!();
+    enter_handle!();
     cu!(sys::cuEventQuery(cu_event(event)))
 }
 
 /// `hipEventSynchronize` → `cuEventSynchronize`.
 #[no_mangle]
 pub unsafe extern "C" fn hipEventSynchronize(event: hipEvent_t) -> hipError_t {
-    enter!();
+    enter_handle!();
     cu!(sys::cuEventSynchronize(cu_event(event)))
 }
 
@@ -990,7 +1023,7 @@ pub unsafe extern "C" fn hipEventElapsedTime(
     start: hipEvent_t,
     stop: hipEvent_t,
 ) -> hipError_t {
-    enter!();
+    enter_handle!();
     if driver().is_some_and(|d| d.elapsed_v1) {
         cu!(sys::cuEventElapsedTime(ms, cu_event(start), cu_event(stop)))
     } else {

@@ -474,6 +474,7 @@ unsafe extern "C" fn query_event(_device: C_Device, event: C_Event) -> C_Status 
         };
         match &*lock(&event.target) {
             Some(Target::Point(state, seq)) if !state.is_done(*seq) => C_FAILED,
+            Some(Target::Captured { capture, .. }) if captured_event_refused(capture) => C_ERROR,
             _ => C_SUCCESS,
         }
     })
@@ -486,8 +487,12 @@ unsafe extern "C" fn synchronize_event(_device: C_Device, event: C_Event) -> C_S
             return C_ERROR;
         };
         let target = lock(&event.target).clone();
-        if let Some(Target::Point(state, seq)) = target {
-            state.wait_for(seq);
+        match target {
+            Some(Target::Point(state, seq)) => state.wait_for(seq),
+            Some(Target::Captured { capture, .. }) if captured_event_refused(&capture) => {
+                return C_ERROR;
+            }
+            _ => {}
         }
         C_SUCCESS
     })
@@ -768,6 +773,8 @@ struct CaptureInner {
     nodes: Vec<Node>,
     members: Vec<Member>,
     invalidated: bool,
+    /// Ended (`end_capture`): its captured events are no longer "in a capturing stream".
+    ended: bool,
 }
 
 /// One capture: begun on `origin`, joined by the streams that wait on its events.
@@ -842,6 +849,7 @@ impl Capture {
 
     /// Ends the capture for every member.
     fn close(&self, inner: &mut CaptureInner) {
+        inner.ended = true;
         for member in &inner.members {
             if let Some(state) = member.stream.upgrade() {
                 let mut capture = lock(&state.capture);
@@ -857,6 +865,18 @@ static NEXT_CAPTURE: AtomicUsize = AtomicUsize::new(1);
 
 fn capture_of(state: &StreamState) -> Option<Arc<Capture>> {
     lock(&state.capture).clone()
+}
+
+/// CUDA's rule for an event last recorded in a capturing stream
+/// (`CUDA_ERROR_CAPTURED_EVENT`): while that capture lasts, querying or synchronizing the
+/// event is refused and invalidates the capture. Whether the call is refused.
+fn captured_event_refused(capture: &Capture) -> bool {
+    let mut inner = lock(&capture.inner);
+    if inner.ended {
+        return false;
+    }
+    inner.invalidated = true;
+    true
 }
 
 /// Invalidates the stream's capture, if any (a call that cannot be captured).
@@ -910,6 +930,7 @@ unsafe extern "C" fn begin_capture(
                     waits: Vec::new(),
                 }],
                 invalidated: false,
+                ended: false,
             }),
         }));
         C_SUCCESS

@@ -1,0 +1,139 @@
+//! [`Completion`] futures on plug-in places.
+//!
+//! * A stream's completion, where the plug-in has `stream_add_callback`: a callback put on the
+//!   stream in its order ([`Callback::Complete`](crate::queue::Callback)), which completes the
+//!   future with the stream's first error when the plug-in runs it. Nothing else is needed: the
+//!   plug-in's own callback machinery wakes the task.
+//! * An event's completion, and a stream's where callbacks are absent: the plug-in event is
+//!   watched by one notifier thread per plug-in runtime, which asks `query_event` for every
+//!   pending future in a round and backs off (20 µs doubling to 2 ms) while nothing completes.
+//!   The ABI has no event callback, so polling is the only way; one thread per runtime (never
+//!   one per future), and a runtime without `query_event` blocks only its own notifier in
+//!   `synchronize_event`. While a question may break a capture in progress (the reaper's rules:
+//!   a `Global`-mode capture anywhere, the event's stream capturing, the event recorded into
+//!   a capture), the notifier asks nothing about that event and resumes after it.
+
+use crate::queue::{lock, RawEvent};
+use devstream_core::{Completer, Completion, Error, Result};
+use std::collections::HashMap;
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// The shortest pause of a notifier between rounds.
+const MIN_PAUSE: Duration = Duration::from_micros(20);
+/// The longest pause of a notifier between rounds.
+const MAX_PAUSE: Duration = Duration::from_millis(2);
+
+/// One pending future.
+struct Watch {
+    raw: Arc<RawEvent>,
+    /// The stream's first error (stream completions), reported as `synchronize` reports it.
+    errors: Option<Arc<Mutex<Option<Error>>>>,
+    completer: Completer,
+}
+
+impl Watch {
+    fn finish(self, result: Result<()>) {
+        let result = result.and_then(|()| match &self.errors {
+            Some(errors) => lock(errors).clone().map_or(Ok(()), Err),
+            None => Ok(()),
+        });
+        self.completer.complete(result);
+    }
+}
+
+/// The notifier threads, by runtime index.
+fn notifiers() -> &'static Mutex<HashMap<usize, Sender<Watch>>> {
+    static NOTIFIERS: OnceLock<Mutex<HashMap<usize, Sender<Watch>>>> = OnceLock::new();
+    NOTIFIERS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// A future for the work `raw` stands for; `errors`: the stream's first error to report.
+pub(crate) fn watch(
+    raw: Arc<RawEvent>,
+    runtime: usize,
+    errors: Option<Arc<Mutex<Option<Error>>>>,
+) -> Completion {
+    if raw.is_complete() {
+        let result = match &errors {
+            Some(errors) => lock(errors).clone().map_or(Ok(()), Err),
+            None => Ok(()),
+        };
+        return Completion::ready(result);
+    }
+    let (completion, completer) = Completion::pending();
+    let watch = Watch {
+        raw,
+        errors,
+        completer,
+    };
+    let mut notifiers = lock(notifiers());
+    let sender = match notifiers.get(&runtime) {
+        Some(sender) => sender.clone(),
+        None => {
+            let (sender, receiver) = channel::<Watch>();
+            let spawned = std::thread::Builder::new()
+                .name(format!("devstream-plugin notifier {runtime}"))
+                .spawn(move || run(receiver));
+            if let Err(error) = spawned {
+                drop(notifiers);
+                watch.finish(Err(Error::Plugin {
+                    plugin: format!("runtime {runtime}"),
+                    reason: format!("cannot start the completion notifier thread: {error}"),
+                }));
+                return completion;
+            }
+            notifiers.insert(runtime, sender.clone());
+            sender
+        }
+    };
+    drop(notifiers);
+    if let Err(returned) = sender.send(watch) {
+        returned.0.finish(Err(Error::Plugin {
+            plugin: format!("runtime {runtime}"),
+            reason: "the completion notifier thread is gone".into(),
+        }));
+    }
+    completion
+}
+
+fn run(watches: Receiver<Watch>) {
+    let mut pending: Vec<Watch> = Vec::new();
+    let mut pause = MIN_PAUSE;
+    loop {
+        let next = if pending.is_empty() {
+            watches.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        } else {
+            watches.recv_timeout(pause)
+        };
+        match next {
+            Ok(watch) => {
+                pending.push(watch);
+                while let Ok(watch) = watches.try_recv() {
+                    pending.push(watch);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let before = pending.len();
+        let mut still = Vec::with_capacity(pending.len());
+        for watch in pending {
+            if watch.completer.is_abandoned() {
+                // The future was dropped: release the event (the reaper destroys it).
+                continue;
+            }
+            match watch.raw.settle() {
+                Some(result) => watch.finish(result),
+                None => still.push(watch),
+            }
+        }
+        pending = still;
+        pause = if pending.len() < before {
+            MIN_PAUSE
+        } else {
+            (pause * 2).min(MAX_PAUSE)
+        };
+    }
+}
