@@ -291,6 +291,10 @@ impl EventMark {
             }
         };
         let (result, mark) = f();
+        // A reader that sees either store below must also see the odd version above (the
+        // writer half of the sequence lock; without it a reader on a weakly ordered machine, or
+        // Miri, can pair a new `stream` with an old `pos` and still find the version unchanged).
+        std::sync::atomic::fence(Ordering::Release);
         self.stream.store(mark.stream, Ordering::Relaxed);
         self.pos.store(mark.pos, Ordering::Relaxed);
         self.version.store(version + 2, Ordering::Release);
