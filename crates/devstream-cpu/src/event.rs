@@ -67,11 +67,24 @@ impl EventInner {
     pub(crate) fn set_stream_record(&self, stream: &Arc<StreamInner>, seq: u64) {
         let mut slot = lock(&self.slot);
         slot.generation += 1;
-        slot.record = Record::Stream {
-            stream: stream.clone(),
-            seq,
-            time: None,
-        };
+        match &mut slot.record {
+            // Re-recorded on the same stream: no reference count to swap.
+            Record::Stream {
+                stream: current,
+                seq: current_seq,
+                time,
+            } if Arc::ptr_eq(current, stream) => {
+                *current_seq = seq;
+                *time = None;
+            }
+            record => {
+                *record = Record::Stream {
+                    stream: stream.clone(),
+                    seq,
+                    time: None,
+                }
+            }
+        }
         let complete = stream.completed.load(Ordering::Acquire) >= seq;
         self.done.store(complete, Ordering::Release);
     }

@@ -30,10 +30,12 @@
 //! the launching stream), and that stream's `synchronize_stream` answers `C_ERROR`.
 
 use crate::addr::AddressSpace;
+use crate::handles::{Cache, Handles, Lease};
 use crate::select::Backend;
 use crate::sys::{C_Device_st, C_Status, C_Stream, C_ERROR, C_FAILED, C_INTERNAL_ERROR};
 use devstream::{CaptureMode, DeviceBuffer, Event, EventFlags, Graph, HostBuffer, Place, Stream};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -44,7 +46,7 @@ pub type Status<T = ()> = Result<T, C_Status>;
 
 /// Locks, ignoring poisoning (a panic inside a critical section is already reported as
 /// `C_INTERNAL_ERROR` by the entry point; the data stays consistent).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -69,6 +71,11 @@ thread_local! {
 }
 
 /// Notes why the current entry point fails (the first reason of a call stays).
+///
+/// Entry points take the note when they fail (and report it); they do not clear it when they
+/// start (that would cost every call a thread-local access). So a call that notes a refusal
+/// and then recovers from it (tries something else that works) takes the note itself: a call
+/// that succeeds leaves nothing noted.
 fn note_failure(reason: impl FnOnce() -> String) {
     let _ = FAILURE.try_with(|f| {
         let mut f = f.borrow_mut();
@@ -79,7 +86,7 @@ fn note_failure(reason: impl FnOnce() -> String) {
 }
 
 /// Takes (and clears) the reason noted for the entry point running on this thread, if any.
-/// The table's entry points clear it when they start and report it when they fail.
+/// The table's entry points take it when they fail, to report it.
 pub fn take_failure() -> Option<String> {
     FAILURE.try_with(|f| f.borrow_mut().take()).ok().flatten()
 }
@@ -109,6 +116,96 @@ trait Check<T> {
 impl<T> Check<T> for devstream::Result<T> {
     fn check(self, what: &str) -> Status<T> {
         self.map_err(|e| fail(what, e))
+    }
+}
+
+/// A destroyed event's slot, kept by the thread that destroyed it for its next
+/// `create_event` (with the event itself where nobody else held it).
+struct Spare {
+    backend: usize,
+    index: u32,
+    event: Option<Arc<EventObj>>,
+}
+
+/// The most destroyed events a thread keeps for reuse.
+const SPARES: usize = 32;
+
+/// What a thread keeps between calls: its most recently used streams and events (see
+/// [`crate::handles`]) and the event slots it destroyed last.
+pub(crate) struct ThreadState {
+    streams: RefCell<Cache<StreamObj>>,
+    events: RefCell<Cache<EventObj>>,
+    spares: RefCell<Vec<Spare>>,
+}
+
+impl ThreadState {
+    /// A kept event slot of `backend`, if any.
+    fn take_spare(&self, backend: usize) -> Option<Spare> {
+        let mut spares = self.spares.try_borrow_mut().ok()?;
+        let at = spares.iter().rposition(|s| s.backend == backend)?;
+        Some(spares.swap_remove(at))
+    }
+}
+
+/// Objects let go of by exiting threads, dropped by a later call: a thread-local destructor
+/// does not drop devstream objects itself (their drop may need thread-locals already gone).
+enum Orphan {
+    Stream(#[allow(dead_code)] Arc<StreamObj>),
+    Event(#[allow(dead_code)] Arc<EventObj>),
+}
+
+static ORPHANS: Mutex<Vec<Orphan>> = Mutex::new(Vec::new());
+static ORPHANS_PENDING: AtomicBool = AtomicBool::new(false);
+
+/// Drops what exited threads let go of (a load when there is nothing).
+fn drain_orphans() {
+    if ORPHANS_PENDING.swap(false, Ordering::AcqRel) {
+        let orphans = std::mem::take(&mut *lock(&ORPHANS));
+        drop(orphans);
+    }
+}
+
+impl Drop for ThreadState {
+    fn drop(&mut self) {
+        let mut orphans: Vec<Orphan> = self.streams.get_mut().drain().map(Orphan::Stream).collect();
+        orphans.extend(self.events.get_mut().drain().map(Orphan::Event));
+        for spare in self.spares.get_mut().drain(..) {
+            if let Some(rt) = crate::table::RUNTIMES
+                .get(spare.backend)
+                .and_then(OnceLock::get)
+            {
+                rt.events.give_index(spare.index);
+            }
+            orphans.extend(spare.event.map(Orphan::Event));
+        }
+        if !orphans.is_empty() {
+            lock(&ORPHANS).extend(orphans);
+            ORPHANS_PENDING.store(true, Ordering::Release);
+        }
+    }
+}
+
+thread_local! {
+    static THREAD: ThreadState = const {
+        ThreadState {
+            streams: RefCell::new(Cache::new()),
+            events: RefCell::new(Cache::new()),
+            spares: RefCell::new(Vec::new()),
+        }
+    };
+}
+
+/// Runs `f` with the calling thread's [`ThreadState`] (`None` while the thread's locals are
+/// being destroyed: Paddle may destroy streams from its own thread-local destructors).
+#[inline]
+fn with_thread<R>(f: impl FnOnce(Option<&ThreadState>) -> R) -> R {
+    let mut f = Some(f);
+    let result = THREAD.try_with(|t| f.take().map(|f| f(Some(t))));
+    match (result, f) {
+        (Ok(Some(r)), _) => r,
+        (_, Some(f)) => f(None),
+        // `try_with` answers `Ok` only after running its closure, which took `f`.
+        (_, None) => unreachable!("with_thread: the closure ran without answering"),
     }
 }
 
@@ -204,6 +301,11 @@ pub struct EventObj {
     pub event: Event,
     /// The capture it was last recorded in (0: none): a stream that waits on it joins it.
     capture: AtomicU64,
+    /// Handed out again by `create_event` (a destroyed event kept for reuse) and not recorded
+    /// since: the table answers as for a never-recorded event (complete; waiting on it is a
+    /// no-op) whatever the devstream event's last record was. The next record replaces that
+    /// record (as every re-record does) and clears this.
+    fresh: AtomicBool,
 }
 
 /// Zeroed, 256-byte aligned host memory, freed when the last holder (the allocation map or
@@ -263,8 +365,8 @@ pub struct Runtime {
     /// Its places: Paddle's device id `n` is `places[n]`.
     pub places: Vec<Place>,
     null_streams: Vec<OnceLock<Arc<StreamObj>>>,
-    streams: Mutex<HashMap<usize, Arc<StreamObj>>>,
-    events: Mutex<HashMap<usize, Arc<EventObj>>>,
+    streams: Handles<StreamObj>,
+    events: Handles<EventObj>,
     next_handle: AtomicUsize,
     memory: Mutex<AddressSpace<Allocation>>,
     host: Mutex<HashMap<usize, Layout>>,
@@ -403,8 +505,8 @@ impl Runtime {
             backend,
             null_streams: places.iter().map(|_| OnceLock::new()).collect(),
             places,
-            streams: Mutex::new(HashMap::new()),
-            events: Mutex::new(HashMap::new()),
+            streams: Handles::new(backend.index() + 1),
+            events: Handles::new(backend.index() + 1),
             next_handle: AtomicUsize::new(1),
             memory: Mutex::new(memory),
             host: Mutex::new(HashMap::new()),
@@ -419,10 +521,10 @@ impl Runtime {
         })
     }
 
-    /// A fresh handle value: never 0, never reused, a multiple of 16, and tagged with the
-    /// backend in bits 48.. so that a handle of one device type given to another type's table
-    /// (each type is a copy of this library with its own counters) is unknown there, never
-    /// another object.
+    /// A fresh graph handle value: never 0, never reused, a multiple of 16, and tagged with
+    /// the backend in bits 48.. so that a handle of one device type given to another type's
+    /// table (each type is a copy of this library with its own counters) is unknown there,
+    /// never another object. (Streams and events have [`Handles`].)
     fn handle(&self) -> usize {
         let n = self.next_handle.fetch_add(1, Ordering::Relaxed) & ((1 << 44) - 1);
         ((self.backend.index() + 1) << 48) | (n << 4)
@@ -458,17 +560,20 @@ impl Runtime {
 
     /// The device's null stream (what Paddle's null `C_Stream` and the synchronous copies use).
     fn null_stream(&self, device: usize) -> Status<Arc<StreamObj>> {
+        self.null_stream_ref(device).map(Arc::clone)
+    }
+
+    /// [`Runtime::null_stream`], borrowed.
+    fn null_stream_ref(&self, device: usize) -> Status<&Arc<StreamObj>> {
         let slot = self
             .null_streams
             .get(device)
             .ok_or_else(|| refuse(|| format!("device {device} has no null stream")))?;
         if let Some(obj) = slot.get() {
-            return Ok(obj.clone());
+            return Ok(obj);
         }
         let stream = Stream::new(&self.places[device]).check("creating a null stream")?;
-        Ok(slot
-            .get_or_init(|| Arc::new(StreamObj::new(device, stream, 0)))
-            .clone())
+        Ok(slot.get_or_init(|| Arc::new(StreamObj::new(device, stream, 0))))
     }
 
     /// The stream behind a handle on `device` (null: the device's null stream).
@@ -476,9 +581,35 @@ impl Runtime {
         if handle.is_null() {
             return self.null_stream(device);
         }
-        let obj = lock(&self.streams)
-            .get(&(handle as usize))
-            .cloned()
+        let obj = self
+            .streams
+            .get(handle as usize)
+            .ok_or_else(|| refuse(|| format!("unknown stream handle {handle:?}")))?;
+        if obj.device != device {
+            return Err(refuse(|| {
+                format!("stream {handle:?} belongs to device {}", obj.device)
+            }));
+        }
+        Ok(obj)
+    }
+
+    /// [`Runtime::stream`] through the calling thread's cache (`t`): the hot path of the
+    /// stream and event functions.
+    #[inline]
+    fn stream_in<'a>(
+        &'a self,
+        t: Option<&'a ThreadState>,
+        device: usize,
+        handle: C_Stream,
+    ) -> Status<Lease<'a, StreamObj>> {
+        if handle.is_null() {
+            return self
+                .null_stream_ref(device)
+                .map(|obj| Lease::Borrowed(&**obj));
+        }
+        let obj = self
+            .streams
+            .lookup(t.map(|t| &t.streams), handle as usize)
             .ok_or_else(|| refuse(|| format!("unknown stream handle {handle:?}")))?;
         if obj.device != device {
             return Err(refuse(|| {
@@ -490,46 +621,69 @@ impl Runtime {
 
     /// `create_stream`: a new non-blocking stream of normal priority.
     pub fn create_stream(&self, device: usize) -> Status<usize> {
+        drain_orphans();
         let stream = Stream::new(&self.places[device]).check("create_stream")?;
-        let handle = self.handle();
-        let obj = Arc::new(StreamObj::new(device, stream, handle));
-        lock(&self.streams).insert(handle, obj);
-        Ok(handle)
+        let index = self.streams.take_index().ok_or_else(|| {
+            refuse(|| format!("more than {} live streams", crate::handles::CAPACITY))
+        })?;
+        self.streams
+            .insert_with(index, |handle| {
+                Arc::new(StreamObj::new(device, stream, handle))
+            })
+            .ok_or_else(|| refuse(|| "the stream table is full".into()))
     }
 
     /// `destroy_stream`: forgets the handle; queued work still runs (devstream never blocks
     /// on drop).
     pub fn destroy_stream(&self, device: usize, handle: C_Stream) -> Status {
-        let mut streams = lock(&self.streams);
-        match streams.get(&(handle as usize)) {
-            Some(obj) if obj.device == device => {
-                streams.remove(&(handle as usize));
-                Ok(())
-            }
-            _ => Err(refuse(|| {
-                format!("unknown stream handle {handle:?} on device {device}")
-            })),
-        }
+        with_thread(|t| {
+            let cached = t
+                .and_then(|t| t.streams.try_borrow_mut().ok())
+                .and_then(|mut c| c.evict(handle as usize));
+            let removed = self
+                .streams
+                .remove(handle as usize, |obj| obj.device == device);
+            let Some((index, obj)) = removed else {
+                // Not this device's: the cache entry stays valid.
+                if let (Some(t), Some(cached)) = (t, cached) {
+                    if let Ok(mut c) = t.streams.try_borrow_mut() {
+                        c.put(handle as usize, cached);
+                    }
+                }
+                return Err(refuse(|| {
+                    format!("unknown stream handle {handle:?} on device {device}")
+                }));
+            };
+            self.streams.give_index(index);
+            drop((cached, obj));
+            drain_orphans();
+            Ok(())
+        })
     }
 
     /// `query_stream`: `Ok(true)` when complete.
     pub fn query_stream(&self, device: usize, handle: C_Stream) -> Status<bool> {
-        let obj = self.stream(device, handle)?;
-        obj.stream.query().check("query_stream")
+        with_thread(|t| {
+            let obj = self.stream_in(t, device, handle)?;
+            obj.stream.query().check("query_stream")
+        })
     }
 
     /// `synchronize_stream`.
     pub fn synchronize_stream(&self, device: usize, handle: C_Stream) -> Status {
-        let obj = self.stream(device, handle)?;
-        obj.stream.synchronize().check("synchronize_stream")
+        with_thread(|t| {
+            let obj = self.stream_in(t, device, handle)?;
+            obj.stream.synchronize().check("synchronize_stream")
+        })
     }
 
     /// `synchronize_device`: every stream of the device, then its null stream.
     pub fn synchronize_device(&self, device: usize) -> Status {
-        let streams: Vec<Arc<StreamObj>> = lock(&self.streams)
+        let streams: Vec<Arc<StreamObj>> = self
+            .streams
             .values()
+            .into_iter()
             .filter(|s| s.device == device)
-            .cloned()
             .collect();
         let mut result = Ok(());
         for obj in streams.iter().chain(self.null_streams[device].get()) {
@@ -601,76 +755,171 @@ impl Runtime {
     }
 
     /// `create_event`: an event without timing.
+    ///
+    /// An event this thread destroyed on the same device, that nobody else held then, is
+    /// handed out again (marked [`EventObj::fresh`]): `wait_stream` in Paddle creates, records,
+    /// waits on and destroys an event per call, and reuse saves two allocations and the
+    /// devstream event's set-up.
     pub fn create_event(&self, device: usize) -> Status<usize> {
-        let event =
-            Event::new(&self.places[device], EventFlags::default()).check("create_event")?;
-        let handle = self.handle();
-        lock(&self.events).insert(
-            handle,
-            Arc::new(EventObj {
-                device,
-                event,
-                capture: AtomicU64::new(0),
-            }),
-        );
-        Ok(handle)
+        with_thread(|t| {
+            let spare = t.and_then(|t| t.take_spare(self.backend.index()));
+            let (index, obj) = match spare {
+                Some(Spare {
+                    index,
+                    event: Some(obj),
+                    ..
+                }) if obj.device == device => {
+                    obj.capture.store(0, Ordering::Relaxed);
+                    obj.fresh.store(true, Ordering::Relaxed);
+                    (index, obj)
+                }
+                spare => {
+                    let index = match spare {
+                        Some(spare) => spare.index,
+                        None => {
+                            drain_orphans();
+                            self.events.take_index().ok_or_else(|| {
+                                refuse(|| {
+                                    format!("more than {} live events", crate::handles::CAPACITY)
+                                })
+                            })?
+                        }
+                    };
+                    let event = match Event::new(&self.places[device], EventFlags::default()) {
+                        Ok(event) => event,
+                        Err(error) => {
+                            self.events.give_index(index);
+                            return Err(fail("create_event", error));
+                        }
+                    };
+                    let obj = Arc::new(EventObj {
+                        device,
+                        event,
+                        capture: AtomicU64::new(0),
+                        fresh: AtomicBool::new(false),
+                    });
+                    (index, obj)
+                }
+            };
+            let handle = self
+                .events
+                .insert_at(index, obj.clone())
+                .ok_or_else(|| refuse(|| "the event table is full".into()))?;
+            // Its creator uses it next (records it): remember it.
+            if let Some(mut cache) = t.and_then(|t| t.events.try_borrow_mut().ok()) {
+                let old = cache.put(handle, obj);
+                drop(cache);
+                drop(old);
+            }
+            Ok(handle)
+        })
     }
 
-    fn event(&self, handle: usize) -> Status<Arc<EventObj>> {
-        lock(&self.events)
-            .get(&handle)
-            .cloned()
+    /// [`Runtime::event`] through the calling thread's cache.
+    #[inline]
+    fn event_in<'a>(
+        &'a self,
+        t: Option<&'a ThreadState>,
+        handle: usize,
+    ) -> Status<Lease<'a, EventObj>> {
+        self.events
+            .lookup(t.map(|t| &t.events), handle)
             .ok_or_else(|| refuse(|| format!("unknown event handle {handle:#x}")))
     }
 
-    /// `destroy_event`.
+    /// `destroy_event`. The event is kept for this thread's next `create_event` where nobody
+    /// else holds it (see [`Runtime::create_event`]).
     pub fn destroy_event(&self, handle: usize) -> Status {
-        lock(&self.events)
-            .remove(&handle)
-            .map(drop)
-            .ok_or_else(|| refuse(|| format!("unknown event handle {handle:#x}")))
+        with_thread(|t| {
+            let cached = t
+                .and_then(|t| t.events.try_borrow_mut().ok())
+                .and_then(|mut c| c.evict(handle));
+            drop(cached);
+            let (index, obj) = self
+                .events
+                .remove(handle, |_| true)
+                .ok_or_else(|| refuse(|| format!("unknown event handle {handle:#x}")))?;
+            match t.and_then(|t| t.spares.try_borrow_mut().ok()) {
+                Some(mut spares) if spares.len() < SPARES => {
+                    // Held elsewhere (another thread's cache): not reused.
+                    let reusable = Arc::strong_count(&obj) == 1;
+                    spares.push(Spare {
+                        backend: self.backend.index(),
+                        index,
+                        event: reusable.then_some(obj),
+                    });
+                }
+                _ => {
+                    self.events.give_index(index);
+                    drop(obj);
+                }
+            }
+            Ok(())
+        })
     }
 
     /// `record_event`: the event captures the stream's work submitted so far.
     pub fn record_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
-        let obj = self.stream(device, stream)?;
-        let event = self.event(event)?;
-        event.event.record(&obj.stream).check("record_event")?;
-        let capture = if obj.in_capture() {
-            obj.capture_id.load(Ordering::SeqCst)
-        } else {
-            0
-        };
-        event.capture.store(capture, Ordering::SeqCst);
-        Ok(())
+        with_thread(|t| {
+            let obj = self.stream_in(t, device, stream)?;
+            let event = self.event_in(t, event)?;
+            event.event.record(&obj.stream).check("record_event")?;
+            let capture = if obj.in_capture() {
+                obj.capture_id.load(Ordering::SeqCst)
+            } else {
+                0
+            };
+            if event.capture.load(Ordering::SeqCst) != capture {
+                event.capture.store(capture, Ordering::SeqCst);
+            }
+            if event.fresh.load(Ordering::Relaxed) {
+                event.fresh.store(false, Ordering::Release);
+            }
+            Ok(())
+        })
     }
 
     /// `query_event`: `Ok(true)` when complete (or never recorded).
     pub fn query_event(&self, event: usize) -> Status<bool> {
-        self.event(event)?.event.query().check("query_event")
+        with_thread(|t| {
+            let event = self.event_in(t, event)?;
+            if event.fresh.load(Ordering::Acquire) {
+                return Ok(true);
+            }
+            event.event.query().check("query_event")
+        })
     }
 
     /// `synchronize_event`.
     pub fn synchronize_event(&self, event: usize) -> Status {
-        self.event(event)?
-            .event
-            .synchronize()
-            .check("synchronize_event")
+        with_thread(|t| {
+            let event = self.event_in(t, event)?;
+            if event.fresh.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            event.event.synchronize().check("synchronize_event")
+        })
     }
 
     /// `stream_wait_event`: the stream's later work waits for what the event captured.
     pub fn stream_wait_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
-        let obj = self.stream(device, stream)?;
-        let event = self.event(event)?;
-        obj.stream
-            .wait_event(&event.event)
-            .check("stream_wait_event")?;
-        // Waiting on work recorded in a capture joins it (fork/join, as in CUDA).
-        let capture = event.capture.load(Ordering::SeqCst);
-        if capture != 0 && obj.stream.is_capturing().unwrap_or(false) {
-            obj.capture_id.store(capture, Ordering::SeqCst);
-        }
-        Ok(())
+        with_thread(|t| {
+            let obj = self.stream_in(t, device, stream)?;
+            let event = self.event_in(t, event)?;
+            if event.fresh.load(Ordering::Acquire) {
+                // Never recorded since it was handed out: nothing to wait for.
+                return Ok(());
+            }
+            obj.stream
+                .wait_event(&event.event)
+                .check("stream_wait_event")?;
+            // Waiting on work recorded in a capture joins it (fork/join, as in CUDA).
+            let capture = event.capture.load(Ordering::SeqCst);
+            if capture != 0 && obj.stream.is_capturing().unwrap_or(false) {
+                obj.capture_id.store(capture, Ordering::SeqCst);
+            }
+            Ok(())
+        })
     }
 
     /// `device_memory_allocate`: `size` bytes and their address. On the CPU backend the memory
@@ -985,9 +1234,11 @@ impl Runtime {
             (dst.clone(), src.clone())
         else {
             let obj = match stream {
-                Some(handle) => self
-                    .stream(src_device, handle)
-                    .or_else(|_| self.stream(dst_device, handle))?,
+                Some(handle) => self.stream(src_device, handle).or_else(|_| {
+                    // Not the source's: that refusal is no reason (see `note_failure`).
+                    let _ = take_failure();
+                    self.stream(dst_device, handle)
+                })?,
                 None => self.null_stream(src_device)?,
             };
             return self.copy_between(&obj, stream.is_none(), dst, src, size, "memory_copy_p2p");
@@ -1005,7 +1256,12 @@ impl Runtime {
             return Ok(());
         };
         // The stream may be either device's: find it on the source first.
-        if let Ok(obj) = self.stream(src_device, handle) {
+        let on_source = self.stream(src_device, handle);
+        if on_source.is_err() {
+            // Not the source's: that refusal is no reason (see `note_failure`).
+            let _ = take_failure();
+        }
+        if let Ok(obj) = on_source {
             let staging = self.staging(&obj, size, "async_memory_copy_p2p")?;
             obj.stream
                 .copy_device_to_host(&staging, 0, &src_buffer, src_offset, size)
@@ -1102,8 +1358,8 @@ impl Runtime {
     /// instantiations (for leak checks).
     pub fn live(&self) -> [usize; 6] {
         [
-            lock(&self.streams).len(),
-            lock(&self.events).len(),
+            self.streams.live(),
+            self.events.live(),
             lock(&self.memory).live(),
             lock(&self.host).len(),
             lock(&self.graphs).len(),
