@@ -148,6 +148,7 @@ impl<T: Send + Sync> Handles<T> {
         }
     }
 
+    #[inline(always)]
     fn decode(&self, handle: usize) -> Option<Decoded> {
         if handle & ((1 << INDEX_SHIFT) - 1) != 0 || handle & (0xf << TAG_SHIFT) != self.tag {
             return None;
@@ -164,7 +165,7 @@ impl<T: Send + Sync> Handles<T> {
     }
 
     /// The slot at `index`, if its chunk exists.
-    #[inline]
+    #[inline(always)]
     fn slot(&self, index: usize) -> Option<&Slot<T>> {
         let chunk = self.chunks.get(index >> CHUNK_BITS)?.get()?;
         chunk.get(index & (CHUNK - 1))
@@ -224,7 +225,7 @@ impl<T: Send + Sync> Handles<T> {
     }
 
     /// Whether `handle` names a live object (one load).
-    #[inline]
+    #[inline(always)]
     pub fn is_live(&self, handle: usize) -> bool {
         let Some(decoded) = self.decode(handle) else {
             return false;
@@ -300,7 +301,7 @@ impl<T: Send + Sync> Handles<T> {
     /// The object `handle` names, through the thread's `cache` where it can: a hit costs one
     /// load of the slot's state. `cache` is `None` (or already borrowed, on a re-entrant call)
     /// → an owned `Arc` from [`Handles::get`].
-    #[inline]
+    #[inline(always)]
     pub fn lookup<'a>(
         &self,
         cache: Option<&'a RefCell<Cache<T>>>,

@@ -197,7 +197,7 @@ thread_local! {
 
 /// Runs `f` with the calling thread's [`ThreadState`] (`None` while the thread's locals are
 /// being destroyed: Paddle may destroy streams from its own thread-local destructors).
-#[inline]
+#[inline(always)]
 fn with_thread<R>(f: impl FnOnce(Option<&ThreadState>) -> R) -> R {
     let mut f = Some(f);
     let result = THREAD.try_with(|t| f.take().map(|f| f(Some(t))));
@@ -595,7 +595,7 @@ impl Runtime {
 
     /// [`Runtime::stream`] through the calling thread's cache (`t`): the hot path of the
     /// stream and event functions.
-    #[inline]
+    #[inline(always)]
     fn stream_in<'a>(
         &'a self,
         t: Option<&'a ThreadState>,
@@ -816,7 +816,7 @@ impl Runtime {
     }
 
     /// [`Runtime::event`] through the calling thread's cache.
-    #[inline]
+    #[inline(always)]
     fn event_in<'a>(
         &'a self,
         t: Option<&'a ThreadState>,
