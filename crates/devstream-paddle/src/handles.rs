@@ -117,6 +117,24 @@ struct FreeList {
     fresh: usize,
 }
 
+/// Decodes `handle` for a table with `tag` (already shifted).
+#[inline(always)]
+fn decode(tag: usize, handle: usize) -> Option<Decoded> {
+    if handle & ((1 << INDEX_SHIFT) - 1) != 0 || handle & (0xf << TAG_SHIFT) != tag {
+        return None;
+    }
+    let generation = ((handle >> GEN_SHIFT) as u64) & GEN_MASK;
+    Some(Decoded {
+        index: (handle >> INDEX_SHIFT) & INDEX_MASK,
+        live_state: (generation << 2) | LIVE,
+    })
+}
+
+/// The handle of slot `index` in (live) `state`, for a table with `tag`.
+fn encode(tag: usize, index: usize, state: u64) -> usize {
+    tag | (((state >> 2) as usize) << GEN_SHIFT) | (index << INDEX_SHIFT)
+}
+
 /// The slots of one chunk.
 type Chunk<T> = Box<[Slot<T>]>;
 
@@ -124,6 +142,9 @@ type Chunk<T> = Box<[Slot<T>]>;
 pub struct Handles<T> {
     /// `tag << TAG_SHIFT`.
     tag: usize,
+    /// Slots `0..CHUNK`, made with the table: one indirection to the slot of a handle.
+    first: Chunk<T>,
+    /// Chunk `c` (`c >= 1`): slots `c * CHUNK..`, made when first needed.
     chunks: Box<[OnceLock<Chunk<T>>]>,
     free: Mutex<FreeList>,
 }
@@ -140,6 +161,7 @@ impl<T: Send + Sync> Handles<T> {
     pub fn new(tag: usize) -> Handles<T> {
         Handles {
             tag: (tag & 0xf) << TAG_SHIFT,
+            first: (0..CHUNK).map(|_| Slot::new()).collect(),
             chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
             free: Mutex::new(FreeList {
                 indices: Vec::new(),
@@ -150,33 +172,43 @@ impl<T: Send + Sync> Handles<T> {
 
     #[inline(always)]
     fn decode(&self, handle: usize) -> Option<Decoded> {
-        if handle & ((1 << INDEX_SHIFT) - 1) != 0 || handle & (0xf << TAG_SHIFT) != self.tag {
-            return None;
-        }
-        let generation = ((handle >> GEN_SHIFT) as u64) & GEN_MASK;
-        Some(Decoded {
-            index: (handle >> INDEX_SHIFT) & INDEX_MASK,
-            live_state: (generation << 2) | LIVE,
-        })
+        decode(self.tag, handle)
     }
 
     fn encode(&self, index: usize, state: u64) -> usize {
-        self.tag | (((state >> 2) as usize) << GEN_SHIFT) | (index << INDEX_SHIFT)
+        encode(self.tag, index, state)
     }
 
     /// The slot at `index`, if its chunk exists.
     #[inline(always)]
     fn slot(&self, index: usize) -> Option<&Slot<T>> {
+        if index < CHUNK {
+            return self.first.get(index);
+        }
         let chunk = self.chunks.get(index >> CHUNK_BITS)?.get()?;
         chunk.get(index & (CHUNK - 1))
     }
 
     fn slot_or_create(&self, index: usize) -> Option<&Slot<T>> {
+        if index < CHUNK {
+            return self.first.get(index);
+        }
         let chunk = self
             .chunks
             .get(index >> CHUNK_BITS)?
             .get_or_init(|| (0..CHUNK).map(|_| Slot::new()).collect());
         chunk.get(index & (CHUNK - 1))
+    }
+
+    /// Every slot made so far.
+    fn slots(&self) -> impl Iterator<Item = &Slot<T>> {
+        self.first.iter().chain(
+            self.chunks
+                .iter()
+                .skip(1)
+                .filter_map(OnceLock::get)
+                .flat_map(|chunk| chunk.iter()),
+        )
     }
 
     /// A free slot index (`None`: the table is full).
@@ -268,10 +300,7 @@ impl<T: Send + Sync> Handles<T> {
 
     /// The number of live objects (scans the table: for leak checks).
     pub fn live(&self) -> usize {
-        self.chunks
-            .iter()
-            .filter_map(OnceLock::get)
-            .flat_map(|chunk| chunk.iter())
+        self.slots()
             .filter(|slot| slot.state.load(Ordering::Acquire) & LIVE != 0)
             .count()
     }
@@ -279,21 +308,19 @@ impl<T: Send + Sync> Handles<T> {
     /// Every live object (scans the table).
     pub fn values(&self) -> Vec<Arc<T>> {
         let mut out = Vec::new();
-        for chunk in self.chunks.iter().filter_map(OnceLock::get) {
-            for slot in chunk.iter() {
-                if slot.state.load(Ordering::Relaxed) & LIVE == 0 {
-                    continue;
-                }
-                let found = slot.with_locked(|state, value| {
-                    let found = if state & LIVE != 0 {
-                        value.clone()
-                    } else {
-                        None
-                    };
-                    (state, found)
-                });
-                out.extend(found);
+        for slot in self.slots() {
+            if slot.state.load(Ordering::Relaxed) & LIVE == 0 {
+                continue;
             }
+            let found = slot.with_locked(|state, value| {
+                let found = if state & LIVE != 0 {
+                    value.clone()
+                } else {
+                    None
+                };
+                (state, found)
+            });
+            out.extend(found);
         }
         out
     }
@@ -328,6 +355,186 @@ impl<T: Send + Sync> Handles<T> {
         RefMut::filter_map(cache, |c| c.entries[way].as_mut().map(|(_, v)| v))
             .ok()
             .map(Lease::Cached)
+    }
+}
+
+/// One slot of a [`Stable`] table: its object, once made, lives as long as the table. A cache
+/// line of its own (state and a small object: one line per lookup).
+#[repr(align(64))]
+struct StableSlot<T> {
+    /// Bit 1 "live", bits 2.. the generation (bit 0 unused).
+    state: AtomicU64,
+    value: OnceLock<T>,
+}
+
+/// Free slot indices of a [`Stable`] table, by key (a slot's object keeps the key it was made
+/// with), and the next never-used index.
+struct KeyedFree {
+    by_key: Vec<Vec<u32>>,
+    fresh: usize,
+}
+
+/// A table whose objects are never freed: a destroyed handle's slot keeps its object, and the
+/// next handle put in the slot reuses it (for events: a devstream event per slot, made once).
+///
+/// So a lookup is one load and a compare, with no reference count and no thread-local: the
+/// object a handle names stays allocated whatever happens to the handle, and a destroy racing
+/// a use on another thread leaves that use working on a valid object (at worst the slot's next
+/// handle's object, in a program that uses a handle while destroying it). Handles are encoded
+/// and checked as [`Handles`]' are. The memory kept is the most objects live at once.
+pub struct Stable<T> {
+    tag: usize,
+    /// Slots `0..CHUNK`, made with the table.
+    first: Box<[StableSlot<T>]>,
+    /// Chunk `c` (`c >= 1`), made when first needed.
+    chunks: Box<[OnceLock<Box<[StableSlot<T>]>>]>,
+    free: Mutex<KeyedFree>,
+}
+
+impl<T: Send + Sync> Stable<T> {
+    /// An empty table whose handles carry `tag` (1..=15) in their top bits.
+    pub fn new(tag: usize) -> Stable<T> {
+        Stable {
+            tag: (tag & 0xf) << TAG_SHIFT,
+            first: (0..CHUNK).map(|_| StableSlot::new()).collect(),
+            chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
+            free: Mutex::new(KeyedFree {
+                by_key: Vec::new(),
+                fresh: 0,
+            }),
+        }
+    }
+
+    #[inline(always)]
+    fn decode(&self, handle: usize) -> Option<Decoded> {
+        decode(self.tag, handle)
+    }
+
+    #[inline(always)]
+    fn slot(&self, index: usize) -> Option<&StableSlot<T>> {
+        if index < CHUNK {
+            return self.first.get(index);
+        }
+        let chunk = self.chunks.get(index >> CHUNK_BITS)?.get()?;
+        chunk.get(index & (CHUNK - 1))
+    }
+
+    fn slot_or_create(&self, index: usize) -> Option<&StableSlot<T>> {
+        if index < CHUNK {
+            return self.first.get(index);
+        }
+        let chunk = self
+            .chunks
+            .get(index >> CHUNK_BITS)?
+            .get_or_init(|| (0..CHUNK).map(|_| StableSlot::new()).collect());
+        chunk.get(index & (CHUNK - 1))
+    }
+
+    /// The object `handle` names, if it is live: one load and a compare.
+    #[inline(always)]
+    pub fn get(&self, handle: usize) -> Option<&T> {
+        let decoded = self.decode(handle)?;
+        let slot = self.slot(decoded.index)?;
+        if slot.state.load(Ordering::Acquire) != decoded.live_state {
+            return None;
+        }
+        slot.value.get()
+    }
+
+    /// A free slot index whose object (if it has one) was made with `key` (`None`: the table is
+    /// full).
+    pub fn take_index(&self, key: usize) -> Option<u32> {
+        let mut free = crate::runtime::lock(&self.free);
+        if let Some(index) = free.by_key.get_mut(key).and_then(Vec::pop) {
+            return Some(index);
+        }
+        if free.fresh >= CAPACITY {
+            return None;
+        }
+        free.fresh += 1;
+        u32::try_from(free.fresh - 1).ok()
+    }
+
+    /// Gives back a slot index from [`Stable::take_index`] or [`Stable::remove`] (`key`: its
+    /// object's key).
+    pub fn give_index(&self, key: usize, index: u32) {
+        let mut free = crate::runtime::lock(&self.free);
+        if free.by_key.len() <= key {
+            free.by_key.resize_with(key + 1, Vec::new);
+        }
+        free.by_key[key].push(index);
+    }
+
+    /// Makes the dead slot `index` (from [`Stable::take_index`], so no other thread uses it)
+    /// live and answers its new handle: its object is `reuse`d if it has one, else `make`s
+    /// one. `Err` from `make` leaves the slot dead (give the index back).
+    pub fn insert_at<E>(
+        &self,
+        index: u32,
+        make: impl FnOnce() -> Result<T, E>,
+        reuse: impl FnOnce(&T),
+    ) -> Result<Option<usize>, E> {
+        let index = index as usize;
+        let Some(slot) = self.slot_or_create(index) else {
+            return Ok(None);
+        };
+        match slot.value.get() {
+            Some(value) => reuse(value),
+            None => {
+                let value = make()?;
+                // Only the owner of the index sets it, once.
+                let _ = slot.value.set(value);
+            }
+        }
+        let state = slot.state.load(Ordering::Relaxed);
+        let next = ((((state >> 2) + 1) & GEN_MASK) << 2) | LIVE;
+        slot.state.store(next, Ordering::Release);
+        Ok(Some(encode(self.tag, index, next)))
+    }
+
+    /// Destroys `handle` if it is live and `keep` accepts its object, answering the slot index
+    /// (to give back or keep for reuse). One compare-and-swap: of two racing destroys of one
+    /// handle, one wins.
+    pub fn remove(&self, handle: usize, keep: impl FnOnce(&T) -> bool) -> Option<(u32, &T)> {
+        let decoded = self.decode(handle)?;
+        let slot = self.slot(decoded.index)?;
+        let value = slot.value.get()?;
+        if !keep(value) {
+            return None;
+        }
+        slot.state
+            .compare_exchange(
+                decoded.live_state,
+                decoded.live_state & !LIVE,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .ok()?;
+        Some((u32::try_from(decoded.index).ok()?, value))
+    }
+
+    /// The number of live objects (scans the table: for leak checks).
+    pub fn live(&self) -> usize {
+        self.first
+            .iter()
+            .chain(
+                self.chunks
+                    .iter()
+                    .skip(1)
+                    .filter_map(OnceLock::get)
+                    .flat_map(|chunk| chunk.iter()),
+            )
+            .filter(|slot| slot.state.load(Ordering::Acquire) & LIVE != 0)
+            .count()
+    }
+}
+
+impl<T> StableSlot<T> {
+    fn new() -> StableSlot<T> {
+        StableSlot {
+            state: AtomicU64::new(0),
+            value: OnceLock::new(),
+        }
     }
 }
 
@@ -466,6 +673,50 @@ mod tests {
         // The next lookup sees the dead slot and evicts.
         assert!(table.lookup(Some(&cache), a).is_none());
         assert!(cache.borrow_mut().drain().next().is_none());
+    }
+
+    #[test]
+    fn stable_handles_are_checked_and_their_objects_reused_by_key() {
+        let table: Stable<(usize, std::sync::atomic::AtomicUsize)> = Stable::new(4);
+        let make = |key| move || Ok::<_, ()>((key, std::sync::atomic::AtomicUsize::new(0)));
+        let reuse = |v: &(usize, std::sync::atomic::AtomicUsize)| {
+            v.1.fetch_add(1, Ordering::Relaxed);
+        };
+        let i = table.take_index(0).unwrap();
+        let a = table.insert_at(i, make(0), reuse).unwrap().unwrap();
+        assert_eq!(a % 16, 0);
+        assert_eq!(table.get(a).map(|v| v.0), Some(0));
+        for bad in [
+            0,
+            1,
+            a + 1,
+            a ^ (1 << TAG_SHIFT),
+            a + (9 << INDEX_SHIFT),
+            usize::MAX,
+        ] {
+            assert!(table.get(bad).is_none(), "{bad:#x}");
+            assert!(table.remove(bad, |_| true).is_none());
+        }
+        // `keep` refusing (another device) leaves it live.
+        assert!(table.remove(a, |v| v.0 == 1).is_none());
+        assert_eq!(table.live(), 1);
+        let (index, _) = table.remove(a, |v| v.0 == 0).unwrap();
+        assert!(table.get(a).is_none());
+        assert!(table.remove(a, |_| true).is_none(), "destroyed twice");
+        assert_eq!(table.live(), 0);
+        table.give_index(0, index);
+        // Key 1 gets a fresh slot; key 0 gets the old one back, object reused.
+        let j = table.take_index(1).unwrap();
+        assert_ne!(j, index);
+        let k = table.take_index(0).unwrap();
+        assert_eq!(k, index);
+        let b = table.insert_at(k, make(0), reuse).unwrap().unwrap();
+        assert_ne!(a, b);
+        assert!(table.get(a).is_none());
+        assert_eq!(table.get(b).map(|v| v.1.load(Ordering::Relaxed)), Some(1));
+        // A failing `make` leaves the slot dead.
+        assert_eq!(table.insert_at(j, || Err(()), reuse), Err(()));
+        assert_eq!(table.live(), 1);
     }
 
     #[test]

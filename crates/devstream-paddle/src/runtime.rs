@@ -30,7 +30,7 @@
 //! the launching stream), and that stream's `synchronize_stream` answers `C_ERROR`.
 
 use crate::addr::AddressSpace;
-use crate::handles::{Cache, Handles, Lease};
+use crate::handles::{Cache, Handles, Lease, Stable};
 use crate::select::Backend;
 use crate::sys::{C_Device_st, C_Status, C_Stream, C_ERROR, C_FAILED, C_INTERNAL_ERROR};
 use devstream::{CaptureMode, DeviceBuffer, Event, EventFlags, Graph, HostBuffer, Place, Stream};
@@ -119,31 +119,32 @@ impl<T> Check<T> for devstream::Result<T> {
     }
 }
 
-/// A destroyed event's slot, kept by the thread that destroyed it for its next
-/// `create_event` (with the event itself where nobody else held it).
+/// A destroyed event's slot (and the event it keeps), kept by the thread that destroyed it
+/// for its next `create_event` on that device: no lock to take it back.
 struct Spare {
     backend: usize,
+    device: usize,
     index: u32,
-    event: Option<Arc<EventObj>>,
 }
 
 /// The most destroyed events a thread keeps for reuse.
 const SPARES: usize = 32;
 
-/// What a thread keeps between calls: its most recently used streams and events (see
+/// What a thread keeps between calls: its most recently used streams (see
 /// [`crate::handles`]) and the event slots it destroyed last.
 pub(crate) struct ThreadState {
     streams: RefCell<Cache<StreamObj>>,
-    events: RefCell<Cache<EventObj>>,
     spares: RefCell<Vec<Spare>>,
 }
 
 impl ThreadState {
-    /// A kept event slot of `backend`, if any.
-    fn take_spare(&self, backend: usize) -> Option<Spare> {
+    /// A kept event slot of `backend` and `device`, if any.
+    fn take_spare(&self, backend: usize, device: usize) -> Option<u32> {
         let mut spares = self.spares.try_borrow_mut().ok()?;
-        let at = spares.iter().rposition(|s| s.backend == backend)?;
-        Some(spares.swap_remove(at))
+        let at = spares
+            .iter()
+            .rposition(|s| s.backend == backend && s.device == device)?;
+        Some(spares.swap_remove(at).index)
     }
 }
 
@@ -151,7 +152,6 @@ impl ThreadState {
 /// does not drop devstream objects itself (their drop may need thread-locals already gone).
 enum Orphan {
     Stream(#[allow(dead_code)] Arc<StreamObj>),
-    Event(#[allow(dead_code)] Arc<EventObj>),
 }
 
 static ORPHANS: Mutex<Vec<Orphan>> = Mutex::new(Vec::new());
@@ -167,16 +167,14 @@ fn drain_orphans() {
 
 impl Drop for ThreadState {
     fn drop(&mut self) {
-        let mut orphans: Vec<Orphan> = self.streams.get_mut().drain().map(Orphan::Stream).collect();
-        orphans.extend(self.events.get_mut().drain().map(Orphan::Event));
+        let orphans: Vec<Orphan> = self.streams.get_mut().drain().map(Orphan::Stream).collect();
         for spare in self.spares.get_mut().drain(..) {
             if let Some(rt) = crate::table::RUNTIMES
                 .get(spare.backend)
                 .and_then(OnceLock::get)
             {
-                rt.events.give_index(spare.index);
+                rt.events.give_index(spare.device, spare.index);
             }
-            orphans.extend(spare.event.map(Orphan::Event));
         }
         if !orphans.is_empty() {
             lock(&ORPHANS).extend(orphans);
@@ -189,7 +187,6 @@ thread_local! {
     static THREAD: ThreadState = const {
         ThreadState {
             streams: RefCell::new(Cache::new()),
-            events: RefCell::new(Cache::new()),
             spares: RefCell::new(Vec::new()),
         }
     };
@@ -366,7 +363,9 @@ pub struct Runtime {
     pub places: Vec<Place>,
     null_streams: Vec<OnceLock<Arc<StreamObj>>>,
     streams: Handles<StreamObj>,
-    events: Handles<EventObj>,
+    /// Never freed: a destroyed event's slot keeps its devstream event for the slot's next
+    /// handle (see [`Stable`]).
+    events: Stable<EventObj>,
     next_handle: AtomicUsize,
     memory: Mutex<AddressSpace<Allocation>>,
     host: Mutex<HashMap<usize, Layout>>,
@@ -506,7 +505,7 @@ impl Runtime {
             null_streams: places.iter().map(|_| OnceLock::new()).collect(),
             places,
             streams: Handles::new(backend.index() + 1),
-            events: Handles::new(backend.index() + 1),
+            events: Stable::new(backend.index() + 1),
             next_handle: AtomicUsize::new(1),
             memory: Mutex::new(memory),
             host: Mutex::new(HashMap::new()),
@@ -531,19 +530,25 @@ impl Runtime {
     }
 
     /// The device index of a `C_Device` id.
+    #[inline(always)]
     pub fn device(&self, id: c_int) -> Status<usize> {
-        usize::try_from(id)
-            .ok()
-            .filter(|&d| d < self.places.len())
-            .ok_or_else(|| {
-                refuse(|| format!("device {id} does not exist ({} devices)", self.places.len()))
-            })
+        match usize::try_from(id) {
+            Ok(d) if d < self.places.len() => Ok(d),
+            _ => Err(self.no_device(id)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn no_device(&self, id: c_int) -> C_Status {
+        refuse(|| format!("device {id} does not exist ({} devices)", self.places.len()))
     }
 
     /// The device index behind a `C_Device` pointer.
     ///
     /// # Safety
     /// `device` is null or points to a readable `C_Device_st`.
+    #[inline(always)]
     pub unsafe fn device_ptr(&self, device: *const C_Device_st) -> Status<usize> {
         if device.is_null() {
             return Err(refuse(|| "a null C_Device".into()));
@@ -756,113 +761,81 @@ impl Runtime {
 
     /// `create_event`: an event without timing.
     ///
-    /// An event this thread destroyed on the same device, that nobody else held then, is
-    /// handed out again (marked [`EventObj::fresh`]): `wait_stream` in Paddle creates, records,
-    /// waits on and destroys an event per call, and reuse saves two allocations and the
-    /// devstream event's set-up.
+    /// Events live in a [`Stable`] table: a destroyed event's slot keeps its devstream event,
+    /// and the slot's next handle (on the same device) reuses it, marked [`EventObj::fresh`].
+    /// The thread that destroyed it gets the slot back first, without a lock: Paddle's
+    /// `wait_stream` creates, records, waits on and destroys an event per call.
     pub fn create_event(&self, device: usize) -> Status<usize> {
-        with_thread(|t| {
-            let spare = t.and_then(|t| t.take_spare(self.backend.index()));
-            let (index, obj) = match spare {
-                Some(Spare {
-                    index,
-                    event: Some(obj),
-                    ..
-                }) if obj.device == device => {
-                    obj.capture.store(0, Ordering::Relaxed);
-                    obj.fresh.store(true, Ordering::Relaxed);
-                    (index, obj)
-                }
-                spare => {
-                    let index = match spare {
-                        Some(spare) => spare.index,
-                        None => {
-                            drain_orphans();
-                            self.events.take_index().ok_or_else(|| {
-                                refuse(|| {
-                                    format!("more than {} live events", crate::handles::CAPACITY)
-                                })
-                            })?
-                        }
-                    };
-                    let event = match Event::new(&self.places[device], EventFlags::default()) {
-                        Ok(event) => event,
-                        Err(error) => {
-                            self.events.give_index(index);
-                            return Err(fail("create_event", error));
-                        }
-                    };
-                    let obj = Arc::new(EventObj {
-                        device,
-                        event,
-                        capture: AtomicU64::new(0),
-                        fresh: AtomicBool::new(false),
-                    });
-                    (index, obj)
-                }
-            };
-            let handle = self
-                .events
-                .insert_at(index, obj.clone())
-                .ok_or_else(|| refuse(|| "the event table is full".into()))?;
-            // Its creator uses it next (records it): remember it.
-            if let Some(mut cache) = t.and_then(|t| t.events.try_borrow_mut().ok()) {
-                let old = cache.put(handle, obj);
-                drop(cache);
-                drop(old);
+        let backend = self.backend.index();
+        let index = match with_thread(|t| t.and_then(|t| t.take_spare(backend, device))) {
+            Some(index) => index,
+            None => self.events.take_index(device).ok_or_else(|| {
+                refuse(|| format!("more than {} live events", crate::handles::CAPACITY))
+            })?,
+        };
+        let made = self.events.insert_at(
+            index,
+            || {
+                Event::new(&self.places[device], EventFlags::default()).map(|event| EventObj {
+                    device,
+                    event,
+                    capture: AtomicU64::new(0),
+                    fresh: AtomicBool::new(false),
+                })
+            },
+            |obj| {
+                obj.capture.store(0, Ordering::Relaxed);
+                obj.fresh.store(true, Ordering::Relaxed);
+            },
+        );
+        match made {
+            Ok(Some(handle)) => Ok(handle),
+            Ok(None) => Err(refuse(|| "the event table is full".into())),
+            Err(error) => {
+                self.events.give_index(device, index);
+                Err(fail("create_event", error))
             }
-            Ok(handle)
-        })
+        }
     }
 
-    /// [`Runtime::event`] through the calling thread's cache.
+    /// The event behind a handle.
     #[inline(always)]
-    fn event_in<'a>(
-        &'a self,
-        t: Option<&'a ThreadState>,
-        handle: usize,
-    ) -> Status<Lease<'a, EventObj>> {
+    fn event_in(&self, handle: usize) -> Status<&EventObj> {
         self.events
-            .lookup(t.map(|t| &t.events), handle)
+            .get(handle)
             .ok_or_else(|| refuse(|| format!("unknown event handle {handle:#x}")))
     }
 
-    /// `destroy_event`. The event is kept for this thread's next `create_event` where nobody
-    /// else holds it (see [`Runtime::create_event`]).
+    /// `destroy_event`: the slot (and its devstream event) is kept for the thread's next
+    /// `create_event` on the device (see [`Runtime::create_event`]).
     pub fn destroy_event(&self, handle: usize) -> Status {
-        with_thread(|t| {
-            let cached = t
-                .and_then(|t| t.events.try_borrow_mut().ok())
-                .and_then(|mut c| c.evict(handle));
-            drop(cached);
-            let (index, obj) = self
-                .events
-                .remove(handle, |_| true)
-                .ok_or_else(|| refuse(|| format!("unknown event handle {handle:#x}")))?;
-            match t.and_then(|t| t.spares.try_borrow_mut().ok()) {
-                Some(mut spares) if spares.len() < SPARES => {
-                    // Held elsewhere (another thread's cache): not reused.
-                    let reusable = Arc::strong_count(&obj) == 1;
-                    spares.push(Spare {
-                        backend: self.backend.index(),
-                        index,
-                        event: reusable.then_some(obj),
-                    });
-                }
-                _ => {
-                    self.events.give_index(index);
-                    drop(obj);
-                }
+        let (index, obj) = self
+            .events
+            .remove(handle, |_| true)
+            .ok_or_else(|| refuse(|| format!("unknown event handle {handle:#x}")))?;
+        let spare = Spare {
+            backend: self.backend.index(),
+            device: obj.device,
+            index,
+        };
+        let kept = with_thread(|t| match t.and_then(|t| t.spares.try_borrow_mut().ok()) {
+            Some(mut spares) if spares.len() < SPARES => {
+                spares.push(spare);
+                None
             }
-            Ok(())
-        })
+            _ => Some(spare),
+        });
+        if let Some(spare) = kept {
+            self.events.give_index(spare.device, spare.index);
+        }
+        Ok(())
     }
 
     /// `record_event`: the event captures the stream's work submitted so far.
     pub fn record_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
         with_thread(|t| {
             let obj = self.stream_in(t, device, stream)?;
-            let event = self.event_in(t, event)?;
+            let event = self.event_in(event)?;
             event.event.record(&obj.stream).check("record_event")?;
             let capture = if obj.in_capture() {
                 obj.capture_id.load(Ordering::SeqCst)
@@ -881,31 +854,27 @@ impl Runtime {
 
     /// `query_event`: `Ok(true)` when complete (or never recorded).
     pub fn query_event(&self, event: usize) -> Status<bool> {
-        with_thread(|t| {
-            let event = self.event_in(t, event)?;
-            if event.fresh.load(Ordering::Acquire) {
-                return Ok(true);
-            }
-            event.event.query().check("query_event")
-        })
+        let event = self.event_in(event)?;
+        if event.fresh.load(Ordering::Acquire) {
+            return Ok(true);
+        }
+        event.event.query().check("query_event")
     }
 
     /// `synchronize_event`.
     pub fn synchronize_event(&self, event: usize) -> Status {
-        with_thread(|t| {
-            let event = self.event_in(t, event)?;
-            if event.fresh.load(Ordering::Acquire) {
-                return Ok(());
-            }
-            event.event.synchronize().check("synchronize_event")
-        })
+        let event = self.event_in(event)?;
+        if event.fresh.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        event.event.synchronize().check("synchronize_event")
     }
 
     /// `stream_wait_event`: the stream's later work waits for what the event captured.
     pub fn stream_wait_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
         with_thread(|t| {
             let obj = self.stream_in(t, device, stream)?;
-            let event = self.event_in(t, event)?;
+            let event = self.event_in(event)?;
             if event.fresh.load(Ordering::Acquire) {
                 // Never recorded since it was handed out: nothing to wait for.
                 return Ok(());

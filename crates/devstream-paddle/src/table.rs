@@ -135,6 +135,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+#[inline(always)]
 fn rt<const B: usize>() -> Status<&'static Runtime> {
     RUNTIMES[B].get().ok_or(C_ERROR)
 }
@@ -156,6 +157,7 @@ unsafe fn put<T>(out: *mut T, value: T) -> Status {
 ///
 /// # Safety
 /// `device` is null or points to a readable `C_Device_st`.
+#[inline(always)]
 unsafe fn dev<const B: usize>(device: C_Device) -> Status<(&'static Runtime, usize)> {
     let rt = rt::<B>()?;
     // SAFETY: forwarded from the caller.
