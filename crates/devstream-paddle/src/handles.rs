@@ -135,18 +135,40 @@ fn encode(tag: usize, index: usize, state: u64) -> usize {
     tag | (((state >> 2) as usize) << GEN_SHIFT) | (index << INDEX_SHIFT)
 }
 
-/// The slots of one chunk.
-type Chunk<T> = Box<[Slot<T>]>;
+/// What a table needs only when it grows or takes and gives back slots.
+struct Cold<S> {
+    /// Chunk `c` (`c >= 1`): slots `c * CHUNK..`, made when first needed.
+    chunks: Box<[OnceLock<Box<[S]>>]>,
+}
+
+impl<S> Cold<S> {
+    fn new() -> Cold<S> {
+        Cold {
+            chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
+        }
+    }
+}
+
+/// `CHUNK` slots made by `make`, as a fixed-size chunk.
+fn first_chunk<S>(make: impl FnMut(usize) -> S) -> Box<[S; CHUNK]> {
+    let slots: Box<[S]> = (0..CHUNK).map(make).collect();
+    match slots.try_into() {
+        Ok(chunk) => chunk,
+        // `CHUNK` slots were made just above.
+        Err(_) => unreachable!("first_chunk: the chunk has CHUNK slots"),
+    }
+}
 
 /// A table of objects of one kind (streams or events) of one device type.
+///
+/// Three words (`repr(C)`): what a lookup reads is the tag and the first chunk's address.
+#[repr(C)]
 pub struct Handles<T> {
     /// `tag << TAG_SHIFT`.
     tag: usize,
     /// Slots `0..CHUNK`, made with the table: one indirection to the slot of a handle.
-    first: Chunk<T>,
-    /// Chunk `c` (`c >= 1`): slots `c * CHUNK..`, made when first needed.
-    chunks: Box<[OnceLock<Chunk<T>>]>,
-    free: Mutex<FreeList>,
+    first: Box<[Slot<T>; CHUNK]>,
+    cold: Box<(Cold<Slot<T>>, Mutex<FreeList>)>,
 }
 
 /// A decoded handle: the slot index and the state a live slot of that generation has.
@@ -161,12 +183,14 @@ impl<T: Send + Sync> Handles<T> {
     pub fn new(tag: usize) -> Handles<T> {
         Handles {
             tag: (tag & 0xf) << TAG_SHIFT,
-            first: (0..CHUNK).map(|_| Slot::new()).collect(),
-            chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
-            free: Mutex::new(FreeList {
-                indices: Vec::new(),
-                fresh: 0,
-            }),
+            first: first_chunk(|_| Slot::new()),
+            cold: Box::new((
+                Cold::new(),
+                Mutex::new(FreeList {
+                    indices: Vec::new(),
+                    fresh: 0,
+                }),
+            )),
         }
     }
 
@@ -185,7 +209,7 @@ impl<T: Send + Sync> Handles<T> {
         if index < CHUNK {
             return self.first.get(index);
         }
-        let chunk = self.chunks.get(index >> CHUNK_BITS)?.get()?;
+        let chunk = self.cold.0.chunks.get(index >> CHUNK_BITS)?.get()?;
         chunk.get(index & (CHUNK - 1))
     }
 
@@ -194,6 +218,8 @@ impl<T: Send + Sync> Handles<T> {
             return self.first.get(index);
         }
         let chunk = self
+            .cold
+            .0
             .chunks
             .get(index >> CHUNK_BITS)?
             .get_or_init(|| (0..CHUNK).map(|_| Slot::new()).collect());
@@ -203,7 +229,9 @@ impl<T: Send + Sync> Handles<T> {
     /// Every slot made so far.
     fn slots(&self) -> impl Iterator<Item = &Slot<T>> {
         self.first.iter().chain(
-            self.chunks
+            self.cold
+                .0
+                .chunks
                 .iter()
                 .skip(1)
                 .filter_map(OnceLock::get)
@@ -213,7 +241,7 @@ impl<T: Send + Sync> Handles<T> {
 
     /// A free slot index (`None`: the table is full).
     pub fn take_index(&self) -> Option<u32> {
-        let mut free = crate::runtime::lock(&self.free);
+        let mut free = crate::runtime::lock(&self.cold.1);
         if let Some(index) = free.indices.pop() {
             return Some(index);
         }
@@ -226,7 +254,7 @@ impl<T: Send + Sync> Handles<T> {
 
     /// Gives back a slot index from [`Handles::take_index`] or [`Handles::remove`].
     pub fn give_index(&self, index: u32) {
-        crate::runtime::lock(&self.free).indices.push(index);
+        crate::runtime::lock(&self.cold.1).indices.push(index);
     }
 
     /// Puts `value` in the (dead) slot `index` and answers its new handle.
@@ -382,13 +410,14 @@ struct KeyedFree {
 /// a use on another thread leaves that use working on a valid object (at worst the slot's next
 /// handle's object, in a program that uses a handle while destroying it). Handles are encoded
 /// and checked as [`Handles`]' are. The memory kept is the most objects live at once.
+///
+/// Three words (`repr(C)`), as [`Handles`].
+#[repr(C)]
 pub struct Stable<T> {
     tag: usize,
     /// Slots `0..CHUNK`, made with the table.
-    first: Box<[StableSlot<T>]>,
-    /// Chunk `c` (`c >= 1`), made when first needed.
-    chunks: Box<[OnceLock<Box<[StableSlot<T>]>>]>,
-    free: Mutex<KeyedFree>,
+    first: Box<[StableSlot<T>; CHUNK]>,
+    cold: Box<(Cold<StableSlot<T>>, Mutex<KeyedFree>)>,
 }
 
 impl<T: Send + Sync> Stable<T> {
@@ -396,12 +425,14 @@ impl<T: Send + Sync> Stable<T> {
     pub fn new(tag: usize) -> Stable<T> {
         Stable {
             tag: (tag & 0xf) << TAG_SHIFT,
-            first: (0..CHUNK).map(|_| StableSlot::new()).collect(),
-            chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
-            free: Mutex::new(KeyedFree {
-                by_key: Vec::new(),
-                fresh: 0,
-            }),
+            first: first_chunk(|_| StableSlot::new()),
+            cold: Box::new((
+                Cold::new(),
+                Mutex::new(KeyedFree {
+                    by_key: Vec::new(),
+                    fresh: 0,
+                }),
+            )),
         }
     }
 
@@ -415,7 +446,7 @@ impl<T: Send + Sync> Stable<T> {
         if index < CHUNK {
             return self.first.get(index);
         }
-        let chunk = self.chunks.get(index >> CHUNK_BITS)?.get()?;
+        let chunk = self.cold.0.chunks.get(index >> CHUNK_BITS)?.get()?;
         chunk.get(index & (CHUNK - 1))
     }
 
@@ -424,6 +455,8 @@ impl<T: Send + Sync> Stable<T> {
             return self.first.get(index);
         }
         let chunk = self
+            .cold
+            .0
             .chunks
             .get(index >> CHUNK_BITS)?
             .get_or_init(|| (0..CHUNK).map(|_| StableSlot::new()).collect());
@@ -444,7 +477,7 @@ impl<T: Send + Sync> Stable<T> {
     /// A free slot index whose object (if it has one) was made with `key` (`None`: the table is
     /// full).
     pub fn take_index(&self, key: usize) -> Option<u32> {
-        let mut free = crate::runtime::lock(&self.free);
+        let mut free = crate::runtime::lock(&self.cold.1);
         if let Some(index) = free.by_key.get_mut(key).and_then(Vec::pop) {
             return Some(index);
         }
@@ -458,7 +491,7 @@ impl<T: Send + Sync> Stable<T> {
     /// Gives back a slot index from [`Stable::take_index`] or [`Stable::remove`] (`key`: its
     /// object's key).
     pub fn give_index(&self, key: usize, index: u32) {
-        let mut free = crate::runtime::lock(&self.free);
+        let mut free = crate::runtime::lock(&self.cold.1);
         if free.by_key.len() <= key {
             free.by_key.resize_with(key + 1, Vec::new);
         }
@@ -518,7 +551,9 @@ impl<T: Send + Sync> Stable<T> {
         self.first
             .iter()
             .chain(
-                self.chunks
+                self.cold
+                    .0
+                    .chunks
                     .iter()
                     .skip(1)
                     .filter_map(OnceLock::get)
@@ -539,7 +574,7 @@ impl<T> StableSlot<T> {
 }
 
 /// How many objects of one kind a thread's cache holds (direct-mapped by slot index).
-const WAYS: usize = 8;
+const WAYS: usize = 3;
 
 /// A thread's most recently used objects of one kind, with their handles.
 pub struct Cache<T> {
@@ -561,7 +596,7 @@ impl<T> Cache<T> {
     }
 
     fn way(handle: usize) -> usize {
-        (handle >> INDEX_SHIFT) & (WAYS - 1)
+        ((handle >> INDEX_SHIFT) & INDEX_MASK) % WAYS
     }
 
     /// Remembers `value` as the object of `handle` (a new object, used next by its creator).
