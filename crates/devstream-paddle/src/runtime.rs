@@ -1,8 +1,10 @@
 //! One registered device type: its devstream places, the streams, events and allocations
 //! Paddle holds, and every operation of the table in safe Rust.
 //!
-//! Handles given to Paddle are integers (`C_Stream`, `C_Event`, graphs), looked up in a map on
-//! every call, so a stale or foreign handle is `C_ERROR`, never a dereference.
+//! Handles given to Paddle are integers, never dereferenced, so a stale or foreign handle is
+//! `C_ERROR`: streams and events are slots of generation-checked tables ([`crate::handles`]:
+//! a thread's cache makes a stream lookup one load; an event's slot keeps its devstream event,
+//! so an event lookup is one load), graphs are keys of a map.
 //!
 //! **Device memory.** Every allocation is recorded in an ordered map ([`AddressSpace`]), and
 //! every address Paddle passes back (`base + offset`, as its allocator carves chunks) must lie
