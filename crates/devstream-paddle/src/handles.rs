@@ -354,13 +354,17 @@ impl<T: Send + Sync> Handles<T> {
     }
 
     /// The object `handle` names, through the thread's `cache` where it can: a hit costs one
-    /// load of the slot's state. `cache` is `None` (or already borrowed, on a re-entrant call)
-    /// → an owned `Arc` from [`Handles::get`].
+    /// load of the object's own `alive` flag (`alive(object)`), which its owner clears when it
+    /// [`Handles::remove`]s the handle: a handle names one object for all time, so "the handle
+    /// is live" and "its object was not removed" are one fact, and the flag sits in the
+    /// object's cache line, which the caller reads next anyway. `cache` is `None` (or already
+    /// borrowed, on a re-entrant call) → an owned `Arc` from [`Handles::get`].
     #[inline(always)]
     pub fn lookup<'a>(
         &self,
         cache: Option<&'a RefCell<Cache<T>>>,
         handle: usize,
+        alive: impl FnOnce(&T) -> bool,
     ) -> Option<Lease<'a, T>> {
         let Some(mut cache) = cache.and_then(|c| c.try_borrow_mut().ok()) else {
             return self.get(handle).map(Lease::Owned);
@@ -368,7 +372,7 @@ impl<T: Send + Sync> Handles<T> {
         let way = Cache::<T>::way(handle);
         let hit = matches!(&cache.entries[way], Some((h, _)) if *h == handle);
         if hit {
-            if !self.is_live(handle) {
+            if !cache.entries[way].as_ref().is_some_and(|(_, v)| alive(v)) {
                 // Destroyed (here or on another thread): let go of it.
                 let stale = cache.entries[way].take();
                 drop(cache);
@@ -688,26 +692,61 @@ mod tests {
         assert!(table.is_live(b));
     }
 
+    /// A value with the `alive` flag [`Handles::lookup`] reads.
+    struct Flagged(String, std::sync::atomic::AtomicBool);
+
+    fn flagged(s: &str) -> Arc<Flagged> {
+        Arc::new(Flagged(
+            s.to_owned(),
+            std::sync::atomic::AtomicBool::new(true),
+        ))
+    }
+
+    fn alive(v: &Flagged) -> bool {
+        v.1.load(Ordering::Acquire)
+    }
+
+    /// Removes `h`, clearing its object's flag as owners do.
+    fn remove(table: &Handles<Flagged>, h: usize) -> Option<u32> {
+        let (index, v) = table.remove(h, |_| true)?;
+        v.1.store(false, Ordering::Release);
+        Some(index)
+    }
+
     #[test]
     fn the_cache_sees_a_destroy_and_keeps_the_object_alive_meanwhile() {
-        let table: Handles<String> = Handles::new(2);
+        let table: Handles<Flagged> = Handles::new(2);
         let cache = RefCell::new(Cache::new());
-        let a = table.insert(Arc::new("a".to_owned())).unwrap();
-        let lease = table.lookup(Some(&cache), a).unwrap();
-        assert_eq!(&*lease, "a");
+        let a = table.insert(flagged("a")).unwrap();
+        let lease = table.lookup(Some(&cache), a, alive).unwrap();
+        assert_eq!(lease.0, "a");
         // A lookup while the cache is borrowed (re-entrant) answers an owned reference.
         assert!(matches!(
-            table.lookup(Some(&cache), a),
+            table.lookup(Some(&cache), a, alive),
             Some(Lease::Owned(_))
         ));
         // Destroyed while leased: the leased object stays valid.
-        let (_, removed) = table.remove(a, |_| true).unwrap();
-        drop(removed);
-        assert_eq!(&*lease, "a");
+        remove(&table, a).unwrap();
+        assert_eq!(lease.0, "a");
         drop(lease);
-        // The next lookup sees the dead slot and evicts.
-        assert!(table.lookup(Some(&cache), a).is_none());
+        // The next lookup sees it destroyed and evicts; so does one after the slot's reuse.
+        assert!(table.lookup(Some(&cache), a, alive).is_none());
         assert!(cache.borrow_mut().drain().next().is_none());
+        let b = table.insert(flagged("b")).unwrap();
+        assert_eq!(
+            table.lookup(Some(&cache), b, alive).map(|v| v.0.clone()),
+            Some("b".into())
+        );
+        remove(&table, b).unwrap();
+        let c = table.insert(flagged("c")).unwrap();
+        assert!(
+            table.lookup(Some(&cache), b, alive).is_none(),
+            "stale handle, reused slot"
+        );
+        assert_eq!(
+            table.lookup(Some(&cache), c, alive).map(|v| v.0.clone()),
+            Some("c".into())
+        );
     }
 
     #[test]
@@ -756,9 +795,9 @@ mod tests {
 
     #[test]
     fn racing_destroys_and_lookups_are_sound() {
-        let table: Arc<Handles<Vec<u8>>> = Arc::new(Handles::new(3));
+        let table: Arc<Handles<Flagged>> = Arc::new(Handles::new(3));
         let handles: Vec<usize> = (0..64)
-            .map(|i| table.insert(Arc::new(vec![i as u8; 64])).unwrap())
+            .map(|i: usize| table.insert(flagged(&i.to_string().repeat(64))).unwrap())
             .collect();
         let handles = Arc::new(handles);
         std::thread::scope(|s| {
@@ -769,13 +808,12 @@ mod tests {
                     let cache = RefCell::new(Cache::new());
                     for round in 0..2000 {
                         let h = handles[(round * 7 + t) % handles.len()];
-                        if let Some(v) = table.lookup(Some(&cache), h) {
-                            assert_eq!(v.len(), 64);
-                            assert!(v.iter().all(|&b| b == v[0]));
+                        if let Some(v) = table.lookup(Some(&cache), h, alive) {
+                            assert!(v.0.len() >= 64, "a live object");
                         }
                         if round % 3 == t % 3 {
-                            if let Some((index, _)) = table.remove(h, |_| true) {
-                                let n = table.insert_at(index, Arc::new(vec![t as u8; 64]));
+                            if let Some(index) = remove(&table, h) {
+                                let n = table.insert_at(index, flagged(&"x".repeat(64)));
                                 assert!(n.is_some());
                             }
                         }

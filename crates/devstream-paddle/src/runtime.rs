@@ -229,6 +229,8 @@ pub struct StreamObj {
     /// it (0: none); `cuda_stream_capture_info`'s id, as CUDA reports the origin's id on every
     /// stream of a capture.
     capture_id: AtomicU64,
+    /// Until `destroy_stream`: what a thread's cache checks (see [`Handles::lookup`]).
+    alive: AtomicBool,
 }
 
 impl StreamObj {
@@ -239,6 +241,7 @@ impl StreamObj {
             handle,
             capturing: AtomicBool::new(false),
             capture_id: AtomicU64::new(0),
+            alive: AtomicBool::new(true),
         }
     }
 
@@ -626,7 +629,9 @@ impl Runtime {
         }
         let obj = self
             .streams
-            .lookup(t.map(|t| &t.streams), handle as usize)
+            .lookup(t.map(|t| &t.streams), handle as usize, |obj| {
+                obj.alive.load(Ordering::Acquire)
+            })
             .ok_or_else(|| refuse(|| format!("unknown stream handle {handle:?}")))?;
         if obj.device != device {
             return Err(refuse(|| {
@@ -671,6 +676,7 @@ impl Runtime {
                     format!("unknown stream handle {handle:?} on device {device}")
                 }));
             };
+            obj.alive.store(false, Ordering::Release);
             self.streams.give_index(index);
             drop((cached, obj));
             drain_orphans();
@@ -679,6 +685,7 @@ impl Runtime {
     }
 
     /// `query_stream`: `Ok(true)` when complete.
+    #[inline]
     pub fn query_stream(&self, device: usize, handle: C_Stream) -> Status<bool> {
         with_thread(|t| {
             let obj = self.stream_in(t, device, handle)?;
@@ -687,6 +694,7 @@ impl Runtime {
     }
 
     /// `synchronize_stream`.
+    #[inline]
     pub fn synchronize_stream(&self, device: usize, handle: C_Stream) -> Status {
         with_thread(|t| {
             let obj = self.stream_in(t, device, handle)?;
@@ -777,6 +785,7 @@ impl Runtime {
     /// and the slot's next handle (on the same device) reuses it, marked [`EventObj::fresh`].
     /// The thread that destroyed it gets the slot back first, without a lock: Paddle's
     /// `wait_stream` creates, records, waits on and destroys an event per call.
+    #[inline]
     pub fn create_event(&self, device: usize) -> Status<usize> {
         let backend = self.backend.index();
         let index = match with_thread(|t| t.and_then(|t| t.take_spare(backend, device))) {
@@ -820,6 +829,7 @@ impl Runtime {
 
     /// `destroy_event`: the slot (and its devstream event) is kept for the thread's next
     /// `create_event` on the device (see [`Runtime::create_event`]).
+    #[inline]
     pub fn destroy_event(&self, handle: usize) -> Status {
         let (index, obj) = self
             .events
@@ -844,6 +854,7 @@ impl Runtime {
     }
 
     /// `record_event`: the event captures the stream's work submitted so far.
+    #[inline]
     pub fn record_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
         with_thread(|t| {
             let obj = self.stream_in(t, device, stream)?;
@@ -865,6 +876,7 @@ impl Runtime {
     }
 
     /// `query_event`: `Ok(true)` when complete (or never recorded).
+    #[inline]
     pub fn query_event(&self, event: usize) -> Status<bool> {
         let event = self.event_in(event)?;
         if event.fresh.load(Ordering::Acquire) {
@@ -874,6 +886,7 @@ impl Runtime {
     }
 
     /// `synchronize_event`.
+    #[inline]
     pub fn synchronize_event(&self, event: usize) -> Status {
         let event = self.event_in(event)?;
         if event.fresh.load(Ordering::Acquire) {
@@ -883,6 +896,7 @@ impl Runtime {
     }
 
     /// `stream_wait_event`: the stream's later work waits for what the event captured.
+    #[inline]
     pub fn stream_wait_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
         with_thread(|t| {
             let obj = self.stream_in(t, device, stream)?;
