@@ -135,27 +135,82 @@ fn encode(tag: usize, index: usize, state: u64) -> usize {
     tag | (((state >> 2) as usize) << GEN_SHIFT) | (index << INDEX_SHIFT)
 }
 
-/// What a table needs only when it grows or takes and gives back slots.
-struct Cold<S> {
-    /// Chunk `c` (`c >= 1`): slots `c * CHUNK..`, made when first needed.
-    chunks: Box<[OnceLock<Box<[S]>>]>,
+/// How many of these slot states are live.
+fn live<'a>(states: impl Iterator<Item = &'a AtomicU64>) -> usize {
+    states
+        .filter(|state| state.load(Ordering::Acquire) & LIVE != 0)
+        .count()
 }
 
-impl<S> Cold<S> {
-    fn new() -> Cold<S> {
-        Cold {
-            chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
+/// The slots of a table and its free list `F`: two words (`repr(C)`), the first chunk's
+/// address first, so a lookup reads one word of the table for its slot.
+#[repr(C)]
+struct Slots<S, F> {
+    /// Slots `0..CHUNK`, made with the table: one indirection to the slot of a handle.
+    first: Box<[S; CHUNK]>,
+    /// Chunk `c` (`c >= 1`: slots `c * CHUNK..`, made when first needed) and the free list:
+    /// what only a table that grows, or takes and gives back slots, reads.
+    cold: Box<(Chunks<S>, Mutex<F>)>,
+}
+
+/// Chunks `1..CHUNKS` of a table's slots (index 0 unused: that is [`Slots::first`]).
+type Chunks<S> = Box<[OnceLock<Box<[S]>>]>;
+
+impl<S, F> Slots<S, F> {
+    fn new(make: impl Fn() -> S, free: F) -> Slots<S, F> {
+        let first: Box<[S]> = (0..CHUNK).map(|_| make()).collect();
+        let first = match first.try_into() {
+            Ok(chunk) => chunk,
+            // `CHUNK` slots were made just above.
+            Err(_) => unreachable!("Slots::new: the chunk has CHUNK slots"),
+        };
+        Slots {
+            first,
+            cold: Box::new((
+                (0..CHUNKS).map(|_| OnceLock::new()).collect(),
+                Mutex::new(free),
+            )),
         }
     }
-}
 
-/// `CHUNK` slots made by `make`, as a fixed-size chunk.
-fn first_chunk<S>(make: impl FnMut(usize) -> S) -> Box<[S; CHUNK]> {
-    let slots: Box<[S]> = (0..CHUNK).map(make).collect();
-    match slots.try_into() {
-        Ok(chunk) => chunk,
-        // `CHUNK` slots were made just above.
-        Err(_) => unreachable!("first_chunk: the chunk has CHUNK slots"),
+    /// The slot at `index`, if its chunk exists.
+    #[inline(always)]
+    fn get(&self, index: usize) -> Option<&S> {
+        if index < CHUNK {
+            return self.first.get(index);
+        }
+        let chunk = self.cold.0.get(index >> CHUNK_BITS)?.get()?;
+        chunk.get(index & (CHUNK - 1))
+    }
+
+    /// The slot at `index`, making its chunk (with `make`) if needed.
+    fn get_or_create(&self, index: usize, make: impl Fn() -> S) -> Option<&S> {
+        if index < CHUNK {
+            return self.first.get(index);
+        }
+        let chunk = self
+            .cold
+            .0
+            .get(index >> CHUNK_BITS)?
+            .get_or_init(|| (0..CHUNK).map(|_| make()).collect());
+        chunk.get(index & (CHUNK - 1))
+    }
+
+    /// Every slot made so far.
+    fn iter(&self) -> impl Iterator<Item = &S> {
+        self.first.iter().chain(
+            self.cold
+                .0
+                .iter()
+                .skip(1)
+                .filter_map(OnceLock::get)
+                .flat_map(|chunk| chunk.iter()),
+        )
+    }
+
+    /// The free list, locked.
+    fn free(&self) -> std::sync::MutexGuard<'_, F> {
+        crate::runtime::lock(&self.cold.1)
     }
 }
 
@@ -166,9 +221,7 @@ fn first_chunk<S>(make: impl FnMut(usize) -> S) -> Box<[S; CHUNK]> {
 pub struct Handles<T> {
     /// `tag << TAG_SHIFT`.
     tag: usize,
-    /// Slots `0..CHUNK`, made with the table: one indirection to the slot of a handle.
-    first: Box<[Slot<T>; CHUNK]>,
-    cold: Box<(Cold<Slot<T>>, Mutex<FreeList>)>,
+    slots: Slots<Slot<T>, FreeList>,
 }
 
 /// A decoded handle: the slot index and the state a live slot of that generation has.
@@ -183,14 +236,13 @@ impl<T: Send + Sync> Handles<T> {
     pub fn new(tag: usize) -> Handles<T> {
         Handles {
             tag: (tag & 0xf) << TAG_SHIFT,
-            first: first_chunk(|_| Slot::new()),
-            cold: Box::new((
-                Cold::new(),
-                Mutex::new(FreeList {
+            slots: Slots::new(
+                Slot::new,
+                FreeList {
                     indices: Vec::new(),
                     fresh: 0,
-                }),
-            )),
+                },
+            ),
         }
     }
 
@@ -203,45 +255,14 @@ impl<T: Send + Sync> Handles<T> {
         encode(self.tag, index, state)
     }
 
-    /// The slot at `index`, if its chunk exists.
     #[inline(always)]
     fn slot(&self, index: usize) -> Option<&Slot<T>> {
-        if index < CHUNK {
-            return self.first.get(index);
-        }
-        let chunk = self.cold.0.chunks.get(index >> CHUNK_BITS)?.get()?;
-        chunk.get(index & (CHUNK - 1))
-    }
-
-    fn slot_or_create(&self, index: usize) -> Option<&Slot<T>> {
-        if index < CHUNK {
-            return self.first.get(index);
-        }
-        let chunk = self
-            .cold
-            .0
-            .chunks
-            .get(index >> CHUNK_BITS)?
-            .get_or_init(|| (0..CHUNK).map(|_| Slot::new()).collect());
-        chunk.get(index & (CHUNK - 1))
-    }
-
-    /// Every slot made so far.
-    fn slots(&self) -> impl Iterator<Item = &Slot<T>> {
-        self.first.iter().chain(
-            self.cold
-                .0
-                .chunks
-                .iter()
-                .skip(1)
-                .filter_map(OnceLock::get)
-                .flat_map(|chunk| chunk.iter()),
-        )
+        self.slots.get(index)
     }
 
     /// A free slot index (`None`: the table is full).
     pub fn take_index(&self) -> Option<u32> {
-        let mut free = crate::runtime::lock(&self.cold.1);
+        let mut free = self.slots.free();
         if let Some(index) = free.indices.pop() {
             return Some(index);
         }
@@ -254,7 +275,7 @@ impl<T: Send + Sync> Handles<T> {
 
     /// Gives back a slot index from [`Handles::take_index`] or [`Handles::remove`].
     pub fn give_index(&self, index: u32) {
-        crate::runtime::lock(&self.cold.1).indices.push(index);
+        self.slots.free().indices.push(index);
     }
 
     /// Puts `value` in the (dead) slot `index` and answers its new handle.
@@ -266,7 +287,7 @@ impl<T: Send + Sync> Handles<T> {
     /// under the slot's lock: keep it short.
     pub fn insert_with(&self, index: u32, make: impl FnOnce(usize) -> Arc<T>) -> Option<usize> {
         let index = index as usize;
-        let slot = self.slot_or_create(index)?;
+        let slot = self.slots.get_or_create(index, Slot::new)?;
         let (handle, old) = slot.with_locked(|state, slot_value| {
             let generation = ((state >> 2) + 1) & GEN_MASK;
             let next = (generation << 2) | LIVE;
@@ -328,15 +349,13 @@ impl<T: Send + Sync> Handles<T> {
 
     /// The number of live objects (scans the table: for leak checks).
     pub fn live(&self) -> usize {
-        self.slots()
-            .filter(|slot| slot.state.load(Ordering::Acquire) & LIVE != 0)
-            .count()
+        live(self.slots.iter().map(|slot| &slot.state))
     }
 
     /// Every live object (scans the table).
     pub fn values(&self) -> Vec<Arc<T>> {
         let mut out = Vec::new();
-        for slot in self.slots() {
+        for slot in self.slots.iter() {
             if slot.state.load(Ordering::Relaxed) & LIVE == 0 {
                 continue;
             }
@@ -419,9 +438,7 @@ struct KeyedFree {
 #[repr(C)]
 pub struct Stable<T> {
     tag: usize,
-    /// Slots `0..CHUNK`, made with the table.
-    first: Box<[StableSlot<T>; CHUNK]>,
-    cold: Box<(Cold<StableSlot<T>>, Mutex<KeyedFree>)>,
+    slots: Slots<StableSlot<T>, KeyedFree>,
 }
 
 impl<T: Send + Sync> Stable<T> {
@@ -429,14 +446,13 @@ impl<T: Send + Sync> Stable<T> {
     pub fn new(tag: usize) -> Stable<T> {
         Stable {
             tag: (tag & 0xf) << TAG_SHIFT,
-            first: first_chunk(|_| StableSlot::new()),
-            cold: Box::new((
-                Cold::new(),
-                Mutex::new(KeyedFree {
+            slots: Slots::new(
+                StableSlot::new,
+                KeyedFree {
                     by_key: Vec::new(),
                     fresh: 0,
-                }),
-            )),
+                },
+            ),
         }
     }
 
@@ -447,24 +463,7 @@ impl<T: Send + Sync> Stable<T> {
 
     #[inline(always)]
     fn slot(&self, index: usize) -> Option<&StableSlot<T>> {
-        if index < CHUNK {
-            return self.first.get(index);
-        }
-        let chunk = self.cold.0.chunks.get(index >> CHUNK_BITS)?.get()?;
-        chunk.get(index & (CHUNK - 1))
-    }
-
-    fn slot_or_create(&self, index: usize) -> Option<&StableSlot<T>> {
-        if index < CHUNK {
-            return self.first.get(index);
-        }
-        let chunk = self
-            .cold
-            .0
-            .chunks
-            .get(index >> CHUNK_BITS)?
-            .get_or_init(|| (0..CHUNK).map(|_| StableSlot::new()).collect());
-        chunk.get(index & (CHUNK - 1))
+        self.slots.get(index)
     }
 
     /// The object `handle` names, if it is live: one load and a compare.
@@ -481,7 +480,7 @@ impl<T: Send + Sync> Stable<T> {
     /// A free slot index whose object (if it has one) was made with `key` (`None`: the table is
     /// full).
     pub fn take_index(&self, key: usize) -> Option<u32> {
-        let mut free = crate::runtime::lock(&self.cold.1);
+        let mut free = self.slots.free();
         if let Some(index) = free.by_key.get_mut(key).and_then(Vec::pop) {
             return Some(index);
         }
@@ -495,7 +494,7 @@ impl<T: Send + Sync> Stable<T> {
     /// Gives back a slot index from [`Stable::take_index`] or [`Stable::remove`] (`key`: its
     /// object's key).
     pub fn give_index(&self, key: usize, index: u32) {
-        let mut free = crate::runtime::lock(&self.cold.1);
+        let mut free = self.slots.free();
         if free.by_key.len() <= key {
             free.by_key.resize_with(key + 1, Vec::new);
         }
@@ -512,7 +511,7 @@ impl<T: Send + Sync> Stable<T> {
         reuse: impl FnOnce(&T),
     ) -> Result<Option<usize>, E> {
         let index = index as usize;
-        let Some(slot) = self.slot_or_create(index) else {
+        let Some(slot) = self.slots.get_or_create(index, StableSlot::new) else {
             return Ok(None);
         };
         match slot.value.get() {
@@ -552,19 +551,7 @@ impl<T: Send + Sync> Stable<T> {
 
     /// The number of live objects (scans the table: for leak checks).
     pub fn live(&self) -> usize {
-        self.first
-            .iter()
-            .chain(
-                self.cold
-                    .0
-                    .chunks
-                    .iter()
-                    .skip(1)
-                    .filter_map(OnceLock::get)
-                    .flat_map(|chunk| chunk.iter()),
-            )
-            .filter(|slot| slot.state.load(Ordering::Acquire) & LIVE != 0)
-            .count()
+        live(self.slots.iter().map(|slot| &slot.state))
     }
 }
 
