@@ -553,6 +553,24 @@ impl<T: Send + Sync> Stable<T> {
     pub fn live(&self) -> usize {
         live(self.slots.iter().map(|slot| &slot.state))
     }
+
+    /// Every live object (scans the table).
+    pub fn live_values(&self) -> Vec<&T> {
+        self.slots
+            .iter()
+            .filter(|slot| slot.state.load(Ordering::Acquire) & LIVE != 0)
+            .filter_map(|slot| slot.value.get())
+            .collect()
+    }
+
+    /// The object kept by the dead slot `index` (from [`Stable::take_index`]), if it has one.
+    pub fn dead(&self, index: u32) -> Option<&T> {
+        let slot = self.slot(index as usize)?;
+        if slot.state.load(Ordering::Acquire) & LIVE != 0 {
+            return None;
+        }
+        slot.value.get()
+    }
 }
 
 impl<T> StableSlot<T> {

@@ -32,7 +32,7 @@
 //! the launching stream), and that stream's `synchronize_stream` answers `C_ERROR`.
 
 use crate::addr::AddressSpace;
-use crate::handles::{Cache, Handles, Lease, Stable};
+use crate::handles::Stable;
 use crate::select::Backend;
 use crate::sys::{C_Device_st, C_Status, C_Stream, C_ERROR, C_FAILED, C_INTERNAL_ERROR};
 use devstream::{CaptureMode, DeviceBuffer, Event, EventFlags, Graph, HostBuffer, Place, Stream};
@@ -132,12 +132,8 @@ struct Spare {
 /// The most destroyed events a thread keeps for reuse.
 const SPARES: usize = 32;
 
-/// What a thread keeps between calls: its most recently used streams (see
-/// [`crate::handles`]) and the event slots it destroyed last. The stream cache fills one cache
-/// line.
-#[repr(C, align(64))]
+/// What a thread keeps between calls: the event slots it destroyed last.
 pub(crate) struct ThreadState {
-    streams: RefCell<Cache<StreamObj>>,
     spares: RefCell<Vec<Spare>>,
 }
 
@@ -152,26 +148,8 @@ impl ThreadState {
     }
 }
 
-/// Objects let go of by exiting threads, dropped by a later call: a thread-local destructor
-/// does not drop devstream objects itself (their drop may need thread-locals already gone).
-enum Orphan {
-    Stream(#[allow(dead_code)] Arc<StreamObj>),
-}
-
-static ORPHANS: Mutex<Vec<Orphan>> = Mutex::new(Vec::new());
-static ORPHANS_PENDING: AtomicBool = AtomicBool::new(false);
-
-/// Drops what exited threads let go of (a load when there is nothing).
-fn drain_orphans() {
-    if ORPHANS_PENDING.swap(false, Ordering::AcqRel) {
-        let orphans = std::mem::take(&mut *lock(&ORPHANS));
-        drop(orphans);
-    }
-}
-
 impl Drop for ThreadState {
     fn drop(&mut self) {
-        let orphans: Vec<Orphan> = self.streams.get_mut().drain().map(Orphan::Stream).collect();
         for spare in self.spares.get_mut().drain(..) {
             if let Some(rt) = crate::table::RUNTIMES
                 .get(spare.backend)
@@ -180,17 +158,12 @@ impl Drop for ThreadState {
                 rt.events.give_index(spare.device, spare.index);
             }
         }
-        if !orphans.is_empty() {
-            lock(&ORPHANS).extend(orphans);
-            ORPHANS_PENDING.store(true, Ordering::Release);
-        }
     }
 }
 
 thread_local! {
     static THREAD: ThreadState = const {
         ThreadState {
-            streams: RefCell::new(Cache::new()),
             spares: RefCell::new(Vec::new()),
         }
     };
@@ -221,16 +194,15 @@ pub struct StreamObj {
     pub device: usize,
     /// The devstream stream.
     pub stream: Stream,
-    /// The handle Paddle knows it by (0 for a null stream).
-    pub handle: usize,
+    /// The handle Paddle knows it by (0 for a null stream); a slot's stream gets a new handle
+    /// each time the slot is reused.
+    pub handle: AtomicUsize,
     /// Whether a capture begun through the table on this stream is open.
     capturing: AtomicBool,
     /// The capture this stream is in, begun here or joined by waiting on an event recorded in
     /// it (0: none); `cuda_stream_capture_info`'s id, as CUDA reports the origin's id on every
     /// stream of a capture.
     capture_id: AtomicU64,
-    /// Until `destroy_stream`: what a thread's cache checks (see [`Handles::lookup`]).
-    alive: AtomicBool,
 }
 
 impl StreamObj {
@@ -238,10 +210,9 @@ impl StreamObj {
         StreamObj {
             device,
             stream,
-            handle,
+            handle: AtomicUsize::new(handle),
             capturing: AtomicBool::new(false),
             capture_id: AtomicU64::new(0),
-            alive: AtomicBool::new(true),
         }
     }
 
@@ -268,6 +239,34 @@ impl StreamObj {
                 }
             })
             .check(what)
+    }
+}
+
+/// Whether a destroyed stream's devstream stream can serve a new handle.
+enum Reuse {
+    /// Idle, not capturing, no unreported failure: as good as a new stream.
+    Yes,
+    /// Work is still queued: maybe later.
+    NotYet,
+    /// Capturing, or it failed: never (its slot is retired).
+    Never,
+}
+
+/// Asks a destroyed stream whether it can be reused (never `query` during a capture, which
+/// would invalidate it).
+fn reusable(obj: &StreamObj) -> Reuse {
+    if obj.capturing.load(Ordering::SeqCst) || !matches!(obj.stream.is_capturing(), Ok(false)) {
+        return Reuse::Never;
+    }
+    match obj.stream.query() {
+        Ok(true) => {}
+        Ok(false) => return Reuse::NotYet,
+        Err(_) => return Reuse::Never,
+    }
+    // Idle: this returns at once, with the first failure its work raised, if any.
+    match obj.stream.synchronize() {
+        Ok(()) => Reuse::Yes,
+        Err(_) => Reuse::Never,
     }
 }
 
@@ -369,7 +368,9 @@ enum Target {
 /// line they read costs a cache miss per call.
 #[repr(C, align(64))]
 pub struct Runtime {
-    streams: Handles<StreamObj>,
+    /// Never freed: a destroyed stream's slot keeps its devstream stream, reused by the
+    /// slot's next handle when it is idle and sound (see [`Runtime::create_stream`]).
+    streams: Stable<StreamObj>,
     /// Never freed: a destroyed event's slot keeps its devstream event for the slot's next
     /// handle (see [`Stable`]).
     events: Stable<EventObj>,
@@ -519,7 +520,7 @@ impl Runtime {
             backend,
             null_streams: places.iter().map(|_| OnceLock::new()).collect(),
             places,
-            streams: Handles::new(backend.index() + 1),
+            streams: Stable::new(backend.index() + 1),
             events: Stable::new(backend.index() + 1),
             next_handle: AtomicUsize::new(1),
             memory: Mutex::new(memory),
@@ -538,7 +539,7 @@ impl Runtime {
     /// A fresh graph handle value: never 0, never reused, a multiple of 16, and tagged with
     /// the backend in bits 48.. so that a handle of one device type given to another type's
     /// table (each type is a copy of this library with its own counters) is unknown there,
-    /// never another object. (Streams and events have [`Handles`].)
+    /// never another object. (Streams and events have [`Stable`] tables.)
     fn handle(&self) -> usize {
         let n = self.next_handle.fetch_add(1, Ordering::Relaxed) & ((1 << 44) - 1);
         ((self.backend.index() + 1) << 48) | (n << 4)
@@ -596,10 +597,12 @@ impl Runtime {
         Ok(slot.get_or_init(|| Arc::new(StreamObj::new(device, stream, 0))))
     }
 
-    /// The stream behind a handle on `device` (null: the device's null stream).
-    pub fn stream(&self, device: usize, handle: C_Stream) -> Status<Arc<StreamObj>> {
+    /// The stream behind a handle on `device` (null: the device's null stream): one load and
+    /// a compare (see [`Stable`]).
+    #[inline(always)]
+    pub fn stream(&self, device: usize, handle: C_Stream) -> Status<&StreamObj> {
         if handle.is_null() {
-            return self.null_stream(device);
+            return self.null_stream_ref(device).map(|obj| &**obj);
         }
         let obj = self
             .streams
@@ -613,105 +616,98 @@ impl Runtime {
         Ok(obj)
     }
 
-    /// [`Runtime::stream`] through the calling thread's cache (`t`): the hot path of the
-    /// stream and event functions.
-    #[inline(always)]
-    fn stream_in<'a>(
-        &'a self,
-        t: Option<&'a ThreadState>,
-        device: usize,
-        handle: C_Stream,
-    ) -> Status<Lease<'a, StreamObj>> {
-        if handle.is_null() {
-            return self
-                .null_stream_ref(device)
-                .map(|obj| Lease::Borrowed(&**obj));
-        }
-        let obj = self
-            .streams
-            .lookup(t.map(|t| &t.streams), handle as usize, |obj| {
-                obj.alive.load(Ordering::Acquire)
-            })
-            .ok_or_else(|| refuse(|| format!("unknown stream handle {handle:?}")))?;
-        if obj.device != device {
-            return Err(refuse(|| {
-                format!("stream {handle:?} belongs to device {}", obj.device)
-            }));
-        }
-        Ok(obj)
-    }
-
     /// `create_stream`: a new non-blocking stream of normal priority.
+    ///
+    /// Streams live in a [`Stable`] table: a destroyed stream's slot keeps its devstream stream
+    /// (queued work still runs), and the slot's next handle on that device reuses it once it is
+    /// idle, not capturing and has no unreported failure: then it behaves as a new stream (its
+    /// earlier work is done, so nothing new waits for it). A slot whose stream is still busy
+    /// is skipped for now; one whose stream failed or is capturing is never reused.
     pub fn create_stream(&self, device: usize) -> Status<usize> {
-        drain_orphans();
-        let stream = Stream::new(&self.places[device]).check("create_stream")?;
-        let index = self.streams.take_index().ok_or_else(|| {
-            refuse(|| format!("more than {} live streams", crate::handles::CAPACITY))
-        })?;
-        self.streams
-            .insert_with(index, |handle| {
-                Arc::new(StreamObj::new(device, stream, handle))
-            })
-            .ok_or_else(|| refuse(|| "the stream table is full".into()))
+        let mut busy = Vec::new();
+        let result = loop {
+            let Some(index) = self.streams.take_index(device) else {
+                break Err(refuse(|| {
+                    format!("more than {} live streams", crate::handles::CAPACITY)
+                }));
+            };
+            if let Some(old) = self.streams.dead(index) {
+                match reusable(old) {
+                    Reuse::Yes => {}
+                    Reuse::NotYet => {
+                        busy.push(index);
+                        continue;
+                    }
+                    // Retired: the index is not given back.
+                    Reuse::Never => continue,
+                }
+            }
+            let made = self.streams.insert_at(
+                index,
+                || Stream::new(&self.places[device]).map(|s| StreamObj::new(device, s, 0)),
+                |obj| {
+                    obj.capturing.store(false, Ordering::SeqCst);
+                    obj.capture_id.store(0, Ordering::SeqCst);
+                },
+            );
+            break match made {
+                Ok(Some(handle)) => {
+                    if let Some(obj) = self.streams.get(handle) {
+                        obj.handle.store(handle, Ordering::Release);
+                    }
+                    Ok(handle)
+                }
+                Ok(None) => Err(refuse(|| "the stream table is full".into())),
+                Err(error) => {
+                    self.streams.give_index(device, index);
+                    Err(fail("create_stream", error))
+                }
+            };
+        };
+        for index in busy {
+            self.streams.give_index(device, index);
+        }
+        result
     }
 
     /// `destroy_stream`: forgets the handle; queued work still runs (devstream never blocks
-    /// on drop).
+    /// on drop, and the slot keeps the stream).
     pub fn destroy_stream(&self, device: usize, handle: C_Stream) -> Status {
-        with_thread(|t| {
-            let cached = t
-                .and_then(|t| t.streams.try_borrow_mut().ok())
-                .and_then(|mut c| c.evict(handle as usize));
-            let removed = self
-                .streams
-                .remove(handle as usize, |obj| obj.device == device);
-            let Some((index, obj)) = removed else {
-                // Not this device's: the cache entry stays valid.
-                if let (Some(t), Some(cached)) = (t, cached) {
-                    if let Ok(mut c) = t.streams.try_borrow_mut() {
-                        c.put(handle as usize, cached);
-                    }
-                }
-                return Err(refuse(|| {
-                    format!("unknown stream handle {handle:?} on device {device}")
-                }));
-            };
-            obj.alive.store(false, Ordering::Release);
-            self.streams.give_index(index);
-            drop((cached, obj));
-            drain_orphans();
-            Ok(())
-        })
+        let (index, _) = self
+            .streams
+            .remove(handle as usize, |obj| obj.device == device)
+            .ok_or_else(|| {
+                refuse(|| format!("unknown stream handle {handle:?} on device {device}"))
+            })?;
+        self.streams.give_index(device, index);
+        Ok(())
     }
 
     /// `query_stream`: `Ok(true)` when complete.
     #[inline]
     pub fn query_stream(&self, device: usize, handle: C_Stream) -> Status<bool> {
-        with_thread(|t| {
-            let obj = self.stream_in(t, device, handle)?;
-            obj.stream.query().check("query_stream")
-        })
+        let obj = self.stream(device, handle)?;
+        obj.stream.query().check("query_stream")
     }
 
     /// `synchronize_stream`.
     #[inline]
     pub fn synchronize_stream(&self, device: usize, handle: C_Stream) -> Status {
-        with_thread(|t| {
-            let obj = self.stream_in(t, device, handle)?;
-            obj.stream.synchronize().check("synchronize_stream")
-        })
+        let obj = self.stream(device, handle)?;
+        obj.stream.synchronize().check("synchronize_stream")
     }
 
     /// `synchronize_device`: every stream of the device, then its null stream.
     pub fn synchronize_device(&self, device: usize) -> Status {
-        let streams: Vec<Arc<StreamObj>> = self
+        let streams: Vec<&StreamObj> = self
             .streams
-            .values()
+            .live_values()
             .into_iter()
             .filter(|s| s.device == device)
             .collect();
         let mut result = Ok(());
-        for obj in streams.iter().chain(self.null_streams[device].get()) {
+        let null = self.null_streams[device].get().map(|obj| &**obj);
+        for obj in streams.into_iter().chain(null) {
             let r = obj.stream.synchronize().check("synchronize_device");
             result = result.and(r);
         }
@@ -856,8 +852,8 @@ impl Runtime {
     /// `record_event`: the event captures the stream's work submitted so far.
     #[inline]
     pub fn record_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
-        with_thread(|t| {
-            let obj = self.stream_in(t, device, stream)?;
+        {
+            let obj = self.stream(device, stream)?;
             let event = self.event_in(event)?;
             event.event.record(&obj.stream).check("record_event")?;
             let capture = if obj.in_capture() {
@@ -872,7 +868,7 @@ impl Runtime {
                 event.fresh.store(false, Ordering::Release);
             }
             Ok(())
-        })
+        }
     }
 
     /// `query_event`: `Ok(true)` when complete (or never recorded).
@@ -898,8 +894,8 @@ impl Runtime {
     /// `stream_wait_event`: the stream's later work waits for what the event captured.
     #[inline]
     pub fn stream_wait_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
-        with_thread(|t| {
-            let obj = self.stream_in(t, device, stream)?;
+        {
+            let obj = self.stream(device, stream)?;
             let event = self.event_in(event)?;
             if event.fresh.load(Ordering::Acquire) {
                 // Never recorded since it was handed out: nothing to wait for.
@@ -914,7 +910,7 @@ impl Runtime {
                 obj.capture_id.store(capture, Ordering::SeqCst);
             }
             Ok(())
-        })
+        }
     }
 
     /// `device_memory_allocate`: `size` bytes and their address. On the CPU backend the memory
@@ -1234,9 +1230,9 @@ impl Runtime {
                     let _ = take_failure();
                     self.stream(dst_device, handle)
                 })?,
-                None => self.null_stream(src_device)?,
+                None => &**self.null_stream_ref(src_device)?,
             };
-            return self.copy_between(&obj, stream.is_none(), dst, src, size, "memory_copy_p2p");
+            return self.copy_between(obj, stream.is_none(), dst, src, size, "memory_copy_p2p");
         };
         let src_null = self.null_stream(src_device)?;
         let dst_null = self.null_stream(dst_device)?;
@@ -1282,14 +1278,10 @@ impl Runtime {
     }
 
     /// The stream a copy runs on, and whether it is synchronous (no stream given).
-    fn copy_stream(
-        &self,
-        device: usize,
-        stream: Option<C_Stream>,
-    ) -> Status<(Arc<StreamObj>, bool)> {
+    fn copy_stream(&self, device: usize, stream: Option<C_Stream>) -> Status<(&StreamObj, bool)> {
         match stream {
             Some(handle) => Ok((self.stream(device, handle)?, false)),
-            None => Ok((self.null_stream(device)?, true)),
+            None => Ok((&**self.null_stream_ref(device)?, true)),
         }
     }
 
@@ -1470,19 +1462,19 @@ impl Runtime {
         }
         let mut last = lock(&graph.last_launch);
         if let Some((previous, end)) = &*last {
-            if *previous != obj.handle {
+            if *previous != obj.handle.load(Ordering::Acquire) {
                 obj.stream
                     .wait_event(end)
                     .check("cuda_graph_launch (waiting for the previous launch)")?;
             }
         }
-        lock(&graph.order.launches).push_back(obj.handle);
+        lock(&graph.order.launches).push_back(obj.handle.load(Ordering::Acquire));
         if let Err(error) = graph.graph.launch(&obj.stream) {
             lock(&graph.order.launches).pop_back();
             return Err(fail("cuda_graph_launch", error));
         }
         match obj.stream.record_event() {
-            Ok(end) => *last = Some((obj.handle, end)),
+            Ok(end) => *last = Some((obj.handle.load(Ordering::Acquire), end)),
             Err(error) => {
                 // The launch is queued: answer success. The next launch cannot be ordered
                 // behind it, so a callback of either may be told the other's stream.

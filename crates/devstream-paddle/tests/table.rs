@@ -576,6 +576,64 @@ fn streams_and_events_destroyed_while_other_threads_use_them() {
     assert_eq!(live()[..2], before[..2], "streams, events");
 }
 
+/// A callback that reports a failure.
+unsafe extern "C" fn fail_it(_: C_Device, _: C_Stream, _: *mut c_void, status: *mut C_Status) {
+    // SAFETY: the plug-in passes a writable status.
+    unsafe { status.write(C_ERROR) };
+}
+
+#[test]
+fn a_destroyed_stream_is_reused_only_idle_and_sound() {
+    let _serial = serial();
+    let index = |h: C_Stream| ((h as usize) >> 4) & ((1 << 20) - 1);
+    let mut d = dev();
+    // Idle when destroyed: the next stream takes its slot and is as good as new.
+    let idle = stream();
+    assert_eq!(sync(idle), C_SUCCESS);
+    destroy(idle);
+    let again = stream();
+    assert_eq!(index(again), index(idle));
+    assert_ne!(again, idle);
+    assert_eq!(call!(query_stream(&mut d, idle)), C_ERROR, "the old handle");
+    assert_eq!(call!(query_stream(&mut d, again)), C_SUCCESS);
+    destroy(again);
+    // Busy when destroyed: its work runs on, and a new stream does not wait for it.
+    let busy = stream();
+    let release = hold(busy);
+    destroy(busy);
+    let fresh = stream();
+    assert_ne!(index(fresh), index(busy));
+    assert_eq!(call!(query_stream(&mut d, fresh)), C_SUCCESS);
+    assert_eq!(sync(fresh), C_SUCCESS);
+    release.send(()).unwrap();
+    // Failed and destroyed before anyone synchronised it: never handed out again.
+    let failed = stream();
+    assert_eq!(
+        call!(stream_add_callback(
+            &mut d,
+            failed,
+            Some(fail_it),
+            null_mut()
+        )),
+        C_SUCCESS
+    );
+    while call!(query_stream(&mut d, failed)) != C_SUCCESS {
+        std::thread::yield_now();
+    }
+    destroy(failed);
+    let mut later = Vec::new();
+    for _ in 0..4 {
+        let s = stream();
+        assert_ne!(index(s), index(failed), "a failed stream's slot is retired");
+        assert_eq!(sync(s), C_SUCCESS, "no failure inherited");
+        later.push(s);
+    }
+    for s in later {
+        destroy(s);
+    }
+    destroy(fresh);
+}
+
 #[test]
 fn nothing_leaks() {
     let _serial = serial();
