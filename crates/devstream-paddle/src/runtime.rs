@@ -2,9 +2,8 @@
 //! Paddle holds, and every operation of the table in safe Rust.
 //!
 //! Handles given to Paddle are integers, never dereferenced, so a stale or foreign handle is
-//! `C_ERROR`: streams and events are slots of generation-checked tables ([`crate::handles`]:
-//! a thread's cache makes a stream lookup one load; an event's slot keeps its devstream event,
-//! so an event lookup is one load), graphs are keys of a map.
+//! `C_ERROR`: streams and events are slots of generation-checked tables whose objects are never
+//! freed ([`crate::handles`]: a lookup is one load), graphs are keys of a map.
 //!
 //! **Device memory.** Every allocation is recorded in an ordered map ([`AddressSpace`]), and
 //! every address Paddle passes back (`base + offset`, as its allocator carves chunks) must lie
@@ -1072,7 +1071,7 @@ impl Runtime {
         let (buffer, offset) = match target {
             Target::Host(block, addr) => {
                 let src = Raw(src);
-                return self.host_op(&obj, sync, "memory_copy_h2d", move || {
+                return self.host_op(obj, sync, "memory_copy_h2d", move || {
                     let _alive = &block;
                     // SAFETY: Paddle keeps `size` readable bytes at `src` until the stream's
                     // work is complete; the destination lies inside `block`, kept alive here.
@@ -1082,14 +1081,14 @@ impl Runtime {
             Target::Buffer(buffer, offset) => (buffer, offset),
         };
         // An idle stream has nothing queued that could still write the source.
-        if sync || (self.may_query(&obj) && obj.stream.query().check("async_memory_copy_h2d")?) {
+        if sync || (self.may_query(obj) && obj.stream.query().check("async_memory_copy_h2d")?) {
             // SAFETY: Paddle passes `size` readable bytes at `src` (non-null, checked).
             let bytes = unsafe { std::slice::from_raw_parts(src as *const u8, size) };
             obj.stream
                 .copy_from_host(&buffer, offset, bytes)
                 .check("memory_copy_h2d")?;
         } else {
-            let staging = Arc::new(self.staging(&obj, size, "async_memory_copy_h2d")?);
+            let staging = Arc::new(self.staging(obj, size, "async_memory_copy_h2d")?);
             let target = staging.clone();
             let src = Raw(src);
             obj.host_func("async_memory_copy_h2d", move || {
@@ -1102,7 +1101,7 @@ impl Runtime {
                 .copy_host_to_device(&buffer, offset, &staging, 0, size)
                 .check("async_memory_copy_h2d")?;
         }
-        self.finish(&obj, sync, "memory_copy_h2d")
+        self.finish(obj, sync, "memory_copy_h2d")
     }
 
     /// Device→host: synchronous on the null stream when `stream` is `None`.
@@ -1125,7 +1124,7 @@ impl Runtime {
         let (buffer, offset) = match target {
             Target::Host(block, addr) => {
                 let dst = Raw(dst);
-                return self.host_op(&obj, sync, "memory_copy_d2h", move || {
+                return self.host_op(obj, sync, "memory_copy_d2h", move || {
                     let _alive = &block;
                     // SAFETY: the source lies inside `block`, kept alive here; Paddle keeps
                     // `size` writable bytes at `dst` until the stream's work is complete.
@@ -1134,7 +1133,7 @@ impl Runtime {
             }
             Target::Buffer(buffer, offset) => (buffer, offset),
         };
-        let staging = self.staging(&obj, size, "memory_copy_d2h")?;
+        let staging = self.staging(obj, size, "memory_copy_d2h")?;
         obj.stream
             .copy_device_to_host(&staging, 0, &buffer, offset, size)
             .check("memory_copy_d2h")?;
@@ -1168,7 +1167,7 @@ impl Runtime {
         let dst = self.translate(device, dst, size)?;
         let src = self.translate(device, src, size)?;
         let (obj, sync) = self.copy_stream(device, stream)?;
-        self.copy_between(&obj, sync, dst, src, size, "memory_copy_d2d")
+        self.copy_between(obj, sync, dst, src, size, "memory_copy_d2d")
     }
 
     /// Copies `size` bytes from `src` to `dst` (of one backend) on `obj`'s stream.
@@ -1253,7 +1252,7 @@ impl Runtime {
             let _ = take_failure();
         }
         if let Ok(obj) = on_source {
-            let staging = self.staging(&obj, size, "async_memory_copy_p2p")?;
+            let staging = self.staging(obj, size, "async_memory_copy_p2p")?;
             obj.stream
                 .copy_device_to_host(&staging, 0, &src_buffer, src_offset, size)
                 .check("async_memory_copy_p2p")?;
@@ -1266,7 +1265,7 @@ impl Runtime {
             });
         }
         let obj = self.stream(dst_device, handle)?;
-        let staging = Arc::new(self.staging(&obj, size, "async_memory_copy_p2p")?);
+        let staging = Arc::new(self.staging(obj, size, "async_memory_copy_p2p")?);
         let target = staging.clone();
         obj.host_func("async_memory_copy_p2p", move || {
             let bytes = read_device(&src_null, &src_buffer, src_offset, size)?;
