@@ -777,7 +777,7 @@ impl Runtime {
     /// `create_event`: an event without timing.
     ///
     /// Events live in a [`Stable`] table: a destroyed event's slot keeps its devstream event,
-    /// and the slot's next handle (on the same device) reuses it, marked [`EventObj::fresh`].
+    /// and the slot's next handle (on the same device) reuses it, marked `fresh`.
     /// The thread that destroyed it gets the slot back first, without a lock: Paddle's
     /// `wait_stream` creates, records, waits on and destroys an event per call.
     #[inline]
