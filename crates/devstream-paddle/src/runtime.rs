@@ -621,8 +621,11 @@ impl Runtime {
     /// (queued work still runs), and the slot's next handle on that device reuses it once it is
     /// idle, not capturing and has no unreported failure: then it behaves as a new stream (its
     /// earlier work is done, so nothing new waits for it). A slot whose stream is still busy
-    /// is skipped for now; one whose stream failed or is capturing is never reused.
+    /// is skipped for now; one whose stream failed or is capturing is never reused. While a
+    /// capture begun through this table is open no slot is probed (a `query` or `synchronize`
+    /// then is an unsafe call that would invalidate a capture in `Global` mode): new slots only.
     pub fn create_stream(&self, device: usize) -> Status<usize> {
+        let probe = self.open_captures.load(Ordering::SeqCst) == 0;
         let mut busy = Vec::new();
         let result = loop {
             let Some(index) = self.streams.take_index(device) else {
@@ -631,6 +634,10 @@ impl Runtime {
                 }));
             };
             if let Some(old) = self.streams.dead(index) {
+                if !probe {
+                    busy.push(index);
+                    continue;
+                }
                 match reusable(old) {
                     Reuse::Yes => {}
                     Reuse::NotYet => {

@@ -635,6 +635,53 @@ fn a_destroyed_stream_is_reused_only_idle_and_sound() {
 }
 
 #[test]
+fn creating_a_stream_during_a_global_capture_leaves_the_capture_valid() {
+    let _serial = serial();
+    let mut d = dev();
+    // Two idle destroyed streams: `s` reuses one slot, and the create_stream during the
+    // capture would probe the other.
+    let (idle, idle_too) = (stream(), stream());
+    assert_eq!(sync(idle), C_SUCCESS);
+    assert_eq!(sync(idle_too), C_SUCCESS);
+    destroy(idle);
+    destroy(idle_too);
+    let s = stream();
+    assert_eq!(
+        call!(cuda_stream_begin_capture(
+            &mut d,
+            s,
+            C_StreamCaptureModeGlobal
+        )),
+        C_SUCCESS
+    );
+    // Probing a destroyed stream (query, synchronize) now would be an unsafe call.
+    let other = stream();
+    let mut status = -1;
+    assert_eq!(
+        call!(cuda_stream_capture_info(
+            &mut d,
+            s,
+            &mut status,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut()
+        )),
+        C_SUCCESS
+    );
+    assert_eq!(status, C_StreamCaptureStatusActive, "still capturing");
+    let mut graph = null_mut();
+    assert_eq!(
+        call!(cuda_stream_end_captrue(&mut d, s, &mut graph)),
+        C_SUCCESS
+    );
+    assert_eq!(call!(cuda_graph_destroy(graph)), C_SUCCESS);
+    destroy(other);
+    destroy(s);
+}
+
+#[test]
 fn nothing_leaks() {
     let _serial = serial();
     table();
