@@ -253,6 +253,8 @@ enum Reuse {
 
 /// Asks a destroyed stream whether it can be reused (never `query` during a capture, which
 /// would invalidate it).
+#[cold]
+#[inline(never)]
 fn reusable(obj: &StreamObj) -> Reuse {
     if obj.capturing.load(Ordering::SeqCst) || !matches!(obj.stream.is_capturing(), Ok(false)) {
         return Reuse::Never;
@@ -624,6 +626,7 @@ impl Runtime {
     /// is skipped for now; one whose stream failed or is capturing is never reused. While a
     /// capture begun through this table is open no slot is probed (a `query` or `synchronize`
     /// then is an unsafe call that would invalidate a capture in `Global` mode): new slots only.
+    #[inline(never)]
     pub fn create_stream(&self, device: usize) -> Status<usize> {
         let probe = self.open_captures.load(Ordering::SeqCst) == 0;
         let mut busy = Vec::new();
