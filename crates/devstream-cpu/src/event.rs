@@ -35,6 +35,51 @@ struct Slot {
     generation: u64,
 }
 
+/// A lock-free copy of the record when it is "`stream` after `seq` tasks" without timing (the
+/// stream's address, 0 otherwise), read as a seqlock: written only under the event's lock
+/// (`version` odd meanwhile), read by [`EventInner::set_stream_record`] to see that a record
+/// changes nothing (re-recorded on the same stream with no work submitted since), which then
+/// takes no lock.
+struct Mirror {
+    version: std::sync::atomic::AtomicU64,
+    stream: std::sync::atomic::AtomicUsize,
+    seq: std::sync::atomic::AtomicU64,
+}
+
+impl Mirror {
+    fn new(stream: usize, seq: u64) -> Mirror {
+        Mirror {
+            version: std::sync::atomic::AtomicU64::new(0),
+            stream: std::sync::atomic::AtomicUsize::new(stream),
+            seq: std::sync::atomic::AtomicU64::new(seq),
+        }
+    }
+
+    /// Publishes the new record (`stream` 0: none a re-record could equal). Called with the
+    /// event's lock held, which serialises writers.
+    fn set(&self, stream: usize, seq: u64) {
+        let version = self.version.load(Ordering::Relaxed);
+        self.version.store(version + 1, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        self.stream.store(stream, Ordering::Relaxed);
+        self.seq.store(seq, Ordering::Relaxed);
+        self.version.store(version + 2, Ordering::Release);
+    }
+
+    /// Whether the record is "`stream` after `seq` tasks" (a consistent read; `false` when a
+    /// writer is in the way).
+    #[inline]
+    fn is(&self, stream: usize, seq: u64) -> bool {
+        let before = self.version.load(Ordering::Acquire);
+        let (s, q) = (
+            self.stream.load(Ordering::Relaxed),
+            self.seq.load(Ordering::Relaxed),
+        );
+        std::sync::atomic::fence(Ordering::Acquire);
+        before & 1 == 0 && self.version.load(Ordering::Relaxed) == before && s == stream && q == seq
+    }
+}
+
 /// Shared state of a [`CpuEvent`].
 pub(crate) struct EventInner {
     id: u64,
@@ -43,6 +88,7 @@ pub(crate) struct EventInner {
     /// path of `query`, `synchronize` and `wait_event`. Only ever set while holding `slot`, or
     /// read; a record clears it under `slot`.
     done: AtomicBool,
+    mirror: Mirror,
     slot: Mutex<Slot>,
 }
 
@@ -64,14 +110,37 @@ impl EventInner {
     }
 
     /// Replaces the record with "`stream` after `seq` tasks".
+    ///
+    /// Only for events without timing (whose generation no marker reads). When the record is
+    /// already exactly this (the same stream, no task submitted since), nothing changes: the
+    /// mirror tells that without the lock. While the record holds its stream, no other stream
+    /// can have that address, so equal addresses are the same stream.
     pub(crate) fn set_stream_record(&self, stream: &Arc<StreamInner>, seq: u64) {
+        let address = Arc::as_ptr(stream) as usize;
+        if self.mirror.is(address, seq) {
+            return;
+        }
         let mut slot = lock(&self.slot);
         slot.generation += 1;
-        slot.record = Record::Stream {
-            stream: stream.clone(),
-            seq,
-            time: None,
-        };
+        self.mirror.set(address, seq);
+        match &mut slot.record {
+            // Re-recorded on the same stream: no reference count to swap.
+            Record::Stream {
+                stream: current,
+                seq: current_seq,
+                time,
+            } if Arc::ptr_eq(current, stream) => {
+                *current_seq = seq;
+                *time = None;
+            }
+            record => {
+                *record = Record::Stream {
+                    stream: stream.clone(),
+                    seq,
+                    time: None,
+                }
+            }
+        }
         let complete = stream.completed.load(Ordering::Acquire) >= seq;
         self.done.store(complete, Ordering::Release);
     }
@@ -96,6 +165,7 @@ impl EventInner {
             seq,
             time: None,
         };
+        self.mirror.set(0, 0);
         self.done.store(false, Ordering::Release);
         Ok(())
     }
@@ -105,6 +175,7 @@ impl EventInner {
         let mut slot = lock(&self.slot);
         slot.generation += 1;
         slot.record = Record::Captured { session, frontier };
+        self.mirror.set(0, 0);
         self.done.store(false, Ordering::Release);
     }
 
@@ -174,6 +245,7 @@ impl CpuEvent {
             id: next_id(),
             flags,
             done: AtomicBool::new(true),
+            mirror: Mirror::new(0, 0),
             slot: Mutex::new(Slot {
                 record: Record::Never,
                 generation: 0,
@@ -190,6 +262,7 @@ impl CpuEvent {
             id: next_id(),
             flags: EventFlags::default(),
             done: AtomicBool::new(complete),
+            mirror: Mirror::new(Arc::as_ptr(stream) as usize, seq),
             slot: Mutex::new(Slot {
                 record: Record::Stream {
                     stream: stream.clone(),

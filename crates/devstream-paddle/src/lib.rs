@@ -38,6 +38,7 @@
 pub mod sys;
 
 pub mod addr;
+pub mod handles;
 pub mod runtime;
 pub mod select;
 pub mod table;

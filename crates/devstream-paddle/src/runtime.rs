@@ -1,8 +1,9 @@
 //! One registered device type: its devstream places, the streams, events and allocations
 //! Paddle holds, and every operation of the table in safe Rust.
 //!
-//! Handles given to Paddle are integers (`C_Stream`, `C_Event`, graphs), looked up in a map on
-//! every call, so a stale or foreign handle is `C_ERROR`, never a dereference.
+//! Handles given to Paddle are integers, never dereferenced, so a stale or foreign handle is
+//! `C_ERROR`: streams and events are slots of generation-checked tables whose objects are never
+//! freed ([`crate::handles`]: a lookup is one load), graphs are keys of a map.
 //!
 //! **Device memory.** Every allocation is recorded in an ordered map ([`AddressSpace`]), and
 //! every address Paddle passes back (`base + offset`, as its allocator carves chunks) must lie
@@ -30,10 +31,12 @@
 //! the launching stream), and that stream's `synchronize_stream` answers `C_ERROR`.
 
 use crate::addr::AddressSpace;
+use crate::handles::Stable;
 use crate::select::Backend;
 use crate::sys::{C_Device_st, C_Status, C_Stream, C_ERROR, C_FAILED, C_INTERNAL_ERROR};
 use devstream::{CaptureMode, DeviceBuffer, Event, EventFlags, Graph, HostBuffer, Place, Stream};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -44,7 +47,7 @@ pub type Status<T = ()> = Result<T, C_Status>;
 
 /// Locks, ignoring poisoning (a panic inside a critical section is already reported as
 /// `C_INTERNAL_ERROR` by the entry point; the data stays consistent).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -70,6 +73,11 @@ thread_local! {
 }
 
 /// Notes why the current entry point fails (the first reason of a call stays).
+///
+/// Entry points take the note when they fail (and report it); they do not clear it when they
+/// start (that would cost every call a thread-local access). So a call that notes a refusal
+/// and then recovers from it (tries something else that works) takes the note itself: a call
+/// that succeeds leaves nothing noted.
 fn note_failure(reason: impl FnOnce() -> String) {
     let _ = FAILURE.try_with(|f| {
         let mut f = f.borrow_mut();
@@ -80,7 +88,7 @@ fn note_failure(reason: impl FnOnce() -> String) {
 }
 
 /// Takes (and clears) the reason noted for the entry point running on this thread, if any.
-/// The table's entry points clear it when they start and report it when they fail.
+/// The table's entry points take it when they fail, to report it.
 pub fn take_failure() -> Option<String> {
     FAILURE.try_with(|f| f.borrow_mut().take()).ok().flatten()
 }
@@ -113,6 +121,68 @@ impl<T> Check<T> for devstream::Result<T> {
     }
 }
 
+/// A destroyed event's slot (and the event it keeps), kept by the thread that destroyed it
+/// for its next `create_event` on that device: no lock to take it back.
+struct Spare {
+    backend: usize,
+    device: usize,
+    index: u32,
+}
+
+/// The most destroyed events a thread keeps for reuse.
+const SPARES: usize = 32;
+
+/// What a thread keeps between calls: the event slots it destroyed last.
+pub(crate) struct ThreadState {
+    spares: RefCell<Vec<Spare>>,
+}
+
+impl ThreadState {
+    /// A kept event slot of `backend` and `device`, if any.
+    fn take_spare(&self, backend: usize, device: usize) -> Option<u32> {
+        let mut spares = self.spares.try_borrow_mut().ok()?;
+        let at = spares
+            .iter()
+            .rposition(|s| s.backend == backend && s.device == device)?;
+        Some(spares.swap_remove(at).index)
+    }
+}
+
+impl Drop for ThreadState {
+    fn drop(&mut self) {
+        for spare in self.spares.get_mut().drain(..) {
+            if let Some(rt) = crate::table::RUNTIMES
+                .get(spare.backend)
+                .and_then(OnceLock::get)
+            {
+                rt.events.give_index(spare.device, spare.index);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static THREAD: ThreadState = const {
+        ThreadState {
+            spares: RefCell::new(Vec::new()),
+        }
+    };
+}
+
+/// Runs `f` with the calling thread's [`ThreadState`] (`None` while the thread's locals are
+/// being destroyed: Paddle may destroy streams from its own thread-local destructors).
+#[inline(always)]
+fn with_thread<R>(f: impl FnOnce(Option<&ThreadState>) -> R) -> R {
+    let mut f = Some(f);
+    let result = THREAD.try_with(|t| f.take().map(|f| f(Some(t))));
+    match (result, f) {
+        (Ok(Some(r)), _) => r,
+        (_, Some(f)) => f(None),
+        // `try_with` answers `Ok` only after running its closure, which took `f`.
+        (_, None) => unreachable!("with_thread: the closure ran without answering"),
+    }
+}
+
 /// A raw address crossing into a host function (Paddle keeps the memory valid until the
 /// stream's work is complete: the async-copy contract of `device_ext.h`).
 #[derive(Clone, Copy)]
@@ -124,8 +194,9 @@ pub struct StreamObj {
     pub device: usize,
     /// The devstream stream.
     pub stream: Stream,
-    /// The handle Paddle knows it by (0 for a null stream).
-    pub handle: usize,
+    /// The handle Paddle knows it by (0 for a null stream); a slot's stream gets a new handle
+    /// each time the slot is reused.
+    pub handle: AtomicUsize,
     /// Whether a capture begun through the table on this stream is open.
     capturing: AtomicBool,
     /// The capture this stream is in, begun here or joined by waiting on an event recorded in
@@ -139,7 +210,7 @@ impl StreamObj {
         StreamObj {
             device,
             stream,
-            handle,
+            handle: AtomicUsize::new(handle),
             capturing: AtomicBool::new(false),
             capture_id: AtomicU64::new(0),
         }
@@ -168,6 +239,36 @@ impl StreamObj {
                 }
             })
             .check(what)
+    }
+}
+
+/// Whether a destroyed stream's devstream stream can serve a new handle.
+enum Reuse {
+    /// Idle, not capturing, no unreported failure: as good as a new stream.
+    Yes,
+    /// Work is still queued: maybe later.
+    NotYet,
+    /// Capturing, or it failed: never (its slot is retired).
+    Never,
+}
+
+/// Asks a destroyed stream whether it can be reused (never `query` during a capture, which
+/// would invalidate it).
+#[cold]
+#[inline(never)]
+fn reusable(obj: &StreamObj) -> Reuse {
+    if obj.capturing.load(Ordering::SeqCst) || !matches!(obj.stream.is_capturing(), Ok(false)) {
+        return Reuse::Never;
+    }
+    match obj.stream.query() {
+        Ok(true) => {}
+        Ok(false) => return Reuse::NotYet,
+        Err(_) => return Reuse::Never,
+    }
+    // Idle: this returns at once, with the first failure its work raised, if any.
+    match obj.stream.synchronize() {
+        Ok(()) => Reuse::Yes,
+        Err(_) => Reuse::Never,
     }
 }
 
@@ -205,6 +306,11 @@ pub struct EventObj {
     pub event: Event,
     /// The capture it was last recorded in (0: none): a stream that waits on it joins it.
     capture: AtomicU64,
+    /// Handed out again by `create_event` (a destroyed event kept for reuse) and not recorded
+    /// since: the table answers as for a never-recorded event (complete; waiting on it is a
+    /// no-op) whatever the devstream event's last record was. The next record replaces that
+    /// record (as every re-record does) and clears this.
+    fresh: AtomicBool,
 }
 
 /// Zeroed, 256-byte aligned host memory, freed when the last holder (the allocation map or
@@ -258,14 +364,25 @@ enum Target {
 }
 
 /// One registered device type.
+///
+/// The fields every stream and event call reads come first, in one cache line (`repr(C)`,
+/// aligned): Paddle calls these between its own work, which evicts what they touch, so each
+/// line they read costs a cache miss per call.
+#[repr(C, align(64))]
 pub struct Runtime {
+    /// Never freed: a destroyed stream's slot keeps its devstream stream, reused by the
+    /// slot's next handle when it is idle and sound (see [`Runtime::create_stream`]).
+    streams: Stable<StreamObj>,
+    /// Never freed: a destroyed event's slot keeps its devstream event for the slot's next
+    /// handle (see [`Stable`]).
+    events: Stable<EventObj>,
+    /// `places.len()`.
+    devices: usize,
     /// The backend it serves.
     pub backend: Backend,
     /// Its places: Paddle's device id `n` is `places[n]`.
     pub places: Vec<Place>,
     null_streams: Vec<OnceLock<Arc<StreamObj>>>,
-    streams: Mutex<HashMap<usize, Arc<StreamObj>>>,
-    events: Mutex<HashMap<usize, Arc<EventObj>>>,
     next_handle: AtomicUsize,
     memory: Mutex<AddressSpace<Allocation>>,
     host: Mutex<HashMap<usize, Layout>>,
@@ -401,11 +518,12 @@ impl Runtime {
             .unwrap_or_else(physical_memory)
             .min(memory.size());
         Some(Runtime {
+            devices: places.len(),
             backend,
             null_streams: places.iter().map(|_| OnceLock::new()).collect(),
             places,
-            streams: Mutex::new(HashMap::new()),
-            events: Mutex::new(HashMap::new()),
+            streams: Stable::new(backend.index() + 1),
+            events: Stable::new(backend.index() + 1),
             next_handle: AtomicUsize::new(1),
             memory: Mutex::new(memory),
             host: Mutex::new(HashMap::new()),
@@ -420,29 +538,35 @@ impl Runtime {
         })
     }
 
-    /// A fresh handle value: never 0, never reused, a multiple of 16, and tagged with the
-    /// backend in bits 48.. so that a handle of one device type given to another type's table
-    /// (each type is a copy of this library with its own counters) is unknown there, never
-    /// another object.
+    /// A fresh graph handle value: never 0, never reused, a multiple of 16, and tagged with
+    /// the backend in bits 48.. so that a handle of one device type given to another type's
+    /// table (each type is a copy of this library with its own counters) is unknown there,
+    /// never another object. (Streams and events have [`Stable`] tables.)
     fn handle(&self) -> usize {
         let n = self.next_handle.fetch_add(1, Ordering::Relaxed) & ((1 << 44) - 1);
         ((self.backend.index() + 1) << 48) | (n << 4)
     }
 
     /// The device index of a `C_Device` id.
+    #[inline(always)]
     pub fn device(&self, id: c_int) -> Status<usize> {
-        usize::try_from(id)
-            .ok()
-            .filter(|&d| d < self.places.len())
-            .ok_or_else(|| {
-                refuse(|| format!("device {id} does not exist ({} devices)", self.places.len()))
-            })
+        match usize::try_from(id) {
+            Ok(d) if d < self.devices => Ok(d),
+            _ => Err(self.no_device(id)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn no_device(&self, id: c_int) -> C_Status {
+        refuse(|| format!("device {id} does not exist ({} devices)", self.places.len()))
     }
 
     /// The device index behind a `C_Device` pointer.
     ///
     /// # Safety
     /// `device` is null or points to a readable `C_Device_st`.
+    #[inline(always)]
     pub unsafe fn device_ptr(&self, device: *const C_Device_st) -> Status<usize> {
         if device.is_null() {
             return Err(refuse(|| "a null C_Device".into()));
@@ -459,27 +583,32 @@ impl Runtime {
 
     /// The device's null stream (what Paddle's null `C_Stream` and the synchronous copies use).
     fn null_stream(&self, device: usize) -> Status<Arc<StreamObj>> {
+        self.null_stream_ref(device).map(Arc::clone)
+    }
+
+    /// [`Runtime::null_stream`], borrowed.
+    fn null_stream_ref(&self, device: usize) -> Status<&Arc<StreamObj>> {
         let slot = self
             .null_streams
             .get(device)
             .ok_or_else(|| refuse(|| format!("device {device} has no null stream")))?;
         if let Some(obj) = slot.get() {
-            return Ok(obj.clone());
+            return Ok(obj);
         }
         let stream = Stream::new(&self.places[device]).check("creating a null stream")?;
-        Ok(slot
-            .get_or_init(|| Arc::new(StreamObj::new(device, stream, 0)))
-            .clone())
+        Ok(slot.get_or_init(|| Arc::new(StreamObj::new(device, stream, 0))))
     }
 
-    /// The stream behind a handle on `device` (null: the device's null stream).
-    pub fn stream(&self, device: usize, handle: C_Stream) -> Status<Arc<StreamObj>> {
+    /// The stream behind a handle on `device` (null: the device's null stream): one load and
+    /// a compare (see [`Stable`]).
+    #[inline(always)]
+    pub fn stream(&self, device: usize, handle: C_Stream) -> Status<&StreamObj> {
         if handle.is_null() {
-            return self.null_stream(device);
+            return self.null_stream_ref(device).map(|obj| &**obj);
         }
-        let obj = lock(&self.streams)
-            .get(&(handle as usize))
-            .cloned()
+        let obj = self
+            .streams
+            .get(handle as usize)
             .ok_or_else(|| refuse(|| format!("unknown stream handle {handle:?}")))?;
         if obj.device != device {
             return Err(refuse(|| {
@@ -490,36 +619,89 @@ impl Runtime {
     }
 
     /// `create_stream`: a new non-blocking stream of normal priority.
+    ///
+    /// Streams live in a [`Stable`] table: a destroyed stream's slot keeps its devstream stream
+    /// (queued work still runs), and the slot's next handle on that device reuses it once it is
+    /// idle, not capturing and has no unreported failure: then it behaves as a new stream (its
+    /// earlier work is done, so nothing new waits for it). A slot whose stream is still busy
+    /// is skipped for now; one whose stream failed or is capturing is never reused. While a
+    /// capture begun through this table is open no slot is probed (a `query` or `synchronize`
+    /// then is an unsafe call that would invalidate a capture in `Global` mode): new slots only.
+    #[inline(never)]
     pub fn create_stream(&self, device: usize) -> Status<usize> {
-        let stream = Stream::new(&self.places[device]).check("create_stream")?;
-        let handle = self.handle();
-        let obj = Arc::new(StreamObj::new(device, stream, handle));
-        lock(&self.streams).insert(handle, obj);
-        Ok(handle)
+        let probe = self.open_captures.load(Ordering::SeqCst) == 0;
+        let mut busy = Vec::new();
+        let result = loop {
+            let Some(index) = self.streams.take_index(device) else {
+                break Err(refuse(|| {
+                    format!("more than {} live streams", crate::handles::CAPACITY)
+                }));
+            };
+            if let Some(old) = self.streams.dead(index) {
+                if !probe {
+                    busy.push(index);
+                    continue;
+                }
+                match reusable(old) {
+                    Reuse::Yes => {}
+                    Reuse::NotYet => {
+                        busy.push(index);
+                        continue;
+                    }
+                    // Retired: the index is not given back.
+                    Reuse::Never => continue,
+                }
+            }
+            let made = self.streams.insert_at(
+                index,
+                || Stream::new(&self.places[device]).map(|s| StreamObj::new(device, s, 0)),
+                |obj| {
+                    obj.capturing.store(false, Ordering::SeqCst);
+                    obj.capture_id.store(0, Ordering::SeqCst);
+                },
+            );
+            break match made {
+                Ok(Some(handle)) => {
+                    if let Some(obj) = self.streams.get(handle) {
+                        obj.handle.store(handle, Ordering::Release);
+                    }
+                    Ok(handle)
+                }
+                Ok(None) => Err(refuse(|| "the stream table is full".into())),
+                Err(error) => {
+                    self.streams.give_index(device, index);
+                    Err(fail("create_stream", error))
+                }
+            };
+        };
+        for index in busy {
+            self.streams.give_index(device, index);
+        }
+        result
     }
 
     /// `destroy_stream`: forgets the handle; queued work still runs (devstream never blocks
-    /// on drop).
+    /// on drop, and the slot keeps the stream).
     pub fn destroy_stream(&self, device: usize, handle: C_Stream) -> Status {
-        let mut streams = lock(&self.streams);
-        match streams.get(&(handle as usize)) {
-            Some(obj) if obj.device == device => {
-                streams.remove(&(handle as usize));
-                Ok(())
-            }
-            _ => Err(refuse(|| {
-                format!("unknown stream handle {handle:?} on device {device}")
-            })),
-        }
+        let (index, _) = self
+            .streams
+            .remove(handle as usize, |obj| obj.device == device)
+            .ok_or_else(|| {
+                refuse(|| format!("unknown stream handle {handle:?} on device {device}"))
+            })?;
+        self.streams.give_index(device, index);
+        Ok(())
     }
 
     /// `query_stream`: `Ok(true)` when complete.
+    #[inline]
     pub fn query_stream(&self, device: usize, handle: C_Stream) -> Status<bool> {
         let obj = self.stream(device, handle)?;
         obj.stream.query().check("query_stream")
     }
 
     /// `synchronize_stream`.
+    #[inline]
     pub fn synchronize_stream(&self, device: usize, handle: C_Stream) -> Status {
         let obj = self.stream(device, handle)?;
         obj.stream.synchronize().check("synchronize_stream")
@@ -527,13 +709,15 @@ impl Runtime {
 
     /// `synchronize_device`: every stream of the device, then its null stream.
     pub fn synchronize_device(&self, device: usize) -> Status {
-        let streams: Vec<Arc<StreamObj>> = lock(&self.streams)
-            .values()
+        let streams: Vec<&StreamObj> = self
+            .streams
+            .live_values()
+            .into_iter()
             .filter(|s| s.device == device)
-            .cloned()
             .collect();
         let mut result = Ok(());
-        for obj in streams.iter().chain(self.null_streams[device].get()) {
+        let null = self.null_streams[device].get().map(|obj| &**obj);
+        for obj in streams.into_iter().chain(null) {
             let r = obj.stream.synchronize().check("synchronize_device");
             result = result.and(r);
         }
@@ -602,76 +786,141 @@ impl Runtime {
     }
 
     /// `create_event`: an event without timing.
+    ///
+    /// Events live in a [`Stable`] table: a destroyed event's slot keeps its devstream event,
+    /// and the slot's next handle (on the same device) reuses it, marked `fresh`.
+    /// The thread that destroyed it gets the slot back first, without a lock: Paddle's
+    /// `wait_stream` creates, records, waits on and destroys an event per call.
+    #[inline]
     pub fn create_event(&self, device: usize) -> Status<usize> {
-        let event =
-            Event::new(&self.places[device], EventFlags::default()).check("create_event")?;
-        let handle = self.handle();
-        lock(&self.events).insert(
-            handle,
-            Arc::new(EventObj {
-                device,
-                event,
-                capture: AtomicU64::new(0),
-            }),
+        let backend = self.backend.index();
+        let index = match with_thread(|t| t.and_then(|t| t.take_spare(backend, device))) {
+            Some(index) => index,
+            None => self.events.take_index(device).ok_or_else(|| {
+                refuse(|| format!("more than {} live events", crate::handles::CAPACITY))
+            })?,
+        };
+        let made = self.events.insert_at(
+            index,
+            || {
+                Event::new(&self.places[device], EventFlags::default()).map(|event| EventObj {
+                    device,
+                    event,
+                    capture: AtomicU64::new(0),
+                    fresh: AtomicBool::new(false),
+                })
+            },
+            |obj| {
+                obj.capture.store(0, Ordering::Relaxed);
+                obj.fresh.store(true, Ordering::Relaxed);
+            },
         );
-        Ok(handle)
+        match made {
+            Ok(Some(handle)) => Ok(handle),
+            Ok(None) => Err(refuse(|| "the event table is full".into())),
+            Err(error) => {
+                self.events.give_index(device, index);
+                Err(fail("create_event", error))
+            }
+        }
     }
 
-    fn event(&self, handle: usize) -> Status<Arc<EventObj>> {
-        lock(&self.events)
-            .get(&handle)
-            .cloned()
+    /// The event behind a handle.
+    #[inline(always)]
+    fn event_in(&self, handle: usize) -> Status<&EventObj> {
+        self.events
+            .get(handle)
             .ok_or_else(|| refuse(|| format!("unknown event handle {handle:#x}")))
     }
 
-    /// `destroy_event`.
+    /// `destroy_event`: the slot (and its devstream event) is kept for the thread's next
+    /// `create_event` on the device (see [`Runtime::create_event`]).
+    #[inline]
     pub fn destroy_event(&self, handle: usize) -> Status {
-        lock(&self.events)
-            .remove(&handle)
-            .map(drop)
-            .ok_or_else(|| refuse(|| format!("unknown event handle {handle:#x}")))
+        let (index, obj) = self
+            .events
+            .remove(handle, |_| true)
+            .ok_or_else(|| refuse(|| format!("unknown event handle {handle:#x}")))?;
+        let spare = Spare {
+            backend: self.backend.index(),
+            device: obj.device,
+            index,
+        };
+        let kept = with_thread(|t| match t.and_then(|t| t.spares.try_borrow_mut().ok()) {
+            Some(mut spares) if spares.len() < SPARES => {
+                spares.push(spare);
+                None
+            }
+            _ => Some(spare),
+        });
+        if let Some(spare) = kept {
+            self.events.give_index(spare.device, spare.index);
+        }
+        Ok(())
     }
 
     /// `record_event`: the event captures the stream's work submitted so far.
+    #[inline]
     pub fn record_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
-        let obj = self.stream(device, stream)?;
-        let event = self.event(event)?;
-        event.event.record(&obj.stream).check("record_event")?;
-        let capture = if obj.in_capture() {
-            obj.capture_id.load(Ordering::SeqCst)
-        } else {
-            0
-        };
-        event.capture.store(capture, Ordering::SeqCst);
-        Ok(())
+        {
+            let obj = self.stream(device, stream)?;
+            let event = self.event_in(event)?;
+            event.event.record(&obj.stream).check("record_event")?;
+            let capture = if obj.in_capture() {
+                obj.capture_id.load(Ordering::SeqCst)
+            } else {
+                0
+            };
+            if event.capture.load(Ordering::SeqCst) != capture {
+                event.capture.store(capture, Ordering::SeqCst);
+            }
+            if event.fresh.load(Ordering::Relaxed) {
+                event.fresh.store(false, Ordering::Release);
+            }
+            Ok(())
+        }
     }
 
     /// `query_event`: `Ok(true)` when complete (or never recorded).
+    #[inline]
     pub fn query_event(&self, event: usize) -> Status<bool> {
-        self.event(event)?.event.query().check("query_event")
+        let event = self.event_in(event)?;
+        if event.fresh.load(Ordering::Acquire) {
+            return Ok(true);
+        }
+        event.event.query().check("query_event")
     }
 
     /// `synchronize_event`.
+    #[inline]
     pub fn synchronize_event(&self, event: usize) -> Status {
-        self.event(event)?
-            .event
-            .synchronize()
-            .check("synchronize_event")
+        let event = self.event_in(event)?;
+        if event.fresh.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        event.event.synchronize().check("synchronize_event")
     }
 
     /// `stream_wait_event`: the stream's later work waits for what the event captured.
+    #[inline]
     pub fn stream_wait_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
-        let obj = self.stream(device, stream)?;
-        let event = self.event(event)?;
-        obj.stream
-            .wait_event(&event.event)
-            .check("stream_wait_event")?;
-        // Waiting on work recorded in a capture joins it (fork/join, as in CUDA).
-        let capture = event.capture.load(Ordering::SeqCst);
-        if capture != 0 && obj.stream.is_capturing().unwrap_or(false) {
-            obj.capture_id.store(capture, Ordering::SeqCst);
+        {
+            let obj = self.stream(device, stream)?;
+            let event = self.event_in(event)?;
+            if event.fresh.load(Ordering::Acquire) {
+                // Never recorded since it was handed out: nothing to wait for.
+                return Ok(());
+            }
+            obj.stream
+                .wait_event(&event.event)
+                .check("stream_wait_event")?;
+            // Waiting on work recorded in a capture joins it (fork/join, as in CUDA).
+            let capture = event.capture.load(Ordering::SeqCst);
+            if capture != 0 && obj.stream.is_capturing().unwrap_or(false) {
+                obj.capture_id.store(capture, Ordering::SeqCst);
+            }
+            Ok(())
         }
-        Ok(())
     }
 
     /// `device_memory_allocate`: `size` bytes and their address. On the CPU backend the memory
@@ -833,7 +1082,7 @@ impl Runtime {
         let (buffer, offset) = match target {
             Target::Host(block, addr) => {
                 let src = Raw(src);
-                return self.host_op(&obj, sync, "memory_copy_h2d", move || {
+                return self.host_op(obj, sync, "memory_copy_h2d", move || {
                     let _alive = &block;
                     // SAFETY: Paddle keeps `size` readable bytes at `src` until the stream's
                     // work is complete; the destination lies inside `block`, kept alive here.
@@ -843,14 +1092,14 @@ impl Runtime {
             Target::Buffer(buffer, offset) => (buffer, offset),
         };
         // An idle stream has nothing queued that could still write the source.
-        if sync || (self.may_query(&obj) && obj.stream.query().check("async_memory_copy_h2d")?) {
+        if sync || (self.may_query(obj) && obj.stream.query().check("async_memory_copy_h2d")?) {
             // SAFETY: Paddle passes `size` readable bytes at `src` (non-null, checked).
             let bytes = unsafe { std::slice::from_raw_parts(src as *const u8, size) };
             obj.stream
                 .copy_from_host(&buffer, offset, bytes)
                 .check("memory_copy_h2d")?;
         } else {
-            let staging = Arc::new(self.staging(&obj, size, "async_memory_copy_h2d")?);
+            let staging = Arc::new(self.staging(obj, size, "async_memory_copy_h2d")?);
             let target = staging.clone();
             let src = Raw(src);
             obj.host_func("async_memory_copy_h2d", move || {
@@ -863,7 +1112,7 @@ impl Runtime {
                 .copy_host_to_device(&buffer, offset, &staging, 0, size)
                 .check("async_memory_copy_h2d")?;
         }
-        self.finish(&obj, sync, "memory_copy_h2d")
+        self.finish(obj, sync, "memory_copy_h2d")
     }
 
     /// Device→host: synchronous on the null stream when `stream` is `None`.
@@ -886,7 +1135,7 @@ impl Runtime {
         let (buffer, offset) = match target {
             Target::Host(block, addr) => {
                 let dst = Raw(dst);
-                return self.host_op(&obj, sync, "memory_copy_d2h", move || {
+                return self.host_op(obj, sync, "memory_copy_d2h", move || {
                     let _alive = &block;
                     // SAFETY: the source lies inside `block`, kept alive here; Paddle keeps
                     // `size` writable bytes at `dst` until the stream's work is complete.
@@ -895,7 +1144,7 @@ impl Runtime {
             }
             Target::Buffer(buffer, offset) => (buffer, offset),
         };
-        let staging = self.staging(&obj, size, "memory_copy_d2h")?;
+        let staging = self.staging(obj, size, "memory_copy_d2h")?;
         obj.stream
             .copy_device_to_host(&staging, 0, &buffer, offset, size)
             .check("memory_copy_d2h")?;
@@ -929,7 +1178,7 @@ impl Runtime {
         let dst = self.translate(device, dst, size)?;
         let src = self.translate(device, src, size)?;
         let (obj, sync) = self.copy_stream(device, stream)?;
-        self.copy_between(&obj, sync, dst, src, size, "memory_copy_d2d")
+        self.copy_between(obj, sync, dst, src, size, "memory_copy_d2d")
     }
 
     /// Copies `size` bytes from `src` to `dst` (of one backend) on `obj`'s stream.
@@ -986,12 +1235,14 @@ impl Runtime {
             (dst.clone(), src.clone())
         else {
             let obj = match stream {
-                Some(handle) => self
-                    .stream(src_device, handle)
-                    .or_else(|_| self.stream(dst_device, handle))?,
-                None => self.null_stream(src_device)?,
+                Some(handle) => self.stream(src_device, handle).or_else(|_| {
+                    // Not the source's: that refusal is no reason (see `note_failure`).
+                    let _ = take_failure();
+                    self.stream(dst_device, handle)
+                })?,
+                None => &**self.null_stream_ref(src_device)?,
             };
-            return self.copy_between(&obj, stream.is_none(), dst, src, size, "memory_copy_p2p");
+            return self.copy_between(obj, stream.is_none(), dst, src, size, "memory_copy_p2p");
         };
         let src_null = self.null_stream(src_device)?;
         let dst_null = self.null_stream(dst_device)?;
@@ -1006,8 +1257,13 @@ impl Runtime {
             return Ok(());
         };
         // The stream may be either device's: find it on the source first.
-        if let Ok(obj) = self.stream(src_device, handle) {
-            let staging = self.staging(&obj, size, "async_memory_copy_p2p")?;
+        let on_source = self.stream(src_device, handle);
+        if on_source.is_err() {
+            // Not the source's: that refusal is no reason (see `note_failure`).
+            let _ = take_failure();
+        }
+        if let Ok(obj) = on_source {
+            let staging = self.staging(obj, size, "async_memory_copy_p2p")?;
             obj.stream
                 .copy_device_to_host(&staging, 0, &src_buffer, src_offset, size)
                 .check("async_memory_copy_p2p")?;
@@ -1020,7 +1276,7 @@ impl Runtime {
             });
         }
         let obj = self.stream(dst_device, handle)?;
-        let staging = Arc::new(self.staging(&obj, size, "async_memory_copy_p2p")?);
+        let staging = Arc::new(self.staging(obj, size, "async_memory_copy_p2p")?);
         let target = staging.clone();
         obj.host_func("async_memory_copy_p2p", move || {
             let bytes = read_device(&src_null, &src_buffer, src_offset, size)?;
@@ -1032,14 +1288,10 @@ impl Runtime {
     }
 
     /// The stream a copy runs on, and whether it is synchronous (no stream given).
-    fn copy_stream(
-        &self,
-        device: usize,
-        stream: Option<C_Stream>,
-    ) -> Status<(Arc<StreamObj>, bool)> {
+    fn copy_stream(&self, device: usize, stream: Option<C_Stream>) -> Status<(&StreamObj, bool)> {
         match stream {
             Some(handle) => Ok((self.stream(device, handle)?, false)),
-            None => Ok((self.null_stream(device)?, true)),
+            None => Ok((&**self.null_stream_ref(device)?, true)),
         }
     }
 
@@ -1103,8 +1355,8 @@ impl Runtime {
     /// instantiations (for leak checks).
     pub fn live(&self) -> [usize; 6] {
         [
-            lock(&self.streams).len(),
-            lock(&self.events).len(),
+            self.streams.live(),
+            self.events.live(),
             lock(&self.memory).live(),
             lock(&self.host).len(),
             lock(&self.graphs).len(),
@@ -1220,19 +1472,19 @@ impl Runtime {
         }
         let mut last = lock(&graph.last_launch);
         if let Some((previous, end)) = &*last {
-            if *previous != obj.handle {
+            if *previous != obj.handle.load(Ordering::Acquire) {
                 obj.stream
                     .wait_event(end)
                     .check("cuda_graph_launch (waiting for the previous launch)")?;
             }
         }
-        lock(&graph.order.launches).push_back(obj.handle);
+        lock(&graph.order.launches).push_back(obj.handle.load(Ordering::Acquire));
         if let Err(error) = graph.graph.launch(&obj.stream) {
             lock(&graph.order.launches).pop_back();
             return Err(fail("cuda_graph_launch", error));
         }
         match obj.stream.record_event() {
-            Ok(end) => *last = Some((obj.handle, end)),
+            Ok(end) => *last = Some((obj.handle.load(Ordering::Acquire), end)),
             Err(error) => {
                 // The launch is queued: answer success. The next launch cannot be ordered
                 // behind it, so a callback of either may be told the other's stream.

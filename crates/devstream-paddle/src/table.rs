@@ -28,25 +28,20 @@ thread_local! {
     static CURRENT: Cell<[c_int; 4]> = const { Cell::new([0; 4]) };
 }
 
-thread_local! {
-    /// The device index the running entry point resolved (for its failure report).
-    static CALL_DEVICE: Cell<Option<usize>> = const { Cell::new(None) };
-}
-
-/// Starts an entry point: forgets what the previous one on this thread noted.
-fn begin_call() {
-    let _ = CALL_DEVICE.try_with(|d| d.set(None));
-    let _ = crate::runtime::take_failure();
-}
-
 /// Reports a failing entry point of backend `B`: `tracing::warn!` always, and one line on
 /// stderr under `DEVSTREAM_PADDLE_LOG=1` (or `DEVSTREAM_PADDLE_DEBUG`), naming the function,
-/// the device and why (the devstream error's `Display`, or the refusal).
-fn report<const B: usize>(function: &str, status: C_Status, why: Option<String>) {
-    let device = CALL_DEVICE.try_with(Cell::get).ok().flatten();
-    let device = match device {
-        Some(d) => format!("device {d}"),
-        None => "no device".to_owned(),
+/// the device (the id of `device`, the `C_Device` the call was given, if any) and why (the
+/// devstream error's `Display`, or the refusal).
+///
+/// `device` is null or points to a readable `C_Device_st` (the host's argument).
+#[cold]
+#[inline(never)]
+fn report<const B: usize>(function: &str, device: C_Device, status: C_Status, why: Option<String>) {
+    let device = if device.is_null() {
+        "no device".to_owned()
+    } else {
+        // SAFETY: non-null, and the host passes a readable `C_Device_st` (see above).
+        format!("device {}", unsafe { (*device).id })
     };
     let why = why.unwrap_or_else(|| "no reason recorded".to_owned());
     let kind = crate::select::Backend::ALL
@@ -81,26 +76,61 @@ fn log_backtraces() -> bool {
 }
 
 /// Runs entry point `function`'s `body`; a panic becomes `C_INTERNAL_ERROR`. A failing status
-/// is reported ([`report`]) with the reason the body noted.
-fn guarded<const B: usize>(function: &str, body: impl FnOnce() -> Status) -> C_Status {
-    begin_call();
-    let status = match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => return C_SUCCESS,
-        Ok(Err(status)) => status,
-        Err(payload) => {
-            let message = panic_message(payload.as_ref());
-            report::<B>(function, PANICKED, Some(format!("panicked: {message}")));
-            return PANICKED;
-        }
-    };
-    report::<B>(function, status, crate::runtime::take_failure());
+/// is reported ([`report`]) with the reason the body noted, which is taken (cleared) then: a
+/// call that succeeds leaves nothing noted (see `runtime::note_failure`), so the success path
+/// touches no thread-local here.
+///
+/// `device` is the call's `C_Device` for the report: null, or readable (the host's argument).
+#[inline(always)]
+fn guarded<const B: usize>(
+    function: &str,
+    device: C_Device,
+    body: impl FnOnce() -> Status,
+) -> C_Status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => C_SUCCESS,
+        Ok(Err(status)) => failed::<B>(function, device, status),
+        Err(payload) => panicked::<B>(function, device, payload),
+    }
+}
+
+/// The failing path of [`guarded`].
+#[cold]
+#[inline(never)]
+fn failed<const B: usize>(function: &str, device: C_Device, status: C_Status) -> C_Status {
+    report::<B>(function, device, status, crate::runtime::take_failure());
     status
 }
 
+/// The panicking path of [`guarded`].
+#[cold]
+#[inline(never)]
+fn panicked<const B: usize>(
+    function: &str,
+    device: C_Device,
+    payload: Box<dyn std::any::Any + Send>,
+) -> C_Status {
+    // What the body noted before panicking is not the reason.
+    let _ = crate::runtime::take_failure();
+    let message = panic_message(payload.as_ref());
+    report::<B>(
+        function,
+        device,
+        PANICKED,
+        Some(format!("panicked: {message}")),
+    );
+    PANICKED
+}
+
 /// [`guarded`] for queries: `Ok(false)` (not complete) is `C_FAILED`, not reported.
-fn guarded_query<const B: usize>(function: &str, body: impl FnOnce() -> Status<bool>) -> C_Status {
+#[inline(always)]
+fn guarded_query<const B: usize>(
+    function: &str,
+    device: C_Device,
+    body: impl FnOnce() -> Status<bool>,
+) -> C_Status {
     let mut complete = true;
-    let status = guarded::<B>(function, || {
+    let status = guarded::<B>(function, device, || {
         complete = body()?;
         Ok(())
     });
@@ -121,6 +151,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+#[inline(always)]
 fn rt<const B: usize>() -> Status<&'static Runtime> {
     RUNTIMES[B].get().ok_or(C_ERROR)
 }
@@ -142,16 +173,16 @@ unsafe fn put<T>(out: *mut T, value: T) -> Status {
 ///
 /// # Safety
 /// `device` is null or points to a readable `C_Device_st`.
+#[inline(always)]
 unsafe fn dev<const B: usize>(device: C_Device) -> Status<(&'static Runtime, usize)> {
     let rt = rt::<B>()?;
     // SAFETY: forwarded from the caller.
     let d = unsafe { rt.device_ptr(device) }?;
-    let _ = CALL_DEVICE.try_with(|c| c.set(Some(d)));
     Ok((rt, d))
 }
 
 unsafe extern "C" fn initialize<const B: usize>() -> C_Status {
-    guarded::<B>("initialize", || rt::<B>().map(drop))
+    guarded::<B>("initialize", std::ptr::null_mut(), || rt::<B>().map(drop))
 }
 
 unsafe extern "C" fn finalize<const B: usize>() -> C_Status {
@@ -161,17 +192,21 @@ unsafe extern "C" fn finalize<const B: usize>() -> C_Status {
 }
 
 unsafe extern "C" fn init_device<const B: usize>(device: C_Device) -> C_Status {
-    // SAFETY: the host passes a valid `C_Device`.
-    guarded::<B>("init_device", || unsafe { dev::<B>(device) }.map(drop))
+    guarded::<B>("init_device", device, || {
+        // SAFETY: the host passes a valid `C_Device`.
+        unsafe { dev::<B>(device) }.map(drop)
+    })
 }
 
 unsafe extern "C" fn deinit_device<const B: usize>(device: C_Device) -> C_Status {
-    // SAFETY: the host passes a valid `C_Device`.
-    guarded::<B>("deinit_device", || unsafe { dev::<B>(device) }.map(drop))
+    guarded::<B>("deinit_device", device, || {
+        // SAFETY: the host passes a valid `C_Device`.
+        unsafe { dev::<B>(device) }.map(drop)
+    })
 }
 
 unsafe extern "C" fn set_device<const B: usize>(device: C_Device) -> C_Status {
-    guarded::<B>("set_device", || {
+    guarded::<B>("set_device", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (_, d) = unsafe { dev::<B>(device) }?;
         CURRENT.with(|c| {
@@ -184,7 +219,7 @@ unsafe extern "C" fn set_device<const B: usize>(device: C_Device) -> C_Status {
 }
 
 unsafe extern "C" fn get_device<const B: usize>(device: C_Device) -> C_Status {
-    guarded::<B>("get_device", || {
+    guarded::<B>("get_device", std::ptr::null_mut(), || {
         rt::<B>()?;
         let id = CURRENT.with(|c| c.get()[B]);
         // SAFETY: the host passes a writable `C_Device_st` (or null: refused).
@@ -196,7 +231,7 @@ unsafe extern "C" fn create_stream<const B: usize>(
     device: C_Device,
     stream: *mut C_Stream,
 ) -> C_Status {
-    guarded::<B>("create_stream", || {
+    guarded::<B>("create_stream", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if stream.is_null() {
@@ -212,7 +247,7 @@ unsafe extern "C" fn destroy_stream<const B: usize>(
     device: C_Device,
     stream: C_Stream,
 ) -> C_Status {
-    guarded::<B>("destroy_stream", || {
+    guarded::<B>("destroy_stream", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if stream.is_null() {
@@ -223,7 +258,7 @@ unsafe extern "C" fn destroy_stream<const B: usize>(
 }
 
 unsafe extern "C" fn query_stream<const B: usize>(device: C_Device, stream: C_Stream) -> C_Status {
-    guarded_query::<B>("query_stream", || {
+    guarded_query::<B>("query_stream", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.query_stream(d, stream)
@@ -234,7 +269,7 @@ unsafe extern "C" fn synchronize_stream<const B: usize>(
     device: C_Device,
     stream: C_Stream,
 ) -> C_Status {
-    guarded::<B>("synchronize_stream", || {
+    guarded::<B>("synchronize_stream", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.synchronize_stream(d, stream)
@@ -242,7 +277,7 @@ unsafe extern "C" fn synchronize_stream<const B: usize>(
 }
 
 unsafe extern "C" fn synchronize_device<const B: usize>(device: C_Device) -> C_Status {
-    guarded::<B>("synchronize_device", || {
+    guarded::<B>("synchronize_device", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.synchronize_device(d)
@@ -255,7 +290,7 @@ unsafe extern "C" fn stream_add_callback<const B: usize>(
     callback: C_Callback,
     user_data: *mut c_void,
 ) -> C_Status {
-    guarded::<B>("stream_add_callback", || {
+    guarded::<B>("stream_add_callback", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         let callback = callback.ok_or(C_ERROR)?;
@@ -267,7 +302,7 @@ unsafe extern "C" fn create_event<const B: usize>(
     device: C_Device,
     event: *mut C_Event,
 ) -> C_Status {
-    guarded::<B>("create_event", || {
+    guarded::<B>("create_event", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if event.is_null() {
@@ -284,7 +319,7 @@ unsafe extern "C" fn record_event<const B: usize>(
     stream: C_Stream,
     event: C_Event,
 ) -> C_Status {
-    guarded::<B>("record_event", || {
+    guarded::<B>("record_event", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.record_event(d, stream, event as usize)
@@ -292,18 +327,22 @@ unsafe extern "C" fn record_event<const B: usize>(
 }
 
 unsafe extern "C" fn destroy_event<const B: usize>(_device: C_Device, event: C_Event) -> C_Status {
-    guarded::<B>("destroy_event", || rt::<B>()?.destroy_event(event as usize))
+    guarded::<B>("destroy_event", _device, || {
+        rt::<B>()?.destroy_event(event as usize)
+    })
 }
 
 unsafe extern "C" fn query_event<const B: usize>(_device: C_Device, event: C_Event) -> C_Status {
-    guarded_query::<B>("query_event", || rt::<B>()?.query_event(event as usize))
+    guarded_query::<B>("query_event", _device, || {
+        rt::<B>()?.query_event(event as usize)
+    })
 }
 
 unsafe extern "C" fn synchronize_event<const B: usize>(
     _device: C_Device,
     event: C_Event,
 ) -> C_Status {
-    guarded::<B>("synchronize_event", || {
+    guarded::<B>("synchronize_event", _device, || {
         rt::<B>()?.synchronize_event(event as usize)
     })
 }
@@ -313,7 +352,7 @@ unsafe extern "C" fn stream_wait_event<const B: usize>(
     stream: C_Stream,
     event: C_Event,
 ) -> C_Status {
-    guarded::<B>("stream_wait_event", || {
+    guarded::<B>("stream_wait_event", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.stream_wait_event(d, stream, event as usize)
@@ -331,7 +370,7 @@ unsafe extern "C" fn device_memory_allocate<const B: usize>(
     ptr: *mut *mut c_void,
     size: usize,
 ) -> C_Status {
-    guarded::<B>("device_memory_allocate", || {
+    guarded::<B>("device_memory_allocate", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if ptr.is_null() {
@@ -345,6 +384,7 @@ unsafe extern "C" fn device_memory_allocate<const B: usize>(
                     .unwrap_or_else(|| format!("{size} bytes exceed the largest allocation"));
                 report::<B>(
                     "device_memory_allocate (a null pointer: out of memory)",
+                    device,
                     C_FAILED,
                     Some(why),
                 );
@@ -362,7 +402,7 @@ unsafe extern "C" fn device_memory_deallocate<const B: usize>(
     ptr: *mut c_void,
     _size: usize,
 ) -> C_Status {
-    guarded::<B>("device_memory_deallocate", || {
+    guarded::<B>("device_memory_deallocate", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.deallocate(d, ptr as usize)
@@ -375,7 +415,7 @@ unsafe extern "C" fn device_memory_set<const B: usize>(
     value: u8,
     size: usize,
 ) -> C_Status {
-    guarded::<B>("device_memory_set", || {
+    guarded::<B>("device_memory_set", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.memset(d, ptr as usize, value, size)
@@ -387,7 +427,7 @@ unsafe extern "C" fn host_memory_allocate<const B: usize>(
     ptr: *mut *mut c_void,
     size: usize,
 ) -> C_Status {
-    guarded::<B>("host_memory_allocate", || {
+    guarded::<B>("host_memory_allocate", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, _) = unsafe { dev::<B>(device) }?;
         if ptr.is_null() {
@@ -404,7 +444,7 @@ unsafe extern "C" fn host_memory_deallocate<const B: usize>(
     ptr: *mut c_void,
     _size: usize,
 ) -> C_Status {
-    guarded::<B>("host_memory_deallocate", || {
+    guarded::<B>("host_memory_deallocate", _device, || {
         rt::<B>()?.host_deallocate(ptr as usize)
     })
 }
@@ -415,7 +455,7 @@ unsafe extern "C" fn memory_copy_h2d<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded::<B>("memory_copy_h2d", || {
+    guarded::<B>("memory_copy_h2d", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.copy_h2d(d, None, dst as usize, src as usize, size)
@@ -428,7 +468,7 @@ unsafe extern "C" fn memory_copy_d2h<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded::<B>("memory_copy_d2h", || {
+    guarded::<B>("memory_copy_d2h", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.copy_d2h(d, None, dst as usize, src as usize, size)
@@ -441,7 +481,7 @@ unsafe extern "C" fn memory_copy_d2d<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded::<B>("memory_copy_d2d", || {
+    guarded::<B>("memory_copy_d2d", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.copy_d2d(d, None, dst as usize, src as usize, size)
@@ -455,7 +495,7 @@ unsafe extern "C" fn memory_copy_p2p<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded::<B>("memory_copy_p2p", || {
+    guarded::<B>("memory_copy_p2p", dst_device, || {
         // SAFETY: the host passes valid `C_Device`s.
         let (rt, dd) = unsafe { dev::<B>(dst_device) }?;
         // SAFETY: as above.
@@ -471,7 +511,7 @@ unsafe extern "C" fn async_memory_copy_h2d<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded::<B>("async_memory_copy_h2d", || {
+    guarded::<B>("async_memory_copy_h2d", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.copy_h2d(d, Some(stream), dst as usize, src as usize, size)
@@ -485,7 +525,7 @@ unsafe extern "C" fn async_memory_copy_d2h<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded::<B>("async_memory_copy_d2h", || {
+    guarded::<B>("async_memory_copy_d2h", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.copy_d2h(d, Some(stream), dst as usize, src as usize, size)
@@ -499,7 +539,7 @@ unsafe extern "C" fn async_memory_copy_d2d<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded::<B>("async_memory_copy_d2d", || {
+    guarded::<B>("async_memory_copy_d2d", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.copy_d2d(d, Some(stream), dst as usize, src as usize, size)
@@ -514,7 +554,7 @@ unsafe extern "C" fn async_memory_copy_p2p<const B: usize>(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded::<B>("async_memory_copy_p2p", || {
+    guarded::<B>("async_memory_copy_p2p", dst_device, || {
         // SAFETY: the host passes valid `C_Device`s.
         let (rt, dd) = unsafe { dev::<B>(dst_device) }?;
         // SAFETY: as above.
@@ -525,13 +565,13 @@ unsafe extern "C" fn async_memory_copy_p2p<const B: usize>(
 
 unsafe extern "C" fn get_device_count<const B: usize>(count: *mut usize) -> C_Status {
     // SAFETY: the host passes a writable `size_t` (or null: refused).
-    guarded::<B>("get_device_count", || unsafe {
+    guarded::<B>("get_device_count", std::ptr::null_mut(), || unsafe {
         put(count, rt::<B>()?.count())
     })
 }
 
 unsafe extern "C" fn get_device_list<const B: usize>(devices: *mut usize) -> C_Status {
-    guarded::<B>("get_device_list", || {
+    guarded::<B>("get_device_list", std::ptr::null_mut(), || {
         let rt = rt::<B>()?;
         if devices.is_null() {
             return Err(C_ERROR);
@@ -549,7 +589,7 @@ unsafe extern "C" fn device_memory_stats<const B: usize>(
     total: *mut usize,
     free: *mut usize,
 ) -> C_Status {
-    guarded::<B>("device_memory_stats", || {
+    guarded::<B>("device_memory_stats", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if total.is_null() || free.is_null() {
@@ -570,7 +610,7 @@ unsafe extern "C" fn cuda_stream_begin_capture<const B: usize>(
     stream: C_Stream,
     mode: C_StreamCaptureMode,
 ) -> C_Status {
-    guarded::<B>("cuda_stream_begin_capture", || {
+    guarded::<B>("cuda_stream_begin_capture", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.begin_capture(d, stream, mode)
@@ -582,7 +622,7 @@ unsafe extern "C" fn cuda_stream_end_capture<const B: usize>(
     stream: C_Stream,
     graph: *mut C_CudaGraph,
 ) -> C_Status {
-    guarded::<B>("cuda_stream_end_captrue", || {
+    guarded::<B>("cuda_stream_end_captrue", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if graph.is_null() {
@@ -599,7 +639,7 @@ unsafe extern "C" fn cuda_graph_launch<const B: usize>(
     exec: C_GraphExec,
     stream: C_Stream,
 ) -> C_Status {
-    guarded::<B>("cuda_graph_launch", || {
+    guarded::<B>("cuda_graph_launch", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         rt.launch(d, exec as usize, stream)
@@ -607,13 +647,13 @@ unsafe extern "C" fn cuda_graph_launch<const B: usize>(
 }
 
 unsafe extern "C" fn cuda_graph_destroy<const B: usize>(graph: C_CudaGraph) -> C_Status {
-    guarded::<B>("cuda_graph_destroy", || {
+    guarded::<B>("cuda_graph_destroy", std::ptr::null_mut(), || {
         rt::<B>()?.destroy_graph(graph as usize)
     })
 }
 
 unsafe extern "C" fn cuda_graph_exec_destroy<const B: usize>(exec: C_GraphExec) -> C_Status {
-    guarded::<B>("cuda_graph_exec_destroy", || {
+    guarded::<B>("cuda_graph_exec_destroy", std::ptr::null_mut(), || {
         rt::<B>()?.destroy_exec(exec as usize)
     })
 }
@@ -625,7 +665,7 @@ unsafe extern "C" fn cuda_graph_instantiate<const B: usize>(
     _log: *mut c_char,
     _log_size: usize,
 ) -> C_Status {
-    guarded::<B>("cuda_graph_instantiate", || {
+    guarded::<B>("cuda_graph_instantiate", std::ptr::null_mut(), || {
         let rt = rt::<B>()?;
         if exec.is_null() || graph.is_null() {
             return Err(C_ERROR);
@@ -647,7 +687,7 @@ unsafe extern "C" fn cuda_graph_get_nodes<const B: usize>(
     nodes: *mut C_CudaGraphNode,
     count: *mut usize,
 ) -> C_Status {
-    guarded::<B>("cuda_graph_get_nodes", || {
+    guarded::<B>("cuda_graph_get_nodes", std::ptr::null_mut(), || {
         let rt = rt::<B>()?;
         rt.graph(graph as usize)?;
         if !nodes.is_null() {
@@ -670,7 +710,7 @@ unsafe extern "C" fn cuda_stream_capture_info<const B: usize>(
     edge_data: *mut *mut c_void,
     dependency_count: *mut usize,
 ) -> C_Status {
-    guarded::<B>("cuda_stream_capture_info", || {
+    guarded::<B>("cuda_stream_capture_info", device, || {
         // SAFETY: the host passes a valid `C_Device`.
         let (rt, d) = unsafe { dev::<B>(device) }?;
         if status.is_null() {
@@ -706,16 +746,20 @@ unsafe extern "C" fn get_parameter_setter_for_exec_graph<const B: usize>(
     graph: C_CudaGraph,
     hooks: *mut C_GraphHookManager,
 ) -> C_Status {
-    guarded::<B>("get_parameter_setter_for_exec_graph", || {
-        rt::<B>()?.graph(graph as usize)?;
-        let none = C_GraphHookManager {
-            size: 0,
-            hooks: std::ptr::null_mut(),
-            user_data: std::ptr::null_mut(),
-        };
-        // SAFETY: the host passes a writable `C_GraphHookManager` (or null: refused).
-        unsafe { put(hooks, none) }
-    })
+    guarded::<B>(
+        "get_parameter_setter_for_exec_graph",
+        std::ptr::null_mut(),
+        || {
+            rt::<B>()?.graph(graph as usize)?;
+            let none = C_GraphHookManager {
+                size: 0,
+                hooks: std::ptr::null_mut(),
+                user_data: std::ptr::null_mut(),
+            };
+            // SAFETY: the host passes a writable `C_GraphHookManager` (or null: refused).
+            unsafe { put(hooks, none) }
+        },
+    )
 }
 
 /// Declares a `C_Status (*)(C_Device, size_t*)` info function from `|rt, device| -> usize`.
@@ -723,7 +767,7 @@ macro_rules! size_info {
     ($($(#[$doc:meta])* $name:ident = $value:expr;)*) => {$(
         $(#[$doc])*
         unsafe extern "C" fn $name<const B: usize>(device: C_Device, out: *mut usize) -> C_Status {
-            guarded::<B>(stringify!($name), || {
+            guarded::<B>(stringify!($name), device, || {
                 // SAFETY: the host passes a valid `C_Device`.
                 let (rt, d) = unsafe { dev::<B>(device) }?;
                 let value: fn(&Runtime, usize) -> usize = $value;

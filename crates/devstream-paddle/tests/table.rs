@@ -394,7 +394,7 @@ fn events_order_streams() {
     );
     // A handle of another device type (another copy of the library, its own counters) with
     // the same number is unknown here.
-    let foreign = ((a as usize) & ((1 << 48) - 1)) | (2 << 48);
+    let foreign = ((a as usize) & ((1 << 60) - 1)) | (2 << 60);
     assert_eq!(call!(query_stream(&mut d, foreign as C_Stream)), C_ERROR);
     destroy(a);
     destroy(b);
@@ -496,6 +496,188 @@ fn captured_copies_run_at_every_launch() {
     );
     free(src, 4);
     free(dst, 4);
+    destroy(s);
+}
+
+#[test]
+fn a_destroyed_event_handed_out_again_answers_as_never_recorded() {
+    let _serial = serial();
+    let a = stream();
+    let b = stream();
+    let mut d = dev();
+    let release = hold(a);
+    let mut old = null_mut();
+    assert_eq!(call!(create_event(&mut d, &mut old)), C_SUCCESS);
+    assert_eq!(call!(record_event(&mut d, a, old)), C_SUCCESS);
+    assert_eq!(call!(query_event(&mut d, old)), C_FAILED, "a is held");
+    assert_eq!(call!(destroy_event(&mut d, old)), C_SUCCESS);
+    let mut event = null_mut();
+    assert_eq!(call!(create_event(&mut d, &mut event)), C_SUCCESS);
+    // This thread gets the slot (and its devstream event, still recorded behind the held
+    // work) back, under a new handle.
+    let index = |h: C_Event| ((h as usize) >> 4) & ((1 << 20) - 1);
+    assert_eq!(index(event), index(old));
+    assert_ne!(event, old);
+    assert_eq!(call!(query_event(&mut d, old)), C_ERROR, "the old handle");
+    // Never recorded: complete, and waiting on it orders nothing.
+    assert_eq!(call!(query_event(&mut d, event)), C_SUCCESS);
+    assert_eq!(call!(synchronize_event(&mut d, event)), C_SUCCESS);
+    assert_eq!(call!(stream_wait_event(&mut d, b, event)), C_SUCCESS);
+    assert_eq!(
+        call!(query_stream(&mut d, b)),
+        C_SUCCESS,
+        "b waits for nothing"
+    );
+    // Recorded again: the new record counts.
+    assert_eq!(call!(record_event(&mut d, a, event)), C_SUCCESS);
+    assert_eq!(call!(query_event(&mut d, event)), C_FAILED);
+    assert_eq!(call!(stream_wait_event(&mut d, b, event)), C_SUCCESS);
+    assert_eq!(call!(query_stream(&mut d, b)), C_FAILED, "b waits for a");
+    release.send(()).unwrap();
+    assert_eq!(call!(synchronize_event(&mut d, event)), C_SUCCESS);
+    assert_eq!(sync(b), C_SUCCESS);
+    assert_eq!(call!(destroy_event(&mut d, event)), C_SUCCESS);
+    destroy(a);
+    destroy(b);
+}
+
+#[test]
+fn streams_and_events_destroyed_while_other_threads_use_them() {
+    let _serial = serial();
+    table();
+    let before = live();
+    for _ in 0..20 {
+        let s = stream();
+        let mut d = dev();
+        let mut event = null_mut();
+        assert_eq!(call!(create_event(&mut d, &mut event)), C_SUCCESS);
+        let (s_bits, e_bits) = (s as usize, event as usize);
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                scope.spawn(move || {
+                    let mut d = dev();
+                    let (s, event) = (s_bits as C_Stream, e_bits as C_Event);
+                    for _ in 0..200 {
+                        // Each call works on a live object or answers C_ERROR.
+                        let r = call!(record_event(&mut d, s, event));
+                        assert!(r == C_SUCCESS || r == C_ERROR, "{r:?}");
+                        let w = call!(stream_wait_event(&mut d, s, event));
+                        assert!(w == C_SUCCESS || w == C_ERROR, "{w:?}");
+                        let q = call!(query_stream(&mut d, s));
+                        assert!(q == C_SUCCESS || q == C_FAILED || q == C_ERROR, "{q:?}");
+                    }
+                });
+            }
+            std::thread::sleep(Duration::from_micros(200));
+            assert_eq!(call!(destroy_event(&mut d, event)), C_SUCCESS);
+            destroy(s);
+        });
+    }
+    assert_eq!(live()[..2], before[..2], "streams, events");
+}
+
+/// A callback that reports a failure.
+unsafe extern "C" fn fail_it(_: C_Device, _: C_Stream, _: *mut c_void, status: *mut C_Status) {
+    // SAFETY: the plug-in passes a writable status.
+    unsafe { status.write(C_ERROR) };
+}
+
+#[test]
+fn a_destroyed_stream_is_reused_only_idle_and_sound() {
+    let _serial = serial();
+    let index = |h: C_Stream| ((h as usize) >> 4) & ((1 << 20) - 1);
+    let mut d = dev();
+    // Idle when destroyed: the next stream takes its slot and is as good as new.
+    let idle = stream();
+    assert_eq!(sync(idle), C_SUCCESS);
+    destroy(idle);
+    let again = stream();
+    assert_eq!(index(again), index(idle));
+    assert_ne!(again, idle);
+    assert_eq!(call!(query_stream(&mut d, idle)), C_ERROR, "the old handle");
+    assert_eq!(call!(query_stream(&mut d, again)), C_SUCCESS);
+    destroy(again);
+    // Busy when destroyed: its work runs on, and a new stream does not wait for it.
+    let busy = stream();
+    let release = hold(busy);
+    destroy(busy);
+    let fresh = stream();
+    assert_ne!(index(fresh), index(busy));
+    assert_eq!(call!(query_stream(&mut d, fresh)), C_SUCCESS);
+    assert_eq!(sync(fresh), C_SUCCESS);
+    release.send(()).unwrap();
+    // Failed and destroyed before anyone synchronised it: never handed out again.
+    let failed = stream();
+    assert_eq!(
+        call!(stream_add_callback(
+            &mut d,
+            failed,
+            Some(fail_it),
+            null_mut()
+        )),
+        C_SUCCESS
+    );
+    while call!(query_stream(&mut d, failed)) != C_SUCCESS {
+        std::thread::yield_now();
+    }
+    destroy(failed);
+    let mut later = Vec::new();
+    for _ in 0..4 {
+        let s = stream();
+        assert_ne!(index(s), index(failed), "a failed stream's slot is retired");
+        assert_eq!(sync(s), C_SUCCESS, "no failure inherited");
+        later.push(s);
+    }
+    for s in later {
+        destroy(s);
+    }
+    destroy(fresh);
+}
+
+#[test]
+fn creating_a_stream_during_a_global_capture_leaves_the_capture_valid() {
+    let _serial = serial();
+    let mut d = dev();
+    // Two idle destroyed streams: `s` reuses one slot, and the create_stream during the
+    // capture would probe the other.
+    let (idle, idle_too) = (stream(), stream());
+    assert_eq!(sync(idle), C_SUCCESS);
+    assert_eq!(sync(idle_too), C_SUCCESS);
+    destroy(idle);
+    destroy(idle_too);
+    let s = stream();
+    assert_eq!(
+        call!(cuda_stream_begin_capture(
+            &mut d,
+            s,
+            C_StreamCaptureModeGlobal
+        )),
+        C_SUCCESS
+    );
+    // Probing a destroyed stream (query, synchronize) now would be an unsafe call.
+    let other = stream();
+    let mut status = -1;
+    assert_eq!(
+        call!(cuda_stream_capture_info(
+            &mut d,
+            s,
+            &mut status,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut()
+        )),
+        C_SUCCESS
+    );
+    assert_eq!(status, C_StreamCaptureStatusActive, "still capturing");
+    let mut graph = null_mut();
+    assert_eq!(
+        call!(cuda_stream_end_captrue(&mut d, s, &mut graph)),
+        C_SUCCESS
+    );
+    assert_eq!(call!(cuda_graph_destroy(graph)), C_SUCCESS);
+    destroy(other);
     destroy(s);
 }
 
