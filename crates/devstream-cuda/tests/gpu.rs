@@ -764,8 +764,10 @@ fn block_on(mut future: devstream_core::Completion) -> devstream_core::Result<()
     }
 }
 
-/// Completions wait on notifier streams of their own: one held behind a closed flag does not
-/// hold back another stream's; during a Global-mode capture the capturing stream's completion
+/// A stream completion waits on its own stream and an event completion on a notifier of its own
+/// (below the device's cap): one held behind a closed flag does not hold back another
+/// stream's; more pending event completions than the cap of notifiers all resolve once the
+/// flag opens (no stream is made per future); during a Global-mode capture the capturing stream's completion
 /// (and that of an event recorded in the capture) is `Error::Capture`, another stream's
 /// completion can still be registered, and the capture stays valid and replays; a panicking
 /// host function is the stream completion's error.
@@ -776,6 +778,8 @@ fn completions_use_independent_notifiers_and_leave_captures_valid() {
     };
     let (held, flag) = gated(&place);
     let held_done = held.completion();
+    let held_event = held.record_event().unwrap();
+    let held_event_done = held_event.completion();
     let free = stream(&place);
     let ran = Arc::new(AtomicUsize::new(0));
     let r = ran.clone();
@@ -785,10 +789,24 @@ fn completions_use_independent_notifiers_and_leave_captures_valid() {
     .unwrap();
     block_on(free.completion()).unwrap();
     assert_eq!(ran.load(Ordering::SeqCst), 1);
+    // Not done yet when registered (a kernel-free stream may finish at once otherwise).
+    let free_gate = gated(&place);
+    let free_event = free_gate.0.record_event().unwrap();
+    let free_event_done = free_event.completion();
+    free_gate.1.set(1);
+    block_on(free_event_done).unwrap();
     assert!(
-        !held_done.is_ready(),
-        "the gated stream's completion is pending"
+        !held_done.is_ready() && !held_event_done.is_ready(),
+        "the gated stream's completions are pending"
     );
+    // Many more event completions held by the flag than there are notifiers.
+    let many_events: Vec<_> = (0..300).map(|_| held.record_event().unwrap()).collect();
+    let many: Vec<_> = many_events
+        .iter()
+        .map(|e| e.completion())
+        .chain((0..300).map(|_| held.completion()))
+        .collect();
+    assert!(many.iter().all(|f| !f.is_ready()));
 
     let capturing = stream(&place);
     let other = stream(&place);
@@ -825,6 +843,10 @@ fn completions_use_independent_notifiers_and_leave_captures_valid() {
 
     flag.set(1);
     block_on(held_done).unwrap();
+    block_on(held_event_done).unwrap();
+    for future in many {
+        block_on(future).unwrap();
+    }
 
     let panics = stream(&place);
     panics

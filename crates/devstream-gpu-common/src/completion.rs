@@ -1,22 +1,31 @@
 //! [`Completion`] futures on CUDA and HIP (one implementation, generic over [`RawApi`]).
 //!
-//! A completion waits on a *notifier*: an internal non-blocking stream of the device that
-//! `cuStreamWaitEvent`s the target event and then runs a stream callback
-//! (`cuStreamAddCallback`, whose status carries a device fault; `cuLaunchHostFunc` where the
-//! runtime lacks callbacks), which completes the future. Nothing is added to the user's stream:
-//! `Stream::completion` records an internal event there (like `wait_stream` does) and waits on
-//! it. Each pending completion holds a notifier of its own, taken from a per-device pool and
-//! handed back by the callback, so a completion never waits behind another one's work (a single
-//! notifier stream would serialise every completion of the device behind the slowest). No
-//! thread is started and nothing polls: the runtime's callback thread wakes the task.
+//! No thread is started and nothing polls: a stream callback (`cuStreamAddCallback`, whose
+//! status carries a device fault; `cuLaunchHostFunc` where the runtime lacks callbacks) fills
+//! the future on the runtime's callback thread.
+//!
+//! - `Stream::completion` puts that callback on the stream itself: it runs once all the work
+//!   submitted so far is done. No event, no other stream, no driver object is created, so a
+//!   completion can be registered at any time, however many are pending (the stream holds its
+//!   later work for the time the callback takes: it only wakes the task). A per-thread default
+//!   stream used from another thread cannot be named from here: its completion waits on an
+//!   event recorded on the legacy stream, as an event completion.
+//! - `Event::completion` first asks the event (done: ready at once). Otherwise a *notifier*, an
+//!   internal non-blocking stream of the device, waits on the event and then runs the
+//!   callback. Notifiers are pooled per device and capped at [`MAX_NOTIFIERS`]: a completion
+//!   takes an idle one, else makes one while fewer exist, else queues on the one with the
+//!   fewest pending completions (its wake then also waits for those earlier events; it is
+//!   never lost). The cap matters: creating streams by the thousand (one per pending future,
+//!   the first design) made the driver wait on the device inside `cuStreamCreate` while a
+//!   flag gate held a stream, and the conformance completion tests hung on an H100.
 //!
 //! The callback runs on the runtime's callback thread, where runtime calls are forbidden: it
 //! only fills the future (the waker runs there: executors' wakers just schedule the task),
-//! drops the event handle it kept (its destruction is moved to devstream's release thread) and
-//! returns the notifier to the pool.
+//! drops the event handle it kept (its destruction goes to devstream's release thread) and
+//! marks its notifier one completion less busy.
 
 use crate::device::Device;
-use crate::error::{check, map_error};
+use crate::error::{check, check_ready, map_error};
 use crate::event::GpuEvent;
 use crate::hostfn::{in_host_function, PanicSlot};
 use crate::raw::{Optional, RawApi, RawError, RawStream};
@@ -25,8 +34,14 @@ use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Idle notifier streams a device keeps for reuse; more are destroyed when handed back.
-const POOL_SIZE: usize = 256;
+/// Notifier streams a device makes at most (see the module documentation).
+pub const MAX_NOTIFIERS: usize = 64;
+
+/// A device's notifier streams and how many pending completions each one holds.
+#[derive(Default)]
+pub(crate) struct Notifiers {
+    streams: Vec<(RawStream, usize)>,
+}
 
 /// What a pending completion's callback owns.
 struct Notify<A: RawApi> {
@@ -34,9 +49,10 @@ struct Notify<A: RawApi> {
     /// For a stream completion: the stream's panic slot and id (its first host-function panic
     /// is the result, as `synchronize` reports it; looked at, not taken).
     panic: Option<(Arc<PanicSlot>, u64)>,
-    /// The awaited event, kept alive until the callback has run.
-    _event: GpuEvent<A>,
-    notifier: RawStream,
+    /// The awaited event (event completions), kept alive until the callback has run.
+    _event: Option<GpuEvent<A>>,
+    /// The notifier the callback runs on (event completions).
+    notifier: Option<RawStream>,
     device: &'static Device<A>,
 }
 
@@ -62,7 +78,9 @@ impl<A: RawApi> Notify<A> {
         };
         // The event's release goes to the release thread (we are on a callback thread).
         drop(_event);
-        device.return_notifier(notifier);
+        if let Some(notifier) = notifier {
+            device.release_notifier(notifier);
+        }
         completer.complete(result);
     }
 }
@@ -95,15 +113,10 @@ unsafe extern "C" fn notify_host_fn<A: RawApi>(data: *mut c_void) {
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify.finish(0)));
 }
 
-/// A future for the work `event` captured (recorded, not inside a capture). `panic`: the
-/// stream's slot for a stream completion. The device's context must be current.
-pub(crate) fn notify_after<A: RawApi>(
-    event: GpuEvent<A>,
-    panic: Option<(Arc<PanicSlot>, u64)>,
-) -> Result<Completion> {
-    let device = event.inner.device;
+/// Refuses a registration from inside a host function or stream callback.
+fn refuse_in_host_function() -> Result<()> {
     if in_host_function() {
-        // Stream callbacks may not call the runtime: answer from what is known without it.
+        // Stream callbacks may not call the runtime.
         return Err(Error::WouldDeadlock {
             op: "completion",
             reason: "a completion cannot be registered from inside a host function or stream \
@@ -111,66 +124,124 @@ pub(crate) fn notify_after<A: RawApi>(
                 .into(),
         });
     }
-    let notifier = device.take_notifier()?;
-    // SAFETY: the notifier and the event are alive and of this device; the context is current.
-    if let Err(e) = unsafe { A::stream_wait_event(notifier, event.inner.raw) } {
-        device.return_notifier(notifier);
-        return Err(map_error::<A>(e));
-    }
-    let (completion, completer) = Completion::pending();
-    let data = Box::into_raw(Box::new(Notify {
-        completer,
-        panic,
-        _event: event,
-        notifier,
-        device,
-    }));
+    Ok(())
+}
+
+/// Queues the completion callback owning `notify` on `stream`; on failure the future is
+/// completed with the error (and the notifier, if any, released).
+fn launch_callback<A: RawApi>(stream: RawStream, notify: Notify<A>) {
+    let data = Box::into_raw(Box::new(notify));
     // SAFETY: the trampolines match the callback signatures and take ownership of `data`
-    // exactly once when the runtime calls them.
+    // exactly once when the runtime calls them; `stream` is alive and of the current context.
     let launched = unsafe {
         if A::supports(Optional::StreamAddCallback) {
-            A::stream_add_callback(notifier, notify_callback::<A>, data.cast())
+            A::stream_add_callback(stream, notify_callback::<A>, data.cast())
         } else {
-            A::launch_host_func(notifier, notify_host_fn::<A>, data.cast())
+            A::launch_host_func(stream, notify_host_fn::<A>, data.cast())
         }
     };
     if let Err(e) = launched {
         // SAFETY: the runtime refused the callback: we still own `data`.
         let notify = unsafe { Box::from_raw(data) };
-        // The notifier still waits for the event: never reuse it (a later completion would
-        // wait behind it); destroying a stream with queued work is allowed.
-        // SAFETY: our own stream, no longer referenced.
-        let _ = unsafe { A::stream_destroy(notify.notifier) };
-        let Notify { completer, .. } = *notify;
+        let Notify {
+            completer,
+            notifier,
+            device,
+            ..
+        } = *notify;
+        if let Some(notifier) = notifier {
+            // It may still wait for the event: harmless, later completions on it wait at most
+            // for that event too.
+            device.release_notifier(notifier);
+        }
         completer.complete(Err(map_error::<A>(e)));
     }
+}
+
+/// `Stream::completion` on a stream this thread can name (`raw`): the callback goes on the
+/// stream itself. The device's context must be current.
+pub(crate) fn notify_on_stream<A: RawApi>(
+    device: &'static Device<A>,
+    raw: RawStream,
+    panic: (Arc<PanicSlot>, u64),
+) -> Result<Completion> {
+    refuse_in_host_function()?;
+    let (completion, completer) = Completion::pending();
+    launch_callback(
+        raw,
+        Notify::<A> {
+            completer,
+            panic: Some(panic),
+            _event: None,
+            notifier: None,
+            device,
+        },
+    );
+    Ok(completion)
+}
+
+/// A future for the work `event` captured (recorded, not inside a capture), through a
+/// notifier. `panic`: the stream's slot for a stream completion. The device's context must be
+/// current.
+pub(crate) fn notify_after<A: RawApi>(
+    event: GpuEvent<A>,
+    panic: Option<(Arc<PanicSlot>, u64)>,
+) -> Result<Completion> {
+    let device = event.inner.device;
+    refuse_in_host_function()?;
+    let notifier = device.take_notifier()?;
+    // SAFETY: the notifier and the event are alive and of this device; the context is current.
+    if let Err(e) = unsafe { A::stream_wait_event(notifier, event.inner.raw) } {
+        device.release_notifier(notifier);
+        return Err(map_error::<A>(e));
+    }
+    let (completion, completer) = Completion::pending();
+    launch_callback(
+        notifier,
+        Notify {
+            completer,
+            panic,
+            _event: Some(event),
+            notifier: Some(notifier),
+            device,
+        },
+    );
     Ok(completion)
 }
 
 impl<A: RawApi> Device<A> {
-    /// An idle notifier stream (from the pool, or a new non-blocking one). The context must be
-    /// current.
+    /// A notifier stream for one more pending completion: an idle one, else a new one while
+    /// fewer than [`MAX_NOTIFIERS`] exist, else the least busy. The context must be current.
     fn take_notifier(&self) -> Result<RawStream> {
-        if let Some(stream) = self.notifiers.lock().ok().and_then(|mut pool| pool.pop()) {
-            return Ok(stream);
+        let mut pool = self
+            .notifiers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let full = pool.streams.len() >= MAX_NOTIFIERS;
+        let least_busy = pool.streams.iter_mut().min_by_key(|(_, pending)| *pending);
+        match least_busy {
+            Some((stream, pending)) if *pending == 0 || full => {
+                *pending += 1;
+                return Ok(*stream);
+            }
+            _ => {}
         }
-        // SAFETY: the context is current; the stream is owned by the pool from now on.
-        check::<A, _>(unsafe { A::stream_create(true, self.range.clamp(0)) })
+        // SAFETY: the context is current; the stream belongs to the pool from now on (kept for
+        // the process's life, like the device).
+        let stream = check::<A, _>(unsafe { A::stream_create(true, self.range.clamp(0)) })?;
+        pool.streams.push((stream, 1));
+        Ok(stream)
     }
 
-    /// Hands a notifier back (it may still run the callback that hands it back: later work on
-    /// it runs after that). Never calls the runtime from a callback thread.
-    fn return_notifier(&self, stream: RawStream) {
-        if let Ok(mut pool) = self.notifiers.lock() {
-            if pool.len() < POOL_SIZE {
-                pool.push(stream);
-                return;
-            }
+    /// One completion on `stream` less (from the callback: never calls the runtime).
+    fn release_notifier(&self, stream: RawStream) {
+        let mut pool = self
+            .notifiers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, pending)) = pool.streams.iter_mut().find(|(s, _)| *s == stream) {
+            *pending = pending.saturating_sub(1);
         }
-        crate::hostfn::release_off_callback(move || {
-            // SAFETY: an idle notifier of ours, referenced by nothing else.
-            let _ = unsafe { A::stream_destroy(stream) };
-        });
     }
 }
 
@@ -186,10 +257,13 @@ pub(crate) fn event_completion<A: RawApi>(event: &GpuEvent<A>) -> Completion {
             "the event was last recorded inside a capture: it stands for graph work",
         )));
     }
-    let result = event
-        .inner
-        .device
-        .bind()
-        .and_then(|()| notify_after(event.clone(), None));
+    let result = event.inner.device.bind().and_then(|()| {
+        // Done already (the common case for events awaited late): nothing to register.
+        // SAFETY: the event is alive while `event` is.
+        if check_ready::<A>(unsafe { A::event_query(event.inner.raw) })? {
+            return Ok(Completion::ready(Ok(())));
+        }
+        notify_after(event.clone(), None)
+    });
     result.unwrap_or_else(|error| Completion::ready(Err(error)))
 }

@@ -36,8 +36,8 @@ fn copy_as(test: &str, name: &str) -> PathBuf {
 
 type InitPlugin = unsafe extern "C" fn(*mut CustomRuntimeParams);
 
-/// Opens `path` (never closed: the library pins itself once it registers) and answers its
-/// `InitPlugin`.
+/// Opens `path` (never closed: the library pins itself once it registers), removes the copy's
+/// directory and answers its `InitPlugin`.
 fn open(path: &Path) -> InitPlugin {
     let c = CString::new(path.to_str().unwrap()).unwrap();
     // SAFETY: loading a library built from this crate; its constructors are Rust's (none).
@@ -46,6 +46,11 @@ fn open(path: &Path) -> InitPlugin {
     // SAFETY: a symbol lookup in a live handle.
     let symbol = unsafe { libc::dlsym(handle, c"InitPlugin".as_ptr()) };
     assert!(!symbol.is_null());
+    // The loader keeps the mapping (and the name `dladdr` reports) after the file is gone: the
+    // copy's directory is removed now, so no run leaves a library copy behind in the temp dir.
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     // SAFETY: `InitPlugin` has this signature (`sys::InitPluginFn`).
     unsafe { std::mem::transmute::<*mut c_void, InitPlugin>(symbol) }
 }
