@@ -1,120 +1,147 @@
 //! [`Completion`] futures on CUDA and HIP (one implementation, generic over [`RawApi`]).
 //!
-//! No thread is started and nothing polls: a stream callback (`cuStreamAddCallback`, whose
-//! status carries a device fault; `cuLaunchHostFunc` where the runtime lacks callbacks) fills
-//! the future on the runtime's callback thread.
+//! A completion stands for an event: `Event::completion` for the user's event (asked first:
+//! done, it is ready at once), `Stream::completion` for an internal event recorded on the stream
+//! (like `wait_stream` does: nothing else is added to the stream's work). Pending completions
+//! are kept in their device's [`Hub`] and resolved in two ways:
 //!
-//! - `Stream::completion` puts that callback on the stream itself: it runs once all the work
-//!   submitted so far is done. No event, no other stream, no driver object is created, so a
-//!   completion can be registered at any time, however many are pending (the stream holds its
-//!   later work for the time the callback takes: it only wakes the task). A per-thread default
-//!   stream used from another thread cannot be named from here: its completion waits on an
-//!   event recorded on the legacy stream, as an event completion.
-//! - `Event::completion` first asks the event (done: ready at once). Otherwise a *notifier*, an
-//!   internal non-blocking stream of the device, waits on the event and then runs the
-//!   callback. Notifiers are pooled per device and capped at [`MAX_NOTIFIERS`]: a completion
-//!   takes an idle one, else makes one while fewer exist, else queues on the one with the
-//!   fewest pending completions (its wake then also waits for those earlier events; it is
-//!   never lost). The cap matters: creating streams by the thousand (one per pending future,
-//!   the first design) made the driver wait on the device inside `cuStreamCreate` while a
-//!   flag gate held a stream, and the conformance completion tests hung on an H100.
+//! - **Doorbells.** Up to [`DOORBELLS`] pending completions of a device at a time each get an
+//!   internal notifier stream of their own that waits on the event and then runs a host function
+//!   (`cuLaunchHostFunc`) that fills the future on the runtime's callback thread (the waker runs
+//!   there: executors' wakers only schedule the task). This is the fast path: a few futures
+//!   awaited at a time are woken as soon as the runtime sees the work done.
+//! - **The sweeper.** One thread per device (started with the device's first pending
+//!   completion, parked whenever none is pending) asks the pending events (`cuEventQuery`)
+//!   when a doorbell rings, every 100 ms while every pending completion has a doorbell (so a
+//!   device fault, after which host functions never run, still resolves them with the fault),
+//!   and with back-off from 50 µs to 2 ms while some have none.
 //!
-//! The callback runs on the runtime's callback thread, where runtime calls are forbidden: it
-//! only fills the future (the waker runs there: executors' wakers just schedule the task),
-//! drops the event handle it kept (its destruction goes to devstream's release thread) and
-//! marks its notifier one completion less busy.
+//! Why bounded: the runtime's queue of pending work is finite and shared. Each pending future
+//! with a host function of its own (the first design: one notifier stream and one
+//! `cuStreamAddCallback` per future) made thousands of streams and host callbacks; on an H100
+//! the enqueuing thread then waited inside the driver for room that only those callbacks could
+//! free, while `cuStreamAddCallback` callbacks need the driver's lock that thread held: the
+//! completion tests hung (`docs/results/2026-11-24-gpu3/`). `cuLaunchHostFunc` does not take
+//! that lock, and at most [`DOORBELLS`] host functions and notifier streams exist per device
+//! however many futures are pending. No thread per future: one sweeper per device.
 
 use crate::device::Device;
-use crate::error::{check, check_ready, map_error};
+use crate::error::{check, check_ready};
 use crate::event::GpuEvent;
 use crate::hostfn::{in_host_function, PanicSlot};
-use crate::raw::{Optional, RawApi, RawError, RawStream};
+use crate::raw::{RawApi, RawStream};
 use devstream_core::{Completer, Completion, Error, Result};
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
-/// Notifier streams a device makes at most (see the module documentation).
-pub const MAX_NOTIFIERS: usize = 64;
+/// Pending completions of a device that get a host function (and a notifier stream) each.
+pub const DOORBELLS: usize = 16;
 
-/// A device's notifier streams and how many pending completions each one holds.
-#[derive(Default)]
-pub(crate) struct Notifiers {
-    streams: Vec<(RawStream, usize)>,
-}
+/// The sweeper's first wait while some pending completion has no doorbell.
+const POLL_FIRST: Duration = Duration::from_micros(50);
+/// The sweeper's longest wait while some pending completion has no doorbell.
+const POLL_MAX: Duration = Duration::from_millis(2);
+/// The sweeper's wait while every pending completion has a doorbell (device faults).
+const DOORBELL_CHECK: Duration = Duration::from_millis(100);
 
-/// What a pending completion's callback owns.
-struct Notify<A: RawApi> {
-    completer: Completer,
+/// One pending completion.
+struct Pending<A: RawApi> {
+    completer: Mutex<Option<Completer>>,
     /// For a stream completion: the stream's panic slot and id (its first host-function panic
     /// is the result, as `synchronize` reports it; looked at, not taken).
     panic: Option<(Arc<PanicSlot>, u64)>,
-    /// The awaited event (event completions), kept alive until the callback has run.
-    _event: Option<GpuEvent<A>>,
-    /// The notifier the callback runs on (event completions).
-    notifier: Option<RawStream>,
-    device: &'static Device<A>,
+    /// The awaited event, kept alive while the completion is pending.
+    event: GpuEvent<A>,
+    /// A doorbell was launched for it.
+    armed: AtomicBool,
 }
 
-impl<A: RawApi> Notify<A> {
-    fn finish(self, status: i32) {
-        let Notify {
-            completer,
-            panic,
-            _event,
-            notifier,
-            device,
-        } = self;
-        let result = if status != 0 {
-            Err(map_error::<A>(RawError {
-                code: status,
-                call: "completion callback status",
-            }))
-        } else {
-            match &panic {
-                Some((slot, stream)) => slot.peek(*stream),
-                None => Ok(()),
-            }
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl<A: RawApi> Pending<A> {
+    /// Fills the future (once; later calls do nothing). `status`: the event's own outcome.
+    fn finish(&self, status: Result<()>) {
+        let Some(completer) = lock(&self.completer).take() else {
+            return;
         };
-        // The event's release goes to the release thread (we are on a callback thread).
-        drop(_event);
-        if let Some(notifier) = notifier {
-            device.release_notifier(notifier);
-        }
+        let result = status.and_then(|()| match &self.panic {
+            Some((slot, stream)) => slot.peek(*stream),
+            None => Ok(()),
+        });
         completer.complete(result);
+    }
+
+    /// Whether nothing is left to do for it (filled, or the future was dropped).
+    fn settled(&self) -> bool {
+        lock(&self.completer)
+            .as_ref()
+            .is_none_or(Completer::is_abandoned)
     }
 }
 
-/// `cuStreamAddCallback` trampoline of a notifier.
-///
-/// # Safety
-/// `data` comes from `Box::into_raw(Box<Notify<A>>)` and is passed to exactly one callback.
-unsafe extern "C" fn notify_callback<A: RawApi>(
-    _stream: RawStream,
-    status: i32,
-    data: *mut c_void,
-) {
-    // SAFETY: per this function's contract.
-    let notify = unsafe { Box::from_raw(data.cast::<Notify<A>>()) };
-    let _scope = crate::hostfn::callback_scope();
-    // Nothing in `finish` panics (no user code but the waker, whose panic must not unwind into
-    // the runtime either).
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify.finish(status)));
+/// A device's pending completions, notifier streams and sweeper.
+pub(crate) struct Hub<A: RawApi> {
+    pending: Mutex<Vec<Arc<Pending<A>>>>,
+    /// Notifier streams with no doorbell queued.
+    idle: Mutex<Vec<RawStream>>,
+    /// Notifier streams made so far (at most [`DOORBELLS`]).
+    made: AtomicUsize,
+    sweeper: OnceLock<std::result::Result<std::thread::Thread, String>>,
 }
 
-/// `cuLaunchHostFunc` trampoline of a notifier (runtimes without stream callbacks).
+impl<A: RawApi> Hub<A> {
+    pub(crate) fn new() -> Hub<A> {
+        Hub {
+            pending: Mutex::new(Vec::new()),
+            idle: Mutex::new(Vec::new()),
+            made: AtomicUsize::new(0),
+            sweeper: OnceLock::new(),
+        }
+    }
+}
+
+/// What a doorbell's host function owns.
+struct Doorbell<A: RawApi> {
+    pending: Arc<Pending<A>>,
+    notifier: RawStream,
+    device: &'static Device<A>,
+}
+
+/// `cuLaunchHostFunc` trampoline of a doorbell: the event is done (host functions run only
+/// when the work before them succeeded).
 ///
 /// # Safety
-/// As [`notify_callback`].
-unsafe extern "C" fn notify_host_fn<A: RawApi>(data: *mut c_void) {
+/// `data` comes from `Box::into_raw(Box<Doorbell<A>>)` and is passed to exactly one call.
+unsafe extern "C" fn ring<A: RawApi>(data: *mut c_void) {
     // SAFETY: per this function's contract.
-    let notify = unsafe { Box::from_raw(data.cast::<Notify<A>>()) };
+    let doorbell = unsafe { Box::from_raw(data.cast::<Doorbell<A>>()) };
     let _scope = crate::hostfn::callback_scope();
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify.finish(0)));
+    // Nothing here panics (no user code but the waker, whose panic must not unwind into the
+    // runtime either). No runtime call: the event handle's release, should this be its last
+    // owner, goes to devstream's release thread.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let Doorbell {
+            pending,
+            notifier,
+            device,
+        } = *doorbell;
+        pending.finish(Ok(()));
+        lock(&device.completions.idle).push(notifier);
+        // The sweeper drops the settled entry (and its event) and looks at the others.
+        if let Some(Ok(sweeper)) = device.completions.sweeper.get() {
+            sweeper.unpark();
+        }
+    }));
 }
 
 /// Refuses a registration from inside a host function or stream callback.
-fn refuse_in_host_function() -> Result<()> {
+pub(crate) fn refuse_in_host_function() -> Result<()> {
     if in_host_function() {
         // Stream callbacks may not call the runtime.
         return Err(Error::WouldDeadlock {
@@ -127,121 +154,158 @@ fn refuse_in_host_function() -> Result<()> {
     Ok(())
 }
 
-/// Queues the completion callback owning `notify` on `stream`; on failure the future is
-/// completed with the error (and the notifier, if any, released).
-fn launch_callback<A: RawApi>(stream: RawStream, notify: Notify<A>) {
-    let data = Box::into_raw(Box::new(notify));
-    // SAFETY: the trampolines match the callback signatures and take ownership of `data`
-    // exactly once when the runtime calls them; `stream` is alive and of the current context.
-    let launched = unsafe {
-        if A::supports(Optional::StreamAddCallback) {
-            A::stream_add_callback(stream, notify_callback::<A>, data.cast())
-        } else {
-            A::launch_host_func(stream, notify_host_fn::<A>, data.cast())
-        }
-    };
-    if let Err(e) = launched {
-        // SAFETY: the runtime refused the callback: we still own `data`.
-        let notify = unsafe { Box::from_raw(data) };
-        let Notify {
-            completer,
-            notifier,
-            device,
-            ..
-        } = *notify;
-        if let Some(notifier) = notifier {
-            // It may still wait for the event: harmless, later completions on it wait at most
-            // for that event too.
-            device.release_notifier(notifier);
-        }
-        completer.complete(Err(map_error::<A>(e)));
-    }
-}
-
-/// `Stream::completion` on a stream this thread can name (`raw`): the callback goes on the
-/// stream itself. The device's context must be current.
-pub(crate) fn notify_on_stream<A: RawApi>(
-    device: &'static Device<A>,
-    raw: RawStream,
-    panic: (Arc<PanicSlot>, u64),
-) -> Result<Completion> {
-    refuse_in_host_function()?;
-    let (completion, completer) = Completion::pending();
-    launch_callback(
-        raw,
-        Notify::<A> {
-            completer,
-            panic: Some(panic),
-            _event: None,
-            notifier: None,
-            device,
-        },
-    );
-    Ok(completion)
-}
-
-/// A future for the work `event` captured (recorded, not inside a capture), through a
-/// notifier. `panic`: the stream's slot for a stream completion. The device's context must be
-/// current.
+/// A future for the work `event` captured (recorded, not inside a capture). `panic`: the
+/// stream's slot for a stream completion. The device's context must be current.
 pub(crate) fn notify_after<A: RawApi>(
     event: GpuEvent<A>,
     panic: Option<(Arc<PanicSlot>, u64)>,
 ) -> Result<Completion> {
-    let device = event.inner.device;
     refuse_in_host_function()?;
-    let notifier = device.take_notifier()?;
-    // SAFETY: the notifier and the event are alive and of this device; the context is current.
-    if let Err(e) = unsafe { A::stream_wait_event(notifier, event.inner.raw) } {
-        device.release_notifier(notifier);
-        return Err(map_error::<A>(e));
-    }
+    let device = event.inner.device;
+    let sweeper = device.sweeper()?;
     let (completion, completer) = Completion::pending();
-    launch_callback(
-        notifier,
-        Notify {
-            completer,
-            panic,
-            _event: Some(event),
-            notifier: Some(notifier),
-            device,
-        },
-    );
+    let pending = Arc::new(Pending {
+        completer: Mutex::new(Some(completer)),
+        panic,
+        event,
+        armed: AtomicBool::new(false),
+    });
+    lock(&device.completions.pending).push(pending.clone());
+    device.arm_doorbell(&pending);
+    sweeper.unpark();
     Ok(completion)
 }
 
 impl<A: RawApi> Device<A> {
-    /// A notifier stream for one more pending completion: an idle one, else a new one while
-    /// fewer than [`MAX_NOTIFIERS`] exist, else the least busy. The context must be current.
-    fn take_notifier(&self) -> Result<RawStream> {
-        let mut pool = self
-            .notifiers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let full = pool.streams.len() >= MAX_NOTIFIERS;
-        let least_busy = pool.streams.iter_mut().min_by_key(|(_, pending)| *pending);
-        match least_busy {
-            Some((stream, pending)) if *pending == 0 || full => {
-                *pending += 1;
-                return Ok(*stream);
-            }
-            _ => {}
-        }
-        // SAFETY: the context is current; the stream belongs to the pool from now on (kept for
-        // the process's life, like the device).
-        let stream = check::<A, _>(unsafe { A::stream_create(true, self.range.clamp(0)) })?;
-        pool.streams.push((stream, 1));
-        Ok(stream)
+    /// The device's sweeper thread (started on first use).
+    fn sweeper(&'static self) -> Result<&'static std::thread::Thread> {
+        let started = self.completions.sweeper.get_or_init(|| {
+            std::thread::Builder::new()
+                .name("devstream-complete".into())
+                .spawn(move || self.sweep_forever())
+                .map(|handle| handle.thread().clone())
+                .map_err(|e| e.to_string())
+        });
+        started.as_ref().map_err(|reason| Error::Abandoned {
+            reason: format!("the device's completion thread could not be started: {reason}"),
+        })
     }
 
-    /// One completion on `stream` less (from the callback: never calls the runtime).
-    fn release_notifier(&self, stream: RawStream) {
-        let mut pool = self
-            .notifiers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((_, pending)) = pool.streams.iter_mut().find(|(s, _)| *s == stream) {
-            *pending = pending.saturating_sub(1);
+    /// Gives `pending` a doorbell if a notifier is free (or may be made). The context must be
+    /// current.
+    fn arm_doorbell(&'static self, pending: &Arc<Pending<A>>) {
+        let hub = &self.completions;
+        // Not matched on directly: the lock would be held over the stream creation below.
+        let idle = lock(&hub.idle).pop();
+        let notifier = match idle {
+            Some(notifier) => notifier,
+            None => {
+                if hub
+                    .made
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |made| {
+                        (made < DOORBELLS).then_some(made + 1)
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+                // SAFETY: the context is current; the stream belongs to the hub from now on
+                // (kept for the process's life, like the device).
+                match check::<A, _>(unsafe { A::stream_create(true, self.range.clamp(0)) }) {
+                    Ok(notifier) => notifier,
+                    Err(_) => {
+                        hub.made.fetch_sub(1, Ordering::AcqRel);
+                        return;
+                    }
+                }
+            }
+        };
+        // SAFETY: the notifier and the event are alive and of this device; context current.
+        if unsafe { A::stream_wait_event(notifier, pending.event.inner.raw) }.is_err() {
+            lock(&hub.idle).push(notifier);
+            return;
         }
+        pending.armed.store(true, Ordering::Release);
+        let data = Box::into_raw(Box::new(Doorbell {
+            pending: pending.clone(),
+            notifier,
+            device: self,
+        }));
+        // SAFETY: `ring::<A>` matches the host-function signature and takes ownership of
+        // `data` exactly once when the runtime calls it.
+        if unsafe { A::launch_host_func(notifier, ring::<A>, data.cast()) }.is_err() {
+            // SAFETY: the runtime refused it: we still own `data`.
+            drop(unsafe { Box::from_raw(data) });
+            pending.armed.store(false, Ordering::Release);
+            // It still waits for the event: a later doorbell on it rings after that event at
+            // the earliest; the sweeper covers both.
+            lock(&hub.idle).push(notifier);
+        }
+    }
+
+    /// The sweeper's loop: parked while nothing is pending; otherwise asks the pending events
+    /// when woken (a registration or a doorbell) or when its wait runs out.
+    fn sweep_forever(&'static self) {
+        let hub = &self.completions;
+        let mut backoff = POLL_FIRST;
+        loop {
+            let wait = {
+                let pending = lock(&hub.pending);
+                if pending.is_empty() {
+                    None
+                } else if pending.iter().all(|p| p.armed.load(Ordering::Acquire)) {
+                    Some(DOORBELL_CHECK)
+                } else {
+                    Some(backoff)
+                }
+            };
+            match wait {
+                None => std::thread::park(),
+                Some(wait) => std::thread::park_timeout(wait),
+            }
+            if self.sweep() {
+                backoff = POLL_FIRST;
+            } else {
+                backoff = (backoff * 2).min(POLL_MAX);
+            }
+        }
+    }
+
+    /// Resolves every pending completion whose event is done (or failed) and drops settled
+    /// ones. Answers whether anything was resolved.
+    fn sweep(&self) -> bool {
+        let snapshot: Vec<Arc<Pending<A>>> = lock(&self.completions.pending).clone();
+        if snapshot.is_empty() {
+            return false;
+        }
+        let bound = self.bind();
+        let mut resolved = false;
+        for pending in &snapshot {
+            if pending.settled() {
+                continue;
+            }
+            let status = match &bound {
+                // SAFETY: the event is alive while `pending` is; the context is current.
+                Ok(()) => check_ready::<A>(unsafe { A::event_query(pending.event.inner.raw) }),
+                Err(e) => Err(e.clone()),
+            };
+            match status {
+                Ok(false) => {}
+                Ok(true) => {
+                    pending.finish(Ok(()));
+                    resolved = true;
+                }
+                Err(e) => {
+                    pending.finish(Err(e));
+                    resolved = true;
+                }
+            }
+        }
+        // Settled entries leave the hub (their events are released here, on our own thread;
+        // a doorbell still queued keeps its own reference).
+        lock(&self.completions.pending).retain(|pending| !pending.settled());
+        drop(snapshot);
+        resolved
     }
 }
 
@@ -251,13 +315,14 @@ pub(crate) fn event_completion<A: RawApi>(event: &GpuEvent<A>) -> Completion {
         return Completion::ready(Ok(()));
     }
     if event.inner.captured.load(Ordering::Acquire) {
-        // Waiting on it from the notifier would pull the notifier into that capture.
+        // Waiting on it from a notifier would pull the notifier into that capture.
         return Completion::ready(Err(Error::capture(
             "Event::completion",
             "the event was last recorded inside a capture: it stands for graph work",
         )));
     }
     let result = event.inner.device.bind().and_then(|()| {
+        refuse_in_host_function()?;
         // Done already (the common case for events awaited late): nothing to register.
         // SAFETY: the event is alive while `event` is.
         if check_ready::<A>(unsafe { A::event_query(event.inner.raw) })? {

@@ -137,8 +137,9 @@ pub struct Device<A: RawApi> {
     pub(crate) caps: Capabilities,
     default_stream: OnceLock<Result<GpuStream<A>>>,
     reclaim_stream: OnceLock<Result<RawStream>>,
-    /// Notifier streams of event completions (see `crate::completion`).
-    pub(crate) notifiers: Mutex<crate::completion::Notifiers>,
+    /// Pending completion futures, their notifier streams and sweeper (see
+    /// `crate::completion`).
+    pub(crate) completions: crate::completion::Hub<A>,
     deferred: Mutex<Vec<Deferred<A>>>,
     /// Entries in `deferred` (read without the lock).
     pending: AtomicUsize,
@@ -223,7 +224,7 @@ impl<A: RawApi> Device<A> {
             caps,
             default_stream: OnceLock::new(),
             reclaim_stream: OnceLock::new(),
-            notifiers: Mutex::new(crate::completion::Notifiers::default()),
+            completions: crate::completion::Hub::new(),
             deferred: Mutex::new(Vec::new()),
             pending: AtomicUsize::new(0),
             active_captures: AtomicUsize::new(0),

@@ -823,23 +823,28 @@ impl<A: RawApi> GpuStream<A> {
         }
     }
 
-    /// `Stream::completion`: a callback queued on this stream (see `crate::completion`); a
-    /// per-thread default stream used from another thread waits on an event recorded on the
-    /// legacy stream instead.
+    /// `Stream::completion`: an internal event recorded here, awaited by the device's
+    /// completion hub (see `crate::completion`); nothing else is added to this stream's work.
     fn completion_impl(&self) -> Result<Completion> {
+        crate::completion::refuse_in_host_function()?;
         self.bind()?;
         if self.capture_sequence()?.0 != CaptureStatus::None {
-            // Asking is allowed during capture; a callback here would become a capture node.
+            // Asking is allowed during capture; recording here would add a capture node.
             return Err(Error::capture(
                 "completion",
                 "the stream is capturing: its work runs when the graph is launched",
             ));
         }
-        let panic = (self.inner.panic.clone(), self.inner.id);
-        if self.foreign_thread() {
-            return crate::completion::notify_after(self.legacy_marker()?, Some(panic));
-        }
-        crate::completion::notify_on_stream(self.inner.device, self.raw(), panic)
+        let event = if self.foreign_thread() {
+            self.legacy_marker()?
+        } else {
+            let event = GpuEvent::create(self.inner.device, EventFlags::default())?;
+            // SAFETY: the event and the stream are alive and belong to the same device.
+            check::<A, _>(unsafe { A::event_record(event.inner.raw, self.raw()) })?;
+            event.mark_recorded();
+            event
+        };
+        crate::completion::notify_after(event, Some((self.inner.panic.clone(), self.inner.id)))
     }
 
     /// `synchronize` called by a host function (or stream callback): waiting there can never
