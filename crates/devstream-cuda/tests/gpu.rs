@@ -866,3 +866,35 @@ fn completions_use_independent_notifiers_and_leave_captures_valid() {
         Err(Error::HostFuncPanicked { .. })
     ));
 }
+
+/// An event completion describes the record it was made for: with every doorbell of the device
+/// taken (so the event's completion is left to the sweeper), recording the event again on an
+/// idle stream must not resolve the completion early; it resolves once the first record's work
+/// (held by a flag) is done.
+#[test]
+fn event_completion_survives_a_re_record_of_its_event() {
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
+    let (held, flag) = gated(&place);
+    // More pending completions than doorbells, all behind the flag.
+    let fillers: Vec<_> = (0..40).map(|_| held.record_event().unwrap()).collect();
+    let filler_done: Vec<_> = fillers.iter().map(|e| e.completion()).collect();
+    let event = held.record_event().unwrap();
+    let done = event.completion();
+    assert!(!done.is_ready());
+    let idle = stream(&place);
+    idle.record(&event).unwrap();
+    idle.synchronize().unwrap();
+    assert!(event.query().unwrap(), "the event's new record is done");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !done.is_ready(),
+        "the completion resolved on the event's later record, before the work it awaits"
+    );
+    flag.set(1);
+    block_on(done).unwrap();
+    for future in filler_done {
+        block_on(future).unwrap();
+    }
+}

@@ -46,6 +46,16 @@ const POLL_MAX: Duration = Duration::from_millis(2);
 /// The sweeper's wait while every pending completion has a doorbell (device faults).
 const DOORBELL_CHECK: Duration = Duration::from_millis(100);
 
+/// Whose event a completion waits on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Source {
+    /// An internal event nobody else records (`Stream::completion`).
+    Private,
+    /// The user's event (`Event::completion`): it may be recorded again while the completion
+    /// is pending.
+    User,
+}
+
 /// One pending completion.
 struct Pending<A: RawApi> {
     completer: Mutex<Option<Completer>>,
@@ -54,8 +64,12 @@ struct Pending<A: RawApi> {
     panic: Option<(Arc<PanicSlot>, u64)>,
     /// The awaited event, kept alive while the completion is pending.
     event: GpuEvent<A>,
-    /// A doorbell was launched for it.
+    /// A doorbell was launched for it: it fills the future when the awaited record is done;
+    /// the sweeper only ever resolves it with an error (a device fault, after which host
+    /// functions never run), since asking the event may describe a later record.
     armed: AtomicBool,
+    /// Counted in the event's `awaited` (a user event's completion without a doorbell).
+    counted: AtomicBool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -67,6 +81,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<A: RawApi> Pending<A> {
     /// Fills the future (once; later calls do nothing). `status`: the event's own outcome.
     fn finish(&self, status: Result<()>) {
+        self.uncount();
         let Some(completer) = lock(&self.completer).take() else {
             return;
         };
@@ -75,6 +90,13 @@ impl<A: RawApi> Pending<A> {
             None => Ok(()),
         });
         completer.complete(result);
+    }
+
+    /// Leaves the event's count of completions without a doorbell (once).
+    fn uncount(&self) {
+        if self.counted.swap(false, Ordering::AcqRel) {
+            self.event.inner.awaited.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     /// Whether nothing is left to do for it (filled, or the future was dropped).
@@ -132,7 +154,18 @@ unsafe extern "C" fn ring<A: RawApi>(data: *mut c_void) {
             device,
         } = *doorbell;
         pending.finish(Ok(()));
-        lock(&device.completions.idle).push(notifier);
+        let hub = &device.completions;
+        if hub.made.load(Ordering::Acquire) > DOORBELLS {
+            // One made beyond the cap (a snapshot before a re-record): it goes, so that no
+            // more than `DOORBELLS` host functions are queued at a time again.
+            hub.made.fetch_sub(1, Ordering::AcqRel);
+            crate::hostfn::release_off_callback(move || {
+                // SAFETY: an idle notifier of ours, referenced by nothing else.
+                let _ = unsafe { A::stream_destroy(notifier) };
+            });
+        } else {
+            lock(&hub.idle).push(notifier);
+        }
         // The sweeper drops the settled entry (and its event) and looks at the others.
         if let Some(Ok(sweeper)) = device.completions.sweeper.get() {
             sweeper.unpark();
@@ -159,21 +192,50 @@ pub(crate) fn refuse_in_host_function() -> Result<()> {
 pub(crate) fn notify_after<A: RawApi>(
     event: GpuEvent<A>,
     panic: Option<(Arc<PanicSlot>, u64)>,
+    source: Source,
 ) -> Result<Completion> {
     refuse_in_host_function()?;
     let device = event.inner.device;
     let sweeper = device.sweeper()?;
+    let foreign = source == Source::User && event.inner.mark.is_foreign();
     let (completion, completer) = Completion::pending();
     let pending = Arc::new(Pending {
         completer: Mutex::new(Some(completer)),
         panic,
         event,
         armed: AtomicBool::new(false),
+        counted: AtomicBool::new(source == Source::User),
     });
+    if source == Source::User {
+        // Counted before it is visible, so that a re-record from now on snapshots it.
+        pending.event.inner.awaited.fetch_add(1, Ordering::AcqRel);
+    }
     lock(&device.completions.pending).push(pending.clone());
-    device.arm_doorbell(&pending);
+    // A foreign handle may be recorded where devstream cannot see it: it always gets a
+    // doorbell (a snapshot of the record awaited now).
+    if !device.arm_doorbell(&pending, foreign) && foreign {
+        device.resolve_without_doorbell(&pending);
+    }
     sweeper.unpark();
     Ok(completion)
+}
+
+/// Gives every pending completion of `event` that has no doorbell one now, before `event` is
+/// recorded again (called by the record path when the event's `awaited` count is not zero).
+pub(crate) fn before_rerecord<A: RawApi>(event: &GpuEvent<A>) {
+    let device = event.inner.device;
+    let waiting: Vec<Arc<Pending<A>>> = lock(&device.completions.pending)
+        .iter()
+        .filter(|p| Arc::ptr_eq(&p.event.inner, &event.inner))
+        .filter(|p| p.counted.load(Ordering::Acquire))
+        .cloned()
+        .collect();
+    for pending in waiting {
+        if !pending.settled() && !device.arm_doorbell(&pending, true) {
+            device.resolve_without_doorbell(&pending);
+        }
+        pending.uncount();
+    }
 }
 
 impl<A: RawApi> Device<A> {
@@ -191,23 +253,19 @@ impl<A: RawApi> Device<A> {
         })
     }
 
-    /// Gives `pending` a doorbell if a notifier is free (or may be made). The context must be
-    /// current.
-    fn arm_doorbell(&'static self, pending: &Arc<Pending<A>>) {
+    /// Gives `pending` a doorbell if a notifier is free, or may be made (beyond
+    /// [`DOORBELLS`] when `force`). Answers whether it has one. The context must be current.
+    fn arm_doorbell(&'static self, pending: &Arc<Pending<A>>, force: bool) -> bool {
         let hub = &self.completions;
         // Not matched on directly: the lock would be held over the stream creation below.
         let idle = lock(&hub.idle).pop();
         let notifier = match idle {
             Some(notifier) => notifier,
             None => {
-                if hub
-                    .made
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |made| {
-                        (made < DOORBELLS).then_some(made + 1)
-                    })
-                    .is_err()
-                {
-                    return;
+                let made = hub.made.fetch_add(1, Ordering::AcqRel);
+                if made >= DOORBELLS && !force {
+                    hub.made.fetch_sub(1, Ordering::AcqRel);
+                    return false;
                 }
                 // SAFETY: the context is current; the stream belongs to the hub from now on
                 // (kept for the process's life, like the device).
@@ -215,7 +273,7 @@ impl<A: RawApi> Device<A> {
                     Ok(notifier) => notifier,
                     Err(_) => {
                         hub.made.fetch_sub(1, Ordering::AcqRel);
-                        return;
+                        return false;
                     }
                 }
             }
@@ -223,7 +281,7 @@ impl<A: RawApi> Device<A> {
         // SAFETY: the notifier and the event are alive and of this device; context current.
         if unsafe { A::stream_wait_event(notifier, pending.event.inner.raw) }.is_err() {
             lock(&hub.idle).push(notifier);
-            return;
+            return false;
         }
         pending.armed.store(true, Ordering::Release);
         let data = Box::into_raw(Box::new(Doorbell {
@@ -240,7 +298,29 @@ impl<A: RawApi> Device<A> {
             // It still waits for the event: a later doorbell on it rings after that event at
             // the earliest; the sweeper covers both.
             lock(&hub.idle).push(notifier);
+            return false;
         }
+        pending.uncount();
+        true
+    }
+
+    /// For a completion that must describe the event's current record but got no doorbell (no
+    /// notifier could be made, or the runtime refused the host function): done already, it is
+    /// filled; otherwise it is abandoned with an error, never waited for here (the caller may
+    /// be about to record the event again, and the work may wait for that caller).
+    #[cold]
+    fn resolve_without_doorbell(&self, pending: &Pending<A>) {
+        // SAFETY: the event is alive while `pending` is; the context is current.
+        let status = match check_ready::<A>(unsafe { A::event_query(pending.event.inner.raw) }) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::Abandoned {
+                reason: "the event was recorded again while its completion was pending, and no \
+                         notifier stream could be made to keep the earlier record"
+                    .into(),
+            }),
+            Err(e) => Err(e),
+        };
+        pending.finish(status);
     }
 
     /// The sweeper's loop: parked while nothing is pending; otherwise asks the pending events
@@ -278,10 +358,16 @@ impl<A: RawApi> Device<A> {
         if snapshot.is_empty() {
             return false;
         }
+        // No question while a capture begun through devstream is in progress on the device (a
+        // Global-mode capture forbids other threads' unsafe calls; doorbells still ring).
+        if self.active_captures.load(Ordering::Acquire) > 0 {
+            return false;
+        }
         let bound = self.bind();
         let mut resolved = false;
         for pending in &snapshot {
-            if pending.settled() {
+            // An event recorded into a capture stands for graph work: not asked.
+            if pending.settled() || pending.event.inner.captured.load(Ordering::Acquire) {
                 continue;
             }
             let status = match &bound {
@@ -289,12 +375,17 @@ impl<A: RawApi> Device<A> {
                 Ok(()) => check_ready::<A>(unsafe { A::event_query(pending.event.inner.raw) }),
                 Err(e) => Err(e.clone()),
             };
+            let armed = pending.armed.load(Ordering::Acquire);
             match status {
                 Ok(false) => {}
+                // Its doorbell fills it (the event may since describe a later record).
+                Ok(true) if armed => {}
                 Ok(true) => {
                     pending.finish(Ok(()));
                     resolved = true;
                 }
+                // Capture rules answer for the question, not for the work: asked again later.
+                Err(Error::Capture { .. }) => {}
                 Err(e) => {
                     pending.finish(Err(e));
                     resolved = true;
@@ -328,7 +419,7 @@ pub(crate) fn event_completion<A: RawApi>(event: &GpuEvent<A>) -> Completion {
         if check_ready::<A>(unsafe { A::event_query(event.inner.raw) })? {
             return Ok(Completion::ready(Ok(())));
         }
-        notify_after(event.clone(), None)
+        notify_after(event.clone(), None, Source::User)
     });
     result.unwrap_or_else(|error| Completion::ready(Err(error)))
 }

@@ -22,6 +22,10 @@ pub(crate) struct EventInner<A: RawApi> {
     owned: bool,
     /// Where the current record sits, for redundant-wait elision.
     pub(crate) mark: EventMark,
+    /// Pending completions of this event that only the device's sweeper watches (no doorbell
+    /// of their own): a re-record must first give them one (`crate::completion`), or asking the
+    /// event would describe the new record.
+    pub(crate) awaited: std::sync::atomic::AtomicUsize,
 }
 
 impl<A: RawApi> Drop for EventInner<A> {
@@ -121,6 +125,7 @@ impl<A: RawApi> GpuEvent<A> {
                 captured: AtomicBool::new(false),
                 owned: true,
                 mark: EventMark::new(),
+                awaited: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
     }
@@ -146,6 +151,7 @@ impl<A: RawApi> GpuEvent<A> {
                 captured: AtomicBool::new(false),
                 owned: false,
                 mark: foreign_mark(),
+                awaited: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
     }

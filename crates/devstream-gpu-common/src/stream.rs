@@ -844,7 +844,8 @@ impl<A: RawApi> GpuStream<A> {
             event.mark_recorded();
             event
         };
-        crate::completion::notify_after(event, Some((self.inner.panic.clone(), self.inner.id)))
+        let panic = (self.inner.panic.clone(), self.inner.id);
+        crate::completion::notify_after(event, Some(panic), crate::completion::Source::Private)
     }
 
     /// `synchronize` called by a host function (or stream callback): waiting there can never
@@ -948,6 +949,10 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
             ));
         }
         self.bind()?;
+        if event.inner.awaited.load(Ordering::Acquire) > 0 {
+            // Completions waiting on the current record get a snapshot of it first.
+            crate::completion::before_rerecord(event);
+        }
         let (raw, stream) = (event.inner.raw, self.raw());
         let recorded = event.inner.mark.record(|| {
             self.record_marked(|| {

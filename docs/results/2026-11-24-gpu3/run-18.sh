@@ -14,7 +14,7 @@ watched() { local name=$1 t=$2; shift 2; local s=$(date +%s); { hdr "$@"; "$@" >
 echo "gdb: $(command -v gdb) eu-stack: $(command -v eu-stack)"
 watched completion-cuda 100 env DEVSTREAM_REQUIRE=cuda DEVSTREAM_PLACES=cuda:0 ./conformance completion --test-threads=1
 watched completion-cuda 45 env DEVSTREAM_REQUIRE=cuda DEVSTREAM_PLACES=cuda:0 ./conformance completion --test-threads=1
-watched cuda-gpu-completion 30 env DEVSTREAM_REQUIRE=cuda ./devstream-cuda-gpu completions --test-threads=1
+watched cuda-gpu-completion 30 env DEVSTREAM_REQUIRE=cuda ./devstream-cuda-gpu completion --test-threads=1
 watched completion-hip 40 env DEVSTREAM_REQUIRE=hip DEVSTREAM_PLACES=hip:0 ./conformance completion --test-threads=1
 run bench-wake-cuda 25 ./bench-wake --place cuda:0 --samples 1000
 run example-async-cuda 15 ./example-async --place cuda:0
