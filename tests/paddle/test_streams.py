@@ -13,7 +13,16 @@ def test_device_is_registered_with_its_type(device):
     kind, _, index = device.partition(":")
     assert kind in paddle.device.get_all_custom_device_type()
     assert is_registered(device)
-    assert paddle.device.device_count(kind) >= int(index) + 1
+    if hasattr(paddle.device, "device_count"):
+        count = paddle.device.device_count(kind)
+    else:
+        # Paddle 2.x has no device_count: its list of available custom devices says the same.
+        count = sum(
+            1
+            for name in paddle.device.get_available_custom_device()
+            if name.partition(":")[0] == kind
+        )
+    assert count >= int(index) + 1
 
 
 @pytest.mark.parametrize("priority", [1, 2])
@@ -133,10 +142,14 @@ def test_timed_events_record_query_and_synchronize(device):
     end.record(s)
     end.synchronize()
     assert start.query() is True and end.query() is True
-    # The custom-device C ABI has no event timing; Paddle 3.3.1's custom-device event has no
-    # elapsed_time, so the call fails loudly rather than returning a made-up number.
-    with pytest.raises(AttributeError):
-        start.elapsed_time(end)
+    # The custom-device C ABI has no event timing. Paddle 3.3.1's custom-device event has no
+    # elapsed_time, so the call fails loudly rather than returning a made-up number; Paddle 2.x's
+    # Event.elapsed_time is a Python stub that returns 0 for every device, plug-in or not.
+    if paddle.__version__.split(".")[0] == "2":
+        assert start.elapsed_time(end) == 0
+    else:
+        with pytest.raises(AttributeError):
+            start.elapsed_time(end)
 
 
 def test_streams_and_events_from_many_threads(device):
