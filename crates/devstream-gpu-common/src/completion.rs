@@ -7,7 +7,8 @@
 //!
 //! - **Doorbells.** Up to [`DOORBELLS`] pending completions of a device at a time each get an
 //!   internal notifier stream of their own that waits on the event and then runs a host function
-//!   (`cuLaunchHostFunc`) that fills the future on the runtime's callback thread (the waker runs
+//!   (`cuLaunchHostFunc`; a stream callback where the runtime has no host functions) that fills
+//!   the future on the runtime's callback thread (the waker runs
 //!   there: executors' wakers only schedule the task). This is the fast path: a few futures
 //!   awaited at a time are woken as soon as the runtime sees the work done.
 //! - **The sweeper.** One thread per device (started with the device's first pending
@@ -29,7 +30,7 @@ use crate::device::Device;
 use crate::error::{check, check_ready};
 use crate::event::GpuEvent;
 use crate::hostfn::{in_host_function, PanicSlot};
-use crate::raw::{RawApi, RawStream};
+use crate::raw::{Optional, RawApi, RawStream};
 use devstream_core::{Completer, Completion, Error, Result};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -173,6 +174,27 @@ unsafe extern "C" fn ring<A: RawApi>(data: *mut c_void) {
     }));
 }
 
+/// Stream-callback trampoline of a doorbell (runtimes without host functions). A failed
+/// status (a device fault) is left to the sweeper, which asks the event and gets the fault.
+///
+/// # Safety
+/// As [`ring`].
+unsafe extern "C" fn ring_callback<A: RawApi>(_stream: RawStream, status: i32, data: *mut c_void) {
+    if status != 0 {
+        // SAFETY: per this function's contract; the future stays pending for the sweeper.
+        let doorbell = unsafe { Box::from_raw(data.cast::<Doorbell<A>>()) };
+        let _scope = crate::hostfn::callback_scope();
+        doorbell.pending.armed.store(false, Ordering::Release);
+        if let Some(Ok(sweeper)) = doorbell.device.completions.sweeper.get() {
+            sweeper.unpark();
+        }
+        // The notifier stays out of the pool: its context is failing.
+        return;
+    }
+    // SAFETY: per this function's contract.
+    unsafe { ring::<A>(data) }
+}
+
 /// Refuses a registration from inside a host function or stream callback.
 pub(crate) fn refuse_in_host_function() -> Result<()> {
     if in_host_function() {
@@ -289,9 +311,18 @@ impl<A: RawApi> Device<A> {
             notifier,
             device: self,
         }));
-        // SAFETY: `ring::<A>` matches the host-function signature and takes ownership of
-        // `data` exactly once when the runtime calls it.
-        if unsafe { A::launch_host_func(notifier, ring::<A>, data.cast()) }.is_err() {
+        // SAFETY: the trampolines match the host-function and stream-callback signatures and
+        // take ownership of `data` exactly once when the runtime calls them.
+        let launched = unsafe {
+            if A::supports(Optional::LaunchHostFunc) {
+                A::launch_host_func(notifier, ring::<A>, data.cast())
+            } else {
+                // Runtimes without host functions (HIP of ROCm 5.2): a stream callback. The
+                // notifier carries nothing but doorbells, so no enqueue waits behind it.
+                A::stream_add_callback(notifier, ring_callback::<A>, data.cast())
+            }
+        };
+        if launched.is_err() {
             // SAFETY: the runtime refused it: we still own `data`.
             drop(unsafe { Box::from_raw(data) });
             pending.armed.store(false, Ordering::Release);
