@@ -33,7 +33,7 @@ use crate::hostfn::{in_host_function, PanicSlot};
 use crate::raw::{Optional, RawApi, RawStream};
 use devstream_core::{Completer, Completion, Error, Result};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -116,7 +116,16 @@ pub(crate) struct Hub<A: RawApi> {
     /// Notifier streams made so far (at most [`DOORBELLS`]).
     made: AtomicUsize,
     sweeper: OnceLock<std::result::Result<std::thread::Thread, String>>,
+    /// How the sweeper waits now: [`POLLING`], [`CHECKING`] or [`IDLE`].
+    sweeper_wait: AtomicU8,
 }
+
+/// The sweeper polls with back-off (a completion without a doorbell is pending).
+const POLLING: u8 = 0;
+/// The sweeper waits [`DOORBELL_CHECK`] (every pending completion has a doorbell).
+const CHECKING: u8 = 1;
+/// The sweeper is parked until woken (nothing is pending).
+const IDLE: u8 = 2;
 
 impl<A: RawApi> Hub<A> {
     pub(crate) fn new() -> Hub<A> {
@@ -125,6 +134,7 @@ impl<A: RawApi> Hub<A> {
             idle: Mutex::new(Vec::new()),
             made: AtomicUsize::new(0),
             sweeper: OnceLock::new(),
+            sweeper_wait: AtomicU8::new(IDLE),
         }
     }
 }
@@ -235,10 +245,17 @@ pub(crate) fn notify_after<A: RawApi>(
     lock(&device.completions.pending).push(pending.clone());
     // A foreign handle may be recorded where devstream cannot see it: it always gets a
     // doorbell (a snapshot of the record awaited now).
-    if !device.arm_doorbell(&pending, foreign) && foreign {
+    let armed = device.arm_doorbell(&pending, foreign);
+    if !armed && foreign {
         device.resolve_without_doorbell(&pending);
     }
-    sweeper.unpark();
+    // Woken only when its wait no longer fits: parked with nothing pending, or waiting the long
+    // doorbell check while this one has no doorbell (a polling sweeper finds it by itself).
+    match device.completions.sweeper_wait.load(Ordering::Acquire) {
+        IDLE => sweeper.unpark(),
+        CHECKING if !armed => sweeper.unpark(),
+        _ => {}
+    }
     Ok(completion)
 }
 
@@ -361,14 +378,18 @@ impl<A: RawApi> Device<A> {
         let mut backoff = POLL_FIRST;
         loop {
             let wait = {
+                // Decided under the lock a registration pushes under, so that a registration
+                // either is seen here or sees the new state and wakes the sweeper.
                 let pending = lock(&hub.pending);
-                if pending.is_empty() {
-                    None
+                let (state, wait) = if pending.is_empty() {
+                    (IDLE, None)
                 } else if pending.iter().all(|p| p.armed.load(Ordering::Acquire)) {
-                    Some(DOORBELL_CHECK)
+                    (CHECKING, Some(DOORBELL_CHECK))
                 } else {
-                    Some(backoff)
-                }
+                    (POLLING, Some(backoff))
+                };
+                hub.sweeper_wait.store(state, Ordering::Release);
+                wait
             };
             match wait {
                 None => std::thread::park(),
