@@ -15,7 +15,8 @@
 //! releases the kernels waiting for peers); the next `synchronize` of every stream with a
 //! collective not known complete returns `Error::Comm { failure: PeerDied | Transport |
 //! Timeout }`, and later calls answer `CommFailure::Aborted`. Not watched: collectives replayed
-//! from a graph, and `init` (NCCL's `ncclCommInitRank` has no deadline).
+//! from a graph. `init` waits for the other ranks at most the default deadline (its blocking
+//! `ncclCommInitRank` runs on a thread of its own, left behind if the deadline passes).
 
 use crate::comm_lib::{library, result, Nccl, NcclComm, NcclUniqueId};
 use crate::device::{device_of, Device, GpuBackend};
@@ -98,6 +99,21 @@ fn failure_of(code: i32) -> CommFailure {
         result::REMOTE_ERROR | result::SYSTEM_ERROR => CommFailure::PeerDied,
         _ => CommFailure::Transport,
     }
+}
+
+/// What `init` and its joiner thread share.
+#[derive(Default)]
+struct InitHandover {
+    state: Mutex<InitState>,
+    ready: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct InitState {
+    /// `ncclCommInitRank`'s result and communicator.
+    outcome: Option<(i32, RawComm)>,
+    /// `init` returned at its deadline: the joiner destroys what it gets.
+    abandoned: bool,
 }
 
 /// An `ncclComm_t` (a plain handle; NCCL allows calls on it from any thread).
@@ -490,10 +506,26 @@ impl<A: RawApi> GpuComm<A> {
         Ok(UniqueId::from_raw(id.internal))
     }
 
-    /// Joins communicator `id` as `rank` of `nranks` on `place` (`ncclCommInitRank`: blocks
-    /// until every rank joined; NCCL has no deadline here, so a rank that never joins blocks
-    /// its peers). One rank per device per process: NCCL refuses two ranks on one GPU.
+    /// Joins communicator `id` as `rank` of `nranks` on `place` (`ncclCommInitRank`), waiting
+    /// at most [`default_timeout`] (`DEVSTREAM_COMM_TIMEOUT_SECS`, 30 s) for every rank to
+    /// join. One rank per device per process: NCCL refuses two ranks on one GPU.
+    ///
+    /// A blocking `ncclCommInitRank` cannot be cancelled, so it runs on a thread of its own;
+    /// past the deadline, `init` answers `Error::Comm { failure: Timeout, .. }` and that thread
+    /// stays blocked in NCCL until the missing ranks join (it then destroys the communicator
+    /// nobody took) or the process exits.
     pub fn init(place: &Place, rank: usize, nranks: usize, id: &UniqueId) -> Result<Self> {
+        Self::init_within(place, rank, nranks, id, default_timeout())
+    }
+
+    /// [`GpuComm::init`] with an explicit deadline for the other ranks to join.
+    pub fn init_within(
+        place: &Place,
+        rank: usize,
+        nranks: usize,
+        id: &UniqueId,
+        deadline: Duration,
+    ) -> Result<Self> {
         if nranks == 0 {
             return Err(Error::InvalidArgument(
                 "init: a communicator needs at least one rank".into(),
@@ -511,13 +543,66 @@ impl<A: RawApi> GpuComm<A> {
             });
         }
         device.bind()?;
-        let mut raw: NcclComm = std::ptr::null_mut();
         let id = NcclUniqueId {
             internal: *id.as_bytes(),
         };
-        // SAFETY: the device's context is current (NCCL takes the current device); `raw`
-        // receives the communicator.
-        let code = unsafe { (lib.comm_init_rank)(&mut raw, n, id, rank as c_int) };
+        // The joiner hands the communicator over, or destroys it if `init` gave up meanwhile.
+        let handover = Arc::new(InitHandover::default());
+        let joiner = handover.clone();
+        let spawned = std::thread::Builder::new()
+            .name("devstream-comm-init".into())
+            .spawn(move || {
+                let bound = device.bind();
+                let mut raw: NcclComm = std::ptr::null_mut();
+                let code = match bound {
+                    // SAFETY: the device's context is current on this thread (NCCL takes the
+                    // current device); `raw` receives the communicator.
+                    Ok(()) => unsafe { (lib.comm_init_rank)(&mut raw, n, id, rank as c_int) },
+                    Err(_) => result::UNHANDLED_CUDA_ERROR,
+                };
+                let mut state = lock(&joiner.state);
+                if state.abandoned {
+                    if code == result::SUCCESS {
+                        // SAFETY: a communicator nobody else has seen.
+                        let _ = unsafe { (lib.comm_destroy)(raw) };
+                    }
+                    return;
+                }
+                state.outcome = Some((code, RawComm(raw)));
+                joiner.ready.notify_all();
+            });
+        if let Err(e) = spawned {
+            return Err(Error::Comm {
+                op: "init",
+                failure: CommFailure::Transport,
+                reason: format!("the thread joining the communicator could not start: {e}"),
+            });
+        }
+        let until = Instant::now() + deadline;
+        let mut state = lock(&handover.state);
+        let (code, raw) = loop {
+            if let Some(outcome) = state.outcome.take() {
+                break outcome;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                state.abandoned = true;
+                return Err(Error::Comm {
+                    op: "init",
+                    failure: CommFailure::Timeout,
+                    reason: format!(
+                        "rank {rank} of {nranks} on {place}: not every rank joined within \
+                         {deadline:?}"
+                    ),
+                });
+            }
+            state = handover
+                .ready
+                .wait_timeout(state, left)
+                .map(|(guard, _)| guard)
+                .unwrap_or_else(|poisoned| poisoned.into_inner().0);
+        };
+        drop(state);
         if code != result::SUCCESS {
             return Err(match code {
                 result::INVALID_ARGUMENT | result::INVALID_USAGE => {
@@ -534,7 +619,7 @@ impl<A: RawApi> GpuComm<A> {
                 },
             });
         }
-        Ok(GpuComm::wrap(lib, device, rank, nranks, raw))
+        Ok(GpuComm::wrap(lib, device, rank, nranks, raw.0))
     }
 
     /// One communicator over several devices of this process, rank `i` on `places[i]`

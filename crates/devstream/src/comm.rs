@@ -141,8 +141,10 @@ impl Communicator {
     /// join by the deadline (`DEVSTREAM_COMM_TIMEOUT_SECS`, default 30 s) or dies meanwhile,
     /// with `Error::InvalidArgument` for `rank >= nranks`, a rank that already joined, or an
     /// id of another backend, and with `Error::Unsupported` where the place has no engine.
-    /// On `cuda`/`hip` places this is `ncclCommInitRank` (one rank per GPU per process; NCCL
-    /// has no deadline for joining), and `Error::BackendUnavailable` without the library.
+    /// On `cuda`/`hip` places this is `ncclCommInitRank` (one rank per GPU per process), run on
+    /// a thread of its own so that the deadline holds (NCCL cannot cancel it: past the
+    /// deadline that thread stays blocked until the missing ranks join or the process exits),
+    /// and `Error::BackendUnavailable` without the library.
     pub fn init(place: &Place, rank: usize, nranks: usize, id: &UniqueId) -> Result<Communicator> {
         match place {
             Place::Cpu => devstream_cpu::CpuBackend::init_comm(place, rank, nranks, &id.0)

@@ -601,3 +601,51 @@ fn gpu_a_peer_that_dies_fails_the_survivor_by_the_deadline_instead_of_hanging() 
         }
     }
 }
+
+/// `init` of rank 0 of 2 when rank 1 never comes: a typed `Timeout` by the deadline
+/// (`DEVSTREAM_COMM_TIMEOUT_SECS`, 3 s in the child process that tries), never a hang. Needs one
+/// device with collectives.
+#[test]
+fn gpu_init_without_the_other_ranks_times_out_instead_of_hanging() {
+    const TEST: &str = "gpu_init_without_the_other_ranks_times_out_instead_of_hanging";
+    if let Some((place, rank, nranks, id)) = child_role() {
+        let started = Instant::now();
+        match Communicator::init(&place, rank, nranks, &id) {
+            Err(error) => assert_eq!(
+                comm_failure(&error),
+                Some(CommFailure::Timeout),
+                "init without its peer: {error}"
+            ),
+            Ok(_) => panic!("init of rank {rank} of {nranks} succeeded alone"),
+        }
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(3) && took < Duration::from_secs(60),
+            "init gave up after {took:?}, the deadline is 3 s"
+        );
+        return;
+    }
+    let _gpu = gpu_lock();
+    for kind in ["cuda", "hip"] {
+        let Some(place) = places_with_collectives(kind).into_iter().next() else {
+            assert!(
+                !required(kind),
+                "{TEST}: DEVSTREAM_REQUIRE lists {kind}, but no {kind} device has collectives"
+            );
+            eprintln!("{TEST}: skipped on {kind}: no device with collectives");
+            continue;
+        };
+        let id = UniqueId::new(&place).unwrap();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+        child
+            .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ROLE, format!("{place} 0 2 {}", hex(id.as_bytes())))
+            .env("NCCL_NVLS_ENABLE", "0")
+            .env("DEVSTREAM_COMM_TIMEOUT_SECS", "3");
+        let status = wait_child(
+            child.spawn().expect("start the rank"),
+            Duration::from_secs(120),
+        );
+        assert!(status.success(), "the lone rank on {place}: {status}");
+    }
+}
