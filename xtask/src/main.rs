@@ -5,9 +5,10 @@
 //! cargo xtask test                     the README's test command
 //! cargo xtask bench [--backend B] [--quick]
 //!                                      run a benchmark binary in release, write docs/results/bench-B-DATE.txt
-//! cargo xtask gpu-bundle [--features cuda,wgpu] [--out DIR]
+//! cargo xtask gpu-bundle [--features cuda,wgpu,comm] [--out DIR]
 //!                                      release builds of the conformance suite, crate tests, examples and
 //!                                      benchmarks into one folder (default bundle/) for the GPU machine
+//!                                      (`comm`: also the collectives tests, comm_gpu)
 //! cargo xtask nightly                 install the pinned nightly (miri, rust-src) for the tools below
 //! cargo xtask miri [core] [cpu] [gpu-common] [facade]
 //!                                      Miri over core / cpu / gpu-common unit tests, facade on cpu
@@ -269,8 +270,26 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     for exe in executables(&json, "conformance") {
         size += copy_into(&exe, &out, "conformance")?;
     }
-    // Each GPU backend crate's own tests.
-    for backend in features.split(',').filter(|b| !b.is_empty()) {
+    // With `comm`: the facade's collectives tests on the GPU places (NCCL/RCCL).
+    if features.split(',').any(|f| f == "comm") {
+        let json = cargo_output(&[
+            "test",
+            "--release",
+            "--no-run",
+            "-p",
+            "devstream",
+            "--test",
+            "comm_gpu",
+            "--features",
+            &facade_features,
+            "--message-format=json",
+        ])?;
+        for exe in executables(&json, "comm_gpu") {
+            size += copy_into(&exe, &out, "comm_gpu")?;
+        }
+    }
+    // Each GPU backend crate's own tests (`comm` is a feature of the facade, not a crate).
+    for backend in features.split(',').filter(|b| !b.is_empty() && *b != "comm") {
         let package = format!("devstream-{backend}");
         let json = cargo_output(&[
             "test",
