@@ -242,6 +242,28 @@ fn copy_into(from: &Path, dir: &Path, name: &str) -> Result<u64, String> {
         .map_err(|e| format!("copy {} -> {}: {e}", from.display(), to.display()))
 }
 
+/// Builds the facade's integration test `test` in release with `features` and copies it into
+/// `out` under its own name; answers the bytes copied.
+fn facade_test(test: &str, features: &str, out: &Path) -> Result<u64, String> {
+    let json = cargo_output(&[
+        "test",
+        "--release",
+        "--no-run",
+        "-p",
+        "devstream",
+        "--test",
+        test,
+        "--features",
+        features,
+        "--message-format=json",
+    ])?;
+    let mut size = 0;
+    for exe in executables(&json, test) {
+        size += copy_into(&exe, out, test)?;
+    }
+    Ok(size)
+}
+
 fn gpu_bundle(args: &[String]) -> Result<(), String> {
     let features = flag_value(args, "--features").unwrap_or("cuda");
     let out = PathBuf::from(flag_value(args, "--out").unwrap_or("bundle"));
@@ -254,42 +276,16 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     let facade_features = format!("cpu,trace,{features}");
     let mut size = 0u64;
 
-    // The conformance suite.
-    let json = cargo_output(&[
-        "test",
-        "--release",
-        "--no-run",
-        "-p",
-        "devstream",
-        "--test",
-        "conformance",
-        "--features",
-        &facade_features,
-        "--message-format=json",
-    ])?;
-    for exe in executables(&json, "conformance") {
-        size += copy_into(&exe, &out, "conformance")?;
-    }
-    // With `comm`: the facade's collectives tests on the GPU places (NCCL/RCCL).
+    // The conformance suite; with `comm`, the facade's collectives tests on the GPU places.
+    size += facade_test("conformance", &facade_features, &out)?;
     if features.split(',').any(|f| f == "comm") {
-        let json = cargo_output(&[
-            "test",
-            "--release",
-            "--no-run",
-            "-p",
-            "devstream",
-            "--test",
-            "comm_gpu",
-            "--features",
-            &facade_features,
-            "--message-format=json",
-        ])?;
-        for exe in executables(&json, "comm_gpu") {
-            size += copy_into(&exe, &out, "comm_gpu")?;
-        }
+        size += facade_test("comm_gpu", &facade_features, &out)?;
     }
     // Each GPU backend crate's own tests (`comm` is a feature of the facade, not a crate).
-    for backend in features.split(',').filter(|b| !b.is_empty() && *b != "comm") {
+    for backend in features
+        .split(',')
+        .filter(|b| !b.is_empty() && *b != "comm")
+    {
         let package = format!("devstream-{backend}");
         let json = cargo_output(&[
             "test",
