@@ -446,7 +446,14 @@ impl<A: RawApi> Device<A> {
         }
         // Settled entries leave the hub (their events are released here, on our own thread;
         // a doorbell still queued keeps its own reference).
-        lock(&self.completions.pending).retain(|pending| !pending.settled());
+        lock(&self.completions.pending).retain(|pending| {
+            let settled = pending.settled();
+            if settled {
+                // A dropped future's entry: its event needs no snapshot any more.
+                pending.uncount();
+            }
+            !settled
+        });
         drop(snapshot);
         resolved
     }
