@@ -5,6 +5,9 @@
 
 use std::time::Instant;
 
+#[cfg(feature = "wgpu")]
+pub mod wgpu_raw;
+
 /// Nanoseconds per call of `f`, the median of `rounds` rounds of `iters` calls each
 /// (after one warm-up round).
 pub fn ns_per_op(rounds: usize, iters: usize, mut f: impl FnMut()) -> f64 {

@@ -17,15 +17,26 @@ use std::time::Duration;
 /// queue (`None` inside means "nothing to wait for").
 pub(crate) struct Record {
     pub(crate) device: Arc<DeviceShared>,
-    ticket: OnceLock<Option<Ticket>>,
+    resolution: Resolution,
     timestamp: Option<Arc<Readback>>,
     /// The recording stream and its position there (redundant-wait elision).
     pub(crate) mark: Mark,
-    /// The recording stream's first unreported error when the recording was resolved (its
-    /// earlier host functions have all run then): what a stream completion reports.
-    error: OnceLock<Option<Error>>,
     /// Completion futures waiting for the recording to be resolved to a ticket.
     waiters: Mutex<Vec<Waiter>>,
+}
+
+/// A record's ticket and its stream's error snapshot (the recording stream's first unreported
+/// error when the recording was resolved: its earlier host functions have all run then; what a
+/// stream completion reports).
+enum Resolution {
+    /// Known when the record was made (nothing held back): most records. No `OnceLock` to
+    /// initialise on the record path.
+    Known(Option<Ticket>, Option<Error>),
+    /// Held behind gates: set once by [`Record::resolve`].
+    Later {
+        ticket: OnceLock<Option<Ticket>>,
+        error: OnceLock<Option<Error>>,
+    },
 }
 
 impl Record {
@@ -38,26 +49,42 @@ impl Record {
         error: Option<Error>,
         mark: Mark,
     ) -> Arc<Record> {
-        let record = Record {
+        let resolution = match ticket {
+            Some(t) => Resolution::Known(t, error),
+            None => Resolution::Later {
+                ticket: OnceLock::new(),
+                error: OnceLock::new(),
+            },
+        };
+        Arc::new(Record {
             device: Arc::clone(device),
-            ticket: OnceLock::new(),
+            resolution,
             timestamp,
             mark,
-            error: OnceLock::new(),
             waiters: Mutex::new(Vec::new()),
-        };
-        if let Some(t) = ticket {
-            let _ = record.error.set(error);
-            let _ = record.ticket.set(t);
+        })
+    }
+
+    /// The ticket once resolved (`Some(None)`: nothing to wait for).
+    fn ticket_ref(&self) -> Option<&Option<Ticket>> {
+        match &self.resolution {
+            Resolution::Known(ticket, _) => Some(ticket),
+            Resolution::Later { ticket, .. } => ticket.get(),
         }
-        Arc::new(record)
     }
 
     /// Resolves a record that was held behind gates; `error` is the stream's first unreported
     /// error now. Its completion futures move to the device's list.
     pub(crate) fn resolve(&self, ticket: Option<Ticket>, error: Option<Error>) {
-        let _ = self.error.set(error);
-        let _ = self.ticket.set(ticket);
+        // A record known at creation is never resolved again (only held records are).
+        if let Resolution::Later {
+            ticket: slot,
+            error: error_slot,
+        } = &self.resolution
+        {
+            let _ = error_slot.set(error);
+            let _ = slot.set(ticket);
+        }
         let waiters = std::mem::take(&mut *lock(&self.waiters));
         if !waiters.is_empty() {
             crate::completion::resolved(&self.device, waiters);
@@ -66,14 +93,17 @@ impl Record {
 
     /// The stream's error snapshot (see the field).
     pub(crate) fn error(&self) -> Option<Error> {
-        self.error.get().cloned().flatten()
+        match &self.resolution {
+            Resolution::Known(_, error) => error.clone(),
+            Resolution::Later { error, .. } => error.get().cloned().flatten(),
+        }
     }
 
     /// Parks `waiter` until the record is resolved; gives it back if it is resolved already.
     pub(crate) fn add_waiter(&self, waiter: Waiter) -> Option<Waiter> {
         let mut waiters = lock(&self.waiters);
         // `resolve` sets the ticket before it takes this lock.
-        if self.ticket.get().is_some() {
+        if self.ticket_ref().is_some() {
             return Some(waiter);
         }
         waiters.push(waiter);
@@ -82,12 +112,12 @@ impl Record {
 
     /// `None` while unresolved, else the ticket (`Some(None)`: nothing to wait for).
     pub(crate) fn ticket(&self) -> Option<Option<Ticket>> {
-        self.ticket.get().cloned()
+        self.ticket_ref().cloned()
     }
 
     /// Whether the captured work is complete; polls the device once, never blocks.
     pub(crate) fn query(&self) -> Result<bool> {
-        match self.ticket.get() {
+        match self.ticket_ref() {
             None => Ok(false),
             Some(ticket) => self.device.query_ticket(ticket.as_ref()),
         }
@@ -100,7 +130,7 @@ impl Record {
         let mut checked = false;
         loop {
             let seen = self.device.signal.generation();
-            match self.ticket.get() {
+            match self.ticket_ref() {
                 Some(ticket) => {
                     if let Some(t) = ticket {
                         while !self.device.wait_ticket(t, None)? {}

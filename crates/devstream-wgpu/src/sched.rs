@@ -27,6 +27,7 @@ use crate::util::lock;
 use devstream_core::panic::drop_contained;
 use devstream_core::{Error, HostFn};
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -104,8 +105,10 @@ impl StreamState {
     /// The stream's pending encoder, created on first use.
     pub(crate) fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
         self.encoder.get_or_insert_with(|| {
+            // Labelled in debug builds only: wgpu copies a label into a new `String` for every
+            // encoder, one allocation per flush that release builds skip.
             device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("devstream stream"),
+                label: cfg!(debug_assertions).then_some("devstream stream"),
             })
         })
     }
@@ -116,7 +119,10 @@ impl StreamState {
 pub(crate) struct Sched {
     /// The last ticket sequence number handed out.
     pub(crate) last_seq: u64,
-    pub(crate) streams: HashMap<u64, StreamState>,
+    /// By stream id. Ids are devstream's own counters, so the map hashes them with FxHash
+    /// rather than SipHash: every operation looks its stream up several times, and SipHash was
+    /// about 1,000 instructions of a record+query (docs/results/2026-11-24-wgpu-cost).
+    pub(crate) streams: HashMap<u64, StreamState, BuildHasherDefault<rustc_hash::FxHasher>>,
     /// Streams the poller must look at: they hold work back, or are orphaned and not complete.
     pub(crate) watched: BTreeSet<u64>,
 }

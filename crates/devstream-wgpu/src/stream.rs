@@ -238,7 +238,7 @@ impl WgpuStream {
 
     /// Runs one operation now, or records it when capturing.
     fn run_op(&self, op: Op) -> Result<()> {
-        let device = Arc::clone(&self.handle.device);
+        let device = &self.handle.device;
         let id = self.handle.id;
         let mut sched = self.lock();
         if let Some(session) = self.capturing(&mut sched) {
@@ -253,12 +253,12 @@ impl WgpuStream {
             } => {
                 let state = self.state(&mut sched)?;
                 let encoder = state.encoder(&device.device);
-                encode_fill(&device, encoder, &dst.buffer, offset, len, value)
+                encode_fill(device, encoder, &dst.buffer, offset, len, value)
             }
             Op::CopyFromHost { dst, offset, data } => {
                 let state = self.state(&mut sched)?;
                 let encoder = state.encoder(&device.device);
-                encode_upload(&device, encoder, &dst.buffer, offset, &data)
+                encode_upload(device, encoder, &dst.buffer, offset, &data)
             }
             Op::CopyHostToDevice {
                 dst,
@@ -274,9 +274,9 @@ impl WgpuStream {
                     // copies are still landing in the source: read it once the stream's earlier
                     // work is complete.
                     src.begin_upload();
-                    flush_locked(&device, &mut sched, id, false);
+                    flush_locked(device, &mut sched, id, false);
                     hold_locked(
-                        &device,
+                        device,
                         &mut sched,
                         id,
                         Held::Upload(Upload {
@@ -292,7 +292,7 @@ impl WgpuStream {
                     let bytes = src.snapshot(src_offset, len as usize)?;
                     let state = self.state(&mut sched)?;
                     let encoder = state.encoder(&device.device);
-                    encode_upload(&device, encoder, &dst.buffer, dst_offset, &bytes)
+                    encode_upload(device, encoder, &dst.buffer, dst_offset, &bytes)
                 }
             }
             Op::CopyDeviceToHost {
@@ -307,7 +307,7 @@ impl WgpuStream {
                 }
                 let start = align_down(src_offset, 4);
                 let end = align_up(src_offset + len, 4);
-                let readback = Readback::new(&device, end - start, id)?;
+                let readback = Readback::new(device, end - start, id)?;
                 let state = self.state(&mut sched)?;
                 let encoder = state.encoder(&device.device);
                 encoder.copy_buffer_to_buffer(&src.buffer, start, &readback.buffer, 0, end - start);
@@ -330,7 +330,7 @@ impl WgpuStream {
                 let state = self.state(&mut sched)?;
                 let encoder = state.encoder(&device.device);
                 encode_copy(
-                    &device,
+                    device,
                     encoder,
                     &src.buffer,
                     src_offset,
@@ -351,8 +351,8 @@ impl WgpuStream {
             }
             Op::HostFunc(shared) => {
                 let f: HostFn = Box::new(move || (lock(&shared))());
-                flush_locked(&device, &mut sched, id, false);
-                hold_locked(&device, &mut sched, id, Held::HostFunc(f));
+                flush_locked(device, &mut sched, id, false);
+                hold_locked(device, &mut sched, id, Held::HostFunc(f));
                 Ok(())
             }
             Op::Record(event) => {
