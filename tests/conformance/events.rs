@@ -205,9 +205,12 @@ fn elapsed_errors_and_duration() {
         } else {
             not_applicable(place, "no gate for NotReady");
         }
-        // A measured duration: the end is recorded behind a gate held for ~20 ms.
+        // A measured duration: the end is recorded behind a gate held for ~20 ms. The start is
+        // complete before the gate closes: its time is when the device reached it, which on a
+        // loaded host can be later than its submission (then the hold would not lie between).
         let (start, end) = (timed()?, timed()?);
         start.record(&stream)?;
+        crate::harness::sync(&stream)?;
         let held = Duration::from_millis(20);
         if let Some(gate) = Gate::close(&stream)? {
             end.record(&stream)?;
