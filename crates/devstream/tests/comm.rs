@@ -1,6 +1,8 @@
 //! Collectives on the CPU reference engine (cargo feature `comm`): every op × type ×
 //! reduction against a scalar model with 2 to 8 ranks as threads, ranks as processes,
-//! ordering with events, flags and host functions, capture, failures and bad input.
+//! ordering with events, flags and host functions, capture, failures and bad input; with the
+//! `plugin` feature too, the same on the `custom_cpu` test plug-in's `xccl_*` functions
+//! (`comm_plugin`).
 
 use devstream::{
     CaptureMode, CommFailure, Communicator, DataType, Error, Flag, Member, Place, ReduceOp, Result,
@@ -11,6 +13,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 mod comm_model;
+#[cfg(feature = "plugin")]
+mod comm_plugin;
 use comm_model::{
     assert_close, comm_failure, contribution, decode, download, encode, model, on_ranks_at, upload,
     value,
@@ -629,10 +633,13 @@ fn bad_input_is_refused_before_anything_is_queued() {
             if let Ok(t) = Stream::new(&other) {
                 let e = t.all_reduce(&comm, &big, &big, 4, DataType::F32, ReduceOp::Sum);
                 assert!(matches!(e, Err(Error::PlaceMismatch { .. })), "{e:?}");
-                assert!(matches!(
-                    UniqueId::new(&other),
-                    Err(Error::Unsupported { .. })
-                ));
+                // Unsupported where the place has no engine (plug-ins with xccl have one).
+                let has_engine = devstream::capabilities(&other).is_ok_and(|c| c.collectives);
+                assert_eq!(
+                    matches!(UniqueId::new(&other), Err(Error::Unsupported { .. })),
+                    !has_engine,
+                    "{other}"
+                );
                 if let Ok(foreign) = t.alloc(64) {
                     let e = s.all_reduce(&comm, &foreign, &big, 4, DataType::F32, ReduceOp::Sum);
                     assert!(matches!(e, Err(Error::PlaceMismatch { .. })), "{e:?}");
