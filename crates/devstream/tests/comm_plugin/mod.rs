@@ -8,7 +8,8 @@ use super::comm_model::{
     value,
 };
 use devstream::{
-    CommFailure, Communicator, DataType, Error, Flag, Place, ReduceOp, Result, Stream, UniqueId,
+    CaptureMode, CommFailure, Communicator, DataType, Error, Flag, Place, ReduceOp, Result, Stream,
+    UniqueId,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -201,6 +202,10 @@ fn plugin_reduce_scatter_every_type_and_reduction_also_in_place() {
 
 #[test]
 fn plugin_all_to_all_every_type() {
+    plugin_all_to_all_every_type_body();
+}
+
+fn plugin_all_to_all_every_type_body() {
     let n = 3;
     on_ranks(n, move |comm, s| {
         let rank = comm.rank();
@@ -219,6 +224,48 @@ fn plugin_all_to_all_every_type() {
         }
         Ok(())
     });
+}
+
+/// Set in the child process of `plugin_all_to_all_without_the_plugins_own_is_grouped_send_recv`.
+const GROUPED_CHILD: &str = "DEVSTREAM_COMM_TEST_GROUPED_ALL_TO_ALL";
+
+#[test]
+fn plugin_all_to_all_without_the_plugins_own_is_grouped_send_recv() {
+    const TEST: &str =
+        "comm_plugin::plugin_all_to_all_without_the_plugins_own_is_grouped_send_recv";
+    if std::env::var_os(GROUPED_CHILD).is_some() {
+        // The child: the plug-in loaded without `xccl_all_to_all`.
+        assert!(std::env::var_os(devstream_test_plugin_cpu::NO_ALL_TO_ALL).is_some());
+        plugin_all_to_all_every_type_body();
+        return;
+    }
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(GROUPED_CHILD, "1")
+        .env(devstream_test_plugin_cpu::NO_ALL_TO_ALL, "1")
+        .status()
+        .expect("start the child process");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn plugin_a_collective_in_a_capture_is_the_plugins_call() {
+    // The test plug-in refuses collectives while capturing (C_ERROR, the capture invalidated):
+    // a typed error, the capture ends with Error::Capture, and the stream works on.
+    let place = custom(0);
+    let comm = Communicator::init(&place, 0, 1, &UniqueId::new(&place).unwrap()).unwrap();
+    let s = Stream::new(&place).unwrap();
+    let buf = upload(&s, &encode(DataType::F32, &[1, 2])).unwrap();
+    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    let e = s
+        .all_reduce(&comm, &buf, &buf, 2, DataType::F32, ReduceOp::Sum)
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    let e = s.end_capture().unwrap_err();
+    assert!(matches!(e, Error::Capture { .. }), "{e}");
+    s.all_reduce(&comm, &buf, &buf, 2, DataType::F32, ReduceOp::Prod)
+        .unwrap();
+    assert_eq!(download(&s, &buf).unwrap(), encode(DataType::F32, &[1, 2]));
 }
 
 #[test]

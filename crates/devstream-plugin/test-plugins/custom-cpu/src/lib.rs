@@ -26,6 +26,7 @@
 #[path = "../../../src/sys.rs"]
 pub mod sys;
 mod xccl;
+pub use xccl::NO_ALL_TO_ALL;
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::Cell;

@@ -21,6 +21,9 @@
 //!   failure after the call returned).
 //! * Collectives on a capturing stream are refused (`C_ERROR`, the capture is invalidated).
 //!
+//! * `xccl_all_to_all` is filled unless `DEVSTREAM_TEST_PLUGIN_CPU_NO_ALL_TO_ALL` is set when the
+//!   plug-in loads (tests of devstream's fallback over grouped sends and receives).
+//!
 //! Types: every `C_DataType` devstream uses (`UINT8`, `INT32`, `INT64`, `FLOAT16`,
 //! `FLOAT32`, `FLOAT64`, `BFLOAT16`); others answer `C_ERROR`.
 
@@ -955,8 +958,14 @@ pub(crate) fn fill(table: &mut C_DeviceInterface) {
     table.xccl_group_end = Some(group_end);
     table.xccl_send = Some(send);
     table.xccl_recv = Some(recv);
-    table.xccl_all_to_all = Some(all_to_all);
+    // Left null on request, so that tests reach devstream's grouped send/recv fallback.
+    if std::env::var_os(NO_ALL_TO_ALL).is_none() {
+        table.xccl_all_to_all = Some(all_to_all);
+    }
 }
+
+/// Set (to anything) when the plug-in loads: `xccl_all_to_all` stays null.
+pub const NO_ALL_TO_ALL: &str = "DEVSTREAM_TEST_PLUGIN_CPU_NO_ALL_TO_ALL";
 
 #[cfg(test)]
 mod tests {
