@@ -21,6 +21,9 @@
 //! call (with `_await_held_wait` and `_release_waits`), so that tests can stop devstream's
 //! dispatcher at that point deterministically.
 //!
+//! The collectives (`xccl_*`) are implemented too (module `xccl`): ranks are threads of this
+//! process, each collective a task of its stream.
+//!
 //! Every exported function catches panics and answers `C_INTERNAL_ERROR` instead.
 
 #[path = "../../../src/sys.rs"]
