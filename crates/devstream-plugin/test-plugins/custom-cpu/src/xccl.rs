@@ -10,7 +10,8 @@
 //!   order), reads every contribution, waits until every rank has read, then writes its own
 //!   result: in-place calls are safe. Sums and products of integers wrap, `AVG` divides the
 //!   (wrapped) sum by the number of ranks, truncating for integers; floats are combined in rank
-//!   order, `FLOAT16`/`BFLOAT16` in `f32` (rounded to nearest even on the way back).
+//!   order, `FLOAT16`/`BFLOAT16` in `f32` (rounded to nearest even on the way back): the CPU
+//!   reference engine's arithmetic, `devstream_core::reduce`.
 //! * `xccl_send` never waits (the bytes are taken when the task runs); `xccl_recv` waits for
 //!   the next message from its peer. Between `xccl_group_start` and `xccl_group_end` (per
 //!   thread) calls are collected and each stream gets one task at the end that runs the
@@ -29,6 +30,7 @@
 
 use super::sys::*;
 use super::{capture_of, guarded, invalidate, lock, stream_obj, Task, CURRENT_DEVICE};
+use devstream_core::{DataType, ReduceOp};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_int, c_void};
@@ -177,146 +179,39 @@ fn elem_size(dtype: C_DataType) -> Option<usize> {
     })
 }
 
-fn f16_to_f32(h: u16) -> f32 {
-    let sign = if h & 0x8000 != 0 { -1.0f32 } else { 1.0 };
-    let exp = i32::from((h >> 10) & 0x1f);
-    let man = f32::from(h & 0x3ff);
-    sign * match exp {
-        0 => man * 2f32.powi(-24),
-        31 if man == 0.0 => f32::INFINITY,
-        31 => f32::NAN,
-        _ => (1.0 + man / 1024.0) * 2f32.powi(exp - 15),
-    }
+/// devstream's type and reduction of the ABI's codes (checked by the callers).
+fn types_of(dtype: C_DataType, op: C_CCLReduceOp) -> (DataType, ReduceOp) {
+    let dtype = match dtype {
+        C_DATA_TYPE_FLOAT32 => DataType::F32,
+        C_DATA_TYPE_FLOAT64 => DataType::F64,
+        C_DATA_TYPE_FLOAT16 => DataType::F16,
+        C_DATA_TYPE_BFLOAT16 => DataType::BF16,
+        C_DATA_TYPE_INT32 => DataType::I32,
+        C_DATA_TYPE_INT64 => DataType::I64,
+        _ => DataType::U8,
+    };
+    let op = match op {
+        C_CCL_AVG => ReduceOp::Avg,
+        C_CCL_MAX => ReduceOp::Max,
+        C_CCL_MIN => ReduceOp::Min,
+        C_CCL_PRODUCT => ReduceOp::Prod,
+        _ => ReduceOp::Sum,
+    };
+    (dtype, op)
 }
 
-/// binary32 → binary16, rounding to nearest even.
-fn f32_to_f16(v: f32) -> u16 {
-    let bits = v.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let exp = ((bits >> 23) & 0xff) as i32;
-    let man = bits & 0x7f_ffff;
-    if exp == 0xff {
-        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
-    }
-    let e = exp - 127 + 15;
-    if e >= 0x1f {
-        return sign | 0x7c00;
-    }
-    if e <= 0 {
-        if e < -10 {
-            return sign;
-        }
-        let m = man | 0x80_0000;
-        let shift = (14 - e) as u32;
-        let half = 1u32 << (shift - 1);
-        let rest = m & ((1 << shift) - 1);
-        let mut out = (m >> shift) as u16;
-        if rest > half || (rest == half && out & 1 == 1) {
-            out += 1;
-        }
-        return sign | out;
-    }
-    let rest = man & 0x1fff;
-    let mut out = ((e as u32) << 10 | (man >> 13)) as u16;
-    if rest > 0x1000 || (rest == 0x1000 && out & 1 == 1) {
-        out += 1;
-    }
-    sign | out
-}
-
-fn bf16_to_f32(h: u16) -> f32 {
-    f32::from_bits(u32::from(h) << 16)
-}
-
-/// binary32 → bfloat16, rounding to nearest even.
-fn f32_to_bf16(v: f32) -> u16 {
-    let bits = v.to_bits();
-    if v.is_nan() {
-        return ((bits >> 16) as u16) | 0x40;
-    }
-    let round = 0x7fff + ((bits >> 16) & 1);
-    (bits.wrapping_add(round) >> 16) as u16
-}
-
-/// Folds `inputs` (one per rank, `count` elements each, in rank order) with `op`.
+/// Folds `inputs` (one per rank, `count` elements each, in rank order) with `op`: the CPU
+/// reference engine's arithmetic (`devstream_core::reduce`).
 fn reduce(dtype: C_DataType, op: C_CCLReduceOp, inputs: &[&[u8]], count: usize) -> Vec<u8> {
-    let n = inputs.len();
-    macro_rules! fold_float {
-        ($t:ty, $size:expr, $load:expr, $store:expr) => {{
-            let mut out = Vec::with_capacity(count * $size);
-            for i in 0..count {
-                let at = |r: usize| -> $t { $load(&inputs[r][i * $size..(i + 1) * $size]) };
-                let mut acc = at(0);
-                for r in 1..n {
-                    let v = at(r);
-                    acc = match op {
-                        C_CCL_PRODUCT => acc * v,
-                        C_CCL_MIN => acc.min(v),
-                        C_CCL_MAX => acc.max(v),
-                        _ => acc + v,
-                    };
-                }
-                if op == C_CCL_AVG {
-                    acc /= n as $t;
-                }
-                out.extend_from_slice(&$store(acc));
-            }
-            out
-        }};
-    }
-    macro_rules! fold_int {
-        ($t:ty) => {{
-            const SIZE: usize = std::mem::size_of::<$t>();
-            let mut out = Vec::with_capacity(count * SIZE);
-            for i in 0..count {
-                let at = |r: usize| -> $t {
-                    <$t>::from_ne_bytes(inputs[r][i * SIZE..(i + 1) * SIZE].try_into().unwrap())
-                };
-                let mut acc = at(0);
-                for r in 1..n {
-                    let v = at(r);
-                    acc = match op {
-                        C_CCL_PRODUCT => acc.wrapping_mul(v),
-                        C_CCL_MIN => acc.min(v),
-                        C_CCL_MAX => acc.max(v),
-                        _ => acc.wrapping_add(v),
-                    };
-                }
-                if op == C_CCL_AVG {
-                    acc = (i128::from(acc) / n as i128) as $t;
-                }
-                out.extend_from_slice(&acc.to_ne_bytes());
-            }
-            out
-        }};
-    }
-    let le2 = |b: &[u8]| u16::from_ne_bytes(b.try_into().unwrap());
-    match dtype {
-        C_DATA_TYPE_FLOAT32 => fold_float!(
-            f32,
-            4,
-            |b: &[u8]| f32::from_ne_bytes(b.try_into().unwrap()),
-            |v: f32| v.to_ne_bytes()
-        ),
-        C_DATA_TYPE_FLOAT64 => fold_float!(
-            f64,
-            8,
-            |b: &[u8]| f64::from_ne_bytes(b.try_into().unwrap()),
-            |v: f64| v.to_ne_bytes()
-        ),
-        C_DATA_TYPE_FLOAT16 => {
-            fold_float!(f32, 2, |b: &[u8]| f16_to_f32(le2(b)), |v: f32| f32_to_f16(
-                v
-            )
-            .to_ne_bytes())
-        }
-        C_DATA_TYPE_BFLOAT16 => fold_float!(f32, 2, |b: &[u8]| bf16_to_f32(le2(b)), |v: f32| {
-            f32_to_bf16(v).to_ne_bytes()
-        }),
-        C_DATA_TYPE_INT32 => fold_int!(i32),
-        C_DATA_TYPE_INT64 => fold_int!(i64),
-        _ => fold_int!(u8),
-    }
+    let (dtype, op) = types_of(dtype, op);
+    let size = dtype.size();
+    let mut out = vec![0u8; count * size];
+    let folded = devstream_core::reduce::reduce(dtype, op, inputs.len(), &mut out, |r, at, buf| {
+        buf.copy_from_slice(&inputs[r][at * size..at * size + buf.len()]);
+        Ok(())
+    });
+    debug_assert!(folded.is_ok(), "the input closure never fails");
+    out
 }
 
 /// # Safety
@@ -970,23 +865,6 @@ pub const NO_ALL_TO_ALL: &str = "DEVSTREAM_TEST_PLUGIN_CPU_NO_ALL_TO_ALL";
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn half_precision_round_trips_and_rounds_to_nearest_even() {
-        for k in 0..=2048u16 {
-            let v = f32::from(k);
-            assert_eq!(f16_to_f32(f32_to_f16(v)), v);
-            if k <= 256 {
-                assert_eq!(bf16_to_f32(f32_to_bf16(v)), v);
-            }
-        }
-        // 2049 lies halfway between 2048 and 2050 in binary16: ties to even (2048).
-        assert_eq!(f16_to_f32(f32_to_f16(2049.0)), 2048.0);
-        assert_eq!(f16_to_f32(f32_to_f16(2051.0)), 2052.0);
-        assert_eq!(f16_to_f32(f32_to_f16(-1.5)), -1.5);
-        assert_eq!(bf16_to_f32(f32_to_bf16(257.0)), 256.0);
-        assert_eq!(bf16_to_f32(f32_to_bf16(259.0)), 260.0);
-    }
 
     #[test]
     fn integer_reductions_wrap_and_avg_truncates() {
