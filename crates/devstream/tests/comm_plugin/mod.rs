@@ -3,19 +3,12 @@
 //! may share a device), so the model tests run there too, with rank `r` on `custom_cpu:(r % 2)`;
 //! the `ref_cpu` plug-in (Paddle's reference layout, xccl left null) answers `Unsupported`.
 
-use super::comm_model::{
-    assert_close, comm_failure, contribution, decode, download, encode, model, on_ranks_at, upload,
-    value,
-};
+use super::comm_model::{comm_failure, contribution, download, encode, on_ranks_at, upload};
+use super::COUNT;
 use devstream::{
-    CaptureMode, CommFailure, Communicator, DataType, Error, Flag, Place, ReduceOp, Result, Stream,
+    CaptureMode, CommFailure, Communicator, DataType, Error, Place, ReduceOp, Result, Stream,
     UniqueId,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier};
-use std::time::Duration;
-
-const COUNT: usize = 37;
 
 fn custom(id: usize) -> Place {
     Place::Custom {
@@ -36,194 +29,58 @@ fn on_ranks<T: Send + 'static>(
     on_ranks_at(&places(n), body)
 }
 
-fn check_column(dtype: DataType, op: ReduceOp, got: &[f64], n: usize, what: &str) {
-    for (i, g) in got.iter().enumerate() {
-        let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
-        assert_close(
-            dtype,
-            *g,
-            model(dtype, op, &column),
-            &format!("{what} [{i}]"),
-        );
-    }
-}
-
 #[test]
 fn plugin_capabilities_say_collectives() {
     let caps = devstream::capabilities(&custom(0)).unwrap();
     assert!(caps.collectives, "{caps:?}");
 }
 
+/// The model tests of `comm.rs`, with rank `r` on `custom_cpu:(r % 2)`.
 #[test]
 fn plugin_all_reduce_every_type_and_reduction_on_2_to_4_ranks() {
-    for n in [2, 3, 4] {
-        on_ranks(n, move |comm, s| {
-            let rank = comm.rank();
-            for dtype in DataType::ALL {
-                for op in ReduceOp::ALL {
-                    for (in_place, count) in [(false, COUNT), (true, COUNT), (false, 3), (true, 0)]
-                    {
-                        let send = upload(&s, &encode(dtype, &contribution(rank, count)))?;
-                        let recv = if in_place {
-                            None
-                        } else {
-                            Some(s.alloc(count * dtype.size())?)
-                        };
-                        let target = recv.as_ref().unwrap_or(&send);
-                        s.all_reduce(&comm, &send, target, count, dtype, op)?;
-                        let got = decode(dtype, &download(&s, target)?);
-                        assert_eq!(got.len(), count);
-                        let what = format!(
-                            "all_reduce {dtype} {op} n={n} in_place={in_place} rank {rank}"
-                        );
-                        check_column(dtype, op, &got, n, &what);
-                    }
-                }
-            }
-            Ok(())
-        });
-    }
+    super::all_reduce_every_type_and_reduction(places, &[2, 3, 4]);
 }
 
 #[test]
 fn plugin_reduce_every_type_and_reduction_at_every_root() {
-    let n = 3;
-    on_ranks(n, move |comm, s| {
-        let rank = comm.rank();
-        for root in 0..n {
-            for dtype in DataType::ALL {
-                for op in ReduceOp::ALL {
-                    let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
-                    let recv = upload(&s, &vec![0xAB; COUNT * dtype.size()])?;
-                    s.reduce(&comm, &send, &recv, COUNT, dtype, op, root)?;
-                    let bytes = download(&s, &recv)?;
-                    if rank == root {
-                        let what = format!("reduce {dtype} {op} root {root}");
-                        check_column(dtype, op, &decode(dtype, &bytes), n, &what);
-                    } else {
-                        assert_eq!(
-                            bytes,
-                            vec![0xAB; COUNT * dtype.size()],
-                            "non-root untouched"
-                        );
-                    }
-                }
-            }
-        }
-        Ok(())
-    });
+    super::reduce_every_type_and_reduction(places);
 }
 
 #[test]
 fn plugin_broadcast_every_type_from_every_root_in_place_or_not() {
-    let n = 3;
-    on_ranks(n, move |comm, s| {
-        let rank = comm.rank();
-        for root in 0..n {
-            for dtype in DataType::ALL {
-                for in_place in [false, true] {
-                    let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
-                    let recv = if in_place {
-                        None
-                    } else {
-                        Some(s.alloc(COUNT * dtype.size())?)
-                    };
-                    let target = recv.as_ref().unwrap_or(&send);
-                    s.broadcast(&comm, &send, target, COUNT, dtype, root)?;
-                    assert_eq!(
-                        download(&s, target)?,
-                        encode(dtype, &contribution(root, COUNT)),
-                        "broadcast {dtype} root {root} in_place={in_place} rank {rank}"
-                    );
-                }
-            }
-        }
-        Ok(())
-    });
+    super::broadcast_every_type(places, 3);
 }
 
 #[test]
 fn plugin_all_gather_every_type_also_in_place() {
-    let n = 4;
-    on_ranks(n, move |comm, s| {
-        let rank = comm.rank();
-        for dtype in DataType::ALL {
-            let want: Vec<u8> = (0..n)
-                .flat_map(|r| encode(dtype, &contribution(r, COUNT)))
-                .collect();
-            let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
-            let recv = s.alloc(n * COUNT * dtype.size())?;
-            s.all_gather(&comm, &send, &recv, COUNT, dtype)?;
-            assert_eq!(download(&s, &recv)?, want, "all_gather {dtype}");
-            // In place: this rank's part already sits at recv[rank * count..].
-            let mut mine = vec![0u8; n * COUNT * dtype.size()];
-            let part = encode(dtype, &contribution(rank, COUNT));
-            mine[rank * part.len()..][..part.len()].copy_from_slice(&part);
-            let buf = upload(&s, &mine)?;
-            s.all_gather(&comm, &buf, &buf, COUNT, dtype)?;
-            assert_eq!(download(&s, &buf)?, want, "all_gather in place {dtype}");
-        }
-        Ok(())
-    });
+    super::all_gather_every_type(places, &[2, 4]);
 }
 
 #[test]
 fn plugin_reduce_scatter_every_type_and_reduction_also_in_place() {
-    let n = 3;
-    on_ranks(n, move |comm, s| {
-        let rank = comm.rank();
-        for dtype in DataType::ALL {
-            for op in ReduceOp::ALL {
-                for in_place in [false, true] {
-                    // Rank r sends value(r, i) at element i of the whole n * COUNT buffer.
-                    let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
-                    let recv = if in_place {
-                        None
-                    } else {
-                        Some(s.alloc(COUNT * dtype.size())?)
-                    };
-                    let target = recv.as_ref().unwrap_or(&send);
-                    s.reduce_scatter(&comm, &send, target, COUNT, dtype, op)?;
-                    let got = decode(dtype, &download(&s, target)?);
-                    assert!(got.len() >= COUNT);
-                    for (i, g) in got.iter().take(COUNT).enumerate() {
-                        let column: Vec<i64> = (0..n).map(|r| value(r, rank * COUNT + i)).collect();
-                        let what = format!(
-                            "reduce_scatter {dtype} {op} in_place={in_place} rank {rank} [{i}]"
-                        );
-                        assert_close(dtype, *g, model(dtype, op, &column), &what);
-                    }
-                }
-            }
-        }
-        Ok(())
-    });
+    super::reduce_scatter_every_type_and_reduction_also_in_place(places, 3);
 }
 
 #[test]
 fn plugin_all_to_all_every_type() {
-    plugin_all_to_all_every_type_body();
+    super::all_to_all_every_type_on(places);
 }
 
-fn plugin_all_to_all_every_type_body() {
-    let n = 3;
-    on_ranks(n, move |comm, s| {
-        let rank = comm.rank();
-        for dtype in DataType::ALL {
-            // Block p of rank r's send: values of (r, p * COUNT + i).
-            let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
-            let recv = s.alloc(n * COUNT * dtype.size())?;
-            s.all_to_all(&comm, &send, &recv, COUNT, dtype)?;
-            let want: Vec<u8> = (0..n)
-                .flat_map(|p| {
-                    let all = contribution(p, n * COUNT);
-                    encode(dtype, &all[rank * COUNT..][..COUNT])
-                })
-                .collect();
-            assert_eq!(download(&s, &recv)?, want, "all_to_all {dtype} rank {rank}");
-        }
-        Ok(())
+#[test]
+fn plugin_send_recv_every_type_and_groups() {
+    on_ranks(4, |comm, s| {
+        super::send_recv_every_type_and_groups(&comm, &s)
     });
+}
+
+#[test]
+fn plugin_a_collective_behind_a_gate_waits_for_it_and_orders_later_work() {
+    super::collective_behind_a_gate(places);
+}
+
+#[test]
+fn plugin_wait_event_holds_a_collective_and_buffers_outlive_their_handles() {
+    super::wait_event_holds_a_collective(places);
 }
 
 /// Set in the child process of `plugin_all_to_all_without_the_plugins_own_is_grouped_send_recv`.
@@ -236,7 +93,7 @@ fn plugin_all_to_all_without_the_plugins_own_is_grouped_send_recv() {
     if std::env::var_os(GROUPED_CHILD).is_some() {
         // The child: the plug-in loaded without `xccl_all_to_all`.
         assert!(std::env::var_os(devstream_test_plugin_cpu::NO_ALL_TO_ALL).is_some());
-        plugin_all_to_all_every_type_body();
+        super::all_to_all_every_type_on(places);
         return;
     }
     let status = std::process::Command::new(std::env::current_exe().unwrap())
@@ -269,71 +126,6 @@ fn plugin_a_collective_in_a_capture_is_the_plugins_call() {
 }
 
 #[test]
-fn plugin_send_recv_every_type_and_groups() {
-    let n = 4;
-    on_ranks(n, move |comm, s| {
-        let rank = comm.rank();
-        let next = (rank + 1) % n;
-        let prev = (rank + n - 1) % n;
-        for dtype in DataType::ALL {
-            let out = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
-            let inbox = s.alloc(COUNT * dtype.size())?;
-            // Receive first, then send, on every rank: only a group makes this complete.
-            comm.group_start()?;
-            s.recv(&comm, &inbox, COUNT, dtype, prev)?;
-            s.send(&comm, &out, COUNT, dtype, next)?;
-            comm.group_end()?;
-            assert_eq!(
-                download(&s, &inbox)?,
-                encode(dtype, &contribution(prev, COUNT))
-            );
-        }
-        // Collectives and point-to-point calls in one (nested) group.
-        let a = upload(&s, &encode(DataType::I64, &contribution(rank, COUNT)))?;
-        let b = upload(&s, &encode(DataType::I64, &contribution(rank, 2)))?;
-        let inbox = s.alloc(COUNT * 8)?;
-        comm.group_start()?;
-        s.recv(&comm, &inbox, COUNT, DataType::I64, prev)?;
-        s.all_reduce(&comm, &a, &a, COUNT, DataType::I64, ReduceOp::Sum)?;
-        comm.group_start()?;
-        s.all_reduce(&comm, &b, &b, 2, DataType::I64, ReduceOp::Max)?;
-        comm.group_end()?;
-        s.send(&comm, &a, COUNT, DataType::I64, next)?;
-        comm.group_end()?;
-        check_column(
-            DataType::I64,
-            ReduceOp::Sum,
-            &decode(DataType::I64, &download(&s, &a)?),
-            n,
-            "grouped all_reduce",
-        );
-        // The group's send was posted before its all-reduce ran: it carries the input.
-        assert_eq!(
-            download(&s, &inbox)?,
-            encode(DataType::I64, &contribution(prev, COUNT))
-        );
-        check_column(
-            DataType::I64,
-            ReduceOp::Max,
-            &decode(DataType::I64, &download(&s, &b)?),
-            n,
-            "grouped all_reduce of 2",
-        );
-        // Two messages to the same peer in a row, matched in order, outside a group.
-        let a = upload(&s, &[rank as u8; 8])?;
-        let b = upload(&s, &[100 + rank as u8; 8])?;
-        let (x, y) = (s.alloc(8)?, s.alloc(8)?);
-        s.send(&comm, &a, 8, DataType::U8, next)?;
-        s.send(&comm, &b, 8, DataType::U8, next)?;
-        s.recv(&comm, &x, 8, DataType::U8, prev)?;
-        s.recv(&comm, &y, 8, DataType::U8, prev)?;
-        assert_eq!(download(&s, &x)?, vec![prev as u8; 8]);
-        assert_eq!(download(&s, &y)?, vec![100 + prev as u8; 8]);
-        Ok(())
-    });
-}
-
-#[test]
 fn plugin_a_group_over_two_streams_of_a_rank() {
     let n = 2;
     on_ranks(n, move |comm, s| {
@@ -351,83 +143,6 @@ fn plugin_a_group_over_two_streams_of_a_rank() {
             download(&other, &inbox)?,
             encode(DataType::F32, &contribution(peer, COUNT))
         );
-        Ok(())
-    });
-}
-
-#[test]
-fn plugin_a_collective_behind_a_gate_waits_for_it_and_orders_later_work() {
-    let n = 2;
-    let gate = Flag::new(&custom(0)).unwrap();
-    let barrier = Arc::new(Barrier::new(n));
-    let g = gate.clone();
-    on_ranks(n, move |comm, s| {
-        let rank = comm.rank();
-        let buf = upload(&s, &encode(DataType::I64, &contribution(rank, COUNT)))?;
-        if rank == 0 {
-            s.wait_flag(&g, 1)?;
-        }
-        s.all_reduce(&comm, &buf, &buf, COUNT, DataType::I64, ReduceOp::Sum)?;
-        let after = s.record_event()?;
-        let host = Arc::new(s.alloc_host(buf.len())?);
-        s.copy_device_to_host(&host, 0, &buf, 0, buf.len())?;
-        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (h, out) = (host.clone(), seen.clone());
-        // A host function after the collective sees its result (stream order).
-        s.launch_host_func(move || {
-            *out.lock().unwrap() = h.to_vec().unwrap();
-        })?;
-        barrier.wait();
-        std::thread::sleep(Duration::from_millis(100));
-        // Neither rank's collective can have run: rank 0's is held by the gate, rank 1's
-        // waits for rank 0.
-        assert!(
-            !after.query()?,
-            "rank {rank}: the collective ran behind a closed gate"
-        );
-        barrier.wait();
-        if rank == 0 {
-            g.set(1);
-        }
-        after.synchronize()?;
-        s.synchronize()?;
-        let got = decode(DataType::I64, &seen.lock().unwrap());
-        assert_eq!(got.len(), COUNT);
-        for (i, v) in got.iter().enumerate() {
-            assert_eq!(*v, (value(0, i) + value(1, i)) as f64);
-        }
-        Ok(())
-    });
-}
-
-#[test]
-fn plugin_wait_event_holds_a_collective_and_buffers_outlive_their_handles() {
-    let n = 3;
-    on_ranks(n, move |comm, s| {
-        let rank = comm.rank();
-        let producer = Stream::new(comm.place())?;
-        let buf = producer.alloc(COUNT * 4)?;
-        let done = Arc::new(AtomicBool::new(false));
-        let d = done.clone();
-        producer.launch_host_func(move || {
-            std::thread::sleep(Duration::from_millis(30));
-            d.store(true, Ordering::SeqCst);
-        })?;
-        producer.copy_from_host(&buf, 0, &encode(DataType::F32, &contribution(rank, COUNT)))?;
-        let ready = producer.record_event()?;
-        s.wait_event(&ready)?;
-        let recv = s.alloc(COUNT * 4)?;
-        s.all_reduce(&comm, &buf, &recv, COUNT, DataType::F32, ReduceOp::Sum)?;
-        let d = done.clone();
-        let ran_after = Arc::new(AtomicBool::new(false));
-        let r = ran_after.clone();
-        s.launch_host_func(move || r.store(d.load(Ordering::SeqCst), Ordering::SeqCst))?;
-        // The queued collective keeps the send buffer and the communicator alive.
-        drop(buf);
-        drop(comm);
-        let got = decode(DataType::F32, &download(&s, &recv)?);
-        check_column(DataType::F32, ReduceOp::Sum, &got, n, "after the producer");
-        assert!(ran_after.load(Ordering::SeqCst), "ran before the producer");
         Ok(())
     });
 }
