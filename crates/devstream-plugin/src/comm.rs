@@ -288,15 +288,32 @@ fn abi<'a>(op: &'static str, place: &Place, buffer: &'a PluginBuffer) -> Result<
     }
 }
 
+/// Which way a point-to-point call moves data.
+#[derive(Clone, Copy)]
+enum Direction {
+    Send,
+    Recv,
+}
+
 /// Whether two buffers are the same memory (an in-place call).
 fn same(a: &AbiBuffer, b: &AbiBuffer) -> bool {
     Arc::ptr_eq(&a.0, &b.0)
 }
 
-fn overflow(op: &'static str, count: usize, nranks: usize) -> Error {
-    Error::InvalidArgument(format!(
-        "{op}: {count} elements × {nranks} ranks overflow the address space"
-    ))
+/// Calls an xccl function, mapping its status.
+macro_rules! xccl {
+    ($inner:expr, $op:expr, $field:ident($($arg:expr),* $(,)?)) => {{
+        let inner: &CommInner = $inner;
+        let f = function(inner.runtime.table().$field, $op, &inner.place)?;
+        // SAFETY: the arguments were checked against the buffers, which the stream keeps alive
+        // until its work up to this call is complete; the communicator outlives the call.
+        let status = unsafe { f($($arg),*) };
+        check(&inner.runtime, $op, stringify!($field), status)
+    }};
+}
+
+fn ptr(address: usize) -> *mut c_void {
+    address as *mut c_void
 }
 
 impl PluginComm {
@@ -414,12 +431,50 @@ impl PluginComm {
         Ok(out.try_into().unwrap_or_else(|_| unreachable!("N buffers")))
     }
 
+    /// Bytes of one rank's block and of `nranks` blocks.
+    fn blocks(&self, op: &'static str, dtype: DataType, count: usize) -> Result<(usize, usize)> {
+        let bytes = dtype.bytes(op, count)?;
+        let n = self.inner.nranks;
+        let all = bytes.checked_mul(n).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{op}: {count} elements × {n} ranks overflow the address space"
+            ))
+        })?;
+        Ok((bytes, all))
+    }
+
     fn require_copy(&self, op: &'static str) -> Result<()> {
         if self.inner.runtime.has_copy(CopyKind::DeviceToDevice) {
             Ok(())
         } else {
             Err(Error::unsupported(op, &self.inner.place))
         }
+    }
+
+    /// `xccl_send` or `xccl_recv` of `count` elements of `buf` with `peer`.
+    fn point_to_point(
+        &self,
+        direction: Direction,
+        stream: &PluginStream,
+        buf: &PluginBuffer,
+        count: usize,
+        dtype: DataType,
+        peer: usize,
+    ) -> Result<()> {
+        let (name, what) = match direction {
+            Direction::Send => ("send", "send"),
+            Direction::Recv => ("recv", "receive"),
+        };
+        let core = self.core(name, stream)?;
+        let [b] = self.buffers(name, [buf])?;
+        check_rank(name, "peer", peer, self.inner.nranks)?;
+        check_len(name, what, b.len, dtype.bytes(name, count)?)?;
+        let t = self.dtype(name, dtype)?;
+        let bp = b.at(0);
+        self.queue(name, core, &[b], count, move |c, _, raw| match direction {
+            Direction::Send => xccl!(c, name, xccl_send(ptr(bp), count, t, peer, c.raw(), raw)),
+            Direction::Recv => xccl!(c, name, xccl_recv(ptr(bp), count, t, peer, c.raw(), raw)),
+        })
     }
 
     fn in_group(&self) -> bool {
@@ -473,22 +528,6 @@ impl PluginComm {
         drop(group);
         core.submit(Item::Op(call))
     }
-}
-
-/// Calls an xccl function, mapping its status.
-macro_rules! xccl {
-    ($inner:expr, $op:expr, $field:ident($($arg:expr),* $(,)?)) => {{
-        let inner: &CommInner = $inner;
-        let f = function(inner.runtime.table().$field, $op, &inner.place)?;
-        // SAFETY: the arguments were checked against the buffers, which the stream keeps alive
-        // until its work up to this call is complete; the communicator outlives the call.
-        let status = unsafe { f($($arg),*) };
-        check(&inner.runtime, $op, stringify!($field), status)
-    }};
-}
-
-fn ptr(address: usize) -> *mut c_void {
-    address as *mut c_void
 }
 
 impl DeviceCommunicator for PluginComm {
@@ -617,11 +656,7 @@ impl DeviceCommunicator for PluginComm {
         let name = "all_gather";
         let core = self.core(name, stream)?;
         let [s, r] = self.buffers(name, [send, recv])?;
-        let n = self.inner.nranks;
-        let bytes = dtype.bytes(name, count)?;
-        let all = bytes
-            .checked_mul(n)
-            .ok_or_else(|| overflow(name, count, n))?;
+        let (bytes, all) = self.blocks(name, dtype, count)?;
         check_len(name, "receive", r.len, all)?;
         // In place, this rank's part is `recv[rank * count..]` (NCCL's in-place layout).
         let sp = if same(s, r) {
@@ -653,11 +688,7 @@ impl DeviceCommunicator for PluginComm {
         let name = "reduce_scatter";
         let core = self.core(name, stream)?;
         let [s, r] = self.buffers(name, [send, recv])?;
-        let n = self.inner.nranks;
-        let bytes = dtype.bytes(name, count)?;
-        let all = bytes
-            .checked_mul(n)
-            .ok_or_else(|| overflow(name, count, n))?;
+        let (bytes, all) = self.blocks(name, dtype, count)?;
         check_len(name, "send", s.len, all)?;
         check_len(name, "receive", r.len, bytes)?;
         let (t, o) = (self.dtype(name, dtype)?, self.redop(name, op)?);
@@ -709,10 +740,7 @@ impl DeviceCommunicator for PluginComm {
         let core = self.core(name, stream)?;
         let [s, r] = self.buffers(name, [send, recv])?;
         let n = self.inner.nranks;
-        let bytes = dtype.bytes(name, count)?;
-        let all = bytes
-            .checked_mul(n)
-            .ok_or_else(|| overflow(name, count, n))?;
+        let (bytes, all) = self.blocks(name, dtype, count)?;
         check_len(name, "send", s.len, all)?;
         check_len(name, "receive", r.len, all)?;
         if same(s, r) && n > 1 && bytes > 0 {
@@ -784,16 +812,7 @@ impl DeviceCommunicator for PluginComm {
         dtype: DataType,
         peer: usize,
     ) -> Result<()> {
-        let name = "send";
-        let core = self.core(name, stream)?;
-        let [b] = self.buffers(name, [buf])?;
-        check_rank(name, "peer", peer, self.inner.nranks)?;
-        check_len(name, "send", b.len, dtype.bytes(name, count)?)?;
-        let t = self.dtype(name, dtype)?;
-        let bp = b.at(0);
-        self.queue(name, core, &[b], count, move |c, _, raw| {
-            xccl!(c, name, xccl_send(ptr(bp), count, t, peer, c.raw(), raw))
-        })
+        self.point_to_point(Direction::Send, stream, buf, count, dtype, peer)
     }
 
     fn recv(
@@ -804,16 +823,7 @@ impl DeviceCommunicator for PluginComm {
         dtype: DataType,
         peer: usize,
     ) -> Result<()> {
-        let name = "recv";
-        let core = self.core(name, stream)?;
-        let [b] = self.buffers(name, [buf])?;
-        check_rank(name, "peer", peer, self.inner.nranks)?;
-        check_len(name, "receive", b.len, dtype.bytes(name, count)?)?;
-        let t = self.dtype(name, dtype)?;
-        let bp = b.at(0);
-        self.queue(name, core, &[b], count, move |c, _, raw| {
-            xccl!(c, name, xccl_recv(ptr(bp), count, t, peer, c.raw(), raw))
-        })
+        self.point_to_point(Direction::Recv, stream, buf, count, dtype, peer)
     }
 
     fn group_start(&self) -> Result<()> {
