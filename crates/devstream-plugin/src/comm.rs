@@ -263,7 +263,8 @@ impl Drop for CommInner {
 /// calls until the outermost `group_end` are checked at once and handed to the plug-in
 /// together between `xccl_group_start` and `xccl_group_end` on one thread. A group over
 /// several streams is refused (`InvalidArgument`) while one of them holds work on the host
-/// (behind a flag wait not yet reached): the group could not be issued in one piece.
+/// (behind a flag wait not yet reached): the group could not be issued in one piece. The calls
+/// of a group that is never closed are never issued (and keep the communicator alive).
 #[derive(Clone)]
 pub struct PluginComm {
     inner: Arc<CommInner>,
