@@ -438,6 +438,19 @@ pub trait CommBackend: DeviceBackend {
     fn init_comm(place: &Place, rank: usize, nranks: usize, id: &UniqueId) -> Result<Self::Comm>;
 }
 
+/// The default deadline of a collective: `DEVSTREAM_COMM_TIMEOUT_SECS` (seconds, fractions
+/// allowed) or 30 s.
+pub fn default_timeout() -> std::time::Duration {
+    std::env::var("DEVSTREAM_COMM_TIMEOUT_SECS")
+        .ok()
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|secs| secs.is_finite() && *secs > 0.0)
+        .map_or(
+            std::time::Duration::from_secs(30),
+            std::time::Duration::from_secs_f64,
+        )
+}
+
 /// `Error::InvalidArgument` unless `rank` (named `what` in the message: "rank", "root",
 /// "peer") is a rank of a communicator of `nranks`: the check every engine makes before
 /// anything is queued.

@@ -41,6 +41,7 @@ pub mod panic;
 mod place;
 pub mod pool;
 mod priority;
+pub mod reduce;
 pub mod traits;
 
 pub use capabilities::{Capabilities, CaptureSupport};

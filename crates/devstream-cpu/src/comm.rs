@@ -21,7 +21,6 @@
 
 use crate::buffer::{BufferInner, CpuBuffer};
 use crate::comm_engine::{self, Cleanup, Pending, Readers, Want};
-use crate::comm_reduce::reduce;
 use crate::comm_shm::{
     self, comm_dir, failure_of, poll_until, process_alive, Payload, Pool, Segment, ALIVE, EMPTY,
     LEFT,
@@ -31,6 +30,7 @@ use crate::scheduler::{running_stream, CommonOp, Op, UserFn};
 use crate::stream::{fail_running_task, CpuStream, StreamInner};
 use crate::{lock, CpuBackend, CPU_PLACE};
 use devstream_core::comm::check_rank;
+use devstream_core::reduce::reduce;
 use devstream_core::{
     CommBackend, CommFailure, DataType, DeviceCommunicator, Error, Place, ReduceOp, Result,
     UniqueId, UNIQUE_ID_BYTES,

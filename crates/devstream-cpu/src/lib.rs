@@ -92,8 +92,6 @@ mod comm;
 #[cfg(feature = "comm")]
 mod comm_engine;
 #[cfg(feature = "comm")]
-mod comm_reduce;
-#[cfg(feature = "comm")]
 mod comm_shm;
 mod device;
 mod event;

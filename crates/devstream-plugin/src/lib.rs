@@ -69,6 +69,8 @@
 
 mod buffer;
 mod capture;
+#[cfg(feature = "comm")]
+pub mod comm;
 mod custom;
 mod device;
 pub mod discovery;
@@ -83,6 +85,8 @@ mod stream;
 pub mod sys;
 
 pub use buffer::{PluginBuffer, PluginHostBuffer};
+#[cfg(feature = "comm")]
+pub use comm::PluginComm;
 pub use device::PluginBackend;
 pub use event::PluginEvent;
 pub use flag::PluginFlag;

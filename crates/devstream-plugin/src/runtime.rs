@@ -588,6 +588,11 @@ impl Runtime {
         caps.capture_host_funcs = caps.host_funcs && caps.capture == CaptureSupport::Native;
         caps.flags = caps.host_funcs;
         caps.nonblocking_query = t.query_stream.is_some() && t.query_event.is_some();
+        // Collectives: the plug-in's xccl functions (read from a 3.3 table only).
+        #[cfg(feature = "comm")]
+        {
+            caps.collectives = crate::comm::missing(t).is_empty();
+        }
         caps.concurrent_streams = match (t.create_stream, self.devices.is_empty()) {
             (Some(_), false) => match self.create_stream(0) {
                 Ok(handle) => {

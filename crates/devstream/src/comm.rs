@@ -18,6 +18,7 @@
 //! | `cpu` | the reference engine: ranks as threads of one process and/or processes on one host, over shared memory |
 //! | `cuda:N` | NCCL (`libnccl.so.2`: `DEVSTREAM_NCCL_LIBRARY`, the `nvidia-nccl-cu13`/`-cu12` wheels, the system loader), with the `cuda` feature |
 //! | `hip:N` | RCCL (`librccl.so.1`: `DEVSTREAM_RCCL_LIBRARY`, the system loader), with the `hip` feature |
+//! | `custom_type:N` | the Paddle plug-in's `xccl_*` functions (`xccl_comm_init_rank`, `xccl_all_reduce`, ... with the plug-in's stream), with the `plugin` feature; a plug-in without them (and a Rust-registered custom device) answers `Error::Unsupported` |
 //! | others | none: `UniqueId::new`, `Communicator::init` answer `Error::Unsupported` |
 //!
 //! Without the library (or the GPU), `UniqueId::new` and `Communicator::init` on a GPU place
@@ -81,6 +82,8 @@ impl UniqueId {
             Place::Cuda(_) => devstream_cuda::CudaBackend::unique_id(place).map(UniqueId),
             #[cfg(feature = "hip")]
             Place::Hip(_) => devstream_hip::HipBackend::unique_id(place).map(UniqueId),
+            #[cfg(feature = "plugin")]
+            Place::Custom { .. } => devstream_plugin::PluginBackend::unique_id(place).map(UniqueId),
             other => Err(unsupported("UniqueId::new", other)),
         }
     }
@@ -120,6 +123,9 @@ pub enum Communicator {
     /// An RCCL communicator on a HIP device.
     #[cfg(feature = "hip")]
     Hip(devstream_hip::HipComm),
+    /// A communicator over a Paddle plug-in's `xccl_*` functions.
+    #[cfg(feature = "plugin")]
+    Plugin(devstream_plugin::PluginComm),
 }
 
 /// Runs `$body` with `$c` bound to the backend communicator inside `$comm`.
@@ -131,6 +137,8 @@ macro_rules! with_comm {
             Communicator::Cuda($c) => $body,
             #[cfg(feature = "hip")]
             Communicator::Hip($c) => $body,
+            #[cfg(feature = "plugin")]
+            Communicator::Plugin($c) => $body,
         }
     };
 }
@@ -144,7 +152,9 @@ impl Communicator {
     /// On `cuda`/`hip` places this is `ncclCommInitRank` (one rank per GPU per process), run on
     /// a thread of its own so that the deadline holds (NCCL cannot cancel it: past the
     /// deadline that thread stays blocked until the missing ranks join or the process exits),
-    /// and `Error::BackendUnavailable` without the library.
+    /// and `Error::BackendUnavailable` without the library. On a plug-in place this is the
+    /// plug-in's `xccl_comm_init_rank`, which waits as long as the plug-in does (the ABI has
+    /// no deadline).
     pub fn init(place: &Place, rank: usize, nranks: usize, id: &UniqueId) -> Result<Communicator> {
         match place {
             Place::Cpu => devstream_cpu::CpuBackend::init_comm(place, rank, nranks, &id.0)
@@ -155,6 +165,11 @@ impl Communicator {
             #[cfg(feature = "hip")]
             Place::Hip(_) => devstream_hip::HipBackend::init_comm(place, rank, nranks, &id.0)
                 .map(Communicator::Hip),
+            #[cfg(feature = "plugin")]
+            Place::Custom { .. } => {
+                devstream_plugin::PluginBackend::init_comm(place, rank, nranks, &id.0)
+                    .map(Communicator::Plugin)
+            }
             other => Err(unsupported("Communicator::init", other)),
         }
     }
@@ -177,6 +192,8 @@ impl Communicator {
     /// The deadline a collective's peers have to arrive (default: the
     /// `DEVSTREAM_COMM_TIMEOUT_SECS` environment variable, else 30 s). On `cuda`/`hip`, a
     /// collective still incomplete this long after it began on the GPU aborts the communicator.
+    /// On a plug-in place the value is only kept: the xccl ABI cannot pass a deadline, the
+    /// plug-in applies its own.
     pub fn timeout(&self) -> Duration {
         with_comm!(self, c => c.timeout())
     }
@@ -201,7 +218,7 @@ impl Communicator {
     }
 
     /// The backend communicator inside (`devstream::cpu::CpuComm`, `devstream_cuda::CudaComm`,
-    /// `devstream_hip::HipComm`), if it is a `T`.
+    /// `devstream_hip::HipComm`, `devstream_plugin::PluginComm`), if it is a `T`.
     pub fn backend<T: 'static>(&self) -> Option<&T> {
         with_comm!(self, c => (c as &dyn std::any::Any).downcast_ref::<T>())
     }

@@ -1,6 +1,8 @@
 //! Collectives on the CPU reference engine (cargo feature `comm`): every op × type ×
 //! reduction against a scalar model with 2 to 8 ranks as threads, ranks as processes,
-//! ordering with events, flags and host functions, capture, failures and bad input.
+//! ordering with events, flags and host functions, capture, failures and bad input; with the
+//! `plugin` feature too, the same on the `custom_cpu` test plug-in's `xccl_*` functions
+//! (`comm_plugin`).
 
 use devstream::{
     CaptureMode, CommFailure, Communicator, DataType, Error, Flag, Member, Place, ReduceOp, Result,
@@ -11,6 +13,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 mod comm_model;
+#[cfg(feature = "plugin")]
+mod comm_plugin;
 use comm_model::{
     assert_close, comm_failure, contribution, decode, download, encode, model, on_ranks_at, upload,
     value,
@@ -32,12 +36,25 @@ fn on_ranks<T: Send + 'static>(
 const COUNT: usize = 37;
 
 // ---------------------------------------------------------------------------------------------
-// Every op × type × reduction against the model
+// Every op × type × reduction against the model, generic over where rank r lives (`Places`):
+// run here on `cpu`, and by `comm_plugin` on the `custom_cpu` plug-in.
+
+/// Where each of `n` ranks lives.
+type Places = fn(usize) -> Vec<Place>;
+
+/// `n` ranks on the CPU place.
+fn cpu_places(n: usize) -> Vec<Place> {
+    vec![CPU; n]
+}
 
 #[test]
 fn all_reduce_every_type_and_reduction_on_2_to_8_ranks() {
-    for n in [2, 3, 4, 8] {
-        on_ranks(n, move |comm, s| {
+    all_reduce_every_type_and_reduction(cpu_places, &[2, 3, 4, 8]);
+}
+
+fn all_reduce_every_type_and_reduction(places: Places, sizes: &[usize]) {
+    for &n in sizes {
+        on_ranks_at(&places(n), move |comm, s| {
             let rank = comm.rank();
             for dtype in DataType::ALL {
                 for op in ReduceOp::ALL {
@@ -53,6 +70,7 @@ fn all_reduce_every_type_and_reduction_on_2_to_8_ranks() {
                         let target = recv.as_ref().unwrap_or(&send);
                         s.all_reduce(&comm, &send, target, count, dtype, op)?;
                         let got = decode(dtype, &download(&s, target)?);
+                        assert_eq!(got.len(), count);
                         for (i, g) in got.iter().enumerate() {
                             let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
                             let what = format!("all_reduce {dtype} {op} n={n} in_place={in_place} rank {rank} [{i}]");
@@ -68,8 +86,12 @@ fn all_reduce_every_type_and_reduction_on_2_to_8_ranks() {
 
 #[test]
 fn reduce_every_type_and_reduction_at_every_root() {
+    reduce_every_type_and_reduction(cpu_places);
+}
+
+fn reduce_every_type_and_reduction(places: Places) {
     let n = 3;
-    on_ranks(n, move |comm, s| {
+    on_ranks_at(&places(n), move |comm, s| {
         let rank = comm.rank();
         for root in 0..n {
             for dtype in DataType::ALL {
@@ -96,8 +118,11 @@ fn reduce_every_type_and_reduction_at_every_root() {
 
 #[test]
 fn broadcast_every_type_from_every_root() {
-    let n = 4;
-    on_ranks(n, move |comm, s| {
+    broadcast_every_type(cpu_places, 4);
+}
+
+fn broadcast_every_type(places: Places, n: usize) {
+    on_ranks_at(&places(n), move |comm, s| {
         let rank = comm.rank();
         for root in 0..n {
             for dtype in DataType::ALL {
@@ -123,8 +148,12 @@ fn broadcast_every_type_from_every_root() {
 
 #[test]
 fn all_gather_every_type_also_in_place() {
-    for n in [2, 5] {
-        on_ranks(n, move |comm, s| {
+    all_gather_every_type(cpu_places, &[2, 5]);
+}
+
+fn all_gather_every_type(places: Places, sizes: &[usize]) {
+    for &n in sizes {
+        on_ranks_at(&places(n), move |comm, s| {
             let rank = comm.rank();
             for dtype in DataType::ALL {
                 let want: Vec<u8> = (0..n)
@@ -152,19 +181,33 @@ fn all_gather_every_type_also_in_place() {
 
 #[test]
 fn reduce_scatter_every_type_and_reduction() {
-    let n = 4;
-    on_ranks(n, move |comm, s| {
+    reduce_scatter_every_type_and_reduction_also_in_place(cpu_places, 4);
+}
+
+fn reduce_scatter_every_type_and_reduction_also_in_place(places: Places, n: usize) {
+    on_ranks_at(&places(n), move |comm, s| {
         let rank = comm.rank();
         for dtype in DataType::ALL {
             for op in ReduceOp::ALL {
-                // Rank r sends n blocks; element j of block b is value(r, b * COUNT + j).
-                let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
-                let recv = s.alloc(COUNT * dtype.size())?;
-                s.reduce_scatter(&comm, &send, &recv, COUNT, dtype, op)?;
-                for (j, g) in decode(dtype, &download(&s, &recv)?).iter().enumerate() {
-                    let column: Vec<i64> = (0..n).map(|r| value(r, rank * COUNT + j)).collect();
-                    let what = format!("reduce_scatter {dtype} {op} rank {rank} [{j}]");
-                    assert_close(dtype, *g, model(dtype, op, &column), &what);
+                for in_place in [false, true] {
+                    // Rank r sends n blocks; element j of block b is value(r, b * COUNT + j).
+                    let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
+                    let recv = if in_place {
+                        None
+                    } else {
+                        Some(s.alloc(COUNT * dtype.size())?)
+                    };
+                    let target = recv.as_ref().unwrap_or(&send);
+                    s.reduce_scatter(&comm, &send, target, COUNT, dtype, op)?;
+                    let got = decode(dtype, &download(&s, target)?);
+                    assert!(got.len() >= COUNT);
+                    for (j, g) in got.iter().take(COUNT).enumerate() {
+                        let column: Vec<i64> = (0..n).map(|r| value(r, rank * COUNT + j)).collect();
+                        let what = format!(
+                            "reduce_scatter {dtype} {op} in_place={in_place} rank {rank} [{j}]"
+                        );
+                        assert_close(dtype, *g, model(dtype, op, &column), &what);
+                    }
                 }
             }
         }
@@ -174,8 +217,12 @@ fn reduce_scatter_every_type_and_reduction() {
 
 #[test]
 fn all_to_all_every_type() {
+    all_to_all_every_type_on(cpu_places);
+}
+
+fn all_to_all_every_type_on(places: Places) {
     let n = 3;
-    on_ranks(n, move |comm, s| {
+    on_ranks_at(&places(n), move |comm, s| {
         let rank = comm.rank();
         for dtype in DataType::ALL {
             let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
@@ -195,61 +242,12 @@ fn all_to_all_every_type() {
 
 #[test]
 fn send_recv_every_type_and_a_ring_exchange_in_a_group() {
-    let n = 4;
-    on_ranks(n, move |comm, s| {
-        let rank = comm.rank();
-        let next = (rank + 1) % n;
-        let prev = (rank + n - 1) % n;
-        for dtype in DataType::ALL {
-            let out = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
-            let inbox = s.alloc(COUNT * dtype.size())?;
-            // Receive first, then send, on every rank: only a group makes this complete.
-            comm.group_start()?;
-            s.recv(&comm, &inbox, COUNT, dtype, prev)?;
-            s.send(&comm, &out, COUNT, dtype, next)?;
-            comm.group_end()?;
-            assert_eq!(
-                download(&s, &inbox)?,
-                encode(dtype, &contribution(prev, COUNT))
-            );
-        }
-        // Collectives and point-to-point calls mixed in one group, two all-reduces included
-        // (each is two phases on the CPU engine); fewer elements than ranks for the second.
-        let a = upload(&s, &encode(DataType::I64, &contribution(rank, COUNT)))?;
-        let b = upload(&s, &encode(DataType::I64, &contribution(rank, 2)))?;
-        let inbox = s.alloc(COUNT * 8)?;
-        comm.group_start()?;
-        s.recv(&comm, &inbox, COUNT, DataType::I64, prev)?;
-        s.all_reduce(&comm, &a, &a, COUNT, DataType::I64, ReduceOp::Sum)?;
-        comm.group_start()?; // groups nest
-        s.all_reduce(&comm, &b, &b, 2, DataType::I64, ReduceOp::Max)?;
-        comm.group_end()?;
-        s.send(&comm, &a, COUNT, DataType::I64, next)?;
-        comm.group_end()?;
-        let sums: Vec<f64> = (0..COUNT)
-            .map(|i| (0..n).map(|r| value(r, i)).sum::<i64>() as f64)
-            .collect();
-        assert_eq!(decode(DataType::I64, &download(&s, &a)?), sums);
-        // The send was posted before the all-reduce ran: it carries the input.
-        assert_eq!(
-            download(&s, &inbox)?,
-            encode(DataType::I64, &contribution(prev, COUNT))
-        );
-        let maxes: Vec<f64> = (0..2)
-            .map(|i| (0..n).map(|r| value(r, i)).max().unwrap() as f64)
-            .collect();
-        assert_eq!(decode(DataType::I64, &download(&s, &b)?), maxes);
-        // Two messages to the same peer in a row, matched in order.
-        let a = upload(&s, &[rank as u8; 8])?;
-        let b = upload(&s, &[100 + rank as u8; 8])?;
-        let (x, y) = (s.alloc(8)?, s.alloc(8)?);
-        s.send(&comm, &a, 8, DataType::U8, next)?;
-        s.send(&comm, &b, 8, DataType::U8, next)?;
-        s.recv(&comm, &x, 8, DataType::U8, prev)?;
-        s.recv(&comm, &y, 8, DataType::U8, prev)?;
-        assert_eq!(download(&s, &x)?, vec![prev as u8; 8]);
-        assert_eq!(download(&s, &y)?, vec![100 + prev as u8; 8]);
+    on_ranks(4, |comm, s| {
+        send_recv_every_type_and_groups(&comm, &s)?;
         // A message of the wrong count is a typed mismatch on the receiver.
+        let rank = comm.rank();
+        let a = upload(&s, &[rank as u8; 8])?;
+        let x = s.alloc(8)?;
         if rank == 0 {
             s.send(&comm, &a, 4, DataType::U8, 1)?;
         } else if rank == 1 {
@@ -268,6 +266,64 @@ fn send_recv_every_type_and_a_ring_exchange_in_a_group() {
         }
         Ok(())
     });
+}
+
+/// One rank's part: every type around a ring in a group (receive before send on every rank),
+/// collectives and point-to-point calls mixed in nested groups, two messages in a row.
+fn send_recv_every_type_and_groups(comm: &Communicator, s: &Stream) -> Result<()> {
+    let (rank, n) = (comm.rank(), comm.nranks());
+    let next = (rank + 1) % n;
+    let prev = (rank + n - 1) % n;
+    for dtype in DataType::ALL {
+        let out = upload(s, &encode(dtype, &contribution(rank, COUNT)))?;
+        let inbox = s.alloc(COUNT * dtype.size())?;
+        // Receive first, then send, on every rank: only a group makes this complete.
+        comm.group_start()?;
+        s.recv(comm, &inbox, COUNT, dtype, prev)?;
+        s.send(comm, &out, COUNT, dtype, next)?;
+        comm.group_end()?;
+        assert_eq!(
+            download(s, &inbox)?,
+            encode(dtype, &contribution(prev, COUNT))
+        );
+    }
+    // Collectives and point-to-point calls mixed in one group, two all-reduces included
+    // (each is two phases on the CPU engine); fewer elements than ranks for the second.
+    let a = upload(s, &encode(DataType::I64, &contribution(rank, COUNT)))?;
+    let b = upload(s, &encode(DataType::I64, &contribution(rank, 2)))?;
+    let inbox = s.alloc(COUNT * 8)?;
+    comm.group_start()?;
+    s.recv(comm, &inbox, COUNT, DataType::I64, prev)?;
+    s.all_reduce(comm, &a, &a, COUNT, DataType::I64, ReduceOp::Sum)?;
+    comm.group_start()?; // groups nest
+    s.all_reduce(comm, &b, &b, 2, DataType::I64, ReduceOp::Max)?;
+    comm.group_end()?;
+    s.send(comm, &a, COUNT, DataType::I64, next)?;
+    comm.group_end()?;
+    let sums: Vec<f64> = (0..COUNT)
+        .map(|i| (0..n).map(|r| value(r, i)).sum::<i64>() as f64)
+        .collect();
+    assert_eq!(decode(DataType::I64, &download(s, &a)?), sums);
+    // The send was posted before the all-reduce ran: it carries the input.
+    assert_eq!(
+        download(s, &inbox)?,
+        encode(DataType::I64, &contribution(prev, COUNT))
+    );
+    let maxes: Vec<f64> = (0..2)
+        .map(|i| (0..n).map(|r| value(r, i)).max().unwrap() as f64)
+        .collect();
+    assert_eq!(decode(DataType::I64, &download(s, &b)?), maxes);
+    // Two messages to the same peer in a row, matched in order.
+    let a = upload(s, &[rank as u8; 8])?;
+    let b = upload(s, &[100 + rank as u8; 8])?;
+    let (x, y) = (s.alloc(8)?, s.alloc(8)?);
+    s.send(comm, &a, 8, DataType::U8, next)?;
+    s.send(comm, &b, 8, DataType::U8, next)?;
+    s.recv(comm, &x, 8, DataType::U8, prev)?;
+    s.recv(comm, &y, 8, DataType::U8, prev)?;
+    assert_eq!(download(s, &x)?, vec![prev as u8; 8]);
+    assert_eq!(download(s, &y)?, vec![100 + prev as u8; 8]);
+    Ok(())
 }
 
 #[test]
@@ -303,11 +359,16 @@ fn eight_ranks_as_threads_on_a_one_worker_pool_do_not_deadlock() {
 
 #[test]
 fn a_collective_behind_a_gate_waits_for_it_and_orders_later_work() {
+    collective_behind_a_gate(cpu_places);
+}
+
+fn collective_behind_a_gate(places: Places) {
     let n = 2;
-    let gate = Flag::new(&CPU).unwrap();
+    let places = places(n);
+    let gate = Flag::new(&places[0]).unwrap();
     let barrier = Arc::new(Barrier::new(n));
     let g = gate.clone();
-    on_ranks(n, move |comm, s| {
+    on_ranks_at(&places, move |comm, s| {
         let rank = comm.rank();
         let buf = upload(&s, &encode(DataType::I64, &contribution(rank, COUNT)))?;
         if rank == 0 {
@@ -340,6 +401,7 @@ fn a_collective_behind_a_gate_waits_for_it_and_orders_later_work() {
         after.synchronize()?;
         s.synchronize()?;
         let got = decode(DataType::I64, &seen.lock().unwrap());
+        assert_eq!(got.len(), COUNT);
         for (i, v) in got.iter().enumerate() {
             assert_eq!(*v, (value(0, i) + value(1, i)) as f64);
         }
@@ -349,10 +411,14 @@ fn a_collective_behind_a_gate_waits_for_it_and_orders_later_work() {
 
 #[test]
 fn wait_event_holds_a_collective_until_the_producer_is_done() {
+    wait_event_holds_a_collective(cpu_places);
+}
+
+fn wait_event_holds_a_collective(places: Places) {
     let n = 3;
-    on_ranks(n, move |comm, s| {
+    on_ranks_at(&places(n), move |comm, s| {
         let rank = comm.rank();
-        let producer = Stream::new(&CPU)?;
+        let producer = Stream::new(comm.place())?;
         let buf = producer.alloc(COUNT * 4)?;
         let done = Arc::new(AtomicBool::new(false));
         let d = done.clone();
@@ -366,8 +432,22 @@ fn wait_event_holds_a_collective_until_the_producer_is_done() {
         s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
         let d = done.clone();
         s.launch_host_func(move || assert!(d.load(Ordering::SeqCst)))?;
-        drop(buf); // the queued collective keeps it alive
+        let host = s.alloc_host(COUNT * 4)?;
+        s.copy_device_to_host(&host, 0, &buf, 0, COUNT * 4)?;
+        // The queued collective keeps its buffer and the communicator alive.
+        drop(buf);
+        drop(comm);
         s.synchronize()?;
+        let got = decode(DataType::F32, &host.to_vec()?);
+        for (i, g) in got.iter().enumerate() {
+            let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
+            assert_close(
+                DataType::F32,
+                *g,
+                model(DataType::F32, ReduceOp::Sum, &column),
+                "sum",
+            );
+        }
         Ok(())
     });
 }
@@ -629,10 +709,13 @@ fn bad_input_is_refused_before_anything_is_queued() {
             if let Ok(t) = Stream::new(&other) {
                 let e = t.all_reduce(&comm, &big, &big, 4, DataType::F32, ReduceOp::Sum);
                 assert!(matches!(e, Err(Error::PlaceMismatch { .. })), "{e:?}");
-                assert!(matches!(
-                    UniqueId::new(&other),
-                    Err(Error::Unsupported { .. })
-                ));
+                // Unsupported where the place has no engine (plug-ins with xccl have one).
+                let has_engine = devstream::capabilities(&other).is_ok_and(|c| c.collectives);
+                assert_eq!(
+                    matches!(UniqueId::new(&other), Err(Error::Unsupported { .. })),
+                    !has_engine,
+                    "{other}"
+                );
                 if let Ok(foreign) = t.alloc(64) {
                     let e = s.all_reduce(&comm, &foreign, &big, 4, DataType::F32, ReduceOp::Sum);
                     assert!(matches!(e, Err(Error::PlaceMismatch { .. })), "{e:?}");

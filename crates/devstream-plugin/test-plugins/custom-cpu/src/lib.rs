@@ -21,10 +21,15 @@
 //! call (with `_await_held_wait` and `_release_waits`), so that tests can stop devstream's
 //! dispatcher at that point deterministically.
 //!
+//! The collectives (`xccl_*`) are implemented too (module `xccl`): ranks are threads of this
+//! process, each collective a task of its stream.
+//!
 //! Every exported function catches panics and answers `C_INTERNAL_ERROR` instead.
 
 #[path = "../../../src/sys.rs"]
 pub mod sys;
+mod xccl;
+pub use xccl::NO_ALL_TO_ALL;
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::Cell;
@@ -121,6 +126,8 @@ enum Task {
         state: Arc<StreamState>,
         seq: u64,
     },
+    /// A collective or point-to-point call (`xccl_*`), or a group of them.
+    Xccl(Box<dyn FnOnce() + Send>),
     /// A graph launch: its nodes, in capture order, on the launch stream.
     Graph {
         nodes: Arc<Vec<Node>>,
@@ -159,6 +166,7 @@ fn run(task: Task) {
             }
         }
         Task::Wait { state, seq } => state.wait_for(seq),
+        Task::Xccl(work) => work(),
     }
 }
 
@@ -1117,6 +1125,7 @@ pub fn fill_table(table: &mut C_DeviceInterface) {
     table.cuda_graph_destroy = Some(graph_destroy);
     table.cuda_graph_exec_destroy = Some(graph_exec_destroy);
     table.cuda_stream_capture_info = Some(stream_capture_info);
+    xccl::fill(table);
 }
 
 /// The plug-in's entry point.

@@ -1,11 +1,12 @@
-//! Element-wise reductions over byte buffers, per element type.
+//! Element-wise reductions over byte buffers, per element type: the arithmetic of the CPU
+//! reference engine's collectives (and of the `custom_cpu` test plug-in's `xccl_*`).
 //!
 //! Inputs are combined in rank order `0, 1, ..., n-1`, so every rank computes bit-identical
 //! results. `F32` accumulates in `f32`, `F64` in `f64`, `F16` and `BF16` in `f32` (rounded to
 //! the element type once, at the end, to nearest even); integers wrap in their own type, and
 //! integer `Avg` truncates toward zero (NCCL's rule).
 
-use devstream_core::{DataType, ReduceOp, Result};
+use crate::{DataType, ReduceOp, Result};
 
 /// Elements reduced per chunk (bounds the scratch memory of a reduction).
 const CHUNK: usize = 1 << 16;
@@ -212,7 +213,7 @@ pub fn f32_to_bf16(value: f32) -> u16 {
 /// Reduces `nranks` inputs of `out.len() / dtype.size()` elements into `out`.
 /// `input(rank, element_offset, bytes)` fills `bytes` with that rank's elements from
 /// `element_offset` on.
-pub(crate) fn reduce(
+pub fn reduce(
     dtype: DataType,
     op: ReduceOp,
     nranks: usize,

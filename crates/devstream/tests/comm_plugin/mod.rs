@@ -1,0 +1,256 @@
+//! Collectives on Paddle plug-in places (features `comm` + `plugin`): the `custom_cpu` test
+//! plug-in implements the `xccl_*` functions (ranks are threads of this process; several ranks
+//! may share a device), so the model tests run there too, with rank `r` on `custom_cpu:(r % 2)`;
+//! the `ref_cpu` plug-in (Paddle's reference layout, xccl left null) answers `Unsupported`.
+
+use super::comm_model::{comm_failure, contribution, download, encode, on_ranks_at, upload};
+use super::COUNT;
+use devstream::{
+    CaptureMode, CommFailure, Communicator, DataType, Error, Place, ReduceOp, Result, Stream,
+    UniqueId,
+};
+
+fn custom(id: usize) -> Place {
+    Place::Custom {
+        device_type: "custom_cpu".into(),
+        id,
+    }
+}
+
+/// Rank `r` on `custom_cpu:(r % 2)`.
+fn places(n: usize) -> Vec<Place> {
+    (0..n).map(|r| custom(r % 2)).collect()
+}
+
+fn on_ranks<T: Send + 'static>(
+    n: usize,
+    body: impl Fn(Communicator, Stream) -> Result<T> + Send + Sync + 'static,
+) -> Vec<T> {
+    on_ranks_at(&places(n), body)
+}
+
+#[test]
+fn plugin_capabilities_say_collectives() {
+    let caps = devstream::capabilities(&custom(0)).unwrap();
+    assert!(caps.collectives, "{caps:?}");
+}
+
+/// The model tests of `comm.rs`, with rank `r` on `custom_cpu:(r % 2)`.
+#[test]
+fn plugin_all_reduce_every_type_and_reduction_on_2_to_4_ranks() {
+    super::all_reduce_every_type_and_reduction(places, &[2, 3, 4]);
+}
+
+#[test]
+fn plugin_reduce_every_type_and_reduction_at_every_root() {
+    super::reduce_every_type_and_reduction(places);
+}
+
+#[test]
+fn plugin_broadcast_every_type_from_every_root_in_place_or_not() {
+    super::broadcast_every_type(places, 3);
+}
+
+#[test]
+fn plugin_all_gather_every_type_also_in_place() {
+    super::all_gather_every_type(places, &[2, 4]);
+}
+
+#[test]
+fn plugin_reduce_scatter_every_type_and_reduction_also_in_place() {
+    super::reduce_scatter_every_type_and_reduction_also_in_place(places, 3);
+}
+
+#[test]
+fn plugin_all_to_all_every_type() {
+    super::all_to_all_every_type_on(places);
+}
+
+#[test]
+fn plugin_send_recv_every_type_and_groups() {
+    on_ranks(4, |comm, s| {
+        super::send_recv_every_type_and_groups(&comm, &s)
+    });
+}
+
+#[test]
+fn plugin_a_collective_behind_a_gate_waits_for_it_and_orders_later_work() {
+    super::collective_behind_a_gate(places);
+}
+
+#[test]
+fn plugin_wait_event_holds_a_collective_and_buffers_outlive_their_handles() {
+    super::wait_event_holds_a_collective(places);
+}
+
+/// Set in the child process of `plugin_all_to_all_without_the_plugins_own_is_grouped_send_recv`.
+const GROUPED_CHILD: &str = "DEVSTREAM_COMM_TEST_GROUPED_ALL_TO_ALL";
+
+#[test]
+fn plugin_all_to_all_without_the_plugins_own_is_grouped_send_recv() {
+    const TEST: &str =
+        "comm_plugin::plugin_all_to_all_without_the_plugins_own_is_grouped_send_recv";
+    if std::env::var_os(GROUPED_CHILD).is_some() {
+        // The child: the plug-in loaded without `xccl_all_to_all`.
+        assert!(std::env::var_os(devstream_test_plugin_cpu::NO_ALL_TO_ALL).is_some());
+        super::all_to_all_every_type_on(places);
+        return;
+    }
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(GROUPED_CHILD, "1")
+        .env(devstream_test_plugin_cpu::NO_ALL_TO_ALL, "1")
+        .status()
+        .expect("start the child process");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn plugin_a_collective_in_a_capture_is_the_plugins_call() {
+    // The test plug-in refuses collectives while capturing (C_ERROR, the capture invalidated):
+    // a typed error, the capture ends with Error::Capture, and the stream works on.
+    let place = custom(0);
+    let comm = Communicator::init(&place, 0, 1, &UniqueId::new(&place).unwrap()).unwrap();
+    let s = Stream::new(&place).unwrap();
+    let buf = upload(&s, &encode(DataType::F32, &[1, 2])).unwrap();
+    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    let e = s
+        .all_reduce(&comm, &buf, &buf, 2, DataType::F32, ReduceOp::Sum)
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    let e = s.end_capture().unwrap_err();
+    assert!(matches!(e, Error::Capture { .. }), "{e}");
+    s.all_reduce(&comm, &buf, &buf, 2, DataType::F32, ReduceOp::Prod)
+        .unwrap();
+    assert_eq!(download(&s, &buf).unwrap(), encode(DataType::F32, &[1, 2]));
+}
+
+#[test]
+fn plugin_a_group_over_two_streams_of_a_rank() {
+    let n = 2;
+    on_ranks(n, move |comm, s| {
+        let rank = comm.rank();
+        let peer = 1 - rank;
+        let other = Stream::new(comm.place())?;
+        let out = upload(&s, &encode(DataType::F32, &contribution(rank, COUNT)))?;
+        let inbox = other.alloc(COUNT * 4)?;
+        s.synchronize()?;
+        comm.group_start()?;
+        other.recv(&comm, &inbox, COUNT, DataType::F32, peer)?;
+        s.send(&comm, &out, COUNT, DataType::F32, peer)?;
+        comm.group_end()?;
+        assert_eq!(
+            download(&other, &inbox)?,
+            encode(DataType::F32, &contribution(peer, COUNT))
+        );
+        Ok(())
+    });
+}
+
+#[test]
+fn plugin_bad_input_is_refused_before_anything_is_queued() {
+    let invalid = |r: Result<()>| {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    };
+    let place = custom(0);
+    let id = UniqueId::new(&place).unwrap();
+    assert_ne!(UniqueId::new(&place).unwrap(), id);
+    invalid(Communicator::init(&place, 2, 2, &id).map(drop));
+    invalid(Communicator::init(&place, 0, 0, &id).map(drop));
+    // An id the plug-in did not make.
+    invalid(Communicator::init(&place, 0, 1, &UniqueId::from_bytes(&[0; 128]).unwrap()).map(drop));
+    let comm = Communicator::init(&place, 0, 1, &UniqueId::new(&place).unwrap()).unwrap();
+    assert_eq!((comm.rank(), comm.nranks()), (0, 1));
+    assert_eq!(comm.place(), &place);
+    assert!(comm.backend::<devstream_plugin::PluginComm>().is_some());
+    let s = Stream::new(&place).unwrap();
+    let small = s.alloc(8).unwrap();
+    let big = s.alloc(64).unwrap();
+    invalid(s.all_reduce(&comm, &small, &big, 4, DataType::F32, ReduceOp::Sum));
+    invalid(s.all_reduce(&comm, &big, &small, 4, DataType::F32, ReduceOp::Sum));
+    invalid(s.broadcast(&comm, &big, &big, 4, DataType::F32, 1));
+    invalid(s.reduce(&comm, &big, &big, 4, DataType::F32, ReduceOp::Max, 1));
+    invalid(s.send(&comm, &big, 4, DataType::F32, 1));
+    invalid(s.recv(&comm, &small, 4, DataType::F32, 0));
+    invalid(s.all_gather(&comm, &big, &small, 4, DataType::F32));
+    invalid(s.reduce_scatter(&comm, &small, &big, 4, DataType::F32, ReduceOp::Sum));
+    invalid(s.all_to_all(&comm, &big, &small, 4, DataType::F32));
+    invalid(s.all_reduce(&comm, &big, &big, usize::MAX, DataType::F32, ReduceOp::Sum));
+    invalid(comm.group_end());
+    // A stream and a buffer of the other device.
+    let other = Stream::new(&custom(1)).unwrap();
+    let there = other.alloc(64).unwrap();
+    let mismatch = |r: Result<()>| {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::PlaceMismatch { .. }), "{e}");
+    };
+    mismatch(other.all_reduce(&comm, &there, &there, 4, DataType::F32, ReduceOp::Sum));
+    mismatch(s.all_reduce(&comm, &big, &there, 4, DataType::F32, ReduceOp::Sum));
+    // A CPU stream with a plug-in communicator.
+    let cpu = Stream::new(&Place::Cpu).unwrap();
+    let b = cpu.alloc(64).unwrap();
+    mismatch(cpu.all_reduce(&comm, &b, &b, 4, DataType::F32, ReduceOp::Sum));
+    // Nothing was queued: a one-rank all-reduce still works.
+    let one = upload(&s, &encode(DataType::I32, &[5, 6])).unwrap();
+    s.all_reduce(&comm, &one, &one, 2, DataType::I32, ReduceOp::Avg)
+        .unwrap();
+    assert_eq!(download(&s, &one).unwrap(), encode(DataType::I32, &[5, 6]));
+}
+
+#[test]
+fn plugin_in_place_all_to_all_is_refused() {
+    on_ranks(2, |comm, s| {
+        let buf = s.alloc(2 * 4 * 4)?;
+        let e = s
+            .all_to_all(&comm, &buf, &buf, 4, DataType::F32)
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        Ok(())
+    });
+}
+
+#[test]
+fn plugin_ranks_that_disagree_fail_later_calls_with_a_typed_error() {
+    on_ranks(2, |comm, s| {
+        let rank = comm.rank();
+        let buf = s.alloc(64)?;
+        // Different counts: the plug-in sees the mismatch when the collective runs (the ABI
+        // has no way to report it then) and fails the communicator on both ranks.
+        s.all_reduce(&comm, &buf, &buf, 4 + rank, DataType::F32, ReduceOp::Sum)?;
+        s.synchronize()?;
+        let e = s
+            .all_reduce(&comm, &buf, &buf, 4, DataType::F32, ReduceOp::Sum)
+            .unwrap_err();
+        assert_eq!(comm_failure(&e), Some(CommFailure::Transport), "{e}");
+        Ok(())
+    });
+}
+
+#[test]
+fn ref_cpu_without_xccl_answers_unsupported() {
+    use devstream_test_plugin_ref_cpu as ref_cpu;
+    if let Some(reason) = ref_cpu::SKIPPED {
+        assert!(
+            !ref_cpu::paddle_required(),
+            "DEVSTREAM_REQUIRE names paddle, but the ref_cpu plug-in was not built: {reason}"
+        );
+        eprintln!("skipped: the ref_cpu test plug-in was not built: {reason}");
+        return;
+    }
+    let place: Place = format!("{}:0", ref_cpu::DEVICE_TYPE).parse().unwrap();
+    let caps = devstream::capabilities(&place).unwrap();
+    assert!(!caps.collectives, "{caps:?}");
+    let unsupported = |e: Error| assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    unsupported(UniqueId::new(&place).unwrap_err());
+    let id = UniqueId::new(&custom(0)).unwrap();
+    unsupported(Communicator::init(&place, 0, 1, &id).unwrap_err());
+    // A plug-in communicator with a ref_cpu stream: another place.
+    let comm = Communicator::init(&custom(0), 0, 1, &UniqueId::new(&custom(0)).unwrap()).unwrap();
+    let s = Stream::new(&place).unwrap();
+    let b = s.alloc(16).unwrap();
+    let e = s
+        .all_reduce(&comm, &b, &b, 4, DataType::F32, ReduceOp::Sum)
+        .unwrap_err();
+    assert!(matches!(e, Error::PlaceMismatch { .. }), "{e}");
+}
