@@ -832,6 +832,13 @@ impl DeviceCommunicator for PluginComm {
         Ok(())
     }
 
+    /// Issues the group. On one stream the group is one operation of it. Over several
+    /// streams, each call is issued at once on this thread between `xccl_group_start` and
+    /// `xccl_group_end`, which needs every stream free of work held on the host (a flag or
+    /// event wait not yet passed): otherwise `InvalidArgument` and nothing is queued.
+    /// Known gap: the check and the issue are not atomic, so another thread that makes one of
+    /// these streams hold work in between gets that stream's call issued later, outside the
+    /// group (use one stream per group, or no concurrent waits on its streams, meanwhile).
     fn group_end(&self) -> Result<()> {
         let calls = {
             let mut group = lock(&self.inner.group);
