@@ -1,12 +1,14 @@
 //! [`Completion`] futures on plug-in places.
 //!
-//! * A stream's completion, where the plug-in has `stream_add_callback`: a callback put on the
-//!   stream in its order ([`Callback::Complete`](crate::queue::Callback)), which completes the
-//!   future with the stream's first error when the plug-in runs it. Nothing else is needed: the
-//!   plug-in's own callback machinery wakes the task.
-//! * An event's completion, and a stream's where callbacks are absent: the plug-in event is
-//!   watched by one notifier thread per plug-in runtime, which asks `query_event` for every
+//! * Every completion waits on a plug-in event: the user's (`Event::completion`) or one recorded
+//!   at the end of the stream (`Stream::completion`, with the stream's first error). The event
+//!   is watched by one notifier thread per plug-in runtime, which asks `query_event` for every
 //!   pending future in a round and backs off (20 µs doubling to 2 ms) while nothing completes.
+//! * Where the plug-in has `stream_add_callback`, a stream completion also puts a callback
+//!   before its event ([`Callback::Nudge`](crate::queue::Callback)) that wakes the notifier at
+//!   once and restarts its back-off, so the wake does not wait for a long pause. The callback
+//!   does not fill the future itself: from inside it the stream is still busy (the callback
+//!   runs), and a `query` right after the future is ready must say the stream is idle.
 //!   The ABI has no event callback, so polling is the only way; one thread per runtime (never
 //!   one per future), and a runtime without `query_event` blocks only its own notifier in
 //!   `synchronize_event`. While a question may break a capture in progress (the reaper's rules:
@@ -43,10 +45,26 @@ impl Watch {
     }
 }
 
+/// What a notifier thread receives.
+enum Message {
+    /// A future to watch.
+    Watch(Watch),
+    /// Ask now, and restart the back-off (a stream callback saw work finish).
+    Nudge,
+}
+
 /// The notifier threads, by runtime index.
-fn notifiers() -> &'static Mutex<HashMap<usize, Sender<Watch>>> {
-    static NOTIFIERS: OnceLock<Mutex<HashMap<usize, Sender<Watch>>>> = OnceLock::new();
+fn notifiers() -> &'static Mutex<HashMap<usize, Sender<Message>>> {
+    static NOTIFIERS: OnceLock<Mutex<HashMap<usize, Sender<Message>>>> = OnceLock::new();
     NOTIFIERS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Wakes runtime `runtime`'s notifier, if it has one (from a plug-in callback: no plug-in call).
+pub(crate) fn nudge(runtime: usize) {
+    let sender = lock(notifiers()).get(&runtime).cloned();
+    if let Some(sender) = sender {
+        let _ = sender.send(Message::Nudge);
+    }
 }
 
 /// A future for the work `raw` stands for; `errors`: the stream's first error to report.
@@ -72,7 +90,7 @@ pub(crate) fn watch(
     let sender = match notifiers.get(&runtime) {
         Some(sender) => sender.clone(),
         None => {
-            let (sender, receiver) = channel::<Watch>();
+            let (sender, receiver) = channel::<Message>();
             let spawned = std::thread::Builder::new()
                 .name(format!("devstream-plugin notifier {runtime}"))
                 .spawn(move || run(receiver));
@@ -89,8 +107,10 @@ pub(crate) fn watch(
         }
     };
     drop(notifiers);
-    if let Err(returned) = sender.send(watch) {
-        returned.0.finish(Err(Error::Plugin {
+    if let Err(std::sync::mpsc::SendError(Message::Watch(returned))) =
+        sender.send(Message::Watch(watch))
+    {
+        returned.finish(Err(Error::Plugin {
             plugin: format!("runtime {runtime}"),
             reason: "the completion notifier thread is gone".into(),
         }));
@@ -98,7 +118,7 @@ pub(crate) fn watch(
     completion
 }
 
-fn run(watches: Receiver<Watch>) {
+fn run(watches: Receiver<Message>) {
     let mut pending: Vec<Watch> = Vec::new();
     let mut pause = MIN_PAUSE;
     loop {
@@ -107,11 +127,16 @@ fn run(watches: Receiver<Watch>) {
         } else {
             watches.recv_timeout(pause)
         };
+        let mut nudged = false;
+        let mut take = |message: Message, pending: &mut Vec<Watch>| match message {
+            Message::Watch(watch) => pending.push(watch),
+            Message::Nudge => nudged = true,
+        };
         match next {
-            Ok(watch) => {
-                pending.push(watch);
-                while let Ok(watch) = watches.try_recv() {
-                    pending.push(watch);
+            Ok(message) => {
+                take(message, &mut pending);
+                while let Ok(message) = watches.try_recv() {
+                    take(message, &mut pending);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -130,7 +155,7 @@ fn run(watches: Receiver<Watch>) {
             }
         }
         pending = still;
-        pause = if pending.len() < before {
+        pause = if pending.len() < before || nudged {
             MIN_PAUSE
         } else {
             (pause * 2).min(MAX_PAUSE)

@@ -1167,16 +1167,9 @@ impl StreamCore {
     }
 
     /// Puts a callback on the plug-in stream (in stream order, called inside an operation) that
-    /// completes `completer` with the stream's first error once the work before it is done.
-    pub(crate) fn add_completion(&self, completer: devstream_core::Completer) -> Result<()> {
-        let (result, taken_back) = self.put_callback(Callback::Complete {
-            completer,
-            errors: self.errors.clone(),
-        });
-        if let (Err(error), Some(Callback::Complete { completer, .. })) = (&result, taken_back) {
-            completer.complete(Err(error.clone()));
-        }
-        result
+    /// wakes runtime `runtime`'s completion notifier once the work before it is done.
+    pub(crate) fn add_nudge(&self, runtime: usize) -> Result<()> {
+        self.put_callback(Callback::Nudge(runtime)).0
     }
 
     /// Puts a user host function on the stream, numbered in stream order.
@@ -1301,11 +1294,9 @@ pub(crate) enum Callback {
     /// Blocks the plug-in stream until the flag's value is at least this: a flag wait held
     /// on the host, handed to the plug-in when a capture begins behind it.
     BlockUntil(Arc<HostFlag>, u32),
-    /// Completes a `Stream::completion` future with the stream's first error.
-    Complete {
-        completer: devstream_core::Completer,
-        errors: Arc<Mutex<Option<Error>>>,
-    },
+    /// Wakes the plug-in runtime's completion notifier (`Stream::completion`: the event
+    /// recorded right after this callback is about to complete).
+    Nudge(usize),
 }
 
 /// Restores the previous running host function (host functions may nest on a plug-in that
@@ -1377,10 +1368,7 @@ unsafe extern "C" fn trampoline(
                 drop_contained(payload);
             }
             Callback::BlockUntil(flag, value) => flag.wait_until(value),
-            Callback::Complete { completer, errors } => {
-                let first = lock(&errors).clone();
-                completer.complete(first.map_or(Ok(()), Err));
-            }
+            Callback::Nudge(runtime) => crate::notify::nudge(runtime),
         }
     }));
     if let Err(payload) = outcome {
