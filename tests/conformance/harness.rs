@@ -72,10 +72,12 @@ pub fn places_under_test() -> Vec<Place> {
 static SUITE: RwLock<()> = RwLock::new(());
 
 fn shared() -> RwLockReadGuard<'static, ()> {
+    crate::stacks::arm();
     SUITE.read().unwrap_or_else(|e| e.into_inner())
 }
 
 fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    crate::stacks::arm();
     SUITE.write().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -105,7 +107,10 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 /// calls of *other* threads on that device may then block until it ends. Seen on two H200s
 /// with 32 test threads (`docs/results/2026-11-22-h200-x2-diagnosis/`): one thread, inside
 /// `cuStreamCreateWithPriority`, held the context's lock while waiting on the device; the
-/// threads that would open the gates queued on that lock. A test holding a gate and calling the
+/// threads that would open the gates queued on that lock. Stream creation waits on the device
+/// by itself, too: on an H100, raw `cuStreamCreateWithPriority` stalled while 16 to 64 other
+/// streams were held at flag waits (`docs/results/2026-11-24-gpu3/22-stream-create-stalls/`), so
+/// a test holding gates creates its streams first. A test holding a gate and calling the
 /// driver is fine on its own (the suite passes one test at a time), so each test runs its
 /// driver-GPU places with no other test on a driver-GPU place at the same time. CPU, wgpu and
 /// plug-in places still run alongside, except plug-in places whose work goes to the CUDA or HIP
@@ -487,9 +492,20 @@ pub fn run_test_in_child(
         dir.join(format!("{tag}.err")),
     );
     let file = |p: &std::path::Path| std::fs::File::create(p).expect("a temporary output file");
+    // A child prints its stacks (DEVSTREAM_TEST_STACKS_AFTER, see `stacks.rs`) in half the
+    // parent's time, so that a hung child's stacks reach its output before the parent's own
+    // dump ends the run.
+    let stacks_after = std::env::var("DEVSTREAM_TEST_STACKS_AFTER")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(|after| (after / 2).max(5).to_string());
     let mut child = std::process::Command::new(exe)
         .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .envs(env.iter().map(|(key, value)| (key, value)))
+        .envs(stacks_after.map(|after| ("DEVSTREAM_TEST_STACKS_AFTER".to_string(), after)))
+        .envs(
+            env.iter()
+                .map(|(key, value)| (key.to_string(), value.clone())),
+        )
         .stdout(file(&out_path))
         .stderr(file(&err_path))
         .spawn()

@@ -10,6 +10,8 @@
 //!   available, or the suite fails);
 //! * `DEVSTREAM_REQUIRE="cpu,wgpu"` makes `required_backends_are_present` fail when a listed
 //!   backend (named as `BackendKind::name`) has no place, so a run can never pass by skipping;
+//! * `DEVSTREAM_TEST_STACKS_AFTER=SECONDS` prints every thread's stack after SECONDS and exits
+//!   (hang diagnosis where no debugger is installed, see `stacks.rs`);
 //! * `PROPTEST_CASES` raises the number of model programs per place (at least 256).
 //!
 //! Run: `cargo test -p devstream --test conformance` (add `-- --nocapture` to see which places
@@ -34,6 +36,7 @@ mod flags;
 mod hostile;
 mod model;
 mod semantics;
+mod stacks;
 mod streams;
 mod stress;
 
