@@ -7,7 +7,7 @@
 
 use crate::harness::{
     caps, for_each_place, for_each_place_alone, gates_stall_the_driver, not_applicable,
-    run_test_in_child, wait_until, Gate, Log, PATIENCE,
+    run_test_in_child, wait_until, within, Gate, Log, PATIENCE,
 };
 use devstream::{
     live_counts, CaptureMode, CaptureSupport, Completion, Error, Event, EventFlags, LiveCounts,
@@ -207,8 +207,10 @@ fn never_recorded_event_is_ready_at_once() {
 /// 10,000 completions (of streams and of events) across 8 streams, polled from one thread,
 /// all resolve. The streams are gated while the futures are made (so all are pending), except on
 /// places where a closed gate can stall the driver's other calls (CUDA, HIP: see
-/// `gates_stall_the_driver`; there, registering 10,000 futures creates notifier streams while
-/// the gate is closed), where the device's own pace keeps many of them pending.
+/// `gates_stall_the_driver`; there, 10,000 records behind closed gates would fill the streams'
+/// queues, about a thousand entries each, and the registering thread would wait inside the
+/// driver for gates that only it opens), where the device's own pace keeps many of them
+/// pending.
 #[test]
 fn ten_thousand_completions_across_eight_streams_from_one_thread() {
     const STREAMS: usize = 8;
@@ -435,7 +437,8 @@ fn in_child(name: &str, body: impl Fn(&Place) -> Result<()>) {
     let places = crate::harness::places_under_test().len() as u32;
     let (status, stdout, stderr) = run_test_in_child(
         name,
-        "devstream-completion",
+        // One file name per test: two of these children run at once in a parallel suite.
+        &format!("devstream-completion-{}", name.replace("::", "-")),
         &[(CHILD, "1".to_string())],
         (PATIENCE + Duration::from_secs(30)) * places.max(1),
     );
@@ -462,10 +465,12 @@ fn dropped_completions_leave_nothing_live() {
                 live_counts()
             );
             {
+                // Made before the gate closes: CUDA's stream creation can wait for held streams
+                // (see `gates_stall_the_driver`).
+                let other = Stream::new(place)?;
                 let Some((stream, gate)) = gated(place)? else {
                     return Ok(());
                 };
-                let other = Stream::new(place)?;
                 let log = Log::new();
                 if caps(place).host_funcs {
                     stream.launch_host_func(log.task(1))?;
@@ -517,6 +522,56 @@ fn dropped_completions_leave_nothing_live() {
     );
 }
 
+/// Completions made while the caller holds many streams never wait for those streams. On an
+/// H100, raw stream creation stalled while 16 to 64 streams were held at flag waits
+/// (`docs/results/2026-11-24-gpu3/22-stream-create-stalls/`), and a completion that created a
+/// notifier stream then never returned: the caller opens its gates only once it has its
+/// futures. Here 64 streams (made first) are held, each gets a stream and an event completion
+/// within [`PATIENCE`] (a stuck call is rescued by opening the gates, and fails the test), all
+/// pending; once the gates open, all are ready.
+#[test]
+fn completions_made_while_many_streams_are_held_never_wait_for_them() {
+    const HELD: usize = 64;
+    for_each_place(|place| {
+        let streams = (0..HELD)
+            .map(|_| Stream::new(place))
+            .collect::<Result<Vec<Stream>>>()?;
+        let mut gates = Vec::new();
+        for stream in &streams {
+            match Gate::close(stream)? {
+                Some(gate) => gates.push(gate),
+                None => {
+                    not_applicable(place, "no gate: neither flags nor host functions");
+                    return Ok(());
+                }
+            }
+        }
+        let made = within(
+            PATIENCE,
+            &format!("completions of {HELD} held streams on {place}"),
+            move || -> Result<Vec<Completion>> {
+                let mut futures = Vec::new();
+                for stream in &streams {
+                    futures.push(stream.completion());
+                    futures.push(stream.record_event()?.completion());
+                }
+                Ok(futures)
+            },
+            || gates.iter().for_each(Gate::release),
+        );
+        let futures = made?;
+        assert!(
+            futures.iter().all(|future| !future.is_ready()),
+            "a completion was ready while its stream was held"
+        );
+        gates.iter().for_each(Gate::release);
+        for result in join_all(futures) {
+            result?;
+        }
+        Ok(())
+    });
+}
+
 /// The process's thread count (Linux `/proc/self/status`) does not grow with the number of
 /// pending completions: 4,000 more futures (pending behind gates, except where gates can stall
 /// the driver, see the 10,000-futures test) add no thread.
@@ -528,6 +583,18 @@ fn thread_count_does_not_grow_with_pending_completions() {
             .lines()
             .find_map(|line| line.strip_prefix("Threads:"))
             .and_then(|n| n.trim().parse().ok())
+    }
+    /// The names of the process's threads (`/proc/self/task/*/comm`), sorted.
+    fn thread_names() -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir("/proc/self/task")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+            .map(|name| name.trim().to_string())
+            .collect();
+        names.sort();
+        names
     }
     if threads().is_none() {
         eprintln!("[conformance] no /proc/self/status: thread count not checked");
@@ -543,14 +610,16 @@ fn thread_count_does_not_grow_with_pending_completions() {
             } else {
                 (Gate::close(&stream)?, Gate::close(&other)?)
             };
-            // Warm up: whatever a backend starts once (a notifier, a pool, the runtime's callback
-            // thread) runs now. Ungated, the warm-up futures are awaited first, so that threads
-            // a runtime starts on its first callback exist before the count.
-            let mut warm = vec![
-                stream.completion(),
-                stream.record_event()?.completion(),
-                other.completion(),
-            ];
+            // Warm up: whatever a backend starts once per device or process (a notifier, a
+            // sweeper, a release thread, the runtime's callback threads) runs now. Ungated, the
+            // warm-up futures (more than a device's doorbells, their events dropped at once so
+            // that the runtime's callbacks may hold the last handles) are awaited first, so that
+            // threads started on a first callback exist before the count.
+            let mut warm = vec![other.completion()];
+            for _ in 0..32 {
+                warm.push(stream.completion());
+                warm.push(stream.record_event()?.completion());
+            }
             if gate.is_none() {
                 for result in join_all(std::mem::take(&mut warm)) {
                     result?;
@@ -561,13 +630,13 @@ fn thread_count_does_not_grow_with_pending_completions() {
                 futures.push(stream.completion());
                 futures.push(stream.record_event()?.completion());
             }
-            let before = threads().expect("thread count");
+            let (before, names_before) = (threads().expect("thread count"), thread_names());
             for i in 0..2_000 {
                 let s = if i % 2 == 0 { &stream } else { &other };
                 futures.push(s.completion());
                 futures.push(s.record_event()?.completion());
             }
-            let after = threads().expect("thread count");
+            let (after, names_after) = (threads().expect("thread count"), thread_names());
             if gate.is_some() && other_gate.is_some() {
                 assert!(
                     futures.iter().all(|f| !f.is_ready()),
@@ -577,7 +646,8 @@ fn thread_count_does_not_grow_with_pending_completions() {
             assert!(
                 after <= before,
                 "{after} threads with 4,016 pending completions, {before} with 16: the thread \
-                 count grows with pending futures"
+                 count grows with pending futures (threads before: {names_before:?}; after: \
+                 {names_after:?})"
             );
             drop((gate, other_gate));
             futures.extend(warm);

@@ -6,7 +6,8 @@
 //! are kept in their device's [`Hub`] and resolved in two ways:
 //!
 //! - **Doorbells.** Up to [`DOORBELLS`] pending completions of a device at a time each get an
-//!   internal notifier stream of their own that waits on the event and then runs a host function
+//!   internal notifier stream of their own (made with the device, see below) that waits on the
+//!   event and then runs a host function
 //!   (`cuLaunchHostFunc`; a stream callback where the runtime has no host functions) that fills
 //!   the future on the runtime's callback thread (the waker runs
 //!   there: executors' wakers only schedule the task). This is the fast path: a few futures
@@ -25,6 +26,16 @@
 //! completion tests hung (`docs/results/2026-11-24-gpu3/`). `cuLaunchHostFunc` does not take
 //! that lock, and at most [`DOORBELLS`] host functions and notifier streams exist per device
 //! however many futures are pending. No thread per future: one sweeper per device.
+//!
+//! Why the notifiers are made with the device, never when a completion is made: on CUDA, stream
+//! creation can wait until work queued on other streams drains. On an H100 (driver 580), raw
+//! `cuStreamCreateWithPriority` stalled for as long as 16 to 64 other streams were held at
+//! `cuStreamWaitValue32` waits, depending on how many streams existed
+//! (`docs/results/2026-11-24-gpu3/22-stream-create-stalls/`). A completion made while the
+//! caller holds streams (a flag it releases after awaiting) that created a notifier then spun in
+//! the driver for ever: the conformance suite hung in `completions_resolve_under_tokio`. So a
+//! device's notifiers are made when devstream first opens the device (before any stream of
+//! its own exists), and a completion never creates a stream.
 
 use crate::device::Device;
 use crate::error::{check, check_ready};
@@ -108,13 +119,20 @@ impl<A: RawApi> Pending<A> {
     }
 }
 
+/// A notifier stream of the hub and how many doorbells are queued on it.
+struct Notifier {
+    raw: RawStream,
+    /// Doorbells queued and not rung yet (0: free). Left raised for good when a doorbell's
+    /// callback reports a failing context.
+    queued: AtomicUsize,
+}
+
 /// A device's pending completions, notifier streams and sweeper.
 pub(crate) struct Hub<A: RawApi> {
     pending: Mutex<Vec<Arc<Pending<A>>>>,
-    /// Notifier streams with no doorbell queued.
-    idle: Mutex<Vec<RawStream>>,
-    /// Notifier streams made so far (at most [`DOORBELLS`]).
-    made: AtomicUsize,
+    /// The device's notifier streams (at most [`DOORBELLS`]), made with the device and kept
+    /// for the process's life like it.
+    notifiers: Vec<Notifier>,
     sweeper: OnceLock<std::result::Result<std::thread::Thread, String>>,
     /// How the sweeper waits now: [`POLLING`], [`CHECKING`] or [`IDLE`].
     sweeper_wait: AtomicU8,
@@ -128,11 +146,22 @@ const CHECKING: u8 = 1;
 const IDLE: u8 = 2;
 
 impl<A: RawApi> Hub<A> {
-    pub(crate) fn new() -> Hub<A> {
+    /// Makes the device's notifier streams (as many of [`DOORBELLS`] as the runtime gives;
+    /// with none, every completion is the sweeper's). The device's context must be current,
+    /// and nothing of devstream's may hold a stream of it yet (see the module documentation).
+    pub(crate) fn new(priority: i32) -> Hub<A> {
+        let notifiers = (0..DOORBELLS)
+            // SAFETY: the context is current; the stream belongs to the hub from now on and
+            // is kept for the process's life, like the device.
+            .map_while(|_| check::<A, _>(unsafe { A::stream_create(true, priority) }).ok())
+            .map(|raw| Notifier {
+                raw,
+                queued: AtomicUsize::new(0),
+            })
+            .collect();
         Hub {
             pending: Mutex::new(Vec::new()),
-            idle: Mutex::new(Vec::new()),
-            made: AtomicUsize::new(0),
+            notifiers,
             sweeper: OnceLock::new(),
             sweeper_wait: AtomicU8::new(IDLE),
         }
@@ -142,7 +171,8 @@ impl<A: RawApi> Hub<A> {
 /// What a doorbell's host function owns.
 struct Doorbell<A: RawApi> {
     pending: Arc<Pending<A>>,
-    notifier: RawStream,
+    /// Index of its notifier in the hub.
+    notifier: usize,
     device: &'static Device<A>,
 }
 
@@ -165,18 +195,9 @@ unsafe extern "C" fn ring<A: RawApi>(data: *mut c_void) {
             device,
         } = *doorbell;
         pending.finish(Ok(()));
-        let hub = &device.completions;
-        if hub.made.load(Ordering::Acquire) > DOORBELLS {
-            // One made beyond the cap (a snapshot before a re-record): it goes, so that no
-            // more than `DOORBELLS` host functions are queued at a time again.
-            hub.made.fetch_sub(1, Ordering::AcqRel);
-            crate::hostfn::release_off_callback(move || {
-                // SAFETY: an idle notifier of ours, referenced by nothing else.
-                let _ = unsafe { A::stream_destroy(notifier) };
-            });
-        } else {
-            lock(&hub.idle).push(notifier);
-        }
+        device.completions.notifiers[notifier]
+            .queued
+            .fetch_sub(1, Ordering::AcqRel);
         // The sweeper drops the settled entry (and its event) and looks at the others.
         if let Some(Ok(sweeper)) = device.completions.sweeper.get() {
             sweeper.unpark();
@@ -198,7 +219,7 @@ unsafe extern "C" fn ring_callback<A: RawApi>(_stream: RawStream, status: i32, d
         if let Some(Ok(sweeper)) = doorbell.device.completions.sweeper.get() {
             sweeper.unpark();
         }
-        // The notifier stays out of the pool: its context is failing.
+        // The notifier stays busy for good (its count is not lowered): its context is failing.
         return;
     }
     // SAFETY: per this function's contract.
@@ -281,6 +302,10 @@ impl<A: RawApi> Device<A> {
     /// The device's sweeper thread (started on first use).
     fn sweeper(&'static self) -> Result<&'static std::thread::Thread> {
         let started = self.completions.sweeper.get_or_init(|| {
+            // Doorbells may hold the last handle to an event or a notifier: the process's
+            // release thread starts with the first sweeper, not at some later completion (the
+            // thread count stays flat however many completions follow).
+            let _ = crate::hostfn::release_thread();
             std::thread::Builder::new()
                 .name("devstream-complete".into())
                 .spawn(move || self.sweep_forever())
@@ -292,51 +317,55 @@ impl<A: RawApi> Device<A> {
         })
     }
 
-    /// Gives `pending` a doorbell if a notifier is free, or may be made (beyond
-    /// [`DOORBELLS`] when `force`). Answers whether it has one. The context must be current.
+    /// Gives `pending` a doorbell on a free notifier, or, when `force` and none is free,
+    /// queued behind the doorbells of the least busy one (it then rings after those events
+    /// too, never before its own). Answers whether it has one. The context must be current.
+    /// Never creates a stream (see the module documentation).
     fn arm_doorbell(&'static self, pending: &Arc<Pending<A>>, force: bool) -> bool {
         let hub = &self.completions;
-        // Not matched on directly: the lock would be held over the stream creation below.
-        let idle = lock(&hub.idle).pop();
-        let notifier = match idle {
-            Some(notifier) => notifier,
-            None => {
-                let made = hub.made.fetch_add(1, Ordering::AcqRel);
-                if made >= DOORBELLS && !force {
-                    hub.made.fetch_sub(1, Ordering::AcqRel);
+        let free = hub.notifiers.iter().position(|notifier| {
+            notifier
+                .queued
+                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        });
+        let index = match free {
+            Some(index) => index,
+            None if force => {
+                let Some((index, notifier)) = hub
+                    .notifiers
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, notifier)| notifier.queued.load(Ordering::Acquire))
+                else {
                     return false;
-                }
-                // SAFETY: the context is current; the stream belongs to the hub from now on
-                // (kept for the process's life, like the device).
-                match check::<A, _>(unsafe { A::stream_create(true, self.range.clamp(0)) }) {
-                    Ok(notifier) => notifier,
-                    Err(_) => {
-                        hub.made.fetch_sub(1, Ordering::AcqRel);
-                        return false;
-                    }
-                }
+                };
+                notifier.queued.fetch_add(1, Ordering::AcqRel);
+                index
             }
+            None => return false,
         };
+        let notifier = &hub.notifiers[index];
         // SAFETY: the notifier and the event are alive and of this device; context current.
-        if unsafe { A::stream_wait_event(notifier, pending.event.inner.raw) }.is_err() {
-            lock(&hub.idle).push(notifier);
+        if unsafe { A::stream_wait_event(notifier.raw, pending.event.inner.raw) }.is_err() {
+            notifier.queued.fetch_sub(1, Ordering::AcqRel);
             return false;
         }
         pending.armed.store(true, Ordering::Release);
         let data = Box::into_raw(Box::new(Doorbell {
             pending: pending.clone(),
-            notifier,
+            notifier: index,
             device: self,
         }));
         // SAFETY: the trampolines match the host-function and stream-callback signatures and
         // take ownership of `data` exactly once when the runtime calls them.
         let launched = unsafe {
             if A::supports(Optional::LaunchHostFunc) {
-                A::launch_host_func(notifier, ring::<A>, data.cast())
+                A::launch_host_func(notifier.raw, ring::<A>, data.cast())
             } else {
                 // Runtimes without host functions (HIP of ROCm 5.2): a stream callback. The
                 // notifier carries nothing but doorbells, so no enqueue waits behind it.
-                A::stream_add_callback(notifier, ring_callback::<A>, data.cast())
+                A::stream_add_callback(notifier.raw, ring_callback::<A>, data.cast())
             }
         };
         if launched.is_err() {
@@ -345,15 +374,15 @@ impl<A: RawApi> Device<A> {
             pending.armed.store(false, Ordering::Release);
             // It still waits for the event: a later doorbell on it rings after that event at
             // the earliest; the sweeper covers both.
-            lock(&hub.idle).push(notifier);
+            notifier.queued.fetch_sub(1, Ordering::AcqRel);
             return false;
         }
         pending.uncount();
         true
     }
 
-    /// For a completion that must describe the event's current record but got no doorbell (no
-    /// notifier could be made, or the runtime refused the host function): done already, it is
+    /// For a completion that must describe the event's current record but got no doorbell (the
+    /// device has no notifier, or the runtime refused the wait or host function): done already, it is
     /// filled; otherwise it is abandoned with an error, never waited for here (the caller may
     /// be about to record the event again, and the work may wait for that caller).
     #[cold]
@@ -363,7 +392,7 @@ impl<A: RawApi> Device<A> {
             Ok(true) => Ok(()),
             Ok(false) => Err(Error::Abandoned {
                 reason: "the event was recorded again while its completion was pending, and no \
-                         notifier stream could be made to keep the earlier record"
+                         notifier stream could keep the earlier record"
                     .into(),
             }),
             Err(e) => Err(e),
@@ -444,16 +473,23 @@ impl<A: RawApi> Device<A> {
                 }
             }
         }
-        // Settled entries leave the hub (their events are released here, on our own thread;
-        // a doorbell still queued keeps its own reference).
-        lock(&self.completions.pending).retain(|pending| {
-            let settled = pending.settled();
-            if settled {
-                // A dropped future's entry: its event needs no snapshot any more.
-                pending.uncount();
-            }
-            !settled
-        });
+        // Settled entries leave the hub. Their events are released here, on our own thread, and
+        // after the hub's lock is let go: a release is a runtime call, which may wait for the
+        // driver, and registrations must never wait behind that (a doorbell still queued keeps
+        // its own reference).
+        let settled: Vec<Arc<Pending<A>>> = {
+            let mut pending = lock(&self.completions.pending);
+            let (settled, live) = std::mem::take(&mut *pending)
+                .into_iter()
+                .partition(|pending| pending.settled());
+            *pending = live;
+            settled
+        };
+        for pending in &settled {
+            // A dropped future's entry: its event needs no snapshot any more.
+            pending.uncount();
+        }
+        drop(settled);
         drop(snapshot);
         resolved
     }

@@ -136,7 +136,9 @@ pub struct Device<A: RawApi> {
     pub(crate) range: PriorityRange,
     pub(crate) caps: Capabilities,
     default_stream: OnceLock<Result<GpuStream<A>>>,
-    reclaim_stream: OnceLock<Result<RawStream>>,
+    /// An internal non-blocking stream on which releases of memory used by several streams
+    /// are ordered (made with the device).
+    reclaim_stream: Result<RawStream>,
     /// Pending completion futures, their notifier streams and sweeper (see
     /// `crate::completion`).
     pub(crate) completions: crate::completion::Hub<A>,
@@ -215,6 +217,13 @@ impl<A: RawApi> Device<A> {
         {
             caps.collectives = crate::comm::available::<A>();
         }
+        // devstream's internal streams are made now, while no stream of devstream's holds work
+        // on the device: CUDA's stream creation can wait for work queued on other streams
+        // (see `crate::completion`), and these are made on behalf of calls (a buffer's release,
+        // a completion) that a caller may make while it holds streams.
+        // SAFETY: the context is current; the stream lives for the process' lifetime.
+        let reclaim_stream = check::<A, _>(unsafe { A::stream_create(true, range.clamp(0)) });
+        let completions = crate::completion::Hub::new(range.clamp(0));
         Ok(Device {
             ordinal,
             place,
@@ -223,8 +232,8 @@ impl<A: RawApi> Device<A> {
             range,
             caps,
             default_stream: OnceLock::new(),
-            reclaim_stream: OnceLock::new(),
-            completions: crate::completion::Hub::new(),
+            reclaim_stream,
+            completions,
             deferred: Mutex::new(Vec::new()),
             pending: AtomicUsize::new(0),
             active_captures: AtomicUsize::new(0),
@@ -361,13 +370,7 @@ impl<A: RawApi> Device<A> {
     /// An internal non-blocking stream on which releases of memory used by several streams are
     /// ordered (it waits for every user, then frees), so no user stream gains a dependency.
     pub(crate) fn reclaim_stream(&self) -> Result<RawStream> {
-        self.reclaim_stream
-            .get_or_init(|| {
-                self.bind()?;
-                // SAFETY: the context is current; the stream lives for the process' lifetime.
-                check::<A, _>(unsafe { A::stream_create(true, self.range.clamp(0)) })
-            })
-            .clone()
+        self.reclaim_stream.clone()
     }
 
     /// Runs `action` once every event in `events` has completed (checked now and whenever the

@@ -74,7 +74,7 @@ pub(crate) fn in_host_function() -> bool {
 
 type ReleaseJob = Box<dyn FnOnce() + Send>;
 
-fn release_thread() -> Option<&'static Mutex<Sender<ReleaseJob>>> {
+pub(crate) fn release_thread() -> Option<&'static Mutex<Sender<ReleaseJob>>> {
     static SENDER: OnceLock<Option<Mutex<Sender<ReleaseJob>>>> = OnceLock::new();
     SENDER
         .get_or_init(|| {
