@@ -31,6 +31,16 @@ fn implied_waits_are_elided_and_never_across_captures_or_foreign_handles() {
     let Some((place, _serial)) = gpu() else {
         return;
     };
+    // Loaded before anything is held: stream creation was measured to wait for streams held
+    // at a flag, and module loading may do the same.
+    let module = devstream_cuda::ptx::load(&place).unwrap();
+    let noop = module.function("noop").unwrap();
+    // Every stream is made before a is held: CUDA's stream creation can wait for held streams
+    // (docs/results/2026-11-24-gpu3/22-stream-create-stalls/).
+    let b = stream(&place);
+    let plain =
+        CudaBackend::new_stream(&place, StreamOptions::default().elide_waits(false)).unwrap();
+    let c = stream(&place);
     // a is held at a flag, so everything recorded on it stays incomplete until the end.
     let a = stream(&place);
     let gate = CudaBackend::new_flag(&place).unwrap();
@@ -40,7 +50,6 @@ fn implied_waits_are_elided_and_never_across_captures_or_foreign_handles() {
     let e1 = a.record_event().unwrap();
     a.launch_host_func(push(&log, "a2")).unwrap();
     let e2 = a.record_event().unwrap();
-    let b = stream(&place);
 
     // 1. Direct ordering: after waiting for e2, e1 and e2 again are implied; a wait on the
     //    stream's own event is implied.
@@ -65,6 +74,22 @@ fn implied_waits_are_elided_and_never_across_captures_or_foreign_handles() {
         1,
         "own record: implied"
     );
+    // A kernel launched through devstream hands no handle out: elision stays on (it once used
+    // the public `raw_handle`, which turned elision off on the device for good).
+    // SAFETY: `noop` takes no parameters.
+    unsafe {
+        b.launch_kernel(
+            &noop,
+            devstream_cuda::LaunchConfig::for_elements(1, 1),
+            &[] as &[devstream_cuda::KernelArg<'_, _>],
+        )
+    }
+    .unwrap();
+    assert_eq!(
+        elided(|| b.wait_event(&e2).unwrap()),
+        1,
+        "same record after a devstream kernel launch: implied"
+    );
     // A re-recorded event is judged by its record at the time of the wait.
     a.launch_host_func(push(&log, "a3")).unwrap();
     a.record(&e1).unwrap();
@@ -76,14 +101,11 @@ fn implied_waits_are_elided_and_never_across_captures_or_foreign_handles() {
     b.launch_host_func(push(&log, "b")).unwrap();
 
     // elide_waits(false) issues everything.
-    let plain =
-        CudaBackend::new_stream(&place, StreamOptions::default().elide_waits(false)).unwrap();
     plain.wait_event(&e2).unwrap();
     assert_eq!(elided(|| plain.wait_event(&e2).unwrap()), 0, "elision off");
 
     // 2. While a capture is active on the device (here on another stream), nothing is elided,
     //    not even a wait made redundant before the capture began.
-    let c = stream(&place);
     c.begin_capture(CaptureMode::Relaxed).unwrap();
     c.launch_host_func(push(&log, "captured")).unwrap();
     assert_eq!(

@@ -222,7 +222,9 @@ impl<A: RawApi> GpuStream<A> {
                 config.grid,
                 config.block,
                 config.shared_mem_bytes,
-                self.raw_handle(),
+                // Not `raw_handle()`: that hands the handle out, which marks the device as
+                // having foreign handles and turns wait elision off on it for good.
+                self.raw(),
                 pointers.as_mut_ptr(),
             )
         };
