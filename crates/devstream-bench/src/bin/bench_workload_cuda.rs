@@ -5,16 +5,20 @@
 //!   (default 1,000): devstream eager with redundant-wait elision on and off, devstream captured
 //!   once and replayed, and the same DAG written by hand with raw `cudarc::driver::sys` calls
 //!   (eager, and captured into a `CUgraphExec` replayed with `cuGraphLaunch`), in one process.
-//!   Reported: µs per step (submission of `--steps` steps plus the final synchronize) and
-//!   driver calls per step.
+//!   Reported: µs per step (submission of `--steps` steps plus the final synchronize; the
+//!   eager variants alternate over 7 rounds, median shown) and driver calls per step.
 //! * `priority`: background streams at `Priority::Normal` kept full of `spin` kernels that
 //!   cover the device (`--blocks` blocks of 128 threads, `--spin-us` each); a probe stream
 //!   launches a `noop` kernel every millisecond and polls an event after it. The probe's
 //!   latency (launch → event complete) at p50 / p99 with the probe at `Priority::High` and at
-//!   `Priority::Normal`.
+//!   `Priority::Normal`. The defaults (32,768 blocks of 50 µs: about 16 waves per kernel on an
+//!   H100) model framework kernels, which are many short blocks: a GPU never preempts a running
+//!   block, so a high-priority probe waits for blocks to finish, and with one wave of long blocks
+//!   (`--blocks 2048 --spin-us 500`) High can only cut the wait to one block's length (run 19:
+//!   3.1× at p99; run 20: 113× with the defaults, `docs/results/2026-11-24-gpu3/`).
 //!
 //! ```text
-//! bench-workload-cuda [step|priority|all] [--steps 1000] [--probes 1000] [--blocks 2048] [--spin-us 500]
+//! bench-workload-cuda [step|priority|all] [--steps 1000] [--probes 1000] [--blocks 32768] [--spin-us 50]
 //! ```
 
 use devstream::cuda::cudarc::driver::sys;
@@ -235,7 +239,10 @@ fn step_bench(place: &Place, steps: usize) -> devstream::Result<()> {
         "{:<40} {:>10} {:>12} {:>8}",
         "variant", "us/step", "calls/step", "ratio"
     );
-    // Raw eager first (the baseline every row is divided by).
+    // Raw eager is the baseline every row is divided by. The three eager variants run in
+    // alternating rounds (median of ROUNDS), so that clock and queue warm-up favour none of
+    // them (one pass each in a fixed order put whichever ran first 3-8% behind).
+    const ROUNDS: usize = 7;
     let raw_step = RawStep::new(noop.raw_handle().0.cast());
     let measure_raw = || {
         for _ in 0..10 {
@@ -249,8 +256,7 @@ fn step_bench(place: &Place, steps: usize) -> devstream::Result<()> {
         raw_step.synchronize();
         us_per(t, steps)
     };
-    let raw_us = measure_raw();
-    let mut rows: Vec<(String, f64, f64)> = vec![("raw driver, eager".into(), raw_us, ops as f64)];
+    let mut variants = Vec::new();
     for elide in [true, false] {
         let streams: Vec<Stream> = (0..STEP_STREAMS)
             .map(|_| Stream::builder(place).elide_waits(elide).build())
@@ -258,30 +264,55 @@ fn step_bench(place: &Place, steps: usize) -> devstream::Result<()> {
         let events: Vec<Event> = (0..STEP_EVENTS)
             .map(|_| Event::new(place, EventFlags::default()))
             .collect::<Result<_, _>>()?;
+        variants.push((elide, streams, events));
+    }
+    let measure_devstream = |streams: &[Stream],
+                             events: &[Event]|
+     -> devstream::Result<(f64, f64)> {
         for _ in 0..10 {
-            devstream_step(&streams, &events, &plan, &noop, true)?;
+            devstream_step(streams, events, &plan, &noop, true)?;
         }
-        for s in &streams {
+        for s in streams {
             s.synchronize()?;
         }
         let elided0 = devstream::elide::elided_on_this_thread();
         let t = Instant::now();
         let mut calls = 0;
         for _ in 0..steps {
-            calls = devstream_step(&streams, &events, &plan, &noop, true)?;
+            calls = devstream_step(streams, events, &plan, &noop, true)?;
         }
-        for s in &streams {
+        for s in streams {
             s.synchronize()?;
         }
         let us = us_per(t, steps);
         let elided = (devstream::elide::elided_on_this_thread() - elided0) as f64 / steps as f64;
+        Ok((us, calls as f64 - elided))
+    };
+    let mut raw_rounds = Vec::new();
+    let mut ds_rounds = vec![Vec::new(); variants.len()];
+    let mut ds_calls = vec![0.0; variants.len()];
+    for _ in 0..ROUNDS {
+        raw_rounds.push(measure_raw());
+        for (i, (_, streams, events)) in variants.iter().enumerate() {
+            let (us, calls) = measure_devstream(streams, events)?;
+            ds_rounds[i].push(us);
+            ds_calls[i] = calls;
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let raw_us = median(raw_rounds);
+    let mut rows: Vec<(String, f64, f64)> = vec![("raw driver, eager".into(), raw_us, ops as f64)];
+    for (i, (elide, _, _)) in variants.iter().enumerate() {
         rows.push((
             format!(
                 "devstream eager, elision {}",
-                if elide { "on" } else { "off" }
+                if *elide { "on" } else { "off" }
             ),
-            us,
-            calls as f64 - elided,
+            median(ds_rounds[i].clone()),
+            ds_calls[i],
         ));
     }
     // Raw graph replay.
@@ -469,8 +500,8 @@ fn run() -> devstream::Result<()> {
         priority_bench(
             &place,
             arg_or("--probes", 1000),
-            arg_or("--blocks", 2048),
-            arg_or("--spin-us", 500),
+            arg_or("--blocks", 32768),
+            arg_or("--spin-us", 50),
         )?;
     }
     Ok(())
