@@ -6,8 +6,11 @@
 //!
 //! A backend needs two devices whose `capabilities().collectives` is true (among those
 //! `DEVSTREAM_PLACES` lists, when set); with fewer its tests are skipped with a message, unless
-//! `DEVSTREAM_REQUIRE` names it (`cuda`, `hip`): then they fail. NCCL: `NCCL_NVLS_ENABLE=0` is
-//! set for the ranks started here.
+//! `DEVSTREAM_REQUIRE` names it (`cuda`, `hip`): then they fail. `DEVSTREAM_COMM_MIN_RANKS=1`
+//! runs every test that does not need a second rank with one rank on one device (a machine with
+//! one GPU: the engine, every op and type, capture and replay, lifetimes and bad input through
+//! the real library, without any traffic between GPUs). NCCL: `NCCL_NVLS_ENABLE=0` is set for
+//! the ranks started here.
 
 use devstream::{
     CaptureMode, CommFailure, Communicator, DataType, Error, Event, EventFlags, Place, ReduceOp,
@@ -51,9 +54,24 @@ fn places_with_collectives(kind: &str) -> Vec<Place> {
         .collect()
 }
 
-/// Each backend with at least two devices with collectives, and its places. Skips (with a
-/// message) or, where `DEVSTREAM_REQUIRE` names the backend, fails for the others.
+/// Each backend with at least two devices with collectives (one with
+/// `DEVSTREAM_COMM_MIN_RANKS=1`), and its places. Skips (with a message) or, where
+/// `DEVSTREAM_REQUIRE` names the backend, fails for the others.
 fn gpu_groups(test: &str) -> Vec<(&'static str, Vec<Place>)> {
+    gpu_groups_of_at_least(test, configured_min_ranks())
+}
+
+/// `DEVSTREAM_COMM_MIN_RANKS` (default 2, at least 1).
+fn configured_min_ranks() -> usize {
+    std::env::var("DEVSTREAM_COMM_MIN_RANKS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(2)
+        .max(1)
+}
+
+/// [`gpu_groups`] for a test that needs `min_ranks` devices whatever the environment says.
+fn gpu_groups_of_at_least(test: &str, min_ranks: usize) -> Vec<(&'static str, Vec<Place>)> {
     if std::env::var_os("NCCL_NVLS_ENABLE").is_none() {
         // Once, before NCCL starts threads that read the environment.
         std::env::set_var("NCCL_NVLS_ENABLE", "0");
@@ -61,17 +79,19 @@ fn gpu_groups(test: &str) -> Vec<(&'static str, Vec<Place>)> {
     let mut groups = Vec::new();
     for kind in ["cuda", "hip"] {
         let places = places_with_collectives(kind);
-        if places.len() >= 2 {
+        if places.len() >= min_ranks {
             groups.push((kind, places));
-        } else if required(kind) {
+        } else if required(kind) && places.len() < configured_min_ranks() {
+            // Required: fewer devices than the run asked for. (A test needing more ranks than
+            // a one-rank run provides is skipped below, with a message.)
             panic!(
                 "{test}: DEVSTREAM_REQUIRE lists {kind}, but {} {kind} device(s) have \
-                 collectives (2 needed; is NCCL/RCCL installed?)",
+                 collectives ({min_ranks} needed; is NCCL/RCCL installed?)",
                 places.len()
             );
         } else {
             eprintln!(
-                "{test}: skipped on {kind}: {} device(s) with collectives, 2 needed",
+                "{test}: skipped on {kind}: {} device(s) with collectives, {min_ranks} needed",
                 places.len()
             );
         }
@@ -209,10 +229,14 @@ fn gpu_reduce_broadcast_gather_scatter_and_all_to_all_every_type() {
                     want,
                     "{kind} all_to_all {dtype} rank {rank}"
                 );
-                assert!(matches!(
-                    s.all_to_all(&comm, &send, &send, COUNT, dtype),
-                    Err(Error::InvalidArgument(_))
-                ));
+                // In place is refused with peers (blocks still to be sent would be overwritten);
+                // with one rank it is a copy onto itself, which is fine.
+                if n > 1 {
+                    assert!(matches!(
+                        s.all_to_all(&comm, &send, &send, COUNT, dtype),
+                        Err(Error::InvalidArgument(_))
+                    ));
+                }
             }
             Ok(())
         });
@@ -392,17 +416,21 @@ fn gpu_bad_input_is_refused_before_anything_is_queued() {
             assert!(invalid(s.reduce(&comm, &buf, &buf, COUNT, t, op, n)));
             assert!(invalid(s.send(&comm, &buf, COUNT, t, n)));
             assert!(invalid(s.recv(&comm, &buf, COUNT, t, n)));
-            assert!(invalid(s.all_gather(&comm, &buf, &buf, COUNT, t)));
-            assert!(invalid(s.reduce_scatter(&comm, &buf, &buf, COUNT, t, op)));
-            // A stream and a buffer of another device.
-            let other = &all[(rank + 1) % n];
-            let foreign = Stream::new(other)?;
-            let far = foreign.alloc(COUNT * 4)?;
-            let mismatch = |r: Result<()>| matches!(r, Err(Error::PlaceMismatch { .. }));
-            assert!(mismatch(
-                foreign.all_reduce(&comm, &far, &far, COUNT, t, op)
-            ));
-            assert!(mismatch(s.all_reduce(&comm, &far, &buf, COUNT, t, op)));
+            // With one rank, a gather's output of `count` elements is the right size, and there
+            // is no other device: those checks need two ranks.
+            if n > 1 {
+                assert!(invalid(s.all_gather(&comm, &buf, &buf, COUNT, t)));
+                assert!(invalid(s.reduce_scatter(&comm, &buf, &buf, COUNT, t, op)));
+                // A stream and a buffer of another device.
+                let other = &all[(rank + 1) % n];
+                let foreign = Stream::new(other)?;
+                let far = foreign.alloc(COUNT * 4)?;
+                let mismatch = |r: Result<()>| matches!(r, Err(Error::PlaceMismatch { .. }));
+                assert!(mismatch(
+                    foreign.all_reduce(&comm, &far, &far, COUNT, t, op)
+                ));
+                assert!(mismatch(s.all_reduce(&comm, &far, &buf, COUNT, t, op)));
+            }
             // Nothing was queued: a good call still pairs up with the peers.
             s.copy_from_host(&buf, 0, &encode(t, &contribution(rank, COUNT)))?;
             s.all_reduce(&comm, &buf, &buf, COUNT, t, op)?;
@@ -588,7 +616,8 @@ fn gpu_a_peer_that_dies_fails_the_survivor_by_the_deadline_instead_of_hanging() 
         return;
     }
     let _gpu = gpu_lock();
-    for (_, places) in gpu_groups(TEST) {
+    // Needs a second rank to die, whatever DEVSTREAM_COMM_MIN_RANKS says.
+    for (_, places) in gpu_groups_of_at_least(TEST, 2) {
         let places = &places[..2];
         let id = UniqueId::new(&places[0]).unwrap();
         let children: Vec<_> = places
