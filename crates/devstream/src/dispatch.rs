@@ -178,6 +178,7 @@ impl<S: FacadeStream> StreamApi for S {
     fn capabilities(&self) -> Capabilities {
         DeviceStream::capabilities(self)
     }
+    #[inline]
     fn query(&self) -> Result<bool> {
         DeviceStream::query(self)
     }
@@ -187,6 +188,7 @@ impl<S: FacadeStream> StreamApi for S {
     fn completion(&self) -> Completion {
         DeviceStream::completion(self)
     }
+    #[inline]
     fn record(&self, event: &Event) -> Result<()> {
         let e = unpack!("record", self, S::Event, event, EventApi::place(event));
         DeviceStream::record(self, e)
@@ -194,10 +196,12 @@ impl<S: FacadeStream> StreamApi for S {
     fn record_event(&self) -> Result<Event> {
         DeviceStream::record_event(self).map(Member::wrap)
     }
+    #[inline]
     fn wait_event(&self, event: &Event) -> Result<()> {
         let e = unpack!("wait_event", self, S::Event, event, EventApi::place(event));
         DeviceStream::wait_event(self, e)
     }
+    #[inline]
     fn wait_stream(&self, other: &Stream) -> Result<()> {
         let o = unpack!(
             "wait_stream",
