@@ -240,8 +240,8 @@ fn step_bench(place: &Place, steps: usize) -> devstream::Result<()> {
         "variant", "us/step", "calls/step", "ratio"
     );
     // Raw eager is the baseline every row is divided by. The three eager variants run in
-    // alternating rounds (median of ROUNDS), so that clock and queue warm-up favour none of
-    // them (one pass each in a fixed order put whichever ran first 3-8% behind).
+    // rounds (median of ROUNDS) whose order rotates, so that clock and queue warm-up favour
+    // none of them (one pass each in a fixed order put whichever ran first 3-8% behind).
     const ROUNDS: usize = 7;
     let raw_step = RawStep::new(noop.raw_handle().0.cast());
     let measure_raw = || {
@@ -291,12 +291,20 @@ fn step_bench(place: &Place, steps: usize) -> devstream::Result<()> {
     let mut raw_rounds = Vec::new();
     let mut ds_rounds = vec![Vec::new(); variants.len()];
     let mut ds_calls = vec![0.0; variants.len()];
-    for _ in 0..ROUNDS {
-        raw_rounds.push(measure_raw());
-        for (i, (_, streams, events)) in variants.iter().enumerate() {
-            let (us, calls) = measure_devstream(streams, events)?;
-            ds_rounds[i].push(us);
-            ds_calls[i] = calls;
+    // Each round starts at another variant (raw, on, off; then on, off, raw; ...), so that no
+    // variant always follows the same one.
+    let kinds = variants.len() + 1;
+    for round in 0..ROUNDS {
+        for k in 0..kinds {
+            match (round + k) % kinds {
+                0 => raw_rounds.push(measure_raw()),
+                v => {
+                    let (_, streams, events) = &variants[v - 1];
+                    let (us, calls) = measure_devstream(streams, events)?;
+                    ds_rounds[v - 1].push(us);
+                    ds_calls[v - 1] = calls;
+                }
+            }
         }
     }
     let median = |mut v: Vec<f64>| {
