@@ -139,7 +139,11 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(
 /// # Safety
 /// `name` is valid for `len` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, _device: c_int) -> CuResult {
+pub unsafe extern "C" fn cuDeviceGetName(
+    name: *mut c_char,
+    len: c_int,
+    _device: c_int,
+) -> CuResult {
     let text = b"null CUDA device\0";
     if name.is_null() || (len as usize) < text.len() {
         return INVALID_VALUE;
@@ -253,7 +257,10 @@ succeed! {
 /// # Safety
 /// `priority` is valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn cuStreamGetPriority(_stream: *mut c_void, priority: *mut c_int) -> CuResult {
+pub unsafe extern "C" fn cuStreamGetPriority(
+    _stream: *mut c_void,
+    priority: *mut c_int,
+) -> CuResult {
     // SAFETY: per the caller.
     unsafe { put(priority, 0) }
 }
@@ -283,7 +290,10 @@ pub unsafe extern "C" fn cuStreamIsCapturing(_stream: *mut c_void, status: *mut 
 /// # Safety
 /// `graph` is valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn cuStreamEndCapture(_stream: *mut c_void, graph: *mut *mut c_void) -> CuResult {
+pub unsafe extern "C" fn cuStreamEndCapture(
+    _stream: *mut c_void,
+    graph: *mut *mut c_void,
+) -> CuResult {
     // SAFETY: per the caller.
     unsafe { put(graph, handle()) }
 }

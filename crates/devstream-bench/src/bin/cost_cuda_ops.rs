@@ -68,7 +68,10 @@ impl Objects {
                 sys::cuStreamCreateWithPriority(&mut raw_s2, NON_BLOCKING, 0),
                 "cuStreamCreateWithPriority",
             );
-            ok(sys::cuEventCreate(&mut raw_event, NO_TIMING), "cuEventCreate");
+            ok(
+                sys::cuEventCreate(&mut raw_event, NO_TIMING),
+                "cuEventCreate",
+            );
         }
         Ok(Objects {
             place,
