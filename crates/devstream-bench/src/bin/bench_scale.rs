@@ -5,7 +5,7 @@
 //! them (event i recorded on stream i mod N, waited for by stream i+1 mod N), reads the
 //! resident memory (`/proc/self/statm`) per live stream and per live event, and times dropping
 //! everything. The `hot r+w+q` column times record + wait + query confined to 1,000 streams
-//! and 10,000 events while all N stay alive, 20 rounds at every N (what a framework's active set sees; the spread
+//! and 10,000 events while all N stay alive, 20 rounds at every N (`--hot-rounds`) (what a framework's active set sees; the spread
 //! columns touch every object and so measure the memory hierarchy too). Streams are made with `Stream::new`: the pool (`Stream::from_pool`) hands out at
 //! most 32 distinct streams per priority level, so it cannot hold N live streams; its cost per
 //! call is reported separately.
@@ -34,7 +34,7 @@ fn ns_per(start: Instant, n: usize) -> f64 {
     start.elapsed().as_nanos() as f64 / n as f64
 }
 
-fn run(place: &Place, n: usize, print: bool) -> devstream::Result<()> {
+fn run(place: &Place, n: usize, hot_rounds: usize, print: bool) -> devstream::Result<()> {
     let events_n = n * 10;
     let rss0 = rss();
     let t = Instant::now();
@@ -83,7 +83,6 @@ fn run(place: &Place, n: usize, print: bool) -> devstream::Result<()> {
     // One untimed round first: it replaces the spread pass's records, whose streams (spread
     // over all N) a re-record releases, so that the timed rounds see the active set alone.
     let (hot_s, hot_e) = (n.min(1_000), events_n.min(10_000));
-    const HOT_ROUNDS: usize = 20;
     let hot_round = |round: usize| -> devstream::Result<()> {
         for i in 0..hot_e {
             let e = &events[(i * stride) % hot_e];
@@ -95,10 +94,10 @@ fn run(place: &Place, n: usize, print: bool) -> devstream::Result<()> {
     };
     hot_round(1)?;
     let t = Instant::now();
-    for round in 2..=HOT_ROUNDS + 1 {
+    for round in 2..=hot_rounds + 1 {
         hot_round(round)?;
     }
-    let hot_ns = ns_per(t, HOT_ROUNDS * hot_e);
+    let hot_ns = ns_per(t, hot_rounds * hot_e);
     for s in &streams {
         s.synchronize()?;
     }
@@ -134,6 +133,9 @@ fn run(place: &Place, n: usize, print: bool) -> devstream::Result<()> {
 fn main() -> devstream::Result<()> {
     let place: Place = arg("--place").unwrap_or_else(|| "cpu".into()).parse()?;
     let max: usize = arg_or("--max", 100_000);
+    // `--only N` runs one size (e.g. to profile it); `--hot-rounds R` repeats the hot pass.
+    let only: Option<usize> = arg("--only").and_then(|v| v.parse().ok());
+    let hot_rounds: usize = arg_or("--hot-rounds", 20).max(1);
     println!("bench-scale on {place}: N streams, 10·N events; ns per op spread over all of them");
     // First use of a place opens its device (e.g. a wgpu device, tens of ms): not a pool cost.
     drop(Stream::new(&place)?);
@@ -163,12 +165,16 @@ fn main() -> devstream::Result<()> {
         "rss MiB"
     );
     // Warm-up (first-touch costs of the allocator and the backend), not reported.
-    run(&place, 1_000, false)?;
-    for n in [1_000, 10_000, 100_000] {
-        if n > max {
-            break;
-        }
-        run(&place, n, true)?;
+    run(&place, 1_000, 1, false)?;
+    let sizes = match only {
+        Some(n) => vec![n],
+        None => [1_000, 10_000, 100_000]
+            .into_iter()
+            .filter(|&n| n <= max)
+            .collect(),
+    };
+    for n in sizes {
+        run(&place, n, hot_rounds, true)?;
     }
     Ok(())
 }
