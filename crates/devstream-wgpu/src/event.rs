@@ -28,15 +28,21 @@ pub(crate) struct Record {
 /// A record's ticket and its stream's error snapshot (the recording stream's first unreported
 /// error when the recording was resolved: its earlier host functions have all run then; what a
 /// stream completion reports).
+///
+/// The rare parts are boxed (an error, a held record's slots) so that a record stays small:
+/// every event carries one from its creation (`EventInner::spare`).
 enum Resolution {
     /// Known when the record was made (nothing held back): most records. No `OnceLock` to
     /// initialise on the record path.
-    Known(Option<Ticket>, Option<Error>),
+    Known(Option<Ticket>, Option<Box<Error>>),
     /// Held behind gates: set once by [`Record::resolve`].
-    Later {
-        ticket: OnceLock<Option<Ticket>>,
-        error: OnceLock<Option<Error>>,
-    },
+    Later(Box<LaterResolution>),
+}
+
+/// A held record's ticket and error, each set once by [`Record::resolve`].
+struct LaterResolution {
+    ticket: OnceLock<Option<Ticket>>,
+    error: OnceLock<Option<Error>>,
 }
 
 impl Record {
@@ -50,11 +56,11 @@ impl Record {
         mark: Mark,
     ) -> Arc<Record> {
         let resolution = match ticket {
-            Some(t) => Resolution::Known(t, error),
-            None => Resolution::Later {
+            Some(t) => Resolution::Known(t, error.map(Box::new)),
+            None => Resolution::Later(Box::new(LaterResolution {
                 ticket: OnceLock::new(),
                 error: OnceLock::new(),
-            },
+            })),
         };
         Arc::new(Record {
             device: Arc::clone(device),
@@ -65,11 +71,35 @@ impl Record {
         })
     }
 
+    /// Whether a record of `device` may take this one's place in its allocation
+    /// ([`Record::rerecord`]): same device, and no completion future parked on it.
+    pub(crate) fn reusable_by(&self, device: &Arc<DeviceShared>) -> bool {
+        Arc::ptr_eq(&self.device, device)
+            && self
+                .waiters
+                .try_lock()
+                .is_ok_and(|waiters| waiters.is_empty())
+    }
+
+    /// Makes this record a new, resolved recording (what [`Record::new`] would make with a
+    /// known ticket), in place. Only through `&mut`: nothing else references the record.
+    pub(crate) fn rerecord(
+        &mut self,
+        ticket: Option<Ticket>,
+        timestamp: Option<Arc<Readback>>,
+        error: Option<Error>,
+        mark: Mark,
+    ) {
+        self.resolution = Resolution::Known(ticket, error.map(Box::new));
+        self.timestamp = timestamp;
+        self.mark = mark;
+    }
+
     /// The ticket once resolved (`Some(None)`: nothing to wait for).
     fn ticket_ref(&self) -> Option<&Option<Ticket>> {
         match &self.resolution {
             Resolution::Known(ticket, _) => Some(ticket),
-            Resolution::Later { ticket, .. } => ticket.get(),
+            Resolution::Later(later) => later.ticket.get(),
         }
     }
 
@@ -77,13 +107,9 @@ impl Record {
     /// error now. Its completion futures move to the device's list.
     pub(crate) fn resolve(&self, ticket: Option<Ticket>, error: Option<Error>) {
         // A record known at creation is never resolved again (only held records are).
-        if let Resolution::Later {
-            ticket: slot,
-            error: error_slot,
-        } = &self.resolution
-        {
-            let _ = error_slot.set(error);
-            let _ = slot.set(ticket);
+        if let Resolution::Later(later) = &self.resolution {
+            let _ = later.error.set(error);
+            let _ = later.ticket.set(ticket);
         }
         let waiters = std::mem::take(&mut *lock(&self.waiters));
         if !waiters.is_empty() {
@@ -94,8 +120,8 @@ impl Record {
     /// The stream's error snapshot (see the field).
     pub(crate) fn error(&self) -> Option<Error> {
         match &self.resolution {
-            Resolution::Known(_, error) => error.clone(),
-            Resolution::Later { error, .. } => error.get().cloned().flatten(),
+            Resolution::Known(_, error) => error.as_deref().cloned(),
+            Resolution::Later(later) => later.error.get().cloned().flatten(),
         }
     }
 
@@ -186,6 +212,11 @@ pub(crate) struct EventInner {
     flags: EventFlags,
     pub(crate) device: Arc<DeviceShared>,
     pub(crate) current: Mutex<Option<Arc<Record>>>,
+    /// A record allocated with the event, taken by its first record: the event's records are
+    /// reused in place while nothing else holds them, so this keeps an event's record next to
+    /// the event in memory (a framework's active events stay on few cache lines and pages
+    /// however many others live; bench-scale's hot pass).
+    pub(crate) spare: Mutex<Option<Arc<Record>>>,
     /// Set when the event was last recorded inside a capture: what it captured there.
     pub(crate) captured: Mutex<Option<(Weak<Mutex<Session>>, Clock)>>,
     timing: Option<Timing>,
@@ -235,6 +266,13 @@ impl EventInner {
                 flags,
                 device: Arc::clone(device),
                 current: Mutex::new(None),
+                spare: Mutex::new(Some(Record::new(
+                    device,
+                    Some(None),
+                    None,
+                    None,
+                    Mark::NONE,
+                ))),
                 captured: Mutex::new(None),
                 timing,
             }),

@@ -122,7 +122,10 @@ pub(crate) struct Sched {
     /// By stream id. Ids are devstream's own counters, so the map hashes them with FxHash
     /// rather than SipHash: every operation looks its stream up several times, and SipHash was
     /// about 1,000 instructions of a record+query (docs/results/2026-11-24-wgpu-cost).
-    pub(crate) streams: HashMap<u64, StreamState, BuildHasherDefault<rustc_hash::FxHasher>>,
+    /// Each stream's state boxed: the table holds 16-byte entries, so that with 100,000 live
+    /// streams the look-ups of the few busy ones touch a compact table and their own states,
+    /// not a table of states hundreds of bytes each spread over tens of MiB (bench-scale).
+    pub(crate) streams: HashMap<u64, Box<StreamState>, BuildHasherDefault<rustc_hash::FxHasher>>,
     /// Streams the poller must look at: they hold work back, or are orphaned and not complete.
     pub(crate) watched: BTreeSet<u64>,
 }
