@@ -2,7 +2,9 @@
 //!
 //! Ranks may be threads of one process, processes on one host, or both: every rank maps the
 //! communicator's shared-memory control segment and publishes payloads as files beside it
-//! (see `comm_shm`). A collective on a stream is three stream tasks:
+//! (see `comm_shm`). When every rank is a thread of this process, an all-reduce skips the
+//! files: ranks read and write each other's buffers in place (see [`LocalGroup`]), about one
+//! memcpy of the buffer per rank. A collective on a stream is three stream tasks:
 //!
 //! 1. **post** (a host task on a pool worker): publish this rank's part, announce it in the
 //!    control segment, register the collective with the process's engine thread;
@@ -105,6 +107,10 @@ enum Kind {
     Recv = 8,
     /// All-reduce, second phase: every rank publishes its reduced slice and gathers the others.
     AllReduceGather = 9,
+    /// All-reduce of ranks that all live in this process, second phase: the end barrier (no
+    /// rank's stream moves on while a peer may still read or write its buffers; see
+    /// [`LocalGroup`]). Never posted to the control segment.
+    AllReduceEnd = 10,
 }
 
 impl Kind {
@@ -118,7 +124,7 @@ impl Kind {
             Kind::AllToAll => "all_to_all",
             Kind::Send => "send",
             Kind::Recv => "recv",
-            Kind::AllReduceGather => "all_reduce",
+            Kind::AllReduceGather | Kind::AllReduceEnd => "all_reduce",
         }
     }
 
@@ -155,6 +161,69 @@ pub(crate) fn describe(desc: u64) -> String {
     }
 }
 
+/// The ranks of one communicator when every one of them is a thread of this process: each
+/// all-reduce publishes its buffers here, and every rank reduces its slice straight from the
+/// peers' send buffers and writes the result straight into every rank's receive buffer (one
+/// read and one write of each byte per rank, against a file write and two reads through the
+/// kernel on the payload-file path that ranks in other processes need).
+///
+/// Each access to a peer's buffer takes that buffer's lock for one chunk (64 KiB), so a program
+/// that races with a collective on another stream reads or writes whole chunks, never a torn
+/// buffer; ranks start their chunk's reads and writes at different peers so that they rarely
+/// wait for the same lock. Ordering: a rank reads peers' buffers only once every rank has
+/// posted (the engine's first hold), each rank writes only its own slice into the others'
+/// receive buffers (the slice no other rank reads), and a second hold ([`Kind::AllReduceEnd`])
+/// keeps every rank's stream until all ranks are done, so no stream moves on to change a buffer
+/// a peer still uses.
+pub(crate) struct LocalGroup {
+    /// Per rank: its published all-reduces (several while a group is open).
+    slots: Vec<Mutex<Vec<Published>>>,
+}
+
+/// One rank's buffers of all-reduce `seq`.
+#[derive(Clone)]
+struct Published {
+    seq: u64,
+    send: Arc<BufferInner>,
+    recv: Arc<BufferInner>,
+}
+
+impl LocalGroup {
+    /// The group of the communicator whose segment is `seg`, shared by its ranks in this
+    /// process (made by the first of them to ask).
+    fn of(seg: &Segment, nranks: usize) -> Arc<LocalGroup> {
+        type Groups = Vec<((u64, u64), std::sync::Weak<LocalGroup>)>;
+        static GROUPS: Mutex<Groups> = Mutex::new(Vec::new());
+        let mut groups = lock(&GROUPS);
+        groups.retain(|(_, group)| group.strong_count() > 0);
+        if let Some(group) = groups
+            .iter()
+            .find(|(id, _)| *id == seg.file_id)
+            .and_then(|(_, group)| group.upgrade())
+        {
+            return group;
+        }
+        let group = Arc::new(LocalGroup {
+            slots: (0..nranks).map(|_| Mutex::new(Vec::new())).collect(),
+        });
+        groups.push((seg.file_id, Arc::downgrade(&group)));
+        group
+    }
+
+    /// Rank `rank`'s buffers of all-reduce `seq`.
+    fn published(&self, rank: usize, seq: u64) -> Option<Published> {
+        lock(&self.slots[rank])
+            .iter()
+            .find(|p| p.seq == seq)
+            .cloned()
+    }
+
+    /// Forgets rank `rank`'s all-reduces up to `seq`.
+    fn retire(&self, rank: usize, seq: u64) {
+        lock(&self.slots[rank]).retain(|p| p.seq > seq);
+    }
+}
+
 /// One rank's membership of a communicator (shared by its handles and queued collectives).
 pub(crate) struct CommInner {
     pub(crate) seg: Arc<Segment>,
@@ -169,6 +238,8 @@ pub(crate) struct CommInner {
     sent_seq: Vec<AtomicU64>,
     recv_seq: Vec<AtomicU64>,
     group: Mutex<Group>,
+    /// Set when every rank is a thread of this process (decided once all have joined).
+    local: std::sync::OnceLock<Arc<LocalGroup>>,
 }
 
 #[derive(Default)]
@@ -230,6 +301,9 @@ impl CommInner {
 
 impl Drop for CommInner {
     fn drop(&mut self) {
+        if let Some(local) = self.local.get() {
+            local.retire(self.rank, u64::MAX);
+        }
         let seg = &self.seg;
         seg.state(self.rank).store(LEFT, Ordering::Release);
         self.pool.close();
@@ -271,8 +345,10 @@ struct CollOp {
     send: Option<Arc<BufferInner>>,
     recv: Option<Arc<BufferInner>>,
     instance: Arc<Instance>,
-    /// A second phase queued right after this one's finish (all-reduce's gather).
+    /// A second phase queued right after this one's finish (all-reduce's gather or end).
     next: Option<Arc<CollOp>>,
+    /// A second phase's first phase (whose sequence number [`Kind::AllReduceEnd`] waits for).
+    first: Option<Arc<Instance>>,
 }
 
 impl CollOp {
@@ -284,6 +360,16 @@ impl CollOp {
 
     fn bytes(&self) -> usize {
         self.count * self.dtype.size()
+    }
+
+    /// The ranks' shared group when this all-reduce takes the in-process path.
+    fn local(&self) -> Option<&LocalGroup> {
+        match self.kind {
+            Kind::AllReduce | Kind::AllReduceEnd if self.comm.nranks > 1 => {
+                self.comm.local.get().map(|group| &**group)
+            }
+            _ => None,
+        }
     }
 
     fn desc(&self, seq: u64) -> (u64, u64) {
@@ -370,6 +456,21 @@ impl CollOp {
                     self.instance.clone(),
                 ));
             }
+            Kind::AllReduceEnd => {
+                // The first phase's number: its stream order put its post before this one.
+                let seq = self
+                    .first
+                    .as_ref()
+                    .map_or(0, |first| first.seq.load(Ordering::Acquire));
+                self.instance.seq.store(seq, Ordering::Release);
+                comm_engine::register(Pending::new(
+                    comm.clone(),
+                    name,
+                    seq,
+                    Want::Done,
+                    self.instance.clone(),
+                ));
+            }
             _ => {
                 let seq = comm.coll_seq.fetch_add(1, Ordering::AcqRel) + 1;
                 self.instance.seq.store(seq, Ordering::Release);
@@ -382,6 +483,18 @@ impl CollOp {
                     Kind::AllGather if self.in_place() => Some(me * bytes..(me + 1) * bytes),
                     Kind::ReduceScatter | Kind::AllToAll => Some(0..bytes * n),
                     _ => Some(0..bytes),
+                };
+                let range = match (self.local(), &self.send, &self.recv) {
+                    (Some(local), Some(send), Some(recv)) => {
+                        // Peers read and write the buffers themselves: no payload file.
+                        lock(&local.slots[me]).push(Published {
+                            seq,
+                            send: send.clone(),
+                            recv: recv.clone(),
+                        });
+                        None
+                    }
+                    _ => range,
                 };
                 if let Some(range) = range.filter(|r| !r.is_empty()) {
                     let path = seg.coll_path(seq, me);
@@ -489,9 +602,72 @@ impl CollOp {
             seg.received(me, peer).store(seq, Ordering::Release);
             return Ok(());
         }
-        let result = self.gather(seq, me, n, bytes);
+        if self.kind == Kind::AllReduceEnd {
+            // Every rank is done with every buffer of all-reduce `seq`.
+            if let Some(local) = self.local() {
+                local.retire(me, seq);
+            }
+            return Ok(());
+        }
+        let result = match self.local() {
+            Some(local) if bytes > 0 => self.local_all_reduce(local, seq),
+            _ => self.gather(seq, me, n, bytes),
+        };
         seg.done(me).store(seq, Ordering::Release);
         result
+    }
+
+    /// All-reduce on the in-process path (see [`LocalGroup`]): reduces this rank's slice
+    /// straight from every rank's send buffer and writes it into every rank's receive buffer,
+    /// chunk by chunk.
+    fn local_all_reduce(&self, local: &LocalGroup, seq: u64) -> Result<()> {
+        const CHUNK_BYTES: usize = 64 << 10;
+        let name = self.kind.name();
+        let (me, n) = (self.comm.rank, self.comm.nranks);
+        let size = self.dtype.size();
+        let slice = self.slice(me);
+        // Every rank posted `seq` before the engine released this stream.
+        let ranks = (0..n)
+            .map(|rank| {
+                local.published(rank, seq).ok_or_else(|| {
+                    comm_shm::transport(
+                        name,
+                        format!("rank {rank} has no buffers published for collective #{seq}"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let per_chunk = (CHUNK_BYTES / size).max(1);
+        let mut inputs = vec![0u8; n * per_chunk * size];
+        let mut out = vec![0u8; per_chunk * size];
+        let mut start = slice.start;
+        while start < slice.end {
+            let count = per_chunk.min(slice.end - start);
+            let range = start * size..(start + count) * size;
+            let len = range.len();
+            // Each rank starts at itself, so ranks in step take different buffers' locks.
+            for rank in (0..n).map(|i| (me + i) % n) {
+                let source = lock(&ranks[rank].send.data);
+                inputs[rank * len..(rank + 1) * len].copy_from_slice(&source[range.clone()]);
+            }
+            // In rank order, as on the payload-file path: every rank gets the same bits.
+            reduce(
+                self.dtype,
+                self.op,
+                n,
+                &mut out[..len],
+                |rank, first, chunk| {
+                    let at = rank * len + first * size;
+                    chunk.copy_from_slice(&inputs[at..at + chunk.len()]);
+                    Ok(())
+                },
+            )?;
+            for rank in (0..n).map(|i| (me + i) % n) {
+                lock(&ranks[rank].recv.data)[range.clone()].copy_from_slice(&out[..len]);
+            }
+            start += count;
+        }
+        Ok(())
     }
 
     fn gather(&self, seq: u64, me: usize, n: usize, bytes: usize) -> Result<()> {
@@ -676,6 +852,7 @@ impl CpuComm {
             sent_seq: (0..nranks).map(|_| AtomicU64::new(0)).collect(),
             recv_seq: (0..nranks).map(|_| AtomicU64::new(0)).collect(),
             group: Mutex::new(Group::default()),
+            local: std::sync::OnceLock::new(),
         });
         // From here on a failure drops `inner`, which marks this rank as left.
         let started = Instant::now();
@@ -708,6 +885,14 @@ impl CpuComm {
             Some(Ok(())) => {
                 // Every rank has mapped the segment: its name is no longer needed.
                 let _ = std::fs::remove_file(&path);
+                // Every rank wrote its pid before it joined, so every rank decides this alike.
+                let here = u64::from(std::process::id());
+                if nranks > 1
+                    && seg.file_id != (0, 0)
+                    && (0..nranks).all(|r| seg.pid(r).load(Ordering::Acquire) == here)
+                {
+                    let _ = inner.local.set(LocalGroup::of(&seg, nranks));
+                }
                 return Ok(CpuComm(inner));
             }
             Some(Err(error)) => error,
@@ -786,7 +971,7 @@ impl CpuComm {
             _ => {}
         }
         let (send_need, recv_need) = match kind {
-            Kind::AllReduce | Kind::AllReduceGather => (bytes, bytes),
+            Kind::AllReduce | Kind::AllReduceGather | Kind::AllReduceEnd => (bytes, bytes),
             Kind::Broadcast => (if me == other { bytes } else { 0 }, bytes),
             Kind::Reduce => (bytes, if me == other { bytes } else { 0 }),
             Kind::AllGather => (bytes, all),
@@ -801,7 +986,17 @@ impl CpuComm {
         if let Some(recv) = recv {
             check_len(name, "receive", recv, recv_need)?;
         }
-        let make = |kind: Kind, next: Option<Arc<CollOp>>| {
+        let instance = || {
+            Arc::new(Instance {
+                flag: CpuFlag::new(),
+                seq: AtomicU64::new(0),
+                error: Mutex::new(None),
+            })
+        };
+        let make_with = |kind: Kind,
+                         instance: Arc<Instance>,
+                         next: Option<Arc<CollOp>>,
+                         first: Option<Arc<Instance>>| {
             Arc::new(CollOp {
                 comm: self.0.clone(),
                 kind,
@@ -811,18 +1006,23 @@ impl CpuComm {
                 other,
                 send: send.map(|b| b.0.clone()),
                 recv: recv.map(|b| b.0.clone()),
-                instance: Arc::new(Instance {
-                    flag: CpuFlag::new(),
-                    seq: AtomicU64::new(0),
-                    error: Mutex::new(None),
-                }),
+                instance,
                 next,
+                first,
             })
         };
+        let make = |kind: Kind, next: Option<Arc<CollOp>>| make_with(kind, instance(), next, None);
         // An all-reduce is a reduce-scatter into the receive buffer (each rank reduces its
         // slice of everyone's data) followed by an all-gather of the slices: each rank reads
         // about 2 × count elements instead of nranks × count.
+        // Ranks that are all threads of this process skip the gather: each writes its reduced
+        // slice into every rank's buffer itself, and the second phase is an end barrier.
         let collective = match kind {
+            Kind::AllReduce if n > 1 && self.0.local.get().is_some() => {
+                let first = instance();
+                let end = make_with(Kind::AllReduceEnd, instance(), None, Some(first.clone()));
+                make_with(kind, first, Some(end), None)
+            }
             Kind::AllReduce if n > 1 => make(kind, Some(make(Kind::AllReduceGather, None))),
             _ => make(kind, None),
         };

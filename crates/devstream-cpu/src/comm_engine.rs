@@ -25,6 +25,8 @@ pub(crate) enum Want {
     Coll { desc: u64, count: u64 },
     /// `src` sent its `seq`-th message to this rank.
     Recv { src: usize },
+    /// Every rank finished collective `seq` (an in-process all-reduce's end barrier).
+    Done,
 }
 
 /// A collective whose stream is held until its peers are there.
@@ -106,6 +108,18 @@ impl Pending {
                                 rank,
                                 &detail,
                             )));
+                        }
+                    }
+                }
+            }
+            Want::Done => {
+                for rank in 0..comm.nranks {
+                    if seg.done(rank).load(std::sync::atomic::Ordering::Acquire) < self.seq {
+                        missing.get_or_insert(rank);
+                        if liveness && rank != comm.rank {
+                            if let Some(failure) = seg.peer_gone(rank) {
+                                return Some(Err(comm.fail(self.op, failure, rank, "")));
+                            }
                         }
                     }
                 }

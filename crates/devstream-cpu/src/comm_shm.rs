@@ -78,6 +78,10 @@ pub(crate) struct Segment {
     slot_words: usize,
     /// The segment's path (the prefix of its payload files).
     pub(crate) path: PathBuf,
+    /// The segment file's device and inode: the same for every rank that mapped it, and unique
+    /// among live segments (a mapping keeps its file, so the inode cannot be reused while any
+    /// rank holds the segment). Ranks of one process find each other by it.
+    pub(crate) file_id: (u64, u64),
 }
 
 // SAFETY: the mapping is only accessed through `AtomicU64`s (see `word`), which are `Sync`;
@@ -182,6 +186,12 @@ impl Segment {
         Segment::map_raw(&file, path, nranks, segment_len(nranks))
     }
 
+    /// The file's (device, inode), or zeros where it cannot be read.
+    fn file_id(file: &File) -> (u64, u64) {
+        use std::os::unix::fs::MetadataExt;
+        file.metadata().map_or((0, 0), |m| (m.dev(), m.ino()))
+    }
+
     fn map_raw(file: &File, path: &Path, nranks: usize, len: usize) -> Result<Segment> {
         use std::os::fd::AsRawFd;
         // SAFETY: a fresh shared read-write mapping of `len` bytes of an open file the
@@ -213,6 +223,7 @@ impl Segment {
             nranks,
             slot_words: slot_words(nranks),
             path: path.to_path_buf(),
+            file_id: Segment::file_id(file),
         })
     }
 

@@ -333,6 +333,107 @@ fn send_recv_every_type_and_groups(comm: &Communicator, s: &Stream) -> Result<()
     Ok(())
 }
 
+/// Ranks that are all threads of one process take the in-process all-reduce (peers' buffers
+/// read and written in place, 64 KiB at a time): counts of many chunks, slices that do not
+/// divide evenly and end mid-chunk, every element type, in place and not.
+#[test]
+fn all_reduce_of_many_chunks_on_ranks_in_one_process() {
+    for n in [2, 3, 5] {
+        on_ranks(n, move |comm, s| {
+            let rank = comm.rank();
+            for dtype in DataType::ALL {
+                for (op, in_place, count) in [
+                    (ReduceOp::Sum, true, 100_003),
+                    (ReduceOp::Max, false, 70_001),
+                    (ReduceOp::Avg, true, 16_385 * n + 7),
+                ] {
+                    let send = upload(&s, &encode(dtype, &contribution(rank, count)))?;
+                    let recv = if in_place {
+                        None
+                    } else {
+                        Some(s.alloc(count * dtype.size())?)
+                    };
+                    let target = recv.as_ref().unwrap_or(&send);
+                    s.all_reduce(&comm, &send, target, count, dtype, op)?;
+                    let got = decode(dtype, &download(&s, target)?);
+                    assert_eq!(got.len(), count);
+                    for (i, g) in got.iter().enumerate() {
+                        let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
+                        let what =
+                            format!("all_reduce {dtype} {op} n={n} in_place={in_place} [{i}]");
+                        assert_close(dtype, *g, model(dtype, op, &column), &what);
+                    }
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The in-process all-reduce's end barrier: a rank whose part is done does not move on (here:
+/// overwrite its buffer) while a slower peer may still read that buffer for its own slice.
+/// Rank 1's pool has one worker, kept busy by another stream until rank 0 has finished its
+/// part and queued the overwrite; rank 1 must still see rank 0's data, not the overwrite.
+#[test]
+fn an_in_process_all_reduce_holds_every_rank_until_every_peer_is_done() {
+    let n = 2;
+    let count = 50_000;
+    let id = UniqueId::new(&CPU).unwrap();
+    let pool = devstream::cpu::CpuPool::new(1).unwrap();
+    let (busy_tx, busy_rx) = std::sync::mpsc::channel::<()>();
+    let busy_rx = Arc::new(std::sync::Mutex::new(busy_rx));
+    let threads: Vec<_> = (0..n)
+        .map(|rank| {
+            let pool = pool.clone();
+            let busy_tx = busy_tx.clone();
+            let busy_rx = busy_rx.clone();
+            std::thread::spawn(move || -> Result<Vec<u8>> {
+                let comm = Communicator::init(&CPU, rank, n, &id)?;
+                let s: Stream = if rank == 1 {
+                    pool.new_stream(StreamOptions::default()).wrap()
+                } else {
+                    Stream::new(&CPU)?
+                };
+                let buf = upload(&s, &encode(DataType::I32, &contribution(rank, count)))?;
+                s.synchronize()?;
+                if rank == 1 {
+                    s.all_reduce(&comm, &buf, &buf, count, DataType::I32, ReduceOp::Sum)?;
+                    // Let the post run on the pool's only worker, then occupy that worker.
+                    std::thread::sleep(Duration::from_millis(50));
+                    let blocker: Stream = pool.new_stream(StreamOptions::default()).wrap();
+                    blocker.launch_host_func(move || {
+                        busy_tx.send(()).unwrap();
+                        std::thread::sleep(Duration::from_millis(300));
+                    })?;
+                    let out = download(&s, &buf)?;
+                    blocker.synchronize()?;
+                    Ok(out)
+                } else {
+                    busy_rx.lock().unwrap().recv().unwrap();
+                    s.all_reduce(&comm, &buf, &buf, count, DataType::I32, ReduceOp::Sum)?;
+                    // Queued at once behind the collective: runs only when rank 1 is done.
+                    s.fill(&buf, 0, buf.len(), 0xff)?;
+                    s.synchronize()?;
+                    Ok(Vec::new())
+                }
+            })
+        })
+        .collect();
+    let results: Vec<Vec<u8>> = threads
+        .into_iter()
+        .map(|t| t.join().unwrap().unwrap())
+        .collect();
+    let got = decode(DataType::I32, &results[1]);
+    for (i, g) in got.iter().enumerate() {
+        let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
+        assert_eq!(
+            *g,
+            model(DataType::I32, ReduceOp::Sum, &column),
+            "rank 1 [{i}]"
+        );
+    }
+}
+
 #[test]
 fn eight_ranks_as_threads_on_a_one_worker_pool_do_not_deadlock() {
     let pool = devstream::cpu::CpuPool::new(1).unwrap();
