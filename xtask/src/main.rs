@@ -348,7 +348,7 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     }
     let bench_features: Vec<&str> = features
         .split(',')
-        .filter(|f| ["cuda", "hip", "wgpu"].contains(f))
+        .filter(|f| ["cuda", "hip", "wgpu", "comm"].contains(f))
         .collect();
     let bench_features = bench_features.join(",");
     let json = cargo_output(&[
@@ -389,6 +389,7 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
         "bench-wake",
         "bench-workload-cuda",
         "bench-scale",
+        "bench-comm-cpu",
     ] {
         for exe in executables(&json, bin) {
             size += copy_into(&exe, &out, bin)?;
