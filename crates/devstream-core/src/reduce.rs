@@ -220,14 +220,54 @@ pub fn reduce(
     out: &mut [u8],
     input: impl FnMut(usize, usize, &mut [u8]) -> Result<()>,
 ) -> Result<()> {
+    let count = out.len() / dtype.size();
+    let size = dtype.size();
+    reduce_chunks(dtype, op, nranks, count, CHUNK, input, |first, chunk| {
+        out[first * size..first * size + chunk.len()].copy_from_slice(chunk);
+        Ok(())
+    })
+}
+
+/// [`reduce`] of `count` elements, `chunk` elements at a time, handing each reduced chunk to
+/// `output(element_offset, bytes)` instead of writing one buffer (the scratch memory is
+/// allocated once: three chunks). `input(rank, element_offset, bytes)` is called for ranks
+/// `0, 1, ..., n-1` in that order for every chunk.
+///
+/// ```
+/// use devstream_core::{reduce::reduce_chunks, DataType, ReduceOp};
+/// let inputs = [[1i32, 2, 3], [10, 20, 30]];
+/// let mut sums = Vec::new();
+/// reduce_chunks(DataType::I32, ReduceOp::Sum, 2, 3, 2,
+///     |rank, first, bytes| {
+///         for (k, slot) in bytes.chunks_exact_mut(4).enumerate() {
+///             slot.copy_from_slice(&inputs[rank][first + k].to_ne_bytes());
+///         }
+///         Ok(())
+///     },
+///     |_, bytes| {
+///         sums.extend(bytes.chunks_exact(4).map(|b| i32::from_ne_bytes(b.try_into().unwrap())));
+///         Ok(())
+///     }).unwrap();
+/// assert_eq!(sums, [11, 22, 33]);
+/// ```
+pub fn reduce_chunks(
+    dtype: DataType,
+    op: ReduceOp,
+    nranks: usize,
+    count: usize,
+    chunk: usize,
+    input: impl FnMut(usize, usize, &mut [u8]) -> Result<()>,
+    output: impl FnMut(usize, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let chunk = chunk.max(1);
     match dtype {
-        DataType::F32 => reduce_as::<F32>(op, nranks, out, input),
-        DataType::F64 => reduce_as::<F64>(op, nranks, out, input),
-        DataType::F16 => reduce_as::<F16>(op, nranks, out, input),
-        DataType::BF16 => reduce_as::<BF16>(op, nranks, out, input),
-        DataType::I32 => reduce_as::<I32>(op, nranks, out, input),
-        DataType::I64 => reduce_as::<I64>(op, nranks, out, input),
-        _ => reduce_as::<U8>(op, nranks, out, input),
+        DataType::F32 => reduce_as::<F32>(op, nranks, count, chunk, input, output),
+        DataType::F64 => reduce_as::<F64>(op, nranks, count, chunk, input, output),
+        DataType::F16 => reduce_as::<F16>(op, nranks, count, chunk, input, output),
+        DataType::BF16 => reduce_as::<BF16>(op, nranks, count, chunk, input, output),
+        DataType::I32 => reduce_as::<I32>(op, nranks, count, chunk, input, output),
+        DataType::I64 => reduce_as::<I64>(op, nranks, count, chunk, input, output),
+        _ => reduce_as::<U8>(op, nranks, count, chunk, input, output),
     }
 }
 
@@ -248,30 +288,34 @@ const fn op_of(code: u8) -> ReduceOp {
 fn reduce_as<C: Codec>(
     op: ReduceOp,
     nranks: usize,
-    out: &mut [u8],
+    count: usize,
+    chunk: usize,
     input: impl FnMut(usize, usize, &mut [u8]) -> Result<()>,
+    output: impl FnMut(usize, &[u8]) -> Result<()>,
 ) -> Result<()> {
     match op {
-        ReduceOp::Prod => reduce_with::<C, 1>(nranks, out, input),
-        ReduceOp::Min => reduce_with::<C, 2>(nranks, out, input),
-        ReduceOp::Max => reduce_with::<C, 3>(nranks, out, input),
-        ReduceOp::Avg => reduce_with::<C, 4>(nranks, out, input),
-        _ => reduce_with::<C, 0>(nranks, out, input),
+        ReduceOp::Prod => reduce_with::<C, 1>(nranks, count, chunk, input, output),
+        ReduceOp::Min => reduce_with::<C, 2>(nranks, count, chunk, input, output),
+        ReduceOp::Max => reduce_with::<C, 3>(nranks, count, chunk, input, output),
+        ReduceOp::Avg => reduce_with::<C, 4>(nranks, count, chunk, input, output),
+        _ => reduce_with::<C, 0>(nranks, count, chunk, input, output),
     }
 }
 
 fn reduce_with<C: Codec, const OP: u8>(
     nranks: usize,
-    out: &mut [u8],
+    total: usize,
+    chunk: usize,
     mut input: impl FnMut(usize, usize, &mut [u8]) -> Result<()>,
+    mut output: impl FnMut(usize, &[u8]) -> Result<()>,
 ) -> Result<()> {
     let op = op_of(OP);
-    let total = out.len() / C::SIZE;
-    let mut scratch = vec![0u8; CHUNK.min(total.max(1)) * C::SIZE];
-    let mut acc: Vec<C::A> = Vec::with_capacity(CHUNK.min(total));
+    let mut scratch = vec![0u8; chunk.min(total.max(1)) * C::SIZE];
+    let mut reduced = vec![0u8; chunk.min(total.max(1)) * C::SIZE];
+    let mut acc: Vec<C::A> = Vec::with_capacity(chunk.min(total));
     let mut start = 0;
     while start < total {
-        let n = CHUNK.min(total - start);
+        let n = chunk.min(total - start);
         let bytes = &mut scratch[..n * C::SIZE];
         acc.clear();
         for rank in 0..nranks {
@@ -285,7 +329,7 @@ fn reduce_with<C: Codec, const OP: u8>(
                 }
             }
         }
-        let target = &mut out[start * C::SIZE..(start + n) * C::SIZE];
+        let target = &mut reduced[..n * C::SIZE];
         for (a, slot) in acc.iter().zip(target.chunks_exact_mut(C::SIZE)) {
             let value = if op == ReduceOp::Avg {
                 a.divide(nranks)
@@ -294,6 +338,7 @@ fn reduce_with<C: Codec, const OP: u8>(
             };
             C::encode(value, slot);
         }
+        output(start, target)?;
         start += n;
     }
     Ok(())

@@ -32,7 +32,7 @@ use crate::scheduler::{running_stream, CommonOp, Op, UserFn};
 use crate::stream::{fail_running_task, CpuStream, StreamInner};
 use crate::{lock, CpuBackend, CPU_PLACE};
 use devstream_core::comm::check_rank;
-use devstream_core::reduce::reduce;
+use devstream_core::reduce::{reduce, reduce_chunks};
 use devstream_core::{
     CommBackend, CommFailure, DataType, DeviceCommunicator, Error, Place, ReduceOp, Result,
     UniqueId, UNIQUE_ID_BYTES,
@@ -170,7 +170,9 @@ pub(crate) fn describe(desc: u64) -> String {
 /// Each access to a peer's buffer takes that buffer's lock for one chunk (64 KiB), so a program
 /// that races with a collective on another stream reads or writes whole chunks, never a torn
 /// buffer; ranks start their chunk's reads and writes at different peers so that they rarely
-/// wait for the same lock. Ordering: a rank reads peers' buffers only once every rank has
+/// wait for the same lock. That start is also the reduction order of the slice (fixed: the
+/// slice's owner, then the ranks after it): every rank gets the same bits, and floating-point
+/// sums may differ in the last bits from the payload-file path, which reduces in rank order. Ordering: a rank reads peers' buffers only once every rank has
 /// posted (the engine's first hold), each rank writes only its own slice into the others'
 /// receive buffers (the slice no other rank reads), and a second hold ([`Kind::AllReduceEnd`])
 /// keeps every rank's stream until all ranks are done, so no stream moves on to change a buffer
@@ -637,36 +639,30 @@ impl CollOp {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let per_chunk = (CHUNK_BYTES / size).max(1);
-        let mut inputs = vec![0u8; n * per_chunk * size];
-        let mut out = vec![0u8; per_chunk * size];
-        let mut start = slice.start;
-        while start < slice.end {
-            let count = per_chunk.min(slice.end - start);
-            let range = start * size..(start + count) * size;
-            let len = range.len();
-            // Each rank starts at itself, so ranks in step take different buffers' locks.
-            for rank in (0..n).map(|i| (me + i) % n) {
-                let source = lock(&ranks[rank].send.data);
-                inputs[rank * len..(rank + 1) * len].copy_from_slice(&source[range.clone()]);
-            }
-            // In rank order, as on the payload-file path: every rank gets the same bits.
-            reduce(
-                self.dtype,
-                self.op,
-                n,
-                &mut out[..len],
-                |rank, first, chunk| {
-                    let at = rank * len + first * size;
-                    chunk.copy_from_slice(&inputs[at..at + chunk.len()]);
-                    Ok(())
-                },
-            )?;
-            for rank in (0..n).map(|i| (me + i) % n) {
-                lock(&ranks[rank].recv.data)[range.clone()].copy_from_slice(&out[..len]);
-            }
-            start += count;
-        }
+        let base = slice.start * size;
+        // Each rank reads the sources, and writes the result, starting at itself: ranks in step
+        // take different buffers' locks. The slice's owner alone reduces it, so every rank
+        // gets the same bits; the order (fixed per slice) is the rotation, not rank order.
+        let rotated = |i: usize| (me + i) % n;
+        reduce_chunks(
+            self.dtype,
+            self.op,
+            n,
+            slice.len(),
+            (CHUNK_BYTES / size).max(1),
+            |i, first, chunk| {
+                let at = base + first * size;
+                chunk.copy_from_slice(&lock(&ranks[rotated(i)].send.data)[at..at + chunk.len()]);
+                Ok(())
+            },
+            |first, chunk| {
+                let at = base + first * size;
+                for i in 0..n {
+                    lock(&ranks[rotated(i)].recv.data)[at..at + chunk.len()].copy_from_slice(chunk);
+                }
+                Ok(())
+            },
+        )?;
         Ok(())
     }
 
