@@ -7,7 +7,9 @@
 //! every rank, timed from a barrier before to a barrier after. Reported, median of `--iters`:
 //! the algorithm bandwidth (bytes of one rank's buffer / time) and NCCL's bus bandwidth
 //! (× 2(n−1)/n), against `memcpy` of the same size on one thread (`copy_from_slice`, median of as
-//! many runs), and the machine's cores.
+//! many runs), and the machine's cores. Each iteration times one memcpy (while the ranks wait)
+//! and then one all-reduce, so that a machine whose memory speed drifts (a shared host) moves
+//! both alike.
 //!
 //! ```text
 //! bench-comm-cpu [--ranks 4] [--mib 64] [--iters 7]
@@ -46,24 +48,15 @@ fn main() -> devstream::Result<()> {
         bytes >> 20
     );
 
-    // memcpy of the same size, one thread.
+    // memcpy of the same size, one thread (the main thread, between the all-reduces).
     let src = vec![1u8; bytes];
     let mut dst = vec![0u8; bytes];
     dst.copy_from_slice(&src);
-    let copies: Vec<Duration> = (0..iters)
-        .map(|_| {
-            let t = Instant::now();
-            dst.copy_from_slice(std::hint::black_box(&src));
-            std::hint::black_box(&dst);
-            t.elapsed()
-        })
-        .collect();
-    let copy = median(copies);
-    drop((src, dst));
 
     let place: Place = "cpu".parse()?;
     let id = UniqueId::new(&place)?;
-    let barrier = Arc::new(Barrier::new(ranks));
+    // The ranks and the main thread: ready, then per iteration start and end.
+    let barrier = Arc::new(Barrier::new(ranks + 1));
     let threads: Vec<_> = (0..ranks)
         .map(|rank| {
             let (place, id, barrier) = (place.clone(), id, barrier.clone());
@@ -79,6 +72,7 @@ fn main() -> devstream::Result<()> {
                 // One untimed round (pages touched, segments mapped).
                 stream.all_reduce(&comm, &buffer, &buffer, count, DataType::F32, ReduceOp::Sum)?;
                 stream.synchronize()?;
+                barrier.wait();
                 let mut times = Vec::new();
                 for _ in 0..iters {
                     barrier.wait();
@@ -99,6 +93,18 @@ fn main() -> devstream::Result<()> {
             })
         })
         .collect();
+    barrier.wait();
+    let mut copies = Vec::new();
+    for _ in 0..iters {
+        let t = Instant::now();
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&dst);
+        copies.push(t.elapsed());
+        barrier.wait();
+        barrier.wait();
+    }
+    let copy = median(copies);
+    drop((src, dst));
     let mut per_rank = Vec::new();
     for thread in threads {
         per_rank.push(thread.join().expect("a rank thread panicked")?);
