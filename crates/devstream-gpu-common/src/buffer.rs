@@ -310,7 +310,11 @@ impl<A: RawApi> GpuHostBuffer<A> {
                 .map_err(|_| Error::InvalidArgument("host buffer lock poisoned".into()))?;
             let mut pending = None;
             for (user, event) in uses.iter() {
-                if own.is_some() && own == Some(crate::hostfn::stream_token(&user.panic)) {
+                if own.is_some()
+                    && user
+                        .panic_slot_if_made()
+                        .is_some_and(|slot| own == Some(crate::hostfn::stream_token(slot)))
+                {
                     continue;
                 }
                 // SAFETY: our event, alive while the buffer is.

@@ -278,7 +278,7 @@ impl<A: RawApi> CommInner<A> {
             start,
             end,
             started: None,
-            slot: stream.inner().panic.clone(),
+            slot: stream.inner().panic_slot().clone(),
         });
         drop(watch);
         watchdog_start();

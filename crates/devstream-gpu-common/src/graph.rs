@@ -177,7 +177,7 @@ impl<A: RawApi> DeviceGraph for GpuGraph<A> {
         let raw = stream.raw();
         if let Some(state) = &inner.host_state {
             // This launch's host functions report panics to this stream.
-            state.push_launch(stream.inner().panic.clone());
+            state.push_launch(stream.inner().panic_slot().clone());
             // SAFETY: the executable graph and the stream are alive and of the same device.
             if let Err(e) = unsafe { A::graph_launch(inner.exec, raw) } {
                 state.cancel_launch();

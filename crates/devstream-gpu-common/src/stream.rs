@@ -57,7 +57,10 @@ pub(crate) struct StreamInner<A: RawApi> {
     needs_context: bool,
     /// Internal event for `wait_stream` (created on first use).
     sync_event: OnceLock<RawEvent>,
-    pub(crate) panic: Arc<PanicSlot>,
+    /// Where host functions' panics (and watched collectives' failures) are kept until
+    /// `synchronize` reports them; made on first need (most streams never run a host function,
+    /// and a second heap block was a third of what stream creation added to the driver call).
+    panic: OnceLock<Arc<PanicSlot>>,
     /// Slots for host functions launched outside a capture (made on first use).
     host_ring: OnceLock<HostRingPtr>,
     capture: Mutex<CaptureRecord>,
@@ -75,6 +78,26 @@ pub(crate) struct StreamInner<A: RawApi> {
 }
 
 impl<A: RawApi> StreamInner<A> {
+    /// The stream's panic slot, made on first need: what a host function, a graph launch or a
+    /// watched collective reports to (its address is the stream's token, see
+    /// `hostfn::stream_token`).
+    pub(crate) fn panic_slot(&self) -> &Arc<PanicSlot> {
+        self.panic.get_or_init(Arc::default)
+    }
+
+    /// The panic slot if one was made (none made: nothing was ever reported to the stream).
+    pub(crate) fn panic_slot_if_made(&self) -> Option<&Arc<PanicSlot>> {
+        self.panic.get()
+    }
+
+    /// Takes the first panic or failure reported to the stream since the last take.
+    fn take_panic(&self) -> Result<()> {
+        match self.panic.get() {
+            Some(slot) => slot.take(self.id),
+            None => Ok(()),
+        }
+    }
+
     /// The handle to order a release of what this stream's queued work uses after: its own,
     /// except for a per-thread stream released on another thread (where its handle names that
     /// thread's stream): then the legacy default stream, whose work waits for every blocking
@@ -297,7 +320,7 @@ impl<A: RawApi> GpuStream<A> {
                 kind,
                 needs_context: needs_context(raw),
                 sync_event: OnceLock::new(),
-                panic: Arc::new(PanicSlot::default()),
+                panic: OnceLock::new(),
                 host_ring: OnceLock::new(),
                 capture: Mutex::new((None, None)),
                 _keepalive: keepalive,
@@ -541,7 +564,7 @@ impl<A: RawApi> GpuStream<A> {
                     .map_err(|_| Error::InvalidArgument("capture registry poisoned".into()))?;
                 captures
                     .entry(id)
-                    .or_insert_with(|| CaptureOwned::new(self.inner.panic.clone()))
+                    .or_insert_with(|| CaptureOwned::new(self.inner.panic_slot().clone()))
                     .keep
                     .push(item);
                 Ok(true)
@@ -681,7 +704,7 @@ impl<A: RawApi> GpuStream<A> {
         if let Ok(mut captures) = runtime.captures.lock() {
             captures
                 .entry(id)
-                .or_insert_with(|| CaptureOwned::new(self.inner.panic.clone()))
+                .or_insert_with(|| CaptureOwned::new(self.inner.panic_slot().clone()))
                 .def = defined;
         }
         if let Ok(mut record) = self.inner.capture.lock() {
@@ -715,7 +738,7 @@ impl<A: RawApi> GpuStream<A> {
         self.bind()?;
         let call = Box::new(crate::hostfn::StreamCallbackCall::<A> {
             f: Box::new(f),
-            sink: self.inner.panic.clone(),
+            sink: self.inner.panic_slot().clone(),
             _api: std::marker::PhantomData,
         });
         let data = Box::into_raw(call).cast();
@@ -844,7 +867,7 @@ impl<A: RawApi> GpuStream<A> {
             event.mark_recorded();
             event
         };
-        let panic = (self.inner.panic.clone(), self.inner.id);
+        let panic = (self.inner.panic_slot().clone(), self.inner.id);
         crate::completion::notify_after(event, Some(panic), crate::completion::Source::Private)
     }
 
@@ -854,7 +877,7 @@ impl<A: RawApi> GpuStream<A> {
     #[cold]
     fn synchronize_in_host_function(&self) -> Result<()> {
         if self.query()? {
-            self.inner.panic.take(self.inner.id)
+            self.inner.take_panic()
         } else {
             Err(Error::WouldDeadlock {
                 op: "synchronize",
@@ -930,13 +953,13 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         }
         if self.foreign_thread() {
             self.legacy_marker()?.synchronize()?;
-            return self.inner.panic.take(self.inner.id);
+            return self.inner.take_panic();
         }
         // SAFETY: the stream is alive.
         if let Err(e) = unsafe { A::stream_synchronize(self.raw()) } {
             return Err(self.capture_violation("synchronize", map_error::<A>(e)));
         }
-        self.inner.panic.take(self.inner.id)
+        self.inner.take_panic()
     }
 
     #[inline]
@@ -1050,7 +1073,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
                 let ring = self
                     .inner
                     .host_ring
-                    .get_or_init(|| HostRingPtr::new(self.inner.panic.clone()));
+                    .get_or_init(|| HostRingPtr::new(self.inner.panic_slot().clone()));
                 if let Some(mut slot) = ring.claim() {
                     let data = slot.launch_data(f);
                     // SAFETY: `host_slot` gets a filled, claimed slot of a ring that lives until
@@ -1069,7 +1092,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
                 // Every slot in flight: one allocation, freed by the trampoline.
                 let call = Box::new(HostCall {
                     f,
-                    sink: PanicSink::Stream(self.inner.panic.clone()),
+                    sink: PanicSink::Stream(self.inner.panic_slot().clone()),
                 });
                 let data = Box::into_raw(call).cast();
                 // SAFETY: `host_once` takes ownership of `data` when the runtime runs it, once.
@@ -1088,7 +1111,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
                     .map_err(|_| Error::InvalidArgument("capture registry poisoned".into()))?;
                 let owned = captures
                     .entry(id)
-                    .or_insert_with(|| CaptureOwned::new(self.inner.panic.clone()));
+                    .or_insert_with(|| CaptureOwned::new(self.inner.panic_slot().clone()));
                 if let Some(def) = &owned.def {
                     if !def.add_host_function() {
                         // Refused before anything is queued: the capture stays as it was.
