@@ -183,6 +183,50 @@ fn completion_is_pending_then_woken_then_ready() {
     });
 }
 
+/// An event's completion is of the record the event had when it was made: re-recording the
+/// event (here on an idle stream, whose record is complete at once) neither resolves the
+/// earlier completion early nor changes what it reports; a completion made after the re-record
+/// is of the new record. (A backend that reuses a record's memory for the next record must not
+/// reuse one a completion still holds.)
+#[test]
+fn an_event_completion_keeps_its_record_across_a_re_record() {
+    for_each_place(|place| {
+        // Made before the gate closes: on CUDA a stream made while another is held at a flag
+        // wait can stall in the driver (`completions_made_while_many_streams_are_held...`).
+        let idle = Stream::new(place)?;
+        let event = Event::new(place, EventFlags::default())?;
+        let Some((stream, gate)) = gated(place)? else {
+            return Ok(());
+        };
+        stream.record(&event)?;
+        let mut first = event.completion();
+        let (first_wakes, first_waker) = counter();
+        assert!(poll_with(&mut first, &first_waker).is_pending());
+        for _ in 0..3 {
+            // Several re-records: a backend that recycles records gets the chance to recycle.
+            idle.record(&event)?;
+        }
+        assert_eq!(
+            block_on(event.completion()),
+            Ok(()),
+            "a completion of the record on the idle stream resolves"
+        );
+        assert!(
+            poll_with(&mut first, &first_waker).is_pending(),
+            "the first completion is still of the gated record"
+        );
+        assert_eq!(first_wakes.0.load(Ordering::SeqCst), 0);
+        gate.release();
+        assert!(
+            wait_until(PATIENCE, || first_wakes.0.load(Ordering::SeqCst) > 0),
+            "the first completion was not woken after the gate opened"
+        );
+        assert_eq!(poll_with(&mut first, &first_waker), Poll::Ready(Ok(())));
+        assert!(stream.query()?);
+        Ok(())
+    });
+}
+
 /// A never-recorded event is ready at once; so is an event's completion after it has been
 /// awaited once; an idle stream's completion resolves.
 #[test]
