@@ -348,7 +348,7 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     }
     let bench_features: Vec<&str> = features
         .split(',')
-        .filter(|f| ["cuda", "hip", "wgpu", "comm"].contains(f))
+        .filter(|f| ["cuda", "hip", "wgpu", "comm", "trace"].contains(f))
         .collect();
     let bench_features = bench_features.join(",");
     let json = cargo_output(&[
@@ -390,6 +390,7 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
         "bench-workload-cuda",
         "bench-scale",
         "bench-comm-cpu",
+        "bench-comm",
     ] {
         for exe in executables(&json, bin) {
             size += copy_into(&exe, &out, bin)?;
@@ -405,6 +406,11 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     .find(|p| p.exists());
     if let Some(peers) = peers {
         size += copy_into(peers, &out, "peers_cuda.py")?;
+    }
+    // torch.distributed beside bench-comm (issue 14).
+    let peers_comm = Path::new("crates/devstream-bench/peers/peers_comm.py");
+    if peers_comm.exists() {
+        size += copy_into(peers_comm, &out, "peers_comm.py")?;
     }
     let mib = size as f64 / (1024.0 * 1024.0);
     eprintln!("xtask: bundle {} holds {mib:.1} MiB", out.display());
