@@ -330,6 +330,12 @@ fn gpu_captured_all_reduce_runs_again_with_the_peers_on_every_launch() {
             let rank = comm.rank();
             let buf = s.alloc(COUNT * 4)?;
             let out = s.alloc(COUNT * 4)?;
+            // One eager all-reduce first: NCCL connects a communicator's peers on its first
+            // collective (`NCCL_RUNTIME_CONNECT`), and that setup (peer access, its own streams)
+            // is refused inside a capture ("failed to peer with device 0: operation not
+            // permitted when stream is capturing", call 40 on two H200s). PyTorch asks for the
+            // same warm-up before capturing collectives.
+            s.all_reduce(&comm, &buf, &out, COUNT, DataType::I32, ReduceOp::Sum)?;
             s.synchronize()?;
             s.begin_capture(CaptureMode::ThreadLocal)?;
             s.all_reduce(&comm, &buf, &out, COUNT, DataType::I32, ReduceOp::Sum)?;
