@@ -401,7 +401,6 @@ impl WgpuStream {
     /// Flushes and records here: the record resolves now, or when held work is released.
     fn record_locked(&self, sched: &mut Sched, event: Option<&EventInner>) -> Result<Arc<Record>> {
         let device = &self.handle.device;
-        let id = self.handle.id;
         let (timestamp, mark) = self.begin_record_locked(sched, event)?;
         let state = self.state(sched)?;
         if state.held.is_empty() {
@@ -414,10 +413,26 @@ impl WgpuStream {
                 mark,
             ))
         } else {
-            let record = Record::new(device, None, timestamp, None, mark);
-            hold_locked(device, sched, id, Held::Mark(Arc::clone(&record)));
-            Ok(record)
+            Ok(self.held_record_locked(sched, timestamp, mark))
         }
+    }
+
+    /// A record behind the stream's held work: resolved once that work is released.
+    fn held_record_locked(
+        &self,
+        sched: &mut Sched,
+        timestamp: Option<Arc<Readback>>,
+        mark: Mark,
+    ) -> Arc<Record> {
+        let device = &self.handle.device;
+        let record = Record::new(device, None, timestamp, None, mark);
+        hold_locked(
+            device,
+            sched,
+            self.handle.id,
+            Held::Mark(Arc::clone(&record)),
+        );
+        record
     }
 
     /// What every record does first: the event's timestamp (timed events), the stream's
@@ -453,13 +468,10 @@ impl WgpuStream {
     /// cost the first rounds of bench-scale's hot pass up to 1.6x.
     fn record_event_locked(&self, sched: &mut Sched, event: &EventInner) -> Result<()> {
         let device = &self.handle.device;
-        let id = self.handle.id;
         let (timestamp, mark) = self.begin_record_locked(sched, Some(event))?;
         let state = self.state(sched)?;
         if !state.held.is_empty() {
-            let record = Record::new(device, None, timestamp, None, mark);
-            hold_locked(device, sched, id, Held::Mark(Arc::clone(&record)));
-            *lock(&event.current) = Some(record);
+            *lock(&event.current) = Some(self.held_record_locked(sched, timestamp, mark));
             return Ok(());
         }
         let (ticket, error) = (state.frontier.clone(), state.error.clone());

@@ -77,6 +77,16 @@ fn bus_factor(ranks: usize) -> f64 {
     }
 }
 
+/// One in-place f32 sum all-reduce of `count` elements of `buffer` on `stream`.
+fn all_reduce_in_place(
+    stream: &Stream,
+    comm: &Communicator,
+    buffer: &devstream::DeviceBuffer,
+    count: usize,
+) -> devstream::Result<()> {
+    stream.all_reduce(comm, buffer, buffer, count, DataType::F32, ReduceOp::Sum)
+}
+
 /// Seconds per call of `iters` in-place all-reduces of `bytes` on every rank.
 fn time_all_reduce(
     stream: &Stream,
@@ -89,13 +99,13 @@ fn time_all_reduce(
     let buffer = stream.alloc(count * 4)?;
     stream.fill(&buffer, 0, count * 4, 0)?;
     for _ in 0..5 {
-        stream.all_reduce(comm, &buffer, &buffer, count, DataType::F32, ReduceOp::Sum)?;
+        all_reduce_in_place(stream, comm, &buffer, count)?;
     }
     stream.synchronize()?;
     barrier.wait();
     let start = Instant::now();
     for _ in 0..iters {
-        stream.all_reduce(comm, &buffer, &buffer, count, DataType::F32, ReduceOp::Sum)?;
+        all_reduce_in_place(stream, comm, &buffer, count)?;
     }
     stream.synchronize()?;
     let elapsed = start.elapsed().as_secs_f64();
@@ -205,14 +215,7 @@ fn overlap(backend: &str, ranks: usize) -> devstream::Result<()> {
         };
         let comm_alone = time(&|| {
             for buffer in &buffers {
-                comm_stream.all_reduce(
-                    comm,
-                    buffer,
-                    buffer,
-                    count,
-                    DataType::F32,
-                    ReduceOp::Sum,
-                )?;
+                all_reduce_in_place(&comm_stream, comm, buffer, count)?;
             }
             comm_stream.synchronize()
         })?;
@@ -234,14 +237,7 @@ fn overlap(backend: &str, ranks: usize) -> devstream::Result<()> {
                 launch_spin(cycles)?;
                 let ready = compute.record_event()?;
                 comm_stream.wait_event(&ready)?;
-                comm_stream.all_reduce(
-                    comm,
-                    buffer,
-                    buffer,
-                    count,
-                    DataType::F32,
-                    ReduceOp::Sum,
-                )?;
+                all_reduce_in_place(&comm_stream, comm, buffer, count)?;
             }
             comm_stream.synchronize()?;
             compute.synchronize()
