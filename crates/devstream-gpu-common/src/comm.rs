@@ -242,6 +242,45 @@ impl<A: RawApi> CommInner<A> {
         }
     }
 
+    /// Fails the communicator: keeps `failure` for later calls (`Aborted`), hands it to every
+    /// stream with a collective not known complete (once per stream), then aborts the library's
+    /// communicator if it is still live (`raw`, under its lock). The failure is kept before the
+    /// abort: aborting releases the kernels waiting for peers, and a `synchronize` that returns
+    /// then must find it (call 41 on two H200s: reported after the abort, a survivor's
+    /// `synchronize` returned `Ok`). The events stay until the communicator is dropped.
+    fn fail_and_abort(&self, raw: &mut Option<RawComm>, failure: CommFailure, reason: String) {
+        {
+            let mut failed = lock(&self.failed);
+            if failed.is_none() {
+                *failed = Some((failure, reason.clone()));
+            }
+        }
+        {
+            let mut watch = lock(&self.watch);
+            let mut told: Vec<Arc<PanicSlot>> = Vec::new();
+            for p in &watch.pending {
+                if !told.iter().any(|t| Arc::ptr_eq(t, &p.slot)) {
+                    p.slot.fail(Error::Comm {
+                        op: "collective",
+                        failure,
+                        reason: reason.clone(),
+                    });
+                    told.push(p.slot.clone());
+                }
+            }
+            let done: Vec<Pending> = std::mem::take(&mut watch.pending);
+            watch
+                .free
+                .extend(done.into_iter().flat_map(|p| [p.start, p.end]));
+        }
+        if let Some(comm) = raw.take() {
+            // SAFETY: a live communicator, under its lock (`raw`); aborting releases the
+            // kernels waiting for peers and frees it, and it is never used again (`raw` is now
+            // `None`).
+            let _ = unsafe { (self.lib.comm_abort)(comm.0) };
+        }
+    }
+
     /// Records the start marker of a collective about to be queued on `stream` outside a
     /// capture (`None`: not watched; a hang stays possible then, never a false failure). The
     /// context is current.
@@ -334,7 +373,18 @@ impl<A: RawApi> Watched for CommInner<A> {
         let Ok(mut raw) = self.raw.try_lock() else {
             return true;
         };
-        let Some(comm) = *raw else { return true };
+        let Some(comm) = *raw else {
+            // A call saw the failure and aborted the communicator: the streams with
+            // collectives still pending report it too.
+            let failed = lock(&self.failed).clone();
+            return match failed {
+                Some((failure, reason)) => {
+                    self.fail_and_abort(&mut raw, failure, reason);
+                    false
+                }
+                None => true,
+            };
+        };
         let mut async_error: c_int = result::SUCCESS;
         // SAFETY: a live communicator; the lock serialises calls on it.
         let code = unsafe { (self.lib.comm_get_async_error)(comm.0, &mut async_error) };
@@ -357,31 +407,8 @@ impl<A: RawApi> Watched for CommInner<A> {
         let Some((failure, reason)) = failure else {
             return true;
         };
-        // SAFETY: a live communicator; aborting releases the kernels waiting for peers and
-        // frees it (it is never used again: `raw` becomes `None`).
-        let _ = unsafe { (self.lib.comm_abort)(comm.0) };
-        *raw = None;
-        drop(raw);
         let reason = format!("rank {} of {}: {reason}", self.rank, self.nranks);
-        *lock(&self.failed) = Some((failure, reason.clone()));
-        // Every stream with a collective not known complete reports it (once per stream); the
-        // events stay until the communicator is dropped (after its streams' work).
-        let mut watch = lock(&self.watch);
-        let mut told: Vec<Arc<PanicSlot>> = Vec::new();
-        for p in &watch.pending {
-            if !told.iter().any(|t| Arc::ptr_eq(t, &p.slot)) {
-                p.slot.fail(Error::Comm {
-                    op: "collective",
-                    failure,
-                    reason: reason.clone(),
-                });
-                told.push(p.slot.clone());
-            }
-        }
-        let done: Vec<Pending> = std::mem::take(&mut watch.pending);
-        watch
-            .free
-            .extend(done.into_iter().flat_map(|p| [p.start, p.end]));
+        self.fail_and_abort(&mut raw, failure, reason);
         false
     }
 }
@@ -756,11 +783,10 @@ impl<A: RawApi> GpuComm<A> {
             } = &error
             {
                 // The library saw a failure of the communicator (a peer gone, the transport):
-                // abort it, as the watchdog would, so later calls answer `Aborted`.
-                // SAFETY: a live communicator, under its lock; never used again.
-                let _ = unsafe { (self.inner.lib.comm_abort)(comm.0) };
-                *raw = None;
-                *lock(&self.inner.failed) = Some((*failure, reason.clone()));
+                // fail it as the watchdog would (the streams with collectives pending report
+                // it), so later calls answer `Aborted`.
+                self.inner
+                    .fail_and_abort(&mut raw, *failure, reason.clone());
             }
             drop(raw);
             self.inner.mark_end(stream, start, false);
