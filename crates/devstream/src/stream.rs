@@ -54,13 +54,27 @@ pub type StreamGuard = current::CurrentGuard<Stream>;
 /// `Device` for work in stream order (timed on the device where the place can) or `Host`.
 macro_rules! op {
     ($name:literal, $stream:expr, $kind:ident, |$hook:ident| $body:expr) => {{
-        // `level_enabled!` is one relaxed load; only then build the span, so that the op path
-        // pays no span construction and drop while no subscriber listens.
-        let _span = tracing::level_enabled!(tracing::Level::TRACE).then(|| {
-            trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)).entered()
-        });
-        op_hook!($name, $stream, $kind, |$hook| $body)
+        // `level_enabled!` is one relaxed load; only then is the span built, in a cold function
+        // of its own, so that the op path carries no span to drop (no unwinding landing pad, no
+        // saved registers for it) while no subscriber listens.
+        if tracing::level_enabled!(tracing::Level::TRACE) {
+            in_span(
+                || trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)),
+                || op_hook!($name, $stream, $kind, |$hook| $body),
+            )
+        } else {
+            op_hook!($name, $stream, $kind, |$hook| $body)
+        }
     }};
+}
+
+/// Runs `body` inside the span `span` makes (the op path of [`op!`] while a subscriber listens
+/// at TRACE level).
+#[cold]
+#[inline(never)]
+fn in_span<T>(span: impl FnOnce() -> tracing::Span, body: impl FnOnce() -> T) -> T {
+    let _entered = span().entered();
+    body()
 }
 
 /// Without the `trace` feature the op path has no recorder code at all.
