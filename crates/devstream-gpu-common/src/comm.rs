@@ -313,6 +313,19 @@ impl<A: RawApi> CommInner<A> {
             watch.free.extend([start, end]);
             return;
         }
+        // The communicator failed (and was aborted) after this collective was queued and
+        // before it is watched: `fail_and_abort` keeps the failure before it takes the pending
+        // list under this lock, so the collective is either in that list or failed here.
+        let failed = lock(&self.failed).clone();
+        if let Some((failure, reason)) = failed {
+            stream.inner().panic_slot().fail(Error::Comm {
+                op: "collective",
+                failure,
+                reason,
+            });
+            watch.free.extend([start, end]);
+            return;
+        }
         watch.pending.push(Pending {
             start,
             end,
