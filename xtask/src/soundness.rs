@@ -7,7 +7,7 @@
 //!                                          Miri over devstream-core's, devstream-cpu's and
 //!                                          devstream-gpu-common's unit tests (default: core cpu)
 //!                                          and a facade subset on `cpu`
-//! cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin]
+//! cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm]
 //!                      [--timeout SECS] [-- TEST ARGS]
 //!                                          TSan (-Zbuild-std) or ASan over the conformance suite
 //!                                          on the listed places and/or devstream-plugin's tests
@@ -340,10 +340,11 @@ pub fn loom(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// `cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin]
+/// `cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm]
 /// [--timeout SECS] [-- TEST ARGS]`.
 ///
-/// Neither `--conformance` nor `--plugin` means both. `--places` (default
+/// None of `--conformance`, `--plugin`, `--comm` means the first two; `--comm` runs the
+/// facade's collectives tests on the CPU engine. `--places` (default
 /// `cpu,wgpu:0,custom_cpu:0`) becomes `DEVSTREAM_PLACES`, and each place's backend is added to
 /// `DEVSTREAM_REQUIRE`, so a place that went missing fails the run instead of being skipped.
 /// The test plug-ins are built with the same flags, so the sanitizer sees inside them too.
@@ -370,7 +371,8 @@ pub fn sanitize(args: &[String]) -> Result<(), String> {
         .unwrap_or(DEFAULT_TIMEOUT_S);
     let mut conformance = options.iter().any(|a| a == "--conformance");
     let mut plugin = options.iter().any(|a| a == "--plugin");
-    if !conformance && !plugin {
+    let comm = options.iter().any(|a| a == "--comm");
+    if !conformance && !plugin && !comm {
         conformance = true;
         plugin = true;
     }
@@ -444,6 +446,10 @@ pub fn sanitize(args: &[String]) -> Result<(), String> {
         envs.push(("DEVSTREAM_PLUGIN_PATH", plugin_file.display().to_string()));
         envs.push(("DEVSTREAM_PLACES", places.to_string()));
         envs.push(("DEVSTREAM_REQUIRE", backends_of(places)));
+        // Instrumented code runs several times slower: the hostile checks' per-call watchdog
+        // and the isolated children's limit grow with it (a hang still fails, later).
+        envs.push(("DEVSTREAM_CONFORMANCE_HANG_SECS", "90".to_string()));
+        envs.push(("DEVSTREAM_CONFORMANCE_ISOLATED_SECS", "400".to_string()));
         let mut cargo_args = cargo_base.clone();
         cargo_args.extend([
             "-p",
@@ -468,6 +474,27 @@ pub fn sanitize(args: &[String]) -> Result<(), String> {
         cargo_args.extend(extra.iter().copied());
         nightly_cargo(
             &format!("{short} devstream-plugin"),
+            &cargo_args,
+            &envs,
+            timeout_s,
+        )?;
+    }
+    if comm {
+        // The CPU reference engine's collectives (ranks as threads share buffers: the
+        // in-process all-reduce writes peers' buffers through raw pointers).
+        let mut cargo_args = cargo_base.clone();
+        cargo_args.extend([
+            "-p",
+            "devstream",
+            "--test",
+            "comm",
+            "--features",
+            "cpu,comm",
+            "--",
+        ]);
+        cargo_args.extend(extra.iter().copied());
+        nightly_cargo(
+            &format!("{short} collectives (cpu)"),
             &cargo_args,
             &envs,
             timeout_s,

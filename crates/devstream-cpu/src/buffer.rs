@@ -1,9 +1,11 @@
 //! Buffers: host memory standing in for device memory ([`CpuBuffer`]) and host memory for
 //! asynchronous copies ([`CpuHostBuffer`]).
 //!
-//! Each buffer's bytes sit behind their own mutex, so queued work on several streams touches
-//! them soundly. Locks are always taken device buffers first (in id order), then the host
-//! buffer: a kernel, which runs holding its device buffers' locks, may read or write a host
+//! Each buffer's bytes sit behind their own lock, so queued work on several streams touches
+//! them soundly: every operation takes it exclusively ([`BufferData::lock`]), except the ranks
+//! of an in-process all-reduce, which share it while each reads and writes only its own slice
+//! ([`BufferData::shared`]). Locks are always taken device buffers first (in id order), then the
+//! host buffer: a kernel, which runs holding its device buffers' locks, may read or write a host
 //! buffer.
 //! Queued operations hold `Arc` clones of the buffers they use: dropping a handle while work is
 //! queued frees the memory only after that work.
@@ -14,7 +16,10 @@ use devstream_core::traits::check_range;
 use devstream_core::{next_id, Error, Place, Result};
 use std::alloc::Layout;
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex};
+use std::ops::{Deref, DerefMut};
+#[cfg(feature = "comm")]
+use std::sync::RwLockReadGuard;
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockWriteGuard};
 
 /// `len` zeroed bytes, or `Error::OutOfMemory` (never an abort). Large sizes come from the
 /// allocator's zeroed pages, so they are not touched until used.
@@ -39,11 +44,136 @@ fn zeroed(len: usize) -> Result<Box<[u8]>> {
     Ok(unsafe { Box::from_raw(slice) })
 }
 
+/// A device buffer's bytes and their lock. Every operation takes the lock exclusively
+/// ([`BufferData::lock`]: the bytes as `&mut [u8]`); the ranks of an in-process all-reduce take
+/// it shared ([`BufferData::shared`]) and copy to and from their own, disjoint slices through
+/// raw pointers, so that ranks working on one buffer at once never wait for each other (the
+/// exclusive lock per chunk cost the 16-core host a third of the all-reduce's time: call 45 of
+/// `docs/results/2026-11-24-gpu3`).
+pub(crate) struct BufferData {
+    lock: RwLock<()>,
+    /// The allocation (`Box<[u8]>` of `len` bytes, taken apart so that no `Box` asserts
+    /// uniqueness while ranks write through the shared lock); freed on drop.
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the bytes are plain memory owned by this value; they are reached only under `lock`:
+// exclusively through `Exclusive` (one `&mut [u8]` at a time), or shared through `Shared`,
+// whose unsafe methods require callers to touch ranges no other thread touches meanwhile.
+unsafe impl Send for BufferData {}
+// SAFETY: as above.
+unsafe impl Sync for BufferData {}
+
+impl BufferData {
+    fn new(bytes: Box<[u8]>) -> BufferData {
+        let len = bytes.len();
+        let ptr = Box::into_raw(bytes).cast::<u8>();
+        BufferData {
+            lock: RwLock::new(()),
+            ptr,
+            len,
+        }
+    }
+
+    /// The bytes, exclusively (waits for every other holder; a poisoned lock is taken as is:
+    /// the bytes are plain memory, valid whatever a panicking holder left in them).
+    pub(crate) fn lock(&self) -> Exclusive<'_> {
+        let guard = self.lock.write().unwrap_or_else(PoisonError::into_inner);
+        // SAFETY: the write lock excludes every other `Exclusive` and `Shared`, so this is the
+        // only reference to the `len` initialised bytes at `ptr` while the guard lives.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) };
+        Exclusive {
+            _guard: guard,
+            bytes,
+        }
+    }
+
+    /// Shared access for ranks that each touch only their own ranges (see [`Shared`]).
+    #[cfg(feature = "comm")]
+    pub(crate) fn shared(&self) -> Shared<'_> {
+        Shared {
+            _guard: self.lock.read().unwrap_or_else(PoisonError::into_inner),
+            data: self,
+        }
+    }
+}
+
+impl Drop for BufferData {
+    fn drop(&mut self) {
+        let slice = std::ptr::slice_from_raw_parts_mut(self.ptr, self.len);
+        // SAFETY: `ptr`/`len` came from `Box::into_raw` of a `Box<[u8]>` in `new`, and no
+        // guard outlives `self`.
+        drop(unsafe { Box::from_raw(slice) });
+    }
+}
+
+/// Exclusive access to a buffer's bytes ([`BufferData::lock`]).
+pub(crate) struct Exclusive<'a> {
+    _guard: RwLockWriteGuard<'a, ()>,
+    bytes: &'a mut [u8],
+}
+
+impl Deref for Exclusive<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+impl DerefMut for Exclusive<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.bytes
+    }
+}
+
+/// Shared access to a buffer's bytes ([`BufferData::shared`]): no exclusive holder exists while
+/// it lives, but other `Shared` holders may copy to and from the buffer at the same time, so
+/// its copies are unsafe: the caller keeps to ranges no other thread touches meanwhile.
+#[cfg(feature = "comm")]
+pub(crate) struct Shared<'a> {
+    _guard: RwLockReadGuard<'a, ()>,
+    data: &'a BufferData,
+}
+
+#[cfg(feature = "comm")]
+impl Shared<'_> {
+    /// Copies `out.len()` bytes from offset `at` into `out`.
+    ///
+    /// # Safety
+    /// No other thread writes those bytes while this runs.
+    pub(crate) unsafe fn read(&self, at: usize, out: &mut [u8]) -> Result<()> {
+        check_range("all_reduce", at, out.len(), self.data.len)?;
+        // SAFETY: in bounds (checked); no exclusive holder exists (the read lock), and the
+        // caller guarantees no concurrent writer of this range; `out` is a distinct allocation
+        // the caller holds mutably.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.data.ptr.add(at), out.as_mut_ptr(), out.len())
+        };
+        Ok(())
+    }
+
+    /// Copies `bytes` to offset `at`.
+    ///
+    /// # Safety
+    /// No other thread reads or writes those bytes while this runs.
+    pub(crate) unsafe fn write(&self, at: usize, bytes: &[u8]) -> Result<()> {
+        check_range("all_reduce", at, bytes.len(), self.data.len)?;
+        // SAFETY: in bounds (checked); no exclusive holder exists (the read lock), and the
+        // caller guarantees no other thread touches this range; `bytes` is a distinct
+        // allocation (the caller's scratch).
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.data.ptr.add(at), bytes.len())
+        };
+        Ok(())
+    }
+}
+
 /// Shared state of a [`CpuBuffer`].
 pub(crate) struct BufferInner {
     pub(crate) id: u64,
     pub(crate) len: usize,
-    pub(crate) data: Mutex<Box<[u8]>>,
+    pub(crate) data: BufferData,
 }
 
 impl BufferInner {
@@ -51,7 +181,7 @@ impl BufferInner {
         Ok(Arc::new(BufferInner {
             id: next_id(),
             len,
-            data: Mutex::new(zeroed(len)?),
+            data: BufferData::new(zeroed(len)?),
         }))
     }
 }

@@ -21,7 +21,7 @@
 //! peers. Launches of one graph that contain collectives must be ordered (launched on one
 //! stream, or with events between), as NCCL requires for any use of one communicator.
 
-use crate::buffer::{BufferInner, CpuBuffer};
+use crate::buffer::{BufferInner, CpuBuffer, Shared};
 use crate::comm_engine::{self, Cleanup, Pending, Readers, Want};
 use crate::comm_shm::{
     self, comm_dir, failure_of, poll_until, process_alive, Payload, Pool, Segment, ALIVE, EMPTY,
@@ -182,12 +182,15 @@ pub(crate) struct LocalGroup {
     slots: Vec<Mutex<Vec<Published>>>,
 }
 
-/// One rank's buffers of all-reduce `seq`.
+/// One rank's buffers of all-reduce `seq`, and the call's shape (checked by every rank before
+/// it touches a peer's buffer: equal shapes make the ranks' slices disjoint).
 #[derive(Clone)]
 struct Published {
     seq: u64,
     send: Arc<BufferInner>,
     recv: Arc<BufferInner>,
+    count: usize,
+    dtype: DataType,
 }
 
 impl LocalGroup {
@@ -430,7 +433,7 @@ impl CollOp {
                 header[..8].copy_from_slice(&u64::from(self.dtype.code()).to_le_bytes());
                 header[8..].copy_from_slice(&(self.count as u64).to_le_bytes());
                 {
-                    let send = self.send.as_ref().map(|b| lock(&b.data));
+                    let send = self.send.as_ref().map(|b| b.data.lock());
                     let data = send.as_ref().map_or(&[][..], |d| &d[..bytes]);
                     comm.pool.publish(name, &path, &[&header, data])?;
                 }
@@ -493,6 +496,8 @@ impl CollOp {
                             seq,
                             send: send.clone(),
                             recv: recv.clone(),
+                            count: self.count,
+                            dtype: self.dtype,
                         });
                         None
                     }
@@ -508,7 +513,7 @@ impl CollOp {
                         } else {
                             self.send.as_ref()
                         };
-                        let data = source.map(|b| lock(&b.data));
+                        let data = source.map(|b| b.data.lock());
                         let slice = data.as_ref().map_or(&[][..], |d| &d[range]);
                         comm.pool.publish(name, &path, &[slice])?;
                     }
@@ -597,7 +602,7 @@ impl CollOp {
                 ));
             }
             if let Some(buf) = &self.recv {
-                let mut data = lock(&buf.data);
+                let mut data = buf.data.lock();
                 payload.read_at(name, 16, &mut data[..bytes])?;
             }
             // The sender recycles the file once `received` says so.
@@ -639,11 +644,49 @@ impl CollOp {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        // Every rank's slices of every buffer are disjoint from the others' only if all ranks
+        // reduce the same shape (the engine released the ranks after comparing their calls;
+        // checked again here, since the shared access below relies on it).
+        let needed = self.bytes();
+        if let Some((rank, theirs)) = ranks.iter().enumerate().find(|(_, p)| {
+            p.count != self.count
+                || p.dtype != self.dtype
+                || p.send.len < needed
+                || p.recv.len < needed
+        }) {
+            return Err(comm_shm::transport(
+                name,
+                format!(
+                    "rank {rank} published {} × {} for collective #{seq}, this rank {} × {}",
+                    theirs.count, theirs.dtype, self.count, self.dtype
+                ),
+            ));
+        }
+        // Shared access to every buffer involved, taken in id order (the crate-wide lock order)
+        // and held for the whole reduction: ranks work on one buffer at once without waiting
+        // for each other, and no other operation touches the buffers meanwhile.
+        let mut buffers: Vec<&Arc<BufferInner>> =
+            ranks.iter().flat_map(|p| [&p.send, &p.recv]).collect();
+        buffers.sort_by_key(|b| b.id);
+        buffers.dedup_by_key(|b| b.id);
+        let shared: Vec<(u64, Shared<'_>)> =
+            buffers.iter().map(|b| (b.id, b.data.shared())).collect();
+        let access = |buffer: &BufferInner| -> Result<&Shared<'_>> {
+            shared
+                .binary_search_by_key(&buffer.id, |(id, _)| *id)
+                .map(|index| &shared[index].1)
+                .map_err(|_| comm_shm::transport(name, "a published buffer was not locked"))
+        };
+        let sources: Vec<&Shared<'_>> = (0..n)
+            .map(|i| access(&ranks[(me + i) % n].send))
+            .collect::<Result<_>>()?;
+        let targets: Vec<&Shared<'_>> = (0..n)
+            .map(|i| access(&ranks[(me + i) % n].recv))
+            .collect::<Result<_>>()?;
         let base = slice.start * size;
-        // Each rank reads the sources, and writes the result, starting at itself: ranks in step
-        // take different buffers' locks. The slice's owner alone reduces it, so every rank
-        // gets the same bits; the order (fixed per slice) is the rotation, not rank order.
-        let rotated = |i: usize| (me + i) % n;
+        // Each rank reads the sources, and writes the result, starting at itself. The slice's
+        // owner alone reduces it, so every rank gets the same bits; the order (fixed per slice)
+        // is the rotation, not rank order.
         reduce_chunks(
             self.dtype,
             self.op,
@@ -651,14 +694,16 @@ impl CollOp {
             slice.len(),
             (CHUNK_BYTES / size).max(1),
             |i, first, chunk| {
-                let at = base + first * size;
-                chunk.copy_from_slice(&lock(&ranks[rotated(i)].send.data)[at..at + chunk.len()]);
-                Ok(())
+                // SAFETY: these bytes lie in this rank's slice (`base` is its start, `first`
+                // counts from there), which only this rank reads or writes during the
+                // collective: every rank reduces the same shape (checked above) and touches only
+                // its own slice of each buffer, and no exclusive holder exists (shared locks).
+                unsafe { sources[i].read(base + first * size, chunk) }
             },
             |first, chunk| {
-                let at = base + first * size;
-                for i in 0..n {
-                    lock(&ranks[rotated(i)].recv.data)[at..at + chunk.len()].copy_from_slice(chunk);
+                for target in &targets {
+                    // SAFETY: as for the reads above: this rank's own slice.
+                    unsafe { target.write(base + first * size, chunk)? };
                 }
                 Ok(())
             },
@@ -686,7 +731,7 @@ impl CollOp {
                     return Ok(());
                 }
                 let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
-                let mut data = lock(&recv.data);
+                let mut data = recv.data.lock();
                 let base = slice.start * size;
                 reduce(
                     self.dtype,
@@ -698,7 +743,7 @@ impl CollOp {
             }
             Kind::AllReduceGather => {
                 // Phase 2: gather the other ranks' reduced slices.
-                let mut data = lock(&recv.data);
+                let mut data = recv.data.lock();
                 for rank in (0..n).filter(|&r| r != me) {
                     let slice = self.slice(rank);
                     if !slice.is_empty() {
@@ -718,7 +763,7 @@ impl CollOp {
                 } else {
                     0
                 };
-                let mut data = lock(&recv.data);
+                let mut data = recv.data.lock();
                 reduce(
                     self.dtype,
                     self.op,
@@ -729,12 +774,12 @@ impl CollOp {
             }
             Kind::Broadcast => {
                 let file = open(self.other)?;
-                let mut data = lock(&recv.data);
+                let mut data = recv.data.lock();
                 file.read_at(name, 0, &mut data[..bytes])
             }
             Kind::AllGather => {
                 let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
-                let mut data = lock(&recv.data);
+                let mut data = recv.data.lock();
                 for (rank, file) in files.iter().enumerate() {
                     file.read_at(name, 0, &mut data[rank * bytes..(rank + 1) * bytes])?;
                 }
@@ -742,7 +787,7 @@ impl CollOp {
             }
             Kind::AllToAll => {
                 let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
-                let mut data = lock(&recv.data);
+                let mut data = recv.data.lock();
                 for (rank, file) in files.iter().enumerate() {
                     file.read_at(
                         name,

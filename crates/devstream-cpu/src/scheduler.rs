@@ -254,7 +254,7 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             Ok(())
         }
         CommonOp::CopyFromHost { dst, offset, data } => {
-            let mut dst = lock(&dst.data);
+            let mut dst = dst.data.lock();
             copy_into(&mut dst, offset, &data)
         }
         CommonOp::HostToDevice {
@@ -265,7 +265,7 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             len,
         } => {
             // Lock order: device buffers before the host buffer.
-            let mut dst = lock(&dst.data);
+            let mut dst = dst.data.lock();
             let src = lock(&src.data);
             copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
         }
@@ -276,7 +276,7 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             src_offset,
             len,
         } => {
-            let src = lock(&src.data);
+            let src = src.data.lock();
             let mut dst = lock(&dst.data);
             copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
         }
@@ -288,19 +288,19 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             len,
         } => {
             if Arc::ptr_eq(&dst, &src) {
-                let mut data = lock(&dst.data);
+                let mut data = dst.data.lock();
                 slice(&data, src_offset, len)?;
                 slice(&data, dst_offset, len)?;
                 data.copy_within(src_offset..src_offset + len, dst_offset);
                 Ok(())
             } else if dst.id < src.id {
                 // Lock order between device buffers: by id.
-                let mut dst = lock(&dst.data);
-                let src = lock(&src.data);
+                let mut dst = dst.data.lock();
+                let src = src.data.lock();
                 copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
             } else {
-                let src = lock(&src.data);
-                let mut dst = lock(&dst.data);
+                let src = src.data.lock();
+                let mut dst = dst.data.lock();
                 copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
             }
         }
@@ -310,7 +310,7 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             len,
             value,
         } => {
-            let mut dst = lock(&dst.data);
+            let mut dst = dst.data.lock();
             match offset
                 .checked_add(len)
                 .and_then(|end| dst.get_mut(offset..end))
@@ -356,7 +356,7 @@ fn run_kernel(kernel: &mut KernelFn, buffers: &[Arc<BufferInner>]) {
     order.sort_by_key(|&index| buffers[index].id);
     let mut guards: Vec<Option<_>> = buffers.iter().map(|_| None).collect();
     for index in order {
-        guards[index] = Some(lock(&buffers[index].data));
+        guards[index] = Some(buffers[index].data.lock());
     }
     let mut views: Vec<&mut [u8]> = guards.iter_mut().flatten().map(|g| &mut g[..]).collect();
     kernel(&mut views);

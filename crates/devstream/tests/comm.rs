@@ -434,6 +434,44 @@ fn an_in_process_all_reduce_holds_every_rank_until_every_peer_is_done() {
     }
 }
 
+/// Work on another stream that writes a buffer while an in-process all-reduce reads and writes
+/// it (a race the program makes, so the values are unspecified) stays sound: each operation
+/// finds the buffer whole, both complete, and an all-reduce with nothing racing is exact again.
+/// The ranks share each buffer for the whole reduction, each touching only its own slice; the
+/// racing fills and copies take the buffer for themselves. CI runs this file under
+/// ThreadSanitizer and AddressSanitizer too (`cargo xtask sanitize thread|address --comm`).
+#[test]
+fn work_racing_an_in_process_all_reduce_on_another_stream_stays_sound() {
+    let n = 3;
+    let count = 200_003;
+    on_ranks(n, move |comm, s| {
+        let rank = comm.rank();
+        let buf = upload(&s, &encode(DataType::F32, &contribution(rank, count)))?;
+        s.synchronize()?;
+        let racer = Stream::new(&CPU)?;
+        for round in 0..4u8 {
+            s.all_reduce(&comm, &buf, &buf, count, DataType::F32, ReduceOp::Sum)?;
+            racer.fill(&buf, 0, buf.len(), round)?;
+            racer.copy_from_host(&buf, 4 * (count / 2), &[rank as u8; 4096])?;
+        }
+        s.synchronize()?;
+        racer.synchronize()?;
+        let fresh = upload(&s, &encode(DataType::F32, &contribution(rank, count)))?;
+        s.all_reduce(&comm, &fresh, &fresh, count, DataType::F32, ReduceOp::Sum)?;
+        let got = decode(DataType::F32, &download(&s, &fresh)?);
+        for (i, g) in got.iter().enumerate() {
+            let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
+            assert_close(
+                DataType::F32,
+                *g,
+                model(DataType::F32, ReduceOp::Sum, &column),
+                &format!("rank {rank} [{i}]"),
+            );
+        }
+        Ok(())
+    });
+}
+
 #[test]
 fn eight_ranks_as_threads_on_a_one_worker_pool_do_not_deadlock() {
     let pool = devstream::cpu::CpuPool::new(1).unwrap();
