@@ -105,7 +105,7 @@ impl<T> Inside<T> {
     /// the call inside it did not return, within [`HANG`] (a hang), or it panicked.
     #[track_caller]
     fn outcome(self) -> T {
-        let deadline = Instant::now() + HANG;
+        let deadline = Instant::now() + *HANG;
         let mut started = false;
         loop {
             match self
@@ -115,12 +115,12 @@ impl<T> Inside<T> {
                 Ok(Report::Started) => started = true,
                 Ok(Report::Done(value)) => return value,
                 Err(RecvTimeoutError::Timeout) if started => panic!(
-                    "{}: the call inside the host function did not return within {HANG:?} (a hang)",
-                    self.what
+                    "{}: the call inside the host function did not return within {:?} (a hang)",
+                    self.what, *HANG
                 ),
                 Err(RecvTimeoutError::Timeout) => panic!(
-                    "{}: the host function did not start within {HANG:?} (the stream is stuck)",
-                    self.what
+                    "{}: the host function did not start within {:?} (the stream is stuck)",
+                    self.what, *HANG
                 ),
                 Err(RecvTimeoutError::Disconnected) => panic!(
                     "{}: the host function panicked or was dropped unrun (started: {started})",
@@ -151,7 +151,7 @@ fn honoured<T>(what: &str, result: Result<T>) -> Option<T> {
 #[track_caller]
 fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     let at = Location::caller();
-    within(HANG, &format!("{at}: {what}"), f, || {})
+    within(*HANG, &format!("{at}: {what}"), f, || {})
 }
 
 /// A clone of `stream`'s `synchronize` under a [`HANG`] watchdog.
@@ -1107,7 +1107,7 @@ fn closures_with_panicking_destructors_dropped_unrun() {
                 "the dropped stream's event",
             );
             assert!(
-                wait_until(HANG, || log.contains(&"dropped stream")),
+                wait_until(*HANG, || log.contains(&"dropped stream")),
                 "a dropped stream's held closure never ran"
             );
 
@@ -1175,7 +1175,7 @@ fn guards_dropped_in_every_order_on_many_threads() {
             })
             .collect();
         for worker in workers {
-            within(HANG * 3, "a guard thread", move || worker.join(), || {})
+            within(*HANG * 3, "a guard thread", move || worker.join(), || {})
                 .unwrap_or_else(|payload| std::panic::resume_unwind(payload))?;
         }
         Ok(())
@@ -1309,7 +1309,7 @@ fn handles_dropped_in_every_order_on_another_thread() {
                     Ok((handles, done, out))
                 };
                 let (handles, done, out) = within(
-                    HANG,
+                    *HANG,
                     &format!(
                         "round {round}: work queued while this thread's gate holds the stream"
                     ),
@@ -1360,7 +1360,7 @@ fn handles_dropped_in_every_order_on_another_thread() {
                 }
                 if capture {
                     assert!(
-                        wait_until(HANG, || log.contains(&(2 * round + 1))),
+                        wait_until(*HANG, || log.contains(&(2 * round + 1))),
                         "round {round}: the dropped graph's launch"
                     );
                 }
@@ -1444,7 +1444,7 @@ fn graphs_launched_concurrently_and_dropped_while_running() {
             })?;
             let total = (THREADS + 1) * LAUNCHES;
             assert!(
-                wait_until(HANG, || runs.load(Ordering::SeqCst) == total),
+                wait_until(*HANG, || runs.load(Ordering::SeqCst) == total),
                 "{} of {total} launches ran",
                 runs.load(Ordering::SeqCst)
             );
@@ -1477,7 +1477,7 @@ fn graph_panic_is_reported_on_the_launching_stream() {
                 let run = c.fetch_add(1, Ordering::SeqCst) + 1;
                 l.push(format!("run {run}"));
                 if run == 1 {
-                    wait_until(HANG, || go.load(Ordering::SeqCst) == 1);
+                    wait_until(*HANG, || go.load(Ordering::SeqCst) == 1);
                     panic!("graph run 1 panics");
                 }
             })?;
@@ -1486,7 +1486,7 @@ fn graph_panic_is_reported_on_the_launching_stream() {
             graph.launch(&first)?;
             let l = log.clone();
             assert!(
-                wait_until(HANG, || l.contains(&"run 1".to_string())),
+                wait_until(*HANG, || l.contains(&"run 1".to_string())),
                 "the first launch did not run"
             );
             let (g, s) = (graph.clone(), second.clone());

@@ -1179,7 +1179,7 @@ fn run_model_with(place: &Place, hostile: bool, elide: Option<bool>) -> devstrea
         ..defaults
     };
     let cases = config.cases;
-    let patience = if hostile { HANG } else { PATIENCE };
+    let patience = if hostile { *HANG } else { PATIENCE };
     let wedged = Arc::new(AtomicBool::new(false));
     let started = std::time::Instant::now();
     let mut runner = TestRunner::new(config);
