@@ -101,6 +101,15 @@ fn failure_of(code: i32) -> CommFailure {
     }
 }
 
+/// The error a stream's `synchronize` reports for a collective of a failed communicator.
+fn collective_failed(failure: CommFailure, reason: String) -> Error {
+    Error::Comm {
+        op: "collective",
+        failure,
+        reason,
+    }
+}
+
 /// What `init` and its joiner thread share.
 #[derive(Default)]
 struct InitHandover {
@@ -260,11 +269,7 @@ impl<A: RawApi> CommInner<A> {
             let mut told: Vec<Arc<PanicSlot>> = Vec::new();
             for p in &watch.pending {
                 if !told.iter().any(|t| Arc::ptr_eq(t, &p.slot)) {
-                    p.slot.fail(Error::Comm {
-                        op: "collective",
-                        failure,
-                        reason: reason.clone(),
-                    });
+                    p.slot.fail(collective_failed(failure, reason.clone()));
                     told.push(p.slot.clone());
                 }
             }
@@ -318,11 +323,10 @@ impl<A: RawApi> CommInner<A> {
         // list under this lock, so the collective is either in that list or failed here.
         let failed = lock(&self.failed).clone();
         if let Some((failure, reason)) = failed {
-            stream.inner().panic_slot().fail(Error::Comm {
-                op: "collective",
-                failure,
-                reason,
-            });
+            stream
+                .inner()
+                .panic_slot()
+                .fail(collective_failed(failure, reason));
             watch.free.extend([start, end]);
             return;
         }
