@@ -306,11 +306,13 @@ pub struct EventObj {
     pub event: Event,
     /// The capture it was last recorded in (0: none): a stream that waits on it joins it.
     capture: AtomicU64,
-    /// Handed out again by `create_event` (a destroyed event kept for reuse) and not recorded
-    /// since: the table answers as for a never-recorded event (complete; waiting on it is a
-    /// no-op) whatever the devstream event's last record was. The next record replaces that
-    /// record (as every re-record does) and clears this.
-    fresh: AtomicBool,
+    /// Complete without a devstream record behind it: handed out again by `create_event` (a
+    /// destroyed event kept for reuse) and not recorded since, or last recorded on a stream
+    /// that had finished all its work (see [`Runtime::record_event`]). The table answers as
+    /// for a never-recorded event (complete; waiting on it is a no-op) whatever the devstream
+    /// event's last record was. The next record of work still to run replaces that record (as
+    /// every re-record does) and clears this.
+    settled: AtomicBool,
 }
 
 /// Zeroed, 256-byte aligned host memory, freed when the last holder (the allocation map or
@@ -378,6 +380,9 @@ pub struct Runtime {
     events: Stable<EventObj>,
     /// `places.len()`.
     devices: usize,
+    /// Device memory is host memory (the CPU backend); read by `record_event`, so it sits in
+    /// the first line.
+    host_backed: bool,
     /// The backend it serves.
     pub backend: Backend,
     /// Its places: Paddle's device id `n` is `places[n]`.
@@ -391,13 +396,14 @@ pub struct Runtime {
     execs: Mutex<HashMap<usize, Arc<GraphObj>>>,
     /// The launch order of each open capture's graph-to-be, by capture number.
     capture_orders: Mutex<HashMap<u64, Arc<LaunchOrder>>>,
-    /// Device memory is host memory (the CPU backend).
-    host_backed: bool,
     /// Captures begun through this table and not ended.
     open_captures: AtomicUsize,
     /// The next capture number (process-unique per device type, never 0).
     next_capture: AtomicU64,
 }
+
+// What every stream and event call reads stays in the runtime's first cache line.
+const _: () = assert!(std::mem::offset_of!(Runtime, host_backed) < 64);
 
 /// A captured graph (`C_CudaGraph`) or its instantiation (`C_GraphExec`): devstream's graph is
 /// launchable as captured, so both handles name the same object.
@@ -577,8 +583,9 @@ impl Runtime {
     }
 
     /// Number of devices.
+    #[inline(always)]
     pub fn count(&self) -> usize {
-        self.places.len()
+        self.devices
     }
 
     /// The device's null stream (what Paddle's null `C_Stream` and the synchronous copies use).
@@ -788,7 +795,7 @@ impl Runtime {
     /// `create_event`: an event without timing.
     ///
     /// Events live in a [`Stable`] table: a destroyed event's slot keeps its devstream event,
-    /// and the slot's next handle (on the same device) reuses it, marked `fresh`.
+    /// and the slot's next handle (on the same device) reuses it, marked `settled`.
     /// The thread that destroyed it gets the slot back first, without a lock: Paddle's
     /// `wait_stream` creates, records, waits on and destroys an event per call.
     #[inline]
@@ -807,12 +814,12 @@ impl Runtime {
                     device,
                     event,
                     capture: AtomicU64::new(0),
-                    fresh: AtomicBool::new(false),
+                    settled: AtomicBool::new(false),
                 })
             },
             |obj| {
                 obj.capture.store(0, Ordering::Relaxed);
-                obj.fresh.store(true, Ordering::Relaxed);
+                obj.settled.store(true, Ordering::Relaxed);
             },
         );
         match made {
@@ -860,11 +867,29 @@ impl Runtime {
     }
 
     /// `record_event`: the event captures the stream's work submitted so far.
+    ///
+    /// On the CPU backend, a stream that has finished all its work (its `query` is cheap
+    /// there: three loads; it refuses during a capture, which then records as usual) gives
+    /// the event nothing to capture: the event is marked `settled` (complete) without a
+    /// devstream record, so that waiting on it, synchronizing it and querying it touch only
+    /// its slot. Paddle's `Stream.wait_stream` records a temporary event on the stream waited
+    /// for, waits on it, synchronizes and destroys it: with idle streams, a record and nothing
+    /// else. Work submitted to the stream by another thread at the same moment is ordered
+    /// after this record, one of the orders racing calls allow.
     #[inline]
     pub fn record_event(&self, device: usize, stream: C_Stream, event: usize) -> Status {
         {
             let obj = self.stream(device, stream)?;
             let event = self.event_in(event)?;
+            if self.host_backed && obj.stream.query().unwrap_or(false) {
+                if event.capture.load(Ordering::Relaxed) != 0 {
+                    event.capture.store(0, Ordering::SeqCst);
+                }
+                if !event.settled.load(Ordering::Relaxed) {
+                    event.settled.store(true, Ordering::Release);
+                }
+                return Ok(());
+            }
             event.event.record(&obj.stream).check("record_event")?;
             let capture = if obj.in_capture() {
                 obj.capture_id.load(Ordering::SeqCst)
@@ -874,8 +899,8 @@ impl Runtime {
             if event.capture.load(Ordering::SeqCst) != capture {
                 event.capture.store(capture, Ordering::SeqCst);
             }
-            if event.fresh.load(Ordering::Relaxed) {
-                event.fresh.store(false, Ordering::Release);
+            if event.settled.load(Ordering::Relaxed) {
+                event.settled.store(false, Ordering::Release);
             }
             Ok(())
         }
@@ -885,7 +910,7 @@ impl Runtime {
     #[inline]
     pub fn query_event(&self, event: usize) -> Status<bool> {
         let event = self.event_in(event)?;
-        if event.fresh.load(Ordering::Acquire) {
+        if event.settled.load(Ordering::Acquire) {
             return Ok(true);
         }
         event.event.query().check("query_event")
@@ -895,7 +920,7 @@ impl Runtime {
     #[inline]
     pub fn synchronize_event(&self, event: usize) -> Status {
         let event = self.event_in(event)?;
-        if event.fresh.load(Ordering::Acquire) {
+        if event.settled.load(Ordering::Acquire) {
             return Ok(());
         }
         event.event.synchronize().check("synchronize_event")
@@ -907,7 +932,7 @@ impl Runtime {
         {
             let obj = self.stream(device, stream)?;
             let event = self.event_in(event)?;
-            if event.fresh.load(Ordering::Acquire) {
+            if event.settled.load(Ordering::Acquire) {
                 // Never recorded since it was handed out: nothing to wait for.
                 return Ok(());
             }

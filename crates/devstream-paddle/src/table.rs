@@ -205,23 +205,33 @@ unsafe extern "C" fn deinit_device<const B: usize>(device: C_Device) -> C_Status
     })
 }
 
+/// `set_device`: the calling thread's current device. With one device (the CPU backend, most
+/// machines' wgpu) every valid call names device 0 and nothing is kept: no thread-local (which
+/// costs a `__tls_get_addr` call in a shared library) on a call Paddle makes twice per
+/// `Stream.wait_stream`.
 unsafe extern "C" fn set_device<const B: usize>(device: C_Device) -> C_Status {
     guarded::<B>("set_device", device, || {
         // SAFETY: the host passes a valid `C_Device`.
-        let (_, d) = unsafe { dev::<B>(device) }?;
-        CURRENT.with(|c| {
-            let mut all = c.get();
-            all[B] = d as c_int;
-            c.set(all);
-        });
+        let (rt, d) = unsafe { dev::<B>(device) }?;
+        if rt.count() > 1 {
+            CURRENT.with(|c| {
+                let mut all = c.get();
+                all[B] = d as c_int;
+                c.set(all);
+            });
+        }
         Ok(())
     })
 }
 
 unsafe extern "C" fn get_device<const B: usize>(device: C_Device) -> C_Status {
     guarded::<B>("get_device", std::ptr::null_mut(), || {
-        rt::<B>()?;
-        let id = CURRENT.with(|c| c.get()[B]);
+        let rt = rt::<B>()?;
+        let id = if rt.count() > 1 {
+            CURRENT.with(|c| c.get()[B])
+        } else {
+            0
+        };
         // SAFETY: the host passes a writable `C_Device_st` (or null: refused).
         unsafe { put(device, C_Device_st { id }) }
     })

@@ -541,6 +541,66 @@ fn a_destroyed_event_handed_out_again_answers_as_never_recorded() {
     destroy(b);
 }
 
+/// A record on a stream that has finished its work settles the event without a devstream
+/// record (`Runtime::record_event`); what it must still mean: complete at once, waiting on it
+/// orders nothing, and a later record of pending work (or a record behind pending work before
+/// it) counts again, in either order.
+#[test]
+fn a_record_on_an_idle_stream_is_complete_and_a_later_busy_record_counts() {
+    let _serial = serial();
+    let a = stream();
+    let b = stream();
+    let mut d = dev();
+    let mut event = null_mut();
+    assert_eq!(call!(create_event(&mut d, &mut event)), C_SUCCESS);
+    // Work that ran to its end before the record: the event is complete.
+    let mut flag = 0u8;
+    let flag_ptr: *mut u8 = &mut flag;
+    assert_eq!(
+        call!(stream_add_callback(
+            &mut d,
+            a,
+            Some(write_42),
+            flag_ptr.cast()
+        )),
+        C_SUCCESS
+    );
+    assert_eq!(sync(a), C_SUCCESS);
+    assert_eq!(call!(record_event(&mut d, a, event)), C_SUCCESS);
+    assert_eq!(call!(query_event(&mut d, event)), C_SUCCESS);
+    assert_eq!(call!(synchronize_event(&mut d, event)), C_SUCCESS);
+    // SAFETY: the stream that wrote it is synchronised.
+    assert_eq!(unsafe { flag_ptr.read() }, 42);
+    // Recorded again behind held work: pending, and b waits for it.
+    let release = hold(a);
+    assert_eq!(call!(record_event(&mut d, a, event)), C_SUCCESS);
+    assert_eq!(call!(query_event(&mut d, event)), C_FAILED, "a is held");
+    assert_eq!(call!(stream_wait_event(&mut d, b, event)), C_SUCCESS);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(call!(query_stream(&mut d, b)), C_FAILED, "b waits for a");
+    // Recorded on an idle stream (b is busy, c is not) while its last record is pending:
+    // the new record replaces it, complete.
+    let c = stream();
+    assert_eq!(call!(record_event(&mut d, c, event)), C_SUCCESS);
+    assert_eq!(call!(query_event(&mut d, event)), C_SUCCESS, "c was idle");
+    assert_eq!(call!(stream_wait_event(&mut d, c, event)), C_SUCCESS);
+    assert_eq!(
+        call!(query_stream(&mut d, c)),
+        C_SUCCESS,
+        "c waits for nothing"
+    );
+    // And behind b's pending wait: pending again until a is released.
+    assert_eq!(call!(record_event(&mut d, b, event)), C_SUCCESS);
+    assert_eq!(call!(query_event(&mut d, event)), C_FAILED, "b waits for a");
+    release.send(()).unwrap();
+    assert_eq!(call!(synchronize_event(&mut d, event)), C_SUCCESS);
+    assert_eq!(call!(query_stream(&mut d, b)), C_SUCCESS);
+    assert_eq!(call!(destroy_event(&mut d, event)), C_SUCCESS);
+    destroy(a);
+    destroy(b);
+    destroy(c);
+}
+
 #[test]
 fn streams_and_events_destroyed_while_other_threads_use_them() {
     let _serial = serial();
