@@ -134,6 +134,15 @@ unsafe extern "C" fn write_42(_: C_Device, _: C_Stream, data: *mut c_void, _: *m
     unsafe { data.cast::<u8>().write(42) };
 }
 
+/// Queues [`write_42`] on `s`, writing to `flag`.
+fn queue_write_42(s: C_Stream, flag: *mut u8) {
+    let mut d = dev();
+    assert_eq!(
+        call!(stream_add_callback(&mut d, s, Some(write_42), flag.cast())),
+        C_SUCCESS
+    );
+}
+
 fn live() -> [usize; 6] {
     let mut out = [0usize; 6];
     // SAFETY: room for six entries.
@@ -286,15 +295,7 @@ fn async_copies_keep_stream_order() {
     let release = hold(s);
     let mut source = 0u8;
     let source_ptr: *mut u8 = &mut source;
-    assert_eq!(
-        call!(stream_add_callback(
-            &mut d,
-            s,
-            Some(write_42),
-            source_ptr.cast()
-        )),
-        C_SUCCESS
-    );
+    queue_write_42(s, source_ptr);
     assert_eq!(
         call!(async_memory_copy_h2d(&mut d, s, ptr, source_ptr.cast(), 1)),
         C_SUCCESS
@@ -367,15 +368,7 @@ fn events_order_streams() {
     assert_eq!(call!(stream_wait_event(&mut d, b, event)), C_SUCCESS);
     let mut flag = 0u8;
     let flag_ptr: *mut u8 = &mut flag;
-    assert_eq!(
-        call!(stream_add_callback(
-            &mut d,
-            b,
-            Some(write_42),
-            flag_ptr.cast()
-        )),
-        C_SUCCESS
-    );
+    queue_write_42(b, flag_ptr);
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(call!(query_stream(&mut d, b)), C_FAILED, "b waits for a");
     release.send(()).unwrap();
@@ -556,15 +549,7 @@ fn a_record_on_an_idle_stream_is_complete_and_a_later_busy_record_counts() {
     // Work that ran to its end before the record: the event is complete.
     let mut flag = 0u8;
     let flag_ptr: *mut u8 = &mut flag;
-    assert_eq!(
-        call!(stream_add_callback(
-            &mut d,
-            a,
-            Some(write_42),
-            flag_ptr.cast()
-        )),
-        C_SUCCESS
-    );
+    queue_write_42(a, flag_ptr);
     assert_eq!(sync(a), C_SUCCESS);
     assert_eq!(call!(record_event(&mut d, a, event)), C_SUCCESS);
     assert_eq!(call!(query_event(&mut d, event)), C_SUCCESS);
