@@ -237,6 +237,24 @@ impl WgpuStream {
             .ok_or_else(|| Error::InvalidArgument("the stream no longer exists".into()))
     }
 
+    /// An operation that only encodes into the stream's pending encoder: `encode` runs under
+    /// the scheduler lock with one look-up of the stream, and the [`Op`] (which holds
+    /// references to what it uses) is made only when the stream is capturing. Same effect as
+    /// `run_op(op())`.
+    fn encode_or_capture(
+        &self,
+        op: impl FnOnce() -> Op,
+        encode: impl FnOnce(&DeviceShared, &mut wgpu::CommandEncoder) -> Result<()>,
+    ) -> Result<()> {
+        let device = &self.handle.device;
+        let mut sched = self.lock();
+        let state = self.state(&mut sched)?;
+        if let Some(session) = state.capture.clone() {
+            return self.push_captured(&session, op());
+        }
+        encode(device, state.encoder(&device.device))
+    }
+
     /// Runs one operation now, or records it when capturing.
     fn run_op(&self, op: Op) -> Result<()> {
         let device = &self.handle.device;
@@ -778,8 +796,11 @@ impl DeviceStream for WgpuStream {
             *lock(&event.inner.captured) = Some((Arc::downgrade(&session), clock));
             return Ok(());
         }
-        drop(sched);
-        self.run_op(Op::Record(event.clone()))
+        // As `run_op(Op::Record(..))` would, under the lock already taken: one look-up of the
+        // stream and no reference to the event taken.
+        self.record_event_locked(&mut sched, &event.inner)?;
+        *lock(&event.inner.captured) = None;
+        Ok(())
     }
 
     fn record_event(&self) -> Result<WgpuEvent> {
@@ -1042,13 +1063,26 @@ impl DeviceStream for WgpuStream {
         if len == 0 {
             return Ok(());
         }
-        self.run_op(Op::CopyDeviceToDevice {
-            dst: Arc::clone(&dst.inner),
-            dst_offset: dst_offset as u64,
-            src: Arc::clone(&src.inner),
-            src_offset: src_offset as u64,
-            len: len as u64,
-        })
+        self.encode_or_capture(
+            || Op::CopyDeviceToDevice {
+                dst: Arc::clone(&dst.inner),
+                dst_offset: dst_offset as u64,
+                src: Arc::clone(&src.inner),
+                src_offset: src_offset as u64,
+                len: len as u64,
+            },
+            |device, encoder| {
+                encode_copy(
+                    device,
+                    encoder,
+                    &src.inner.buffer,
+                    src_offset as u64,
+                    &dst.inner.buffer,
+                    dst_offset as u64,
+                    len as u64,
+                )
+            },
+        )
     }
 
     fn fill(&self, dst: &WgpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
@@ -1057,11 +1091,23 @@ impl DeviceStream for WgpuStream {
         if len == 0 {
             return Ok(());
         }
-        self.run_op(Op::Fill {
-            dst: Arc::clone(&dst.inner),
-            offset: offset as u64,
-            len: len as u64,
-            value,
-        })
+        self.encode_or_capture(
+            || Op::Fill {
+                dst: Arc::clone(&dst.inner),
+                offset: offset as u64,
+                len: len as u64,
+                value,
+            },
+            |device, encoder| {
+                encode_fill(
+                    device,
+                    encoder,
+                    &dst.inner.buffer,
+                    offset as u64,
+                    len as u64,
+                    value,
+                )
+            },
+        )
     }
 }
