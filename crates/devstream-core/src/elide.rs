@@ -17,9 +17,9 @@
 //! is never elided.
 //!
 //! Cost: one compare-and-swap and one store on the stream's tracker word per wait (and per
-//! tracked record), plus, for native events, two loads of the event's mark per wait and a
-//! compare-and-swap and a store per record; the tracker never blocks: when another thread holds
-//! it, the operation simply is not tracked (and not elided).
+//! tracked record), plus, for native events, three loads of the event's mark per wait and a
+//! load and a store per record (see [`EventMark`]); the tracker never blocks: when another
+//! thread holds it, the operation simply is not tracked (and not elided).
 //!
 //! ```
 //! use devstream_core::elide::{Mark, WaitTracker};
@@ -225,32 +225,41 @@ impl Drop for TrackerGuard<'_> {
 }
 
 /// The [`Mark`] of an event whose record is a native call (CUDA, HIP), kept consistent with
-/// the native record by a sequence lock.
+/// the native record without a lock of its own.
 ///
-/// A record takes the lock (its version goes odd; spinning, since records of one event racing
-/// each other are rare and the lock is held for one native call), makes the native call, stores
-/// the new mark and releases (version even again, one higher). A wait never locks: it reads the
-/// mark and the version ([`EventMark::read`]), makes its native wait, and only trusts the mark
-/// for noting if the version is unchanged afterwards ([`MarkRead::unchanged`]): then no record
-/// of the event began before its native wait returned, so that wait saw exactly the record the
-/// mark describes.
+/// **One owner.** The first stream that records the event while holding its own
+/// [`WaitTracker`] guard becomes its owner (one compare-and-swap, once per event). From then on
+/// only the owner's records under its guard write the mark, and they write only the position
+/// (one store, after the native record, before the guard is released): records of one stream
+/// are serialised by its guard, so the position follows the native record order, and since
+/// every record is the owner's, whatever record a later wait sees is the owner's at or after the
+/// position it read. A record by any other stream, or by the owner without its guard (another
+/// thread holds it, or the stream does not elide), makes the mark untrusted for good, with a
+/// store made *before* its native record; a wait trusts what it read only if the owner is
+/// unchanged after its native wait returned ([`EventMark::still_owned`]). So a record costs the
+/// owner no atomic read-modify-write of the event, and an event recorded by two streams in its
+/// life is simply never elided again.
 #[derive(Debug, Default)]
 pub struct EventMark {
-    /// Even: stable; odd: a record in flight.
-    version: AtomicU64,
-    stream: AtomicU64,
+    /// 0: never recorded under a guard; [`UNTRUSTED`]: recorded by a second stream or without
+    /// a guard (never trusted again); else the owner's stream id.
+    owner: AtomicU64,
+    /// The position of the owner's latest record (0: none, e.g. recorded while a capture may
+    /// have been active): written only by the owner under its guard.
     pos: AtomicU64,
     /// Set once the event's native handle was handed out or wrapped: someone else may record
     /// it, so its mark is never trusted again.
     foreign: AtomicBool,
 }
 
+/// [`EventMark::owner`] of an event recorded by more than one stream, or without a guard.
+const UNTRUSTED: u64 = u64::MAX;
+
 impl EventMark {
     /// A never-recorded event's mark.
     pub const fn new() -> EventMark {
         EventMark {
-            version: AtomicU64::new(0),
-            stream: AtomicU64::new(0),
+            owner: AtomicU64::new(0),
             pos: AtomicU64::new(0),
             foreign: AtomicBool::new(false),
         }
@@ -267,72 +276,57 @@ impl EventMark {
         self.foreign.load(Ordering::Relaxed)
     }
 
-    /// Runs the native record `f` under the mark's lock; `f` returns its result and the new
-    /// mark (use [`Mark::NONE`] where the record has no position, also on error, since a
-    /// failed record may have replaced the event's state).
+    /// Runs the native record `f` of stream `stream` (its id, never 0) and updates the mark.
+    /// `guarded`: the caller holds `stream`'s [`WaitTracker`] guard across this call (then `f`
+    /// returns its result and the record's position, 0 for none, also on error); without it
+    /// (`false`), the record makes the mark untrusted for good.
     #[inline]
-    pub fn record<T>(&self, f: impl FnOnce() -> (T, Mark)) -> T {
-        let mut spins = 0u32;
-        let version = loop {
-            let v = self.version.load(Ordering::Relaxed);
-            if v & 1 == 0
-                && self
-                    .version
-                    .compare_exchange_weak(v, v + 1, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                break v;
-            }
-            spins += 1;
-            if spins > 64 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        };
-        let (result, mark) = f();
-        // A reader that sees either store below must also see the odd version above (the
-        // writer half of the sequence lock; without it a reader on a weakly ordered machine, or
-        // Miri, can pair a new `stream` with an old `pos` and still find the version unchanged).
-        std::sync::atomic::fence(Ordering::Release);
-        self.stream.store(mark.stream, Ordering::Relaxed);
-        self.pos.store(mark.pos, Ordering::Relaxed);
-        self.version.store(version + 2, Ordering::Release);
-        result
+    pub fn record<T>(&self, stream: u64, guarded: bool, f: impl FnOnce() -> (T, u64)) -> T {
+        let owner = self.owner.load(Ordering::Acquire);
+        let owned = guarded
+            && stream != 0
+            && stream != UNTRUSTED
+            && (owner == stream
+                || (owner == 0
+                    && self
+                        .owner
+                        .compare_exchange(0, stream, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()));
+        if owned {
+            let (result, pos) = f();
+            self.pos.store(pos, Ordering::Release);
+            return result;
+        }
+        if owner != UNTRUSTED {
+            // Before the native record: a wait that sees this record sees this store too.
+            self.owner.store(UNTRUSTED, Ordering::SeqCst);
+        }
+        f().0
     }
 
-    /// For a wait: the current mark and its version, or `None` when a record of the event is
-    /// in flight or the event is foreign (then the wait is not tracked). Never blocks.
+    /// For a wait: the owner and the position of its latest record, or `None` when no mark can
+    /// be trusted (never recorded with a position, recorded by a second stream or without a
+    /// guard, or foreign). Never blocks.
     #[inline]
-    pub fn read(&self) -> Option<MarkRead> {
+    pub fn read(&self) -> Option<Mark> {
         if self.foreign.load(Ordering::Acquire) {
             return None;
         }
-        let version = self.version.load(Ordering::Acquire);
-        if version & 1 != 0 {
+        let owner = self.owner.load(Ordering::Acquire);
+        if owner == 0 || owner == UNTRUSTED {
             return None;
         }
-        let mark = Mark {
-            stream: self.stream.load(Ordering::Relaxed),
-            pos: self.pos.load(Ordering::Relaxed),
-        };
-        std::sync::atomic::fence(Ordering::Acquire);
-        (self.version.load(Ordering::Relaxed) == version).then_some(MarkRead { mark, version })
+        let pos = self.pos.load(Ordering::Acquire);
+        (pos != 0).then_some(Mark { stream: owner, pos })
     }
 
-    /// Whether no record of the event began since `read` was taken.
+    /// After a native wait: whether `read` (from [`EventMark::read`]) still describes the
+    /// event's records, i.e. no other stream and no unguarded record touched the event since.
+    /// Then the wait saw a record of the owner at or after `read.pos`.
     #[inline]
-    pub fn unchanged(&self, read: &MarkRead) -> bool {
-        self.version.load(Ordering::SeqCst) == read.version
+    pub fn still_owned(&self, read: &Mark) -> bool {
+        self.owner.load(Ordering::SeqCst) == read.stream
     }
-}
-
-/// A consistent snapshot of an [`EventMark`] (see [`EventMark::read`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MarkRead {
-    /// The event's mark.
-    pub mark: Mark,
-    version: u64,
 }
 
 #[cfg(test)]
@@ -441,17 +435,19 @@ mod tests {
     }
 
     #[test]
-    fn event_mark_reads_are_never_torn_by_concurrent_records() {
+    fn event_mark_positions_are_the_owners_under_concurrent_records() {
         use std::sync::Arc;
         let m = Arc::new(EventMark::new());
+        // Two streams each recording under its own guard: one becomes the owner, the other's
+        // first record makes the mark untrusted; a reader never pairs a stream with a position
+        // the stream did not write.
         let recorders: Vec<_> = (1..=2u64)
             .map(|stream| {
                 let m = m.clone();
                 std::thread::spawn(move || {
                     for i in 1..=ROUNDS {
-                        // The position encodes the stream: a torn read would not.
-                        let pos = stream * 1_000_000 + i;
-                        m.record(|| ((), Mark { stream, pos }));
+                        // The position encodes the stream: a mismatched read would not.
+                        m.record(stream, true, || ((), stream * 1_000_000 + i));
                     }
                 })
             })
@@ -459,54 +455,60 @@ mod tests {
         let reader = {
             let m = m.clone();
             std::thread::spawn(move || {
-                let mut seen = 0u64;
                 for _ in 0..2 * ROUNDS {
                     if let Some(r) = m.read() {
-                        if r.mark != Mark::NONE {
-                            assert_eq!(r.mark.pos / 1_000_000, r.mark.stream, "{:?}", r.mark);
-                            seen += 1;
-                        }
+                        assert_eq!(r.pos / 1_000_000, r.stream, "{r:?}");
                     }
                 }
-                seen
             })
         };
         for r in recorders {
             r.join().unwrap();
         }
         reader.join().unwrap();
-        let last = m.read().unwrap().mark;
-        assert_eq!(last.pos / 1_000_000, last.stream);
         assert_eq!(
-            last.pos % 1_000_000,
-            ROUNDS,
-            "the last record of a stream wins"
+            m.read(),
+            None,
+            "recorded by two streams: never trusted again"
         );
     }
 
     #[test]
-    fn event_mark_reads_see_records_and_foreign_is_never_read() {
+    fn event_mark_has_one_owner_and_foreign_is_never_read() {
         let m = EventMark::new();
-        let never = m.read().unwrap();
-        assert_eq!(never.mark, Mark::NONE);
-        m.record(|| ((), Mark { stream: 3, pos: 9 }));
-        assert!(!m.unchanged(&never), "a record since the read is seen");
+        assert_eq!(m.read(), None, "never recorded");
+        m.record(3, true, || ((), 9));
         let r = m.read().unwrap();
-        assert_eq!(r.mark, Mark { stream: 3, pos: 9 });
-        assert!(m.read().is_some(), "reads do not exclude each other");
-        assert!(m.unchanged(&r));
-        // A record in flight: no read, and an earlier read is no longer unchanged.
-        m.record(|| {
-            assert!(m.read().is_none(), "no read while a record is in flight");
-            assert!(!m.unchanged(&r));
-            ((), Mark::NONE)
+        assert_eq!(r, Mark { stream: 3, pos: 9 });
+        assert!(m.still_owned(&r));
+        m.record(3, true, || ((), 0));
+        assert_eq!(m.read(), None, "a record without a position");
+        m.record(3, true, || ((), 10));
+        assert_eq!(m.read(), Some(Mark { stream: 3, pos: 10 }));
+        // Another stream's record: untrusted before its native record runs, and for good.
+        m.record(4, true, || {
+            assert_eq!(m.read(), None);
+            assert!(!m.still_owned(&r));
+            ((), 1)
         });
+        m.record(3, true, || ((), 11));
         assert_eq!(
-            m.read().unwrap().mark,
-            Mark::NONE,
-            "re-recording replaces the mark"
+            m.read(),
+            None,
+            "the owner's later records do not restore it"
         );
-        m.set_foreign();
-        assert!(m.read().is_none());
+        // The owner without its guard, or a stream that does not elide, also untrusts it.
+        let u = EventMark::new();
+        u.record(5, true, || ((), 1));
+        u.record(5, false, || ((), 0));
+        assert_eq!(u.read(), None);
+        let v = EventMark::new();
+        v.record(6, false, || ((), 0));
+        v.record(6, true, || ((), 2));
+        assert_eq!(v.read(), None, "first recorded without a guard");
+        let f = EventMark::new();
+        f.record(7, true, || ((), 1));
+        f.set_foreign();
+        assert_eq!(f.read(), None);
     }
 }

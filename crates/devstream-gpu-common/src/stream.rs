@@ -977,12 +977,24 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
             crate::completion::before_rerecord(event);
         }
         let (raw, stream) = (event.inner.raw, self.raw());
-        let recorded = event.inner.mark.record(|| {
-            self.record_marked(|| {
-                // SAFETY: the event and the stream are alive and belong to the same device.
-                unsafe { A::event_record(raw, stream) }
-            })
+        // The event's mark follows this stream's records only under its tracker guard (see
+        // `EventMark`); without the guard the record makes the mark untrusted.
+        let mut guard = self.inner.tracker.lock();
+        let epoch = guard.as_ref().and(self.inner.device.elision_epoch());
+        let recorded = event.inner.mark.record(self.inner.id, guard.is_some(), || {
+            // SAFETY: the event and the stream are alive and belong to the same device.
+            let result = unsafe { A::event_record(raw, stream) };
+            let pos = match (guard.as_mut(), epoch) {
+                (Some(guard), Some(epoch))
+                    if result.is_ok() && self.inner.device.elision_still_valid(epoch) =>
+                {
+                    guard.advance()
+                }
+                _ => 0,
+            };
+            (result, pos)
         });
+        drop(guard);
         match recorded {
             Ok(()) => {
                 event.mark_recorded();
@@ -1010,16 +1022,13 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         if !self.inner.tracker.enabled() {
             return self.wait_raw_event(event.inner.raw);
         }
-        // Noted only if no record of the event began before the native wait returned: then
-        // that wait saw exactly the record the mark describes.
+        // Noted only if the event still has the owner it had before the native wait: then
+        // that wait saw a record of the owner at or after the position read.
         let mark = &event.inner.mark;
         let read = mark.read();
-        self.wait_marked(
-            event.inner.raw,
-            read.map(|r| r.mark),
-            event.inner.device,
-            || read.is_some_and(|r| mark.unchanged(&r)),
-        )
+        self.wait_marked(event.inner.raw, read, event.inner.device, || {
+            read.is_some_and(|r| mark.still_owned(&r))
+        })
     }
 
     #[inline]
