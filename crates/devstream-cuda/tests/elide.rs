@@ -98,6 +98,23 @@ fn implied_waits_are_elided_and_never_across_captures_or_foreign_handles() {
         0,
         "re-recorded later: issued"
     );
+    // An event recorded by a second stream is judged by nothing any more (its mark is
+    // untrusted for good): every wait on it is issued.
+    let shared = a.record_event().unwrap();
+    assert_eq!(elided(|| b.wait_event(&shared).unwrap()), 0, "first wait");
+    assert_eq!(elided(|| b.wait_event(&shared).unwrap()), 1, "implied");
+    c.record(&shared).unwrap();
+    assert_eq!(
+        elided(|| b.wait_event(&shared).unwrap()),
+        0,
+        "recorded by a second stream: issued"
+    );
+    a.record(&shared).unwrap();
+    assert_eq!(
+        elided(|| b.wait_event(&shared).unwrap()),
+        0,
+        "back on its first stream: still issued"
+    );
     b.launch_host_func(push(&log, "b")).unwrap();
 
     // elide_waits(false) issues everything.
