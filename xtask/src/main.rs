@@ -14,7 +14,7 @@
 //!                                      Miri over core / cpu / gpu-common unit tests, facade on cpu
 //! cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] [--timeout S]
 //!                                      TSan / ASan over the conformance suite and the plug-in tests
-//! cargo xtask loom [cpu] [gpu-common]  loom models of the CPU pool's wake-up and the host-function ring
+//! cargo xtask loom [core] [cpu] [gpu-common]  loom models of the event mark, the CPU pool's wake-up and the host-function ring
 //! cargo xtask paddle-plugins [--features cpu,wgpu] [--release] [--out DIR]
 //!                                      devstream-paddle as one library per Paddle device type
 //!                                      (default target/paddle-plugins/), for CUSTOM_DEVICE_ROOT
@@ -47,7 +47,7 @@ fn main() {
         Some("loom") => soundness::loom(&args[1..]),
         Some("paddle-plugins") => paddle::paddle_plugins(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] | loom [cpu] [gpu-common] | paddle-plugins [--features LIST] [--release] [--out DIR]>");
+            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] | loom [core] [cpu] [gpu-common] | paddle-plugins [--features LIST] [--release] [--out DIR]>");
             exit(2);
         }
     };

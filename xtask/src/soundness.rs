@@ -305,7 +305,7 @@ pub fn loom(args: &[String]) -> Result<(), String> {
         .take_while(|a| *a != "--")
         .collect();
     if suites.is_empty() {
-        suites = vec!["cpu", "gpu-common"];
+        suites = vec!["core", "cpu", "gpu-common"];
     }
     let extra = test_args(args);
     let envs = vec![
@@ -323,7 +323,12 @@ pub fn loom(args: &[String]) -> Result<(), String> {
         let package = match suite {
             "cpu" => "devstream-cpu",
             "gpu-common" => "devstream-gpu-common",
-            other => return Err(format!("loom: unknown suite {other:?} (cpu, gpu-common)")),
+            "core" => "devstream-core",
+            other => {
+                return Err(format!(
+                    "loom: unknown suite {other:?} (core, cpu, gpu-common)"
+                ))
+            }
         };
         // The filter keeps the crate's ordinary unit tests out: built with `--cfg loom` they
         // would use loom's types outside a model.

@@ -37,7 +37,14 @@
 //! ```
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The event mark's atomics: loom's under `--cfg loom`, so that `loom_tests` model-checks the
+/// real [`EventMark`].
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicBool as MarkBool, AtomicU64 as MarkU64};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicBool as MarkBool, AtomicU64 as MarkU64};
 
 /// Source streams a tracker remembers (round-robin replacement beyond that: forgetting is
 /// always safe, it only elides less).
@@ -239,17 +246,23 @@ impl Drop for TrackerGuard<'_> {
 /// unchanged after its native wait returned ([`EventMark::still_owned`]). So a record costs the
 /// owner no atomic read-modify-write of the event, and an event recorded by two streams in its
 /// life is simply never elided again.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct EventMark {
     /// 0: never recorded under a guard; [`UNTRUSTED`]: recorded by a second stream or without
     /// a guard (never trusted again); else the owner's stream id.
-    owner: AtomicU64,
+    owner: MarkU64,
     /// The position of the owner's latest record (0: none, e.g. recorded while a capture may
     /// have been active): written only by the owner under its guard.
-    pos: AtomicU64,
+    pos: MarkU64,
     /// Set once the event's native handle was handed out or wrapped: someone else may record
     /// it, so its mark is never trusted again.
-    foreign: AtomicBool,
+    foreign: MarkBool,
+}
+
+impl Default for EventMark {
+    fn default() -> EventMark {
+        EventMark::new()
+    }
 }
 
 /// [`EventMark::owner`] of an event recorded by more than one stream, or without a guard.
@@ -257,11 +270,22 @@ const UNTRUSTED: u64 = u64::MAX;
 
 impl EventMark {
     /// A never-recorded event's mark.
+    #[cfg(not(loom))]
     pub const fn new() -> EventMark {
         EventMark {
-            owner: AtomicU64::new(0),
-            pos: AtomicU64::new(0),
-            foreign: AtomicBool::new(false),
+            owner: MarkU64::new(0),
+            pos: MarkU64::new(0),
+            foreign: MarkBool::new(false),
+        }
+    }
+
+    /// A never-recorded event's mark (loom's atomics have no `const` constructor).
+    #[cfg(loom)]
+    pub fn new() -> EventMark {
+        EventMark {
+            owner: MarkU64::new(0),
+            pos: MarkU64::new(0),
+            foreign: MarkBool::new(false),
         }
     }
 
@@ -510,5 +534,92 @@ mod tests {
         f.record(7, true, || ((), 1));
         f.set_foreign();
         assert_eq!(f.read(), None);
+    }
+}
+
+/// Model checks of [`EventMark`] with loom (`cargo xtask loom core`): the native event is an
+/// atomic holding the identity of its latest record (`stream << 32 | position`), stored and
+/// loaded `SeqCst` as the driver's own synchronisation orders a record and a wait that sees it.
+/// The property a wait relies on: if it notes the mark it read (the owner is unchanged after
+/// its native wait), the native wait saw a record of that owner at or after that position.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::atomic::AtomicU64 as Native;
+    use loom::sync::Arc;
+
+    /// A record of `stream` at `pos` through the mark, as a stream's `record` makes it.
+    fn record(mark: &EventMark, native: &Native, stream: u64, guarded: bool, pos: u64) {
+        mark.record(stream, guarded, || {
+            native.store(stream << 32 | pos, Ordering::SeqCst);
+            ((), pos)
+        });
+    }
+
+    /// A wait as `wait_event` makes it: read, native wait, note if still owned.
+    fn wait_and_check(mark: &EventMark, native: &Native) {
+        if let Some(read) = mark.read() {
+            let seen = native.load(Ordering::SeqCst);
+            if mark.still_owned(&read) {
+                assert_eq!(
+                    seen >> 32,
+                    read.stream,
+                    "noted a mark of another stream's record"
+                );
+                assert!(
+                    seen & 0xffff_ffff >= read.pos,
+                    "noted a later position than seen"
+                );
+            }
+        }
+    }
+
+    /// Stream 1 owns the event (a first record), then `second` (stream, guarded, position)
+    /// records it while stream 1 records again under its guard and a waiter waits on it in a
+    /// thread of its own; every execution is checked by [`wait_and_check`]. Answers the mark
+    /// after all of them.
+    fn race_with(second: (u64, bool, u64)) -> Arc<EventMark> {
+        let mark = Arc::new(EventMark::new());
+        let native = Arc::new(Native::new(0));
+        record(&mark, &native, 1, true, 1);
+        let threads = [(1, true, 2), second].map(|(stream, guarded, pos)| {
+            let (mark, native) = (mark.clone(), native.clone());
+            loom::thread::spawn(move || record(&mark, &native, stream, guarded, pos))
+        });
+        let waiter = {
+            let (mark, native) = (mark.clone(), native.clone());
+            loom::thread::spawn(move || wait_and_check(&mark, &native))
+        };
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        waiter.join().unwrap();
+        wait_and_check(&mark, &native);
+        mark
+    }
+
+    #[test]
+    fn loom_a_noted_mark_was_seen_by_the_wait_while_a_second_stream_records() {
+        loom::model(|| {
+            let mark = race_with((2, true, 1));
+            assert_eq!(
+                mark.read(),
+                None,
+                "a second stream untrusts the mark for good"
+            );
+        });
+    }
+
+    #[test]
+    fn loom_a_noted_mark_was_seen_by_the_wait_while_the_owner_records_unguarded() {
+        loom::model(|| {
+            // The same stream from another thread that did not get the guard.
+            let mark = race_with((1, false, 0));
+            assert_eq!(
+                mark.read(),
+                None,
+                "an unguarded record untrusts the mark for good"
+            );
+        });
     }
 }
