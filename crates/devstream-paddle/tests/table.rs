@@ -109,6 +109,15 @@ fn destroy(s: C_Stream) {
     assert_eq!(call!(destroy_stream(&mut d, s)), C_SUCCESS);
 }
 
+/// A new event on device 0.
+fn new_event() -> C_Event {
+    let mut d = dev();
+    let mut event = null_mut();
+    assert_eq!(call!(create_event(&mut d, &mut event)), C_SUCCESS);
+    assert!(!event.is_null());
+    event
+}
+
 /// A callback that blocks its stream until the test sends on the channel.
 unsafe extern "C" fn gate(_: C_Device, _: C_Stream, data: *mut c_void, _: *mut C_Status) {
     // SAFETY: `data` is the boxed receiver `hold` leaked for exactly this call.
@@ -355,8 +364,7 @@ fn events_order_streams() {
     let a = stream();
     let b = stream();
     let mut d = dev();
-    let mut event = null_mut();
-    assert_eq!(call!(create_event(&mut d, &mut event)), C_SUCCESS);
+    let event = new_event();
     assert_eq!(
         call!(query_event(&mut d, event)),
         C_SUCCESS,
@@ -499,13 +507,11 @@ fn a_destroyed_event_handed_out_again_answers_as_never_recorded() {
     let b = stream();
     let mut d = dev();
     let release = hold(a);
-    let mut old = null_mut();
-    assert_eq!(call!(create_event(&mut d, &mut old)), C_SUCCESS);
+    let old = new_event();
     assert_eq!(call!(record_event(&mut d, a, old)), C_SUCCESS);
     assert_eq!(call!(query_event(&mut d, old)), C_FAILED, "a is held");
     assert_eq!(call!(destroy_event(&mut d, old)), C_SUCCESS);
-    let mut event = null_mut();
-    assert_eq!(call!(create_event(&mut d, &mut event)), C_SUCCESS);
+    let event = new_event();
     // This thread gets the slot (and its devstream event, still recorded behind the held
     // work) back, under a new handle.
     let index = |h: C_Event| ((h as usize) >> 4) & ((1 << 20) - 1);
@@ -544,8 +550,7 @@ fn a_record_on_an_idle_stream_is_complete_and_a_later_busy_record_counts() {
     let a = stream();
     let b = stream();
     let mut d = dev();
-    let mut event = null_mut();
-    assert_eq!(call!(create_event(&mut d, &mut event)), C_SUCCESS);
+    let event = new_event();
     // Work that ran to its end before the record: the event is complete.
     let mut flag = 0u8;
     let flag_ptr: *mut u8 = &mut flag;
@@ -594,8 +599,7 @@ fn streams_and_events_destroyed_while_other_threads_use_them() {
     for _ in 0..20 {
         let s = stream();
         let mut d = dev();
-        let mut event = null_mut();
-        assert_eq!(call!(create_event(&mut d, &mut event)), C_SUCCESS);
+        let event = new_event();
         let (s_bits, e_bits) = (s as usize, event as usize);
         std::thread::scope(|scope| {
             for _ in 0..3 {
@@ -734,8 +738,7 @@ fn nothing_leaks() {
     let s = stream();
     let ptr = alloc(64);
     let mut d = dev();
-    let mut event = null_mut();
-    assert_eq!(call!(create_event(&mut d, &mut event)), C_SUCCESS);
+    let event = new_event();
     assert_eq!(call!(record_event(&mut d, s, event)), C_SUCCESS);
     assert_eq!(live()[2], before[2] + 1);
     assert_eq!(call!(destroy_event(&mut d, event)), C_SUCCESS);
