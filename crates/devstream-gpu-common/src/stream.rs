@@ -980,7 +980,9 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         // The event's mark follows this stream's records only under its tracker guard (see
         // `EventMark`); without the guard the record makes the mark untrusted.
         let mut guard = self.inner.tracker.lock();
-        let epoch = guard.as_ref().and(self.inner.device.elision_epoch());
+        let epoch = guard
+            .as_ref()
+            .and_then(|_| self.inner.device.elision_epoch());
         let recorded = event.inner.mark.record(self.inner.id, guard.is_some(), || {
             // SAFETY: the event and the stream are alive and belong to the same device.
             let result = unsafe { A::event_record(raw, stream) };
