@@ -269,18 +269,8 @@ impl Default for EventMark {
 const UNTRUSTED: u64 = u64::MAX;
 
 impl EventMark {
-    /// A never-recorded event's mark.
-    #[cfg(not(loom))]
-    pub const fn new() -> EventMark {
-        EventMark {
-            owner: MarkU64::new(0),
-            pos: MarkU64::new(0),
-            foreign: MarkBool::new(false),
-        }
-    }
-
-    /// A never-recorded event's mark (loom's atomics have no `const` constructor).
-    #[cfg(loom)]
+    /// A never-recorded event's mark. (Not a `const fn`: under `--cfg loom` its atomics are
+    /// loom's, which have no `const` constructor.)
     pub fn new() -> EventMark {
         EventMark {
             owner: MarkU64::new(0),
