@@ -6,14 +6,29 @@
 Both devices run in one process, in interleaved blocks (A, B, A, B, ...), so that drift of the
 machine hits both alike; each op's figure is the median over blocks of the mean ns per call in
 a block. The ratio is device / reference: what devstream adds over a plug-in that does nothing.
+
+    CUSTOM_DEVICE_ROOT=target/paddle-plugins python tests/paddle/bench_stream_ops.py \
+        --device devstream_cpu:0 --same-name [--rounds 8] [--out docs/results/FILE.md]
+
+The same-name control. Paddle finds a custom device's runtime by its type name in a hash map
+several times per op, so what an op costs depends on the name (and on the other types loaded):
+the same do-nothing plug-in registered as `ref_cpu`, `ref_cpu_13chr` and `devstream_ref` costs
+up to 4 % more or less per `wait_stream`. Here the reference (`ref_cpu.cc`, compiled by this
+script with `-DREF_CPU_DEVICE_TYPE` set to the device's type name) registers under the very name
+of the measured device, and each runs alone in its own processes (`CUSTOM_DEVICE_ROOT` holding
+that one library), in rounds alternating A B, B A, ...: the two sides differ only in the
+plug-in's code. Needs `g++` and the wheel's headers (`paddle.sysconfig.get_include()`).
 """
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
 
 os.environ.setdefault("GLOG_minloglevel", "2")
@@ -60,43 +75,180 @@ def measure(device, reference, blocks, calls):
     return results
 
 
+REF_SOURCE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)),
+    "..",
+    "..",
+    "crates",
+    "devstream-plugin",
+    "test-plugins",
+    "ref-cpu",
+    "ref_cpu.cc",
+)
+
+
+def child(device, blocks, calls):
+    """Child of --same-name: the block means of every op on `device`, as JSON on stdout."""
+    paddle.device.set_device(device)
+    device_ops = ops(device)
+    for op in device_ops.values():
+        for _ in range(2):
+            time_block(op, 200)
+    out = {name: [time_block(op, calls) for _ in range(blocks)] for name, op in device_ops.items()}
+    print(json.dumps(out))
+
+
+def same_name(args):
+    """Each op on the devstream device and on the reference registered under the same type
+    name, each alone in its own processes, alternating by round; returns (rows, note)."""
+    kind = args.device.partition(":")[0]
+    root = os.environ.get("CUSTOM_DEVICE_ROOT", "")
+    ours = os.path.join(root, f"lib{kind}.so")
+    if not os.path.isfile(ours):
+        raise SystemExit(f"--same-name: {ours} not found (set CUSTOM_DEVICE_ROOT)")
+    with tempfile.TemporaryDirectory() as tmp:
+        dir_a = os.path.join(tmp, "devstream")
+        dir_b = os.path.join(tmp, "reference")
+        os.mkdir(dir_a)
+        os.mkdir(dir_b)
+        os.symlink(os.path.abspath(ours), os.path.join(dir_a, f"lib{kind}.so"))
+        compiler = os.environ.get("CXX", "g++")
+        # The flags of the ref-cpu crate's build script, and the measured device's type name.
+        subprocess.run(
+            [
+                compiler,
+                "-std=c++17",
+                "-shared",
+                "-fPIC",
+                "-O1",
+                "-Wall",
+                "-Werror",
+                f'-DREF_CPU_DEVICE_TYPE="{kind}"',
+                "-I",
+                paddle.sysconfig.get_include(),
+                "-o",
+                os.path.join(dir_b, f"libref_as_{kind}.so"),
+                os.path.abspath(args.reference_source),
+            ],
+            check=True,
+        )
+        per_block = {"a": {}, "b": {}}
+        round_ratios = {}
+        for r in range(args.rounds):
+            sides = [("a", dir_a), ("b", dir_b)]
+            if r % 2:
+                sides.reverse()
+            this_round = {}
+            for side, folder in sides:
+                env = dict(os.environ, CUSTOM_DEVICE_ROOT=folder)
+                proc = subprocess.run(
+                    [
+                        sys.executable,
+                        os.path.abspath(__file__),
+                        "--child",
+                        args.device,
+                        "--blocks",
+                        str(args.blocks),
+                        "--calls",
+                        str(args.calls),
+                    ],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                this_round[side] = json.loads(proc.stdout.strip().splitlines()[-1])
+            for name in this_round["a"]:
+                per_block["a"].setdefault(name, []).extend(this_round["a"][name])
+                per_block["b"].setdefault(name, []).extend(this_round["b"][name])
+                round_ratios.setdefault(name, []).append(
+                    statistics.median(this_round["a"][name])
+                    / statistics.median(this_round["b"][name])
+                )
+    rows = []
+    for name in per_block["a"]:
+        a = statistics.median(per_block["a"][name])
+        b = statistics.median(per_block["b"][name])
+        ratios = round_ratios[name]
+        rows.append((name, a, b, a / b, min(ratios), max(ratios)))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="devstream_cpu:0")
     parser.add_argument("--reference", default="ref_cpu:0")
     parser.add_argument("--blocks", type=int, default=15)
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--same-name", action="store_true", help="the same-name control")
+    parser.add_argument("--rounds", type=int, default=8, help="--same-name: rounds (2 processes each)")
+    parser.add_argument("--reference-source", default=REF_SOURCE, help="--same-name: ref_cpu.cc")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out")
     args = parser.parse_args()
+    if args.child:
+        child(args.child, args.blocks, args.calls)
+        return
     available = paddle.device.get_available_custom_device()
-    for name in (args.device, args.reference):
+    names = (args.device,) if args.same_name else (args.device, args.reference)
+    for name in names:
         kind, _, index = name.partition(":")
         # Paddle lists a type with one device by its type alone.
         if name not in available and not (kind in available and index in ("", "0")):
             raise SystemExit(f"{name} is not registered (available: {available})")
-    # Warm up both.
-    measure(args.device, args.reference, 2, 200)
-    results = measure(args.device, args.reference, args.blocks, args.calls)
+    if args.same_name:
+        rows = same_name(args)
+        reference = f"ref_cpu.cc registered as {args.device.partition(':')[0]}"
+        command = (
+            f"python tests/paddle/bench_stream_ops.py --device {args.device} --same-name "
+            f"--rounds {args.rounds} --blocks {args.blocks} --calls {args.calls}"
+        )
+        how = (
+            f"- each side alone in its own processes, {args.rounds} rounds alternating (A B, B A, ...); "
+            "ns: median of all block means; ratio range: over the rounds' own medians"
+        )
+    else:
+        # Warm up both.
+        measure(args.device, args.reference, 2, 200)
+        results = measure(args.device, args.reference, args.blocks, args.calls)
+        rows = [(name, a, b, a / b, None, None) for name, (a, b) in results.items()]
+        reference = args.reference
+        command = (
+            f"python tests/paddle/bench_stream_ops.py --device {args.device} "
+            f"--reference {args.reference} --blocks {args.blocks} --calls {args.calls}"
+        )
+        how = "- one process, interleaved blocks; ns: median of the block means"
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
         ).stdout.strip()
     except OSError:
         commit = "?"
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     lines = [
-        f"# Paddle stream ops: {args.device} against {args.reference}",
+        f"# Paddle stream ops: {args.device} against {reference}",
         "",
         f"- date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
-        f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
+        f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, load {load}",
         f"- paddle {paddle.__version__}, commit {commit}",
-        f"- command: python tests/paddle/bench_stream_ops.py --device {args.device} "
-        f"--reference {args.reference} --blocks {args.blocks} --calls {args.calls}",
+        f"- command: {command}",
+        how,
         "",
-        f"| op | {args.device} ns | {args.reference} ns | ratio |",
-        "|---|---:|---:|---:|",
     ]
-    for name, (a, b) in results.items():
-        lines.append(f"| {name} | {a:.0f} | {b:.0f} | {a / b:.3f} |")
+    if args.same_name:
+        lines += [
+            f"| op | {args.device} ns | reference ns | ratio | ratio range |",
+            "|---|---:|---:|---:|---|",
+        ]
+        for name, a, b, ratio, low, high in rows:
+            lines.append(f"| {name} | {a:.0f} | {b:.0f} | {ratio:.3f} | {low:.3f}-{high:.3f} |")
+    else:
+        lines += [
+            f"| op | {args.device} ns | {reference} ns | ratio |",
+            "|---|---:|---:|---:|",
+        ]
+        for name, a, b, ratio, _, _ in rows:
+            lines.append(f"| {name} | {a:.0f} | {b:.0f} | {ratio:.3f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -540,6 +540,50 @@ fn a_destroyed_event_handed_out_again_answers_as_never_recorded() {
     destroy(b);
 }
 
+/// A thread keeps the slots of the events it destroys (up to 32) for its next creates, gives
+/// the rest back at once and the kept ones back when it exits: another thread then gets the
+/// very same slots, and nothing is left live.
+#[test]
+fn a_thread_keeps_its_destroyed_events_and_gives_them_back_when_it_exits() {
+    let _serial = serial();
+    table();
+    let before = live();
+    let index = |h: usize| (h >> 4) & ((1 << 20) - 1);
+    let destroy_all = |events: &[usize]| {
+        let mut d = dev();
+        for &e in events {
+            assert_eq!(call!(destroy_event(&mut d, e as C_Event)), C_SUCCESS);
+        }
+    };
+    let create = |n: usize| -> Vec<usize> { (0..n).map(|_| new_event() as usize).collect() };
+    let slots = std::thread::spawn(move || {
+        let first = create(40);
+        destroy_all(&first);
+        let again = create(40);
+        let mut a: Vec<usize> = first.iter().map(|&h| index(h)).collect();
+        let mut b: Vec<usize> = again.iter().map(|&h| index(h)).collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b, "40 creates after 40 destroys reuse the same 40 slots");
+        assert!(
+            first.iter().all(|h| !again.contains(h)),
+            "new generations, not the old handles"
+        );
+        destroy_all(&again);
+        b
+    })
+    .join()
+    .expect("the thread");
+    assert_eq!(live()[..2], before[..2], "nothing live after the thread");
+    // The exited thread's kept slots went back to the device's free list, last in first out.
+    let mine = create(40);
+    let mut got: Vec<usize> = mine.iter().map(|&h| index(h)).collect();
+    got.sort_unstable();
+    assert_eq!(got, slots, "the slots the thread kept, handed out again");
+    destroy_all(&mine);
+    assert_eq!(live()[..2], before[..2]);
+}
+
 /// A record on a stream that has finished its work settles the event without a devstream
 /// record (`Runtime::record_event`); what it must still mean: complete at once, waiting on it
 /// orders nothing, and a later record of pending work (or a record behind pending work before

@@ -24,7 +24,11 @@
 #define REF_CPU_DEVICES 2
 
 static int current_device = 0;
-static char device_type[] = "ref_cpu";
+/* The benchmark's same-name control builds this file with -DREF_CPU_DEVICE_TYPE=\"...\". */
+#ifndef REF_CPU_DEVICE_TYPE
+#define REF_CPU_DEVICE_TYPE "ref_cpu"
+#endif
+static char device_type[] = REF_CPU_DEVICE_TYPE;
 static char sub_device_type[] = "v0.1-devstream-test";
 
 static C_Status ref_initialize() { return C_SUCCESS; }
