@@ -91,14 +91,20 @@ impl EventFlags {
     }
 
     /// Checks the combination: an interprocess event cannot have timing (CUDA's rule).
+    #[inline]
     pub fn validate(self) -> Result<Self> {
         if self.interprocess && self.timing {
-            return Err(Error::InvalidArgument(
-                "an interprocess event cannot have timing enabled".into(),
-            ));
+            return Err(interprocess_timing());
         }
         Ok(self)
     }
+}
+
+/// [`EventFlags::validate`]'s error, out of the line of every event creation.
+#[cold]
+#[inline(never)]
+fn interprocess_timing() -> Error {
+    Error::InvalidArgument("an interprocess event cannot have timing enabled".into())
 }
 
 /// How a stream capture interacts with unsafe calls made by other threads, as CUDA documents

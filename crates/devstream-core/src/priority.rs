@@ -58,6 +58,7 @@ impl PriorityRange {
     };
 
     /// Whether this range has more than one level.
+    #[inline]
     pub fn has_priorities(self) -> bool {
         self.least != self.greatest
     }
@@ -76,6 +77,7 @@ impl PriorityRange {
     /// assert_eq!(r.clamp(-9), -5);
     /// assert_eq!(r.clamp(-2), -2);
     /// ```
+    #[inline]
     pub fn clamp(self, native: i32) -> i32 {
         let (lo, hi) = if self.greatest <= self.least {
             (self.greatest, self.least)
@@ -87,6 +89,7 @@ impl PriorityRange {
 
     /// The one normalisation rule: `High` is the greatest priority, `Normal` the default (0,
     /// clamped into the range), `Native(n)` is `n` clamped.
+    #[inline]
     pub fn normalize(self, priority: Priority) -> i32 {
         match priority {
             Priority::High => self.greatest,
@@ -105,6 +108,7 @@ impl PriorityRange {
     /// assert_eq!(r.classify(0), Priority::Normal);
     /// assert_eq!(r.classify(-2), Priority::Native(-2));
     /// ```
+    #[inline]
     pub fn classify(self, native: i32) -> Priority {
         if self.has_priorities() && native == self.greatest {
             Priority::High

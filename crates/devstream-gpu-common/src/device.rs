@@ -395,11 +395,18 @@ impl<A: RawApi> Device<A> {
         self.collect();
     }
 
-    /// Runs the deferred releases whose events have completed.
+    /// Runs the deferred releases whose events have completed (inline: with none pending, one
+    /// load on every stream, buffer and flag creation).
+    #[inline]
     pub(crate) fn collect(&self) {
-        if self.pending.load(Ordering::Acquire) == 0 {
-            return;
+        if self.pending.load(Ordering::Acquire) != 0 {
+            self.collect_pending();
         }
+    }
+
+    /// [`Device::collect`] with releases pending.
+    #[inline(never)]
+    fn collect_pending(&self) {
         // Streams whose capture ended, dropped after the lock is released.
         let mut ended: Vec<Arc<StreamInner<A>>> = Vec::new();
         let ready: Vec<Deferred<A>> = {

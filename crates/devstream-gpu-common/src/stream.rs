@@ -117,6 +117,27 @@ fn release_handle(raw: RawStream, owner: Option<std::thread::ThreadId>) -> RawSt
 
 impl<A: RawApi> Drop for StreamInner<A> {
     fn drop(&mut self) {
+        // Most streams never ran a host function, a capture or a `wait_stream` and hold
+        // nothing of another library's: only the native stream and the live count to release,
+        // here and now unless this is a runtime callback thread.
+        let plain = self.host_ring.get().is_none()
+            && self.sync_event.get().is_none()
+            && self._keepalive.is_none()
+            && self
+                .capture
+                .get_mut()
+                .is_ok_and(|record| record.0.is_none());
+        if plain && !crate::hostfn::in_host_function() {
+            if self.kind == StreamKind::Owned {
+                // SAFETY: we own the stream; cuStreamDestroy returns at once and the runtime
+                // frees it after its queued work.
+                let _ = unsafe { A::stream_destroy(self.raw) };
+            }
+            if self.counted {
+                self.device.live_streams.fetch_sub(1, Ordering::Relaxed);
+            }
+            return;
+        }
         let raw = self.raw;
         let owner = self.owner;
         let sync_event = self.sync_event.get().copied();
@@ -309,33 +330,41 @@ impl<A: RawApi> GpuStream<A> {
         if counted {
             device.live_streams.fetch_add(1, Ordering::Relaxed);
         }
+        // The block first, then the stream's state written into it: `Arc::new(value)` would
+        // build the value on the stack and copy it (a few hundred bytes) into the block.
+        let mut block = Arc::<StreamInner<A>>::new_uninit();
+        let Some(slot) = Arc::get_mut(&mut block) else {
+            unreachable!("GpuStream::assemble: a new Arc is unique")
+        };
+        slot.write(StreamInner {
+            raw,
+            priority: device.range.classify(native),
+            device,
+            id: devstream_core::next_id(),
+            native_priority: native,
+            non_blocking,
+            kind,
+            needs_context: needs_context(raw),
+            sync_event: OnceLock::new(),
+            panic: OnceLock::new(),
+            host_ring: OnceLock::new(),
+            capture: Mutex::new((None, None)),
+            _keepalive: keepalive,
+            counted,
+            owner: if kind == StreamKind::PerThread {
+                current_thread()
+            } else {
+                None
+            },
+            handles: AtomicUsize::new(1),
+            // Only streams devstream created are tracked: a wrapped stream, the legacy
+            // stream and the per-thread stream (whose handle names another stream on each
+            // thread) are shared with code devstream does not see.
+            tracker: WaitTracker::new(elide_waits && kind == StreamKind::Owned),
+        });
         Ok(GpuStream {
-            inner: Arc::new(StreamInner {
-                raw,
-                priority: device.range.classify(native),
-                device,
-                id: devstream_core::next_id(),
-                native_priority: native,
-                non_blocking,
-                kind,
-                needs_context: needs_context(raw),
-                sync_event: OnceLock::new(),
-                panic: OnceLock::new(),
-                host_ring: OnceLock::new(),
-                capture: Mutex::new((None, None)),
-                _keepalive: keepalive,
-                counted,
-                owner: if kind == StreamKind::PerThread {
-                    current_thread()
-                } else {
-                    None
-                },
-                handles: AtomicUsize::new(1),
-                // Only streams devstream created are tracked: a wrapped stream, the legacy
-                // stream and the per-thread stream (whose handle names another stream on each
-                // thread) are shared with code devstream does not see.
-                tracker: WaitTracker::new(elide_waits && kind == StreamKind::Owned),
-            }),
+            // SAFETY: written just above.
+            inner: unsafe { block.assume_init() },
         })
     }
 

@@ -143,8 +143,15 @@ impl Stream {
     /// A new stream with explicit options.
     #[inline]
     pub fn with_options(place: &Place, options: StreamOptions) -> Result<Stream> {
-        let _span = trace_span!("devstream.stream_new", place = %place).entered();
-        with_backend!(place, B => B::new_stream(place, options).map(Member::wrap))
+        // As in `op!`: the span is built (in a cold function) only while a subscriber listens.
+        if tracing::level_enabled!(tracing::Level::TRACE) {
+            in_span(
+                || trace_span!("devstream.stream_new", place = %place),
+                || with_backend!(place, B => B::new_stream(place, options).map(Member::wrap)),
+            )
+        } else {
+            with_backend!(place, B => B::new_stream(place, options).map(Member::wrap))
+        }
     }
 
     /// The place's legacy default stream (CUDA's null stream) where the backend has one,

@@ -60,6 +60,7 @@ fn program(s: &Stream, t: &Stream) -> devstream::Result<()> {
     t.wait_stream(s)?;
     let _ = s.query()?;
     t.synchronize()?;
+    drop(Stream::new(&Place::Cpu)?);
     s.synchronize()
 }
 
@@ -98,5 +99,14 @@ fn stream_ops_open_their_spans_while_a_subscriber_listens() {
         seen["devstream.record"]["stream"],
         s.id().to_string(),
         "the record span names the recording stream"
+    );
+    // Stream creation has its span too (with the place; there is no stream yet).
+    assert_eq!(
+        seen.get("devstream.stream_new")
+            .and_then(|fields| fields.get("place"))
+            .map(String::as_str),
+        Some("cpu"),
+        "spans seen: {:?}",
+        seen.keys()
     );
 }
