@@ -283,11 +283,19 @@ pub trait HostBuffer: Debug + Send + Sync + 'static {
 /// assert!(check_range("fill", 5, 4, 8).is_err());
 /// assert!(check_range("fill", usize::MAX, 2, 8).is_err());
 /// ```
+#[inline]
 pub fn check_range(op: &'static str, offset: usize, len: usize, buffer_len: usize) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= buffer_len => Ok(()),
-        _ => Err(Error::InvalidArgument(format!(
-            "{op}: range {offset}..{offset}+{len} is outside a buffer of {buffer_len} bytes"
-        ))),
+        _ => Err(range_error(op, offset, len, buffer_len)),
     }
+}
+
+/// [`check_range`]'s error, out of the line of every copy and fill.
+#[cold]
+#[inline(never)]
+fn range_error(op: &'static str, offset: usize, len: usize, buffer_len: usize) -> Error {
+    Error::InvalidArgument(format!(
+        "{op}: range {offset}..{offset}+{len} is outside a buffer of {buffer_len} bytes"
+    ))
 }

@@ -279,6 +279,12 @@ impl EventInner {
         })
     }
 
+    /// Whether the event was created with timing (its records write a timestamp).
+    #[inline]
+    pub(crate) fn is_timed(&self) -> bool {
+        self.timing.is_some()
+    }
+
     /// Encodes the event's timestamp write into the stream's encoder (timed events only) and
     /// returns the readback that will hold it.
     pub(crate) fn encode_timestamp(

@@ -187,10 +187,20 @@ impl WgpuStream {
         })
     }
 
+    #[inline]
     fn same_device(&self, op: &'static str, buffer: &BufferInner) -> Result<()> {
         if Arc::ptr_eq(&buffer.device, &self.handle.device) {
             Ok(())
-        } else if buffer.device.place != self.handle.device.place {
+        } else {
+            self.other_device(op, buffer)
+        }
+    }
+
+    /// [`WgpuStream::same_device`]'s error.
+    #[cold]
+    #[inline(never)]
+    fn other_device(&self, op: &'static str, buffer: &BufferInner) -> Result<()> {
+        if buffer.device.place != self.handle.device.place {
             Err(Error::mismatch(
                 op,
                 &self.handle.device.place,
@@ -462,9 +472,10 @@ impl WgpuStream {
     ) -> Result<(Option<Arc<Readback>>, Mark)> {
         let device = &self.handle.device;
         let id = self.handle.id;
+        // An untimed event (nearly all) needs neither the stream's state nor the call.
         let timestamp = match event {
-            Some(event) => event.encode_timestamp(self.state(sched)?, id)?,
-            None => None,
+            Some(event) if event.is_timed() => event.encode_timestamp(self.state(sched)?, id)?,
+            _ => None,
         };
         flush_locked(device, sched, id, false);
         // Records of a device are serialised by its scheduler lock (held here): positions are

@@ -72,7 +72,7 @@ macro_rules! op {
 /// at TRACE level).
 #[cold]
 #[inline(never)]
-fn in_span<T>(span: impl FnOnce() -> tracing::Span, body: impl FnOnce() -> T) -> T {
+pub(crate) fn in_span<T>(span: impl FnOnce() -> tracing::Span, body: impl FnOnce() -> T) -> T {
     let _entered = span().entered();
     body()
 }

@@ -61,6 +61,13 @@ fn program(s: &Stream, t: &Stream) -> devstream::Result<()> {
     let _ = s.query()?;
     t.synchronize()?;
     drop(Stream::new(&Place::Cpu)?);
+    let _ = event.query()?;
+    event.synchronize()?;
+    s.begin_capture(devstream::CaptureMode::Global)?;
+    s.launch_host_func(|| {})?;
+    let graph = s.end_capture()?;
+    graph.launch(t)?;
+    t.synchronize()?;
     s.synchronize()
 }
 
@@ -100,6 +107,20 @@ fn stream_ops_open_their_spans_while_a_subscriber_listens() {
         s.id().to_string(),
         "the record span names the recording stream"
     );
+    for (op, field, value) in [
+        ("devstream.event_query", "event", None),
+        ("devstream.event_synchronize", "event", None),
+        ("devstream.graph_launch", "stream", Some(t.id().to_string())),
+    ] {
+        let fields = seen
+            .get(op)
+            .unwrap_or_else(|| panic!("no span {op}; spans seen: {:?}", seen.keys()));
+        let got = fields.get(field);
+        assert!(got.is_some(), "{op}: fields {fields:?}");
+        if let Some(value) = value {
+            assert_eq!(got, Some(&value), "{op}: fields {fields:?}");
+        }
+    }
     // Stream creation has its span too (with the place; there is no stream yet).
     assert_eq!(
         seen.get("devstream.stream_new")
