@@ -7,6 +7,12 @@
 //   (PADDLE: the installed wheel's package folder, site-packages/paddle)
 //   ./table_bench DIR/libdevstream_cpu.so [calls]      # or the ref_cpu plug-in
 //
+// SEQUENCE=1 runs only what one Paddle `Stream.wait_stream` calls (set_device, create_event,
+// record_event, stream_wait_event, synchronize_event, set_device, destroy_event), 100 times and
+// then `calls` times, inside `run_sequence`, for counting its instructions:
+//   SEQUENCE=1 valgrind --tool=callgrind --collect-atstart=no --toggle-collect='run_sequence*' \
+//     ./table_bench DIR/libdevstream_cpu.so 10000        # Ir / 10100 per wait_stream
+//
 // POLLUTE=BYTES writes that many bytes (one per cache line) between calls, so each call finds
 // less of what it reads in the caches (what Paddle's own work between calls does); the time of
 // that writing is left out. Each figure is the median of 11 blocks.
@@ -18,6 +24,18 @@
 #include <algorithm>
 #include <vector>
 #include "paddle/phi/backends/device_ext.h"
+
+// The seven calls of one Paddle `Stream.wait_stream`, `n` times (SEQUENCE=1).
+__attribute__((noinline)) static void run_sequence(C_DeviceInterface& iface, C_Device_st& dev,
+                                                   C_Stream s1, C_Stream s2, long n) {
+  for (long i = 0; i < n; i++) {
+    C_Event t = nullptr;
+    iface.set_device(&dev);
+    iface.create_event(&dev, &t); iface.record_event(&dev, s1, t);
+    iface.stream_wait_event(&dev, s2, t); iface.synchronize_event(&dev, t);
+    iface.set_device(&dev); iface.destroy_event(&dev, t);
+  }
+}
 
 static double now() { timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
 
@@ -38,6 +56,12 @@ int main(int argc, char** argv) {
   C_Stream s1 = nullptr, s2 = nullptr; C_Event e = nullptr;
   iface.create_stream(&dev, &s1); iface.create_stream(&dev, &s2); iface.create_event(&dev, &e);
   iface.record_event(&dev, s1, e); iface.synchronize_stream(&dev, s1);
+  if (getenv("SEQUENCE")) {
+    run_sequence(iface, dev, s1, s2, 100);  // warm: the thread's kept event slot exists
+    run_sequence(iface, dev, s1, s2, n);
+    printf("%ld wait_stream sequences\n", n);
+    return 0;
+  }
   static size_t pollute = getenv("POLLUTE") ? atol(getenv("POLLUTE")) : 0;
   static std::vector<char> junk(pollute + 64);
   auto bench = [&](const char* name, auto body) {

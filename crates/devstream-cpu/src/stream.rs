@@ -759,6 +759,25 @@ impl Drop for StreamInner {
 pub struct CpuStream(pub(crate) Arc<StreamInner>);
 
 impl CpuStream {
+    /// `true` iff all work submitted so far is done and the stream is not capturing: what
+    /// [`query`](DeviceStream::query) answers `Ok(true)` for, as three loads and no error to
+    /// build (a capture answers `false` here, `Err` there).
+    ///
+    /// ```
+    /// use devstream_core::{DeviceBackend, Place, StreamOptions};
+    /// let stream = devstream_cpu::CpuBackend::new_stream(&Place::Cpu, StreamOptions::default()).unwrap();
+    /// assert!(stream.is_finished());
+    /// ```
+    #[inline]
+    pub fn is_finished(&self) -> bool {
+        let inner = &self.0;
+        if inner.capturing.load(Ordering::Acquire) {
+            return false;
+        }
+        let submitted = inner.submitted.load(Ordering::Acquire);
+        inner.completed.load(Ordering::Acquire) >= submitted
+    }
+
     pub(crate) fn with_pool(
         pool: Arc<PoolHandle>,
         options: StreamOptions,

@@ -2,12 +2,13 @@
 //! each with a generation, whose objects are never freed.
 //!
 //! **What a handle is.** `tag << 60 | generation << 24 | index << 4`: never 0 (the tag is the
-//! backend index + 1), a multiple of 16, never dereferenced. A handle is valid while its slot
-//! is live with its generation; destroying the handle clears the live bit, and the slot's next
+//! backend index + 1), a multiple of 16, never dereferenced. A live slot's state *is* its
+//! handle; destroying the handle sets the state's bit 0 (no handle has it), and the slot's next
 //! handle has the next generation (36 bits: a stale handle names another object only after
-//! 2^36 reuses of its slot). Anything else Paddle passes (a destroyed handle, another type's
-//! handle, garbage) decodes to a slot that is missing, dead or of another generation: `None`,
-//! never a dereference.
+//! 2^36 reuses of its slot). So a handle is valid iff it is a multiple of 16 and equals the
+//! state of the slot its index bits name: one compare checks tag, generation and liveness.
+//! Anything else Paddle passes (a destroyed handle, another type's handle, garbage) names a
+//! slot that is missing or whose state differs: `None`, never a dereference.
 //!
 //! **Lookups** ([`Stable`]). A slot's object, once made, lives as long as the table: a destroyed
 //! handle's slot keeps it, and the slot's next handle reuses it (the runtime decides when: a
@@ -34,34 +35,39 @@ const CHUNK_BITS: u32 = 10;
 const CHUNK: usize = 1 << CHUNK_BITS;
 const CHUNKS: usize = 1 << (INDEX_BITS - CHUNK_BITS);
 
-/// Slot state: bit 1 "live", bits 2.. the generation (bit 0 unused).
-const LIVE: u64 = 2;
+/// A dead slot's state: its last handle with this bit set (a never-used slot's state is 0).
+const DEAD: u64 = 1;
 
 /// The most objects of one kind alive at once in one table (2^20).
 pub const CAPACITY: usize = CHUNKS * CHUNK;
 
-/// Decodes `handle` for a table with `tag` (already shifted).
+/// The slot index `handle` names, if it can be a handle at all (a multiple of 16): whether it
+/// is one is the compare with the slot's state.
 #[inline(always)]
-fn decode(tag: usize, handle: usize) -> Option<Decoded> {
-    if handle & ((1 << INDEX_SHIFT) - 1) != 0 || handle & (0xf << TAG_SHIFT) != tag {
+fn decode(handle: usize) -> Option<Decoded> {
+    if handle & ((1 << INDEX_SHIFT) - 1) != 0 {
         return None;
     }
-    let generation = ((handle >> GEN_SHIFT) as u64) & GEN_MASK;
     Some(Decoded {
         index: (handle >> INDEX_SHIFT) & INDEX_MASK,
-        live_state: (generation << 2) | LIVE,
+        live_state: handle as u64,
     })
 }
 
-/// The handle of slot `index` in (live) `state`, for a table with `tag`.
-fn encode(tag: usize, index: usize, state: u64) -> usize {
-    tag | (((state >> 2) as usize) << GEN_SHIFT) | (index << INDEX_SHIFT)
+/// The handle of slot `index` with `generation`, for a table with `tag` (already shifted).
+fn encode(tag: usize, index: usize, generation: u64) -> usize {
+    tag | ((generation as usize) << GEN_SHIFT) | (index << INDEX_SHIFT)
+}
+
+/// Whether a slot state is a live handle's (not 0, never used; not dead).
+fn is_live(state: u64) -> bool {
+    state != 0 && state & DEAD == 0
 }
 
 /// How many of these slot states are live.
 fn live<'a>(states: impl Iterator<Item = &'a AtomicU64>) -> usize {
     states
-        .filter(|state| state.load(Ordering::Acquire) & LIVE != 0)
+        .filter(|state| is_live(state.load(Ordering::Acquire)))
         .count()
 }
 
@@ -137,7 +143,8 @@ impl<S, F> Slots<S, F> {
     }
 }
 
-/// A decoded handle: the slot index and the state a live slot of that generation has.
+/// A decoded handle: the slot index and the state the slot has while the handle is live (the
+/// handle itself).
 #[derive(Clone, Copy)]
 struct Decoded {
     index: usize,
@@ -148,7 +155,7 @@ struct Decoded {
 /// line of its own (state and a small object: one line per lookup).
 #[repr(align(64))]
 struct StableSlot<T> {
-    /// Bit 1 "live", bits 2.. the generation (bit 0 unused).
+    /// The live handle; its last handle with [`DEAD`] set; 0 before the first.
     state: AtomicU64,
     value: OnceLock<T>,
 }
@@ -193,7 +200,7 @@ impl<T: Send + Sync> Stable<T> {
 
     #[inline(always)]
     fn decode(&self, handle: usize) -> Option<Decoded> {
-        decode(self.tag, handle)
+        decode(handle)
     }
 
     #[inline(always)]
@@ -257,10 +264,27 @@ impl<T: Send + Sync> Stable<T> {
                 let _ = slot.value.set(value);
             }
         }
+        Ok(Some(self.make_live(slot, index)))
+    }
+
+    /// [`Stable::insert_at`] for a slot that keeps an object (a destroyed handle's): `reuse`s
+    /// it and answers the new handle; `None` (nothing changed) if the slot has no object.
+    #[inline(always)]
+    pub fn reuse_at(&self, index: u32, reuse: impl FnOnce(&T)) -> Option<usize> {
+        let index = index as usize;
+        let slot = self.slots.get(index)?;
+        reuse(slot.value.get()?);
+        Some(self.make_live(slot, index))
+    }
+
+    /// Makes the dead slot `index` live under its next generation; answers its handle.
+    #[inline(always)]
+    fn make_live(&self, slot: &StableSlot<T>, index: usize) -> usize {
         let state = slot.state.load(Ordering::Relaxed);
-        let next = ((((state >> 2) + 1) & GEN_MASK) << 2) | LIVE;
-        slot.state.store(next, Ordering::Release);
-        Ok(Some(encode(self.tag, index, next)))
+        let generation = ((state >> GEN_SHIFT) + 1) & GEN_MASK;
+        let handle = encode(self.tag, index, generation);
+        slot.state.store(handle as u64, Ordering::Release);
+        handle
     }
 
     /// Destroys `handle` if it is live and `keep` accepts its object, answering the slot index
@@ -276,7 +300,7 @@ impl<T: Send + Sync> Stable<T> {
         slot.state
             .compare_exchange(
                 decoded.live_state,
-                decoded.live_state & !LIVE,
+                decoded.live_state | DEAD,
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             )
@@ -293,7 +317,7 @@ impl<T: Send + Sync> Stable<T> {
     pub fn live_values(&self) -> Vec<&T> {
         self.slots
             .iter()
-            .filter(|slot| slot.state.load(Ordering::Acquire) & LIVE != 0)
+            .filter(|slot| is_live(slot.state.load(Ordering::Acquire)))
             .filter_map(|slot| slot.value.get())
             .collect()
     }
@@ -301,7 +325,7 @@ impl<T: Send + Sync> Stable<T> {
     /// The object kept by the dead slot `index` (from [`Stable::take_index`]), if it has one.
     pub fn dead(&self, index: u32) -> Option<&T> {
         let slot = self.slot(index as usize)?;
-        if slot.state.load(Ordering::Acquire) & LIVE != 0 {
+        if is_live(slot.state.load(Ordering::Acquire)) {
             return None;
         }
         slot.value.get()
@@ -349,6 +373,9 @@ mod tests {
         let (index, _) = table.remove(a, |v| v.0 == 0).unwrap();
         assert!(table.get(a).is_none());
         assert!(table.remove(a, |_| true).is_none(), "destroyed twice");
+        // The dead slot's state (the handle with bit 0 set) is no handle either.
+        assert!(table.get(a | 1).is_none());
+        assert!(table.remove(a | 1, |_| true).is_none());
         assert_eq!(table.live(), 0);
         table.give_index(0, index);
         // Key 1 gets a fresh slot; key 0 gets the old one back, object reused.

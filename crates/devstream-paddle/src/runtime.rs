@@ -36,7 +36,7 @@ use crate::select::Backend;
 use crate::sys::{C_Device_st, C_Status, C_Stream, C_ERROR, C_FAILED, C_INTERNAL_ERROR};
 use devstream::{CaptureMode, DeviceBuffer, Event, EventFlags, Graph, HostBuffer, Place, Stream};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -123,7 +123,8 @@ impl<T> Check<T> for devstream::Result<T> {
 
 /// A destroyed event's slot (and the event it keeps), kept by the thread that destroyed it
 /// for its next `create_event` on that device: no lock to take it back.
-struct Spare {
+#[derive(Clone, Copy)]
+pub(crate) struct Spare {
     backend: usize,
     device: usize,
     index: u32,
@@ -132,25 +133,49 @@ struct Spare {
 /// The most destroyed events a thread keeps for reuse.
 const SPARES: usize = 32;
 
-/// What a thread keeps between calls: the event slots it destroyed last.
+/// What a thread keeps between calls: the event slots it destroyed last, in place (no heap
+/// block: the first entries share the cache line of the count, which is all Paddle's
+/// create-record-destroy of one event at a time reads). Plain cells: nothing runs between
+/// reading and writing them, so no borrow flag is needed.
 pub(crate) struct ThreadState {
-    spares: RefCell<Vec<Spare>>,
+    len: Cell<usize>,
+    spares: [Cell<Spare>; SPARES],
 }
 
 impl ThreadState {
-    /// A kept event slot of `backend` and `device`, if any.
+    /// A kept event slot of `backend` and `device`, if any (the most recently kept first).
+    #[inline(always)]
     fn take_spare(&self, backend: usize, device: usize) -> Option<u32> {
-        let mut spares = self.spares.try_borrow_mut().ok()?;
-        let at = spares
-            .iter()
-            .rposition(|s| s.backend == backend && s.device == device)?;
-        Some(spares.swap_remove(at).index)
+        let len = self.len.get().min(SPARES);
+        let at = self.spares[..len].iter().rposition(|spare| {
+            let spare = spare.get();
+            spare.backend == backend && spare.device == device
+        })?;
+        let taken = self.spares[at].get();
+        self.spares[at].set(self.spares[len - 1].get());
+        self.len.set(len - 1);
+        Some(taken.index)
+    }
+
+    /// Keeps `spare`, or answers it when the thread keeps [`SPARES`] already.
+    #[inline(always)]
+    fn keep_spare(&self, spare: Spare) -> Result<(), Spare> {
+        let len = self.len.get();
+        match self.spares.get(len) {
+            Some(cell) => {
+                cell.set(spare);
+                self.len.set(len + 1);
+                Ok(())
+            }
+            None => Err(spare),
+        }
     }
 }
 
 impl Drop for ThreadState {
     fn drop(&mut self) {
-        for spare in self.spares.get_mut().drain(..) {
+        let len = self.len.get().min(SPARES);
+        for spare in self.spares[..len].iter().map(Cell::get) {
             if let Some(rt) = crate::table::RUNTIMES
                 .get(spare.backend)
                 .and_then(OnceLock::get)
@@ -158,15 +183,37 @@ impl Drop for ThreadState {
                 rt.events.give_index(spare.device, spare.index);
             }
         }
+        self.len.set(0);
     }
 }
+
+/// An unused entry of [`ThreadState::spares`].
+const NO_SPARE: Spare = Spare {
+    backend: usize::MAX,
+    device: usize::MAX,
+    index: 0,
+};
 
 thread_local! {
     static THREAD: ThreadState = const {
         ThreadState {
-            spares: RefCell::new(Vec::new()),
+            len: Cell::new(0),
+            spares: [const { Cell::new(NO_SPARE) }; SPARES],
         }
     };
+}
+
+/// `true` iff `stream` is a CPU stream that has finished all its work and is not capturing
+/// ([`devstream::cpu::CpuStream::is_finished`]: three loads): an internal probe of
+/// `record_event`, not a query of the host's, so it opens no `tracing` span.
+#[inline(always)]
+fn finished_host_stream(stream: &Stream) -> bool {
+    match stream {
+        #[cfg(feature = "cpu")]
+        Stream::Cpu(cpu) => cpu.is_finished(),
+        #[allow(unreachable_patterns)]
+        _ => false,
+    }
 }
 
 /// Runs `f` with the calling thread's [`ThreadState`] (`None` while the thread's locals are
@@ -844,26 +891,164 @@ impl Runtime {
     /// `create_event` on the device (see [`Runtime::create_event`]).
     #[inline]
     pub fn destroy_event(&self, handle: usize) -> Status {
-        let (index, obj) = self
-            .events
-            .remove(handle, |_| true)
-            .ok_or_else(|| refuse(|| format!("unknown event handle {handle:#x}")))?;
+        match self.destroy_event_fast(handle) {
+            Some(Ok(())) => Ok(()),
+            Some(Err(spare)) => {
+                self.give_back(spare);
+                Ok(())
+            }
+            None => Err(refuse(|| format!("unknown event handle {handle:#x}"))),
+        }
+    }
+
+    /// The device index of a `C_Device`, if it names one of this runtime's devices (the fast
+    /// paths' check; [`Runtime::device_ptr`] says why not).
+    ///
+    /// # Safety
+    /// `device` is null or points to a readable `C_Device_st`.
+    #[inline(always)]
+    pub(crate) unsafe fn device_fast(&self, device: *const C_Device_st) -> Option<usize> {
+        if device.is_null() {
+            return None;
+        }
+        // SAFETY: non-null and readable per the caller's contract.
+        let id = unsafe { (*device).id };
+        usize::try_from(id).ok().filter(|&d| d < self.devices)
+    }
+
+    /// The stream behind a non-null handle of device `d` (the fast paths' check;
+    /// [`Runtime::stream`] says why not, and serves the null stream).
+    #[inline(always)]
+    fn stream_fast(&self, d: usize, stream: C_Stream) -> Option<&StreamObj> {
+        if stream.is_null() {
+            return None;
+        }
+        self.streams
+            .get(stream as usize)
+            .filter(|obj| obj.device == d)
+    }
+
+    /// `create_event` from the calling thread's kept slots (see [`Runtime::create_event`]):
+    /// the slot's event back under a new handle, written to `out`. `None`: anything else
+    /// (nothing kept, bad arguments), for the full call. Never panics.
+    ///
+    /// # Safety
+    /// `device` is null or points to a readable `C_Device_st`; `out` is null or writable.
+    #[inline(always)]
+    pub(crate) unsafe fn create_event_fast(
+        &self,
+        device: *const C_Device_st,
+        out: *mut crate::sys::C_Event,
+    ) -> Option<()> {
+        // SAFETY: forwarded.
+        let d = unsafe { self.device_fast(device) }?;
+        if out.is_null() {
+            return None;
+        }
+        let backend = self.backend.index();
+        let index = with_thread(|t| t.and_then(|t| t.take_spare(backend, d)))?;
+        let reset = |obj: &EventObj| {
+            obj.capture.store(0, Ordering::Relaxed);
+            obj.settled.store(true, Ordering::Relaxed);
+        };
+        match self.events.reuse_at(index, reset) {
+            Some(handle) => {
+                // SAFETY: non-null and writable per the caller's contract.
+                unsafe { out.write(handle as crate::sys::C_Event) };
+                Some(())
+            }
+            None => {
+                // A kept slot always keeps its event; were it not so, keep the index again
+                // (just taken: there is room) and let the full call make one.
+                let spare = Spare {
+                    backend,
+                    device: d,
+                    index,
+                };
+                let _ = with_thread(|t| t.map(|t| t.keep_spare(spare)));
+                None
+            }
+        }
+    }
+
+    /// `destroy_event` of a live handle: the slot kept by the calling thread (see
+    /// [`Runtime::destroy_event`]). `Some(Err(spare))`: destroyed, but the thread keeps
+    /// [`SPARES`] already: give `spare` back with [`Runtime::give_back`]. `None`: not a live
+    /// handle (nothing changed), for the full call. Never panics.
+    #[inline(always)]
+    pub(crate) fn destroy_event_fast(&self, handle: usize) -> Option<Result<(), Spare>> {
+        let (index, obj) = self.events.remove(handle, |_| true)?;
         let spare = Spare {
             backend: self.backend.index(),
             device: obj.device,
             index,
         };
-        let kept = with_thread(|t| match t.and_then(|t| t.spares.try_borrow_mut().ok()) {
-            Some(mut spares) if spares.len() < SPARES => {
-                spares.push(spare);
-                None
-            }
-            _ => Some(spare),
-        });
-        if let Some(spare) = kept {
-            self.events.give_index(spare.device, spare.index);
+        Some(with_thread(|t| match t {
+            Some(t) => t.keep_spare(spare),
+            None => Err(spare),
+        }))
+    }
+
+    /// Gives a destroyed event's slot back to its device's free list.
+    pub(crate) fn give_back(&self, spare: Spare) {
+        self.events.give_index(spare.device, spare.index);
+    }
+
+    /// The part of `record_event` Paddle's `Stream.wait_stream` runs on `devstream_cpu`: a
+    /// valid record on a stream that has finished all its work settles the event (see
+    /// [`Runtime::record_event`]). `None`: anything else, for the full call. Never panics (it
+    /// runs outside the table's unwinding guard).
+    ///
+    /// # Safety
+    /// `device` is null or points to a readable `C_Device_st`.
+    #[inline(always)]
+    pub(crate) unsafe fn record_event_fast(
+        &self,
+        device: *const C_Device_st,
+        stream: C_Stream,
+        event: usize,
+    ) -> Option<()> {
+        if !self.host_backed {
+            return None;
         }
-        Ok(())
+        // SAFETY: forwarded.
+        let d = unsafe { self.device_fast(device) }?;
+        let obj = self.stream_fast(d, stream)?;
+        let event = self.events.get(event)?;
+        if event.capture.load(Ordering::Relaxed) != 0 || !finished_host_stream(&obj.stream) {
+            return None;
+        }
+        if !event.settled.load(Ordering::Relaxed) {
+            event.settled.store(true, Ordering::Release);
+        }
+        Some(())
+    }
+
+    /// The part of `stream_wait_event` a settled event takes: nothing to wait for, once the
+    /// stream is checked. `None`: anything else, for the full call. Never panics.
+    ///
+    /// # Safety
+    /// `device` is null or points to a readable `C_Device_st`.
+    #[inline(always)]
+    pub(crate) unsafe fn stream_wait_event_fast(
+        &self,
+        device: *const C_Device_st,
+        stream: C_Stream,
+        event: usize,
+    ) -> Option<()> {
+        // SAFETY: forwarded.
+        let d = unsafe { self.device_fast(device) }?;
+        self.stream_fast(d, stream)?;
+        let event = self.events.get(event)?;
+        event.settled.load(Ordering::Acquire).then_some(())
+    }
+
+    /// `synchronize_event` and `query_event` of a settled event: complete. `None`: anything
+    /// else, for the full call. Never panics.
+    #[inline(always)]
+    pub(crate) fn event_settled_fast(&self, event: usize) -> Option<()> {
+        let event = self.events.get(event)?;
+        event.settled.load(Ordering::Acquire).then_some(())
     }
 
     /// `record_event`: the event captures the stream's work submitted so far.
@@ -881,7 +1066,7 @@ impl Runtime {
         {
             let obj = self.stream(device, stream)?;
             let event = self.event_in(event)?;
-            if self.host_backed && obj.stream.query().unwrap_or(false) {
+            if self.host_backed && finished_host_stream(&obj.stream) {
                 if event.capture.load(Ordering::Relaxed) != 0 {
                     event.capture.store(0, Ordering::SeqCst);
                 }
