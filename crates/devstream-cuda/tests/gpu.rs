@@ -496,6 +496,72 @@ fn default_and_per_thread_streams() {
     .unwrap();
 }
 
+/// The native handle a stream's `Debug` shows (reading it there does not hand it out, which
+/// `raw_handle` would: a handed-out stream is never reused).
+fn shown_raw(s: &CudaStream) -> String {
+    let shown = format!("{s:?}");
+    let at = shown.find("raw: ").expect("Debug shows the raw handle");
+    shown[at..].split(')').next().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn dropped_streams_are_reused_only_when_idle_and_never_handed_out() {
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
+    // Idle and never handed out: the next new stream of the same flags and priority gets its
+    // native stream (no cuStreamCreate) and works like a new one.
+    let a = stream(&place);
+    a.record_event().unwrap();
+    a.synchronize().unwrap();
+    let kept = shown_raw(&a);
+    drop(a);
+    let b = stream(&place);
+    assert_eq!(shown_raw(&b), kept, "the idle stream's native stream is reused");
+    assert!(b.is_non_blocking() && b.priority() == Priority::Normal);
+    assert_eq!(b.native_flags().unwrap() & 1, 1);
+    let e = b.record_event().unwrap();
+    b.synchronize().unwrap();
+    assert!(e.query().unwrap() && b.query().unwrap());
+    // Another priority never takes it: the high-priority stream stays in the pool, so no
+    // stream made meanwhile can have its handle.
+    let high =
+        CudaBackend::new_stream(&place, StreamOptions::default().priority(Priority::High)).unwrap();
+    let high_raw = shown_raw(&high);
+    drop(high);
+    let normal = stream(&place);
+    assert_ne!(shown_raw(&normal), high_raw);
+    assert_eq!(normal.priority(), Priority::Normal);
+    // Its unique id seen (or its handle handed out): never reused, so no later stream shows
+    // the same id.
+    let seen = stream(&place);
+    let id = seen.native_id().unwrap();
+    seen.synchronize().unwrap();
+    drop(seen);
+    let after = stream(&place);
+    assert_ne!(after.native_id().unwrap(), id, "a stream whose id was seen is not reused");
+    let handed = stream(&place);
+    let handed_id = handed.native_id().unwrap();
+    let _ = handed.raw_handle();
+    drop(handed);
+    assert_ne!(stream(&place).native_id().unwrap(), handed_id);
+    // Busy when dropped: its work is not inherited. If the next stream were the gated one,
+    // its event would never complete while the flag is closed.
+    let (gated_stream, flag) = gated(&place);
+    drop(gated_stream);
+    let fresh = stream(&place);
+    let done = fresh.record_event().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done.query().unwrap() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a new stream waits for a dropped busy stream's work"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    flag.set(1);
+}
+
 #[test]
 fn stream_management_extras() {
     let Some((place, _serial)) = gpu() else {

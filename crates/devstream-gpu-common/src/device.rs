@@ -99,6 +99,9 @@ pub fn device_of<A: RawApi>(place: &Place) -> Result<&'static Device<A>> {
 
 type DeferredAction = Box<dyn FnOnce() + Send>;
 
+/// How many idle native streams a device keeps for reuse.
+const STREAM_POOL_SIZE: usize = 32;
+
 /// A cached pinned host block.
 struct PinnedBlock(*mut u8);
 // SAFETY: an address of pinned memory owned by the cache; no one dereferences it while cached.
@@ -163,6 +166,10 @@ pub struct Device<A: RawApi> {
     pub(crate) live_events: AtomicUsize,
     /// Never-recorded events with default flags, kept for reuse (like PyTorch's event pool).
     pub(crate) event_pool: Mutex<Vec<RawEvent>>,
+    /// Native streams of dropped owned streams whose work was all done, with their flags
+    /// (`non_blocking`, native priority), kept for the next stream of the same flags (see
+    /// [`Device::keep_stream`]).
+    stream_pool: Mutex<Vec<(bool, i32, RawStream)>>,
     /// Released pinned host blocks by size class, for reuse: `cuMemFreeHost` synchronizes the
     /// whole device (and so can wait for a stream the caller gates), so pinned memory is never
     /// handed back to the driver — PyTorch's caching host allocator does the same.
@@ -243,6 +250,7 @@ impl<A: RawApi> Device<A> {
             live_streams: AtomicUsize::new(0),
             live_events: AtomicUsize::new(0),
             event_pool: Mutex::new(Vec::new()),
+            stream_pool: Mutex::new(Vec::new()),
             pinned_cache: Mutex::new(HashMap::new()),
             _api: PhantomData,
         })
@@ -321,6 +329,44 @@ impl<A: RawApi> Device<A> {
             check::<A, _>(unsafe { A::context_set_current(self.context) })?;
         }
         Ok(())
+    }
+
+    /// A kept native stream with these flags (`None`: make one), see [`Device::keep_stream`].
+    pub(crate) fn take_stream(&self, non_blocking: bool, priority: i32) -> Option<RawStream> {
+        let mut pool = self.stream_pool.lock().ok()?;
+        let at = pool
+            .iter()
+            .rposition(|&(nb, p, _)| nb == non_blocking && p == priority)?;
+        Some(pool.swap_remove(at).2)
+    }
+
+    /// Keeps the native stream of a dropped owned stream for [`Device::take_stream`] instead of
+    /// destroying it, when that is indistinguishable from a new stream: the pool has room, this
+    /// device's context is already current (nothing is made current behind the caller's back)
+    /// and the driver reports all the stream's work done (no pending work a new user's work
+    /// would be ordered after; a capture, someone else's included, or an error answers
+    /// otherwise). `false`: destroy it. A new stream then costs neither `cuStreamCreate` nor,
+    /// at its drop, `cuStreamDestroy` (PyTorch reuses streams from a pool for the same reason).
+    pub(crate) fn keep_stream(&self, raw: RawStream, non_blocking: bool, priority: i32) -> bool {
+        let has_room = |pool: &Vec<_>| pool.len() < STREAM_POOL_SIZE;
+        if !self.stream_pool.lock().is_ok_and(|pool| has_room(&pool)) {
+            return false;
+        }
+        // SAFETY: the runtime is loaded (a Device exists only then).
+        if !unsafe { A::context_current() }.is_ok_and(|current| current == self.context) {
+            return false;
+        }
+        // SAFETY: the stream is alive (its owner is being dropped); a query changes nothing.
+        if unsafe { A::stream_query(raw) }.is_err() {
+            return false;
+        }
+        match self.stream_pool.lock() {
+            Ok(mut pool) if has_room(&pool) => {
+                pool.push((non_blocking, priority, raw));
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Pinned, device-mapped host memory of at least `len` bytes (a power-of-two size class,

@@ -29,6 +29,7 @@ impl<A: RawApi> GpuStream<A> {
     pub fn set_attribute(&self, attribute: StreamAttribute) -> Result<()> {
         self.require(Optional::StreamAttributes, "set_attribute")?;
         self.bind()?;
+        self.inner().mark_native_state();
         // SAFETY: the stream is alive.
         check::<A, _>(unsafe { A::stream_set_attribute(self.raw(), attribute) })
     }
@@ -47,6 +48,7 @@ impl<A: RawApi> GpuStream<A> {
         self.require(Optional::StreamAttributes, "copy_attributes")?;
         self.same_device("copy_attributes", src.ordinal())?;
         self.bind()?;
+        self.inner().mark_native_state();
         // SAFETY: both streams are alive and of the same context.
         check::<A, _>(unsafe { A::stream_copy_attributes(self.raw(), src.raw()) })
     }
@@ -67,6 +69,7 @@ impl<A: RawApi> GpuStream<A> {
         self.same_device("attach_mem_async", buffer.inner.device.ordinal())?;
         buffer.inner.users.note(self.inner());
         self.bind()?;
+        self.inner().mark_native_state();
         // SAFETY: the buffer is a managed allocation of `len` bytes, alive while used.
         check::<A, _>(unsafe {
             A::stream_attach_mem_async(self.raw(), buffer.inner.ptr, 0, attach)
@@ -87,6 +90,7 @@ impl<A: RawApi> GpuStream<A> {
     ) -> Result<()> {
         self.require(Optional::ManagedMemory, "attach_mem_async")?;
         self.bind()?;
+        self.inner().mark_native_state();
         // SAFETY: per this function's contract.
         check::<A, _>(unsafe { A::stream_attach_mem_async(self.raw(), address, len, attach) })
     }
@@ -153,6 +157,8 @@ impl<A: RawApi> GpuStream<A> {
     pub fn native_id(&self) -> Result<u64> {
         self.require(Optional::StreamId, "native_id")?;
         self.bind()?;
+        // The id is unique over the process' life: a stream whose id was seen is never reused.
+        self.inner().mark_native_state();
         // SAFETY: the stream is alive.
         check::<A, _>(unsafe { A::stream_id(self.raw()) })
     }

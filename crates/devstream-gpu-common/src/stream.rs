@@ -23,7 +23,7 @@ use devstream_core::{
 };
 use std::any::Any;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// What kind of native stream a [`GpuStream`] wraps.
@@ -75,6 +75,10 @@ pub(crate) struct StreamInner<A: RawApi> {
     /// What this stream already waited for, and its record clock (enabled only for streams
     /// devstream created, with `elide_waits`).
     tracker: WaitTracker,
+    /// Set once the native stream left devstream's hands (`raw_handle`) or got state of its
+    /// own (attributes, attached memory, its unique id read): such a stream is destroyed at
+    /// its drop, never kept for reuse (see `Device::keep_stream`).
+    native_state: AtomicBool,
 }
 
 impl<A: RawApi> StreamInner<A> {
@@ -88,6 +92,14 @@ impl<A: RawApi> StreamInner<A> {
     /// The panic slot if one was made (none made: nothing was ever reported to the stream).
     pub(crate) fn panic_slot_if_made(&self) -> Option<&Arc<PanicSlot>> {
         self.panic.get()
+    }
+
+    /// Notes that the native stream left devstream or got state of its own (see
+    /// `native_state`).
+    pub(crate) fn mark_native_state(&self) {
+        if !self.native_state.load(Ordering::Relaxed) {
+            self.native_state.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Takes the first panic or failure reported to the stream since the last take.
@@ -128,7 +140,12 @@ impl<A: RawApi> Drop for StreamInner<A> {
                 .get_mut()
                 .is_ok_and(|record| record.0.is_none());
         if plain && !crate::hostfn::in_host_function() {
-            if self.kind == StreamKind::Owned {
+            let keep = |inner: &Self| {
+                inner
+                    .device
+                    .keep_stream(inner.raw, inner.non_blocking, inner.native_priority)
+            };
+            if self.kind == StreamKind::Owned && (*self.native_state.get_mut() || !keep(self)) {
                 // SAFETY: we own the stream; cuStreamDestroy returns at once and the runtime
                 // frees it after its queued work.
                 let _ = unsafe { A::stream_destroy(self.raw) };
@@ -294,8 +311,11 @@ impl<A: RawApi> GpuStream<A> {
         // Already inside the device's range, so the driver uses it as given (it only clamps
         // values outside): no `cuStreamGetPriority` round trip to learn it back.
         let native = device.range.normalize(options.priority);
-        // SAFETY: the device's context is current.
-        let raw = check::<A, _>(unsafe { A::stream_create(options.non_blocking, native) })?;
+        let raw = match device.take_stream(options.non_blocking, native) {
+            Some(raw) => raw,
+            // SAFETY: the device's context is current.
+            None => check::<A, _>(unsafe { A::stream_create(options.non_blocking, native) })?,
+        };
         Self::assemble(
             device,
             raw,
@@ -361,6 +381,7 @@ impl<A: RawApi> GpuStream<A> {
             // stream and the per-thread stream (whose handle names another stream on each
             // thread) are shared with code devstream does not see.
             tracker: WaitTracker::new(elide_waits && kind == StreamKind::Owned),
+            native_state: AtomicBool::new(false),
         });
         Ok(GpuStream {
             // SAFETY: written just above.
@@ -415,6 +436,7 @@ impl<A: RawApi> GpuStream<A> {
     /// driver and no wait on it is elided, see `devstream_core::elide`).
     #[inline]
     pub fn raw_handle(&self) -> RawStream {
+        self.inner.mark_native_state();
         let device = self.inner.device;
         if !device.foreign_handles.load(Ordering::Relaxed) {
             device.foreign_handles.store(true, Ordering::SeqCst);
