@@ -517,7 +517,11 @@ fn dropped_streams_are_reused_only_when_idle_and_never_handed_out() {
     let kept = shown_raw(&a);
     drop(a);
     let b = stream(&place);
-    assert_eq!(shown_raw(&b), kept, "the idle stream's native stream is reused");
+    assert_eq!(
+        shown_raw(&b),
+        kept,
+        "the idle stream's native stream is reused"
+    );
     assert!(b.is_non_blocking() && b.priority() == Priority::Normal);
     assert_eq!(b.native_flags().unwrap() & 1, 1);
     let e = b.record_event().unwrap();
@@ -539,7 +543,11 @@ fn dropped_streams_are_reused_only_when_idle_and_never_handed_out() {
     seen.synchronize().unwrap();
     drop(seen);
     let after = stream(&place);
-    assert_ne!(after.native_id().unwrap(), id, "a stream whose id was seen is not reused");
+    assert_ne!(
+        after.native_id().unwrap(),
+        id,
+        "a stream whose id was seen is not reused"
+    );
     let handed = stream(&place);
     let handed_id = handed.native_id().unwrap();
     let _ = handed.raw_handle();
