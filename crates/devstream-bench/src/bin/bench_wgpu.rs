@@ -9,7 +9,10 @@
 //! * empty submit+wait: an empty command buffer submitted and waited for
 //!   (`WgpuStream::flush` + `Stream::synchronize` vs `Queue::submit` + `Device::poll(Wait)`);
 //! * record+query: a 4-byte clear, then an event recorded and queried
-//!   (`fill` + `record` + `Event::query` vs `clear_buffer` + `submit` + `poll(Poll)`);
+//!   (`fill` + `record` + `Event::query` vs `clear_buffer` + `submit` + `poll(Poll)`), and
+//!   again against raw wgpu that answers per submission as an event query must (the same plus
+//!   an `on_submitted_work_done` note per submission; `poll(Poll)` alone only says whether the
+//!   whole queue is idle, which other submitters can keep false);
 //! * small dispatch+readback: 256 bytes uploaded, a WGSL kernel dispatched, the result copied
 //!   back and read on the host (staging upload, compute pass, `MAP_READ` readback, map, read).
 //!
@@ -19,9 +22,14 @@ use devstream::wgpu::{WgpuBuffer, WgpuKernel, WgpuStream};
 use devstream::{Event, EventFlags, Place, Stream};
 use devstream_bench::wgpu_raw::{Raw, DOUBLE_WGSL, WORDS};
 use devstream_bench::{ns_per_op, report, Row};
+use std::cell::Cell;
 use std::hint::black_box;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 const TARGET: f64 = 1.05;
+/// The plain baseline: the same work through raw wgpu.
+const RAW: &str = "raw wgpu, same device and queue";
 
 fn main() -> devstream::Result<()> {
     let quick = std::env::var_os("DEVSTREAM_BENCH_QUICK").is_some();
@@ -44,13 +52,13 @@ fn main() -> devstream::Result<()> {
     );
     let raw = Raw::new(ws);
     let mut rows = Vec::new();
-    let mut row = |op: &str, devstream_ns: f64, baseline_ns: f64| {
+    let mut row = |op: &str, devstream_ns: f64, baseline_ns: f64, baseline: &'static str| {
         rows.push(Row {
             backend: "wgpu",
             op: op.to_string(),
             devstream_ns,
             baseline_ns,
-            baseline: "raw wgpu, same device and queue",
+            baseline,
             target: TARGET,
         })
     };
@@ -83,7 +91,7 @@ fn main() -> devstream::Result<()> {
         },
         &mut || raw.empty_submit_wait(),
     );
-    row("empty submit+wait", d, b);
+    row("empty submit+wait", d, b, RAW);
 
     // Record + query after a tiny clear.
     let scratch = s.alloc(4)?;
@@ -98,7 +106,29 @@ fn main() -> devstream::Result<()> {
             black_box(raw.record_query());
         },
     );
-    row("record+query (after a 4-byte clear)", d, b);
+    row("record+query (after a 4-byte clear)", d, b, RAW);
+    // The same against raw wgpu answering what an event query answers: whether *this*
+    // submission is done (a per-submission `on_submitted_work_done` note, as devstream's
+    // scheduler registers), not whether the whole queue is idle.
+    let completed = Arc::new(AtomicU64::new(0));
+    let seq = Cell::new(0u64);
+    let (d, b) = measure(
+        &mut || {
+            s.fill(&scratch, 0, 4, 0).unwrap();
+            s.record(&event).unwrap();
+            black_box(event.query().unwrap());
+        },
+        &mut || {
+            seq.set(seq.get() + 1);
+            black_box(raw.record_query_noted(&completed, seq.get()));
+        },
+    );
+    row(
+        "record+query (raw noted per submission)",
+        d,
+        b,
+        "raw wgpu + on_submitted_work_done per submission",
+    );
 
     // Small dispatch + readback.
     let kernel = WgpuKernel::new(ws, DOUBLE_WGSL, "double")?;
@@ -127,7 +157,7 @@ fn main() -> devstream::Result<()> {
         .collect();
     assert_eq!(out_dev, expect, "devstream result");
     assert_eq!(out_raw, expect, "raw result");
-    row("small dispatch+readback (256 B)", d, b);
+    row("small dispatch+readback (256 B)", d, b, RAW);
 
     report(&rows);
     Ok(())
