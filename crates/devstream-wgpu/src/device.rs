@@ -203,7 +203,29 @@ pub(crate) struct DeviceShared {
     completer: Arc<Completer>,
     /// Pending completion futures, fired by the submitted-work-done callbacks.
     pub(crate) completions: Arc<crate::completion::Completions>,
+    /// What every submission's completion note updates, behind one reference (one count
+    /// taken per submission rather than one per target).
+    pub(crate) note: Arc<NoteTargets>,
     shutdown: Arc<AtomicBool>,
+}
+
+/// What a submission's `on_submitted_work_done` note updates: the completed ticket number, the
+/// device's waiters and its completion futures ([`crate::sched::submit_locked`]).
+pub(crate) struct NoteTargets {
+    pub(crate) completed: Arc<AtomicU64>,
+    pub(crate) signal: Arc<Signal>,
+    pub(crate) completions: Arc<crate::completion::Completions>,
+}
+
+impl NoteTargets {
+    /// Notes that the submission numbered `seq` (and every earlier one) has completed.
+    pub(crate) fn completed(&self, seq: u64) {
+        if self.completed.fetch_max(seq, Ordering::SeqCst) < seq {
+            self.signal.notify();
+            // Completion futures whose ticket this was (one atomic load when none wait).
+            self.completions.fire();
+        }
+    }
 }
 
 impl std::fmt::Debug for DeviceShared {
@@ -267,6 +289,12 @@ impl DeviceShared {
             Arc::clone(&completed),
             Arc::clone(&fault),
         ));
+        let signal = Arc::new(Signal::default());
+        let note = Arc::new(NoteTargets {
+            completed: Arc::clone(&completed),
+            signal: Arc::clone(&signal),
+            completions: Arc::clone(&completions),
+        });
         let shared = Arc::new(DeviceShared {
             place,
             id: devstream_core::next_id(),
@@ -280,13 +308,14 @@ impl DeviceShared {
             info,
             sched: Mutex::new(Sched::default()),
             completed,
-            signal: Arc::new(Signal::default()),
+            signal,
             work: Arc::new(Signal::default()),
             fault,
             internal: OnceLock::new(),
             runners: Arc::new(Runners::default()),
             completer: Arc::new(Completer::default()),
             completions,
+            note,
             shutdown: Arc::new(AtomicBool::new(false)),
         });
         let fault = Arc::clone(&shared.fault);
@@ -364,10 +393,7 @@ impl DeviceShared {
 
     /// Notes that `ticket` has completed.
     pub(crate) fn mark_complete(&self, ticket: &Ticket) {
-        if self.completed.fetch_max(ticket.seq, Ordering::SeqCst) < ticket.seq {
-            self.signal.notify();
-            self.completions.fire();
-        }
+        self.note.completed(ticket.seq);
     }
 
     /// Asks the completion thread to wait for `ticket` (for completion futures).

@@ -177,18 +177,12 @@ pub(crate) fn submit_locked(
     // query's, a wait's), so a query can ask with a plain `Poll` instead of a zero-timeout
     // wait. Registered under the scheduler lock right after our submit; a submission of
     // someone else's in between only makes the note later, never early.
-    let completed = Arc::clone(&device.completed);
-    let signal = Arc::clone(&device.signal);
-    let completions = Arc::clone(&device.completions);
+    let note = Arc::clone(&device.note);
     let seq = ticket.seq;
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        device.queue.on_submitted_work_done(move || {
-            if completed.fetch_max(seq, Ordering::SeqCst) < seq {
-                signal.notify();
-                // Completion futures whose ticket this was (one atomic load when none wait).
-                completions.fire();
-            }
-        })
+        device
+            .queue
+            .on_submitted_work_done(move || note.completed(seq))
     }));
     for action in after {
         match action {
