@@ -94,6 +94,18 @@ REF_SOURCE = os.path.join(
 )
 
 
+def run_child(arguments, env=None):
+    """This script run again with `arguments` in a fresh process; its last line as JSON."""
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), *arguments],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def child(device, blocks, calls):
     """Child of --same-name: the block means of every op on `device`, as JSON on stdout."""
     paddle.device.set_device(device)
@@ -148,23 +160,10 @@ def same_name(args):
             this_round = {}
             for side, folder in sides:
                 env = dict(os.environ, CUSTOM_DEVICE_ROOT=folder)
-                proc = subprocess.run(
-                    [
-                        sys.executable,
-                        os.path.abspath(__file__),
-                        "--child",
-                        args.device,
-                        "--blocks",
-                        str(args.blocks),
-                        "--calls",
-                        str(args.calls),
-                    ],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=True,
+                this_round[side] = run_child(
+                    ["--child", args.device, "--blocks", str(args.blocks), "--calls", str(args.calls)],
+                    env,
                 )
-                this_round[side] = json.loads(proc.stdout.strip().splitlines()[-1])
             for name in this_round["a"]:
                 per_block["a"].setdefault(name, []).extend(this_round["a"][name])
                 per_block["b"].setdefault(name, []).extend(this_round["b"][name])
@@ -196,10 +195,8 @@ def processes(args):
     that; the median over processes is the benchmark's answer."""
     per_op = {}
     for _ in range(args.processes):
-        proc = subprocess.run(
+        measured = run_child(
             [
-                sys.executable,
-                os.path.abspath(__file__),
                 "--pair-child",
                 "--device",
                 args.device,
@@ -209,12 +206,9 @@ def processes(args):
                 str(args.blocks),
                 "--calls",
                 str(args.calls),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
+            ]
         )
-        for name, (a, b) in json.loads(proc.stdout.strip().splitlines()[-1]).items():
+        for name, (a, b) in measured.items():
             per_op.setdefault(name, []).append((a, b))
     rows = []
     for name, pairs in per_op.items():

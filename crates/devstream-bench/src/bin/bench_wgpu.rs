@@ -96,33 +96,24 @@ fn main() -> devstream::Result<()> {
     // Record + query after a tiny clear.
     let scratch = s.alloc(4)?;
     let event = Event::new(&place, EventFlags::default())?;
-    let (d, b) = measure(
-        &mut || {
-            s.fill(&scratch, 0, 4, 0).unwrap();
-            s.record(&event).unwrap();
-            black_box(event.query().unwrap());
-        },
-        &mut || {
-            black_box(raw.record_query());
-        },
-    );
+    let mut record_query = || {
+        s.fill(&scratch, 0, 4, 0).unwrap();
+        s.record(&event).unwrap();
+        black_box(event.query().unwrap());
+    };
+    let (d, b) = measure(&mut record_query, &mut || {
+        black_box(raw.record_query());
+    });
     row("record+query (after a 4-byte clear)", d, b, RAW);
     // The same against raw wgpu answering what an event query answers: whether *this*
     // submission is done (a per-submission `on_submitted_work_done` note, as devstream's
     // scheduler registers), not whether the whole queue is idle.
     let completed = Arc::new(AtomicU64::new(0));
     let seq = Cell::new(0u64);
-    let (d, b) = measure(
-        &mut || {
-            s.fill(&scratch, 0, 4, 0).unwrap();
-            s.record(&event).unwrap();
-            black_box(event.query().unwrap());
-        },
-        &mut || {
-            seq.set(seq.get() + 1);
-            black_box(raw.record_query_noted(&completed, seq.get()));
-        },
-    );
+    let (d, b) = measure(&mut record_query, &mut || {
+        seq.set(seq.get() + 1);
+        black_box(raw.record_query_noted(&completed, seq.get()));
+    });
     row(
         "record+query (raw noted per submission)",
         d,
