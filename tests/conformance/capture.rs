@@ -419,3 +419,99 @@ fn a_wait_implied_before_a_capture_is_not_elided_inside_it() {
         Ok(())
     });
 }
+
+/// Dropping the stream that began a capture ends that capture, whether it is still valid or
+/// was invalidated: no `end_capture` can come any more, so nothing of it may stay behind. A
+/// `Global`-mode capture left behind would forbid every thread's synchronize for the rest of
+/// the process; so would a `ThreadLocal` one on this thread. An event recorded inside the
+/// capture and still alive does not keep the capture going.
+#[test]
+fn dropping_the_stream_that_began_a_capture_ends_it() {
+    for_each_place_alone(|place| {
+        if caps(place).capture == CaptureSupport::None {
+            not_applicable(place, "no capture");
+            return Ok(());
+        }
+        for mode in MODES {
+            for invalidated in [false, true] {
+                let context = format!(
+                    "{mode:?} capture{}, its stream dropped",
+                    if invalidated { " (invalidated)" } else { "" }
+                );
+                let bystander = Stream::new(place)?;
+                let capturing = Stream::new(place)?;
+                capturing.begin_capture(mode)?;
+                let recorded_inside = capturing.record_event()?;
+                if invalidated {
+                    assert_err!(capturing.query(), Error::Capture { .. });
+                }
+                drop(capturing);
+                let here = bystander.synchronize();
+                assert!(
+                    here.is_ok(),
+                    "{context}: synchronize of another stream on this thread: {here:?}"
+                );
+                let b = bystander.clone();
+                let there = within(
+                    PATIENCE,
+                    "synchronize on another thread",
+                    move || b.synchronize(),
+                    || {},
+                );
+                assert!(
+                    there.is_ok(),
+                    "{context}: synchronize of another stream on another thread: {there:?}"
+                );
+                drop(recorded_inside);
+            }
+        }
+        Ok(())
+    });
+}
+
+/// A stream that joined a capture (by waiting on an event recorded inside it) leaves it when
+/// the stream that began the capture is dropped, valid or invalidated: it is no longer
+/// capturing, and its later work runs.
+#[test]
+fn a_stream_that_joined_a_capture_leaves_it_when_the_origin_is_dropped() {
+    for_each_place(|place| {
+        let caps = caps(place);
+        if caps.capture == CaptureSupport::None || !caps.host_funcs {
+            not_applicable(place, "no capture or no host functions");
+            return Ok(());
+        }
+        for invalidated in [false, true] {
+            let context = if invalidated {
+                "the origin's capture invalidated, then the origin dropped"
+            } else {
+                "the origin dropped"
+            };
+            let log = Log::new();
+            let (origin, joined) = (Stream::new(place)?, Stream::new(place)?);
+            origin.begin_capture(CaptureMode::Relaxed)?;
+            let fork = origin.record_event()?;
+            joined.wait_event(&fork)?;
+            assert!(
+                joined.is_capturing()?,
+                "waiting on a captured event joins the capture"
+            );
+            if invalidated {
+                assert_err!(origin.query(), Error::Capture { .. });
+            }
+            drop(origin);
+            assert!(
+                !joined.is_capturing()?,
+                "{context}: the joined stream is still capturing"
+            );
+            joined.launch_host_func(log.task("after"))?;
+            sync(&joined)?;
+            assert_eq!(
+                log.entries(),
+                vec!["after"],
+                "{context}: the joined stream's later work did not run"
+            );
+            drop(fork);
+        }
+        Ok(())
+    });
+}

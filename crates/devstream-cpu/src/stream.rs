@@ -32,7 +32,7 @@ use devstream_core::{
     Priority, Result, StreamOptions,
 };
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::Thread;
 
@@ -92,6 +92,11 @@ pub(crate) struct StreamInner {
     has_error: AtomicBool,
     /// Mirrors `state.capture.is_some()` for lock-free fast paths.
     pub(crate) capturing: AtomicBool,
+    /// Live [`CpuStream`] handles. At zero no more work can be queued through one and no
+    /// `end_capture` can come: a capture this stream began ends then (see
+    /// [`StreamInner::abandon_capture`]), although queued work, events and objects may keep
+    /// the stream itself alive much longer.
+    handles: AtomicUsize,
     has_head: AtomicBool,
     sender: Sender<Task>,
     receiver: Receiver<Task>,
@@ -179,6 +184,7 @@ impl StreamInner {
             min_waiter: AtomicU64::new(u64::MAX),
             has_error: AtomicBool::new(false),
             capturing: AtomicBool::new(false),
+            handles: AtomicUsize::new(1),
             has_head: AtomicBool::new(false),
             sender,
             receiver,
@@ -563,6 +569,27 @@ impl StreamInner {
         }
     }
 
+    /// The last handle is gone: ends the capture this stream began, whatever its state
+    /// (nothing can end it any more), so that it neither keeps forbidding other calls nor keeps
+    /// the streams that joined it capturing; they leave it and run their later work again. A
+    /// stream that only joined a capture leaves it to its origin.
+    fn abandon_capture(&self) {
+        let mut state = lock(&self.state);
+        let Some(capture) = state.capture.take_if(|capture| capture.lane == 0) else {
+            return;
+        };
+        self.capturing.store(false, Ordering::Release);
+        drop(state);
+        let session = capture.session;
+        session.invalidate("the stream that began the capture was dropped");
+        let (streams, ended) = session.finish();
+        for stream in streams.iter().skip(1).filter_map(Weak::upgrade) {
+            stream.leave_capture(&session);
+        }
+        // The captured nodes (user closures) are dropped here, under no lock.
+        drop(ended);
+    }
+
     /// The error for an operation that is illegal on a capturing stream; invalidates the capture.
     fn capture_violation(&self, op: &'static str) -> Error {
         if let Some((session, _)) = self.capture_info() {
@@ -755,8 +782,25 @@ impl Drop for StreamInner {
 ///
 /// Inside one of its host functions or kernels, `synchronize` of a stream or event whose work
 /// is not complete returns `Error::WouldDeadlock` instead of blocking the worker.
-#[derive(Clone)]
 pub struct CpuStream(pub(crate) Arc<StreamInner>);
+
+impl Clone for CpuStream {
+    fn clone(&self) -> Self {
+        self.0.handles.fetch_add(1, Ordering::Relaxed);
+        CpuStream(self.0.clone())
+    }
+}
+
+impl Drop for CpuStream {
+    fn drop(&mut self) {
+        // AcqRel: the last handle's drop sees every capture change made through the others.
+        if self.0.handles.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.0.capturing.load(Ordering::Acquire)
+        {
+            self.0.abandon_capture();
+        }
+    }
+}
 
 impl CpuStream {
     /// `true` iff all work submitted so far is done and the stream is not capturing: what
