@@ -189,6 +189,18 @@ pub(crate) fn find(runtime: usize, id: u64) -> Option<Arc<CaptureShared>> {
         .cloned()
 }
 
+/// The capture in progress that the stream `origin` of `runtime` began, if any (cheap when no
+/// capture is in progress).
+pub(crate) fn begun_by(runtime: usize, origin: u64) -> Option<Arc<CaptureShared>> {
+    if ACTIVE_COUNT.load(Ordering::SeqCst) == 0 {
+        return None;
+    }
+    lock(&ACTIVE)
+        .iter()
+        .find(|c| c.runtime == runtime && c.origin == origin)
+        .cloned()
+}
+
 impl CaptureShared {
     /// The plug-in's capture id (`cuda_stream_capture_info`).
     pub(crate) fn id(&self) -> u64 {

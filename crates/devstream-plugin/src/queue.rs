@@ -694,6 +694,10 @@ pub(crate) struct StreamCore {
     /// What this stream already waited for (user-created streams with `elide_waits` only: the
     /// default and adopted streams are shared with code devstream does not see).
     pub(crate) tracker: WaitTracker,
+    /// Live `PluginStream` handles. At zero no `end_capture` can come any more: a capture the
+    /// stream began ends then, although queued work and the objects it used may keep the core
+    /// alive longer.
+    pub(crate) handles: AtomicUsize,
 }
 
 /// A wait of a stream on another plug-in queue's event, while it may be incomplete.
@@ -800,6 +804,7 @@ impl StreamCore {
             waits: Mutex::new(Vec::new()),
             pre_capture: Mutex::new(None),
             tracker: WaitTracker::new(elide_waits && user_created),
+            handles: AtomicUsize::new(0),
         })
     }
 

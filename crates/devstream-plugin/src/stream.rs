@@ -24,6 +24,7 @@ use devstream_core::{
     BackendKind, Capabilities, CaptureMode, CaptureSupport, Completion, DeviceBuffer, DeviceEvent,
     DeviceFlag, DeviceStream, Error, EventFlags, HostFn, Place, Priority, PriorityRange, Result,
 };
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A stream of a custom-device place.
@@ -73,10 +74,30 @@ use std::sync::Arc;
 /// not run, even if the plug-in calls it later); if it already ran, the error is reported all
 /// the same. Who frees a callback's data is decided by which side claims it first, never by
 /// the status alone.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct PluginStream(pub(crate) StreamRepr);
 
-#[derive(Clone, Debug)]
+impl Clone for PluginStream {
+    fn clone(&self) -> Self {
+        match &self.0 {
+            StreamRepr::Abi(core) => PluginStream::abi(core.clone()),
+            StreamRepr::Rust(s) => PluginStream(StreamRepr::Rust(s.clone())),
+        }
+    }
+}
+
+impl Drop for PluginStream {
+    fn drop(&mut self) {
+        if let StreamRepr::Abi(core) = &self.0 {
+            // AcqRel: the last handle's drop sees every capture begun through the others.
+            if core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+                abandon_capture(core);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
 pub(crate) enum StreamRepr {
     Abi(Arc<StreamCore>),
     Rust(Arc<dyn crate::custom::ErasedStream>),
@@ -97,7 +118,9 @@ impl std::hash::Hash for PluginStream {
 }
 
 impl PluginStream {
+    /// A handle to `core` (counted: see `StreamCore::handles`).
     pub(crate) fn abi(core: Arc<StreamCore>) -> PluginStream {
+        core.handles.fetch_add(1, Ordering::Relaxed);
         PluginStream(StreamRepr::Abi(core))
     }
 
@@ -375,6 +398,28 @@ fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
                     core.runtime.device_type
                 ),
             ))
+        }
+    }
+}
+
+/// The last handle of `core` is gone: ends the capture the stream began, if any, whatever its
+/// state (no `end_capture` can come any more), in the plug-in too, so that the streams that
+/// joined it leave it and a `Global` one forbids nothing any more; the graph is destroyed.
+/// A stream that only joined a capture leaves it to its origin.
+fn abandon_capture(core: &Arc<StreamCore>) {
+    if caps_of(core).capture == CaptureSupport::None {
+        return;
+    }
+    let Some(capture) = crate::capture::begun_by(core.runtime.index(), core.id) else {
+        return;
+    };
+    capture.invalidate("the stream that began the capture was dropped".into());
+    let ended = core.runtime.end_capture(core.slot, core.raw);
+    *crate::queue::lock(&core.pre_capture) = None;
+    crate::capture::unregister(&capture);
+    if let Ok(graph) = ended {
+        if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
+            tracing::warn!("devstream-plugin: destroying an abandoned capture's graph: {error}");
         }
     }
 }
