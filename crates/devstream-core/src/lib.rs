@@ -16,7 +16,9 @@
 //! * [`panic`]: containing panics of user code (host closures, destructors, payloads);
 //! * [`current`]: per-thread, per-place current-stream slots with RAII guards;
 //! * [`pool`]: a lazily created round-robin pool of streams per place and priority;
-//! * [`elide`]: redundant-wait elision (what a stream already waited for), for every backend.
+//! * [`elide`]: redundant-wait elision (what a stream already waited for), for every backend;
+//! * [`capture`]: the capture-mode rule (which calls a capture forbids, where, and how a
+//!   forbidden call fails), for every backend.
 //!
 //! # Example
 //! ```
@@ -31,6 +33,7 @@
 #![warn(missing_docs)]
 
 mod capabilities;
+pub mod capture;
 pub mod comm;
 mod completion;
 pub mod current;

@@ -28,6 +28,25 @@
 //! * A never-recorded event queries true; re-recording replaces what it captures.
 //! * Dropping a handle with queued work never blocks and never frees what that work still uses.
 //! * An operation whose capability is off answers [`Error::Unsupported`](crate::Error).
+//!
+//! # Captures
+//! * Work submitted to a capturing stream is recorded, not run; a stream that waits on an
+//!   event recorded inside a capture joins it; `end_capture` on the stream that began it ends
+//!   the capture for every stream that joined it.
+//! * Synchronizing or querying a stream that captures (or joined a capture) fails with
+//!   `Error::Capture` and invalidates that capture; the stream stays usable.
+//! * A capture's mode governs the *potentially unsafe calls* on its place, on every backend
+//!   alike ([`crate::capture`], CUDA's rule): `Stream::synchronize`, `Stream::query`,
+//!   `Event::synchronize`, `Event::query`, `alloc_host`, and `alloc` where allocation is not
+//!   stream-ordered. `Global` forbids them on every thread, `ThreadLocal` on the capturing
+//!   thread, `Relaxed` nowhere. A forbidden call fails with `Error::Capture` before it reaches
+//!   the runtime ([`crate::capture::check_unsafe_call`]) and the capture goes on. Everything
+//!   else beside a capture — making, using and dropping other streams, events, buffers, flags
+//!   and graphs, reading and writing host buffers — is allowed in every mode, and nothing a
+//!   backend does on its own (releases, stream reuse, completions) may invalidate a capture.
+//! * Dropping the last handle of the stream that began a capture ends that capture, valid or
+//!   invalidated: what its mode forbade is lifted, and the streams that joined it leave it and
+//!   run their later work again. A capture never outlives its stream's handles.
 
 use crate::{
     BackendKind, Capabilities, CaptureMode, Completion, Error, EventFlags, Place, Priority,
@@ -124,10 +143,12 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
     fn capabilities(&self) -> Capabilities;
 
     /// `true` iff all work submitted so far is done. Never blocks (except on places whose
-    /// `nonblocking_query` capability is off). During capture: `Error::Capture`.
+    /// `nonblocking_query` capability is off). During capture: `Error::Capture` and the
+    /// capture is invalidated. A potentially unsafe call (see the module documentation).
     fn query(&self) -> Result<bool>;
     /// Blocks until all work submitted so far is done; returns the first error of that work.
-    /// During capture: `Error::Capture` and the capture is invalidated.
+    /// During capture: `Error::Capture` and the capture is invalidated. A potentially unsafe
+    /// call (see the module documentation).
     fn synchronize(&self) -> Result<()>;
 
     /// A future that is ready when all work submitted so far is done, with the result
@@ -151,7 +172,8 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
 
     /// Starts capturing: later work is recorded into a graph instead of run.
     fn begin_capture(&self, mode: CaptureMode) -> Result<()>;
-    /// Ends capturing and returns the graph.
+    /// Ends capturing and returns the graph. Dropping the stream's last handle instead ends
+    /// the capture too, and discards it.
     fn end_capture(&self) -> Result<Self::Graph>;
     /// Whether the stream is capturing.
     fn is_capturing(&self) -> Result<bool>;
@@ -161,9 +183,10 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
     /// Writes `value` to `flag` in stream order.
     fn write_flag(&self, flag: &Self::Flag, value: u32) -> Result<()>;
 
-    /// Device memory of `len` bytes, usable by work submitted to this stream from now on.
+    /// Device memory of `len` bytes, usable by work submitted to this stream from now on. A
+    /// potentially unsafe call where the place's `stream_ordered_alloc` is off.
     fn alloc(&self, len: usize) -> Result<Self::Buffer>;
-    /// Host memory of `len` bytes for asynchronous copies (zeroed).
+    /// Host memory of `len` bytes for asynchronous copies (zeroed). A potentially unsafe call.
     fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer>;
     /// Copies `src` to `dst[dst_offset..]`. `src` is staged before the call returns, so it may
     /// be reused at once (pageable-memory semantics).
@@ -207,9 +230,10 @@ pub trait DeviceEvent: Clone + Debug + Send + Sync + 'static {
     fn id(&self) -> u64;
     /// The flags it was created with.
     fn flags(&self) -> EventFlags;
-    /// `true` iff the captured work is done (or the event was never recorded).
+    /// `true` iff the captured work is done (or the event was never recorded). A potentially
+    /// unsafe call (see the module documentation).
     fn query(&self) -> Result<bool>;
-    /// Blocks until the captured work is done.
+    /// Blocks until the captured work is done. A potentially unsafe call.
     fn synchronize(&self) -> Result<()>;
     /// A future that is ready when the captured work is done (at once for a never-recorded
     /// event), with the result `synchronize` would give then. Re-recording the event later does

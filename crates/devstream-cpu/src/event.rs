@@ -309,6 +309,7 @@ impl DeviceEvent for CpuEvent {
 
     #[inline]
     fn query(&self) -> Result<bool> {
+        check_unsafe_call("Event::query")?;
         if self.0.known_done() {
             return Ok(true);
         }

@@ -17,11 +17,11 @@
 use crate::scheduler::{CommonOp, Op};
 use crate::stream::StreamInner;
 use crate::{lock, CPU_PLACE};
+use devstream_core::capture::{self, CaptureRegistration};
 use devstream_core::{next_id, CaptureMode, DeviceGraph, Error, Place, Result};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::thread::ThreadId;
 
 /// A node of a captured graph.
 #[derive(Clone)]
@@ -82,29 +82,18 @@ struct SessionState {
 
 /// One capture sequence, shared by the streams taking part in it.
 pub(crate) struct Session {
-    mode: CaptureMode,
-    thread: ThreadId,
     active: AtomicBool,
-    /// Whether this session is counted in [`PROHIBITING`].
-    counted: AtomicBool,
+    /// What the capture's mode forbids (see `devstream_core::capture`), until it ends.
+    registration: Mutex<Option<CaptureRegistration>>,
     state: Mutex<SessionState>,
 }
-
-/// Active captures that prohibit unsafe calls (non-relaxed), for the lock-free fast path of
-/// [`check_unsafe_call`].
-static PROHIBITING: AtomicUsize = AtomicUsize::new(0);
-/// Active sessions (weak: a session whose streams are all gone ends by itself).
-static ACTIVE: Mutex<Vec<Weak<Session>>> = Mutex::new(Vec::new());
 
 impl Session {
     /// Starts a session with `origin` as lane 0.
     pub(crate) fn begin(mode: CaptureMode, origin: &Arc<StreamInner>) -> Arc<Session> {
-        let prohibiting = mode != CaptureMode::Relaxed;
-        let session = Arc::new(Session {
-            mode,
-            thread: std::thread::current().id(),
+        Arc::new(Session {
             active: AtomicBool::new(true),
-            counted: AtomicBool::new(prohibiting),
+            registration: Mutex::new(Some(capture::register(&CPU_PLACE, mode, origin.id))),
             state: Mutex::new(SessionState {
                 nodes: Vec::new(),
                 lanes: vec![Lane {
@@ -113,14 +102,7 @@ impl Session {
                 }],
                 invalid: None,
             }),
-        });
-        if prohibiting {
-            let mut active = lock(&ACTIVE);
-            active.retain(|s| s.upgrade().is_some_and(|s| s.is_active()));
-            active.push(Arc::downgrade(&session));
-            PROHIBITING.fetch_add(1, Ordering::SeqCst);
-        }
-        session
+        })
     }
 
     /// Whether the capture has not ended yet.
@@ -239,17 +221,11 @@ impl Session {
         Ok(())
     }
 
-    fn stop_counting(&self) {
-        if self.counted.swap(false, Ordering::SeqCst) {
-            PROHIBITING.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-
     /// Ends the capture: returns the nodes, the lanes' streams (to leave capture mode) and the
     /// graph or the reason it cannot be built.
     pub(crate) fn finish(&self) -> (Vec<Weak<StreamInner>>, Result<CpuGraph>) {
         self.active.store(false, Ordering::Release);
-        self.stop_counting();
+        drop(lock(&self.registration).take());
         let mut state = lock(&self.state);
         let streams = state.lanes.iter().map(|l| l.stream.clone()).collect();
         if let Some(reason) = state.invalid.take() {
@@ -285,50 +261,13 @@ impl Session {
     }
 }
 
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.stop_counting();
-    }
-}
-
-/// Fails with `Error::Capture` (and invalidates the captures that prohibit it) when the calling
-/// thread may not make a potentially unsafe call: while any thread captures in
-/// [`CaptureMode::Global`], or this thread captures in [`CaptureMode::ThreadLocal`].
-/// [`CaptureMode::Relaxed`] captures never prohibit. One atomic load when nothing captures.
+/// Fails with `Error::Capture` when a capture in progress forbids the calling thread's
+/// potentially unsafe calls on the CPU place (`devstream_core::capture`: while any thread
+/// captures in [`CaptureMode::Global`], or this thread in [`CaptureMode::ThreadLocal`]); the
+/// capture goes on. One atomic load when nothing captures.
 #[inline]
 pub(crate) fn check_unsafe_call(op: &'static str) -> Result<()> {
-    if PROHIBITING.load(Ordering::SeqCst) == 0 {
-        return Ok(());
-    }
-    prohibited(op)
-}
-
-#[cold]
-fn prohibited(op: &'static str) -> Result<()> {
-    let me = std::thread::current().id();
-    let offending: Vec<Arc<Session>> = lock(&ACTIVE)
-        .iter()
-        .filter_map(Weak::upgrade)
-        .filter(|s| {
-            s.is_active()
-                && (s.mode == CaptureMode::Global
-                    || (s.mode == CaptureMode::ThreadLocal && s.thread == me))
-        })
-        .collect();
-    let Some(first) = offending.first() else {
-        return Ok(());
-    };
-    let mode = first.mode;
-    for session in &offending {
-        session.invalidate(format!("{op} was called while the capture prohibits it"));
-    }
-    Err(Error::capture(
-        op,
-        format!(
-            "potentially unsafe call during a {mode:?}-mode stream capture; the capture is \
-             invalidated"
-        ),
-    ))
+    capture::check_unsafe_call(&CPU_PLACE, op)
 }
 
 struct GraphInner {

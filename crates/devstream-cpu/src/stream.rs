@@ -948,6 +948,7 @@ impl DeviceStream for CpuStream {
         if inner.capturing.load(Ordering::Acquire) {
             return Err(inner.capture_violation("query"));
         }
+        check_unsafe_call("query")?;
         let submitted = inner.submitted.load(Ordering::Acquire);
         Ok(inner.completed.load(Ordering::Acquire) >= submitted)
     }
@@ -955,6 +956,10 @@ impl DeviceStream for CpuStream {
     #[inline]
     fn synchronize(&self) -> Result<()> {
         let inner = &self.0;
+        // The capturing stream's own rule first: it invalidates the stream's capture.
+        if inner.capturing.load(Ordering::Acquire) {
+            return Err(inner.capture_violation("synchronize"));
+        }
         check_unsafe_call("synchronize")?;
         let target = inner.submitted.load(Ordering::Acquire);
         // The idle fast path: four loads, no lock.

@@ -20,6 +20,7 @@ use crate::buffer::{DeviceInner, HostInner};
 use crate::queue::{lock, StreamCore};
 use crate::runtime::CaptureState;
 use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
+use devstream_core::capture::CaptureRegistration;
 use devstream_core::panic::{drop_contained, drop_payload};
 use devstream_core::{CaptureMode, Error, HostFn, Result};
 use std::any::Any;
@@ -28,7 +29,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::thread::ThreadId;
 
 /// One capture in progress (and, once ended, what its graph keeps).
 pub(crate) struct CaptureShared {
@@ -39,7 +39,6 @@ pub(crate) struct CaptureShared {
     /// The devstream stream that began it.
     pub(crate) origin: u64,
     mode: CaptureMode,
-    thread: ThreadId,
     /// Why devstream invalidated it, if it did.
     invalidated: Mutex<Option<String>>,
     /// Host functions, staged bytes: dropped with the graph (each drop contained).
@@ -49,6 +48,9 @@ pub(crate) struct CaptureShared {
     /// The streams the graph was launched on, by plug-in stream handle: where a replayed
     /// host function's panic is reported (the callback is told its stream).
     launches: Arc<Mutex<Vec<Launch>>>,
+    /// What the capture's mode forbids (see `devstream_core::capture`), until it leaves
+    /// [`ACTIVE`].
+    registration: Mutex<Option<CaptureRegistration>>,
 }
 
 /// A launch stream of a graph: its plug-in handle, devstream id and error slot.
@@ -210,6 +212,7 @@ impl CaptureShared {
 
 /// Forgets a capture that ended (its graph, if any, keeps it).
 pub(crate) fn unregister(capture: &Arc<CaptureShared>) {
+    lock(&capture.registration).take();
     let mut active = lock(&ACTIVE);
     let before = active.len();
     active.retain(|c| !Arc::ptr_eq(c, capture));
@@ -233,6 +236,7 @@ pub(crate) fn forget_origin(runtime: usize, origin: u64) {
         let theirs = c.runtime == runtime && c.origin == origin;
         if theirs {
             c.invalidate("its stream was dropped during the capture".into());
+            lock(&c.registration).take();
         }
         !theirs
     });
@@ -351,40 +355,12 @@ pub(crate) fn refuse_during_capture(op: &'static str, core: &StreamCore) -> Resu
     }
 }
 
-/// CUDA's rule for "unsafe" calls (synchronizing another stream or an event) during captures
-/// of the same runtime: a `Global` capture forbids them on every thread, a `ThreadLocal` one
-/// on its capturing thread, a `Relaxed` one nowhere.
-pub(crate) fn check_unsafe_call(op: &'static str, runtime: usize) -> Result<()> {
-    if ACTIVE_COUNT.load(Ordering::SeqCst) == 0 {
-        return Ok(());
-    }
-    let me = std::thread::current().id();
-    let active = lock(&ACTIVE);
-    let forbidding = active.iter().find(|c| {
-        c.runtime == runtime
-            && c.invalidated().is_none()
-            && match c.mode {
-                CaptureMode::Global => true,
-                CaptureMode::ThreadLocal => c.thread == me,
-                CaptureMode::Relaxed => false,
-            }
-    });
-    match forbidding {
-        Some(capture) => Err(Error::capture(
-            op,
-            format!(
-                "a {:?}-mode capture of stream {} is in progress{}",
-                capture.mode,
-                capture.origin,
-                if capture.thread == me {
-                    " on this thread"
-                } else {
-                    ""
-                }
-            ),
-        )),
-        None => Ok(()),
-    }
+/// CUDA's rule for potentially unsafe calls (synchronizing or querying another stream or an
+/// event, synchronous allocations) during captures on `place`: a `Global` capture forbids them
+/// on every thread, a `ThreadLocal` one on its capturing thread, a `Relaxed` one nowhere
+/// (`devstream_core::capture`); a forbidden call fails and the capture goes on.
+pub(crate) fn check_unsafe_call(op: &'static str, place: &devstream_core::Place) -> Result<()> {
+    devstream_core::capture::check_unsafe_call(place, op)
 }
 
 /// Registers a capture the plug-in began on `core`'s stream.
@@ -394,12 +370,16 @@ pub(crate) fn register(core: &StreamCore, id: u64, mode: CaptureMode) -> Arc<Cap
         id,
         origin: core.id,
         mode,
-        thread: std::thread::current().id(),
         invalidated: Mutex::new(None),
         kept: Mutex::new(Vec::new()),
         devices: Mutex::new(Vec::new()),
         hosts: Mutex::new(Vec::new()),
         launches: Arc::new(Mutex::new(Vec::new())),
+        registration: Mutex::new(Some(devstream_core::capture::register(
+            &core.place,
+            mode,
+            core.id,
+        ))),
     });
     let mut active = lock(&ACTIVE);
     active.push(capture.clone());

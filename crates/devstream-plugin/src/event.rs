@@ -99,20 +99,26 @@ impl DeviceEvent for PluginEvent {
 
     fn query(&self) -> Result<bool> {
         match &self.0 {
-            EventRepr::Abi(e) => match e.raw() {
-                None => Ok(true),
-                Some(raw) => raw.query(),
-            },
+            EventRepr::Abi(e) => {
+                crate::capture::check_unsafe_call("Event::query", &e.place)?;
+                match e.raw() {
+                    None => Ok(true),
+                    Some(raw) => raw.query(),
+                }
+            }
             EventRepr::Rust(e) => e.query(),
         }
     }
 
     fn synchronize(&self) -> Result<()> {
         match &self.0 {
-            EventRepr::Abi(e) => match e.raw() {
-                None => Ok(()),
-                Some(raw) => raw.synchronize(),
-            },
+            EventRepr::Abi(e) => {
+                crate::capture::check_unsafe_call("Event::synchronize", &e.place)?;
+                match e.raw() {
+                    None => Ok(()),
+                    Some(raw) => raw.synchronize(),
+                }
+            }
             EventRepr::Rust(e) => e.synchronize(),
         }
     }

@@ -533,6 +533,7 @@ impl DeviceStream for PluginStream {
         match &self.0 {
             StreamRepr::Abi(core) => {
                 refuse_during_capture("Stream::query", core)?;
+                check_unsafe_call("Stream::query", &core.place)?;
                 if core.has_deferred()
                     || running_host_fn().is_some_and(|(queue, _)| queue == core.queue_id())
                     || (core.runtime.table().query_stream.is_none()
@@ -553,7 +554,7 @@ impl DeviceStream for PluginStream {
         match &self.0 {
             StreamRepr::Abi(core) => {
                 refuse_during_capture("Stream::synchronize", core)?;
-                check_unsafe_call("Stream::synchronize", core.runtime.index())?;
+                check_unsafe_call("Stream::synchronize", &core.place)?;
                 if host_fn_would_wait_for_itself(core, u64::MAX) {
                     // The stream's work includes the calling host function itself, or waits
                     // for work queued after it.
@@ -742,6 +743,8 @@ impl DeviceStream for PluginStream {
     fn alloc(&self, len: usize) -> Result<PluginBuffer> {
         match &self.0 {
             StreamRepr::Abi(core) => {
+                // `device_memory_allocate` is synchronous (`stream_ordered_alloc` is off).
+                check_unsafe_call("alloc", &core.place)?;
                 let buffer = AbiBuffer::allocate(core.runtime.clone(), core.slot, len)?;
                 Ok(PluginBuffer(BufferRepr::Abi(buffer)))
             }
@@ -752,6 +755,7 @@ impl DeviceStream for PluginStream {
     fn alloc_host(&self, len: usize) -> Result<PluginHostBuffer> {
         match &self.0 {
             StreamRepr::Abi(core) => {
+                check_unsafe_call("alloc_host", &core.place)?;
                 let buffer = AbiHostBuffer::allocate(&core.runtime, core.slot, len)?;
                 Ok(PluginHostBuffer(HostRepr::Abi(buffer)))
             }

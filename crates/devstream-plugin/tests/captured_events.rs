@@ -34,7 +34,12 @@ fn an_event_recorded_in_a_capture_and_dropped_during_it_leaves_the_capture_valid
     // The reaper advances its jobs in order, so once the marker is destroyed the captured
     // event's job has been looked at too.
     let marker = other.record_event().unwrap();
-    marker.synchronize().unwrap();
+    // Waited for on another thread: a ThreadLocal capture forbids this thread's waits.
+    let waited = marker.clone();
+    std::thread::spawn(move || waited.synchronize())
+        .join()
+        .unwrap()
+        .unwrap();
     let with_marker = plugin_live();
     drop(marker);
     assert!(

@@ -366,6 +366,7 @@ impl DeviceEvent for WgpuEvent {
     }
 
     fn query(&self) -> Result<bool> {
+        crate::graph::check_unsafe_call(&self.inner.device.place, "Event::query")?;
         match self.inner.current() {
             None => Ok(true),
             Some(record) => record.query(),
@@ -373,7 +374,7 @@ impl DeviceEvent for WgpuEvent {
     }
 
     fn synchronize(&self) -> Result<()> {
-        crate::graph::check_unsafe_call("Event::synchronize")?;
+        crate::graph::check_unsafe_call(&self.inner.device.place, "Event::synchronize")?;
         match self.inner.current() {
             None => Ok(()),
             Some(record) => record.wait(),

@@ -8,12 +8,10 @@ use crate::event::WgpuEvent;
 use crate::flag::FlagInner;
 use crate::kernel::KernelInner;
 use crate::stream::WgpuStream;
-use crate::util::lock;
+use devstream_core::capture::{self, CaptureRegistration};
 use devstream_core::{CaptureMode, DeviceGraph, Error, HostFn, Place, Result};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use std::thread::ThreadId;
+use std::sync::{Arc, Mutex};
 
 /// A host function shared by every launch of a graph (it runs once per launch).
 pub(crate) type SharedHostFn = Arc<Mutex<HostFn>>;
@@ -73,7 +71,6 @@ pub(crate) enum Op {
 /// a launch replays them in that order on the one launch stream (wgpu runs one queue anyway).
 pub(crate) struct Session {
     pub(crate) mode: CaptureMode,
-    pub(crate) thread: ThreadId,
     pub(crate) origin: u64,
     pub(crate) ops: Vec<Op>,
     /// Why the capture was invalidated, if it was.
@@ -82,6 +79,8 @@ pub(crate) struct Session {
     pub(crate) members: HashMap<u64, Clock>,
     seq: u64,
     pub(crate) ended: bool,
+    /// What the capture's mode forbids (see `devstream_core::capture`), until it ends.
+    registration: Option<CaptureRegistration>,
 }
 
 /// A vector clock over the members of a capture.
@@ -97,31 +96,21 @@ fn merge(into: &mut Clock, from: &Clock) {
     }
 }
 
-static ACTIVE: Mutex<Vec<Weak<Mutex<Session>>>> = Mutex::new(Vec::new());
-static PROHIBITING: AtomicUsize = AtomicUsize::new(0);
-
 impl Session {
-    /// Begins a capture on stream `origin`.
-    pub(crate) fn begin(origin: u64, mode: CaptureMode) -> SharedSession {
+    /// Begins a capture on stream `origin` of `place`.
+    pub(crate) fn begin(place: &Place, origin: u64, mode: CaptureMode) -> SharedSession {
         let mut members = HashMap::new();
         members.insert(origin, Clock::new());
-        let session = Arc::new(Mutex::new(Session {
+        Arc::new(Mutex::new(Session {
             mode,
-            thread: std::thread::current().id(),
             origin,
             ops: Vec::new(),
             invalid: None,
             members,
             seq: 0,
             ended: false,
-        }));
-        if mode != CaptureMode::Relaxed {
-            PROHIBITING.fetch_add(1, Ordering::SeqCst);
-            let mut active = lock(&ACTIVE);
-            active.retain(|w| w.strong_count() > 0);
-            active.push(Arc::downgrade(&session));
-        }
-        session
+            registration: Some(capture::register(place, mode, origin)),
+        }))
     }
 
     fn tick(&mut self, member: u64) -> u64 {
@@ -171,9 +160,7 @@ impl Session {
     /// Ends the capture: every member leaves it; the graph's operations, or why not.
     pub(crate) fn end(&mut self) -> Result<Vec<Op>> {
         self.ended = true;
-        if self.mode != CaptureMode::Relaxed {
-            PROHIBITING.fetch_sub(1, Ordering::SeqCst);
-        }
+        self.registration = None;
         if let Some(reason) = &self.invalid {
             return Err(Error::capture(
                 "end_capture",
@@ -197,46 +184,14 @@ impl Session {
     }
 }
 
-impl Drop for Session {
-    fn drop(&mut self) {
-        if !self.ended && self.mode != CaptureMode::Relaxed {
-            PROHIBITING.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-}
-
-/// Fails with `Error::Capture` (and invalidates the captures that prohibit it) when the calling
-/// thread may not make a potentially unsafe call (a blocking synchronize, a synchronous
-/// allocation): while any thread captures in [`CaptureMode::Global`], or this thread captures in
-/// [`CaptureMode::ThreadLocal`]. [`CaptureMode::Relaxed`] never prohibits. One atomic load when
-/// nothing captures.
-pub(crate) fn check_unsafe_call(op: &'static str) -> Result<()> {
-    if PROHIBITING.load(Ordering::SeqCst) == 0 {
-        return Ok(());
-    }
-    let me = std::thread::current().id();
-    let sessions: Vec<SharedSession> = lock(&ACTIVE).iter().filter_map(Weak::upgrade).collect();
-    let mut offending_mode = None;
-    for session in sessions {
-        let mut session = lock(&session);
-        let prohibits = !session.ended
-            && (session.mode == CaptureMode::Global
-                || (session.mode == CaptureMode::ThreadLocal && session.thread == me));
-        if prohibits {
-            offending_mode.get_or_insert(session.mode);
-            session.invalidate(format!("invalidated by {op}, which the capture prohibits"));
-        }
-    }
-    match offending_mode {
-        None => Ok(()),
-        Some(mode) => Err(Error::capture(
-            op,
-            format!(
-                "potentially unsafe call during a {mode:?}-mode stream capture; the capture is \
-                 invalidated"
-            ),
-        )),
-    }
+/// Fails with `Error::Capture` when a capture in progress forbids the calling thread's
+/// potentially unsafe calls (a blocking synchronize or query, a synchronous allocation) on
+/// `place` (`devstream_core::capture`: while any thread captures there in
+/// [`CaptureMode::Global`], or this thread in [`CaptureMode::ThreadLocal`]); the capture goes
+/// on. One atomic load when nothing captures.
+#[inline]
+pub(crate) fn check_unsafe_call(place: &Place, op: &'static str) -> Result<()> {
+    capture::check_unsafe_call(place, op)
 }
 
 /// Work captured from a wgpu stream, replayed by re-encoding it on a stream of the same device.

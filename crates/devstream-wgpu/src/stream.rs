@@ -698,6 +698,7 @@ impl DeviceStream for WgpuStream {
         let frontier = {
             let mut sched = self.lock();
             self.refuse_in_capture(&mut sched, "query")?;
+            check_unsafe_call(&device.place, "query")?;
             flush_locked(device, &mut sched, self.handle.id, false);
             let state = self.state(&mut sched)?;
             if !state.held.is_empty() {
@@ -728,7 +729,7 @@ impl DeviceStream for WgpuStream {
                 }
             };
             if first {
-                check_unsafe_call("synchronize")?;
+                check_unsafe_call(&device.place, "synchronize")?;
                 first = false;
             }
             match frontier {
@@ -902,7 +903,11 @@ impl DeviceStream for WgpuStream {
                 "the stream is already capturing",
             ));
         }
-        self.state(&mut sched)?.capture = Some(Session::begin(self.handle.id, mode));
+        self.state(&mut sched)?.capture = Some(Session::begin(
+            &self.handle.device.place,
+            self.handle.id,
+            mode,
+        ));
         Ok(())
     }
 
@@ -954,12 +959,12 @@ impl DeviceStream for WgpuStream {
     }
 
     fn alloc(&self, len: usize) -> Result<WgpuBuffer> {
-        check_unsafe_call("alloc")?;
+        check_unsafe_call(&self.handle.device.place, "alloc")?;
         BufferInner::new(&self.handle.device, len).map(|inner| WgpuBuffer { inner })
     }
 
     fn alloc_host(&self, len: usize) -> Result<WgpuHostBuffer> {
-        check_unsafe_call("alloc_host")?;
+        check_unsafe_call(&self.handle.device.place, "alloc_host")?;
         Ok(WgpuHostBuffer {
             inner: HostInner::new(len),
         })

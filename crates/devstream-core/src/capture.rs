@@ -1,0 +1,243 @@
+//! The capture-mode rule, kept once for every backend: which calls a capture in progress
+//! forbids, on which threads, and what a forbidden call does.
+//!
+//! # The rule (CUDA's, `cuThreadExchangeStreamCaptureMode`)
+//! While a stream of a place captures, *potentially unsafe calls* on that place are forbidden:
+//! * in [`CaptureMode::Global`], on every thread of the process;
+//! * in [`CaptureMode::ThreadLocal`], on the thread that began the capture;
+//! * in [`CaptureMode::Relaxed`], nowhere.
+//!
+//! The potentially unsafe calls are the ones that wait for, or ask about, the progress of work
+//! outside the capture, and the synchronous allocations: `Stream::synchronize`,
+//! `Stream::query`, `Event::synchronize`, `Event::query` (of streams and events that are not
+//! part of the capture), `alloc_host`, and `alloc` on a place that does not allocate in stream
+//! order. Everything else — creating, using and dropping streams, events, buffers, flags and
+//! graphs that are not part of the capture — is allowed in every mode.
+//!
+//! # What a forbidden call does
+//! It fails with [`Error::Capture`] *before* it reaches the runtime, and the capture goes on:
+//! devstream refuses the call itself ([`check_unsafe_call`]) instead of making it and letting a
+//! runtime (CUDA, HIP) invalidate a capture that someone else, perhaps on another thread, is
+//! building. This is a different rule from the one for the capturing stream itself:
+//! synchronizing or querying a stream that captures (or joined a capture) fails and
+//! invalidates *that* capture, and the backend checks it first.
+//!
+//! Only captures begun through devstream are known here; a capture begun by other code on a
+//! native handle follows its runtime's own rules.
+//!
+//! # Work devstream does on its own
+//! Nothing devstream does implicitly (releasing a buffer after its work, keeping a dropped
+//! stream for reuse, a completion's bookkeeping) may break a capture: such work either asks
+//! [`forbids_unsafe_calls`] and waits for a later chance, or (CUDA, HIP) runs with the calling
+//! thread in `Relaxed` mode, which the runtime provides for exactly this.
+//!
+//! # Registration
+//! A backend registers a capture when it begins ([`register`]) and keeps the
+//! [`CaptureRegistration`] until the capture has ended — by `end_capture`, or because the last
+//! handle of the stream that began it was dropped (which ends the capture whatever its state,
+//! on every backend). Dropping the registration lifts what the capture forbade.
+//!
+//! ```
+//! use devstream_core::{capture, CaptureMode, Error, Place};
+//! let registration = capture::register(&Place::Cpu, CaptureMode::ThreadLocal, 7);
+//! // This thread began the capture: it may not synchronize work outside it.
+//! assert!(matches!(capture::check_unsafe_call(&Place::Cpu, "synchronize"), Err(Error::Capture { .. })));
+//! // Another thread may.
+//! std::thread::spawn(|| capture::check_unsafe_call(&Place::Cpu, "synchronize").unwrap())
+//!     .join()
+//!     .unwrap();
+//! drop(registration);
+//! capture::check_unsafe_call(&Place::Cpu, "synchronize").unwrap();
+//! ```
+
+use crate::{CaptureMode, Error, Place, Result};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::thread::ThreadId;
+
+/// One capture in progress that forbids calls (`Global` or `ThreadLocal`).
+struct Entry {
+    key: u64,
+    place: Place,
+    mode: CaptureMode,
+    thread: ThreadId,
+    /// The id of the stream that began it (for messages).
+    stream: u64,
+}
+
+/// The registered captures that forbid calls.
+static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+/// `REGISTRY.len()`, read without the lock: one load on every potentially unsafe call.
+static FORBIDDING: AtomicUsize = AtomicUsize::new(0);
+static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+
+fn registry() -> MutexGuard<'static, Vec<Entry>> {
+    // Nothing panics under the lock; a poisoned lock still holds a consistent list.
+    REGISTRY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A capture in progress, registered with [`register`]: what its mode forbids holds until
+/// this is dropped (when the capture has ended).
+#[derive(Debug)]
+#[must_use = "the capture forbids calls only while its registration lives"]
+pub struct CaptureRegistration {
+    /// `0`: a `Relaxed` capture, which forbids nothing and is not in the registry.
+    key: u64,
+}
+
+impl Drop for CaptureRegistration {
+    fn drop(&mut self) {
+        if self.key == 0 {
+            return;
+        }
+        let mut entries = registry();
+        entries.retain(|entry| entry.key != self.key);
+        FORBIDDING.store(entries.len(), Ordering::SeqCst);
+    }
+}
+
+/// Registers a capture that the stream `stream` of `place` began now, on this thread, in
+/// `mode`. Keep the registration until the capture has ended.
+pub fn register(place: &Place, mode: CaptureMode, stream: u64) -> CaptureRegistration {
+    if mode == CaptureMode::Relaxed {
+        return CaptureRegistration { key: 0 };
+    }
+    let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
+    let mut entries = registry();
+    entries.push(Entry {
+        key,
+        place: place.clone(),
+        mode,
+        thread: std::thread::current().id(),
+        stream,
+    });
+    FORBIDDING.store(entries.len(), Ordering::SeqCst);
+    CaptureRegistration { key }
+}
+
+/// The first registered capture of `place` that forbids this thread's potentially unsafe
+/// calls: its mode, stream and whether it is this thread's.
+fn forbidding(place: &Place) -> Option<(CaptureMode, u64, bool)> {
+    let me = std::thread::current().id();
+    registry()
+        .iter()
+        .find(|entry| {
+            entry.place == *place && (entry.mode == CaptureMode::Global || entry.thread == me)
+        })
+        .map(|entry| (entry.mode, entry.stream, entry.thread == me))
+}
+
+/// Whether a capture in progress forbids the calling thread's potentially unsafe calls on
+/// `place` (for work devstream does on its own: leave it for later then). One atomic load
+/// when no capture forbids anything.
+#[inline]
+pub fn forbids_unsafe_calls(place: &Place) -> bool {
+    FORBIDDING.load(Ordering::SeqCst) != 0 && forbidding(place).is_some()
+}
+
+/// Whether any capture in progress (of any place) forbids anything: one atomic load, for a
+/// backend's fast path before it looks closer.
+#[inline]
+pub fn any_forbidding() -> bool {
+    FORBIDDING.load(Ordering::SeqCst) != 0
+}
+
+/// `Ok` unless a capture in progress forbids the calling thread's potentially unsafe calls on
+/// `place`; then [`Error::Capture`] naming `op`, and the capture is left as it was. Call it
+/// before the runtime call (and after the check of the capturing stream itself, whose own
+/// rule invalidates its capture). One atomic load when no capture forbids anything.
+#[inline]
+pub fn check_unsafe_call(place: &Place, op: &'static str) -> Result<()> {
+    if FORBIDDING.load(Ordering::SeqCst) == 0 {
+        return Ok(());
+    }
+    refuse(place, op)
+}
+
+#[cold]
+fn refuse(place: &Place, op: &'static str) -> Result<()> {
+    match forbidding(place) {
+        None => Ok(()),
+        Some((mode, stream, mine)) => Err(Error::capture(
+            op,
+            format!(
+                "potentially unsafe call during a {mode:?}-mode capture on {place} (begun on \
+                 stream {stream}{}); refused, the capture goes on",
+                if mine { " by this thread" } else { "" }
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(place: &Place) -> bool {
+        matches!(
+            check_unsafe_call(place, "synchronize"),
+            Err(Error::Capture { .. })
+        )
+    }
+
+    fn refused_elsewhere(place: &Place) -> bool {
+        let place = place.clone();
+        std::thread::spawn(move || refused(&place))
+            .join()
+            .unwrap_or(false)
+    }
+
+    /// Each mode forbids what CUDA's does: `Global` every thread, `ThreadLocal` the capturing
+    /// thread, `Relaxed` nothing; only on the capture's place; until the registration drops.
+    /// (The places are this test's own, so tests running beside it are not disturbed.)
+    #[test]
+    fn each_mode_forbids_what_cudas_does_until_the_capture_ends() {
+        let place = Place::Custom {
+            device_type: "capture_rule_test".into(),
+            id: 0,
+        };
+        let other = Place::Custom {
+            device_type: "capture_rule_test".into(),
+            id: 1,
+        };
+        for (mode, here, elsewhere) in [
+            (CaptureMode::Global, true, true),
+            (CaptureMode::ThreadLocal, true, false),
+            (CaptureMode::Relaxed, false, false),
+        ] {
+            let registration = register(&place, mode, 1);
+            assert_eq!(refused(&place), here, "{mode:?} on the capturing thread");
+            assert_eq!(
+                refused_elsewhere(&place),
+                elsewhere,
+                "{mode:?} on another thread"
+            );
+            assert_eq!(forbids_unsafe_calls(&place), here, "{mode:?}");
+            assert!(
+                !refused(&other),
+                "{mode:?} forbids nothing on another place"
+            );
+            drop(registration);
+            assert!(!refused(&place), "{mode:?}: still forbidden after the end");
+            assert!(!refused_elsewhere(&place));
+        }
+    }
+
+    /// Two captures: ending one leaves the other's rule in force.
+    #[test]
+    fn ending_one_capture_leaves_the_others() {
+        let place = Place::Custom {
+            device_type: "capture_rule_test_two".into(),
+            id: 0,
+        };
+        let first = register(&place, CaptureMode::Global, 1);
+        let second = register(&place, CaptureMode::ThreadLocal, 2);
+        drop(first);
+        assert!(refused(&place));
+        assert!(!refused_elsewhere(&place));
+        drop(second);
+        assert!(!refused(&place));
+    }
+}
