@@ -793,6 +793,129 @@ fn begin_twice_invalidates_and_the_stream_recovers() {
     u.synchronize().unwrap();
 }
 
+/// Idle streams made and dropped on another thread never break a capture in progress, in any
+/// mode: dropping a stream (kept for reuse after a query of its work, or destroyed) is
+/// devstream's own work, done with the thread in Relaxed mode, and a `Global`-mode capture on
+/// one thread must not count it as the other thread's unsafe call. The capture's next work and
+/// its end succeed, and the graph replays what was captured.
+#[test]
+fn streams_dropped_on_another_thread_leave_a_capture_valid() {
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
+    for mode in [
+        CaptureMode::Global,
+        CaptureMode::ThreadLocal,
+        CaptureMode::Relaxed,
+    ] {
+        let capturing = stream(&place);
+        let buffer = capturing.alloc(256).unwrap();
+        let host = capturing.alloc_host(256).unwrap();
+        capturing.fill(&buffer, 0, 256, 0).unwrap();
+        capturing.synchronize().unwrap();
+        capturing.begin_capture(mode).unwrap();
+        capturing.fill(&buffer, 0, 128, 3).unwrap();
+        let elsewhere = place.clone();
+        std::thread::spawn(move || {
+            for _ in 0..4 {
+                drop(stream(&elsewhere));
+            }
+            // A stream whose work is done, and one dropped with its record still alive.
+            let used = stream(&elsewhere);
+            let event = used.record_event().unwrap();
+            drop(used);
+            drop(event);
+        })
+        .join()
+        .unwrap();
+        capturing
+            .fill(&buffer, 128, 128, 4)
+            .unwrap_or_else(|e| panic!("{mode:?}: the fill after another thread's drops: {e}"));
+        capturing
+            .copy_device_to_host(&host, 0, &buffer, 0, 256)
+            .unwrap();
+        let graph = capturing
+            .end_capture()
+            .unwrap_or_else(|e| panic!("{mode:?}: end_capture: {e}"));
+        capturing.fill(&buffer, 0, 256, 0).unwrap();
+        host.write(0, &[0; 256]).unwrap();
+        graph.launch(&capturing).unwrap();
+        capturing.synchronize().unwrap();
+        let mut expected = vec![3u8; 128];
+        expected.extend([4u8; 128]);
+        assert_eq!(host.to_vec().unwrap(), expected, "{mode:?}: graph replay");
+    }
+}
+
+/// A stream dropped, without `end_capture`, in the middle of its capture leaves no capture
+/// behind, in every mode and whatever the capture's state — also when the capture was
+/// invalidated behind devstream's back (another thread synchronized the whole context, which
+/// CUDA answers by invalidating a `Global`-mode capture), and while objects that used the
+/// stream (a buffer, an event recorded in the capture) keep the native stream alive. Later
+/// allocations and work on new streams succeed, and a new capture works.
+#[test]
+fn a_stream_dropped_during_its_capture_leaves_no_capture_behind() {
+    let Some((place, _serial)) = gpu() else {
+        return;
+    };
+    let ctx = cudarc_context();
+    for mode in [
+        CaptureMode::Global,
+        CaptureMode::ThreadLocal,
+        CaptureMode::Relaxed,
+    ] {
+        for invalidated in [true, false] {
+            let context = format!(
+                "{mode:?} capture{}, its stream dropped",
+                if invalidated {
+                    " invalidated by another thread's cuCtxSynchronize"
+                } else {
+                    ""
+                }
+            );
+            let s = stream(&place);
+            // The buffer's and the event's hold on the stream outlive its last handle.
+            let used = s.alloc(64).unwrap();
+            s.begin_capture(mode).unwrap();
+            s.fill(&used, 0, 64, 1).unwrap();
+            let inside = s.record_event().unwrap();
+            if invalidated {
+                let other = ctx.clone();
+                let outcome = std::thread::spawn(move || other.synchronize())
+                    .join()
+                    .unwrap();
+                eprintln!("{context}: cuCtxSynchronize on another thread: {outcome:?}");
+            }
+            drop(s);
+            for round in 0..3 {
+                let t = stream(&place);
+                let b = t
+                    .alloc(256)
+                    .unwrap_or_else(|e| panic!("{context}: alloc {round} on a new stream: {e}"));
+                t.fill(&b, 0, 256, 7).unwrap();
+                let host = t
+                    .alloc_host(256)
+                    .unwrap_or_else(|e| panic!("{context}: alloc_host {round}: {e}"));
+                t.copy_device_to_host(&host, 0, &b, 0, 256).unwrap();
+                t.synchronize()
+                    .unwrap_or_else(|e| panic!("{context}: synchronize {round}: {e}"));
+                assert_eq!(host.to_vec().unwrap(), vec![7u8; 256], "{context}");
+            }
+            let t = stream(&place);
+            let b = t.alloc(16).unwrap();
+            t.begin_capture(CaptureMode::Global)
+                .unwrap_or_else(|e| panic!("{context}: a new capture: {e}"));
+            t.fill(&b, 0, 16, 2).unwrap();
+            let graph = t
+                .end_capture()
+                .unwrap_or_else(|e| panic!("{context}: the new capture's end: {e}"));
+            graph.launch(&t).unwrap();
+            t.synchronize().unwrap();
+            drop((used, inside));
+        }
+    }
+}
+
 #[test]
 fn flag_comparison_is_unsigned_over_the_whole_u32_range() {
     let Some((place, _serial)) = gpu() else {

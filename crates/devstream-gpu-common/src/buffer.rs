@@ -53,6 +53,9 @@ fn release_device_memory<A: RawApi>(
     if device.bind().is_err() {
         return; // cannot free safely: leak rather than risk a use after free
     }
+    // devstream's own calls: in Relaxed mode, so that no capture in progress counts them as
+    // unsafe.
+    let _relaxed = CaptureModeGuard::<A>::relaxed();
     let idle = |s: &Arc<StreamInner<A>>| {
         // SAFETY: the stream is alive (we hold it).
         let status = unsafe { A::stream_is_capturing(s.release_handle()) };
@@ -132,6 +135,10 @@ impl<A: RawApi> GpuBuffer<A> {
                     "alloc",
                     "allocate buffers before capturing, not during capture",
                 ));
+            }
+            if !stream_ordered {
+                // `cuMemAlloc` is synchronous: a potentially unsafe call.
+                devstream_core::capture::check_unsafe_call(&device.place, "alloc")?;
             }
             // SAFETY: the context is current and the stream alive.
             let result = unsafe {
@@ -295,7 +302,12 @@ impl<A: RawApi> GpuHostBuffer<A> {
     /// own stream are skipped (in stream order those before it have completed and those after
     /// it have not started), and a copy of another stream still queued is a typed error (it
     /// may be queued behind this host function, which would then never return).
+    ///
+    /// The queries and waits run with this thread in Relaxed mode: they are devstream's own
+    /// (host-buffer access is allowed beside every capture), and no capture in progress, on
+    /// any thread, may count them as unsafe. An event of `uses` never stands for captured work.
     fn with_bytes<R>(&self, f: impl FnOnce(*mut u8) -> R) -> Result<R> {
+        let _relaxed = CaptureModeGuard::<A>::relaxed();
         let inside = crate::hostfn::in_host_function();
         let own = if inside {
             crate::hostfn::running_stream()

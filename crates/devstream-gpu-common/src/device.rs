@@ -3,6 +3,7 @@
 
 use crate::error::check;
 use crate::event::GpuEvent;
+use crate::ext::CaptureModeGuard;
 use crate::flag::GpuFlag;
 use crate::hostfn::CaptureOwned;
 use crate::raw::{DeviceProperties, LoadInfo, Optional, RawApi, RawContext, RawEvent, RawStream};
@@ -342,11 +343,17 @@ impl<A: RawApi> Device<A> {
 
     /// Keeps the native stream of a dropped owned stream for [`Device::take_stream`] instead of
     /// destroying it, when that is indistinguishable from a new stream: the pool has room, this
-    /// device's context is already current (nothing is made current behind the caller's back)
-    /// and the driver reports all the stream's work done (no pending work a new user's work
-    /// would be ordered after; a capture, someone else's included, or an error answers
-    /// otherwise). `false`: destroy it. A new stream then costs neither `cuStreamCreate` nor,
-    /// at its drop, `cuStreamDestroy` (PyTorch reuses streams from a pool for the same reason).
+    /// device's context is already current (nothing is made current behind the caller's back),
+    /// the stream takes no part in a capture and the driver reports all its work done (no
+    /// pending work a new user's work would be ordered after; an error answers otherwise).
+    /// `false`: destroy it. A new stream then costs neither `cuStreamCreate` nor, at its drop,
+    /// `cuStreamDestroy` (PyTorch reuses streams from a pool for the same reason).
+    ///
+    /// The query is a potentially unsafe call to the runtime: a capture in `Global` mode on any
+    /// thread (or in `ThreadLocal` mode on this one) would be invalidated by it. The caller
+    /// holds this thread in Relaxed mode (`CaptureModeGuard::relaxed`); where the runtime
+    /// cannot switch modes and a capture begun through devstream forbids the call, the stream
+    /// is not asked, and not kept.
     pub(crate) fn keep_stream(&self, raw: RawStream, non_blocking: bool, priority: i32) -> bool {
         let has_room = |pool: &Vec<_>| pool.len() < STREAM_POOL_SIZE;
         if !self.stream_pool.lock().is_ok_and(|pool| has_room(&pool)) {
@@ -355,6 +362,24 @@ impl<A: RawApi> Device<A> {
         // SAFETY: the runtime is loaded (a Device exists only then).
         if !unsafe { A::context_current() }.is_ok_and(|current| current == self.context) {
             return false;
+        }
+        if !A::supports(Optional::ExchangeCaptureMode)
+            && devstream_core::capture::forbids_unsafe_calls(&self.place)
+        {
+            return false;
+        }
+        // A stream that joined a capture (by waiting on an event recorded in it) is not idle,
+        // and a query of it would invalidate that capture: asked first where a capture may be
+        // in progress (one begun through devstream, or someone else's through a wrapped
+        // handle), as `GpuStream::capture_sequence` does.
+        let capture_may_be_active = self.active_captures.load(Ordering::Acquire) > 0
+            || self.foreign_handles.load(Ordering::Acquire);
+        if capture_may_be_active {
+            // SAFETY: the stream is alive (its owner is being dropped); asking changes nothing.
+            let status = unsafe { A::stream_is_capturing(raw) };
+            if !matches!(status, Ok(crate::raw::CaptureStatus::None)) {
+                return false;
+            }
         }
         // SAFETY: the stream is alive (its owner is being dropped); a query changes nothing.
         if unsafe { A::stream_query(raw) }.is_err() {
@@ -382,6 +407,10 @@ impl<A: RawApi> Device<A> {
             return Ok(block.0);
         }
         self.bind()?;
+        // `cuMemHostAlloc` is a potentially unsafe call to the runtime; where the caller's
+        // call is allowed beside a capture (a flag, a staging buffer), it must not invalidate
+        // one: made in Relaxed mode (`alloc_host` refuses itself where a capture forbids it).
+        let _relaxed = CaptureModeGuard::<A>::relaxed();
         // SAFETY: the context is current.
         unsafe { A::host_alloc(class) }
             .map_err(|e| crate::error::map_alloc_error::<A>(e, &self.place, class))
@@ -451,8 +480,13 @@ impl<A: RawApi> Device<A> {
     }
 
     /// [`Device::collect`] with releases pending.
+    ///
+    /// Its queries, and the releases it runs (a `cuMemFree` synchronizes), are devstream's own
+    /// work on behalf of whatever call came by: made with this thread in Relaxed mode, so that
+    /// no capture in progress, on any thread, counts them as unsafe.
     #[inline(never)]
     fn collect_pending(&self) {
+        let _relaxed = CaptureModeGuard::<A>::relaxed();
         // Streams whose capture ended, dropped after the lock is released.
         let mut ended: Vec<Arc<StreamInner<A>>> = Vec::new();
         let ready: Vec<Deferred<A>> = {
@@ -541,6 +575,8 @@ impl<A: RawApi> Device<A> {
     /// tracked (the stream is capturing, or no event can be made), never runs it (a leak rather
     /// than a release under pending work).
     pub(crate) fn release_after_or_forget(&self, stream: RawStream, action: DeferredAction) {
+        // devstream's own calls: in Relaxed mode (see `Device::collect_pending`).
+        let _relaxed = CaptureModeGuard::<A>::relaxed();
         if self.bind().is_err() {
             std::mem::forget(action);
             return;
@@ -557,6 +593,8 @@ impl<A: RawApi> Device<A> {
     /// graph, which keeps its own objects); where completion cannot be tracked at all, `action`
     /// never runs (a leak rather than a release under pending work).
     pub(crate) fn release_after(&self, users: Vec<Arc<StreamInner<A>>>, action: DeferredAction) {
+        // devstream's own calls: in Relaxed mode (see `Device::collect_pending`).
+        let _relaxed = CaptureModeGuard::<A>::relaxed();
         let mut events = Vec::with_capacity(users.len());
         let mut waiting = Vec::new();
         if self.bind().is_err() {

@@ -46,6 +46,9 @@ impl<A: RawApi> Drop for EventInner<A> {
             }
         }
         crate::hostfn::release_off_callback(move || {
+            // devstream's own call: in Relaxed mode, so that no capture in progress counts it
+            // as unsafe.
+            let _relaxed = crate::ext::CaptureModeGuard::<A>::relaxed();
             // SAFETY: we own the event; destroying an event with pending work is allowed (the
             // runtime releases it after that work).
             let _ = unsafe { A::event_destroy(raw) };
@@ -110,6 +113,9 @@ impl<A: RawApi> GpuEvent<A> {
             Some(raw) => raw,
             None => {
                 device.bind()?;
+                // Creating an event is allowed beside every capture: in Relaxed mode, so that
+                // the runtime counts it against none.
+                let _relaxed = crate::ext::CaptureModeGuard::<A>::relaxed();
                 // SAFETY: the device's context is current.
                 check::<A, _>(unsafe { A::event_create(flags) })?
             }
@@ -198,12 +204,15 @@ impl<A: RawApi> DeviceEvent for GpuEvent<A> {
 
     #[inline]
     fn query(&self) -> Result<bool> {
+        // A potentially unsafe call: refused while a capture forbids it on this thread.
+        devstream_core::capture::check_unsafe_call(&self.inner.device.place, "Event::query")?;
         // SAFETY: the event is alive while `self` is.
         check_ready::<A>(unsafe { A::event_query(self.inner.raw) })
     }
 
     #[inline]
     fn synchronize(&self) -> Result<()> {
+        devstream_core::capture::check_unsafe_call(&self.inner.device.place, "Event::synchronize")?;
         if crate::hostfn::in_host_function() {
             // Waiting inside a host function for work not done yet may wait for work queued
             // after it (a deadlock): answer from a query instead, never hang.

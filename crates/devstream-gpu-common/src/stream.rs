@@ -9,6 +9,7 @@ use crate::buffer::{GpuBuffer, GpuHostBuffer};
 use crate::device::{Device, Runtime};
 use crate::error::{check, check_ready, map_error};
 use crate::event::GpuEvent;
+use crate::ext::CaptureModeGuard;
 use crate::flag::GpuFlag;
 use crate::graph::{GpuGraph, GpuGraphDef};
 use crate::hostfn::{
@@ -16,6 +17,7 @@ use crate::hostfn::{
     PanicSink, PanicSlot,
 };
 use crate::raw::{CaptureStatus, Optional, RawApi, RawEvent, RawGraph, RawGraphNode, RawStream};
+use devstream_core::capture::{self, CaptureRegistration};
 use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::{
     Capabilities, CaptureMode, Completion, DeviceEvent, DeviceStream, Error, EventFlags, HostFn,
@@ -39,12 +41,25 @@ pub enum StreamKind {
     PerThread,
 }
 
-/// The capture this stream began through devstream (sequence id, and the graph definition it
-/// captures into, kept alive), and why devstream last ended a capture of it.
-type CaptureRecord = (
-    Option<(u64, Option<Arc<dyn Any + Send + Sync>>)>,
-    Option<String>,
-);
+/// A capture this stream began through devstream and that has not ended.
+struct ActiveCapture {
+    /// The runtime's capture sequence id (0 until it is known).
+    id: u64,
+    /// The graph definition it captures into (`begin_capture_to_graph`), kept alive.
+    def: Option<Arc<dyn Any + Send + Sync>>,
+    /// What the capture's mode forbids (`devstream_core::capture`), lifted when this drops:
+    /// only after the native end, so that no forbidden call passes while the runtime would
+    /// still count it against the capture.
+    registration: CaptureRegistration,
+}
+
+/// The capture this stream began through devstream, and why devstream last ended one of its
+/// captures (for the `end_capture` that follows).
+#[derive(Default)]
+struct CaptureRecord {
+    active: Option<ActiveCapture>,
+    invalidated: Option<String>,
+}
 
 pub(crate) struct StreamInner<A: RawApi> {
     pub(crate) raw: RawStream,
@@ -117,6 +132,59 @@ impl<A: RawApi> StreamInner<A> {
     pub(crate) fn release_handle(&self) -> RawStream {
         release_handle(self.raw, self.owner)
     }
+
+    /// Takes the record of the capture this stream began (if any), adjusting the device's
+    /// count of active captures.
+    fn take_capture(&self) -> CaptureRecord {
+        let record = match self.capture.lock() {
+            Ok(mut record) => std::mem::take(&mut *record),
+            Err(_) => CaptureRecord::default(),
+        };
+        if record.active.is_some() {
+            self.device.active_captures.fetch_sub(1, Ordering::AcqRel);
+        }
+        record
+    }
+
+    /// Ends the capture this stream began (natively, discarding it) and remembers `reason` for
+    /// the `end_capture` that follows, so that the stream stays usable. `raw` is the handle
+    /// that names the stream on this thread.
+    fn discard_capture(&self, raw: RawStream, reason: String) {
+        if let Some(active) = self.take_capture().active {
+            if let Ok(mut record) = self.capture.lock() {
+                record.invalidated = Some(reason);
+            }
+            discard_native_capture::<A>(raw, active.id);
+            drop(active);
+            self.device.capture_window_close();
+            // Releases that waited for the capture to end can be tracked now.
+            self.device.collect();
+        }
+    }
+
+    /// The last handle is gone: ends the capture this stream began, whatever its state (no
+    /// `end_capture` can come any more), as every backend does. The streams that joined it
+    /// leave it with it (the runtime ends a capture for all its streams), what its mode
+    /// forbade is lifted, and its graph, if any, is destroyed. Off runtime callback threads
+    /// (where runtime calls are not allowed) this happens at once.
+    fn abandon_capture(inner: &Arc<Self>) {
+        if inner
+            .capture
+            .lock()
+            .map_or(true, |record| record.active.is_none())
+        {
+            return;
+        }
+        let inner = inner.clone();
+        crate::hostfn::release_off_callback(move || {
+            if inner.device.bind().is_ok() {
+                inner.discard_capture(
+                    inner.release_handle(),
+                    "the stream that began the capture was dropped".into(),
+                );
+            }
+        });
+    }
 }
 
 /// See [`StreamInner::release_handle`] (call it on the thread that makes the release calls).
@@ -138,17 +206,22 @@ impl<A: RawApi> Drop for StreamInner<A> {
             && self
                 .capture
                 .get_mut()
-                .is_ok_and(|record| record.0.is_none());
+                .is_ok_and(|record| record.active.is_none());
         if plain && !crate::hostfn::in_host_function() {
-            let keep = |inner: &Self| {
-                inner
-                    .device
-                    .keep_stream(inner.raw, inner.non_blocking, inner.native_priority)
-            };
-            if self.kind == StreamKind::Owned && (*self.native_state.get_mut() || !keep(self)) {
-                // SAFETY: we own the stream; cuStreamDestroy returns at once and the runtime
-                // frees it after its queued work.
-                let _ = unsafe { A::stream_destroy(self.raw) };
+            if self.kind == StreamKind::Owned {
+                // devstream's own calls, made in Relaxed mode: no capture in progress, on any
+                // thread, may count them as unsafe (see `Device::keep_stream`).
+                let _relaxed = CaptureModeGuard::<A>::relaxed();
+                let keep = |inner: &Self| {
+                    inner
+                        .device
+                        .keep_stream(inner.raw, inner.non_blocking, inner.native_priority)
+                };
+                if *self.native_state.get_mut() || !keep(self) {
+                    // SAFETY: we own the stream; cuStreamDestroy returns at once and the
+                    // runtime frees it after its queued work.
+                    let _ = unsafe { A::stream_destroy(self.raw) };
+                }
             }
             if self.counted {
                 self.device.live_streams.fetch_sub(1, Ordering::Relaxed);
@@ -165,11 +238,13 @@ impl<A: RawApi> Drop for StreamInner<A> {
             .capture
             .get_mut()
             .ok()
-            .and_then(|record| record.0.take());
+            .and_then(|record| record.active.take());
         let active_capture = active.is_some();
         let keepalive = self._keepalive.take();
         let host_ring = self.host_ring.take();
         crate::hostfn::release_off_callback(move || {
+            // devstream's own calls: in Relaxed mode, as above.
+            let _relaxed = CaptureModeGuard::<A>::relaxed();
             if let Some(ring) = host_ring {
                 if !ring.in_flight() {
                     ring.retire();
@@ -184,11 +259,11 @@ impl<A: RawApi> Drop for StreamInner<A> {
                     );
                 }
             }
-            if let Some((id, def)) = active {
+            if let Some(active) = active {
                 // A capture begun through devstream and never ended: end and discard it.
-                discard_native_capture::<A>(raw, id);
+                discard_native_capture::<A>(raw, active.id);
                 device.active_captures.fetch_sub(1, Ordering::AcqRel);
-                drop(def);
+                drop(active);
             }
             if active_capture {
                 device.capture_window_close();
@@ -268,8 +343,13 @@ impl<A: RawApi> Clone for GpuStream<A> {
 
 impl<A: RawApi> Drop for GpuStream<A> {
     fn drop(&mut self) {
-        // Release: work queued through this handle happens before a reader that sees zero.
-        self.inner.handles.fetch_sub(1, Ordering::Release);
+        // Release: work queued through this handle happens before a reader that sees zero;
+        // Acquire: the last handle sees every capture begun through the others.
+        if self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.inner.device.active_captures.load(Ordering::Acquire) > 0
+        {
+            StreamInner::abandon_capture(&self.inner);
+        }
     }
 }
 
@@ -313,8 +393,13 @@ impl<A: RawApi> GpuStream<A> {
         let native = device.range.normalize(options.priority);
         let raw = match device.take_stream(options.non_blocking, native) {
             Some(raw) => raw,
-            // SAFETY: the device's context is current.
-            None => check::<A, _>(unsafe { A::stream_create(options.non_blocking, native) })?,
+            None => {
+                // Creating a stream is allowed beside every capture: in Relaxed mode, so that
+                // the runtime counts it against none.
+                let _relaxed = CaptureModeGuard::<A>::relaxed();
+                // SAFETY: the device's context is current.
+                check::<A, _>(unsafe { A::stream_create(options.non_blocking, native) })?
+            }
         };
         Self::assemble(
             device,
@@ -368,7 +453,7 @@ impl<A: RawApi> GpuStream<A> {
             sync_event: OnceLock::new(),
             panic: OnceLock::new(),
             host_ring: OnceLock::new(),
-            capture: Mutex::new((None, None)),
+            capture: Mutex::new(CaptureRecord::default()),
             _keepalive: keepalive,
             counted,
             owner: if kind == StreamKind::PerThread {
@@ -633,35 +718,10 @@ impl<A: RawApi> GpuStream<A> {
         error
     }
 
-    /// Takes the record of the capture this stream began (if any), adjusting the device's
-    /// count of active captures.
-    fn take_capture(&self) -> CaptureRecord {
-        let (active, invalidated) = match self.inner.capture.lock() {
-            Ok(mut record) => (record.0.take(), record.1.take()),
-            Err(_) => (None, None),
-        };
-        if active.is_some() {
-            self.inner
-                .device
-                .active_captures
-                .fetch_sub(1, Ordering::AcqRel);
-        }
-        (active, invalidated)
-    }
-
     /// Ends the capture this stream began (natively, discarding it) and remembers `reason` for
     /// the `end_capture` that follows, so that the stream stays usable.
     fn discard_capture(&self, reason: String) {
-        let (active, _) = self.take_capture();
-        if let Some((id, _def)) = active {
-            if let Ok(mut record) = self.inner.capture.lock() {
-                record.1 = Some(reason);
-            }
-            discard_native_capture::<A>(self.raw(), id);
-            self.inner.device.capture_window_close();
-            // Releases that waited for the capture to end can be tracked now.
-            self.inner.device.collect();
-        }
+        self.inner.discard_capture(self.raw(), reason);
     }
 
     fn begin_capture_impl(
@@ -680,7 +740,7 @@ impl<A: RawApi> GpuStream<A> {
             .inner
             .capture
             .lock()
-            .map(|record| record.0.is_some())
+            .map(|record| record.active.is_some())
             .unwrap_or(false);
         // SAFETY: the stream is alive.
         let native = check::<A, _>(unsafe { A::stream_is_capturing(self.raw()) })?;
@@ -741,8 +801,12 @@ impl<A: RawApi> GpuStream<A> {
             .active_captures
             .fetch_add(1, Ordering::AcqRel);
         if let Ok(mut record) = self.inner.capture.lock() {
-            record.0 = Some((0, keep_def));
-            record.1 = None;
+            record.active = Some(ActiveCapture {
+                id: 0,
+                def: keep_def,
+                registration: capture::register(&self.inner.device.place, mode, self.inner.id),
+            });
+            record.invalidated = None;
         }
         let id = match self.capture_sequence() {
             Ok((_, id)) => id,
@@ -759,8 +823,8 @@ impl<A: RawApi> GpuStream<A> {
                 .def = defined;
         }
         if let Ok(mut record) = self.inner.capture.lock() {
-            if let Some(active) = record.0.as_mut() {
-                active.0 = id;
+            if let Some(active) = record.active.as_mut() {
+                active.id = id;
             }
         }
         Ok(())
@@ -808,15 +872,18 @@ impl<A: RawApi> GpuStream<A> {
 
     fn end_capture_impl(&self) -> Result<GpuGraph<A>> {
         self.bind()?;
-        let (ours, invalidated) = self.take_capture();
+        let CaptureRecord {
+            active: ours,
+            invalidated,
+        } = self.inner.take_capture();
         let began_here = ours.is_some();
         if ours.is_none() {
             if let Some(reason) = invalidated {
                 return Err(Error::capture("end_capture", reason));
             }
         }
-        let (id, def) = match ours {
-            Some((id, def)) => (id, def),
+        let (id, def, registration) = match ours {
+            Some(active) => (active.id, active.def, Some(active.registration)),
             None => match self.capture_sequence()? {
                 (CaptureStatus::None, _) => {
                     return Err(Error::capture(
@@ -824,11 +891,12 @@ impl<A: RawApi> GpuStream<A> {
                         "the stream is not capturing (begin_capture first)",
                     ))
                 }
-                (_, id) => (id, None),
+                (_, id) => (id, None, None),
             },
         };
         // SAFETY: the stream is alive and (per the runtime) capturing.
         let ended = unsafe { A::stream_end_capture(self.raw()) };
+        drop(registration);
         if began_here {
             self.inner.device.capture_window_close();
         }
@@ -864,8 +932,11 @@ impl<A: RawApi> GpuStream<A> {
     #[cold]
     fn create_sync_event(&self) -> Result<RawEvent> {
         self.inner.device.bind()?;
+        // Made beside any capture: in Relaxed mode, as `GpuEvent::create` does.
+        let relaxed = CaptureModeGuard::<A>::relaxed();
         // SAFETY: the device's context is current.
         let event = check::<A, _>(unsafe { A::event_create(EventFlags::default()) })?;
+        drop(relaxed);
         match self.inner.sync_event.set(event) {
             Ok(()) => Ok(event),
             Err(event) => {
@@ -920,6 +991,19 @@ impl<A: RawApi> GpuStream<A> {
         };
         let panic = (self.inner.panic_slot().clone(), self.inner.id);
         crate::completion::notify_after(event, Some(panic), crate::completion::Source::Private)
+    }
+
+    /// `query` or `synchronize` of this stream while some capture forbids potentially unsafe
+    /// calls: refused (`Error::Capture`, the capture goes on) where a capture in progress on
+    /// this device forbids them on this thread (`devstream_core::capture`), unless this stream
+    /// itself captures: then the runtime answers, and the capturing stream's own rule applies
+    /// (the capture it began is invalidated and ended, see `capture_violation`).
+    #[cold]
+    fn check_unsafe_call(&self, op: &'static str) -> Result<()> {
+        if self.capture_sequence()?.0 != CaptureStatus::None {
+            return Ok(());
+        }
+        capture::check_unsafe_call(&self.inner.device.place, op)
     }
 
     /// `synchronize` called by a host function (or stream callback): waiting there can never
@@ -986,6 +1070,9 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
     #[inline]
     fn query(&self) -> Result<bool> {
         self.bind()?;
+        if capture::any_forbidding() {
+            self.check_unsafe_call("query")?;
+        }
         if self.foreign_thread() {
             return self.legacy_marker()?.query();
         }
@@ -999,6 +1086,9 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
     #[inline]
     fn synchronize(&self) -> Result<()> {
         self.bind()?;
+        if capture::any_forbidding() {
+            self.check_unsafe_call("synchronize")?;
+        }
         if crate::hostfn::in_host_function() {
             return self.synchronize_in_host_function();
         }
@@ -1238,6 +1328,8 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
     }
 
     fn alloc_host(&self, len: usize) -> Result<GpuHostBuffer<A>> {
+        // `cuMemHostAlloc` is synchronous: a potentially unsafe call.
+        capture::check_unsafe_call(&self.inner.device.place, "alloc_host")?;
         GpuHostBuffer::alloc(self.inner.device, len)
     }
 
