@@ -1,6 +1,6 @@
 //! `CaptureMode::Global` prohibits unsafe calls from every thread (refused, the capture goes
-//! on). In its own test binary
-//! (process) so that it cannot disturb other tests' synchronize calls.
+//! on). In its own test binary (process) so that it cannot disturb other tests' synchronize
+//! calls.
 
 use devstream_core::{
     CaptureMode, DeviceBackend, DeviceEvent, DeviceStream, Error, EventFlags, Place, StreamOptions,
