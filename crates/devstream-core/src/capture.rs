@@ -7,6 +7,10 @@
 //! * in [`CaptureMode::ThreadLocal`], on the thread that began the capture;
 //! * in [`CaptureMode::Relaxed`], nowhere.
 //!
+//! "That place" is the runtime's reach: every CUDA device of the process for a CUDA capture
+//! (the driver enforces the rule process-wide), likewise every HIP device, every device of a
+//! plug-in's device type, and the place itself for the emulated captures (cpu, wgpu).
+//!
 //! The potentially unsafe calls are the ones that wait for, or ask about, the progress of work
 //! outside the capture, and the synchronous allocations: `Stream::synchronize`,
 //! `Stream::query`, `Event::synchronize`, `Event::query` (of streams and events that are not
@@ -117,14 +121,35 @@ pub fn register(place: &Place, mode: CaptureMode, stream: u64) -> CaptureRegistr
     CaptureRegistration { key }
 }
 
-/// The first registered capture of `place` that forbids this thread's potentially unsafe
-/// calls: its mode, stream and whether it is this thread's.
+/// Whether a capture on `captured` governs calls on `place`: the places whose work goes to one
+/// runtime that enforces the rule process-wide. CUDA's rule covers every device of the process
+/// (a `Global` capture on `cuda:0` forbids a query on `cuda:1`, and the driver would invalidate
+/// the capture), and so does HIP's; a plug-in's captures cover every device of its device type
+/// (one plug-in library, one runtime behind it); the emulated captures (cpu, wgpu) cover their
+/// own place.
+fn same_domain(captured: &Place, place: &Place) -> bool {
+    match (captured, place) {
+        (Place::Cuda(_), Place::Cuda(_)) | (Place::Hip(_), Place::Hip(_)) => true,
+        (
+            Place::Custom {
+                device_type: captured_type,
+                ..
+            },
+            Place::Custom { device_type, .. },
+        ) => captured_type == device_type,
+        _ => captured == place,
+    }
+}
+
+/// The first registered capture governing `place` that forbids this thread's potentially
+/// unsafe calls: its mode, stream and whether it is this thread's.
 fn forbidding(place: &Place) -> Option<(CaptureMode, u64, bool)> {
     let me = std::thread::current().id();
     registry()
         .iter()
         .find(|entry| {
-            entry.place == *place && (entry.mode == CaptureMode::Global || entry.thread == me)
+            same_domain(&entry.place, place)
+                && (entry.mode == CaptureMode::Global || entry.thread == me)
         })
         .map(|entry| (entry.mode, entry.stream, entry.thread == me))
 }
@@ -175,6 +200,16 @@ fn refuse(place: &Place, op: &'static str) -> Result<()> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_cuda_capture_governs_every_cuda_device_and_nothing_else() {
+        assert!(same_domain(&Place::Cuda(0), &Place::Cuda(3)));
+        assert!(same_domain(&Place::Hip(1), &Place::Hip(0)));
+        assert!(!same_domain(&Place::Cuda(0), &Place::Hip(0)));
+        assert!(!same_domain(&Place::Cuda(0), &Place::Cpu));
+        assert!(!same_domain(&Place::Wgpu(0), &Place::Wgpu(1)));
+        assert!(same_domain(&Place::Cpu, &Place::Cpu));
+    }
+
     fn refused(place: &Place) -> bool {
         matches!(
             check_unsafe_call(place, "synchronize"),
@@ -190,7 +225,8 @@ mod tests {
     }
 
     /// Each mode forbids what CUDA's does: `Global` every thread, `ThreadLocal` the capturing
-    /// thread, `Relaxed` nothing; only on the capture's place; until the registration drops.
+    /// thread, `Relaxed` nothing; only within the capture's runtime; until the registration
+    /// drops.
     /// (The places are this test's own, so tests running beside it are not disturbed.)
     #[test]
     fn each_mode_forbids_what_cudas_does_until_the_capture_ends() {
@@ -201,6 +237,10 @@ mod tests {
         let other = Place::Custom {
             device_type: "capture_rule_test".into(),
             id: 1,
+        };
+        let unrelated = Place::Custom {
+            device_type: "capture_rule_test_unrelated".into(),
+            id: 0,
         };
         for (mode, here, elsewhere) in [
             (CaptureMode::Global, true, true),
@@ -215,9 +255,14 @@ mod tests {
                 "{mode:?} on another thread"
             );
             assert_eq!(forbids_unsafe_calls(&place), here, "{mode:?}");
+            assert_eq!(
+                refused(&other),
+                here,
+                "{mode:?}: a plug-in's capture governs every device of its type"
+            );
             assert!(
-                !refused(&other),
-                "{mode:?} forbids nothing on another place"
+                !refused(&unrelated),
+                "{mode:?} forbids nothing on another device type"
             );
             drop(registration);
             assert!(!refused(&place), "{mode:?}: still forbidden after the end");
