@@ -489,13 +489,20 @@ impl<A: RawApi> Device<A> {
         let _relaxed = CaptureModeGuard::<A>::relaxed();
         // Streams whose capture ended, dropped after the lock is released.
         let mut ended: Vec<Arc<StreamInner<A>>> = Vec::new();
+        // The entries are taken out of the list and looked at without its lock: the driver
+        // calls below can wait inside the driver (CUDA's stream creation on another thread
+        // holds it while streams are held at a flag wait), and a thread waiting there must not
+        // hold a lock that the thread which would release the flag needs (every stream, buffer
+        // and flag creation and every deferred release takes this one). Entries deferred
+        // meanwhile land in the emptied list; what is not ready goes back afterwards.
+        let mut list = match self.deferred.lock() {
+            Ok(mut list) => std::mem::take(&mut *list),
+            Err(_) => return,
+        };
+        if list.is_empty() {
+            return;
+        }
         let ready: Vec<Deferred<A>> = {
-            let Ok(mut list) = self.deferred.lock() else {
-                return;
-            };
-            if list.is_empty() {
-                return;
-            }
             let mut ready = Vec::new();
             let mut index = 0;
             let mut bound = false;
@@ -532,9 +539,16 @@ impl<A: RawApi> Device<A> {
                     index += 1;
                 }
             }
-            self.pending.store(list.len(), Ordering::Release);
             ready
         };
+        match self.deferred.lock() {
+            Ok(mut kept) => {
+                kept.append(&mut list);
+                self.pending.store(kept.len(), Ordering::Release);
+            }
+            // Never run: a leak, not a release under pending work.
+            Err(_) => std::mem::forget(list),
+        }
         drop(ended);
         for mut entry in ready {
             for event in entry.events.drain(..) {
