@@ -18,8 +18,10 @@
 //! cargo xtask paddle-plugins [--features cpu,wgpu] [--release] [--out DIR]
 //!                                      devstream-paddle as one library per Paddle device type
 //!                                      (default target/paddle-plugins/), for CUSTOM_DEVICE_ROOT
+//! cargo xtask doc-links                every relative link and root path in the Markdown files resolves
 //! ```
 
+mod doc_links;
 mod paddle;
 mod report;
 mod soundness;
@@ -46,8 +48,9 @@ fn main() {
         Some("sanitize") => soundness::sanitize(&args[1..]),
         Some("loom") => soundness::loom(&args[1..]),
         Some("paddle-plugins") => paddle::paddle_plugins(&args[1..]),
+        Some("doc-links") => doc_links::check(&root),
         _ => {
-            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] | loom [core] [cpu] [gpu-common] | paddle-plugins [--features LIST] [--release] [--out DIR]>");
+            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] | loom [core] [cpu] [gpu-common] | paddle-plugins [--features LIST] [--release] [--out DIR] | doc-links>");
             exit(2);
         }
     };
@@ -132,6 +135,7 @@ fn ci() -> Result<(), String> {
         cargo(&args)?;
     }
     cargo(&["doc", "--workspace", "--no-deps", "--all-features"])?;
+    doc_links::check(&workspace_root())?;
     cargo(TEST_COMMAND)
 }
 

@@ -128,3 +128,18 @@ pub use devstream_wgpu as wgpu;
 /// The custom-device (Paddle plug-in) backend crate (cargo feature `plugin`).
 #[cfg(feature = "plugin")]
 pub use devstream_plugin as plugin;
+
+/// The Rust examples of the README and of the guides in `docs/`, compiled and run as doctests so
+/// that what they show keeps working.
+#[cfg(all(doctest, feature = "cpu"))]
+mod guides {
+    #[doc = include_str!("../../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../../docs/ASYNC.md")]
+    struct Async;
+    #[doc = include_str!("../../../docs/CAPTURE.md")]
+    struct Capture;
+    #[cfg(feature = "comm")]
+    #[doc = include_str!("../../../docs/COLLECTIVES.md")]
+    struct Collectives;
+}
