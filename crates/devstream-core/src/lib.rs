@@ -13,7 +13,7 @@
 //! * the backend traits in [`traits`]: [`DeviceBackend`], [`DeviceStream`], [`DeviceEvent`],
 //!   [`DeviceGraph`], [`DeviceFlag`], [`DeviceBuffer`], [`HostBuffer`];
 //! * [`comm`]: collectives' element types, reductions, communicator ids and backend traits;
-//! * [`panic`]: containing panics of user code (host closures, destructors, payloads);
+//! * [`mod@panic`]: containing panics of user code (host closures, destructors, payloads);
 //! * [`current`]: per-thread, per-place current-stream slots with RAII guards;
 //! * [`pool`]: a lazily created round-robin pool of streams per place and priority;
 //! * [`elide`]: redundant-wait elision (what a stream already waited for), for every backend;
