@@ -136,8 +136,19 @@ impl<A: RawApi> GpuBuffer<A> {
                     "allocate buffers before capturing, not during capture",
                 ));
             }
-            if !stream_ordered {
-                // `cuMemAlloc` is synchronous: a potentially unsafe call.
+            // A stream-ordered allocation on a stream that does not capture waits for nothing
+            // outside its stream, but CUDA counts it as potentially unsafe: it answers
+            // `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED` and invalidates a Global-mode capture in
+            // progress on another thread. Made with this thread in Relaxed mode, as PyTorch's
+            // allocator does, it leaves every capture alone. `cuMemAlloc` is synchronous: a
+            // potentially unsafe call, refused (like one where the mode cannot be exchanged)
+            // before it reaches the driver.
+            let _relaxed = if stream_ordered {
+                CaptureModeGuard::<A>::relaxed()
+            } else {
+                None
+            };
+            if _relaxed.is_none() {
                 devstream_core::capture::check_unsafe_call(&device.place, "alloc")?;
             }
             // SAFETY: the context is current and the stream alive.
