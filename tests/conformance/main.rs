@@ -36,6 +36,7 @@ mod flags;
 mod hostile;
 mod model;
 mod semantics;
+mod sizes;
 mod stacks;
 mod streams;
 mod stress;

@@ -960,9 +960,7 @@ impl DeviceStream for WgpuStream {
 
     fn alloc_host(&self, len: usize) -> Result<WgpuHostBuffer> {
         check_unsafe_call("alloc_host")?;
-        Ok(WgpuHostBuffer {
-            inner: HostInner::new(len),
-        })
+        HostInner::new(&self.handle.device.place, len).map(|inner| WgpuHostBuffer { inner })
     }
 
     fn copy_from_host(&self, dst: &WgpuBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
