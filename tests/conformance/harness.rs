@@ -389,6 +389,21 @@ impl<T: Clone + Send + PartialEq + 'static> Log<T> {
     }
 }
 
+/// Makes the device behind `stream` lost, for real, on places that can be made to lose it on
+/// demand; `None` on the others (their device loss is not tested here).
+///
+/// * wgpu places: `destroy()` on the raw `wgpu::Device` the stream exposes (the whole place's
+///   device: use it in a child process of its own, [`for_each_place_isolated`]).
+pub fn device_loser(stream: &Stream) -> Option<Box<dyn FnOnce() + Send>> {
+    #[cfg(feature = "wgpu")]
+    if let Some(wgpu) = stream.backend::<devstream::wgpu::WgpuStream>() {
+        let device = wgpu.as_raw().0.clone();
+        return Some(Box::new(move || device.destroy()));
+    }
+    let _ = stream;
+    None
+}
+
 /// A second place under test whose backend differs from `place`'s, if any.
 pub fn other_backend_place(place: &Place) -> Option<Place> {
     places_under_test()

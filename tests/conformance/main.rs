@@ -29,6 +29,7 @@ mod capabilities;
 mod capture;
 mod completion;
 mod current;
+mod device_loss;
 mod drops;
 mod errors;
 mod events;

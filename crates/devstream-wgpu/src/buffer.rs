@@ -223,8 +223,15 @@ impl Readback {
     pub(crate) fn wait(&self) -> Result<()> {
         loop {
             let seen = self.device.signal.generation();
-            if let Some(mapped) = self.mapped() {
-                return mapped;
+            match self.mapped() {
+                Some(Ok(())) => return Ok(()),
+                // A mapping that failed because the device was lost reports the loss.
+                Some(Err(e)) => return Err(self.device.fault().unwrap_or(e)),
+                None => {}
+            }
+            if let Some(fault) = self.device.fault() {
+                // The copy into this buffer may never have run.
+                return Err(fault);
             }
             match self.ticket() {
                 None => {
@@ -242,11 +249,6 @@ impl Readback {
                             self.device.signal.wait_change(seen, Some(POLL_SLICE));
                         }
                     }
-                }
-            }
-            if let Some(fault) = self.device.fault() {
-                if self.mapped().is_none() {
-                    return Err(fault);
                 }
             }
         }
@@ -458,7 +460,8 @@ impl HostInner {
         *lock(&self.uploads)
     }
 
-    fn end_upload(&self) {
+    /// Notes that a deferred upload from this buffer has read it (or was dropped unrun).
+    pub(crate) fn end_upload(&self) {
         let mut uploads = lock(&self.uploads);
         *uploads = uploads.saturating_sub(1);
         drop(uploads);

@@ -657,7 +657,10 @@ impl WgpuStream {
         sched
             .streams
             .get_mut(&self.handle.id)
-            .and_then(|state| state.error.take())
+            .and_then(|state| {
+                state.behind_lost_work = false;
+                state.error.take()
+            })
             .or_else(|| self.handle.device.fault())
     }
 }
@@ -695,6 +698,9 @@ impl DeviceStream for WgpuStream {
 
     fn query(&self) -> Result<bool> {
         let device = &self.handle.device;
+        if let Some(fault) = device.fault() {
+            return Err(fault);
+        }
         let frontier = {
             let mut sched = self.lock();
             self.refuse_in_capture(&mut sched, "query")?;
