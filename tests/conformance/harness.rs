@@ -392,16 +392,52 @@ impl<T: Clone + Send + PartialEq + 'static> Log<T> {
 /// Makes the device behind `stream` lost, for real, on places that can be made to lose it on
 /// demand; `None` on the others (their device loss is not tested here).
 ///
-/// * wgpu places: `destroy()` on the raw `wgpu::Device` the stream exposes (the whole place's
-///   device: use it in a child process of its own, [`for_each_place_isolated`]).
+/// * wgpu places: `destroy()` on the raw `wgpu::Device` the stream exposes;
+/// * plug-in places whose plug-in exports the `custom_cpu` test plug-in's hook
+///   `devstream_test_plugin_cpu_lose_device(int device)`: every later call on the device fails.
+///
+/// Either way the whole place's device is lost: use it in a child process of its own
+/// ([`for_each_place_isolated`]).
 pub fn device_loser(stream: &Stream) -> Option<Box<dyn FnOnce() + Send>> {
     #[cfg(feature = "wgpu")]
     if let Some(wgpu) = stream.backend::<devstream::wgpu::WgpuStream>() {
         let device = wgpu.as_raw().0.clone();
         return Some(Box::new(move || device.destroy()));
     }
+    #[cfg(feature = "plugin")]
+    if let Place::Custom { device_type, id } = stream.place() {
+        return plugin_device_loser(device_type, *id);
+    }
     let _ = stream;
     None
+}
+
+/// The test plug-in's hook that makes device `id` of `device_type` lost, where the plug-in that
+/// serves `device_type` exports it.
+#[cfg(feature = "plugin")]
+fn plugin_device_loser(device_type: &str, id: usize) -> Option<Box<dyn FnOnce() + Send>> {
+    use std::os::unix::ffi::OsStrExt;
+    let plugin = devstream::plugin::loaded_plugins()
+        .into_iter()
+        .find(|plugin| plugin.device_type == device_type)?;
+    let path = std::ffi::CString::new(plugin.path.as_os_str().as_bytes()).ok()?;
+    let id = libc::c_int::try_from(id).ok()?;
+    // SAFETY: `RTLD_NOLOAD` only finds the library devstream already loaded (nothing is loaded
+    // or initialised); the handle is never closed, and devstream never unloads a plug-in.
+    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if handle.is_null() {
+        return None;
+    }
+    // SAFETY: a live handle and a NUL-terminated name.
+    let symbol = unsafe { libc::dlsym(handle, c"devstream_test_plugin_cpu_lose_device".as_ptr()) };
+    if symbol.is_null() {
+        return None;
+    }
+    // SAFETY: the test plug-in exports this name as `extern "C" fn(int)`, and the library
+    // stays loaded for the life of the process.
+    let lose =
+        unsafe { std::mem::transmute::<*mut libc::c_void, extern "C" fn(libc::c_int)>(symbol) };
+    Some(Box::new(move || lose(id)))
 }
 
 /// A second place under test whose backend differs from `place`'s, if any.
