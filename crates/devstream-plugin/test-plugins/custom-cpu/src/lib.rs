@@ -21,7 +21,8 @@
 //! call (with `_await_held_wait` and `_release_waits`), so that tests can stop devstream's
 //! dispatcher at that point deterministically, and `devstream_test_plugin_cpu_lose_device(int)`,
 //! which makes a device lost for good: every later call on it answers `C_ERROR` (releases
-//! excepted), and its streams' queued work never runs.
+//! excepted; callbacks are accepted and never called), and its streams' queued work never
+//! runs.
 //!
 //! The collectives (`xccl_*`) are implemented too (module `xccl`): ranks are threads of this
 //! process, each collective a task of its stream.
@@ -420,9 +421,9 @@ unsafe extern "C" fn stream_add_callback(
     user_data: *mut c_void,
 ) -> C_Status {
     guarded(|| {
-        // SAFETY: a valid device and a live (or null) stream from the host.
-        let Some(obj) = (unsafe { live_device_id(device).and_then(|d| stream_obj(d, stream)) })
-        else {
+        // SAFETY: a valid device and a live (or null) stream from the host. A lost device's
+        // stream accepts the callback and never calls it (its worker abandons it).
+        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
             return C_ERROR;
         };
         let Some(callback) = callback else {
@@ -1306,8 +1307,11 @@ pub extern "C" fn devstream_test_plugin_cpu_await_held_wait(timeout_ms: u64) -> 
 }
 
 /// Test hook: makes device `device` lost for good, as a device that fails: from now on every
-/// call on it answers `C_ERROR` except the releases (`destroy_*`, deallocations) and device
-/// selection, and the work its streams had queued and not run yet never runs.
+/// call on it answers `C_ERROR` except the releases (`destroy_*`, deallocations), device
+/// selection and `stream_add_callback`, and the work its streams had queued and not run yet
+/// never runs. `stream_add_callback` accepts the callback and never calls it, like the queued
+/// work: a refused callback would leave the host's callback data allocated for good (the host
+/// cannot know whether a plug-in that refused will still call it), which leak checkers report.
 #[no_mangle]
 pub extern "C" fn devstream_test_plugin_cpu_lose_device(device: c_int) {
     if let Some(lost) = usize::try_from(device).ok().and_then(|id| LOST.get(id)) {
