@@ -5,8 +5,7 @@ mod common;
 
 use common::*;
 use devstream_core::{
-    DeviceBackend, DeviceEvent, DeviceFlag, DeviceStream, Error, EventFlags, HostBuffer, Place,
-    StreamOptions,
+    DeviceBackend, DeviceEvent, DeviceStream, Error, EventFlags, HostBuffer, Place, StreamOptions,
 };
 use devstream_plugin::{load_plugin, PluginBackend, PluginInfo};
 use devstream_test_plugin_faulty as faulty;
@@ -317,43 +316,4 @@ fn unknown_places_are_typed_errors() {
         PluginBackend::default_stream(&out_of_range),
         Err(Error::NoDevice { .. })
     ));
-}
-
-/// Work held behind a flag and refused by the plug-in once the flag releases it (the copy, the
-/// host function's `stream_add_callback`, the record), as a plug-in whose device failed refuses
-/// every call: `synchronize`, the event and the host buffer report errors, the host function
-/// never runs, and nothing hangs.
-#[test]
-fn held_work_the_plugin_refuses_is_reported_and_its_host_function_never_runs() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    let copy = Faulty::unique(faulty::MODE_FAILING_OPS);
-    let place = place_of(&copy.load().unwrap());
-    let stream = PluginBackend::new_stream(&place, StreamOptions::default()).unwrap();
-    let dev = stream.alloc(64).unwrap();
-    let host = stream.alloc_host(64).unwrap();
-    let flag = PluginBackend::new_flag(&place).unwrap();
-    stream.wait_flag(&flag, 1).unwrap();
-    stream.fill(&dev, 0, 64, 7).unwrap();
-    stream.copy_device_to_host(&host, 0, &dev, 0, 64).unwrap();
-    let ran = Arc::new(AtomicBool::new(false));
-    let r = ran.clone();
-    stream
-        .launch_host_func(Box::new(move || r.store(true, Ordering::SeqCst)))
-        .unwrap();
-    let event = stream.record_event().unwrap();
-    flag.set(1);
-    driver_call(stream.synchronize());
-    driver_call(event.query());
-    driver_call(event.synchronize());
-    assert!(
-        host.to_vec().is_err(),
-        "the refused copy reads as if it had run"
-    );
-    assert!(
-        !ran.load(Ordering::SeqCst),
-        "the host function the plug-in refused ran"
-    );
-    // Reported again: a stream's first error stays.
-    driver_call(stream.synchronize());
 }
