@@ -389,6 +389,128 @@ impl<T: Clone + Send + PartialEq + 'static> Log<T> {
     }
 }
 
+/// A kernel that executes `trap` (PTX: CUDA, and HIP on NVIDIA, whose code objects are PTX).
+#[cfg(any(feature = "cuda", feature = "hip"))]
+const TRAP_PTX: &str = "
+.version 6.0
+.target sm_50
+.address_size 64
+.visible .entry devstream_conformance_trap()
+{
+    trap;
+}
+";
+
+/// [`device_loser`] for a CUDA or HIP place, given the backend's module, stream and launch
+/// configuration types. The module and the stream are made at once, not when the device is
+/// lost: the test may hold streams at flag waits by then, and driver calls such as module loads
+/// and stream creation may wait for the device (see [`gates_stall_the_driver`]).
+#[cfg(any(feature = "cuda", feature = "hip"))]
+macro_rules! trap_kernel_loser {
+    ($place:expr, $module:ty, $stream:ty, $config:ident) => {{
+        let place: Place = $place.clone();
+        let module = <$module>::load(&place, TRAP_PTX.as_bytes())
+            .unwrap_or_else(|e| panic!("loading the trap kernel on {place}: {e}"));
+        let kernel = module
+            .function("devstream_conformance_trap")
+            .unwrap_or_else(|e| panic!("the trap kernel on {place}: {e}"));
+        let stream = Stream::new(&place)
+            .unwrap_or_else(|e| panic!("a stream for the trap kernel on {place}: {e}"));
+        Box::new(move || {
+            let native = stream
+                .backend::<$stream>()
+                .expect("a stream of the place's backend");
+            let one = $config {
+                grid: (1, 1, 1),
+                block: (1, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: the kernel takes no parameters and touches no memory.
+            unsafe { native.launch_kernel(&kernel, one, &[]) }
+                .unwrap_or_else(|e| panic!("launching the trap kernel on {place}: {e}"));
+            // The trap is the context's error from now on: this is the first call to see it.
+            assert!(
+                stream.synchronize().is_err(),
+                "a kernel that traps completed without an error on {place}"
+            );
+            drop(module);
+        }) as Box<dyn FnOnce() + Send>
+    }};
+}
+
+/// Makes the device behind `stream` lost, for real, on places that can be made to lose it on
+/// demand; `None` on the others (their device loss is not tested here).
+///
+/// * wgpu places: `destroy()` on the raw `wgpu::Device` the stream exposes;
+/// * plug-in places whose plug-in exports the `custom_cpu` test plug-in's hook
+///   `devstream_test_plugin_cpu_lose_device(int device)`: every later call on the device fails;
+/// * CUDA and HIP places: a kernel that executes `trap` on a stream of its own, which leaves
+///   the context with a sticky error (every later call of the context fails with it).
+///
+/// Either way the whole place's device is lost: use it in a child process of its own
+/// ([`for_each_place_isolated`]).
+pub fn device_loser(stream: &Stream) -> Option<Box<dyn FnOnce() + Send>> {
+    #[cfg(feature = "wgpu")]
+    if let Some(wgpu) = stream.backend::<devstream::wgpu::WgpuStream>() {
+        let device = wgpu.as_raw().0.clone();
+        return Some(Box::new(move || device.destroy()));
+    }
+    #[cfg(feature = "cuda")]
+    if stream.backend::<devstream::cuda::CudaStream>().is_some() {
+        use devstream::cuda::{CudaModule, CudaStream, LaunchConfig};
+        return Some(trap_kernel_loser!(
+            stream.place(),
+            CudaModule,
+            CudaStream,
+            LaunchConfig
+        ));
+    }
+    #[cfg(feature = "hip")]
+    if stream.backend::<devstream::hip::HipStream>().is_some() {
+        use devstream::hip::{HipModule, HipStream, LaunchConfig};
+        return Some(trap_kernel_loser!(
+            stream.place(),
+            HipModule,
+            HipStream,
+            LaunchConfig
+        ));
+    }
+    #[cfg(feature = "plugin")]
+    if let Place::Custom { device_type, id } = stream.place() {
+        return plugin_device_loser(device_type, *id);
+    }
+    let _ = stream;
+    None
+}
+
+/// The test plug-in's hook that makes device `id` of `device_type` lost, where the plug-in that
+/// serves `device_type` exports it.
+#[cfg(feature = "plugin")]
+fn plugin_device_loser(device_type: &str, id: usize) -> Option<Box<dyn FnOnce() + Send>> {
+    use std::os::unix::ffi::OsStrExt;
+    let plugin = devstream::plugin::loaded_plugins()
+        .into_iter()
+        .find(|plugin| plugin.device_type == device_type)?;
+    let path = std::ffi::CString::new(plugin.path.as_os_str().as_bytes()).ok()?;
+    let id = libc::c_int::try_from(id).ok()?;
+    // SAFETY: `RTLD_NOLOAD` only finds the library devstream already loaded (nothing is loaded
+    // or initialised); the handle is never closed, and devstream never unloads a plug-in.
+    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if handle.is_null() {
+        return None;
+    }
+    // SAFETY: a live handle and a NUL-terminated name.
+    let symbol = unsafe { libc::dlsym(handle, c"devstream_test_plugin_cpu_lose_device".as_ptr()) };
+    if symbol.is_null() {
+        return None;
+    }
+    // SAFETY: the test plug-in exports this name as `extern "C" fn(int)`, and the library
+    // stays loaded for the life of the process.
+    let lose =
+        unsafe { std::mem::transmute::<*mut libc::c_void, extern "C" fn(libc::c_int)>(symbol) };
+    Some(Box::new(move || lose(id)))
+}
+
 /// A second place under test whose backend differs from `place`'s, if any.
 pub fn other_backend_place(place: &Place) -> Option<Place> {
     places_under_test()

@@ -13,6 +13,7 @@
 //! * the backend traits in [`traits`]: [`DeviceBackend`], [`DeviceStream`], [`DeviceEvent`],
 //!   [`DeviceGraph`], [`DeviceFlag`], [`DeviceBuffer`], [`HostBuffer`];
 //! * [`comm`]: collectives' element types, reductions, communicator ids and backend traits;
+//! * [`memory`]: host memory of a size a user chose, allocated fallibly;
 //! * [`mod@panic`]: containing panics of user code (host closures, destructors, payloads);
 //! * [`current`]: per-thread, per-place current-stream slots with RAII guards;
 //! * [`pool`]: a lazily created round-robin pool of streams per place and priority;
@@ -39,6 +40,7 @@ mod completion;
 pub mod current;
 pub mod elide;
 mod error;
+pub mod memory;
 mod options;
 pub mod panic;
 mod place;

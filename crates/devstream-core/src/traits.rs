@@ -28,6 +28,16 @@
 //! * A never-recorded event queries true; re-recording replaces what it captures.
 //! * Dropping a handle with queued work never blocks and never frees what that work still uses.
 //! * An operation whose capability is off answers [`Error::Unsupported`](crate::Error).
+//! * A lost or faulted device (a lost wgpu device, a sticky CUDA context error, a plug-in whose
+//!   device fails) is an error (`Error::Driver`, naming the failure) from every `synchronize`,
+//!   `query`, `Event::synchronize` and `Event::query` covering work on it, from then on: work
+//!   that never ran is never reported complete, and host functions queued behind it do not run.
+//!   A failure that leaves the device working (a host function's panic) is reported by
+//!   `synchronize`, and later work, host functions included, runs.
+//! * A size the place cannot provide is `Error::OutOfMemory` or `Error::InvalidArgument`, never a
+//!   panic or an abort (host memory through [`crate::memory::zeroed`]); a range outside its buffer,
+//!   also one whose `offset + len` overflows, is `InvalidArgument` ([`check_range`]); 0 bytes is
+//!   an empty buffer, and copies and fills of 0 bytes up to a buffer's length succeed.
 //!
 //! # Captures
 //! * Work submitted to a capturing stream is recorded, not run; a stream that waits on an

@@ -12,37 +12,14 @@
 
 use crate::scheduler::running_stream;
 use crate::{lock, CPU_PLACE};
+use devstream_core::memory::zeroed;
 use devstream_core::traits::check_range;
-use devstream_core::{next_id, Error, Place, Result};
-use std::alloc::Layout;
+use devstream_core::{next_id, Place, Result};
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 #[cfg(feature = "comm")]
 use std::sync::RwLockReadGuard;
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockWriteGuard};
-
-/// `len` zeroed bytes, or `Error::OutOfMemory` (never an abort). Large sizes come from the
-/// allocator's zeroed pages, so they are not touched until used.
-fn zeroed(len: usize) -> Result<Box<[u8]>> {
-    if len == 0 {
-        return Ok(Box::default());
-    }
-    let out_of_memory = || Error::OutOfMemory {
-        place: Place::Cpu,
-        bytes: len,
-    };
-    let layout = Layout::array::<u8>(len).map_err(|_| out_of_memory())?;
-    // SAFETY: `layout` has a non-zero size (len > 0).
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-    if ptr.is_null() {
-        return Err(out_of_memory());
-    }
-    let slice = std::ptr::slice_from_raw_parts_mut(ptr, len);
-    // SAFETY: `ptr` was just allocated by the global allocator with the layout of `[u8; len]`
-    // (what `Box<[u8]>` of length `len` frees with), all `len` bytes are initialised (zeroed),
-    // and nothing else owns the allocation.
-    Ok(unsafe { Box::from_raw(slice) })
-}
 
 /// A device buffer's bytes and their lock. Every operation takes the lock exclusively
 /// ([`BufferData::lock`]: the bytes as `&mut [u8]`); the ranks of an in-process all-reduce take
@@ -181,7 +158,7 @@ impl BufferInner {
         Ok(Arc::new(BufferInner {
             id: next_id(),
             len,
-            data: BufferData::new(zeroed(len)?),
+            data: BufferData::new(zeroed(&CPU_PLACE, len)?),
         }))
     }
 }
@@ -231,7 +208,7 @@ impl HostInner {
         Ok(Arc::new(HostInner {
             id: next_id(),
             len,
-            data: Mutex::new(zeroed(len)?),
+            data: Mutex::new(zeroed(&CPU_PLACE, len)?),
             pending: Mutex::new(0),
             idle: Condvar::new(),
         }))

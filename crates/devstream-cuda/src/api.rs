@@ -345,6 +345,7 @@ unsafe impl RawApi for CudaApi {
     fn error_kind(code: i32) -> ErrorKind {
         match code {
             600 => ErrorKind::NotReady,
+            1 => ErrorKind::InvalidValue,
             2 => ErrorKind::OutOfMemory,
             100 | 101 => ErrorKind::NoDevice,
             900..=908 => ErrorKind::Capture,

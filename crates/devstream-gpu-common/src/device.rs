@@ -108,8 +108,10 @@ struct PinnedBlock(*mut u8);
 // SAFETY: an address of pinned memory owned by the cache; no one dereferences it while cached.
 unsafe impl Send for PinnedBlock {}
 
-fn pinned_class(len: usize) -> usize {
-    len.max(64).next_power_of_two()
+/// The size class of a pinned block of `len` bytes: the next power of two, at least 64; `None`
+/// past the largest power of two a `usize` holds (no host has that much memory).
+fn pinned_class(len: usize) -> Option<usize> {
+    len.max(64).checked_next_power_of_two()
 }
 
 struct Deferred<A: RawApi> {
@@ -397,7 +399,10 @@ impl<A: RawApi> Device<A> {
     /// Pinned, device-mapped host memory of at least `len` bytes (a power-of-two size class,
     /// at least 64 bytes), from the cache or the driver.
     pub(crate) fn alloc_pinned(&self, len: usize) -> Result<*mut u8> {
-        let class = pinned_class(len);
+        let class = pinned_class(len).ok_or_else(|| Error::OutOfMemory {
+            place: self.place.clone(),
+            bytes: len,
+        })?;
         if let Some(block) = self
             .pinned_cache
             .lock()
@@ -418,12 +423,11 @@ impl<A: RawApi> Device<A> {
 
     /// Returns a block from [`Device::alloc_pinned`] to the cache (no driver call).
     pub(crate) fn release_pinned(&self, ptr: *mut u8, len: usize) {
-        if let Ok(mut cache) = self.pinned_cache.lock() {
-            cache
-                .entry(pinned_class(len))
-                .or_default()
-                .push(PinnedBlock(ptr));
-        }
+        // `len` was allocated, so its class exists.
+        let (Some(class), Ok(mut cache)) = (pinned_class(len), self.pinned_cache.lock()) else {
+            return;
+        };
+        cache.entry(class).or_default().push(PinnedBlock(ptr));
     }
 
     /// `Error::Unsupported` unless the runtime has `call`.
@@ -721,5 +725,20 @@ impl<A: RawApi> DeviceBackend for GpuBackend<A> {
             }
         }
         counts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinned_classes_of_sizes_no_host_has_do_not_overflow() {
+        assert_eq!(pinned_class(0), Some(64));
+        assert_eq!(pinned_class(65), Some(128));
+        assert_eq!(pinned_class(1 << 63), Some(1 << 63));
+        for len in [(1usize << 63) + 1, usize::MAX] {
+            assert_eq!(pinned_class(len), None, "pinned_class({len})");
+        }
     }
 }

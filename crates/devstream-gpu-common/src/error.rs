@@ -20,13 +20,20 @@ pub fn map_error<A: RawApi>(error: RawError) -> Error {
     }
 }
 
-/// Like [`map_error`], but out-of-memory becomes [`Error::OutOfMemory`] for `bytes` on `place`.
+/// Like [`map_error`], but out-of-memory becomes [`Error::OutOfMemory`] for `bytes` on `place`,
+/// and an invalid value (the size is the one argument of an allocation a caller chooses)
+/// [`Error::InvalidArgument`].
 pub fn map_alloc_error<A: RawApi>(error: RawError, place: &Place, bytes: usize) -> Error {
     match A::error_kind(error.code) {
         ErrorKind::OutOfMemory => Error::OutOfMemory {
             place: place.clone(),
             bytes,
         },
+        ErrorKind::InvalidValue => Error::InvalidArgument(format!(
+            "{}({bytes} bytes) on {place}: {}",
+            error.call,
+            A::error_message(error.code)
+        )),
         _ => map_error::<A>(error),
     }
 }

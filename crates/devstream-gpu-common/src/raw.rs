@@ -133,6 +133,9 @@ pub enum ErrorKind {
     NotReady,
     /// Out of device or host memory.
     OutOfMemory,
+    /// An argument is outside the call's domain (`CUDA_ERROR_INVALID_VALUE`; for an
+    /// allocation: a size the driver refuses outright).
+    InvalidValue,
     /// No such device / no device at all.
     NoDevice,
     /// A stream-capture rule was broken (capture unsupported, invalidated, wrong thread, ...).

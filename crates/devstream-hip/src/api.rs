@@ -227,6 +227,7 @@ unsafe impl RawApi for HipApi {
     fn error_kind(code: i32) -> ErrorKind {
         match code {
             sys::hipErrorNotReady => ErrorKind::NotReady,
+            sys::hipErrorInvalidValue => ErrorKind::InvalidValue,
             sys::hipErrorOutOfMemory => ErrorKind::OutOfMemory,
             sys::hipErrorNoDevice | sys::hipErrorInvalidDevice => ErrorKind::NoDevice,
             sys::hipErrorStreamCaptureUnsupported..=sys::hipErrorStreamCaptureWrongThread => {

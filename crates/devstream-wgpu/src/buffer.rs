@@ -35,27 +35,35 @@ pub(crate) struct BufferInner {
 }
 
 impl BufferInner {
+    /// A buffer of `len` bytes. A size beyond the device's `max_buffer_size` is refused before
+    /// wgpu sees it; what wgpu still refuses (out of memory, or a validation rule) is caught by
+    /// error scopes around the creation, so it never reaches the device's uncaptured-error
+    /// handler (wgpu's default one panics, and an adopted device may have it).
     pub(crate) fn new(device: &Arc<DeviceShared>, len: usize) -> Result<Arc<BufferInner>> {
-        let bytes = len as u64;
+        let out_of_memory = || Error::OutOfMemory {
+            place: device.place.clone(),
+            bytes: len,
+        };
+        let bytes = u64::try_from(len).map_err(|_| out_of_memory())?;
         if bytes > device.limits.max_buffer_size.saturating_sub(4) {
-            return Err(Error::OutOfMemory {
-                place: device.place.clone(),
-                bytes: len,
-            });
+            return Err(out_of_memory());
         }
         let size = align_up(bytes.max(4), 4);
-        let (buffer, error) = device.scoped(wgpu::ErrorFilter::OutOfMemory, || {
-            device.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("devstream buffer"),
-                size,
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::UNIFORM
-                    | wgpu::BufferUsages::COPY_SRC
-                    | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            })
-        });
-        if let Some(e) = error {
+        let ((buffer, out_of_memory_error), validation_error) =
+            device.scoped(wgpu::ErrorFilter::Validation, || {
+                device.scoped(wgpu::ErrorFilter::OutOfMemory, || {
+                    device.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("devstream buffer"),
+                        size,
+                        usage: wgpu::BufferUsages::STORAGE
+                            | wgpu::BufferUsages::UNIFORM
+                            | wgpu::BufferUsages::COPY_SRC
+                            | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    })
+                })
+            });
+        if let Some(e) = out_of_memory_error.or(validation_error) {
             return Err(match e {
                 wgpu::Error::OutOfMemory { .. } => Error::OutOfMemory {
                     place: device.place.clone(),
@@ -215,8 +223,15 @@ impl Readback {
     pub(crate) fn wait(&self) -> Result<()> {
         loop {
             let seen = self.device.signal.generation();
-            if let Some(mapped) = self.mapped() {
-                return mapped;
+            match self.mapped() {
+                Some(Ok(())) => return Ok(()),
+                // A mapping that failed because the device was lost reports the loss.
+                Some(Err(e)) => return Err(self.device.fault().unwrap_or(e)),
+                None => {}
+            }
+            if let Some(fault) = self.device.fault() {
+                // The copy into this buffer may never have run.
+                return Err(fault);
             }
             match self.ticket() {
                 None => {
@@ -234,11 +249,6 @@ impl Readback {
                             self.device.signal.wait_change(seen, Some(POLL_SLICE));
                         }
                     }
-                }
-            }
-            if let Some(fault) = self.device.fault() {
-                if self.mapped().is_none() {
-                    return Err(fault);
                 }
             }
         }
@@ -412,7 +422,7 @@ pub(crate) struct PendingWrite {
 /// Host memory plus the device→host copies still landing in it.
 pub(crate) struct HostInner {
     pub(crate) len: usize,
-    data: Mutex<Vec<u8>>,
+    data: Mutex<Box<[u8]>>,
     pending: Mutex<Vec<PendingWrite>>,
     /// Deferred host→device copies that have not read the buffer yet.
     uploads: Mutex<usize>,
@@ -420,14 +430,15 @@ pub(crate) struct HostInner {
 }
 
 impl HostInner {
-    pub(crate) fn new(len: usize) -> Arc<HostInner> {
-        Arc::new(HostInner {
+    /// A zeroed host buffer of `len` bytes for `place`, or `Error::OutOfMemory`.
+    pub(crate) fn new(place: &Place, len: usize) -> Result<Arc<HostInner>> {
+        Ok(Arc::new(HostInner {
             len,
-            data: Mutex::new(vec![0; len]),
+            data: Mutex::new(devstream_core::memory::zeroed(place, len)?),
             pending: Mutex::new(Vec::new()),
             uploads: Mutex::new(0),
             uploads_done: Condvar::new(),
-        })
+        }))
     }
 
     pub(crate) fn has_pending_writes(&self) -> bool {
@@ -449,7 +460,8 @@ impl HostInner {
         *lock(&self.uploads)
     }
 
-    fn end_upload(&self) {
+    /// Notes that a deferred upload from this buffer has read it (or was dropped unrun).
+    pub(crate) fn end_upload(&self) {
         let mut uploads = lock(&self.uploads);
         *uploads = uploads.saturating_sub(1);
         drop(uploads);
@@ -611,11 +623,11 @@ impl std::fmt::Debug for WgpuHostBuffer {
 }
 
 impl WgpuHostBuffer {
-    /// A zeroed host buffer of `len` bytes.
-    pub fn new(len: usize) -> WgpuHostBuffer {
-        WgpuHostBuffer {
-            inner: HostInner::new(len),
-        }
+    /// A zeroed host buffer of `len` bytes, or `Error::OutOfMemory` (naming `device`'s place)
+    /// when the host cannot provide them. Like one from `alloc_host`, it works with the streams
+    /// of every wgpu device.
+    pub fn new(device: &crate::WgpuDevice, len: usize) -> Result<WgpuHostBuffer> {
+        HostInner::new(&device.shared.place, len).map(|inner| WgpuHostBuffer { inner })
     }
 }
 

@@ -1,8 +1,8 @@
 //! [`Completion`] futures on wgpu: completed by the queue's submitted-work-done callbacks.
 //!
-//! Every submission registers an `on_submitted_work_done` callback (`sched::submit_locked`) that
-//! raises the device's completed ticket number; it also calls [`Completions::fire`], which
-//! completes every waiter whose ticket is now done. The callbacks run whenever the device is
+//! Every submission registers an `on_submitted_work_done` callback (`sched::submit_locked`) whose
+//! note, once published (`device::NoteTargets::publish`), raises the device's completed ticket
+//! number and calls [`Completions::fire`], which completes every waiter whose ticket is now done. The callbacks run whenever the device is
 //! polled (a `synchronize`, a `query`, the poller); while waiters are pending, the device's
 //! completion thread (the one that already waits for the poller's tickets) is asked to wait for
 //! the smallest pending ticket ([`Completions::arm`]), so no extra thread and no polling loop
@@ -11,7 +11,7 @@
 //! A completion whose recording is still held behind the stream's gates (a flag wait, a host
 //! function) waits on its [`Record`] until the scheduler resolves it to a ticket.
 
-use crate::device::{DeviceShared, Ticket};
+use crate::device::{DeviceShared, Fault, Ticket};
 use crate::event::Record;
 use crate::util::lock;
 use devstream_core::{Completer, Completion, Error, Result};
@@ -52,11 +52,11 @@ pub(crate) struct Completions {
     /// `completed`, so that the callback needs no device handle).
     completed: Arc<AtomicU64>,
     /// The device-level fault (device lost, ...), shared with the device.
-    fault: Arc<Mutex<Option<Error>>>,
+    fault: Arc<Fault>,
 }
 
 impl Completions {
-    pub(crate) fn new(completed: Arc<AtomicU64>, fault: Arc<Mutex<Option<Error>>>) -> Completions {
+    pub(crate) fn new(completed: Arc<AtomicU64>, fault: Arc<Fault>) -> Completions {
         Completions {
             waiters: Mutex::new(BTreeMap::new()),
             pending: AtomicUsize::new(0),
@@ -83,7 +83,7 @@ impl Completions {
         if ready.is_empty() {
             return;
         }
-        let fault = lock(&self.fault).clone();
+        let fault = self.fault.get();
         for waiter in ready {
             let result = waiter.result(fault.clone());
             waiter.completer.complete(result);
@@ -115,7 +115,7 @@ impl Completions {
     /// work is done already.
     fn add(&self, ticket: Option<Ticket>, waiter: Waiter) -> bool {
         let Some(ticket) = ticket else {
-            let fault = lock(&self.fault).clone();
+            let fault = self.fault.get();
             let result = waiter.result(fault);
             waiter.completer.complete(result);
             return false;
@@ -127,6 +127,13 @@ impl Completions {
             // the callback sees the waiter (and takes the lock after this insertion).
             self.pending.fetch_add(1, Ordering::SeqCst);
             if self.completed.load(Ordering::SeqCst) < ticket.seq {
+                if let Some(fault) = self.fault.get() {
+                    // The device was lost before this work completed: it never will.
+                    self.pending.fetch_sub(1, Ordering::SeqCst);
+                    drop(waiters);
+                    waiter.completer.complete(Err(fault));
+                    return false;
+                }
                 waiters
                     .entry(ticket.seq)
                     .or_insert_with(|| (ticket.clone(), Vec::new()))
@@ -136,7 +143,7 @@ impl Completions {
             }
             self.pending.fetch_sub(1, Ordering::SeqCst);
         }
-        let fault = lock(&self.fault).clone();
+        let fault = self.fault.get();
         let result = waiter.result(fault);
         waiter.completer.complete(result);
         false

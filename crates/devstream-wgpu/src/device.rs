@@ -194,8 +194,8 @@ pub(crate) struct DeviceShared {
     /// `signal` so that completions (which nobody may be waiting for) never wake the poller.
     pub(crate) work: Arc<Signal>,
     /// A device-level fault (device lost, an error outside any scope), reported by every
-    /// stream's `synchronize`.
-    pub(crate) fault: Arc<Mutex<Option<Error>>>,
+    /// stream and event of the device from then on.
+    pub(crate) fault: Arc<Fault>,
     pub(crate) internal: OnceLock<std::result::Result<InternalKernels, Error>>,
     /// The threads that run host functions (the poller hands them over).
     pub(crate) runners: Arc<Runners>,
@@ -209,18 +209,78 @@ pub(crate) struct DeviceShared {
     shutdown: Arc<AtomicBool>,
 }
 
-/// What a submission's `on_submitted_work_done` note updates: the completed ticket number, the
-/// device's waiters and its completion futures ([`crate::sched::submit_locked`]).
+/// A device-level fault: the device was lost, a wgpu error escaped every scope, a poll or a
+/// submission panicked. The first one is kept; from then on every stream and event of the
+/// device reports it and nothing more of its work is reported complete or run on the host
+/// (CUDA's rule for a sticky context error). [`Fault::get`] is one atomic load while there is
+/// none, for the paths that ask on every call.
+#[derive(Default)]
+pub(crate) struct Fault {
+    first: Mutex<Option<Error>>,
+    set: AtomicBool,
+}
+
+impl Fault {
+    /// The fault, if any.
+    pub(crate) fn get(&self) -> Option<Error> {
+        if !self.set.load(Ordering::Acquire) {
+            return None;
+        }
+        lock(&self.first).clone()
+    }
+
+    /// Whether there is a fault.
+    pub(crate) fn is_set(&self) -> bool {
+        self.set.load(Ordering::Acquire)
+    }
+
+    /// Records `error` unless a fault is recorded already (the first one wins).
+    pub(crate) fn set(&self, error: Error) {
+        let mut first = lock(&self.first);
+        if first.is_none() {
+            *first = Some(error);
+            self.set.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// What a submission's `on_submitted_work_done` note updates ([`crate::sched::submit_locked`]),
+/// and how the notes become completions.
+///
+/// A note says that wgpu considers the submission done, which is not proof that it ran: a
+/// submission made after the device was destroyed or lost is refused by wgpu without an error
+/// anyone can see (wgpu drops device-lost errors), and its note still fires, in the same wgpu
+/// call that then runs the device-lost callback (wgpu runs submitted-work-done callbacks first,
+/// the device-lost callback last). So a note only raises `noted`, and the completed number is
+/// raised from it by [`NoteTargets::publish`] once the wgpu call devstream made (a poll, a
+/// submit) has returned, and only while the device has no fault: by then every callback that
+/// call fired has run, the device-lost one included. A note fired by a wgpu call of another
+/// thread (the application's own poll) is published by devstream's next poll or submit. What
+/// this cannot close: a poll of another thread that took the device-lost callback and has not
+/// run it yet when this one publishes (wgpu offers no way to ask whether a device is lost).
 pub(crate) struct NoteTargets {
+    /// The highest ticket number whose note has run.
+    noted: AtomicU64,
     pub(crate) completed: Arc<AtomicU64>,
     pub(crate) signal: Arc<Signal>,
     pub(crate) completions: Arc<crate::completion::Completions>,
+    fault: Arc<Fault>,
 }
 
 impl NoteTargets {
-    /// Notes that the submission numbered `seq` (and every earlier one) has completed.
-    pub(crate) fn completed(&self, seq: u64) {
-        if self.completed.fetch_max(seq, Ordering::SeqCst) < seq {
+    /// Notes that wgpu reports the submission numbered `seq` (and every earlier one) done.
+    pub(crate) fn noted(&self, seq: u64) {
+        self.noted.fetch_max(seq, Ordering::SeqCst);
+    }
+
+    /// Publishes the noted submissions as completed (see the type's documentation): called
+    /// after each wgpu poll and submit devstream makes, once it has returned.
+    pub(crate) fn publish(&self) {
+        let noted = self.noted.load(Ordering::SeqCst);
+        if self.completed.load(Ordering::SeqCst) >= noted || self.fault.is_set() {
+            return;
+        }
+        if self.completed.fetch_max(noted, Ordering::SeqCst) < noted {
             self.signal.notify();
             // Completion futures whose ticket this was (one atomic load when none wait).
             self.completions.fire();
@@ -284,16 +344,18 @@ impl DeviceShared {
     ) -> Arc<DeviceShared> {
         let features = device.features();
         let completed = Arc::new(AtomicU64::new(0));
-        let fault = Arc::new(Mutex::new(None));
+        let fault = Arc::new(Fault::default());
         let completions = Arc::new(crate::completion::Completions::new(
             Arc::clone(&completed),
             Arc::clone(&fault),
         ));
         let signal = Arc::new(Signal::default());
         let note = Arc::new(NoteTargets {
+            noted: AtomicU64::new(0),
             completed: Arc::clone(&completed),
             signal: Arc::clone(&signal),
             completions: Arc::clone(&completions),
+            fault: Arc::clone(&fault),
         });
         let shared = Arc::new(DeviceShared {
             place,
@@ -320,24 +382,28 @@ impl DeviceShared {
         });
         let fault = Arc::clone(&shared.fault);
         let signal = Arc::clone(&shared.signal);
+        let work = Arc::clone(&shared.work);
         let completions = Arc::clone(&shared.completions);
+        // wgpu calls this when the device is lost, and, for `Device::destroy`, from the first
+        // poll that finds the queue empty afterwards (after the submitted-work-done callbacks
+        // that poll fires: see `NoteTargets`).
         shared
             .device
             .set_device_lost_callback(move |reason, message| {
-                let mut slot = lock(&fault);
-                if slot.is_none() {
-                    *slot = Some(Error::Driver {
-                        backend: "wgpu",
-                        call: "device lost",
-                        code: reason as i64,
-                        message,
-                    });
-                }
-                let error = slot.clone();
-                drop(slot);
+                fault.set(Error::Driver {
+                    backend: "wgpu",
+                    call: "device lost",
+                    code: reason as i64,
+                    message: if message.is_empty() {
+                        format!("{reason:?}")
+                    } else {
+                        message
+                    },
+                });
+                // Waiters report it; the poller drops the work the device will never run.
                 signal.notify();
-                // Submissions of a lost device may never report done: fail their futures.
-                if let Some(error) = error {
+                work.notify();
+                if let Some(error) = fault.get() {
                     completions.fail_all(&error);
                 }
             });
@@ -391,32 +457,38 @@ impl DeviceShared {
         }
     }
 
-    /// Notes that `ticket` has completed.
-    pub(crate) fn mark_complete(&self, ticket: &Ticket) {
-        self.note.completed(ticket.seq);
-    }
-
     /// Asks the completion thread to wait for `ticket` (for completion futures).
     pub(crate) fn want(&self, ticket: &Ticket) {
         self.completer.want(ticket);
     }
 
-    /// Polls the device once without blocking, so mapping callbacks run.
+    /// Polls the device once without blocking, so mapping callbacks and completion notes run
+    /// (and the notes are published).
     pub(crate) fn poll_nonblocking(&self) -> Result<()> {
         match catch_unwind(AssertUnwindSafe(|| self.device.poll(wgpu::PollType::Poll))) {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.note.publish();
+                Ok(())
+            }
             Err(payload) => Err(self.poll_panic(payload)),
         }
     }
 
     /// Whether `ticket` has completed, asking the device without blocking: one `Poll`, which
-    /// runs the completion notes registered at submit (`sched::submit_locked`).
+    /// runs the completion notes registered at submit (`sched::submit_locked`). The device's
+    /// fault, once it has one.
     pub(crate) fn query_ticket(&self, ticket: Option<&Ticket>) -> Result<bool> {
+        if let Some(fault) = self.fault() {
+            return Err(fault);
+        }
         if self.is_complete(ticket) {
             return Ok(true);
         }
         self.poll_nonblocking()?;
-        Ok(self.is_complete(ticket))
+        match self.fault() {
+            Some(fault) => Err(fault),
+            None => Ok(self.is_complete(ticket)),
+        }
     }
 
     fn poll_panic(&self, payload: Box<dyn std::any::Any + Send>) -> Error {
@@ -426,15 +498,16 @@ impl DeviceShared {
             code: 0,
             message: devstream_core::panic::take_message(payload),
         };
-        let mut slot = lock(&self.fault);
-        if slot.is_none() {
-            *slot = Some(error.clone());
-        }
+        self.fault.set(error.clone());
         error
     }
 
-    /// Blocks until `ticket` has completed, or `timeout` passes (then `Ok(false)`).
+    /// Blocks until `ticket` has completed, or `timeout` passes (then `Ok(false)`). The
+    /// device's fault, once it has one: the ticket's work may never have run.
     pub(crate) fn wait_ticket(&self, ticket: &Ticket, timeout: Option<Duration>) -> Result<bool> {
+        if let Some(fault) = self.fault() {
+            return Err(fault);
+        }
         if self.is_complete(Some(ticket)) {
             return Ok(true);
         }
@@ -442,28 +515,46 @@ impl DeviceShared {
             submission_index: Some(ticket.index.clone()),
             timeout,
         };
-        match catch_unwind(AssertUnwindSafe(|| self.device.poll(poll))) {
-            Ok(Ok(_)) | Ok(Err(wgpu::PollError::WrongSubmissionIndex(..))) => {
-                // A wrong index is one whose submission failed validation: it never ran.
-                self.mark_complete(ticket);
-                Ok(true)
+        let polled = catch_unwind(AssertUnwindSafe(|| self.device.poll(poll)));
+        match polled {
+            Ok(Ok(_)) => self.note.noted(ticket.seq),
+            Ok(Err(wgpu::PollError::WrongSubmissionIndex(..))) => {
+                // An index past the last successful submission: wgpu refused this one (the
+                // device was destroyed or lost, or the commands were invalid), so it never ran
+                // and never will. A plain poll runs the device-lost callback of a destroyed
+                // device (wgpu runs it from the first poll that finds the queue empty); without
+                // one, the refusal itself is the device's fault.
+                let _ = self.poll_nonblocking();
+                if !self.fault.is_set() {
+                    self.set_fault(Error::Driver {
+                        backend: "wgpu",
+                        call: "Queue::submit",
+                        code: 0,
+                        message: format!(
+                            "submission {} was refused by wgpu: its work never ran",
+                            ticket.seq
+                        ),
+                    });
+                }
             }
-            Ok(Err(wgpu::PollError::Timeout)) => Ok(self.is_complete(Some(ticket))),
-            Err(payload) => Err(self.poll_panic(payload)),
+            Ok(Err(wgpu::PollError::Timeout)) => {}
+            Err(payload) => return Err(self.poll_panic(payload)),
+        }
+        self.note.publish();
+        match self.fault() {
+            Some(fault) => Err(fault),
+            None => Ok(self.is_complete(Some(ticket))),
         }
     }
 
     /// The device-level fault, if any.
     pub(crate) fn fault(&self) -> Option<Error> {
-        lock(&self.fault).clone()
+        self.fault.get()
     }
 
     /// Records a device-level fault (first one wins).
     pub(crate) fn set_fault(&self, error: Error) {
-        let mut slot = lock(&self.fault);
-        if slot.is_none() {
-            *slot = Some(error);
-        }
+        self.fault.set(error);
     }
 
     /// A wgpu error caught by a scope, as a typed error.
@@ -730,16 +821,14 @@ fn place_device(place: &Place) -> Result<(Arc<DeviceShared>, WgpuStream)> {
 fn install_error_handler(shared: &Arc<DeviceShared>) {
     let fault = Arc::clone(&shared.fault);
     let signal = Arc::clone(&shared.signal);
+    let work = Arc::clone(&shared.work);
     shared
         .device
         .on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
             tracing::warn!(target: "devstream_wgpu", "uncaptured wgpu error: {error}");
-            let mut slot = lock(&fault);
-            if slot.is_none() {
-                *slot = Some(DeviceShared::wgpu_error("uncaptured wgpu error", error));
-            }
-            drop(slot);
+            fault.set(DeviceShared::wgpu_error("uncaptured wgpu error", error));
             signal.notify();
+            work.notify();
         }));
 }
 
@@ -886,6 +975,22 @@ impl DeviceBackend for WgpuBackend {
             events: LIVE_EVENTS.load(Ordering::SeqCst),
         }
     }
+}
+
+/// A device of its own on adapter `index`, adopted (tests that destroy a device use one, so
+/// that the place's shared device stays usable for the other tests).
+#[cfg(test)]
+pub(crate) fn fresh_device(index: usize) -> Option<WgpuDevice> {
+    let adapter = enumeration().adapters.get(index)?;
+    let descriptor = wgpu::DeviceDescriptor {
+        label: Some("devstream test"),
+        required_features: adapter.features()
+            & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS),
+        required_limits: adapter.limits(),
+        ..Default::default()
+    };
+    let (device, queue) = block_on(adapter.request_device(&descriptor)).ok()?;
+    Some(WgpuDevice::adopt(device, queue))
 }
 
 #[cfg(test)]

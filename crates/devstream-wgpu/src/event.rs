@@ -143,6 +143,9 @@ impl Record {
 
     /// Whether the captured work is complete; polls the device once, never blocks.
     pub(crate) fn query(&self) -> Result<bool> {
+        if let Some(fault) = self.device.fault() {
+            return Err(fault);
+        }
         match self.ticket_ref() {
             None => Ok(false),
             Some(ticket) => self.device.query_ticket(ticket.as_ref()),
@@ -156,6 +159,9 @@ impl Record {
         let mut checked = false;
         loop {
             let seen = self.device.signal.generation();
+            if let Some(fault) = self.device.fault() {
+                return Err(fault);
+            }
             match self.ticket_ref() {
                 Some(ticket) => {
                     if let Some(t) = ticket {
@@ -164,9 +170,6 @@ impl Record {
                     return Ok(());
                 }
                 None => {
-                    if let Some(fault) = self.device.fault() {
-                        return Err(fault);
-                    }
                     if !checked {
                         // What comes before a held recording never changes, so once is enough.
                         checked = true;

@@ -46,6 +46,19 @@
 //! payload is caught and reported by the stream's `synchronize` as `Error::HostFuncPanicked`
 //! (payloads, nested ones too, are dropped by `devstream_core::panic`); the device's threads never die of it.
 //!
+//! # Device loss
+//!
+//! A device that is lost (or destroyed with `wgpu::Device::destroy`) is a fault of the whole
+//! device, as a sticky context error is on CUDA: every `synchronize`, `query`,
+//! `Event::synchronize`, `Event::query` and completion of the device reports it
+//! (`Error::Driver` with the call `"device lost"`, also from [`WgpuDevice::fault`]), work held
+//! back is dropped unrun (host functions and flag writes included), and reading a host buffer
+//! that a lost copy was to fill is that error. wgpu refuses submissions to a lost device without
+//! an error anyone can see and still reports them done, so devstream counts a submission
+//! complete only after the wgpu call that reported it has returned with the device healthy
+//! (`device::NoteTargets`). A stream of another device that waits on lost work gets the fault
+//! as its error and skips its host functions and flag writes until `synchronize` reports it.
+//!
 //! Events are submission indices (a per-device ticket): `query` never blocks (it asks for that
 //! submission with a zero timeout). Timing uses timestamp queries written inside the encoder where
 //! the adapter has `TIMESTAMP_QUERY_INSIDE_ENCODERS`, else at the start of an empty compute pass;

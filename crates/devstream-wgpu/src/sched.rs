@@ -13,6 +13,12 @@
 //! * `HostFunc`, `WriteFlag`, `Upload`: run once all earlier work of the stream is complete.
 //! * `Mark`: resolves an event recorded while the stream held work back.
 //!
+//! Once the device has a fault (it was lost), nothing more is released: each stream's held work
+//! is dropped unrun (host functions and flag writes included, as CUDA skips host functions after
+//! a context error), its events resolve with the fault, and its error is the fault. A stream
+//! that waits on an event of another device that was lost gets that fault as its error, and
+//! its host functions and flag writes are dropped until `synchronize` reports it.
+//!
 //! Every queue submission happens under the scheduler lock, so the queue order is the order in
 //! which the scheduler decided to release work, which respects every stream's order and every
 //! wait edge.
@@ -84,6 +90,9 @@ pub(crate) struct StreamState {
     pub(crate) orphaned: bool,
     /// Counted in `live_counts` (user streams, not the default stream).
     pub(crate) counted: bool,
+    /// The stream waited on work of another device that was lost: its host functions and flag
+    /// writes are dropped until `synchronize` reports the error.
+    pub(crate) behind_lost_work: bool,
 }
 
 impl StreamState {
@@ -180,10 +189,10 @@ pub(crate) fn submit_locked(
     let note = Arc::clone(&device.note);
     let seq = ticket.seq;
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        device
-            .queue
-            .on_submitted_work_done(move || note.completed(seq))
+        device.queue.on_submitted_work_done(move || note.noted(seq))
     }));
+    // The submit ran the callbacks of earlier submissions that completed meanwhile.
+    device.note.publish();
     for action in after {
         match action {
             AfterSubmit::Map(readback) => readback.submitted(&ticket, &device.signal),
@@ -275,6 +284,24 @@ fn release_stream(
         watched.remove(&id);
         return Released::Nothing;
     };
+    if let Some(fault) = device.fault() {
+        let progressed = drop_held(state, &fault);
+        if state.held.is_empty() {
+            if state.orphaned {
+                // Its work will never complete: nothing is left to wait for.
+                if state.counted {
+                    LIVE_STREAMS.fetch_sub(1, Ordering::SeqCst);
+                }
+                streams.remove(&id);
+            }
+            watched.remove(&id);
+        }
+        return if progressed {
+            Released::Progress
+        } else {
+            Released::Nothing
+        };
+    }
     let mut progressed = false;
     while let Some(head) = state.held.front_mut() {
         match head {
@@ -304,6 +331,14 @@ fn release_stream(
                 Some(ticket) if record.device.is_complete(ticket.as_ref()) => {
                     state.held.pop_front();
                 }
+                _ if record.device.fault.is_set() => {
+                    // The awaited work will never run: the wait ends with its device's fault.
+                    if let Some(fault) = record.device.fault() {
+                        state.set_error(fault);
+                    }
+                    state.behind_lost_work = true;
+                    state.held.pop_front();
+                }
                 Some(Some(ticket)) => {
                     if needs.foreign.is_none() {
                         needs.foreign = Some((Arc::clone(&record.device), ticket));
@@ -329,10 +364,14 @@ fn release_stream(
                     break;
                 }
                 match state.held.pop_front() {
+                    Some(Held::HostFunc(f)) if state.behind_lost_work => {
+                        drop_contained(f);
+                    }
                     Some(Held::HostFunc(f)) => {
                         state.held.push_front(Held::Running);
                         return Released::Run(f);
                     }
+                    Some(Held::WriteFlag(..)) if state.behind_lost_work => {}
                     Some(Held::WriteFlag(flag, value)) => flag.store(value),
                     Some(Held::Upload(upload)) => {
                         if let Some(upload) =
@@ -371,6 +410,36 @@ fn release_stream(
     } else {
         Released::Nothing
     }
+}
+
+/// Drops the held work of a stream whose device has `fault`, up to a host function that is
+/// running (it ends on its own; the rest goes when it does): nothing of it runs, events
+/// recorded behind it resolve with the fault, and the fault becomes the stream's error.
+/// Returns whether anything was dropped.
+fn drop_held(state: &mut StreamState, fault: &Error) -> bool {
+    state.set_error(fault.clone());
+    let mut dropped = false;
+    while let Some(item) = state.held.pop_front() {
+        match item {
+            Held::Running => {
+                state.held.push_front(Held::Running);
+                break;
+            }
+            Held::Mark(record) => record.resolve(state.frontier.clone(), Some(fault.clone())),
+            Held::HostFunc(f) => {
+                drop_contained(f);
+            }
+            // Writers of the host buffer wait for the upload to have read it.
+            Held::Upload(upload) => upload.host.end_upload(),
+            Held::Batch(_)
+            | Held::WaitRecord(_)
+            | Held::WaitForeign(_)
+            | Held::WaitFlag(..)
+            | Held::WriteFlag(..) => {}
+        }
+        dropped = true;
+    }
+    dropped
 }
 
 /// The held queue's head was matched just above, so it is there; this only documents that.
@@ -421,7 +490,10 @@ pub(crate) fn step(device: &Arc<DeviceShared>) -> Step {
 /// and in the `Drop` of either panic's payload (payloads go through `devstream_core::panic::drop_payload`).
 pub(crate) fn run_host_func(device: &Arc<DeviceShared>, id: u64, mut f: HostFn) {
     loop {
-        let panicked = {
+        let panicked = if device.fault.is_set() {
+            // Released just before the device was lost: it does not run either.
+            drop_contained(f)
+        } else {
             let _running = InHostFunc::enter(device, id);
             let ran = catch_unwind(AssertUnwindSafe(&mut f))
                 .err()

@@ -657,7 +657,10 @@ impl WgpuStream {
         sched
             .streams
             .get_mut(&self.handle.id)
-            .and_then(|state| state.error.take())
+            .and_then(|state| {
+                state.behind_lost_work = false;
+                state.error.take()
+            })
             .or_else(|| self.handle.device.fault())
     }
 }
@@ -695,6 +698,9 @@ impl DeviceStream for WgpuStream {
 
     fn query(&self) -> Result<bool> {
         let device = &self.handle.device;
+        if let Some(fault) = device.fault() {
+            return Err(fault);
+        }
         let frontier = {
             let mut sched = self.lock();
             self.refuse_in_capture(&mut sched, "query")?;
@@ -965,9 +971,7 @@ impl DeviceStream for WgpuStream {
 
     fn alloc_host(&self, len: usize) -> Result<WgpuHostBuffer> {
         check_unsafe_call(&self.handle.device.place, "alloc_host")?;
-        Ok(WgpuHostBuffer {
-            inner: HostInner::new(len),
-        })
+        HostInner::new(&self.handle.device.place, len).map(|inner| WgpuHostBuffer { inner })
     }
 
     fn copy_from_host(&self, dst: &WgpuBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {

@@ -552,3 +552,123 @@ fn repeated_completions_of_a_gated_stream_share_one_recording() {
         std::thread::yield_now();
     }
 }
+
+/// A device of its own, destroyed by the test; `None` (skip) as [`stream`].
+fn device_to_lose() -> Option<WgpuDevice> {
+    stream()?;
+    Some(crate::device::fresh_device(0).expect("a second device on wgpu:0's adapter"))
+}
+
+/// `Device::destroy` on the raw device with work held behind a flag: the device's fault names
+/// the loss, every stream, event and completion of the device reports it, the host function
+/// and the flag write behind the lost work never run, and nothing hangs.
+#[test]
+fn a_destroyed_device_is_a_fault_and_its_held_work_never_runs() {
+    let Some(device) = device_to_lose() else {
+        return;
+    };
+    let s = device.new_stream(StreamOptions::default()).unwrap();
+    let bystander = device.new_stream(StreamOptions::default()).unwrap();
+    let gate = WgpuBackend::new_flag(&PLACE).unwrap();
+    let written = WgpuBackend::new_flag(&PLACE).unwrap();
+    let b = s.alloc(256).unwrap();
+    let host = s.alloc_host(256).unwrap();
+    s.wait_flag(&gate, 1).unwrap();
+    s.fill(&b, 0, 256, 7).unwrap();
+    s.copy_device_to_host(&host, 0, &b, 0, 256).unwrap();
+    let ran = Arc::new(AtomicU32::new(0));
+    let r = ran.clone();
+    s.launch_host_func(Box::new(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    }))
+    .unwrap();
+    s.write_flag(&written, 1).unwrap();
+    let event = s.record_event().unwrap();
+    let completion = s.completion();
+    assert_eq!(device.fault(), None);
+
+    device.wgpu_device().destroy();
+    gate.set(1);
+    let lost = |e: &Error| {
+        matches!(
+            e,
+            Error::Driver {
+                call: "device lost",
+                ..
+            }
+        )
+    };
+    let err = s.synchronize().unwrap_err();
+    assert!(lost(&err), "{err:?}");
+    assert!(
+        device.fault().as_ref().is_some_and(lost),
+        "{:?}",
+        device.fault()
+    );
+    assert!(s.query().is_err_and(|e| lost(&e)));
+    assert!(event.query().is_err_and(|e| lost(&e)));
+    assert!(event.synchronize().is_err_and(|e| lost(&e)));
+    assert!(bystander.synchronize().is_err_and(|e| lost(&e)));
+    assert!(crate::util::block_on(completion).is_err_and(|e| lost(&e)));
+    assert!(crate::util::block_on(event.completion()).is_err_and(|e| lost(&e)));
+    assert!(host.to_vec().is_err_and(|e| lost(&e)));
+    // Work queued after the loss is dropped as well, and reports it.
+    s.launch_host_func(Box::new({
+        let r = ran.clone();
+        move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        }
+    }))
+    .unwrap();
+    assert!(s.synchronize().is_err_and(|e| lost(&e)));
+    // The poller drops the held work once it sees the fault (synchronize may see it first).
+    assert!(
+        eventually(|| s.held_len() == 0),
+        "the held work was not dropped"
+    );
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "a host function behind the loss ran"
+    );
+    assert_eq!(written.get(), 0, "a flag write behind the loss happened");
+}
+
+/// A stream of a healthy device waiting on an event of a device that is lost does not hang:
+/// the wait ends with the loss as the stream's error, the host function behind it is dropped,
+/// and once `synchronize` has reported it the stream runs host functions again.
+#[test]
+fn a_wait_on_work_of_a_lost_device_ends_with_its_fault() {
+    let Some(device) = device_to_lose() else {
+        return;
+    };
+    let healthy = stream_or_skip!();
+    let lost_stream = device.new_stream(StreamOptions::default()).unwrap();
+    let gate = WgpuBackend::new_flag(&PLACE).unwrap();
+    lost_stream.wait_flag(&gate, 1).unwrap();
+    let b = lost_stream.alloc(64).unwrap();
+    lost_stream.fill(&b, 0, 64, 1).unwrap();
+    let event = lost_stream.record_event().unwrap();
+    healthy.wait_event(&event).unwrap();
+    let (log, task) = log();
+    healthy
+        .launch_host_func(task("behind the lost work"))
+        .unwrap();
+    device.wgpu_device().destroy();
+    gate.set(1);
+    let err = healthy.synchronize().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Driver {
+                call: "device lost",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(log.lock().unwrap().is_empty(), "{:?}", log.lock().unwrap());
+    healthy.launch_host_func(task("after the report")).unwrap();
+    healthy.synchronize().unwrap();
+    assert_eq!(*log.lock().unwrap(), vec!["after the report"]);
+}

@@ -19,7 +19,10 @@
 //! test hooks that hold `stream_wait_event` (`devstream_test_plugin_cpu_hold_waits`) or
 //! `stream_add_callback` (`devstream_test_plugin_cpu_hold_callbacks`) on one stream inside the
 //! call (with `_await_held_wait` and `_release_waits`), so that tests can stop devstream's
-//! dispatcher at that point deterministically.
+//! dispatcher at that point deterministically, and `devstream_test_plugin_cpu_lose_device(int)`,
+//! which makes a device lost for good: every later call on it answers `C_ERROR` (releases
+//! excepted; callbacks are accepted and never called), and its streams' queued work never
+//! runs.
 //!
 //! The collectives (`xccl_*`) are implemented too (module `xccl`): ranks are threads of this
 //! process, each collective a task of its stream.
@@ -35,7 +38,7 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use sys::*;
@@ -50,6 +53,20 @@ const ALIGN: usize = 64;
 static LIVE_STREAMS: AtomicUsize = AtomicUsize::new(0);
 static LIVE_EVENTS: AtomicUsize = AtomicUsize::new(0);
 static LIVE_ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Devices made lost by [`devstream_test_plugin_cpu_lose_device`].
+static LOST: [AtomicBool; DEVICE_COUNT] = [const { AtomicBool::new(false) }; DEVICE_COUNT];
+
+/// Work of a lost device's streams, never run: kept reachable (as a lost device keeps what it
+/// was handed), so that leak checkers do not report the host's callback data.
+static ABANDONED: Mutex<Vec<Task>> = Mutex::new(Vec::new());
+
+fn is_lost(id: c_int) -> bool {
+    usize::try_from(id)
+        .ok()
+        .and_then(|id| LOST.get(id))
+        .is_some_and(|lost| lost.load(Ordering::SeqCst))
+}
 
 thread_local! {
     static CURRENT_DEVICE: Cell<c_int> = const { Cell::new(0) };
@@ -77,6 +94,15 @@ unsafe fn device_id(device: C_Device) -> Option<c_int> {
     // SAFETY: non-null and readable per the caller's contract.
     let id = unsafe { (*device).id };
     (0..DEVICE_COUNT as c_int).contains(&id).then_some(id)
+}
+
+/// [`device_id`], but `None` for a lost device too (its calls answer `C_ERROR`).
+///
+/// # Safety
+/// As [`device_id`].
+unsafe fn live_device_id(device: C_Device) -> Option<c_int> {
+    // SAFETY: forwarded contract.
+    unsafe { device_id(device) }.filter(|&id| !is_lost(id))
 }
 
 /// How far a stream's worker has come.
@@ -193,7 +219,11 @@ impl StreamObj {
             .name(format!("custom_cpu:{device} stream"))
             .spawn(move || {
                 for task in receiver {
-                    run(task);
+                    if is_lost(device) {
+                        lock(&ABANDONED).push(task);
+                    } else {
+                        run(task);
+                    }
                     let mut progress = lock(&worker_state.progress);
                     progress.completed += 1;
                     worker_state.changed.notify_all();
@@ -319,7 +349,7 @@ unsafe extern "C" fn deinit_device(_device: C_Device) -> C_Status {
 unsafe extern "C" fn create_stream(device: C_Device, stream: *mut C_Stream) -> C_Status {
     guarded(|| {
         // SAFETY: the host passes a valid `C_Device`.
-        let (Some(id), false) = (unsafe { device_id(device) }, stream.is_null()) else {
+        let (Some(id), false) = (unsafe { live_device_id(device) }, stream.is_null()) else {
             return C_ERROR;
         };
         let Some(obj) = StreamObj::new(id) else {
@@ -352,7 +382,8 @@ unsafe extern "C" fn destroy_stream(_device: C_Device, stream: C_Stream) -> C_St
 unsafe extern "C" fn query_stream(device: C_Device, stream: C_Stream) -> C_Status {
     guarded(|| {
         // SAFETY: a valid device and a live (or null) stream from the host.
-        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
+        let Some(obj) = (unsafe { live_device_id(device).and_then(|d| stream_obj(d, stream)) })
+        else {
             return C_ERROR;
         };
         if invalidate(&obj.state) {
@@ -371,7 +402,8 @@ unsafe extern "C" fn query_stream(device: C_Device, stream: C_Stream) -> C_Statu
 unsafe extern "C" fn synchronize_stream(device: C_Device, stream: C_Stream) -> C_Status {
     guarded(|| {
         // SAFETY: a valid device and a live (or null) stream from the host.
-        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
+        let Some(obj) = (unsafe { live_device_id(device).and_then(|d| stream_obj(d, stream)) })
+        else {
             return C_ERROR;
         };
         if invalidate(&obj.state) {
@@ -389,7 +421,8 @@ unsafe extern "C" fn stream_add_callback(
     user_data: *mut c_void,
 ) -> C_Status {
     guarded(|| {
-        // SAFETY: a valid device and a live (or null) stream from the host.
+        // SAFETY: a valid device and a live (or null) stream from the host. A lost device's
+        // stream accepts the callback and never calls it (its worker abandons it).
         let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
             return C_ERROR;
         };
@@ -419,7 +452,7 @@ unsafe extern "C" fn stream_add_callback(
 unsafe extern "C" fn create_event(device: C_Device, event: *mut C_Event) -> C_Status {
     guarded(|| {
         // SAFETY: the host passes a valid `C_Device`.
-        if unsafe { device_id(device) }.is_none() || event.is_null() {
+        if unsafe { live_device_id(device) }.is_none() || event.is_null() {
             return C_ERROR;
         }
         let obj = Box::new(EventObj {
@@ -436,7 +469,7 @@ unsafe extern "C" fn record_event(device: C_Device, stream: C_Stream, event: C_E
     guarded(|| {
         // SAFETY: valid device, live stream and event handles from the host.
         let (Some(stream), Some(event)) = (
-            unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) },
+            unsafe { live_device_id(device).and_then(|d| stream_obj(d, stream)) },
             unsafe { event_obj(event) },
         ) else {
             return C_ERROR;
@@ -474,8 +507,12 @@ unsafe extern "C" fn destroy_event(_device: C_Device, event: C_Event) -> C_Statu
     })
 }
 
-unsafe extern "C" fn query_event(_device: C_Device, event: C_Event) -> C_Status {
+unsafe extern "C" fn query_event(device: C_Device, event: C_Event) -> C_Status {
     guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        if unsafe { device_id(device) }.is_some_and(is_lost) {
+            return C_ERROR;
+        }
         // SAFETY: a live event handle from the host.
         let Some(event) = (unsafe { event_obj(event) }) else {
             return C_ERROR;
@@ -488,8 +525,12 @@ unsafe extern "C" fn query_event(_device: C_Device, event: C_Event) -> C_Status 
     })
 }
 
-unsafe extern "C" fn synchronize_event(_device: C_Device, event: C_Event) -> C_Status {
+unsafe extern "C" fn synchronize_event(device: C_Device, event: C_Event) -> C_Status {
     guarded(|| {
+        // SAFETY: the host passes a valid `C_Device`.
+        if unsafe { device_id(device) }.is_some_and(is_lost) {
+            return C_ERROR;
+        }
         // SAFETY: a live event handle from the host.
         let Some(event) = (unsafe { event_obj(event) }) else {
             return C_ERROR;
@@ -515,7 +556,7 @@ unsafe extern "C" fn stream_wait_event(
         hold_if_asked(stream, Held::Waits);
         // SAFETY: valid device, live stream and event handles from the host.
         let (Some(stream), Some(event)) = (
-            unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) },
+            unsafe { live_device_id(device).and_then(|d| stream_obj(d, stream)) },
             unsafe { event_obj(event) },
         ) else {
             return C_ERROR;
@@ -576,7 +617,7 @@ fn layout(size: usize) -> Option<Layout> {
 unsafe extern "C" fn allocate(device: C_Device, ptr: *mut *mut c_void, size: usize) -> C_Status {
     guarded(|| {
         // SAFETY: the host passes a valid `C_Device`.
-        if unsafe { device_id(device) }.is_none() || ptr.is_null() {
+        if unsafe { live_device_id(device) }.is_none() || ptr.is_null() {
             return C_ERROR;
         }
         let Some(layout) = layout(size) else {
@@ -617,7 +658,7 @@ unsafe extern "C" fn memory_set(
 ) -> C_Status {
     guarded(|| {
         // SAFETY: the host passes a valid `C_Device`.
-        if unsafe { device_id(device) }.is_none() || (ptr.is_null() && size > 0) {
+        if unsafe { live_device_id(device) }.is_none() || (ptr.is_null() && size > 0) {
             return C_ERROR;
         }
         // SAFETY: a valid range of our memory.
@@ -634,7 +675,8 @@ unsafe extern "C" fn memory_copy(
 ) -> C_Status {
     guarded(|| {
         // SAFETY: the host passes a valid `C_Device`.
-        if unsafe { device_id(device) }.is_none() || ((dst.is_null() || src.is_null()) && size > 0)
+        if unsafe { live_device_id(device) }.is_none()
+            || ((dst.is_null() || src.is_null()) && size > 0)
         {
             return C_ERROR;
         }
@@ -653,7 +695,8 @@ unsafe extern "C" fn async_memory_copy(
 ) -> C_Status {
     guarded(|| {
         // SAFETY: a valid device and a live (or null) stream from the host.
-        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
+        let Some(obj) = (unsafe { live_device_id(device).and_then(|d| stream_obj(d, stream)) })
+        else {
             return C_ERROR;
         };
         if (dst.is_null() || src.is_null()) && size > 0 {
@@ -1261,6 +1304,19 @@ pub extern "C" fn devstream_test_plugin_cpu_await_held_wait(timeout_ms: u64) -> 
             .0;
     }
     true
+}
+
+/// Test hook: makes device `device` lost for good, as a device that fails: from now on every
+/// call on it answers `C_ERROR` except the releases (`destroy_*`, deallocations), device
+/// selection and `stream_add_callback`, and the work its streams had queued and not run yet
+/// never runs. `stream_add_callback` accepts the callback and never calls it, like the queued
+/// work: a refused callback would leave the host's callback data allocated for good (the host
+/// cannot know whether a plug-in that refused will still call it), which leak checkers report.
+#[no_mangle]
+pub extern "C" fn devstream_test_plugin_cpu_lose_device(device: c_int) {
+    if let Some(lost) = usize::try_from(device).ok().and_then(|id| LOST.get(id)) {
+        lost.store(true, Ordering::SeqCst);
+    }
 }
 
 /// Test hook: lets the held `stream_wait_event` (or `stream_add_callback`) calls go on, and
