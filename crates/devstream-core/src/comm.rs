@@ -207,7 +207,8 @@ pub enum CommFailure {
     /// The collective did not complete within the communicator's deadline.
     Timeout,
     /// Ranks called different collectives, or with different types, counts, reductions or
-    /// roots, at the same position in their sequence.
+    /// roots, at the same position in their sequence (or grouped them differently); a
+    /// message of another type or count than its receive expects.
     Mismatch,
     /// The communicator had already failed (here or on another rank); make a new one.
     Aborted,

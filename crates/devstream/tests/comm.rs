@@ -769,8 +769,12 @@ fn a_stalled_collective_fails_at_the_deadline_on_every_rank() {
             given_up.wait();
             Ok((comm_failure(&e), took))
         } else {
-            // Rank 1 takes part only once rank 0 has given up: the communicator has failed.
+            // Rank 1 takes part only once rank 0 has given up: the collective failed (every
+            // rank learns the same verdict), and the communicator with it.
             given_up.wait();
+            s.all_reduce(&comm, &buf, &buf, 2, DataType::I32, ReduceOp::Sum)?;
+            let e = s.synchronize().unwrap_err();
+            assert_eq!(comm_failure(&e), Some(CommFailure::Timeout), "{e}");
             s.all_reduce(&comm, &buf, &buf, 2, DataType::I32, ReduceOp::Sum)?;
             let e = s.synchronize().unwrap_err();
             Ok((comm_failure(&e), started.elapsed()))
@@ -802,6 +806,188 @@ fn ranks_that_disagree_fail_with_a_mismatch_on_every_rank() {
             "{e}"
         );
     }
+}
+
+/// One field of one rank's collective changed inside a group, first in the group or after an
+/// agreed call: every rank's `synchronize` answers `Mismatch`, and no receive buffer of the group
+/// is written (the all-reduce takes the in-process path here, the others the payload files).
+#[test]
+fn a_mismatch_inside_a_group_fails_every_rank_before_any_buffer_is_written() {
+    const VARIANTS: [&str; 6] = [
+        "op",
+        "dtype",
+        "broadcast root",
+        "reduce root",
+        "count",
+        "kind",
+    ];
+    for (variant, what) in VARIANTS.iter().enumerate() {
+        for odd_first in [false, true] {
+            let results = on_ranks(3, move |comm, s| {
+                let rank = comm.rank();
+                let odd = rank == 1;
+                let send = upload(&s, &encode(DataType::I32, &contribution(rank, 3 * COUNT)))?;
+                let agreed = upload(&s, &[0xAB; 3 * COUNT * 4])?;
+                let changed = upload(&s, &[0xCD; 3 * COUNT * 4])?;
+                s.synchronize()?;
+                let (i32_, sum) = (DataType::I32, ReduceOp::Sum);
+                let changed_call = |s: &Stream| match variant {
+                    0 => {
+                        let op = if odd { ReduceOp::Max } else { sum };
+                        s.all_reduce(&comm, &send, &changed, COUNT, i32_, op)
+                    }
+                    1 => {
+                        let dtype = if odd { DataType::F32 } else { i32_ };
+                        s.all_reduce(&comm, &send, &changed, COUNT, dtype, sum)
+                    }
+                    2 => s.broadcast(&comm, &send, &changed, COUNT, i32_, usize::from(odd) * 2),
+                    3 => s.reduce(&comm, &send, &changed, COUNT, i32_, sum, usize::from(odd)),
+                    4 => s.all_reduce(&comm, &send, &changed, COUNT + usize::from(odd), i32_, sum),
+                    _ if odd => s.all_gather(&comm, &send, &changed, COUNT, i32_),
+                    _ => s.reduce_scatter(&comm, &send, &changed, COUNT, i32_, sum),
+                };
+                comm.group_start()?;
+                if odd_first {
+                    changed_call(&s)?;
+                }
+                s.all_reduce(&comm, &send, &agreed, COUNT, i32_, sum)?;
+                if !odd_first {
+                    changed_call(&s)?;
+                }
+                comm.group_end()?;
+                let e = s.synchronize().unwrap_err();
+                Ok((e, download(&s, &agreed)?, download(&s, &changed)?))
+            });
+            for (rank, (e, agreed, changed)) in results.into_iter().enumerate() {
+                let case = format!("{what} changed (odd call first: {odd_first}), rank {rank}");
+                assert_eq!(comm_failure(&e), Some(CommFailure::Mismatch), "{case}: {e}");
+                assert!(
+                    agreed.iter().all(|&b| b == 0xAB),
+                    "{case}: a receive buffer was written"
+                );
+                assert!(
+                    changed.iter().all(|&b| b == 0xCD),
+                    "{case}: a receive buffer was written"
+                );
+            }
+        }
+    }
+}
+
+/// A group whose collectives are on two streams of each rank pairs every call with the same
+/// call of its peers (call order), whichever stream runs first.
+#[test]
+fn a_group_over_two_streams_pairs_each_collective_with_its_peers_call() {
+    let results = on_ranks(3, |comm, s| {
+        let rank = comm.rank();
+        let other = Stream::new(&CPU)?;
+        let mut rounds = Vec::new();
+        for round in 0..20 {
+            let a = upload(&s, &encode(DataType::I64, &contribution(rank, COUNT)))?;
+            let b = upload(
+                &other,
+                &encode(DataType::I64, &contribution(rank + 1, COUNT)),
+            )?;
+            let c = upload(&s, &encode(DataType::I64, &contribution(rank + 2, COUNT)))?;
+            s.synchronize()?;
+            other.synchronize()?;
+            // Streams in another order on odd rounds and ranks.
+            let (x, y) = if (round + rank) % 2 == 0 {
+                (&s, &other)
+            } else {
+                (&other, &s)
+            };
+            comm.group_start()?;
+            s.all_reduce(&comm, &a, &a, COUNT, DataType::I64, ReduceOp::Sum)?;
+            other.all_reduce(&comm, &b, &b, COUNT, DataType::I64, ReduceOp::Max)?;
+            x.broadcast(&comm, &c, &c, COUNT, DataType::I64, 1)?;
+            y.all_reduce(&comm, &c, &c, 0, DataType::I64, ReduceOp::Min)?;
+            comm.group_end()?;
+            other.synchronize()?;
+            rounds.push((download(&s, &a)?, download(&s, &b)?, download(&s, &c)?));
+        }
+        Ok(rounds)
+    });
+    let n = 3;
+    for (rank, rounds) in results.into_iter().enumerate() {
+        for (round, (a, b, c)) in rounds.into_iter().enumerate() {
+            for (i, (sum, max)) in decode(DataType::I64, &a)
+                .into_iter()
+                .zip(decode(DataType::I64, &b))
+                .enumerate()
+            {
+                let what = format!("rank {rank} round {round} [{i}]");
+                assert_eq!(
+                    sum,
+                    (0..n).map(|r| value(r, i)).sum::<i64>() as f64,
+                    "{what}"
+                );
+                let most = (0..n).map(|r| value(r + 1, i)).max().unwrap();
+                assert_eq!(max, most as f64, "{what}");
+            }
+            assert_eq!(c, encode(DataType::I64, &contribution(1 + 2, COUNT)));
+        }
+    }
+}
+
+/// A group holds at most 64 collectives on the CPU engine (the bound on how far a rank runs
+/// ahead of its peers); one more is refused, and the group stays open with the others.
+#[test]
+fn a_group_refuses_its_65th_collective_and_stays_open() {
+    on_ranks(2, |comm, s| {
+        let rank = comm.rank();
+        let buf = upload(&s, &encode(DataType::I32, &contribution(rank, 1)))?;
+        let token = upload(&s, &encode(DataType::I32, &[7 + rank as i64]))?;
+        let inbox = s.alloc(4)?;
+        comm.group_start()?;
+        for _ in 0..64 {
+            s.all_reduce(&comm, &buf, &buf, 1, DataType::I32, ReduceOp::Max)?;
+        }
+        let e = s
+            .all_reduce(&comm, &buf, &buf, 1, DataType::I32, ReduceOp::Max)
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        // Messages are not counted.
+        s.send(&comm, &token, 1, DataType::I32, 1 - rank)?;
+        s.recv(&comm, &inbox, 1, DataType::I32, 1 - rank)?;
+        comm.group_end()?;
+        let most = value(0, 0).max(value(1, 0));
+        assert_eq!(download(&s, &buf)?, encode(DataType::I32, &[most]));
+        let theirs = 7 + (1 - rank) as i64;
+        assert_eq!(download(&s, &inbox)?, encode(DataType::I32, &[theirs]));
+        Ok(())
+    });
+}
+
+/// A rank whose communicator is dropped with a group open (an early return between
+/// `group_start` and `group_end`) leaves the communicator: its peer's collective fails with
+/// `PeerLeft`, not at the deadline.
+#[test]
+fn a_communicator_dropped_with_a_group_open_leaves() {
+    let results = on_ranks(2, |comm, s| {
+        comm.set_timeout(Duration::from_secs(60));
+        let buf = upload(
+            &s,
+            &encode(DataType::F32, &contribution(comm.rank(), COUNT)),
+        )?;
+        s.synchronize()?;
+        if comm.rank() == 1 {
+            comm.group_start()?;
+            s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
+            drop(comm); // never closed
+            return Ok(None);
+        }
+        let started = Instant::now();
+        s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
+        let e = s.synchronize().unwrap_err();
+        Ok(Some((e, started.elapsed())))
+    });
+    let (e, took) = results[0].as_ref().unwrap();
+    assert_eq!(
+        comm_failure(e),
+        Some(CommFailure::PeerLeft),
+        "{e} after {took:?}"
+    );
 }
 
 #[test]
