@@ -883,16 +883,17 @@ impl CollOp {
                 .map(|index| &shared[index].1)
                 .map_err(|_| comm_shm::transport(name, "a published buffer was not locked"))
         };
-        let sources: Vec<&Shared<'_>> = (0..n)
-            .map(|i| access(&ranks[(me + i) % n].send))
+        let sources: Vec<&Shared<'_>> = ranks
+            .iter()
+            .map(|p| access(&p.send))
             .collect::<Result<_>>()?;
         let targets: Vec<&Shared<'_>> = (0..n)
             .map(|i| access(&ranks[(me + i) % n].recv))
             .collect::<Result<_>>()?;
         let base = slice.start * size;
-        // Each rank reads the sources, and writes the result, starting at itself. The slice's
-        // owner alone reduces it, so every rank gets the same bits; the order (fixed per slice)
-        // is the rotation, not rank order.
+        // The slice's owner alone reduces it, combining the ranks in rank order (the
+        // payload-file path's order): every rank gets the same bits on either path. Each rank
+        // writes the result starting at itself.
         reduce_chunks(
             self.call.dtype,
             self.call.op,

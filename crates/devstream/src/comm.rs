@@ -274,8 +274,9 @@ macro_rules! dispatch {
 /// `count` is per rank, as in NCCL; `send` and `recv` may be the same buffer (in place).
 impl Stream {
     /// `recv[..count] = op over ranks of send[..count]` on every rank (`ncclAllReduce`).
-    /// Floats are combined in rank order (so every rank gets identical bits), `F16`/`BF16` in
-    /// `f32`; integers wrap; integer `Avg` is the wrapped sum divided by `nranks`, truncated.
+    /// Floats are combined in rank order (so every rank gets identical bits, whether the ranks
+    /// are threads of one process or processes), `F16`/`BF16` in `f32`; integers wrap; integer
+    /// `Avg` is the wrapped sum divided by `nranks`, truncated.
     /// (On NCCL/RCCL, floats are combined in the library's order: every rank still gets the
     /// same bits.)
     pub fn all_reduce(

@@ -990,6 +990,57 @@ fn a_communicator_dropped_with_a_group_open_leaves() {
     );
 }
 
+/// Floats are combined in rank order on every path: three ranks of 1e20, -1e20 and 1 sum to
+/// exactly 1 in every element, with the ranks as threads (the in-process all-reduce) and as
+/// processes (the payload files).
+#[test]
+fn float_sums_are_in_rank_order_and_bit_identical_for_threads_and_processes() {
+    const TEST: &str = "float_sums_are_in_rank_order_and_bit_identical_for_threads_and_processes";
+    const VALUES: [f64; 3] = [1e20, -1e20, 1.0];
+    let count = 9;
+    let body = move |comm: &Communicator, s: &Stream| -> Result<Vec<u8>> {
+        let mine: Vec<u8> = (0..count)
+            .flat_map(|_| VALUES[comm.rank()].to_ne_bytes())
+            .collect();
+        let buf = upload(s, &mine)?;
+        s.all_reduce(comm, &buf, &buf, count, DataType::F64, ReduceOp::Sum)?;
+        download(s, &buf)
+    };
+    let want: Vec<u8> = (0..count).flat_map(|_| 1.0f64.to_ne_bytes()).collect();
+    if let Some((rank, nranks, id)) = child_role() {
+        let comm = Communicator::init(&CPU, rank, nranks, &id).unwrap();
+        let s = Stream::new(&CPU).unwrap();
+        let got = body(&comm, &s).unwrap();
+        assert_eq!(
+            got,
+            want,
+            "process rank {rank}: {:?}",
+            decode(DataType::F64, &got)
+        );
+        return;
+    }
+    for (rank, got) in on_ranks(3, move |comm, s| body(&comm, &s))
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(
+            got,
+            &want,
+            "threads, rank {rank}: {:?}",
+            decode(DataType::F64, got)
+        );
+    }
+    let id = UniqueId::new(&CPU).unwrap();
+    let children: Vec<_> = (1..3).map(|rank| spawn_rank(TEST, rank, 3, &id)).collect();
+    let comm = Communicator::init(&CPU, 0, 3, &id).unwrap();
+    let s = Stream::new(&CPU).unwrap();
+    let got = body(&comm, &s).unwrap();
+    for child in children {
+        assert!(wait_child(child, Duration::from_secs(120)).success());
+    }
+    assert_eq!(got, want, "processes: {:?}", decode(DataType::F64, &got));
+}
+
 #[test]
 fn bad_input_is_refused_before_anything_is_queued() {
     let invalid = |r: Result<()>| assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
