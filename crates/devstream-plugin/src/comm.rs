@@ -218,7 +218,6 @@ struct CommInner {
     timeout_nanos: AtomicU64,
     /// Streams that queued a collective on the communicator.
     users: Mutex<Vec<Arc<StreamCore>>>,
-    group: Mutex<Group>,
 }
 
 impl CommInner {
@@ -264,10 +263,14 @@ impl Drop for CommInner {
 /// together between `xccl_group_start` and `xccl_group_end` on one thread. A group over
 /// several streams is refused (`InvalidArgument`) while one of them holds work on the host
 /// (behind a flag wait not yet reached): the group could not be issued in one piece. The calls
-/// of a group that is never closed are never issued (and keep the communicator alive).
+/// of a group that is never closed are never issued: dropping the last handle drops them, and
+/// the communicator is destroyed once the work its streams queued is done.
 #[derive(Clone)]
 pub struct PluginComm {
     inner: Arc<CommInner>,
+    /// The open group, shared by the handles only: its calls hold the communicator, so the
+    /// group lives beside it, not in it (dropping the last handle drops an unclosed group).
+    group: Arc<Mutex<Group>>,
 }
 
 impl fmt::Debug for PluginComm {
@@ -381,8 +384,8 @@ impl PluginComm {
                 raw: comm as usize,
                 timeout_nanos: AtomicU64::new(default_timeout().as_nanos() as u64),
                 users: Mutex::new(Vec::new()),
-                group: Mutex::new(Group::default()),
             }),
+            group: Arc::new(Mutex::new(Group::default())),
         })
     }
 
@@ -479,7 +482,7 @@ impl PluginComm {
     }
 
     fn in_group(&self) -> bool {
-        lock(&self.inner.group).depth > 0
+        lock(&self.group).depth > 0
     }
 
     /// Queues `call(comm, stream)` on `core` after the checks (made by the caller): notes the
@@ -517,7 +520,7 @@ impl PluginComm {
             core.runtime.bind(core.slot)?;
             call(&inner, core, core.raw.stream())
         });
-        let mut group = lock(&self.inner.group);
+        let mut group = lock(&self.group);
         if group.depth > 0 {
             group.calls.push(Pending {
                 core: core.clone(),
@@ -828,7 +831,7 @@ impl DeviceCommunicator for PluginComm {
     }
 
     fn group_start(&self) -> Result<()> {
-        lock(&self.inner.group).depth += 1;
+        lock(&self.group).depth += 1;
         Ok(())
     }
 
@@ -841,7 +844,7 @@ impl DeviceCommunicator for PluginComm {
     /// group (use one stream per group, or no concurrent waits on its streams, meanwhile).
     fn group_end(&self) -> Result<()> {
         let calls = {
-            let mut group = lock(&self.inner.group);
+            let mut group = lock(&self.group);
             match group.depth {
                 0 => {
                     return Err(Error::InvalidArgument(
