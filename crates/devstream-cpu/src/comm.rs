@@ -44,7 +44,7 @@ use crate::flag::CpuFlag;
 use crate::scheduler::{running_stream, CommonOp, Op, UserFn};
 use crate::stream::{fail_running_task, CpuStream, StreamInner};
 use crate::{lock, CpuBackend, CPU_PLACE};
-use devstream_core::comm::check_rank;
+use devstream_core::comm::{check_rank, CallKind, GroupMemory, Region};
 use devstream_core::reduce::{reduce, reduce_chunks};
 use devstream_core::{
     CommBackend, CommFailure, DataType, DeviceCommunicator, Error, Place, ReduceOp, Result,
@@ -287,6 +287,8 @@ struct Group {
     calls: Vec<(CpuStream, Call)>,
     /// Collectives among the calls (at most [`MAX_GROUP_COLLECTIVES`]).
     collectives: u64,
+    /// The memory the calls touch (a call may not write what another reads or writes).
+    memory: GroupMemory,
 }
 
 /// Collectives one group may hold: each takes at most two sequence numbers (an all-reduce of
@@ -1246,6 +1248,24 @@ impl CpuComm {
         };
         let mut group = lock(&self.0.group);
         if group.depth > 0 {
+            let region = |b: &CpuBuffer| Region {
+                space: b.0.id,
+                offset: 0,
+            };
+            let Some(any) = send.or(recv) else {
+                return Err(Error::InvalidArgument(format!("{name}: no buffer")));
+            };
+            let (s, r) = (region(send.unwrap_or(any)), region(recv.unwrap_or(any)));
+            let call_kind = match kind {
+                Kind::Broadcast => CallKind::Broadcast { root: other },
+                Kind::Reduce => CallKind::Reduce { root: other },
+                Kind::AllGather => CallKind::AllGather,
+                Kind::ReduceScatter => CallKind::ReduceScatter,
+                Kind::AllToAll => CallKind::AllToAll,
+                Kind::Send => CallKind::Send,
+                Kind::Recv => CallKind::Recv,
+                _ => CallKind::AllReduce,
+            };
             let collectives =
                 group.collectives + u64::from(!matches!(kind, Kind::Send | Kind::Recv));
             if collectives > MAX_GROUP_COLLECTIVES {
@@ -1255,6 +1275,9 @@ impl CpuComm {
                      without this call"
                 )));
             }
+            group
+                .memory
+                .admit(name, &call_kind.accesses(me, n, bytes, s, r))?;
             group.collectives = collectives;
             group.calls.push((stream.clone(), call));
             return Ok(());
@@ -1508,6 +1531,7 @@ impl DeviceCommunicator for CpuComm {
                 1 => {
                     group.depth = 0;
                     group.collectives = 0;
+                    group.memory.clear();
                     std::mem::take(&mut group.calls)
                 }
                 _ => {

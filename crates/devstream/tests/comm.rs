@@ -295,9 +295,12 @@ fn send_recv_every_type_and_groups(comm: &Communicator, s: &Stream) -> Result<()
         );
     }
     // Collectives and point-to-point calls mixed in one group, two all-reduces included
-    // (each is two phases on the CPU engine); fewer elements than ranks for the second.
+    // (each is two phases on the CPU engine); fewer elements than ranks for the second. The
+    // calls of a group are unordered, so the send reads a buffer no call of the group writes
+    // (sending `a` itself, which the in-place all-reduce writes, is refused).
     let a = upload(s, &encode(DataType::I64, &contribution(rank, COUNT)))?;
     let b = upload(s, &encode(DataType::I64, &contribution(rank, 2)))?;
+    let out = upload(s, &encode(DataType::I64, &contribution(rank + 5, COUNT)))?;
     let inbox = s.alloc(COUNT * 8)?;
     comm.group_start()?;
     s.recv(comm, &inbox, COUNT, DataType::I64, prev)?;
@@ -305,16 +308,15 @@ fn send_recv_every_type_and_groups(comm: &Communicator, s: &Stream) -> Result<()
     comm.group_start()?; // groups nest
     s.all_reduce(comm, &b, &b, 2, DataType::I64, ReduceOp::Max)?;
     comm.group_end()?;
-    s.send(comm, &a, COUNT, DataType::I64, next)?;
+    s.send(comm, &out, COUNT, DataType::I64, next)?;
     comm.group_end()?;
     let sums: Vec<f64> = (0..COUNT)
         .map(|i| (0..n).map(|r| value(r, i)).sum::<i64>() as f64)
         .collect();
     assert_eq!(decode(DataType::I64, &download(s, &a)?), sums);
-    // The send was posted before the all-reduce ran: it carries the input.
     assert_eq!(
         download(s, &inbox)?,
-        encode(DataType::I64, &contribution(prev, COUNT))
+        encode(DataType::I64, &contribution(prev + 5, COUNT))
     );
     let maxes: Vec<f64> = (0..2)
         .map(|i| (0..n).map(|r| value(r, i)).max().unwrap() as f64)
@@ -331,6 +333,72 @@ fn send_recv_every_type_and_groups(comm: &Communicator, s: &Stream) -> Result<()
     assert_eq!(download(s, &x)?, vec![prev as u8; 8]);
     assert_eq!(download(s, &y)?, vec![100 + prev as u8; 8]);
     Ok(())
+}
+
+#[test]
+fn a_call_that_writes_memory_another_call_of_its_group_uses_is_refused() {
+    calls_of_a_group_that_overlap_are_refused(cpu_places);
+}
+
+/// Inside a group a call may not write memory another call of the group reads or writes, nor
+/// read memory another writes (the calls of a group are unordered, as in NCCL): refused with
+/// `InvalidArgument` at the call, the group stays open with its earlier calls, which run.
+fn calls_of_a_group_that_overlap_are_refused(places: Places) {
+    let n = 2;
+    on_ranks_at(&places(n), move |comm, s| {
+        let rank = comm.rank();
+        let peer = 1 - rank;
+        let (i64_, sum) = (DataType::I64, ReduceOp::Sum);
+        let a = upload(&s, &encode(i64_, &contribution(rank, COUNT)))?;
+        let x = upload(&s, &encode(i64_, &contribution(rank + 1, COUNT)))?;
+        let y = s.alloc(COUNT * 8)?;
+        let inbox = s.alloc(COUNT * 8)?;
+        let refused = |r: Result<()>, what: &str| match r {
+            Err(Error::InvalidArgument(_)) => Ok(()),
+            other => Err(Error::InvalidArgument(format!("{what}: {other:?}"))),
+        };
+        comm.group_start()?;
+        s.all_reduce(&comm, &a, &a, COUNT, i64_, sum)?; // reads and writes `a` (in place)
+        s.all_reduce(&comm, &x, &y, COUNT, i64_, sum)?; // reads `x`, writes `y`
+        refused(
+            s.send(&comm, &a, COUNT, i64_, peer),
+            "send of a buffer a call writes",
+        )?;
+        refused(
+            s.recv(&comm, &x, COUNT, i64_, peer),
+            "recv into a buffer a call reads",
+        )?;
+        refused(
+            s.all_reduce(&comm, &inbox, &y, COUNT, i64_, sum),
+            "a second write of the same buffer",
+        )?;
+        refused(
+            s.broadcast(&comm, &y, &inbox, COUNT, i64_, rank),
+            "a read of a buffer a call writes",
+        )?;
+        // Reads of the same buffer by two calls are fine.
+        s.send(&comm, &x, COUNT, i64_, peer)?;
+        s.recv(&comm, &inbox, COUNT, i64_, peer)?;
+        comm.group_end()?;
+        let sums = |offset: usize| -> Vec<f64> {
+            (0..COUNT)
+                .map(|i| (0..n).map(|r| value(r + offset, i)).sum::<i64>() as f64)
+                .collect()
+        };
+        assert_eq!(decode(i64_, &download(&s, &a)?), sums(0));
+        assert_eq!(decode(i64_, &download(&s, &y)?), sums(1));
+        assert_eq!(
+            download(&s, &inbox)?,
+            encode(i64_, &contribution(peer + 1, COUNT))
+        );
+        // Outside a group the same calls are ordered by the stream, and allowed.
+        s.all_reduce(&comm, &a, &a, COUNT, i64_, sum)?;
+        s.send(&comm, &a, COUNT, i64_, peer)?;
+        s.recv(&comm, &inbox, COUNT, i64_, peer)?;
+        let twice: Vec<f64> = sums(0).iter().map(|v| v * n as f64).collect();
+        assert_eq!(decode(i64_, &download(&s, &inbox)?), twice);
+        Ok(())
+    });
 }
 
 /// Ranks that are all threads of one process take the in-process all-reduce (peers' buffers
@@ -936,15 +1004,17 @@ fn a_group_over_two_streams_pairs_each_collective_with_its_peers_call() {
 fn a_group_refuses_its_65th_collective_and_stays_open() {
     on_ranks(2, |comm, s| {
         let rank = comm.rank();
-        let buf = upload(&s, &encode(DataType::I32, &contribution(rank, 1)))?;
+        let bufs = (0..65)
+            .map(|_| upload(&s, &encode(DataType::I32, &contribution(rank, 1))))
+            .collect::<Result<Vec<_>>>()?;
         let token = upload(&s, &encode(DataType::I32, &[7 + rank as i64]))?;
         let inbox = s.alloc(4)?;
         comm.group_start()?;
-        for _ in 0..64 {
-            s.all_reduce(&comm, &buf, &buf, 1, DataType::I32, ReduceOp::Max)?;
+        for buf in &bufs[..64] {
+            s.all_reduce(&comm, buf, buf, 1, DataType::I32, ReduceOp::Max)?;
         }
         let e = s
-            .all_reduce(&comm, &buf, &buf, 1, DataType::I32, ReduceOp::Max)
+            .all_reduce(&comm, &bufs[64], &bufs[64], 1, DataType::I32, ReduceOp::Max)
             .unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
         // Messages are not counted.
@@ -952,7 +1022,11 @@ fn a_group_refuses_its_65th_collective_and_stays_open() {
         s.recv(&comm, &inbox, 1, DataType::I32, 1 - rank)?;
         comm.group_end()?;
         let most = value(0, 0).max(value(1, 0));
-        assert_eq!(download(&s, &buf)?, encode(DataType::I32, &[most]));
+        for buf in &bufs[..64] {
+            assert_eq!(download(&s, buf)?, encode(DataType::I32, &[most]));
+        }
+        let left_alone = encode(DataType::I32, &contribution(rank, 1));
+        assert_eq!(download(&s, &bufs[64])?, left_alone);
         let theirs = 7 + (1 - rank) as i64;
         assert_eq!(download(&s, &inbox)?, encode(DataType::I32, &[theirs]));
         Ok(())

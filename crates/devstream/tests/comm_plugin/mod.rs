@@ -74,6 +74,11 @@ fn plugin_send_recv_every_type_and_groups() {
 }
 
 #[test]
+fn plugin_a_call_that_writes_memory_another_call_of_its_group_uses_is_refused() {
+    super::calls_of_a_group_that_overlap_are_refused(places);
+}
+
+#[test]
 fn plugin_a_collective_behind_a_gate_waits_for_it_and_orders_later_work() {
     super::collective_behind_a_gate(places);
 }
