@@ -319,17 +319,17 @@ impl CommInner {
         })
     }
 
-    /// The error for work of `step` when the communicator failed at an earlier step (work of
-    /// the failed step itself, and of steps before it, goes on: it completes, or learns the
-    /// failed step's verdict).
-    pub(crate) fn failed_before(&self, op: &'static str, step: u64) -> Option<Error> {
-        if self.seg.abort_word() == 0 || step <= self.seg.failed_step() {
+    /// The error for work of the step at `base` (see `Numbers::base`) when the communicator
+    /// failed at an earlier step (work of the failed step itself, and of steps before it, goes
+    /// on: it completes, or learns the failed step's verdict).
+    pub(crate) fn failed_before(&self, op: &'static str, base: u64) -> Option<Error> {
+        if self.seg.abort_word() == 0 || base <= self.seg.failed_at() {
             return None;
         }
         self.aborted(op)
     }
 
-    /// Records a failure of this rank's work of `step` involving `peer`, marks the
+    /// Records a failure of this rank's work of the step at `base` involving `peer`, marks the
     /// communicator failed for every rank, and returns the error.
     pub(crate) fn fail(
         &self,
@@ -337,9 +337,9 @@ impl CommInner {
         failure: CommFailure,
         peer: usize,
         detail: &str,
-        step: u64,
+        base: u64,
     ) -> Error {
-        self.seg.abort(self.rank, failure, step);
+        self.seg.abort(self.rank, failure, base);
         let what = match failure {
             CommFailure::PeerDied => format!("rank {peer}'s process is gone"),
             CommFailure::PeerLeft => format!("rank {peer} left the communicator"),
@@ -400,12 +400,11 @@ impl Drop for CommInner {
 /// The state one queued collective shares across its tasks (and graph replays).
 pub(crate) struct Instance {
     flag: CpuFlag,
-    /// The collective's (or message's) sequence number, its group's first and last, and its
-    /// step's, once posted.
+    /// The collective's (or message's) numbers once posted (see `Numbers`).
     seq: AtomicU64,
     first: AtomicU64,
     last: AtomicU64,
-    step: AtomicU64,
+    base: AtomicU64,
     error: Mutex<Option<Error>>,
 }
 
@@ -416,7 +415,7 @@ impl Instance {
             seq: AtomicU64::new(0),
             first: AtomicU64::new(0),
             last: AtomicU64::new(0),
-            step: AtomicU64::new(0),
+            base: AtomicU64::new(0),
             error: Mutex::new(None),
         })
     }
@@ -583,13 +582,13 @@ impl CollOp {
     }
 
     /// Turns a transport failure of this rank's work into a communicator failure.
-    fn failed(&self, error: Error, step: u64) -> Error {
+    fn failed(&self, error: Error, base: u64) -> Error {
         match error {
             Error::Comm {
                 op,
                 failure,
                 reason,
-            } => self.comm.fail(op, failure, self.comm.rank, &reason, step),
+            } => self.comm.fail(op, failure, self.comm.rank, &reason, base),
             other => other,
         }
     }
@@ -607,7 +606,7 @@ impl CollOp {
                     first.map_or(0, |f| word(f).load(Ordering::Acquire))
                 };
                 Numbers {
-                    step: load(|f| &f.step),
+                    base: load(|f| &f.base),
                     seq: load(|f| &f.seq),
                     first: load(|f| &f.first),
                     last: load(|f| &f.last),
@@ -618,13 +617,13 @@ impl CollOp {
         instance.seq.store(numbers.seq, Ordering::Release);
         instance.first.store(numbers.first, Ordering::Release);
         instance.last.store(numbers.last, Ordering::Release);
-        instance.step.store(numbers.step, Ordering::Release);
-        if let Some(error) = self.comm.failed_before(self.call.kind.name(), numbers.step) {
+        instance.base.store(numbers.base, Ordering::Release);
+        if let Some(error) = self.comm.failed_before(self.call.kind.name(), numbers.base) {
             instance.resolve(Some(error));
             return;
         }
         if let Err(error) = self.try_post(numbers) {
-            let error = self.failed(error, numbers.step);
+            let error = self.failed(error, numbers.base);
             if let (Error::Comm { failure, .. }, true) = (&error, numbers.first > 0) {
                 // This rank's part never comes: its peers learn it from the verdict.
                 let outcome = comm_shm::Outcome::Failed(*failure);
@@ -762,12 +761,12 @@ impl CollOp {
     fn finish(&self) {
         let error = lock(&self.instance.error).take();
         let seq = self.instance.seq.load(Ordering::Acquire);
-        let step = self.instance.step.load(Ordering::Acquire);
+        let base = self.instance.base.load(Ordering::Acquire);
         let outcome = match error {
             Some(error) => Err(error),
             None => self
                 .try_finish(seq)
-                .map_err(|error| self.failed(error, step)),
+                .map_err(|error| self.failed(error, base)),
         };
         let comm = &self.comm;
         match self.call.kind {
@@ -793,7 +792,7 @@ impl CollOp {
         let n = comm.nranks;
         let name = self.call.kind.name();
         let bytes = self.bytes();
-        let step = self.instance.step.load(Ordering::Acquire);
+        let base = self.instance.base.load(Ordering::Acquire);
         if self.call.kind == Kind::Recv {
             let peer = self.call.other;
             let path = seg.p2p_path(peer, me, seq);
@@ -814,7 +813,7 @@ impl CollOp {
                          expects {} × {}",
                         self.call.count, self.call.dtype
                     ),
-                    step,
+                    base,
                 ));
             }
             if let Some(buf) = &self.call.recv {

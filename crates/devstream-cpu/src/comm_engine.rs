@@ -170,7 +170,7 @@ impl Pending {
                 }
             }
         }
-        if comm.failed_before(self.op, self.numbers.step).is_some() {
+        if comm.failed_before(self.op, self.numbers.base).is_some() {
             let detail = "the communicator failed at an earlier step";
             return Some(self.decide(CommFailure::Aborted, missing, detail));
         }
@@ -182,17 +182,17 @@ impl Pending {
 
     fn check_message(&self, src: usize, liveness: bool) -> Option<Result<()>> {
         let comm = &self.comm;
-        let step = self.numbers.step;
+        let base = self.numbers.base;
         let sent = comm.seg.sent(src, comm.rank).load(Ordering::SeqCst);
         if sent >= self.numbers.seq {
             return Some(Ok(()));
         }
         if src != comm.rank {
             if let Some(failure) = self.gone(src, liveness) {
-                return Some(Err(comm.fail(self.op, failure, src, "", step)));
+                return Some(Err(comm.fail(self.op, failure, src, "", base)));
             }
         }
-        if let Some(error) = comm.failed_before(self.op, step) {
+        if let Some(error) = comm.failed_before(self.op, base) {
             return Some(Err(error));
         }
         if self.deadline_passed() {
@@ -202,7 +202,7 @@ impl Pending {
                 CommFailure::Timeout,
                 src,
                 &detail,
-                step,
+                base,
             )));
         }
         None
@@ -229,13 +229,13 @@ impl Pending {
         };
         if self.deadline_passed() {
             let detail = self.waited(late);
-            let step = self.numbers.step;
+            let base = self.numbers.base;
             return Some(Err(comm.fail(
                 self.op,
                 CommFailure::Timeout,
                 late,
                 &detail,
-                step,
+                base,
             )));
         }
         None
@@ -255,7 +255,7 @@ impl Pending {
                 outcome: Outcome::Failed(failure),
                 rank,
             } if rank == comm.rank && outcome == Outcome::Failed(failure) => {
-                Err(comm.fail(self.op, failure, peer, detail, self.numbers.step))
+                Err(comm.fail(self.op, failure, peer, detail, self.numbers.base))
             }
             Verdict::Decided { outcome, rank } => self.adopt(outcome, rank),
             Verdict::Open | Verdict::Reused => Err(self.reused("verdict", comm.rank, first)),
@@ -268,7 +268,7 @@ impl Pending {
         let Outcome::Failed(failure) = outcome else {
             return Ok(());
         };
-        comm.seg.abort(decider, failure, self.numbers.step);
+        comm.seg.abort(decider, failure, self.numbers.base);
         let group = if self.numbers.last > self.numbers.first {
             format!(
                 "collectives #{}..=#{} (a group)",
@@ -303,7 +303,7 @@ impl Pending {
             CommFailure::Transport,
             rank,
             &detail,
-            self.numbers.step,
+            self.numbers.base,
         )
     }
 }

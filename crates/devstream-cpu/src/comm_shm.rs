@@ -7,7 +7,7 @@
 //! is none: liveness is read from `/proc`) holds a header, the verdicts and one slot per rank:
 //!
 //! ```text
-//! header (4096 bytes): magic, version, nranks, abort word, failed step
+//! header (4096 bytes): magic, version, nranks, abort word, where the failed step lies
 //! verdicts[RING]: seq << 24 | deciding rank << 8 | outcome (0 agreed, else a failure code)
 //! slot r: state (0 empty, 1 alive, 2 left), pid, process start time,
 //!         posted (collectives posted, a prefix), done (collectives finished reading, a prefix),
@@ -73,7 +73,7 @@ const P2P: usize = ENTRIES + RING as usize * ENTRY_WORDS;
 
 /// Header words.
 const ABORT: usize = 3;
-const FAILED_STEP: usize = 4;
+const FAILED_AT: usize = 4;
 
 /// A collective's descriptor as the ranks compare it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -212,9 +212,7 @@ impl Segment {
         let segment = Segment::map_raw(&file, path, nranks, segment_len(nranks))?;
         segment.header(1).store(VERSION, Ordering::Relaxed);
         segment.header(2).store(nranks as u64, Ordering::Relaxed);
-        segment
-            .header(FAILED_STEP)
-            .store(u64::MAX, Ordering::Relaxed);
+        segment.header(FAILED_AT).store(u64::MAX, Ordering::Relaxed);
         segment.header(0).store(MAGIC, Ordering::Release);
         Ok(segment)
     }
@@ -321,17 +319,18 @@ impl Segment {
         self.header(ABORT).load(Ordering::SeqCst)
     }
 
-    /// The earliest step (a call outside a group, or a group; numbered per rank from 1) that
-    /// failed, once the abort word is set: steps up to it go on (a rank behind its peers
-    /// still reaches the failed step and learns its verdict), later ones fail at once.
-    pub(crate) fn failed_step(&self) -> u64 {
-        self.header(FAILED_STEP).load(Ordering::SeqCst)
+    /// Where the earliest failed step (a call outside a group, or a group) lies, once the abort
+    /// word is set: the first collective number it takes or would take. Steps at or before it
+    /// go on (a rank behind its peers still reaches the failed step and learns its verdict),
+    /// later ones fail at once.
+    pub(crate) fn failed_at(&self) -> u64 {
+        self.header(FAILED_AT).load(Ordering::SeqCst)
     }
 
-    /// Marks the communicator failed at `step` (the first failure's word wins; the step kept
-    /// is the earliest).
-    pub(crate) fn abort(&self, rank: usize, failure: CommFailure, step: u64) {
-        self.header(FAILED_STEP).fetch_min(step, Ordering::SeqCst);
+    /// Marks the communicator failed at the step at `base` (the first failure's word wins; the
+    /// step kept is the earliest).
+    pub(crate) fn abort(&self, rank: usize, failure: CommFailure, base: u64) {
+        self.header(FAILED_AT).fetch_min(base, Ordering::SeqCst);
         let word = (failure_code(failure) << 32) | (rank as u64 + 1);
         let _ = self
             .header(ABORT)

@@ -17,9 +17,8 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// The numbers a rank has handed out: steps, collectives, messages per peer.
+/// The numbers a rank has handed out: collectives, messages per peer.
 pub(crate) struct Counters {
-    pub(crate) steps: AtomicU64,
     pub(crate) collectives: AtomicU64,
     pub(crate) sent: Vec<AtomicU64>,
     pub(crate) received: Vec<AtomicU64>,
@@ -28,7 +27,6 @@ pub(crate) struct Counters {
 impl Counters {
     pub(crate) fn new(nranks: usize) -> Counters {
         Counters {
-            steps: AtomicU64::new(0),
             collectives: AtomicU64::new(0),
             sent: (0..nranks).map(|_| AtomicU64::new(0)).collect(),
             received: (0..nranks).map(|_| AtomicU64::new(0)).collect(),
@@ -89,7 +87,6 @@ pub(crate) struct Step {
 
 /// A step's first numbers, while its posts run.
 struct Reserved {
-    step: u64,
     coll: u64,
     sent: Vec<u64>,
     recv: Vec<u64>,
@@ -99,7 +96,10 @@ struct Reserved {
 /// A posted call's numbers.
 #[derive(Clone, Copy)]
 pub(crate) struct Numbers {
-    pub(crate) step: u64,
+    /// The step's place in the rank's program: the first collective number it takes (or
+    /// would take: a step of messages only has the number of the next collective). Ranks
+    /// agree on it as long as they agree on the collectives before.
+    pub(crate) base: u64,
     pub(crate) seq: u64,
     /// The range of collectives compared together (a group's; a second phase's own).
     pub(crate) first: u64,
@@ -125,7 +125,6 @@ impl Step {
         let r = reserved.get_or_insert_with(|| {
             let take = |counter: &AtomicU64, n: u64| counter.fetch_add(n, Ordering::AcqRel) + 1;
             Reserved {
-                step: take(&counters.steps, 1),
                 coll: take(&counters.collectives, self.collectives + self.gathers),
                 sent: (counters.sent.iter().zip(&self.sends))
                     .map(|(counter, &n)| take(counter, n))
@@ -136,11 +135,11 @@ impl Step {
                 posts_left: self.posts,
             }
         });
-        let step = r.step;
+        let base = r.coll;
         let group_last = r.coll + self.collectives.max(1) - 1;
         let numbers = match position {
             Position::Collective(index) => Numbers {
-                step,
+                base,
                 seq: r.coll + index,
                 first: r.coll,
                 last: group_last,
@@ -148,26 +147,26 @@ impl Step {
             Position::Gather(index) => {
                 let seq = r.coll + self.collectives + index;
                 Numbers {
-                    step,
+                    base,
                     seq,
                     first: seq,
                     last: seq,
                 }
             }
             Position::Send { peer, index } => Numbers {
-                step,
+                base,
                 seq: r.sent[peer] + index,
                 first: 0,
                 last: 0,
             },
             Position::Recv { peer, index } => Numbers {
-                step,
+                base,
                 seq: r.recv[peer] + index,
                 first: 0,
                 last: 0,
             },
             Position::None => Numbers {
-                step,
+                base,
                 seq: 0,
                 first: 0,
                 last: 0,
@@ -208,7 +207,7 @@ mod tests {
         // Posts in another order than the calls: the numbers follow the calls.
         let second = step.numbers(&counters, Position::Collective(1));
         assert_eq!(
-            (second.step, second.seq, second.first, second.last),
+            (second.base, second.seq, second.first, second.last),
             (1, 2, 1, 2)
         );
         let send = step.numbers(&counters, Position::Send { peer: 1, index: 0 });
@@ -219,6 +218,6 @@ mod tests {
         assert_eq!((first.seq, first.first, first.last), (1, 1, 2));
         // The next launch takes new numbers.
         let again = step.numbers(&counters, Position::Collective(0));
-        assert_eq!((again.step, again.seq), (2, 4));
+        assert_eq!((again.base, again.seq), (4, 4));
     }
 }
