@@ -173,7 +173,30 @@ struct Group<A: RawApi> {
 /// The group state the handles of one communicator share (not the communicator itself, which
 /// captures may keep after the last handle is gone).
 struct OpenGroup<A: RawApi> {
+    lib: &'static Nccl,
+    device: &'static Device<A>,
     state: Mutex<Group<A>>,
+}
+
+impl<A: RawApi> Drop for OpenGroup<A> {
+    fn drop(&mut self) {
+        // The last handle is gone with a group open (an early return or a panic between
+        // `group_start` and `group_end`). The library has recorded the group's calls in the
+        // group of the thread that made them: ending it here (as `group_end` would) issues
+        // them, so that thread's later library calls are not swallowed by a group that never
+        // closes, and no recorded call outlives the communicator. On another thread the
+        // library answers that no group is open there, which is ignored.
+        let depth = std::mem::take(&mut lock(&self.state).depth);
+        if depth == 0 {
+            return;
+        }
+        let _ = self.device.bind();
+        for _ in 0..depth {
+            // SAFETY: closes a group opened by `group_start`; the buffers its calls use are
+            // kept (`state.keep`) until after this returns.
+            let _ = unsafe { (self.lib.group_end)() };
+        }
+    }
 }
 
 struct CommInner<A: RawApi> {
@@ -470,7 +493,8 @@ fn watchdog_start() {
 /// One rank of an NCCL (CUDA) or RCCL (HIP) communicator. Cheap to clone; the communicator is
 /// destroyed once the last handle is gone and the collectives queued on it have run.
 pub struct GpuComm<A: RawApi> {
-    /// The open group (calls recorded by the library, queued by the outermost `group_end`).
+    /// The open group (calls recorded by the library, queued by the outermost `group_end`);
+    /// dropped before `inner` when the last handle goes.
     group: Arc<OpenGroup<A>>,
     inner: Arc<CommInner<A>>,
 }
@@ -532,6 +556,8 @@ impl<A: RawApi> GpuComm<A> {
         let weak: Weak<dyn Watched> = Arc::downgrade(&inner) as Weak<dyn Watched>;
         lock(watched()).push(weak);
         let group = Arc::new(OpenGroup {
+            lib,
+            device,
             state: Mutex::new(Group {
                 depth: 0,
                 keep: Vec::new(),
