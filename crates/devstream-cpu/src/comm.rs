@@ -622,6 +622,10 @@ impl CollOp {
             instance.resolve(Some(error));
             return;
         }
+        if let Some(error) = self.first_phase_failed() {
+            instance.resolve(Some(error));
+            return;
+        }
         if let Err(error) = self.try_post(numbers) {
             let error = self.failed(error, numbers.base);
             if let (Error::Comm { failure, .. }, true) = (&error, numbers.first > 0) {
@@ -631,6 +635,31 @@ impl CollOp {
             }
             instance.resolve(Some(error));
         }
+    }
+
+    /// For an all-reduce's gather: the error when its first phase failed (on every rank, by
+    /// its verdict), so that no rank publishes or reads the slices of a collective that failed.
+    fn first_phase_failed(&self) -> Option<Error> {
+        if self.call.kind != Kind::AllReduceGather {
+            return None;
+        }
+        let first = self.first.as_ref()?.first.load(Ordering::Acquire);
+        let comm_shm::Verdict::Decided {
+            outcome: comm_shm::Outcome::Failed(failure),
+            rank,
+        } = self.comm.seg.verdict(first)
+        else {
+            return None;
+        };
+        Some(Error::Comm {
+            op: self.call.kind.name(),
+            failure,
+            reason: format!(
+                "rank {} of {}: the all-reduce's first phase failed on every rank: {failure} \
+                 (seen by rank {rank})",
+                self.comm.rank, self.comm.nranks
+            ),
+        })
     }
 
     fn try_post(&self, numbers: Numbers) -> Result<()> {

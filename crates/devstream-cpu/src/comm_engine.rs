@@ -34,7 +34,8 @@ pub(crate) enum Want {
     /// descriptors equal to this rank's; `entry` is this rank's descriptor of its own
     /// collective (`numbers.seq`).
     Coll { entry: Entry },
-    /// `src` sent its `seq`-th message to this rank.
+    /// `src` sent its `seq`-th message to this rank (and, in a group with collectives, the
+    /// group's verdict is in).
     Recv { src: usize },
     /// Every rank finished collective `seq` (an in-process all-reduce's end barrier; `first`
     /// and `last` are its first phase's group).
@@ -163,16 +164,16 @@ impl Pending {
         let Some(missing) = missing else {
             return Some(self.settle(Outcome::Agreed, me, ""));
         };
-        for rank in (0..comm.nranks).filter(|&r| r != me) {
-            if seg.posted(rank).load(Ordering::SeqCst) < last {
-                if let Some(failure) = self.gone(rank, liveness) {
-                    return Some(self.decide(failure, rank, ""));
-                }
+        let gone = (0..comm.nranks)
+            .filter(|&r| r != me && seg.posted(r).load(Ordering::SeqCst) < last)
+            .find_map(|r| self.gone(r, liveness).map(|failure| (r, failure)));
+        match (self.failed_earlier(), gone) {
+            (Some(_), None) | (Some(false), Some(_)) => {
+                let detail = "the communicator failed at an earlier step";
+                return Some(self.decide(CommFailure::Aborted, missing, detail));
             }
-        }
-        if comm.failed_before(self.op, self.numbers.base).is_some() {
-            let detail = "the communicator failed at an earlier step";
-            return Some(self.decide(CommFailure::Aborted, missing, detail));
+            (_, Some((rank, failure))) => return Some(self.decide(failure, rank, "")),
+            (None, None) => {}
         }
         if self.deadline_passed() {
             return Some(self.decide(CommFailure::Timeout, missing, &self.waited(missing)));
@@ -184,16 +185,29 @@ impl Pending {
         let comm = &self.comm;
         let base = self.numbers.base;
         let sent = comm.seg.sent(src, comm.rank).load(Ordering::SeqCst);
-        if sent >= self.numbers.seq {
-            return Some(Ok(()));
-        }
-        if src != comm.rank {
-            if let Some(failure) = self.gone(src, liveness) {
-                return Some(Err(comm.fail(self.op, failure, src, "", base)));
+        let arrived = sent >= self.numbers.seq;
+        if arrived {
+            // Arrived. In a group with collectives, it is read only if they agree (the group
+            // fails as a whole, writing nothing).
+            let first = self.numbers.first;
+            if first == 0 {
+                return Some(Ok(()));
+            }
+            match comm.seg.verdict(first) {
+                Verdict::Decided { outcome, rank } => return Some(self.adopt(outcome, rank)),
+                Verdict::Reused => return Some(Err(self.reused("verdict", comm.rank, first))),
+                Verdict::Open => {}
             }
         }
-        if let Some(error) = comm.failed_before(self.op, base) {
-            return Some(Err(error));
+        let gone = (!arrived && src != comm.rank)
+            .then(|| self.gone(src, liveness))
+            .flatten();
+        match (self.failed_earlier(), gone) {
+            (Some(_), None) | (Some(false), Some(_)) => {
+                return comm.failed_before(self.op, base).map(Err);
+            }
+            (_, Some(failure)) => return Some(Err(comm.fail(self.op, failure, src, "", base))),
+            (None, None) => {}
         }
         if self.deadline_passed() {
             let detail = self.waited(src);
@@ -239,6 +253,19 @@ impl Pending {
             )));
         }
         None
+    }
+
+    /// Whether the communicator failed at a step before this one: `Some(true)` when because a
+    /// rank left or died (a rank this one waits for and that is gone is then the reason to
+    /// report), `Some(false)` for another reason (reported as `Aborted`).
+    fn failed_earlier(&self) -> Option<bool> {
+        let comm = &self.comm;
+        comm.failed_before(self.op, self.numbers.base)?;
+        let failure = crate::comm_shm::failure_of(comm.seg.abort_word() >> 32);
+        Some(matches!(
+            failure,
+            CommFailure::PeerLeft | CommFailure::PeerDied
+        ))
     }
 
     /// Proposes a failure as the verdict of this collective's group (involving `peer`).

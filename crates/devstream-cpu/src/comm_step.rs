@@ -101,7 +101,8 @@ pub(crate) struct Numbers {
     /// agree on it as long as they agree on the collectives before.
     pub(crate) base: u64,
     pub(crate) seq: u64,
-    /// The range of collectives compared together (a group's; a second phase's own).
+    /// The range of collectives compared together (a group's; a second phase's own; for a
+    /// receive, its group's collectives, whose verdict it waits for; 0 for none).
     pub(crate) first: u64,
     pub(crate) last: u64,
 }
@@ -159,11 +160,13 @@ impl Step {
                 first: 0,
                 last: 0,
             },
+            // A receive of a group with collectives takes the group's verdict: it writes
+            // nothing when they fail.
             Position::Recv { peer, index } => Numbers {
                 base,
                 seq: r.recv[peer] + index,
-                first: 0,
-                last: 0,
+                first: if self.collectives > 0 { r.coll } else { 0 },
+                last: if self.collectives > 0 { group_last } else { 0 },
             },
             Position::None => Numbers {
                 base,

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 mod comm_model;
 #[cfg(feature = "plugin")]
 mod comm_plugin;
+mod comm_programs;
 use comm_model::{
     assert_close, comm_failure, contribution, decode, download, encode, model, on_ranks_at, upload,
     value,
