@@ -667,3 +667,60 @@ pub(crate) fn poll_until<T>(deadline: Instant, mut ready: impl FnMut() -> Option
         round += 1;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(tag: &str) -> (Segment, PathBuf) {
+        let path = std::env::temp_dir().join(format!(
+            "devstream-comm-shm-test-{tag}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        (Segment::open_or_create(&path, 2).unwrap(), path)
+    }
+
+    #[test]
+    fn a_reused_descriptor_entry_reads_as_reused_never_as_the_later_collective() {
+        let (seg, path) = segment("entries");
+        let first = Entry {
+            desc: 1,
+            root: 0,
+            count: 7,
+        };
+        let later = Entry { count: 9, ..first };
+        seg.write_entry(1, 5, first);
+        assert!(matches!(seg.entry(1, 5), EntryRead::Ready(e) if e == first));
+        seg.write_entry(1, 5 + RING, later);
+        assert!(matches!(seg.entry(1, 5), EntryRead::Reused));
+        assert!(matches!(seg.entry(1, 5 + RING), EntryRead::Ready(e) if e == later));
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn the_first_verdict_holds_and_a_reused_one_is_reported() {
+        let (seg, path) = segment("verdicts");
+        assert!(matches!(seg.verdict(3), Verdict::Open));
+        let mismatch = Outcome::Failed(CommFailure::Mismatch);
+        assert!(matches!(
+            seg.decide(3, 1, mismatch),
+            Verdict::Decided { outcome, rank: 1 } if outcome == mismatch
+        ));
+        // A later proposal adopts the verdict that holds.
+        assert!(matches!(
+            seg.decide(3, 0, Outcome::Agreed),
+            Verdict::Decided { outcome, rank: 1 } if outcome == mismatch
+        ));
+        seg.decide(3 + RING, 0, Outcome::Agreed);
+        assert!(matches!(seg.verdict(3), Verdict::Reused));
+        assert!(matches!(
+            seg.verdict(3 + RING),
+            Verdict::Decided {
+                outcome: Outcome::Agreed,
+                rank: 0
+            }
+        ));
+        let _ = std::fs::remove_file(path);
+    }
+}
