@@ -207,7 +207,8 @@ pub enum CommFailure {
     /// The collective did not complete within the communicator's deadline.
     Timeout,
     /// Ranks called different collectives, or with different types, counts, reductions or
-    /// roots, at the same position in their sequence.
+    /// roots, at the same position in their sequence (or grouped them differently); a
+    /// message of another type or count than its receive expects.
     Mismatch,
     /// The communicator had already failed (here or on another rank); make a new one.
     Aborted,
@@ -414,7 +415,9 @@ pub trait DeviceCommunicator: Clone + fmt::Debug + Send + Sync + 'static {
     }
 
     /// Starts a group (`ncclGroupStart`): calls until the matching `group_end` are queued
-    /// together, so that they cannot wait for each other.
+    /// together, so that they cannot wait for each other. Their order is undefined: a call
+    /// that writes memory another call of the open group reads or writes (or reads memory
+    /// another writes) is refused with `Error::InvalidArgument` ([`GroupMemory`]).
     fn group_start(&self) -> Result<()> {
         Err(Error::unsupported("group_start", self.place()))
     }
@@ -472,6 +475,184 @@ pub fn check_len(op: &'static str, what: &str, len: usize, bytes: usize) -> Resu
         )));
     }
     Ok(())
+}
+
+/// A collective call as the group rule of [`GroupMemory`] sees it: what it reads and writes
+/// on this rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallKind {
+    /// `all_reduce`.
+    AllReduce,
+    /// `broadcast` from `root`.
+    Broadcast {
+        /// The root.
+        root: usize,
+    },
+    /// `reduce` to `root`.
+    Reduce {
+        /// The root.
+        root: usize,
+    },
+    /// `all_gather`.
+    AllGather,
+    /// `reduce_scatter`.
+    ReduceScatter,
+    /// `all_to_all`.
+    AllToAll,
+    /// `send` (of its buffer).
+    Send,
+    /// `recv` (into its buffer).
+    Recv,
+}
+
+/// Where a buffer lies: the allocation it belongs to (`space`, any id the backend keeps unique
+/// among live buffers, or a whole address space) and its first byte's offset in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// The allocation (or address space).
+    pub space: u64,
+    /// The buffer's first byte in it.
+    pub offset: u64,
+}
+
+/// Bytes one call reads or writes: `len` bytes from `start` in `space`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    /// The allocation (or address space).
+    pub space: u64,
+    /// The first byte.
+    pub start: u64,
+    /// Number of bytes.
+    pub len: u64,
+    /// Whether the call writes them (else it reads them).
+    pub writes: bool,
+}
+
+impl Access {
+    /// Whether the two touch a common byte and at least one writes it.
+    pub fn conflicts(&self, other: &Access) -> bool {
+        self.space == other.space
+            && (self.writes || other.writes)
+            && self.start < other.start.saturating_add(other.len)
+            && other.start < self.start.saturating_add(self.len)
+    }
+}
+
+impl CallKind {
+    /// What the call reads and writes on `rank` of `nranks`, for `bytes` per rank (`count`
+    /// times the type's size); `send` and `recv` are its buffers (`send` alone for a send,
+    /// `recv` alone for a receive: pass the same region for the unused one). Follows NCCL's
+    /// buffer layout: an in-place `all_gather` reads `recv[rank * bytes..]`.
+    ///
+    /// ```
+    /// use devstream_core::comm::{CallKind, Region};
+    /// let buf = Region { space: 7, offset: 0 };
+    /// let touched = CallKind::AllReduce.accesses(0, 2, 16, buf, buf);
+    /// assert_eq!(touched.len(), 2); // reads and writes the same 16 bytes
+    /// assert!(touched[0].conflicts(&touched[1]));
+    /// ```
+    pub fn accesses(
+        self,
+        rank: usize,
+        nranks: usize,
+        bytes: usize,
+        send: Region,
+        recv: Region,
+    ) -> Vec<Access> {
+        if bytes == 0 {
+            return Vec::new();
+        }
+        let all = bytes.saturating_mul(nranks) as u64;
+        let bytes = bytes as u64;
+        let at = |region: Region, from: u64, len: u64, writes: bool| Access {
+            space: region.space,
+            start: region.offset.saturating_add(from),
+            len,
+            writes,
+        };
+        let (read, written) = match self {
+            CallKind::AllReduce => (
+                Some(at(send, 0, bytes, false)),
+                Some(at(recv, 0, bytes, true)),
+            ),
+            CallKind::Broadcast { root } => (
+                (rank == root).then(|| at(send, 0, bytes, false)),
+                Some(at(recv, 0, bytes, true)),
+            ),
+            CallKind::Reduce { root } => (
+                Some(at(send, 0, bytes, false)),
+                (rank == root).then(|| at(recv, 0, bytes, true)),
+            ),
+            CallKind::AllGather => {
+                let read = if send == recv {
+                    at(recv, rank as u64 * bytes, bytes, false)
+                } else {
+                    at(send, 0, bytes, false)
+                };
+                (Some(read), Some(at(recv, 0, all, true)))
+            }
+            CallKind::ReduceScatter => (
+                Some(at(send, 0, all, false)),
+                Some(at(recv, 0, bytes, true)),
+            ),
+            CallKind::AllToAll => (Some(at(send, 0, all, false)), Some(at(recv, 0, all, true))),
+            CallKind::Send => (Some(at(send, 0, bytes, false)), None),
+            CallKind::Recv => (None, Some(at(recv, 0, bytes, true))),
+        };
+        read.into_iter().chain(written).collect()
+    }
+}
+
+/// The memory the calls of one open group touch, for the rule every engine keeps (NCCL
+/// leaves the order of a group's calls undefined, and the engines run them in any order):
+/// **a call inside a group may not write memory that another call of the same group reads or
+/// writes, nor read memory another call of the group writes**. Such a call is refused with
+/// `Error::InvalidArgument` before anything is recorded; the group stays open with its earlier
+/// calls. A call may read and write the same memory itself (in place), and calls of a group
+/// may read the same memory.
+///
+/// ```
+/// use devstream_core::comm::{CallKind, GroupMemory, Region};
+/// let (a, b) = (Region { space: 1, offset: 0 }, Region { space: 2, offset: 0 });
+/// let mut group = GroupMemory::default();
+/// group.admit("all_reduce", &CallKind::AllReduce.accesses(0, 2, 8, a, a)).unwrap();
+/// group.admit("send", &CallKind::Send.accesses(0, 2, 8, b, b)).unwrap();
+/// // Sending the buffer the all-reduce writes: refused, the group keeps its two calls.
+/// assert!(group.admit("send", &CallKind::Send.accesses(0, 2, 8, a, a)).is_err());
+/// ```
+#[derive(Debug, Default)]
+pub struct GroupMemory {
+    touched: Vec<(Access, &'static str)>,
+}
+
+impl GroupMemory {
+    /// Records the accesses of call `op`, or refuses it (`Error::InvalidArgument`, nothing
+    /// recorded) when one conflicts with an earlier call's.
+    pub fn admit(&mut self, op: &'static str, accesses: &[Access]) -> Result<()> {
+        for access in accesses {
+            if let Some((theirs, other)) = self.touched.iter().find(|(t, _)| t.conflicts(access)) {
+                let verb = |a: &Access| if a.writes { "writes" } else { "reads" };
+                return Err(Error::InvalidArgument(format!(
+                    "{op} inside a group {} {} bytes of a buffer that {other}, an earlier call \
+                     of the same group, {}: the calls of a group run in no defined order (as in \
+                     NCCL), so a call may not write memory another call of its group reads or \
+                     writes; use another buffer, or end the group between the two calls (the \
+                     group stays open without this call)",
+                    verb(access),
+                    access.len,
+                    verb(theirs)
+                )));
+            }
+        }
+        self.touched.extend(accesses.iter().map(|a| (*a, op)));
+        Ok(())
+    }
+
+    /// Forgets the calls (the group was closed).
+    pub fn clear(&mut self) {
+        self.touched.clear();
+    }
 }
 
 #[cfg(test)]

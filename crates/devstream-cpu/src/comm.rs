@@ -6,8 +6,9 @@
 //! files: ranks read and write each other's buffers in place (see [`LocalGroup`]), about one
 //! memcpy of the buffer per rank. A collective on a stream is three stream tasks:
 //!
-//! 1. **post** (a host task on a pool worker): publish this rank's part, announce it in the
-//!    control segment, register the collective with the process's engine thread;
+//! 1. **post** (a host task on a pool worker): publish this rank's part, write its descriptor
+//!    into the control segment and announce it, register the collective with the process's
+//!    engine thread;
 //! 2. **hold**: a flag wait, exactly like [`DeviceStream::wait_flag`]: the stream leaves the
 //!    scheduler and holds no worker while peers are missing (a worker never blocks on other
 //!    work, so ranks as threads sharing a pool smaller than the number of ranks cannot
@@ -17,6 +18,17 @@
 //!    peer, the deadline, a mismatch between ranks) becomes the stream's error, returned by
 //!    `synchronize` as [`Error::Comm`].
 //!
+//! **Steps.** A call outside a group, or a whole group, is one *step*: its first post reserves
+//! the step's sequence numbers (collectives, all-reduce second phases, messages per peer) in
+//! call order, so the numbers do not depend on which stream of a group posts first. Every
+//! collective of a group is released only when every rank has posted every collective of the
+//! group and all their descriptors (kind, reduction, type, root, count, group size) agree: a
+//! disagreement anywhere in a group fails the whole group with [`CommFailure::Mismatch`] on
+//! every rank before any of its receive buffers is written. A group holds at most
+//! `MAX_GROUP_COLLECTIVES` (64) collectives, which bounds how far a rank runs ahead of its
+//! peers' comparisons; a collective beyond that is refused with `Error::InvalidArgument` and
+//! the group stays open (sends and receives are not counted).
+//!
 //! Captured, the three tasks are graph nodes, and each `launch` is a new collective with the
 //! peers. Launches of one graph that contain collectives must be ordered (launched on one
 //! stream, or with events between), as NCCL requires for any use of one communicator.
@@ -24,14 +36,15 @@
 use crate::buffer::{BufferInner, CpuBuffer, Shared};
 use crate::comm_engine::{self, Cleanup, Pending, Readers, Want};
 use crate::comm_shm::{
-    self, comm_dir, failure_of, poll_until, process_alive, Payload, Pool, Segment, ALIVE, EMPTY,
-    LEFT,
+    self, comm_dir, failure_of, poll_until, process_alive, Entry, Payload, Pool, Segment, ALIVE,
+    EMPTY, LEFT, MAX_STEP_SEQS,
 };
+use crate::comm_step::{Counters, Numbers, Position, Prefix, Step};
 use crate::flag::CpuFlag;
 use crate::scheduler::{running_stream, CommonOp, Op, UserFn};
 use crate::stream::{fail_running_task, CpuStream, StreamInner};
 use crate::{lock, CpuBackend, CPU_PLACE};
-use devstream_core::comm::check_rank;
+use devstream_core::comm::{check_rank, CallKind, GroupMemory, Region};
 use devstream_core::reduce::{reduce, reduce_chunks};
 use devstream_core::{
     CommBackend, CommFailure, DataType, DeviceCommunicator, Error, Place, ReduceOp, Result,
@@ -143,21 +156,24 @@ impl Kind {
     }
 }
 
-/// Counts are stored with a 16-bit sequence tag above them.
-const MAX_COUNT: usize = (1 << 48) - 1;
-
-/// Readable form of a descriptor word (for mismatch errors).
-pub(crate) fn describe(desc: u64) -> String {
+/// Readable form of a descriptor (for mismatch errors).
+pub(crate) fn describe(entry: &Entry) -> String {
+    let desc = entry.desc;
     let kind = Kind::from_code(desc & 0xff).map_or("?", Kind::name);
     let op = ReduceOp::from_code(((desc >> 8) & 0xff) as u8);
     let dtype = DataType::from_code(((desc >> 16) & 0xff) as u8);
-    let root = (desc >> 24) & 0xff_ffff;
+    let group = desc >> 24;
     let dtype = dtype.map_or_else(|| "?".to_string(), |t| t.to_string());
-    match (kind, op) {
+    let (root, count) = (entry.root, entry.count);
+    let call = match (kind, op) {
         ("broadcast", _) => format!("broadcast({dtype}, root {root})"),
         ("reduce", Some(op)) => format!("reduce({dtype}, {op}, root {root})"),
         (kind, Some(op)) => format!("{kind}({dtype}, {op})"),
         (kind, None) => format!("{kind}({dtype})"),
+    };
+    match group {
+        0 | 1 => format!("{call} of {count} elements"),
+        _ => format!("{call} of {count} elements in a group of {group} collectives"),
     }
 }
 
@@ -167,16 +183,15 @@ pub(crate) fn describe(desc: u64) -> String {
 /// read and one write of each byte per rank, against a file write and two reads through the
 /// kernel on the payload-file path that ranks in other processes need).
 ///
-/// Each access to a peer's buffer takes that buffer's lock for one chunk (64 KiB), so a program
-/// that races with a collective on another stream reads or writes whole chunks, never a torn
-/// buffer; ranks start their chunk's reads and writes at different peers so that they rarely
-/// wait for the same lock. That start is also the reduction order of the slice (fixed: the
-/// slice's owner, then the ranks after it): every rank gets the same bits, and floating-point
-/// sums may differ in the last bits from the payload-file path, which reduces in rank order. Ordering: a rank reads peers' buffers only once every rank has
-/// posted (the engine's first hold), each rank writes only its own slice into the others'
-/// receive buffers (the slice no other rank reads), and a second hold ([`Kind::AllReduceEnd`])
-/// keeps every rank's stream until all ranks are done, so no stream moves on to change a buffer
-/// a peer still uses.
+/// Every rank holds shared access to every buffer of the collective for its whole reduction
+/// and touches only its own slice of each. The slice's owner alone reduces it, combining the
+/// ranks in rank order `0, 1, ..., n-1` (the payload-file path's order): every rank gets the
+/// same bits, and the same bits whether its peers are threads or processes. Ordering: a rank
+/// reads peers' buffers only once every rank has posted and the descriptors agree (the
+/// engine's first hold), each rank writes only its own slice into the others' receive buffers
+/// (the slice no other rank reads), and a second hold ([`Kind::AllReduceEnd`]) keeps every
+/// rank's stream until all ranks are done, so no stream moves on to change a buffer a peer
+/// still uses.
 pub(crate) struct LocalGroup {
     /// Per rank: its published all-reduces (several while a group is open).
     slots: Vec<Mutex<Vec<Published>>>,
@@ -229,7 +244,25 @@ impl LocalGroup {
     }
 }
 
-/// One rank's membership of a communicator (shared by its handles and queued collectives).
+/// This rank's counters in the control segment, kept as prefixes.
+struct Marks {
+    posted: Prefix,
+    done: Prefix,
+    sent: Vec<Prefix>,
+    received: Vec<Prefix>,
+}
+
+/// Which counter a mark goes to.
+#[derive(Clone, Copy)]
+enum Counter {
+    Posted,
+    Done,
+    Sent(usize),
+    Received(usize),
+}
+
+/// One rank's membership of a communicator, shared by its handles and its queued collectives;
+/// when the last of them is gone the rank leaves.
 pub(crate) struct CommInner {
     pub(crate) seg: Arc<Segment>,
     /// This rank's payload files kept for reuse.
@@ -237,21 +270,31 @@ pub(crate) struct CommInner {
     pub(crate) rank: usize,
     pub(crate) nranks: usize,
     timeout_nanos: AtomicU64,
-    /// Collectives posted by this rank.
-    coll_seq: AtomicU64,
-    /// Messages sent to / received from each peer.
-    sent_seq: Vec<AtomicU64>,
-    recv_seq: Vec<AtomicU64>,
+    /// Numbers handed out: steps, collectives, messages sent to / received from each peer.
+    counters: Counters,
+    marks: Mutex<Marks>,
+    /// The open group. Its calls hold their buffers, not the communicator: a communicator
+    /// dropped with a group open drops the group's calls and leaves.
     group: Mutex<Group>,
     /// Set when every rank is a thread of this process (decided once all have joined).
     local: std::sync::OnceLock<Arc<LocalGroup>>,
 }
 
+/// An open group: its depth and its calls, in call order, with their streams.
 #[derive(Default)]
 struct Group {
     depth: usize,
-    ops: Vec<(CpuStream, Arc<CollOp>)>,
+    calls: Vec<(CpuStream, Call)>,
+    /// Collectives among the calls (at most [`MAX_GROUP_COLLECTIVES`]).
+    collectives: u64,
+    /// The memory the calls touch (a call may not write what another reads or writes).
+    memory: GroupMemory,
 }
+
+/// Collectives one group may hold: each takes at most two sequence numbers (an all-reduce of
+/// ranks in several processes: its two phases), so a group stays within `MAX_STEP_SEQS`, the
+/// bound on how far a rank runs ahead of its peers' comparisons.
+const MAX_GROUP_COLLECTIVES: u64 = MAX_STEP_SEQS / 2;
 
 impl CommInner {
     pub(crate) fn timeout(&self) -> Duration {
@@ -276,16 +319,27 @@ impl CommInner {
         })
     }
 
-    /// Records a failure of this rank's collective involving `peer`, marks the communicator
-    /// failed for every rank, and returns the error.
+    /// The error for work of the step at `base` (see `Numbers::base`) when the communicator
+    /// failed at an earlier step (work of the failed step itself, and of steps before it, goes
+    /// on: it completes, or learns the failed step's verdict).
+    pub(crate) fn failed_before(&self, op: &'static str, base: u64) -> Option<Error> {
+        if self.seg.abort_word() == 0 || base <= self.seg.failed_at() {
+            return None;
+        }
+        self.aborted(op)
+    }
+
+    /// Records a failure of this rank's work of the step at `base` involving `peer`, marks the
+    /// communicator failed for every rank, and returns the error.
     pub(crate) fn fail(
         &self,
         op: &'static str,
         failure: CommFailure,
         peer: usize,
         detail: &str,
+        base: u64,
     ) -> Error {
-        self.seg.abort(self.rank, failure);
+        self.seg.abort(self.rank, failure, base);
         let what = match failure {
             CommFailure::PeerDied => format!("rank {peer}'s process is gone"),
             CommFailure::PeerLeft => format!("rank {peer} left the communicator"),
@@ -300,6 +354,26 @@ impl CommInner {
             op,
             failure,
             reason: format!("rank {} of {}: {what}{sep}{detail}", self.rank, self.nranks),
+        }
+    }
+
+    /// Marks `n` in this rank's counter `counter` and announces the prefix.
+    fn mark(&self, counter: Counter, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut marks = lock(&self.marks);
+        let (prefix, word) = match counter {
+            Counter::Posted => (&mut marks.posted, self.seg.posted(self.rank)),
+            Counter::Done => (&mut marks.done, self.seg.done(self.rank)),
+            Counter::Sent(peer) => (&mut marks.sent[peer], self.seg.sent(self.rank, peer)),
+            Counter::Received(peer) => (
+                &mut marks.received[peer],
+                self.seg.received(self.rank, peer),
+            ),
+        };
+        if let Some(upto) = prefix.mark(n) {
+            word.store(upto, Ordering::SeqCst);
         }
     }
 }
@@ -326,11 +400,26 @@ impl Drop for CommInner {
 /// The state one queued collective shares across its tasks (and graph replays).
 pub(crate) struct Instance {
     flag: CpuFlag,
+    /// The collective's (or message's) numbers once posted (see `Numbers`).
     seq: AtomicU64,
+    first: AtomicU64,
+    last: AtomicU64,
+    base: AtomicU64,
     error: Mutex<Option<Error>>,
 }
 
 impl Instance {
+    fn new() -> Arc<Instance> {
+        Arc::new(Instance {
+            flag: CpuFlag::new(),
+            seq: AtomicU64::new(0),
+            first: AtomicU64::new(0),
+            last: AtomicU64::new(0),
+            base: AtomicU64::new(0),
+            error: Mutex::new(None),
+        })
+    }
+
     /// Stores the outcome and releases the held stream.
     pub(crate) fn resolve(&self, error: Option<Error>) {
         *lock(&self.error) = error;
@@ -338,9 +427,9 @@ impl Instance {
     }
 }
 
-/// One queued collective call.
-struct CollOp {
-    comm: Arc<CommInner>,
+/// One call as made, before it is queued.
+#[derive(Clone)]
+struct Call {
     kind: Kind,
     op: ReduceOp,
     dtype: DataType,
@@ -349,6 +438,16 @@ struct CollOp {
     other: usize,
     send: Option<Arc<BufferInner>>,
     recv: Option<Arc<BufferInner>>,
+}
+
+/// One queued collective call (or one phase of an all-reduce: the call with the phase's kind).
+struct CollOp {
+    comm: Arc<CommInner>,
+    call: Call,
+    step: Arc<Step>,
+    position: Position,
+    /// Collectives in the step's group (part of the descriptor the ranks compare).
+    group_size: u64,
     instance: Arc<Instance>,
     /// A second phase queued right after this one's finish (all-reduce's gather or end).
     next: Option<Arc<CollOp>>,
@@ -356,20 +455,100 @@ struct CollOp {
     first: Option<Arc<Instance>>,
 }
 
+/// Builds the operations of one step from its calls (in call order).
+fn build_step(
+    comm: &Arc<CommInner>,
+    calls: Vec<(CpuStream, Call)>,
+) -> Vec<(CpuStream, Arc<CollOp>)> {
+    let n = comm.nranks;
+    let local = n > 1 && comm.local.get().is_some();
+    let mut step = Step::new(n);
+    // Positions first (the step's counts are part of every descriptor).
+    let mut positions = Vec::with_capacity(calls.len());
+    for (_, call) in &calls {
+        let (position, second) = match call.kind {
+            Kind::Send | Kind::Recv => {
+                let (peer, sending) = (call.other, call.kind == Kind::Send);
+                let counts = if sending {
+                    &mut step.sends
+                } else {
+                    &mut step.recvs
+                };
+                let index = counts[peer];
+                counts[peer] += 1;
+                let position = if sending {
+                    Position::Send { peer, index }
+                } else {
+                    Position::Recv { peer, index }
+                };
+                (position, None)
+            }
+            kind => {
+                let index = step.collectives;
+                step.collectives += 1;
+                let second = match kind {
+                    Kind::AllReduce if local => Some((Kind::AllReduceEnd, Position::None)),
+                    Kind::AllReduce if n > 1 => {
+                        let gather = step.gathers;
+                        step.gathers += 1;
+                        Some((Kind::AllReduceGather, Position::Gather(gather)))
+                    }
+                    _ => None,
+                };
+                (Position::Collective(index), second)
+            }
+        };
+        step.posts += 1 + usize::from(matches!(second, Some((_, Position::Gather(_)))));
+        positions.push((position, second));
+    }
+    let step = Arc::new(step);
+    let group_size = step.collectives;
+    calls
+        .into_iter()
+        .zip(positions)
+        .map(|((stream, call), (position, second))| {
+            let make = |kind: Kind,
+                        position: Position,
+                        instance: Arc<Instance>,
+                        next: Option<Arc<CollOp>>,
+                        first: Option<Arc<Instance>>| {
+                Arc::new(CollOp {
+                    comm: comm.clone(),
+                    call: Call {
+                        kind,
+                        ..call.clone()
+                    },
+                    step: step.clone(),
+                    position,
+                    group_size,
+                    instance,
+                    next,
+                    first,
+                })
+            };
+            let first = Instance::new();
+            let next = second.map(|(kind, position)| {
+                make(kind, position, Instance::new(), None, Some(first.clone()))
+            });
+            (stream, make(call.kind, position, first, next, None))
+        })
+        .collect()
+}
+
 impl CollOp {
     /// Elements `lo..hi` of this rank's (or `rank`'s) slice of an all-reduce.
     fn slice(&self, rank: usize) -> std::ops::Range<usize> {
         let n = self.comm.nranks;
-        rank * self.count / n..(rank + 1) * self.count / n
+        rank * self.call.count / n..(rank + 1) * self.call.count / n
     }
 
     fn bytes(&self) -> usize {
-        self.count * self.dtype.size()
+        self.call.count * self.call.dtype.size()
     }
 
     /// The ranks' shared group when this all-reduce takes the in-process path.
     fn local(&self) -> Option<&LocalGroup> {
-        match self.kind {
+        match self.call.kind {
             Kind::AllReduce | Kind::AllReduceEnd if self.comm.nranks > 1 => {
                 self.comm.local.get().map(|group| &**group)
             }
@@ -377,22 +556,41 @@ impl CollOp {
         }
     }
 
-    fn desc(&self, seq: u64) -> (u64, u64) {
-        let tag = (seq & 0xffff) << 48;
-        let op = match self.kind {
-            Kind::AllReduce | Kind::Reduce | Kind::ReduceScatter => u64::from(self.op.code()),
+    /// The descriptor the ranks compare: kind, reduction, type, root, count and the size of the
+    /// step's group (a group of another size disagrees at its first collective already).
+    fn entry(&self) -> Entry {
+        let op = match self.call.kind {
+            Kind::AllReduce | Kind::Reduce | Kind::ReduceScatter => u64::from(self.call.op.code()),
             _ => 0,
         };
-        let root = match self.kind {
-            Kind::Broadcast | Kind::Reduce => self.other as u64,
+        let root = match self.call.kind {
+            Kind::Broadcast | Kind::Reduce => self.call.other as u64,
             _ => 0,
         };
-        let desc = tag
-            | (root << 24)
-            | (u64::from(self.dtype.code()) << 16)
-            | (op << 8)
-            | self.kind as u64;
-        (desc, tag | self.count as u64)
+        let group = match self.position {
+            Position::Collective(_) => self.group_size,
+            _ => 0,
+        };
+        Entry {
+            desc: (group << 24)
+                | (u64::from(self.call.dtype.code()) << 16)
+                | (op << 8)
+                | self.call.kind as u64,
+            root,
+            count: self.call.count as u64,
+        }
+    }
+
+    /// Turns a transport failure of this rank's work into a communicator failure.
+    fn failed(&self, error: Error, base: u64) -> Error {
+        match error {
+            Error::Comm {
+                op,
+                failure,
+                reason,
+            } => self.comm.fail(op, failure, self.comm.rank, &reason, base),
+            other => other,
+        }
     }
 
     /// Task 1: publish and register (on a pool worker; never waits for peers).
@@ -400,44 +598,90 @@ impl CollOp {
         let instance = &self.instance;
         instance.flag.0.store(0);
         *lock(&instance.error) = None;
-        let name = self.kind.name();
-        if let Some(error) = self.comm.aborted(name) {
+        let numbers = match self.call.kind {
+            Kind::AllReduceEnd => {
+                // The first phase's numbers: its stream order put its post before this one.
+                let first = self.first.as_ref();
+                let load = |word: fn(&Instance) -> &AtomicU64| {
+                    first.map_or(0, |f| word(f).load(Ordering::Acquire))
+                };
+                Numbers {
+                    base: load(|f| &f.base),
+                    seq: load(|f| &f.seq),
+                    first: load(|f| &f.first),
+                    last: load(|f| &f.last),
+                }
+            }
+            _ => self.step.numbers(&self.comm.counters, self.position),
+        };
+        instance.seq.store(numbers.seq, Ordering::Release);
+        instance.first.store(numbers.first, Ordering::Release);
+        instance.last.store(numbers.last, Ordering::Release);
+        instance.base.store(numbers.base, Ordering::Release);
+        if let Some(error) = self.comm.failed_before(self.call.kind.name(), numbers.base) {
             instance.resolve(Some(error));
             return;
         }
-        if let Err(error) = self.try_post() {
-            let error = match error {
-                Error::Comm {
-                    op,
-                    failure,
-                    reason,
-                } => self.comm.fail(op, failure, self.comm.rank, &reason),
-                other => other,
-            };
+        if let Some(error) = self.first_phase_failed() {
+            instance.resolve(Some(error));
+            return;
+        }
+        if let Err(error) = self.try_post(numbers) {
+            let error = self.failed(error, numbers.base);
+            if let (Error::Comm { failure, .. }, true) = (&error, numbers.first > 0) {
+                // This rank's part never comes: its peers learn it from the verdict.
+                let outcome = comm_shm::Outcome::Failed(*failure);
+                let _ = self.comm.seg.decide(numbers.first, self.comm.rank, outcome);
+            }
             instance.resolve(Some(error));
         }
     }
 
-    fn try_post(&self) -> Result<()> {
+    /// For an all-reduce's gather: the error when its first phase failed (on every rank, by
+    /// its verdict), so that no rank publishes or reads the slices of a collective that failed.
+    fn first_phase_failed(&self) -> Option<Error> {
+        if self.call.kind != Kind::AllReduceGather {
+            return None;
+        }
+        let first = self.first.as_ref()?.first.load(Ordering::Acquire);
+        let comm_shm::Verdict::Decided {
+            outcome: comm_shm::Outcome::Failed(failure),
+            rank,
+        } = self.comm.seg.verdict(first)
+        else {
+            return None;
+        };
+        Some(Error::Comm {
+            op: self.call.kind.name(),
+            failure,
+            reason: format!(
+                "rank {} of {}: the all-reduce's first phase failed on every rank: {failure} \
+                 (seen by rank {rank})",
+                self.comm.rank, self.comm.nranks
+            ),
+        })
+    }
+
+    fn try_post(&self, numbers: Numbers) -> Result<()> {
         let comm = &self.comm;
         let seg = &comm.seg;
         let me = comm.rank;
-        let name = self.kind.name();
+        let name = self.call.kind.name();
         let bytes = self.bytes();
-        match self.kind {
+        let seq = numbers.seq;
+        match self.call.kind {
             Kind::Send => {
-                let peer = self.other;
-                let seq = comm.sent_seq[peer].fetch_add(1, Ordering::AcqRel) + 1;
+                let peer = self.call.other;
                 let path = seg.p2p_path(me, peer, seq);
                 let mut header = [0u8; 16];
-                header[..8].copy_from_slice(&u64::from(self.dtype.code()).to_le_bytes());
-                header[8..].copy_from_slice(&(self.count as u64).to_le_bytes());
+                header[..8].copy_from_slice(&u64::from(self.call.dtype.code()).to_le_bytes());
+                header[8..].copy_from_slice(&(self.call.count as u64).to_le_bytes());
                 {
-                    let send = self.send.as_ref().map(|b| b.data.lock());
+                    let send = self.call.send.as_ref().map(|b| b.data.lock());
                     let data = send.as_ref().map_or(&[][..], |d| &d[..bytes]);
                     comm.pool.publish(name, &path, &[&header, data])?;
                 }
-                seg.sent(me, peer).store(seq, Ordering::Release);
+                comm.mark(Counter::Sent(peer), seq);
                 comm_engine::cleanup(Cleanup {
                     seg: seg.clone(),
                     pool: comm.pool.clone(),
@@ -450,54 +694,45 @@ impl CollOp {
                 self.instance.resolve(None);
             }
             Kind::Recv => {
-                let peer = self.other;
-                let seq = comm.recv_seq[peer].fetch_add(1, Ordering::AcqRel) + 1;
-                self.instance.seq.store(seq, Ordering::Release);
                 comm_engine::register(Pending::new(
                     comm.clone(),
                     name,
-                    seq,
-                    Want::Recv { src: peer },
+                    numbers,
+                    Want::Recv {
+                        src: self.call.other,
+                    },
                     self.instance.clone(),
                 ));
             }
             Kind::AllReduceEnd => {
-                // The first phase's number: its stream order put its post before this one.
-                let seq = self
-                    .first
-                    .as_ref()
-                    .map_or(0, |first| first.seq.load(Ordering::Acquire));
-                self.instance.seq.store(seq, Ordering::Release);
                 comm_engine::register(Pending::new(
                     comm.clone(),
                     name,
-                    seq,
+                    numbers,
                     Want::Done,
                     self.instance.clone(),
                 ));
             }
             _ => {
-                let seq = comm.coll_seq.fetch_add(1, Ordering::AcqRel) + 1;
-                self.instance.seq.store(seq, Ordering::Release);
                 let n = comm.nranks;
-                let size = self.dtype.size();
+                let size = self.call.dtype.size();
                 let slice = self.slice(me);
-                let range = match self.kind {
-                    Kind::Broadcast if me != self.other => None,
+                let range = match self.call.kind {
+                    Kind::Broadcast if me != self.call.other => None,
                     Kind::AllReduceGather => Some(slice.start * size..slice.end * size),
                     Kind::AllGather if self.in_place() => Some(me * bytes..(me + 1) * bytes),
                     Kind::ReduceScatter | Kind::AllToAll => Some(0..bytes * n),
                     _ => Some(0..bytes),
                 };
-                let range = match (self.local(), &self.send, &self.recv) {
+                let range = match (self.local(), &self.call.send, &self.call.recv) {
                     (Some(local), Some(send), Some(recv)) => {
                         // Peers read and write the buffers themselves: no payload file.
                         lock(&local.slots[me]).push(Published {
                             seq,
                             send: send.clone(),
                             recv: recv.clone(),
-                            count: self.count,
-                            dtype: self.dtype,
+                            count: self.call.count,
+                            dtype: self.call.dtype,
                         });
                         None
                     }
@@ -506,12 +741,12 @@ impl CollOp {
                 if let Some(range) = range.filter(|r| !r.is_empty()) {
                     let path = seg.coll_path(seq, me);
                     {
-                        let source = if (self.kind == Kind::AllGather && self.in_place())
-                            || self.kind == Kind::AllReduceGather
+                        let source = if (self.call.kind == Kind::AllGather && self.in_place())
+                            || self.call.kind == Kind::AllReduceGather
                         {
-                            self.recv.as_ref()
+                            self.call.recv.as_ref()
                         } else {
-                            self.send.as_ref()
+                            self.call.send.as_ref()
                         };
                         let data = source.map(|b| b.data.lock());
                         let slice = data.as_ref().map_or(&[][..], |d| &d[range]);
@@ -527,15 +762,14 @@ impl CollOp {
                         expires: Instant::now() + 2 * comm.timeout(),
                     });
                 }
-                let (desc, count) = self.desc(seq);
-                seg.count(me).store(count, Ordering::Release);
-                seg.desc(me).store(desc, Ordering::Release);
-                seg.posted(me).store(seq, Ordering::Release);
+                let entry = self.entry();
+                seg.write_entry(me, seq, entry);
+                comm.mark(Counter::Posted, seq);
                 comm_engine::register(Pending::new(
                     comm.clone(),
                     name,
-                    seq,
-                    Want::Coll { desc, count },
+                    numbers,
+                    Want::Coll { entry },
                     self.instance.clone(),
                 ));
             }
@@ -544,52 +778,61 @@ impl CollOp {
     }
 
     fn in_place(&self) -> bool {
-        match (&self.send, &self.recv) {
+        match (&self.call.send, &self.call.recv) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
 
     /// Task 3: read the peers' parts into the receive buffer (on a pool worker, after the
-    /// engine released the stream: everything it reads is there).
+    /// engine released the stream: everything it reads is there), then mark this rank's part
+    /// done, also after a failure (its readers need not wait for it).
     fn finish(&self) {
         let error = lock(&self.instance.error).take();
+        let seq = self.instance.seq.load(Ordering::Acquire);
+        let base = self.instance.base.load(Ordering::Acquire);
         let outcome = match error {
             Some(error) => Err(error),
-            None => self.try_finish().map_err(|error| match error {
-                Error::Comm {
-                    op,
-                    failure,
-                    reason,
-                } => self.comm.fail(op, failure, self.comm.rank, &reason),
-                other => other,
-            }),
+            None => self
+                .try_finish(seq)
+                .map_err(|error| self.failed(error, base)),
         };
+        let comm = &self.comm;
+        match self.call.kind {
+            Kind::Send => {}
+            Kind::Recv => comm.mark(Counter::Received(self.call.other), seq),
+            Kind::AllReduceEnd => {
+                // Every rank is done with every buffer of all-reduce `seq` (or failed it).
+                if let Some(local) = self.local() {
+                    local.retire(comm.rank, seq);
+                }
+            }
+            _ => comm.mark(Counter::Done, seq),
+        }
         if let Err(error) = outcome {
             fail_running_task(error);
         }
     }
 
-    fn try_finish(&self) -> Result<()> {
+    fn try_finish(&self, seq: u64) -> Result<()> {
         let comm = &self.comm;
         let seg = &comm.seg;
         let me = comm.rank;
         let n = comm.nranks;
-        let name = self.kind.name();
+        let name = self.call.kind.name();
         let bytes = self.bytes();
-        let seq = self.instance.seq.load(Ordering::Acquire);
-        if self.kind == Kind::Recv {
-            let peer = self.other;
+        let base = self.instance.base.load(Ordering::Acquire);
+        if self.call.kind == Kind::Recv {
+            let peer = self.call.other;
             let path = seg.p2p_path(peer, me, seq);
             let payload = Payload::open(name, &path)?;
             let mut header = [0u8; 16];
             payload.read_at(name, 0, &mut header)?;
             let code = u64::from_le_bytes(header[..8].try_into().unwrap_or_default());
             let count = u64::from_le_bytes(header[8..].try_into().unwrap_or_default());
-            if code != u64::from(self.dtype.code()) || count != self.count as u64 {
+            if code != u64::from(self.call.dtype.code()) || count != self.call.count as u64 {
                 let theirs = DataType::from_code(code as u8)
                     .map_or_else(|| "?".to_string(), |t| t.to_string());
-                seg.received(me, peer).store(seq, Ordering::Release);
                 return Err(comm.fail(
                     name,
                     CommFailure::Mismatch,
@@ -597,41 +840,34 @@ impl CollOp {
                     &format!(
                         "message #{seq} from rank {peer} is {count} × {theirs}, this recv \
                          expects {} × {}",
-                        self.count, self.dtype
+                        self.call.count, self.call.dtype
                     ),
+                    base,
                 ));
             }
-            if let Some(buf) = &self.recv {
+            if let Some(buf) = &self.call.recv {
                 let mut data = buf.data.lock();
                 payload.read_at(name, 16, &mut data[..bytes])?;
             }
-            // The sender recycles the file once `received` says so.
-            seg.received(me, peer).store(seq, Ordering::Release);
             return Ok(());
         }
-        if self.kind == Kind::AllReduceEnd {
-            // Every rank is done with every buffer of all-reduce `seq`.
-            if let Some(local) = self.local() {
-                local.retire(me, seq);
-            }
+        if self.call.kind == Kind::AllReduceEnd {
             return Ok(());
         }
-        let result = match self.local() {
+        match self.local() {
             Some(local) if bytes > 0 => self.local_all_reduce(local, seq),
             _ => self.gather(seq, me, n, bytes),
-        };
-        seg.done(me).store(seq, Ordering::Release);
-        result
+        }
     }
 
     /// All-reduce on the in-process path (see [`LocalGroup`]): reduces this rank's slice
-    /// straight from every rank's send buffer and writes it into every rank's receive buffer,
-    /// chunk by chunk.
+    /// straight from every rank's send buffer (in rank order) and writes it into every rank's
+    /// receive buffer, chunk by chunk.
     fn local_all_reduce(&self, local: &LocalGroup, seq: u64) -> Result<()> {
         const CHUNK_BYTES: usize = 64 << 10;
-        let name = self.kind.name();
+        let name = self.call.kind.name();
         let (me, n) = (self.comm.rank, self.comm.nranks);
-        let size = self.dtype.size();
+        let size = self.call.dtype.size();
         let slice = self.slice(me);
         // Every rank posted `seq` before the engine released this stream.
         let ranks = (0..n)
@@ -649,8 +885,8 @@ impl CollOp {
         // checked again here, since the shared access below relies on it).
         let needed = self.bytes();
         if let Some((rank, theirs)) = ranks.iter().enumerate().find(|(_, p)| {
-            p.count != self.count
-                || p.dtype != self.dtype
+            p.count != self.call.count
+                || p.dtype != self.call.dtype
                 || p.send.len < needed
                 || p.recv.len < needed
         }) {
@@ -658,7 +894,7 @@ impl CollOp {
                 name,
                 format!(
                     "rank {rank} published {} × {} for collective #{seq}, this rank {} × {}",
-                    theirs.count, theirs.dtype, self.count, self.dtype
+                    theirs.count, theirs.dtype, self.call.count, self.call.dtype
                 ),
             ));
         }
@@ -677,19 +913,20 @@ impl CollOp {
                 .map(|index| &shared[index].1)
                 .map_err(|_| comm_shm::transport(name, "a published buffer was not locked"))
         };
-        let sources: Vec<&Shared<'_>> = (0..n)
-            .map(|i| access(&ranks[(me + i) % n].send))
+        let sources: Vec<&Shared<'_>> = ranks
+            .iter()
+            .map(|p| access(&p.send))
             .collect::<Result<_>>()?;
         let targets: Vec<&Shared<'_>> = (0..n)
             .map(|i| access(&ranks[(me + i) % n].recv))
             .collect::<Result<_>>()?;
         let base = slice.start * size;
-        // Each rank reads the sources, and writes the result, starting at itself. The slice's
-        // owner alone reduces it, so every rank gets the same bits; the order (fixed per slice)
-        // is the rotation, not rank order.
+        // The slice's owner alone reduces it, combining the ranks in rank order (the
+        // payload-file path's order): every rank gets the same bits on either path. Each rank
+        // writes the result starting at itself.
         reduce_chunks(
-            self.dtype,
-            self.op,
+            self.call.dtype,
+            self.call.op,
             n,
             slice.len(),
             (CHUNK_BYTES / size).max(1),
@@ -712,18 +949,18 @@ impl CollOp {
     }
 
     fn gather(&self, seq: u64, me: usize, n: usize, bytes: usize) -> Result<()> {
-        let name = self.kind.name();
+        let name = self.call.kind.name();
         let seg = &self.comm.seg;
         let open = |rank: usize| Payload::open(name, &seg.coll_path(seq, rank));
-        let Some(recv) = &self.recv else {
+        let Some(recv) = &self.call.recv else {
             return Ok(());
         };
         if bytes == 0 {
             return Ok(());
         }
-        let size = self.dtype.size();
-        match self.kind {
-            Kind::Reduce if me != self.other => Ok(()),
+        let size = self.call.dtype.size();
+        match self.call.kind {
+            Kind::Reduce if me != self.call.other => Ok(()),
             Kind::AllReduce => {
                 // Phase 1: reduce this rank's slice of every rank's data.
                 let slice = self.slice(me);
@@ -734,8 +971,8 @@ impl CollOp {
                 let mut data = recv.data.lock();
                 let base = slice.start * size;
                 reduce(
-                    self.dtype,
-                    self.op,
+                    self.call.dtype,
+                    self.call.op,
                     n,
                     &mut data[base..slice.end * size],
                     |rank, start, out| files[rank].read_at(name, base + start * size, out),
@@ -758,22 +995,22 @@ impl CollOp {
             }
             Kind::Reduce | Kind::ReduceScatter => {
                 let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
-                let base = if self.kind == Kind::ReduceScatter {
+                let base = if self.call.kind == Kind::ReduceScatter {
                     me * bytes
                 } else {
                     0
                 };
                 let mut data = recv.data.lock();
                 reduce(
-                    self.dtype,
-                    self.op,
+                    self.call.dtype,
+                    self.call.op,
                     n,
                     &mut data[..bytes],
                     |rank, start, out| files[rank].read_at(name, base + start * size, out),
                 )
             }
             Kind::Broadcast => {
-                let file = open(self.other)?;
+                let file = open(self.call.other)?;
                 let mut data = recv.data.lock();
                 file.read_at(name, 0, &mut data[..bytes])
             }
@@ -808,7 +1045,8 @@ impl CollOp {
 /// Made by [`CommBackend::init_comm`] (the facade's `Communicator::init`), which returns once
 /// every rank has joined. Cheap to clone; the rank leaves the communicator when the last
 /// handle and the last queued collective using it are gone (its peers' pending and later
-/// collectives then fail with [`CommFailure::PeerLeft`]).
+/// collectives then fail with [`CommFailure::PeerLeft`]). The calls of a group still open then
+/// are dropped, never queued.
 ///
 /// ```
 /// use devstream_core::{CommBackend, DataType, DeviceBackend, DeviceCommunicator, DeviceStream,
@@ -889,9 +1127,13 @@ impl CpuComm {
             rank,
             nranks,
             timeout_nanos: AtomicU64::new(timeout.as_nanos().min(u128::from(u64::MAX)) as u64),
-            coll_seq: AtomicU64::new(0),
-            sent_seq: (0..nranks).map(|_| AtomicU64::new(0)).collect(),
-            recv_seq: (0..nranks).map(|_| AtomicU64::new(0)).collect(),
+            counters: Counters::new(nranks),
+            marks: Mutex::new(Marks {
+                posted: Prefix::default(),
+                done: Prefix::default(),
+                sent: (0..nranks).map(|_| Prefix::default()).collect(),
+                received: (0..nranks).map(|_| Prefix::default()).collect(),
+            }),
             group: Mutex::new(Group::default()),
             local: std::sync::OnceLock::new(),
         });
@@ -916,7 +1158,7 @@ impl CpuComm {
                     let pid = seg.pid(r).load(Ordering::Relaxed) as u32;
                     let start = seg.start_time(r).load(Ordering::Relaxed);
                     if !process_alive(pid, start) {
-                        return Some(Err(inner.fail(op, CommFailure::PeerDied, r, "")));
+                        return Some(Err(inner.fail(op, CommFailure::PeerDied, r, "", 0)));
                     }
                 }
             }
@@ -946,6 +1188,7 @@ impl CpuComm {
                     CommFailure::Timeout,
                     missing.first().copied().unwrap_or(0),
                     &format!("ranks {missing:?} did not join within {timeout:?}"),
+                    0,
                 )
             }
         };
@@ -997,11 +1240,6 @@ impl CpuComm {
         let name = kind.name();
         let n = self.0.nranks;
         let me = self.0.rank;
-        if count > MAX_COUNT {
-            return Err(Error::InvalidArgument(format!(
-                "{name}: count {count} is above {MAX_COUNT}"
-            )));
-        }
         let bytes = dtype.bytes(name, count)?;
         let all = bytes
             .checked_mul(n)
@@ -1027,53 +1265,57 @@ impl CpuComm {
         if let Some(recv) = recv {
             check_len(name, "receive", recv, recv_need)?;
         }
-        let instance = || {
-            Arc::new(Instance {
-                flag: CpuFlag::new(),
-                seq: AtomicU64::new(0),
-                error: Mutex::new(None),
-            })
-        };
-        let make_with = |kind: Kind,
-                         instance: Arc<Instance>,
-                         next: Option<Arc<CollOp>>,
-                         first: Option<Arc<Instance>>| {
-            Arc::new(CollOp {
-                comm: self.0.clone(),
-                kind,
-                op,
-                dtype,
-                count,
-                other,
-                send: send.map(|b| b.0.clone()),
-                recv: recv.map(|b| b.0.clone()),
-                instance,
-                next,
-                first,
-            })
-        };
-        let make = |kind: Kind, next: Option<Arc<CollOp>>| make_with(kind, instance(), next, None);
-        // An all-reduce is a reduce-scatter into the receive buffer (each rank reduces its
-        // slice of everyone's data) followed by an all-gather of the slices: each rank reads
-        // about 2 × count elements instead of nranks × count.
-        // Ranks that are all threads of this process skip the gather: each writes its reduced
-        // slice into every rank's buffer itself, and the second phase is an end barrier.
-        let collective = match kind {
-            Kind::AllReduce if n > 1 && self.0.local.get().is_some() => {
-                let first = instance();
-                let end = make_with(Kind::AllReduceEnd, instance(), None, Some(first.clone()));
-                make_with(kind, first, Some(end), None)
-            }
-            Kind::AllReduce if n > 1 => make(kind, Some(make(Kind::AllReduceGather, None))),
-            _ => make(kind, None),
+        let call = Call {
+            kind,
+            op,
+            dtype,
+            count,
+            other,
+            send: send.map(|b| b.0.clone()),
+            recv: recv.map(|b| b.0.clone()),
         };
         let mut group = lock(&self.0.group);
         if group.depth > 0 {
-            group.ops.push((stream.clone(), collective));
+            let region = |b: &CpuBuffer| Region {
+                space: b.0.id,
+                offset: 0,
+            };
+            let Some(any) = send.or(recv) else {
+                return Err(Error::InvalidArgument(format!("{name}: no buffer")));
+            };
+            let (s, r) = (region(send.unwrap_or(any)), region(recv.unwrap_or(any)));
+            let call_kind = match kind {
+                Kind::Broadcast => CallKind::Broadcast { root: other },
+                Kind::Reduce => CallKind::Reduce { root: other },
+                Kind::AllGather => CallKind::AllGather,
+                Kind::ReduceScatter => CallKind::ReduceScatter,
+                Kind::AllToAll => CallKind::AllToAll,
+                Kind::Send => CallKind::Send,
+                Kind::Recv => CallKind::Recv,
+                _ => CallKind::AllReduce,
+            };
+            let collectives =
+                group.collectives + u64::from(!matches!(kind, Kind::Send | Kind::Recv));
+            if collectives > MAX_GROUP_COLLECTIVES {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}: a group holds at most {MAX_GROUP_COLLECTIVES} collectives on the \
+                     cpu engine (sends and receives are not counted); the group stays open \
+                     without this call"
+                )));
+            }
+            group
+                .memory
+                .admit(name, &call_kind.accesses(me, n, bytes, s, r))?;
+            group.collectives = collectives;
+            group.calls.push((stream.clone(), call));
             return Ok(());
         }
         drop(group);
-        queue(&stream.0, &[collective])
+        let ops: Vec<Arc<CollOp>> = build_step(&self.0, vec![(stream.clone(), call)])
+            .into_iter()
+            .map(|(_, op)| op)
+            .collect();
+        queue(&stream.0, &ops)
     }
 }
 
@@ -1083,22 +1325,22 @@ impl CpuComm {
 fn queue(stream: &Arc<StreamInner>, ops: &[Arc<CollOp>]) -> Result<()> {
     let post = |op: &Arc<CollOp>| {
         let op = op.clone();
-        let name = op.kind.name();
+        let name = op.call.kind.name();
         let f: devstream_core::HostFn = Box::new(move || op.post());
         stream.submit(Op::Host(UserFn::new(f)), name)
     };
     let hold_and_finish = |op: &Arc<CollOp>| {
-        if op.kind == Kind::Send {
+        if op.call.kind == Kind::Send {
             return Ok(());
         }
         let flag = op.instance.flag.0.clone();
         stream.submit(
             Op::Common(CommonOp::WaitFlag { flag, value: 1 }),
-            op.kind.name(),
+            op.call.kind.name(),
         )?;
         let finish = op.clone();
         let f: devstream_core::HostFn = Box::new(move || finish.finish());
-        stream.submit(Op::Host(UserFn::new(f)), op.kind.name())
+        stream.submit(Op::Host(UserFn::new(f)), op.call.kind.name())
     };
     for op in ops {
         post(op)?;
@@ -1292,7 +1534,8 @@ impl DeviceCommunicator for CpuComm {
     }
 
     /// Opens a group (groups nest): later calls on this communicator are checked at once
-    /// and queued by the outermost `group_end`.
+    /// and queued by the outermost `group_end` (at most 64 collectives per group; sends and
+    /// receives are not counted).
     fn group_start(&self) -> Result<()> {
         lock(&self.0.group).depth += 1;
         Ok(())
@@ -1301,9 +1544,11 @@ impl DeviceCommunicator for CpuComm {
     /// Closes a group; the outermost queues its calls, per stream in call order, with every
     /// call's publishing step ahead of every call's wait, so that (as in NCCL) the calls of a
     /// group never wait for each other (a `recv` before a `send` to the same peer on both
-    /// ranks completes). `Error::InvalidArgument` without an open group.
+    /// ranks completes). The group's collectives run only if every rank's group agrees on all
+    /// of them; otherwise each fails with [`CommFailure::Mismatch`] on every rank and writes
+    /// nothing. `Error::InvalidArgument` without an open group.
     fn group_end(&self) -> Result<()> {
-        let ops = {
+        let calls = {
             let mut group = lock(&self.0.group);
             match group.depth {
                 0 => {
@@ -1313,7 +1558,9 @@ impl DeviceCommunicator for CpuComm {
                 }
                 1 => {
                     group.depth = 0;
-                    std::mem::take(&mut group.ops)
+                    group.collectives = 0;
+                    group.memory.clear();
+                    std::mem::take(&mut group.calls)
                 }
                 _ => {
                     group.depth -= 1;
@@ -1321,6 +1568,10 @@ impl DeviceCommunicator for CpuComm {
                 }
             }
         };
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let ops = build_step(&self.0, calls);
         let mut streams: Vec<CpuStream> = Vec::new();
         for (stream, _) in &ops {
             if !streams.iter().any(|s| Arc::ptr_eq(&s.0, &stream.0)) {
@@ -1378,9 +1629,14 @@ mod tests {
 
     #[test]
     fn descriptors_read_back() {
+        let entry = Entry {
+            desc: Kind::Reduce as u64 | (2 << 8) | (5 << 16) | (3 << 24),
+            root: 3,
+            count: 7,
+        };
         assert_eq!(
-            describe(Kind::Reduce as u64 | (2 << 8) | (5 << 16) | (3 << 24)),
-            "reduce(i32, prod, root 3)"
+            describe(&entry),
+            "reduce(i32, prod, root 3) of 7 elements in a group of 3 collectives"
         );
     }
 }

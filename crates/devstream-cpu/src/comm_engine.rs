@@ -4,15 +4,24 @@
 //! [`Pending`] here; the stream then waits on the collective's flag exactly like a
 //! `wait_flag`, so it holds no worker. This thread polls the control segments of all pending
 //! collectives (a few yields, then sleeps growing from 20 µs to 1 ms while nothing changes)
-//! and, when every peer has posted, or a peer died or left, or the deadline passed, or the
-//! ranks disagree, stores the outcome and sets the flag, which wakes the stream. It also
-//! removes payload files once their readers are done.
+//! and, once the collective is decided, stores the outcome and sets the flag, which wakes the
+//! stream. It also removes payload files once their readers are done.
+//!
+//! A collective (with the other collectives of its group) is decided once, for every rank, by
+//! the first rank that can (the segment's verdict ring, see `comm_shm`): *agreed* when every
+//! rank has posted every collective of the group with equal descriptors; *failed* when two
+//! posted descriptors differ (`Mismatch`), when a rank that has not posted them left or died,
+//! when the communicator failed at an earlier step, or at the deadline. The other ranks adopt
+//! that verdict, so a collective one rank failed is never carried out by another (in
+//! particular, no receive buffer of a group that disagrees is written on any rank).
 
-use crate::comm::{CommInner, Instance};
-use crate::comm_shm::{Pool, Segment};
+use crate::comm::{describe, CommInner, Instance};
+use crate::comm_shm::{Entry, EntryRead, Outcome, Pool, Segment, Verdict, LEFT};
+use crate::comm_step::Numbers;
 use crate::lock;
 use devstream_core::{CommFailure, Error, Result};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -21,11 +30,15 @@ const LIVENESS_EVERY: Duration = Duration::from_millis(20);
 
 /// What a pending collective waits for.
 pub(crate) enum Want {
-    /// Every rank posted collective `seq` with this (tagged) descriptor and count.
-    Coll { desc: u64, count: u64 },
-    /// `src` sent its `seq`-th message to this rank.
+    /// Every rank posted the collectives `numbers.first..=numbers.last` (its group) with
+    /// descriptors equal to this rank's; `entry` is this rank's descriptor of its own
+    /// collective (`numbers.seq`).
+    Coll { entry: Entry },
+    /// `src` sent its `seq`-th message to this rank (and, in a group with collectives, the
+    /// group's verdict is in).
     Recv { src: usize },
-    /// Every rank finished collective `seq` (an in-process all-reduce's end barrier).
+    /// Every rank finished collective `seq` (an in-process all-reduce's end barrier; `first`
+    /// and `last` are its first phase's group).
     Done,
 }
 
@@ -33,7 +46,7 @@ pub(crate) enum Want {
 pub(crate) struct Pending {
     pub(crate) comm: Arc<CommInner>,
     pub(crate) op: &'static str,
-    pub(crate) seq: u64,
+    pub(crate) numbers: Numbers,
     pub(crate) want: Want,
     pub(crate) instance: Arc<Instance>,
     pub(crate) since: Instant,
@@ -44,7 +57,7 @@ impl Pending {
     pub(crate) fn new(
         comm: Arc<CommInner>,
         op: &'static str,
-        seq: u64,
+        numbers: Numbers,
         want: Want,
         instance: Arc<Instance>,
     ) -> Pending {
@@ -52,7 +65,7 @@ impl Pending {
         Pending {
             comm,
             op,
-            seq,
+            numbers,
             want,
             instance,
             since: now,
@@ -62,99 +75,263 @@ impl Pending {
 
     /// `Some(outcome)` once decided.
     fn check(&mut self) -> Option<Result<()>> {
-        let comm = &self.comm;
-        let seg = &comm.seg;
-        if let Some(error) = comm.aborted(self.op) {
-            return Some(Err(error));
-        }
         let liveness = Instant::now() >= self.next_liveness;
         if liveness {
             self.next_liveness = Instant::now() + LIVENESS_EVERY;
         }
-        let mut missing = None;
         match self.want {
-            Want::Coll { desc, count } => {
-                for rank in 0..comm.nranks {
-                    let posted = seg.posted(rank).load(std::sync::atomic::Ordering::Acquire);
-                    if posted < self.seq {
-                        missing.get_or_insert(rank);
-                        if liveness && rank != comm.rank {
-                            if let Some(failure) = seg.peer_gone(rank) {
-                                return Some(Err(comm.fail(self.op, failure, rank, "")));
+            Want::Coll { entry } => self.check_collective(entry, liveness),
+            Want::Recv { src } => self.check_message(src, liveness),
+            Want::Done => self.check_done(),
+        }
+    }
+
+    fn deadline_passed(&self) -> bool {
+        self.since.elapsed() >= self.comm.timeout()
+    }
+
+    fn waited(&self, rank: usize) -> String {
+        format!(
+            "waited {:?} for rank {rank} (DEVSTREAM_COMM_TIMEOUT_SECS, Communicator::set_timeout)",
+            self.comm.timeout()
+        )
+    }
+
+    /// Why `rank` (which has not taken part) never will: it left, or (checked every
+    /// [`LIVENESS_EVERY`]) its process is gone.
+    fn gone(&self, rank: usize, liveness: bool) -> Option<CommFailure> {
+        let seg = &self.comm.seg;
+        if seg.state(rank).load(Ordering::Acquire) == LEFT {
+            return Some(CommFailure::PeerLeft);
+        }
+        if liveness {
+            return seg.peer_gone(rank);
+        }
+        None
+    }
+
+    fn check_collective(&self, mine: Entry, liveness: bool) -> Option<Result<()>> {
+        let comm = &self.comm;
+        let seg = &comm.seg;
+        let me = comm.rank;
+        let Numbers {
+            seq, first, last, ..
+        } = self.numbers;
+        match seg.verdict(first) {
+            Verdict::Decided { outcome, rank } => return Some(self.adopt(outcome, rank)),
+            Verdict::Reused => return Some(Err(self.reused("verdict", me, first))),
+            Verdict::Open => {}
+        }
+        let mut missing = None;
+        for rank in 0..comm.nranks {
+            let posted = seg.posted(rank).load(Ordering::SeqCst);
+            if rank != me {
+                for t in first..=last.min(posted) {
+                    let ours = if t == seq {
+                        mine
+                    } else if seg.posted(me).load(Ordering::SeqCst) >= t {
+                        match seg.entry(me, t) {
+                            EntryRead::Ready(entry) => entry,
+                            EntryRead::Reused => {
+                                let detail = self.reused_detail("descriptor", me, t);
+                                return Some(self.decide(CommFailure::Transport, me, &detail));
                             }
                         }
-                    } else if posted == self.seq && rank != comm.rank {
-                        // Both words carry the sequence number's low bits: a word of a later
-                        // collective (the peer has moved on, so it checked this one) is skipped.
-                        let theirs = seg.desc(rank).load(std::sync::atomic::Ordering::Acquire);
-                        let their_count =
-                            seg.count(rank).load(std::sync::atomic::Ordering::Acquire);
-                        if theirs >> 48 == desc >> 48
-                            && their_count >> 48 == count >> 48
-                            && (theirs != desc || their_count != count)
-                        {
-                            let detail = format!(
-                                "collective #{} here is {} of {} elements, rank {rank}'s is {} \
-                                 of {} elements",
-                                self.seq,
-                                crate::comm::describe(desc),
-                                count & ((1 << 48) - 1),
-                                crate::comm::describe(theirs),
-                                their_count & ((1 << 48) - 1),
-                            );
-                            return Some(Err(comm.fail(
-                                self.op,
-                                CommFailure::Mismatch,
-                                rank,
-                                &detail,
-                            )));
+                    } else {
+                        continue; // compared once this rank has posted it
+                    };
+                    let theirs = match seg.entry(rank, t) {
+                        EntryRead::Ready(entry) => entry,
+                        EntryRead::Reused => {
+                            let detail = self.reused_detail("descriptor", rank, t);
+                            return Some(self.decide(CommFailure::Transport, rank, &detail));
                         }
+                    };
+                    if theirs != ours {
+                        let detail = format!(
+                            "collective #{t} here is {}, rank {rank}'s is {}",
+                            describe(&ours),
+                            describe(&theirs)
+                        );
+                        return Some(self.decide(CommFailure::Mismatch, rank, &detail));
                     }
                 }
             }
-            Want::Done => {
-                for rank in 0..comm.nranks {
-                    if seg.done(rank).load(std::sync::atomic::Ordering::Acquire) < self.seq {
-                        missing.get_or_insert(rank);
-                        if liveness && rank != comm.rank {
-                            if let Some(failure) = seg.peer_gone(rank) {
-                                return Some(Err(comm.fail(self.op, failure, rank, "")));
-                            }
-                        }
-                    }
-                }
-            }
-            Want::Recv { src } => {
-                let sent = seg
-                    .sent(src, comm.rank)
-                    .load(std::sync::atomic::Ordering::Acquire);
-                if sent < self.seq {
-                    missing = Some(src);
-                    if liveness && src != comm.rank {
-                        if let Some(failure) = seg.peer_gone(src) {
-                            return Some(Err(comm.fail(self.op, failure, src, "")));
-                        }
-                    }
-                }
+            if posted < last {
+                missing.get_or_insert(rank);
             }
         }
         let Some(missing) = missing else {
-            return Some(Ok(()));
+            return Some(self.settle(Outcome::Agreed, me, ""));
         };
-        if self.since.elapsed() >= comm.timeout() {
-            let detail = format!(
-                "waited {:?} for rank {missing} (DEVSTREAM_COMM_TIMEOUT_SECS, \
-                 Communicator::set_timeout)",
-                comm.timeout()
-            );
+        let gone = (0..comm.nranks)
+            .filter(|&r| r != me && seg.posted(r).load(Ordering::SeqCst) < last)
+            .find_map(|r| self.gone(r, liveness).map(|failure| (r, failure)));
+        match (self.failed_earlier(), gone) {
+            (Some(_), None) | (Some(false), Some(_)) => {
+                let detail = "the communicator failed at an earlier step";
+                return Some(self.decide(CommFailure::Aborted, missing, detail));
+            }
+            (_, Some((rank, failure))) => return Some(self.decide(failure, rank, "")),
+            (None, None) => {}
+        }
+        if self.deadline_passed() {
+            return Some(self.decide(CommFailure::Timeout, missing, &self.waited(missing)));
+        }
+        None
+    }
+
+    fn check_message(&self, src: usize, liveness: bool) -> Option<Result<()>> {
+        let comm = &self.comm;
+        let base = self.numbers.base;
+        let sent = comm.seg.sent(src, comm.rank).load(Ordering::SeqCst);
+        let arrived = sent >= self.numbers.seq;
+        if arrived {
+            // Arrived. In a group with collectives, it is read only if they agree (the group
+            // fails as a whole, writing nothing).
+            let first = self.numbers.first;
+            if first == 0 {
+                return Some(Ok(()));
+            }
+            match comm.seg.verdict(first) {
+                Verdict::Decided { outcome, rank } => return Some(self.adopt(outcome, rank)),
+                Verdict::Reused => return Some(Err(self.reused("verdict", comm.rank, first))),
+                Verdict::Open => {}
+            }
+        }
+        let gone = (!arrived && src != comm.rank)
+            .then(|| self.gone(src, liveness))
+            .flatten();
+        match (self.failed_earlier(), gone) {
+            (Some(_), None) | (Some(false), Some(_)) => {
+                return comm.failed_before(self.op, base).map(Err);
+            }
+            (_, Some(failure)) => return Some(Err(comm.fail(self.op, failure, src, "", base))),
+            (None, None) => {}
+        }
+        if self.deadline_passed() {
+            let detail = self.waited(src);
             return Some(Err(comm.fail(
                 self.op,
                 CommFailure::Timeout,
-                missing,
+                src,
                 &detail,
+                base,
             )));
         }
         None
+    }
+
+    fn check_done(&self) -> Option<Result<()>> {
+        let comm = &self.comm;
+        let seg = &comm.seg;
+        let seq = self.numbers.seq;
+        if let Verdict::Decided {
+            outcome: Outcome::Failed(_),
+            ..
+        } = seg.verdict(self.numbers.first)
+        {
+            // The first phase failed on every rank: no rank touched another's buffers.
+            return Some(Ok(()));
+        }
+        // A rank that left has finished all its work (its queued collectives keep it).
+        let late = (0..comm.nranks).find(|&r| {
+            seg.done(r).load(Ordering::SeqCst) < seq && seg.state(r).load(Ordering::Acquire) != LEFT
+        });
+        let Some(late) = late else {
+            return Some(Ok(()));
+        };
+        if self.deadline_passed() {
+            let detail = self.waited(late);
+            let base = self.numbers.base;
+            return Some(Err(comm.fail(
+                self.op,
+                CommFailure::Timeout,
+                late,
+                &detail,
+                base,
+            )));
+        }
+        None
+    }
+
+    /// Whether the communicator failed at a step before this one: `Some(true)` when because a
+    /// rank left or died (a rank this one waits for and that is gone is then the reason to
+    /// report), `Some(false)` for another reason (reported as `Aborted`).
+    fn failed_earlier(&self) -> Option<bool> {
+        let comm = &self.comm;
+        comm.failed_before(self.op, self.numbers.base)?;
+        let failure = crate::comm_shm::failure_of(comm.seg.abort_word() >> 32);
+        Some(matches!(
+            failure,
+            CommFailure::PeerLeft | CommFailure::PeerDied
+        ))
+    }
+
+    /// Proposes a failure as the verdict of this collective's group (involving `peer`).
+    fn decide(&self, failure: CommFailure, peer: usize, detail: &str) -> Result<()> {
+        self.settle(Outcome::Failed(failure), peer, detail)
+    }
+
+    /// Proposes `outcome` as the verdict; the verdict that holds (perhaps another rank's).
+    fn settle(&self, outcome: Outcome, peer: usize, detail: &str) -> Result<()> {
+        let comm = &self.comm;
+        let first = self.numbers.first;
+        match comm.seg.decide(first, comm.rank, outcome) {
+            Verdict::Decided {
+                outcome: Outcome::Failed(failure),
+                rank,
+            } if rank == comm.rank && outcome == Outcome::Failed(failure) => {
+                Err(comm.fail(self.op, failure, peer, detail, self.numbers.base))
+            }
+            Verdict::Decided { outcome, rank } => self.adopt(outcome, rank),
+            Verdict::Open | Verdict::Reused => Err(self.reused("verdict", comm.rank, first)),
+        }
+    }
+
+    /// The outcome another rank decided (or this one, earlier).
+    fn adopt(&self, outcome: Outcome, decider: usize) -> Result<()> {
+        let comm = &self.comm;
+        let Outcome::Failed(failure) = outcome else {
+            return Ok(());
+        };
+        comm.seg.abort(decider, failure, self.numbers.base);
+        let group = if self.numbers.last > self.numbers.first {
+            format!(
+                "collectives #{}..=#{} (a group)",
+                self.numbers.first, self.numbers.last
+            )
+        } else {
+            format!("collective #{}", self.numbers.first)
+        };
+        Err(Error::Comm {
+            op: self.op,
+            failure,
+            reason: format!(
+                "rank {} of {}: {group} failed on every rank: {failure} (seen by rank {decider})",
+                comm.rank, comm.nranks
+            ),
+        })
+    }
+
+    fn reused_detail(&self, what: &str, rank: usize, seq: u64) -> String {
+        format!(
+            "rank {rank}'s {what} of collective #{seq} was overwritten by a later collective \
+             before every rank compared it (a rank ran more than {} collectives ahead)",
+            crate::comm_shm::RING
+        )
+    }
+
+    /// A loud failure: an entry this collective needs holds a later collective's.
+    fn reused(&self, what: &str, rank: usize, seq: u64) -> Error {
+        let detail = self.reused_detail(what, rank, seq);
+        self.comm.fail(
+            self.op,
+            CommFailure::Transport,
+            rank,
+            &detail,
+            self.numbers.base,
+        )
     }
 }
 
@@ -202,8 +379,10 @@ impl Cleanup {
         true
     }
 
+    /// A reader that left or died reads nothing more (a rank that failed the collective marks
+    /// it done instead).
     fn gone(&self, rank: usize) -> bool {
-        self.seg.abort_word() != 0 || self.seg.peer_gone(rank).is_some()
+        self.seg.peer_gone(rank).is_some()
     }
 }
 

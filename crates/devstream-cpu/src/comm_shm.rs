@@ -4,13 +4,15 @@
 //!
 //! The control segment (`devstream-comm-<name>`, mapped with `mmap(MAP_SHARED)`: this is why
 //! the `comm` feature needs `libc`; `std` cannot map a file, and the only other use of `libc`
-//! is none: liveness is read from `/proc`) holds a header and one slot per rank:
+//! is none: liveness is read from `/proc`) holds a header, the verdicts and one slot per rank:
 //!
 //! ```text
-//! header (4096 bytes): magic, version, nranks, abort word
+//! header (4096 bytes): magic, version, nranks, abort word, where the failed step lies
+//! verdicts[RING]: seq << 24 | deciding rank << 8 | outcome (0 agreed, else a failure code)
 //! slot r: state (0 empty, 1 alive, 2 left), pid, process start time,
-//!         posted (collectives posted), done (collectives finished reading),
-//!         desc (kind | reduction << 8 | type << 16 | root << 32), count,
+//!         posted (collectives posted, a prefix), done (collectives finished reading, a prefix),
+//!         descriptors[RING]: seq, kind | reduction << 8 | type << 16 | group size << 24,
+//!                            root, count
 //!         p2p_sent[nranks] (messages sent to each peer), p2p_recvd[nranks]
 //! ```
 //!
@@ -20,6 +22,18 @@
 //! from `s` to `d` in `<segment>-p<s>-<d>-<k>`. A payload file is written completely before
 //! the counter that announces it is stored (release), and once every reader is done it is
 //! renamed into the writer's pool of spare files and reused (see `Pool`).
+//!
+//! **Descriptors and verdicts.** Rank `r` writes the descriptor of its collective `k` into its
+//! ring entry `k % RING` before it announces `k` in `posted`; every rank compares the entries of
+//! every rank for each of its collectives (all of a group's at once, see `comm_engine`), so a
+//! peer that has already posted later collectives is compared too. The first rank to decide a
+//! collective (agreed, or failed: ranks disagree, a peer left or died, the deadline) stores the
+//! outcome in the verdict ring with a compare-and-swap, and every other rank adopts it: no rank
+//! proceeds with a collective another rank failed. An entry is reused only `RING` collectives
+//! later; a rank runs at most two steps (a call outside a group, or a group of at most
+//! `MAX_STEP_SEQS` numbers) ahead of the slowest rank's comparisons, which `RING` covers with
+//! room to spare. A reused entry read where an older one was expected is a loud transport
+//! error, never a silent skip.
 
 use devstream_core::{CommFailure, Error, Result};
 use std::fs::{File, OpenOptions};
@@ -30,8 +44,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const MAGIC: u64 = 0x6473_636f_6d6d_0001; // "dscomm" + 1
-const VERSION: u64 = 1;
+const VERSION: u64 = 2;
 const HEADER: usize = 4096;
+
+/// Entries in each rank's descriptor ring and in the verdict ring.
+pub(crate) const RING: u64 = 512;
+/// Sequence numbers one step (a call outside a group, or a group) takes at most: a quarter of
+/// the ring (see the module docs).
+pub(crate) const MAX_STEP_SEQS: u64 = RING / 4;
+/// Words per descriptor entry: seq, descriptor, root, count.
+const ENTRY_WORDS: usize = 4;
+/// A descriptor entry's sequence word while it is being rewritten.
+const WRITING: u64 = u64::MAX;
 
 /// Slot states.
 pub(crate) const EMPTY: u64 = 0;
@@ -44,9 +68,47 @@ const PID: usize = 1;
 const START: usize = 2;
 const POSTED: usize = 3;
 const DONE: usize = 4;
-const DESC: usize = 5;
-const COUNT: usize = 6;
-const P2P: usize = 8;
+const ENTRIES: usize = 8;
+const P2P: usize = ENTRIES + RING as usize * ENTRY_WORDS;
+
+/// Header words.
+const ABORT: usize = 3;
+const FAILED_AT: usize = 4;
+
+/// A collective's descriptor as the ranks compare it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// `kind | reduction << 8 | type << 16 | group size << 24`.
+    pub(crate) desc: u64,
+    pub(crate) root: u64,
+    pub(crate) count: u64,
+}
+
+/// A descriptor entry as read.
+pub(crate) enum EntryRead {
+    Ready(Entry),
+    /// The entry holds a later collective (or is being rewritten for one).
+    Reused,
+}
+
+/// An outcome in the verdict ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Agreed,
+    Failed(CommFailure),
+}
+
+/// A collective's verdict as read or decided.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Verdict {
+    Open,
+    Decided {
+        outcome: Outcome,
+        rank: usize,
+    },
+    /// The verdict entry holds a later collective's.
+    Reused,
+}
 
 /// The directory that holds the segments and payload files: `DEVSTREAM_COMM_DIR` if set (every
 /// rank must see the same one), else `/dev/shm`, else the temporary directory.
@@ -91,12 +153,16 @@ unsafe impl Send for Segment {}
 unsafe impl Sync for Segment {}
 
 fn slot_words(nranks: usize) -> usize {
-    // 8 fixed words, then sent and received counters per peer; a multiple of 8 words (64 B).
+    // 8 fixed words, the descriptor ring, then sent and received counters per peer; a multiple
+    // of 8 words (64 B).
     (P2P + 2 * nranks).div_ceil(8) * 8
 }
 
+/// Bytes before the first slot: the header and the verdict ring.
+const SLOTS: usize = HEADER + RING as usize * 8;
+
 fn segment_len(nranks: usize) -> usize {
-    HEADER + nranks * slot_words(nranks) * 8
+    SLOTS + nranks * slot_words(nranks) * 8
 }
 
 impl Segment {
@@ -146,6 +212,7 @@ impl Segment {
         let segment = Segment::map_raw(&file, path, nranks, segment_len(nranks))?;
         segment.header(1).store(VERSION, Ordering::Relaxed);
         segment.header(2).store(nranks as u64, Ordering::Relaxed);
+        segment.header(FAILED_AT).store(u64::MAX, Ordering::Relaxed);
         segment.header(0).store(MAGIC, Ordering::Release);
         Ok(segment)
     }
@@ -244,20 +311,94 @@ impl Segment {
 
     fn slot(&self, rank: usize, index: usize) -> &AtomicU64 {
         debug_assert!(rank < self.nranks);
-        self.word(HEADER / 8 + rank * self.slot_words + index)
+        self.word(SLOTS / 8 + rank * self.slot_words + index)
     }
 
     /// The abort word: 0 while healthy, else `failure code << 32 | (rank + 1)`.
     pub(crate) fn abort_word(&self) -> u64 {
-        self.header(3).load(Ordering::Acquire)
+        self.header(ABORT).load(Ordering::SeqCst)
     }
 
-    /// Marks the communicator failed (the first failure wins).
-    pub(crate) fn abort(&self, rank: usize, failure: CommFailure) {
+    /// Where the earliest failed step (a call outside a group, or a group) lies, once the abort
+    /// word is set: the first collective number it takes or would take. Steps at or before it
+    /// go on (a rank behind its peers still reaches the failed step and learns its verdict),
+    /// later ones fail at once.
+    pub(crate) fn failed_at(&self) -> u64 {
+        self.header(FAILED_AT).load(Ordering::SeqCst)
+    }
+
+    /// Marks the communicator failed at the step at `base` (the first failure's word wins; the
+    /// step kept is the earliest).
+    pub(crate) fn abort(&self, rank: usize, failure: CommFailure, base: u64) {
+        self.header(FAILED_AT).fetch_min(base, Ordering::SeqCst);
         let word = (failure_code(failure) << 32) | (rank as u64 + 1);
         let _ = self
-            .header(3)
-            .compare_exchange(0, word, Ordering::AcqRel, Ordering::Acquire);
+            .header(ABORT)
+            .compare_exchange(0, word, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// Writes `rank`'s descriptor of collective `seq` (before `seq` is announced in `posted`).
+    pub(crate) fn write_entry(&self, rank: usize, seq: u64, entry: Entry) {
+        let base = ENTRIES + (seq % RING) as usize * ENTRY_WORDS;
+        // A seqlock: readers that see `seq` before and after reading the words read them whole.
+        self.slot(rank, base).store(WRITING, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        self.slot(rank, base + 1)
+            .store(entry.desc, Ordering::Relaxed);
+        self.slot(rank, base + 2)
+            .store(entry.root, Ordering::Relaxed);
+        self.slot(rank, base + 3)
+            .store(entry.count, Ordering::Relaxed);
+        self.slot(rank, base).store(seq, Ordering::Release);
+    }
+
+    /// `rank`'s descriptor of collective `seq`, which `rank` has announced (`posted >= seq`).
+    pub(crate) fn entry(&self, rank: usize, seq: u64) -> EntryRead {
+        let base = ENTRIES + (seq % RING) as usize * ENTRY_WORDS;
+        if self.slot(rank, base).load(Ordering::Acquire) != seq {
+            return EntryRead::Reused;
+        }
+        let entry = Entry {
+            desc: self.slot(rank, base + 1).load(Ordering::Relaxed),
+            root: self.slot(rank, base + 2).load(Ordering::Relaxed),
+            count: self.slot(rank, base + 3).load(Ordering::Relaxed),
+        };
+        std::sync::atomic::fence(Ordering::Acquire);
+        if self.slot(rank, base).load(Ordering::Relaxed) != seq {
+            return EntryRead::Reused;
+        }
+        EntryRead::Ready(entry)
+    }
+
+    fn verdict_word(&self, seq: u64) -> &AtomicU64 {
+        self.word(HEADER / 8 + (seq % RING) as usize)
+    }
+
+    /// The verdict of the collective (or group) whose first sequence number is `seq`.
+    pub(crate) fn verdict(&self, seq: u64) -> Verdict {
+        read_verdict(self.verdict_word(seq).load(Ordering::SeqCst), seq)
+    }
+
+    /// Decides the collective (or group) whose first sequence number is `seq`, unless a rank
+    /// did already: the verdict that holds.
+    pub(crate) fn decide(&self, seq: u64, rank: usize, outcome: Outcome) -> Verdict {
+        let code = match outcome {
+            Outcome::Agreed => 0,
+            Outcome::Failed(failure) => failure_code(failure),
+        };
+        let word = ((seq & VERDICT_SEQ_MASK) << 24) | ((rank.min(0xffff) as u64) << 8) | code;
+        let slot = self.verdict_word(seq);
+        let mut current = slot.load(Ordering::SeqCst);
+        loop {
+            match read_verdict(current, seq) {
+                Verdict::Open => {}
+                decided => return decided,
+            }
+            match slot.compare_exchange(current, word, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return read_verdict(word, seq),
+                Err(now) => current = now,
+            }
+        }
     }
 
     pub(crate) fn state(&self, rank: usize) -> &AtomicU64 {
@@ -274,12 +415,6 @@ impl Segment {
     }
     pub(crate) fn done(&self, rank: usize) -> &AtomicU64 {
         self.slot(rank, DONE)
-    }
-    pub(crate) fn desc(&self, rank: usize) -> &AtomicU64 {
-        self.slot(rank, DESC)
-    }
-    pub(crate) fn count(&self, rank: usize) -> &AtomicU64 {
-        self.slot(rank, COUNT)
     }
     /// Messages `rank` has sent to `peer`.
     pub(crate) fn sent(&self, rank: usize, peer: usize) -> &AtomicU64 {
@@ -337,6 +472,27 @@ impl Drop for Segment {
             libc::munmap(self.base.cast(), self.len);
         }
     }
+}
+
+/// Sequence numbers kept in a verdict word (2^40: far more collectives than a communicator runs).
+const VERDICT_SEQ_MASK: u64 = (1 << 40) - 1;
+
+fn read_verdict(word: u64, seq: u64) -> Verdict {
+    let theirs = word >> 24;
+    let seq = seq & VERDICT_SEQ_MASK;
+    if theirs < seq {
+        // An older collective's (or none yet): this one is undecided.
+        return Verdict::Open;
+    }
+    if theirs > seq {
+        return Verdict::Reused;
+    }
+    let rank = ((word >> 8) & 0xffff) as usize;
+    let outcome = match word & 0xff {
+        0 => Outcome::Agreed,
+        code => Outcome::Failed(failure_of(code)),
+    };
+    Verdict::Decided { outcome, rank }
 }
 
 fn suffixed(path: &Path, suffix: &str) -> PathBuf {
@@ -509,5 +665,62 @@ pub(crate) fn poll_until<T>(deadline: Instant, mut ready: impl FnMut() -> Option
             ));
         }
         round += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(tag: &str) -> (Segment, PathBuf) {
+        let path = std::env::temp_dir().join(format!(
+            "devstream-comm-shm-test-{tag}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        (Segment::open_or_create(&path, 2).unwrap(), path)
+    }
+
+    #[test]
+    fn a_reused_descriptor_entry_reads_as_reused_never_as_the_later_collective() {
+        let (seg, path) = segment("entries");
+        let first = Entry {
+            desc: 1,
+            root: 0,
+            count: 7,
+        };
+        let later = Entry { count: 9, ..first };
+        seg.write_entry(1, 5, first);
+        assert!(matches!(seg.entry(1, 5), EntryRead::Ready(e) if e == first));
+        seg.write_entry(1, 5 + RING, later);
+        assert!(matches!(seg.entry(1, 5), EntryRead::Reused));
+        assert!(matches!(seg.entry(1, 5 + RING), EntryRead::Ready(e) if e == later));
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn the_first_verdict_holds_and_a_reused_one_is_reported() {
+        let (seg, path) = segment("verdicts");
+        assert!(matches!(seg.verdict(3), Verdict::Open));
+        let mismatch = Outcome::Failed(CommFailure::Mismatch);
+        assert!(matches!(
+            seg.decide(3, 1, mismatch),
+            Verdict::Decided { outcome, rank: 1 } if outcome == mismatch
+        ));
+        // A later proposal adopts the verdict that holds.
+        assert!(matches!(
+            seg.decide(3, 0, Outcome::Agreed),
+            Verdict::Decided { outcome, rank: 1 } if outcome == mismatch
+        ));
+        seg.decide(3 + RING, 0, Outcome::Agreed);
+        assert!(matches!(seg.verdict(3), Verdict::Reused));
+        assert!(matches!(
+            seg.verdict(3 + RING),
+            Verdict::Decided {
+                outcome: Outcome::Agreed,
+                rank: 0
+            }
+        ));
+        let _ = std::fs::remove_file(path);
     }
 }

@@ -93,6 +93,8 @@ mod comm;
 mod comm_engine;
 #[cfg(feature = "comm")]
 mod comm_shm;
+#[cfg(feature = "comm")]
+mod comm_step;
 mod device;
 mod event;
 mod flag;

@@ -24,7 +24,7 @@ use crate::hostfn::PanicSlot;
 use crate::raw::{RawApi, RawEvent};
 use crate::users::StreamUsers;
 use crate::{CaptureModeGuard, GpuBuffer, GpuStream};
-use devstream_core::comm::check_rank;
+use devstream_core::comm::{check_rank, CallKind, GroupMemory, Region};
 use devstream_core::{
     CommBackend, CommFailure, DataType, DeviceBuffer, DeviceCommunicator, Error, EventFlags, Place,
     ReduceOp, Result, UniqueId,
@@ -160,12 +160,43 @@ impl Watch {
     }
 }
 
-/// An open group: its depth, the buffers its calls use (kept until the group is queued) and
-/// the streams they were made on (watched from `group_end`).
+/// An open group: its depth, the buffers its calls use (kept until the group is queued), the
+/// streams they were made on (watched from `group_end`) and the memory they touch (a call may
+/// not write what another reads or writes).
 struct Group<A: RawApi> {
     depth: usize,
     keep: Vec<Box<dyn Any + Send + Sync>>,
     streams: Vec<GpuStream<A>>,
+    memory: GroupMemory,
+}
+
+/// The group state the handles of one communicator share (not the communicator itself, which
+/// captures may keep after the last handle is gone).
+struct OpenGroup<A: RawApi> {
+    lib: &'static Nccl,
+    device: &'static Device<A>,
+    state: Mutex<Group<A>>,
+}
+
+impl<A: RawApi> Drop for OpenGroup<A> {
+    fn drop(&mut self) {
+        // The last handle is gone with a group open (an early return or a panic between
+        // `group_start` and `group_end`). The library has recorded the group's calls in the
+        // group of the thread that made them: ending it here (as `group_end` would) issues
+        // them, so that thread's later library calls are not swallowed by a group that never
+        // closes, and no recorded call outlives the communicator. On another thread the
+        // library answers that no group is open there, which is ignored.
+        let depth = std::mem::take(&mut lock(&self.state).depth);
+        if depth == 0 {
+            return;
+        }
+        let _ = self.device.bind();
+        for _ in 0..depth {
+            // SAFETY: closes a group opened by `group_start`; the buffers its calls use are
+            // kept (`state.keep`) until after this returns.
+            let _ = unsafe { (self.lib.group_end)() };
+        }
+    }
 }
 
 struct CommInner<A: RawApi> {
@@ -178,8 +209,6 @@ struct CommInner<A: RawApi> {
     timeout_nanos: AtomicU64,
     /// Streams with collectives queued (destroyed only after their work).
     users: StreamUsers<A>,
-    /// The open group (calls recorded by the library, queued by the outermost `group_end`).
-    group: Mutex<Group<A>>,
     failed: Mutex<Option<(CommFailure, String)>>,
     watch: Mutex<Watch>,
 }
@@ -464,12 +493,16 @@ fn watchdog_start() {
 /// One rank of an NCCL (CUDA) or RCCL (HIP) communicator. Cheap to clone; the communicator is
 /// destroyed once the last handle is gone and the collectives queued on it have run.
 pub struct GpuComm<A: RawApi> {
+    /// The open group (calls recorded by the library, queued by the outermost `group_end`);
+    /// dropped before `inner` when the last handle goes.
+    group: Arc<OpenGroup<A>>,
     inner: Arc<CommInner<A>>,
 }
 
 impl<A: RawApi> Clone for GpuComm<A> {
     fn clone(&self) -> Self {
         GpuComm {
+            group: self.group.clone(),
             inner: self.inner.clone(),
         }
     }
@@ -517,17 +550,22 @@ impl<A: RawApi> GpuComm<A> {
                 default_timeout().as_nanos().min(u128::from(u64::MAX)) as u64
             ),
             users: StreamUsers::new(),
-            group: Mutex::new(Group {
-                depth: 0,
-                keep: Vec::new(),
-                streams: Vec::new(),
-            }),
             failed: Mutex::new(None),
             watch: Mutex::new(Watch::default()),
         });
         let weak: Weak<dyn Watched> = Arc::downgrade(&inner) as Weak<dyn Watched>;
         lock(watched()).push(weak);
-        GpuComm { inner }
+        let group = Arc::new(OpenGroup {
+            lib,
+            device,
+            state: Mutex::new(Group {
+                depth: 0,
+                keep: Vec::new(),
+                streams: Vec::new(),
+                memory: GroupMemory::default(),
+            }),
+        });
+        GpuComm { group, inner }
     }
 
     /// A new id (`ncclGetUniqueId`) for a communicator on `place`.
@@ -752,12 +790,14 @@ impl<A: RawApi> GpuComm<A> {
     /// Queues `call` (the library call on the raw communicator and stream) after the checks:
     /// notes the buffers and the communicator as users of the stream (captures own them),
     /// then calls, then arms the watchdog (or, in a group, keeps the buffers until its end).
+    #[allow(clippy::too_many_arguments)]
     fn queue(
         &self,
         op: &'static str,
         stream: &GpuStream<A>,
         buffers: &[&GpuBuffer<A>],
         count: usize,
+        (kind, bytes): (CallKind, usize),
         call: impl FnOnce(NcclComm, crate::raw::RawStream) -> i32,
     ) -> Result<()> {
         if let Some(error) = self.inner.aborted(op) {
@@ -768,13 +808,28 @@ impl<A: RawApi> GpuComm<A> {
             // have no address to hand it).
             return Ok(());
         }
+        {
+            let mut group = lock(&self.group.state);
+            if group.depth > 0 {
+                // The device's buffers share one address space.
+                let region = |b: &GpuBuffer<A>| Region {
+                    space: 0,
+                    offset: b.device_ptr(),
+                };
+                let (send, recv) = (region(buffers[0]), region(buffers[buffers.len() - 1]));
+                let (rank, n) = (self.inner.rank, self.inner.nranks);
+                group
+                    .memory
+                    .admit(op, &kind.accesses(rank, n, bytes, send, recv))?;
+            }
+        }
         self.inner.device.bind()?;
         for buffer in buffers {
             buffer.use_on(stream)?;
         }
         self.inner.users.note(stream.inner());
         let capturing = stream.keep_in_capture(Box::new(self.inner.clone()))?;
-        let in_group = lock(&self.inner.group).depth > 0;
+        let in_group = lock(&self.group.state).depth > 0;
         // Watched outside a capture (a graph's replays are not) and outside a group (whose
         // calls are queued, and watched, by `group_end`).
         let start = if capturing || in_group {
@@ -811,7 +866,7 @@ impl<A: RawApi> GpuComm<A> {
         }
         drop(raw);
         if in_group {
-            let mut group = lock(&self.inner.group);
+            let mut group = lock(&self.group.state);
             for buffer in buffers {
                 group.keep.push(buffer.keep_alive());
             }
@@ -873,11 +928,18 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let (t, o) = (self.dtype(dtype, name)?, self.redop(op, name)?);
         let lib = self.inner.lib;
         let (s, r) = (ptr(send.device_ptr()), ptr(recv.device_ptr()));
-        self.queue(name, stream, &[send, recv], count, |comm, raw| {
-            // SAFETY: both buffers hold `count` elements on the communicator's device and are
-            // kept alive until the stream has run past the call.
-            unsafe { (lib.all_reduce)(s, r, count, t, o, comm, raw) }
-        })
+        self.queue(
+            name,
+            stream,
+            &[send, recv],
+            count,
+            (CallKind::AllReduce, bytes),
+            |comm, raw| {
+                // SAFETY: both buffers hold `count` elements on the communicator's device and are
+                // kept alive until the stream has run past the call.
+                unsafe { (lib.all_reduce)(s, r, count, t, o, comm, raw) }
+            },
+        )
     }
 
     fn broadcast(
@@ -900,10 +962,22 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let t = self.dtype(dtype, name)?;
         let lib = self.inner.lib;
         let (s, r) = (ptr(send.device_ptr()), ptr(recv.device_ptr()));
-        self.queue(name, stream, &[send, recv], count, |comm, raw| {
-            // SAFETY: as in `all_reduce` (`send` is read on the root only).
-            unsafe { (lib.broadcast)(s, r, count, t, root, comm, raw) }
-        })
+        self.queue(
+            name,
+            stream,
+            &[send, recv],
+            count,
+            (
+                CallKind::Broadcast {
+                    root: root as usize,
+                },
+                bytes,
+            ),
+            |comm, raw| {
+                // SAFETY: as in `all_reduce` (`send` is read on the root only).
+                unsafe { (lib.broadcast)(s, r, count, t, root, comm, raw) }
+            },
+        )
     }
 
     fn reduce(
@@ -927,10 +1001,22 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let (t, o) = (self.dtype(dtype, name)?, self.redop(op, name)?);
         let lib = self.inner.lib;
         let (s, r) = (ptr(send.device_ptr()), ptr(recv.device_ptr()));
-        self.queue(name, stream, &[send, recv], count, |comm, raw| {
-            // SAFETY: as in `all_reduce` (`recv` is written on the root only).
-            unsafe { (lib.reduce)(s, r, count, t, o, root, comm, raw) }
-        })
+        self.queue(
+            name,
+            stream,
+            &[send, recv],
+            count,
+            (
+                CallKind::Reduce {
+                    root: root as usize,
+                },
+                bytes,
+            ),
+            |comm, raw| {
+                // SAFETY: as in `all_reduce` (`recv` is written on the root only).
+                unsafe { (lib.reduce)(s, r, count, t, o, root, comm, raw) }
+            },
+        )
     }
 
     fn all_gather(
@@ -958,10 +1044,17 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let t = self.dtype(dtype, name)?;
         let lib = self.inner.lib;
         let (s, r) = (ptr(s), ptr(recv.device_ptr()));
-        self.queue(name, stream, &[send, recv], count, |comm, raw| {
-            // SAFETY: `recv` holds `count * nranks` elements, the send part `count`.
-            unsafe { (lib.all_gather)(s, r, count, t, comm, raw) }
-        })
+        self.queue(
+            name,
+            stream,
+            &[send, recv],
+            count,
+            (CallKind::AllGather, bytes),
+            |comm, raw| {
+                // SAFETY: `recv` holds `count * nranks` elements, the send part `count`.
+                unsafe { (lib.all_gather)(s, r, count, t, comm, raw) }
+            },
+        )
     }
 
     fn reduce_scatter(
@@ -984,7 +1077,7 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let (t, o) = (self.dtype(dtype, name)?, self.redop(op, name)?);
         let lib = self.inner.lib;
         let in_place = same(send, recv) && self.inner.rank > 0 && bytes > 0;
-        if in_place && lock(&self.inner.group).depth > 0 {
+        if in_place && lock(&self.group.state).depth > 0 {
             // The move to `recv[..count]` would be queued before the group's collective.
             return Err(Error::InvalidArgument(format!(
                 "{name}: in place inside a group is not supported on {} (rank {} > 0); use \
@@ -1002,18 +1095,25 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
             };
         let (s, r) = (ptr(send.device_ptr()), ptr(at));
         let base = recv.device_ptr();
-        self.queue(name, stream, &[send, recv], count, |comm, raw| {
-            // SAFETY: `send` holds `count * nranks` elements, `recv` (at `at`) `count`.
-            let code = unsafe { (lib.reduce_scatter)(s, r, count, t, o, comm, raw) };
-            if code == result::SUCCESS && in_place {
-                // SAFETY: both ranges lie in `recv` and do not overlap; ordered after the
-                // collective on the same stream.
-                if unsafe { A::memcpy_dtod_async(base, at, bytes, raw) }.is_err() {
-                    return result::UNHANDLED_CUDA_ERROR;
+        self.queue(
+            name,
+            stream,
+            &[send, recv],
+            count,
+            (CallKind::ReduceScatter, bytes),
+            |comm, raw| {
+                // SAFETY: `send` holds `count * nranks` elements, `recv` (at `at`) `count`.
+                let code = unsafe { (lib.reduce_scatter)(s, r, count, t, o, comm, raw) };
+                if code == result::SUCCESS && in_place {
+                    // SAFETY: both ranges lie in `recv` and do not overlap; ordered after the
+                    // collective on the same stream.
+                    if unsafe { A::memcpy_dtod_async(base, at, bytes, raw) }.is_err() {
+                        return result::UNHANDLED_CUDA_ERROR;
+                    }
                 }
-            }
-            code
-        })
+                code
+            },
+        )
     }
 
     fn all_to_all(
@@ -1043,34 +1143,43 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let t = self.dtype(dtype, name)?;
         let lib = self.inner.lib;
         let (s, r) = (send.device_ptr(), recv.device_ptr());
-        self.queue(name, stream, &[send, recv], count, |comm, raw| {
-            // NCCL's recipe: one send and one receive per peer in a group.
-            // SAFETY: group calls only record state for this thread.
-            let mut code = unsafe { (lib.group_start)() };
-            if code != result::SUCCESS {
-                return code;
-            }
-            for peer in 0..n {
-                let offset = (peer * bytes) as u64;
-                // SAFETY: block `peer` of each buffer holds `count` elements.
-                code = unsafe { (lib.send)(ptr(s + offset), count, t, peer as c_int, comm, raw) };
+        self.queue(
+            name,
+            stream,
+            &[send, recv],
+            count,
+            (CallKind::AllToAll, bytes),
+            |comm, raw| {
+                // NCCL's recipe: one send and one receive per peer in a group.
+                // SAFETY: group calls only record state for this thread.
+                let mut code = unsafe { (lib.group_start)() };
                 if code != result::SUCCESS {
-                    break;
+                    return code;
                 }
-                // SAFETY: as above.
-                code = unsafe { (lib.recv)(ptr(r + offset), count, t, peer as c_int, comm, raw) };
+                for peer in 0..n {
+                    let offset = (peer * bytes) as u64;
+                    // SAFETY: block `peer` of each buffer holds `count` elements.
+                    code =
+                        unsafe { (lib.send)(ptr(s + offset), count, t, peer as c_int, comm, raw) };
+                    if code != result::SUCCESS {
+                        break;
+                    }
+                    // SAFETY: as above.
+                    code =
+                        unsafe { (lib.recv)(ptr(r + offset), count, t, peer as c_int, comm, raw) };
+                    if code != result::SUCCESS {
+                        break;
+                    }
+                }
+                // SAFETY: closes the group opened above (also after a failed call, as NCCL requires).
+                let end = unsafe { (lib.group_end)() };
                 if code != result::SUCCESS {
-                    break;
+                    code
+                } else {
+                    end
                 }
-            }
-            // SAFETY: closes the group opened above (also after a failed call, as NCCL requires).
-            let end = unsafe { (lib.group_end)() };
-            if code != result::SUCCESS {
-                code
-            } else {
-                end
-            }
-        })
+            },
+        )
     }
 
     fn send(
@@ -1084,14 +1193,22 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let name = "send";
         self.check_places(name, stream, &[buf])?;
         let peer = self.root(name, "peer", peer)?;
-        check_len(name, "send", buf, dtype.bytes(name, count)?)?;
+        let bytes = dtype.bytes(name, count)?;
+        check_len(name, "send", buf, bytes)?;
         let t = self.dtype(dtype, name)?;
         let lib = self.inner.lib;
         let b = ptr(buf.device_ptr());
-        self.queue(name, stream, &[buf], count, |comm, raw| {
-            // SAFETY: `buf` holds `count` elements and is kept alive past the call.
-            unsafe { (lib.send)(b, count, t, peer, comm, raw) }
-        })
+        self.queue(
+            name,
+            stream,
+            &[buf],
+            count,
+            (CallKind::Send, bytes),
+            |comm, raw| {
+                // SAFETY: `buf` holds `count` elements and is kept alive past the call.
+                unsafe { (lib.send)(b, count, t, peer, comm, raw) }
+            },
+        )
     }
 
     fn recv(
@@ -1105,14 +1222,22 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         let name = "recv";
         self.check_places(name, stream, &[buf])?;
         let peer = self.root(name, "peer", peer)?;
-        check_len(name, "receive", buf, dtype.bytes(name, count)?)?;
+        let bytes = dtype.bytes(name, count)?;
+        check_len(name, "receive", buf, bytes)?;
         let t = self.dtype(dtype, name)?;
         let lib = self.inner.lib;
         let b = ptr(buf.device_ptr());
-        self.queue(name, stream, &[buf], count, |comm, raw| {
-            // SAFETY: as in `send`.
-            unsafe { (lib.recv)(b, count, t, peer, comm, raw) }
-        })
+        self.queue(
+            name,
+            stream,
+            &[buf],
+            count,
+            (CallKind::Recv, bytes),
+            |comm, raw| {
+                // SAFETY: as in `send`.
+                unsafe { (lib.recv)(b, count, t, peer, comm, raw) }
+            },
+        )
     }
 
     /// `ncclGroupStart`. NCCL's groups are per thread: open and close a group on the thread
@@ -1123,14 +1248,14 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         if code != result::SUCCESS {
             return Err(self.inner.error("group_start", code));
         }
-        lock(&self.inner.group).depth += 1;
+        lock(&self.group.state).depth += 1;
         Ok(())
     }
 
     /// `ncclGroupEnd`: the outermost queues the group's calls.
     fn group_end(&self) -> Result<()> {
         let (keep, streams) = {
-            let mut group = lock(&self.inner.group);
+            let mut group = lock(&self.group.state);
             match group.depth {
                 0 => {
                     return Err(Error::InvalidArgument(
@@ -1139,6 +1264,7 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
                 }
                 1 => {
                     group.depth = 0;
+                    group.memory.clear();
                     (
                         std::mem::take(&mut group.keep),
                         std::mem::take(&mut group.streams),

@@ -43,7 +43,7 @@ use crate::sys::{
     C_DATA_TYPE_FLOAT16, C_DATA_TYPE_FLOAT32, C_DATA_TYPE_FLOAT64, C_DATA_TYPE_INT32,
     C_DATA_TYPE_INT64, C_DATA_TYPE_UINT8, C_ERROR, C_SUCCESS,
 };
-use devstream_core::comm::{check_len, check_rank, default_timeout};
+use devstream_core::comm::{check_len, check_rank, default_timeout, CallKind, GroupMemory, Region};
 use devstream_core::{
     CommBackend, CommFailure, DataType, DeviceCommunicator, Error, Place, ReduceOp, Result,
     UniqueId, UNIQUE_ID_BYTES,
@@ -205,6 +205,8 @@ type Call = Box<dyn FnOnce(&StreamCore) -> Result<()> + Send>;
 struct Group {
     depth: usize,
     calls: Vec<Pending>,
+    /// The memory the calls touch (a call may not write what another reads or writes).
+    memory: GroupMemory,
 }
 
 struct CommInner {
@@ -218,7 +220,6 @@ struct CommInner {
     timeout_nanos: AtomicU64,
     /// Streams that queued a collective on the communicator.
     users: Mutex<Vec<Arc<StreamCore>>>,
-    group: Mutex<Group>,
 }
 
 impl CommInner {
@@ -264,10 +265,14 @@ impl Drop for CommInner {
 /// together between `xccl_group_start` and `xccl_group_end` on one thread. A group over
 /// several streams is refused (`InvalidArgument`) while one of them holds work on the host
 /// (behind a flag wait not yet reached): the group could not be issued in one piece. The calls
-/// of a group that is never closed are never issued (and keep the communicator alive).
+/// of a group that is never closed are never issued: dropping the last handle drops them, and
+/// the communicator is destroyed once the work its streams queued is done.
 #[derive(Clone)]
 pub struct PluginComm {
     inner: Arc<CommInner>,
+    /// The open group, shared by the handles only: its calls hold the communicator, so the
+    /// group lives beside it, not in it (dropping the last handle drops an unclosed group).
+    group: Arc<Mutex<Group>>,
 }
 
 impl fmt::Debug for PluginComm {
@@ -381,8 +386,8 @@ impl PluginComm {
                 raw: comm as usize,
                 timeout_nanos: AtomicU64::new(default_timeout().as_nanos() as u64),
                 users: Mutex::new(Vec::new()),
-                group: Mutex::new(Group::default()),
             }),
+            group: Arc::new(Mutex::new(Group::default())),
         })
     }
 
@@ -472,30 +477,60 @@ impl PluginComm {
         check_len(name, what, b.len, dtype.bytes(name, count)?)?;
         let t = self.dtype(name, dtype)?;
         let bp = b.at(0);
-        self.queue(name, core, &[b], count, move |c, _, raw| match direction {
-            Direction::Send => xccl!(c, name, xccl_send(ptr(bp), count, t, peer, c.raw(), raw)),
-            Direction::Recv => xccl!(c, name, xccl_recv(ptr(bp), count, t, peer, c.raw(), raw)),
-        })
+        let kind = match direction {
+            Direction::Send => CallKind::Send,
+            Direction::Recv => CallKind::Recv,
+        };
+        let memory = (kind, dtype.bytes(name, count)?);
+        self.queue(
+            name,
+            core,
+            &[b],
+            count,
+            memory,
+            move |c, _, raw| match direction {
+                Direction::Send => xccl!(c, name, xccl_send(ptr(bp), count, t, peer, c.raw(), raw)),
+                Direction::Recv => xccl!(c, name, xccl_recv(ptr(bp), count, t, peer, c.raw(), raw)),
+            },
+        )
     }
 
     fn in_group(&self) -> bool {
-        lock(&self.inner.group).depth > 0
+        lock(&self.group).depth > 0
     }
 
     /// Queues `call(comm, stream)` on `core` after the checks (made by the caller): notes the
     /// buffers and the communicator as used by the stream (a capture keeps them), then hands
     /// the call to the stream in order, or keeps it for the group's end.
+    #[allow(clippy::too_many_arguments)]
     fn queue(
         &self,
         op: &'static str,
         core: &Arc<StreamCore>,
         buffers: &[&AbiBuffer],
         count: usize,
+        (kind, bytes): (CallKind, usize),
         call: impl FnOnce(&CommInner, &StreamCore, C_Stream) -> Result<()> + Send + 'static,
     ) -> Result<()> {
         if count == 0 {
             // Nothing moves and no rank waits for another (NCCL's no-op).
             return Ok(());
+        }
+        {
+            let mut group = lock(&self.group);
+            if group.depth > 0 {
+                // Buffers of one place share its address space.
+                let region = |b: &AbiBuffer| Region {
+                    space: 0,
+                    offset: b.at(0) as u64,
+                };
+                let send = region(buffers[0]);
+                let recv = region(buffers[buffers.len() - 1]);
+                let (rank, n) = (self.inner.rank, self.inner.nranks);
+                group
+                    .memory
+                    .admit(op, &kind.accesses(rank, n, bytes, send, recv))?;
+            }
         }
         if let Some(capture) = submitting_into(op, core)? {
             for buffer in buffers {
@@ -517,7 +552,7 @@ impl PluginComm {
             core.runtime.bind(core.slot)?;
             call(&inner, core, core.raw.stream())
         });
-        let mut group = lock(&self.inner.group);
+        let mut group = lock(&self.group);
         if group.depth > 0 {
             group.calls.push(Pending {
                 core: core.clone(),
@@ -561,13 +596,20 @@ impl DeviceCommunicator for PluginComm {
         check_len(name, "receive", r.len, bytes)?;
         let (t, o) = (self.dtype(name, dtype)?, self.redop(name, op)?);
         let (sp, rp) = (s.at(0), r.at(0));
-        self.queue(name, core, &[s, r], count, move |c, _, raw| {
-            xccl!(
-                c,
-                name,
-                xccl_all_reduce(ptr(sp), ptr(rp), count, t, o, c.raw(), raw)
-            )
-        })
+        self.queue(
+            name,
+            core,
+            &[s, r],
+            count,
+            (CallKind::AllReduce, bytes),
+            move |c, _, raw| {
+                xccl!(
+                    c,
+                    name,
+                    xccl_all_reduce(ptr(sp), ptr(rp), count, t, o, c.raw(), raw)
+                )
+            },
+        )
     }
 
     fn broadcast(
@@ -603,17 +645,24 @@ impl DeviceCommunicator for PluginComm {
         }
         let t = self.dtype(name, dtype)?;
         let (sp, rp) = (s.at(0), r.at(0));
-        self.queue(name, core, &[s, r], count, move |c, core, raw| {
-            if stage {
-                c.runtime
-                    .copy(CopyKind::DeviceToDevice, core.slot, core.raw, rp, sp, bytes)?;
-            }
-            xccl!(
-                c,
-                name,
-                xccl_broadcast(ptr(rp), count, t, root, c.raw(), raw)
-            )
-        })
+        self.queue(
+            name,
+            core,
+            &[s, r],
+            count,
+            (CallKind::Broadcast { root }, bytes),
+            move |c, core, raw| {
+                if stage {
+                    c.runtime
+                        .copy(CopyKind::DeviceToDevice, core.slot, core.raw, rp, sp, bytes)?;
+                }
+                xccl!(
+                    c,
+                    name,
+                    xccl_broadcast(ptr(rp), count, t, root, c.raw(), raw)
+                )
+            },
+        )
     }
 
     fn reduce(
@@ -637,13 +686,20 @@ impl DeviceCommunicator for PluginComm {
         }
         let (t, o) = (self.dtype(name, dtype)?, self.redop(name, op)?);
         let (sp, rp) = (s.at(0), r.at(0));
-        self.queue(name, core, &[s, r], count, move |c, _, raw| {
-            xccl!(
-                c,
-                name,
-                xccl_reduce(ptr(sp), ptr(rp), count, t, o, root, c.raw(), raw)
-            )
-        })
+        self.queue(
+            name,
+            core,
+            &[s, r],
+            count,
+            (CallKind::Reduce { root }, bytes),
+            move |c, _, raw| {
+                xccl!(
+                    c,
+                    name,
+                    xccl_reduce(ptr(sp), ptr(rp), count, t, o, root, c.raw(), raw)
+                )
+            },
+        )
     }
 
     fn all_gather(
@@ -668,13 +724,20 @@ impl DeviceCommunicator for PluginComm {
         };
         let t = self.dtype(name, dtype)?;
         let rp = r.at(0);
-        self.queue(name, core, &[s, r], count, move |c, _, raw| {
-            xccl!(
-                c,
-                name,
-                xccl_all_gather(ptr(sp), ptr(rp), count, t, c.raw(), raw)
-            )
-        })
+        self.queue(
+            name,
+            core,
+            &[s, r],
+            count,
+            (CallKind::AllGather, bytes),
+            move |c, _, raw| {
+                xccl!(
+                    c,
+                    name,
+                    xccl_all_gather(ptr(sp), ptr(rp), count, t, c.raw(), raw)
+                )
+            },
+        )
     }
 
     fn reduce_scatter(
@@ -709,24 +772,31 @@ impl DeviceCommunicator for PluginComm {
         }
         let at = r.at(if in_place { self.inner.rank * bytes } else { 0 });
         let (sp, base) = (s.at(0), r.at(0));
-        self.queue(name, core, &[s, r], count, move |c, core, raw| {
-            xccl!(
-                c,
-                name,
-                xccl_reduce_scatter(ptr(sp), ptr(at), count, t, o, c.raw(), raw)
-            )?;
-            if in_place {
-                c.runtime.copy(
-                    CopyKind::DeviceToDevice,
-                    core.slot,
-                    core.raw,
-                    base,
-                    at,
-                    bytes,
+        self.queue(
+            name,
+            core,
+            &[s, r],
+            count,
+            (CallKind::ReduceScatter, bytes),
+            move |c, core, raw| {
+                xccl!(
+                    c,
+                    name,
+                    xccl_reduce_scatter(ptr(sp), ptr(at), count, t, o, c.raw(), raw)
                 )?;
-            }
-            Ok(())
-        })
+                if in_place {
+                    c.runtime.copy(
+                        CopyKind::DeviceToDevice,
+                        core.slot,
+                        core.raw,
+                        base,
+                        at,
+                        bytes,
+                    )?;
+                }
+                Ok(())
+            },
+        )
     }
 
     fn all_to_all(
@@ -754,55 +824,62 @@ impl DeviceCommunicator for PluginComm {
         let t = self.dtype(name, dtype)?;
         let (sp, rp, rank) = (s.at(0), r.at(0), self.inner.rank);
         let native = self.inner.runtime.table().xccl_all_to_all.is_some();
-        self.queue(name, core, &[s, r], count, move |c, _, raw| {
-            if native {
-                let sends: Vec<*const c_void> =
-                    (0..n).map(|p| ptr(sp + p * bytes).cast_const()).collect();
-                let mut recvs: Vec<*mut c_void> = (0..n).map(|p| ptr(rp + p * bytes)).collect();
-                let counts = vec![count; n];
-                let types = vec![t; n];
-                return xccl!(
-                    c,
-                    name,
-                    xccl_all_to_all(
-                        sends.as_ptr(),
-                        counts.as_ptr(),
-                        types.as_ptr(),
-                        recvs.as_mut_ptr(),
-                        counts.as_ptr(),
-                        types.as_ptr(),
-                        rank,
-                        n,
-                        c.raw(),
-                        raw,
-                    )
-                );
-            }
-            // NCCL's recipe: one send and one receive per peer in a group.
-            xccl!(c, name, xccl_group_start())?;
-            let mut result = Ok(());
-            for peer in 0..n {
-                let offset = peer * bytes;
-                result = xccl!(
-                    c,
-                    name,
-                    xccl_send(ptr(sp + offset), count, t, peer, c.raw(), raw)
-                )
-                .and_then(|()| {
-                    xccl!(
+        self.queue(
+            name,
+            core,
+            &[s, r],
+            count,
+            (CallKind::AllToAll, bytes),
+            move |c, _, raw| {
+                if native {
+                    let sends: Vec<*const c_void> =
+                        (0..n).map(|p| ptr(sp + p * bytes).cast_const()).collect();
+                    let mut recvs: Vec<*mut c_void> = (0..n).map(|p| ptr(rp + p * bytes)).collect();
+                    let counts = vec![count; n];
+                    let types = vec![t; n];
+                    return xccl!(
                         c,
                         name,
-                        xccl_recv(ptr(rp + offset), count, t, peer, c.raw(), raw)
-                    )
-                });
-                if result.is_err() {
-                    break;
+                        xccl_all_to_all(
+                            sends.as_ptr(),
+                            counts.as_ptr(),
+                            types.as_ptr(),
+                            recvs.as_mut_ptr(),
+                            counts.as_ptr(),
+                            types.as_ptr(),
+                            rank,
+                            n,
+                            c.raw(),
+                            raw,
+                        )
+                    );
                 }
-            }
-            // Closed also after a failed call.
-            let end = xccl!(c, name, xccl_group_end());
-            result.and(end)
-        })
+                // NCCL's recipe: one send and one receive per peer in a group.
+                xccl!(c, name, xccl_group_start())?;
+                let mut result = Ok(());
+                for peer in 0..n {
+                    let offset = peer * bytes;
+                    result = xccl!(
+                        c,
+                        name,
+                        xccl_send(ptr(sp + offset), count, t, peer, c.raw(), raw)
+                    )
+                    .and_then(|()| {
+                        xccl!(
+                            c,
+                            name,
+                            xccl_recv(ptr(rp + offset), count, t, peer, c.raw(), raw)
+                        )
+                    });
+                    if result.is_err() {
+                        break;
+                    }
+                }
+                // Closed also after a failed call.
+                let end = xccl!(c, name, xccl_group_end());
+                result.and(end)
+            },
+        )
     }
 
     fn send(
@@ -828,7 +905,7 @@ impl DeviceCommunicator for PluginComm {
     }
 
     fn group_start(&self) -> Result<()> {
-        lock(&self.inner.group).depth += 1;
+        lock(&self.group).depth += 1;
         Ok(())
     }
 
@@ -841,7 +918,7 @@ impl DeviceCommunicator for PluginComm {
     /// group (use one stream per group, or no concurrent waits on its streams, meanwhile).
     fn group_end(&self) -> Result<()> {
         let calls = {
-            let mut group = lock(&self.inner.group);
+            let mut group = lock(&self.group);
             match group.depth {
                 0 => {
                     return Err(Error::InvalidArgument(
@@ -850,6 +927,7 @@ impl DeviceCommunicator for PluginComm {
                 }
                 1 => {
                     group.depth = 0;
+                    group.memory.clear();
                     std::mem::take(&mut group.calls)
                 }
                 _ => {

@@ -207,6 +207,39 @@ impl Communicator {
     /// matching [`group_end`](Self::group_end) are checked at once and queued together by it,
     /// so that they never wait for each other (a `recv` queued before a `send` to the same
     /// peer on both ranks completes). On `cuda`/`hip`, groups are NCCL's: per thread.
+    ///
+    /// The same rules on every place:
+    /// - **The calls of a group are unordered** (NCCL leaves their order undefined): a call
+    ///   that writes memory another call of the open group reads or writes, or reads memory
+    ///   another call writes (overlapping byte ranges of one buffer), is refused with
+    ///   `Error::InvalidArgument` at the call; the group stays open with its earlier calls.
+    ///   Calls may read the same memory, and one call may read and write its own (in place).
+    ///   To send what an all-reduce produces, end the group between the two calls.
+    /// - On the CPU engine a group is also compared as a whole: if the ranks' groups differ in
+    ///   any collective (kind, type, count, reduction, root, or the number of collectives),
+    ///   every collective of the group fails with `CommFailure::Mismatch` on every rank and
+    ///   none writes its receive buffer. A group holds at most 64 collectives there (sends
+    ///   and receives are not counted).
+    /// - Dropping the last handle of a communicator with a group open: on `cpu` and plug-in
+    ///   places the group's calls are dropped, never queued, and the rank leaves (its peers
+    ///   fail with `CommFailure::PeerLeft` on `cpu`); on `cuda`/`hip`, whose library has
+    ///   recorded the calls, the group is ended on the dropping thread (its calls are issued).
+    ///
+    /// ```
+    /// use devstream::{Communicator, DataType, Error, Place, ReduceOp, Stream, UniqueId};
+    /// let comm = Communicator::init(&Place::Cpu, 0, 1, &UniqueId::new(&Place::Cpu)?)?;
+    /// let s = Stream::new(&Place::Cpu)?;
+    /// let (grads, other) = (s.alloc(64)?, s.alloc(64)?);
+    /// comm.group_start()?;
+    /// s.all_reduce(&comm, &grads, &grads, 16, DataType::F32, ReduceOp::Sum)?;
+    /// // Sending `grads` in the same group would read it while the all-reduce writes it.
+    /// let e = s.send(&comm, &grads, 16, DataType::F32, 0).unwrap_err();
+    /// assert!(matches!(e, Error::InvalidArgument(_)));
+    /// s.all_reduce(&comm, &other, &other, 16, DataType::F32, ReduceOp::Sum)?;
+    /// comm.group_end()?;
+    /// s.synchronize()?;
+    /// # Ok::<(), devstream::Error>(())
+    /// ```
     pub fn group_start(&self) -> Result<()> {
         with_comm!(self, c => c.group_start())
     }
@@ -274,8 +307,9 @@ macro_rules! dispatch {
 /// `count` is per rank, as in NCCL; `send` and `recv` may be the same buffer (in place).
 impl Stream {
     /// `recv[..count] = op over ranks of send[..count]` on every rank (`ncclAllReduce`).
-    /// Floats are combined in rank order (so every rank gets identical bits), `F16`/`BF16` in
-    /// `f32`; integers wrap; integer `Avg` is the wrapped sum divided by `nranks`, truncated.
+    /// Floats are combined in rank order (so every rank gets identical bits, whether the ranks
+    /// are threads of one process or processes), `F16`/`BF16` in `f32`; integers wrap; integer
+    /// `Avg` is the wrapped sum divided by `nranks`, truncated.
     /// (On NCCL/RCCL, floats are combined in the library's order: every rank still gets the
     /// same bits.)
     pub fn all_reduce(

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 mod comm_model;
 #[cfg(feature = "plugin")]
 mod comm_plugin;
+mod comm_programs;
 use comm_model::{
     assert_close, comm_failure, contribution, decode, download, encode, model, on_ranks_at, upload,
     value,
@@ -295,9 +296,12 @@ fn send_recv_every_type_and_groups(comm: &Communicator, s: &Stream) -> Result<()
         );
     }
     // Collectives and point-to-point calls mixed in one group, two all-reduces included
-    // (each is two phases on the CPU engine); fewer elements than ranks for the second.
+    // (each is two phases on the CPU engine); fewer elements than ranks for the second. The
+    // calls of a group are unordered, so the send reads a buffer no call of the group writes
+    // (sending `a` itself, which the in-place all-reduce writes, is refused).
     let a = upload(s, &encode(DataType::I64, &contribution(rank, COUNT)))?;
     let b = upload(s, &encode(DataType::I64, &contribution(rank, 2)))?;
+    let out = upload(s, &encode(DataType::I64, &contribution(rank + 5, COUNT)))?;
     let inbox = s.alloc(COUNT * 8)?;
     comm.group_start()?;
     s.recv(comm, &inbox, COUNT, DataType::I64, prev)?;
@@ -305,16 +309,15 @@ fn send_recv_every_type_and_groups(comm: &Communicator, s: &Stream) -> Result<()
     comm.group_start()?; // groups nest
     s.all_reduce(comm, &b, &b, 2, DataType::I64, ReduceOp::Max)?;
     comm.group_end()?;
-    s.send(comm, &a, COUNT, DataType::I64, next)?;
+    s.send(comm, &out, COUNT, DataType::I64, next)?;
     comm.group_end()?;
     let sums: Vec<f64> = (0..COUNT)
         .map(|i| (0..n).map(|r| value(r, i)).sum::<i64>() as f64)
         .collect();
     assert_eq!(decode(DataType::I64, &download(s, &a)?), sums);
-    // The send was posted before the all-reduce ran: it carries the input.
     assert_eq!(
         download(s, &inbox)?,
-        encode(DataType::I64, &contribution(prev, COUNT))
+        encode(DataType::I64, &contribution(prev + 5, COUNT))
     );
     let maxes: Vec<f64> = (0..2)
         .map(|i| (0..n).map(|r| value(r, i)).max().unwrap() as f64)
@@ -331,6 +334,72 @@ fn send_recv_every_type_and_groups(comm: &Communicator, s: &Stream) -> Result<()
     assert_eq!(download(s, &x)?, vec![prev as u8; 8]);
     assert_eq!(download(s, &y)?, vec![100 + prev as u8; 8]);
     Ok(())
+}
+
+#[test]
+fn a_call_that_writes_memory_another_call_of_its_group_uses_is_refused() {
+    calls_of_a_group_that_overlap_are_refused(cpu_places);
+}
+
+/// Inside a group a call may not write memory another call of the group reads or writes, nor
+/// read memory another writes (the calls of a group are unordered, as in NCCL): refused with
+/// `InvalidArgument` at the call, the group stays open with its earlier calls, which run.
+fn calls_of_a_group_that_overlap_are_refused(places: Places) {
+    let n = 2;
+    on_ranks_at(&places(n), move |comm, s| {
+        let rank = comm.rank();
+        let peer = 1 - rank;
+        let (i64_, sum) = (DataType::I64, ReduceOp::Sum);
+        let a = upload(&s, &encode(i64_, &contribution(rank, COUNT)))?;
+        let x = upload(&s, &encode(i64_, &contribution(rank + 1, COUNT)))?;
+        let y = s.alloc(COUNT * 8)?;
+        let inbox = s.alloc(COUNT * 8)?;
+        let refused = |r: Result<()>, what: &str| match r {
+            Err(Error::InvalidArgument(_)) => Ok(()),
+            other => Err(Error::InvalidArgument(format!("{what}: {other:?}"))),
+        };
+        comm.group_start()?;
+        s.all_reduce(&comm, &a, &a, COUNT, i64_, sum)?; // reads and writes `a` (in place)
+        s.all_reduce(&comm, &x, &y, COUNT, i64_, sum)?; // reads `x`, writes `y`
+        refused(
+            s.send(&comm, &a, COUNT, i64_, peer),
+            "send of a buffer a call writes",
+        )?;
+        refused(
+            s.recv(&comm, &x, COUNT, i64_, peer),
+            "recv into a buffer a call reads",
+        )?;
+        refused(
+            s.all_reduce(&comm, &inbox, &y, COUNT, i64_, sum),
+            "a second write of the same buffer",
+        )?;
+        refused(
+            s.broadcast(&comm, &y, &inbox, COUNT, i64_, rank),
+            "a read of a buffer a call writes",
+        )?;
+        // Reads of the same buffer by two calls are fine.
+        s.send(&comm, &x, COUNT, i64_, peer)?;
+        s.recv(&comm, &inbox, COUNT, i64_, peer)?;
+        comm.group_end()?;
+        let sums = |offset: usize| -> Vec<f64> {
+            (0..COUNT)
+                .map(|i| (0..n).map(|r| value(r + offset, i)).sum::<i64>() as f64)
+                .collect()
+        };
+        assert_eq!(decode(i64_, &download(&s, &a)?), sums(0));
+        assert_eq!(decode(i64_, &download(&s, &y)?), sums(1));
+        assert_eq!(
+            download(&s, &inbox)?,
+            encode(i64_, &contribution(peer + 1, COUNT))
+        );
+        // Outside a group the same calls are ordered by the stream, and allowed.
+        s.all_reduce(&comm, &a, &a, COUNT, i64_, sum)?;
+        s.send(&comm, &a, COUNT, i64_, peer)?;
+        s.recv(&comm, &inbox, COUNT, i64_, peer)?;
+        let twice: Vec<f64> = sums(0).iter().map(|v| v * n as f64).collect();
+        assert_eq!(decode(i64_, &download(&s, &inbox)?), twice);
+        Ok(())
+    });
 }
 
 /// Ranks that are all threads of one process take the in-process all-reduce (peers' buffers
@@ -769,8 +838,12 @@ fn a_stalled_collective_fails_at_the_deadline_on_every_rank() {
             given_up.wait();
             Ok((comm_failure(&e), took))
         } else {
-            // Rank 1 takes part only once rank 0 has given up: the communicator has failed.
+            // Rank 1 takes part only once rank 0 has given up: the collective failed (every
+            // rank learns the same verdict), and the communicator with it.
             given_up.wait();
+            s.all_reduce(&comm, &buf, &buf, 2, DataType::I32, ReduceOp::Sum)?;
+            let e = s.synchronize().unwrap_err();
+            assert_eq!(comm_failure(&e), Some(CommFailure::Timeout), "{e}");
             s.all_reduce(&comm, &buf, &buf, 2, DataType::I32, ReduceOp::Sum)?;
             let e = s.synchronize().unwrap_err();
             Ok((comm_failure(&e), started.elapsed()))
@@ -802,6 +875,245 @@ fn ranks_that_disagree_fail_with_a_mismatch_on_every_rank() {
             "{e}"
         );
     }
+}
+
+/// One field of one rank's collective changed inside a group, first in the group or after an
+/// agreed call: every rank's `synchronize` answers `Mismatch`, and no receive buffer of the group
+/// is written (the all-reduce takes the in-process path here, the others the payload files).
+#[test]
+fn a_mismatch_inside_a_group_fails_every_rank_before_any_buffer_is_written() {
+    const VARIANTS: [&str; 6] = [
+        "op",
+        "dtype",
+        "broadcast root",
+        "reduce root",
+        "count",
+        "kind",
+    ];
+    for (variant, what) in VARIANTS.iter().enumerate() {
+        for odd_first in [false, true] {
+            let results = on_ranks(3, move |comm, s| {
+                let rank = comm.rank();
+                let odd = rank == 1;
+                let send = upload(&s, &encode(DataType::I32, &contribution(rank, 3 * COUNT)))?;
+                let agreed = upload(&s, &[0xAB; 3 * COUNT * 4])?;
+                let changed = upload(&s, &[0xCD; 3 * COUNT * 4])?;
+                s.synchronize()?;
+                let (i32_, sum) = (DataType::I32, ReduceOp::Sum);
+                let changed_call = |s: &Stream| match variant {
+                    0 => {
+                        let op = if odd { ReduceOp::Max } else { sum };
+                        s.all_reduce(&comm, &send, &changed, COUNT, i32_, op)
+                    }
+                    1 => {
+                        let dtype = if odd { DataType::F32 } else { i32_ };
+                        s.all_reduce(&comm, &send, &changed, COUNT, dtype, sum)
+                    }
+                    2 => s.broadcast(&comm, &send, &changed, COUNT, i32_, usize::from(odd) * 2),
+                    3 => s.reduce(&comm, &send, &changed, COUNT, i32_, sum, usize::from(odd)),
+                    4 => s.all_reduce(&comm, &send, &changed, COUNT + usize::from(odd), i32_, sum),
+                    _ if odd => s.all_gather(&comm, &send, &changed, COUNT, i32_),
+                    _ => s.reduce_scatter(&comm, &send, &changed, COUNT, i32_, sum),
+                };
+                comm.group_start()?;
+                if odd_first {
+                    changed_call(&s)?;
+                }
+                s.all_reduce(&comm, &send, &agreed, COUNT, i32_, sum)?;
+                if !odd_first {
+                    changed_call(&s)?;
+                }
+                comm.group_end()?;
+                let e = s.synchronize().unwrap_err();
+                Ok((e, download(&s, &agreed)?, download(&s, &changed)?))
+            });
+            for (rank, (e, agreed, changed)) in results.into_iter().enumerate() {
+                let case = format!("{what} changed (odd call first: {odd_first}), rank {rank}");
+                assert_eq!(comm_failure(&e), Some(CommFailure::Mismatch), "{case}: {e}");
+                assert!(
+                    agreed.iter().all(|&b| b == 0xAB),
+                    "{case}: a receive buffer was written"
+                );
+                assert!(
+                    changed.iter().all(|&b| b == 0xCD),
+                    "{case}: a receive buffer was written"
+                );
+            }
+        }
+    }
+}
+
+/// A group whose collectives are on two streams of each rank pairs every call with the same
+/// call of its peers (call order), whichever stream runs first.
+#[test]
+fn a_group_over_two_streams_pairs_each_collective_with_its_peers_call() {
+    let results = on_ranks(3, |comm, s| {
+        let rank = comm.rank();
+        let other = Stream::new(&CPU)?;
+        let mut rounds = Vec::new();
+        for round in 0..20 {
+            let a = upload(&s, &encode(DataType::I64, &contribution(rank, COUNT)))?;
+            let b = upload(
+                &other,
+                &encode(DataType::I64, &contribution(rank + 1, COUNT)),
+            )?;
+            let c = upload(&s, &encode(DataType::I64, &contribution(rank + 2, COUNT)))?;
+            s.synchronize()?;
+            other.synchronize()?;
+            // Streams in another order on odd rounds and ranks.
+            let (x, y) = if (round + rank) % 2 == 0 {
+                (&s, &other)
+            } else {
+                (&other, &s)
+            };
+            comm.group_start()?;
+            s.all_reduce(&comm, &a, &a, COUNT, DataType::I64, ReduceOp::Sum)?;
+            other.all_reduce(&comm, &b, &b, COUNT, DataType::I64, ReduceOp::Max)?;
+            x.broadcast(&comm, &c, &c, COUNT, DataType::I64, 1)?;
+            y.all_reduce(&comm, &c, &c, 0, DataType::I64, ReduceOp::Min)?;
+            comm.group_end()?;
+            other.synchronize()?;
+            rounds.push((download(&s, &a)?, download(&s, &b)?, download(&s, &c)?));
+        }
+        Ok(rounds)
+    });
+    let n = 3;
+    for (rank, rounds) in results.into_iter().enumerate() {
+        for (round, (a, b, c)) in rounds.into_iter().enumerate() {
+            for (i, (sum, max)) in decode(DataType::I64, &a)
+                .into_iter()
+                .zip(decode(DataType::I64, &b))
+                .enumerate()
+            {
+                let what = format!("rank {rank} round {round} [{i}]");
+                assert_eq!(
+                    sum,
+                    (0..n).map(|r| value(r, i)).sum::<i64>() as f64,
+                    "{what}"
+                );
+                let most = (0..n).map(|r| value(r + 1, i)).max().unwrap();
+                assert_eq!(max, most as f64, "{what}");
+            }
+            assert_eq!(c, encode(DataType::I64, &contribution(1 + 2, COUNT)));
+        }
+    }
+}
+
+/// A group holds at most 64 collectives on the CPU engine (the bound on how far a rank runs
+/// ahead of its peers); one more is refused, and the group stays open with the others.
+#[test]
+fn a_group_refuses_its_65th_collective_and_stays_open() {
+    on_ranks(2, |comm, s| {
+        let rank = comm.rank();
+        let bufs = (0..65)
+            .map(|_| upload(&s, &encode(DataType::I32, &contribution(rank, 1))))
+            .collect::<Result<Vec<_>>>()?;
+        let token = upload(&s, &encode(DataType::I32, &[7 + rank as i64]))?;
+        let inbox = s.alloc(4)?;
+        comm.group_start()?;
+        for buf in &bufs[..64] {
+            s.all_reduce(&comm, buf, buf, 1, DataType::I32, ReduceOp::Max)?;
+        }
+        let e = s
+            .all_reduce(&comm, &bufs[64], &bufs[64], 1, DataType::I32, ReduceOp::Max)
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        // Messages are not counted.
+        s.send(&comm, &token, 1, DataType::I32, 1 - rank)?;
+        s.recv(&comm, &inbox, 1, DataType::I32, 1 - rank)?;
+        comm.group_end()?;
+        let most = value(0, 0).max(value(1, 0));
+        for buf in &bufs[..64] {
+            assert_eq!(download(&s, buf)?, encode(DataType::I32, &[most]));
+        }
+        let left_alone = encode(DataType::I32, &contribution(rank, 1));
+        assert_eq!(download(&s, &bufs[64])?, left_alone);
+        let theirs = 7 + (1 - rank) as i64;
+        assert_eq!(download(&s, &inbox)?, encode(DataType::I32, &[theirs]));
+        Ok(())
+    });
+}
+
+/// A rank whose communicator is dropped with a group open (an early return between
+/// `group_start` and `group_end`) leaves the communicator: its peer's collective fails with
+/// `PeerLeft`, not at the deadline.
+#[test]
+fn a_communicator_dropped_with_a_group_open_leaves() {
+    let results = on_ranks(2, |comm, s| {
+        comm.set_timeout(Duration::from_secs(60));
+        let buf = upload(
+            &s,
+            &encode(DataType::F32, &contribution(comm.rank(), COUNT)),
+        )?;
+        s.synchronize()?;
+        if comm.rank() == 1 {
+            comm.group_start()?;
+            s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
+            drop(comm); // never closed
+            return Ok(None);
+        }
+        let started = Instant::now();
+        s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
+        let e = s.synchronize().unwrap_err();
+        Ok(Some((e, started.elapsed())))
+    });
+    let (e, took) = results[0].as_ref().unwrap();
+    assert_eq!(
+        comm_failure(e),
+        Some(CommFailure::PeerLeft),
+        "{e} after {took:?}"
+    );
+}
+
+/// Floats are combined in rank order on every path: three ranks of 1e20, -1e20 and 1 sum to
+/// exactly 1 in every element, with the ranks as threads (the in-process all-reduce) and as
+/// processes (the payload files).
+#[test]
+fn float_sums_are_in_rank_order_and_bit_identical_for_threads_and_processes() {
+    const TEST: &str = "float_sums_are_in_rank_order_and_bit_identical_for_threads_and_processes";
+    const VALUES: [f64; 3] = [1e20, -1e20, 1.0];
+    let count = 9;
+    let body = move |comm: &Communicator, s: &Stream| -> Result<Vec<u8>> {
+        let mine: Vec<u8> = (0..count)
+            .flat_map(|_| VALUES[comm.rank()].to_ne_bytes())
+            .collect();
+        let buf = upload(s, &mine)?;
+        s.all_reduce(comm, &buf, &buf, count, DataType::F64, ReduceOp::Sum)?;
+        download(s, &buf)
+    };
+    let want: Vec<u8> = (0..count).flat_map(|_| 1.0f64.to_ne_bytes()).collect();
+    if let Some((rank, nranks, id)) = child_role() {
+        let comm = Communicator::init(&CPU, rank, nranks, &id).unwrap();
+        let s = Stream::new(&CPU).unwrap();
+        let got = body(&comm, &s).unwrap();
+        assert_eq!(
+            got,
+            want,
+            "process rank {rank}: {:?}",
+            decode(DataType::F64, &got)
+        );
+        return;
+    }
+    for (rank, got) in on_ranks(3, move |comm, s| body(&comm, &s))
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(
+            got,
+            &want,
+            "threads, rank {rank}: {:?}",
+            decode(DataType::F64, got)
+        );
+    }
+    let id = UniqueId::new(&CPU).unwrap();
+    let children: Vec<_> = (1..3).map(|rank| spawn_rank(TEST, rank, 3, &id)).collect();
+    let comm = Communicator::init(&CPU, 0, 3, &id).unwrap();
+    let s = Stream::new(&CPU).unwrap();
+    let got = body(&comm, &s).unwrap();
+    for child in children {
+        assert!(wait_child(child, Duration::from_secs(120)).success());
+    }
+    assert_eq!(got, want, "processes: {:?}", decode(DataType::F64, &got));
 }
 
 #[test]

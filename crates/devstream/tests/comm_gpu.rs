@@ -272,6 +272,101 @@ fn gpu_send_recv_ring_in_a_group_every_type() {
     }
 }
 
+/// The group rule every engine keeps: a call that writes memory another call of the open group
+/// reads or writes (or reads memory another writes) is refused before the library records it;
+/// the group stays open with the earlier calls, which run at `group_end`.
+#[test]
+fn gpu_a_call_that_writes_memory_another_call_of_its_group_uses_is_refused() {
+    let _gpu = gpu_lock();
+    let test = "gpu_a_call_that_writes_memory_another_call_of_its_group_uses_is_refused";
+    for (kind, places) in gpu_groups(test) {
+        let n = places.len();
+        on_ranks_at(&places, move |comm, s| {
+            let rank = comm.rank();
+            let next = (rank + 1) % n;
+            let (f32_, sum) = (DataType::F32, ReduceOp::Sum);
+            let a = upload(&s, &encode(f32_, &contribution(rank, COUNT)))?;
+            let x = upload(&s, &encode(f32_, &contribution(rank + 1, COUNT)))?;
+            let y = s.alloc(COUNT * 4)?;
+            let refused = |r: Result<()>, what: &str| match r {
+                Err(Error::InvalidArgument(_)) => Ok(()),
+                other => Err(Error::InvalidArgument(format!("{kind} {what}: {other:?}"))),
+            };
+            comm.group_start()?;
+            s.all_reduce(&comm, &a, &a, COUNT, f32_, sum)?;
+            refused(
+                s.send(&comm, &a, COUNT, f32_, next),
+                "send of a written buffer",
+            )?;
+            refused(
+                s.all_reduce(&comm, &x, &a, COUNT, f32_, sum),
+                "a second write of a buffer",
+            )?;
+            refused(
+                s.all_reduce(&comm, &a, &y, COUNT, f32_, sum),
+                "a read of a written buffer",
+            )?;
+            s.all_reduce(&comm, &x, &y, COUNT, f32_, sum)?;
+            comm.group_end()?;
+            for (buf, offset) in [(&a, 0), (&y, 1)] {
+                for (i, got) in decode(f32_, &download(&s, buf)?).iter().enumerate() {
+                    let column: Vec<i64> = (0..n).map(|r| value(r + offset, i)).collect();
+                    let what = format!("{kind} rank {rank} [{i}]");
+                    assert_near(f32_, *got, model(f32_, sum, &column), &what);
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A communicator dropped with a group open ends the library's group of the thread that
+/// opened it (its calls are issued, as `group_end` would): later calls of that thread on
+/// another communicator are not swallowed by a group that never closes. (With one rank NCCL
+/// runs a call at once, group or not: this needs two ranks to show anything.)
+#[test]
+fn gpu_a_communicator_dropped_with_a_group_open_ends_the_threads_group() {
+    let _gpu = gpu_lock();
+    let test = "gpu_a_communicator_dropped_with_a_group_open_ends_the_threads_group";
+    for (kind, places) in gpu_groups(test) {
+        let n = places.len();
+        let ids = [(); 2].map(|_| UniqueId::new(&places[0]).unwrap());
+        let ranks: Vec<_> = places
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(rank, place)| {
+                std::thread::spawn(move || -> Result<(Vec<u8>, Vec<u8>)> {
+                    let s = Stream::new(&place)?;
+                    let (f32_, sum) = (DataType::F32, ReduceOp::Sum);
+                    let a = upload(&s, &encode(f32_, &contribution(rank, COUNT)))?;
+                    let b = s.alloc(COUNT * 4)?;
+                    let dropped = Communicator::init(&place, rank, n, &ids[0])?;
+                    dropped.group_start()?;
+                    s.all_reduce(&dropped, &a, &b, COUNT, f32_, sum)?;
+                    drop(dropped); // never closed
+                    let comm = Communicator::init(&place, rank, n, &ids[1])?;
+                    let c = upload(&s, &encode(f32_, &contribution(rank + 1, COUNT)))?;
+                    let d = s.alloc(COUNT * 4)?;
+                    s.all_reduce(&comm, &c, &d, COUNT, f32_, sum)?;
+                    Ok((download(&s, &b)?, download(&s, &d)?))
+                })
+            })
+            .collect();
+        for (rank, thread) in ranks.into_iter().enumerate() {
+            let (b, d) = thread.join().unwrap().unwrap();
+            for (what, bytes, offset) in [("dropped group's", b, 0), ("later", d, 1)] {
+                for (i, got) in decode(DataType::F32, &bytes).iter().enumerate() {
+                    let column: Vec<i64> = (0..n).map(|r| value(r + offset, i)).collect();
+                    let want = model(DataType::F32, ReduceOp::Sum, &column);
+                    let context = format!("{kind} rank {rank}: the {what} all-reduce [{i}]");
+                    assert_near(DataType::F32, *got, want, &context);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn gpu_zero_count_collectives_are_no_ops() {
     let _gpu = gpu_lock();

@@ -74,6 +74,11 @@ fn plugin_send_recv_every_type_and_groups() {
 }
 
 #[test]
+fn plugin_a_call_that_writes_memory_another_call_of_its_group_uses_is_refused() {
+    super::calls_of_a_group_that_overlap_are_refused(places);
+}
+
+#[test]
 fn plugin_a_collective_behind_a_gate_waits_for_it_and_orders_later_work() {
     super::collective_behind_a_gate(places);
 }
@@ -100,6 +105,52 @@ fn plugin_all_to_all_without_the_plugins_own_is_grouped_send_recv() {
         .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
         .env(GROUPED_CHILD, "1")
         .env(devstream_test_plugin_cpu::NO_ALL_TO_ALL, "1")
+        .status()
+        .expect("start the child process");
+    assert!(status.success(), "{status}");
+}
+
+/// Set in the child process of `plugin_a_communicator_dropped_with_a_group_open_leaves`.
+const LEAVER_CHILD: &str = "DEVSTREAM_COMM_TEST_PLUGIN_LEAVER";
+
+/// A rank whose plug-in communicator is dropped with a group open leaves: devstream destroys
+/// it (`xccl_destroy_comm`), and the test plug-in stops its peer's collective (unwritten, the
+/// communicator failed) instead of holding it to the plug-in's deadline, here 60 s.
+#[test]
+fn plugin_a_communicator_dropped_with_a_group_open_leaves() {
+    const TEST: &str = "comm_plugin::plugin_a_communicator_dropped_with_a_group_open_leaves";
+    if std::env::var_os(LEAVER_CHILD).is_some() {
+        let results = on_ranks(2, |comm, s| {
+            let buf = upload(
+                &s,
+                &encode(DataType::F32, &contribution(comm.rank(), COUNT)),
+            )?;
+            s.synchronize()?;
+            if comm.rank() == 1 {
+                comm.group_start()?;
+                s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
+                drop(comm); // never closed
+                return Ok(None);
+            }
+            let started = std::time::Instant::now();
+            s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
+            let _ = s.synchronize(); // the ABI reports the failure on the next call
+            let took = started.elapsed();
+            let next = s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum);
+            Ok(Some((took, next, download(&s, &buf)?)))
+        });
+        let (took, next, bytes) = results[0].as_ref().unwrap();
+        // Half the plug-in's deadline: a hang detector, not a speed bound.
+        assert!(*took < std::time::Duration::from_secs(30), "held {took:?}");
+        let e = next.as_ref().unwrap_err();
+        assert_eq!(comm_failure(e), Some(CommFailure::Transport), "{e}");
+        assert_eq!(*bytes, encode(DataType::F32, &contribution(0, COUNT)));
+        return;
+    }
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(LEAVER_CHILD, "1")
+        .env("DEVSTREAM_COMM_TIMEOUT_SECS", "60")
         .status()
         .expect("start the child process");
     assert!(status.success(), "{status}");

@@ -16,7 +16,8 @@
 //!   the next message from its peer. Between `xccl_group_start` and `xccl_group_end` (per
 //!   thread) calls are collected and each stream gets one task at the end that runs the
 //!   group's sends first, then its other calls in order.
-//! * A rank that waits past the deadline (`DEVSTREAM_COMM_TIMEOUT_SECS`, default 30 s), or
+//! * A rank that waits past the deadline (`DEVSTREAM_COMM_TIMEOUT_SECS`, default 30 s), for a
+//!   peer whose communicator was destroyed (`xccl_destroy_comm`) before it took part, or
 //!   ranks that disagree on a collective, fail the communicator: the task finishes without
 //!   writing, and every later call of every rank answers `C_FAILED` (the ABI cannot report a
 //!   failure after the call returned).
@@ -103,6 +104,9 @@ struct Message {
 #[derive(Default)]
 struct State {
     joined: Vec<bool>,
+    /// Ranks whose communicator was destroyed: a collective or message still waiting for one
+    /// of them fails the communicator at once instead of at the deadline.
+    left: Vec<bool>,
     members: usize,
     rounds: HashMap<u64, Round>,
     mail: HashMap<(usize, usize), VecDeque<Message>>,
@@ -297,8 +301,15 @@ fn run_collective(rv: &Rendezvous, rank: usize, seq: u64, part: Part) {
     }
     round.parts[rank] = Some(part.clone());
     rv.changed.notify_all();
+    // A rank that left and has not taken part never will.
+    let departed = |s: &State| {
+        s.rounds.get(&seq).and_then(|r| {
+            (0..n).find(|&p| r.parts[p].is_none() && s.left.get(p).copied().unwrap_or(false))
+        })
+    };
     let all_here = |s: &State| {
         s.failed.is_some()
+            || departed(s).is_some()
             || s.rounds
                 .get(&seq)
                 .is_some_and(|r| r.parts.iter().all(Option::is_some))
@@ -306,6 +317,11 @@ fn run_collective(rv: &Rendezvous, rank: usize, seq: u64, part: Part) {
     let (mut state, arrived) = rv.wait_until(state, until, all_here);
     if !arrived {
         let reason = format!("rank {rank}: collective {seq}: a peer did not arrive in time");
+        rv.fail(&mut state, reason);
+        return;
+    }
+    if let Some(gone) = departed(&state) {
+        let reason = format!("rank {rank}: collective {seq}: rank {gone} left");
         rv.fail(&mut state, reason);
         return;
     }
@@ -374,14 +390,19 @@ fn run_send(rv: &Rendezvous, from: usize, to: usize, buf: usize, count: usize, d
 
 fn run_recv(rv: &Rendezvous, from: usize, to: usize, buf: usize, count: usize, dtype: C_DataType) {
     let state = lock(&rv.state);
-    let has_mail =
-        |s: &State| s.failed.is_some() || s.mail.get(&(from, to)).is_some_and(|q| !q.is_empty());
-    let (mut state, arrived) = rv.wait_until(state, deadline(), has_mail);
+    let has_mail = |s: &State| s.mail.get(&(from, to)).is_some_and(|q| !q.is_empty());
+    let sender_left = |s: &State| !has_mail(s) && s.left.get(from).copied().unwrap_or(false);
+    let ready = |s: &State| s.failed.is_some() || has_mail(s) || sender_left(s);
+    let (mut state, arrived) = rv.wait_until(state, deadline(), ready);
     if !arrived {
         rv.fail(
             &mut state,
             format!("rank {to}: no message from rank {from} in time"),
         );
+        return;
+    }
+    if sender_left(&state) {
+        rv.fail(&mut state, format!("rank {to}: rank {from} left"));
         return;
     }
     let Some(message) = state
@@ -544,6 +565,7 @@ pub(crate) unsafe extern "C" fn comm_init_rank(
                     nranks,
                     state: Mutex::new(State {
                         joined: vec![false; nranks],
+                        left: vec![false; nranks],
                         ..State::default()
                     }),
                     changed: Condvar::new(),
@@ -600,6 +622,13 @@ pub(crate) unsafe extern "C" fn destroy_comm(comm: C_CCLComm) -> C_Status {
         }
         // SAFETY: a handle from `xccl_comm_init_rank`, destroyed once.
         let obj = unsafe { Box::from_raw(comm as *mut CommObj) };
+        {
+            let mut state = lock(&obj.rv.state);
+            if let Some(left) = state.left.get_mut(obj.rank) {
+                *left = true;
+            }
+            obj.rv.changed.notify_all();
+        }
         leave(&obj.rv);
         C_SUCCESS
     })
