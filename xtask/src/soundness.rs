@@ -398,6 +398,12 @@ pub fn sanitize(args: &[String]) -> Result<(), String> {
             format!("{flag} -Clink-arg=-Wl,--export-dynamic"),
         ),
         ("CARGO_INCREMENTAL", "0".to_string()),
+        // The tests' hang detectors grow by this factor (instrumented code, and a panic's
+        // backtrace symbolized under the tool, run many times slower than a plain build).
+        (
+            "DEVSTREAM_TEST_TIME_SCALE",
+            if short == "tsan" { "10" } else { "4" }.to_string(),
+        ),
         (
             "XDG_RUNTIME_DIR",
             std::env::var("XDG_RUNTIME_DIR")

@@ -650,7 +650,7 @@ fn synchronize_waits_for_deferred_work_the_dispatcher_is_handing_to_the_plugin()
         // Generous: under ThreadSanitizer on a loaded machine, the panic hook's backtrace of the
         // host function's panic alone took over 10 s once.
         Err(_) => told
-            .recv_timeout(std::time::Duration::from_secs(60))
+            .recv_timeout(std::time::Duration::from_secs(60) * common::time_scale())
             .expect("synchronize returns once the host function ran"),
     };
     synchronizing.join().unwrap();
@@ -702,12 +702,14 @@ fn hostile_panics_on(place: &devstream_core::Place) {
 
 #[test]
 fn panic_payloads_and_closures_whose_drop_panics_are_contained() {
-    watchdog("hostile panics on custom_cpu:0", 10, || {
+    // Seven panics, each symbolizing a backtrace where RUST_BACKTRACE is set, which takes
+    // seconds under ThreadSanitizer on busy cores: the limit is a hang detector's, not a time.
+    watchdog("hostile panics on custom_cpu:0", 30, || {
         hostile_panics_on(&cpu0())
     });
     let copy = Faulty::unique(faulty::MODE_WORKING);
     let place = copy.load().unwrap().places[0].clone();
-    watchdog("hostile panics on an inline plug-in", 10, move || {
+    watchdog("hostile panics on an inline plug-in", 30, move || {
         hostile_panics_on(&place)
     });
     // A refused closure whose destructor panics is dropped by the submitter: contained too.

@@ -30,8 +30,20 @@ pub fn built_library(name: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{file} was not built next to {}", exe.display()))
 }
 
+/// How many times longer than a plain debug run a tool may make a test: the
+/// `DEVSTREAM_TEST_TIME_SCALE` that `cargo xtask sanitize` sets (ThreadSanitizer, for one, with a
+/// panic's backtrace symbolized on two busy cores), else 1. Hang detectors multiply their limits
+/// by it; they exist to turn a hang into a failure, never to time a test.
+pub fn time_scale() -> u32 {
+    std::env::var("DEVSTREAM_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .filter(|&scale| scale >= 1)
+        .unwrap_or(1)
+}
+
 pub fn wait_until(mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(30) * time_scale();
     while Instant::now() < deadline {
         if condition() {
             return true;
@@ -161,8 +173,8 @@ impl Drop for Faulty {
     }
 }
 
-/// Runs `body` on a thread and fails the test when it does not finish within `seconds`
-/// (a hang fails in seconds instead of stalling the suite).
+/// Runs `body` on a thread and fails the test when it does not finish within `seconds` times
+/// [`time_scale`] (a hang fails in seconds instead of stalling the suite).
 pub fn watchdog<T: Send + 'static>(
     what: &str,
     seconds: u64,
@@ -172,10 +184,11 @@ pub fn watchdog<T: Send + 'static>(
     std::thread::spawn(move || {
         let _ = done.send(body());
     });
-    match finished.recv_timeout(Duration::from_secs(seconds)) {
+    let limit = Duration::from_secs(seconds) * time_scale();
+    match finished.recv_timeout(limit) {
         Ok(value) => value,
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("{what}: hung (no result within {seconds} s)")
+            panic!("{what}: hung (no result within {limit:?})")
         }
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
             panic!("{what}: the body panicked")
