@@ -81,6 +81,7 @@ fn stress(place: &devstream::Place) -> devstream::Result<()> {
     );
 
     let caps = caps(place);
+    let stalls_the_driver = crate::harness::gates_stall_the_driver(place);
     let started = Instant::now();
     std::thread::scope(|scope| -> devstream::Result<()> {
         let workers: Vec<_> = (0..THREADS)
@@ -96,6 +97,25 @@ fn stress(place: &devstream::Place) -> devstream::Result<()> {
                         } else {
                             None
                         };
+                        // On CUDA and HIP a stream held at a flag can make another thread's
+                        // stream creation wait inside the driver while it holds the driver's
+                        // lock, so this thread's own driver calls below would wait behind it
+                        // for a flag only it would set (the hazard documented on `Flag`). As
+                        // that documentation says, the gate is opened by a thread that makes no
+                        // driver call: once this thread has dropped the stream, or after a
+                        // grace period if this thread is held up inside the driver.
+                        let (dropped, opener) = match gate.as_ref() {
+                            Some(gate) if stalls_the_driver => {
+                                let (dropped, wait) = std::sync::mpsc::channel::<()>();
+                                let open = gate.opener();
+                                let opener = std::thread::spawn(move || {
+                                    let _ = wait.recv_timeout(Duration::from_millis(50));
+                                    open();
+                                });
+                                (Some(dropped), Some(opener))
+                            }
+                            _ => (None, None),
+                        };
                         if caps.host_funcs && i % 61 == 0 {
                             stream.launch_host_func(|| {})?;
                         }
@@ -110,6 +130,12 @@ fn stress(place: &devstream::Place) -> devstream::Result<()> {
                         }
                         drop(stream);
                         drop(event);
+                        if let Some(dropped) = dropped {
+                            let _ = dropped.send(());
+                        }
+                        if let Some(opener) = opener {
+                            opener.join().expect("the gate's opener thread panicked");
+                        }
                         drop(gate);
                         if i % 1000 == 999 {
                             crate::harness::sync(&keeper)?;
