@@ -31,7 +31,7 @@
 //! the launching stream), and that stream's `synchronize_stream` answers `C_ERROR`.
 
 use crate::addr::AddressSpace;
-use crate::handles::Stable;
+use crate::handles::{graph_handle, tag, Kind, Stable};
 use crate::select::Backend;
 use crate::sys::{C_Device_st, C_Status, C_Stream, C_ERROR, C_FAILED, C_INTERNAL_ERROR};
 use devstream::{CaptureMode, DeviceBuffer, Event, EventFlags, Graph, HostBuffer, Place, Stream};
@@ -575,8 +575,8 @@ impl Runtime {
             backend,
             null_streams: places.iter().map(|_| OnceLock::new()).collect(),
             places,
-            streams: Stable::new(backend.index() + 1),
-            events: Stable::new(backend.index() + 1),
+            streams: Stable::new(tag(Kind::Stream, backend.index())),
+            events: Stable::new(tag(Kind::Event, backend.index())),
             next_handle: AtomicUsize::new(1),
             memory: Mutex::new(memory),
             host: Mutex::new(HashMap::new()),
@@ -591,13 +591,13 @@ impl Runtime {
         })
     }
 
-    /// A fresh graph handle value: never 0, never reused, a multiple of 16, and tagged with
-    /// the backend in bits 48.. so that a handle of one device type given to another type's
-    /// table (each type is a copy of this library with its own counters) is unknown there,
-    /// never another object. (Streams and events have [`Stable`] tables.)
-    fn handle(&self) -> usize {
-        let n = self.next_handle.fetch_add(1, Ordering::Relaxed) & ((1 << 44) - 1);
-        ((self.backend.index() + 1) << 48) | (n << 4)
+    /// A fresh graph (`exec` false) or executable graph (`exec` true) handle: never 0, never
+    /// reused, a multiple of 16, tagged with its kind and backend ([`graph_handle`]), so that
+    /// a handle of another kind, or of one device type given to another type's table, is
+    /// unknown there, never another object. (Streams and events have [`Stable`] tables.)
+    fn handle(&self, exec: bool) -> usize {
+        let n = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        graph_handle(self.backend.index(), n, exec)
     }
 
     /// The device index of a `C_Device` id.
@@ -1610,7 +1610,7 @@ impl Runtime {
             order = lock(&self.capture_orders).remove(&id);
         }
         let graph = graph.check("end_capture")?;
-        let handle = self.handle();
+        let handle = self.handle(false);
         let graph = GraphObj {
             device,
             graph,
@@ -1652,7 +1652,7 @@ impl Runtime {
     /// `cuda_graph_instantiate`: an executable handle for a captured graph.
     pub fn instantiate(&self, graph: usize) -> Status<usize> {
         let graph = self.graph(graph)?;
-        let handle = self.handle();
+        let handle = self.handle(true);
         lock(&self.execs).insert(handle, graph);
         Ok(handle)
     }
