@@ -1332,7 +1332,7 @@ impl Runtime {
         size: usize,
     ) -> Status {
         if size == 0 {
-            return Ok(());
+            return self.empty_copy(device, stream);
         }
         if src == 0 {
             return Err(refuse(|| "a null source".into()));
@@ -1385,7 +1385,7 @@ impl Runtime {
         size: usize,
     ) -> Status {
         if size == 0 {
-            return Ok(());
+            return self.empty_copy(device, stream);
         }
         if dst == 0 {
             return Err(refuse(|| "a null destination".into()));
@@ -1433,7 +1433,7 @@ impl Runtime {
         size: usize,
     ) -> Status {
         if size == 0 {
-            return Ok(());
+            return self.empty_copy(device, stream);
         }
         let dst = self.translate(device, dst, size)?;
         let src = self.translate(device, src, size)?;
@@ -1484,7 +1484,12 @@ impl Runtime {
         size: usize,
     ) -> Status {
         if size == 0 {
-            return Ok(());
+            return match stream {
+                Some(handle) => self
+                    .stream_of_either(src_device, dst_device, handle)
+                    .map(drop),
+                None => Ok(()),
+            };
         }
         if dst_device == src_device {
             return self.copy_d2d(dst_device, stream, dst, src, size);
@@ -1495,11 +1500,7 @@ impl Runtime {
             (dst.clone(), src.clone())
         else {
             let obj = match stream {
-                Some(handle) => self.stream(src_device, handle).or_else(|_| {
-                    // Not the source's: that refusal is no reason (see `note_failure`).
-                    let _ = take_failure();
-                    self.stream(dst_device, handle)
-                })?,
+                Some(handle) => self.stream_of_either(src_device, dst_device, handle)?,
                 None => &**self.null_stream_ref(src_device)?,
             };
             return self.copy_between(obj, stream.is_none(), dst, src, size, "memory_copy_p2p");
@@ -1545,6 +1546,30 @@ impl Runtime {
         obj.stream
             .copy_host_to_device(&dst_buffer, dst_offset, &staging, 0, size)
             .check("async_memory_copy_p2p")
+    }
+
+    /// The stream behind `handle` on `first` or else on `second` (a peer copy's stream belongs
+    /// to either device).
+    fn stream_of_either(
+        &self,
+        first: usize,
+        second: usize,
+        handle: C_Stream,
+    ) -> Status<&StreamObj> {
+        self.stream(first, handle).or_else(|_| {
+            // Not the first device's: that refusal is no reason (see `note_failure`).
+            let _ = take_failure();
+            self.stream(second, handle)
+        })
+    }
+
+    /// A copy of no bytes: nothing to do once its stream (if any) is checked, so that a stale
+    /// or foreign handle is refused whatever the size.
+    fn empty_copy(&self, device: usize, stream: Option<C_Stream>) -> Status {
+        match stream {
+            Some(handle) => self.stream(device, handle).map(drop),
+            None => Ok(()),
+        }
     }
 
     /// The stream a copy runs on, and whether it is synchronous (no stream given).

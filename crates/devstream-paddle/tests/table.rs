@@ -1322,3 +1322,53 @@ fn streams_destroyed_failed_or_capturing_give_their_slots_back() {
     assert_eq!(index(again), index(idle), "probing destroyed streams again");
     destroy(again);
 }
+
+/// A copy of nothing still names its stream: a destroyed stream, or a handle of another kind,
+/// is refused whatever the size (found by the `paddle_table` fuzzer: a 0-byte
+/// `async_memory_copy_d2d` on a forged stream answered `C_SUCCESS`).
+#[test]
+fn a_copy_of_nothing_still_checks_its_stream() {
+    let _serial = serial();
+    let mut d = dev();
+    let (ptr, other) = (alloc(16), alloc(16));
+    let mut byte = 0u8;
+    let host: *mut u8 = &mut byte;
+    let live = stream();
+    let destroyed = stream();
+    destroy(destroyed);
+    let event = new_event();
+    for (s, valid, what) in [
+        (live, true, "a live stream"),
+        (null_mut(), true, "the null stream"),
+        (destroyed, false, "a destroyed stream"),
+        (event.cast(), false, "an event"),
+        (0xdead_0000_usize as C_Stream, false, "a forged handle"),
+    ] {
+        let want = if valid { C_SUCCESS } else { C_ERROR };
+        let answers = [
+            (
+                "async_memory_copy_h2d",
+                call!(async_memory_copy_h2d(&mut d, s, ptr, host.cast(), 0)),
+            ),
+            (
+                "async_memory_copy_d2h",
+                call!(async_memory_copy_d2h(&mut d, s, host.cast(), ptr, 0)),
+            ),
+            (
+                "async_memory_copy_d2d",
+                call!(async_memory_copy_d2d(&mut d, s, other, ptr, 0)),
+            ),
+            (
+                "async_memory_copy_p2p",
+                call!(async_memory_copy_p2p(&mut d, &mut dev(), s, other, ptr, 0)),
+            ),
+        ];
+        for (function, answer) in answers {
+            assert_eq!(answer, want, "{function} of 0 bytes on {what}");
+        }
+    }
+    assert_eq!(call!(destroy_event(&mut d, event)), C_SUCCESS);
+    destroy(live);
+    free(ptr, 16);
+    free(other, 16);
+}
