@@ -1251,7 +1251,7 @@ fn streams_destroyed_failed_or_capturing_give_their_slots_back() {
         let s = stream();
         slots.insert(index(s));
         assert_eq!(sync(s), C_SUCCESS, "cycle {cycle}: no failure inherited");
-        match cycle % 5 {
+        match cycle % 6 {
             // Failed and idle, never synchronised.
             0 => {
                 fail_on(s);
@@ -1285,7 +1285,7 @@ fn streams_destroyed_failed_or_capturing_give_their_slots_back() {
             }
             // Joined to another stream's capture (and joined back), which ends after the
             // destroy.
-            _ => {
+            4 => {
                 let origin = stream();
                 slots.insert(index(origin));
                 begin(origin, C_StreamCaptureModeRelaxed);
@@ -1305,6 +1305,14 @@ fn streams_destroyed_failed_or_capturing_give_their_slots_back() {
                 assert_eq!(call!(destroy_event(&mut d, fork)), C_SUCCESS);
                 assert_eq!(call!(destroy_event(&mut d, join)), C_SUCCESS);
                 destroy(origin);
+            }
+            // Capturing, destroyed by another thread than the one that began the capture.
+            _ => {
+                begin(s, C_StreamCaptureModeThreadLocal);
+                let bits = s as usize;
+                std::thread::spawn(move || destroy(bits as C_Stream))
+                    .join()
+                    .expect("the destroying thread");
             }
         }
     }
