@@ -8,7 +8,7 @@
 //!                                          fails on any finding, or when it ran nothing
 //! cargo xtask fuzz TARGET... | all --minimize
 //!                                          merge the committed corpus and what the runs found
-//!                                          into a minimal corpus, written over the committed one
+//!                                          into a small corpus, written over the committed one
 //! ```
 //!
 //! Each target is a row of [`TARGETS`]: its name (the cargo-fuzz `[[bin]]`) and its cargo-fuzz
@@ -284,8 +284,8 @@ fn stat(text: &str, name: &str) -> Option<u64> {
         .find_map(|rest| rest.trim_start_matches(':').trim().parse().ok())
 }
 
-/// Merges the seed corpus and what the runs added into a minimal set (libFuzzer's
-/// `-merge=1`: the fewest inputs that keep every feature) and writes it over the seeds.
+/// Merges the seed corpus and what the runs added into a small set (libFuzzer's
+/// `-set_cover_merge=1`: few inputs that keep every feature) and writes it over the seeds.
 fn merge(target: &Target) -> Result<(), String> {
     let seeds = seeds(target);
     let found = work_dir("corpus", target)?;
@@ -293,7 +293,7 @@ fn merge(target: &Target) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&merged);
     std::fs::create_dir_all(&merged).map_err(|e| format!("{}: {e}", merged.display()))?;
     let mut command = Command::new(binary(target)?);
-    command.arg("-merge=1").arg(&merged).arg(&found);
+    command.arg("-set_cover_merge=1").arg(&merged).arg(&found);
     if seeds.is_dir() {
         command.arg(&seeds);
     }
