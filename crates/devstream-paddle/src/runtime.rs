@@ -308,7 +308,7 @@ impl StreamObj {
 enum Reuse {
     /// Idle, not capturing, no unreported failure: as good as a new stream.
     Yes,
-    /// Work is still queued, it is still in a capture (joined to one another stream began), or
+    /// Work is still queued, it is still in a capture (one that another stream began), or
     /// it still fails after its failure was taken: maybe later.
     NotYet,
 }
