@@ -27,10 +27,12 @@
 #![no_main]
 
 /// AddressSanitizer's options for this target, whoever runs it: huge allocations answer null
-/// (the plug-in must answer them with a status, which the model checks) instead of aborting.
+/// (the plug-in must answer them with a status, which the model checks) instead of aborting;
+/// freed memory kept from reuse up to 64 MiB (far more than one input frees between a free
+/// and a later use of it), so that long runs stay well below libFuzzer's 2 GiB memory limit.
 #[no_mangle]
 pub extern "C" fn __asan_default_options() -> *const std::ffi::c_char {
-    c"allocator_may_return_null=1:detect_stack_use_after_return=1".as_ptr()
+    c"allocator_may_return_null=1:detect_stack_use_after_return=1:quarantine_size_mb=64".as_ptr()
 }
 
 use devstream_paddle::sys::*;
