@@ -701,7 +701,7 @@ impl Runtime {
     ///
     /// Streams live in a [`Stable`] table: a destroyed stream's slot keeps its devstream stream
     /// (queued work still runs), and the slot's next handle on that device reuses it once it is
-    /// idle and in no capture, its unreported failure taken ([`reusable`]): then it behaves as
+    /// idle and in no capture, its unreported failure taken and reported: then it behaves as
     /// a new stream (its earlier work is done, so nothing new waits for it). A slot whose
     /// stream is still busy, or joined to a capture still open, is skipped for now. While a
     /// capture begun through this table is open no slot is probed (a `query` or `synchronize`
@@ -756,7 +756,7 @@ impl Runtime {
 
     /// `destroy_stream`: forgets the handle; queued work still runs (devstream never blocks
     /// on drop, and the slot keeps the stream). A capture the stream began through this table
-    /// ends with it, its graph discarded (see [`Runtime::abandon_capture`]).
+    /// ends with it, its graph discarded (a capture never outlives its stream).
     pub fn destroy_stream(&self, device: usize, handle: C_Stream) -> Status {
         let (index, obj) = self
             .streams
