@@ -15,6 +15,9 @@
 //! cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] [--timeout S]
 //!                                      TSan / ASan over the conformance suite and the plug-in tests
 //! cargo xtask loom [core] [cpu] [gpu-common]  loom models of the event mark, the CPU pool's wake-up and the host-function ring
+//! cargo xtask fuzz TARGET... | all [--seconds N] [--minimize] | --list
+//!                                      the cargo-fuzz targets of the C boundaries (libFuzzer, ASan) on the
+//!                                      pinned nightly, N seconds each (60); fails on any finding
 //! cargo xtask paddle-plugins [--features cpu,wgpu] [--release] [--out DIR]
 //!                                      devstream-paddle as one library per Paddle device type
 //!                                      (default target/paddle-plugins/), for CUSTOM_DEVICE_ROOT
@@ -22,6 +25,7 @@
 //! ```
 
 mod doc_links;
+mod fuzz;
 mod paddle;
 mod report;
 mod soundness;
@@ -47,10 +51,11 @@ fn main() {
         Some("miri") => soundness::miri(&args[1..]),
         Some("sanitize") => soundness::sanitize(&args[1..]),
         Some("loom") => soundness::loom(&args[1..]),
+        Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("paddle-plugins") => paddle::paddle_plugins(&args[1..]),
         Some("doc-links") => doc_links::check(&root),
         _ => {
-            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] | loom [core] [cpu] [gpu-common] | paddle-plugins [--features LIST] [--release] [--out DIR] | doc-links>");
+            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] | loom [core] [cpu] [gpu-common] | fuzz TARGET...|all [--seconds N] [--minimize] | paddle-plugins [--features LIST] [--release] [--out DIR] | doc-links>");
             exit(2);
         }
     };

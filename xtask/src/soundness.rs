@@ -37,7 +37,7 @@ const TARGET: &str = "x86_64-unknown-linux-gnu";
 const DEFAULT_TIMEOUT_S: u64 = 1500;
 
 /// The target directory of the ordinary build (`CARGO_TARGET_DIR` or `target`).
-fn target_root() -> PathBuf {
+pub(crate) fn target_root() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target"))
@@ -78,7 +78,7 @@ pub fn install() -> Result<(), String> {
 }
 
 /// Drops what the outer (stable) cargo exported, so the nightly cargo picks its own tools.
-fn clean_env(command: &mut Command) {
+pub(crate) fn clean_env(command: &mut Command) {
     for var in [
         "CARGO",
         "RUSTC",

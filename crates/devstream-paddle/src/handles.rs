@@ -1,14 +1,16 @@
 //! Handle tables for the streams and events Paddle holds: slots indexed by the handle's bits,
 //! each with a generation, whose objects are never freed.
 //!
-//! **What a handle is.** `tag << 60 | generation << 24 | index << 4`: never 0 (the tag is the
-//! backend index + 1), a multiple of 16, never dereferenced. A live slot's state *is* its
-//! handle; destroying the handle sets the state's bit 0 (no handle has it), and the slot's next
-//! handle has the next generation (36 bits: a stale handle names another object only after
-//! 2^36 reuses of its slot). So a handle is valid iff it is a multiple of 16 and equals the
-//! state of the slot its index bits name: one compare checks tag, generation and liveness.
-//! Anything else Paddle passes (a destroyed handle, another type's handle, garbage) names a
-//! slot that is missing or whose state differs: `None`, never a dereference.
+//! **What a handle is.** `tag << 60 | generation << 24 | index << 4`: never 0, a multiple of
+//! 16, never dereferenced. The tag ([`tag`]) names the handle's [`Kind`] (stream, event, graph)
+//! and the device type's backend, so the tables of two kinds, or of two device types, never
+//! hand out the same integer, whatever their states. A live slot's state *is* its handle;
+//! destroying the handle sets the state's bit 0 (no handle has it), and the slot's next handle
+//! has the next generation (36 bits: a stale handle names another object only after 2^36
+//! reuses of its slot). So a handle is valid iff it is a multiple of 16 and equals the state
+//! of the slot its index bits name: one compare checks kind, backend, generation and liveness.
+//! Anything else Paddle passes (a destroyed handle, another kind's or another type's handle,
+//! garbage) names a slot that is missing or whose state differs: `None`, never a dereference.
 //!
 //! **Lookups** ([`Stable`]). A slot's object, once made, lives as long as the table: a destroyed
 //! handle's slot keeps it, and the slot's next handle reuses it (the runtime decides when: a
@@ -37,6 +39,35 @@ const CHUNKS: usize = 1 << (INDEX_BITS - CHUNK_BITS);
 
 /// A dead slot's state: its last handle with this bit set (a never-used slot's state is 0).
 const DEAD: u64 = 1;
+
+/// What a handle names: part of its tag ([`tag`]), so that a handle of one kind is never a
+/// live handle of another and every call given one answers `C_ERROR`, acting on nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A `C_Stream` (a [`Stable`] table).
+    Stream = 1,
+    /// A `C_Event` (a [`Stable`] table).
+    Event = 2,
+    /// A `C_CudaGraph` or a `C_GraphExec` (keys of maps; see [`graph_handle`]).
+    Graph = 3,
+}
+
+/// The tag of the handles of `kind` for backend index `backend` (0..4): the kind in its upper
+/// two bits, the backend in its lower two; never 0. A handle carries it in its top four bits.
+pub const fn tag(kind: Kind, backend: usize) -> usize {
+    ((kind as usize) << 2) | (backend & 3)
+}
+
+/// The handle of the `n`-th graph (`exec` false) or executable graph (`exec` true) of backend
+/// index `backend`: `tag << 60 | n << 5 | exec << 4` with the tag of [`Kind::Graph`], so that it
+/// is no stream or event handle, no handle of the other graph kind, and no handle of another
+/// device type (each is a copy of this library with its own counters). `n` is taken modulo
+/// 2^55.
+pub const fn graph_handle(backend: usize, n: usize, exec: bool) -> usize {
+    (tag(Kind::Graph, backend) << TAG_SHIFT)
+        | ((n & ((1 << (TAG_SHIFT - 5)) - 1)) << 5)
+        | ((exec as usize) << 4)
+}
 
 /// The most objects of one kind alive at once in one table (2^20).
 pub const CAPACITY: usize = CHUNKS * CHUNK;
@@ -184,7 +215,7 @@ pub struct Stable<T> {
 }
 
 impl<T: Send + Sync> Stable<T> {
-    /// An empty table whose handles carry `tag` (1..=15) in their top bits.
+    /// An empty table whose handles carry `tag` (from [`tag`]; 1..=15) in their top bits.
     pub fn new(tag: usize) -> Stable<T> {
         Stable {
             tag: (tag & 0xf) << TAG_SHIFT,
@@ -390,5 +421,29 @@ mod tests {
         // A failing `make` leaves the slot dead.
         assert_eq!(table.insert_at(j, || Err(()), reuse), Err(()));
         assert_eq!(table.live(), 1);
+    }
+
+    #[test]
+    fn tables_of_two_kinds_never_hand_out_one_integer() {
+        let streams: Stable<()> = Stable::new(tag(Kind::Stream, 0));
+        let events: Stable<()> = Stable::new(tag(Kind::Event, 0));
+        let other_type: Stable<()> = Stable::new(tag(Kind::Stream, 1));
+        let first = |table: &Stable<()>| {
+            let index = table.take_index(0).unwrap();
+            table
+                .insert_at(index, || Ok::<_, ()>(()), |_| {})
+                .unwrap()
+                .unwrap()
+        };
+        let (s, e, o) = (first(&streams), first(&events), first(&other_type));
+        assert!(s != e && s != o && e != o, "{s:#x} {e:#x} {o:#x}");
+        assert!(events.get(s).is_none() && streams.get(e).is_none());
+        assert!(streams.get(o).is_none() && other_type.get(s).is_none());
+        assert!(events.remove(s, |_| true).is_none());
+        assert_eq!(streams.live() + events.live(), 2);
+        let graph = graph_handle(0, 1, false);
+        let exec = graph_handle(0, 1, true);
+        assert!(graph != exec && graph.is_multiple_of(16) && exec.is_multiple_of(16));
+        assert!(streams.get(graph).is_none() && events.get(exec).is_none());
     }
 }

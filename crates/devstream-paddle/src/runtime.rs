@@ -31,7 +31,7 @@
 //! the launching stream), and that stream's `synchronize_stream` answers `C_ERROR`.
 
 use crate::addr::AddressSpace;
-use crate::handles::Stable;
+use crate::handles::{graph_handle, tag, Kind, Stable};
 use crate::select::Backend;
 use crate::sys::{C_Device_st, C_Status, C_Stream, C_ERROR, C_FAILED, C_INTERNAL_ERROR};
 use devstream::{CaptureMode, DeviceBuffer, Event, EventFlags, Graph, HostBuffer, Place, Stream};
@@ -172,8 +172,9 @@ impl ThreadState {
     }
 }
 
-impl Drop for ThreadState {
-    fn drop(&mut self) {
+impl ThreadState {
+    /// Gives every kept slot back to its device's free list.
+    fn give_back_all(&self) {
         let len = self.len.get().min(SPARES);
         for spare in self.spares[..len].iter().map(Cell::get) {
             if let Some(rt) = crate::table::RUNTIMES
@@ -185,6 +186,20 @@ impl Drop for ThreadState {
         }
         self.len.set(0);
     }
+}
+
+impl Drop for ThreadState {
+    fn drop(&mut self) {
+        self.give_back_all();
+    }
+}
+
+/// Gives the calling thread's kept event slots (see [`Runtime::create_event`]) back to their
+/// devices' free lists now, as the thread's exit would. For tests that look at which slots
+/// are handed out: a test thread's exit may run after the next test has begun.
+#[doc(hidden)]
+pub fn give_back_kept_events() {
+    let _ = THREAD.try_with(ThreadState::give_back_all);
 }
 
 /// An unused entry of [`ThreadState::spares`].
@@ -293,29 +308,39 @@ impl StreamObj {
 enum Reuse {
     /// Idle, not capturing, no unreported failure: as good as a new stream.
     Yes,
-    /// Work is still queued: maybe later.
+    /// Work is still queued, it is still in a capture (one that another stream began), or
+    /// it still fails after its failure was taken: maybe later.
     NotYet,
-    /// Capturing, or it failed: never (its slot is retired).
-    Never,
 }
 
 /// Asks a destroyed stream whether it can be reused (never `query` during a capture, which
-/// would invalidate it).
+/// would invalidate it). A failure its work raised that no one synchronised is taken and
+/// reported here (the handle that could have reported it is gone); a stream that answers
+/// cleanly after that is as good as a new one, so no slot is ever retired for a failure.
 #[cold]
 #[inline(never)]
 fn reusable(obj: &StreamObj) -> Reuse {
     if obj.capturing.load(Ordering::SeqCst) || !matches!(obj.stream.is_capturing(), Ok(false)) {
-        return Reuse::Never;
+        return Reuse::NotYet;
     }
-    match obj.stream.query() {
-        Ok(true) => {}
-        Ok(false) => return Reuse::NotYet,
-        Err(_) => return Reuse::Never,
+    if !matches!(obj.stream.query(), Ok(true)) {
+        return Reuse::NotYet;
     }
     // Idle: this returns at once, with the first failure its work raised, if any.
+    let Err(error) = obj.stream.synchronize() else {
+        return Reuse::Yes;
+    };
+    let message =
+        format!("a destroyed stream's work failed (no synchronize_stream reported it): {error}");
+    tracing::warn!("devstream-paddle: {message}");
+    if log_to_stderr() {
+        eprintln!("devstream-paddle: {message}");
+    }
+    // The failure is taken: a stream whose next synchronize is clean carries nothing of it
+    // (a failure that stays, such as a lost device, is asked about again later).
     match obj.stream.synchronize() {
         Ok(()) => Reuse::Yes,
-        Err(_) => Reuse::Never,
+        Err(_) => Reuse::NotYet,
     }
 }
 
@@ -575,8 +600,8 @@ impl Runtime {
             backend,
             null_streams: places.iter().map(|_| OnceLock::new()).collect(),
             places,
-            streams: Stable::new(backend.index() + 1),
-            events: Stable::new(backend.index() + 1),
+            streams: Stable::new(tag(Kind::Stream, backend.index())),
+            events: Stable::new(tag(Kind::Event, backend.index())),
             next_handle: AtomicUsize::new(1),
             memory: Mutex::new(memory),
             host: Mutex::new(HashMap::new()),
@@ -591,13 +616,13 @@ impl Runtime {
         })
     }
 
-    /// A fresh graph handle value: never 0, never reused, a multiple of 16, and tagged with
-    /// the backend in bits 48.. so that a handle of one device type given to another type's
-    /// table (each type is a copy of this library with its own counters) is unknown there,
-    /// never another object. (Streams and events have [`Stable`] tables.)
-    fn handle(&self) -> usize {
-        let n = self.next_handle.fetch_add(1, Ordering::Relaxed) & ((1 << 44) - 1);
-        ((self.backend.index() + 1) << 48) | (n << 4)
+    /// A fresh graph (`exec` false) or executable graph (`exec` true) handle: never 0, never
+    /// reused, a multiple of 16, tagged with its kind and backend ([`graph_handle`]), so that
+    /// a handle of another kind, or of one device type given to another type's table, is
+    /// unknown there, never another object. (Streams and events have [`Stable`] tables.)
+    fn handle(&self, exec: bool) -> usize {
+        let n = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        graph_handle(self.backend.index(), n, exec)
     }
 
     /// The device index of a `C_Device` id.
@@ -676,9 +701,9 @@ impl Runtime {
     ///
     /// Streams live in a [`Stable`] table: a destroyed stream's slot keeps its devstream stream
     /// (queued work still runs), and the slot's next handle on that device reuses it once it is
-    /// idle, not capturing and has no unreported failure: then it behaves as a new stream (its
-    /// earlier work is done, so nothing new waits for it). A slot whose stream is still busy
-    /// is skipped for now; one whose stream failed or is capturing is never reused. While a
+    /// idle and in no capture, its unreported failure taken and reported: then it behaves as
+    /// a new stream (its earlier work is done, so nothing new waits for it). A slot whose
+    /// stream is still busy, or joined to a capture still open, is skipped for now. While a
     /// capture begun through this table is open no slot is probed (a `query` or `synchronize`
     /// then is an unsafe call that would invalidate a capture in `Global` mode): new slots only.
     #[inline(never)]
@@ -696,14 +721,9 @@ impl Runtime {
                     busy.push(index);
                     continue;
                 }
-                match reusable(old) {
-                    Reuse::Yes => {}
-                    Reuse::NotYet => {
-                        busy.push(index);
-                        continue;
-                    }
-                    // Retired: the index is not given back.
-                    Reuse::Never => continue,
+                if let Reuse::NotYet = reusable(old) {
+                    busy.push(index);
+                    continue;
                 }
             }
             let made = self.streams.insert_at(
@@ -735,16 +755,46 @@ impl Runtime {
     }
 
     /// `destroy_stream`: forgets the handle; queued work still runs (devstream never blocks
-    /// on drop, and the slot keeps the stream).
+    /// on drop, and the slot keeps the stream). A capture the stream began through this table
+    /// ends with it, its graph discarded (a capture never outlives its stream).
     pub fn destroy_stream(&self, device: usize, handle: C_Stream) -> Status {
-        let (index, _) = self
+        let (index, obj) = self
             .streams
             .remove(handle as usize, |obj| obj.device == device)
             .ok_or_else(|| {
                 refuse(|| format!("unknown stream handle {handle:?} on device {device}"))
             })?;
+        if obj.capturing.load(Ordering::SeqCst) {
+            self.abandon_capture(obj);
+        }
         self.streams.give_index(device, index);
         Ok(())
+    }
+
+    /// Ends the capture a destroyed stream began through this table, discarding its graph
+    /// (an invalidated capture ends with an error, ignored too). A capture must not outlive
+    /// the stream that began it: while open it makes this thread's (`ThreadLocal`) or every
+    /// thread's (`Global`) unsafe calls fail, keeps the streams that joined it capturing, and
+    /// stops `create_stream` from probing destroyed streams for reuse.
+    #[cold]
+    fn abandon_capture(&self, obj: &StreamObj) {
+        let id = obj.capture_id.load(Ordering::SeqCst);
+        if let Err(error) = obj.stream.end_capture() {
+            tracing::debug!("devstream-paddle: ending a destroyed stream's capture: {error}");
+        }
+        if !obj.stream.is_capturing().unwrap_or(false) {
+            self.capture_ended(obj, id);
+        }
+    }
+
+    /// The bookkeeping of a capture begun through this table (number `id`) that `obj` no
+    /// longer runs: answers the order of its graph's callbacks.
+    fn capture_ended(&self, obj: &StreamObj, id: u64) -> Option<Arc<LaunchOrder>> {
+        if obj.capturing.swap(false, Ordering::SeqCst) {
+            self.open_captures.fetch_sub(1, Ordering::SeqCst);
+        }
+        obj.capture_id.store(0, Ordering::SeqCst);
+        lock(&self.capture_orders).remove(&id)
     }
 
     /// `query_stream`: `Ok(true)` when complete.
@@ -1282,7 +1332,7 @@ impl Runtime {
         size: usize,
     ) -> Status {
         if size == 0 {
-            return Ok(());
+            return self.empty_copy(device, stream);
         }
         if src == 0 {
             return Err(refuse(|| "a null source".into()));
@@ -1335,7 +1385,7 @@ impl Runtime {
         size: usize,
     ) -> Status {
         if size == 0 {
-            return Ok(());
+            return self.empty_copy(device, stream);
         }
         if dst == 0 {
             return Err(refuse(|| "a null destination".into()));
@@ -1383,7 +1433,7 @@ impl Runtime {
         size: usize,
     ) -> Status {
         if size == 0 {
-            return Ok(());
+            return self.empty_copy(device, stream);
         }
         let dst = self.translate(device, dst, size)?;
         let src = self.translate(device, src, size)?;
@@ -1434,7 +1484,12 @@ impl Runtime {
         size: usize,
     ) -> Status {
         if size == 0 {
-            return Ok(());
+            return match stream {
+                Some(handle) => self
+                    .stream_of_either(src_device, dst_device, handle)
+                    .map(drop),
+                None => Ok(()),
+            };
         }
         if dst_device == src_device {
             return self.copy_d2d(dst_device, stream, dst, src, size);
@@ -1445,11 +1500,7 @@ impl Runtime {
             (dst.clone(), src.clone())
         else {
             let obj = match stream {
-                Some(handle) => self.stream(src_device, handle).or_else(|_| {
-                    // Not the source's: that refusal is no reason (see `note_failure`).
-                    let _ = take_failure();
-                    self.stream(dst_device, handle)
-                })?,
+                Some(handle) => self.stream_of_either(src_device, dst_device, handle)?,
                 None => &**self.null_stream_ref(src_device)?,
             };
             return self.copy_between(obj, stream.is_none(), dst, src, size, "memory_copy_p2p");
@@ -1495,6 +1546,30 @@ impl Runtime {
         obj.stream
             .copy_host_to_device(&dst_buffer, dst_offset, &staging, 0, size)
             .check("async_memory_copy_p2p")
+    }
+
+    /// The stream behind `handle` on `first` or else on `second` (a peer copy's stream belongs
+    /// to either device).
+    fn stream_of_either(
+        &self,
+        first: usize,
+        second: usize,
+        handle: C_Stream,
+    ) -> Status<&StreamObj> {
+        self.stream(first, handle).or_else(|_| {
+            // Not the first device's: that refusal is no reason (see `note_failure`).
+            let _ = take_failure();
+            self.stream(second, handle)
+        })
+    }
+
+    /// A copy of no bytes: nothing to do once its stream (if any) is checked, so that a stale
+    /// or foreign handle is refused whatever the size.
+    fn empty_copy(&self, device: usize, stream: Option<C_Stream>) -> Status {
+        match stream {
+            Some(handle) => self.stream(device, handle).map(drop),
+            None => Ok(()),
+        }
     }
 
     /// The stream a copy runs on, and whether it is synchronous (no stream given).
@@ -1603,14 +1678,10 @@ impl Runtime {
         let graph = obj.stream.end_capture();
         let mut order = None;
         if graph.is_ok() || !obj.stream.is_capturing().unwrap_or(false) {
-            if obj.capturing.swap(false, Ordering::SeqCst) {
-                self.open_captures.fetch_sub(1, Ordering::SeqCst);
-            }
-            obj.capture_id.store(0, Ordering::SeqCst);
-            order = lock(&self.capture_orders).remove(&id);
+            order = self.capture_ended(obj, id);
         }
         let graph = graph.check("end_capture")?;
-        let handle = self.handle();
+        let handle = self.handle(false);
         let graph = GraphObj {
             device,
             graph,
@@ -1652,7 +1723,7 @@ impl Runtime {
     /// `cuda_graph_instantiate`: an executable handle for a captured graph.
     pub fn instantiate(&self, graph: usize) -> Status<usize> {
         let graph = self.graph(graph)?;
-        let handle = self.handle();
+        let handle = self.handle(true);
         lock(&self.execs).insert(handle, graph);
         Ok(handle)
     }
