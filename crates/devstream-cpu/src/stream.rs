@@ -83,6 +83,9 @@ pub(crate) struct StreamInner {
     pub(crate) non_blocking: bool,
     pub(crate) kind: StreamKind,
     pub(crate) submitted: AtomicU64,
+    /// Tasks pushed into the queue so far: `submitted` less the pushes in progress (see
+    /// `enqueue`).
+    pushed: AtomicU64,
     pub(crate) completed: AtomicU64,
     /// Tasks queued and not completed yet; its 0 → 1 transition schedules the stream.
     active: AtomicU64,
@@ -179,6 +182,7 @@ impl StreamInner {
             non_blocking,
             kind,
             submitted: AtomicU64::new(0),
+            pushed: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             active: AtomicU64::new(0),
             min_waiter: AtomicU64::new(u64::MAX),
@@ -228,14 +232,32 @@ impl StreamInner {
     /// `submitted` is bumped before the push, so every task in the queue is counted: the
     /// tasks queued before any moment are a prefix of the queue no longer than `submitted` at
     /// that moment, which is what makes "completed ≥ submitted-at-record" a correct event.
+    ///
+    /// Threads submitting at once push in the order they counted (a ticket each: the count
+    /// before its bump, its position in the queue). Otherwise a thread preempted between its
+    /// count and its push would let another thread's record count its task while the other
+    /// thread's next task went ahead of it in the queue: a host function queued right after a
+    /// record would run before the record's work was complete, and a wait on that event from
+    /// inside it could never return. A lone submitter never waits; one racing another waits
+    /// only for the other's push, which never blocks (the channel is unbounded).
     fn enqueue(&self, op: Op) -> bool {
         let host_use = op.host_buffer().map(HostInner::begin_use);
-        self.submitted.fetch_add(1, Ordering::AcqRel);
+        let ticket = self.submitted.fetch_add(1, Ordering::AcqRel);
+        let mut spins = 0u32;
+        while self.pushed.load(Ordering::Acquire) != ticket {
+            if spins < 64 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
         // Cannot fail: the receiver lives as long as `self`.
         let _sent = self.sender.send(Task {
             op,
             _host_use: host_use,
         });
+        self.pushed.store(ticket + 1, Ordering::Release);
         self.active.fetch_add(1, Ordering::AcqRel) == 0
     }
 

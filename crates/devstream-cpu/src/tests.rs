@@ -887,3 +887,41 @@ fn dropped_completions_are_pruned_from_the_waiter_list() {
     }
     assert_eq!(s.0.completion_waiters(), 0);
 }
+
+/// Two threads submit to one non-blocking stream at once. An event one of them records covers
+/// what was submitted before the record, so a host function that thread queues right after the
+/// record finds the event complete when it runs: the queue's order must be the order the
+/// submissions were counted in, whichever thread was preempted between counting and queueing.
+#[test]
+fn an_event_recorded_before_a_host_function_is_complete_inside_it_despite_concurrent_submitters() {
+    let s = stream();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = {
+        let (s, stop) = (s.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                s.launch_host_func(Box::new(|| {})).unwrap();
+            }
+        })
+    };
+    let incomplete = Arc::new(AtomicU32::new(0));
+    let rounds = if cfg!(miri) { 20 } else { 20_000 };
+    for _ in 0..rounds {
+        let event = s.record_event().unwrap();
+        let incomplete = incomplete.clone();
+        s.launch_host_func(Box::new(move || {
+            if !event.query().unwrap_or(false) {
+                incomplete.fetch_add(1, Ordering::Relaxed);
+            }
+        }))
+        .unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    other.join().unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(
+        incomplete.load(Ordering::Relaxed),
+        0,
+        "host functions that found the event recorded right before them incomplete"
+    );
+}
