@@ -417,3 +417,61 @@ fn synchronize_returns_the_first_host_func_panic() {
         Ok(())
     });
 }
+
+/// Two threads submit to one stream at once: an event one of them records covers what was
+/// submitted before the record, so a host function that thread queues right after the record
+/// finds the event complete when it runs, and a wait on it from inside returns.
+#[test]
+fn an_event_recorded_right_before_a_host_function_is_complete_inside_it_despite_another_submitter()
+{
+    for_each_place(|place| {
+        if !caps(place).host_funcs {
+            not_applicable(place, "no host functions");
+            return Ok(());
+        }
+        let s = Stream::new(place)?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let incomplete = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        std::thread::scope(|scope| -> devstream::Result<()> {
+            let other = {
+                let (s, stop) = (s.clone(), stop.clone());
+                scope.spawn(move || -> devstream::Result<()> {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        s.launch_host_func(|| {})?;
+                    }
+                    Ok(())
+                })
+            };
+            let mut outcome = Ok(());
+            for _ in 0..2_000 {
+                let event = match s.record_event() {
+                    Ok(event) => event,
+                    Err(e) => {
+                        outcome = Err(e);
+                        break;
+                    }
+                };
+                let incomplete = incomplete.clone();
+                if let Err(e) = s.launch_host_func(move || {
+                    if !event.query().unwrap_or(false) {
+                        incomplete.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }) {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            other.join().expect("the other submitter panicked")?;
+            outcome
+        })?;
+        sync(&s)?;
+        assert_eq!(
+            incomplete.load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "host functions that found the event recorded right before them on their own stream \
+             incomplete"
+        );
+        Ok(())
+    });
+}
