@@ -24,12 +24,12 @@ use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::panic::{self, drop_contained, drop_payload};
 use devstream_core::{Error, Place, Result};
 use std::any::Any;
-use std::cell::{Cell, UnsafeCell};
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::AtomicUsize;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::ThreadId;
@@ -1127,33 +1127,22 @@ impl StreamCore {
 
     /// Puts `callback` on the plug-in stream (the caller checked that callbacks exist).
     ///
-    /// Ownership of the callback is decided by who claims it first (see [`Payload`]), never
-    /// from the status alone: a plug-in may run it inside the call and answer anything, or
-    /// answer an error and still run it later. When the plug-in answers an error and the
-    /// callback has not run, it is taken back and handed to the caller (it will not run):
-    /// the answer is the plug-in's status and, on an error, the callback taken back, if any.
-    /// (The payload's small header then stays allocated: the plug-in may still call back.)
+    /// Ownership of the callback is decided by who claims its token first (see
+    /// [`crate::tokens`]), never from the status alone: a plug-in may run it inside the call
+    /// and answer anything, answer an error and still run it later, or run it twice. When the
+    /// plug-in answers an error and the callback has not run, it is taken back and handed to
+    /// the caller (it will not run): the answer is the plug-in's status and, on an error, the
+    /// callback taken back, if any.
     fn put_callback(&self, callback: Callback) -> (Result<()>, Option<Callback>) {
-        let payload = Box::into_raw(Box::new(Payload {
-            state: AtomicU8::new(QUEUED),
-            refs: AtomicU8::new(2),
-            callback: UnsafeCell::new(Some(callback)),
-        }));
+        let token = crate::tokens::register(callback);
         let result =
             self.runtime
-                .add_callback(self.slot, self.raw, Some(trampoline), payload.cast());
-        // SAFETY: the submitter's reference keeps the payload alive until `release` below.
-        let shared = unsafe { &*payload };
+                .add_callback(self.slot, self.raw, Some(trampoline), token as *mut c_void);
         let taken_back = match &result {
             Ok(()) => None,
-            Err(_) => shared.claim().then(|| {
-                // SAFETY: this side won the claim, so it alone touches the callback.
-                unsafe { (*shared.callback.get()).take() }
-            }),
+            Err(_) => crate::tokens::claim(token),
         };
-        // SAFETY: the submitter's one reference, released once.
-        unsafe { Payload::release(payload) };
-        (result, taken_back.flatten())
+        (result, taken_back)
     }
 
     /// Puts a host function or flag write on the stream; on failure the callback (not run)
@@ -1220,45 +1209,6 @@ impl StreamCore {
     }
 }
 
-/// Nobody has claimed the callback yet.
-const QUEUED: u8 = 0;
-/// One side claimed it: the trampoline (to run it) or the submitter (after an error).
-const CLAIMED: u8 = 1;
-
-/// The `user_data` of one `stream_add_callback`. Two references (the plug-in's, released by
-/// the trampoline, and the submitter's, released when `stream_add_callback` has returned);
-/// the last one frees it. The callback inside is taken by exactly one side: whichever moves
-/// `state` from `QUEUED` to `CLAIMED`.
-struct Payload {
-    state: AtomicU8,
-    refs: AtomicU8,
-    callback: UnsafeCell<Option<Callback>>,
-}
-
-impl Payload {
-    /// `true` for the one caller that moves the payload from queued to claimed.
-    fn claim(&self) -> bool {
-        self.state
-            .compare_exchange(QUEUED, CLAIMED, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    }
-
-    /// Drops one reference; the last frees the payload.
-    ///
-    /// # Safety
-    /// `payload` came from `Box::into_raw` in `put_callback`, and the caller holds one of its
-    /// two references, which it gives up here.
-    unsafe fn release(payload: *mut Payload) {
-        // SAFETY: alive while the caller's reference is.
-        // AcqRel rather than Release + fence(Acquire): the same guarantee, and one that
-        // ThreadSanitizer models (it does not model stand-alone fences).
-        if unsafe { &*payload }.refs.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // SAFETY: the last reference: nobody else can reach the payload any more.
-            drop(unsafe { Box::from_raw(payload) });
-        }
-    }
-}
-
 impl Drop for StreamCore {
     fn drop(&mut self) {
         if self.user_created {
@@ -1321,23 +1271,11 @@ unsafe extern "C" fn trampoline(
             // SAFETY: the plug-in passes a writable status or null.
             unsafe { *status = C_SUCCESS };
         }
-        if user_data.is_null() {
+        // Nothing when the token was claimed already: the submitter took the callback back
+        // after the plug-in answered an error, or the plug-in calls it a second time.
+        let Some(callback) = crate::tokens::claim(user_data as usize) else {
             return;
-        }
-        let payload = user_data.cast::<Payload>();
-        // SAFETY: `user_data` is a `Payload` from `put_callback`; the plug-in's reference
-        // keeps it alive until `release` below.
-        let shared = unsafe { &*payload };
-        let callback = if shared.claim() {
-            // SAFETY: this side won the claim, so it alone touches the callback.
-            unsafe { (*shared.callback.get()).take() }
-        } else {
-            // The submitter took it back after the plug-in answered an error.
-            None
         };
-        // SAFETY: the plug-in's one reference (a callback is called once), released once.
-        unsafe { Payload::release(payload) };
-        let Some(callback) = callback else { return };
         match callback {
             Callback::HostFn {
                 mut f,

@@ -72,7 +72,7 @@ use std::sync::Arc;
 /// call) is success. When it answers an error, the callback is taken back and dropped (it will
 /// not run, even if the plug-in calls it later); if it already ran, the error is reported all
 /// the same. Who frees a callback's data is decided by which side claims it first, never by
-/// the status alone.
+/// the status alone; a callback the plug-in calls more than once runs once.
 #[derive(Clone, Debug)]
 pub struct PluginStream(pub(crate) StreamRepr);
 

@@ -113,6 +113,58 @@ fn an_error_answered_with_the_callback_still_queued_does_not_free_it_early() {
     copy.run_queued();
 }
 
+/// Puts a counted host function, a flag write and a fill (whose staging a release callback
+/// frees) on a stream of `copy`; answers the host function's run and drop counts and the flag.
+fn callbacks_on(
+    copy: &Faulty,
+) -> (
+    PluginStream,
+    Arc<AtomicUsize>,
+    Arc<AtomicUsize>,
+    devstream_plugin::PluginFlag,
+) {
+    let place = copy.load().unwrap().places[0].clone();
+    let s = new_stream(&place);
+    let (f, ran, dropped) = counted_host_fn();
+    s.launch_host_func(f).unwrap();
+    let flag = PluginBackend::new_flag(&place).unwrap();
+    s.write_flag(&flag, 3).unwrap();
+    let buffer = s.alloc(64).unwrap();
+    s.fill(&buffer, 0, 64, 5).unwrap();
+    (s, ran, dropped, flag)
+}
+
+// A plug-in that calls a callback twice must not make devstream touch freed memory (the
+// sanitizers and Valgrind report it) nor run or drop anything twice.
+#[test]
+fn a_callback_the_plug_in_calls_twice_inline_runs_once_and_is_freed_once() {
+    let copy = Faulty::unique(faulty::MODE_CALLBACK_TWICE_INLINE);
+    let (s, ran, dropped, flag) = callbacks_on(&copy);
+    s.synchronize().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the host function runs once");
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "and is dropped once");
+    assert_eq!(flag.get(), 3);
+}
+
+#[test]
+fn a_callback_the_plug_in_calls_twice_later_runs_once_and_is_freed_once() {
+    let copy = Faulty::unique(faulty::MODE_CALLBACK_TWICE_QUEUED);
+    let (s, ran, dropped, flag) = callbacks_on(&copy);
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    // Each queued callback (host function, flag write, release) is called twice.
+    assert_eq!(copy.run_queued(), 3);
+    s.synchronize().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the host function runs once");
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "and is dropped once");
+    assert_eq!(flag.get(), 3);
+    // Callbacks queued after the stale calls still run (their tokens are not confused with
+    // the ones already called).
+    let (f, ran_later, _) = counted_host_fn();
+    s.launch_host_func(f).unwrap();
+    assert_eq!(copy.run_queued(), 1);
+    assert_eq!(ran_later.load(Ordering::SeqCst), 1);
+}
+
 // ---- item 3: copies tracked before anything can fail; no races on host buffers ----
 
 fn last_copy(copy: &Faulty) -> [u8; 16] {

@@ -97,6 +97,12 @@ pub const MODE_DEVELOP_LAYOUT: u32 = 25;
 pub const MODE_PARAMS_ONLY_3_3: u32 = 26;
 /// A working plug-in that accepts only when both sizes are Paddle 3.2's (96, 1032).
 pub const MODE_STRICT_3_2: u32 = 27;
+/// Works, but `stream_add_callback` runs the callback twice inside the call (answering
+/// `C_SUCCESS`): a plug-in that calls a callback more than once.
+pub const MODE_CALLBACK_TWICE_INLINE: u32 = 28;
+/// Works, but `stream_add_callback` queues the callback (answering `C_SUCCESS`), and
+/// `devstream_test_plugin_faulty_run_queued()` calls each queued callback twice.
+pub const MODE_CALLBACK_TWICE_QUEUED: u32 = 29;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -138,6 +144,8 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_DEVELOP_LAYOUT => c"faulty_develop",
         MODE_PARAMS_ONLY_3_3 => c"faulty_params_only",
         MODE_STRICT_3_2 => c"faulty_strict",
+        MODE_CALLBACK_TWICE_INLINE => c"faulty_twice_inline",
+        MODE_CALLBACK_TWICE_QUEUED => c"faulty_twice_queued",
         _ => c"faulty",
     }
 }
@@ -273,12 +281,18 @@ pub unsafe extern "C" fn devstream_test_plugin_faulty_counters(out: *mut usize) 
     }
 }
 
-/// Runs the work [`MODE_QUEUED_ERROR`] and [`MODE_QUEUED_COPIES`] queued (in order) and
-/// answers how many items ran.
+/// Runs the work [`MODE_QUEUED_ERROR`], [`MODE_QUEUED_COPIES`] and
+/// [`MODE_CALLBACK_TWICE_QUEUED`] queued (in order; the last mode calls each callback twice)
+/// and answers how many items ran.
 #[no_mangle]
 pub extern "C" fn devstream_test_plugin_faulty_run_queued() -> usize {
     let queued = std::mem::take(&mut *lock(&QUEUED));
     let ran = queued.len();
+    let calls = if MODE.load(Ordering::SeqCst) == MODE_CALLBACK_TWICE_QUEUED {
+        2
+    } else {
+        1
+    };
     for work in queued {
         match work {
             Queued::Callback {
@@ -288,16 +302,19 @@ pub extern "C" fn devstream_test_plugin_faulty_run_queued() -> usize {
                 user_data,
             } => {
                 let mut device = C_Device_st { id: device };
-                let mut status = C_SUCCESS;
-                // SAFETY: the host's callback with its user data, called once.
-                unsafe {
-                    callback(
-                        &mut device,
-                        stream as C_Stream,
-                        user_data as *mut c_void,
-                        &mut status,
-                    )
-                };
+                for _ in 0..calls {
+                    let mut status = C_SUCCESS;
+                    // SAFETY: the host's callback with its user data (called twice in
+                    // MODE_CALLBACK_TWICE_QUEUED: that mode's fault).
+                    unsafe {
+                        callback(
+                            &mut device,
+                            stream as C_Stream,
+                            user_data as *mut c_void,
+                            &mut status,
+                        )
+                    };
+                }
             }
             Queued::Copy { dst, src, len } => {
                 let mut first = [0u8; 16];
@@ -462,6 +479,31 @@ unsafe extern "C" fn inline_callback_warning(
     // SAFETY: forwarded arguments.
     match unsafe { inline_callback(device, stream, callback, user_data) } {
         C_SUCCESS => C_WARNING,
+        other => other,
+    }
+}
+
+unsafe extern "C" fn inline_callback_twice(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    // SAFETY: forwarded arguments; calling twice is this mode's fault.
+    unsafe { inline_callback(device, stream, callback, user_data) };
+    // SAFETY: as above.
+    unsafe { inline_callback(device, stream, callback, user_data) }
+}
+
+unsafe extern "C" fn queued_callback_success(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    // SAFETY: forwarded arguments.
+    match unsafe { queued_callback_error(device, stream, callback, user_data) } {
+        C_ERROR => C_SUCCESS,
         other => other,
     }
 }
@@ -776,6 +818,8 @@ fn fill(table: &mut C_DeviceInterface, mode: u32) {
     match mode {
         MODE_INLINE_WARNING => table.stream_add_callback = Some(inline_callback_warning),
         MODE_QUEUED_ERROR => table.stream_add_callback = Some(queued_callback_error),
+        MODE_CALLBACK_TWICE_INLINE => table.stream_add_callback = Some(inline_callback_twice),
+        MODE_CALLBACK_TWICE_QUEUED => table.stream_add_callback = Some(queued_callback_success),
         MODE_QUEUED_COPIES => {
             table.async_memory_copy_h2d = Some(queued_async_copy);
             table.async_memory_copy_d2h = Some(queued_async_copy);
