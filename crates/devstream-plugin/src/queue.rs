@@ -1131,17 +1131,15 @@ impl StreamCore {
     /// [`crate::tokens`]), never from the status alone: a plug-in may run it inside the call
     /// and answer anything, answer an error and still run it later, or run it twice. When the
     /// plug-in answers an error and the callback has not run, it is taken back and handed to
-    /// the caller (it will not run): the answer is the plug-in's status and, on an error, the
-    /// callback taken back, if any.
+    /// the caller (it will not run); so is a release the plug-in called inside
+    /// `stream_add_callback` (before the stream's earlier work is known to be done). The
+    /// answer is the plug-in's status and the callback taken back, if any.
     fn put_callback(&self, callback: Callback) -> (Result<()>, Option<Callback>) {
         let token = crate::tokens::register(callback);
         let result =
             self.runtime
                 .add_callback(self.slot, self.raw, Some(trampoline), token as *mut c_void);
-        let taken_back = match &result {
-            Ok(()) => None,
-            Err(_) => crate::tokens::claim(token),
-        };
+        let taken_back = crate::tokens::handed(token, result.is_ok());
         (result, taken_back)
     }
 
@@ -1183,6 +1181,9 @@ impl StreamCore {
                     tracing::warn!("devstream-plugin: a release callback: {error}");
                     payload
                 }
+                // Called inside stream_add_callback: the plug-in may not have run the
+                // stream's earlier work yet (its copies may still be queued).
+                (Ok(()), Some(Callback::Release(payload))) => payload,
                 // Queued, or the plug-in ran (or runs) the callback: it owns the payload.
                 _ => return,
             }
@@ -1272,8 +1273,11 @@ unsafe extern "C" fn trampoline(
             unsafe { *status = C_SUCCESS };
         }
         // Nothing when the token was claimed already: the submitter took the callback back
-        // after the plug-in answered an error, or the plug-in calls it a second time.
-        let Some(callback) = crate::tokens::claim(user_data as usize) else {
+        // after the plug-in answered an error, or the plug-in calls it a second time. A
+        // release called inside `stream_add_callback` is left to the submitter (see
+        // `put_callback`).
+        let early = |callback: &Callback| matches!(callback, Callback::Release(_));
+        let Some(callback) = crate::tokens::run(user_data as usize, early) else {
             return;
         };
         match callback {

@@ -230,6 +230,27 @@ fn a_staged_upload_keeps_its_bytes_when_the_release_fails() {
     );
 }
 
+// A plug-in that runs callbacks inside `stream_add_callback` while its copies are still
+// queued runs the release of a staged upload before the copy that reads the staging.
+#[test]
+fn a_staged_upload_keeps_its_bytes_when_the_release_callback_runs_before_the_copy() {
+    let copy = Faulty::unique(faulty::MODE_INLINE_CALLBACKS_QUEUED_COPIES);
+    let place = copy.load().unwrap().places[0].clone();
+    let s = new_stream(&place);
+    let device = s.alloc(64).unwrap();
+    s.fill(&device, 0, 64, 0xcd).unwrap();
+    s.copy_from_host(&device, 0, &[0xef; 64]).unwrap();
+    // The two copies are queued; their release callbacks have run already.
+    assert_eq!(copy.run_queued(), 2);
+    assert_eq!(
+        last_copy(&copy),
+        [0xef; 16],
+        "the queued copy read freed staging bytes"
+    );
+    // Once the copies ran, the staging is released (the events after them complete).
+    s.synchronize().unwrap();
+}
+
 #[test]
 fn host_buffer_reads_never_see_a_torn_write() {
     const LEN: usize = 1 << 20;

@@ -103,6 +103,12 @@ pub const MODE_CALLBACK_TWICE_INLINE: u32 = 28;
 /// Works, but `stream_add_callback` queues the callback (answering `C_SUCCESS`), and
 /// `devstream_test_plugin_faulty_run_queued()` calls each queued callback twice.
 pub const MODE_CALLBACK_TWICE_QUEUED: u32 = 29;
+/// Works, but asynchronous copies are queued (run by
+/// `devstream_test_plugin_faulty_run_queued()`, as in [`MODE_QUEUED_COPIES`]) while
+/// `stream_add_callback` runs each callback at once, inside the call (answering `C_SUCCESS`):
+/// callbacks come before the stream's earlier copies. Events answer `query_event` with
+/// `C_FAILED` (and `synchronize_event` with `C_ERROR`) while copies are queued.
+pub const MODE_INLINE_CALLBACKS_QUEUED_COPIES: u32 = 30;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -146,6 +152,7 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_STRICT_3_2 => c"faulty_strict",
         MODE_CALLBACK_TWICE_INLINE => c"faulty_twice_inline",
         MODE_CALLBACK_TWICE_QUEUED => c"faulty_twice_queued",
+        MODE_INLINE_CALLBACKS_QUEUED_COPIES => c"faulty_inline_early",
         _ => c"faulty",
     }
 }
@@ -281,8 +288,8 @@ pub unsafe extern "C" fn devstream_test_plugin_faulty_counters(out: *mut usize) 
     }
 }
 
-/// Runs the work [`MODE_QUEUED_ERROR`], [`MODE_QUEUED_COPIES`] and
-/// [`MODE_CALLBACK_TWICE_QUEUED`] queued (in order; the last mode calls each callback twice)
+/// Runs the work [`MODE_QUEUED_ERROR`], [`MODE_QUEUED_COPIES`],
+/// [`MODE_INLINE_CALLBACKS_QUEUED_COPIES`] and [`MODE_CALLBACK_TWICE_QUEUED`] queued (in order; the last mode calls each callback twice)
 /// and answers how many items ran.
 #[no_mangle]
 pub extern "C" fn devstream_test_plugin_faulty_run_queued() -> usize {
@@ -574,6 +581,32 @@ unsafe extern "C" fn ok_event(_device: C_Device, _event: C_Event) -> C_Status {
     C_SUCCESS
 }
 
+/// Whether copies are queued (not yet run by the test).
+fn copies_queued() -> bool {
+    lock(&QUEUED)
+        .iter()
+        .any(|work| matches!(work, Queued::Copy { .. }))
+}
+
+unsafe extern "C" fn query_event_after_queued(_device: C_Device, _event: C_Event) -> C_Status {
+    if copies_queued() {
+        C_FAILED
+    } else {
+        C_SUCCESS
+    }
+}
+
+unsafe extern "C" fn synchronize_event_after_queued(
+    _device: C_Device,
+    _event: C_Event,
+) -> C_Status {
+    if copies_queued() {
+        C_ERROR
+    } else {
+        C_SUCCESS
+    }
+}
+
 unsafe extern "C" fn warning_event(_device: C_Device, _event: C_Event) -> C_Status {
     C_WARNING
 }
@@ -820,6 +853,16 @@ fn fill(table: &mut C_DeviceInterface, mode: u32) {
         MODE_QUEUED_ERROR => table.stream_add_callback = Some(queued_callback_error),
         MODE_CALLBACK_TWICE_INLINE => table.stream_add_callback = Some(inline_callback_twice),
         MODE_CALLBACK_TWICE_QUEUED => table.stream_add_callback = Some(queued_callback_success),
+        MODE_INLINE_CALLBACKS_QUEUED_COPIES => {
+            table.async_memory_copy_h2d = Some(queued_async_copy);
+            table.async_memory_copy_d2h = Some(queued_async_copy);
+            table.async_memory_copy_d2d = Some(queued_async_copy);
+            table.query_event = Some(query_event_after_queued);
+            table.synchronize_event = Some(synchronize_event_after_queued);
+            table.synchronize_stream = None;
+            table.host_memory_allocate = Some(allocate);
+            table.host_memory_deallocate = Some(deallocate);
+        }
         MODE_QUEUED_COPIES => {
             table.async_memory_copy_h2d = Some(queued_async_copy);
             table.async_memory_copy_d2h = Some(queued_async_copy);
