@@ -15,11 +15,15 @@
 //! cargo xtask sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] [--timeout S]
 //!                                      TSan / ASan over the conformance suite and the plug-in tests
 //! cargo xtask loom [core] [cpu] [gpu-common]  loom models of the event mark, the CPU pool's wake-up and the host-function ring
+//! cargo xtask fuzz <target> [--seconds N]
+//!                                      a cargo-fuzz target (ASan, pinned nightly) for N seconds
+//!                                      (default 60) from its committed corpus (see fuzz.rs)
 //! cargo xtask paddle-plugins [--features cpu,wgpu] [--release] [--out DIR]
 //!                                      devstream-paddle as one library per Paddle device type
 //!                                      (default target/paddle-plugins/), for CUSTOM_DEVICE_ROOT
 //! ```
 
+mod fuzz;
 mod paddle;
 mod report;
 mod soundness;
@@ -46,8 +50,9 @@ fn main() {
         Some("sanitize") => soundness::sanitize(&args[1..]),
         Some("loom") => soundness::loom(&args[1..]),
         Some("paddle-plugins") => paddle::paddle_plugins(&args[1..]),
+        Some("fuzz") => fuzz::fuzz(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] | loom [core] [cpu] [gpu-common] | paddle-plugins [--features LIST] [--release] [--out DIR]>");
+            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] | loom [core] [cpu] [gpu-common] | paddle-plugins [--features LIST] [--release] [--out DIR] | fuzz <target> [--seconds N]>");
             exit(2);
         }
     };

@@ -78,7 +78,7 @@ pub fn install() -> Result<(), String> {
 }
 
 /// Drops what the outer (stable) cargo exported, so the nightly cargo picks its own tools.
-fn clean_env(command: &mut Command) {
+pub(crate) fn clean_env(command: &mut Command) {
     for var in [
         "CARGO",
         "RUSTC",
