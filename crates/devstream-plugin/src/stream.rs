@@ -210,14 +210,17 @@ fn staged_upload(
     if staging.is_empty() {
         return Ok(());
     }
-    dst.used_by(core);
     if let Some(capture) = submitting_into(op, core)? {
-        // Replayed by every launch: the graph keeps the bytes and the buffer.
+        // Replayed by every launch: the graph keeps the bytes and the buffer. The
+        // capturing stream is no user of the buffer (it runs none of this work): were it one,
+        // the capture would keep its own stream alive, and dropping the stream could never
+        // end the capture.
         capture.keep_device(&dst.0);
         let (dst, src, len) = (dst.at(offset), staging.as_ptr() as usize, staging.len());
         capture.keep(Box::new(staging));
         return submit_copy(core, CopyKind::HostToDevice, dst, src, len);
     }
+    dst.used_by(core);
     let (dst, len) = (dst.at(offset), staging.len());
     core.submit(Item::Op(Box::new(move |core: &StreamCore| {
         let src = staging.as_ptr() as usize;
@@ -751,13 +754,13 @@ impl DeviceStream for PluginStream {
                 if len == 0 {
                     return Ok(());
                 }
-                d.used_by(core);
                 let (dst, src) = (d.at(dst_offset), s.at(src_offset));
                 if let Some(capture) = submitting_into(op, core)? {
                     capture.keep_device(&d.0);
                     capture.keep_host(&s.0);
                     return submit_copy(core, CopyKind::HostToDevice, dst, src, len);
                 }
+                d.used_by(core);
                 s.copy_tracked(core, CopyKind::HostToDevice, dst, src, len)
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
@@ -790,13 +793,13 @@ impl DeviceStream for PluginStream {
                 if len == 0 {
                     return Ok(());
                 }
-                s.used_by(core);
                 let (dst, src) = (d.at(dst_offset), s.at(src_offset));
                 if let Some(capture) = submitting_into(op, core)? {
                     capture.keep_device(&s.0);
                     capture.keep_host(&d.0);
                     return submit_copy(core, CopyKind::DeviceToHost, dst, src, len);
                 }
+                s.used_by(core);
                 d.copy_tracked(core, CopyKind::DeviceToHost, dst, src, len)
             }
             (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
@@ -829,11 +832,12 @@ impl DeviceStream for PluginStream {
                 if len == 0 {
                     return Ok(());
                 }
-                d.used_by(core);
-                s.used_by(core);
                 if let Some(capture) = submitting_into(op, core)? {
                     capture.keep_device(&d.0);
                     capture.keep_device(&s.0);
+                } else {
+                    d.used_by(core);
+                    s.used_by(core);
                 }
                 submit_copy(
                     core,

@@ -7,9 +7,15 @@ mod common;
 
 use common::*;
 use devstream_core::{CaptureMode, DeviceStream, Error};
+use std::sync::Mutex;
+
+/// The tests of this file capture one at a time (a `Global` capture of one would forbid the
+/// other's synchronize).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 #[test]
 fn a_stream_dropped_while_capturing_leaves_no_capture_behind() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let place = cpu0();
     for mode in [CaptureMode::Global, CaptureMode::ThreadLocal] {
         let capturing = stream(&place);
@@ -24,5 +30,37 @@ fn a_stream_dropped_while_capturing_leaves_no_capture_behind() {
             panic!("{mode:?}: the dropped stream's capture still forbids synchronize: {error}")
         });
         stream(&place).synchronize().unwrap();
+    }
+}
+
+#[test]
+fn a_stream_dropped_while_capturing_work_on_buffers_leaves_no_capture_behind() {
+    // The capture keeps the buffers its work uses; were the capturing stream one of their users,
+    // the capture would keep its own stream alive, and the drop would never end it.
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let place = cpu0();
+    for mode in [CaptureMode::Global, CaptureMode::ThreadLocal] {
+        let capturing = stream(&place);
+        let device = capturing.alloc(64).unwrap();
+        let other_device = capturing.alloc(64).unwrap();
+        let host = capturing.alloc_host(64).unwrap();
+        capturing.begin_capture(mode).unwrap();
+        capturing.fill(&device, 0, 64, 1).unwrap();
+        capturing.copy_from_host(&device, 0, &[2; 8]).unwrap();
+        capturing
+            .copy_host_to_device(&device, 0, &host, 0, 64)
+            .unwrap();
+        capturing
+            .copy_device_to_host(&host, 0, &device, 0, 64)
+            .unwrap();
+        capturing
+            .copy_device_to_device(&other_device, 0, &device, 0, 64)
+            .unwrap();
+        drop(capturing);
+        let other = stream(&place);
+        other.synchronize().unwrap_or_else(|error| {
+            panic!("{mode:?}: the dropped stream's capture still forbids synchronize: {error}")
+        });
+        drop((device, other_device, host));
     }
 }
