@@ -207,11 +207,13 @@ pub(crate) fn unregister(capture: &Arc<CaptureShared>) {
     }
 }
 
-/// Ends the captures begun on the stream `origin` of `runtime`, which is being dropped: no
-/// `end_capture` can come any more, and a capture left registered (a `Global` one above all)
+/// Ends the captures devstream registered as begun on the stream `origin` of `runtime`, for
+/// `reason`: the stream is being dropped (no `end_capture` can come any more), or the plug-in
+/// ended its capture (whatever capture id it reported: one devstream cannot name any more
+/// would otherwise stay registered). A capture left registered (a `Global` one above all)
 /// would forbid synchronizing every other stream of the plug-in from then on. Work other
 /// streams joined into it stays theirs to synchronize; the capture is marked invalidated.
-pub(crate) fn forget_origin(runtime: usize, origin: u64) {
+pub(crate) fn forget_origin(runtime: usize, origin: u64, reason: &str) {
     if ACTIVE_COUNT.load(Ordering::SeqCst) == 0 {
         return;
     }
@@ -220,7 +222,7 @@ pub(crate) fn forget_origin(runtime: usize, origin: u64) {
     active.retain(|c| {
         let theirs = c.runtime == runtime && c.origin == origin;
         if theirs {
-            c.invalidate("its stream was dropped during the capture".into());
+            c.invalidate(reason.to_owned());
         }
         !theirs
     });

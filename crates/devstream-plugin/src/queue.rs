@@ -1215,7 +1215,11 @@ impl Drop for StreamCore {
         if self.user_created {
             LIVE_STREAMS.fetch_sub(1, Ordering::SeqCst);
         }
-        crate::capture::forget_origin(self.runtime.index(), self.id);
+        crate::capture::forget_origin(
+            self.runtime.index(),
+            self.id,
+            "its stream was dropped during the capture",
+        );
         if self.owned {
             reap(Job::RetireStream {
                 runtime: self.runtime.clone(),

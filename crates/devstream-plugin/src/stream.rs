@@ -409,6 +409,13 @@ fn end_capture(core: &Arc<StreamCore>) -> Result<PluginGraph> {
     if let Some(capture) = &capture {
         crate::capture::unregister(capture);
     }
+    // Any other capture devstream registered on this stream is over too (the plug-in may have
+    // reported its capture under another id).
+    crate::capture::forget_origin(
+        core.runtime.index(),
+        core.id,
+        "its stream ended its capture",
+    );
     let graph = ended?;
     let discard = |reason: String| {
         if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {

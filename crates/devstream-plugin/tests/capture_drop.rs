@@ -1,7 +1,7 @@
-//! A stream dropped in the middle of its capture ends that capture: a `Global`-mode capture
-//! left behind by a dropped stream would forbid synchronizing every other stream of the
-//! plug-in for the rest of the process (its own test binary: a `Global` capture affects every
-//! thread of the process while it lasts).
+//! A stream dropped in the middle of its capture ends that capture, and so does its
+//! `end_capture` whatever the plug-in reports: a `Global`-mode capture left behind would forbid
+//! synchronizing every other stream of the plug-in for the rest of the process (its own test
+//! binary: a `Global` capture affects every thread of the process while it lasts).
 
 mod common;
 
@@ -63,4 +63,24 @@ fn a_stream_dropped_while_capturing_work_on_buffers_leaves_no_capture_behind() {
         });
         drop((device, other_device, host));
     }
+}
+
+#[test]
+fn end_capture_forgets_the_capture_when_the_plug_in_reports_another_capture_id() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let copy = Faulty::unique(devstream_test_plugin_faulty::MODE_CAPTURE_ID_CHANGES);
+    let place = copy.load().unwrap().places[0].clone();
+    let capturing = stream(&place);
+    let other = stream(&place);
+    capturing.begin_capture(CaptureMode::Global).unwrap();
+    // The plug-in now reports another capture id: devstream discards the graph it ended.
+    assert!(matches!(
+        capturing.end_capture(),
+        Err(Error::Capture { .. })
+    ));
+    assert!(!capturing.is_capturing().unwrap());
+    other
+        .synchronize()
+        .unwrap_or_else(|error| panic!("the ended capture still forbids synchronize: {error}"));
+    capturing.synchronize().unwrap();
 }

@@ -109,6 +109,10 @@ pub const MODE_CALLBACK_TWICE_QUEUED: u32 = 29;
 /// callbacks come before the stream's earlier copies. Events answer `query_event` with
 /// `C_FAILED` (and `synchronize_event` with `C_ERROR`) while copies are queued.
 pub const MODE_INLINE_CALLBACKS_QUEUED_COPIES: u32 = 30;
+/// A working plug-in that accepts only Paddle 3.3's table (so devstream uses its capture
+/// functions), whose `cuda_stream_capture_info` reports the capture begun on a stream with its
+/// id the first time and with another id afterwards.
+pub const MODE_CAPTURE_ID_CHANGES: u32 = 31;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -153,6 +157,7 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_CALLBACK_TWICE_INLINE => c"faulty_twice_inline",
         MODE_CALLBACK_TWICE_QUEUED => c"faulty_twice_queued",
         MODE_INLINE_CALLBACKS_QUEUED_COPIES => c"faulty_inline_early",
+        MODE_CAPTURE_ID_CHANGES => c"faulty_capture_id",
         _ => c"faulty",
     }
 }
@@ -757,6 +762,99 @@ unsafe extern "C" fn develop_transform_binary(
 /// Word index of `transform_unary` in the develop table (`transform_binary` follows).
 const DEVELOP_TRANSFORM_UNARY_WORD: usize = 122;
 
+/// [`MODE_CAPTURE_ID_CHANGES`]: the stream capturing (its handle) and how many times
+/// `cuda_stream_capture_info` reported its capture.
+static ID_CHANGING_CAPTURE: Mutex<Option<(usize, u64)>> = Mutex::new(None);
+
+unsafe extern "C" fn id_changing_begin_capture(
+    _device: C_Device,
+    stream: C_Stream,
+    _mode: C_StreamCaptureMode,
+) -> C_Status {
+    let mut capture = lock(&ID_CHANGING_CAPTURE);
+    if capture.is_some() {
+        return C_ERROR;
+    }
+    *capture = Some((stream as usize, 0));
+    C_SUCCESS
+}
+
+unsafe extern "C" fn id_changing_end_capture(
+    _device: C_Device,
+    stream: C_Stream,
+    graph: *mut C_CudaGraph,
+) -> C_Status {
+    let mut capture = lock(&ID_CHANGING_CAPTURE);
+    if graph.is_null() || !capture.is_some_and(|(s, _)| s == stream as usize) {
+        return C_ERROR;
+    }
+    *capture = None;
+    // SAFETY: a non-null out-parameter; a dummy graph (nothing is recorded).
+    unsafe { *graph = std::ptr::NonNull::dangling().as_ptr() };
+    C_SUCCESS
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn id_changing_capture_info(
+    _device: C_Device,
+    stream: C_Stream,
+    status: *mut C_StreamCaptureStatus,
+    id: *mut std::ffi::c_ulonglong,
+    _graph: *mut C_CudaGraph,
+    _dependencies: *mut C_CudaGraphNode,
+    _edges: *mut *mut c_void,
+    _count: *mut usize,
+) -> C_Status {
+    if status.is_null() || id.is_null() {
+        return C_ERROR;
+    }
+    let mut capture = lock(&ID_CHANGING_CAPTURE);
+    match capture.as_mut() {
+        Some((s, reported)) if *s == stream as usize => {
+            // SAFETY: non-null out-parameters.
+            unsafe {
+                *status = C_StreamCaptureStatusActive;
+                *id = if *reported == 0 { 7 } else { 1007 };
+            }
+            *reported += 1;
+        }
+        // SAFETY: a non-null out-parameter.
+        _ => unsafe { *status = C_StreamCaptureStatusNone },
+    }
+    C_SUCCESS
+}
+
+unsafe extern "C" fn ok_graph_launch(
+    _device: C_Device,
+    _exec: C_GraphExec,
+    _stream: C_Stream,
+) -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn ok_graph_destroy(_graph: C_CudaGraph) -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn ok_graph_exec_destroy(_exec: C_GraphExec) -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn ok_graph_instantiate(
+    exec: *mut C_GraphExec,
+    _graph: *mut C_CudaGraph,
+    _error_node: *mut *mut c_void,
+    _log: *mut std::ffi::c_char,
+    _log_size: usize,
+) -> C_Status {
+    if exec.is_null() {
+        return C_ERROR;
+    }
+    // SAFETY: a non-null out-parameter; a dummy executable graph.
+    unsafe { *exec = std::ptr::NonNull::dangling().as_ptr() };
+    C_SUCCESS
+}
+
 unsafe extern "C" fn counted_begin_capture(
     _device: C_Device,
     _stream: C_Stream,
@@ -909,6 +1007,7 @@ const PADDLE_2_INTERFACE_SIZE: usize = 912;
 /// The sizes of a plug-in built against the Paddle 3.2 (or the 1032-byte develop) header.
 const PADDLE_3_PARAMS_SIZE: usize = 96;
 const PADDLE_3_2_INTERFACE_SIZE: usize = 1032;
+const PADDLE_3_3_INTERFACE_SIZE: usize = 1128;
 
 /// The plug-in's entry point; what it does depends on the selected mode.
 ///
@@ -943,6 +1042,9 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
             return;
         }
         if mode == MODE_PARAMS_ONLY_3_3 && params.size != PADDLE_3_PARAMS_SIZE {
+            return;
+        }
+        if mode == MODE_CAPTURE_ID_CHANGES && interface_size != PADDLE_3_3_INTERFACE_SIZE {
             return;
         }
         if mode == MODE_STRICT_3_2
@@ -987,6 +1089,15 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         // through the typed fields, which lie within the smallest layout.
         let table = unsafe { &mut *table };
         fill(table, mode);
+        if mode == MODE_CAPTURE_ID_CHANGES {
+            table.cuda_stream_begin_capture = Some(id_changing_begin_capture);
+            table.cuda_stream_end_captrue = Some(id_changing_end_capture);
+            table.cuda_stream_capture_info = Some(id_changing_capture_info);
+            table.cuda_graph_launch = Some(ok_graph_launch);
+            table.cuda_graph_destroy = Some(ok_graph_destroy);
+            table.cuda_graph_exec_destroy = Some(ok_graph_exec_destroy);
+            table.cuda_graph_instantiate = Some(ok_graph_instantiate);
+        }
         if mode == MODE_PARAMS_ONLY_3_3 {
             table.cuda_stream_begin_capture = Some(counted_begin_capture);
             table.cuda_stream_end_captrue = Some(counted_end_capture);
