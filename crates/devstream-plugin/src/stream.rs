@@ -61,7 +61,11 @@ use std::sync::Arc;
 /// wait (through `wait_event`/`wait_stream`, on any number of streams) for work queued after
 /// the calling host function: that is the same typed error (checked conservatively, from the
 /// waits devstream submitted that are not known complete). A wait behind a *flag* that only
-/// later work would set cannot be told apart from one another thread will set: it blocks.
+/// later work would set cannot be told apart from one another thread will set: it blocks. So
+/// do two host functions of different streams that each wait for the other's stream (each
+/// `synchronize`s the other's stream while both run): like two threads joining each other,
+/// they wait for each other for good; devstream refuses only the waits it can trace back to the
+/// calling host function through the waits on events its streams were given.
 /// "Its own stream" means every devstream stream over the same plug-in stream handle (adopted
 /// streams; all streams of a plug-in that never writes its stream handles): they share one
 /// plug-in queue, numbered in one order.

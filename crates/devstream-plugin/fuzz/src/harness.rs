@@ -102,7 +102,10 @@ fn setup() {
             std::process::abort();
         }));
         plugin::set_reentry_hook(reenter);
-        plugin::set_diagnostics(print_log);
+        plugin::set_diagnostics(|| {
+            print_log();
+            print_threads();
+        });
         std::thread::Builder::new()
             .name("fuzz watchdog".into())
             .spawn(watch)
@@ -143,8 +146,27 @@ fn watch() {
         if elapsed > WATCHDOG {
             eprintln!("==== devstream-plugin fuzz: HANG: {op} for {elapsed:?}");
             print_log();
+            print_threads();
             std::process::abort();
         }
+    }
+}
+
+/// `DEVSTREAM_FUZZ_GDB=1`: a hang prints every thread's stack (gdb attaches to the process).
+fn print_threads() {
+    if std::env::var_os("DEVSTREAM_FUZZ_GDB").is_none_or(|v| v != "1") {
+        return;
+    }
+    let pid = std::process::id().to_string();
+    // gdb writes straight to this process's output: a pipe read by this thread would fill while
+    // gdb holds the thread stopped.
+    let stacks = std::process::Command::new("gdb")
+        .args(["-p", &pid, "-batch", "-ex", "thread apply all bt 40"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::inherit())
+        .status();
+    if let Err(error) = stacks {
+        eprintln!("cannot run gdb: {error}");
     }
 }
 
@@ -365,8 +387,13 @@ fn decode_config(u: &mut Unstructured<'_>) -> Config {
     }
 }
 
+/// `bytes` bytes of the input as a little-endian number (missing bytes are zero).
+fn little_endian(u: &mut Unstructured<'_>, bytes: u32) -> u64 {
+    (0..bytes).fold(0, |n, i| n | u64::from(byte(u)) << (8 * i))
+}
+
 fn decode_behaviour(u: &mut Unstructured<'_>) -> Behaviour {
-    let seed: u64 = u.arbitrary().unwrap_or(0);
+    let seed = little_endian(u, 8);
     let mode = byte(u);
     if mode < 48 {
         return Behaviour {
@@ -375,7 +402,7 @@ fn decode_behaviour(u: &mut Unstructured<'_>) -> Behaviour {
         };
     }
     let rate = byte(u);
-    let calls: u32 = u.arbitrary().unwrap_or(0);
+    let calls = little_endian(u, 4) as u32;
     let odd_deliveries = byte(u);
     let deliveries = byte(u) & 0x1f;
     let reenter = byte(u);
@@ -483,8 +510,38 @@ enum HostAction {
     NewStream(Place),
 }
 
+/// Held by the one host function that may block at a time (see [`HostAction::run`]).
+static BLOCKING_HOST_FN: Mutex<()> = Mutex::new(());
+
 impl HostAction {
+    /// Whether the action may block (waits for other work; `query` synchronizes where the
+    /// plug-in has no query function).
+    fn may_block(&self) -> bool {
+        matches!(
+            self,
+            HostAction::Query(_)
+                | HostAction::Synchronize(_)
+                | HostAction::QueryEvent(_)
+                | HostAction::SynchronizeEvent(_)
+                | HostAction::Read(_)
+                | HostAction::Write(_)
+        )
+    }
+
+    /// Runs the action. Only one host function blocks at a time: two that wait for each
+    /// other's streams would block each other like two threads joining each other (devstream
+    /// refuses only waits it can tell come back to the waiting host function through waits on
+    /// events), and that deadlock would be the program's, not devstream's.
     fn run(&self) {
+        let _alone = if self.may_block() {
+            match BLOCKING_HOST_FN.try_lock() {
+                Ok(guard) => Some(guard),
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => return,
+            }
+        } else {
+            None
+        };
         match self {
             HostAction::Nothing => {}
             HostAction::Panic => panic!("{DELIBERATE} host function"),
@@ -528,6 +585,20 @@ impl HostAction {
             HostAction::NewStream(_) => "new stream",
         }
     }
+}
+
+/// What `synchronize` of a new stream answers on every place loaded so far (a capture devstream
+/// still counts as in progress shows there).
+fn synchronize_everywhere() -> String {
+    load::all_places()
+        .iter()
+        .map(|place| {
+            let answer = PluginBackend::new_stream(place, StreamOptions::default())
+                .and_then(|s| s.synchronize());
+            format!("{place}: {answer:?}")
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The places whose default stream devstream made (it keeps them for the process).
@@ -1028,10 +1099,12 @@ impl World {
             };
             if !self.instance.wait_for(TEARDOWN_LIMIT, released) {
                 plugin::violation(format_args!(
-                    "a clean run left plug-in objects: {:?} ({}), {} captures open",
+                    "a clean run left plug-in objects: {:?} ({}), {} captures open; a new \
+                     stream's synchronize on each place: {}",
                     self.instance.live(),
                     self.instance.describe_live(),
-                    self.instance.open_captures()
+                    self.instance.open_captures(),
+                    synchronize_everywhere()
                 ));
             }
         }

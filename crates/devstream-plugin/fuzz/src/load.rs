@@ -82,3 +82,14 @@ pub fn load(config: Config) -> Loaded {
     loads.by_config.insert(config, loaded.clone());
     loaded
 }
+
+/// The places of every plug-in loaded so far.
+pub fn all_places() -> Vec<devstream_core::Place> {
+    let guard = LOADS.lock().unwrap_or_else(|e| e.into_inner());
+    guard
+        .iter()
+        .flat_map(|loads| loads.by_config.values())
+        .filter_map(|loaded| loaded.result.as_ref().ok())
+        .flat_map(|info| info.places.clone())
+        .collect()
+}
