@@ -207,6 +207,15 @@ pub(crate) fn unregister(capture: &Arc<CaptureShared>) {
     }
 }
 
+/// Whether devstream registered a capture begun on the stream `origin` of `runtime` (cheap
+/// while no capture is in progress).
+pub(crate) fn began_on(runtime: usize, origin: u64) -> bool {
+    ACTIVE_COUNT.load(Ordering::SeqCst) > 0
+        && lock(&ACTIVE)
+            .iter()
+            .any(|c| c.runtime == runtime && c.origin == origin)
+}
+
 /// Ends the captures devstream registered as begun on the stream `origin` of `runtime`, for
 /// `reason`: the stream is being dropped (no `end_capture` can come any more), or the plug-in
 /// ended its capture (whatever capture id it reported: one devstream cannot name any more

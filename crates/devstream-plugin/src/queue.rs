@@ -675,6 +675,8 @@ pub(crate) struct StreamCore {
     owned: bool,
     /// Counted in `live_counts`.
     user_created: bool,
+    /// User handles (`PluginStream`s) on this stream (see `crate::stream::UserHandle`).
+    pub(crate) handles: AtomicUsize,
     submit_lock: ReentrantLock,
     deferred: Mutex<Deferred>,
     drained: Condvar,
@@ -791,6 +793,7 @@ impl StreamCore {
             non_blocking,
             owned,
             user_created,
+            handles: AtomicUsize::new(0),
             submit_lock: ReentrantLock::new(),
             deferred: Mutex::new(Deferred::default()),
             drained: Condvar::new(),
@@ -801,6 +804,28 @@ impl StreamCore {
             pre_capture: Mutex::new(None),
             tracker: WaitTracker::new(elide_waits && user_created),
         })
+    }
+
+    /// The user dropped the last handle of this stream: a capture it began ends now, as if the
+    /// stream itself were dropped (its host side may live on, held by devstream's own
+    /// references, among them the buffers its capture keeps). The plug-in's capture is ended by
+    /// the reaper (this may run inside a plug-in callback), before anything recorded on the
+    /// stream afterwards; devstream forgets the capture at once. Streams devstream keeps for
+    /// the process (default streams) and adopted ones end their captures when ended or dropped.
+    pub(crate) fn last_handle_dropped(&self) {
+        if !self.user_created || !crate::capture::began_on(self.runtime.index(), self.id) {
+            return;
+        }
+        reap(Job::EndCapture {
+            runtime: self.runtime.clone(),
+            slot: self.slot,
+            handle: self.raw,
+        });
+        crate::capture::forget_origin(
+            self.runtime.index(),
+            self.id,
+            "its stream was dropped during the capture",
+        );
     }
 
     /// Remembers that the stream waits for `raw` (at position `seq`), forgetting the waits
@@ -1404,6 +1429,13 @@ pub(crate) enum Job {
         events: Vec<Arc<RawEvent>>,
         then: Box<dyn FnOnce() + Send>,
     },
+    /// End the plug-in's capture of a stream whose last handle the user dropped, and destroy
+    /// the graph it gives.
+    EndCapture {
+        runtime: Arc<Runtime>,
+        slot: usize,
+        handle: Handle,
+    },
     /// Record an event on each stream, then run `then` once they are all complete.
     AfterStreams {
         streams: Vec<Arc<StreamCore>>,
@@ -1440,6 +1472,8 @@ impl Job {
             }
             Job::After { events, .. } => events.iter().any(|e| e.question_breaks_a_capture()),
             Job::AfterStreams { .. } => crate::capture::forbids_other_threads(),
+            // Its capture is no longer registered: nothing holds it back.
+            Job::EndCapture { .. } => false,
         }
     }
 
@@ -1451,6 +1485,7 @@ impl Job {
             Job::DestroyEvent { runtime, .. } | Job::RetireStream { runtime, .. } => {
                 blocks(runtime)
             }
+            Job::EndCapture { .. } => false,
             Job::After { events, .. } => events.iter().any(|e| blocks(&e.runtime)),
             Job::AfterStreams { streams, .. } => streams.iter().any(|c| blocks(&c.runtime)),
         }
@@ -1549,6 +1584,22 @@ impl Job {
                 }
                 warn("destroy_event", runtime.destroy_event(slot, event));
                 warn("destroy_stream", runtime.destroy_stream(slot, handle));
+                None
+            }
+            Job::EndCapture {
+                runtime,
+                slot,
+                handle,
+            } => {
+                match runtime.end_capture(slot, handle) {
+                    Ok(graph) => warn(
+                        "destroying the graph of a dropped stream's capture",
+                        runtime.destroy_graph(slot, graph, Handle(0)),
+                    ),
+                    Err(error) => tracing::warn!(
+                        "devstream-plugin: ending the capture of a dropped stream: {error}"
+                    ),
+                }
                 None
             }
             Job::After { events, then } => {

@@ -24,6 +24,7 @@ use devstream_core::{
     BackendKind, Capabilities, CaptureMode, CaptureSupport, Completion, DeviceBuffer, DeviceEvent,
     DeviceFlag, DeviceStream, Error, EventFlags, HostFn, Place, Priority, PriorityRange, Result,
 };
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A stream of a custom-device place.
@@ -82,8 +83,45 @@ pub struct PluginStream(pub(crate) StreamRepr);
 
 #[derive(Clone, Debug)]
 pub(crate) enum StreamRepr {
-    Abi(Arc<StreamCore>),
+    Abi(UserHandle),
     Rust(Arc<dyn crate::custom::ErasedStream>),
+}
+
+/// A user's handle on a plug-in stream (each `PluginStream` holds one). devstream's own
+/// references (buffers that remember their users, reaper jobs, held work) keep the stream's
+/// host side alive too, and a capture keeps the buffers its work uses: the stream could then
+/// outlive its last handle for as long as its capture lasts, which only the stream could end.
+/// So the last user handle of a stream made by `Stream::new` ends the stream's capture itself
+/// ([`StreamCore::last_handle_dropped`]).
+#[derive(Debug)]
+pub(crate) struct UserHandle(Arc<StreamCore>);
+
+impl UserHandle {
+    fn new(core: Arc<StreamCore>) -> UserHandle {
+        core.handles.fetch_add(1, Ordering::SeqCst);
+        UserHandle(core)
+    }
+}
+
+impl Clone for UserHandle {
+    fn clone(&self) -> UserHandle {
+        UserHandle::new(self.0.clone())
+    }
+}
+
+impl Drop for UserHandle {
+    fn drop(&mut self) {
+        if self.0.handles.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.last_handle_dropped();
+        }
+    }
+}
+
+impl std::ops::Deref for UserHandle {
+    type Target = Arc<StreamCore>;
+    fn deref(&self) -> &Arc<StreamCore> {
+        &self.0
+    }
 }
 
 impl PartialEq for PluginStream {
@@ -102,7 +140,7 @@ impl std::hash::Hash for PluginStream {
 
 impl PluginStream {
     pub(crate) fn abi(core: Arc<StreamCore>) -> PluginStream {
-        PluginStream(StreamRepr::Abi(core))
+        PluginStream(StreamRepr::Abi(UserHandle::new(core)))
     }
 
     /// The plug-in's `C_Stream` behind this stream (possibly null), or `None` for a

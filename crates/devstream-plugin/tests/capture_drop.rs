@@ -35,8 +35,9 @@ fn a_stream_dropped_while_capturing_leaves_no_capture_behind() {
 
 #[test]
 fn a_stream_dropped_while_capturing_work_on_buffers_leaves_no_capture_behind() {
-    // The capture keeps the buffers its work uses; were the capturing stream one of their users,
-    // the capture would keep its own stream alive, and the drop would never end it.
+    // The capture keeps the buffers its work uses, and those keep the streams whose work used
+    // them: the capturing stream's own, before the capture. Dropping the stream's last handle
+    // must end the capture all the same.
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let place = cpu0();
     for mode in [CaptureMode::Global, CaptureMode::ThreadLocal] {
@@ -44,6 +45,14 @@ fn a_stream_dropped_while_capturing_work_on_buffers_leaves_no_capture_behind() {
         let device = capturing.alloc(64).unwrap();
         let other_device = capturing.alloc(64).unwrap();
         let host = capturing.alloc_host(64).unwrap();
+        // Work before the capture makes the stream a user of the buffers the capture keeps.
+        capturing.fill(&device, 0, 64, 1).unwrap();
+        capturing
+            .copy_device_to_device(&other_device, 0, &device, 0, 64)
+            .unwrap();
+        capturing
+            .copy_device_to_host(&host, 0, &device, 0, 64)
+            .unwrap();
         capturing.begin_capture(mode).unwrap();
         capturing.fill(&device, 0, 64, 1).unwrap();
         capturing.copy_from_host(&device, 0, &[2; 8]).unwrap();
