@@ -808,19 +808,28 @@ impl StreamCore {
 
     /// The user dropped the last handle of this stream: a capture it began ends now, as if the
     /// stream itself were dropped (its host side may live on, held by devstream's own
-    /// references, among them the buffers its capture keeps). The plug-in's capture is ended by
-    /// the reaper (this may run inside a plug-in callback), before anything recorded on the
-    /// stream afterwards; devstream forgets the capture at once. Streams devstream keeps for
-    /// the process (default streams) and adopted ones end their captures when ended or dropped.
+    /// references, among them the buffers its capture keeps). The plug-in's capture is ended
+    /// (its graph destroyed) before devstream forgets it: until then, work on other streams over
+    /// the same plug-in stream handle, or joined into the capture, is still known to go into it.
+    /// Streams devstream keeps for the process (default streams) and adopted ones end their
+    /// captures when ended or dropped.
     pub(crate) fn last_handle_dropped(&self) {
         if !self.user_created || !crate::capture::began_on(self.runtime.index(), self.id) {
             return;
         }
-        reap(Job::EndCapture {
-            runtime: self.runtime.clone(),
-            slot: self.slot,
-            handle: self.raw,
-        });
+        match self.runtime.end_capture(self.slot, self.raw) {
+            Ok(graph) => {
+                if let Err(error) = self.runtime.destroy_graph(self.slot, graph, Handle(0)) {
+                    tracing::warn!(
+                        "devstream-plugin: destroying the graph of a dropped stream's capture: \
+                         {error}"
+                    );
+                }
+            }
+            Err(error) => {
+                tracing::warn!("devstream-plugin: ending the capture of a dropped stream: {error}")
+            }
+        }
         crate::capture::forget_origin(
             self.runtime.index(),
             self.id,
@@ -1429,13 +1438,6 @@ pub(crate) enum Job {
         events: Vec<Arc<RawEvent>>,
         then: Box<dyn FnOnce() + Send>,
     },
-    /// End the plug-in's capture of a stream whose last handle the user dropped, and destroy
-    /// the graph it gives.
-    EndCapture {
-        runtime: Arc<Runtime>,
-        slot: usize,
-        handle: Handle,
-    },
     /// Record an event on each stream, then run `then` once they are all complete.
     AfterStreams {
         streams: Vec<Arc<StreamCore>>,
@@ -1472,8 +1474,6 @@ impl Job {
             }
             Job::After { events, .. } => events.iter().any(|e| e.question_breaks_a_capture()),
             Job::AfterStreams { .. } => crate::capture::forbids_other_threads(),
-            // Its capture is no longer registered: nothing holds it back.
-            Job::EndCapture { .. } => false,
         }
     }
 
@@ -1485,7 +1485,6 @@ impl Job {
             Job::DestroyEvent { runtime, .. } | Job::RetireStream { runtime, .. } => {
                 blocks(runtime)
             }
-            Job::EndCapture { .. } => false,
             Job::After { events, .. } => events.iter().any(|e| blocks(&e.runtime)),
             Job::AfterStreams { streams, .. } => streams.iter().any(|c| blocks(&c.runtime)),
         }
@@ -1584,22 +1583,6 @@ impl Job {
                 }
                 warn("destroy_event", runtime.destroy_event(slot, event));
                 warn("destroy_stream", runtime.destroy_stream(slot, handle));
-                None
-            }
-            Job::EndCapture {
-                runtime,
-                slot,
-                handle,
-            } => {
-                match runtime.end_capture(slot, handle) {
-                    Ok(graph) => warn(
-                        "destroying the graph of a dropped stream's capture",
-                        runtime.destroy_graph(slot, graph, Handle(0)),
-                    ),
-                    Err(error) => tracing::warn!(
-                        "devstream-plugin: ending the capture of a dropped stream: {error}"
-                    ),
-                }
                 None
             }
             Job::After { events, then } => {

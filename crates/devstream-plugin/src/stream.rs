@@ -92,7 +92,7 @@ pub(crate) enum StreamRepr {
 /// host side alive too, and a capture keeps the buffers its work uses: the stream could then
 /// outlive its last handle for as long as its capture lasts, which only the stream could end.
 /// So the last user handle of a stream made by `Stream::new` ends the stream's capture itself
-/// ([`StreamCore::last_handle_dropped`]).
+/// (`StreamCore::last_handle_dropped`).
 #[derive(Debug)]
 pub(crate) struct UserHandle(Arc<StreamCore>);
 

@@ -93,3 +93,38 @@ fn end_capture_forgets_the_capture_when_the_plug_in_reports_another_capture_id()
         .unwrap_or_else(|error| panic!("the ended capture still forbids synchronize: {error}"));
     capturing.synchronize().unwrap();
 }
+
+#[test]
+fn work_on_another_stream_over_the_same_plug_in_stream_runs_once_the_capturing_one_is_dropped() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let place = cpu0();
+    for mode in [CaptureMode::Relaxed, CaptureMode::Global] {
+        let capturing = stream(&place);
+        // The buffer remembers its user, and keeps the stream's host side (and so its plug-in
+        // stream) alive after the stream's last handle is dropped, until the buffer goes.
+        let buffer = capturing.alloc(64).unwrap();
+        capturing.fill(&buffer, 0, 64, 1).unwrap();
+        capturing.begin_capture(mode).unwrap();
+        let raw = capturing.as_raw().unwrap();
+        // SAFETY: the plug-in stream of `capturing`, which `buffer` keeps alive until after
+        // `sharing` and its work are gone.
+        let sharing = unsafe { devstream_plugin::PluginStream::from_raw(&place, raw) }.unwrap();
+        drop(capturing);
+        // The capture ended with the dropped stream's last handle: this is ordinary work.
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = ran.clone();
+        sharing
+            .launch_host_func(Box::new(move || {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }))
+            .unwrap();
+        sharing.synchronize().unwrap();
+        assert_eq!(
+            ran.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "{mode:?}: the host function went into the dropped stream's capture"
+        );
+        drop(sharing);
+        drop(buffer);
+    }
+}
