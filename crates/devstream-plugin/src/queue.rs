@@ -1059,6 +1059,32 @@ impl StreamCore {
         }
     }
 
+    /// Blocks until the work submitted to this stream so far is complete (for `synchronize`
+    /// inside a host function): an event recorded at the end of that work now, in stream order
+    /// (held on the host behind held work, like any record), is waited for; work submitted
+    /// later, by other threads, is not. The check that the work does not wait for the calling
+    /// host function's later work and the record are made under the submission lock, so nothing
+    /// is submitted between them.
+    pub(crate) fn synchronize_submitted(self: &Arc<Self>) -> Result<()> {
+        let end = {
+            let _order = self.submit_lock.lock();
+            if host_fn_would_wait_for_itself(self, u64::MAX) {
+                // The stream's work includes the calling host function itself, or waits for
+                // work queued after it.
+                return Err(waits_for_itself("Stream::synchronize", self.id));
+            }
+            self.record_raw()?
+        };
+        match end.wait_submitted() {
+            RecordState::Lost(error) => Err(error),
+            _ => {
+                self.runtime.synchronize_event(self.slot, end.handle)?;
+                end.complete.store(true, Ordering::Release);
+                Ok(())
+            }
+        }
+    }
+
     /// Whether work is held on the host (waiting, or being handed to the plug-in).
     pub(crate) fn has_deferred(&self) -> bool {
         lock(&self.deferred).holds_work()

@@ -11,8 +11,7 @@ use crate::event::{AbiEvent, EventRepr, PluginEvent};
 use crate::flag::{FlagRepr, PluginFlag};
 use crate::graph::{AbiGraph, GraphRepr, PluginGraph};
 use crate::queue::{
-    host_fn_would_wait_for_itself, running_host_fn, waits_for_itself, Callback, Item, Origin,
-    StreamCore,
+    host_fn_would_wait_for_itself, running_host_fn, Callback, Item, Origin, StreamCore,
 };
 use crate::registry::{lookup, plugin_slot, CustomDevice};
 use crate::runtime::{CaptureState, CopyKind, Handle};
@@ -61,7 +60,9 @@ use std::sync::Arc;
 /// streams and their events block as anywhere else, unless what they wait for could itself
 /// wait (through `wait_event`/`wait_stream`, on any number of streams) for work queued after
 /// the calling host function: that is the same typed error (checked conservatively, from the
-/// waits devstream submitted that are not known complete). A wait behind a *flag* that only
+/// waits devstream submitted that are not known complete); `synchronize` of another stream
+/// waits for the work submitted to it before the call, not for what other threads submit while
+/// it waits (an event recorded at the call is waited for). A wait behind a *flag* that only
 /// later work would set cannot be told apart from one another thread will set: it blocks. So
 /// do two host functions of different streams that each wait for the other's stream (each
 /// `synchronize`s the other's stream while both run): like two threads joining each other,
@@ -561,10 +562,14 @@ impl DeviceStream for PluginStream {
             StreamRepr::Abi(core) => {
                 refuse_during_capture("Stream::synchronize", core)?;
                 check_unsafe_call("Stream::synchronize", core.runtime.index())?;
-                if host_fn_would_wait_for_itself(core, u64::MAX) {
-                    // The stream's work includes the calling host function itself, or waits
-                    // for work queued after it.
-                    return Err(waits_for_itself("Stream::synchronize", core.id));
+                if running_host_fn().is_some() {
+                    // Only the work submitted so far: what other threads submit meanwhile may
+                    // wait for the calling host function's later work.
+                    core.synchronize_submitted()?;
+                    return match core.first_error() {
+                        Some(error) => Err(error),
+                        None => Ok(()),
+                    };
                 }
                 core.wait_drained();
                 core.runtime.synchronize_stream(core.slot, core.raw)?;

@@ -736,6 +736,50 @@ fn synchronize_waits_for_deferred_work_the_dispatcher_is_handing_to_the_plugin()
     }
 }
 
+/// A host function's `synchronize` of another stream waits for that stream's work submitted
+/// before the call, not for work another thread submits while it waits (which may wait for the
+/// host function's own stream after it: it could never end).
+#[test]
+fn a_host_functions_synchronize_of_another_stream_ignores_work_submitted_after_the_call() {
+    let answer = watchdog(
+        "host function synchronizing a stream given work later",
+        60,
+        || {
+            let place = cpu0();
+            let (a, d) = (new_stream(&place), new_stream(&place));
+            let gate = PluginBackend::new_flag(&place).unwrap();
+            let started = PluginBackend::new_flag(&place).unwrap();
+            // `d`'s work is held on the host until `gate` is set: the synchronize below waits.
+            d.wait_flag(&gate, 1).unwrap();
+            let (tell, told) = channel();
+            let tell = Mutex::new(tell);
+            let (inner_d, inner_started) = (d.clone(), started.clone());
+            a.launch_host_func(Box::new(move || {
+                inner_started.set(1);
+                let _ = tell.lock().unwrap().send(inner_d.synchronize());
+            }))
+            .unwrap();
+            while started.get() == 0 {
+                std::thread::yield_now();
+            }
+            // Submitted (most likely) while the host function waits: `d` now waits for work of `a`
+            // after the host function.
+            let after = a.record_event().unwrap();
+            d.wait_event(&after).unwrap();
+            gate.set(1);
+            let answer = told.recv().unwrap();
+            a.synchronize().unwrap();
+            d.synchronize().unwrap();
+            answer
+        },
+    );
+    // Refused only where the later wait came before the host function's call.
+    assert!(
+        matches!(answer, Ok(()) | Err(Error::WouldDeadlock { .. })),
+        "{answer:?}"
+    );
+}
+
 // ---- item 8: hostile panics ----
 
 /// A panic payload whose destructor panics with another such payload, `.0` levels deep.
