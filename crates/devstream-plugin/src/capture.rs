@@ -20,6 +20,7 @@ use crate::buffer::{DeviceInner, HostInner};
 use crate::queue::{lock, StreamCore};
 use crate::runtime::CaptureState;
 use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
+use crate::tokens::GraphFns;
 use devstream_core::panic::{drop_contained, drop_payload};
 use devstream_core::{CaptureMode, Error, HostFn, Result};
 use std::any::Any;
@@ -106,16 +107,16 @@ impl CaptureShared {
     }
 
     /// A host function of the graph: a callback the plug-in calls on every replay with the
-    /// returned pointer, valid while this capture (its graph) lives.
+    /// returned token, which names it while this capture (its graph) lives.
     pub(crate) fn host_fn(&self, f: HostFn) -> *mut c_void {
-        let payload = Box::new(GraphHostFn {
+        let payload = Arc::new(GraphHostFn {
             f: Mutex::new(f),
             origin: self.origin,
             launches: self.launches.clone(),
         });
-        let pointer = &*payload as *const GraphHostFn as *mut c_void;
-        self.keep(payload);
-        pointer
+        let token = GRAPH_FNS.insert(payload);
+        self.keep(Box::new(GraphFnToken(token)));
+        token as *mut c_void
     }
 
     /// Notes that the graph is launched on `core`'s stream: a replayed host function that
@@ -406,6 +407,19 @@ pub(crate) fn register(core: &StreamCore, id: u64, mode: CaptureMode) -> Arc<Cap
     capture
 }
 
+/// The graphs' host functions, by the tokens their callbacks carry.
+static GRAPH_FNS: GraphFns<Arc<GraphHostFn>> = GraphFns::new();
+
+/// Kept by a capture (and its graph): frees its host function's token when they go. The host
+/// function itself is dropped here unless a replay is running it (then after that replay).
+struct GraphFnToken(usize);
+
+impl Drop for GraphFnToken {
+    fn drop(&mut self) {
+        drop(GRAPH_FNS.remove(self.0));
+    }
+}
+
 /// A host function kept in a graph: run on every replay, dropped with the graph.
 struct GraphHostFn {
     f: Mutex<HostFn>,
@@ -427,12 +441,11 @@ pub(crate) unsafe extern "C" fn graph_trampoline(
             // SAFETY: the plug-in passes a writable status or null.
             unsafe { *status = C_SUCCESS };
         }
-        if user_data.is_null() {
+        // Nothing once the graph is gone (a plug-in replaying a destroyed graph, or running a
+        // callback that a capture ending meanwhile did not take).
+        let Some(payload) = GRAPH_FNS.get(user_data as usize) else {
             return;
-        }
-        // SAFETY: `user_data` is a `GraphHostFn` kept by the capture that made the graph,
-        // which outlives every replay (the graph is destroyed after its launches complete).
-        let payload = unsafe { &*(user_data as *const GraphHostFn) };
+        };
         let mut f = lock(&payload.f);
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| (*f)())) {
             drop(f);

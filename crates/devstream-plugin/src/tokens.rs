@@ -1,18 +1,21 @@
-//! Callbacks in a plug-in's hands, named by tokens.
+//! What devstream hands a plug-in as a callback's `user_data`: tokens naming slots of
+//! process-wide tables, never addresses. Whatever a plug-in does with a token (call it twice,
+//! late, after `stream_add_callback` answered an error, after the graph that held it was
+//! destroyed, or never), devstream never touches memory it freed.
 //!
-//! The `user_data` devstream passes to `stream_add_callback` is a token naming a slot of one
-//! process-wide table, never the address of the callback: the plug-in may call a callback
-//! twice, call it after `stream_add_callback` answered an error (devstream has then taken the
-//! callback back), call it late, or never. Whichever side claims a token first (the trampoline,
-//! to run the callback; the submitter, after an error) takes the callback and frees its slot;
-//! a token whose slot was claimed, or reused since, claims nothing. So whatever a plug-in does
-//! with a token, devstream runs each callback at most once and never touches memory it freed.
-//!
-//! A callback that frees what the stream's earlier work uses must not run before that work is
-//! done; a plug-in that runs callbacks inside `stream_add_callback` while its copies are still
-//! queued would run it first. So while `stream_add_callback` has not returned, the trampoline
-//! leaves such a callback (`early` says which) in its slot, and the submitter takes it back once
-//! the call returns and keeps what it frees by other means ([`handed`]).
+//! * **Stream callbacks** ([`register`], [`run`], [`handed`]): whichever side claims a token
+//!   first (the trampoline, to run the callback; the submitter, after an error) takes the
+//!   callback and frees its slot; a token whose slot was claimed, or reused since, claims
+//!   nothing, so each callback runs at most once. A callback that frees what the stream's
+//!   earlier work uses must not run before that work is done; a plug-in that runs callbacks
+//!   inside `stream_add_callback` while its copies are still queued would run it first. So while
+//!   `stream_add_callback` has not returned, the trampoline leaves such a callback (`early` says
+//!   which) in its slot, and the submitter takes it back once the call returns and keeps what it
+//!   frees by other means ([`handed`]).
+//! * **Host functions of graphs** ([`GraphFns`]): a replay runs one any number of times, so the
+//!   token is not claimed by a call; the slot is freed when the capture that made it (its graph)
+//!   is gone, and a later call (a plug-in replaying a destroyed graph, or running a callback a
+//!   capture that ended meanwhile did not take) finds nothing.
 //!
 //! A token is the slot's index + 1 (never null) above the slot's generation, which is raised
 //! each time the slot is freed: on a 64-bit target the generation has 32 bits, so a stale token
@@ -26,77 +29,92 @@ use std::sync::Mutex;
 const GENERATION_BITS: u32 = usize::BITS / 2;
 const GENERATION_MASK: usize = (1 << GENERATION_BITS) - 1;
 
-struct Slot {
+struct Slot<T> {
     generation: usize,
-    callback: Option<Callback>,
-    /// Its `stream_add_callback` has not returned yet.
+    value: Option<T>,
+    /// Its `stream_add_callback` has not returned yet (stream callbacks).
     handing: bool,
     /// Called while handing and left in the slot (see [`run`]).
     declined: bool,
 }
 
-struct Table {
-    slots: Vec<Slot>,
+/// A table of values named by tokens.
+pub(crate) struct Table<T> {
+    slots: Vec<Slot<T>>,
     free: Vec<usize>,
 }
 
-static TABLE: Mutex<Table> = Mutex::new(Table {
-    slots: Vec::new(),
-    free: Vec::new(),
-});
+impl<T> Table<T> {
+    /// An empty table.
+    pub(crate) const fn new() -> Table<T> {
+        Table {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    /// Takes a slot for `value`; the token names it until the slot is freed.
+    fn insert(&mut self, value: T, handing: bool) -> usize {
+        let index = match self.free.pop() {
+            Some(index) => index,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    value: None,
+                    handing: false,
+                    declined: false,
+                });
+                self.slots.len() - 1
+            }
+        };
+        let slot = &mut self.slots[index];
+        slot.value = Some(value);
+        slot.handing = handing;
+        slot.declined = false;
+        ((index + 1) << GENERATION_BITS) | slot.generation
+    }
+
+    /// The slot `token` names, while it holds the value the token was given for.
+    fn slot_of(&mut self, token: usize) -> Option<(usize, &mut Slot<T>)> {
+        let index = (token >> GENERATION_BITS).checked_sub(1)?;
+        let slot = self.slots.get_mut(index)?;
+        (slot.generation == token & GENERATION_MASK && slot.value.is_some())
+            .then_some((index, slot))
+    }
+
+    /// Takes the value out of slot `index` and frees the slot (the caller drops the value,
+    /// outside the table's lock).
+    fn take(&mut self, index: usize) -> Option<T> {
+        let slot = &mut self.slots[index];
+        let value = slot.value.take();
+        slot.generation = (slot.generation + 1) & GENERATION_MASK;
+        slot.handing = false;
+        self.free.push(index);
+        value
+    }
+}
+
+// ---- stream callbacks ----
+
+static CALLBACKS: Mutex<Table<Callback>> = Mutex::new(Table::new());
 
 /// Takes a slot for `callback`, about to be handed to `stream_add_callback`; the token names it
 /// until it is claimed.
 pub(crate) fn register(callback: Callback) -> usize {
-    let mut table = lock(&TABLE);
-    let index = match table.free.pop() {
-        Some(index) => index,
-        None => {
-            table.slots.push(Slot {
-                generation: 0,
-                callback: None,
-                handing: false,
-                declined: false,
-            });
-            table.slots.len() - 1
-        }
-    };
-    let slot = &mut table.slots[index];
-    slot.callback = Some(callback);
-    slot.handing = true;
-    slot.declined = false;
-    ((index + 1) << GENERATION_BITS) | slot.generation
-}
-
-/// The slot `token` names, while it holds the callback the token was given for.
-fn slot_of(table: &mut Table, token: usize) -> Option<(usize, &mut Slot)> {
-    let index = (token >> GENERATION_BITS).checked_sub(1)?;
-    let slot = table.slots.get_mut(index)?;
-    (slot.generation == token & GENERATION_MASK && slot.callback.is_some()).then_some((index, slot))
-}
-
-/// Takes the callback out of slot `index` and frees the slot (the caller drops the callback,
-/// outside the table's lock).
-fn take(table: &mut Table, index: usize) -> Option<Callback> {
-    let slot = &mut table.slots[index];
-    let callback = slot.callback.take();
-    slot.generation = (slot.generation + 1) & GENERATION_MASK;
-    slot.handing = false;
-    table.free.push(index);
-    callback
+    lock(&CALLBACKS).insert(callback, true)
 }
 
 /// For the trampoline: the callback to run, if nobody claimed it yet (nothing for a token
 /// claimed already or a value devstream never gave out). One for which `early` is true, called
 /// while its `stream_add_callback` has not returned, is left for [`handed`].
 pub(crate) fn run(token: usize, early: impl FnOnce(&Callback) -> bool) -> Option<Callback> {
-    let mut table = lock(&TABLE);
-    let (index, slot) = slot_of(&mut table, token)?;
-    if slot.handing && slot.callback.as_ref().is_some_and(early) {
+    let mut table = lock(&CALLBACKS);
+    let (index, slot) = table.slot_of(token)?;
+    if slot.handing && slot.value.as_ref().is_some_and(early) {
         slot.declined = true;
         return None;
     }
-    take(&mut table, index)
+    table.take(index)
 }
 
 /// For the submitter, once `stream_add_callback` returned (`accepted`: with success): after an
@@ -104,13 +122,46 @@ pub(crate) fn run(token: usize, early: impl FnOnce(&Callback) -> bool) -> Option
 /// callback [`run`] declined (it has not run, and will not). Otherwise the callback stays with
 /// the plug-in, and its call runs it from now on.
 pub(crate) fn handed(token: usize, accepted: bool) -> Option<Callback> {
-    let mut table = lock(&TABLE);
-    let (index, slot) = slot_of(&mut table, token)?;
+    let mut table = lock(&CALLBACKS);
+    let (index, slot) = table.slot_of(token)?;
     slot.handing = false;
     if accepted && !slot.declined {
         return None;
     }
-    take(&mut table, index)
+    table.take(index)
+}
+
+// ---- host functions of graphs ----
+
+/// The table of a kind of values a replay looks up by token as often as it runs (the graphs'
+/// host functions): `T` is shared (`Arc`), so a call runs it outside the lock.
+pub(crate) struct GraphFns<T: Clone>(Mutex<Table<T>>);
+
+impl<T: Clone> GraphFns<T> {
+    /// An empty table.
+    pub(crate) const fn new() -> GraphFns<T> {
+        GraphFns(Mutex::new(Table::new()))
+    }
+
+    /// A token for `value`, until [`GraphFns::remove`].
+    pub(crate) fn insert(&self, value: T) -> usize {
+        lock(&self.0).insert(value, false)
+    }
+
+    /// The value `token` names, if it was not removed.
+    pub(crate) fn get(&self, token: usize) -> Option<T> {
+        let mut table = lock(&self.0);
+        table
+            .slot_of(token)
+            .and_then(|(_, slot)| slot.value.clone())
+    }
+
+    /// Frees `token`'s slot; answers its value (dropped by the caller, outside the lock).
+    pub(crate) fn remove(&self, token: usize) -> Option<T> {
+        let mut table = lock(&self.0);
+        let (index, _) = table.slot_of(token)?;
+        table.take(index)
+    }
 }
 
 #[cfg(test)]
@@ -142,6 +193,19 @@ mod tests {
             assert!(run(garbage, never).is_none(), "{garbage:#x}");
             assert!(handed(garbage, false).is_none(), "{garbage:#x}");
         }
+    }
+
+    #[test]
+    fn a_graph_token_finds_its_value_until_removed() {
+        static FNS: GraphFns<u32> = GraphFns::new();
+        let token = FNS.insert(5);
+        assert_eq!(FNS.get(token), Some(5));
+        assert_eq!(FNS.get(token), Some(5), "looked up as often as it runs");
+        assert_eq!(FNS.remove(token), Some(5));
+        assert_eq!(FNS.get(token), None, "gone with its graph");
+        let reused = FNS.insert(6);
+        assert_eq!(FNS.get(token), None, "a stale token names no reused slot");
+        assert_eq!(FNS.get(reused), Some(6));
     }
 
     #[test]

@@ -7,7 +7,8 @@ mod common;
 
 use common::*;
 use devstream_core::{CaptureMode, DeviceStream, Error};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The tests of this file capture one at a time (a `Global` capture of one would forbid the
 /// other's synchronize).
@@ -126,5 +127,45 @@ fn work_on_another_stream_over_the_same_plug_in_stream_runs_once_the_capturing_o
         );
         drop(sharing);
         drop(buffer);
+    }
+}
+
+#[test]
+fn a_captured_host_function_the_plug_in_calls_after_its_graph_is_gone_does_not_run() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let copy = Faulty::unique(devstream_test_plugin_faulty::MODE_CAPTURE_QUEUED_CALLBACKS);
+    let place = copy.load().unwrap().places[0].clone();
+    let capturing = stream(&place);
+    capturing.begin_capture(CaptureMode::Relaxed).unwrap();
+    let (ran, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (counter, guard) = (ran.clone(), Dropped(dropped.clone()));
+    capturing
+        .launch_host_func(Box::new(move || {
+            let _keep = &guard;
+            counter.fetch_add(1, Ordering::SeqCst);
+        }))
+        .unwrap();
+    let graph = capturing.end_capture().unwrap();
+    // Never launched: the graph and its host function go once the graph is dropped.
+    drop(graph);
+    assert!(
+        wait_until(|| dropped.load(Ordering::SeqCst) == 1),
+        "the graph's host function is dropped with the graph"
+    );
+    // The plug-in calls the captured callback anyway (after the graph it belonged to).
+    assert_eq!(copy.run_queued(), 1);
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "a host function of a destroyed graph ran"
+    );
+}
+
+/// Counts its drop.
+struct Dropped(Arc<AtomicUsize>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
 }

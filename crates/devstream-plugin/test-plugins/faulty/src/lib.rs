@@ -113,6 +113,10 @@ pub const MODE_INLINE_CALLBACKS_QUEUED_COPIES: u32 = 30;
 /// functions), whose `cuda_stream_capture_info` reports the capture begun on a stream with its
 /// id the first time and with another id afterwards.
 pub const MODE_CAPTURE_ID_CHANGES: u32 = 31;
+/// As [`MODE_CAPTURE_ID_CHANGES`], but `cuda_stream_capture_info` reports the same id every
+/// time, and `stream_add_callback` queues callbacks (answering `C_SUCCESS`), captured or not:
+/// `devstream_test_plugin_faulty_run_queued()` calls them, also after the graph is destroyed.
+pub const MODE_CAPTURE_QUEUED_CALLBACKS: u32 = 32;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -158,6 +162,7 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_CALLBACK_TWICE_QUEUED => c"faulty_twice_queued",
         MODE_INLINE_CALLBACKS_QUEUED_COPIES => c"faulty_inline_early",
         MODE_CAPTURE_ID_CHANGES => c"faulty_capture_id",
+        MODE_CAPTURE_QUEUED_CALLBACKS => c"faulty_capture_queued",
         _ => c"faulty",
     }
 }
@@ -294,7 +299,8 @@ pub unsafe extern "C" fn devstream_test_plugin_faulty_counters(out: *mut usize) 
 }
 
 /// Runs the work [`MODE_QUEUED_ERROR`], [`MODE_QUEUED_COPIES`],
-/// [`MODE_INLINE_CALLBACKS_QUEUED_COPIES`] and [`MODE_CALLBACK_TWICE_QUEUED`] queued (in order; the last mode calls each callback twice)
+/// [`MODE_INLINE_CALLBACKS_QUEUED_COPIES`], [`MODE_CALLBACK_TWICE_QUEUED`] and
+/// [`MODE_CAPTURE_QUEUED_CALLBACKS`] queued (in order; the last mode calls each callback twice)
 /// and answers how many items ran.
 #[no_mangle]
 pub extern "C" fn devstream_test_plugin_faulty_run_queued() -> usize {
@@ -796,7 +802,7 @@ unsafe extern "C" fn id_changing_end_capture(
 
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn id_changing_capture_info(
-    _device: C_Device,
+    device: C_Device,
     stream: C_Stream,
     status: *mut C_StreamCaptureStatus,
     id: *mut std::ffi::c_ulonglong,
@@ -814,7 +820,11 @@ unsafe extern "C" fn id_changing_capture_info(
             // SAFETY: non-null out-parameters.
             unsafe {
                 *status = C_StreamCaptureStatusActive;
-                *id = if *reported == 0 { 7 } else { 1007 };
+                *id = if *reported == 0 || mode_of(device) == MODE_CAPTURE_QUEUED_CALLBACKS {
+                    7
+                } else {
+                    1007
+                };
             }
             *reported += 1;
         }
@@ -950,7 +960,9 @@ fn fill(table: &mut C_DeviceInterface, mode: u32) {
         MODE_INLINE_WARNING => table.stream_add_callback = Some(inline_callback_warning),
         MODE_QUEUED_ERROR => table.stream_add_callback = Some(queued_callback_error),
         MODE_CALLBACK_TWICE_INLINE => table.stream_add_callback = Some(inline_callback_twice),
-        MODE_CALLBACK_TWICE_QUEUED => table.stream_add_callback = Some(queued_callback_success),
+        MODE_CALLBACK_TWICE_QUEUED | MODE_CAPTURE_QUEUED_CALLBACKS => {
+            table.stream_add_callback = Some(queued_callback_success)
+        }
         MODE_INLINE_CALLBACKS_QUEUED_COPIES => {
             table.async_memory_copy_h2d = Some(queued_async_copy);
             table.async_memory_copy_d2h = Some(queued_async_copy);
@@ -1044,7 +1056,11 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         if mode == MODE_PARAMS_ONLY_3_3 && params.size != PADDLE_3_PARAMS_SIZE {
             return;
         }
-        if mode == MODE_CAPTURE_ID_CHANGES && interface_size != PADDLE_3_3_INTERFACE_SIZE {
+        if matches!(
+            mode,
+            MODE_CAPTURE_ID_CHANGES | MODE_CAPTURE_QUEUED_CALLBACKS
+        ) && interface_size != PADDLE_3_3_INTERFACE_SIZE
+        {
             return;
         }
         if mode == MODE_STRICT_3_2
@@ -1089,7 +1105,10 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         // through the typed fields, which lie within the smallest layout.
         let table = unsafe { &mut *table };
         fill(table, mode);
-        if mode == MODE_CAPTURE_ID_CHANGES {
+        if matches!(
+            mode,
+            MODE_CAPTURE_ID_CHANGES | MODE_CAPTURE_QUEUED_CALLBACKS
+        ) {
             table.cuda_stream_begin_capture = Some(id_changing_begin_capture);
             table.cuda_stream_end_captrue = Some(id_changing_end_capture);
             table.cuda_stream_capture_info = Some(id_changing_capture_info);
