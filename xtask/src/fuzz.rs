@@ -31,10 +31,16 @@ pub struct Target {
 }
 
 /// Every fuzz target `cargo xtask fuzz all` (and CI) runs.
-pub const TARGETS: &[Target] = &[Target {
-    name: "paddle_table",
-    fuzz_dir: "crates/devstream-paddle/fuzz",
-}];
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "paddle_table",
+        fuzz_dir: "crates/devstream-paddle/fuzz",
+    },
+    Target {
+        name: "plugin_loader",
+        fuzz_dir: "crates/devstream-plugin/fuzz",
+    },
+];
 
 /// The cargo-fuzz release `cargo xtask fuzz` installs when `cargo fuzz` is missing.
 const CARGO_FUZZ_VERSION: &str = "0.13.2";

@@ -20,6 +20,7 @@ use crate::buffer::{DeviceInner, HostInner};
 use crate::queue::{lock, StreamCore};
 use crate::runtime::CaptureState;
 use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
+use crate::tokens::GraphFns;
 use devstream_core::capture::CaptureRegistration;
 use devstream_core::panic::{drop_contained, drop_payload};
 use devstream_core::{CaptureMode, Error, HostFn, Result};
@@ -108,16 +109,16 @@ impl CaptureShared {
     }
 
     /// A host function of the graph: a callback the plug-in calls on every replay with the
-    /// returned pointer, valid while this capture (its graph) lives.
+    /// returned token, which names it while this capture (its graph) lives.
     pub(crate) fn host_fn(&self, f: HostFn) -> *mut c_void {
-        let payload = Box::new(GraphHostFn {
+        let payload = Arc::new(GraphHostFn {
             f: Mutex::new(f),
             origin: self.origin,
             launches: self.launches.clone(),
         });
-        let pointer = &*payload as *const GraphHostFn as *mut c_void;
-        self.keep(payload);
-        pointer
+        let token = GRAPH_FNS.insert(payload);
+        self.keep(Box::new(GraphFnToken(token)));
+        token as *mut c_void
     }
 
     /// Notes that the graph is launched on `core`'s stream: a replayed host function that
@@ -191,18 +192,6 @@ pub(crate) fn find(runtime: usize, id: u64) -> Option<Arc<CaptureShared>> {
         .cloned()
 }
 
-/// The capture in progress that the stream `origin` of `runtime` began, if any (cheap when no
-/// capture is in progress).
-pub(crate) fn begun_by(runtime: usize, origin: u64) -> Option<Arc<CaptureShared>> {
-    if ACTIVE_COUNT.load(Ordering::SeqCst) == 0 {
-        return None;
-    }
-    lock(&ACTIVE)
-        .iter()
-        .find(|c| c.runtime == runtime && c.origin == origin)
-        .cloned()
-}
-
 impl CaptureShared {
     /// The plug-in's capture id (`cuda_stream_capture_info`).
     pub(crate) fn id(&self) -> u64 {
@@ -222,11 +211,22 @@ pub(crate) fn unregister(capture: &Arc<CaptureShared>) {
     }
 }
 
-/// Ends the captures begun on the stream `origin` of `runtime`, which is being dropped: no
-/// `end_capture` can come any more, and a capture left registered (a `Global` one above all)
+/// Whether devstream registered a capture begun on the stream `origin` of `runtime` (cheap
+/// while no capture is in progress).
+pub(crate) fn began_on(runtime: usize, origin: u64) -> bool {
+    ACTIVE_COUNT.load(Ordering::SeqCst) > 0
+        && lock(&ACTIVE)
+            .iter()
+            .any(|c| c.runtime == runtime && c.origin == origin)
+}
+
+/// Ends the captures devstream registered as begun on the stream `origin` of `runtime`, for
+/// `reason`: the stream is being dropped (no `end_capture` can come any more), or the plug-in
+/// ended its capture (whatever capture id it reported: one devstream cannot name any more
+/// would otherwise stay registered). A capture left registered (a `Global` one above all)
 /// would forbid synchronizing every other stream of the plug-in from then on. Work other
 /// streams joined into it stays theirs to synchronize; the capture is marked invalidated.
-pub(crate) fn forget_origin(runtime: usize, origin: u64) {
+pub(crate) fn forget_origin(runtime: usize, origin: u64, reason: &str) {
     if ACTIVE_COUNT.load(Ordering::SeqCst) == 0 {
         return;
     }
@@ -235,7 +235,7 @@ pub(crate) fn forget_origin(runtime: usize, origin: u64) {
     active.retain(|c| {
         let theirs = c.runtime == runtime && c.origin == origin;
         if theirs {
-            c.invalidate("its stream was dropped during the capture".into());
+            c.invalidate(reason.to_owned());
             lock(&c.registration).take();
         }
         !theirs
@@ -387,6 +387,19 @@ pub(crate) fn register(core: &StreamCore, id: u64, mode: CaptureMode) -> Arc<Cap
     capture
 }
 
+/// The graphs' host functions, by the tokens their callbacks carry.
+static GRAPH_FNS: GraphFns<Arc<GraphHostFn>> = GraphFns::new();
+
+/// Kept by a capture (and its graph): frees its host function's token when they go. The host
+/// function itself is dropped here unless a replay is running it (then after that replay).
+struct GraphFnToken(usize);
+
+impl Drop for GraphFnToken {
+    fn drop(&mut self) {
+        drop(GRAPH_FNS.remove(self.0));
+    }
+}
+
 /// A host function kept in a graph: run on every replay, dropped with the graph.
 struct GraphHostFn {
     f: Mutex<HostFn>,
@@ -408,12 +421,11 @@ pub(crate) unsafe extern "C" fn graph_trampoline(
             // SAFETY: the plug-in passes a writable status or null.
             unsafe { *status = C_SUCCESS };
         }
-        if user_data.is_null() {
+        // Nothing once the graph is gone (a plug-in replaying a destroyed graph, or running a
+        // callback that a capture ending meanwhile did not take).
+        let Some(payload) = GRAPH_FNS.get(user_data as usize) else {
             return;
-        }
-        // SAFETY: `user_data` is a `GraphHostFn` kept by the capture that made the graph,
-        // which outlives every replay (the graph is destroyed after its launches complete).
-        let payload = unsafe { &*(user_data as *const GraphHostFn) };
+        };
         let mut f = lock(&payload.f);
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| (*f)())) {
             drop(f);

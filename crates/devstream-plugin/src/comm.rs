@@ -533,15 +533,17 @@ impl PluginComm {
             }
         }
         if let Some(capture) = submitting_into(op, core)? {
+            // The graph keeps them; the capturing stream runs none of this work, and were it
+            // a user of what the capture keeps, the capture would keep its own stream alive
+            // (a stream dropped while capturing could then never end its capture).
             for buffer in buffers {
                 capture.keep_device(&buffer.0);
             }
             capture.keep(Box::new(self.inner.clone()));
-        }
-        for buffer in buffers {
-            buffer.used_by(core);
-        }
-        {
+        } else {
+            for buffer in buffers {
+                buffer.used_by(core);
+            }
             let mut users = lock(&self.inner.users);
             if !users.iter().any(|u| u.id == core.id) {
                 users.push(core.clone());

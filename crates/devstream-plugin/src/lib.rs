@@ -83,6 +83,7 @@ mod registry;
 mod runtime;
 mod stream;
 pub mod sys;
+mod tokens;
 
 pub use buffer::{PluginBuffer, PluginHostBuffer};
 #[cfg(feature = "comm")]

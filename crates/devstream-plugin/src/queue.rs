@@ -24,12 +24,12 @@ use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::panic::{self, drop_contained, drop_payload};
 use devstream_core::{Error, Place, Result};
 use std::any::Any;
-use std::cell::{Cell, UnsafeCell};
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::AtomicUsize;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::ThreadId;
@@ -675,6 +675,8 @@ pub(crate) struct StreamCore {
     owned: bool,
     /// Counted in `live_counts`.
     user_created: bool,
+    /// User handles (`PluginStream`s) on this stream (see `crate::stream::UserHandle`).
+    pub(crate) handles: AtomicUsize,
     submit_lock: ReentrantLock,
     deferred: Mutex<Deferred>,
     drained: Condvar,
@@ -694,10 +696,6 @@ pub(crate) struct StreamCore {
     /// What this stream already waited for (user-created streams with `elide_waits` only: the
     /// default and adopted streams are shared with code devstream does not see).
     pub(crate) tracker: WaitTracker,
-    /// Live `PluginStream` handles. At zero no `end_capture` can come any more: a capture the
-    /// stream began ends then, although queued work and the objects it used may keep the core
-    /// alive longer.
-    pub(crate) handles: AtomicUsize,
 }
 
 /// A wait of a stream on another plug-in queue's event, while it may be incomplete.
@@ -795,6 +793,7 @@ impl StreamCore {
             non_blocking,
             owned,
             user_created,
+            handles: AtomicUsize::new(0),
             submit_lock: ReentrantLock::new(),
             deferred: Mutex::new(Deferred::default()),
             drained: Condvar::new(),
@@ -804,8 +803,41 @@ impl StreamCore {
             waits: Mutex::new(Vec::new()),
             pre_capture: Mutex::new(None),
             tracker: WaitTracker::new(elide_waits && user_created),
-            handles: AtomicUsize::new(0),
         })
+    }
+
+    /// The user dropped the last handle of this stream: a capture it began ends now, as if the
+    /// stream itself were dropped (its host side may live on, held by devstream's own
+    /// references, among them the buffers its capture keeps). The plug-in's capture is ended
+    /// (its graph destroyed) before devstream forgets it: until then, work on other streams over
+    /// the same plug-in stream handle, or joined into the capture, is still known to go into it.
+    /// Streams devstream keeps for the process (default streams) and adopted ones end their
+    /// captures when ended or dropped.
+    pub(crate) fn last_handle_dropped(&self) {
+        if !self.user_created || !crate::capture::began_on(self.runtime.index(), self.id) {
+            return;
+        }
+        let ended = self.runtime.end_capture(self.slot, self.raw);
+        // Its work before the capture no longer needs tracking as "before the capture".
+        *lock(&self.pre_capture) = None;
+        match ended {
+            Ok(graph) => {
+                if let Err(error) = self.runtime.destroy_graph(self.slot, graph, Handle(0)) {
+                    tracing::warn!(
+                        "devstream-plugin: destroying the graph of a dropped stream's capture: \
+                         {error}"
+                    );
+                }
+            }
+            Err(error) => {
+                tracing::warn!("devstream-plugin: ending the capture of a dropped stream: {error}")
+            }
+        }
+        crate::capture::forget_origin(
+            self.runtime.index(),
+            self.id,
+            "its stream was dropped during the capture",
+        );
     }
 
     /// Remembers that the stream waits for `raw` (at position `seq`), forgetting the waits
@@ -1030,6 +1062,32 @@ impl StreamCore {
         }
     }
 
+    /// Blocks until the work submitted to this stream so far is complete (for `synchronize`
+    /// inside a host function): an event recorded at the end of that work now, in stream order
+    /// (held on the host behind held work, like any record), is waited for; work submitted
+    /// later, by other threads, is not. The check that the work does not wait for the calling
+    /// host function's later work and the record are made under the submission lock, so nothing
+    /// is submitted between them.
+    pub(crate) fn synchronize_submitted(self: &Arc<Self>) -> Result<()> {
+        let end = {
+            let _order = self.submit_lock.lock();
+            if host_fn_would_wait_for_itself(self, u64::MAX) {
+                // The stream's work includes the calling host function itself, or waits for
+                // work queued after it.
+                return Err(waits_for_itself("Stream::synchronize", self.id));
+            }
+            self.record_raw()?
+        };
+        match end.wait_submitted() {
+            RecordState::Lost(error) => Err(error),
+            _ => {
+                self.runtime.synchronize_event(self.slot, end.handle)?;
+                end.complete.store(true, Ordering::Release);
+                Ok(())
+            }
+        }
+    }
+
     /// Whether work is held on the host (waiting, or being handed to the plug-in).
     pub(crate) fn has_deferred(&self) -> bool {
         lock(&self.deferred).holds_work()
@@ -1132,33 +1190,20 @@ impl StreamCore {
 
     /// Puts `callback` on the plug-in stream (the caller checked that callbacks exist).
     ///
-    /// Ownership of the callback is decided by who claims it first (see [`Payload`]), never
-    /// from the status alone: a plug-in may run it inside the call and answer anything, or
-    /// answer an error and still run it later. When the plug-in answers an error and the
-    /// callback has not run, it is taken back and handed to the caller (it will not run):
-    /// the answer is the plug-in's status and, on an error, the callback taken back, if any.
-    /// (The payload's small header then stays allocated: the plug-in may still call back.)
+    /// Ownership of the callback is decided by who claims its token first (see
+    /// [`crate::tokens`]), never from the status alone: a plug-in may run it inside the call
+    /// and answer anything, answer an error and still run it later, or run it twice. When the
+    /// plug-in answers an error and the callback has not run, it is taken back and handed to
+    /// the caller (it will not run); so is a release the plug-in called inside
+    /// `stream_add_callback` (before the stream's earlier work is known to be done). The
+    /// answer is the plug-in's status and the callback taken back, if any.
     fn put_callback(&self, callback: Callback) -> (Result<()>, Option<Callback>) {
-        let payload = Box::into_raw(Box::new(Payload {
-            state: AtomicU8::new(QUEUED),
-            refs: AtomicU8::new(2),
-            callback: UnsafeCell::new(Some(callback)),
-        }));
+        let token = crate::tokens::register(callback);
         let result =
             self.runtime
-                .add_callback(self.slot, self.raw, Some(trampoline), payload.cast());
-        // SAFETY: the submitter's reference keeps the payload alive until `release` below.
-        let shared = unsafe { &*payload };
-        let taken_back = match &result {
-            Ok(()) => None,
-            Err(_) => shared.claim().then(|| {
-                // SAFETY: this side won the claim, so it alone touches the callback.
-                unsafe { (*shared.callback.get()).take() }
-            }),
-        };
-        // SAFETY: the submitter's one reference, released once.
-        unsafe { Payload::release(payload) };
-        (result, taken_back.flatten())
+                .add_callback(self.slot, self.raw, Some(trampoline), token as *mut c_void);
+        let taken_back = crate::tokens::handed(token, result.is_ok());
+        (result, taken_back)
     }
 
     /// Puts a host function or flag write on the stream; on failure the callback (not run)
@@ -1199,6 +1244,9 @@ impl StreamCore {
                     tracing::warn!("devstream-plugin: a release callback: {error}");
                     payload
                 }
+                // Called inside stream_add_callback: the plug-in may not have run the
+                // stream's earlier work yet (its copies may still be queued).
+                (Ok(()), Some(Callback::Release(payload))) => payload,
                 // Queued, or the plug-in ran (or runs) the callback: it owns the payload.
                 _ => return,
             }
@@ -1225,51 +1273,16 @@ impl StreamCore {
     }
 }
 
-/// Nobody has claimed the callback yet.
-const QUEUED: u8 = 0;
-/// One side claimed it: the trampoline (to run it) or the submitter (after an error).
-const CLAIMED: u8 = 1;
-
-/// The `user_data` of one `stream_add_callback`. Two references (the plug-in's, released by
-/// the trampoline, and the submitter's, released when `stream_add_callback` has returned);
-/// the last one frees it. The callback inside is taken by exactly one side: whichever moves
-/// `state` from `QUEUED` to `CLAIMED`.
-struct Payload {
-    state: AtomicU8,
-    refs: AtomicU8,
-    callback: UnsafeCell<Option<Callback>>,
-}
-
-impl Payload {
-    /// `true` for the one caller that moves the payload from queued to claimed.
-    fn claim(&self) -> bool {
-        self.state
-            .compare_exchange(QUEUED, CLAIMED, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    }
-
-    /// Drops one reference; the last frees the payload.
-    ///
-    /// # Safety
-    /// `payload` came from `Box::into_raw` in `put_callback`, and the caller holds one of its
-    /// two references, which it gives up here.
-    unsafe fn release(payload: *mut Payload) {
-        // SAFETY: alive while the caller's reference is.
-        // AcqRel rather than Release + fence(Acquire): the same guarantee, and one that
-        // ThreadSanitizer models (it does not model stand-alone fences).
-        if unsafe { &*payload }.refs.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // SAFETY: the last reference: nobody else can reach the payload any more.
-            drop(unsafe { Box::from_raw(payload) });
-        }
-    }
-}
-
 impl Drop for StreamCore {
     fn drop(&mut self) {
         if self.user_created {
             LIVE_STREAMS.fetch_sub(1, Ordering::SeqCst);
         }
-        crate::capture::forget_origin(self.runtime.index(), self.id);
+        crate::capture::forget_origin(
+            self.runtime.index(),
+            self.id,
+            "its stream was dropped during the capture",
+        );
         if self.owned {
             reap(Job::RetireStream {
                 runtime: self.runtime.clone(),
@@ -1326,23 +1339,14 @@ unsafe extern "C" fn trampoline(
             // SAFETY: the plug-in passes a writable status or null.
             unsafe { *status = C_SUCCESS };
         }
-        if user_data.is_null() {
+        // Nothing when the token was claimed already: the submitter took the callback back
+        // after the plug-in answered an error, or the plug-in calls it a second time. A
+        // release called inside `stream_add_callback` is left to the submitter (see
+        // `put_callback`).
+        let early = |callback: &Callback| matches!(callback, Callback::Release(_));
+        let Some(callback) = crate::tokens::run(user_data as usize, early) else {
             return;
-        }
-        let payload = user_data.cast::<Payload>();
-        // SAFETY: `user_data` is a `Payload` from `put_callback`; the plug-in's reference
-        // keeps it alive until `release` below.
-        let shared = unsafe { &*payload };
-        let callback = if shared.claim() {
-            // SAFETY: this side won the claim, so it alone touches the callback.
-            unsafe { (*shared.callback.get()).take() }
-        } else {
-            // The submitter took it back after the plug-in answered an error.
-            None
         };
-        // SAFETY: the plug-in's one reference (a callback is called once), released once.
-        unsafe { Payload::release(payload) };
-        let Some(callback) = callback else { return };
         match callback {
             Callback::HostFn {
                 mut f,

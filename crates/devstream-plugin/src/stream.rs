@@ -11,8 +11,7 @@ use crate::event::{AbiEvent, EventRepr, PluginEvent};
 use crate::flag::{FlagRepr, PluginFlag};
 use crate::graph::{AbiGraph, GraphRepr, PluginGraph};
 use crate::queue::{
-    host_fn_would_wait_for_itself, running_host_fn, waits_for_itself, Callback, Item, Origin,
-    StreamCore,
+    host_fn_would_wait_for_itself, running_host_fn, Callback, Item, Origin, StreamCore,
 };
 use crate::registry::{lookup, plugin_slot, CustomDevice};
 use crate::runtime::{CaptureState, CopyKind, Handle};
@@ -61,8 +60,14 @@ use std::sync::Arc;
 /// streams and their events block as anywhere else, unless what they wait for could itself
 /// wait (through `wait_event`/`wait_stream`, on any number of streams) for work queued after
 /// the calling host function: that is the same typed error (checked conservatively, from the
-/// waits devstream submitted that are not known complete). A wait behind a *flag* that only
-/// later work would set cannot be told apart from one another thread will set: it blocks.
+/// waits devstream submitted that are not known complete); `synchronize` of another stream
+/// waits for the work submitted to it before the call, not for what other threads submit while
+/// it waits (an event recorded at the call is waited for). A wait behind a *flag* that only
+/// later work would set cannot be told apart from one another thread will set: it blocks. So
+/// do two host functions of different streams that each wait for the other's stream (each
+/// `synchronize`s the other's stream while both run): like two threads joining each other,
+/// they wait for each other for good; devstream refuses only the waits it can trace back to the
+/// calling host function through the waits on events its streams were given.
 /// "Its own stream" means every devstream stream over the same plug-in stream handle (adopted
 /// streams; all streams of a plug-in that never writes its stream handles): they share one
 /// plug-in queue, numbered in one order.
@@ -73,34 +78,51 @@ use std::sync::Arc;
 /// call) is success. When it answers an error, the callback is taken back and dropped (it will
 /// not run, even if the plug-in calls it later); if it already ran, the error is reported all
 /// the same. Who frees a callback's data is decided by which side claims it first, never by
-/// the status alone.
-#[derive(Debug)]
+/// the status alone; a callback the plug-in calls more than once runs once.
+#[derive(Clone, Debug)]
 pub struct PluginStream(pub(crate) StreamRepr);
 
-impl Clone for PluginStream {
-    fn clone(&self) -> Self {
-        match &self.0 {
-            StreamRepr::Abi(core) => PluginStream::abi(core.clone()),
-            StreamRepr::Rust(s) => PluginStream(StreamRepr::Rust(s.clone())),
-        }
-    }
-}
-
-impl Drop for PluginStream {
-    fn drop(&mut self) {
-        if let StreamRepr::Abi(core) = &self.0 {
-            // AcqRel: the last handle's drop sees every capture begun through the others.
-            if core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
-                abandon_capture(core);
-            }
-        }
-    }
-}
-
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum StreamRepr {
-    Abi(Arc<StreamCore>),
+    Abi(UserHandle),
     Rust(Arc<dyn crate::custom::ErasedStream>),
+}
+
+/// A user's handle on a plug-in stream (each `PluginStream` holds one). devstream's own
+/// references (buffers that remember their users, reaper jobs, held work) keep the stream's
+/// host side alive too, and a capture keeps the buffers its work uses: the stream could then
+/// outlive its last handle for as long as its capture lasts, which only the stream could end.
+/// So the last user handle of a stream made by `Stream::new` ends the stream's capture itself
+/// (`StreamCore::last_handle_dropped`).
+#[derive(Debug)]
+pub(crate) struct UserHandle(Arc<StreamCore>);
+
+impl UserHandle {
+    fn new(core: Arc<StreamCore>) -> UserHandle {
+        core.handles.fetch_add(1, Ordering::SeqCst);
+        UserHandle(core)
+    }
+}
+
+impl Clone for UserHandle {
+    fn clone(&self) -> UserHandle {
+        UserHandle::new(self.0.clone())
+    }
+}
+
+impl Drop for UserHandle {
+    fn drop(&mut self) {
+        if self.0.handles.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.last_handle_dropped();
+        }
+    }
+}
+
+impl std::ops::Deref for UserHandle {
+    type Target = Arc<StreamCore>;
+    fn deref(&self) -> &Arc<StreamCore> {
+        &self.0
+    }
 }
 
 impl PartialEq for PluginStream {
@@ -118,10 +140,9 @@ impl std::hash::Hash for PluginStream {
 }
 
 impl PluginStream {
-    /// A handle to `core` (counted: see `StreamCore::handles`).
+    /// A user handle to `core` (counted: see [`UserHandle`]).
     pub(crate) fn abi(core: Arc<StreamCore>) -> PluginStream {
-        core.handles.fetch_add(1, Ordering::Relaxed);
-        PluginStream(StreamRepr::Abi(core))
+        PluginStream(StreamRepr::Abi(UserHandle::new(core)))
     }
 
     /// The plug-in's `C_Stream` behind this stream (possibly null), or `None` for a
@@ -233,14 +254,17 @@ fn staged_upload(
     if staging.is_empty() {
         return Ok(());
     }
-    dst.used_by(core);
     if let Some(capture) = submitting_into(op, core)? {
-        // Replayed by every launch: the graph keeps the bytes and the buffer.
+        // Replayed by every launch: the graph keeps the bytes and the buffer. The
+        // capturing stream is no user of the buffer (it runs none of this work): were it one,
+        // the capture would keep its own stream alive, and dropping the stream could never
+        // end the capture.
         capture.keep_device(&dst.0);
         let (dst, src, len) = (dst.at(offset), staging.as_ptr() as usize, staging.len());
         capture.keep(Box::new(staging));
         return submit_copy(core, CopyKind::HostToDevice, dst, src, len);
     }
+    dst.used_by(core);
     let (dst, len) = (dst.at(offset), staging.len());
     core.submit(Item::Op(Box::new(move |core: &StreamCore| {
         let src = staging.as_ptr() as usize;
@@ -402,28 +426,6 @@ fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
     }
 }
 
-/// The last handle of `core` is gone: ends the capture the stream began, if any, whatever its
-/// state (no `end_capture` can come any more), in the plug-in too, so that the streams that
-/// joined it leave it and a `Global` one forbids nothing any more; the graph is destroyed.
-/// A stream that only joined a capture leaves it to its origin.
-fn abandon_capture(core: &Arc<StreamCore>) {
-    if caps_of(core).capture == CaptureSupport::None {
-        return;
-    }
-    let Some(capture) = crate::capture::begun_by(core.runtime.index(), core.id) else {
-        return;
-    };
-    capture.invalidate("the stream that began the capture was dropped".into());
-    let ended = core.runtime.end_capture(core.slot, core.raw);
-    *crate::queue::lock(&core.pre_capture) = None;
-    crate::capture::unregister(&capture);
-    if let Ok(graph) = ended {
-        if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
-            tracing::warn!("devstream-plugin: destroying an abandoned capture's graph: {error}");
-        }
-    }
-}
-
 fn end_capture(core: &Arc<StreamCore>) -> Result<PluginGraph> {
     if caps_of(core).capture == CaptureSupport::None {
         return Err(Error::unsupported("end_capture", &core.place));
@@ -451,6 +453,13 @@ fn end_capture(core: &Arc<StreamCore>) -> Result<PluginGraph> {
     if let Some(capture) = &capture {
         crate::capture::unregister(capture);
     }
+    // Any other capture devstream registered on this stream is over too (the plug-in may have
+    // reported its capture under another id).
+    crate::capture::forget_origin(
+        core.runtime.index(),
+        core.id,
+        "its stream ended its capture",
+    );
     let graph = ended?;
     let discard = |reason: String| {
         if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
@@ -555,10 +564,14 @@ impl DeviceStream for PluginStream {
             StreamRepr::Abi(core) => {
                 refuse_during_capture("Stream::synchronize", core)?;
                 check_unsafe_call("Stream::synchronize", &core.place)?;
-                if host_fn_would_wait_for_itself(core, u64::MAX) {
-                    // The stream's work includes the calling host function itself, or waits
-                    // for work queued after it.
-                    return Err(waits_for_itself("Stream::synchronize", core.id));
+                if running_host_fn().is_some() {
+                    // Only the work submitted so far: what other threads submit meanwhile may
+                    // wait for the calling host function's later work.
+                    core.synchronize_submitted()?;
+                    return match core.first_error() {
+                        Some(error) => Err(error),
+                        None => Ok(()),
+                    };
                 }
                 core.wait_drained();
                 core.runtime.synchronize_stream(core.slot, core.raw)?;
@@ -800,13 +813,13 @@ impl DeviceStream for PluginStream {
                 if len == 0 {
                     return Ok(());
                 }
-                d.used_by(core);
                 let (dst, src) = (d.at(dst_offset), s.at(src_offset));
                 if let Some(capture) = submitting_into(op, core)? {
                     capture.keep_device(&d.0);
                     capture.keep_host(&s.0);
                     return submit_copy(core, CopyKind::HostToDevice, dst, src, len);
                 }
+                d.used_by(core);
                 s.copy_tracked(core, CopyKind::HostToDevice, dst, src, len)
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
@@ -839,13 +852,13 @@ impl DeviceStream for PluginStream {
                 if len == 0 {
                     return Ok(());
                 }
-                s.used_by(core);
                 let (dst, src) = (d.at(dst_offset), s.at(src_offset));
                 if let Some(capture) = submitting_into(op, core)? {
                     capture.keep_device(&s.0);
                     capture.keep_host(&d.0);
                     return submit_copy(core, CopyKind::DeviceToHost, dst, src, len);
                 }
+                s.used_by(core);
                 d.copy_tracked(core, CopyKind::DeviceToHost, dst, src, len)
             }
             (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
@@ -878,11 +891,12 @@ impl DeviceStream for PluginStream {
                 if len == 0 {
                     return Ok(());
                 }
-                d.used_by(core);
-                s.used_by(core);
                 if let Some(capture) = submitting_into(op, core)? {
                     capture.keep_device(&d.0);
                     capture.keep_device(&s.0);
+                } else {
+                    d.used_by(core);
+                    s.used_by(core);
                 }
                 submit_copy(
                     core,

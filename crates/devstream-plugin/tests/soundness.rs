@@ -113,6 +113,58 @@ fn an_error_answered_with_the_callback_still_queued_does_not_free_it_early() {
     copy.run_queued();
 }
 
+/// Puts a counted host function, a flag write and a fill (whose staging a release callback
+/// frees) on a stream of `copy`; answers the host function's run and drop counts and the flag.
+fn callbacks_on(
+    copy: &Faulty,
+) -> (
+    PluginStream,
+    Arc<AtomicUsize>,
+    Arc<AtomicUsize>,
+    devstream_plugin::PluginFlag,
+) {
+    let place = copy.load().unwrap().places[0].clone();
+    let s = new_stream(&place);
+    let (f, ran, dropped) = counted_host_fn();
+    s.launch_host_func(f).unwrap();
+    let flag = PluginBackend::new_flag(&place).unwrap();
+    s.write_flag(&flag, 3).unwrap();
+    let buffer = s.alloc(64).unwrap();
+    s.fill(&buffer, 0, 64, 5).unwrap();
+    (s, ran, dropped, flag)
+}
+
+// A plug-in that calls a callback twice must not make devstream touch freed memory (the
+// sanitizers and Valgrind report it) nor run or drop anything twice.
+#[test]
+fn a_callback_the_plug_in_calls_twice_inline_runs_once_and_is_freed_once() {
+    let copy = Faulty::unique(faulty::MODE_CALLBACK_TWICE_INLINE);
+    let (s, ran, dropped, flag) = callbacks_on(&copy);
+    s.synchronize().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the host function runs once");
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "and is dropped once");
+    assert_eq!(flag.get(), 3);
+}
+
+#[test]
+fn a_callback_the_plug_in_calls_twice_later_runs_once_and_is_freed_once() {
+    let copy = Faulty::unique(faulty::MODE_CALLBACK_TWICE_QUEUED);
+    let (s, ran, dropped, flag) = callbacks_on(&copy);
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    // Each queued callback (host function, flag write, release) is called twice.
+    assert_eq!(copy.run_queued(), 3);
+    s.synchronize().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the host function runs once");
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "and is dropped once");
+    assert_eq!(flag.get(), 3);
+    // Callbacks queued after the stale calls still run (their tokens are not confused with
+    // the ones already called).
+    let (f, ran_later, _) = counted_host_fn();
+    s.launch_host_func(f).unwrap();
+    assert_eq!(copy.run_queued(), 1);
+    assert_eq!(ran_later.load(Ordering::SeqCst), 1);
+}
+
 // ---- item 3: copies tracked before anything can fail; no races on host buffers ----
 
 fn last_copy(copy: &Faulty) -> [u8; 16] {
@@ -176,6 +228,27 @@ fn a_staged_upload_keeps_its_bytes_when_the_release_fails() {
         [0xab; 16],
         "the queued copy read freed staging bytes"
     );
+}
+
+// A plug-in that runs callbacks inside `stream_add_callback` while its copies are still
+// queued runs the release of a staged upload before the copy that reads the staging.
+#[test]
+fn a_staged_upload_keeps_its_bytes_when_the_release_callback_runs_before_the_copy() {
+    let copy = Faulty::unique(faulty::MODE_INLINE_CALLBACKS_QUEUED_COPIES);
+    let place = copy.load().unwrap().places[0].clone();
+    let s = new_stream(&place);
+    let device = s.alloc(64).unwrap();
+    s.fill(&device, 0, 64, 0xcd).unwrap();
+    s.copy_from_host(&device, 0, &[0xef; 64]).unwrap();
+    // The two copies are queued; their release callbacks have run already.
+    assert_eq!(copy.run_queued(), 2);
+    assert_eq!(
+        last_copy(&copy),
+        [0xef; 16],
+        "the queued copy read freed staging bytes"
+    );
+    // Once the copies ran, the staging is released (the events after them complete).
+    s.synchronize().unwrap();
 }
 
 #[test]
@@ -661,6 +734,50 @@ fn synchronize_waits_for_deferred_work_the_dispatcher_is_handing_to_the_plugin()
         }
         other => panic!("expected the host function's panic, got {other:?}"),
     }
+}
+
+/// A host function's `synchronize` of another stream waits for that stream's work submitted
+/// before the call, not for work another thread submits while it waits (which may wait for the
+/// host function's own stream after it: it could never end).
+#[test]
+fn a_host_functions_synchronize_of_another_stream_ignores_work_submitted_after_the_call() {
+    let answer = watchdog(
+        "host function synchronizing a stream given work later",
+        60,
+        || {
+            let place = cpu0();
+            let (a, d) = (new_stream(&place), new_stream(&place));
+            let gate = PluginBackend::new_flag(&place).unwrap();
+            let started = PluginBackend::new_flag(&place).unwrap();
+            // `d`'s work is held on the host until `gate` is set: the synchronize below waits.
+            d.wait_flag(&gate, 1).unwrap();
+            let (tell, told) = channel();
+            let tell = Mutex::new(tell);
+            let (inner_d, inner_started) = (d.clone(), started.clone());
+            a.launch_host_func(Box::new(move || {
+                inner_started.set(1);
+                let _ = tell.lock().unwrap().send(inner_d.synchronize());
+            }))
+            .unwrap();
+            while started.get() == 0 {
+                std::thread::yield_now();
+            }
+            // Submitted (most likely) while the host function waits: `d` now waits for work of `a`
+            // after the host function.
+            let after = a.record_event().unwrap();
+            d.wait_event(&after).unwrap();
+            gate.set(1);
+            let answer = told.recv().unwrap();
+            a.synchronize().unwrap();
+            d.synchronize().unwrap();
+            answer
+        },
+    );
+    // Refused only where the later wait came before the host function's call.
+    assert!(
+        matches!(answer, Ok(()) | Err(Error::WouldDeadlock { .. })),
+        "{answer:?}"
+    );
 }
 
 // ---- item 8: hostile panics ----

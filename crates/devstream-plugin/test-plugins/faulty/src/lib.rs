@@ -97,6 +97,26 @@ pub const MODE_DEVELOP_LAYOUT: u32 = 25;
 pub const MODE_PARAMS_ONLY_3_3: u32 = 26;
 /// A working plug-in that accepts only when both sizes are Paddle 3.2's (96, 1032).
 pub const MODE_STRICT_3_2: u32 = 27;
+/// Works, but `stream_add_callback` runs the callback twice inside the call (answering
+/// `C_SUCCESS`): a plug-in that calls a callback more than once.
+pub const MODE_CALLBACK_TWICE_INLINE: u32 = 28;
+/// Works, but `stream_add_callback` queues the callback (answering `C_SUCCESS`), and
+/// `devstream_test_plugin_faulty_run_queued()` calls each queued callback twice.
+pub const MODE_CALLBACK_TWICE_QUEUED: u32 = 29;
+/// Works, but asynchronous copies are queued (run by
+/// `devstream_test_plugin_faulty_run_queued()`, as in [`MODE_QUEUED_COPIES`]) while
+/// `stream_add_callback` runs each callback at once, inside the call (answering `C_SUCCESS`):
+/// callbacks come before the stream's earlier copies. Events answer `query_event` with
+/// `C_FAILED` (and `synchronize_event` with `C_ERROR`) while copies are queued.
+pub const MODE_INLINE_CALLBACKS_QUEUED_COPIES: u32 = 30;
+/// A working plug-in that accepts only Paddle 3.3's table (so devstream uses its capture
+/// functions), whose `cuda_stream_capture_info` reports the capture begun on a stream with its
+/// id the first time and with another id afterwards.
+pub const MODE_CAPTURE_ID_CHANGES: u32 = 31;
+/// As [`MODE_CAPTURE_ID_CHANGES`], but `cuda_stream_capture_info` reports the same id every
+/// time, and `stream_add_callback` queues callbacks (answering `C_SUCCESS`), captured or not:
+/// `devstream_test_plugin_faulty_run_queued()` calls them, also after the graph is destroyed.
+pub const MODE_CAPTURE_QUEUED_CALLBACKS: u32 = 32;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -138,6 +158,11 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_DEVELOP_LAYOUT => c"faulty_develop",
         MODE_PARAMS_ONLY_3_3 => c"faulty_params_only",
         MODE_STRICT_3_2 => c"faulty_strict",
+        MODE_CALLBACK_TWICE_INLINE => c"faulty_twice_inline",
+        MODE_CALLBACK_TWICE_QUEUED => c"faulty_twice_queued",
+        MODE_INLINE_CALLBACKS_QUEUED_COPIES => c"faulty_inline_early",
+        MODE_CAPTURE_ID_CHANGES => c"faulty_capture_id",
+        MODE_CAPTURE_QUEUED_CALLBACKS => c"faulty_capture_queued",
         _ => c"faulty",
     }
 }
@@ -273,12 +298,19 @@ pub unsafe extern "C" fn devstream_test_plugin_faulty_counters(out: *mut usize) 
     }
 }
 
-/// Runs the work [`MODE_QUEUED_ERROR`] and [`MODE_QUEUED_COPIES`] queued (in order) and
-/// answers how many items ran.
+/// Runs the work [`MODE_QUEUED_ERROR`], [`MODE_QUEUED_COPIES`],
+/// [`MODE_INLINE_CALLBACKS_QUEUED_COPIES`], [`MODE_CALLBACK_TWICE_QUEUED`] and
+/// [`MODE_CAPTURE_QUEUED_CALLBACKS`] queued (in order; the last mode calls each callback twice)
+/// and answers how many items ran.
 #[no_mangle]
 pub extern "C" fn devstream_test_plugin_faulty_run_queued() -> usize {
     let queued = std::mem::take(&mut *lock(&QUEUED));
     let ran = queued.len();
+    let calls = if MODE.load(Ordering::SeqCst) == MODE_CALLBACK_TWICE_QUEUED {
+        2
+    } else {
+        1
+    };
     for work in queued {
         match work {
             Queued::Callback {
@@ -288,16 +320,19 @@ pub extern "C" fn devstream_test_plugin_faulty_run_queued() -> usize {
                 user_data,
             } => {
                 let mut device = C_Device_st { id: device };
-                let mut status = C_SUCCESS;
-                // SAFETY: the host's callback with its user data, called once.
-                unsafe {
-                    callback(
-                        &mut device,
-                        stream as C_Stream,
-                        user_data as *mut c_void,
-                        &mut status,
-                    )
-                };
+                for _ in 0..calls {
+                    let mut status = C_SUCCESS;
+                    // SAFETY: the host's callback with its user data (called twice in
+                    // MODE_CALLBACK_TWICE_QUEUED: that mode's fault).
+                    unsafe {
+                        callback(
+                            &mut device,
+                            stream as C_Stream,
+                            user_data as *mut c_void,
+                            &mut status,
+                        )
+                    };
+                }
             }
             Queued::Copy { dst, src, len } => {
                 let mut first = [0u8; 16];
@@ -466,6 +501,31 @@ unsafe extern "C" fn inline_callback_warning(
     }
 }
 
+unsafe extern "C" fn inline_callback_twice(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    // SAFETY: forwarded arguments; calling twice is this mode's fault.
+    unsafe { inline_callback(device, stream, callback, user_data) };
+    // SAFETY: as above.
+    unsafe { inline_callback(device, stream, callback, user_data) }
+}
+
+unsafe extern "C" fn queued_callback_success(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    // SAFETY: forwarded arguments.
+    match unsafe { queued_callback_error(device, stream, callback, user_data) } {
+        C_ERROR => C_SUCCESS,
+        other => other,
+    }
+}
+
 unsafe extern "C" fn queued_callback_error(
     device: C_Device,
     stream: C_Stream,
@@ -530,6 +590,32 @@ unsafe extern "C" fn failing_stream_event(
 
 unsafe extern "C" fn ok_event(_device: C_Device, _event: C_Event) -> C_Status {
     C_SUCCESS
+}
+
+/// Whether copies are queued (not yet run by the test).
+fn copies_queued() -> bool {
+    lock(&QUEUED)
+        .iter()
+        .any(|work| matches!(work, Queued::Copy { .. }))
+}
+
+unsafe extern "C" fn query_event_after_queued(_device: C_Device, _event: C_Event) -> C_Status {
+    if copies_queued() {
+        C_FAILED
+    } else {
+        C_SUCCESS
+    }
+}
+
+unsafe extern "C" fn synchronize_event_after_queued(
+    _device: C_Device,
+    _event: C_Event,
+) -> C_Status {
+    if copies_queued() {
+        C_ERROR
+    } else {
+        C_SUCCESS
+    }
 }
 
 unsafe extern "C" fn warning_event(_device: C_Device, _event: C_Event) -> C_Status {
@@ -682,6 +768,103 @@ unsafe extern "C" fn develop_transform_binary(
 /// Word index of `transform_unary` in the develop table (`transform_binary` follows).
 const DEVELOP_TRANSFORM_UNARY_WORD: usize = 122;
 
+/// [`MODE_CAPTURE_ID_CHANGES`]: the stream capturing (its handle) and how many times
+/// `cuda_stream_capture_info` reported its capture.
+static ID_CHANGING_CAPTURE: Mutex<Option<(usize, u64)>> = Mutex::new(None);
+
+unsafe extern "C" fn id_changing_begin_capture(
+    _device: C_Device,
+    stream: C_Stream,
+    _mode: C_StreamCaptureMode,
+) -> C_Status {
+    let mut capture = lock(&ID_CHANGING_CAPTURE);
+    if capture.is_some() {
+        return C_ERROR;
+    }
+    *capture = Some((stream as usize, 0));
+    C_SUCCESS
+}
+
+unsafe extern "C" fn id_changing_end_capture(
+    _device: C_Device,
+    stream: C_Stream,
+    graph: *mut C_CudaGraph,
+) -> C_Status {
+    let mut capture = lock(&ID_CHANGING_CAPTURE);
+    if graph.is_null() || !capture.is_some_and(|(s, _)| s == stream as usize) {
+        return C_ERROR;
+    }
+    *capture = None;
+    // SAFETY: a non-null out-parameter; a dummy graph (nothing is recorded).
+    unsafe { *graph = std::ptr::NonNull::dangling().as_ptr() };
+    C_SUCCESS
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn id_changing_capture_info(
+    device: C_Device,
+    stream: C_Stream,
+    status: *mut C_StreamCaptureStatus,
+    id: *mut std::ffi::c_ulonglong,
+    _graph: *mut C_CudaGraph,
+    _dependencies: *mut C_CudaGraphNode,
+    _edges: *mut *mut c_void,
+    _count: *mut usize,
+) -> C_Status {
+    if status.is_null() || id.is_null() {
+        return C_ERROR;
+    }
+    let mut capture = lock(&ID_CHANGING_CAPTURE);
+    match capture.as_mut() {
+        Some((s, reported)) if *s == stream as usize => {
+            // SAFETY: non-null out-parameters.
+            unsafe {
+                *status = C_StreamCaptureStatusActive;
+                *id = if *reported == 0 || mode_of(device) == MODE_CAPTURE_QUEUED_CALLBACKS {
+                    7
+                } else {
+                    1007
+                };
+            }
+            *reported += 1;
+        }
+        // SAFETY: a non-null out-parameter.
+        _ => unsafe { *status = C_StreamCaptureStatusNone },
+    }
+    C_SUCCESS
+}
+
+unsafe extern "C" fn ok_graph_launch(
+    _device: C_Device,
+    _exec: C_GraphExec,
+    _stream: C_Stream,
+) -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn ok_graph_destroy(_graph: C_CudaGraph) -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn ok_graph_exec_destroy(_exec: C_GraphExec) -> C_Status {
+    C_SUCCESS
+}
+
+unsafe extern "C" fn ok_graph_instantiate(
+    exec: *mut C_GraphExec,
+    _graph: *mut C_CudaGraph,
+    _error_node: *mut *mut c_void,
+    _log: *mut std::ffi::c_char,
+    _log_size: usize,
+) -> C_Status {
+    if exec.is_null() {
+        return C_ERROR;
+    }
+    // SAFETY: a non-null out-parameter; a dummy executable graph.
+    unsafe { *exec = std::ptr::NonNull::dangling().as_ptr() };
+    C_SUCCESS
+}
+
 unsafe extern "C" fn counted_begin_capture(
     _device: C_Device,
     _stream: C_Stream,
@@ -776,6 +959,20 @@ fn fill(table: &mut C_DeviceInterface, mode: u32) {
     match mode {
         MODE_INLINE_WARNING => table.stream_add_callback = Some(inline_callback_warning),
         MODE_QUEUED_ERROR => table.stream_add_callback = Some(queued_callback_error),
+        MODE_CALLBACK_TWICE_INLINE => table.stream_add_callback = Some(inline_callback_twice),
+        MODE_CALLBACK_TWICE_QUEUED | MODE_CAPTURE_QUEUED_CALLBACKS => {
+            table.stream_add_callback = Some(queued_callback_success)
+        }
+        MODE_INLINE_CALLBACKS_QUEUED_COPIES => {
+            table.async_memory_copy_h2d = Some(queued_async_copy);
+            table.async_memory_copy_d2h = Some(queued_async_copy);
+            table.async_memory_copy_d2d = Some(queued_async_copy);
+            table.query_event = Some(query_event_after_queued);
+            table.synchronize_event = Some(synchronize_event_after_queued);
+            table.synchronize_stream = None;
+            table.host_memory_allocate = Some(allocate);
+            table.host_memory_deallocate = Some(deallocate);
+        }
         MODE_QUEUED_COPIES => {
             table.async_memory_copy_h2d = Some(queued_async_copy);
             table.async_memory_copy_d2h = Some(queued_async_copy);
@@ -822,6 +1019,7 @@ const PADDLE_2_INTERFACE_SIZE: usize = 912;
 /// The sizes of a plug-in built against the Paddle 3.2 (or the 1032-byte develop) header.
 const PADDLE_3_PARAMS_SIZE: usize = 96;
 const PADDLE_3_2_INTERFACE_SIZE: usize = 1032;
+const PADDLE_3_3_INTERFACE_SIZE: usize = 1128;
 
 /// The plug-in's entry point; what it does depends on the selected mode.
 ///
@@ -856,6 +1054,13 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
             return;
         }
         if mode == MODE_PARAMS_ONLY_3_3 && params.size != PADDLE_3_PARAMS_SIZE {
+            return;
+        }
+        if matches!(
+            mode,
+            MODE_CAPTURE_ID_CHANGES | MODE_CAPTURE_QUEUED_CALLBACKS
+        ) && interface_size != PADDLE_3_3_INTERFACE_SIZE
+        {
             return;
         }
         if mode == MODE_STRICT_3_2
@@ -900,6 +1105,18 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         // through the typed fields, which lie within the smallest layout.
         let table = unsafe { &mut *table };
         fill(table, mode);
+        if matches!(
+            mode,
+            MODE_CAPTURE_ID_CHANGES | MODE_CAPTURE_QUEUED_CALLBACKS
+        ) {
+            table.cuda_stream_begin_capture = Some(id_changing_begin_capture);
+            table.cuda_stream_end_captrue = Some(id_changing_end_capture);
+            table.cuda_stream_capture_info = Some(id_changing_capture_info);
+            table.cuda_graph_launch = Some(ok_graph_launch);
+            table.cuda_graph_destroy = Some(ok_graph_destroy);
+            table.cuda_graph_exec_destroy = Some(ok_graph_exec_destroy);
+            table.cuda_graph_instantiate = Some(ok_graph_instantiate);
+        }
         if mode == MODE_PARAMS_ONLY_3_3 {
             table.cuda_stream_begin_capture = Some(counted_begin_capture);
             table.cuda_stream_end_captrue = Some(counted_end_capture);
