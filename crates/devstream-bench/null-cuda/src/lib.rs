@@ -4,7 +4,7 @@
 //!
 //! It exists to count instructions: `cost-cuda-ops` runs a devstream operation and the raw
 //! driver call it wraps against this library under callgrind, so the difference is exactly what
-//! devstream adds on the host (`docs/results/2026-11-24-cuda-cost/`). It is a measuring tool,
+//! devstream adds on the host. It is a measuring tool,
 //! never a test double: no test runs against it, and its file is not named `libcuda.so` (the
 //! measuring script links it under that name in a folder of its own).
 

@@ -1,5 +1,5 @@
-//! All-reduce bandwidth and compute/communication overlap through devstream's collectives
-//! (issue 14), on any place with `capabilities().collectives`: `cuda` (NCCL), `hip` (RCCL), `cpu`
+//! All-reduce bandwidth and compute/communication overlap through devstream's collectives,
+//! on any place with `capabilities().collectives`: `cuda` (NCCL), `hip` (RCCL), `cpu`
 //! (the reference engine).
 //!
 //! Ranks are threads of this process, rank `r` on place `<backend>:<r>` (`cpu` for every rank

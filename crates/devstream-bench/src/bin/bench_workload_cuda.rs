@@ -1,4 +1,4 @@
-//! CUDA halves of the workload benchmarks (issue 15), for the GPU machine.
+//! CUDA halves of the workload benchmarks, for the GPU machine.
 //!
 //! * `step`: the fixed DAG of [`devstream_bench::step_plan`] (4 streams, 200 `noop` PTX
 //!   kernels, 40 cross-stream waits of which 10 defensive, 8 event queries) run `--steps` times
@@ -14,8 +14,7 @@
 //!   `Priority::Normal`. The defaults (32,768 blocks of 50 µs: about 16 waves per kernel on an
 //!   H100) model framework kernels, which are many short blocks: a GPU never preempts a running
 //!   block, so a high-priority probe waits for blocks to finish, and with one wave of long blocks
-//!   (`--blocks 2048 --spin-us 500`) High can only cut the wait to one block's length (run 19:
-//!   3.1× at p99; run 20: 113× with the defaults, `docs/results/2026-11-24-gpu3/`).
+//!   (`--blocks 2048 --spin-us 500`) High can only cut the wait to one block's length.
 //!
 //! ```text
 //! bench-workload-cuda [step|priority|all] [--steps 1000] [--probes 1000] [--blocks 32768] [--spin-us 50]

@@ -1,4 +1,4 @@
-//! Instructions devstream adds around CUDA driver calls (issue 15, part 5): one operation, on
+//! Instructions devstream adds around CUDA driver calls : one operation, on
 //! one side, `--n` times inside an `#[inline(never)]` function of its own (after `--warm` calls
 //! outside it), for callgrind to count with
 //! `--collect-atstart=no --toggle-collect=*cost_<side>_loop*`.
@@ -11,7 +11,7 @@
 //!
 //! Run against the null driver (`crates/devstream-bench/null-cuda`, linked as `libcuda.so` in a
 //! folder on `LD_LIBRARY_PATH`): no GPU is needed, and what the driver itself does is the same
-//! few instructions on both sides. `docs/results/2026-11-24-cuda-cost/run.sh` does it.
+//! few instructions on both sides.
 //!
 //! ```text
 //! cost-cuda-ops --op wait_event --side dev [--n 1000] [--warm 100]
