@@ -1,4 +1,4 @@
-//! Instructions devstream adds around CUDA driver calls : one operation, on
+//! Instructions devstream adds around CUDA driver calls: one operation, on
 //! one side, `--n` times inside an `#[inline(never)]` function of its own (after `--warm` calls
 //! outside it), for callgrind to count with
 //! `--collect-atstart=no --toggle-collect=*cost_<side>_loop*`.
