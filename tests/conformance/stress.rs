@@ -13,8 +13,16 @@ const CHILD: &str = "DEVSTREAM_CONFORMANCE_STRESS_CHILD";
 const NAME: &str = "stress::create_record_wait_drop_under_load_leaves_nothing_live";
 const THREADS: usize = 8;
 const ITERATIONS: usize = 10_000;
-/// The bound on one place's run (debug build, 2 cores).
-const BOUND: Duration = Duration::from_secs(90);
+/// The bound on one place's run (debug build, 2 cores), a hang detector: multiplied by
+/// `DEVSTREAM_TEST_TIME_SCALE` (set by `cargo xtask sanitize`) for the slower tool builds.
+fn bound() -> Duration {
+    let scale = std::env::var("DEVSTREAM_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or(1)
+        .max(1);
+    Duration::from_secs(90) * scale
+}
 
 /// 8 threads × 10k create/record/wait/drop; bounded time; then nothing is live.
 #[test]
@@ -28,7 +36,7 @@ fn create_record_wait_drop_under_load_leaves_nothing_live() {
         NAME,
         "devstream-stress",
         &[(CHILD, "1".to_string())],
-        (BOUND + Duration::from_secs(40)) * places,
+        (bound() + Duration::from_secs(40)) * places,
     );
     eprintln!("--- stress child stdout ---\n{stdout}\n--- stress child stderr ---\n{stderr}");
     let status = status.expect("the stress child hung past its deadline and was killed");
@@ -83,6 +91,7 @@ fn stress(place: &devstream::Place) -> devstream::Result<()> {
     let caps = caps(place);
     let stalls_the_driver = crate::harness::gates_stall_the_driver(place);
     let started = Instant::now();
+    let bound = bound();
     std::thread::scope(|scope| -> devstream::Result<()> {
         let workers: Vec<_> = (0..THREADS)
             .map(|thread| {
@@ -141,8 +150,8 @@ fn stress(place: &devstream::Place) -> devstream::Result<()> {
                             crate::harness::sync(&keeper)?;
                         }
                         assert!(
-                            started.elapsed() < BOUND,
-                            "stress exceeded {BOUND:?} at thread {thread} iteration {i}"
+                            started.elapsed() < bound,
+                            "stress exceeded {bound:?} at thread {thread} iteration {i}"
                         );
                     }
                     crate::harness::sync(&keeper)
@@ -160,7 +169,7 @@ fn stress(place: &devstream::Place) -> devstream::Result<()> {
         THREADS * ITERATIONS,
         elapsed.as_secs_f64() * 1e6 / ITERATIONS as f64
     );
-    assert!(elapsed < BOUND, "stress took {elapsed:?}, bound {BOUND:?}");
+    assert!(elapsed < bound, "stress took {elapsed:?}, bound {bound:?}");
     assert!(
         wait_until(Duration::from_secs(10), || counts_are(zero)),
         "after the stress, live counts stay at {:?} (a leak)",

@@ -70,7 +70,12 @@ fn fail(message: &str) -> ! {
 }
 
 fn workspace_root() -> PathBuf {
-    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // `cargo run` sets CARGO_MANIFEST_DIR for the running binary too: prefer it, so an xtask
+    // binary built in one checkout (a build folder copied to a second worktree looks fresh to
+    // cargo) works on the checkout it is run from, not on the one it was compiled in.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
     manifest_dir
         .parent()
         .map(Path::to_path_buf)
