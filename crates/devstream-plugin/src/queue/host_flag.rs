@@ -49,7 +49,7 @@ impl HostFlag {
     }
 
     /// Blocks the calling thread until the value is at least `value` (inside a plug-in
-    /// callback: see [`Callback::BlockUntil`]).
+    /// callback: see [`Callback::BlockUntil`](super::Callback::BlockUntil)).
     pub(crate) fn wait_until(&self, value: u32) {
         let mut waiters = lock(&self.waiters);
         *waiters += 1;
