@@ -5,7 +5,7 @@
 
 use super::failure::{refuse, take_failure, Check};
 use super::memory::Target;
-use super::{Raw, Runtime, Status, StreamObj};
+use super::{CustomRuntime, Raw, Status, StreamObj};
 use crate::sys::{C_Stream, C_INTERNAL_ERROR};
 use devstream::{DeviceBuffer, HostBuffer};
 use std::sync::atomic::Ordering;
@@ -20,7 +20,7 @@ enum HostSide {
     Destination,
 }
 
-/// A copy between Paddle's host memory and a device allocation, once [`Runtime::host_copy`]
+/// A copy between Paddle's host memory and a device allocation, once [`CustomRuntime::host_copy`]
 /// checked it.
 enum HostCopy<'a> {
     /// Nothing left to do: no bytes, or host-backed memory already copied in stream order.
@@ -49,7 +49,7 @@ fn read_device(
     staging.to_vec()
 }
 
-impl Runtime {
+impl CustomRuntime {
     /// Whether asking `obj` whether it is idle is harmless: no capture begun through this
     /// table is open anywhere (a query during a global-mode capture invalidates it, as in
     /// CUDA) and the stream is in none.
@@ -122,7 +122,7 @@ impl Runtime {
     /// The part of `copy_h2d` and `copy_d2h` that does not depend on the direction: a copy of
     /// no bytes checks its stream only; Paddle's pointer must not be null; the device range
     /// must lie inside a live allocation; host-backed memory is copied here, in stream order
-    /// ([`Runtime::host_op`]). What is left for the caller is a copy to or from a devstream
+    /// ([`CustomRuntime::host_op`]). What is left for the caller is a copy to or from a devstream
     /// buffer.
     fn host_copy(
         &self,

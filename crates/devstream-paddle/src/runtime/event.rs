@@ -6,7 +6,7 @@
 
 use super::failure::{fail, refuse, Check};
 use super::spares::{with_thread, Spare};
-use super::{Runtime, Status, StreamObj};
+use super::{CustomRuntime, Status, StreamObj};
 use crate::sys::{C_Device_st, C_Stream};
 use devstream::{Event, EventFlags, Stream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,14 +34,14 @@ pub struct EventObj {
     capture: AtomicU64,
     /// Complete without a devstream record behind it: handed out again by `create_event` (a
     /// destroyed event kept for reuse) and not recorded since, or last recorded on a stream
-    /// that had finished all its work (see [`Runtime::record_event`]). The table answers as
+    /// that had finished all its work (see [`CustomRuntime::record_event`]). The table answers as
     /// for a never-recorded event (complete; waiting on it is a no-op) whatever the devstream
     /// event's last record was. The next record of work still to run replaces that record (as
     /// every re-record does) and clears this.
     settled: AtomicBool,
 }
 
-impl Runtime {
+impl CustomRuntime {
     /// `create_event`: an event without timing.
     ///
     /// Events live in a [`Stable`](crate::handles::Stable) table: a destroyed event's slot keeps its devstream event,
@@ -91,7 +91,7 @@ impl Runtime {
     }
 
     /// `destroy_event`: the slot (and its devstream event) is kept for the thread's next
-    /// `create_event` on the device (see [`Runtime::create_event`]).
+    /// `create_event` on the device (see [`CustomRuntime::create_event`]).
     #[inline]
     pub fn destroy_event(&self, handle: usize) -> Status {
         match self.destroy_event_fast(handle) {
@@ -105,7 +105,7 @@ impl Runtime {
     }
 
     /// The device index of a `C_Device`, if it names one of this runtime's devices (the fast
-    /// paths' check; [`Runtime::device_ptr`] says why not).
+    /// paths' check; [`CustomRuntime::device_ptr`] says why not).
     ///
     /// # Safety
     /// `device` is null or points to a readable `C_Device_st`.
@@ -120,7 +120,7 @@ impl Runtime {
     }
 
     /// The stream behind a non-null handle of device `d` (the fast paths' check;
-    /// [`Runtime::stream`] says why not, and serves the null stream).
+    /// [`CustomRuntime::stream`] says why not, and serves the null stream).
     #[inline(always)]
     fn stream_fast(&self, d: usize, stream: C_Stream) -> Option<&StreamObj> {
         if stream.is_null() {
@@ -131,7 +131,7 @@ impl Runtime {
             .filter(|obj| obj.device == d)
     }
 
-    /// `create_event` from the calling thread's kept slots (see [`Runtime::create_event`]):
+    /// `create_event` from the calling thread's kept slots (see [`CustomRuntime::create_event`]):
     /// the slot's event back under a new handle, written to `out`. `None`: anything else
     /// (nothing kept, bad arguments), for the full call. Never panics.
     ///
@@ -175,8 +175,8 @@ impl Runtime {
     }
 
     /// `destroy_event` of a live handle: the slot kept by the calling thread (see
-    /// [`Runtime::destroy_event`]). `Some(Err(spare))`: destroyed, but the thread keeps
-    /// [`SPARES`](super::spares::SPARES) already: give `spare` back with [`Runtime::give_back`]. `None`: not a live
+    /// [`CustomRuntime::destroy_event`]). `Some(Err(spare))`: destroyed, but the thread keeps
+    /// [`SPARES`](super::spares::SPARES) already: give `spare` back with [`CustomRuntime::give_back`]. `None`: not a live
     /// handle (nothing changed), for the full call. Never panics.
     #[inline(always)]
     pub(crate) fn destroy_event_fast(&self, handle: usize) -> Option<Result<(), Spare>> {
@@ -199,7 +199,7 @@ impl Runtime {
 
     /// The part of `record_event` Paddle's `Stream.wait_stream` runs on `devstream_cpu`: a
     /// valid record on a stream that has finished all its work settles the event (see
-    /// [`Runtime::record_event`]). `None`: anything else, for the full call. Never panics (it
+    /// [`CustomRuntime::record_event`]). `None`: anything else, for the full call. Never panics (it
     /// runs outside the table's unwinding guard).
     ///
     /// # Safety

@@ -4,7 +4,7 @@
 //! stream of the launch that runs them ([`LaunchOrder`]).
 
 use super::failure::{fail, log_to_stderr, refuse, Check};
-use super::{lock, Runtime, Status, StreamObj};
+use super::{lock, CustomRuntime, Status, StreamObj};
 use crate::sys::C_Stream;
 use devstream::{CaptureMode, Event, Graph};
 use std::collections::VecDeque;
@@ -33,7 +33,7 @@ pub struct GraphObj {
 /// A devstream graph, like a CUDA host node, does not tell a host function which launch runs
 /// it. So the launches of a graph with callbacks run one after another, in launch order, each
 /// after the previous one's end (CUDA orders launches of one executable graph that way; the
-/// emulated captures of CPU and wgpu do not, so [`Runtime::launch`] makes the launch stream
+/// emulated captures of CPU and wgpu do not, so [`CustomRuntime::launch`] makes the launch stream
 /// wait for the previous launch): the launches not finished yet are a queue, and the front
 /// launch is done with its callbacks after `per_launch` of them have returned.
 #[derive(Default)]
@@ -74,7 +74,7 @@ impl Drop for CallbackTurn {
     }
 }
 
-impl Runtime {
+impl CustomRuntime {
     /// Ends the capture a destroyed stream began through this table, discarding its graph
     /// (an invalidated capture ends with an error, ignored too). A capture must not outlive
     /// the stream that began it: while open it makes this thread's (`ThreadLocal`) or every

@@ -4,7 +4,7 @@
 //! lies inside a live allocation of that device.
 
 use super::failure::{refuse, Check};
-use super::{lock, Runtime, Status};
+use super::{lock, CustomRuntime, Status};
 use crate::sys::{C_FAILED, C_INTERNAL_ERROR};
 use devstream::{DeviceBuffer, Place};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -64,7 +64,7 @@ pub(super) enum Target {
     Host(Arc<HostBlock>, usize),
 }
 
-impl Runtime {
+impl CustomRuntime {
     /// `device_memory_allocate`: `size` bytes and their address. On the CPU backend the memory
     /// is host memory handed out as is (Paddle's kernel fallback writes custom-device tensors
     /// through the pointer, e.g. `full` through `set_constant_with_place<CustomPlace>`); on
@@ -148,7 +148,7 @@ impl Runtime {
         Ok(ptr as usize)
     }
 
-    /// `host_memory_deallocate`: `ptr` must come from [`Runtime::host_allocate`].
+    /// `host_memory_deallocate`: `ptr` must come from [`CustomRuntime::host_allocate`].
     pub fn host_deallocate(&self, ptr: usize) -> Status {
         let layout = lock(&self.host).remove(&ptr).ok_or_else(|| {
             refuse(|| format!("{ptr:#x} is no host allocation of this device type"))

@@ -1,4 +1,4 @@
-//! One registered device type ([`Runtime`]): its devstream places, the streams, events and
+//! One registered device type ([`CustomRuntime`]): its devstream places, the streams, events and
 //! allocations Paddle holds, and every operation of the table in safe Rust. The shared state
 //! is here; the operations are split by the kind of object they work on:
 //! * `stream`: streams (created, reused, destroyed, synchronized) and callbacks;
@@ -46,6 +46,9 @@ mod memory;
 mod spares;
 mod stream;
 
+/// The name the table and the tests know [`CustomRuntime`] by.
+pub type Runtime = CustomRuntime;
+
 pub use event::EventObj;
 pub use failure::{log_to_stderr, take_failure};
 pub use graph::{GraphObj, LaunchOrder};
@@ -81,15 +84,17 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Clone, Copy)]
 struct Raw(usize);
 
-/// One registered device type.
+/// One registered device type: what Paddle calls a custom runtime, the implementation behind
+/// the `C_DeviceInterface` table it calls into (devstream-plugin's `LoadedPlugin` is the other
+/// direction: a custom runtime devstream calls into).
 ///
 /// The fields every stream and event call reads come first, in one cache line (`repr(C)`,
 /// aligned): Paddle calls these between its own work, which evicts what they touch, so each
 /// line they read costs a cache miss per call.
 #[repr(C, align(64))]
-pub struct Runtime {
+pub struct CustomRuntime {
     /// Never freed: a destroyed stream's slot keeps its devstream stream, reused by the
-    /// slot's next handle when it is idle and sound (see [`Runtime::create_stream`]).
+    /// slot's next handle when it is idle and sound (see [`CustomRuntime::create_stream`]).
     streams: Stable<StreamObj>,
     /// Never freed: a destroyed event's slot keeps its devstream event for the slot's next
     /// handle (see [`Stable`]).
@@ -119,7 +124,7 @@ pub struct Runtime {
 }
 
 // What every stream and event call reads stays in the runtime's first cache line.
-const _: () = assert!(std::mem::offset_of!(Runtime, host_backed) < 64);
+const _: () = assert!(std::mem::offset_of!(CustomRuntime, host_backed) < 64);
 
 /// The host's physical memory in bytes (0 if unknown).
 fn physical_memory() -> usize {
@@ -162,9 +167,9 @@ pub fn places_of(backend: Backend) -> Vec<Place> {
         .collect()
 }
 
-impl Runtime {
+impl CustomRuntime {
     /// The runtime of `backend` over `places`; `None` without places or address space.
-    pub fn new(backend: Backend, places: Vec<Place>) -> Option<Runtime> {
+    pub fn new(backend: Backend, places: Vec<Place>) -> Option<CustomRuntime> {
         if places.is_empty() {
             return None;
         }
@@ -174,7 +179,7 @@ impl Runtime {
             .and_then(|v| v.trim().parse::<usize>().ok())
             .unwrap_or_else(physical_memory)
             .min(memory.size());
-        Some(Runtime {
+        Some(CustomRuntime {
             devices: places.len(),
             backend,
             null_streams: places.iter().map(|_| OnceLock::new()).collect(),

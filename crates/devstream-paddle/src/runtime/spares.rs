@@ -79,7 +79,7 @@ impl Drop for ThreadState {
     }
 }
 
-/// Gives the calling thread's kept event slots (see [`Runtime::create_event`]) back to their
+/// Gives the calling thread's kept event slots (see [`CustomRuntime::create_event`]) back to their
 /// devices' free lists now, as the thread's exit would. For tests that look at which slots
 /// are handed out: a test thread's exit may run after the next test has begun.
 #[doc(hidden)]

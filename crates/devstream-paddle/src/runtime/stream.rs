@@ -5,7 +5,7 @@
 
 use super::failure::{fail, fail_in_host_func, log_to_stderr, refuse, Check};
 use super::graph::CallbackTurn;
-use super::{lock, Raw, Runtime, Status};
+use super::{lock, CustomRuntime, Raw, Status};
 use crate::sys::{C_Device_st, C_Status, C_Stream};
 use devstream::Stream;
 use std::ffi::{c_int, c_void};
@@ -106,13 +106,13 @@ fn reusable(obj: &StreamObj) -> Reuse {
     }
 }
 
-impl Runtime {
+impl CustomRuntime {
     /// The device's null stream (what Paddle's null `C_Stream` and the synchronous copies use).
     pub(super) fn null_stream(&self, device: usize) -> Status<Arc<StreamObj>> {
         self.null_stream_ref(device).map(Arc::clone)
     }
 
-    /// [`Runtime::null_stream`], borrowed.
+    /// [`CustomRuntime::null_stream`], borrowed.
     pub(super) fn null_stream_ref(&self, device: usize) -> Status<&Arc<StreamObj>> {
         let slot = self
             .null_streams

@@ -10,7 +10,7 @@
 //!   A wait on an event whose record is itself still deferred is deferred the same way. The
 //!   dispatcher thread submits deferred operations when flags change; the plug-in's worker is
 //!   never blocked by devstream.
-//! * **Events per record.** Each record creates a fresh plug-in event ([`RawEvent`]); a
+//! * **Events per record.** Each record creates a fresh plug-in event ([`EventRecord`]); a
 //!   devstream event points at its latest one. A wait keeps the raw event it was given, so
 //!   re-recording never changes what earlier waits wait for.
 //! * **Deferred destruction.** Plug-in streams, events and memory are released by the reaper
@@ -19,10 +19,10 @@
 //!
 //! This module holds the stream core ([`StreamCore`]: a stream's submission order, the work it
 //! holds on the host, the waits it noted) and the types whose fields several rooms read
-//! ([`RawEvent`]); the other rooms, one mechanism each:
+//! ([`EventRecord`]); the other rooms, one mechanism each:
 //! * [`reentrant`]: the re-entrant submission lock;
 //! * [`host_flag`]: [`HostFlag`], the value `wait_flag` and `write_flag` work on;
-//! * [`record`]: [`RawEvent`], one record of a plug-in event and what is known of it;
+//! * [`record`]: [`EventRecord`], one record of a plug-in event and what is known of it;
 //! * [`plugin_queue`]: the plug-in queues that several devstream streams may share;
 //! * [`self_wait`]: what a host function may wait for without waiting for itself;
 //! * [`callback`]: what devstream puts on a plug-in stream as a callback, and its trampoline;
@@ -41,18 +41,21 @@ mod self_wait;
 pub(crate) use callback::Callback;
 pub(crate) use host_flag::HostFlag;
 pub(crate) use reaper::{reap, Job};
+
+/// The name the rest of the crate knows [`EventRecord`] by.
+pub(crate) type RawEvent = EventRecord;
 pub(crate) use self_wait::{
     host_fn_would_wait_for_itself, running_host_fn, runs_after_running_host_fn,
 };
 
 use self::callback::trampoline;
 use self::dispatcher::{register_blocked, unregister_blocked, wake_dispatcher};
-use self::plugin_queue::{queue_of, PluginQueue};
+use self::plugin_queue::{queue_of, PluginQueue, QueueKey};
 use self::record::RecordState;
 use self::reentrant::ReentrantLock;
 use self::self_wait::waits_for_itself;
 use crate::capture::Capturing;
-use crate::runtime::{Handle, Runtime};
+use crate::runtime::{Handle, LoadedPlugin};
 use devstream_core::elide::WaitTracker;
 use devstream_core::panic::drop_contained;
 use devstream_core::{Error, Place, Result};
@@ -95,9 +98,10 @@ pub(crate) static LIVE_STREAMS: AtomicUsize = AtomicUsize::new(0);
 /// See [`LIVE_STREAMS`].
 pub(crate) static LIVE_EVENTS: AtomicUsize = AtomicUsize::new(0);
 
-/// A plug-in event recorded once, at one point of one stream.
-pub(crate) struct RawEvent {
-    runtime: Arc<Runtime>,
+/// One record of a plug-in event: a plug-in event recorded once, at one point of one stream
+/// (each record of a devstream event makes a fresh one).
+pub(crate) struct EventRecord {
+    runtime: Arc<LoadedPlugin>,
     slot: usize,
     handle: Handle,
     /// The devstream stream it is recorded on.
@@ -133,14 +137,14 @@ pub(crate) enum Item {
     /// Later items wait until the flag's value is at least this.
     WaitFlag(Arc<HostFlag>, u32),
     /// Later items wait for this event (once its record has reached the plug-in).
-    WaitEvent(Arc<RawEvent>),
+    WaitEvent(Arc<EventRecord>),
 }
 
 /// The host side of one plug-in stream.
 pub(crate) struct StreamCore {
     pub(crate) id: u64,
     pub(crate) place: Place,
-    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) runtime: Arc<LoadedPlugin>,
     pub(crate) slot: usize,
     pub(crate) raw: Handle,
     pub(crate) non_blocking: bool,
@@ -165,7 +169,7 @@ pub(crate) struct StreamCore {
     waits: Mutex<Vec<NotedWait>>,
     /// Recorded just before the stream began (or joined) its latest capture: the end of its
     /// work before the capture, which a release must wait for while it is capturing.
-    pub(crate) pre_capture: Mutex<Option<Arc<RawEvent>>>,
+    pub(crate) pre_capture: Mutex<Option<Arc<EventRecord>>>,
     /// What this stream already waited for (user-created streams with `elide_waits` only: the
     /// default and adopted streams are shared with code devstream does not see).
     pub(crate) tracker: WaitTracker,
@@ -175,7 +179,7 @@ pub(crate) struct StreamCore {
 struct NotedWait {
     /// Its position in the stream's plug-in queue.
     seq: u64,
-    raw: Arc<RawEvent>,
+    raw: Arc<EventRecord>,
     /// The plug-in accepted it (`stream_wait_event` succeeded): the stream's later work
     /// certainly waits for `raw`. False while it is being handed.
     handed: bool,
@@ -184,7 +188,7 @@ struct NotedWait {
 /// What `pump` takes from the held items: an item, or a wait already numbered and noted.
 enum Next {
     Item(Item),
-    Wait(Arc<RawEvent>, bool),
+    Wait(Arc<EventRecord>, bool),
     /// A flag wait handed to the plug-in as a blocking callback ([`StreamCore::hand_over_held`]).
     Block(Arc<HostFlag>, u32),
 }
@@ -241,7 +245,7 @@ pub(crate) enum Origin {
 
 impl StreamCore {
     pub(crate) fn new(
-        runtime: Arc<Runtime>,
+        runtime: Arc<LoadedPlugin>,
         slot: usize,
         raw: Handle,
         non_blocking: bool,
@@ -271,7 +275,11 @@ impl StreamCore {
             deferred: Mutex::new(Deferred::default()),
             drained: Condvar::new(),
             errors: Arc::new(Mutex::new(None)),
-            queue: queue_of((runtime_index, slot, raw.0)),
+            queue: queue_of(QueueKey {
+                runtime: runtime_index,
+                slot,
+                handle: raw.0,
+            }),
             me: me.clone(),
             waits: Mutex::new(Vec::new()),
             pre_capture: Mutex::new(None),
@@ -317,7 +325,7 @@ impl StreamCore {
     /// known complete. Noted *before* the wait is handed to the plug-in (and forgotten again
     /// if that fails), so a host function's check never misses a wait in flight; cheap (no
     /// plug-in call), as `pump` notes under the held waits' lock.
-    fn note_wait(&self, seq: u64, raw: Arc<RawEvent>) {
+    fn note_wait(&self, seq: u64, raw: Arc<EventRecord>) {
         let mut waits = lock(&self.waits);
         waits.retain(|w| !w.raw.complete.load(Ordering::Acquire));
         waits.push(NotedWait {
@@ -328,7 +336,7 @@ impl StreamCore {
     }
 
     /// Marks a noted wait accepted by the plug-in (`handed`), or forgets one it refused.
-    fn settle_wait(&self, raw: &Arc<RawEvent>, handed: bool) {
+    fn settle_wait(&self, raw: &Arc<EventRecord>, handed: bool) {
         let mut waits = lock(&self.waits);
         if handed {
             for wait in waits.iter_mut().filter(|w| Arc::ptr_eq(&w.raw, raw)) {
@@ -407,7 +415,7 @@ impl StreamCore {
     }
 
     /// Notes a wait on another plug-in queue's event (see [`Self::note_wait`]); whether it did.
-    fn note_foreign_wait(&self, seq: u64, raw: &Arc<RawEvent>) -> bool {
+    fn note_foreign_wait(&self, seq: u64, raw: &Arc<EventRecord>) -> bool {
         let foreign = raw.queue != self.queue_id();
         if foreign {
             self.note_wait(seq, raw.clone());
@@ -416,7 +424,7 @@ impl StreamCore {
     }
 
     /// Hands a wait (already numbered, and noted where `noted`) to the plug-in.
-    fn hand_wait(&self, raw: Arc<RawEvent>, noted: bool) -> Result<()> {
+    fn hand_wait(&self, raw: Arc<EventRecord>, noted: bool) -> Result<()> {
         let lost = match &*lock(&raw.state) {
             RecordState::Lost(error) => Some(error.clone()),
             _ => None,
@@ -580,9 +588,9 @@ impl StreamCore {
     }
 
     /// A fresh plug-in event for this stream, not yet recorded.
-    pub(crate) fn new_raw(&self) -> Result<Arc<RawEvent>> {
+    pub(crate) fn new_raw(&self) -> Result<Arc<EventRecord>> {
         let handle = self.runtime.create_event(self.slot)?;
-        Ok(Arc::new(RawEvent {
+        Ok(Arc::new(EventRecord {
             runtime: self.runtime.clone(),
             slot: self.slot,
             handle,
@@ -599,7 +607,7 @@ impl StreamCore {
 
     /// Records `raw` here and now (inside an operation, in stream order). A failed record
     /// leaves the event `Lost`, never pending, so nothing waits forever for it.
-    pub(crate) fn record_into(&self, raw: &RawEvent) -> Result<()> {
+    pub(crate) fn record_into(&self, raw: &EventRecord) -> Result<()> {
         // A position for elision: only on a tracked stream, for its own event, with no capture
         // possibly active around the record (a captured record stands for graph nodes).
         let epoch = if self.tracker.enabled() && raw.stream == self.id {
@@ -630,7 +638,7 @@ impl StreamCore {
     }
 
     /// Records a fresh plug-in event at the current end of this stream's work.
-    pub(crate) fn record_raw(self: &Arc<Self>) -> Result<Arc<RawEvent>> {
+    pub(crate) fn record_raw(self: &Arc<Self>) -> Result<Arc<EventRecord>> {
         let raw = self.new_raw()?;
         let recorded = raw.clone();
         self.submit(Item::Op(Box::new(move |core: &StreamCore| {
@@ -642,7 +650,7 @@ impl StreamCore {
     /// An event after the stream's work so far, for a release: recorded now, or, while the
     /// stream is capturing (a record would only become part of the capture), the one recorded
     /// before its capture began.
-    pub(crate) fn release_marker(self: &Arc<Self>) -> Result<Arc<RawEvent>> {
+    pub(crate) fn release_marker(self: &Arc<Self>) -> Result<Arc<EventRecord>> {
         match crate::capture::capturing(self)? {
             crate::capture::Capturing::No => self.record_raw(),
             _ => lock(&self.pre_capture).clone().ok_or_else(|| {

@@ -15,8 +15,18 @@ pub(crate) struct PluginQueue {
     pub(super) seq: AtomicU64,
 }
 
-/// The live plug-in queues: (runtime, device slot, stream handle) and the queue.
-pub(super) type QueueKey = (usize, usize, usize);
+/// What identifies a plug-in queue.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) struct QueueKey {
+    /// The plug-in runtime's index.
+    pub(super) runtime: usize,
+    /// The device slot.
+    pub(super) slot: usize,
+    /// The plug-in stream handle.
+    pub(super) handle: usize,
+}
+
+/// The live plug-in queues, by key (weak: a queue lives as long as a stream over it).
 static QUEUES: Mutex<Vec<(QueueKey, Weak<PluginQueue>)>> = Mutex::new(Vec::new());
 
 /// The queue of a plug-in stream handle (shared with the other live streams over it).

@@ -5,10 +5,10 @@
 //! questions, and a job that may block in the plug-in runs outside the capture gate.
 
 use super::record::{question_breaks_a_capture, Settled};
-use super::RawEvent;
+use super::EventRecord;
 use super::StreamCore;
 use super::{lock, start_thread};
-use crate::runtime::{Handle, Runtime};
+use crate::runtime::{Handle, LoadedPlugin};
 use devstream_core::panic::drop_payload;
 use devstream_core::{Error, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -20,7 +20,7 @@ use std::time::Duration;
 pub(crate) enum Job {
     /// Destroy a plug-in event once it is complete.
     DestroyEvent {
-        runtime: Arc<Runtime>,
+        runtime: Arc<LoadedPlugin>,
         slot: usize,
         handle: Handle,
         submitted: bool,
@@ -33,14 +33,14 @@ pub(crate) enum Job {
     /// Record an event at the end of a dropped stream, then destroy the stream once that
     /// event is complete.
     RetireStream {
-        runtime: Arc<Runtime>,
+        runtime: Arc<LoadedPlugin>,
         slot: usize,
         handle: Handle,
         last: Option<Handle>,
     },
     /// Run `then` once every event is complete.
     After {
-        events: Vec<Arc<RawEvent>>,
+        events: Vec<Arc<EventRecord>>,
         then: Box<dyn FnOnce() + Send>,
     },
     /// Record an event on each stream, then run `then` once they are all complete.
@@ -61,7 +61,12 @@ fn warn(what: &str, result: Result<()>) {
 /// without blocking where the plug-in has `query_event` (`false`: not yet, ask again later; a
 /// failed question tells no more later, so it counts as over), else waited for with
 /// `synchronize_event` (a failure is logged as `synchronize_call`).
-fn work_is_over(runtime: &Runtime, slot: usize, event: Handle, synchronize_call: &str) -> bool {
+fn work_is_over(
+    runtime: &LoadedPlugin,
+    slot: usize,
+    event: Handle,
+    synchronize_call: &str,
+) -> bool {
     if runtime.table().query_event.is_some() {
         !matches!(runtime.query_event(slot, event), Ok(false))
     } else {
@@ -99,7 +104,7 @@ impl Job {
     /// Whether advancing the job may block in the plug-in: it synchronizes where the plug-in
     /// has no `query_event`.
     fn may_block(&self) -> bool {
-        let blocks = |runtime: &Runtime| runtime.table().query_event.is_none();
+        let blocks = |runtime: &LoadedPlugin| runtime.table().query_event.is_none();
         match self {
             Job::DestroyEvent { runtime, .. } | Job::RetireStream { runtime, .. } => {
                 blocks(runtime)

@@ -1,4 +1,4 @@
-//! One record of a plug-in event ([`RawEvent`], defined in the parent module, whose stream
+//! One record of a plug-in event ([`EventRecord`], defined in the parent module, whose stream
 //! core and self-wait check read its fields). Each record creates a fresh plug-in event; a
 //! devstream event points at its latest one, and a wait keeps the raw event it was given, so
 //! re-recording never changes what earlier waits wait for. A record may be held on the host
@@ -9,15 +9,15 @@
 use super::reaper::{reap, Job};
 use super::self_wait::{host_fn_would_wait_for_itself, running_host_fn, waits_for_itself};
 use super::{lock, wait};
-use super::{RawEvent, StreamCore};
+use super::{EventRecord, StreamCore};
 use crate::capture::Capturing;
-use crate::runtime::{Handle, Runtime};
+use crate::runtime::{Handle, LoadedPlugin};
 use devstream_core::elide::Mark;
 use devstream_core::{Error, Result};
 use std::sync::atomic::Ordering;
 use std::sync::Weak;
 
-/// Where a [`RawEvent`]'s record stands.
+/// Where a [`EventRecord`]'s record stands.
 #[derive(Clone, Debug)]
 pub(super) enum RecordState {
     /// Not yet handed to the plug-in (held on the host behind a flag or an event).
@@ -28,9 +28,9 @@ pub(super) enum RecordState {
     Lost(Error),
 }
 
-impl std::fmt::Debug for RawEvent {
+impl std::fmt::Debug for EventRecord {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RawEvent")
+        f.debug_struct("EventRecord")
             .field("handle", &self.handle)
             .field("state", &*lock(&self.state))
             .finish()
@@ -45,7 +45,7 @@ pub(super) enum Settled {
     Unknown,
 }
 
-impl RawEvent {
+impl EventRecord {
     /// Where this record sits for redundant-wait elision ([`Mark::NONE`] when it cannot be
     /// trusted or is not recorded yet).
     pub(crate) fn mark(&self) -> Mark {
@@ -276,7 +276,7 @@ impl RawEvent {
 ///
 /// Cheap while no capture is in progress.
 pub(super) fn question_breaks_a_capture(
-    runtime: &Runtime,
+    runtime: &LoadedPlugin,
     origin: &Weak<StreamCore>,
     captured: Option<u64>,
 ) -> bool {
@@ -294,7 +294,7 @@ pub(super) fn question_breaks_a_capture(
         .is_some_and(|core| !matches!(crate::capture::capturing(&core), Ok(Capturing::No)))
 }
 
-impl Drop for RawEvent {
+impl Drop for EventRecord {
     fn drop(&mut self) {
         let recorded = matches!(*lock(&self.state), RecordState::Recorded { .. })
             && !self.complete.load(Ordering::Acquire);

@@ -9,8 +9,14 @@ use std::thread::ThreadId;
 
 /// A lock the holding thread may take again.
 pub(super) struct ReentrantLock {
-    owner: Mutex<(Option<ThreadId>, usize)>,
+    owner: Mutex<Owner>,
     released: Condvar,
+}
+
+/// Who holds a [`ReentrantLock`], and how many times over.
+struct Owner {
+    thread: Option<ThreadId>,
+    depth: usize,
 }
 
 pub(super) struct ReentrantGuard<'a>(&'a ReentrantLock);
@@ -18,7 +24,10 @@ pub(super) struct ReentrantGuard<'a>(&'a ReentrantLock);
 impl ReentrantLock {
     pub(super) fn new() -> Self {
         ReentrantLock {
-            owner: Mutex::new((None, 0)),
+            owner: Mutex::new(Owner {
+                thread: None,
+                depth: 0,
+            }),
             released: Condvar::new(),
         }
     }
@@ -27,13 +36,14 @@ impl ReentrantLock {
         let me = std::thread::current().id();
         let mut owner = lock(&self.owner);
         loop {
-            match owner.0 {
+            match owner.thread {
                 None => {
-                    *owner = (Some(me), 1);
+                    owner.thread = Some(me);
+                    owner.depth = 1;
                     break;
                 }
                 Some(holder) if holder == me => {
-                    owner.1 += 1;
+                    owner.depth += 1;
                     break;
                 }
                 Some(_) => owner = wait(&self.released, owner),
@@ -46,9 +56,9 @@ impl ReentrantLock {
 impl Drop for ReentrantGuard<'_> {
     fn drop(&mut self) {
         let mut owner = lock(&self.0.owner);
-        owner.1 -= 1;
-        if owner.1 == 0 {
-            owner.0 = None;
+        owner.depth -= 1;
+        if owner.depth == 0 {
+            owner.thread = None;
             self.0.released.notify_one();
         }
     }

@@ -8,7 +8,7 @@
 
 use super::lock;
 use super::record::RecordState;
-use super::RawEvent;
+use super::EventRecord;
 use super::{Item, StreamCore};
 use devstream_core::Error;
 use std::cell::Cell;
@@ -27,15 +27,27 @@ pub(crate) fn waits_for_itself(op: &'static str, stream: u64) -> Error {
     }
 }
 
+/// A devstream host function running on some thread.
+#[derive(Clone, Copy)]
+struct RunningHostFn {
+    /// Its plug-in queue ([`StreamCore::queue_id`]).
+    queue: u64,
+    /// Its position in that queue.
+    seq: u64,
+    /// Its devstream stream.
+    stream: u64,
+}
+
 thread_local! {
-    /// The host function running on this thread: (its plug-in queue, its position there, its
-    /// devstream stream).
-    static HOST_FN: Cell<Option<(u64, u64, u64)>> = const { Cell::new(None) };
+    /// The host function running on this thread.
+    static HOST_FN: Cell<Option<RunningHostFn>> = const { Cell::new(None) };
 }
 
 /// The devstream host function running on this thread, if any: its plug-in queue and position.
 pub(crate) fn running_host_fn() -> Option<(u64, u64)> {
-    HOST_FN.with(Cell::get).map(|(queue, seq, _)| (queue, seq))
+    HOST_FN
+        .with(Cell::get)
+        .map(|running| (running.queue, running.seq))
 }
 
 /// Inside a host function (of queue `a` at position `n`): whether the work of `core` up to
@@ -59,7 +71,7 @@ fn waits_for_later_work(core: &StreamCore, limit: u64, (a, n): (u64, u64)) -> bo
         // the held ones (in `pump`) only once it is noted, under that same lock, so it is seen
         // in one or the other, never in neither (a wait missed while the dispatcher hands it
         // to the plug-in would let a host function hang on work behind it).
-        let mut awaited: Vec<Arc<RawEvent>> = Vec::new();
+        let mut awaited: Vec<Arc<EventRecord>> = Vec::new();
         {
             let deferred = lock(&core.deferred);
             if limit == u64::MAX {
@@ -114,15 +126,20 @@ const MAX_ORDER_CHAIN: usize = 64;
 /// not certain (a wait still held on the host or being handed to the plug-in, an event of
 /// another stream over the same plug-in queue, a chain too long). A host-buffer access skips
 /// such copies: they run after it in stream order, and cannot touch the memory meanwhile.
-pub(crate) fn runs_after_running_host_fn(raw: &RawEvent) -> bool {
-    let Some((queue, n, stream)) = HOST_FN.with(Cell::get) else {
+pub(crate) fn runs_after_running_host_fn(raw: &EventRecord) -> bool {
+    let Some(RunningHostFn {
+        queue,
+        seq: n,
+        stream,
+    }) = HOST_FN.with(Cell::get)
+    else {
         return false;
     };
     // Does the work of `core` from position `from` on certainly wait for that later work?
     // The handed waits are read *before* the position (see `settled` in buffer.rs): a wait seen
     // handed while a record is still pending was handed before that record.
     let after_waits = |core: &StreamCore, position: &dyn Fn() -> Option<u64>| {
-        let handed: Vec<(u64, Arc<RawEvent>)> = lock(&core.waits)
+        let handed: Vec<(u64, Arc<EventRecord>)> = lock(&core.waits)
             .iter()
             .filter(|w| w.handed)
             .map(|w| (w.seq, w.raw.clone()))
@@ -135,7 +152,7 @@ pub(crate) fn runs_after_running_host_fn(raw: &RawEvent) -> bool {
                 .collect::<Vec<_>>()
         })
     };
-    let position = |raw: &RawEvent| match &*lock(&raw.state) {
+    let position = |raw: &EventRecord| match &*lock(&raw.state) {
         RecordState::Pending => Some(u64::MAX),
         RecordState::Recorded { seq } => Some(*seq),
         RecordState::Lost(_) => None,
@@ -175,13 +192,14 @@ pub(crate) fn runs_after_running_host_fn(raw: &RawEvent) -> bool {
 
 /// Restores the previous running host function (host functions may nest on a plug-in that
 /// runs callbacks inside `stream_add_callback`).
-pub(super) struct HostFnScope(Option<(u64, u64, u64)>);
+pub(super) struct HostFnScope(Option<RunningHostFn>);
 
 impl HostFnScope {
     /// Marks the host function at position `seq` of plug-in queue `queue` (of devstream
     /// stream `stream`) as running on this thread until the scope is dropped.
     pub(super) fn enter(queue: u64, seq: u64, stream: u64) -> HostFnScope {
-        HostFnScope(HOST_FN.with(|current| current.replace(Some((queue, seq, stream)))))
+        let running = RunningHostFn { queue, seq, stream };
+        HostFnScope(HOST_FN.with(|current| current.replace(Some(running))))
     }
 }
 

@@ -3,12 +3,12 @@
 //! true), except where Paddle's fallback loses ordering (a stream wait without
 //! `stream_wait_event` waits for the event on the host instead of skipping it).
 
-use super::{CopyKind, Handle, Runtime};
+use super::{CopyKind, Handle, LoadedPlugin};
 use crate::sys::*;
 use devstream_core::{Error, Result};
 use std::ffi::c_void;
 
-impl Runtime {
+impl LoadedPlugin {
     pub(crate) fn create_stream(&self, slot: usize) -> Result<Handle> {
         let Some(create) = self.table.create_stream else {
             return Ok(Handle(0));

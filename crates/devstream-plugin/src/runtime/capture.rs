@@ -2,7 +2,7 @@
 //! begin, end, instantiate, launch, destroy and the capture state of a stream. A refused capture
 //! call is `Error::Capture`.
 
-use super::{Handle, Runtime};
+use super::{Handle, LoadedPlugin};
 use crate::sys::*;
 use devstream_core::{Error, Result};
 use std::ffi::{c_void, CStr};
@@ -47,7 +47,7 @@ pub(crate) enum CaptureState {
 /// Bytes of the log buffer handed to `cuda_graph_instantiate`.
 const INSTANTIATE_LOG: usize = 512;
 
-impl Runtime {
+impl LoadedPlugin {
     /// The capture functions, when the table is known to be the 3.3 one and has all that
     /// devstream needs (begin, end, instantiate, launch, both destroys, capture info).
     pub(crate) fn capture_functions(&self) -> Option<CaptureFns> {

@@ -5,7 +5,7 @@
 //! exist, and a probe stream tells whether streams are real.
 
 use super::negotiate::negotiate;
-use super::{plugin_error, DeviceSlot, Runtime};
+use super::{plugin_error, DeviceSlot, LoadedPlugin};
 use crate::sys::*;
 use devstream_core::{Capabilities, CaptureSupport, Error, Result};
 use std::cell::UnsafeCell;
@@ -29,21 +29,21 @@ impl From<Error> for LoadError {
     }
 }
 
-impl Runtime {
+impl LoadedPlugin {
     /// Loads and validates the plug-in at `path`. `taken` says whether a device type is
     /// already registered (checked before the plug-in's `initialize` runs).
     pub(crate) fn load(
         path: &Path,
         taken: &dyn Fn(&str) -> Option<String>,
-    ) -> std::result::Result<Runtime, LoadError> {
-        Runtime::open(path, taken)?.start()
+    ) -> std::result::Result<LoadedPlugin, LoadError> {
+        LoadedPlugin::open(path, taken)?.start()
     }
 
     /// Loads and validates the library and its table (nothing but `InitPlugin` has run).
     fn open(
         path: &Path,
         taken: &dyn Fn(&str) -> Option<String>,
-    ) -> std::result::Result<Runtime, LoadError> {
+    ) -> std::result::Result<LoadedPlugin, LoadError> {
         // SAFETY: loading a library runs its initialisers; loading plug-ins is this crate's
         // purpose, and the user chose the path (or CUSTOM_DEVICE_ROOT).
         let library = unsafe { libloading::Library::new(path) }
@@ -61,13 +61,13 @@ impl Runtime {
         // InitPlugin accepted a layout and may have started work: from here on the library is
         // never unloaded, whatever fails.
         let library = std::mem::ManuallyDrop::new(library);
-        Runtime::validate(path, taken, accepted, library)
+        LoadedPlugin::validate(path, taken, accepted, library)
             .map_err(|error| LoadError { error, kept: true })
     }
 
     /// Runs `initialize`, lists the devices and runs `init_device` on each (the runtime holds
     /// the library undropped: it is never unloaded).
-    fn start(mut self) -> std::result::Result<Runtime, LoadError> {
+    fn start(mut self) -> std::result::Result<LoadedPlugin, LoadError> {
         let runtime = &mut self;
         if let Some(initialize) = runtime.table.initialize {
             // SAFETY: a table function with no arguments.

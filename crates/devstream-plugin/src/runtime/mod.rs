@@ -1,4 +1,4 @@
-//! A loaded plug-in ([`Runtime`]): what devstream keeps of it, and the calls into its table.
+//! A loaded plug-in ([`LoadedPlugin`]): what devstream keeps of it, and the calls into its table.
 //!
 //! * [`load`]: opening the library, `InitPlugin`, `initialize` and the devices, the
 //!   capabilities probed; a failure after `initialize` runs `deinit_device` and `finalize`;
@@ -20,6 +20,9 @@ mod negotiate;
 mod validate;
 
 pub(crate) use capture::CaptureState;
+
+/// The name the rest of the crate knows [`LoadedPlugin`] by.
+pub(crate) type Runtime = LoadedPlugin;
 
 use negotiate::Negotiated;
 
@@ -57,9 +60,10 @@ impl Handle {
     }
 }
 
-/// A loaded, validated plug-in. Lives until the process exits (like Paddle, devstream never
+/// A loaded, validated plug-in: a Paddle custom runtime devstream calls into through its
+/// `C_DeviceInterface` table. Lives until the process exits (like Paddle, devstream never
 /// unloads a plug-in: its code may still be running callbacks).
-pub(crate) struct Runtime {
+pub(crate) struct LoadedPlugin {
     index: usize,
     pub(crate) device_type: String,
     pub(crate) sub_device_type: Option<String>,
@@ -80,13 +84,13 @@ pub(crate) struct Runtime {
 // SAFETY: the table holds function pointers and the device cells are only written by the
 // plug-in during `init_device` (before the runtime is shared) and read afterwards; calling the
 // table from several threads is what Paddle does and what the ABI allows.
-unsafe impl Send for Runtime {}
+unsafe impl Send for LoadedPlugin {}
 // SAFETY: as above.
-unsafe impl Sync for Runtime {}
+unsafe impl Sync for LoadedPlugin {}
 
-impl std::fmt::Debug for Runtime {
+impl std::fmt::Debug for LoadedPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime")
+        f.debug_struct("LoadedPlugin")
             .field("device_type", &self.device_type)
             .field("path", &self.path)
             .field("layout", &self.layout.name)
@@ -101,7 +105,7 @@ fn plugin_error(path: &Path, reason: impl Into<String>) -> Error {
     }
 }
 
-impl Runtime {
+impl LoadedPlugin {
     /// This runtime's number in the process (tells runtimes apart).
     pub(crate) fn index(&self) -> usize {
         self.index

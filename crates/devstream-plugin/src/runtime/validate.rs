@@ -4,7 +4,7 @@
 //! and the functions Paddle requires. Only the known part of the table is copied.
 
 use super::negotiate::Accepted;
-use super::{plugin_error, Runtime, NEXT_RUNTIME};
+use super::{plugin_error, LoadedPlugin, NEXT_RUNTIME};
 use crate::sys::*;
 use devstream_core::{Capabilities, Place, Result};
 use std::ffi::CStr;
@@ -47,14 +47,14 @@ fn read_c_string(path: &Path, what: &str, ptr: *const std::ffi::c_char) -> Resul
         .map_err(|_| plugin_error(path, format!("{what} is not UTF-8: {text:?}")))
 }
 
-impl Runtime {
+impl LoadedPlugin {
     /// Validates what `InitPlugin` wrote; builds the runtime (its `initialize` not yet run).
     pub(super) fn validate(
         path: &Path,
         taken: &dyn Fn(&str) -> Option<String>,
         accepted: Accepted,
         library: std::mem::ManuallyDrop<libloading::Library>,
-    ) -> Result<Runtime> {
+    ) -> Result<LoadedPlugin> {
         let params_ptr = accepted.params.as_ptr().cast::<CustomRuntimeParams>();
         // SAFETY: our own buffer, written by the plug-in.
         let params = unsafe { *params_ptr };
@@ -150,7 +150,7 @@ impl Runtime {
             ));
         }
 
-        Ok(Runtime {
+        Ok(LoadedPlugin {
             index: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
             device_type,
             sub_device_type,
