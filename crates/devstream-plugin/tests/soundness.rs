@@ -11,9 +11,7 @@
 mod common;
 
 use common::*;
-use devstream_core::{
-    DeviceBackend, DeviceEvent, DeviceFlag, DeviceStream, Error, HostBuffer,
-};
+use devstream_core::{DeviceBackend, DeviceEvent, DeviceFlag, DeviceStream, Error, HostBuffer};
 use devstream_plugin::{PluginBackend, PluginHostBuffer, PluginStream};
 use devstream_test_plugin_faulty as faulty;
 use std::sync::atomic::{AtomicUsize, Ordering};
