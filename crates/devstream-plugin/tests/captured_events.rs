@@ -1,7 +1,6 @@
 //! An event recorded into a capture and dropped while the capture lasts is never asked about by
 //! devstream's reaper: a plug-in over CUDA answers `CUDA_ERROR_CAPTURED_EVENT` and invalidates
-//! the capture (the test plug-in now does the same). Found on an H200 with devstream-paddle
-//! over CUDA (`docs/results/2026-11-24-gpu2/`). Its own test binary: the plug-in's live
+//! the capture (the test plug-in does the same). Its own test binary: the plug-in's live
 //! counters are process wide.
 
 mod common;

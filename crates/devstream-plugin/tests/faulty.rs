@@ -17,6 +17,15 @@ fn load_faulty(mode: u32) -> Result<PluginInfo, Error> {
     Faulty::new(mode).load()
 }
 
+/// Loads a copy of the faulty plug-in in `mode`: refused with `Error::Plugin`, whose reason
+/// names every one of `parts`.
+fn assert_refused(mode: u32, parts: &[&str]) {
+    let reason = plugin_reason(load_faulty(mode));
+    for part in parts {
+        assert!(reason.contains(part), "{part:?} not in: {reason}");
+    }
+}
+
 fn plugin_reason(result: Result<PluginInfo, Error>) -> String {
     match result {
         Err(Error::Plugin { plugin, reason }) => {
@@ -69,47 +78,42 @@ fn a_library_without_init_plugin_is_a_typed_error() {
 
 #[test]
 fn a_plugin_that_accepts_no_known_layout_is_refused() {
-    let reason = plugin_reason(load_faulty(faulty::MODE_REFUSE));
-    assert!(
-        reason.contains("accepted none of the known device_ext.h layouts"),
-        "{reason}"
-    );
-    assert!(
-        reason.contains("96-byte params") && reason.contains("88-byte params"),
-        "{reason}"
+    assert_refused(
+        faulty::MODE_REFUSE,
+        &[
+            "accepted none of the known device_ext.h layouts",
+            "96-byte params",
+            "88-byte params",
+        ],
     );
 }
 
 #[test]
 fn unsupported_runtime_versions_are_refused() {
     for mode in [faulty::MODE_OLD_VERSION, faulty::MODE_NEWER_MAJOR] {
-        let reason = plugin_reason(load_faulty(mode));
-        assert!(reason.contains("runtime version"), "{reason}");
-        assert!(reason.contains("0.1.1"), "{reason}");
+        assert_refused(mode, &["runtime version", "0.1.1"]);
     }
 }
 
 #[test]
 fn bad_device_types_are_refused() {
-    let reason = plugin_reason(load_faulty(faulty::MODE_NULL_DEVICE_TYPE));
-    assert!(reason.contains("device_type null"), "{reason}");
-    let reason = plugin_reason(load_faulty(faulty::MODE_INVALID_DEVICE_TYPE));
-    assert!(reason.contains("cannot name a place"), "{reason}");
+    assert_refused(faulty::MODE_NULL_DEVICE_TYPE, &["device_type null"]);
+    assert_refused(faulty::MODE_INVALID_DEVICE_TYPE, &["cannot name a place"]);
 }
 
 #[test]
 fn a_table_filled_beyond_every_known_layout_is_refused() {
-    let reason = plugin_reason(load_faulty(faulty::MODE_WRITES_BEYOND));
-    assert!(reason.contains("newer device_ext.h"), "{reason}");
-    assert!(reason.contains("up to byte 200"), "{reason}");
+    assert_refused(
+        faulty::MODE_WRITES_BEYOND,
+        &["newer device_ext.h", "up to byte 200"],
+    );
 }
 
 #[test]
 fn a_plugin_that_replaces_the_table_is_refused() {
-    let reason = plugin_reason(load_faulty(faulty::MODE_REPLACES_INTERFACE));
-    assert!(
-        reason.contains("replaced CustomRuntimeParams::interface"),
-        "{reason}"
+    assert_refused(
+        faulty::MODE_REPLACES_INTERFACE,
+        &["replaced CustomRuntimeParams::interface"],
     );
 }
 
@@ -134,10 +138,11 @@ fn failing_initialisation_calls_are_named() {
         driver_call(load_faulty(faulty::MODE_DEVICE_COUNT_FAILS)),
         "get_device_count"
     );
-    let reason = plugin_reason(load_faulty(faulty::MODE_HUGE_DEVICE_COUNT));
-    assert!(reason.contains("get_device_count reported"), "{reason}");
-    let reason = plugin_reason(load_faulty(faulty::MODE_DUPLICATE_DEVICE_IDS));
-    assert!(reason.contains("lists device 0 twice"), "{reason}");
+    assert_refused(
+        faulty::MODE_HUGE_DEVICE_COUNT,
+        &["get_device_count reported"],
+    );
+    assert_refused(faulty::MODE_DUPLICATE_DEVICE_IDS, &["lists device 0 twice"]);
 }
 
 #[test]
@@ -152,8 +157,7 @@ fn a_duplicate_device_type_is_refused() {
     // A faulty mode that loads can be loaded once only.
     let info = load_faulty(faulty::MODE_WORKING).unwrap();
     assert_eq!(info.device_type, "faulty_working");
-    let reason = plugin_reason(load_faulty(faulty::MODE_WORKING));
-    assert!(reason.contains("already registered"), "{reason}");
+    assert_refused(faulty::MODE_WORKING, &["already registered"]);
 }
 
 fn place_of(info: &PluginInfo) -> Place {

@@ -14,8 +14,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A device whose streams run every operation at once, on the submitting thread.
-struct InlineBackend;
+/// A device whose streams run every operation at once, on the submitting thread. With
+/// `MISNAMED`, its `places()` list a place of another device type, which registration refuses.
+struct InlineBackendOf<const MISNAMED: bool>;
+
+type InlineBackend = InlineBackendOf<false>;
+
+/// A backend that lists a place of another device type.
+type Misnamed = InlineBackendOf<true>;
 
 fn inline_place() -> Place {
     Place::custom("inline_dev", 0).unwrap()
@@ -60,12 +66,16 @@ struct InlineBuffer {
 #[derive(Debug)]
 struct InlineHost(Mutex<Vec<u8>>);
 
-impl DeviceBackend for InlineBackend {
+impl<const MISNAMED: bool> DeviceBackend for InlineBackendOf<MISNAMED> {
     type Stream = InlineStream;
     const KIND: BackendKind = BackendKind::Plugin;
 
     fn places() -> Vec<Place> {
-        vec![inline_place()]
+        if MISNAMED {
+            vec![Place::custom("something_else", 0).unwrap()]
+        } else {
+            vec![inline_place()]
+        }
     }
     fn probe() -> Result<()> {
         Ok(())
@@ -299,44 +309,6 @@ impl HostBuffer for InlineHost {
         check_range("write", offset, data.len(), self.len())?;
         self.0.lock().unwrap()[offset..offset + data.len()].copy_from_slice(data);
         Ok(())
-    }
-}
-
-/// A backend that lists a place of another device type.
-struct Misnamed;
-
-impl DeviceBackend for Misnamed {
-    type Stream = InlineStream;
-    const KIND: BackendKind = BackendKind::Plugin;
-    fn places() -> Vec<Place> {
-        vec![Place::custom("something_else", 0).unwrap()]
-    }
-    fn probe() -> Result<()> {
-        Ok(())
-    }
-    fn capabilities(p: &Place) -> Result<Capabilities> {
-        InlineBackend::capabilities(p)
-    }
-    fn priority_range(p: &Place) -> Result<PriorityRange> {
-        InlineBackend::priority_range(p)
-    }
-    fn new_stream(p: &Place, o: StreamOptions) -> Result<InlineStream> {
-        InlineBackend::new_stream(p, o)
-    }
-    fn default_stream(p: &Place) -> Result<InlineStream> {
-        InlineBackend::default_stream(p)
-    }
-    fn per_thread_stream(p: &Place) -> Result<InlineStream> {
-        InlineBackend::per_thread_stream(p)
-    }
-    fn new_event(p: &Place, f: EventFlags) -> Result<InlineEvent> {
-        InlineBackend::new_event(p, f)
-    }
-    fn new_flag(p: &Place) -> Result<InlineFlag> {
-        InlineBackend::new_flag(p)
-    }
-    fn live_counts() -> LiveCounts {
-        LiveCounts::default()
     }
 }
 

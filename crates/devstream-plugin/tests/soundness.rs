@@ -1,4 +1,4 @@
-//! Soundness regressions of issue 12 for plug-ins: who frees a callback's data (a plug-in may
+//! Soundness regressions for plug-ins: who frees a callback's data (a plug-in may
 //! run it inline and answer `C_WARNING`, or answer an error and run it later), copies tracked
 //! before anything can fail, host-buffer accesses that never race a copy or each other, host
 //! functions that never wait for their stream's later work, hostile panics, and loading (never
@@ -11,9 +11,7 @@
 mod common;
 
 use common::*;
-use devstream_core::{
-    DeviceBackend, DeviceEvent, DeviceFlag, DeviceStream, Error, HostBuffer, StreamOptions,
-};
+use devstream_core::{DeviceBackend, DeviceEvent, DeviceFlag, DeviceStream, Error, HostBuffer};
 use devstream_plugin::{PluginBackend, PluginHostBuffer, PluginStream};
 use devstream_test_plugin_faulty as faulty;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,8 +27,18 @@ impl Drop for DropCount {
     }
 }
 
-fn new_stream(place: &devstream_core::Place) -> PluginStream {
-    PluginBackend::new_stream(place, StreamOptions::default()).unwrap()
+/// Loads a fresh copy of the faulty plug-in in `mode`: the copy, its first place and a stream
+/// there.
+fn faulty_stream(mode: u32) -> (Faulty, devstream_core::Place, PluginStream) {
+    let copy = Faulty::unique(mode);
+    let place = copy.load().unwrap().places[0].clone();
+    let s = stream(&place);
+    (copy, place, s)
+}
+
+/// The allocations of `copy` not freed yet.
+fn live_allocations(copy: &Faulty) -> usize {
+    copy.counters()[faulty::COUNT_LIVE_ALLOCATIONS]
 }
 
 fn driver_call<T: std::fmt::Debug>(result: Result<T, Error>) -> &'static str {
@@ -40,7 +48,7 @@ fn driver_call<T: std::fmt::Debug>(result: Result<T, Error>) -> &'static str {
     }
 }
 
-// ---- item 2: callback ownership ----
+// ---- callback ownership ----
 
 /// A host function that counts its runs and its drops.
 fn counted_host_fn() -> (devstream_core::HostFn, Arc<AtomicUsize>, Arc<AtomicUsize>) {
@@ -55,9 +63,7 @@ fn counted_host_fn() -> (devstream_core::HostFn, Arc<AtomicUsize>, Arc<AtomicUsi
 
 #[test]
 fn an_inline_callback_answered_with_c_warning_runs_once_and_is_freed_once() {
-    let copy = Faulty::unique(faulty::MODE_INLINE_WARNING);
-    let place = copy.load().unwrap().places[0].clone();
-    let s = new_stream(&place);
+    let (_copy, place, s) = faulty_stream(faulty::MODE_INLINE_WARNING);
     let (f, ran, dropped) = counted_host_fn();
     let launched = s.launch_host_func(f);
     assert!(
@@ -84,9 +90,7 @@ fn an_inline_callback_answered_with_c_warning_runs_once_and_is_freed_once() {
 
 #[test]
 fn an_error_answered_with_the_callback_still_queued_does_not_free_it_early() {
-    let copy = Faulty::unique(faulty::MODE_QUEUED_ERROR);
-    let place = copy.load().unwrap().places[0].clone();
-    let s = new_stream(&place);
+    let (copy, place, s) = faulty_stream(faulty::MODE_QUEUED_ERROR);
     let (f, ran, dropped) = counted_host_fn();
     let launched = s.launch_host_func(f);
     assert_eq!(driver_call(launched), "stream_add_callback");
@@ -124,7 +128,7 @@ fn callbacks_on(
     devstream_plugin::PluginFlag,
 ) {
     let place = copy.load().unwrap().places[0].clone();
-    let s = new_stream(&place);
+    let s = stream(&place);
     let (f, ran, dropped) = counted_host_fn();
     s.launch_host_func(f).unwrap();
     let flag = PluginBackend::new_flag(&place).unwrap();
@@ -165,7 +169,7 @@ fn a_callback_the_plug_in_calls_twice_later_runs_once_and_is_freed_once() {
     assert_eq!(ran_later.load(Ordering::SeqCst), 1);
 }
 
-// ---- item 3: copies tracked before anything can fail; no races on host buffers ----
+// ---- copies tracked before anything can fail; no races on host buffers ----
 
 fn last_copy(copy: &Faulty) -> [u8; 16] {
     let library = copy.library.as_ref().unwrap();
@@ -180,11 +184,18 @@ fn last_copy(copy: &Faulty) -> [u8; 16] {
     out
 }
 
+/// The faulty plug-in's last queued copy read `byte`s, not freed staging memory.
+fn assert_queued_copy_read(copy: &Faulty, byte: u8) {
+    assert_eq!(
+        last_copy(copy),
+        [byte; 16],
+        "the queued copy read freed staging bytes"
+    );
+}
+
 #[test]
 fn a_copy_whose_end_event_fails_stays_tracked_and_its_host_buffer_is_not_freed() {
-    let copy = Faulty::unique(faulty::MODE_QUEUED_COPIES);
-    let place = copy.load().unwrap().places[0].clone();
-    let s = new_stream(&place);
+    let (copy, _, s) = faulty_stream(faulty::MODE_QUEUED_COPIES);
     let device = s.alloc(64).unwrap();
     let host = s.alloc_host(64).unwrap();
     // The copy is queued by the plug-in (it runs later); the event after it fails.
@@ -197,11 +208,9 @@ fn a_copy_whose_end_event_fails_stays_tracked_and_its_host_buffer_is_not_freed()
     drop(device);
     // The reaper handles its jobs in order: once the unused marker is freed, it has had its
     // chance to free the two buffers too early.
-    let live = copy.counters()[faulty::COUNT_LIVE_ALLOCATIONS];
+    let live = live_allocations(&copy);
     drop(marker);
-    assert!(wait_until(|| copy.counters()
-        [faulty::COUNT_LIVE_ALLOCATIONS]
-        < live));
+    assert!(wait_until(|| live_allocations(&copy) < live));
     copy.run_queued();
     assert_eq!(
         copy.counters()[faulty::COUNT_STALE_COPIES],
@@ -212,9 +221,7 @@ fn a_copy_whose_end_event_fails_stays_tracked_and_its_host_buffer_is_not_freed()
 
 #[test]
 fn a_staged_upload_keeps_its_bytes_when_the_release_fails() {
-    let copy = Faulty::unique(faulty::MODE_QUEUED_COPIES);
-    let place = copy.load().unwrap().places[0].clone();
-    let s = new_stream(&place);
+    let (copy, _, s) = faulty_stream(faulty::MODE_QUEUED_COPIES);
     let device = s.alloc(64).unwrap();
     // The copy is queued; the release callback and the event after it both fail.
     let filled = s.fill(&device, 0, 64, 0xab);
@@ -223,30 +230,20 @@ fn a_staged_upload_keeps_its_bytes_when_the_release_fails() {
         "{filled:?}"
     );
     copy.run_queued();
-    assert_eq!(
-        last_copy(&copy),
-        [0xab; 16],
-        "the queued copy read freed staging bytes"
-    );
+    assert_queued_copy_read(&copy, 0xab);
 }
 
 // A plug-in that runs callbacks inside `stream_add_callback` while its copies are still
 // queued runs the release of a staged upload before the copy that reads the staging.
 #[test]
 fn a_staged_upload_keeps_its_bytes_when_the_release_callback_runs_before_the_copy() {
-    let copy = Faulty::unique(faulty::MODE_INLINE_CALLBACKS_QUEUED_COPIES);
-    let place = copy.load().unwrap().places[0].clone();
-    let s = new_stream(&place);
+    let (copy, _, s) = faulty_stream(faulty::MODE_INLINE_CALLBACKS_QUEUED_COPIES);
     let device = s.alloc(64).unwrap();
     s.fill(&device, 0, 64, 0xcd).unwrap();
     s.copy_from_host(&device, 0, &[0xef; 64]).unwrap();
     // The two copies are queued; their release callbacks have run already.
     assert_eq!(copy.run_queued(), 2);
-    assert_eq!(
-        last_copy(&copy),
-        [0xef; 16],
-        "the queued copy read freed staging bytes"
-    );
+    assert_queued_copy_read(&copy, 0xef);
     // Once the copies ran, the staging is released (the events after them complete).
     s.synchronize().unwrap();
 }
@@ -255,7 +252,7 @@ fn a_staged_upload_keeps_its_bytes_when_the_release_callback_runs_before_the_cop
 fn host_buffer_reads_never_see_a_torn_write() {
     const LEN: usize = 1 << 20;
     let place = cpu0();
-    let s = new_stream(&place);
+    let s = stream(&place);
     let host = Arc::new(s.alloc_host(LEN).unwrap());
     let torn = watchdog("concurrent host buffer read/write", 60, move || {
         let writer = {
@@ -280,7 +277,7 @@ fn host_buffer_reads_never_see_a_torn_write() {
     assert_eq!(torn, 0, "reads saw half-written buffers (a data race)");
 }
 
-// ---- item 6: host functions never wait for their stream's later work ----
+// ---- host functions never wait for their stream's later work ----
 
 /// Holds `s`'s plug-in worker with a host function until the returned sender fires.
 fn hold(s: &PluginStream) -> std::sync::mpsc::Sender<()> {
@@ -295,7 +292,7 @@ fn hold(s: &PluginStream) -> std::sync::mpsc::Sender<()> {
 
 /// A stream whose worker is held by a first host function until the returned sender fires.
 fn held_stream() -> (PluginStream, std::sync::mpsc::Sender<()>) {
-    let s = new_stream(&cpu0());
+    let s = stream(&cpu0());
     let release = hold(&s);
     (s, release)
 }
@@ -393,7 +390,7 @@ fn waits_inside_a_host_function_on_streams_that_wait_for_its_later_work_are_type
     let outcome: Told = watchdog("host function waiting through another stream", 10, || {
         let place = cpu0();
         let (a, release) = held_stream();
-        let (b, independent, early) = (new_stream(&place), new_stream(&place), new_stream(&place));
+        let (b, independent, early) = (stream(&place), stream(&place), stream(&place));
         let device = b.alloc(32).unwrap();
         b.copy_from_host(&device, 0, &[3; 32]).unwrap();
         b.synchronize().unwrap();
@@ -517,7 +514,7 @@ fn a_host_function_reads_another_streams_host_buffer_in_stream_order() {
     let outcome = watchdog("host function reading another stream's buffer", 10, || {
         let place = cpu0();
         let (reader, release) = held_stream();
-        let writer = new_stream(&place);
+        let writer = stream(&place);
         let device = writer.alloc(32).unwrap();
         let host = Arc::new(writer.alloc_host(32).unwrap());
         writer.copy_from_host(&device, 0, &[1; 32]).unwrap();
@@ -636,7 +633,7 @@ fn a_host_function_sees_a_wait_the_dispatcher_is_handing_to_the_plugin() {
         10,
         move || {
             let place = cpu0();
-            let (writer, reader) = (new_stream(&place), new_stream(&place));
+            let (writer, reader) = (stream(&place), stream(&place));
             let device = writer.alloc(32).unwrap();
             let host = Arc::new(writer.alloc_host(32).unwrap());
             writer.copy_from_host(&device, 0, &[1; 32]).unwrap();
@@ -696,7 +693,7 @@ fn synchronize_waits_for_deferred_work_the_dispatcher_is_handing_to_the_plugin()
     let _one_user = one_hook_user();
     let hooks = WaitHold::load();
     let place = cpu0();
-    let s = Arc::new(new_stream(&place));
+    let s = Arc::new(stream(&place));
     let gate = PluginBackend::new_flag(&place).unwrap();
     s.wait_flag(&gate, 1).unwrap();
     s.launch_host_func(Box::new(|| panic!("deferred panic")))
@@ -746,7 +743,7 @@ fn a_host_functions_synchronize_of_another_stream_ignores_work_submitted_after_t
         60,
         || {
             let place = cpu0();
-            let (a, d) = (new_stream(&place), new_stream(&place));
+            let (a, d) = (stream(&place), stream(&place));
             let gate = PluginBackend::new_flag(&place).unwrap();
             let started = PluginBackend::new_flag(&place).unwrap();
             // `d`'s work is held on the host until `gate` is set: the synchronize below waits.
@@ -780,7 +777,7 @@ fn a_host_functions_synchronize_of_another_stream_ignores_work_submitted_after_t
     );
 }
 
-// ---- item 8: hostile panics ----
+// ---- hostile panics ----
 
 /// A panic payload whose destructor panics with another such payload, `.0` levels deep.
 struct PanicsOnDrop(u32);
@@ -794,7 +791,7 @@ impl Drop for PanicsOnDrop {
 }
 
 fn hostile_panics_on(place: &devstream_core::Place) {
-    let s = new_stream(place);
+    let s = stream(place);
     s.launch_host_func(Box::new(|| std::panic::panic_any(PanicsOnDrop(3))))
         .unwrap();
     let guard = PanicsOnDrop(3);
@@ -830,9 +827,7 @@ fn panic_payloads_and_closures_whose_drop_panics_are_contained() {
         hostile_panics_on(&place)
     });
     // A refused closure whose destructor panics is dropped by the submitter: contained too.
-    let copy = Faulty::unique(faulty::MODE_QUEUED_ERROR);
-    let place = copy.load().unwrap().places[0].clone();
-    let s = new_stream(&place);
+    let (copy, _, s) = faulty_stream(faulty::MODE_QUEUED_ERROR);
     let guard = PanicsOnDrop(3);
     let refused = s.launch_host_func(Box::new(move || {
         let _ = &guard;
@@ -841,7 +836,7 @@ fn panic_payloads_and_closures_whose_drop_panics_are_contained() {
     copy.run_queued();
 }
 
-// ---- item 11: loading ----
+// ---- loading ----
 
 #[cfg(unix)]
 fn still_loaded(path: &std::path::Path) -> bool {
@@ -957,29 +952,23 @@ fn init_plugin_is_offered_another_layout_only_after_a_refusal_that_changed_nothi
     );
 }
 
-// ---- item 13: allocations answered with a status ----
+// ---- allocations answered with a status ----
 
 #[test]
 fn an_allocation_answered_with_c_failed_is_freed_and_with_c_warning_is_kept() {
-    let failed = Faulty::unique(faulty::MODE_ALLOC_FAILED_WRITTEN);
-    let place = failed.load().unwrap().places[0].clone();
-    let s = new_stream(&place);
+    let (failed, _, s) = faulty_stream(faulty::MODE_ALLOC_FAILED_WRITTEN);
     assert!(matches!(s.alloc(64), Err(Error::OutOfMemory { .. })));
     assert_eq!(
-        failed.counters()[faulty::COUNT_LIVE_ALLOCATIONS],
+        live_allocations(&failed),
         0,
         "the pointer written with C_FAILED leaked"
     );
-    let warned = Faulty::unique(faulty::MODE_ALLOC_WARNING);
-    let place = warned.load().unwrap().places[0].clone();
-    let s = new_stream(&place);
+    let (warned, _, s) = faulty_stream(faulty::MODE_ALLOC_WARNING);
     let buffer = s
         .alloc(64)
         .expect("C_WARNING with a pointer is an allocation");
-    assert_eq!(warned.counters()[faulty::COUNT_LIVE_ALLOCATIONS], 1);
+    assert_eq!(live_allocations(&warned), 1);
     s.fill(&buffer, 0, 64, 1).unwrap();
     drop(buffer);
-    assert!(wait_until(|| warned.counters()
-        [faulty::COUNT_LIVE_ALLOCATIONS]
-        == 0));
+    assert!(wait_until(|| live_allocations(&warned) == 0));
 }

@@ -1,0 +1,95 @@
+//! What devstream puts on a plug-in stream as a callback ([`Callback`]), and the one
+//! `C_Callback` the plug-in calls for all of them ([`trampoline`]). A callback travels as a
+//! token ([`crate::tokens`]): whoever claims it first owns it, so a plug-in that runs a
+//! callback twice, or runs one it refused, runs nothing the second time. Nothing unwinds into
+//! the plug-in: a host function's panic becomes its stream's error.
+
+use super::host_flag::HostFlag;
+use super::lock;
+use super::self_wait::HostFnScope;
+use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
+use devstream_core::panic::{self, drop_contained, drop_payload};
+use devstream_core::Error;
+use std::any::Any;
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex};
+
+/// What a plug-in callback does.
+pub(crate) enum Callback {
+    /// A user host function; a panic is recorded as the stream's error.
+    HostFn {
+        f: devstream_core::HostFn,
+        stream: u64,
+        /// Its plug-in queue and position there.
+        queue: u64,
+        seq: u64,
+        errors: Arc<Mutex<Option<Error>>>,
+    },
+    /// `write_flag`.
+    SetFlag(Arc<HostFlag>, u32),
+    /// Drops what the stream's earlier work used.
+    Release(Box<dyn Any + Send>),
+    /// Blocks the plug-in stream until the flag's value is at least this: a flag wait held
+    /// on the host, handed to the plug-in when a capture begins behind it.
+    BlockUntil(Arc<HostFlag>, u32),
+    /// Wakes the plug-in runtime's completion notifier (`Stream::completion`: the event
+    /// recorded right after this callback is about to complete).
+    Nudge(usize),
+}
+
+/// The `C_Callback` devstream passes to `stream_add_callback`. Never unwinds into the plug-in.
+pub(super) unsafe extern "C" fn trampoline(
+    _device: C_Device,
+    _stream: C_Stream,
+    user_data: *mut c_void,
+    status: *mut C_Status,
+) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        if !status.is_null() {
+            // SAFETY: the plug-in passes a writable status or null.
+            unsafe { *status = C_SUCCESS };
+        }
+        // Nothing when the token was claimed already: the submitter took the callback back
+        // after the plug-in answered an error, or the plug-in calls it a second time. A
+        // release called inside `stream_add_callback` is left to the submitter (see
+        // `put_callback`).
+        let early = |callback: &Callback| matches!(callback, Callback::Release(_));
+        let Some(callback) = crate::tokens::run(user_data as usize, early) else {
+            return;
+        };
+        match callback {
+            Callback::HostFn {
+                mut f,
+                stream,
+                queue,
+                seq,
+                errors,
+            } => {
+                let scope = HostFnScope::enter(queue, seq, stream);
+                if let Err(payload) = catch_unwind(AssertUnwindSafe(&mut f)) {
+                    let message = panic::message(payload.as_ref());
+                    let mut first = lock(&errors);
+                    if first.is_none() {
+                        *first = Some(Error::HostFuncPanicked { stream, message });
+                    }
+                    drop(first);
+                    // A payload whose drop panics (with payloads whose drops panic, ...) must
+                    // not escape either.
+                    drop_payload(payload);
+                }
+                drop(scope);
+                drop_contained(f);
+            }
+            Callback::SetFlag(flag, value) => flag.set(value),
+            Callback::Release(payload) => {
+                drop_contained(payload);
+            }
+            Callback::BlockUntil(flag, value) => flag.wait_until(value),
+            Callback::Nudge(runtime) => crate::notify::nudge(runtime),
+        }
+    }));
+    if let Err(payload) = outcome {
+        drop_payload(payload);
+    }
+}

@@ -1,0 +1,323 @@
+//! One thin, safe wrapper per stream, event, memory and copy function of the table. Optional
+//! functions fall back as Paddle does (a query without `query_*` synchronizes and answers
+//! true), except where Paddle's fallback loses ordering (a stream wait without
+//! `stream_wait_event` waits for the event on the host instead of skipping it).
+
+use super::{CopyKind, Handle, LoadedPlugin};
+use crate::sys::*;
+use devstream_core::{Error, Result};
+use std::ffi::c_void;
+
+impl LoadedPlugin {
+    pub(crate) fn create_stream(&self, slot: usize) -> Result<Handle> {
+        let Some(create) = self.table.create_stream else {
+            return Ok(Handle(0));
+        };
+        self.bind(slot)?;
+        let mut stream: C_Stream = std::ptr::null_mut();
+        // SAFETY: a valid device and a zeroed out-parameter.
+        self.check("create_stream", unsafe {
+            create(self.device_ptr(slot), &mut stream)
+        })?;
+        Ok(Handle(stream as usize))
+    }
+
+    pub(crate) fn destroy_stream(&self, slot: usize, stream: Handle) -> Result<()> {
+        let Some(destroy) = self.table.destroy_stream else {
+            return Ok(());
+        };
+        self.bind(slot)?;
+        // SAFETY: a stream this runtime created (or null), destroyed once.
+        self.check("destroy_stream", unsafe {
+            destroy(self.device_ptr(slot), stream.stream())
+        })
+    }
+
+    /// `Ok(true)` when the stream's work is complete. Without `query_stream` it synchronizes
+    /// and answers true, as Paddle does.
+    pub(crate) fn query_stream(&self, slot: usize, stream: Handle) -> Result<bool> {
+        let Some(query) = self.table.query_stream else {
+            self.synchronize_stream(slot, stream)?;
+            return Ok(true);
+        };
+        self.bind(slot)?;
+        // SAFETY: a valid device and stream.
+        self.check_query("query_stream", unsafe {
+            query(self.device_ptr(slot), stream.stream())
+        })
+    }
+
+    /// Without `synchronize_stream`, records an event and synchronizes that (both required).
+    pub(crate) fn synchronize_stream(&self, slot: usize, stream: Handle) -> Result<()> {
+        self.bind(slot)?;
+        if let Some(synchronize) = self.table.synchronize_stream {
+            // SAFETY: a valid device and stream.
+            return self.check("synchronize_stream", unsafe {
+                synchronize(self.device_ptr(slot), stream.stream())
+            });
+        }
+        let event = self.create_event(slot)?;
+        let result = self
+            .record_event(slot, stream, event)
+            .and_then(|()| self.synchronize_event(slot, event));
+        let destroyed = self.destroy_event(slot, event);
+        result.and(destroyed)
+    }
+
+    pub(crate) fn add_callback(
+        &self,
+        slot: usize,
+        stream: Handle,
+        callback: C_Callback,
+        user_data: *mut c_void,
+    ) -> Result<()> {
+        let add = self
+            .table
+            .stream_add_callback
+            .ok_or_else(|| self.unavailable("stream_add_callback"))?;
+        self.bind(slot)?;
+        // SAFETY: a valid device and stream; the callback and its data follow the ABI.
+        let status = unsafe { add(self.device_ptr(slot), stream.stream(), callback, user_data) };
+        if status == C_WARNING {
+            // "An asynchronous interface is actually synchronous": the callback ran (or is
+            // queued) as asked. Who owns its data is decided by the caller, not by the status.
+            return Ok(());
+        }
+        self.check("stream_add_callback", status)
+    }
+
+    pub(crate) fn create_event(&self, slot: usize) -> Result<Handle> {
+        let create = self.table.create_event.expect("checked: required");
+        self.bind(slot)?;
+        let mut event: C_Event = std::ptr::null_mut();
+        // SAFETY: a valid device and a zeroed out-parameter.
+        self.check("create_event", unsafe {
+            create(self.device_ptr(slot), &mut event)
+        })?;
+        Ok(Handle(event as usize))
+    }
+
+    pub(crate) fn record_event(&self, slot: usize, stream: Handle, event: Handle) -> Result<()> {
+        let record = self.table.record_event.expect("checked: required");
+        self.bind(slot)?;
+        // SAFETY: a valid device, stream and event.
+        self.check("record_event", unsafe {
+            record(self.device_ptr(slot), stream.stream(), event.event())
+        })
+    }
+
+    pub(crate) fn destroy_event(&self, slot: usize, event: Handle) -> Result<()> {
+        let destroy = self.table.destroy_event.expect("checked: required");
+        self.bind(slot)?;
+        // SAFETY: an event this runtime created, destroyed once.
+        self.check("destroy_event", unsafe {
+            destroy(self.device_ptr(slot), event.event())
+        })
+    }
+
+    /// Without `query_event`, synchronizes and answers true, as Paddle does.
+    pub(crate) fn query_event(&self, slot: usize, event: Handle) -> Result<bool> {
+        let Some(query) = self.table.query_event else {
+            self.synchronize_event(slot, event)?;
+            return Ok(true);
+        };
+        self.bind(slot)?;
+        // SAFETY: a valid device and event.
+        self.check_query("query_event", unsafe {
+            query(self.device_ptr(slot), event.event())
+        })
+    }
+
+    pub(crate) fn synchronize_event(&self, slot: usize, event: Handle) -> Result<()> {
+        let synchronize = self.table.synchronize_event.expect("checked: required");
+        self.bind(slot)?;
+        // SAFETY: a valid device and event.
+        self.check("synchronize_event", unsafe {
+            synchronize(self.device_ptr(slot), event.event())
+        })
+    }
+
+    /// Without `stream_wait_event` the host waits for the event instead (Paddle skips the
+    /// wait, which loses the ordering).
+    pub(crate) fn stream_wait_event(
+        &self,
+        slot: usize,
+        stream: Handle,
+        event: Handle,
+    ) -> Result<()> {
+        let Some(wait) = self.table.stream_wait_event else {
+            return self.synchronize_event(slot, event);
+        };
+        self.bind(slot)?;
+        // SAFETY: a valid device, stream and event.
+        self.check("stream_wait_event", unsafe {
+            wait(self.device_ptr(slot), stream.stream(), event.event())
+        })
+    }
+
+    /// Device memory; `C_FAILED` (resource exhausted) is `Error::OutOfMemory`.
+    pub(crate) fn allocate(&self, slot: usize, len: usize) -> Result<usize> {
+        let t = &self.table;
+        let allocate = t.device_memory_allocate.expect("checked: required");
+        let deallocate = t.device_memory_deallocate.expect("checked: required");
+        self.allocate_with("device_memory_allocate", allocate, deallocate, slot, len)
+    }
+
+    pub(crate) fn deallocate(&self, slot: usize, ptr: usize, len: usize) -> Result<()> {
+        let deallocate = self
+            .table
+            .device_memory_deallocate
+            .expect("checked: required");
+        self.bind(slot)?;
+        // SAFETY: memory this runtime allocated with this size, freed once.
+        self.check("device_memory_deallocate", unsafe {
+            deallocate(self.device_ptr(slot), ptr as *mut c_void, len)
+        })
+    }
+
+    /// Pinned host memory, when the plug-in has `host_memory_allocate`.
+    pub(crate) fn host_allocate(&self, slot: usize, len: usize) -> Option<Result<usize>> {
+        let allocate = self.table.host_memory_allocate?;
+        let deallocate = self.table.host_memory_deallocate?;
+        Some(self.allocate_with("host_memory_allocate", allocate, deallocate, slot, len))
+    }
+
+    pub(crate) fn host_deallocate(&self, slot: usize, ptr: usize, len: usize) -> Result<()> {
+        let deallocate = self
+            .table
+            .host_memory_deallocate
+            .ok_or_else(|| self.unavailable("host_memory_deallocate"))?;
+        self.bind(slot)?;
+        // SAFETY: host memory this runtime allocated with this size, freed once.
+        self.check("host_memory_deallocate", unsafe {
+            deallocate(self.device_ptr(slot), ptr as *mut c_void, len)
+        })
+    }
+
+    /// One allocation. The status and the pointer decide together: `C_SUCCESS` or
+    /// `C_WARNING` with a pointer is an allocation (a warning is not a failure), and with a
+    /// null pointer it is `OutOfMemory` (Paddle's own convention: its `CustomAllocator` reads
+    /// a null pointer from a successful allocate as exhaustion); a failure that still wrote a
+    /// pointer gives it back through the plug-in's own deallocate (so it does not leak);
+    /// `C_FAILED` is `OutOfMemory`, other failures `Driver`.
+    fn allocate_with(
+        &self,
+        call: &'static str,
+        allocate: unsafe extern "C" fn(C_Device, *mut *mut c_void, usize) -> C_Status,
+        deallocate: unsafe extern "C" fn(C_Device, *mut c_void, usize) -> C_Status,
+        slot: usize,
+        len: usize,
+    ) -> Result<usize> {
+        self.bind(slot)?;
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: a valid device and a zeroed out-parameter.
+        let status = unsafe { allocate(self.device_ptr(slot), &mut ptr, len) };
+        if status == C_SUCCESS || status == C_WARNING {
+            if ptr.is_null() {
+                return Err(Error::OutOfMemory {
+                    place: self.place(slot),
+                    bytes: len,
+                });
+            }
+            return Ok(ptr as usize);
+        }
+        if !ptr.is_null() {
+            // SAFETY: the pointer the plug-in just wrote for this size; nothing uses it.
+            let freed = unsafe { deallocate(self.device_ptr(slot), ptr, len) };
+            if freed != C_SUCCESS {
+                tracing::warn!(
+                    "devstream-plugin: freeing the pointer {call} wrote before answering {}: {}",
+                    status.name(),
+                    freed.name()
+                );
+            }
+        }
+        if status == C_FAILED {
+            return Err(Error::OutOfMemory {
+                place: self.place(slot),
+                bytes: len,
+            });
+        }
+        Err(self
+            .check(call, status)
+            .err()
+            .unwrap_or_else(|| self.malformed(format!("{call} answered {}", status.name()))))
+    }
+
+    /// A copy in stream order: the plug-in's asynchronous copy, or (without one) the stream
+    /// synchronized and the synchronous copy.
+    pub(crate) fn copy(
+        &self,
+        kind: CopyKind,
+        slot: usize,
+        stream: Handle,
+        dst: usize,
+        src: usize,
+        len: usize,
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let t = &self.table;
+        let (async_call, async_fn, sync_call, sync_fn) = match kind {
+            CopyKind::HostToDevice => (
+                "async_memory_copy_h2d",
+                t.async_memory_copy_h2d,
+                "memory_copy_h2d",
+                t.memory_copy_h2d,
+            ),
+            CopyKind::DeviceToHost => (
+                "async_memory_copy_d2h",
+                t.async_memory_copy_d2h,
+                "memory_copy_d2h",
+                t.memory_copy_d2h,
+            ),
+            CopyKind::DeviceToDevice => (
+                "async_memory_copy_d2d",
+                t.async_memory_copy_d2d,
+                "memory_copy_d2d",
+                t.memory_copy_d2d,
+            ),
+        };
+        self.bind(slot)?;
+        if let Some(copy) = async_fn {
+            // SAFETY: valid ranges kept alive until the copy completes (the callers track it).
+            return self.check(async_call, unsafe {
+                copy(
+                    self.device_ptr(slot),
+                    stream.stream(),
+                    dst as *mut c_void,
+                    src as *const c_void,
+                    len,
+                )
+            });
+        }
+        let copy = sync_fn.ok_or_else(|| self.unavailable(async_call))?;
+        self.synchronize_stream(slot, stream)?;
+        // SAFETY: valid ranges; the stream's earlier work is complete.
+        self.check(sync_call, unsafe {
+            copy(
+                self.device_ptr(slot),
+                dst as *mut c_void,
+                src as *const c_void,
+                len,
+            )
+        })
+    }
+
+    /// Whether copies of `kind` exist at all.
+    pub(crate) fn has_copy(&self, kind: CopyKind) -> bool {
+        let t = &self.table;
+        match kind {
+            CopyKind::HostToDevice => {
+                t.async_memory_copy_h2d.is_some() || t.memory_copy_h2d.is_some()
+            }
+            CopyKind::DeviceToHost => {
+                t.async_memory_copy_d2h.is_some() || t.memory_copy_d2h.is_some()
+            }
+            CopyKind::DeviceToDevice => {
+                t.async_memory_copy_d2d.is_some() || t.memory_copy_d2d.is_some()
+            }
+        }
+    }
+}
