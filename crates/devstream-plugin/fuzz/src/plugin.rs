@@ -1,5 +1,5 @@
 //! The misbehaving plug-in: a Paddle custom-device table (`device_ext.h`, declared in
-//! `devstream_plugin::sys`) whose functions live in the fuzz binary (instrumented, under the
+//! `devstream_paddle_sys`) whose functions live in the fuzz binary (instrumented, under the
 //! sanitizer) and misbehave as the current [`Behaviour`] says.
 //!
 //! * **One instance per loaded copy.** Each copy of the shim library devstream loads is an
@@ -23,7 +23,7 @@
 //!   with a message (libFuzzer then keeps the input).
 
 use crate::pool;
-use devstream_plugin::sys::*;
+use devstream_paddle_sys::*;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::{c_char, c_ulonglong, c_void, CString};
 use std::sync::atomic::{AtomicU64, Ordering};

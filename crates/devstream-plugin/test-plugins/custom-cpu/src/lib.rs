@@ -29,8 +29,7 @@
 //!
 //! Every exported function catches panics and answers `C_INTERNAL_ERROR` instead.
 
-#[path = "../../../src/sys.rs"]
-pub mod sys;
+pub use devstream_paddle_sys as sys;
 mod xccl;
 pub use xccl::NO_ALL_TO_ALL;
 

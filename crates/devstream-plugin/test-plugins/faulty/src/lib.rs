@@ -12,8 +12,7 @@
 //! synchronous runtime over host memory, like Paddle's own `custom_cpu` plug-in: copies happen
 //! inside the call, events and streams do nothing.
 
-#[path = "../../../src/sys.rs"]
-pub mod sys;
+pub use devstream_paddle_sys as sys;
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::{c_uint, c_void, CStr};
