@@ -90,45 +90,37 @@ pub struct AbiLayout {
     pub readable: usize,
 }
 
+impl AbiLayout {
+    /// A family of which devstream reads only the [`STABLE_PREFIX_SIZE`].
+    const fn prefix(name: &'static str, params_size: usize, interface_size: usize) -> Self {
+        AbiLayout {
+            name,
+            params_size,
+            interface_size,
+            readable: STABLE_PREFIX_SIZE,
+        }
+    }
+}
+
 /// Paddle 2.6 (2.6.2 checked; the only 2.x release left on PyPI): 88-byte params (no
 /// `pir_default_passes`), a 912-byte table (`get_compute_capability(size_t*)`, no
 /// `xccl_get_comm_name`, `xccl_all_to_all`, no BLAS handles).
-pub const LAYOUT_PADDLE_2_6: AbiLayout = AbiLayout {
-    name: "Paddle 2.6",
-    params_size: PARAMS_SIZE_2,
-    interface_size: 912,
-    readable: STABLE_PREFIX_SIZE,
-};
+pub const LAYOUT_PADDLE_2_6: AbiLayout = AbiLayout::prefix("Paddle 2.6", PARAMS_SIZE_2, 912);
 
 /// Paddle 3.0 (3.0.0 checked): 96-byte params, a 920-byte table (2.6's plus
 /// `xccl_get_comm_name`; compute capability, runtime and driver versions per device).
-pub const LAYOUT_PADDLE_3_0: AbiLayout = AbiLayout {
-    name: "Paddle 3.0",
-    params_size: PARAMS_SIZE_3,
-    interface_size: 920,
-    readable: STABLE_PREFIX_SIZE,
-};
+pub const LAYOUT_PADDLE_3_0: AbiLayout = AbiLayout::prefix("Paddle 3.0", PARAMS_SIZE_3, 920);
 
 /// Paddle 3.1 (3.1.0 and 3.1.1 checked): a 976-byte table (device properties, multiprocessor
 /// and grid queries, Eigen devices).
-pub const LAYOUT_PADDLE_3_1: AbiLayout = AbiLayout {
-    name: "Paddle 3.1",
-    params_size: PARAMS_SIZE_3,
-    interface_size: 976,
-    readable: STABLE_PREFIX_SIZE,
-};
+pub const LAYOUT_PADDLE_3_1: AbiLayout = AbiLayout::prefix("Paddle 3.1", PARAMS_SIZE_3, 976);
 
 /// Paddle 3.2 (3.2.0, 3.2.1 and 3.2.2 checked): a 1032-byte table (float16/bfloat16 queries,
 /// BLAS handles; `blas_axpby` then `reserved_other_api[7]`). The "develop" table devstream
 /// declared before (the same 1032 bytes with `transform_unary`/`transform_binary` in the
 /// first two reserved words) is this size: no release has those two functions, and devstream
 /// never reads a 3.2 table beyond the stable prefix.
-pub const LAYOUT_PADDLE_3_2: AbiLayout = AbiLayout {
-    name: "Paddle 3.2",
-    params_size: PARAMS_SIZE_3,
-    interface_size: 1032,
-    readable: STABLE_PREFIX_SIZE,
-};
+pub const LAYOUT_PADDLE_3_2: AbiLayout = AbiLayout::prefix("Paddle 3.2", PARAMS_SIZE_3, 1032);
 
 /// Paddle 3.3 (3.3.0 and 3.3.1 checked): the 1128-byte table declared by
 /// [`C_DeviceInterface`], with `is_dnn_supported` and the graph-capture functions; the only

@@ -31,6 +31,16 @@ macro_rules! field_since {
     };
 }
 
+/// A field's type in Paddle 2.6: its own, or the one its `[2.6: T]` note names.
+macro_rules! type_2_6 {
+    ($ty:ty) => {
+        $ty
+    };
+    ($ty:ty, $old:ty) => {
+        $old
+    };
+}
+
 /// Emits the 3.3 structs and offset tables at the call site and their 2.6 counterparts in a
 /// `paddle_2_6` module (see the module docs for the field syntax).
 macro_rules! paddle_structs {
@@ -107,33 +117,16 @@ macro_rules! paddle_2_6_struct {
     };
     (
         @munch $name:ident $fields:ident [$($body:tt)*] [$($entry:tt)*]
-        $(#[$doc:meta])* $field:ident : $ty:ty [2.6: $old:ty],
+        $(#[$doc:meta])* $field:ident : $ty:ty $([2.6: $old:ty])?,
         $($rest:tt)*
     ) => {
         paddle_2_6_struct!(
             @munch $name $fields
-            [$($body)* $(#[$doc])* pub $field: $old,]
+            [$($body)* $(#[$doc])* pub $field: type_2_6!($ty $(, $old)?),]
             [$($entry)* $crate::AbiField {
                 name: stringify!($field),
                 offset: core::mem::offset_of!($name, $field),
-                size: core::mem::size_of::<$old>(),
-                since: "2.6",
-            },]
-            $($rest)*
-        );
-    };
-    (
-        @munch $name:ident $fields:ident [$($body:tt)*] [$($entry:tt)*]
-        $(#[$doc:meta])* $field:ident : $ty:ty,
-        $($rest:tt)*
-    ) => {
-        paddle_2_6_struct!(
-            @munch $name $fields
-            [$($body)* $(#[$doc])* pub $field: $ty,]
-            [$($entry)* $crate::AbiField {
-                name: stringify!($field),
-                offset: core::mem::offset_of!($name, $field),
-                size: core::mem::size_of::<$ty>(),
+                size: core::mem::size_of::<type_2_6!($ty $(, $old)?)>(),
                 since: "2.6",
             },]
             $($rest)*

@@ -122,18 +122,22 @@ fn every_known_table_size_follows_from_the_field_list() {
             .unwrap_or_else(|| panic!("release {since} is no known layout"))
     };
     for (index, layout) in KNOWN_LAYOUTS.iter().enumerate() {
-        let size: usize = C_DEVICE_INTERFACE_FIELDS
-            .iter()
-            .filter(|f| release(f.since) <= index)
-            .map(|f| f.size)
-            .sum();
-        assert_eq!(size, layout.interface_size, "{}", layout.name);
-        let params: usize = CUSTOM_RUNTIME_PARAMS_FIELDS
-            .iter()
-            .filter(|f| release(f.since) <= index)
-            .map(|f| f.size)
-            .sum();
-        assert_eq!(params, layout.params_size, "{}", layout.name);
+        let size_at = |fields: &[AbiField]| -> usize {
+            let present = fields.iter().filter(|f| release(f.since) <= index);
+            present.map(|f| f.size).sum()
+        };
+        assert_eq!(
+            size_at(C_DEVICE_INTERFACE_FIELDS),
+            layout.interface_size,
+            "{}",
+            layout.name
+        );
+        assert_eq!(
+            size_at(CUSTOM_RUNTIME_PARAMS_FIELDS),
+            layout.params_size,
+            "{}",
+            layout.name
+        );
     }
     // The 2.6 structs hold exactly the fields the list dates 2.6.
     let names = |fields: &[AbiField]| fields.iter().map(|f| f.name).collect::<Vec<_>>();

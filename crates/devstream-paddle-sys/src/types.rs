@@ -102,54 +102,41 @@ opaque_handles! {
     C_BLASLtHandle_st => C_BLASLtHandle;
 }
 
-/// `C_DataType` (a C `enum`, passed as `int`): one of the constants below (header order).
-pub type C_DataType = c_int;
-/// `UNDEFINED`.
-pub const C_DATA_TYPE_UNDEFINED: C_DataType = 0;
-/// `BOOL`.
-pub const C_DATA_TYPE_BOOL: C_DataType = 1;
-/// `UINT8`.
-pub const C_DATA_TYPE_UINT8: C_DataType = 2;
-/// `UINT16`.
-pub const C_DATA_TYPE_UINT16: C_DataType = 3;
-/// `UINT32`.
-pub const C_DATA_TYPE_UINT32: C_DataType = 4;
-/// `UINT64`.
-pub const C_DATA_TYPE_UINT64: C_DataType = 5;
-/// `INT8`.
-pub const C_DATA_TYPE_INT8: C_DataType = 6;
-/// `INT16`.
-pub const C_DATA_TYPE_INT16: C_DataType = 7;
-/// `INT32`.
-pub const C_DATA_TYPE_INT32: C_DataType = 8;
-/// `INT64`.
-pub const C_DATA_TYPE_INT64: C_DataType = 9;
-/// `FLOAT16`.
-pub const C_DATA_TYPE_FLOAT16: C_DataType = 10;
-/// `FLOAT32`.
-pub const C_DATA_TYPE_FLOAT32: C_DataType = 11;
-/// `FLOAT64`.
-pub const C_DATA_TYPE_FLOAT64: C_DataType = 12;
-/// `BFLOAT16`.
-pub const C_DATA_TYPE_BFLOAT16: C_DataType = 13;
-/// `COMPLEX64`.
-pub const C_DATA_TYPE_COMPLEX64: C_DataType = 14;
-/// `COMPLEX128`.
-pub const C_DATA_TYPE_COMPLEX128: C_DataType = 15;
+/// Declares a C `enum` of the header as an `int` alias and one constant per enumerator, each
+/// documented with the header's name of it.
+macro_rules! c_enum {
+    ($(#[$doc:meta])* $alias:ident { $($header:ident => $name:ident = $value:literal,)* }) => {
+        $(#[$doc])*
+        pub type $alias = c_int;
+        $(
+            #[doc = concat!("`", stringify!($header), "`.")]
+            pub const $name: $alias = $value;
+        )*
+    };
+}
 
-/// `C_CCLReduceOp` (a C `enum`, passed as `int`): one of the constants below (header order:
-/// `SUM = 0, AVG, MAX, MIN, PRODUCT`).
-pub type C_CCLReduceOp = c_int;
-/// `SUM`.
-pub const C_CCL_SUM: C_CCLReduceOp = 0;
-/// `AVG`.
-pub const C_CCL_AVG: C_CCLReduceOp = 1;
-/// `MAX`.
-pub const C_CCL_MAX: C_CCLReduceOp = 2;
-/// `MIN`.
-pub const C_CCL_MIN: C_CCLReduceOp = 3;
-/// `PRODUCT`.
-pub const C_CCL_PRODUCT: C_CCLReduceOp = 4;
+c_enum! {
+    /// `C_DataType` (a C `enum`, passed as `int`): one of the constants below (header order).
+    C_DataType {
+        UNDEFINED => C_DATA_TYPE_UNDEFINED = 0, BOOL => C_DATA_TYPE_BOOL = 1,
+        UINT8 => C_DATA_TYPE_UINT8 = 2, UINT16 => C_DATA_TYPE_UINT16 = 3,
+        UINT32 => C_DATA_TYPE_UINT32 = 4, UINT64 => C_DATA_TYPE_UINT64 = 5,
+        INT8 => C_DATA_TYPE_INT8 = 6, INT16 => C_DATA_TYPE_INT16 = 7,
+        INT32 => C_DATA_TYPE_INT32 = 8, INT64 => C_DATA_TYPE_INT64 = 9,
+        FLOAT16 => C_DATA_TYPE_FLOAT16 = 10, FLOAT32 => C_DATA_TYPE_FLOAT32 = 11,
+        FLOAT64 => C_DATA_TYPE_FLOAT64 = 12, BFLOAT16 => C_DATA_TYPE_BFLOAT16 = 13,
+        COMPLEX64 => C_DATA_TYPE_COMPLEX64 = 14, COMPLEX128 => C_DATA_TYPE_COMPLEX128 = 15,
+    }
+}
+
+c_enum! {
+    /// `C_CCLReduceOp` (a C `enum`, passed as `int`): one of the constants below (header
+    /// order: `SUM = 0, AVG, MAX, MIN, PRODUCT`).
+    C_CCLReduceOp {
+        SUM => C_CCL_SUM = 0, AVG => C_CCL_AVG = 1, MAX => C_CCL_MAX = 2,
+        MIN => C_CCL_MIN = 3, PRODUCT => C_CCL_PRODUCT = 4,
+    }
+}
 
 /// `C_StreamCaptureMode` (a C `enum`, passed as `int`): one of the `C_StreamCaptureMode*`
 /// constants.

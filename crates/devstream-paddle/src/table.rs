@@ -15,9 +15,8 @@
 //! reports.
 //!
 //! **Generated entry points.** Every entry point that follows the guard/resolve/call pattern
-//! is a row of `device_calls!` (it acts on the call's `C_Device`) or `runtime_calls!` (it needs
-//! only the backend's runtime): its signature, its optional fast path and its body. Each is
-//! named after its table field, so that [`fill`] writes a list of field names.
+//! is a row of `entry_points!`: its signature, the device it acts on, its optional fast path and
+//! its body. Each is named after its table field, so that [`fill`] writes a list of names.
 
 use crate::runtime::{Runtime, Status, PANICKED};
 use crate::select::Layout;
@@ -206,101 +205,64 @@ unsafe fn dev<const B: usize>(device: C_Device) -> Status<(&'static Runtime, usi
     Ok((rt, d))
 }
 
-/// Declares entry points that act on the call's device. A row
-/// `guard fn name(device: C_Device, args..) |rt, d| body` is an `unsafe extern "C" fn` generic
-/// over the backend `B` that runs `body` under `guard` ([`guarded`] or [`guarded_query`],
-/// reporting a failure as `name` on `device`), with `rt` backend `B`'s runtime and `d` the
-/// index of `device`: a null or unknown device is `C_ERROR` before the body runs. A row that
-/// starts with `fast(|rt| path)` first tries that fast path ([`fast`], see the module docs)
-/// and runs the guarded call, kept out of line, only when the path does not apply.
-macro_rules! device_calls {
-    () => {};
-    (@call $guard:ident $name:ident $device:ident $rt:pat_param, $d:pat_param => $body:block) => {
-        $guard::<B>(stringify!($name), $device, || {
-            // SAFETY: the host passes a valid `C_Device` (a null one is refused).
-            let ($rt, $d) = unsafe { dev::<B>($device) }?;
-            $body
-        })
-    };
-    (
-        $(#[$doc:meta])*
-        fast(|$fast_rt:ident| $fast:expr)
-        $guard:ident fn $name:ident($device:ident: C_Device $(, $arg:ident: $ty:ty)*)
-            |$rt:pat_param, $d:pat_param| $body:block
-        $($rest:tt)*
-    ) => {
-        $(#[$doc])*
-        unsafe extern "C" fn $name<const B: usize>($device: C_Device $(, $arg: $ty)*) -> C_Status {
-            if fast::<B>(|$fast_rt| $fast) {
-                return C_SUCCESS;
-            }
-            #[inline(never)]
-            fn full<const B: usize>($device: C_Device $(, $arg: $ty)*) -> C_Status {
-                device_calls!(@call $guard $name $device $rt, $d => $body)
-            }
-            full::<B>($device $(, $arg)*)
-        }
-        device_calls!($($rest)*);
-    };
-    (
-        $(#[$doc:meta])*
-        $guard:ident fn $name:ident($device:ident: C_Device $(, $arg:ident: $ty:ty)*)
-            |$rt:pat_param, $d:pat_param| $body:block
-        $($rest:tt)*
-    ) => {
-        $(#[$doc])*
-        unsafe extern "C" fn $name<const B: usize>($device: C_Device $(, $arg: $ty)*) -> C_Status {
-            device_calls!(@call $guard $name $device $rt, $d => $body)
-        }
-        device_calls!($($rest)*);
-    };
-}
-
-/// Declares entry points that need no device: a row
-/// `guard fn name(args..) [on device] |rt| body` is as in [`device_calls!`] with `rt` backend
-/// `B`'s runtime (`C_ERROR` before the body runs when there is none yet); a failure is
-/// reported on the `C_Device` argument named after `on`, if any. `fast(|rt| path)` as there.
-macro_rules! runtime_calls {
+/// Declares the entry points. A row `guard fn name(args..) [on device] [fast(|rt| path)]
+/// |bindings| body` is an `unsafe extern "C" fn` generic over the backend `B` that runs `body`
+/// under `guard` ([`guarded`] or [`guarded_query`]), reporting a failure as `name` on the
+/// `C_Device` argument named after `on` (or on none). With the bindings `|rt, d|`, `rt` is
+/// backend `B`'s runtime and `d` the index of that device: a null or unknown device is
+/// `C_ERROR` before the body runs. With `|rt|`, `rt` is the runtime alone (`C_ERROR` when
+/// there is none yet). A row with `fast(|rt| path)` first tries that fast path ([`fast`], see
+/// the module docs) and runs the guarded call, kept out of line, only when the path does not
+/// apply. Each entry point is named after its table field.
+macro_rules! entry_points {
     () => {};
     (@report) => { std::ptr::null_mut() };
     (@report $device:ident) => { $device };
-    (@call $guard:ident $name:ident [$($device:ident)?] $rt:pat_param => $body:block) => {
-        $guard::<B>(stringify!($name), runtime_calls!(@report $($device)?), || {
-            let $rt = rt::<B>()?;
+    (@bind [$device:ident] $rt:pat_param, $d:pat_param) => {
+        // SAFETY: the host passes a valid `C_Device` (a null one is refused).
+        let ($rt, $d) = unsafe { dev::<B>($device) }?;
+    };
+    (@bind [$($device:ident)?] $rt:pat_param) => {
+        let $rt = rt::<B>()?;
+    };
+    (@call $guard:ident $name:ident [$($device:ident)?] [$($bind:tt)*] $body:block) => {
+        $guard::<B>(stringify!($name), entry_points!(@report $($device)?), || {
+            entry_points!(@bind [$($device)?] $($bind)*);
             $body
         })
     };
-    (
-        $(#[$doc:meta])*
-        fast(|$fast_rt:ident| $fast:expr)
-        $guard:ident fn $name:ident($($arg:ident: $ty:ty),*) $(on $device:ident)?
-            |$rt:pat_param| $body:block
-        $($rest:tt)*
-    ) => {
-        $(#[$doc])*
-        unsafe extern "C" fn $name<const B: usize>($($arg: $ty),*) -> C_Status {
-            if fast::<B>(|$fast_rt| $fast) {
-                return C_SUCCESS;
-            }
-            #[inline(never)]
-            fn full<const B: usize>($($arg: $ty),*) -> C_Status {
-                runtime_calls!(@call $guard $name [$($device)?] $rt => $body)
-            }
-            full::<B>($($arg),*)
-        }
-        runtime_calls!($($rest)*);
+    // Without a fast path the guarded call is the whole entry point; with one it is kept out
+    // of line, so that the fast path stays small.
+    (@full [] $guard:ident $name:ident ($($arg:ident: $ty:ty),*) $($call:tt)*) => {
+        entry_points!(@call $guard $name $($call)*)
     };
+    (@full [$fast:ident] $guard:ident $name:ident ($($arg:ident: $ty:ty),*) $($call:tt)*) => {{
+        #[inline(never)]
+        fn full<const B: usize>($($arg: $ty),*) -> C_Status {
+            entry_points!(@call $guard $name $($call)*)
+        }
+        full::<B>($($arg),*)
+    }};
     (
         $(#[$doc:meta])*
         $guard:ident fn $name:ident($($arg:ident: $ty:ty),*) $(on $device:ident)?
-            |$rt:pat_param| $body:block
+            $(fast(|$fast_rt:ident| $fast:expr))?
+            |$($bind:pat_param),+| $body:block
         $($rest:tt)*
     ) => {
         $(#[$doc])*
         unsafe extern "C" fn $name<const B: usize>($($arg: $ty),*) -> C_Status {
-            runtime_calls!(@call $guard $name [$($device)?] $rt => $body)
+            $(
+                if fast::<B>(|$fast_rt| $fast) {
+                    return C_SUCCESS;
+                }
+            )?
+            entry_points!(
+                @full [$($fast_rt)?] $guard $name ($($arg: $ty),*)
+                [$($device)?] [$($bind),+] $body
+            )
         }
-        runtime_calls!($($rest)*);
+        entry_points!($($rest)*);
     };
 }
 
@@ -310,15 +272,16 @@ unsafe extern "C" fn finalize<const B: usize>() -> C_Status {
     C_SUCCESS
 }
 
-device_calls! {
-    guarded fn init_device(device: C_Device) |_, _| { Ok(()) }
+entry_points! {
+    guarded fn init_device(device: C_Device) on device |_, _| { Ok(()) }
 
-    guarded fn deinit_device(device: C_Device) |_, _| { Ok(()) }
+    guarded fn deinit_device(device: C_Device) on device |_, _| { Ok(()) }
 
     /// `set_device`: the calling thread's current device. With one device (the CPU backend,
     /// most machines' wgpu) every valid call names device 0 and nothing is kept: no
     /// thread-local (which costs a `__tls_get_addr` call in a shared library) on a call Paddle
     /// makes twice per `Stream.wait_stream`.
+    guarded fn set_device(device: C_Device) on device
     fast(|rt| {
         if rt.count() != 1 {
             return None;
@@ -326,7 +289,7 @@ device_calls! {
         // SAFETY: the host passes a valid `C_Device` (or null: refused by the full call).
         unsafe { rt.device_fast(device) }.map(drop)
     })
-    guarded fn set_device(device: C_Device) |rt, d| {
+    |rt, d| {
         if rt.count() > 1 {
             CURRENT.with(|c| {
                 let mut all = c.get();
@@ -337,7 +300,7 @@ device_calls! {
         Ok(())
     }
 
-    guarded fn create_stream(device: C_Device, stream: *mut C_Stream) |rt, d| {
+    guarded fn create_stream(device: C_Device, stream: *mut C_Stream) on device |rt, d| {
         if stream.is_null() {
             return Err(C_ERROR);
         }
@@ -346,37 +309,38 @@ device_calls! {
         unsafe { put(stream, handle as C_Stream) }
     }
 
-    guarded fn destroy_stream(device: C_Device, stream: C_Stream) |rt, d| {
+    guarded fn destroy_stream(device: C_Device, stream: C_Stream) on device |rt, d| {
         if stream.is_null() {
             return Err(C_ERROR);
         }
         rt.destroy_stream(d, stream)
     }
 
-    guarded_query fn query_stream(device: C_Device, stream: C_Stream) |rt, d| {
+    guarded_query fn query_stream(device: C_Device, stream: C_Stream) on device |rt, d| {
         rt.query_stream(d, stream)
     }
 
-    guarded fn synchronize_stream(device: C_Device, stream: C_Stream) |rt, d| {
+    guarded fn synchronize_stream(device: C_Device, stream: C_Stream) on device |rt, d| {
         rt.synchronize_stream(d, stream)
     }
 
-    guarded fn synchronize_device(device: C_Device) |rt, d| { rt.synchronize_device(d) }
+    guarded fn synchronize_device(device: C_Device) on device |rt, d| { rt.synchronize_device(d) }
 
     guarded fn stream_add_callback(
         device: C_Device,
         stream: C_Stream,
         callback: C_Callback,
         user_data: *mut c_void
-    ) |rt, d| {
+    ) on device |rt, d| {
         let callback = callback.ok_or(C_ERROR)?;
         rt.add_callback(d, stream, callback, user_data)
     }
 
+    guarded fn create_event(device: C_Device, event: *mut C_Event) on device
     // SAFETY: the host passes a valid `C_Device` and a writable out-parameter (or null:
     // refused by the full call).
     fast(|rt| unsafe { rt.create_event_fast(device, event) })
-    guarded fn create_event(device: C_Device, event: *mut C_Event) |rt, d| {
+    |rt, d| {
         if event.is_null() {
             return Err(C_ERROR);
         }
@@ -385,15 +349,17 @@ device_calls! {
         unsafe { put(event, handle as C_Event) }
     }
 
+    guarded fn record_event(device: C_Device, stream: C_Stream, event: C_Event) on device
     // SAFETY: the host passes a valid `C_Device` (or null: refused by the full call).
     fast(|rt| unsafe { rt.record_event_fast(device, stream, event as usize) })
-    guarded fn record_event(device: C_Device, stream: C_Stream, event: C_Event) |rt, d| {
+    |rt, d| {
         rt.record_event(d, stream, event as usize)
     }
 
+    guarded fn stream_wait_event(device: C_Device, stream: C_Stream, event: C_Event) on device
     // SAFETY: the host passes a valid `C_Device` (or null: refused by the full call).
     fast(|rt| unsafe { rt.stream_wait_event_fast(device, stream, event as usize) })
-    guarded fn stream_wait_event(device: C_Device, stream: C_Stream, event: C_Event) |rt, d| {
+    |rt, d| {
         rt.stream_wait_event(d, stream, event as usize)
     }
 
@@ -403,7 +369,11 @@ device_calls! {
     /// raises its own `ResourceExhausted` "Out of memory error"); a failing status would be a
     /// generic "CustomDevice error" that skips the retry. devstream's own loader reads it the
     /// same way (`Error::OutOfMemory`). Every other failure is a status, with nothing written.
-    guarded fn device_memory_allocate(device: C_Device, ptr: *mut *mut c_void, size: usize) |rt, d| {
+    guarded fn device_memory_allocate(
+        device: C_Device,
+        ptr: *mut *mut c_void,
+        size: usize
+    ) on device |rt, d| {
         if ptr.is_null() {
             return Err(C_ERROR);
         }
@@ -427,15 +397,28 @@ device_calls! {
         unsafe { put(ptr, addr as *mut c_void) }
     }
 
-    guarded fn device_memory_deallocate(device: C_Device, ptr: *mut c_void, _size: usize) |rt, d| {
+    guarded fn device_memory_deallocate(
+        device: C_Device,
+        ptr: *mut c_void,
+        _size: usize
+    ) on device |rt, d| {
         rt.deallocate(d, ptr as usize)
     }
 
-    guarded fn device_memory_set(device: C_Device, ptr: *mut c_void, value: u8, size: usize) |rt, d| {
+    guarded fn device_memory_set(
+        device: C_Device,
+        ptr: *mut c_void,
+        value: u8,
+        size: usize
+    ) on device |rt, d| {
         rt.memset(d, ptr as usize, value, size)
     }
 
-    guarded fn host_memory_allocate(device: C_Device, ptr: *mut *mut c_void, size: usize) |rt, _| {
+    guarded fn host_memory_allocate(
+        device: C_Device,
+        ptr: *mut *mut c_void,
+        size: usize
+    ) on device |rt, _| {
         if ptr.is_null() {
             return Err(C_ERROR);
         }
@@ -444,15 +427,30 @@ device_calls! {
         unsafe { put(ptr, addr as *mut c_void) }
     }
 
-    guarded fn memory_copy_h2d(device: C_Device, dst: *mut c_void, src: *const c_void, size: usize) |rt, d| {
+    guarded fn memory_copy_h2d(
+        device: C_Device,
+        dst: *mut c_void,
+        src: *const c_void,
+        size: usize
+    ) on device |rt, d| {
         rt.copy_h2d(d, None, dst as usize, src as usize, size)
     }
 
-    guarded fn memory_copy_d2h(device: C_Device, dst: *mut c_void, src: *const c_void, size: usize) |rt, d| {
+    guarded fn memory_copy_d2h(
+        device: C_Device,
+        dst: *mut c_void,
+        src: *const c_void,
+        size: usize
+    ) on device |rt, d| {
         rt.copy_d2h(d, None, dst as usize, src as usize, size)
     }
 
-    guarded fn memory_copy_d2d(device: C_Device, dst: *mut c_void, src: *const c_void, size: usize) |rt, d| {
+    guarded fn memory_copy_d2d(
+        device: C_Device,
+        dst: *mut c_void,
+        src: *const c_void,
+        size: usize
+    ) on device |rt, d| {
         rt.copy_d2d(d, None, dst as usize, src as usize, size)
     }
 
@@ -462,7 +460,7 @@ device_calls! {
         dst: *mut c_void,
         src: *const c_void,
         size: usize
-    ) |rt, dd| {
+    ) on dst_device |rt, dd| {
         // SAFETY: the host passes valid `C_Device`s.
         let (_, sd) = unsafe { dev::<B>(src_device) }?;
         rt.copy_p2p(dd, sd, None, dst as usize, src as usize, size)
@@ -474,7 +472,7 @@ device_calls! {
         dst: *mut c_void,
         src: *const c_void,
         size: usize
-    ) |rt, d| {
+    ) on device |rt, d| {
         rt.copy_h2d(d, Some(stream), dst as usize, src as usize, size)
     }
 
@@ -484,7 +482,7 @@ device_calls! {
         dst: *mut c_void,
         src: *const c_void,
         size: usize
-    ) |rt, d| {
+    ) on device |rt, d| {
         rt.copy_d2h(d, Some(stream), dst as usize, src as usize, size)
     }
 
@@ -494,7 +492,7 @@ device_calls! {
         dst: *mut c_void,
         src: *const c_void,
         size: usize
-    ) |rt, d| {
+    ) on device |rt, d| {
         rt.copy_d2d(d, Some(stream), dst as usize, src as usize, size)
     }
 
@@ -505,13 +503,17 @@ device_calls! {
         dst: *mut c_void,
         src: *const c_void,
         size: usize
-    ) |rt, dd| {
+    ) on dst_device |rt, dd| {
         // SAFETY: the host passes valid `C_Device`s.
         let (_, sd) = unsafe { dev::<B>(src_device) }?;
         rt.copy_p2p(dd, sd, Some(stream), dst as usize, src as usize, size)
     }
 
-    guarded fn device_memory_stats(device: C_Device, total: *mut usize, free: *mut usize) |rt, d| {
+    guarded fn device_memory_stats(
+        device: C_Device,
+        total: *mut usize,
+        free: *mut usize
+    ) on device |rt, d| {
         if total.is_null() || free.is_null() {
             return Err(C_ERROR);
         }
@@ -528,12 +530,16 @@ device_calls! {
         device: C_Device,
         stream: C_Stream,
         mode: C_StreamCaptureMode
-    ) |rt, d| {
+    ) on device |rt, d| {
         rt.begin_capture(d, stream, mode)
     }
 
     /// The header's name, misspelled (`captrue`), is kept.
-    guarded fn cuda_stream_end_captrue(device: C_Device, stream: C_Stream, graph: *mut C_CudaGraph) |rt, d| {
+    guarded fn cuda_stream_end_captrue(
+        device: C_Device,
+        stream: C_Stream,
+        graph: *mut C_CudaGraph
+    ) on device |rt, d| {
         if graph.is_null() {
             return Err(C_ERROR);
         }
@@ -542,7 +548,11 @@ device_calls! {
         unsafe { put(graph, handle as C_CudaGraph) }
     }
 
-    guarded fn cuda_graph_launch(device: C_Device, exec: C_GraphExec, stream: C_Stream) |rt, d| {
+    guarded fn cuda_graph_launch(
+        device: C_Device,
+        exec: C_GraphExec,
+        stream: C_Stream
+    ) on device |rt, d| {
         rt.launch(d, exec as usize, stream)
     }
 
@@ -557,7 +567,7 @@ device_calls! {
         dependencies: *mut C_CudaGraphNode,
         edge_data: *mut *mut c_void,
         dependency_count: *mut usize
-    ) |rt, d| {
+    ) on device |rt, d| {
         if status.is_null() {
             return Err(C_ERROR);
         }
@@ -586,7 +596,7 @@ device_calls! {
     }
 }
 
-runtime_calls! {
+entry_points! {
     guarded fn initialize() |_| { Ok(()) }
 
     guarded fn get_device(device: C_Device) |rt| {
@@ -599,17 +609,23 @@ runtime_calls! {
         unsafe { put(device, C_Device_st { id }) }
     }
 
+    guarded_query fn query_event(device: C_Device, event: C_Event) on device
     fast(|rt| rt.event_settled_fast(event as usize))
-    guarded_query fn query_event(device: C_Device, event: C_Event) on device |rt| {
+    |rt| {
         rt.query_event(event as usize)
     }
 
+    guarded fn synchronize_event(device: C_Device, event: C_Event) on device
     fast(|rt| rt.event_settled_fast(event as usize))
-    guarded fn synchronize_event(device: C_Device, event: C_Event) on device |rt| {
+    |rt| {
         rt.synchronize_event(event as usize)
     }
 
-    guarded fn host_memory_deallocate(device: C_Device, ptr: *mut c_void, _size: usize) on device |rt| {
+    guarded fn host_memory_deallocate(
+        device: C_Device,
+        ptr: *mut c_void,
+        _size: usize
+    ) on device |rt| {
         rt.host_deallocate(ptr as usize)
     }
 
@@ -655,7 +671,11 @@ runtime_calls! {
     /// of instantiating it); launching a devstream graph that captured nothing is a no-op, so
     /// calling every graph non-empty is safe where calling a non-empty one empty would drop
     /// work.
-    guarded fn cuda_graph_get_nodes(graph: C_CudaGraph, nodes: *mut C_CudaGraphNode, count: *mut usize) |rt| {
+    guarded fn cuda_graph_get_nodes(
+        graph: C_CudaGraph,
+        nodes: *mut C_CudaGraphNode,
+        count: *mut usize
+    ) |rt| {
         rt.graph(graph as usize)?;
         if !nodes.is_null() {
             return Err(C_ERROR);
@@ -665,7 +685,10 @@ runtime_calls! {
     }
 
     /// No kernel node of a devstream graph has parameters to set: zero setters.
-    guarded fn get_parameter_setter_for_exec_graph(graph: C_CudaGraph, hooks: *mut C_GraphHookManager) |rt| {
+    guarded fn get_parameter_setter_for_exec_graph(
+        graph: C_CudaGraph,
+        hooks: *mut C_GraphHookManager
+    ) |rt| {
         rt.graph(graph as usize)?;
         let none = C_GraphHookManager {
             size: 0,
