@@ -427,33 +427,6 @@ entry_points! {
         unsafe { put(ptr, addr as *mut c_void) }
     }
 
-    guarded fn memory_copy_h2d(
-        device: C_Device,
-        dst: *mut c_void,
-        src: *const c_void,
-        size: usize
-    ) on device |rt, d| {
-        rt.copy_h2d(d, None, dst as usize, src as usize, size)
-    }
-
-    guarded fn memory_copy_d2h(
-        device: C_Device,
-        dst: *mut c_void,
-        src: *const c_void,
-        size: usize
-    ) on device |rt, d| {
-        rt.copy_d2h(d, None, dst as usize, src as usize, size)
-    }
-
-    guarded fn memory_copy_d2d(
-        device: C_Device,
-        dst: *mut c_void,
-        src: *const c_void,
-        size: usize
-    ) on device |rt, d| {
-        rt.copy_d2d(d, None, dst as usize, src as usize, size)
-    }
-
     guarded fn memory_copy_p2p(
         dst_device: C_Device,
         src_device: C_Device,
@@ -464,36 +437,6 @@ entry_points! {
         // SAFETY: the host passes valid `C_Device`s.
         let (_, sd) = unsafe { dev::<B>(src_device) }?;
         rt.copy_p2p(dd, sd, None, dst as usize, src as usize, size)
-    }
-
-    guarded fn async_memory_copy_h2d(
-        device: C_Device,
-        stream: C_Stream,
-        dst: *mut c_void,
-        src: *const c_void,
-        size: usize
-    ) on device |rt, d| {
-        rt.copy_h2d(d, Some(stream), dst as usize, src as usize, size)
-    }
-
-    guarded fn async_memory_copy_d2h(
-        device: C_Device,
-        stream: C_Stream,
-        dst: *mut c_void,
-        src: *const c_void,
-        size: usize
-    ) on device |rt, d| {
-        rt.copy_d2h(d, Some(stream), dst as usize, src as usize, size)
-    }
-
-    guarded fn async_memory_copy_d2d(
-        device: C_Device,
-        stream: C_Stream,
-        dst: *mut c_void,
-        src: *const c_void,
-        size: usize
-    ) on device |rt, d| {
-        rt.copy_d2d(d, Some(stream), dst as usize, src as usize, size)
     }
 
     guarded fn async_memory_copy_p2p(
@@ -698,6 +641,31 @@ entry_points! {
         // SAFETY: the host passes a writable `C_GraphHookManager` (or null: refused).
         unsafe { put(hooks, none) }
     }
+}
+
+/// The copies of each direction: `memory_copy_*` (synchronous) and `async_memory_copy_*` (on a
+/// stream), rows of [`entry_points!`] that run the runtime's copy of that direction.
+macro_rules! copies {
+    ($($sync:ident, $on_stream:ident => $copy:ident;)*) => {
+        entry_points! {$(
+            guarded fn $sync(device: C_Device, dst: *mut c_void, src: *const c_void, size: usize)
+                on device |rt, d| { rt.$copy(d, None, dst as usize, src as usize, size) }
+
+            guarded fn $on_stream(
+                device: C_Device,
+                stream: C_Stream,
+                dst: *mut c_void,
+                src: *const c_void,
+                size: usize
+            ) on device |rt, d| { rt.$copy(d, Some(stream), dst as usize, src as usize, size) }
+        )*}
+    };
+}
+
+copies! {
+    memory_copy_h2d, async_memory_copy_h2d => copy_h2d;
+    memory_copy_d2h, async_memory_copy_d2h => copy_d2h;
+    memory_copy_d2d, async_memory_copy_d2d => copy_d2d;
 }
 
 /// `destroy_event`: the fast path may hand back a spare event slot, which is returned to the
