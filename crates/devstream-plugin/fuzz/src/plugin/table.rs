@@ -54,94 +54,85 @@ forward! {
         => |i| i.copy_async(Direction::DeviceToDevice, d, s, dst, src, len);
     get_device_count(count: *mut usize) => |i| i.get_device_count(count);
     get_device_list(list: *mut usize) => |i| i.get_device_list(list);
-    begin_capture(d: C_Device, s: C_Stream, _mode: C_StreamCaptureMode) => |i| i.begin_capture(d, s);
-    end_capture(d: C_Device, s: C_Stream, out: *mut C_CudaGraph) => |i| i.end_capture(d, s, out);
-    graph_launch(d: C_Device, x: C_GraphExec, s: C_Stream) => |i| i.graph_launch(d, x, s);
-    graph_destroy(g: C_CudaGraph) => |i| i.graph_destroy(Kind::Graph, g as usize);
-    graph_exec_destroy(x: C_GraphExec) => |i| i.graph_destroy(Kind::Exec, x as usize);
-    graph_instantiate(x: *mut C_GraphExec, g: *mut C_CudaGraph, _node: *mut *mut c_void, log: *mut c_char, size: usize)
+    cuda_stream_begin_capture(d: C_Device, s: C_Stream, _mode: C_StreamCaptureMode) => |i| i.begin_capture(d, s);
+    cuda_stream_end_captrue(d: C_Device, s: C_Stream, out: *mut C_CudaGraph) => |i| i.end_capture(d, s, out);
+    cuda_graph_launch(d: C_Device, x: C_GraphExec, s: C_Stream) => |i| i.graph_launch(d, x, s);
+    cuda_graph_destroy(g: C_CudaGraph) => |i| i.graph_destroy(Kind::Graph, g as usize);
+    cuda_graph_exec_destroy(x: C_GraphExec) => |i| i.graph_destroy(Kind::Exec, x as usize);
+    cuda_graph_instantiate(x: *mut C_GraphExec, g: *mut C_CudaGraph, _node: *mut *mut c_void, log: *mut c_char, size: usize)
         => |i| i.instantiate(x, g, log, size);
-    capture_info(d: C_Device, s: C_Stream, st: *mut C_StreamCaptureStatus, id: *mut c_ulonglong,
+    cuda_stream_capture_info(d: C_Device, s: C_Stream, st: *mut C_StreamCaptureStatus, id: *mut c_ulonglong,
         g: *mut C_CudaGraph, deps: *mut C_CudaGraphNode, edges: *mut *mut c_void, count: *mut usize)
         => |i| i.capture_info(d, s, st, id, g, deps, edges, count);
+}
+
+/// Sets each listed field of `$table` to instance `N`'s forwarding function of that name.
+macro_rules! fill {
+    ($table:ident; $($field:ident),* $(,)?) => {
+        $($table.$field = Some($field::<N>);)*
+    };
+}
+
+/// Clears the `$missing`-th of the listed fields (the required functions, in
+/// [`Config::missing_required`]'s numbering).
+macro_rules! clear_nth {
+    ($table:ident, $missing:expr; $($field:ident),* $(,)?) => {{
+        let mut index = 0;
+        $(
+            if $missing == Some(index) {
+                $table.$field = None;
+            }
+            index += 1;
+        )*
+        let _ = index;
+    }};
 }
 
 fn table<const N: usize>(config: &Config) -> C_DeviceInterface {
     use optional::*;
     let has = |bit: u16| config.optional & bit != 0;
     let mut t = C_DeviceInterface::zeroed();
-    t.set_device = Some(set_device::<N>);
-    t.get_device = Some(get_device::<N>);
-    t.create_event = Some(create_event::<N>);
-    t.record_event = Some(record_event::<N>);
-    t.destroy_event = Some(destroy_event::<N>);
-    t.synchronize_event = Some(synchronize_event::<N>);
-    t.device_memory_allocate = Some(device_memory_allocate::<N>);
-    t.device_memory_deallocate = Some(device_memory_deallocate::<N>);
-    t.get_device_count = Some(get_device_count::<N>);
-    t.get_device_list = Some(get_device_list::<N>);
+    fill!(t; set_device, get_device, create_event, record_event, destroy_event, synchronize_event);
+    fill!(t; device_memory_allocate, device_memory_deallocate, get_device_count, get_device_list);
     if has(INIT) {
-        t.initialize = Some(initialize::<N>);
-        t.finalize = Some(finalize::<N>);
-        t.init_device = Some(init_device::<N>);
-        t.deinit_device = Some(deinit_device::<N>);
+        fill!(t; initialize, finalize, init_device, deinit_device);
     }
     if has(STREAMS) {
-        t.create_stream = Some(create_stream::<N>);
-        t.destroy_stream = Some(destroy_stream::<N>);
+        fill!(t; create_stream, destroy_stream);
     }
     if has(QUERY_STREAM) {
-        t.query_stream = Some(query_stream::<N>);
+        fill!(t; query_stream);
     }
     if has(QUERY_EVENT) {
-        t.query_event = Some(query_event::<N>);
+        fill!(t; query_event);
     }
     if has(CALLBACK) {
-        t.stream_add_callback = Some(stream_add_callback::<N>);
+        fill!(t; stream_add_callback);
     }
     if has(SYNC_STREAM) {
-        t.synchronize_stream = Some(synchronize_stream::<N>);
-        t.synchronize_device = Some(synchronize_device::<N>);
+        fill!(t; synchronize_stream, synchronize_device);
     }
     if has(WAIT_EVENT) {
-        t.stream_wait_event = Some(stream_wait_event::<N>);
+        fill!(t; stream_wait_event);
     }
     if has(ASYNC_COPY) {
-        t.async_memory_copy_h2d = Some(async_memory_copy_h2d::<N>);
-        t.async_memory_copy_d2h = Some(async_memory_copy_d2h::<N>);
-        t.async_memory_copy_d2d = Some(async_memory_copy_d2d::<N>);
+        fill!(t; async_memory_copy_h2d, async_memory_copy_d2h, async_memory_copy_d2d);
     }
     if has(SYNC_COPY) {
-        t.memory_copy_h2d = Some(memory_copy_h2d::<N>);
-        t.memory_copy_d2h = Some(memory_copy_d2h::<N>);
-        t.memory_copy_d2d = Some(memory_copy_d2d::<N>);
+        fill!(t; memory_copy_h2d, memory_copy_d2h, memory_copy_d2d);
     }
     if has(HOST_MEMORY) {
-        t.host_memory_allocate = Some(host_memory_allocate::<N>);
-        t.host_memory_deallocate = Some(host_memory_deallocate::<N>);
+        fill!(t; host_memory_allocate, host_memory_deallocate);
     }
     if has(CAPTURE) {
-        t.cuda_stream_begin_capture = Some(begin_capture::<N>);
-        t.cuda_stream_end_captrue = Some(end_capture::<N>);
-        t.cuda_graph_launch = Some(graph_launch::<N>);
-        t.cuda_graph_destroy = Some(graph_destroy::<N>);
-        t.cuda_graph_exec_destroy = Some(graph_exec_destroy::<N>);
-        t.cuda_graph_instantiate = Some(graph_instantiate::<N>);
-        t.cuda_stream_capture_info = Some(capture_info::<N>);
+        fill!(t; cuda_stream_begin_capture, cuda_stream_end_captrue, cuda_graph_launch);
+        fill!(t; cuda_graph_destroy, cuda_graph_exec_destroy, cuda_graph_instantiate);
+        fill!(t; cuda_stream_capture_info);
     }
-    match config.missing_required {
-        Some(0) => t.set_device = None,
-        Some(1) => t.get_device = None,
-        Some(2) => t.create_event = None,
-        Some(3) => t.record_event = None,
-        Some(4) => t.destroy_event = None,
-        Some(5) => t.synchronize_event = None,
-        Some(6) => t.device_memory_allocate = None,
-        Some(7) => t.device_memory_deallocate = None,
-        Some(8) => t.get_device_count = None,
-        Some(9) => t.get_device_list = None,
-        _ => {}
-    }
+    clear_nth!(t, config.missing_required;
+        set_device, get_device, create_event, record_event, destroy_event, synchronize_event,
+        device_memory_allocate, device_memory_deallocate, get_device_count, get_device_list,
+    );
     t
 }
 
