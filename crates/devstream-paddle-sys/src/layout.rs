@@ -34,8 +34,9 @@ paddle_structs! {
     ///
     /// Every pointer is optional at the type level; which ones a plug-in must fill is checked
     /// when it is loaded. Only the fields before `get_compute_capability`
-    /// ([`STABLE_PREFIX_SIZE`]) have the same offset in every published layout; the rest may be
-    /// read only from a plug-in known to have filled the 3.3 table ([`LAYOUT_PADDLE_3_3`]).
+    /// ([`STABLE_PREFIX_SIZE`](crate::STABLE_PREFIX_SIZE)) have the same offset in every
+    /// published layout; the rest may be read only from a plug-in known to have filled the 3.3
+    /// table ([`LAYOUT_PADDLE_3_3`](crate::LAYOUT_PADDLE_3_3)).
     pub struct C_DeviceInterface, offsets C_DEVICE_INTERFACE_FIELDS {
         /// Filled by the host with the size of its table; the plug-in checks it.
         size: usize,
