@@ -205,6 +205,24 @@ unsafe fn dev<const B: usize>(device: C_Device) -> Status<(&'static Runtime, usi
     Ok((rt, d))
 }
 
+/// A peer copy from `src_device` into device `dst` of `rt`, on `stream` or synchronous.
+///
+/// # Safety
+/// `src_device` is null or points to a readable `C_Device_st`.
+unsafe fn copy_p2p<const B: usize>(
+    rt: &Runtime,
+    dst: usize,
+    src_device: C_Device,
+    stream: Option<C_Stream>,
+    to: *mut c_void,
+    from: *const c_void,
+    size: usize,
+) -> Status {
+    // SAFETY: forwarded from the caller.
+    let (_, src) = unsafe { dev::<B>(src_device) }?;
+    rt.copy_p2p(dst, src, stream, to as usize, from as usize, size)
+}
+
 /// Declares the entry points. A row `guard fn name(args..) [on device] [fast(|rt| path)]
 /// |bindings| body` is an `unsafe extern "C" fn` generic over the backend `B` that runs `body`
 /// under `guard` ([`guarded`] or [`guarded_query`]), reporting a failure as `name` on the
@@ -369,11 +387,8 @@ entry_points! {
     /// raises its own `ResourceExhausted` "Out of memory error"); a failing status would be a
     /// generic "CustomDevice error" that skips the retry. devstream's own loader reads it the
     /// same way (`Error::OutOfMemory`). Every other failure is a status, with nothing written.
-    guarded fn device_memory_allocate(
-        device: C_Device,
-        ptr: *mut *mut c_void,
-        size: usize
-    ) on device |rt, d| {
+    guarded fn device_memory_allocate(device: C_Device, ptr: *mut *mut c_void, size: usize)
+        on device |rt, d| {
         if ptr.is_null() {
             return Err(C_ERROR);
         }
@@ -397,28 +412,18 @@ entry_points! {
         unsafe { put(ptr, addr as *mut c_void) }
     }
 
-    guarded fn device_memory_deallocate(
-        device: C_Device,
-        ptr: *mut c_void,
-        _size: usize
-    ) on device |rt, d| {
+    guarded fn device_memory_deallocate(device: C_Device, ptr: *mut c_void, _size: usize)
+        on device |rt, d| {
         rt.deallocate(d, ptr as usize)
     }
 
-    guarded fn device_memory_set(
-        device: C_Device,
-        ptr: *mut c_void,
-        value: u8,
-        size: usize
-    ) on device |rt, d| {
+    guarded fn device_memory_set(device: C_Device, ptr: *mut c_void, value: u8, size: usize)
+        on device |rt, d| {
         rt.memset(d, ptr as usize, value, size)
     }
 
-    guarded fn host_memory_allocate(
-        device: C_Device,
-        ptr: *mut *mut c_void,
-        size: usize
-    ) on device |rt, _| {
+    guarded fn host_memory_allocate(device: C_Device, ptr: *mut *mut c_void, size: usize)
+        on device |rt, _| {
         if ptr.is_null() {
             return Err(C_ERROR);
         }
@@ -427,36 +432,21 @@ entry_points! {
         unsafe { put(ptr, addr as *mut c_void) }
     }
 
-    guarded fn memory_copy_p2p(
-        dst_device: C_Device,
-        src_device: C_Device,
-        dst: *mut c_void,
-        src: *const c_void,
-        size: usize
-    ) on dst_device |rt, dd| {
-        // SAFETY: the host passes valid `C_Device`s.
-        let (_, sd) = unsafe { dev::<B>(src_device) }?;
-        rt.copy_p2p(dd, sd, None, dst as usize, src as usize, size)
+    guarded fn memory_copy_p2p(dst_device: C_Device, src_device: C_Device, dst: *mut c_void,
+        src: *const c_void, size: usize) on dst_device |rt, dd| {
+        // SAFETY: the host passes a valid `C_Device` as the source device.
+        unsafe { copy_p2p::<B>(rt, dd, src_device, None, dst, src, size) }
     }
 
-    guarded fn async_memory_copy_p2p(
-        dst_device: C_Device,
-        src_device: C_Device,
-        stream: C_Stream,
-        dst: *mut c_void,
-        src: *const c_void,
-        size: usize
-    ) on dst_device |rt, dd| {
-        // SAFETY: the host passes valid `C_Device`s.
-        let (_, sd) = unsafe { dev::<B>(src_device) }?;
-        rt.copy_p2p(dd, sd, Some(stream), dst as usize, src as usize, size)
+    guarded fn async_memory_copy_p2p(dst_device: C_Device, src_device: C_Device,
+        stream: C_Stream, dst: *mut c_void, src: *const c_void, size: usize)
+        on dst_device |rt, dd| {
+        // SAFETY: as for `memory_copy_p2p`.
+        unsafe { copy_p2p::<B>(rt, dd, src_device, Some(stream), dst, src, size) }
     }
 
-    guarded fn device_memory_stats(
-        device: C_Device,
-        total: *mut usize,
-        free: *mut usize
-    ) on device |rt, d| {
+    guarded fn device_memory_stats(device: C_Device, total: *mut usize, free: *mut usize)
+        on device |rt, d| {
         if total.is_null() || free.is_null() {
             return Err(C_ERROR);
         }
@@ -478,11 +468,8 @@ entry_points! {
     }
 
     /// The header's name, misspelled (`captrue`), is kept.
-    guarded fn cuda_stream_end_captrue(
-        device: C_Device,
-        stream: C_Stream,
-        graph: *mut C_CudaGraph
-    ) on device |rt, d| {
+    guarded fn cuda_stream_end_captrue(device: C_Device, stream: C_Stream, graph: *mut C_CudaGraph)
+        on device |rt, d| {
         if graph.is_null() {
             return Err(C_ERROR);
         }
@@ -491,11 +478,8 @@ entry_points! {
         unsafe { put(graph, handle as C_CudaGraph) }
     }
 
-    guarded fn cuda_graph_launch(
-        device: C_Device,
-        exec: C_GraphExec,
-        stream: C_Stream
-    ) on device |rt, d| {
+    guarded fn cuda_graph_launch(device: C_Device, exec: C_GraphExec, stream: C_Stream)
+        on device |rt, d| {
         rt.launch(d, exec as usize, stream)
     }
 
@@ -564,11 +548,8 @@ entry_points! {
         rt.synchronize_event(event as usize)
     }
 
-    guarded fn host_memory_deallocate(
-        device: C_Device,
-        ptr: *mut c_void,
-        _size: usize
-    ) on device |rt| {
+    guarded fn host_memory_deallocate(device: C_Device, ptr: *mut c_void, _size: usize)
+        on device |rt| {
         rt.host_deallocate(ptr as usize)
     }
 
