@@ -230,8 +230,7 @@ fn captured_copies_run_at_every_launch() {
     assert_eq!(status, C_StreamCaptureStatusActive);
     assert!(id > 0);
     ok!(async_memory_copy_d2d(&mut d, s, dst, src, 4));
-    let mut graph = null_mut();
-    ok!(cuda_stream_end_captrue(&mut d, s, &mut graph));
+    let graph = end_capture(s);
     let mut nodes = 0;
     ok!(cuda_graph_get_nodes(graph, null_mut(), &mut nodes));
     assert_eq!(nodes, 1);
@@ -242,14 +241,7 @@ fn captured_copies_run_at_every_launch() {
     };
     ok!(get_parameter_setter_for_exec_graph(graph, &mut hooks));
     assert_eq!(hooks.size, 0);
-    let mut exec = null_mut();
-    ok!(cuda_graph_instantiate(
-        &mut exec,
-        &mut graph,
-        null_mut(),
-        null_mut(),
-        0
-    ));
+    let exec = instantiate(graph);
     for round in [3u8, 4] {
         assert_eq!(h2d(src, &[round; 4]), C_SUCCESS);
         ok!(cuda_graph_launch(&mut d, exec, s));
@@ -505,20 +497,12 @@ fn creating_a_stream_during_a_global_capture_leaves_the_capture_valid() {
     ));
     // Probing a destroyed stream (query, synchronize) now would be an unsafe call.
     let other = stream();
-    let mut status = -1;
-    ok!(cuda_stream_capture_info(
-        &mut d,
-        s,
-        &mut status,
-        null_mut(),
-        null_mut(),
-        null_mut(),
-        null_mut(),
-        null_mut()
-    ));
-    assert_eq!(status, C_StreamCaptureStatusActive, "still capturing");
-    let mut graph = null_mut();
-    ok!(cuda_stream_end_captrue(&mut d, s, &mut graph));
+    assert_eq!(
+        capture_status(s),
+        Ok(C_StreamCaptureStatusActive),
+        "still capturing"
+    );
+    let graph = end_capture(s);
     ok!(cuda_graph_destroy(graph));
     destroy(other);
     destroy(s);
@@ -608,16 +592,8 @@ fn captured_callbacks_are_told_their_launch_stream() {
             data
         ));
     }
-    let mut graph = null_mut();
-    ok!(cuda_stream_end_captrue(&mut d, capturing, &mut graph));
-    let mut exec = null_mut();
-    ok!(cuda_graph_instantiate(
-        &mut exec,
-        &mut graph,
-        null_mut(),
-        null_mut(),
-        0
-    ));
+    let graph = end_capture(capturing);
+    let exec = instantiate(graph);
     assert!(
         NOTED.lock().unwrap_or_else(|p| p.into_inner()).is_empty(),
         "captured callbacks run only when launched"

@@ -23,60 +23,26 @@ fn refused_as_stream(handle: usize, what: &str) {
     let mut byte = 0u8;
     let byte_ptr: *mut u8 = &mut byte;
     let mut graph = null_mut();
-    let mut status = -1;
     let calls = [
         named!(query_stream(&mut d, s)),
         named!(synchronize_stream(&mut d, s)),
-        (
-            "stream_add_callback",
-            call!(stream_add_callback(&mut d, s, Some(do_nothing), null_mut())),
-        ),
+        named!(stream_add_callback(&mut d, s, Some(do_nothing), null_mut())),
         named!(record_event(&mut d, s, event)),
-        (
-            "stream_wait_event",
-            call!(stream_wait_event(&mut d, s, event)),
-        ),
-        (
-            "async_memory_copy_h2d",
-            call!(async_memory_copy_h2d(&mut d, s, ptr, byte_ptr.cast(), 1)),
-        ),
-        (
-            "async_memory_copy_d2h",
-            call!(async_memory_copy_d2h(&mut d, s, byte_ptr.cast(), ptr, 1)),
-        ),
-        (
-            "async_memory_copy_d2d",
-            call!(async_memory_copy_d2d(&mut d, s, other, ptr, 1)),
-        ),
-        (
-            "async_memory_copy_p2p",
-            call!(async_memory_copy_p2p(&mut d, &mut dev(), s, other, ptr, 1)),
-        ),
+        named!(stream_wait_event(&mut d, s, event)),
+        named!(async_memory_copy_h2d(&mut d, s, ptr, byte_ptr.cast(), 1)),
+        named!(async_memory_copy_d2h(&mut d, s, byte_ptr.cast(), ptr, 1)),
+        named!(async_memory_copy_d2d(&mut d, s, other, ptr, 1)),
+        named!(async_memory_copy_p2p(&mut d, &mut dev(), s, other, ptr, 1)),
         (
             "cuda_stream_capture_info",
-            call!(cuda_stream_capture_info(
-                &mut d,
-                s,
-                &mut status,
-                null_mut(),
-                null_mut(),
-                null_mut(),
-                null_mut(),
-                null_mut()
-            )),
+            capture_status(s).err().unwrap_or(C_SUCCESS),
         ),
-        (
-            "cuda_stream_end_captrue",
-            call!(cuda_stream_end_captrue(&mut d, s, &mut graph)),
-        ),
-        (
-            "cuda_stream_begin_capture",
-            call!(cuda_stream_begin_capture(
-                &mut d,
-                s,
-                C_StreamCaptureModeRelaxed
-            )),
-        ),
+        named!(cuda_stream_end_captrue(&mut d, s, &mut graph)),
+        named!(cuda_stream_begin_capture(
+            &mut d,
+            s,
+            C_StreamCaptureModeRelaxed
+        )),
         named!(destroy_stream(&mut d, s)),
     ];
     for (function, answer) in calls {
@@ -120,32 +86,17 @@ fn refused_as_graph(handle: usize, what: &str) {
         user_data: null_mut(),
     };
     let calls = [
-        (
-            "cuda_graph_launch",
-            call!(cuda_graph_launch(&mut d, handle as C_GraphExec, s)),
-        ),
-        (
-            "cuda_graph_instantiate",
-            call!(cuda_graph_instantiate(
-                &mut exec,
-                &mut graph,
-                null_mut(),
-                null_mut(),
-                0
-            )),
-        ),
-        (
-            "cuda_graph_get_nodes",
-            call!(cuda_graph_get_nodes(graph, null_mut(), &mut nodes)),
-        ),
-        (
-            "get_parameter_setter_for_exec_graph",
-            call!(get_parameter_setter_for_exec_graph(graph, &mut hooks)),
-        ),
-        (
-            "cuda_graph_exec_destroy",
-            call!(cuda_graph_exec_destroy(handle as C_GraphExec)),
-        ),
+        named!(cuda_graph_launch(&mut d, handle as C_GraphExec, s)),
+        named!(cuda_graph_instantiate(
+            &mut exec,
+            &mut graph,
+            null_mut(),
+            null_mut(),
+            0
+        )),
+        named!(cuda_graph_get_nodes(graph, null_mut(), &mut nodes)),
+        named!(get_parameter_setter_for_exec_graph(graph, &mut hooks)),
+        named!(cuda_graph_exec_destroy(handle as C_GraphExec)),
         named!(cuda_graph_destroy(graph)),
     ];
     for (function, answer) in calls {
@@ -165,23 +116,11 @@ fn refused_as_address(address: usize, what: &str) {
     let a = address as *mut c_void;
     let mut byte = [0u8; 1];
     let calls = [
-        (
-            "device_memory_deallocate",
-            call!(device_memory_deallocate(&mut d, a, 1)),
-        ),
-        (
-            "host_memory_deallocate",
-            call!(host_memory_deallocate(&mut d, a, 1)),
-        ),
-        (
-            "device_memory_set",
-            call!(device_memory_set(&mut d, a, 1, 1)),
-        ),
+        named!(device_memory_deallocate(&mut d, a, 1)),
+        named!(host_memory_deallocate(&mut d, a, 1)),
+        named!(device_memory_set(&mut d, a, 1, 1)),
         ("memory_copy_h2d", h2d(a, &byte)),
-        (
-            "memory_copy_d2h",
-            call!(memory_copy_d2h(&mut d, byte.as_mut_ptr().cast(), a, 1)),
-        ),
+        named!(memory_copy_d2h(&mut d, byte.as_mut_ptr().cast(), a, 1)),
     ];
     for (function, answer) in calls {
         assert_eq!(answer, C_ERROR, "{function} given {what} {address:#x}");
@@ -208,16 +147,8 @@ fn a_handle_of_one_kind_is_refused_by_every_call_of_another_kind() {
         capturing,
         C_StreamCaptureModeThreadLocal
     ));
-    let mut graph = null_mut();
-    ok!(cuda_stream_end_captrue(&mut d, capturing, &mut graph));
-    let mut exec = null_mut();
-    ok!(cuda_graph_instantiate(
-        &mut exec,
-        &mut graph,
-        null_mut(),
-        null_mut(),
-        0
-    ));
+    let graph = end_capture(capturing);
+    let exec = instantiate(graph);
     let memory = alloc(64);
     let mut host = null_mut();
     ok!(host_memory_allocate(&mut d, &mut host, 64));
@@ -372,8 +303,7 @@ fn streams_destroyed_failed_or_capturing_give_their_slots_back() {
                 ok!(record_event(&mut d, s, join));
                 ok!(stream_wait_event(&mut d, origin, join));
                 destroy(s);
-                let mut graph = null_mut();
-                ok!(cuda_stream_end_captrue(&mut d, origin, &mut graph));
+                let graph = end_capture(origin);
                 ok!(cuda_graph_destroy(graph));
                 ok!(destroy_event(&mut d, fork));
                 ok!(destroy_event(&mut d, join));
@@ -427,22 +357,10 @@ fn a_copy_of_nothing_still_checks_its_stream() {
     ] {
         let want = if valid { C_SUCCESS } else { C_ERROR };
         let answers = [
-            (
-                "async_memory_copy_h2d",
-                call!(async_memory_copy_h2d(&mut d, s, ptr, host.cast(), 0)),
-            ),
-            (
-                "async_memory_copy_d2h",
-                call!(async_memory_copy_d2h(&mut d, s, host.cast(), ptr, 0)),
-            ),
-            (
-                "async_memory_copy_d2d",
-                call!(async_memory_copy_d2d(&mut d, s, other, ptr, 0)),
-            ),
-            (
-                "async_memory_copy_p2p",
-                call!(async_memory_copy_p2p(&mut d, &mut dev(), s, other, ptr, 0)),
-            ),
+            named!(async_memory_copy_h2d(&mut d, s, ptr, host.cast(), 0)),
+            named!(async_memory_copy_d2h(&mut d, s, host.cast(), ptr, 0)),
+            named!(async_memory_copy_d2d(&mut d, s, other, ptr, 0)),
+            named!(async_memory_copy_p2p(&mut d, &mut dev(), s, other, ptr, 0)),
         ];
         for (function, answer) in answers {
             assert_eq!(answer, want, "{function} of 0 bytes on {what}");

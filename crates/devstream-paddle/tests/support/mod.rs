@@ -196,3 +196,47 @@ pub unsafe extern "C" fn fail_it(_: C_Device, _: C_Stream, _: *mut c_void, statu
     // SAFETY: the plug-in passes a writable status.
     unsafe { status.write(C_ERROR) };
 }
+
+/// Ends the capture of `s` (asserting success): the captured graph.
+pub fn end_capture(s: C_Stream) -> C_CudaGraph {
+    let mut d = dev();
+    let mut graph = null_mut();
+    ok!(cuda_stream_end_captrue(&mut d, s, &mut graph));
+    graph
+}
+
+/// Instantiates `graph` (asserting success): its executable graph.
+pub fn instantiate(mut graph: C_CudaGraph) -> C_GraphExec {
+    let mut exec = null_mut();
+    ok!(cuda_graph_instantiate(
+        &mut exec,
+        &mut graph,
+        null_mut(),
+        null_mut(),
+        0
+    ));
+    exec
+}
+
+/// The capture status of `s` (`cuda_stream_capture_info` asking for nothing else), or the
+/// call's failing answer.
+pub fn capture_status(s: C_Stream) -> Result<C_StreamCaptureStatus, C_Status> {
+    let mut d = dev();
+    let mut status = -1;
+    let (id, graph, dependencies) = (null_mut(), null_mut(), null_mut());
+    let (edges, count) = (null_mut(), null_mut());
+    let answer = call!(cuda_stream_capture_info(
+        &mut d,
+        s,
+        &mut status,
+        id,
+        graph,
+        dependencies,
+        edges,
+        count
+    ));
+    match answer {
+        C_SUCCESS => Ok(status),
+        failed => Err(failed),
+    }
+}
