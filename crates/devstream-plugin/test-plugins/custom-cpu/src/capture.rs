@@ -302,27 +302,30 @@ pub(crate) unsafe extern "C" fn graph_launch(
     })
 }
 
-pub(crate) unsafe extern "C" fn graph_destroy(graph: C_CudaGraph) -> C_Status {
+/// Frees an object handed out as a `Box<T>` (a null handle is `C_ERROR`).
+///
+/// # Safety
+/// `handle` is null or a `Box<T>` this plug-in handed out and has not freed yet.
+unsafe fn destroy_boxed<T>(handle: *mut T) -> C_Status {
     guarded(|| {
-        if graph.is_null() {
+        if handle.is_null() {
             return C_ERROR;
         }
-        // SAFETY: a graph from `end_capture`, destroyed once.
-        drop(unsafe { Box::from_raw(graph as *mut GraphObj) });
+        // SAFETY: per the contract above.
+        drop(unsafe { Box::from_raw(handle) });
         C_SUCCESS
     })
 }
 
+pub(crate) unsafe extern "C" fn graph_destroy(graph: C_CudaGraph) -> C_Status {
+    // SAFETY: a graph from `end_capture`, destroyed once.
+    unsafe { destroy_boxed(graph as *mut GraphObj) }
+}
+
 pub(crate) unsafe extern "C" fn graph_exec_destroy(exec: C_GraphExec) -> C_Status {
-    guarded(|| {
-        if exec.is_null() {
-            return C_ERROR;
-        }
-        // SAFETY: an executable graph from `graph_instantiate`, destroyed once; launches
-        // queued earlier hold their own reference to the nodes.
-        drop(unsafe { Box::from_raw(exec as *mut ExecObj) });
-        C_SUCCESS
-    })
+    // SAFETY: an executable graph from `graph_instantiate`, destroyed once; launches queued
+    // earlier hold their own reference to the nodes.
+    unsafe { destroy_boxed(exec as *mut ExecObj) }
 }
 
 #[allow(clippy::too_many_arguments)]
