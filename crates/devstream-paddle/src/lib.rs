@@ -13,7 +13,7 @@
 //!   `target/paddle-plugins/`; point `CUSTOM_DEVICE_ROOT` there.
 //! * **Layouts** ([`select::classify`]): the plug-in reads the sizes the host announces
 //!   (`params->size`, `interface->size`), accepts the pairs of the published releases
-//!   (`sys.rs`'s `KNOWN_LAYOUTS`: Paddle 2.6, 3.0 to 3.3) and the 3.3 table size alone (as
+//!   ([`sys::KNOWN_LAYOUTS`]: Paddle 2.6, 3.0 to 3.3) and the 3.3 table size alone (as
 //!   Paddle's `PADDLE_CUSTOM_RUNTIME_CHECK_VERSION` does), writes only fields inside the
 //!   announced table, and returns without writing `device_type` for any other pair. Graph
 //!   capture exists only in the 3.3 table.
@@ -33,9 +33,7 @@
 //! The library pins itself in memory when it registers (`RTLD_NODELETE`): Paddle `dlclose`s
 //! plug-ins at exit while devstream's worker threads may still run code from it.
 
-#[path = "../../devstream-plugin/src/sys.rs"]
-#[allow(dead_code, missing_docs)]
-pub mod sys;
+pub use devstream_paddle_sys as sys;
 
 pub mod addr;
 pub mod handles;
@@ -241,5 +239,5 @@ pub unsafe extern "C" fn devstream_paddle_live_counts(streams: *mut u64, events:
     });
 }
 
-/// The size of `C_DeviceInterface` as declared in `sys.rs` (for tests).
+/// The size of `C_DeviceInterface` as declared in [`sys`] (for tests).
 pub const DECLARED_INTERFACE_SIZE: usize = std::mem::size_of::<C_DeviceInterface>();

@@ -166,7 +166,7 @@ pub const INTERFACE_SIZE_3_3: usize = crate::sys::LAYOUT_PADDLE_3_3.interface_si
 ///   `sub_device_type`, offsets 16..56) exist in every params layout. devstream's loader
 ///   identifies a plug-in's table this way (params size 0, one known table size at a time),
 ///   so this is how it learns that the graph-capture functions are there;
-/// * the exact pairs of the older releases `sys.rs` lists in `KNOWN_LAYOUTS` (88/912 for
+/// * the exact pairs of the older releases [`crate::sys::KNOWN_LAYOUTS`] lists (88/912 for
 ///   2.6; 96 with 920, 976 or 1032 for 3.0 to 3.2): only their stable prefix is filled.
 ///
 /// Any other pair is refused (on 32-bit targets every pair).

@@ -12,8 +12,11 @@
 //! (`Runtime::*_fast`: a kept event slot, a settled event, a finished CPU stream), written so
 //! that it cannot panic, outside the unwinding guard. When it does not apply (any bad
 //! argument included) it changes nothing and the full call runs, guarded, with its errors and
-//! reports. Through Paddle this took wait_stream from 1.10× to about 1.06× a do-nothing plug-in
-//! (`docs/results/2026-11-24-paddle/`).
+//! reports.
+//!
+//! **Generated entry points.** Every entry point that follows the guard/resolve/call pattern
+//! is a row of `entry_points!`: its signature, the device it acts on, its optional fast path and
+//! its body. Each is named after its table field, so that [`fill`] writes a list of names.
 
 use crate::runtime::{Runtime, Status, PANICKED};
 use crate::select::Layout;
@@ -202,8 +205,83 @@ unsafe fn dev<const B: usize>(device: C_Device) -> Status<(&'static Runtime, usi
     Ok((rt, d))
 }
 
-unsafe extern "C" fn initialize<const B: usize>() -> C_Status {
-    guarded::<B>("initialize", std::ptr::null_mut(), || rt::<B>().map(drop))
+/// A peer copy from `src_device` into device `dst` of `rt`, on `stream` or synchronous.
+///
+/// # Safety
+/// `src_device` is null or points to a readable `C_Device_st`.
+unsafe fn copy_p2p<const B: usize>(
+    rt: &Runtime,
+    dst: usize,
+    src_device: C_Device,
+    stream: Option<C_Stream>,
+    to: *mut c_void,
+    from: *const c_void,
+    size: usize,
+) -> Status {
+    // SAFETY: forwarded from the caller.
+    let (_, src) = unsafe { dev::<B>(src_device) }?;
+    rt.copy_p2p(dst, src, stream, to as usize, from as usize, size)
+}
+
+/// Declares the entry points. A row `guard fn name(args..) [on device] [fast(|rt| path)]
+/// |bindings| body` is an `unsafe extern "C" fn` generic over the backend `B` that runs `body`
+/// under `guard` ([`guarded`] or [`guarded_query`]), reporting a failure as `name` on the
+/// `C_Device` argument named after `on` (or on none). With the bindings `|rt, d|`, `rt` is
+/// backend `B`'s runtime and `d` the index of that device: a null or unknown device is
+/// `C_ERROR` before the body runs. With `|rt|`, `rt` is the runtime alone (`C_ERROR` when
+/// there is none yet). A row with `fast(|rt| path)` first tries that fast path ([`fast`], see
+/// the module docs) and runs the guarded call, kept out of line, only when the path does not
+/// apply. Each entry point is named after its table field.
+macro_rules! entry_points {
+    () => {};
+    (@report) => { std::ptr::null_mut() };
+    (@report $device:ident) => { $device };
+    (@bind [$device:ident] $rt:pat_param, $d:pat_param) => {
+        // SAFETY: the host passes a valid `C_Device` (a null one is refused).
+        let ($rt, $d) = unsafe { dev::<B>($device) }?;
+    };
+    (@bind [$($device:ident)?] $rt:pat_param) => {
+        let $rt = rt::<B>()?;
+    };
+    (@call $guard:ident $name:ident [$($device:ident)?] [$($bind:tt)*] $body:block) => {
+        $guard::<B>(stringify!($name), entry_points!(@report $($device)?), || {
+            entry_points!(@bind [$($device)?] $($bind)*);
+            $body
+        })
+    };
+    // Without a fast path the guarded call is the whole entry point; with one it is kept out
+    // of line, so that the fast path stays small.
+    (@full [] $guard:ident $name:ident ($($arg:ident: $ty:ty),*) $($call:tt)*) => {
+        entry_points!(@call $guard $name $($call)*)
+    };
+    (@full [$fast:ident] $guard:ident $name:ident ($($arg:ident: $ty:ty),*) $($call:tt)*) => {{
+        #[inline(never)]
+        fn full<const B: usize>($($arg: $ty),*) -> C_Status {
+            entry_points!(@call $guard $name $($call)*)
+        }
+        full::<B>($($arg),*)
+    }};
+    (
+        $(#[$doc:meta])*
+        $guard:ident fn $name:ident($($arg:ident: $ty:ty),*) $(on $device:ident)?
+            $(fast(|$fast_rt:ident| $fast:expr))?
+            |$($bind:pat_param),+| $body:block
+        $($rest:tt)*
+    ) => {
+        $(#[$doc])*
+        unsafe extern "C" fn $name<const B: usize>($($arg: $ty),*) -> C_Status {
+            $(
+                if fast::<B>(|$fast_rt| $fast) {
+                    return C_SUCCESS;
+                }
+            )?
+            entry_points!(
+                @full [$($fast_rt)?] $guard $name ($($arg: $ty),*)
+                [$($device)?] [$($bind),+] $body
+            )
+        }
+        entry_points!($($rest)*);
+    };
 }
 
 unsafe extern "C" fn finalize<const B: usize>() -> C_Status {
@@ -212,42 +290,24 @@ unsafe extern "C" fn finalize<const B: usize>() -> C_Status {
     C_SUCCESS
 }
 
-unsafe extern "C" fn init_device<const B: usize>(device: C_Device) -> C_Status {
-    guarded::<B>("init_device", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        unsafe { dev::<B>(device) }.map(drop)
-    })
-}
+entry_points! {
+    guarded fn init_device(device: C_Device) on device |_, _| { Ok(()) }
 
-unsafe extern "C" fn deinit_device<const B: usize>(device: C_Device) -> C_Status {
-    guarded::<B>("deinit_device", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        unsafe { dev::<B>(device) }.map(drop)
-    })
-}
+    guarded fn deinit_device(device: C_Device) on device |_, _| { Ok(()) }
 
-/// `set_device`: the calling thread's current device. With one device (the CPU backend, most
-/// machines' wgpu) every valid call names device 0 and nothing is kept: no thread-local (which
-/// costs a `__tls_get_addr` call in a shared library) on a call Paddle makes twice per
-/// `Stream.wait_stream`.
-unsafe extern "C" fn set_device<const B: usize>(device: C_Device) -> C_Status {
-    if fast::<B>(|rt| {
+    /// `set_device`: the calling thread's current device. With one device (the CPU backend,
+    /// most machines' wgpu) every valid call names device 0 and nothing is kept: no
+    /// thread-local (which costs a `__tls_get_addr` call in a shared library) on a call Paddle
+    /// makes twice per `Stream.wait_stream`.
+    guarded fn set_device(device: C_Device) on device
+    fast(|rt| {
         if rt.count() != 1 {
             return None;
         }
         // SAFETY: the host passes a valid `C_Device` (or null: refused by the full call).
         unsafe { rt.device_fast(device) }.map(drop)
-    }) {
-        return C_SUCCESS;
-    }
-    set_device_full::<B>(device)
-}
-
-#[inline(never)]
-fn set_device_full<const B: usize>(device: C_Device) -> C_Status {
-    guarded::<B>("set_device", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    })
+    |rt, d| {
         if rt.count() > 1 {
             CURRENT.with(|c| {
                 let mut all = c.get();
@@ -256,237 +316,79 @@ fn set_device_full<const B: usize>(device: C_Device) -> C_Status {
             });
         }
         Ok(())
-    })
-}
+    }
 
-unsafe extern "C" fn get_device<const B: usize>(device: C_Device) -> C_Status {
-    guarded::<B>("get_device", std::ptr::null_mut(), || {
-        let rt = rt::<B>()?;
-        let id = if rt.count() > 1 {
-            CURRENT.with(|c| c.get()[B])
-        } else {
-            0
-        };
-        // SAFETY: the host passes a writable `C_Device_st` (or null: refused).
-        unsafe { put(device, C_Device_st { id }) }
-    })
-}
-
-unsafe extern "C" fn create_stream<const B: usize>(
-    device: C_Device,
-    stream: *mut C_Stream,
-) -> C_Status {
-    guarded::<B>("create_stream", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    guarded fn create_stream(device: C_Device, stream: *mut C_Stream) on device |rt, d| {
         if stream.is_null() {
             return Err(C_ERROR);
         }
         let handle = rt.create_stream(d)?;
         // SAFETY: non-null out-parameter.
         unsafe { put(stream, handle as C_Stream) }
-    })
-}
+    }
 
-unsafe extern "C" fn destroy_stream<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-) -> C_Status {
-    guarded::<B>("destroy_stream", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    guarded fn destroy_stream(device: C_Device, stream: C_Stream) on device |rt, d| {
         if stream.is_null() {
             return Err(C_ERROR);
         }
         rt.destroy_stream(d, stream)
-    })
-}
+    }
 
-unsafe extern "C" fn query_stream<const B: usize>(device: C_Device, stream: C_Stream) -> C_Status {
-    guarded_query::<B>("query_stream", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    guarded_query fn query_stream(device: C_Device, stream: C_Stream) on device |rt, d| {
         rt.query_stream(d, stream)
-    })
-}
+    }
 
-unsafe extern "C" fn synchronize_stream<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-) -> C_Status {
-    guarded::<B>("synchronize_stream", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    guarded fn synchronize_stream(device: C_Device, stream: C_Stream) on device |rt, d| {
         rt.synchronize_stream(d, stream)
-    })
-}
+    }
 
-unsafe extern "C" fn synchronize_device<const B: usize>(device: C_Device) -> C_Status {
-    guarded::<B>("synchronize_device", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
-        rt.synchronize_device(d)
-    })
-}
+    guarded fn synchronize_device(device: C_Device) on device |rt, d| { rt.synchronize_device(d) }
 
-unsafe extern "C" fn stream_add_callback<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-    callback: C_Callback,
-    user_data: *mut c_void,
-) -> C_Status {
-    guarded::<B>("stream_add_callback", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    guarded fn stream_add_callback(
+        device: C_Device,
+        stream: C_Stream,
+        callback: C_Callback,
+        user_data: *mut c_void
+    ) on device |rt, d| {
         let callback = callback.ok_or(C_ERROR)?;
         rt.add_callback(d, stream, callback, user_data)
-    })
-}
+    }
 
-unsafe extern "C" fn create_event<const B: usize>(
-    device: C_Device,
-    event: *mut C_Event,
-) -> C_Status {
+    guarded fn create_event(device: C_Device, event: *mut C_Event) on device
     // SAFETY: the host passes a valid `C_Device` and a writable out-parameter (or null:
     // refused by the full call).
-    if fast::<B>(|rt| unsafe { rt.create_event_fast(device, event) }) {
-        return C_SUCCESS;
-    }
-    create_event_full::<B>(device, event)
-}
-
-#[inline(never)]
-fn create_event_full<const B: usize>(device: C_Device, event: *mut C_Event) -> C_Status {
-    guarded::<B>("create_event", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    fast(|rt| unsafe { rt.create_event_fast(device, event) })
+    |rt, d| {
         if event.is_null() {
             return Err(C_ERROR);
         }
         let handle = rt.create_event(d)?;
         // SAFETY: non-null out-parameter.
         unsafe { put(event, handle as C_Event) }
-    })
-}
-
-unsafe extern "C" fn record_event<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-    event: C_Event,
-) -> C_Status {
-    // SAFETY: the host passes a valid `C_Device` (or null: refused by the full call).
-    if fast::<B>(|rt| unsafe { rt.record_event_fast(device, stream, event as usize) }) {
-        return C_SUCCESS;
     }
-    record_event_full::<B>(device, stream, event)
-}
 
-#[inline(never)]
-fn record_event_full<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-    event: C_Event,
-) -> C_Status {
-    guarded::<B>("record_event", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    guarded fn record_event(device: C_Device, stream: C_Stream, event: C_Event) on device
+    // SAFETY: the host passes a valid `C_Device` (or null: refused by the full call).
+    fast(|rt| unsafe { rt.record_event_fast(device, stream, event as usize) })
+    |rt, d| {
         rt.record_event(d, stream, event as usize)
-    })
-}
-
-unsafe extern "C" fn destroy_event<const B: usize>(_device: C_Device, event: C_Event) -> C_Status {
-    if let Some(rt) = RUNTIMES.get(B).and_then(OnceLock::get) {
-        match rt.destroy_event_fast(event as usize) {
-            Some(Ok(())) => return C_SUCCESS,
-            Some(Err(spare)) => {
-                return guarded::<B>("destroy_event", _device, || {
-                    rt.give_back(spare);
-                    Ok(())
-                })
-            }
-            None => {}
-        }
     }
-    destroy_event_full::<B>(_device, event)
-}
 
-#[inline(never)]
-fn destroy_event_full<const B: usize>(_device: C_Device, event: C_Event) -> C_Status {
-    guarded::<B>("destroy_event", _device, || {
-        rt::<B>()?.destroy_event(event as usize)
-    })
-}
-
-unsafe extern "C" fn query_event<const B: usize>(_device: C_Device, event: C_Event) -> C_Status {
-    if fast::<B>(|rt| rt.event_settled_fast(event as usize)) {
-        return C_SUCCESS;
-    }
-    query_event_full::<B>(_device, event)
-}
-
-#[inline(never)]
-fn query_event_full<const B: usize>(_device: C_Device, event: C_Event) -> C_Status {
-    guarded_query::<B>("query_event", _device, || {
-        rt::<B>()?.query_event(event as usize)
-    })
-}
-
-unsafe extern "C" fn synchronize_event<const B: usize>(
-    _device: C_Device,
-    event: C_Event,
-) -> C_Status {
-    if fast::<B>(|rt| rt.event_settled_fast(event as usize)) {
-        return C_SUCCESS;
-    }
-    synchronize_event_full::<B>(_device, event)
-}
-
-#[inline(never)]
-fn synchronize_event_full<const B: usize>(_device: C_Device, event: C_Event) -> C_Status {
-    guarded::<B>("synchronize_event", _device, || {
-        rt::<B>()?.synchronize_event(event as usize)
-    })
-}
-
-unsafe extern "C" fn stream_wait_event<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-    event: C_Event,
-) -> C_Status {
+    guarded fn stream_wait_event(device: C_Device, stream: C_Stream, event: C_Event) on device
     // SAFETY: the host passes a valid `C_Device` (or null: refused by the full call).
-    if fast::<B>(|rt| unsafe { rt.stream_wait_event_fast(device, stream, event as usize) }) {
-        return C_SUCCESS;
-    }
-    stream_wait_event_full::<B>(device, stream, event)
-}
-
-#[inline(never)]
-fn stream_wait_event_full<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-    event: C_Event,
-) -> C_Status {
-    guarded::<B>("stream_wait_event", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    fast(|rt| unsafe { rt.stream_wait_event_fast(device, stream, event as usize) })
+    |rt, d| {
         rt.stream_wait_event(d, stream, event as usize)
-    })
-}
+    }
 
-/// Out of memory (more than the device's largest allocation, or the backend's
-/// `OutOfMemory`) answers `C_SUCCESS` with a null pointer: that is how Paddle's
-/// `CustomAllocator` recognises exhaustion (it then frees its cached chunks and retries, or
-/// raises its own `ResourceExhausted` "Out of memory error"); a failing status would be a
-/// generic "CustomDevice error" that skips the retry. devstream's own loader reads it the same
-/// way (`Error::OutOfMemory`). Every other failure is a status, with nothing written.
-unsafe extern "C" fn device_memory_allocate<const B: usize>(
-    device: C_Device,
-    ptr: *mut *mut c_void,
-    size: usize,
-) -> C_Status {
-    guarded::<B>("device_memory_allocate", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    /// Out of memory (more than the device's largest allocation, or the backend's
+    /// `OutOfMemory`) answers `C_SUCCESS` with a null pointer: that is how Paddle's
+    /// `CustomAllocator` recognises exhaustion (it then frees its cached chunks and retries, or
+    /// raises its own `ResourceExhausted` "Out of memory error"); a failing status would be a
+    /// generic "CustomDevice error" that skips the retry. devstream's own loader reads it the
+    /// same way (`Error::OutOfMemory`). Every other failure is a status, with nothing written.
+    guarded fn device_memory_allocate(device: C_Device, ptr: *mut *mut c_void, size: usize)
+        on device |rt, d| {
         if ptr.is_null() {
             return Err(C_ERROR);
         }
@@ -508,204 +410,43 @@ unsafe extern "C" fn device_memory_allocate<const B: usize>(
         };
         // SAFETY: non-null out-parameter.
         unsafe { put(ptr, addr as *mut c_void) }
-    })
-}
+    }
 
-unsafe extern "C" fn device_memory_deallocate<const B: usize>(
-    device: C_Device,
-    ptr: *mut c_void,
-    _size: usize,
-) -> C_Status {
-    guarded::<B>("device_memory_deallocate", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    guarded fn device_memory_deallocate(device: C_Device, ptr: *mut c_void, _size: usize)
+        on device |rt, d| {
         rt.deallocate(d, ptr as usize)
-    })
-}
+    }
 
-unsafe extern "C" fn device_memory_set<const B: usize>(
-    device: C_Device,
-    ptr: *mut c_void,
-    value: u8,
-    size: usize,
-) -> C_Status {
-    guarded::<B>("device_memory_set", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    guarded fn device_memory_set(device: C_Device, ptr: *mut c_void, value: u8, size: usize)
+        on device |rt, d| {
         rt.memset(d, ptr as usize, value, size)
-    })
-}
+    }
 
-unsafe extern "C" fn host_memory_allocate<const B: usize>(
-    device: C_Device,
-    ptr: *mut *mut c_void,
-    size: usize,
-) -> C_Status {
-    guarded::<B>("host_memory_allocate", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, _) = unsafe { dev::<B>(device) }?;
+    guarded fn host_memory_allocate(device: C_Device, ptr: *mut *mut c_void, size: usize)
+        on device |rt, _| {
         if ptr.is_null() {
             return Err(C_ERROR);
         }
         let addr = rt.host_allocate(size)?;
         // SAFETY: non-null out-parameter.
         unsafe { put(ptr, addr as *mut c_void) }
-    })
-}
+    }
 
-unsafe extern "C" fn host_memory_deallocate<const B: usize>(
-    _device: C_Device,
-    ptr: *mut c_void,
-    _size: usize,
-) -> C_Status {
-    guarded::<B>("host_memory_deallocate", _device, || {
-        rt::<B>()?.host_deallocate(ptr as usize)
-    })
-}
+    guarded fn memory_copy_p2p(dst_device: C_Device, src_device: C_Device, dst: *mut c_void,
+        src: *const c_void, size: usize) on dst_device |rt, dd| {
+        // SAFETY: the host passes a valid `C_Device` as the source device.
+        unsafe { copy_p2p::<B>(rt, dd, src_device, None, dst, src, size) }
+    }
 
-unsafe extern "C" fn memory_copy_h2d<const B: usize>(
-    device: C_Device,
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-) -> C_Status {
-    guarded::<B>("memory_copy_h2d", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
-        rt.copy_h2d(d, None, dst as usize, src as usize, size)
-    })
-}
+    guarded fn async_memory_copy_p2p(dst_device: C_Device, src_device: C_Device,
+        stream: C_Stream, dst: *mut c_void, src: *const c_void, size: usize)
+        on dst_device |rt, dd| {
+        // SAFETY: as for `memory_copy_p2p`.
+        unsafe { copy_p2p::<B>(rt, dd, src_device, Some(stream), dst, src, size) }
+    }
 
-unsafe extern "C" fn memory_copy_d2h<const B: usize>(
-    device: C_Device,
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-) -> C_Status {
-    guarded::<B>("memory_copy_d2h", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
-        rt.copy_d2h(d, None, dst as usize, src as usize, size)
-    })
-}
-
-unsafe extern "C" fn memory_copy_d2d<const B: usize>(
-    device: C_Device,
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-) -> C_Status {
-    guarded::<B>("memory_copy_d2d", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
-        rt.copy_d2d(d, None, dst as usize, src as usize, size)
-    })
-}
-
-unsafe extern "C" fn memory_copy_p2p<const B: usize>(
-    dst_device: C_Device,
-    src_device: C_Device,
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-) -> C_Status {
-    guarded::<B>("memory_copy_p2p", dst_device, || {
-        // SAFETY: the host passes valid `C_Device`s.
-        let (rt, dd) = unsafe { dev::<B>(dst_device) }?;
-        // SAFETY: as above.
-        let (_, sd) = unsafe { dev::<B>(src_device) }?;
-        rt.copy_p2p(dd, sd, None, dst as usize, src as usize, size)
-    })
-}
-
-unsafe extern "C" fn async_memory_copy_h2d<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-) -> C_Status {
-    guarded::<B>("async_memory_copy_h2d", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
-        rt.copy_h2d(d, Some(stream), dst as usize, src as usize, size)
-    })
-}
-
-unsafe extern "C" fn async_memory_copy_d2h<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-) -> C_Status {
-    guarded::<B>("async_memory_copy_d2h", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
-        rt.copy_d2h(d, Some(stream), dst as usize, src as usize, size)
-    })
-}
-
-unsafe extern "C" fn async_memory_copy_d2d<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-) -> C_Status {
-    guarded::<B>("async_memory_copy_d2d", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
-        rt.copy_d2d(d, Some(stream), dst as usize, src as usize, size)
-    })
-}
-
-unsafe extern "C" fn async_memory_copy_p2p<const B: usize>(
-    dst_device: C_Device,
-    src_device: C_Device,
-    stream: C_Stream,
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-) -> C_Status {
-    guarded::<B>("async_memory_copy_p2p", dst_device, || {
-        // SAFETY: the host passes valid `C_Device`s.
-        let (rt, dd) = unsafe { dev::<B>(dst_device) }?;
-        // SAFETY: as above.
-        let (_, sd) = unsafe { dev::<B>(src_device) }?;
-        rt.copy_p2p(dd, sd, Some(stream), dst as usize, src as usize, size)
-    })
-}
-
-unsafe extern "C" fn get_device_count<const B: usize>(count: *mut usize) -> C_Status {
-    // SAFETY: the host passes a writable `size_t` (or null: refused).
-    guarded::<B>("get_device_count", std::ptr::null_mut(), || unsafe {
-        put(count, rt::<B>()?.count())
-    })
-}
-
-unsafe extern "C" fn get_device_list<const B: usize>(devices: *mut usize) -> C_Status {
-    guarded::<B>("get_device_list", std::ptr::null_mut(), || {
-        let rt = rt::<B>()?;
-        if devices.is_null() {
-            return Err(C_ERROR);
-        }
-        for id in 0..rt.count() {
-            // SAFETY: the host passes room for `get_device_count` entries.
-            unsafe { devices.add(id).write(id) };
-        }
-        Ok(())
-    })
-}
-
-unsafe extern "C" fn device_memory_stats<const B: usize>(
-    device: C_Device,
-    total: *mut usize,
-    free: *mut usize,
-) -> C_Status {
-    guarded::<B>("device_memory_stats", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    guarded fn device_memory_stats(device: C_Device, total: *mut usize, free: *mut usize)
+        on device |rt, d| {
         if total.is_null() || free.is_null() {
             return Err(C_ERROR);
         }
@@ -716,117 +457,44 @@ unsafe extern "C" fn device_memory_stats<const B: usize>(
             free.write(f);
         }
         Ok(())
-    })
-}
+    }
 
-unsafe extern "C" fn cuda_stream_begin_capture<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-    mode: C_StreamCaptureMode,
-) -> C_Status {
-    guarded::<B>("cuda_stream_begin_capture", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    guarded fn cuda_stream_begin_capture(
+        device: C_Device,
+        stream: C_Stream,
+        mode: C_StreamCaptureMode
+    ) on device |rt, d| {
         rt.begin_capture(d, stream, mode)
-    })
-}
+    }
 
-unsafe extern "C" fn cuda_stream_end_capture<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-    graph: *mut C_CudaGraph,
-) -> C_Status {
-    guarded::<B>("cuda_stream_end_captrue", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    /// The header's name, misspelled (`captrue`), is kept.
+    guarded fn cuda_stream_end_captrue(device: C_Device, stream: C_Stream, graph: *mut C_CudaGraph)
+        on device |rt, d| {
         if graph.is_null() {
             return Err(C_ERROR);
         }
         let handle = rt.end_capture(d, stream)?;
         // SAFETY: non-null out-parameter.
         unsafe { put(graph, handle as C_CudaGraph) }
-    })
-}
+    }
 
-unsafe extern "C" fn cuda_graph_launch<const B: usize>(
-    device: C_Device,
-    exec: C_GraphExec,
-    stream: C_Stream,
-) -> C_Status {
-    guarded::<B>("cuda_graph_launch", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    guarded fn cuda_graph_launch(device: C_Device, exec: C_GraphExec, stream: C_Stream)
+        on device |rt, d| {
         rt.launch(d, exec as usize, stream)
-    })
-}
+    }
 
-unsafe extern "C" fn cuda_graph_destroy<const B: usize>(graph: C_CudaGraph) -> C_Status {
-    guarded::<B>("cuda_graph_destroy", std::ptr::null_mut(), || {
-        rt::<B>()?.destroy_graph(graph as usize)
-    })
-}
-
-unsafe extern "C" fn cuda_graph_exec_destroy<const B: usize>(exec: C_GraphExec) -> C_Status {
-    guarded::<B>("cuda_graph_exec_destroy", std::ptr::null_mut(), || {
-        rt::<B>()?.destroy_exec(exec as usize)
-    })
-}
-
-unsafe extern "C" fn cuda_graph_instantiate<const B: usize>(
-    exec: *mut C_GraphExec,
-    graph: *mut C_CudaGraph,
-    _error_node: *mut *mut c_void,
-    _log: *mut c_char,
-    _log_size: usize,
-) -> C_Status {
-    guarded::<B>("cuda_graph_instantiate", std::ptr::null_mut(), || {
-        let rt = rt::<B>()?;
-        if exec.is_null() || graph.is_null() {
-            return Err(C_ERROR);
-        }
-        // SAFETY: non-null, readable `C_CudaGraph` from the host.
-        let graph = unsafe { graph.read() };
-        let handle = rt.instantiate(graph as usize)?;
-        // SAFETY: non-null out-parameter.
-        unsafe { put(exec, handle as C_GraphExec) }
-    })
-}
-
-/// devstream graphs do not list their nodes: `pNode` must be null, and the count is 1 for
-/// every live graph. Paddle asks only whether a segment is empty (then destroys it instead of
-/// instantiating it); launching a devstream graph that captured nothing is a no-op, so calling
-/// every graph non-empty is safe where calling a non-empty one empty would drop work.
-unsafe extern "C" fn cuda_graph_get_nodes<const B: usize>(
-    graph: C_CudaGraph,
-    nodes: *mut C_CudaGraphNode,
-    count: *mut usize,
-) -> C_Status {
-    guarded::<B>("cuda_graph_get_nodes", std::ptr::null_mut(), || {
-        let rt = rt::<B>()?;
-        rt.graph(graph as usize)?;
-        if !nodes.is_null() {
-            return Err(C_ERROR);
-        }
-        // SAFETY: the host passes a writable `size_t` (or null: refused).
-        unsafe { put(count, 1) }
-    })
-}
-
-/// Writes the capture status and id; the graph, dependencies and edge data cannot be told
-/// (null and 0 are written where the host asks for them).
-unsafe extern "C" fn cuda_stream_capture_info<const B: usize>(
-    device: C_Device,
-    stream: C_Stream,
-    status: *mut C_StreamCaptureStatus,
-    id: *mut std::ffi::c_ulonglong,
-    graph: *mut C_CudaGraph,
-    dependencies: *mut C_CudaGraphNode,
-    edge_data: *mut *mut c_void,
-    dependency_count: *mut usize,
-) -> C_Status {
-    guarded::<B>("cuda_stream_capture_info", device, || {
-        // SAFETY: the host passes a valid `C_Device`.
-        let (rt, d) = unsafe { dev::<B>(device) }?;
+    /// Writes the capture status and id; the graph, dependencies and edge data cannot be told
+    /// (null and 0 are written where the host asks for them).
+    guarded fn cuda_stream_capture_info(
+        device: C_Device,
+        stream: C_Stream,
+        status: *mut C_StreamCaptureStatus,
+        id: *mut std::ffi::c_ulonglong,
+        graph: *mut C_CudaGraph,
+        dependencies: *mut C_CudaGraphNode,
+        edge_data: *mut *mut c_void,
+        dependency_count: *mut usize
+    ) on device |rt, d| {
         if status.is_null() {
             return Err(C_ERROR);
         }
@@ -852,28 +520,158 @@ unsafe extern "C" fn cuda_stream_capture_info<const B: usize>(
             }
         }
         Ok(())
-    })
+    }
 }
 
-/// No kernel node of a devstream graph has parameters to set: zero setters.
-unsafe extern "C" fn get_parameter_setter_for_exec_graph<const B: usize>(
-    graph: C_CudaGraph,
-    hooks: *mut C_GraphHookManager,
-) -> C_Status {
-    guarded::<B>(
-        "get_parameter_setter_for_exec_graph",
-        std::ptr::null_mut(),
-        || {
-            rt::<B>()?.graph(graph as usize)?;
-            let none = C_GraphHookManager {
-                size: 0,
-                hooks: std::ptr::null_mut(),
-                user_data: std::ptr::null_mut(),
-            };
-            // SAFETY: the host passes a writable `C_GraphHookManager` (or null: refused).
-            unsafe { put(hooks, none) }
-        },
-    )
+entry_points! {
+    guarded fn initialize() |_| { Ok(()) }
+
+    guarded fn get_device(device: C_Device) |rt| {
+        let id = if rt.count() > 1 {
+            CURRENT.with(|c| c.get()[B])
+        } else {
+            0
+        };
+        // SAFETY: the host passes a writable `C_Device_st` (or null: refused).
+        unsafe { put(device, C_Device_st { id }) }
+    }
+
+    guarded_query fn query_event(device: C_Device, event: C_Event) on device
+    fast(|rt| rt.event_settled_fast(event as usize))
+    |rt| {
+        rt.query_event(event as usize)
+    }
+
+    guarded fn synchronize_event(device: C_Device, event: C_Event) on device
+    fast(|rt| rt.event_settled_fast(event as usize))
+    |rt| {
+        rt.synchronize_event(event as usize)
+    }
+
+    guarded fn host_memory_deallocate(device: C_Device, ptr: *mut c_void, _size: usize)
+        on device |rt| {
+        rt.host_deallocate(ptr as usize)
+    }
+
+    guarded fn get_device_count(count: *mut usize) |rt| {
+        // SAFETY: the host passes a writable `size_t` (or null: refused).
+        unsafe { put(count, rt.count()) }
+    }
+
+    guarded fn get_device_list(devices: *mut usize) |rt| {
+        if devices.is_null() {
+            return Err(C_ERROR);
+        }
+        for id in 0..rt.count() {
+            // SAFETY: the host passes room for `get_device_count` entries.
+            unsafe { devices.add(id).write(id) };
+        }
+        Ok(())
+    }
+
+    guarded fn cuda_graph_destroy(graph: C_CudaGraph) |rt| { rt.destroy_graph(graph as usize) }
+
+    guarded fn cuda_graph_exec_destroy(exec: C_GraphExec) |rt| { rt.destroy_exec(exec as usize) }
+
+    guarded fn cuda_graph_instantiate(
+        exec: *mut C_GraphExec,
+        graph: *mut C_CudaGraph,
+        _error_node: *mut *mut c_void,
+        _log: *mut c_char,
+        _log_size: usize
+    ) |rt| {
+        if exec.is_null() || graph.is_null() {
+            return Err(C_ERROR);
+        }
+        // SAFETY: non-null, readable `C_CudaGraph` from the host.
+        let graph = unsafe { graph.read() };
+        let handle = rt.instantiate(graph as usize)?;
+        // SAFETY: non-null out-parameter.
+        unsafe { put(exec, handle as C_GraphExec) }
+    }
+
+    /// devstream graphs do not list their nodes: `pNode` must be null, and the count is 1 for
+    /// every live graph. Paddle asks only whether a segment is empty (then destroys it instead
+    /// of instantiating it); launching a devstream graph that captured nothing is a no-op, so
+    /// calling every graph non-empty is safe where calling a non-empty one empty would drop
+    /// work.
+    guarded fn cuda_graph_get_nodes(
+        graph: C_CudaGraph,
+        nodes: *mut C_CudaGraphNode,
+        count: *mut usize
+    ) |rt| {
+        rt.graph(graph as usize)?;
+        if !nodes.is_null() {
+            return Err(C_ERROR);
+        }
+        // SAFETY: the host passes a writable `size_t` (or null: refused).
+        unsafe { put(count, 1) }
+    }
+
+    /// No kernel node of a devstream graph has parameters to set: zero setters.
+    guarded fn get_parameter_setter_for_exec_graph(
+        graph: C_CudaGraph,
+        hooks: *mut C_GraphHookManager
+    ) |rt| {
+        rt.graph(graph as usize)?;
+        let none = C_GraphHookManager {
+            size: 0,
+            hooks: std::ptr::null_mut(),
+            user_data: std::ptr::null_mut(),
+        };
+        // SAFETY: the host passes a writable `C_GraphHookManager` (or null: refused).
+        unsafe { put(hooks, none) }
+    }
+}
+
+/// The copies of each direction: `memory_copy_*` (synchronous) and `async_memory_copy_*` (on a
+/// stream), rows of [`entry_points!`] that run the runtime's copy of that direction.
+macro_rules! copies {
+    ($($sync:ident, $on_stream:ident => $copy:ident;)*) => {
+        entry_points! {$(
+            guarded fn $sync(device: C_Device, dst: *mut c_void, src: *const c_void, size: usize)
+                on device |rt, d| { rt.$copy(d, None, dst as usize, src as usize, size) }
+
+            guarded fn $on_stream(
+                device: C_Device,
+                stream: C_Stream,
+                dst: *mut c_void,
+                src: *const c_void,
+                size: usize
+            ) on device |rt, d| { rt.$copy(d, Some(stream), dst as usize, src as usize, size) }
+        )*}
+    };
+}
+
+copies! {
+    memory_copy_h2d, async_memory_copy_h2d => copy_h2d;
+    memory_copy_d2h, async_memory_copy_d2h => copy_d2h;
+    memory_copy_d2d, async_memory_copy_d2d => copy_d2d;
+}
+
+/// `destroy_event`: the fast path may hand back a spare event slot, which is returned to the
+/// runtime under the guard; otherwise as the other fast paths.
+unsafe extern "C" fn destroy_event<const B: usize>(device: C_Device, event: C_Event) -> C_Status {
+    if let Some(rt) = RUNTIMES.get(B).and_then(OnceLock::get) {
+        match rt.destroy_event_fast(event as usize) {
+            Some(Ok(())) => return C_SUCCESS,
+            Some(Err(spare)) => {
+                return guarded::<B>("destroy_event", device, || {
+                    rt.give_back(spare);
+                    Ok(())
+                })
+            }
+            None => {}
+        }
+    }
+    destroy_event_full::<B>(device, event)
+}
+
+#[inline(never)]
+fn destroy_event_full<const B: usize>(device: C_Device, event: C_Event) -> C_Status {
+    guarded::<B>("destroy_event", device, || {
+        rt::<B>()?.destroy_event(event as usize)
+    })
 }
 
 /// Declares a `C_Status (*)(C_Device, size_t*)` info function from `|rt, device| -> usize`.
@@ -913,15 +711,16 @@ size_info! {
     device_realloc_size = |rt, d| rt.max_alloc_size(d).min(CHUNK);
 }
 
-/// Writes `value` into the host's table field `$field` when the announced size holds it.
+/// Writes backend `B`'s entry point for each listed field (named after the field) into the
+/// host's table at `$table`, where the announced size `$size` holds the field.
 macro_rules! set {
-    ($table:expr, $size:expr, $field:ident, $value:expr) => {
+    ($table:expr, $size:expr; $($field:ident),* $(,)?) => {$(
         if offset_of!(C_DeviceInterface, $field) + size_of::<usize>() <= $size {
             // SAFETY: the field lies inside the `$size` bytes the host allocated (checked just
             // above); the write goes through a raw place, creating no reference to the table.
-            unsafe { std::ptr::addr_of_mut!((*$table).$field).write(Some($value as _)) };
+            unsafe { std::ptr::addr_of_mut!((*$table).$field).write(Some($field::<B> as _)) };
         }
-    };
+    )*};
 }
 
 /// Whether backend index `b` gets the graph-capture functions: CUDA and HIP, whose places
@@ -946,145 +745,24 @@ pub fn capture_for(b: usize) -> bool {
 /// `table` points to `layout.interface_size()` writable bytes.
 pub unsafe fn fill<const B: usize>(table: *mut C_DeviceInterface, layout: Layout) {
     let size = layout.interface_size();
-    set!(table, size, initialize, initialize::<B>);
-    set!(table, size, finalize, finalize::<B>);
-    set!(table, size, init_device, init_device::<B>);
-    set!(table, size, set_device, set_device::<B>);
-    set!(table, size, get_device, get_device::<B>);
-    set!(table, size, deinit_device, deinit_device::<B>);
-    set!(table, size, create_stream, create_stream::<B>);
-    set!(table, size, destroy_stream, destroy_stream::<B>);
-    set!(table, size, query_stream, query_stream::<B>);
-    set!(table, size, stream_add_callback, stream_add_callback::<B>);
-    set!(table, size, create_event, create_event::<B>);
-    set!(table, size, record_event, record_event::<B>);
-    set!(table, size, destroy_event, destroy_event::<B>);
-    set!(table, size, query_event, query_event::<B>);
-    set!(table, size, synchronize_device, synchronize_device::<B>);
-    set!(table, size, synchronize_stream, synchronize_stream::<B>);
-    set!(table, size, synchronize_event, synchronize_event::<B>);
-    set!(table, size, stream_wait_event, stream_wait_event::<B>);
-    set!(
-        table,
-        size,
-        device_memory_allocate,
-        device_memory_allocate::<B>
+    set!(table, size;
+        initialize, finalize, init_device, set_device, get_device, deinit_device,
+        create_stream, destroy_stream, query_stream, stream_add_callback,
+        create_event, record_event, destroy_event, query_event,
+        synchronize_device, synchronize_stream, synchronize_event, stream_wait_event,
+        device_memory_allocate, device_memory_deallocate, device_memory_set,
+        host_memory_allocate, host_memory_deallocate,
+        memory_copy_h2d, memory_copy_d2h, memory_copy_d2d, memory_copy_p2p,
+        async_memory_copy_h2d, async_memory_copy_d2h, async_memory_copy_d2d, async_memory_copy_p2p,
+        get_device_count, get_device_list, device_memory_stats,
+        device_min_chunk_size, device_max_chunk_size, device_max_alloc_size,
+        device_extra_padding_size, device_init_alloc_size, device_realloc_size,
     );
-    set!(
-        table,
-        size,
-        device_memory_deallocate,
-        device_memory_deallocate::<B>
-    );
-    set!(table, size, device_memory_set, device_memory_set::<B>);
-    set!(table, size, host_memory_allocate, host_memory_allocate::<B>);
-    set!(
-        table,
-        size,
-        host_memory_deallocate,
-        host_memory_deallocate::<B>
-    );
-    set!(table, size, memory_copy_h2d, memory_copy_h2d::<B>);
-    set!(table, size, memory_copy_d2h, memory_copy_d2h::<B>);
-    set!(table, size, memory_copy_d2d, memory_copy_d2d::<B>);
-    set!(table, size, memory_copy_p2p, memory_copy_p2p::<B>);
-    set!(
-        table,
-        size,
-        async_memory_copy_h2d,
-        async_memory_copy_h2d::<B>
-    );
-    set!(
-        table,
-        size,
-        async_memory_copy_d2h,
-        async_memory_copy_d2h::<B>
-    );
-    set!(
-        table,
-        size,
-        async_memory_copy_d2d,
-        async_memory_copy_d2d::<B>
-    );
-    set!(
-        table,
-        size,
-        async_memory_copy_p2p,
-        async_memory_copy_p2p::<B>
-    );
-    set!(table, size, get_device_count, get_device_count::<B>);
-    set!(table, size, get_device_list, get_device_list::<B>);
-    set!(table, size, device_memory_stats, device_memory_stats::<B>);
-    set!(
-        table,
-        size,
-        device_min_chunk_size,
-        device_min_chunk_size::<B>
-    );
-    set!(
-        table,
-        size,
-        device_max_chunk_size,
-        device_max_chunk_size::<B>
-    );
-    set!(
-        table,
-        size,
-        device_max_alloc_size,
-        device_max_alloc_size::<B>
-    );
-    set!(
-        table,
-        size,
-        device_extra_padding_size,
-        device_extra_padding_size::<B>
-    );
-    set!(
-        table,
-        size,
-        device_init_alloc_size,
-        device_init_alloc_size::<B>
-    );
-    set!(table, size, device_realloc_size, device_realloc_size::<B>);
     if capture_for(B) {
-        set!(
-            table,
-            size,
-            cuda_stream_begin_capture,
-            cuda_stream_begin_capture::<B>
-        );
-        set!(
-            table,
-            size,
-            cuda_stream_end_captrue,
-            cuda_stream_end_capture::<B>
-        );
-        set!(table, size, cuda_graph_launch, cuda_graph_launch::<B>);
-        set!(table, size, cuda_graph_destroy, cuda_graph_destroy::<B>);
-        set!(
-            table,
-            size,
-            cuda_graph_exec_destroy,
-            cuda_graph_exec_destroy::<B>
-        );
-        set!(
-            table,
-            size,
-            cuda_graph_instantiate,
-            cuda_graph_instantiate::<B>
-        );
-        set!(table, size, cuda_graph_get_nodes, cuda_graph_get_nodes::<B>);
-        set!(
-            table,
-            size,
-            cuda_stream_capture_info,
-            cuda_stream_capture_info::<B>
-        );
-        set!(
-            table,
-            size,
-            get_parameter_setter_for_exec_graph,
-            get_parameter_setter_for_exec_graph::<B>
+        set!(table, size;
+            cuda_stream_begin_capture, cuda_stream_end_captrue, cuda_graph_launch,
+            cuda_graph_destroy, cuda_graph_exec_destroy, cuda_graph_instantiate,
+            cuda_graph_get_nodes, cuda_stream_capture_info, get_parameter_setter_for_exec_graph,
         );
     }
 }

@@ -35,7 +35,7 @@ pub extern "C" fn __asan_default_options() -> *const std::ffi::c_char {
     c"allocator_may_return_null=1:detect_stack_use_after_return=1:quarantine_size_mb=64".as_ptr()
 }
 
-use devstream_paddle::sys::*;
+use devstream_paddle_sys::*;
 use libfuzzer_sys::arbitrary::{Result as Drawn, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use std::ffi::{c_int, c_void, CStr};

@@ -269,7 +269,7 @@ fn configs() -> &'static [Config] {
             SYNC_COPY,
         ];
         out.extend(masks.iter().map(|&mask| Config::working(mask)));
-        let last = devstream_plugin::sys::KNOWN_LAYOUTS.len() - 1;
+        let last = devstream_paddle_sys::KNOWN_LAYOUTS.len() - 1;
         for accept in [
             Accept::Neither,
             Accept::Pair(last),

@@ -12,8 +12,7 @@
 //! synchronous runtime over host memory, like Paddle's own `custom_cpu` plug-in: copies happen
 //! inside the call, events and streams do nothing.
 
-#[path = "../../../src/sys.rs"]
-pub mod sys;
+pub use devstream_paddle_sys as sys;
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::{c_uint, c_void, CStr};
@@ -364,8 +363,60 @@ fn layout(size: usize) -> Option<Layout> {
     Layout::from_size_align(size.max(1), ALIGN).ok()
 }
 
-unsafe extern "C" fn ok_void() -> C_Status {
-    C_SUCCESS
+/// A call of a function beyond the stable prefix, counted ([`COUNT_BEYOND_PREFIX_CALLS`]) and
+/// failed.
+fn beyond_prefix() -> C_Status {
+    count(COUNT_BEYOND_PREFIX_CALLS);
+    C_ERROR
+}
+
+/// Declares table functions that ignore their arguments: each answers its expression (a
+/// status, or a counted call and a status).
+macro_rules! fixed_answers {
+    ($($(#[$doc:meta])* $name:ident($($ty:ty),*) => $answer:expr;)*) => {$(
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $name($(_: $ty),*) -> C_Status {
+            $answer
+        }
+    )*};
+}
+
+fixed_answers! {
+    ok_void() => C_SUCCESS;
+    finalize() => { count(COUNT_FINALIZE); C_SUCCESS };
+    failing_initialize() => { count(COUNT_INITIALIZE); C_ERROR };
+    failing_init_device(C_Device) => C_ERROR;
+    ok_device(C_Device) => C_SUCCESS;
+    ok_stream(C_Device, C_Stream) => C_SUCCESS;
+    failing_query_stream(C_Device, C_Stream) => C_INTERNAL_ERROR;
+    failing_synchronize_stream(C_Device, C_Stream) => C_ERROR;
+    failing_callback(C_Device, C_Stream, C_Callback, *mut c_void) => C_INTERNAL_ERROR;
+    ok_stream_event(C_Device, C_Stream, C_Event) => C_SUCCESS;
+    failing_stream_event(C_Device, C_Stream, C_Event) => C_ERROR;
+    ok_event(C_Device, C_Event) => C_SUCCESS;
+    warning_event(C_Device, C_Event) => C_WARNING;
+    failing_async_copy(C_Device, C_Stream, *mut c_void, *const c_void, usize) => C_ERROR;
+    /// `transform_unary` of the develop header.
+    develop_transform_unary(
+        C_Device, C_Stream, *const c_void, *mut c_void, usize, C_DataType, *mut c_void
+    ) => beyond_prefix();
+    /// `transform_binary` of the develop header.
+    develop_transform_binary(
+        C_Device, C_Stream, *const c_void, *const c_void, *mut c_void, usize, C_DataType,
+        *mut c_void
+    ) => beyond_prefix();
+    ok_graph_launch(C_Device, C_GraphExec, C_Stream) => C_SUCCESS;
+    ok_graph_destroy(C_CudaGraph) => C_SUCCESS;
+    ok_graph_exec_destroy(C_GraphExec) => C_SUCCESS;
+    counted_begin_capture(C_Device, C_Stream, C_StreamCaptureMode) => beyond_prefix();
+    counted_end_capture(C_Device, C_Stream, *mut C_CudaGraph) => beyond_prefix();
+    counted_graph_launch(C_Device, C_GraphExec, C_Stream) => beyond_prefix();
+    counted_graph_destroy(C_CudaGraph) => beyond_prefix();
+    counted_graph_exec_destroy(C_GraphExec) => beyond_prefix();
+    counted_graph_instantiate(
+        *mut C_GraphExec, *mut C_CudaGraph, *mut *mut c_void, *mut std::ffi::c_char, usize
+    ) => beyond_prefix();
 }
 
 unsafe extern "C" fn initialize() -> C_Status {
@@ -379,24 +430,6 @@ unsafe extern "C" fn initialize() -> C_Status {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
-    C_SUCCESS
-}
-
-unsafe extern "C" fn finalize() -> C_Status {
-    count(COUNT_FINALIZE);
-    C_SUCCESS
-}
-
-unsafe extern "C" fn failing_initialize() -> C_Status {
-    count(COUNT_INITIALIZE);
-    C_ERROR
-}
-
-unsafe extern "C" fn failing_init_device(_device: C_Device) -> C_Status {
-    C_ERROR
-}
-
-unsafe extern "C" fn ok_device(_device: C_Device) -> C_Status {
     C_SUCCESS
 }
 
@@ -457,18 +490,6 @@ unsafe extern "C" fn create_stream(device: C_Device, stream: *mut C_Stream) -> C
             C_SUCCESS
         }
     }
-}
-
-unsafe extern "C" fn ok_stream(_device: C_Device, _stream: C_Stream) -> C_Status {
-    C_SUCCESS
-}
-
-unsafe extern "C" fn failing_query_stream(_device: C_Device, _stream: C_Stream) -> C_Status {
-    C_INTERNAL_ERROR
-}
-
-unsafe extern "C" fn failing_synchronize_stream(_device: C_Device, _stream: C_Stream) -> C_Status {
-    C_ERROR
 }
 
 unsafe extern "C" fn inline_callback(
@@ -550,15 +571,6 @@ unsafe extern "C" fn queued_callback_error(
     C_ERROR
 }
 
-unsafe extern "C" fn failing_callback(
-    _device: C_Device,
-    _stream: C_Stream,
-    _callback: C_Callback,
-    _user_data: *mut c_void,
-) -> C_Status {
-    C_INTERNAL_ERROR
-}
-
 unsafe extern "C" fn create_event(device: C_Device, event: *mut C_Event) -> C_Status {
     let mode = mode_of(device);
     if mode == MODE_PADDLE_CUSTOM_CPU || mode == MODE_UNWRITTEN_ALLOCATION {
@@ -569,26 +581,6 @@ unsafe extern "C" fn create_event(device: C_Device, event: *mut C_Event) -> C_St
     }
     // SAFETY: a non-null out-parameter.
     unsafe { *event = std::ptr::NonNull::<C_Event_st>::dangling().as_ptr() };
-    C_SUCCESS
-}
-
-unsafe extern "C" fn ok_stream_event(
-    _device: C_Device,
-    _stream: C_Stream,
-    _event: C_Event,
-) -> C_Status {
-    C_SUCCESS
-}
-
-unsafe extern "C" fn failing_stream_event(
-    _device: C_Device,
-    _stream: C_Stream,
-    _event: C_Event,
-) -> C_Status {
-    C_ERROR
-}
-
-unsafe extern "C" fn ok_event(_device: C_Device, _event: C_Event) -> C_Status {
     C_SUCCESS
 }
 
@@ -616,10 +608,6 @@ unsafe extern "C" fn synchronize_event_after_queued(
     } else {
         C_SUCCESS
     }
-}
-
-unsafe extern "C" fn warning_event(_device: C_Device, _event: C_Event) -> C_Status {
-    C_WARNING
 }
 
 unsafe extern "C" fn allocate(device: C_Device, ptr: *mut *mut c_void, size: usize) -> C_Status {
@@ -725,46 +713,6 @@ unsafe extern "C" fn queued_async_copy(
     C_SUCCESS
 }
 
-unsafe extern "C" fn failing_async_copy(
-    _device: C_Device,
-    _stream: C_Stream,
-    _dst: *mut c_void,
-    _src: *const c_void,
-    _size: usize,
-) -> C_Status {
-    C_ERROR
-}
-
-/// `transform_unary` of the develop header.
-unsafe extern "C" fn develop_transform_unary(
-    _device: C_Device,
-    _stream: C_Stream,
-    _x: *const c_void,
-    _y: *mut c_void,
-    _numel: usize,
-    _dtype: C_DataType,
-    _op: *mut c_void,
-) -> C_Status {
-    count(COUNT_BEYOND_PREFIX_CALLS);
-    C_ERROR
-}
-
-/// `transform_binary` of the develop header.
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn develop_transform_binary(
-    _device: C_Device,
-    _stream: C_Stream,
-    _x: *const c_void,
-    _y: *const c_void,
-    _z: *mut c_void,
-    _numel: usize,
-    _dtype: C_DataType,
-    _op: *mut c_void,
-) -> C_Status {
-    count(COUNT_BEYOND_PREFIX_CALLS);
-    C_ERROR
-}
-
 /// Word index of `transform_unary` in the develop table (`transform_binary` follows).
 const DEVELOP_TRANSFORM_UNARY_WORD: usize = 122;
 
@@ -834,22 +782,6 @@ unsafe extern "C" fn id_changing_capture_info(
     C_SUCCESS
 }
 
-unsafe extern "C" fn ok_graph_launch(
-    _device: C_Device,
-    _exec: C_GraphExec,
-    _stream: C_Stream,
-) -> C_Status {
-    C_SUCCESS
-}
-
-unsafe extern "C" fn ok_graph_destroy(_graph: C_CudaGraph) -> C_Status {
-    C_SUCCESS
-}
-
-unsafe extern "C" fn ok_graph_exec_destroy(_exec: C_GraphExec) -> C_Status {
-    C_SUCCESS
-}
-
 unsafe extern "C" fn ok_graph_instantiate(
     exec: *mut C_GraphExec,
     _graph: *mut C_CudaGraph,
@@ -863,54 +795,6 @@ unsafe extern "C" fn ok_graph_instantiate(
     // SAFETY: a non-null out-parameter; a dummy executable graph.
     unsafe { *exec = std::ptr::NonNull::dangling().as_ptr() };
     C_SUCCESS
-}
-
-unsafe extern "C" fn counted_begin_capture(
-    _device: C_Device,
-    _stream: C_Stream,
-    _mode: C_StreamCaptureMode,
-) -> C_Status {
-    count(COUNT_BEYOND_PREFIX_CALLS);
-    C_ERROR
-}
-
-unsafe extern "C" fn counted_end_capture(
-    _device: C_Device,
-    _stream: C_Stream,
-    _graph: *mut C_CudaGraph,
-) -> C_Status {
-    count(COUNT_BEYOND_PREFIX_CALLS);
-    C_ERROR
-}
-
-unsafe extern "C" fn counted_graph_launch(
-    _device: C_Device,
-    _exec: C_GraphExec,
-    _stream: C_Stream,
-) -> C_Status {
-    count(COUNT_BEYOND_PREFIX_CALLS);
-    C_ERROR
-}
-
-unsafe extern "C" fn counted_graph_destroy(_graph: C_CudaGraph) -> C_Status {
-    count(COUNT_BEYOND_PREFIX_CALLS);
-    C_ERROR
-}
-
-unsafe extern "C" fn counted_graph_exec_destroy(_exec: C_GraphExec) -> C_Status {
-    count(COUNT_BEYOND_PREFIX_CALLS);
-    C_ERROR
-}
-
-unsafe extern "C" fn counted_graph_instantiate(
-    _exec: *mut C_GraphExec,
-    _graph: *mut C_CudaGraph,
-    _error_node: *mut *mut c_void,
-    _log: *mut std::ffi::c_char,
-    _log_size: usize,
-) -> C_Status {
-    count(COUNT_BEYOND_PREFIX_CALLS);
-    C_ERROR
 }
 
 /// A table of this plug-in's own, for [`MODE_REPLACES_INTERFACE`].

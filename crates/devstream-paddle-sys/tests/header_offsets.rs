@@ -1,4 +1,4 @@
-//! `sys.rs` against the real `device_ext.h` of PaddlePaddle wheels: a C++ program compiled
+//! The declarations against the real `device_ext.h` of PaddlePaddle wheels: a C++ program compiled
 //! here (with `g++`, or `CXX`) against the header prints `sizeof` of both structs and
 //! `offsetof` of every field devstream declares; each must equal the Rust declaration. A
 //! field the header lacks fails the compile; a field devstream lacks shifts a later offset or
@@ -12,7 +12,7 @@
 //!   against [`sys::paddle_2_6`]. Skipped without it unless `DEVSTREAM_REQUIRE` names
 //!   `paddle2`.
 
-use devstream_plugin::sys::{self, C_DeviceInterface, CustomRuntimeParams};
+use devstream_paddle_sys::{self as sys, AbiField, C_DeviceInterface, CustomRuntimeParams};
 use devstream_test_plugin_ref_cpu as ref_cpu;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,9 +21,9 @@ use std::process::Command;
 /// One header's structs as devstream declares them.
 struct Declared {
     params_size: usize,
-    params: &'static [(&'static str, usize)],
+    params: &'static [AbiField],
     table_size: usize,
-    table: &'static [(&'static str, usize)],
+    table: &'static [AbiField],
 }
 
 /// Compiles and runs the offset program against `include`; answers what it printed, by key
@@ -44,7 +44,7 @@ fn measure(include: &Path, declared: &Declared, label: &str) -> HashMap<String, 
         ("CustomRuntimeParams", declared.params),
         ("C_DeviceInterface", declared.table),
     ] {
-        for (field, _) in fields {
+        for AbiField { name: field, .. } in fields {
             program.push_str(&format!(
                 "printf(\"{strukt}.{field} %zu\\n\", offsetof({strukt}, {field}));\n"
             ));
@@ -100,13 +100,13 @@ fn compare(include: &Path, declared: &Declared, label: &str) {
         expected.extend(
             fields
                 .iter()
-                .map(|(field, offset)| (format!("{strukt}.{field}"), *offset)),
+                .map(|field| (format!("{strukt}.{}", field.name), field.offset)),
         );
     }
     let wrong: Vec<String> = expected
         .iter()
         .filter(|(key, value)| measured.get(key) != Some(value))
-        .map(|(key, value)| format!("{key}: header {:?}, sys.rs {value}", measured.get(key)))
+        .map(|(key, value)| format!("{key}: header {:?}, declared {value}", measured.get(key)))
         .collect();
     assert!(
         wrong.is_empty(),
@@ -140,7 +140,7 @@ fn include(found: Option<PathBuf>, required: &str, what: &str) -> Option<PathBuf
 
 #[cfg(target_pointer_width = "64")]
 #[test]
-fn paddle_3_3_header_offsets_equal_sys_rs() {
+fn paddle_3_3_header_offsets_equal_the_declarations() {
     let found = std::env::var_os("DEVSTREAM_PADDLE_INCLUDE")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
@@ -166,7 +166,7 @@ fn paddle_3_3_header_offsets_equal_sys_rs() {
 
 #[cfg(target_pointer_width = "64")]
 #[test]
-fn paddle_2_6_header_offsets_equal_sys_rs() {
+fn paddle_2_6_header_offsets_equal_the_declarations() {
     let found = std::env::var_os("DEVSTREAM_PADDLE2_INCLUDE")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from);
