@@ -111,33 +111,26 @@ native_codec!(I32, i32);
 native_codec!(I64, i64);
 native_codec!(U8, u8);
 
-struct F16;
-impl Codec for F16 {
-    type A = f32;
-    const SIZE: usize = 2;
-    #[inline]
-    fn decode(bytes: &[u8]) -> f32 {
-        f16_to_f32(u16::from_ne_bytes([bytes[0], bytes[1]]))
-    }
-    #[inline]
-    fn encode(value: f32, out: &mut [u8]) {
-        out.copy_from_slice(&f32_to_f16(value).to_ne_bytes());
-    }
+/// A 16-bit float type, accumulated in `f32`: its bits to `f32` and back.
+macro_rules! half_codec {
+    ($name:ident, $to_f32:ident, $from_f32:ident) => {
+        struct $name;
+        impl Codec for $name {
+            type A = f32;
+            const SIZE: usize = 2;
+            #[inline]
+            fn decode(bytes: &[u8]) -> f32 {
+                $to_f32(u16::from_ne_bytes([bytes[0], bytes[1]]))
+            }
+            #[inline]
+            fn encode(value: f32, out: &mut [u8]) {
+                out.copy_from_slice(&$from_f32(value).to_ne_bytes());
+            }
+        }
+    };
 }
-
-struct BF16;
-impl Codec for BF16 {
-    type A = f32;
-    const SIZE: usize = 2;
-    #[inline]
-    fn decode(bytes: &[u8]) -> f32 {
-        bf16_to_f32(u16::from_ne_bytes([bytes[0], bytes[1]]))
-    }
-    #[inline]
-    fn encode(value: f32, out: &mut [u8]) {
-        out.copy_from_slice(&f32_to_bf16(value).to_ne_bytes());
-    }
-}
+half_codec!(F16, f16_to_f32, f32_to_f16);
+half_codec!(BF16, bf16_to_f32, f32_to_bf16);
 
 /// IEEE binary16 bits → `f32` (exact).
 pub fn f16_to_f32(h: u16) -> f32 {
