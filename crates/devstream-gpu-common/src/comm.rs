@@ -731,14 +731,7 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
                     self.inner.lib.name
                 )));
             }
-            CallKind::AllReduce { .. }
-            | CallKind::Broadcast { .. }
-            | CallKind::Reduce { .. }
-            | CallKind::AllGather
-            | CallKind::ReduceScatter { .. }
-            | CallKind::AllToAll
-            | CallKind::Send { .. }
-            | CallKind::Recv { .. } => {}
+            kind if kind.is_nccl_call() => {}
             _ => return Err(Error::unsupported(name, &self.inner.device.place)),
         }
         let t = self.dtype(call.dtype, name)?;

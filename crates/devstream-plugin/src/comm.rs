@@ -632,14 +632,7 @@ impl DeviceCommunicator for PluginComm {
                     self.inner.place
                 )));
             }
-            CallKind::AllReduce { .. }
-            | CallKind::Broadcast { .. }
-            | CallKind::Reduce { .. }
-            | CallKind::AllGather
-            | CallKind::ReduceScatter { .. }
-            | CallKind::AllToAll
-            | CallKind::Send { .. }
-            | CallKind::Recv { .. } => {}
+            kind if kind.is_nccl_call() => {}
             _ => return Err(Error::unsupported(name, &self.inner.place)),
         }
         let t = self.dtype(name, call.dtype)?;

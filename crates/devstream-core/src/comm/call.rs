@@ -105,6 +105,23 @@ impl CallKind {
         }
     }
 
+    /// Whether the kind is one of NCCL's eight calls above, which every engine maps one to one
+    /// onto its library. A kind added later answers `false`, so an engine that has not
+    /// learned it refuses it with `Error::Unsupported` instead of guessing.
+    pub const fn is_nccl_call(&self) -> bool {
+        matches!(
+            self,
+            CallKind::AllReduce { .. }
+                | CallKind::Broadcast { .. }
+                | CallKind::Reduce { .. }
+                | CallKind::AllGather
+                | CallKind::ReduceScatter { .. }
+                | CallKind::AllToAll
+                | CallKind::Send { .. }
+                | CallKind::Recv { .. }
+        )
+    }
+
     /// Whether the call is a point-to-point one (`Send` or `Recv`), whose one buffer is its
     /// send buffer (`Send`) or its receive buffer (`Recv`).
     pub const fn is_point_to_point(&self) -> bool {
