@@ -43,11 +43,11 @@ use crate::comm_step::{Counters, Prefix};
 use crate::scheduler::running_stream;
 use crate::stream::CpuStream;
 use crate::{lock, CpuBackend, CPU_PLACE};
-use devstream_core::comm::{check_rank, Collective, GroupState, Region};
+use devstream_core::comm::{check_rank, CallKind, Collective, GroupState, Region};
 use devstream_core::{
     CommBackend, CommFailure, DeviceCommunicator, Error, Place, Result, UniqueId, UNIQUE_ID_BYTES,
 };
-use op::{build_step, queue, Call, CollOp, Kind, LocalGroup};
+use op::{build_step, queue, Call, CollOp, LocalGroup, Phase};
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
@@ -442,14 +442,16 @@ impl CpuComm {
         recv: &CpuBuffer,
     ) -> Result<()> {
         let name = desc.name();
-        let kind = Kind::of(&desc.kind).ok_or_else(|| Error::unsupported(name, &CPU_PLACE))?;
+        if !desc.kind.is_nccl_call() {
+            return Err(Error::unsupported(name, &CPU_PLACE));
+        }
         let (me, n) = (self.0.rank, self.0.nranks);
         desc.check(me, n, send.0.len, recv.0.len)?;
         let call = Call {
-            kind,
+            phase: Phase::Call,
             desc: *desc,
-            send: (kind != Kind::Recv).then(|| send.0.clone()),
-            recv: (kind != Kind::Send).then(|| recv.0.clone()),
+            send: (!matches!(desc.kind, CallKind::Recv { .. })).then(|| send.0.clone()),
+            recv: (!matches!(desc.kind, CallKind::Send { .. })).then(|| recv.0.clone()),
         };
         let mut group = lock(&self.0.group);
         if group.is_open() {

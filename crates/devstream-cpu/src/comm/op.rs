@@ -17,40 +17,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// The engine's view of a call: the collective itself, or a later phase of an all-reduce.
+/// Which part of a call a queued operation is: the call itself, or a later phase of an
+/// all-reduce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
-    AllReduce,
-    Broadcast,
-    Reduce,
-    AllGather,
-    ReduceScatter,
-    AllToAll,
-    Send,
-    Recv,
+pub(super) enum Phase {
+    /// The call (for an all-reduce: its first phase).
+    Call,
     /// All-reduce, second phase: every rank publishes its reduced slice and gathers the others.
-    AllReduceGather,
+    Gather,
     /// All-reduce of ranks that all live in this process, second phase: the end barrier (no
     /// rank's stream moves on while a peer may still read or write its buffers; see
     /// [`LocalGroup`]). Never posted to the control segment.
-    AllReduceEnd,
-}
-
-impl Kind {
-    /// The engine's kind of a call (`None` for a kind this engine does not know).
-    pub(super) fn of(kind: &CallKind) -> Option<Kind> {
-        Some(match kind {
-            CallKind::AllReduce { .. } => Kind::AllReduce,
-            CallKind::Broadcast { .. } => Kind::Broadcast,
-            CallKind::Reduce { .. } => Kind::Reduce,
-            CallKind::AllGather => Kind::AllGather,
-            CallKind::ReduceScatter { .. } => Kind::ReduceScatter,
-            CallKind::AllToAll => Kind::AllToAll,
-            CallKind::Send { .. } => Kind::Send,
-            CallKind::Recv { .. } => Kind::Recv,
-            _ => return None,
-        })
-    }
+    End,
 }
 
 /// The ranks of one communicator when every one of them is a thread of this process: each
@@ -65,7 +43,7 @@ impl Kind {
 /// same bits, and the same bits whether its peers are threads or processes. Ordering: a rank
 /// reads peers' buffers only once every rank has posted and the descriptors agree (the
 /// engine's first hold), each rank writes only its own slice into the others' receive buffers
-/// (the slice no other rank reads), and a second hold ([`Kind::AllReduceEnd`]) keeps every
+/// (the slice no other rank reads), and a second hold ([`Phase::End`]) keeps every
 /// rank's stream until all ranks are done, so no stream moves on to change a buffer a peer
 /// still uses.
 pub(crate) struct LocalGroup {
@@ -153,8 +131,8 @@ impl Instance {
 /// One call as made, before it is queued.
 #[derive(Clone)]
 pub(super) struct Call {
-    /// The engine's kind of the call (or of its phase).
-    pub(super) kind: Kind,
+    /// The part of the call this is.
+    pub(super) phase: Phase,
     /// The call as made.
     pub(super) desc: Collective,
     /// The buffers it reads and writes (a send has no receive buffer, a receive no send one).
@@ -163,6 +141,14 @@ pub(super) struct Call {
 }
 
 impl Call {
+    fn is_send(&self) -> bool {
+        matches!(self.desc.kind, CallKind::Send { .. })
+    }
+
+    fn is_recv(&self) -> bool {
+        matches!(self.desc.kind, CallKind::Recv { .. })
+    }
+
     /// The reduction (`Sum` for kinds that do not reduce: never read).
     fn op(&self) -> ReduceOp {
         self.desc.kind.reduction().unwrap_or(ReduceOp::Sum)
@@ -185,7 +171,7 @@ pub(super) struct CollOp {
     instance: Arc<Instance>,
     /// A second phase queued right after this one's finish (all-reduce's gather or end).
     next: Option<Arc<CollOp>>,
-    /// A second phase's first phase (whose sequence number [`Kind::AllReduceEnd`] waits for).
+    /// A second phase's first phase (whose sequence number [`Phase::End`] waits for).
     first: Option<Arc<Instance>>,
 }
 
@@ -200,9 +186,9 @@ pub(super) fn build_step(
     // Positions first (the step's counts are part of every descriptor).
     let mut positions = Vec::with_capacity(calls.len());
     for (_, call) in &calls {
-        let (position, second) = match call.kind {
-            Kind::Send | Kind::Recv => {
-                let (peer, sending) = (call.other(), call.kind == Kind::Send);
+        let (position, second) = match call.desc.kind {
+            CallKind::Send { .. } | CallKind::Recv { .. } => {
+                let (peer, sending) = (call.other(), call.is_send());
                 let counts = if sending {
                     &mut step.sends
                 } else {
@@ -221,11 +207,11 @@ pub(super) fn build_step(
                 let index = step.collectives;
                 step.collectives += 1;
                 let second = match kind {
-                    Kind::AllReduce if local => Some((Kind::AllReduceEnd, Position::None)),
-                    Kind::AllReduce if n > 1 => {
+                    CallKind::AllReduce { .. } if local => Some((Phase::End, Position::None)),
+                    CallKind::AllReduce { .. } if n > 1 => {
                         let gather = step.gathers;
                         step.gathers += 1;
-                        Some((Kind::AllReduceGather, Position::Gather(gather)))
+                        Some((Phase::Gather, Position::Gather(gather)))
                     }
                     _ => None,
                 };
@@ -241,7 +227,7 @@ pub(super) fn build_step(
         .into_iter()
         .zip(positions)
         .map(|((stream, call), (position, second))| {
-            let make = |kind: Kind,
+            let make = |phase: Phase,
                         position: Position,
                         instance: Arc<Instance>,
                         next: Option<Arc<CollOp>>,
@@ -249,7 +235,7 @@ pub(super) fn build_step(
                 Arc::new(CollOp {
                     comm: comm.clone(),
                     call: Call {
-                        kind,
+                        phase,
                         ..call.clone()
                     },
                     step: step.clone(),
@@ -261,10 +247,10 @@ pub(super) fn build_step(
                 })
             };
             let first = Instance::new();
-            let next = second.map(|(kind, position)| {
-                make(kind, position, Instance::new(), None, Some(first.clone()))
+            let next = second.map(|(phase, position)| {
+                make(phase, position, Instance::new(), None, Some(first.clone()))
             });
-            (stream, make(call.kind, position, first, next, None))
+            (stream, make(Phase::Call, position, first, next, None))
         })
         .collect()
 }
@@ -282,8 +268,8 @@ impl CollOp {
 
     /// The ranks' shared group when this all-reduce takes the in-process path.
     fn local(&self) -> Option<&LocalGroup> {
-        match self.call.kind {
-            Kind::AllReduce | Kind::AllReduceEnd if self.comm.nranks > 1 => {
+        match (self.call.phase, self.call.desc.kind) {
+            (Phase::Call | Phase::End, CallKind::AllReduce { .. }) if self.comm.nranks > 1 => {
                 self.comm.local.get().map(|group| &**group)
             }
             _ => None,
@@ -297,7 +283,7 @@ impl CollOp {
             Position::Collective(_) => self.group_size,
             _ => 0,
         };
-        let phase = u8::from(self.call.kind == Kind::AllReduceGather);
+        let phase = u8::from(self.call.phase == Phase::Gather);
         self.call.desc.signature(phase, group)
     }
 
@@ -318,8 +304,8 @@ impl CollOp {
         let instance = &self.instance;
         instance.flag.0.store(0);
         *lock(&instance.error) = None;
-        let numbers = match self.call.kind {
-            Kind::AllReduceEnd => {
+        let numbers = match self.call.phase {
+            Phase::End => {
                 // The first phase's numbers: its stream order put its post before this one.
                 let first = self.first.as_ref();
                 let load = |word: fn(&Instance) -> &AtomicU64| {
@@ -360,7 +346,7 @@ impl CollOp {
     /// For an all-reduce's gather: the error when its first phase failed (on every rank, by
     /// its verdict), so that no rank publishes or reads the slices of a collective that failed.
     fn first_phase_failed(&self) -> Option<Error> {
-        if self.call.kind != Kind::AllReduceGather {
+        if self.call.phase != Phase::Gather {
             return None;
         }
         let first = self.first.as_ref()?.first.load(Ordering::Acquire);
@@ -389,8 +375,8 @@ impl CollOp {
         let name = self.call.desc.name();
         let bytes = self.bytes();
         let seq = numbers.seq;
-        match self.call.kind {
-            Kind::Send => {
+        match (self.call.phase, self.call.desc.kind) {
+            (_, CallKind::Send { .. }) => {
                 let peer = self.call.other();
                 let path = seg.p2p_path(me, peer, seq);
                 let mut header = [0u8; 16];
@@ -413,7 +399,7 @@ impl CollOp {
                 });
                 self.instance.resolve(None);
             }
-            Kind::Recv => {
+            (_, CallKind::Recv { .. }) => {
                 comm_engine::register(Pending::new(
                     comm.clone(),
                     name,
@@ -424,7 +410,7 @@ impl CollOp {
                     self.instance.clone(),
                 ));
             }
-            Kind::AllReduceEnd => {
+            (Phase::End, _) => {
                 comm_engine::register(Pending::new(
                     comm.clone(),
                     name,
@@ -437,11 +423,13 @@ impl CollOp {
                 let n = comm.nranks;
                 let size = self.call.desc.dtype.size();
                 let slice = self.slice(me);
-                let range = match self.call.kind {
-                    Kind::Broadcast if me != self.call.other() => None,
-                    Kind::AllReduceGather => Some(slice.start * size..slice.end * size),
-                    Kind::AllGather if self.in_place() => Some(me * bytes..(me + 1) * bytes),
-                    Kind::ReduceScatter | Kind::AllToAll => Some(0..bytes * n),
+                let range = match (self.call.phase, self.call.desc.kind) {
+                    (Phase::Gather, _) => Some(slice.start * size..slice.end * size),
+                    (_, CallKind::Broadcast { root }) if me != root => None,
+                    (_, CallKind::AllGather) if self.in_place() => {
+                        Some(me * bytes..(me + 1) * bytes)
+                    }
+                    (_, CallKind::ReduceScatter { .. } | CallKind::AllToAll) => Some(0..bytes * n),
                     _ => Some(0..bytes),
                 };
                 let range = match (self.local(), &self.call.send, &self.call.recv) {
@@ -461,13 +449,13 @@ impl CollOp {
                 if let Some(range) = range.filter(|r| !r.is_empty()) {
                     let path = seg.coll_path(seq, me);
                     {
-                        let source = if (self.call.kind == Kind::AllGather && self.in_place())
-                            || self.call.kind == Kind::AllReduceGather
-                        {
-                            self.call.recv.as_ref()
-                        } else {
-                            self.call.send.as_ref()
-                        };
+                        let gathered = self.call.desc.kind == CallKind::AllGather;
+                        let source =
+                            if (gathered && self.in_place()) || self.call.phase == Phase::Gather {
+                                self.call.recv.as_ref()
+                            } else {
+                                self.call.send.as_ref()
+                            };
                         let data = source.map(|b| b.data.lock());
                         let slice = data.as_ref().map_or(&[][..], |d| &d[range]);
                         comm.pool.publish(name, &path, &[slice])?;
@@ -518,10 +506,10 @@ impl CollOp {
                 .map_err(|error| self.failed(error, base)),
         };
         let comm = &self.comm;
-        match self.call.kind {
-            Kind::Send => {}
-            Kind::Recv => comm.mark(Counter::Received(self.call.other()), seq),
-            Kind::AllReduceEnd => {
+        match (self.call.phase, self.call.desc.kind) {
+            (_, CallKind::Send { .. }) => {}
+            (_, CallKind::Recv { peer }) => comm.mark(Counter::Received(peer), seq),
+            (Phase::End, _) => {
                 // Every rank is done with every buffer of all-reduce `seq` (or failed it).
                 if let Some(local) = self.local() {
                     local.retire(comm.rank, seq);
@@ -542,7 +530,7 @@ impl CollOp {
         let name = self.call.desc.name();
         let bytes = self.bytes();
         let base = self.instance.base.load(Ordering::Acquire);
-        if self.call.kind == Kind::Recv {
+        if self.call.is_recv() {
             let peer = self.call.other();
             let path = seg.p2p_path(peer, me, seq);
             let payload = Payload::open(name, &path)?;
@@ -573,7 +561,7 @@ impl CollOp {
             }
             return Ok(());
         }
-        if self.call.kind == Kind::AllReduceEnd {
+        if self.call.phase == Phase::End {
             return Ok(());
         }
         match self.local() {
@@ -681,9 +669,9 @@ impl CollOp {
             return Ok(());
         }
         let size = self.call.desc.dtype.size();
-        match self.call.kind {
-            Kind::Reduce if me != self.call.other() => Ok(()),
-            Kind::AllReduce => {
+        match (self.call.phase, self.call.desc.kind) {
+            (Phase::End, _) => Ok(()),
+            (Phase::Call, CallKind::AllReduce { .. }) => {
                 // Phase 1: reduce this rank's slice of every rank's data.
                 let slice = self.slice(me);
                 if slice.is_empty() {
@@ -700,7 +688,7 @@ impl CollOp {
                     |rank, start, out| files[rank].read_at(name, base + start * size, out),
                 )
             }
-            Kind::AllReduceGather => {
+            (Phase::Gather, _) => {
                 // Phase 2: gather the other ranks' reduced slices.
                 let mut data = recv.data.lock();
                 for rank in (0..n).filter(|&r| r != me) {
@@ -715,9 +703,10 @@ impl CollOp {
                 }
                 Ok(())
             }
-            Kind::Reduce | Kind::ReduceScatter => {
+            (_, CallKind::Reduce { root, .. }) if me != root => Ok(()),
+            (_, CallKind::Reduce { .. } | CallKind::ReduceScatter { .. }) => {
                 let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
-                let base = if self.call.kind == Kind::ReduceScatter {
+                let base = if matches!(self.call.desc.kind, CallKind::ReduceScatter { .. }) {
                     me * bytes
                 } else {
                     0
@@ -731,12 +720,12 @@ impl CollOp {
                     |rank, start, out| files[rank].read_at(name, base + start * size, out),
                 )
             }
-            Kind::Broadcast => {
+            (_, CallKind::Broadcast { .. }) => {
                 let file = open(self.call.other())?;
                 let mut data = recv.data.lock();
                 file.read_at(name, 0, &mut data[..bytes])
             }
-            Kind::AllGather => {
+            (_, CallKind::AllGather) => {
                 let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
                 let mut data = recv.data.lock();
                 for (rank, file) in files.iter().enumerate() {
@@ -744,7 +733,7 @@ impl CollOp {
                 }
                 Ok(())
             }
-            Kind::AllToAll => {
+            (_, CallKind::AllToAll) => {
                 let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
                 let mut data = recv.data.lock();
                 for (rank, file) in files.iter().enumerate() {
@@ -772,7 +761,7 @@ pub(super) fn queue(stream: &Arc<StreamInner>, ops: &[Arc<CollOp>]) -> Result<()
         stream.submit(Op::Host(UserFn::new(f)), name)
     };
     let hold_and_finish = |op: &Arc<CollOp>| {
-        if op.call.kind == Kind::Send {
+        if op.call.is_send() {
             return Ok(());
         }
         let flag = op.instance.flag.0.clone();
