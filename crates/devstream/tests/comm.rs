@@ -18,7 +18,8 @@ mod comm_plugin;
 mod comm_programs;
 use comm_model::{
     all_reduce_and_check, assert_close, assert_reduced, comm_failure, contribution, decode,
-    download, encode, launch_and_check, model, on_ranks_at, upload, value,
+    download, encode, launch_and_check, model, on_ranks_at, rank_1_leaves_in_an_open_group, upload,
+    value,
 };
 
 const CPU: Place = Place::Cpu;
@@ -1011,17 +1012,9 @@ fn a_group_refuses_its_65th_collective_and_stays_open() {
 fn a_communicator_dropped_with_a_group_open_leaves() {
     let results = on_ranks(2, |comm, s| {
         comm.set_timeout(Duration::from_secs(60));
-        let buf = upload(
-            &s,
-            &encode(DataType::F32, &contribution(comm.rank(), COUNT)),
-        )?;
-        s.synchronize()?;
-        if comm.rank() == 1 {
-            comm.group_start()?;
-            s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
-            drop(comm); // never closed
+        let Some((comm, buf)) = rank_1_leaves_in_an_open_group(comm, &s, COUNT)? else {
             return Ok(None);
-        }
+        };
         let started = Instant::now();
         s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
         let e = s.synchronize().unwrap_err();

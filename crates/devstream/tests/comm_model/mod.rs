@@ -221,6 +221,25 @@ pub fn launch_and_check(
     Ok(())
 }
 
+/// Uploads this rank's contribution (`count` `F32` elements); rank 1 then opens a group, puts an
+/// all-reduce of it in the group and drops its communicator with the group still open (`None`),
+/// every other rank gets its communicator and the buffer back.
+pub fn rank_1_leaves_in_an_open_group(
+    comm: Communicator,
+    s: &Stream,
+    count: usize,
+) -> Result<Option<(Communicator, DeviceBuffer)>> {
+    let buf = upload(s, &encode(DataType::F32, &contribution(comm.rank(), count)))?;
+    s.synchronize()?;
+    if comm.rank() == 1 {
+        comm.group_start()?;
+        s.all_reduce(&comm, &buf, &buf, count, DataType::F32, ReduceOp::Sum)?;
+        drop(comm); // never closed
+        return Ok(None);
+    }
+    Ok(Some((comm, buf)))
+}
+
 /// Runs `body(comm, stream)` with rank `r` on `places[r]`, one thread each, and returns their
 /// results; fails the test naming every rank that returned an error.
 pub fn on_ranks_at<T: Send + 'static>(
