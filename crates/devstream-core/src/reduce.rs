@@ -276,8 +276,8 @@ const fn op_of(code: u8) -> ReduceOp {
 }
 
 /// Picks a copy of the reduction loop per operation: with the operation a constant there, the
-/// per-element `match` folds away and the loop vectorises (a runtime `match` per element ran at
-/// about 8 instructions per element and input).
+/// per-element `match` folds away and the loop vectorises (a runtime `match` per element keeps
+/// it scalar).
 fn reduce_as<C: Codec>(
     op: ReduceOp,
     nranks: usize,

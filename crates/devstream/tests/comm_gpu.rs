@@ -678,8 +678,8 @@ fn gpu_a_peer_that_dies_fails_the_survivor_by_the_deadline_instead_of_hanging() 
             .all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)
             .and_then(|()| s.synchronize());
         let took = started.elapsed();
-        // (Call 41 on two H200s: `Ok` after 5 s, the deadline, when the watchdog kept the
-        // failure only after aborting, which released the survivor's `synchronize` first.)
+        // (A watchdog that kept the failure only after aborting released the survivor's
+        // `synchronize` first, which then returned `Ok` at the deadline.)
         let e = outcome.expect_err(&format!(
             "the survivor's all-reduce and synchronize succeeded after {took:?} without its peer"
         ));
