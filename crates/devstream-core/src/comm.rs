@@ -7,6 +7,11 @@
 //! RCCL and Paddle's custom-device `xccl_*` functions share, so a backend wraps its library's
 //! calls one to one through [`DeviceCommunicator`] and [`CommBackend`].
 //!
+//! What every engine shares is written here once: the call's descriptor ([`Collective`]), its
+//! argument checks ([`Collective::check`]), the memory it touches ([`Collective::accesses`])
+//! for the rule of groups ([`GroupMemory`], [`GroupState`]), and the words ranks compare to
+//! agree that they make the same call ([`Signature`]). The engines keep only their transport.
+//!
 //! ```
 //! use devstream_core::{DataType, ReduceOp};
 //! assert_eq!(DataType::BF16.size(), 2);
@@ -16,6 +21,12 @@
 
 use crate::{DeviceBackend, DeviceStream, Error, Place, Result};
 use std::fmt;
+
+mod call;
+mod group;
+
+pub use call::{Access, CallKind, Collective, Region, Signature};
+pub use group::{GroupMemory, GroupState};
 
 /// Element type of a collective's buffers (NCCL's `ncclDataType_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -280,20 +291,24 @@ impl fmt::Debug for UniqueId {
     }
 }
 
+/// The buffer type of a communicator's streams.
+pub type BufferOf<C> = <<C as DeviceCommunicator>::Stream as DeviceStream>::Buffer;
+
 /// A communicator of one backend: one rank of a group of `nranks`, NCCL's `ncclComm_t`.
 ///
-/// Each collective is queued on `stream` like a copy and returns at once; argument errors
-/// (a buffer smaller than `count * dtype.size()`, a root or peer ≥ `nranks`, a stream of
-/// another place) are returned before anything is queued; failures of the collective itself
-/// (a dead peer, a deadline, a mismatch between ranks) surface from the stream's
+/// Every collective goes through [`collective`](Self::collective) with its [`Collective`]
+/// descriptor (the facade's `Stream::all_reduce`, `broadcast`, ... build it). Each is queued
+/// on `stream` like a copy and returns at once; argument errors (a buffer smaller than the
+/// call needs, a root or peer ≥ `nranks`, a stream of another place: see
+/// [`Collective::check`]) are returned before anything is queued; failures of the collective
+/// itself (a dead peer, a deadline, a mismatch between ranks) surface from the stream's
 /// `synchronize` as [`Error::Comm`].
 ///
 /// Buffer sizes follow NCCL, with `count` the per-rank element count: `all_gather` receives
 /// `count * nranks`, `reduce_scatter` sends `count * nranks`, `all_to_all` sends and receives
 /// `count` elements per peer (`count * nranks` in all). `send` and `recv` are matched in order
-/// per pair of ranks. Every method not overridden answers `Error::Unsupported`, so a partial
-/// engine (an `xccl` plug-in without `all_to_all`) fits.
-#[allow(clippy::too_many_arguments)]
+/// per pair of ranks. Every method not overridden answers `Error::Unsupported`, and an engine
+/// answers it for a kind of call it lacks (an `xccl` plug-in without `all_to_all`).
 pub trait DeviceCommunicator: Clone + fmt::Debug + Send + Sync + 'static {
     /// The stream type its collectives are queued on.
     type Stream: DeviceStream;
@@ -305,113 +320,18 @@ pub trait DeviceCommunicator: Clone + fmt::Debug + Send + Sync + 'static {
     /// Number of ranks.
     fn nranks(&self) -> usize;
 
-    /// `recv[i] = op over ranks of send[i]` for `i < count`, on every rank.
-    fn all_reduce(
+    /// Queues `call` on `stream` with its send and receive buffers (a `send` or `recv` has
+    /// one buffer: pass it as both). What each kind reads and writes is said at
+    /// [`CallKind`].
+    fn collective(
         &self,
         stream: &Self::Stream,
-        send: &<Self::Stream as DeviceStream>::Buffer,
-        recv: &<Self::Stream as DeviceStream>::Buffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
+        call: &Collective,
+        send: &BufferOf<Self>,
+        recv: &BufferOf<Self>,
     ) -> Result<()> {
-        let _ = (stream, send, recv, count, dtype, op);
-        Err(Error::unsupported("all_reduce", self.place()))
-    }
-
-    /// `recv = root's send` on every rank (`send` is read on the root only).
-    fn broadcast(
-        &self,
-        stream: &Self::Stream,
-        send: &<Self::Stream as DeviceStream>::Buffer,
-        recv: &<Self::Stream as DeviceStream>::Buffer,
-        count: usize,
-        dtype: DataType,
-        root: usize,
-    ) -> Result<()> {
-        let _ = (stream, send, recv, count, dtype, root);
-        Err(Error::unsupported("broadcast", self.place()))
-    }
-
-    /// Like `all_reduce`, but only `root`'s `recv` is written.
-    fn reduce(
-        &self,
-        stream: &Self::Stream,
-        send: &<Self::Stream as DeviceStream>::Buffer,
-        recv: &<Self::Stream as DeviceStream>::Buffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        root: usize,
-    ) -> Result<()> {
-        let _ = (stream, send, recv, count, dtype, op, root);
-        Err(Error::unsupported("reduce", self.place()))
-    }
-
-    /// `recv[r * count..][..count] = rank r's send[..count]`.
-    fn all_gather(
-        &self,
-        stream: &Self::Stream,
-        send: &<Self::Stream as DeviceStream>::Buffer,
-        recv: &<Self::Stream as DeviceStream>::Buffer,
-        count: usize,
-        dtype: DataType,
-    ) -> Result<()> {
-        let _ = (stream, send, recv, count, dtype);
-        Err(Error::unsupported("all_gather", self.place()))
-    }
-
-    /// `recv[..count] = op over ranks of send[rank * count..][..count]`.
-    fn reduce_scatter(
-        &self,
-        stream: &Self::Stream,
-        send: &<Self::Stream as DeviceStream>::Buffer,
-        recv: &<Self::Stream as DeviceStream>::Buffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-    ) -> Result<()> {
-        let _ = (stream, send, recv, count, dtype, op);
-        Err(Error::unsupported("reduce_scatter", self.place()))
-    }
-
-    /// `recv[r * count..][..count] = rank r's send[rank * count..][..count]`.
-    fn all_to_all(
-        &self,
-        stream: &Self::Stream,
-        send: &<Self::Stream as DeviceStream>::Buffer,
-        recv: &<Self::Stream as DeviceStream>::Buffer,
-        count: usize,
-        dtype: DataType,
-    ) -> Result<()> {
-        let _ = (stream, send, recv, count, dtype);
-        Err(Error::unsupported("all_to_all", self.place()))
-    }
-
-    /// Sends `count` elements of `buf` to `peer` (matched with `peer`'s next `recv` from here).
-    fn send(
-        &self,
-        stream: &Self::Stream,
-        buf: &<Self::Stream as DeviceStream>::Buffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-    ) -> Result<()> {
-        let _ = (stream, buf, count, dtype, peer);
-        Err(Error::unsupported("send", self.place()))
-    }
-
-    /// Receives `count` elements into `buf` from `peer`.
-    fn recv(
-        &self,
-        stream: &Self::Stream,
-        buf: &<Self::Stream as DeviceStream>::Buffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-    ) -> Result<()> {
-        let _ = (stream, buf, count, dtype, peer);
-        Err(Error::unsupported("recv", self.place()))
+        let _ = (stream, send, recv);
+        Err(Error::unsupported(call.kind.name(), self.place()))
     }
 
     /// Starts a group (`ncclGroupStart`): calls until the matching `group_end` are queued
@@ -475,184 +395,6 @@ pub fn check_len(op: &'static str, what: &str, len: usize, bytes: usize) -> Resu
         )));
     }
     Ok(())
-}
-
-/// A collective call as the group rule of [`GroupMemory`] sees it: what it reads and writes
-/// on this rank.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CallKind {
-    /// `all_reduce`.
-    AllReduce,
-    /// `broadcast` from `root`.
-    Broadcast {
-        /// The root.
-        root: usize,
-    },
-    /// `reduce` to `root`.
-    Reduce {
-        /// The root.
-        root: usize,
-    },
-    /// `all_gather`.
-    AllGather,
-    /// `reduce_scatter`.
-    ReduceScatter,
-    /// `all_to_all`.
-    AllToAll,
-    /// `send` (of its buffer).
-    Send,
-    /// `recv` (into its buffer).
-    Recv,
-}
-
-/// Where a buffer lies: the allocation it belongs to (`space`, any id the backend keeps unique
-/// among live buffers, or a whole address space) and its first byte's offset in it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
-    /// The allocation (or address space).
-    pub space: u64,
-    /// The buffer's first byte in it.
-    pub offset: u64,
-}
-
-/// Bytes one call reads or writes: `len` bytes from `start` in `space`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Access {
-    /// The allocation (or address space).
-    pub space: u64,
-    /// The first byte.
-    pub start: u64,
-    /// Number of bytes.
-    pub len: u64,
-    /// Whether the call writes them (else it reads them).
-    pub writes: bool,
-}
-
-impl Access {
-    /// Whether the two touch a common byte and at least one writes it.
-    pub fn conflicts(&self, other: &Access) -> bool {
-        self.space == other.space
-            && (self.writes || other.writes)
-            && self.start < other.start.saturating_add(other.len)
-            && other.start < self.start.saturating_add(self.len)
-    }
-}
-
-impl CallKind {
-    /// What the call reads and writes on `rank` of `nranks`, for `bytes` per rank (`count`
-    /// times the type's size); `send` and `recv` are its buffers (`send` alone for a send,
-    /// `recv` alone for a receive: pass the same region for the unused one). Follows NCCL's
-    /// buffer layout: an in-place `all_gather` reads `recv[rank * bytes..]`.
-    ///
-    /// ```
-    /// use devstream_core::comm::{CallKind, Region};
-    /// let buf = Region { space: 7, offset: 0 };
-    /// let touched = CallKind::AllReduce.accesses(0, 2, 16, buf, buf);
-    /// assert_eq!(touched.len(), 2); // reads and writes the same 16 bytes
-    /// assert!(touched[0].conflicts(&touched[1]));
-    /// ```
-    pub fn accesses(
-        self,
-        rank: usize,
-        nranks: usize,
-        bytes: usize,
-        send: Region,
-        recv: Region,
-    ) -> Vec<Access> {
-        if bytes == 0 {
-            return Vec::new();
-        }
-        let all = bytes.saturating_mul(nranks) as u64;
-        let bytes = bytes as u64;
-        let at = |region: Region, from: u64, len: u64, writes: bool| Access {
-            space: region.space,
-            start: region.offset.saturating_add(from),
-            len,
-            writes,
-        };
-        let (read, written) = match self {
-            CallKind::AllReduce => (
-                Some(at(send, 0, bytes, false)),
-                Some(at(recv, 0, bytes, true)),
-            ),
-            CallKind::Broadcast { root } => (
-                (rank == root).then(|| at(send, 0, bytes, false)),
-                Some(at(recv, 0, bytes, true)),
-            ),
-            CallKind::Reduce { root } => (
-                Some(at(send, 0, bytes, false)),
-                (rank == root).then(|| at(recv, 0, bytes, true)),
-            ),
-            CallKind::AllGather => {
-                let read = if send == recv {
-                    at(recv, rank as u64 * bytes, bytes, false)
-                } else {
-                    at(send, 0, bytes, false)
-                };
-                (Some(read), Some(at(recv, 0, all, true)))
-            }
-            CallKind::ReduceScatter => (
-                Some(at(send, 0, all, false)),
-                Some(at(recv, 0, bytes, true)),
-            ),
-            CallKind::AllToAll => (Some(at(send, 0, all, false)), Some(at(recv, 0, all, true))),
-            CallKind::Send => (Some(at(send, 0, bytes, false)), None),
-            CallKind::Recv => (None, Some(at(recv, 0, bytes, true))),
-        };
-        read.into_iter().chain(written).collect()
-    }
-}
-
-/// The memory the calls of one open group touch, for the rule every engine keeps (NCCL
-/// leaves the order of a group's calls undefined, and the engines run them in any order):
-/// **a call inside a group may not write memory that another call of the same group reads or
-/// writes, nor read memory another call of the group writes**. Such a call is refused with
-/// `Error::InvalidArgument` before anything is recorded; the group stays open with its earlier
-/// calls. A call may read and write the same memory itself (in place), and calls of a group
-/// may read the same memory.
-///
-/// ```
-/// use devstream_core::comm::{CallKind, GroupMemory, Region};
-/// let (a, b) = (Region { space: 1, offset: 0 }, Region { space: 2, offset: 0 });
-/// let mut group = GroupMemory::default();
-/// group.admit("all_reduce", &CallKind::AllReduce.accesses(0, 2, 8, a, a)).unwrap();
-/// group.admit("send", &CallKind::Send.accesses(0, 2, 8, b, b)).unwrap();
-/// // Sending the buffer the all-reduce writes: refused, the group keeps its two calls.
-/// assert!(group.admit("send", &CallKind::Send.accesses(0, 2, 8, a, a)).is_err());
-/// ```
-#[derive(Debug, Default)]
-pub struct GroupMemory {
-    touched: Vec<(Access, &'static str)>,
-}
-
-impl GroupMemory {
-    /// Records the accesses of call `op`, or refuses it (`Error::InvalidArgument`, nothing
-    /// recorded) when one conflicts with an earlier call's.
-    pub fn admit(&mut self, op: &'static str, accesses: &[Access]) -> Result<()> {
-        for access in accesses {
-            if let Some((theirs, other)) = self.touched.iter().find(|(t, _)| t.conflicts(access)) {
-                let verb = |a: &Access| if a.writes { "writes" } else { "reads" };
-                return Err(Error::InvalidArgument(format!(
-                    "{op} inside a group {} {} bytes of a buffer that {other}, an earlier call \
-                     of the same group, {}: the calls of a group run in no defined order (as in \
-                     NCCL), so a call may not write memory another call of its group reads or \
-                     writes; use another buffer, or end the group between the two calls (the \
-                     group stays open without this call)",
-                    verb(access),
-                    access.len,
-                    verb(theirs)
-                )));
-            }
-        }
-        self.touched.extend(accesses.iter().map(|a| (*a, op)));
-        Ok(())
-    }
-
-    /// Forgets the calls (the group was closed).
-    pub fn clear(&mut self) {
-        self.touched.clear();
-    }
 }
 
 #[cfg(test)]

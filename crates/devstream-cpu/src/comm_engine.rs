@@ -15,7 +15,7 @@
 //! that verdict, so a collective one rank failed is never carried out by another (in
 //! particular, no receive buffer of a group that disagrees is written on any rank).
 
-use crate::comm::{describe, CommInner, Instance};
+use crate::comm::{CommInner, Instance};
 use crate::comm_shm::{Entry, EntryRead, Outcome, Pool, Segment, Verdict, LEFT};
 use crate::comm_step::Numbers;
 use crate::lock;
@@ -150,8 +150,8 @@ impl Pending {
                     if theirs != ours {
                         let detail = format!(
                             "collective #{t} here is {}, rank {rank}'s is {}",
-                            describe(&ours),
-                            describe(&theirs)
+                            ours.describe(),
+                            theirs.describe()
                         );
                         return Some(self.decide(CommFailure::Mismatch, rank, &detail));
                     }

@@ -75,14 +75,8 @@ const P2P: usize = ENTRIES + RING as usize * ENTRY_WORDS;
 const ABORT: usize = 3;
 const FAILED_AT: usize = 4;
 
-/// A collective's descriptor as the ranks compare it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Entry {
-    /// `kind | reduction << 8 | type << 16 | group size << 24`.
-    pub(crate) desc: u64,
-    pub(crate) root: u64,
-    pub(crate) count: u64,
-}
+/// A collective's descriptor as the ranks compare it (`Collective::signature`).
+pub(crate) type Entry = devstream_core::comm::Signature;
 
 /// A descriptor entry as read.
 pub(crate) enum EntryRead {

@@ -20,33 +20,28 @@
 
 use crate::comm_lib::{library, result, Nccl, NcclComm, NcclUniqueId};
 use crate::device::{device_of, Device, GpuBackend};
-use crate::hostfn::PanicSlot;
 use crate::raw::{RawApi, RawEvent};
 use crate::users::StreamUsers;
-use crate::{CaptureModeGuard, GpuBuffer, GpuStream};
-use devstream_core::comm::{check_rank, CallKind, GroupMemory, Region};
+use crate::{GpuBuffer, GpuStream};
+use devstream_core::comm::{check_rank, CallKind, Collective, GroupState, Region};
 use devstream_core::{
-    CommBackend, CommFailure, DataType, DeviceBuffer, DeviceCommunicator, Error, EventFlags, Place,
-    ReduceOp, Result, UniqueId,
+    CommBackend, CommFailure, DataType, DeviceBuffer, DeviceCommunicator, Error, Place, ReduceOp,
+    Result, UniqueId,
 };
 use std::any::Any;
 use std::ffi::{c_int, c_void};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
+
+mod watch;
+
+use watch::{watched, Watch, Watched};
 
 pub use crate::comm_lib::{NCCL_LIBRARY_ENV, RCCL_LIBRARY_ENV};
 
-/// The default deadline of a collective: `DEVSTREAM_COMM_TIMEOUT_SECS` (seconds, fractions
-/// allowed) or 30 s (the CPU engine's rule).
-pub fn default_timeout() -> Duration {
-    std::env::var("DEVSTREAM_COMM_TIMEOUT_SECS")
-        .ok()
-        .and_then(|text| text.trim().parse::<f64>().ok())
-        .filter(|secs| secs.is_finite() && *secs > 0.0)
-        .map_or(Duration::from_secs(30), Duration::from_secs_f64)
-}
+pub use devstream_core::comm::default_timeout;
 
 /// Whether backend `A`'s collectives library loads (NCCL for CUDA, RCCL for HIP).
 pub fn available<A: RawApi>() -> bool {
@@ -132,42 +127,20 @@ struct RawComm(NcclComm);
 // one communicator are serialised by `CommInner::raw`'s lock).
 unsafe impl Send for RawComm {}
 
-/// One collective the watchdog follows: events recorded just before and just after it.
-struct Pending {
-    start: RawEvent,
-    end: RawEvent,
-    /// When the watchdog first saw `start` complete (the collective began on the GPU).
-    started: Option<Instant>,
-    /// The stream's error slot (its `synchronize` reports a failure).
-    slot: Arc<PanicSlot>,
-}
-
-/// What the watchdog tracks for a communicator: its collectives queued outside a capture and
-/// not known to be complete, and spare events.
-#[derive(Default)]
-struct Watch {
-    pending: Vec<Pending>,
-    free: Vec<RawEvent>,
-}
-
-impl Watch {
-    /// An event from the spares or a new one (the context is current).
-    fn event<A: RawApi>(&mut self) -> Option<RawEvent> {
-        self.free.pop().or_else(|| {
-            // SAFETY: the caller made the device's context current.
-            unsafe { A::event_create(EventFlags::default()) }.ok()
-        })
-    }
-}
-
-/// An open group: its depth, the buffers its calls use (kept until the group is queued), the
-/// streams they were made on (watched from `group_end`) and the memory they touch (a call may
-/// not write what another reads or writes).
-struct Group<A: RawApi> {
-    depth: usize,
+/// What an open group keeps for its end: the buffers its calls use (kept until the group is
+/// queued) and the streams they were made on (watched from `group_end`).
+struct GroupCalls<A: RawApi> {
     keep: Vec<Box<dyn Any + Send + Sync>>,
     streams: Vec<GpuStream<A>>,
-    memory: GroupMemory,
+}
+
+impl<A: RawApi> Default for GroupCalls<A> {
+    fn default() -> Self {
+        GroupCalls {
+            keep: Vec::new(),
+            streams: Vec::new(),
+        }
+    }
 }
 
 /// The group state the handles of one communicator share (not the communicator itself, which
@@ -175,7 +148,7 @@ struct Group<A: RawApi> {
 struct OpenGroup<A: RawApi> {
     lib: &'static Nccl,
     device: &'static Device<A>,
-    state: Mutex<Group<A>>,
+    state: Mutex<GroupState<GroupCalls<A>>>,
 }
 
 impl<A: RawApi> Drop for OpenGroup<A> {
@@ -186,7 +159,7 @@ impl<A: RawApi> Drop for OpenGroup<A> {
         // them, so that thread's later library calls are not swallowed by a group that never
         // closes, and no recorded call outlives the communicator. On another thread the
         // library answers that no group is open there, which is ignored.
-        let depth = std::mem::take(&mut lock(&self.state).depth);
+        let depth = lock(&self.state).abandon();
         if depth == 0 {
             return;
         }
@@ -279,215 +252,6 @@ impl<A: RawApi> CommInner<A> {
             },
         }
     }
-
-    /// Fails the communicator: keeps `failure` for later calls (`Aborted`), hands it to every
-    /// stream with a collective not known complete (once per stream), then aborts the library's
-    /// communicator if it is still live (`raw`, under its lock). The failure is kept before the
-    /// abort: aborting releases the kernels waiting for peers, and a `synchronize` that returns
-    /// then must find it (call 41 on two H200s: reported after the abort, a survivor's
-    /// `synchronize` returned `Ok`). The events stay until the communicator is dropped.
-    fn fail_and_abort(&self, raw: &mut Option<RawComm>, failure: CommFailure, reason: String) {
-        {
-            let mut failed = lock(&self.failed);
-            if failed.is_none() {
-                *failed = Some((failure, reason.clone()));
-            }
-        }
-        {
-            let mut watch = lock(&self.watch);
-            let mut told: Vec<Arc<PanicSlot>> = Vec::new();
-            for p in &watch.pending {
-                if !told.iter().any(|t| Arc::ptr_eq(t, &p.slot)) {
-                    p.slot.fail(collective_failed(failure, reason.clone()));
-                    told.push(p.slot.clone());
-                }
-            }
-            let done: Vec<Pending> = std::mem::take(&mut watch.pending);
-            watch
-                .free
-                .extend(done.into_iter().flat_map(|p| [p.start, p.end]));
-        }
-        if let Some(comm) = raw.take() {
-            // SAFETY: a live communicator, under its lock (`raw`); aborting releases the
-            // kernels waiting for peers and frees it, and it is never used again (`raw` is now
-            // `None`).
-            let _ = unsafe { (self.lib.comm_abort)(comm.0) };
-        }
-    }
-
-    /// Records the start marker of a collective about to be queued on `stream` outside a
-    /// capture (`None`: not watched; a hang stays possible then, never a false failure). The
-    /// context is current.
-    fn mark_start(&self, stream: &GpuStream<A>) -> Option<RawEvent> {
-        let mut watch = lock(&self.watch);
-        let start = watch.event::<A>()?;
-        // SAFETY: our event and a live stream of the same device.
-        if unsafe { A::event_record(start, stream.raw()) }.is_err() {
-            watch.free.push(start);
-            return None;
-        }
-        Some(start)
-    }
-
-    /// Records the end marker after the collective queued since `start` (or gives `start`
-    /// back when the call failed) and starts the watchdog.
-    fn mark_end(&self, stream: &GpuStream<A>, start: Option<RawEvent>, queued: bool) {
-        let Some(start) = start else { return };
-        let mut watch = lock(&self.watch);
-        if !queued {
-            watch.free.push(start);
-            return;
-        }
-        let Some(end) = watch.event::<A>() else {
-            watch.free.push(start);
-            return;
-        };
-        // SAFETY: our event and a live stream of the same device.
-        if unsafe { A::event_record(end, stream.raw()) }.is_err() {
-            watch.free.extend([start, end]);
-            return;
-        }
-        // The communicator failed (and was aborted) after this collective was queued and
-        // before it is watched: `fail_and_abort` keeps the failure before it takes the pending
-        // list under this lock, so the collective is either in that list or failed here.
-        let failed = lock(&self.failed).clone();
-        if let Some((failure, reason)) = failed {
-            stream
-                .inner()
-                .panic_slot()
-                .fail(collective_failed(failure, reason));
-            watch.free.extend([start, end]);
-            return;
-        }
-        watch.pending.push(Pending {
-            start,
-            end,
-            started: None,
-            slot: stream.inner().panic_slot().clone(),
-        });
-        drop(watch);
-        watchdog_start();
-    }
-}
-
-impl<A: RawApi> Watched for CommInner<A> {
-    fn poll(&self) -> bool {
-        if lock(&self.watch).pending.is_empty() || self.device.bind().is_err() {
-            return true;
-        }
-        let relaxed = CaptureModeGuard::<A>::relaxed();
-        if relaxed.is_none() && self.device.active_captures.load(Ordering::Acquire) > 0 {
-            return true; // a query could invalidate a capture in Global mode: wait
-        }
-        // Forget the completed collectives; note when the others began. The deadline of a
-        // collective counts from when it began on the GPU (its start marker completed), so a
-        // long queue of work ahead of it is not a failure.
-        let now = Instant::now();
-        let mut overdue = None;
-        {
-            let mut watch = lock(&self.watch);
-            let Watch { pending, free } = &mut *watch;
-            let mut index = 0;
-            while index < pending.len() {
-                let p = &mut pending[index];
-                // SAFETY: our recorded events.
-                if unsafe { A::event_query(p.end) }.is_ok() {
-                    let done = pending.swap_remove(index);
-                    free.extend([done.start, done.end]);
-                    continue;
-                }
-                if p.started.is_none() {
-                    // SAFETY: as above.
-                    if unsafe { A::event_query(p.start) }.is_ok() {
-                        p.started = Some(now);
-                    }
-                }
-                if let Some(started) = p.started {
-                    if now.duration_since(started) > self.timeout() {
-                        overdue = Some(now.duration_since(started));
-                    }
-                }
-                index += 1;
-            }
-            if pending.is_empty() {
-                return true;
-            }
-        }
-        drop(relaxed);
-        // A call in progress (possibly waiting for peers to connect) holds the lock: look
-        // again next round (aborting under a call in progress is not allowed).
-        let Ok(mut raw) = self.raw.try_lock() else {
-            return true;
-        };
-        let Some(comm) = *raw else {
-            // A call saw the failure and aborted the communicator: the streams with
-            // collectives still pending report it too.
-            let failed = lock(&self.failed).clone();
-            return match failed {
-                Some((failure, reason)) => {
-                    self.fail_and_abort(&mut raw, failure, reason);
-                    false
-                }
-                None => true,
-            };
-        };
-        let mut async_error: c_int = result::SUCCESS;
-        // SAFETY: a live communicator; the lock serialises calls on it.
-        let code = unsafe { (self.lib.comm_get_async_error)(comm.0, &mut async_error) };
-        let failure = if code != result::SUCCESS {
-            Some((failure_of(code), self.lib.describe(code)))
-        } else if async_error != result::SUCCESS && async_error != result::IN_PROGRESS {
-            Some((failure_of(async_error), self.lib.describe(async_error)))
-        } else {
-            overdue.map(|running| {
-                (
-                    CommFailure::Timeout,
-                    format!(
-                        "a collective running for {running:?} did not complete within {:?} \
-                         (a peer is missing or stalled)",
-                        self.timeout()
-                    ),
-                )
-            })
-        };
-        let Some((failure, reason)) = failure else {
-            return true;
-        };
-        let reason = format!("rank {} of {}: {reason}", self.rank, self.nranks);
-        self.fail_and_abort(&mut raw, failure, reason);
-        false
-    }
-}
-
-/// A communicator the watchdog polls.
-trait Watched: Send + Sync {
-    /// Checks progress; `false` once there is nothing left to watch (aborted).
-    fn poll(&self) -> bool;
-}
-
-fn watched() -> &'static Mutex<Vec<Weak<dyn Watched>>> {
-    static LIST: OnceLock<Mutex<Vec<Weak<dyn Watched>>>> = OnceLock::new();
-    LIST.get_or_init(|| Mutex::new(Vec::new()))
-}
-
-/// Starts the process' one watchdog thread (once).
-fn watchdog_start() {
-    static STARTED: OnceLock<()> = OnceLock::new();
-    STARTED.get_or_init(|| {
-        let _ = std::thread::Builder::new()
-            .name("devstream-comm-watchdog".into())
-            .spawn(|| loop {
-                std::thread::sleep(Duration::from_millis(20));
-                let list: Vec<Weak<dyn Watched>> = lock(watched()).clone();
-                let done: Vec<&Weak<dyn Watched>> = list
-                    .iter()
-                    .filter(|weak| !weak.upgrade().is_some_and(|comm| comm.poll()))
-                    .collect();
-                if !done.is_empty() {
-                    lock(watched()).retain(|w| !done.iter().any(|d| Weak::ptr_eq(d, w)));
-                }
-            });
-    });
 }
 
 /// One rank of an NCCL (CUDA) or RCCL (HIP) communicator. Cheap to clone; the communicator is
@@ -517,15 +281,6 @@ impl<A: RawApi> fmt::Debug for GpuComm<A> {
             .field("nranks", &self.inner.nranks)
             .finish()
     }
-}
-
-fn check_len<A: RawApi>(
-    op: &'static str,
-    what: &str,
-    buf: &GpuBuffer<A>,
-    bytes: usize,
-) -> Result<()> {
-    devstream_core::comm::check_len(op, what, buf.len(), bytes)
 }
 
 fn ptr(address: u64) -> *mut c_void {
@@ -558,12 +313,7 @@ impl<A: RawApi> GpuComm<A> {
         let group = Arc::new(OpenGroup {
             lib,
             device,
-            state: Mutex::new(Group {
-                depth: 0,
-                keep: Vec::new(),
-                streams: Vec::new(),
-                memory: GroupMemory::default(),
-            }),
+            state: Mutex::new(GroupState::default()),
         });
         GpuComm { group, inner }
     }
@@ -787,41 +537,34 @@ impl<A: RawApi> GpuComm<A> {
         Ok(())
     }
 
-    /// Queues `call` (the library call on the raw communicator and stream) after the checks:
+    /// Queues `issue` (the library call on the raw communicator and stream) after the checks:
     /// notes the buffers and the communicator as users of the stream (captures own them),
     /// then calls, then arms the watchdog (or, in a group, keeps the buffers until its end).
-    #[allow(clippy::too_many_arguments)]
     fn queue(
         &self,
-        op: &'static str,
         stream: &GpuStream<A>,
         buffers: &[&GpuBuffer<A>],
-        count: usize,
-        (kind, bytes): (CallKind, usize),
-        call: impl FnOnce(NcclComm, crate::raw::RawStream) -> i32,
+        call: &Collective,
+        issue: impl FnOnce(NcclComm, crate::raw::RawStream) -> i32,
     ) -> Result<()> {
+        let op = call.name();
         if let Some(error) = self.inner.aborted(op) {
             return Err(error);
         }
-        if count == 0 {
+        if call.count == 0 {
             // Nothing moves and no rank waits for another (NCCL's no-op; zero-length buffers
             // have no address to hand it).
             return Ok(());
         }
         {
-            let mut group = lock(&self.group.state);
-            if group.depth > 0 {
-                // The device's buffers share one address space.
-                let region = |b: &GpuBuffer<A>| Region {
-                    space: 0,
-                    offset: b.device_ptr(),
-                };
-                let (send, recv) = (region(buffers[0]), region(buffers[buffers.len() - 1]));
-                let (rank, n) = (self.inner.rank, self.inner.nranks);
-                group
-                    .memory
-                    .admit(op, &kind.accesses(rank, n, bytes, send, recv))?;
-            }
+            // The device's buffers share one address space.
+            let region = |b: &GpuBuffer<A>| Region {
+                space: 0,
+                offset: b.device_ptr(),
+            };
+            let (send, recv) = (region(buffers[0]), region(buffers[buffers.len() - 1]));
+            let (rank, n) = (self.inner.rank, self.inner.nranks);
+            lock(&self.group.state).admit(call, rank, n, send, recv)?;
         }
         self.inner.device.bind()?;
         for buffer in buffers {
@@ -829,7 +572,7 @@ impl<A: RawApi> GpuComm<A> {
         }
         self.inner.users.note(stream.inner());
         let capturing = stream.keep_in_capture(Box::new(self.inner.clone()))?;
-        let in_group = lock(&self.group.state).depth > 0;
+        let in_group = lock(&self.group.state).is_open();
         // Watched outside a capture (a graph's replays are not) and outside a group (whose
         // calls are queued, and watched, by `group_end`).
         let start = if capturing || in_group {
@@ -847,7 +590,7 @@ impl<A: RawApi> GpuComm<A> {
                 reason: "the communicator was aborted".into(),
             }));
         };
-        let code = call(comm.0, stream.raw());
+        let code = issue(comm.0, stream.raw());
         if code != result::SUCCESS {
             let error = self.inner.error(op, code);
             if let Error::Comm {
@@ -867,11 +610,12 @@ impl<A: RawApi> GpuComm<A> {
         drop(raw);
         if in_group {
             let mut group = lock(&self.group.state);
+            let pending = &mut group.pending;
             for buffer in buffers {
-                group.keep.push(buffer.keep_alive());
+                pending.keep.push(buffer.keep_alive());
             }
-            if !capturing && !group.streams.iter().any(|s| s == stream) {
-                group.streams.push(stream.clone());
+            if !capturing && !pending.streams.iter().any(|s| s == stream) {
+                pending.streams.push(stream.clone());
             }
         } else {
             self.inner.mark_end(stream, start, true);
@@ -886,16 +630,54 @@ impl<A: RawApi> GpuComm<A> {
     fn redop(&self, reduce: ReduceOp, op: &'static str) -> Result<c_int> {
         nccl_op(self.inner.lib, reduce, &self.inner.device.place, op)
     }
-
-    fn root(&self, op: &'static str, what: &str, root: usize) -> Result<c_int> {
-        check_rank(op, what, root, self.inner.nranks)?;
-        Ok(root as c_int)
-    }
 }
 
 /// Whether two buffers are the same allocation (an in-place call).
 fn same<A: RawApi>(a: &GpuBuffer<A>, b: &GpuBuffer<A>) -> bool {
     a.device_ptr() == b.device_ptr() && a.len() == b.len()
+}
+
+/// `all_to_all` by NCCL's recipe: one send and one receive per peer in a group.
+///
+/// # Safety
+/// `send` and `recv` are device addresses of `nranks` blocks of `bytes` (`count` elements of
+/// type `t`) each, alive until the stream `raw` has run past the call; `comm` is live.
+#[allow(clippy::too_many_arguments)]
+unsafe fn all_to_all(
+    lib: &Nccl,
+    (send, recv): (u64, u64),
+    count: usize,
+    bytes: usize,
+    t: c_int,
+    nranks: usize,
+    comm: NcclComm,
+    raw: crate::raw::RawStream,
+) -> i32 {
+    // SAFETY: group calls only record state for this thread.
+    let mut code = unsafe { (lib.group_start)() };
+    if code != result::SUCCESS {
+        return code;
+    }
+    for peer in 0..nranks {
+        let offset = (peer * bytes) as u64;
+        // SAFETY: block `peer` of each buffer holds `count` elements (the caller's contract).
+        code = unsafe { (lib.send)(ptr(send + offset), count, t, peer as c_int, comm, raw) };
+        if code != result::SUCCESS {
+            break;
+        }
+        // SAFETY: as above.
+        code = unsafe { (lib.recv)(ptr(recv + offset), count, t, peer as c_int, comm, raw) };
+        if code != result::SUCCESS {
+            break;
+        }
+    }
+    // SAFETY: closes the group opened above (also after a failed call, as NCCL requires).
+    let end = unsafe { (lib.group_end)() };
+    if code != result::SUCCESS {
+        code
+    } else {
+        end
+    }
 }
 
 impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
@@ -911,333 +693,98 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         self.inner.nranks
     }
 
-    fn all_reduce(
+    fn collective(
         &self,
         stream: &GpuStream<A>,
+        call: &Collective,
         send: &GpuBuffer<A>,
         recv: &GpuBuffer<A>,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
     ) -> Result<()> {
-        let name = "all_reduce";
-        self.check_places(name, stream, &[send, recv])?;
-        let bytes = dtype.bytes(name, count)?;
-        check_len(name, "send", send, bytes)?;
-        check_len(name, "receive", recv, bytes)?;
-        let (t, o) = (self.dtype(dtype, name)?, self.redop(op, name)?);
-        let lib = self.inner.lib;
-        let (s, r) = (ptr(send.device_ptr()), ptr(recv.device_ptr()));
-        self.queue(
-            name,
-            stream,
-            &[send, recv],
-            count,
-            (CallKind::AllReduce, bytes),
-            |comm, raw| {
-                // SAFETY: both buffers hold `count` elements on the communicator's device and are
-                // kept alive until the stream has run past the call.
-                unsafe { (lib.all_reduce)(s, r, count, t, o, comm, raw) }
-            },
-        )
-    }
-
-    fn broadcast(
-        &self,
-        stream: &GpuStream<A>,
-        send: &GpuBuffer<A>,
-        recv: &GpuBuffer<A>,
-        count: usize,
-        dtype: DataType,
-        root: usize,
-    ) -> Result<()> {
-        let name = "broadcast";
-        self.check_places(name, stream, &[send, recv])?;
-        let root = self.root(name, "root", root)?;
-        let bytes = dtype.bytes(name, count)?;
-        if self.inner.rank == root as usize {
-            check_len(name, "send", send, bytes)?;
-        }
-        check_len(name, "receive", recv, bytes)?;
-        let t = self.dtype(dtype, name)?;
-        let lib = self.inner.lib;
-        let (s, r) = (ptr(send.device_ptr()), ptr(recv.device_ptr()));
-        self.queue(
-            name,
-            stream,
-            &[send, recv],
-            count,
-            (
-                CallKind::Broadcast {
-                    root: root as usize,
-                },
-                bytes,
-            ),
-            |comm, raw| {
-                // SAFETY: as in `all_reduce` (`send` is read on the root only).
-                unsafe { (lib.broadcast)(s, r, count, t, root, comm, raw) }
-            },
-        )
-    }
-
-    fn reduce(
-        &self,
-        stream: &GpuStream<A>,
-        send: &GpuBuffer<A>,
-        recv: &GpuBuffer<A>,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        root: usize,
-    ) -> Result<()> {
-        let name = "reduce";
-        self.check_places(name, stream, &[send, recv])?;
-        let root = self.root(name, "root", root)?;
-        let bytes = dtype.bytes(name, count)?;
-        check_len(name, "send", send, bytes)?;
-        if self.inner.rank == root as usize {
-            check_len(name, "receive", recv, bytes)?;
-        }
-        let (t, o) = (self.dtype(dtype, name)?, self.redop(op, name)?);
-        let lib = self.inner.lib;
-        let (s, r) = (ptr(send.device_ptr()), ptr(recv.device_ptr()));
-        self.queue(
-            name,
-            stream,
-            &[send, recv],
-            count,
-            (
-                CallKind::Reduce {
-                    root: root as usize,
-                },
-                bytes,
-            ),
-            |comm, raw| {
-                // SAFETY: as in `all_reduce` (`recv` is written on the root only).
-                unsafe { (lib.reduce)(s, r, count, t, o, root, comm, raw) }
-            },
-        )
-    }
-
-    fn all_gather(
-        &self,
-        stream: &GpuStream<A>,
-        send: &GpuBuffer<A>,
-        recv: &GpuBuffer<A>,
-        count: usize,
-        dtype: DataType,
-    ) -> Result<()> {
-        let name = "all_gather";
-        self.check_places(name, stream, &[send, recv])?;
-        let bytes = dtype.bytes(name, count)?;
-        let all = bytes
-            .checked_mul(self.inner.nranks)
-            .ok_or_else(|| Error::InvalidArgument(format!("{name}: {count} × nranks overflows")))?;
-        check_len(name, "receive", recv, all)?;
-        // In place, this rank's part is `recv[rank * count..]`: NCCL's in-place layout.
-        let s = if same(send, recv) {
-            recv.device_ptr() + (self.inner.rank * bytes) as u64
+        let name = call.name();
+        let buffers: &[&GpuBuffer<A>] = if call.kind.is_point_to_point() {
+            &[send]
         } else {
-            check_len(name, "send", send, bytes)?;
-            send.device_ptr()
+            &[send, recv]
         };
-        let t = self.dtype(dtype, name)?;
-        let lib = self.inner.lib;
-        let (s, r) = (ptr(s), ptr(recv.device_ptr()));
-        self.queue(
-            name,
-            stream,
-            &[send, recv],
-            count,
-            (CallKind::AllGather, bytes),
-            |comm, raw| {
-                // SAFETY: `recv` holds `count * nranks` elements, the send part `count`.
-                unsafe { (lib.all_gather)(s, r, count, t, comm, raw) }
-            },
-        )
-    }
-
-    fn reduce_scatter(
-        &self,
-        stream: &GpuStream<A>,
-        send: &GpuBuffer<A>,
-        recv: &GpuBuffer<A>,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-    ) -> Result<()> {
-        let name = "reduce_scatter";
-        self.check_places(name, stream, &[send, recv])?;
-        let bytes = dtype.bytes(name, count)?;
-        let all = bytes
-            .checked_mul(self.inner.nranks)
-            .ok_or_else(|| Error::InvalidArgument(format!("{name}: {count} × nranks overflows")))?;
-        check_len(name, "send", send, all)?;
-        check_len(name, "receive", recv, bytes)?;
-        let (t, o) = (self.dtype(dtype, name)?, self.redop(op, name)?);
-        let lib = self.inner.lib;
-        let in_place = same(send, recv) && self.inner.rank > 0 && bytes > 0;
-        if in_place && lock(&self.group.state).depth > 0 {
-            // The move to `recv[..count]` would be queued before the group's collective.
-            return Err(Error::InvalidArgument(format!(
-                "{name}: in place inside a group is not supported on {} (rank {} > 0); use \
-                 separate buffers",
-                self.inner.lib.name, self.inner.rank
-            )));
+        self.check_places(name, stream, buffers)?;
+        let (rank, n) = (self.inner.rank, self.inner.nranks);
+        let bytes = call.check(rank, n, send.len(), recv.len())?;
+        let in_place = same(send, recv);
+        // In place, NCCL writes a reduce-scatter's result at `send[rank * count..]`; it is then
+        // moved to `recv[..count]` (the regions do not overlap for rank ≥ 1).
+        let scatter_in_place = in_place && rank > 0 && bytes > 0;
+        match call.kind {
+            CallKind::AllToAll if in_place && n > 1 && bytes > 0 => {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}: in place is not supported by {} (grouped send/recv would overwrite \
+                     blocks still to be sent); use separate buffers",
+                    self.inner.lib.name
+                )));
+            }
+            CallKind::ReduceScatter { .. }
+                if scatter_in_place && lock(&self.group.state).is_open() =>
+            {
+                // The move to `recv[..count]` would be queued before the group's collective.
+                return Err(Error::InvalidArgument(format!(
+                    "{name}: in place inside a group is not supported on {} (rank {rank} > 0); \
+                     use separate buffers",
+                    self.inner.lib.name
+                )));
+            }
+            kind if kind.is_nccl_call() => {}
+            _ => return Err(Error::unsupported(name, &self.inner.device.place)),
         }
-        // In place, NCCL writes this rank's result at `send[rank * count..]`; it is then moved
-        // to `recv[..count]` (the regions do not overlap for rank ≥ 1).
-        let at = recv.device_ptr()
-            + if in_place {
-                (self.inner.rank * bytes) as u64
-            } else {
-                0
-            };
-        let (s, r) = (ptr(send.device_ptr()), ptr(at));
-        let base = recv.device_ptr();
-        self.queue(
-            name,
-            stream,
-            &[send, recv],
-            count,
-            (CallKind::ReduceScatter, bytes),
-            |comm, raw| {
-                // SAFETY: `send` holds `count * nranks` elements, `recv` (at `at`) `count`.
-                let code = unsafe { (lib.reduce_scatter)(s, r, count, t, o, comm, raw) };
-                if code == result::SUCCESS && in_place {
-                    // SAFETY: both ranges lie in `recv` and do not overlap; ordered after the
-                    // collective on the same stream.
-                    if unsafe { A::memcpy_dtod_async(base, at, bytes, raw) }.is_err() {
-                        return result::UNHANDLED_CUDA_ERROR;
-                    }
-                }
-                code
-            },
-        )
-    }
-
-    fn all_to_all(
-        &self,
-        stream: &GpuStream<A>,
-        send: &GpuBuffer<A>,
-        recv: &GpuBuffer<A>,
-        count: usize,
-        dtype: DataType,
-    ) -> Result<()> {
-        let name = "all_to_all";
-        self.check_places(name, stream, &[send, recv])?;
-        let n = self.inner.nranks;
-        let bytes = dtype.bytes(name, count)?;
-        let all = bytes
-            .checked_mul(n)
-            .ok_or_else(|| Error::InvalidArgument(format!("{name}: {count} × {n} overflows")))?;
-        check_len(name, "send", send, all)?;
-        check_len(name, "receive", recv, all)?;
-        if same(send, recv) && n > 1 && bytes > 0 {
-            return Err(Error::InvalidArgument(format!(
-                "{name}: in place is not supported by {} (grouped send/recv would overwrite \
-                 blocks still to be sent); use separate buffers",
-                self.inner.lib.name
-            )));
-        }
-        let t = self.dtype(dtype, name)?;
-        let lib = self.inner.lib;
+        let t = self.dtype(call.dtype, name)?;
+        let o = match call.kind.reduction() {
+            Some(op) => self.redop(op, name)?,
+            None => 0,
+        };
+        // The root or peer (checked to be a rank).
+        let other = call.kind.root().or(call.kind.peer()).unwrap_or(0) as c_int;
+        let (lib, kind, count) = (self.inner.lib, call.kind, call.count);
         let (s, r) = (send.device_ptr(), recv.device_ptr());
-        self.queue(
-            name,
-            stream,
-            &[send, recv],
-            count,
-            (CallKind::AllToAll, bytes),
-            |comm, raw| {
-                // NCCL's recipe: one send and one receive per peer in a group.
-                // SAFETY: group calls only record state for this thread.
-                let mut code = unsafe { (lib.group_start)() };
-                if code != result::SUCCESS {
-                    return code;
-                }
-                for peer in 0..n {
-                    let offset = (peer * bytes) as u64;
-                    // SAFETY: block `peer` of each buffer holds `count` elements.
-                    code =
-                        unsafe { (lib.send)(ptr(s + offset), count, t, peer as c_int, comm, raw) };
-                    if code != result::SUCCESS {
-                        break;
+        let s = match kind {
+            // In place, this rank's part is `recv[rank * count..]`: NCCL's in-place layout.
+            CallKind::AllGather if in_place => r + (rank * bytes) as u64,
+            _ => s,
+        };
+        let at = match kind {
+            CallKind::ReduceScatter { .. } if scatter_in_place => r + (rank * bytes) as u64,
+            _ => r,
+        };
+        self.queue(stream, buffers, call, |comm, raw| {
+            // SAFETY: `call.check` found every buffer large enough for what the call reads and
+            // writes on this rank (NCCL's layout, addressed above), all on the communicator's
+            // device; `queue` keeps them alive until the stream has run past the call.
+            unsafe {
+                match kind {
+                    CallKind::AllReduce { .. } => {
+                        (lib.all_reduce)(ptr(s), ptr(r), count, t, o, comm, raw)
                     }
-                    // SAFETY: as above.
-                    code =
-                        unsafe { (lib.recv)(ptr(r + offset), count, t, peer as c_int, comm, raw) };
-                    if code != result::SUCCESS {
-                        break;
+                    CallKind::Broadcast { .. } => {
+                        (lib.broadcast)(ptr(s), ptr(r), count, t, other, comm, raw)
                     }
+                    CallKind::Reduce { .. } => {
+                        (lib.reduce)(ptr(s), ptr(r), count, t, o, other, comm, raw)
+                    }
+                    CallKind::AllGather => (lib.all_gather)(ptr(s), ptr(r), count, t, comm, raw),
+                    CallKind::ReduceScatter { .. } => {
+                        let code = (lib.reduce_scatter)(ptr(s), ptr(at), count, t, o, comm, raw);
+                        if code == result::SUCCESS
+                            && at != r
+                            && A::memcpy_dtod_async(r, at, bytes, raw).is_err()
+                        {
+                            return result::UNHANDLED_CUDA_ERROR;
+                        }
+                        code
+                    }
+                    CallKind::AllToAll => all_to_all(lib, (s, r), count, bytes, t, n, comm, raw),
+                    CallKind::Send { .. } => (lib.send)(ptr(s), count, t, other, comm, raw),
+                    CallKind::Recv { .. } => (lib.recv)(ptr(r), count, t, other, comm, raw),
+                    _ => result::INVALID_USAGE,
                 }
-                // SAFETY: closes the group opened above (also after a failed call, as NCCL requires).
-                let end = unsafe { (lib.group_end)() };
-                if code != result::SUCCESS {
-                    code
-                } else {
-                    end
-                }
-            },
-        )
-    }
-
-    fn send(
-        &self,
-        stream: &GpuStream<A>,
-        buf: &GpuBuffer<A>,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-    ) -> Result<()> {
-        let name = "send";
-        self.check_places(name, stream, &[buf])?;
-        let peer = self.root(name, "peer", peer)?;
-        let bytes = dtype.bytes(name, count)?;
-        check_len(name, "send", buf, bytes)?;
-        let t = self.dtype(dtype, name)?;
-        let lib = self.inner.lib;
-        let b = ptr(buf.device_ptr());
-        self.queue(
-            name,
-            stream,
-            &[buf],
-            count,
-            (CallKind::Send, bytes),
-            |comm, raw| {
-                // SAFETY: `buf` holds `count` elements and is kept alive past the call.
-                unsafe { (lib.send)(b, count, t, peer, comm, raw) }
-            },
-        )
-    }
-
-    fn recv(
-        &self,
-        stream: &GpuStream<A>,
-        buf: &GpuBuffer<A>,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-    ) -> Result<()> {
-        let name = "recv";
-        self.check_places(name, stream, &[buf])?;
-        let peer = self.root(name, "peer", peer)?;
-        let bytes = dtype.bytes(name, count)?;
-        check_len(name, "receive", buf, bytes)?;
-        let t = self.dtype(dtype, name)?;
-        let lib = self.inner.lib;
-        let b = ptr(buf.device_ptr());
-        self.queue(
-            name,
-            stream,
-            &[buf],
-            count,
-            (CallKind::Recv, bytes),
-            |comm, raw| {
-                // SAFETY: as in `send`.
-                unsafe { (lib.recv)(b, count, t, peer, comm, raw) }
-            },
-        )
+            }
+        })
     }
 
     /// `ncclGroupStart`. NCCL's groups are per thread: open and close a group on the thread
@@ -1248,34 +795,13 @@ impl<A: RawApi> DeviceCommunicator for GpuComm<A> {
         if code != result::SUCCESS {
             return Err(self.inner.error("group_start", code));
         }
-        lock(&self.group.state).depth += 1;
+        lock(&self.group.state).start();
         Ok(())
     }
 
     /// `ncclGroupEnd`: the outermost queues the group's calls.
     fn group_end(&self) -> Result<()> {
-        let (keep, streams) = {
-            let mut group = lock(&self.group.state);
-            match group.depth {
-                0 => {
-                    return Err(Error::InvalidArgument(
-                        "group_end without group_start".into(),
-                    ))
-                }
-                1 => {
-                    group.depth = 0;
-                    group.memory.clear();
-                    (
-                        std::mem::take(&mut group.keep),
-                        std::mem::take(&mut group.streams),
-                    )
-                }
-                _ => {
-                    group.depth -= 1;
-                    (Vec::new(), Vec::new())
-                }
-            }
-        };
+        let GroupCalls { keep, streams } = lock(&self.group.state).end()?.unwrap_or_default();
         self.inner.device.bind()?;
         // Start markers on every stream of the group, before its calls are queued.
         let starts: Vec<Option<RawEvent>> =

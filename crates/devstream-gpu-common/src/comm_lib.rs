@@ -110,8 +110,56 @@ type Recv = unsafe extern "C" fn(
 ) -> c_int;
 type Group = unsafe extern "C" fn() -> c_int;
 
+/// The library's functions the engine needs, each named once with its symbol: the struct and
+/// its loading ([`Functions::read`]) are generated from this one list.
+macro_rules! functions {
+    ($($(#[$doc:meta])* $vis:vis $field:ident: $ty:ty = $symbol:literal;)*) => {
+        /// The required functions of a loaded library.
+        pub(crate) struct Functions {
+            $($(#[$doc])* $vis $field: $ty,)*
+        }
+
+        impl Functions {
+            /// Reads every function from `library`, or names each one it lacks.
+            fn read(library: &Library) -> Result<Functions, Vec<&'static str>> {
+                $(let $field: Option<$ty> = symbol(library, $symbol);)*
+                let present = [$(($symbol, $field.is_some())),*];
+                match ($($field,)*) {
+                    ($(Some($field),)*) => Ok(Functions { $($field,)* }),
+                    _ => Err(present
+                        .into_iter()
+                        .filter(|(_, found)| !found)
+                        .map(|(symbol, _)| symbol)
+                        .collect()),
+                }
+            }
+        }
+    };
+}
+
+functions! {
+    get_version: GetVersion = "ncclGetVersion";
+    pub(crate) get_unique_id: GetUniqueId = "ncclGetUniqueId";
+    pub(crate) comm_init_rank: CommInitRank = "ncclCommInitRank";
+    pub(crate) comm_destroy: CommFn = "ncclCommDestroy";
+    pub(crate) comm_abort: CommFn = "ncclCommAbort";
+    pub(crate) comm_get_async_error: CommGetAsyncError = "ncclCommGetAsyncError";
+    get_error_string: GetErrorString = "ncclGetErrorString";
+    pub(crate) all_reduce: AllReduce = "ncclAllReduce";
+    pub(crate) broadcast: Broadcast = "ncclBroadcast";
+    pub(crate) reduce: Reduce = "ncclReduce";
+    pub(crate) all_gather: AllGather = "ncclAllGather";
+    /// Same signature as `ncclAllReduce`, with the receive count.
+    pub(crate) reduce_scatter: AllReduce = "ncclReduceScatter";
+    pub(crate) send: Send = "ncclSend";
+    pub(crate) recv: Recv = "ncclRecv";
+    pub(crate) group_start: Group = "ncclGroupStart";
+    pub(crate) group_end: Group = "ncclGroupEnd";
+}
+
 /// The loaded library and the functions the engine calls (owned: the pointers stay valid for
-/// the process' lifetime, as the table lives in a `static`).
+/// the process' lifetime, as the table lives in a `static`). Its required functions are
+/// reached through `Deref` (`lib.all_reduce`).
 pub(crate) struct Nccl {
     _library: Library,
     /// `"NCCL"` or `"RCCL"`.
@@ -120,23 +168,17 @@ pub(crate) struct Nccl {
     pub(crate) path: String,
     /// `ncclGetVersion` (2.9 on: 10000 × major + 100 × minor + patch).
     pub(crate) version: i32,
-    pub(crate) get_unique_id: GetUniqueId,
-    pub(crate) comm_init_rank: CommInitRank,
+    /// `ncclCommInitAll`, where the library has it.
     pub(crate) comm_init_all: Option<CommInitAll>,
-    pub(crate) comm_destroy: CommFn,
-    pub(crate) comm_abort: CommFn,
-    pub(crate) comm_get_async_error: CommGetAsyncError,
-    get_error_string: GetErrorString,
-    pub(crate) all_reduce: AllReduce,
-    pub(crate) broadcast: Broadcast,
-    pub(crate) reduce: Reduce,
-    pub(crate) all_gather: AllGather,
-    /// Same signature as `ncclAllReduce`, with the receive count.
-    pub(crate) reduce_scatter: AllReduce,
-    pub(crate) send: Send,
-    pub(crate) recv: Recv,
-    pub(crate) group_start: Group,
-    pub(crate) group_end: Group,
+    functions: Functions,
+}
+
+impl std::ops::Deref for Nccl {
+    type Target = Functions;
+
+    fn deref(&self) -> &Functions {
+        &self.functions
+    }
 }
 
 impl std::fmt::Debug for Nccl {
@@ -334,78 +376,17 @@ fn load_from(spec: &Spec, names: Vec<OsString>) -> Result<Nccl, String> {
             attempts.join("; ")
         ));
     };
-    let mut missing: Vec<&str> = Vec::new();
-    macro_rules! required {
-        ($name:literal) => {{
-            let f = symbol(&library, $name);
-            if f.is_none() {
-                missing.push($name);
-            }
-            f
-        }};
-    }
-    let get_version: Option<GetVersion> = required!("ncclGetVersion");
-    let get_unique_id = required!("ncclGetUniqueId");
-    let comm_init_rank = required!("ncclCommInitRank");
-    let comm_destroy = required!("ncclCommDestroy");
-    let comm_abort = required!("ncclCommAbort");
-    let comm_get_async_error = required!("ncclCommGetAsyncError");
-    let get_error_string = required!("ncclGetErrorString");
-    let all_reduce = required!("ncclAllReduce");
-    let broadcast = required!("ncclBroadcast");
-    let reduce = required!("ncclReduce");
-    let all_gather = required!("ncclAllGather");
-    let reduce_scatter = required!("ncclReduceScatter");
-    let send = required!("ncclSend");
-    let recv = required!("ncclRecv");
-    let group_start = required!("ncclGroupStart");
-    let group_end = required!("ncclGroupEnd");
-    let comm_init_all = symbol(&library, "ncclCommInitAll");
-    let (
-        Some(get_version),
-        Some(get_unique_id),
-        Some(comm_init_rank),
-        Some(comm_destroy),
-        Some(comm_abort),
-        Some(comm_get_async_error),
-        Some(get_error_string),
-        Some(all_reduce),
-        Some(broadcast),
-        Some(reduce),
-        Some(all_gather),
-        Some(reduce_scatter),
-        Some(send),
-        Some(recv),
-        Some(group_start),
-        Some(group_end),
-    ) = (
-        get_version,
-        get_unique_id,
-        comm_init_rank,
-        comm_destroy,
-        comm_abort,
-        comm_get_async_error,
-        get_error_string,
-        all_reduce,
-        broadcast,
-        reduce,
-        all_gather,
-        reduce_scatter,
-        send,
-        recv,
-        group_start,
-        group_end,
-    )
-    else {
-        return Err(format!(
+    let functions = Functions::read(&library).map_err(|missing| {
+        format!(
             "{path} lacks required {} functions: {}",
             spec.name,
             missing.join(", ")
-        ));
-    };
+        )
+    })?;
+    let comm_init_all = symbol(&library, "ncclCommInitAll");
     let mut version: c_int = 0;
     // SAFETY: ncclGetVersion writes one int.
-    let code = unsafe { get_version(&mut version) };
+    let code = unsafe { (functions.get_version)(&mut version) };
     if code != result::SUCCESS {
         return Err(format!("{path}: ncclGetVersion failed with code {code}"));
     }
@@ -414,22 +395,8 @@ fn load_from(spec: &Spec, names: Vec<OsString>) -> Result<Nccl, String> {
         name: spec.name,
         path,
         version,
-        get_unique_id,
-        comm_init_rank,
         comm_init_all,
-        comm_destroy,
-        comm_abort,
-        comm_get_async_error,
-        get_error_string,
-        all_reduce,
-        broadcast,
-        reduce,
-        all_gather,
-        reduce_scatter,
-        send,
-        recv,
-        group_start,
-        group_end,
+        functions,
     })
 }
 
@@ -480,8 +447,8 @@ mod tests {
     }
 
     /// The installed NCCL (if any) has every function the engine calls, reports a version and
-    /// describes its errors (no GPU needed); required where `DEVSTREAM_REQUIRE` lists `nccl`. Run
-    /// here (no GPU) against the `nvidia-nccl-cu13` wheel's NCCL 2.32.3 through `$VIRTUAL_ENV`.
+    /// describes its errors (no GPU needed); required where `DEVSTREAM_REQUIRE` lists `nccl` (the
+    /// `nvidia-nccl-cu13` wheel's NCCL is found through `$VIRTUAL_ENV`).
     #[test]
     fn the_installed_nccl_has_every_function_called() {
         let required = std::env::var("DEVSTREAM_REQUIRE")
@@ -494,10 +461,9 @@ mod tests {
                     .describe(result::INVALID_USAGE)
                     .contains("ncclInvalidUsage"));
                 eprintln!("{}", nccl.describe(result::REMOTE_ERROR));
-                // No ncclGetUniqueId here: called from this test, which never initialises the
-                // CUDA driver, NCCL 2.28.3 died with SIGSEGV on an H200, while the engine's own
-                // path (UniqueId::new on a CUDA place, after the device is set up) ran in the
-                // same session (docs/results/2026-11-24-gpu/7-nccl-one-gpu).
+                // No ncclGetUniqueId here: called from a test that never initialises the CUDA
+                // driver, NCCL can crash (SIGSEGV), while the engine's own path (UniqueId::new on
+                // a CUDA place, after the device is set up) works.
             }
             Err(reason) if !required => eprintln!("skipped: {reason}"),
             Err(reason) => panic!("DEVSTREAM_REQUIRE lists nccl: {reason}"),

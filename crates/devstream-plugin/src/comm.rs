@@ -43,7 +43,7 @@ use crate::sys::{
     C_DATA_TYPE_FLOAT16, C_DATA_TYPE_FLOAT32, C_DATA_TYPE_FLOAT64, C_DATA_TYPE_INT32,
     C_DATA_TYPE_INT64, C_DATA_TYPE_UINT8, C_ERROR, C_SUCCESS,
 };
-use devstream_core::comm::{check_len, check_rank, default_timeout, CallKind, GroupMemory, Region};
+use devstream_core::comm::{check_rank, default_timeout, CallKind, Collective, GroupState, Region};
 use devstream_core::{
     CommBackend, CommFailure, DataType, DeviceCommunicator, Error, Place, ReduceOp, Result,
     UniqueId, UNIQUE_ID_BYTES,
@@ -201,14 +201,6 @@ struct Pending {
 /// A call into the plug-in at one point of a stream.
 type Call = Box<dyn FnOnce(&StreamCore) -> Result<()> + Send>;
 
-#[derive(Default)]
-struct Group {
-    depth: usize,
-    calls: Vec<Pending>,
-    /// The memory the calls touch (a call may not write what another reads or writes).
-    memory: GroupMemory,
-}
-
 struct CommInner {
     runtime: Arc<Runtime>,
     slot: usize,
@@ -272,7 +264,7 @@ pub struct PluginComm {
     inner: Arc<CommInner>,
     /// The open group, shared by the handles only: its calls hold the communicator, so the
     /// group lives beside it, not in it (dropping the last handle drops an unclosed group).
-    group: Arc<Mutex<Group>>,
+    group: Arc<Mutex<GroupState<Vec<Pending>>>>,
 }
 
 impl fmt::Debug for PluginComm {
@@ -292,13 +284,6 @@ fn abi<'a>(op: &'static str, place: &Place, buffer: &'a PluginBuffer) -> Result<
         BufferRepr::Abi(b) => Err(Error::mismatch(op, place, &b.place)),
         BufferRepr::Rust(_) => Err(Error::unsupported(op, place)),
     }
-}
-
-/// Which way a point-to-point call moves data.
-#[derive(Clone, Copy)]
-enum Direction {
-    Send,
-    Recv,
 }
 
 /// Whether two buffers are the same memory (an in-place call).
@@ -387,7 +372,7 @@ impl PluginComm {
                 timeout_nanos: AtomicU64::new(default_timeout().as_nanos() as u64),
                 users: Mutex::new(Vec::new()),
             }),
-            group: Arc::new(Mutex::new(Group::default())),
+            group: Arc::new(Mutex::new(GroupState::default())),
         })
     }
 
@@ -437,18 +422,6 @@ impl PluginComm {
         Ok(out.try_into().unwrap_or_else(|_| unreachable!("N buffers")))
     }
 
-    /// Bytes of one rank's block and of `nranks` blocks.
-    fn blocks(&self, op: &'static str, dtype: DataType, count: usize) -> Result<(usize, usize)> {
-        let bytes = dtype.bytes(op, count)?;
-        let n = self.inner.nranks;
-        let all = bytes.checked_mul(n).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "{op}: {count} elements × {n} ranks overflow the address space"
-            ))
-        })?;
-        Ok((bytes, all))
-    }
-
     fn require_copy(&self, op: &'static str) -> Result<()> {
         if self.inner.runtime.has_copy(CopyKind::DeviceToDevice) {
             Ok(())
@@ -457,80 +430,35 @@ impl PluginComm {
         }
     }
 
-    /// `xccl_send` or `xccl_recv` of `count` elements of `buf` with `peer`.
-    fn point_to_point(
-        &self,
-        direction: Direction,
-        stream: &PluginStream,
-        buf: &PluginBuffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-    ) -> Result<()> {
-        let (name, what) = match direction {
-            Direction::Send => ("send", "send"),
-            Direction::Recv => ("recv", "receive"),
-        };
-        let core = self.core(name, stream)?;
-        let [b] = self.buffers(name, [buf])?;
-        check_rank(name, "peer", peer, self.inner.nranks)?;
-        check_len(name, what, b.len, dtype.bytes(name, count)?)?;
-        let t = self.dtype(name, dtype)?;
-        let bp = b.at(0);
-        let kind = match direction {
-            Direction::Send => CallKind::Send,
-            Direction::Recv => CallKind::Recv,
-        };
-        let memory = (kind, dtype.bytes(name, count)?);
-        self.queue(
-            name,
-            core,
-            &[b],
-            count,
-            memory,
-            move |c, _, raw| match direction {
-                Direction::Send => xccl!(c, name, xccl_send(ptr(bp), count, t, peer, c.raw(), raw)),
-                Direction::Recv => xccl!(c, name, xccl_recv(ptr(bp), count, t, peer, c.raw(), raw)),
-            },
-        )
-    }
-
     fn in_group(&self) -> bool {
-        lock(&self.group).depth > 0
+        lock(&self.group).is_open()
     }
 
-    /// Queues `call(comm, stream)` on `core` after the checks (made by the caller): notes the
+    /// Queues `issue(comm, stream)` on `core` after the checks (made by the caller): notes the
     /// buffers and the communicator as used by the stream (a capture keeps them), then hands
     /// the call to the stream in order, or keeps it for the group's end.
-    #[allow(clippy::too_many_arguments)]
     fn queue(
         &self,
-        op: &'static str,
         core: &Arc<StreamCore>,
         buffers: &[&AbiBuffer],
-        count: usize,
-        (kind, bytes): (CallKind, usize),
-        call: impl FnOnce(&CommInner, &StreamCore, C_Stream) -> Result<()> + Send + 'static,
+        call: &Collective,
+        issue: impl FnOnce(&CommInner, &StreamCore, C_Stream) -> Result<()> + Send + 'static,
     ) -> Result<()> {
-        if count == 0 {
+        let op = call.name();
+        if call.count == 0 {
             // Nothing moves and no rank waits for another (NCCL's no-op).
             return Ok(());
         }
         {
-            let mut group = lock(&self.group);
-            if group.depth > 0 {
-                // Buffers of one place share its address space.
-                let region = |b: &AbiBuffer| Region {
-                    space: 0,
-                    offset: b.at(0) as u64,
-                };
-                let send = region(buffers[0]);
-                let recv = region(buffers[buffers.len() - 1]);
-                let (rank, n) = (self.inner.rank, self.inner.nranks);
-                group
-                    .memory
-                    .admit(op, &kind.accesses(rank, n, bytes, send, recv))?;
-            }
+            // Buffers of one place share its address space.
+            let region = |b: &AbiBuffer| Region {
+                space: 0,
+                offset: b.at(0) as u64,
+            };
+            let send = region(buffers[0]);
+            let recv = region(buffers[buffers.len() - 1]);
+            let (rank, n) = (self.inner.rank, self.inner.nranks);
+            lock(&self.group).admit(call, rank, n, send, recv)?;
         }
         if let Some(capture) = submitting_into(op, core)? {
             // The graph keeps them; the capturing stream runs none of this work, and were it
@@ -552,11 +480,11 @@ impl PluginComm {
         let inner = self.inner.clone();
         let call: Call = Box::new(move |core: &StreamCore| {
             core.runtime.bind(core.slot)?;
-            call(&inner, core, core.raw.stream())
+            issue(&inner, core, core.raw.stream())
         });
         let mut group = lock(&self.group);
-        if group.depth > 0 {
-            group.calls.push(Pending {
+        if group.is_open() {
+            group.pending.push(Pending {
                 core: core.clone(),
                 call,
                 _keep: buffers.iter().map(|b| b.0.clone()).collect(),
@@ -566,6 +494,82 @@ impl PluginComm {
         drop(group);
         core.submit(Item::Op(call))
     }
+}
+
+/// The blocks of an `all_to_all`: `send` and `recv` addresses of `nranks` blocks of `bytes`
+/// (`count` elements of `dtype`) each.
+struct Blocks {
+    send: usize,
+    recv: usize,
+    count: usize,
+    bytes: usize,
+    dtype: C_DataType,
+}
+
+/// `all_to_all` on the plug-in: its `xccl_all_to_all` where it has one, else NCCL's recipe (one
+/// send and one receive per peer in a group).
+fn all_to_all(
+    c: &CommInner,
+    native: bool,
+    blocks: Blocks,
+    rank: usize,
+    n: usize,
+    raw: C_Stream,
+) -> Result<()> {
+    let name = "all_to_all";
+    let Blocks {
+        send,
+        recv,
+        count,
+        bytes,
+        dtype,
+    } = blocks;
+    if native {
+        let sends: Vec<*const c_void> =
+            (0..n).map(|p| ptr(send + p * bytes).cast_const()).collect();
+        let mut recvs: Vec<*mut c_void> = (0..n).map(|p| ptr(recv + p * bytes)).collect();
+        let counts = vec![count; n];
+        let types = vec![dtype; n];
+        return xccl!(
+            c,
+            name,
+            xccl_all_to_all(
+                sends.as_ptr(),
+                counts.as_ptr(),
+                types.as_ptr(),
+                recvs.as_mut_ptr(),
+                counts.as_ptr(),
+                types.as_ptr(),
+                rank,
+                n,
+                c.raw(),
+                raw,
+            )
+        );
+    }
+    xccl!(c, name, xccl_group_start())?;
+    let mut result = Ok(());
+    for peer in 0..n {
+        let offset = peer * bytes;
+        result = xccl!(
+            c,
+            name,
+            xccl_send(ptr(send + offset), count, dtype, peer, c.raw(), raw)
+        )
+        .and_then(|()| {
+            xccl!(
+                c,
+                name,
+                xccl_recv(ptr(recv + offset), count, dtype, peer, c.raw(), raw)
+            )
+        });
+        if result.is_err() {
+            break;
+        }
+    }
+    // Closed also after a failed call.
+    let end = xccl!(c, name, xccl_group_end());
+    result.and(end)
 }
 
 impl DeviceCommunicator for PluginComm {
@@ -581,333 +585,149 @@ impl DeviceCommunicator for PluginComm {
         self.inner.nranks
     }
 
-    fn all_reduce(
+    fn collective(
         &self,
         stream: &PluginStream,
+        call: &Collective,
         send: &PluginBuffer,
         recv: &PluginBuffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
     ) -> Result<()> {
-        let name = "all_reduce";
+        let name = call.name();
         let core = self.core(name, stream)?;
         let [s, r] = self.buffers(name, [send, recv])?;
-        let bytes = dtype.bytes(name, count)?;
-        check_len(name, "send", s.len, bytes)?;
-        check_len(name, "receive", r.len, bytes)?;
-        let (t, o) = (self.dtype(name, dtype)?, self.redop(name, op)?);
-        let (sp, rp) = (s.at(0), r.at(0));
-        self.queue(
-            name,
-            core,
-            &[s, r],
-            count,
-            (CallKind::AllReduce, bytes),
-            move |c, _, raw| {
-                xccl!(
-                    c,
-                    name,
-                    xccl_all_reduce(ptr(sp), ptr(rp), count, t, o, c.raw(), raw)
-                )
-            },
-        )
-    }
-
-    fn broadcast(
-        &self,
-        stream: &PluginStream,
-        send: &PluginBuffer,
-        recv: &PluginBuffer,
-        count: usize,
-        dtype: DataType,
-        root: usize,
-    ) -> Result<()> {
-        let name = "broadcast";
-        let core = self.core(name, stream)?;
-        let [s, r] = self.buffers(name, [send, recv])?;
-        check_rank(name, "root", root, self.inner.nranks)?;
-        let bytes = dtype.bytes(name, count)?;
-        let is_root = self.inner.rank == root;
+        let (rank, n) = (self.inner.rank, self.inner.nranks);
+        let bytes = call.check(rank, n, s.len, r.len)?;
+        let in_place = same(s, r);
         // `xccl_broadcast` works in place: the root's data is moved into `recv` first.
-        let stage = is_root && !same(s, r) && bytes > 0;
-        if is_root {
-            check_len(name, "send", s.len, bytes)?;
-        }
-        check_len(name, "receive", r.len, bytes)?;
-        if stage {
-            self.require_copy(name)?;
-            if self.in_group() {
+        let stage = call.kind.root() == Some(rank) && !in_place && bytes > 0;
+        // In place, a reduce-scatter hands the plug-in NCCL's in-place layout (this rank's
+        // result at `send[rank * count..]`), which is then moved to `recv[..count]` (no overlap
+        // for rank >= 1).
+        let scatter_in_place = in_place && rank > 0 && bytes > 0;
+        match call.kind {
+            CallKind::Broadcast { .. } if stage => {
+                self.require_copy(name)?;
+                if self.in_group() {
+                    return Err(Error::InvalidArgument(format!(
+                        "{name}: the root's copy from send to receive would run before the \
+                         group's calls; broadcast in place (send = recv) inside a group on {}",
+                        self.inner.place
+                    )));
+                }
+            }
+            CallKind::ReduceScatter { .. } if scatter_in_place => {
+                self.require_copy(name)?;
+                if self.in_group() {
+                    return Err(Error::InvalidArgument(format!(
+                        "{name}: in place inside a group is not supported on {} (rank {rank} > \
+                         0); use separate buffers",
+                        self.inner.place
+                    )));
+                }
+            }
+            CallKind::AllToAll if in_place && n > 1 && bytes > 0 => {
                 return Err(Error::InvalidArgument(format!(
-                    "{name}: the root's copy from send to receive would run before the \
-                     group's calls; broadcast in place (send = recv) inside a group on {}",
+                    "{name}: in place is not supported on {} (the blocks are exchanged as \
+                     concurrent sends and receives); use separate buffers",
                     self.inner.place
                 )));
             }
+            kind if kind.is_nccl_call() => {}
+            _ => return Err(Error::unsupported(name, &self.inner.place)),
         }
-        let t = self.dtype(name, dtype)?;
-        let (sp, rp) = (s.at(0), r.at(0));
-        self.queue(
-            name,
-            core,
-            &[s, r],
-            count,
-            (CallKind::Broadcast { root }, bytes),
-            move |c, core, raw| {
-                if stage {
-                    c.runtime
-                        .copy(CopyKind::DeviceToDevice, core.slot, core.raw, rp, sp, bytes)?;
-                }
-                xccl!(
-                    c,
-                    name,
-                    xccl_broadcast(ptr(rp), count, t, root, c.raw(), raw)
-                )
-            },
-        )
-    }
-
-    fn reduce(
-        &self,
-        stream: &PluginStream,
-        send: &PluginBuffer,
-        recv: &PluginBuffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        root: usize,
-    ) -> Result<()> {
-        let name = "reduce";
-        let core = self.core(name, stream)?;
-        let [s, r] = self.buffers(name, [send, recv])?;
-        check_rank(name, "root", root, self.inner.nranks)?;
-        let bytes = dtype.bytes(name, count)?;
-        check_len(name, "send", s.len, bytes)?;
-        if self.inner.rank == root {
-            check_len(name, "receive", r.len, bytes)?;
-        }
-        let (t, o) = (self.dtype(name, dtype)?, self.redop(name, op)?);
-        let (sp, rp) = (s.at(0), r.at(0));
-        self.queue(
-            name,
-            core,
-            &[s, r],
-            count,
-            (CallKind::Reduce { root }, bytes),
-            move |c, _, raw| {
-                xccl!(
-                    c,
-                    name,
-                    xccl_reduce(ptr(sp), ptr(rp), count, t, o, root, c.raw(), raw)
-                )
-            },
-        )
-    }
-
-    fn all_gather(
-        &self,
-        stream: &PluginStream,
-        send: &PluginBuffer,
-        recv: &PluginBuffer,
-        count: usize,
-        dtype: DataType,
-    ) -> Result<()> {
-        let name = "all_gather";
-        let core = self.core(name, stream)?;
-        let [s, r] = self.buffers(name, [send, recv])?;
-        let (bytes, all) = self.blocks(name, dtype, count)?;
-        check_len(name, "receive", r.len, all)?;
-        // In place, this rank's part is `recv[rank * count..]` (NCCL's in-place layout).
-        let sp = if same(s, r) {
-            r.at(self.inner.rank * bytes)
-        } else {
-            check_len(name, "send", s.len, bytes)?;
-            s.at(0)
+        let t = self.dtype(name, call.dtype)?;
+        let o = match call.kind.reduction() {
+            Some(op) => self.redop(name, op)?,
+            None => C_CCL_SUM,
         };
-        let t = self.dtype(name, dtype)?;
+        // The root or peer (checked to be a rank).
+        let other = call.kind.root().or(call.kind.peer()).unwrap_or(0);
+        let (kind, count) = (call.kind, call.count);
         let rp = r.at(0);
-        self.queue(
-            name,
-            core,
-            &[s, r],
-            count,
-            (CallKind::AllGather, bytes),
-            move |c, _, raw| {
-                xccl!(
-                    c,
-                    name,
-                    xccl_all_gather(ptr(sp), ptr(rp), count, t, c.raw(), raw)
-                )
-            },
-        )
-    }
-
-    fn reduce_scatter(
-        &self,
-        stream: &PluginStream,
-        send: &PluginBuffer,
-        recv: &PluginBuffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-    ) -> Result<()> {
-        let name = "reduce_scatter";
-        let core = self.core(name, stream)?;
-        let [s, r] = self.buffers(name, [send, recv])?;
-        let (bytes, all) = self.blocks(name, dtype, count)?;
-        check_len(name, "send", s.len, all)?;
-        check_len(name, "receive", r.len, bytes)?;
-        let (t, o) = (self.dtype(name, dtype)?, self.redop(name, op)?);
-        // In place, the plug-in is handed NCCL's in-place layout (this rank's result at
-        // `send[rank * count..]`), which is then moved to `recv[..count]` (no overlap for
-        // rank >= 1).
-        let in_place = same(s, r) && self.inner.rank > 0 && bytes > 0;
-        if in_place {
-            self.require_copy(name)?;
-            if self.in_group() {
-                return Err(Error::InvalidArgument(format!(
-                    "{name}: in place inside a group is not supported on {} (rank {} > 0); use \
-                     separate buffers",
-                    self.inner.place, self.inner.rank
-                )));
-            }
-        }
-        let at = r.at(if in_place { self.inner.rank * bytes } else { 0 });
-        let (sp, base) = (s.at(0), r.at(0));
-        self.queue(
-            name,
-            core,
-            &[s, r],
-            count,
-            (CallKind::ReduceScatter, bytes),
-            move |c, core, raw| {
-                xccl!(
-                    c,
-                    name,
-                    xccl_reduce_scatter(ptr(sp), ptr(at), count, t, o, c.raw(), raw)
-                )?;
-                if in_place {
-                    c.runtime.copy(
-                        CopyKind::DeviceToDevice,
-                        core.slot,
-                        core.raw,
-                        base,
-                        at,
-                        bytes,
-                    )?;
-                }
-                Ok(())
-            },
-        )
-    }
-
-    fn all_to_all(
-        &self,
-        stream: &PluginStream,
-        send: &PluginBuffer,
-        recv: &PluginBuffer,
-        count: usize,
-        dtype: DataType,
-    ) -> Result<()> {
-        let name = "all_to_all";
-        let core = self.core(name, stream)?;
-        let [s, r] = self.buffers(name, [send, recv])?;
-        let n = self.inner.nranks;
-        let (bytes, all) = self.blocks(name, dtype, count)?;
-        check_len(name, "send", s.len, all)?;
-        check_len(name, "receive", r.len, all)?;
-        if same(s, r) && n > 1 && bytes > 0 {
-            return Err(Error::InvalidArgument(format!(
-                "{name}: in place is not supported on {} (the blocks are exchanged as \
-                 concurrent sends and receives); use separate buffers",
-                self.inner.place
-            )));
-        }
-        let t = self.dtype(name, dtype)?;
-        let (sp, rp, rank) = (s.at(0), r.at(0), self.inner.rank);
+        let sp = match kind {
+            // In place, this rank's part is `recv[rank * count..]` (NCCL's in-place layout).
+            CallKind::AllGather if in_place => r.at(rank * bytes),
+            _ => s.at(0),
+        };
+        let at = match kind {
+            CallKind::ReduceScatter { .. } if scatter_in_place => r.at(rank * bytes),
+            _ => rp,
+        };
         let native = self.inner.runtime.table().xccl_all_to_all.is_some();
-        self.queue(
-            name,
-            core,
-            &[s, r],
-            count,
-            (CallKind::AllToAll, bytes),
-            move |c, _, raw| {
-                if native {
-                    let sends: Vec<*const c_void> =
-                        (0..n).map(|p| ptr(sp + p * bytes).cast_const()).collect();
-                    let mut recvs: Vec<*mut c_void> = (0..n).map(|p| ptr(rp + p * bytes)).collect();
-                    let counts = vec![count; n];
-                    let types = vec![t; n];
-                    return xccl!(
+        let buffers: &[&AbiBuffer] = if call.kind.is_point_to_point() {
+            &[s]
+        } else {
+            &[s, r]
+        };
+        self.queue(core, buffers, call, move |c, core, raw| {
+            let device_copy = |dst: usize, src: usize| {
+                let kind = CopyKind::DeviceToDevice;
+                c.runtime.copy(kind, core.slot, core.raw, dst, src, bytes)
+            };
+            match kind {
+                CallKind::AllReduce { .. } => {
+                    xccl!(
                         c,
                         name,
-                        xccl_all_to_all(
-                            sends.as_ptr(),
-                            counts.as_ptr(),
-                            types.as_ptr(),
-                            recvs.as_mut_ptr(),
-                            counts.as_ptr(),
-                            types.as_ptr(),
-                            rank,
-                            n,
-                            c.raw(),
-                            raw,
-                        )
-                    );
-                }
-                // NCCL's recipe: one send and one receive per peer in a group.
-                xccl!(c, name, xccl_group_start())?;
-                let mut result = Ok(());
-                for peer in 0..n {
-                    let offset = peer * bytes;
-                    result = xccl!(
-                        c,
-                        name,
-                        xccl_send(ptr(sp + offset), count, t, peer, c.raw(), raw)
+                        xccl_all_reduce(ptr(sp), ptr(rp), count, t, o, c.raw(), raw)
                     )
-                    .and_then(|()| {
-                        xccl!(
-                            c,
-                            name,
-                            xccl_recv(ptr(rp + offset), count, t, peer, c.raw(), raw)
-                        )
-                    });
-                    if result.is_err() {
-                        break;
-                    }
                 }
-                // Closed also after a failed call.
-                let end = xccl!(c, name, xccl_group_end());
-                result.and(end)
-            },
-        )
-    }
-
-    fn send(
-        &self,
-        stream: &PluginStream,
-        buf: &PluginBuffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-    ) -> Result<()> {
-        self.point_to_point(Direction::Send, stream, buf, count, dtype, peer)
-    }
-
-    fn recv(
-        &self,
-        stream: &PluginStream,
-        buf: &PluginBuffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-    ) -> Result<()> {
-        self.point_to_point(Direction::Recv, stream, buf, count, dtype, peer)
+                CallKind::Broadcast { .. } => {
+                    if stage {
+                        device_copy(rp, sp)?;
+                    }
+                    xccl!(
+                        c,
+                        name,
+                        xccl_broadcast(ptr(rp), count, t, other, c.raw(), raw)
+                    )
+                }
+                CallKind::Reduce { .. } => {
+                    let (s, r) = (ptr(sp), ptr(rp));
+                    xccl!(c, name, xccl_reduce(s, r, count, t, o, other, c.raw(), raw))
+                }
+                CallKind::AllGather => {
+                    xccl!(
+                        c,
+                        name,
+                        xccl_all_gather(ptr(sp), ptr(rp), count, t, c.raw(), raw)
+                    )
+                }
+                CallKind::ReduceScatter { .. } => {
+                    let (s, r) = (ptr(sp), ptr(at));
+                    xccl!(
+                        c,
+                        name,
+                        xccl_reduce_scatter(s, r, count, t, o, c.raw(), raw)
+                    )?;
+                    if at != rp {
+                        device_copy(rp, at)?;
+                    }
+                    Ok(())
+                }
+                CallKind::AllToAll => {
+                    let blocks = Blocks {
+                        send: sp,
+                        recv: rp,
+                        count,
+                        bytes,
+                        dtype: t,
+                    };
+                    all_to_all(c, native, blocks, rank, n, raw)
+                }
+                CallKind::Send { .. } => {
+                    xccl!(c, name, xccl_send(ptr(sp), count, t, other, c.raw(), raw))
+                }
+                CallKind::Recv { .. } => {
+                    xccl!(c, name, xccl_recv(ptr(rp), count, t, other, c.raw(), raw))
+                }
+                _ => Err(Error::unsupported(name, &c.place)),
+            }
+        })
     }
 
     fn group_start(&self) -> Result<()> {
-        lock(&self.group).depth += 1;
+        lock(&self.group).start();
         Ok(())
     }
 
@@ -919,24 +739,8 @@ impl DeviceCommunicator for PluginComm {
     /// these streams hold work in between gets that stream's call issued later, outside the
     /// group (use one stream per group, or no concurrent waits on its streams, meanwhile).
     fn group_end(&self) -> Result<()> {
-        let calls = {
-            let mut group = lock(&self.group);
-            match group.depth {
-                0 => {
-                    return Err(Error::InvalidArgument(
-                        "group_end without group_start".into(),
-                    ))
-                }
-                1 => {
-                    group.depth = 0;
-                    group.memory.clear();
-                    std::mem::take(&mut group.calls)
-                }
-                _ => {
-                    group.depth -= 1;
-                    return Ok(());
-                }
-            }
+        let Some(calls) = lock(&self.group).end()? else {
+            return Ok(());
         };
         let Some(first) = calls.first().map(|p| p.core.clone()) else {
             return Ok(());

@@ -5,6 +5,7 @@
 
 mod common;
 
+use devstream_core::comm::{CallKind, Collective};
 use devstream_core::{
     CommBackend, DataType, DeviceBackend, DeviceCommunicator, DeviceStream, Error, HostBuffer,
     Place, ReduceOp,
@@ -36,8 +37,9 @@ fn custom_cpu_ranks_on_both_devices_all_reduce_through_the_traits() {
                 let mine = [rank as i32 + 1, 10 * (rank as i32 + 1)];
                 let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_ne_bytes()).collect();
                 s.copy_from_host(&buf, 0, &bytes).unwrap();
-                comm.all_reduce(&s, &buf, &buf, 2, DataType::I32, ReduceOp::Prod)
-                    .unwrap();
+                let prod =
+                    Collective::new(CallKind::AllReduce { op: ReduceOp::Prod }, 2, DataType::I32);
+                comm.collective(&s, &prod, &buf, &buf).unwrap();
                 let host = s.alloc_host(8).unwrap();
                 s.copy_device_to_host(&host, 0, &buf, 0, 8).unwrap();
                 drop(comm); // destroyed once the stream has run past the collective

@@ -52,6 +52,7 @@
 //! ```
 
 use crate::{DeviceBuffer, Stream};
+use devstream_core::comm::{BufferOf, CallKind, Collective};
 use devstream_core::{
     CommBackend, DataType, DeviceCommunicator, Error, Place, ReduceOp, Result, UNIQUE_ID_BYTES,
 };
@@ -257,166 +258,114 @@ impl Communicator {
     }
 }
 
-/// The buffer type of a communicator's backend.
-type BufferOf<C> = <<C as DeviceCommunicator>::Stream as devstream_core::DeviceStream>::Buffer;
-
-/// The backend handles of a call, or the typed error: another place (`PlaceMismatch`), or a
-/// backend without collectives (`Unsupported`).
-fn parts<'a, C: DeviceCommunicator>(
-    op: &'static str,
-    stream: &'a Stream,
-    comm: &'a C,
-    buffers: [&'a DeviceBuffer; 2],
-) -> Result<(&'a C::Stream, [&'a BufferOf<C>; 2])>
-where
-    C::Stream: crate::Member<Stream>,
-    BufferOf<C>: crate::Member<DeviceBuffer>,
-{
-    if stream.place() != comm.place() {
-        return Err(Error::mismatch(op, comm.place(), stream.place()));
-    }
-    for buffer in buffers {
-        if buffer.place() != comm.place() {
-            return Err(Error::mismatch(op, comm.place(), buffer.place()));
+/// Queues `call` on `comm`'s backend: the backend handles of the stream and buffers, or the
+/// typed error (another place: `PlaceMismatch`; a backend without collectives: `Unsupported`).
+fn collective(
+    stream: &Stream,
+    comm: &Communicator,
+    call: Collective,
+    send: &DeviceBuffer,
+    recv: &DeviceBuffer,
+) -> Result<()> {
+    fn on<C: DeviceCommunicator>(
+        comm: &C,
+        stream: &Stream,
+        call: &Collective,
+        buffers: [&DeviceBuffer; 2],
+    ) -> Result<()>
+    where
+        C::Stream: crate::Member<Stream>,
+        BufferOf<C>: crate::Member<DeviceBuffer>,
+    {
+        let op = call.name();
+        if stream.place() != comm.place() {
+            return Err(Error::mismatch(op, comm.place(), stream.place()));
         }
+        for buffer in buffers {
+            if buffer.place() != comm.place() {
+                return Err(Error::mismatch(op, comm.place(), buffer.place()));
+            }
+        }
+        let s = stream
+            .backend::<C::Stream>()
+            .ok_or_else(|| Error::unsupported(op, stream.place()))?;
+        let [send, recv] = buffers.map(|b| {
+            b.backend::<BufferOf<C>>()
+                .ok_or_else(|| Error::mismatch(op, comm.place(), b.place()))
+        });
+        comm.collective(s, call, send?, recv?)
     }
-    let s = stream
-        .backend::<C::Stream>()
-        .ok_or_else(|| Error::unsupported(op, stream.place()))?;
-    let unpack = |b: &'a DeviceBuffer| {
-        b.backend()
-            .ok_or_else(|| Error::mismatch(op, comm.place(), b.place()))
-    };
-    Ok((s, [unpack(buffers[0])?, unpack(buffers[1])?]))
+    with_comm!(comm, c => on(c, stream, &call, [send, recv]))
 }
 
-/// Runs a collective on whichever backend `$comm` is.
-macro_rules! dispatch {
-    ($op:literal, $stream:expr, $comm:expr, [$a:expr, $b:expr]; $c:ident, $s:ident, $x:ident, $y:ident => $call:expr) => {
-        with_comm!($comm, $c => {
-            let ($s, [$x, $y]) = parts($op, $stream, $c, [$a, $b])?;
-            $call
-        })
+/// The collective methods of [`Stream`], one per [`CallKind`]: each builds the call's
+/// descriptor and hands it to [`collective`].
+macro_rules! collectives {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident($($buffer:ident),+; $($arg:ident: $ty:ty),*) => $kind:expr;
+    )*) => {
+        /// Collectives, queued on the stream like copies (cargo feature `comm`). Each returns once
+        /// the call is queued; arguments are checked first (`InvalidArgument` for a root or peer
+        /// `>= nranks` or a buffer smaller than the call needs, `PlaceMismatch` for a stream or
+        /// buffer of another place than the communicator) and nothing is queued when they are wrong.
+        /// `count` is per rank, as in NCCL; `send` and `recv` may be the same buffer (in place).
+        impl Stream {
+            $(
+                $(#[$doc])*
+                #[allow(clippy::too_many_arguments)]
+                pub fn $name(
+                    &self,
+                    comm: &Communicator,
+                    $($buffer: &DeviceBuffer,)+
+                    count: usize,
+                    dtype: DataType,
+                    $($arg: $ty),*
+                ) -> Result<()> {
+                    let [send, recv] = collectives!(@buffers $($buffer),+);
+                    collective(self, comm, Collective::new($kind, count, dtype), send, recv)
+                }
+            )*
+        }
     };
+    (@buffers $send:ident, $recv:ident) => { [$send, $recv] };
+    (@buffers $buf:ident) => { [$buf, $buf] };
 }
 
-/// Collectives, queued on the stream like copies (cargo feature `comm`). Each returns once
-/// the call is queued; arguments are checked first (`InvalidArgument` for a root or peer
-/// `>= nranks` or a buffer smaller than the call needs, `PlaceMismatch` for a stream or
-/// buffer of another place than the communicator) and nothing is queued when they are wrong.
-/// `count` is per rank, as in NCCL; `send` and `recv` may be the same buffer (in place).
-impl Stream {
+collectives! {
     /// `recv[..count] = op over ranks of send[..count]` on every rank (`ncclAllReduce`).
     /// Floats are combined in rank order (so every rank gets identical bits, whether the ranks
     /// are threads of one process or processes), `F16`/`BF16` in `f32`; integers wrap; integer
     /// `Avg` is the wrapped sum divided by `nranks`, truncated.
     /// (On NCCL/RCCL, floats are combined in the library's order: every rank still gets the
     /// same bits.)
-    pub fn all_reduce(
-        &self,
-        comm: &Communicator,
-        send: &DeviceBuffer,
-        recv: &DeviceBuffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-    ) -> Result<()> {
-        dispatch!("all_reduce", self, comm, [send, recv]; c, s, send, recv => c.all_reduce(s, send, recv, count, dtype, op))
-    }
+    fn all_reduce(send, recv; op: ReduceOp) => CallKind::AllReduce { op };
 
     /// `recv[..count] = root's send[..count]` on every rank (`send` is read on the root only).
-    pub fn broadcast(
-        &self,
-        comm: &Communicator,
-        send: &DeviceBuffer,
-        recv: &DeviceBuffer,
-        count: usize,
-        dtype: DataType,
-        root: usize,
-    ) -> Result<()> {
-        dispatch!("broadcast", self, comm, [send, recv]; c, s, send, recv => c.broadcast(s, send, recv, count, dtype, root))
-    }
+    fn broadcast(send, recv; root: usize) => CallKind::Broadcast { root };
 
     /// Like [`all_reduce`](Self::all_reduce), but only `root`'s `recv` is written.
-    #[allow(clippy::too_many_arguments)]
-    pub fn reduce(
-        &self,
-        comm: &Communicator,
-        send: &DeviceBuffer,
-        recv: &DeviceBuffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        root: usize,
-    ) -> Result<()> {
-        dispatch!("reduce", self, comm, [send, recv]; c, s, send, recv => c.reduce(s, send, recv, count, dtype, op, root))
-    }
+    fn reduce(send, recv; op: ReduceOp, root: usize) => CallKind::Reduce { op, root };
 
     /// `recv[r * count..][..count] = rank r's send[..count]` (`recv` holds `count * nranks`).
     /// In place (`send` and `recv` the same buffer), this rank's part is read from
     /// `recv[rank * count..]`, NCCL's in-place layout.
-    pub fn all_gather(
-        &self,
-        comm: &Communicator,
-        send: &DeviceBuffer,
-        recv: &DeviceBuffer,
-        count: usize,
-        dtype: DataType,
-    ) -> Result<()> {
-        dispatch!("all_gather", self, comm, [send, recv]; c, s, send, recv => c.all_gather(s, send, recv, count, dtype))
-    }
+    fn all_gather(send, recv;) => CallKind::AllGather;
 
     /// `recv[..count] = op over ranks of send[rank * count..][..count]` (`send` holds
     /// `count * nranks`).
-    pub fn reduce_scatter(
-        &self,
-        comm: &Communicator,
-        send: &DeviceBuffer,
-        recv: &DeviceBuffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-    ) -> Result<()> {
-        dispatch!("reduce_scatter", self, comm, [send, recv]; c, s, send, recv => c.reduce_scatter(s, send, recv, count, dtype, op))
-    }
+    fn reduce_scatter(send, recv; op: ReduceOp) => CallKind::ReduceScatter { op };
 
     /// `recv[r * count..][..count] = rank r's send[rank * count..][..count]` (both hold
     /// `count * nranks`). On NCCL/RCCL `send` and `recv` must be different buffers.
-    pub fn all_to_all(
-        &self,
-        comm: &Communicator,
-        send: &DeviceBuffer,
-        recv: &DeviceBuffer,
-        count: usize,
-        dtype: DataType,
-    ) -> Result<()> {
-        dispatch!("all_to_all", self, comm, [send, recv]; c, s, send, recv => c.all_to_all(s, send, recv, count, dtype))
-    }
+    fn all_to_all(send, recv;) => CallKind::AllToAll;
 
     /// Sends `buf[..count]` to `peer`, matched in order with `peer`'s `recv`s from this rank.
     /// On the CPU engine a send never waits for its receive; on NCCL/RCCL it may, until the
     /// peer's matching `recv` (put both in a group when two ranks exchange).
-    pub fn send(
-        &self,
-        comm: &Communicator,
-        buf: &DeviceBuffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-    ) -> Result<()> {
-        dispatch!("send", self, comm, [buf, buf]; c, s, buf, _b => c.send(s, buf, count, dtype, peer))
-    }
+    fn send(buf; peer: usize) => CallKind::Send { peer };
 
     /// Receives `count` elements from `peer` into `buf`; a message of another type or count
     /// fails with `CommFailure::Mismatch` (on the CPU engine).
-    pub fn recv(
-        &self,
-        comm: &Communicator,
-        buf: &DeviceBuffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-    ) -> Result<()> {
-        dispatch!("recv", self, comm, [buf, buf]; c, s, buf, _b => c.recv(s, buf, count, dtype, peer))
-    }
+    fn recv(buf; peer: usize) => CallKind::Recv { peer };
 }

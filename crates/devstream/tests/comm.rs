@@ -17,7 +17,8 @@ mod comm_model;
 mod comm_plugin;
 mod comm_programs;
 use comm_model::{
-    assert_close, comm_failure, contribution, decode, download, encode, model, on_ranks_at, upload,
+    all_reduce_and_check, assert_close, assert_reduced, comm_failure, contribution, decode,
+    download, encode, launch_and_check, model, on_ranks_at, rank_1_leaves_in_an_open_group, upload,
     value,
 };
 
@@ -56,27 +57,12 @@ fn all_reduce_every_type_and_reduction_on_2_to_8_ranks() {
 fn all_reduce_every_type_and_reduction(places: Places, sizes: &[usize]) {
     for &n in sizes {
         on_ranks_at(&places(n), move |comm, s| {
-            let rank = comm.rank();
             for dtype in DataType::ALL {
                 for op in ReduceOp::ALL {
                     // In place or not; with fewer elements than ranks; with none.
                     for (in_place, count) in [(false, COUNT), (true, COUNT), (false, 3), (true, 0)]
                     {
-                        let send = upload(&s, &encode(dtype, &contribution(rank, count)))?;
-                        let recv = if in_place {
-                            None
-                        } else {
-                            Some(s.alloc(count * dtype.size())?)
-                        };
-                        let target = recv.as_ref().unwrap_or(&send);
-                        s.all_reduce(&comm, &send, target, count, dtype, op)?;
-                        let got = decode(dtype, &download(&s, target)?);
-                        assert_eq!(got.len(), count);
-                        for (i, g) in got.iter().enumerate() {
-                            let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
-                            let what = format!("all_reduce {dtype} {op} n={n} in_place={in_place} rank {rank} [{i}]");
-                            assert_close(dtype, *g, model(dtype, op, &column), &what);
-                        }
+                        all_reduce_and_check(assert_close, &comm, &s, dtype, op, count, in_place)?;
                     }
                 }
             }
@@ -105,11 +91,15 @@ fn reduce_every_type_and_reduction(places: Places) {
                         assert!(bytes.iter().all(|&b| b == 0xAB), "non-root recv written");
                         continue;
                     }
-                    for (i, g) in decode(dtype, &bytes).iter().enumerate() {
-                        let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
-                        let what = format!("reduce {dtype} {op} root {root} [{i}]");
-                        assert_close(dtype, *g, model(dtype, op, &column), &what);
-                    }
+                    assert_reduced(
+                        assert_close,
+                        dtype,
+                        op,
+                        0..n,
+                        &decode(dtype, &bytes),
+                        0,
+                        &format!("reduce {dtype} {op} root {root}"),
+                    );
                 }
             }
         }
@@ -202,13 +192,15 @@ fn reduce_scatter_every_type_and_reduction_also_in_place(places: Places, n: usiz
                     s.reduce_scatter(&comm, &send, target, COUNT, dtype, op)?;
                     let got = decode(dtype, &download(&s, target)?);
                     assert!(got.len() >= COUNT);
-                    for (j, g) in got.iter().take(COUNT).enumerate() {
-                        let column: Vec<i64> = (0..n).map(|r| value(r, rank * COUNT + j)).collect();
-                        let what = format!(
-                            "reduce_scatter {dtype} {op} in_place={in_place} rank {rank} [{j}]"
-                        );
-                        assert_close(dtype, *g, model(dtype, op, &column), &what);
-                    }
+                    assert_reduced(
+                        assert_close,
+                        dtype,
+                        op,
+                        0..n,
+                        &got[..COUNT],
+                        rank * COUNT,
+                        &format!("reduce_scatter {dtype} {op} in_place={in_place} rank {rank}"),
+                    );
                 }
             }
         }
@@ -409,29 +401,13 @@ fn calls_of_a_group_that_overlap_are_refused(places: Places) {
 fn all_reduce_of_many_chunks_on_ranks_in_one_process() {
     for n in [2, 3, 5] {
         on_ranks(n, move |comm, s| {
-            let rank = comm.rank();
             for dtype in DataType::ALL {
                 for (op, in_place, count) in [
                     (ReduceOp::Sum, true, 100_003),
                     (ReduceOp::Max, false, 70_001),
                     (ReduceOp::Avg, true, 16_385 * n + 7),
                 ] {
-                    let send = upload(&s, &encode(dtype, &contribution(rank, count)))?;
-                    let recv = if in_place {
-                        None
-                    } else {
-                        Some(s.alloc(count * dtype.size())?)
-                    };
-                    let target = recv.as_ref().unwrap_or(&send);
-                    s.all_reduce(&comm, &send, target, count, dtype, op)?;
-                    let got = decode(dtype, &download(&s, target)?);
-                    assert_eq!(got.len(), count);
-                    for (i, g) in got.iter().enumerate() {
-                        let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
-                        let what =
-                            format!("all_reduce {dtype} {op} n={n} in_place={in_place} [{i}]");
-                        assert_close(dtype, *g, model(dtype, op, &column), &what);
-                    }
+                    all_reduce_and_check(assert_close, &comm, &s, dtype, op, count, in_place)?;
                 }
             }
             Ok(())
@@ -493,14 +469,15 @@ fn an_in_process_all_reduce_holds_every_rank_until_every_peer_is_done() {
         .map(|t| t.join().unwrap().unwrap())
         .collect();
     let got = decode(DataType::I32, &results[1]);
-    for (i, g) in got.iter().enumerate() {
-        let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
-        assert_eq!(
-            *g,
-            model(DataType::I32, ReduceOp::Sum, &column),
-            "rank 1 [{i}]"
-        );
-    }
+    assert_reduced(
+        assert_close,
+        DataType::I32,
+        ReduceOp::Sum,
+        0..n,
+        &got,
+        0,
+        "rank 1",
+    );
 }
 
 /// Work on another stream that writes a buffer while an in-process all-reduce reads and writes
@@ -528,15 +505,16 @@ fn work_racing_an_in_process_all_reduce_on_another_stream_stays_sound() {
         let fresh = upload(&s, &encode(DataType::F32, &contribution(rank, count)))?;
         s.all_reduce(&comm, &fresh, &fresh, count, DataType::F32, ReduceOp::Sum)?;
         let got = decode(DataType::F32, &download(&s, &fresh)?);
-        for (i, g) in got.iter().enumerate() {
-            let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
-            assert_close(
-                DataType::F32,
-                *g,
-                model(DataType::F32, ReduceOp::Sum, &column),
-                &format!("rank {rank} [{i}]"),
-            );
-        }
+        let what = format!("rank {rank}");
+        assert_reduced(
+            assert_close,
+            DataType::F32,
+            ReduceOp::Sum,
+            0..n,
+            &got,
+            0,
+            &what,
+        );
         Ok(())
     });
 }
@@ -562,10 +540,15 @@ fn eight_ranks_as_threads_on_a_one_worker_pool_do_not_deadlock() {
         .collect();
     for t in threads {
         let got = decode(DataType::I32, &t.join().unwrap().unwrap());
-        for (i, g) in got.iter().enumerate() {
-            let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
-            assert_eq!(*g, model(DataType::I32, ReduceOp::Max, &column));
-        }
+        assert_reduced(
+            assert_close,
+            DataType::I32,
+            ReduceOp::Max,
+            0..n,
+            &got,
+            0,
+            "max",
+        );
     }
 }
 
@@ -654,15 +637,15 @@ fn wait_event_holds_a_collective(places: Places) {
         drop(comm);
         s.synchronize()?;
         let got = decode(DataType::F32, &host.to_vec()?);
-        for (i, g) in got.iter().enumerate() {
-            let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
-            assert_close(
-                DataType::F32,
-                *g,
-                model(DataType::F32, ReduceOp::Sum, &column),
-                "sum",
-            );
-        }
+        assert_reduced(
+            assert_close,
+            DataType::F32,
+            ReduceOp::Sum,
+            0..n,
+            &got,
+            0,
+            "sum",
+        );
         Ok(())
     });
 }
@@ -671,27 +654,13 @@ fn wait_event_holds_a_collective(places: Places) {
 fn captured_collectives_run_again_with_the_peers_on_every_launch() {
     let n = 3;
     on_ranks(n, move |comm, s| {
-        let rank = comm.rank();
         let buf = s.alloc(COUNT * 4)?;
         let out = s.alloc(COUNT * 4)?;
         s.synchronize()?;
         s.begin_capture(CaptureMode::ThreadLocal)?;
         s.all_reduce(&comm, &buf, &out, COUNT, DataType::I32, ReduceOp::Sum)?;
         let graph = s.end_capture()?;
-        for round in 0..4i64 {
-            let mine: Vec<i64> = contribution(rank, COUNT)
-                .iter()
-                .map(|v| v * (round + 1))
-                .collect();
-            s.copy_from_host(&buf, 0, &encode(DataType::I32, &mine))?;
-            graph.launch(&s)?;
-            let got = decode(DataType::I32, &download(&s, &out)?);
-            for (i, g) in got.iter().enumerate() {
-                let sum: i64 = (0..n).map(|r| value(r, i) * (round + 1)).sum();
-                assert_eq!(*g, sum as f64, "launch {round}");
-            }
-        }
-        Ok(())
+        launch_and_check(&comm, &s, &graph, [&buf, &out], COUNT, "cpu")
     });
 }
 
@@ -1043,17 +1012,9 @@ fn a_group_refuses_its_65th_collective_and_stays_open() {
 fn a_communicator_dropped_with_a_group_open_leaves() {
     let results = on_ranks(2, |comm, s| {
         comm.set_timeout(Duration::from_secs(60));
-        let buf = upload(
-            &s,
-            &encode(DataType::F32, &contribution(comm.rank(), COUNT)),
-        )?;
-        s.synchronize()?;
-        if comm.rank() == 1 {
-            comm.group_start()?;
-            s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
-            drop(comm); // never closed
+        let Some((comm, buf)) = rank_1_leaves_in_an_open_group(comm, &s, COUNT)? else {
             return Ok(None);
-        }
+        };
         let started = Instant::now();
         s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
         let e = s.synchronize().unwrap_err();
@@ -1305,10 +1266,15 @@ fn process_rank_body(rank: usize, nranks: usize, id: UniqueId) {
             let buf = upload(&s, &encode(dtype, &contribution(rank, COUNT))).unwrap();
             s.all_reduce(&comm, &buf, &buf, COUNT, dtype, op).unwrap();
             let got = decode(dtype, &download(&s, &buf).unwrap());
-            for (i, g) in got.iter().enumerate() {
-                let column: Vec<i64> = (0..nranks).map(|r| value(r, i)).collect();
-                assert_close(dtype, *g, model(dtype, op, &column), "process all_reduce");
-            }
+            assert_reduced(
+                assert_close,
+                dtype,
+                op,
+                0..nranks,
+                &got,
+                0,
+                "process all_reduce",
+            );
         }
     }
 }

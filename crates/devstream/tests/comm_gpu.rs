@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 mod comm_model;
 use comm_model::{
-    assert_near, comm_failure, contribution, decode, download, encode, model, on_ranks_at, upload,
-    value,
+    all_reduce_and_check, assert_near, assert_reduced, comm_failure, contribution, decode,
+    download, encode, launch_and_check, on_ranks_at, upload, value,
 };
 
 const COUNT: usize = 37;
@@ -105,28 +105,12 @@ fn gpu_groups_of_at_least(test: &str, min_ranks: usize) -> Vec<(&'static str, Ve
 #[test]
 fn gpu_all_reduce_every_type_and_reduction() {
     let _gpu = gpu_lock();
-    for (kind, places) in gpu_groups("gpu_all_reduce_every_type_and_reduction") {
-        let n = places.len();
+    for (_, places) in gpu_groups("gpu_all_reduce_every_type_and_reduction") {
         on_ranks_at(&places, move |comm, s| {
-            let rank = comm.rank();
             for dtype in DataType::ALL {
                 for op in ReduceOp::ALL {
                     for (in_place, count) in [(false, COUNT), (true, COUNT), (false, 3)] {
-                        let send = upload(&s, &encode(dtype, &contribution(rank, count)))?;
-                        let recv = if in_place {
-                            None
-                        } else {
-                            Some(s.alloc(count * dtype.size())?)
-                        };
-                        let out = recv.as_ref().unwrap_or(&send);
-                        s.all_reduce(&comm, &send, out, count, dtype, op)?;
-                        for (i, g) in decode(dtype, &download(&s, out)?).iter().enumerate() {
-                            let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
-                            let what = format!(
-                                "{kind} all_reduce {dtype} {op} in_place={in_place} rank {rank} [{i}]"
-                            );
-                            assert_near(dtype, *g, model(dtype, op, &column), &what);
-                        }
+                        all_reduce_and_check(assert_near, &comm, &s, dtype, op, count, in_place)?;
                     }
                 }
             }
@@ -153,11 +137,15 @@ fn gpu_reduce_broadcast_gather_scatter_and_all_to_all_every_type() {
                         s.reduce(&comm, &send, &recv, COUNT, dtype, op, root)?;
                         let got = download(&s, &recv)?;
                         if rank == root {
-                            for (i, g) in decode(dtype, &got).iter().enumerate() {
-                                let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
-                                let what = format!("{kind} reduce {dtype} {op} root {root} [{i}]");
-                                assert_near(dtype, *g, model(dtype, op, &column), &what);
-                            }
+                            assert_reduced(
+                                assert_near,
+                                dtype,
+                                op,
+                                0..n,
+                                &decode(dtype, &got),
+                                0,
+                                &format!("{kind} reduce {dtype} {op} root {root}"),
+                            );
                         }
                     }
                     // broadcast from every root.
@@ -203,14 +191,7 @@ fn gpu_reduce_broadcast_gather_scatter_and_all_to_all_every_type() {
                         let out = recv.as_ref().unwrap_or(&send);
                         s.reduce_scatter(&comm, &send, out, COUNT, dtype, op)?;
                         let got = download(&s, out)?;
-                        for (j, g) in decode(dtype, &got[..COUNT * size]).iter().enumerate() {
-                            let column: Vec<i64> =
-                                (0..n).map(|r| value(r, rank * COUNT + j)).collect();
-                            let what = format!(
-                                "{kind} reduce_scatter {dtype} {op} in_place={in_place} rank {rank} [{j}]"
-                            );
-                            assert_near(dtype, *g, model(dtype, op, &column), &what);
-                        }
+                        assert_reduced(assert_near, dtype, op, 0..n, &decode(dtype, &got[..COUNT * size]), rank * COUNT, &format!("{kind} reduce_scatter {dtype} {op} in_place={in_place} rank {rank}"));
                     }
                 }
                 // all_to_all (separate buffers; in place is refused on NCCL/RCCL).
@@ -309,11 +290,15 @@ fn gpu_a_call_that_writes_memory_another_call_of_its_group_uses_is_refused() {
             s.all_reduce(&comm, &x, &y, COUNT, f32_, sum)?;
             comm.group_end()?;
             for (buf, offset) in [(&a, 0), (&y, 1)] {
-                for (i, got) in decode(f32_, &download(&s, buf)?).iter().enumerate() {
-                    let column: Vec<i64> = (0..n).map(|r| value(r + offset, i)).collect();
-                    let what = format!("{kind} rank {rank} [{i}]");
-                    assert_near(f32_, *got, model(f32_, sum, &column), &what);
-                }
+                assert_reduced(
+                    assert_near,
+                    f32_,
+                    sum,
+                    offset..n + offset,
+                    &decode(f32_, &download(&s, buf)?),
+                    0,
+                    &format!("{kind} rank {rank}"),
+                );
             }
             Ok(())
         });
@@ -356,12 +341,18 @@ fn gpu_a_communicator_dropped_with_a_group_open_ends_the_threads_group() {
         for (rank, thread) in ranks.into_iter().enumerate() {
             let (b, d) = thread.join().unwrap().unwrap();
             for (what, bytes, offset) in [("dropped group's", b, 0), ("later", d, 1)] {
-                for (i, got) in decode(DataType::F32, &bytes).iter().enumerate() {
-                    let column: Vec<i64> = (0..n).map(|r| value(r + offset, i)).collect();
-                    let want = model(DataType::F32, ReduceOp::Sum, &column);
-                    let context = format!("{kind} rank {rank}: the {what} all-reduce [{i}]");
-                    assert_near(DataType::F32, *got, want, &context);
-                }
+                let (f32_, sum) = (DataType::F32, ReduceOp::Sum);
+                let context = format!("{kind} rank {rank}: the {what} all-reduce");
+                let got = decode(f32_, &bytes);
+                assert_reduced(
+                    assert_near,
+                    f32_,
+                    sum,
+                    offset..n + offset,
+                    &got,
+                    0,
+                    &context,
+                );
             }
         }
     }
@@ -420,34 +411,20 @@ fn gpu_captured_all_reduce_runs_again_with_the_peers_on_every_launch() {
     let _gpu = gpu_lock();
     let test = "gpu_captured_all_reduce_runs_again_with_the_peers_on_every_launch";
     for (kind, places) in gpu_groups(test) {
-        let n = places.len();
         on_ranks_at(&places, move |comm, s| {
-            let rank = comm.rank();
             let buf = s.alloc(COUNT * 4)?;
             let out = s.alloc(COUNT * 4)?;
             // One eager all-reduce first: NCCL connects a communicator's peers on its first
             // collective (`NCCL_RUNTIME_CONNECT`), and that setup (peer access, its own streams)
-            // is refused inside a capture ("failed to peer with device 0: operation not
-            // permitted when stream is capturing", call 40 on two H200s). PyTorch asks for the
-            // same warm-up before capturing collectives.
+            // is refused inside a capture (NCCL: "failed to peer with device 0: operation not
+            // permitted when stream is capturing"). PyTorch asks for the same warm-up before
+            // capturing collectives.
             s.all_reduce(&comm, &buf, &out, COUNT, DataType::I32, ReduceOp::Sum)?;
             s.synchronize()?;
             s.begin_capture(CaptureMode::ThreadLocal)?;
             s.all_reduce(&comm, &buf, &out, COUNT, DataType::I32, ReduceOp::Sum)?;
             let graph = s.end_capture()?;
-            for round in 0..4i64 {
-                let mine: Vec<i64> = contribution(rank, COUNT)
-                    .iter()
-                    .map(|v| v * (round + 1))
-                    .collect();
-                s.copy_from_host(&buf, 0, &encode(DataType::I32, &mine))?;
-                graph.launch(&s)?;
-                let got = decode(DataType::I32, &download(&s, &out)?);
-                for (i, g) in got.iter().enumerate() {
-                    let sum: i64 = (0..n).map(|r| value(r, i) * (round + 1)).sum();
-                    assert_eq!(*g, sum as f64, "{kind} launch {round} rank {rank} [{i}]");
-                }
-            }
+            launch_and_check(&comm, &s, &graph, [&buf, &out], COUNT, kind)?;
             // Every handle but the graph's gone: a launch still works (the graph owns them).
             let out_check = s.alloc(COUNT * 4)?;
             s.copy_device_to_device(&out_check, 0, &out, 0, COUNT * 4)?;
@@ -535,15 +512,15 @@ fn gpu_bad_input_is_refused_before_anything_is_queued() {
             // Nothing was queued: a good call still pairs up with the peers.
             s.copy_from_host(&buf, 0, &encode(t, &contribution(rank, COUNT)))?;
             s.all_reduce(&comm, &buf, &buf, COUNT, t, op)?;
-            for (i, g) in decode(t, &download(&s, &buf)?).iter().enumerate() {
-                let column: Vec<i64> = (0..n).map(|r| value(r, i)).collect();
-                assert_near(
-                    t,
-                    *g,
-                    model(t, op, &column),
-                    &format!("{kind} after bad input"),
-                );
-            }
+            assert_reduced(
+                assert_near,
+                t,
+                op,
+                0..n,
+                &decode(t, &download(&s, &buf)?),
+                0,
+                &format!("{kind} after bad input"),
+            );
             Ok(())
         });
     }
@@ -648,11 +625,15 @@ fn gpu_ranks_as_processes_all_reduce_every_type() {
                 let buf = upload(&s, &encode(dtype, &contribution(rank, COUNT))).unwrap();
                 s.all_reduce(&comm, &buf, &buf, COUNT, dtype, op).unwrap();
                 let got = decode(dtype, &download(&s, &buf).unwrap());
-                for (i, g) in got.iter().enumerate() {
-                    let column: Vec<i64> = (0..nranks).map(|r| value(r, i)).collect();
-                    let what = format!("process rank {rank} all_reduce {dtype} {op} [{i}]");
-                    assert_near(dtype, *g, model(dtype, op, &column), &what);
-                }
+                assert_reduced(
+                    assert_near,
+                    dtype,
+                    op,
+                    0..nranks,
+                    &got,
+                    0,
+                    &format!("process rank {rank} all_reduce {dtype} {op}"),
+                );
             }
         }
         return;
@@ -697,8 +678,8 @@ fn gpu_a_peer_that_dies_fails_the_survivor_by_the_deadline_instead_of_hanging() 
             .all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)
             .and_then(|()| s.synchronize());
         let took = started.elapsed();
-        // (Call 41 on two H200s: `Ok` after 5 s, the deadline, when the watchdog kept the
-        // failure only after aborting, which released the survivor's `synchronize` first.)
+        // (A watchdog that kept the failure only after aborting released the survivor's
+        // `synchronize` first, which then returned `Ok` at the deadline.)
         let e = outcome.expect_err(&format!(
             "the survivor's all-reduce and synchronize succeeded after {took:?} without its peer"
         ));

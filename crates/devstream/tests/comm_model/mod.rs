@@ -4,8 +4,8 @@
 #![allow(dead_code)]
 
 use devstream::{
-    CommFailure, Communicator, DataType, DeviceBuffer, Error, Place, ReduceOp, Result, Stream,
-    UniqueId,
+    CommFailure, Communicator, DataType, DeviceBuffer, Error, Graph, Place, ReduceOp, Result,
+    Stream, UniqueId,
 };
 use std::sync::Arc;
 
@@ -136,6 +136,108 @@ pub fn assert_near(dtype: DataType, got: f64, want: f64, what: &str) {
         (got - want).abs() <= tolerance,
         "{what}: got {got}, the model says {want}"
     );
+}
+
+/// How a backend's reductions are compared with the model: [`assert_close`] (the CPU engine
+/// and the test plug-in) or [`assert_near`] (NCCL/RCCL).
+pub type Check = fn(DataType, f64, f64, &str);
+
+/// Asserts that each element `i` of `got` is `op` over the model values of `ranks` at element
+/// `first + i` (by `check`), naming it `{what} [{i}]`.
+pub fn assert_reduced(
+    check: Check,
+    dtype: DataType,
+    op: ReduceOp,
+    ranks: std::ops::Range<usize>,
+    got: &[f64],
+    first: usize,
+    what: &str,
+) {
+    for (i, g) in got.iter().enumerate() {
+        let column: Vec<i64> = ranks.clone().map(|r| value(r, first + i)).collect();
+        check(
+            dtype,
+            *g,
+            model(dtype, op, &column),
+            &format!("{what} [{i}]"),
+        );
+    }
+}
+
+/// Uploads this rank's contribution of `count` elements, all-reduces it (in place, or into a
+/// buffer of its own) and checks the result against the model (by `check`).
+pub fn all_reduce_and_check(
+    check: Check,
+    comm: &Communicator,
+    s: &Stream,
+    dtype: DataType,
+    op: ReduceOp,
+    count: usize,
+    in_place: bool,
+) -> Result<()> {
+    let (place, rank, n) = (comm.place(), comm.rank(), comm.nranks());
+    let what = format!(
+        "{place} all_reduce {dtype} {op} count={count} in_place={in_place} rank {rank} of {n}"
+    );
+    let send = upload(s, &encode(dtype, &contribution(comm.rank(), count)))?;
+    let recv = if in_place {
+        None
+    } else {
+        Some(s.alloc(count * dtype.size())?)
+    };
+    let target = recv.as_ref().unwrap_or(&send);
+    s.all_reduce(comm, &send, target, count, dtype, op)?;
+    let got = decode(dtype, &download(s, target)?);
+    assert_eq!(got.len(), count, "{what}");
+    assert_reduced(check, dtype, op, 0..n, &got, 0, &what);
+    Ok(())
+}
+
+/// Launches `graph`, a captured all-reduce (`I32` sum of `count` elements from `buf` into
+/// `out`), four times, with this rank's contribution times the round in `buf`, and checks
+/// `out` after each launch.
+pub fn launch_and_check(
+    comm: &Communicator,
+    s: &Stream,
+    graph: &Graph,
+    [buf, out]: [&DeviceBuffer; 2],
+    count: usize,
+    what: &str,
+) -> Result<()> {
+    let (rank, n) = (comm.rank(), comm.nranks());
+    for round in 0..4i64 {
+        let mine: Vec<i64> = contribution(rank, count)
+            .iter()
+            .map(|v| v * (round + 1))
+            .collect();
+        s.copy_from_host(buf, 0, &encode(DataType::I32, &mine))?;
+        graph.launch(s)?;
+        let got = decode(DataType::I32, &download(s, out)?);
+        for (i, g) in got.iter().enumerate() {
+            let sum: i64 = (0..n).map(|r| value(r, i) * (round + 1)).sum();
+            assert_eq!(*g, sum as f64, "{what} launch {round} rank {rank} [{i}]");
+        }
+    }
+    Ok(())
+}
+
+/// Uploads this rank's contribution (`count` `F32` elements); rank 1 then opens a group, puts an
+/// all-reduce of it in the group and drops its communicator with the group still open (`None`),
+/// every other rank gets its communicator and the buffer back.
+pub fn rank_1_leaves_in_an_open_group(
+    comm: Communicator,
+    s: &Stream,
+    count: usize,
+) -> Result<Option<(Communicator, DeviceBuffer)>> {
+    let buf = upload(s, &encode(DataType::F32, &contribution(comm.rank(), count)))?;
+    s.synchronize()?;
+    if comm.rank() == 1 {
+        comm.group_start()?;
+        s.all_reduce(&comm, &buf, &buf, count, DataType::F32, ReduceOp::Sum)?;
+        drop(comm); // never closed
+        return Ok(None);
+    }
+    Ok(Some((comm, buf)))
 }
 
 /// Runs `body(comm, stream)` with rank `r` on `places[r]`, one thread each, and returns their

@@ -3,7 +3,10 @@
 //! may share a device), so the model tests run there too, with rank `r` on `custom_cpu:(r % 2)`;
 //! the `ref_cpu` plug-in (Paddle's reference layout, xccl left null) answers `Unsupported`.
 
-use super::comm_model::{comm_failure, contribution, download, encode, on_ranks_at, upload};
+use super::comm_model::{
+    comm_failure, contribution, download, encode, on_ranks_at, rank_1_leaves_in_an_open_group,
+    upload,
+};
 use super::COUNT;
 use devstream::{
     CaptureMode, CommFailure, Communicator, DataType, Error, Place, ReduceOp, Result, Stream,
@@ -121,17 +124,9 @@ fn plugin_a_communicator_dropped_with_a_group_open_leaves() {
     const TEST: &str = "comm_plugin::plugin_a_communicator_dropped_with_a_group_open_leaves";
     if std::env::var_os(LEAVER_CHILD).is_some() {
         let results = on_ranks(2, |comm, s| {
-            let buf = upload(
-                &s,
-                &encode(DataType::F32, &contribution(comm.rank(), COUNT)),
-            )?;
-            s.synchronize()?;
-            if comm.rank() == 1 {
-                comm.group_start()?;
-                s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
-                drop(comm); // never closed
+            let Some((comm, buf)) = rank_1_leaves_in_an_open_group(comm, &s, COUNT)? else {
                 return Ok(None);
-            }
+            };
             let started = std::time::Instant::now();
             s.all_reduce(&comm, &buf, &buf, COUNT, DataType::F32, ReduceOp::Sum)?;
             let _ = s.synchronize(); // the ABI reports the failure on the next call

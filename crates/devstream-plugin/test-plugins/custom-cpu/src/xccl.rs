@@ -31,60 +31,40 @@
 
 use super::sys::*;
 use super::{capture_of, guarded, invalidate, lock, stream_obj, Task, CURRENT_DEVICE};
+use devstream_core::comm::{CallKind, Collective};
 use devstream_core::{DataType, ReduceOp};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const ID_MAGIC: u64 = 0x6473_7863_636c_6964; // "dsxcclid"
 const ID_SIZE: usize = 16;
 
 static NEXT_RENDEZVOUS: AtomicU64 = AtomicU64::new(1);
 
+/// When a wait that starts now gives up (`DEVSTREAM_COMM_TIMEOUT_SECS`, devstream's rule).
 fn deadline() -> Instant {
-    let timeout = std::env::var("DEVSTREAM_COMM_TIMEOUT_SECS")
-        .ok()
-        .and_then(|text| text.trim().parse::<f64>().ok())
-        .filter(|secs| secs.is_finite() && *secs > 0.0)
-        .map_or(Duration::from_secs(30), Duration::from_secs_f64);
-    Instant::now() + timeout
+    Instant::now() + devstream_core::comm::default_timeout()
 }
 
-/// What kind of collective a contribution belongs to (ranks must agree).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
-    AllReduce,
-    Broadcast,
-    Reduce,
-    AllGather,
-    ReduceScatter,
-    AllToAll,
-}
-
-/// One rank's part of a collective: addresses as integers.
+/// One rank's part of a collective: the call (ranks must agree on it) and its addresses as
+/// integers.
 #[derive(Clone, Debug)]
 struct Part {
-    kind: Kind,
+    call: Collective,
     /// Send blocks: one (or one per destination rank for all-to-all).
     sends: Vec<usize>,
     /// Receive blocks: one (or one per source rank for all-to-all).
     recvs: Vec<usize>,
-    count: usize,
-    dtype: C_DataType,
-    op: C_CCLReduceOp,
-    root: usize,
 }
 
 impl Part {
+    /// Whether the ranks make the same call (devstream's cross-rank comparison).
     fn agrees(&self, other: &Part) -> bool {
-        self.kind == other.kind
-            && self.count == other.count
-            && self.dtype == other.dtype
-            && self.op == other.op
-            && self.root == other.root
+        self.call.signature(0, 0) == other.call.signature(0, 0)
     }
 }
 
@@ -173,41 +153,39 @@ unsafe fn comm_obj<'a>(comm: C_CCLComm) -> Option<&'a CommObj> {
     (!comm.is_null()).then(|| unsafe { &*(comm as *const CommObj) })
 }
 
-fn elem_size(dtype: C_DataType) -> Option<usize> {
+/// devstream's type of an ABI code (`None` for a type the plug-in does not know).
+fn data_type(dtype: C_DataType) -> Option<DataType> {
     Some(match dtype {
-        C_DATA_TYPE_UINT8 => 1,
-        C_DATA_TYPE_FLOAT16 | C_DATA_TYPE_BFLOAT16 => 2,
-        C_DATA_TYPE_INT32 | C_DATA_TYPE_FLOAT32 => 4,
-        C_DATA_TYPE_INT64 | C_DATA_TYPE_FLOAT64 => 8,
-        _ => return None,
-    })
-}
-
-/// devstream's type and reduction of the ABI's codes (checked by the callers).
-fn types_of(dtype: C_DataType, op: C_CCLReduceOp) -> (DataType, ReduceOp) {
-    let dtype = match dtype {
         C_DATA_TYPE_FLOAT32 => DataType::F32,
         C_DATA_TYPE_FLOAT64 => DataType::F64,
         C_DATA_TYPE_FLOAT16 => DataType::F16,
         C_DATA_TYPE_BFLOAT16 => DataType::BF16,
         C_DATA_TYPE_INT32 => DataType::I32,
         C_DATA_TYPE_INT64 => DataType::I64,
-        _ => DataType::U8,
-    };
-    let op = match op {
+        C_DATA_TYPE_UINT8 => DataType::U8,
+        _ => return None,
+    })
+}
+
+/// devstream's reduction of an ABI code.
+fn reduce_op(op: C_CCLReduceOp) -> Option<ReduceOp> {
+    Some(match op {
+        C_CCL_SUM => ReduceOp::Sum,
         C_CCL_AVG => ReduceOp::Avg,
         C_CCL_MAX => ReduceOp::Max,
         C_CCL_MIN => ReduceOp::Min,
         C_CCL_PRODUCT => ReduceOp::Prod,
-        _ => ReduceOp::Sum,
-    };
-    (dtype, op)
+        _ => return None,
+    })
+}
+
+fn elem_size(dtype: C_DataType) -> Option<usize> {
+    data_type(dtype).map(DataType::size)
 }
 
 /// Folds `inputs` (one per rank, `count` elements each, in rank order) with `op`: the CPU
 /// reference engine's arithmetic (`devstream_core::reduce`).
-fn reduce(dtype: C_DataType, op: C_CCLReduceOp, inputs: &[&[u8]], count: usize) -> Vec<u8> {
-    let (dtype, op) = types_of(dtype, op);
+fn reduce(dtype: DataType, op: ReduceOp, inputs: &[&[u8]], count: usize) -> Vec<u8> {
     let size = dtype.size();
     let mut out = vec![0u8; count * size];
     let folded = devstream_core::reduce::reduce(dtype, op, inputs.len(), &mut out, |r, at, buf| {
@@ -231,42 +209,43 @@ unsafe fn bytes<'a>(address: usize, len: usize) -> &'a [u8] {
 /// What this rank writes, from every rank's part (`None`: nothing).
 fn result_of(rank: usize, parts: &[Part]) -> Option<Vec<u8>> {
     let me = &parts[rank];
-    let size = elem_size(me.dtype)?;
-    let len = me.count * size;
+    let Collective { kind, count, dtype } = me.call;
+    let len = count * dtype.size();
     let read = |address: usize| -> &[u8] {
         // SAFETY: the host keeps each rank's buffers (of the checked sizes) alive and
         // unchanged until that rank's task completes, which is after every rank has read
         // (the `read` phase of `run_collective`).
         unsafe { bytes(address, len) }
     };
-    match me.kind {
-        Kind::AllReduce | Kind::Reduce => {
-            if me.kind == Kind::Reduce && rank != me.root {
+    match kind {
+        CallKind::AllReduce { op } | CallKind::Reduce { op, .. } => {
+            if kind.root().is_some_and(|root| root != rank) {
                 return None;
             }
             let inputs: Vec<&[u8]> = parts.iter().map(|p| read(p.sends[0])).collect();
-            Some(reduce(me.dtype, me.op, &inputs, me.count))
+            Some(reduce(dtype, op, &inputs, count))
         }
-        Kind::ReduceScatter => {
+        CallKind::ReduceScatter { op } => {
             let inputs: Vec<&[u8]> = parts
                 .iter()
                 .map(|p| read(p.sends[0] + rank * len))
                 .collect();
-            Some(reduce(me.dtype, me.op, &inputs, me.count))
+            Some(reduce(dtype, op, &inputs, count))
         }
-        Kind::Broadcast => (rank != me.root).then(|| read(parts[me.root].sends[0]).to_vec()),
-        Kind::AllGather => Some(
+        CallKind::Broadcast { root } => (rank != root).then(|| read(parts[root].sends[0]).to_vec()),
+        CallKind::AllGather => Some(
             parts
                 .iter()
                 .flat_map(|p| read(p.sends[0]).iter().copied())
                 .collect(),
         ),
-        Kind::AllToAll => Some(
+        CallKind::AllToAll => Some(
             parts
                 .iter()
                 .flat_map(|p| read(p.sends[rank]).iter().copied())
                 .collect(),
         ),
+        _ => None,
     }
 }
 
@@ -468,18 +447,32 @@ fn enqueue(comm: &CommObj, stream: C_Stream, work: Work) -> C_Status {
     obj.submit(Task::Xccl(work.run))
 }
 
-fn collective(comm: C_CCLComm, stream: C_Stream, part: Part) -> C_Status {
+/// Queues collective `kind` (`None`: an unknown reduction) of `count` elements of `dtype` with
+/// its send and receive blocks.
+fn collective(
+    comm: C_CCLComm,
+    stream: C_Stream,
+    kind: Option<CallKind>,
+    (count, dtype): (usize, C_DataType),
+    sends: Vec<usize>,
+    recvs: Vec<usize>,
+) -> C_Status {
     guarded(|| {
         // SAFETY: a live communicator from the host.
         let Some(comm) = (unsafe { comm_obj(comm) }) else {
             return C_ERROR;
         };
-        if elem_size(part.dtype).is_none()
-            || !(C_CCL_SUM..=C_CCL_PRODUCT).contains(&part.op)
-            || part.root >= comm.rv.nranks
-        {
+        let (Some(kind), Some(dtype)) = (kind, data_type(dtype)) else {
+            return C_ERROR;
+        };
+        if kind.root().is_some_and(|root| root >= comm.rv.nranks) {
             return C_ERROR;
         }
+        let part = Part {
+            call: Collective::new(kind, count, dtype),
+            sends,
+            recvs,
+        };
         let seq = comm.next.fetch_add(1, Ordering::SeqCst);
         let (rv, rank) = (comm.rv.clone(), comm.rank);
         let run = Box::new(move || run_collective(&rv, rank, seq, part));
@@ -492,18 +485,6 @@ fn collective(comm: C_CCLComm, stream: C_Stream, part: Part) -> C_Status {
             },
         )
     })
-}
-
-fn part(kind: Kind, send: usize, recv: usize, count: usize, dtype: C_DataType) -> Part {
-    Part {
-        kind,
-        sends: vec![send],
-        recvs: vec![recv],
-        count,
-        dtype,
-        op: C_CCL_SUM,
-        root: 0,
-    }
 }
 
 pub(crate) unsafe extern "C" fn get_unique_id_size(size: *mut usize) -> C_Status {
@@ -643,9 +624,9 @@ pub(crate) unsafe extern "C" fn all_reduce(
     comm: C_CCLComm,
     stream: C_Stream,
 ) -> C_Status {
-    let mut p = part(Kind::AllReduce, send as usize, recv as usize, count, dtype);
-    p.op = op;
-    collective(comm, stream, p)
+    let kind = reduce_op(op).map(|op| CallKind::AllReduce { op });
+    let (sends, recvs) = (vec![send as usize], vec![recv as usize]);
+    collective(comm, stream, kind, (count, dtype), sends, recvs)
 }
 
 pub(crate) unsafe extern "C" fn broadcast(
@@ -656,9 +637,9 @@ pub(crate) unsafe extern "C" fn broadcast(
     comm: C_CCLComm,
     stream: C_Stream,
 ) -> C_Status {
-    let mut p = part(Kind::Broadcast, buf as usize, buf as usize, count, dtype);
-    p.root = root;
-    collective(comm, stream, p)
+    let kind = Some(CallKind::Broadcast { root });
+    let (sends, recvs) = (vec![buf as usize], vec![buf as usize]);
+    collective(comm, stream, kind, (count, dtype), sends, recvs)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -672,10 +653,9 @@ pub(crate) unsafe extern "C" fn reduce_to_root(
     comm: C_CCLComm,
     stream: C_Stream,
 ) -> C_Status {
-    let mut p = part(Kind::Reduce, send as usize, recv as usize, count, dtype);
-    p.op = op;
-    p.root = root;
-    collective(comm, stream, p)
+    let kind = reduce_op(op).map(|op| CallKind::Reduce { op, root });
+    let (sends, recvs) = (vec![send as usize], vec![recv as usize]);
+    collective(comm, stream, kind, (count, dtype), sends, recvs)
 }
 
 pub(crate) unsafe extern "C" fn all_gather(
@@ -686,8 +666,15 @@ pub(crate) unsafe extern "C" fn all_gather(
     comm: C_CCLComm,
     stream: C_Stream,
 ) -> C_Status {
-    let p = part(Kind::AllGather, send as usize, recv as usize, count, dtype);
-    collective(comm, stream, p)
+    let (sends, recvs) = (vec![send as usize], vec![recv as usize]);
+    collective(
+        comm,
+        stream,
+        Some(CallKind::AllGather),
+        (count, dtype),
+        sends,
+        recvs,
+    )
 }
 
 pub(crate) unsafe extern "C" fn reduce_scatter(
@@ -699,15 +686,9 @@ pub(crate) unsafe extern "C" fn reduce_scatter(
     comm: C_CCLComm,
     stream: C_Stream,
 ) -> C_Status {
-    let mut p = part(
-        Kind::ReduceScatter,
-        send as usize,
-        recv as usize,
-        count,
-        dtype,
-    );
-    p.op = op;
-    collective(comm, stream, p)
+    let kind = reduce_op(op).map(|op| CallKind::ReduceScatter { op });
+    let (sends, recvs) = (vec![send as usize], vec![recv as usize]);
+    collective(comm, stream, kind, (count, dtype), sends, recvs)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -756,16 +737,16 @@ pub(crate) unsafe extern "C" fn all_to_all(
         if !uniform {
             return C_ERROR;
         }
-        let p = Part {
-            kind: Kind::AllToAll,
-            sends: sends.iter().map(|&p| p as usize).collect(),
-            recvs: recvs.iter().map(|&p| p as usize).collect(),
-            count,
-            dtype,
-            op: C_CCL_SUM,
-            root: 0,
-        };
-        collective(comm, stream, p)
+        let sends = sends.iter().map(|&p| p as usize).collect();
+        let recvs = recvs.iter().map(|&p| p as usize).collect();
+        collective(
+            comm,
+            stream,
+            Some(CallKind::AllToAll),
+            (count, dtype),
+            sends,
+            recvs,
+        )
     })
 }
 
@@ -899,12 +880,12 @@ mod tests {
     fn integer_reductions_wrap_and_avg_truncates() {
         let a = 200u8.to_ne_bytes();
         let b = 100u8.to_ne_bytes();
-        assert_eq!(reduce(C_DATA_TYPE_UINT8, C_CCL_SUM, &[&a, &b], 1), vec![44]);
-        assert_eq!(reduce(C_DATA_TYPE_UINT8, C_CCL_AVG, &[&a, &b], 1), vec![22]);
+        assert_eq!(reduce(DataType::U8, ReduceOp::Sum, &[&a, &b], 1), vec![44]);
+        assert_eq!(reduce(DataType::U8, ReduceOp::Avg, &[&a, &b], 1), vec![22]);
         let x = (-7i32).to_ne_bytes();
         let y = 0i32.to_ne_bytes();
         assert_eq!(
-            reduce(C_DATA_TYPE_INT32, C_CCL_AVG, &[&x, &y], 1),
+            reduce(DataType::I32, ReduceOp::Avg, &[&x, &y], 1),
             (-3i32).to_ne_bytes()
         );
     }
