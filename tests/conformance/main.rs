@@ -28,6 +28,7 @@ mod buffers;
 mod capabilities;
 mod capture;
 mod completion;
+mod contract;
 mod current;
 mod device_loss;
 mod drops;

@@ -85,7 +85,7 @@ pub struct PluginStream(pub(crate) StreamRepr);
 #[derive(Clone, Debug)]
 pub(crate) enum StreamRepr {
     Abi(UserHandle),
-    Rust(Arc<dyn crate::custom::ErasedStream>),
+    Rust(Arc<dyn devstream_core::dynamic::DynStream>),
 }
 
 /// A user's handle on a plug-in stream (each `PluginStream` holds one). devstream's own

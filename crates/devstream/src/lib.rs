@@ -28,6 +28,7 @@
 //! | `hip` | `hip:N` | `devstream-hip` |
 //! | `wgpu` | `wgpu:N` | `devstream-wgpu` |
 //! | `plugin` | `<device_type>:N` | `devstream-plugin` |
+//! | `template` | `template:0` | `devstream-template` (registered as a custom device) |
 //!
 //! Stream work is also a [`Future`](std::future::Future): [`Stream::completion`] and
 //! [`Event::completion`] return a [`Completion`] (and an [`Event`] can be `.await`ed directly),
