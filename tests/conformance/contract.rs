@@ -10,9 +10,12 @@
 use crate::harness::{caps, for_each_place, sync};
 use devstream::{Capabilities, CaptureMode, CaptureSupport, Error, Flag, Place, Result, Stream};
 
+/// Whether a place's capabilities have one capability on.
+type IsOn = fn(&Capabilities) -> bool;
+
 /// Which capability governs each optional operation, by the operation name its `Unsupported`
-/// carries.
-pub const CAPABILITY_OF_OP: &[(&str, &str, fn(&Capabilities) -> bool)] = &[
+/// carries: (operation, capability, whether it is on).
+pub const CAPABILITY_OF_OP: &[(&str, &str, IsOn)] = &[
     ("launch_host_func", "host_funcs", |c| c.host_funcs),
     ("begin_capture", "capture", |c| {
         c.capture != CaptureSupport::None
