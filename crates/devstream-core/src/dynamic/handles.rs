@@ -6,164 +6,82 @@ use crate::{
     Completion, DeviceBuffer, DeviceEvent, DeviceFlag, DeviceGraph, EventFlags, HostBuffer, Place,
     Result,
 };
-use std::any::Any;
-use std::fmt::Debug;
 use std::time::Duration;
 
-/// A [`DeviceEvent`], type-erased.
-pub trait DynEvent: Debug + Send + Sync {
-    /// The event itself, for downcasting.
-    fn as_any(&self) -> &dyn Any;
+dyn_api! {
+    /// A [`DeviceEvent`], type-erased.
+    trait DynEvent for E where [E: DeviceEvent] {
     /// [`DeviceEvent::place`].
-    fn place(&self) -> Option<Place>;
+    fn place(&self) -> Option<Place> { DeviceEvent::place(self) }
     /// [`DeviceEvent::id`].
-    fn id(&self) -> u64;
+    fn id(&self) -> u64 { DeviceEvent::id(self) }
     /// [`DeviceEvent::flags`].
-    fn flags(&self) -> EventFlags;
+    fn flags(&self) -> EventFlags { DeviceEvent::flags(self) }
     /// [`DeviceEvent::query`].
-    fn query(&self) -> Result<bool>;
+    fn query(&self) -> Result<bool> { DeviceEvent::query(self) }
     /// [`DeviceEvent::synchronize`].
-    fn synchronize(&self) -> Result<()>;
+    fn synchronize(&self) -> Result<()> { DeviceEvent::synchronize(self) }
     /// [`DeviceEvent::completion`].
-    fn completion(&self) -> Completion;
+    fn completion(&self) -> Completion { DeviceEvent::completion(self) }
     /// [`DeviceEvent::elapsed`]; `end` of another backend answers `PlaceMismatch`.
-    fn elapsed(&self, end: &dyn DynEvent) -> Result<Duration>;
-}
-
-impl<E: DeviceEvent> DynEvent for E {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn place(&self) -> Option<Place> {
-        DeviceEvent::place(self)
-    }
-    fn id(&self) -> u64 {
-        DeviceEvent::id(self)
-    }
-    fn flags(&self) -> EventFlags {
-        DeviceEvent::flags(self)
-    }
-    fn query(&self) -> Result<bool> {
-        DeviceEvent::query(self)
-    }
-    fn synchronize(&self) -> Result<()> {
-        DeviceEvent::synchronize(self)
-    }
-    fn completion(&self) -> Completion {
-        DeviceEvent::completion(self)
-    }
     fn elapsed(&self, end: &dyn DynEvent) -> Result<Duration> {
         let here = DeviceEvent::place(self).unwrap_or(Place::Cpu);
         let e = downcast::<E>(end.as_any(), "elapsed", &here, end.place())?;
         DeviceEvent::elapsed(self, e)
     }
-}
+}}
 
-/// A [`DeviceGraph`], type-erased.
-pub trait DynGraph: Debug + Send + Sync {
+dyn_api! {
+    /// A [`DeviceGraph`], type-erased.
+    trait DynGraph for G where [G: DeviceGraph] {
     /// [`DeviceGraph::place`].
-    fn place(&self) -> &Place;
+    fn place(&self) -> &Place { DeviceGraph::place(self) }
     /// [`DeviceGraph::launch`]; a stream of another backend answers `PlaceMismatch`.
-    fn launch(&self, stream: &dyn DynStream) -> Result<()>;
-}
-
-impl<G: DeviceGraph> DynGraph for G {
-    fn place(&self) -> &Place {
-        DeviceGraph::place(self)
-    }
     fn launch(&self, stream: &dyn DynStream) -> Result<()> {
         let here = DeviceGraph::place(self);
         let there = Some(stream.place().clone());
         let s = downcast::<G::Stream>(stream.as_any(), "Graph::launch", here, there)?;
         DeviceGraph::launch(self, s)
     }
-}
+}}
 
-/// A [`DeviceFlag`], type-erased.
-pub trait DynFlag: Debug + Send + Sync {
-    /// The flag itself, for downcasting.
-    fn as_any(&self) -> &dyn Any;
+dyn_api! {
+    /// A [`DeviceFlag`], type-erased.
+    trait DynFlag for F where [F: DeviceFlag] {
     /// [`DeviceFlag::place`].
-    fn place(&self) -> &Place;
+    fn place(&self) -> &Place { DeviceFlag::place(self) }
     /// [`DeviceFlag::id`].
-    fn id(&self) -> u64;
+    fn id(&self) -> u64 { DeviceFlag::id(self) }
     /// [`DeviceFlag::set`].
-    fn set(&self, value: u32);
+    fn set(&self, value: u32) { DeviceFlag::set(self, value) }
     /// [`DeviceFlag::get`].
-    fn get(&self) -> u32;
-}
+    fn get(&self) -> u32 { DeviceFlag::get(self) }
+}}
 
-impl<F: DeviceFlag> DynFlag for F {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn place(&self) -> &Place {
-        DeviceFlag::place(self)
-    }
-    fn id(&self) -> u64 {
-        DeviceFlag::id(self)
-    }
-    fn set(&self, value: u32) {
-        DeviceFlag::set(self, value)
-    }
-    fn get(&self) -> u32 {
-        DeviceFlag::get(self)
-    }
-}
-
-/// A [`DeviceBuffer`], type-erased.
-pub trait DynBuffer: Debug + Send + Sync {
-    /// The buffer itself, for downcasting.
-    fn as_any(&self) -> &dyn Any;
+dyn_api! {
+    /// A [`DeviceBuffer`], type-erased.
+    trait DynBuffer for B where [B: DeviceBuffer] {
     /// [`DeviceBuffer::len`].
-    fn len(&self) -> usize;
+    fn len(&self) -> usize { DeviceBuffer::len(self) }
     /// [`DeviceBuffer::is_empty`].
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+    fn is_empty(&self) -> bool { DeviceBuffer::is_empty(self) }
     /// [`DeviceBuffer::place`].
-    fn place(&self) -> &Place;
-}
+    fn place(&self) -> &Place { DeviceBuffer::place(self) }
+}}
 
-impl<B: DeviceBuffer> DynBuffer for B {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn len(&self) -> usize {
-        DeviceBuffer::len(self)
-    }
-    fn place(&self) -> &Place {
-        DeviceBuffer::place(self)
-    }
-}
-
-/// A [`HostBuffer`], type-erased.
-pub trait DynHostBuffer: Debug + Send + Sync {
-    /// The buffer itself, for downcasting.
-    fn as_any(&self) -> &dyn Any;
+dyn_api! {
+    /// A [`HostBuffer`], type-erased.
+    trait DynHostBuffer for H where [H: HostBuffer] {
     /// [`HostBuffer::len`].
-    fn len(&self) -> usize;
+    fn len(&self) -> usize { HostBuffer::len(self) }
     /// [`HostBuffer::is_empty`].
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+    fn is_empty(&self) -> bool { HostBuffer::is_empty(self) }
     /// [`HostBuffer::read`].
-    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()>;
-    /// [`HostBuffer::write`].
-    fn write(&self, offset: usize, data: &[u8]) -> Result<()>;
-}
-
-impl<H: HostBuffer> DynHostBuffer for H {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn len(&self) -> usize {
-        HostBuffer::len(self)
-    }
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         HostBuffer::read(self, offset, out)
     }
+    /// [`HostBuffer::write`].
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         HostBuffer::write(self, offset, data)
     }
-}
+}}

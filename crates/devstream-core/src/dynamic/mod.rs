@@ -17,6 +17,30 @@
 //! }
 //! ```
 
+/// Declares an erased trait with one method per row (plus `as_any`, for downcasting) and
+/// implements it for every `$T` meeting the bounds with the row's body: each operation list is
+/// written once, as rows.
+macro_rules! dyn_api {
+    ($(#[$doc:meta])* trait $api:ident for $T:ident where [$($bounds:tt)*] {$(
+        $(#[$attr:meta])*
+        fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)* $(,)?) $(-> $ret:ty)? $body:block
+    )*}) => {
+        $(#[$doc])*
+        pub trait $api: std::fmt::Debug + Send + Sync {
+            /// The handle itself, for downcasting.
+            fn as_any(&self) -> &dyn std::any::Any;
+            $( $(#[$attr])* fn $name(&$self $(, $arg: $ty)*) $(-> $ret)?; )*
+        }
+
+        impl<$T> $api for $T where $($bounds)* {
+            fn as_any(&self) -> &dyn std::any::Any {
+                self
+            }
+            $( fn $name(&$self $(, $arg: $ty)*) $(-> $ret)? $body )*
+        }
+    };
+}
+
 mod backend;
 mod handles;
 mod stream;

@@ -6,35 +6,12 @@
 
 use super::{downcast, DynBuffer, DynEvent, DynFlag, DynGraph, DynHostBuffer};
 use crate::{Capabilities, CaptureMode, Completion, DeviceStream, HostFn, Place, Priority, Result};
-use std::any::Any;
-use std::fmt::Debug;
 use std::sync::Arc;
 
-/// Declares [`DynStream`] with one method per row and implements it for every
-/// `S: DeviceStream` with the row's body.
-macro_rules! dyn_stream {
-    ($(
-        $(#[$doc:meta])*
-        fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty $body:block
-    )*) => {
-        /// A [`DeviceStream`], type-erased: arguments arrive as erased handles and are downcast
-        /// to the backend's own types (another backend's handle answers `PlaceMismatch`).
-        pub trait DynStream: Debug + Send + Sync {
-            /// The stream itself, for downcasting.
-            fn as_any(&self) -> &dyn Any;
-            $( $(#[$doc])* fn $name(&$self $(, $arg: $ty)*) -> $ret; )*
-        }
-
-        impl<S: DeviceStream> DynStream for S {
-            fn as_any(&self) -> &dyn Any {
-                self
-            }
-            $( fn $name(&$self $(, $arg: $ty)*) -> $ret $body )*
-        }
-    };
-}
-
-dyn_stream! {
+dyn_api! {
+    /// A [`DeviceStream`], type-erased: arguments arrive as erased handles and are downcast to
+    /// the backend's own types (another backend's handle answers `PlaceMismatch`).
+    trait DynStream for S where [S: DeviceStream] {
     /// [`DeviceStream::place`].
     fn place(&self) -> &Place { DeviceStream::place(self) }
     /// [`DeviceStream::id`].
@@ -156,7 +133,7 @@ dyn_stream! {
         let d = device::<S>(self, "fill", dst)?;
         DeviceStream::fill(self, d, offset, len, value)
     }
-}
+}}
 
 /// `buffer` as `S`'s device buffer.
 fn device<'a, S: DeviceStream>(
