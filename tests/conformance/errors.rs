@@ -1,4 +1,5 @@
-//! Bad input and misuse: every case asserts the precise `Error` variant, never a panic.
+//! Bad input and misuse: every case asserts the precise `Error` variant, never a panic
+//! (`devstream_core::traits`, "Errors").
 //!
 //! Cases are tables of named checks so that a failure names the case, and the count of distinct
 //! cases is itself checked.

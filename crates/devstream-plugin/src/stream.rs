@@ -241,6 +241,32 @@ fn submit_copy(
     })))
 }
 
+/// Submits a checked copy of `len` bytes between `device` and `host` (either way, `kind`
+/// says which): kept by the capture when the stream captures, else the device buffer remembers
+/// the stream and the host buffer tracks the copy (so host reads and writes wait for it).
+#[allow(clippy::too_many_arguments)]
+fn submit_host_copy(
+    core: &Arc<StreamCore>,
+    op: &'static str,
+    kind: CopyKind,
+    device: &AbiBuffer,
+    host: &AbiHostBuffer,
+    dst: usize,
+    src: usize,
+    len: usize,
+) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    if let Some(capture) = submitting_into(op, core)? {
+        capture.keep_device(&device.0);
+        capture.keep_host(&host.0);
+        return submit_copy(core, kind, dst, src, len);
+    }
+    device.used_by(core);
+    host.copy_tracked(core, kind, dst, src, len)
+}
+
 /// Copies host bytes staged in `staging` to `dst[offset..]`. The staging moves into the copy
 /// operation itself, which keeps it until the stream's work up to the copy is complete
 /// (whatever the copy or the release answers), so no failure can free it early.
@@ -810,17 +836,8 @@ impl DeviceStream for PluginStream {
                 check_range(op, dst_offset, len, d.len)?;
                 check_range(op, src_offset, len, s.len)?;
                 require_copy(op, core, CopyKind::HostToDevice)?;
-                if len == 0 {
-                    return Ok(());
-                }
                 let (dst, src) = (d.at(dst_offset), s.at(src_offset));
-                if let Some(capture) = submitting_into(op, core)? {
-                    capture.keep_device(&d.0);
-                    capture.keep_host(&s.0);
-                    return submit_copy(core, CopyKind::HostToDevice, dst, src, len);
-                }
-                d.used_by(core);
-                s.copy_tracked(core, CopyKind::HostToDevice, dst, src, len)
+                submit_host_copy(core, op, CopyKind::HostToDevice, d, s, dst, src, len)
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
                 st.copy_host_to_device(d.as_ref(), dst_offset, h.as_ref(), src_offset, len)
@@ -849,17 +866,8 @@ impl DeviceStream for PluginStream {
                 check_range(op, dst_offset, len, d.len)?;
                 check_range(op, src_offset, len, s.len)?;
                 require_copy(op, core, CopyKind::DeviceToHost)?;
-                if len == 0 {
-                    return Ok(());
-                }
                 let (dst, src) = (d.at(dst_offset), s.at(src_offset));
-                if let Some(capture) = submitting_into(op, core)? {
-                    capture.keep_device(&s.0);
-                    capture.keep_host(&d.0);
-                    return submit_copy(core, CopyKind::DeviceToHost, dst, src, len);
-                }
-                s.used_by(core);
-                d.copy_tracked(core, CopyKind::DeviceToHost, dst, src, len)
+                submit_host_copy(core, op, CopyKind::DeviceToHost, s, d, dst, src, len)
             }
             (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
                 st.copy_device_to_host(h.as_ref(), dst_offset, s.as_ref(), src_offset, len)
