@@ -241,19 +241,14 @@ fn submit_copy(
     })))
 }
 
-/// Submits a checked copy of `len` bytes between `device` and `host` (either way, `kind`
-/// says which): kept by the capture when the stream captures, else the device buffer remembers
-/// the stream and the host buffer tracks the copy (so host reads and writes wait for it).
-#[allow(clippy::too_many_arguments)]
+/// Submits a checked copy of `len` bytes from address `src` to `dst`, between `device` and
+/// `host` (either way, `kind` says which): kept by the capture when the stream captures, else
+/// the device buffer remembers the stream and the host buffer tracks the copy (so host reads
+/// and writes wait for it). Nothing for 0 bytes.
 fn submit_host_copy(
-    core: &Arc<StreamCore>,
-    op: &'static str,
-    kind: CopyKind,
-    device: &AbiBuffer,
-    host: &AbiHostBuffer,
-    dst: usize,
-    src: usize,
-    len: usize,
+    (core, op, kind): (&Arc<StreamCore>, &'static str, CopyKind),
+    (device, host): (&AbiBuffer, &AbiHostBuffer),
+    (dst, src, len): (usize, usize, usize),
 ) -> Result<()> {
     if len == 0 {
         return Ok(());
@@ -837,7 +832,7 @@ impl DeviceStream for PluginStream {
                 check_range(op, src_offset, len, s.len)?;
                 require_copy(op, core, CopyKind::HostToDevice)?;
                 let (dst, src) = (d.at(dst_offset), s.at(src_offset));
-                submit_host_copy(core, op, CopyKind::HostToDevice, d, s, dst, src, len)
+                submit_host_copy((core, op, CopyKind::HostToDevice), (d, s), (dst, src, len))
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
                 st.copy_host_to_device(d.as_ref(), dst_offset, h.as_ref(), src_offset, len)
@@ -867,7 +862,7 @@ impl DeviceStream for PluginStream {
                 check_range(op, src_offset, len, s.len)?;
                 require_copy(op, core, CopyKind::DeviceToHost)?;
                 let (dst, src) = (d.at(dst_offset), s.at(src_offset));
-                submit_host_copy(core, op, CopyKind::DeviceToHost, s, d, dst, src, len)
+                submit_host_copy((core, op, CopyKind::DeviceToHost), (s, d), (dst, src, len))
             }
             (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
                 st.copy_device_to_host(h.as_ref(), dst_offset, s.as_ref(), src_offset, len)
