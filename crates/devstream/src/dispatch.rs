@@ -61,14 +61,152 @@ impl<S> FacadeStream for S where
 {
 }
 
-macro_rules! unpack {
-    ($op:expr, $self:ident, $ty:ty, $arg:expr, $place:expr) => {
-        match <$ty as Member<_>>::unwrap_ref($arg) {
-            Some(inner) => inner,
-            None => return Err(mismatch($op, DeviceStream::place($self), $place)),
+/// A facade argument on its way to a backend stream `S`: a facade handle is unpacked to `S`'s
+/// own handle (another backend's answers `PlaceMismatch` naming `op`), anything else passes as
+/// it is.
+pub(crate) trait ToBackend<'a, S> {
+    /// What `S`'s method takes.
+    type Out;
+    /// The argument for `S`'s method.
+    fn to_backend(self, op: &'static str, stream: &S) -> Result<Self::Out>;
+}
+
+/// Facade handles as `S`'s own: `$facade` holds `$typed`; `$found` is the argument's place for
+/// the mismatch error.
+macro_rules! to_backend_handle {
+    ($($facade:ty => $typed:ty, |$arg:ident| $found:expr;)*) => {$(
+        impl<'a, S: FacadeStream> ToBackend<'a, S> for &'a $facade {
+            type Out = &'a $typed;
+            #[inline]
+            fn to_backend(self, op: &'static str, stream: &S) -> Result<Self::Out> {
+                match <$typed as Member<$facade>>::unwrap_ref(self) {
+                    Some(inner) => Ok(inner),
+                    None => {
+                        let $arg = self;
+                        Err(mismatch(op, DeviceStream::place(stream), $found))
+                    }
+                }
+            }
+        }
+    )*};
+}
+
+to_backend_handle! {
+    Event => S::Event, |e| EventApi::place(e);
+    Stream => S, |s| Some(StreamApi::place(s).clone());
+    Flag => S::Flag, |f| Some(FlagApi::place(f).clone());
+    DeviceBuffer => S::Buffer, |b| Some(DeviceBufferApi::place(b).clone());
+    HostBuffer => S::HostBuffer, |_h| None;
+}
+
+/// Arguments that are not handles pass unchanged.
+macro_rules! to_backend_as_is {
+    ($($ty:ty),*) => {$(
+        impl<'a, S> ToBackend<'a, S> for $ty {
+            type Out = $ty;
+            #[inline(always)]
+            fn to_backend(self, _: &'static str, _: &S) -> Result<$ty> {
+                Ok(self)
+            }
+        }
+    )*};
+}
+to_backend_as_is!(usize, u32, u8, &'a [u8], CaptureMode, HostFn);
+
+/// What a backend stream's method returns, as the facade returns it: a backend handle wrapped
+/// into its facade enum, anything else unchanged.
+pub(crate) trait ToFacade<F> {
+    /// The facade's value.
+    fn to_facade(self) -> F;
+}
+
+impl<B: Member<F>, F> ToFacade<Result<F>> for Result<B> {
+    #[inline]
+    fn to_facade(self) -> Result<F> {
+        self.map(Member::wrap)
+    }
+}
+
+macro_rules! to_facade_as_is {
+    ($($ty:ty),*) => {$(
+        impl<'a> ToFacade<$ty> for $ty {
+            #[inline(always)]
+            fn to_facade(self) -> $ty {
+                self
+            }
+        }
+    )*};
+}
+to_facade_as_is!(
+    &'a Place,
+    u64,
+    Priority,
+    i32,
+    bool,
+    Capabilities,
+    Completion,
+    Result<()>,
+    Result<bool>
+);
+
+/// The stream operations of the facade, one row each (the rows are in `stream.rs`): declares
+/// [`StreamApi`] (dispatched over `Stream` by `enum_dispatch`), implements it for every backend
+/// stream (arguments through [`ToBackend`], results through [`ToFacade`]), and writes the
+/// `Stream` method of each row: `Plain` calls the dispatch trait, `Host` and `Device` run it
+/// through `op!` (a `tracing` span, and the timeline recorder under the cargo feature `trace`,
+/// named `devstream.<op>`), `Custom` rows have their `Stream` method written out by hand.
+macro_rules! stream_api {
+    ($(
+        $(#[$doc:meta])*
+        $kind:ident fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty;
+    )*) => {
+        #[::enum_dispatch::enum_dispatch]
+        pub(crate) trait StreamApi {
+            $( fn $name(&$self $(, $arg: $ty)*) -> $ret; )*
+        }
+
+        impl<S: $crate::dispatch::FacadeStream> StreamApi for S {
+            $(
+                #[inline]
+                fn $name(&$self $(, $arg: $ty)*) -> $ret {
+                    $crate::dispatch::ToFacade::to_facade(
+                        devstream_core::DeviceStream::$name(
+                            $self
+                            $(, $crate::dispatch::ToBackend::to_backend(
+                                $arg, stringify!($name), $self
+                            )?)*
+                        )
+                    )
+                }
+            )*
+        }
+
+        impl Stream {
+            $( $crate::dispatch::stream_api!(
+                @method $(#[$doc])* $kind fn $name(&$self $(, $arg: $ty)*) -> $ret
+            ); )*
+        }
+    };
+    (@method $(#[$doc:meta])* Custom fn $($rest:tt)*) => {};
+    (@method $(#[$doc:meta])* Plain fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)*) -> $ret:ty) => {
+        $(#[$doc])*
+        #[inline]
+        pub fn $name(&$self $(, $arg: $ty)*) -> $ret {
+            StreamApi::$name($self $(, $arg)*)
+        }
+    };
+    (@method $(#[$doc:meta])* $kind:ident fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)*) -> $ret:ty) => {
+        $(#[$doc])*
+        #[inline]
+        pub fn $name(&$self $(, $arg: $ty)*) -> $ret {
+            op!(concat!("devstream.", stringify!($name)), $self, $kind, |_op| {
+                StreamApi::$name($self $(, $arg)*)
+            })
         }
     };
 }
+pub(crate) use crate::stream::StreamApi;
+pub(crate) use stream_api;
 
 /// Declares a dispatch trait (dispatched over the facade enum of that kind of handle) with one
 /// method per row, and implements it for every backend handle type `$T` meeting the bounds with
@@ -88,112 +226,6 @@ macro_rules! dispatch_api {
             $( $(#[$attr])* fn $name(&$self $(, $arg: $ty)*) $(-> $ret)? $body )*
         }
     };
-}
-
-dispatch_api! { trait StreamApi for S where [S: FacadeStream] {
-    fn place(&self) -> &Place { DeviceStream::place(self) }
-    fn id(&self) -> u64 { DeviceStream::id(self) }
-    fn priority(&self) -> Priority { DeviceStream::priority(self) }
-    fn native_priority(&self) -> i32 { DeviceStream::native_priority(self) }
-    fn is_non_blocking(&self) -> bool { DeviceStream::is_non_blocking(self) }
-    fn capabilities(&self) -> Capabilities { DeviceStream::capabilities(self) }
-    #[inline]
-    fn query(&self) -> Result<bool> { DeviceStream::query(self) }
-    fn synchronize(&self) -> Result<()> { DeviceStream::synchronize(self) }
-    fn completion(&self) -> Completion { DeviceStream::completion(self) }
-    #[inline]
-    fn record(&self, event: &Event) -> Result<()> {
-        let e = unpack!("record", self, S::Event, event, EventApi::place(event));
-        DeviceStream::record(self, e)
-    }
-    fn record_event(&self) -> Result<Event> {
-        DeviceStream::record_event(self).map(Member::wrap)
-    }
-    #[inline]
-    fn wait_event(&self, event: &Event) -> Result<()> {
-        let e = unpack!("wait_event", self, S::Event, event, EventApi::place(event));
-        DeviceStream::wait_event(self, e)
-    }
-    #[inline]
-    fn wait_stream(&self, other: &Stream) -> Result<()> {
-        let there = Some(StreamApi::place(other).clone());
-        let o = unpack!("wait_stream", self, S, other, there);
-        DeviceStream::wait_stream(self, o)
-    }
-    fn launch_host_func(&self, f: HostFn) -> Result<()> {
-        DeviceStream::launch_host_func(self, f)
-    }
-    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
-        DeviceStream::begin_capture(self, mode)
-    }
-    fn end_capture(&self) -> Result<Graph> {
-        DeviceStream::end_capture(self).map(Member::wrap)
-    }
-    fn is_capturing(&self) -> Result<bool> { DeviceStream::is_capturing(self) }
-    fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()> {
-        let there = Some(FlagApi::place(flag).clone());
-        let f = unpack!("wait_flag", self, S::Flag, flag, there);
-        DeviceStream::wait_flag(self, f, value)
-    }
-    fn write_flag(&self, flag: &Flag, value: u32) -> Result<()> {
-        let there = Some(FlagApi::place(flag).clone());
-        let f = unpack!("write_flag", self, S::Flag, flag, there);
-        DeviceStream::write_flag(self, f, value)
-    }
-    fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
-        DeviceStream::alloc(self, len).map(Member::wrap)
-    }
-    fn alloc_host(&self, len: usize) -> Result<HostBuffer> {
-        DeviceStream::alloc_host(self, len).map(Member::wrap)
-    }
-    fn copy_from_host(&self, dst: &DeviceBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
-        let d = unpack!("copy_from_host", self, S::Buffer, dst, Some(dst.place().clone()));
-        DeviceStream::copy_from_host(self, d, dst_offset, src)
-    }
-    fn copy_host_to_device(
-        &self,
-        dst: &DeviceBuffer,
-        dst_offset: usize,
-        src: &HostBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        let op = "copy_host_to_device";
-        let d = unpack!(op, self, S::Buffer, dst, Some(dst.place().clone()));
-        let s = unpack!(op, self, S::HostBuffer, src, None);
-        DeviceStream::copy_host_to_device(self, d, dst_offset, s, src_offset, len)
-    }
-    fn copy_device_to_host(
-        &self,
-        dst: &HostBuffer,
-        dst_offset: usize,
-        src: &DeviceBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        let op = "copy_device_to_host";
-        let d = unpack!(op, self, S::HostBuffer, dst, None);
-        let s = unpack!(op, self, S::Buffer, src, Some(src.place().clone()));
-        DeviceStream::copy_device_to_host(self, d, dst_offset, s, src_offset, len)
-    }
-    fn copy_device_to_device(
-        &self,
-        dst: &DeviceBuffer,
-        dst_offset: usize,
-        src: &DeviceBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        let op = "copy_device_to_device";
-        let d = unpack!(op, self, S::Buffer, dst, Some(dst.place().clone()));
-        let s = unpack!(op, self, S::Buffer, src, Some(src.place().clone()));
-        DeviceStream::copy_device_to_device(self, d, dst_offset, s, src_offset, len)
-    }
-    fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        let d = unpack!("fill", self, S::Buffer, dst, Some(dst.place().clone()));
-        DeviceStream::fill(self, d, offset, len, value)
-    }
-}
 }
 
 dispatch_api! { trait EventApi for E where [E: traits::DeviceEvent + Member<Event>] {

@@ -1,6 +1,6 @@
 //! The facade stream.
 
-use crate::dispatch::{Member, StreamApi};
+use crate::dispatch::Member;
 use crate::registry::{self, with_backend};
 use crate::{DeviceBuffer, Event, Flag, Graph, HostBuffer};
 use devstream_core::{
@@ -11,40 +11,6 @@ use enum_dispatch::enum_dispatch;
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
 use tracing::trace_span;
-
-/// An ordered queue of work on a place, dispatched to the backend compiled in for it.
-///
-/// Cheap to clone (a handle); clones compare and hash equal; streams are ordered by place, then
-/// id. Dropping the last handle never blocks and never frees what queued work still uses.
-///
-/// ```
-/// use devstream::{Place, Stream};
-/// let s = Stream::new(&Place::Cpu).unwrap();
-/// let t = s.clone();
-/// assert_eq!(s, t);
-/// assert_ne!(s, Stream::new(&Place::Cpu).unwrap());
-/// s.synchronize().unwrap();
-/// ```
-#[enum_dispatch(StreamApi)]
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum Stream {
-    /// A CPU stream.
-    #[cfg(feature = "cpu")]
-    Cpu(devstream_cpu::CpuStream),
-    /// A CUDA stream.
-    #[cfg(feature = "cuda")]
-    Cuda(devstream_cuda::CudaStream),
-    /// A HIP stream.
-    #[cfg(feature = "hip")]
-    Hip(devstream_hip::HipStream),
-    /// A wgpu stream.
-    #[cfg(feature = "wgpu")]
-    Wgpu(devstream_wgpu::WgpuStream),
-    /// A custom-device (plug-in or Rust-registered) stream.
-    #[cfg(feature = "plugin")]
-    Custom(devstream_plugin::PluginStream),
-}
 
 /// Restores the previous current stream of the place when dropped (see [`Stream::make_current`]).
 pub type StreamGuard = current::CurrentGuard<Stream>;
@@ -116,6 +82,149 @@ impl Untraced {
     pub(crate) fn waits_event(&self, _event: &Event) {}
     #[inline(always)]
     pub(crate) fn waits_stream(&self, _other: &Stream) {}
+}
+
+// The operations of a stream, one row each (see `dispatch::stream_api!`): the dispatch trait,
+// its implementation for every backend and the `Stream` method come from these rows. Before
+// the `Stream` enum: `enum_dispatch` must meet the trait first.
+crate::dispatch::stream_api! {
+    /// The stream's place.
+    Plain fn place(&self) -> &Place;
+    /// A process-unique id.
+    Plain fn id(&self) -> u64;
+    /// The priority, read back from the clamped native number.
+    Plain fn priority(&self) -> Priority;
+    /// The clamped native priority (lower is higher, as in CUDA).
+    Plain fn native_priority(&self) -> i32;
+    /// `true` unless the stream synchronises with the legacy default stream.
+    Plain fn is_non_blocking(&self) -> bool;
+    /// The place's capabilities.
+    Plain fn capabilities(&self) -> Capabilities;
+    /// `true` iff all submitted work is done (CuPy's `done`, torch's `query()`).
+    Host fn query(&self) -> Result<bool>;
+    /// Blocks until all submitted work is done; returns the first error that work raised.
+    Host fn synchronize(&self) -> Result<()>;
+    /// A future that is ready when all work submitted to this stream so far is done, with the
+    /// result [`synchronize`](Stream::synchronize) would give then (the first error of that
+    /// work, e.g. [`Error::HostFuncPanicked`](crate::Error::HostFuncPanicked); observed, not
+    /// taken, so a later `synchronize` still reports it).
+    ///
+    /// Never blocks and runs on any async runtime (wakers only). No thread is started per
+    /// future: each backend completes it through its own completion path (CPU: the stream's
+    /// completion-counter waiters; CUDA/HIP: a pooled internal notifier stream of the device
+    /// that waits for an event recorded here and runs a stream callback, so nothing is added to
+    /// this stream; wgpu: the queue's submitted-work-done callbacks; plug-ins: a callback on the
+    /// stream (`stream_add_callback`) or one poll thread per plug-in runtime). Dropping it before
+    /// it is ready changes nothing on the stream's order or results (on CUDA/HIP its notifier
+    /// stays held until the work completes: a queued wait cannot be withdrawn). While the stream
+    /// captures it is a ready [`Error::Capture`](crate::Error::Capture), and the capture stays
+    /// valid.
+    ///
+    /// ```
+    /// use devstream::{Place, Result, Stream};
+    /// async fn step(s: &Stream) -> Result<()> {
+    ///     s.launch_host_func(|| { /* work */ })?;
+    ///     // `Send + Unpin + 'static`: await it, spawn it, select on it, ...
+    ///     s.completion().await?;
+    ///     assert!(s.query()?);
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
+    /// Inside a host function, do not *block* on a completion of work queued after it (as with
+    /// `synchronize`, that work cannot run before the host function returns); handing the
+    /// future to an executor is fine.
+    Host fn completion(&self) -> Completion;
+    /// A new event (default flags) recorded on this stream.
+    Custom fn record_event(&self) -> Result<Event>;
+    /// Records `event` on this stream (same as `event.record(&stream)`).
+    Custom fn record(&self, event: &Event) -> Result<()>;
+    /// Work submitted after this call waits for what `event` captured. Returns at once.
+    Custom fn wait_event(&self, event: &Event) -> Result<()>;
+    /// Work submitted after this call waits for all work submitted to `other` so far.
+    Custom fn wait_stream(&self, other: &Stream) -> Result<()>;
+    /// Runs `f` on the host after all earlier work of the stream; later work waits for it.
+    Custom fn launch_host_func(&self, f: HostFn) -> Result<()>;
+    /// Starts capturing: later work is recorded, not run.
+    Host fn begin_capture(&self, mode: CaptureMode) -> Result<()>;
+    /// Ends capturing and returns the graph.
+    Host fn end_capture(&self) -> Result<Graph>;
+    /// Whether the stream is capturing.
+    Plain fn is_capturing(&self) -> Result<bool>;
+    /// Later work waits until `flag` ≥ `value`. On CUDA and HIP, read [`Flag`]'s note on
+    /// waits that only the host ends before holding a device at a flag across threads.
+    Device fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()>;
+    /// Writes `value` to `flag` in stream order.
+    Device fn write_flag(&self, flag: &Flag, value: u32) -> Result<()>;
+    /// Device memory of `len` bytes for work on this stream.
+    Host fn alloc(&self, len: usize) -> Result<DeviceBuffer>;
+    /// Zeroed host memory for asynchronous copies (pinned where the platform has it).
+    Plain fn alloc_host(&self, len: usize) -> Result<HostBuffer>;
+    /// Copies `src` into `dst` at `dst_offset`; `src` is staged before return.
+    Device fn copy_from_host(&self, dst: &DeviceBuffer, dst_offset: usize, src: &[u8]) -> Result<()>;
+    /// Asynchronous host→device copy.
+    Device fn copy_host_to_device(
+        &self,
+        dst: &DeviceBuffer,
+        dst_offset: usize,
+        src: &HostBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()>;
+    /// Asynchronous device→host copy.
+    Device fn copy_device_to_host(
+        &self,
+        dst: &HostBuffer,
+        dst_offset: usize,
+        src: &DeviceBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()>;
+    /// Asynchronous device→device copy.
+    Device fn copy_device_to_device(
+        &self,
+        dst: &DeviceBuffer,
+        dst_offset: usize,
+        src: &DeviceBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()>;
+    /// Sets `len` bytes of `dst` from `offset` to `value`.
+    Device fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()>;
+}
+
+/// An ordered queue of work on a place, dispatched to the backend compiled in for it.
+///
+/// Cheap to clone (a handle); clones compare and hash equal; streams are ordered by place, then
+/// id. Dropping the last handle never blocks and never frees what queued work still uses.
+///
+/// ```
+/// use devstream::{Place, Stream};
+/// let s = Stream::new(&Place::Cpu).unwrap();
+/// let t = s.clone();
+/// assert_eq!(s, t);
+/// assert_ne!(s, Stream::new(&Place::Cpu).unwrap());
+/// s.synchronize().unwrap();
+/// ```
+#[enum_dispatch(StreamApi)]
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Stream {
+    /// A CPU stream.
+    #[cfg(feature = "cpu")]
+    Cpu(devstream_cpu::CpuStream),
+    /// A CUDA stream.
+    #[cfg(feature = "cuda")]
+    Cuda(devstream_cuda::CudaStream),
+    /// A HIP stream.
+    #[cfg(feature = "hip")]
+    Hip(devstream_hip::HipStream),
+    /// A wgpu stream.
+    #[cfg(feature = "wgpu")]
+    Wgpu(devstream_wgpu::WgpuStream),
+    /// A custom-device (plug-in or Rust-registered) stream.
+    #[cfg(feature = "plugin")]
+    Custom(devstream_plugin::PluginStream),
 }
 
 impl Stream {
@@ -239,133 +348,6 @@ impl Stream {
     pub fn make_current(&self) -> StreamGuard {
         current::make_current(self.place(), self.clone())
     }
-}
-
-/// The facade's stream operations that only dispatch, one row each: `Host` and `Device` rows
-/// run through [`op!`] (a `tracing` span, and the timeline recorder under the cargo feature
-/// `trace`, named `devstream.<op>`), `Plain` rows call the dispatch trait directly. Operations
-/// with more to do (recording hooks, boxing a closure) are written out on `impl Stream` above.
-macro_rules! stream_ops {
-    ($(
-        $(#[$doc:meta])*
-        $kind:ident fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty;
-    )*) => {
-        impl Stream {
-            $( stream_ops!(@one $(#[$doc])* $kind fn $name(&$self $(, $arg: $ty)*) -> $ret); )*
-        }
-    };
-    (@one $(#[$doc:meta])* Plain fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)*) -> $ret:ty) => {
-        $(#[$doc])*
-        #[inline]
-        pub fn $name(&$self $(, $arg: $ty)*) -> $ret {
-            StreamApi::$name($self $(, $arg)*)
-        }
-    };
-    (@one $(#[$doc:meta])* $kind:ident fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)*) -> $ret:ty) => {
-        $(#[$doc])*
-        #[inline]
-        pub fn $name(&$self $(, $arg: $ty)*) -> $ret {
-            op!(concat!("devstream.", stringify!($name)), $self, $kind, |_op| {
-                StreamApi::$name($self $(, $arg)*)
-            })
-        }
-    };
-}
-
-stream_ops! {
-    /// The stream's place.
-    Plain fn place(&self) -> &Place;
-    /// A process-unique id.
-    Plain fn id(&self) -> u64;
-    /// The priority, read back from the clamped native number.
-    Plain fn priority(&self) -> Priority;
-    /// The clamped native priority (lower is higher, as in CUDA).
-    Plain fn native_priority(&self) -> i32;
-    /// `true` unless the stream synchronises with the legacy default stream.
-    Plain fn is_non_blocking(&self) -> bool;
-    /// The place's capabilities.
-    Plain fn capabilities(&self) -> Capabilities;
-    /// `true` iff all submitted work is done (CuPy's `done`, torch's `query()`).
-    Host fn query(&self) -> Result<bool>;
-    /// Blocks until all submitted work is done; returns the first error that work raised.
-    Host fn synchronize(&self) -> Result<()>;
-    /// A future that is ready when all work submitted to this stream so far is done, with the
-    /// result [`synchronize`](Stream::synchronize) would give then (the first error of that
-    /// work, e.g. [`Error::HostFuncPanicked`](crate::Error::HostFuncPanicked); observed, not
-    /// taken, so a later `synchronize` still reports it).
-    ///
-    /// Never blocks and runs on any async runtime (wakers only). No thread is started per
-    /// future: each backend completes it through its own completion path (CPU: the stream's
-    /// completion-counter waiters; CUDA/HIP: a pooled internal notifier stream of the device
-    /// that waits for an event recorded here and runs a stream callback, so nothing is added to
-    /// this stream; wgpu: the queue's submitted-work-done callbacks; plug-ins: a callback on the
-    /// stream (`stream_add_callback`) or one poll thread per plug-in runtime). Dropping it before
-    /// it is ready changes nothing on the stream's order or results (on CUDA/HIP its notifier
-    /// stays held until the work completes: a queued wait cannot be withdrawn). While the stream
-    /// captures it is a ready [`Error::Capture`](crate::Error::Capture), and the capture stays
-    /// valid.
-    ///
-    /// ```
-    /// use devstream::{Place, Result, Stream};
-    /// async fn step(s: &Stream) -> Result<()> {
-    ///     s.launch_host_func(|| { /* work */ })?;
-    ///     // `Send + Unpin + 'static`: await it, spawn it, select on it, ...
-    ///     s.completion().await?;
-    ///     assert!(s.query()?);
-    ///     Ok(())
-    /// }
-    /// ```
-    ///
-    /// Inside a host function, do not *block* on a completion of work queued after it (as with
-    /// `synchronize`, that work cannot run before the host function returns); handing the
-    /// future to an executor is fine.
-    Host fn completion(&self) -> Completion;
-    /// Starts capturing: later work is recorded, not run.
-    Host fn begin_capture(&self, mode: CaptureMode) -> Result<()>;
-    /// Ends capturing and returns the graph.
-    Host fn end_capture(&self) -> Result<Graph>;
-    /// Whether the stream is capturing.
-    Plain fn is_capturing(&self) -> Result<bool>;
-    /// Later work waits until `flag` ≥ `value`. On CUDA and HIP, read [`Flag`]'s note on
-    /// waits that only the host ends before holding a device at a flag across threads.
-    Device fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()>;
-    /// Writes `value` to `flag` in stream order.
-    Device fn write_flag(&self, flag: &Flag, value: u32) -> Result<()>;
-    /// Device memory of `len` bytes for work on this stream.
-    Host fn alloc(&self, len: usize) -> Result<DeviceBuffer>;
-    /// Zeroed host memory for asynchronous copies (pinned where the platform has it).
-    Plain fn alloc_host(&self, len: usize) -> Result<HostBuffer>;
-    /// Copies `src` into `dst` at `dst_offset`; `src` is staged before return.
-    Device fn copy_from_host(&self, dst: &DeviceBuffer, dst_offset: usize, src: &[u8]) -> Result<()>;
-    /// Asynchronous host→device copy.
-    Device fn copy_host_to_device(
-        &self,
-        dst: &DeviceBuffer,
-        dst_offset: usize,
-        src: &HostBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()>;
-    /// Asynchronous device→host copy.
-    Device fn copy_device_to_host(
-        &self,
-        dst: &HostBuffer,
-        dst_offset: usize,
-        src: &DeviceBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()>;
-    /// Asynchronous device→device copy.
-    Device fn copy_device_to_device(
-        &self,
-        dst: &DeviceBuffer,
-        dst_offset: usize,
-        src: &DeviceBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()>;
-    /// Sets `len` bytes of `dst` from `offset` to `value`.
-    Device fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()>;
 }
 
 impl PartialEq for Stream {
