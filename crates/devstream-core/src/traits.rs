@@ -39,9 +39,11 @@
 //! (`tests/conformance/contract.rs`). A backend without graphs, flags or buffers names the
 //! uninhabited placeholders [`UnsupportedGraph`], [`UnsupportedFlag`], [`UnsupportedBuffer`] and
 //! [`UnsupportedHostBuffer`] as its associated types; its [`DeviceBackend::new_flag`] answers
-//! `Unsupported`. Adding an optional operation means adding it here with its default, to the
-//! erased layer ([`crate::dynamic`]) and to the facade, and implementing it in the backends that
-//! have it; the others compile unchanged.
+//! `Unsupported`. Adding an optional operation means: here, the method with its default (and a
+//! capability in [`Capabilities`] if no existing one covers it); one row in the erased layer
+//! (`dynamic/stream.rs`) and one in the facade (`devstream/src/stream.rs`); the method in the
+//! backends that have it (switching the capability on); a conformance test. The other backends
+//! compile unchanged and answer `Unsupported`.
 //!
 //! # Rules every implementation obeys
 //!
