@@ -2,7 +2,9 @@
 //! them for every backend.
 //!
 //! Each backend module only says which enum variant holds which of its handle types
-//! ([`facade_variant!`](crate::backends)); everything else is written once here.
+//! ([`facade_variant!`](crate::backends)); everything else is written once here. The stream's
+//! operations are rows in `stream.rs` (one per operation, through `stream_api!`); the other
+//! handles' are rows here (`dispatch_api!`).
 
 use crate::{DeviceBuffer, Event, Flag, Graph, HostBuffer, Stream};
 use devstream_core::traits;
