@@ -1,6 +1,7 @@
 //! Capabilities: one flag per feature and never a silent no-op. For each capability that is off
 //! the operation answers `Error::Unsupported { op, place }` (asserted, not skipped); for each
-//! that is on, the operation works.
+//! that is on, the operation works (`devstream_core::traits`, "Required and optional
+//! operations"; `contract.rs` checks every optional stream operation both ways).
 
 use crate::harness::{caps, for_each_place, not_applicable, same_backend_other_place, sync, Log};
 use devstream::{CaptureMode, CaptureSupport, Error, Event, EventFlags, Flag, Place, Stream};

@@ -1,7 +1,7 @@
 //! Stream capture: captured work does not run; `Graph::launch` runs it on any stream of the
 //! place, every time; ops that cannot be captured fail with `Error::Capture` and invalidate the
 //! capture while the stream stays usable; the legacy default stream refuses capture; fork/join
-//! across streams; the three capture modes.
+//! across streams; the three capture modes (`devstream_core::traits`, "Captures").
 
 use crate::harness::{
     caps, for_each_place, for_each_place_alone, not_applicable, sync, within, Log, PATIENCE,

@@ -1,4 +1,5 @@
-//! Bad input and misuse: every case asserts the precise `Error` variant, never a panic.
+//! Bad input and misuse: every case asserts the precise `Error` variant, never a panic
+//! (`devstream_core::traits`, "Errors").
 //!
 //! Cases are tables of named checks so that a failure names the case, and the count of distinct
 //! cases is itself checked.
@@ -374,6 +375,7 @@ const PLACE_CASES: &[(&str, Check)] = &[
                 assert_eq!(p, *place);
                 assert_eq!(b, bytes);
             }
+            Err(e @ Error::Unsupported { .. }) => return Err(e),
             other => panic!("alloc(1 EiB): expected OutOfMemory, got {other:?}"),
         }
         Ok(Checked)
@@ -668,7 +670,11 @@ fn run_cases(label: &str, cases: &[(&str, Check)], place: &Place) {
         match catch_unwind(AssertUnwindSafe(|| check(place))) {
             Ok(Ok(Checked)) => checked += 1,
             Ok(Ok(NotApplicable(why))) => skipped.push(format!("{name} ({why})")),
-            Ok(Err(e)) => failures.push(format!("{name}: setup failed: {e:?}")),
+            // A case that needs an operation the place lacks (capability off, `Unsupported`).
+            Ok(Err(e)) => match crate::contract::lacked_capability(place, &e) {
+                Some(capability) => skipped.push(format!("{name} ({capability} off)")),
+                None => failures.push(format!("{name}: setup failed: {e:?}")),
+            },
             Err(payload) => failures.push(format!(
                 "{name}: {}",
                 payload

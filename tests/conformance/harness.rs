@@ -104,18 +104,16 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 ///
 /// CUDA documents for `cuStreamWaitValue32` that "improper use of this API may deadlock the
 /// application": a wait that only a host write ends is invisible to the driver, and driver
-/// calls of *other* threads on that device may then block until it ends. Seen on two H200s
-/// with 32 test threads (`docs/results/2026-11-22-h200-x2-diagnosis/`): one thread, inside
-/// `cuStreamCreateWithPriority`, held the context's lock while waiting on the device; the
+/// calls of *other* threads on that device may then block until it ends: one thread, inside
+/// `cuStreamCreateWithPriority`, can hold the context's lock while waiting on the device; the
 /// threads that would open the gates queued on that lock. Stream creation waits on the device
-/// by itself, too: on an H100, raw `cuStreamCreateWithPriority` stalled while 16 to 64 other
-/// streams were held at flag waits (`docs/results/2026-11-24-gpu3/22-stream-create-stalls/`), so
-/// a test holding gates creates its streams first. A test holding a gate and calling the
-/// driver is fine on its own (the suite passes one test at a time), so each test runs its
-/// driver-GPU places with no other test on a driver-GPU place at the same time. CPU, wgpu and
-/// plug-in places still run alongside, except plug-in places whose work goes to the CUDA or HIP
-/// driver ([`plugin_uses_a_gpu_driver`]): they stall it alike, and a Global-mode capture on a
-/// CUDA place forbids their driver calls too (CUDA's rule holds process-wide).
+/// by itself, too: raw `cuStreamCreateWithPriority` can stall while many other streams are held
+/// at flag waits, so a test holding gates creates its streams first. A test holding a gate and
+/// calling the driver is fine on its own (the suite passes one test at a time), so each test
+/// runs its driver-GPU places with no other test on a driver-GPU place at the same time. CPU,
+/// wgpu and plug-in places still run alongside, except plug-in places whose work goes to the
+/// CUDA or HIP driver ([`plugin_uses_a_gpu_driver`]): they stall it alike, and a Global-mode
+/// capture on a CUDA place forbids their driver calls too (CUDA's rule holds process-wide).
 pub fn gates_stall_the_driver(place: &Place) -> bool {
     match place {
         Place::Custom { device_type, .. } => plugin_uses_a_gpu_driver(device_type),
@@ -164,7 +162,13 @@ fn run_on(places: &[Place], check: &dyn Fn(&Place) -> Result<()>) {
                 "[conformance] {name} on {place}: ok ({:.0?})",
                 started.elapsed()
             ),
-            Ok(Err(e)) => failures.push(format!("{name} on {place}: returned Err({e:?}): {e}")),
+            // A check that needs an operation the place lacks (its capability off, and the
+            // operation answering `Unsupported` as the contract says) does not apply there;
+            // `contract.rs` checks that the two agree.
+            Ok(Err(e)) => match crate::contract::lacked_capability(place, &e) {
+                Some(capability) => not_applicable(place, &format!("{capability} off ({e})")),
+                None => failures.push(format!("{name} on {place}: returned Err({e:?}): {e}")),
+            },
             Err(payload) => failures.push(format!("{name} on {place}: {}", panic_text(&*payload))),
         }
     }

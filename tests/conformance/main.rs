@@ -3,7 +3,13 @@
 //!
 //! It uses only the facade API and branches on [`devstream::Capabilities`], never on a backend's
 //! name, so a new backend plugs in unchanged. A capability that is off is asserted to answer
-//! `Error::Unsupported`, not skipped.
+//! `Error::Unsupported` (`capabilities.rs`, `contract.rs`); a check that needs an operation whose
+//! capability is off, and gets that `Unsupported`, does not apply to the place.
+//!
+//! The rules checked here are stated once, for implementers, in the module documentation of
+//! `crates/devstream-core/src/traits.rs` (required and optional operations, ordering, errors, host
+//! functions and `WouldDeadlock`, captures and the capture-mode rule); each section's header
+//! names the rules it checks.
 //!
 //! Environment:
 //! * `DEVSTREAM_PLACES="cpu,cuda:0"` narrows the places under test (each named place must be
@@ -28,6 +34,7 @@ mod buffers;
 mod capabilities;
 mod capture;
 mod completion;
+mod contract;
 mod current;
 mod device_loss;
 mod drops;

@@ -1,5 +1,6 @@
 //! Stream semantics: submission order, `wait_event` / `wait_stream` ordering only later work and
-//! never blocking the host, `query` true iff done, `synchronize` returning the first error.
+//! never blocking the host, `query` true iff done, `synchronize` returning the first error
+//! (`devstream_core::traits`, "Ordering" and "Errors").
 
 use crate::harness::{
     caps, for_each_place, not_applicable, sync, wait_until, within, Gate, Log, PATIENCE,

@@ -45,6 +45,8 @@ pub struct Capabilities {
     pub capture_host_funcs: bool,
     /// `wait_flag` / `write_flag` (wait/write value on host-visible memory).
     pub flags: bool,
+    /// Stream-ordered device and host buffers: `alloc`, `alloc_host`, the copies and `fill`.
+    pub buffers: bool,
     /// A stream can wait on an event of another device of the same backend.
     pub cross_device_wait: bool,
     /// Native handles can be exported/imported (interprocess events, raw handles).
@@ -75,6 +77,7 @@ impl Capabilities {
             host_funcs: false,
             capture_host_funcs: false,
             flags: false,
+            buffers: false,
             cross_device_wait: false,
             external_handles: false,
             stream_ordered_alloc: false,
@@ -95,6 +98,7 @@ impl Capabilities {
             ("host_funcs", self.host_funcs.to_string()),
             ("capture_host_funcs", self.capture_host_funcs.to_string()),
             ("flags", self.flags.to_string()),
+            ("buffers", self.buffers.to_string()),
             ("cross_device_wait", self.cross_device_wait.to_string()),
             ("external_handles", self.external_handles.to_string()),
             (

@@ -11,7 +11,10 @@
 //! * [`Completion`]: stream work as a runtime-agnostic `Future` (backends fill it through a
 //!   [`Completer`]);
 //! * the backend traits in [`traits`]: [`DeviceBackend`], [`DeviceStream`], [`DeviceEvent`],
-//!   [`DeviceGraph`], [`DeviceFlag`], [`DeviceBuffer`], [`HostBuffer`];
+//!   [`DeviceGraph`], [`DeviceFlag`], [`DeviceBuffer`], [`HostBuffer`] (the contract, with the
+//!   rules every implementation keeps), and the placeholders a backend names for what it lacks;
+//! * [`dynamic`]: the same traits type-erased, one layer for every backend the facade does not
+//!   name at compile time;
 //! * [`comm`]: collectives' element types, reductions, communicator ids and backend traits;
 //! * [`memory`]: host memory of a size a user chose, allocated fallibly;
 //! * [`mod@panic`]: containing panics of user code (host closures, destructors, payloads);
@@ -38,6 +41,7 @@ pub mod capture;
 pub mod comm;
 mod completion;
 pub mod current;
+pub mod dynamic;
 pub mod elide;
 mod error;
 pub mod memory;
@@ -60,7 +64,8 @@ pub use place::{BackendKind, Place};
 pub use priority::{Priority, PriorityRange};
 pub use traits::{
     DeviceBackend, DeviceBuffer, DeviceEvent, DeviceFlag, DeviceGraph, DeviceStream, HostBuffer,
-    HostFn, LiveCounts,
+    HostFn, LiveCounts, UnsupportedBuffer, UnsupportedFlag, UnsupportedGraph,
+    UnsupportedHostBuffer,
 };
 
 use std::sync::atomic::{AtomicU64, Ordering};

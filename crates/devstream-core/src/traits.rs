@@ -16,18 +16,57 @@
 //! ```
 //!
 //! The facade crate `devstream` wraps each backend's handles into run-time dispatched
-//! `Stream`/`Event`/`Graph` enums.
+//! `Stream`/`Event`/`Graph` enums; [`crate::dynamic`] erases them behind trait objects for
+//! backends the facade does not name (Rust-registered custom devices, out-of-tree backends).
+//!
+//! # Required and optional operations
+//!
+//! [`DeviceStream`] has two kinds of operations:
+//!
+//! * **Required**, which every backend implements: `place`, `id`, `priority`,
+//!   `native_priority`, `is_non_blocking`, `capabilities`, `query`, `synchronize`,
+//!   `completion`, `record`, `record_event`, `wait_event` and `wait_stream`.
+//! * **Optional**, with a default body answering [`Error::Unsupported`] naming the operation
+//!   and the stream's place: `launch_host_func` (capability `host_funcs`), `begin_capture` and
+//!   `end_capture` (`capture`), `wait_flag` and `write_flag` (`flags`), `alloc`, `alloc_host`,
+//!   the copies and `fill` (`buffers`). `is_capturing` defaults to `Ok(false)`: a stream of a
+//!   place without capture is never capturing.
+//!
+//! **An operation left at its default has its capability off**, and an operation whose
+//! capability is on never answers `Unsupported` for want of the capability (it may still answer
+//! it for one argument, as `launch_host_func` during a capture where `capture_host_funcs` is
+//! off). The conformance suite checks both directions on every place
+//! (`tests/conformance/contract.rs`). A backend without graphs, flags or buffers names the
+//! uninhabited placeholders [`UnsupportedGraph`], [`UnsupportedFlag`], [`UnsupportedBuffer`] and
+//! [`UnsupportedHostBuffer`] as its associated types; its [`DeviceBackend::new_flag`] answers
+//! `Unsupported`. Adding an optional operation means: here, the method with its default (and a
+//! capability in [`Capabilities`] if no existing one covers it); one row in the erased layer
+//! (`dynamic/stream.rs`) and one in the facade (`devstream/src/stream.rs`); the method in the
+//! backends that have it (switching the capability on); a conformance test. The other backends
+//! compile unchanged and answer `Unsupported`.
 //!
 //! # Rules every implementation obeys
+//!
+//! The conformance suite (`tests/conformance/`) checks each rule on every place; its sections
+//! point back here. `docs/SEMANTICS.md` states the same rules as a user meets them.
+//!
+//! ## Ordering
 //! * Work on one stream runs in submission order; `wait_event` orders only later work and never
-//!   blocks the host.
-//! * `query` is true iff all submitted work is done; `synchronize` blocks until then and returns
-//!   the first error any of that work raised (a panicking host function is such an error).
+//!   blocks the host, whichever backend the event belongs to. `wait_stream(other)` is a wait on
+//!   an event recorded on `other` now.
+//! * `query` is true iff all submitted work is done; `synchronize` blocks until then.
 //!   `completion` is the same as a [`Completion`] future, completed by the backend's own
-//!   mechanism.
+//!   mechanism (no thread and no polling loop per future).
 //! * A never-recorded event queries true; re-recording replaces what it captures.
 //! * Dropping a handle with queued work never blocks and never frees what that work still uses.
-//! * An operation whose capability is off answers [`Error::Unsupported`](crate::Error).
+//!
+//! ## Errors
+//! * Every failure is a typed [`Error`]; nothing panics or aborts on bad input.
+//! * `synchronize` returns the first error any work submitted before it raised (a panicking host
+//!   function is such an error, `Error::HostFuncPanicked`, and is contained: no worker or
+//!   callback thread dies of it).
+//! * An operation whose capability is off answers [`Error::Unsupported`] naming the operation
+//!   and the place; objects of different places combined answer `Error::PlaceMismatch`.
 //! * A lost or faulted device (a lost wgpu device, a sticky CUDA context error, a plug-in whose
 //!   device fails) is an error (`Error::Driver`, naming the failure) from every `synchronize`,
 //!   `query`, `Event::synchronize` and `Event::query` covering work on it, from then on: work
@@ -38,6 +77,19 @@
 //!   panic or an abort (host memory through [`crate::memory::zeroed`]); a range outside its buffer,
 //!   also one whose `offset + len` overflows, is `InvalidArgument` ([`check_range`]); 0 bytes is
 //!   an empty buffer, and copies and fills of 0 bytes up to a buffer's length succeed.
+//!
+//! ## Host functions
+//! * A host function runs once per submission (once per `Graph::launch` when captured), in
+//!   stream order, and later work of its stream waits for it.
+//! * It may call any devstream operation, on its own stream, other streams or other places. What
+//!   it sees is stream order up to itself: work ordered before it is complete; its own stream's
+//!   `query` answers `false`; host-buffer reads and writes see the copies queued before it and
+//!   never wait for copies queued after it.
+//! * A blocking call inside a host function that could only return after the host function does
+//!   — `synchronize` of its own stream, of a stream that waits for its later work, or
+//!   `Event::synchronize` of an event recorded after it — answers
+//!   [`Error::WouldDeadlock`](crate::Error) at once instead of hanging. A wait for a flag that
+//!   only later work sets cannot be told from one another thread will set, and blocks.
 //!
 //! # Captures
 //! * Work submitted to a capturing stream is recorded, not run; a stream that waits on an
@@ -62,7 +114,9 @@ use crate::{
     BackendKind, Capabilities, CaptureMode, Completion, Error, EventFlags, Place, Priority,
     PriorityRange, Result, StreamOptions,
 };
+use std::convert::Infallible;
 use std::fmt::Debug;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 /// A host function put on a stream: runs once per submission (once per `Graph::launch` when
@@ -126,17 +180,20 @@ pub trait DeviceBackend: Send + Sync + 'static {
 }
 
 /// An ordered queue of device work.
+///
+/// The required operations come first; the optional ones after them have default bodies
+/// answering `Unsupported` (see the module documentation for the rules each obeys).
 pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
     /// Events recorded on and waited for by this stream.
     type Event: DeviceEvent;
-    /// Graphs captured from this stream.
+    /// Graphs captured from this stream ([`UnsupportedGraph<Self>`] without capture).
     type Graph: DeviceGraph<Stream = Self>;
-    /// Host-visible flags this stream can wait on and write.
+    /// Host-visible flags this stream can wait on and write ([`UnsupportedFlag`] without flags).
     type Flag: DeviceFlag;
-    /// Device memory.
+    /// Device memory ([`UnsupportedBuffer`] without buffers).
     type Buffer: DeviceBuffer;
     /// Host memory the device can copy to and from asynchronously (pinned where the platform has
-    /// it).
+    /// it; [`UnsupportedHostBuffer`] without buffers).
     type HostBuffer: HostBuffer;
 
     /// The stream's place.
@@ -176,31 +233,64 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
     fn wait_event(&self, event: &Self::Event) -> Result<()>;
     /// Work submitted after this call waits for all work submitted to `other` so far.
     fn wait_stream(&self, other: &Self) -> Result<()>;
-    /// Runs `f` on the host after all earlier work; later work waits for it. A panic in `f` is
-    /// caught and reported by `synchronize`.
-    fn launch_host_func(&self, f: HostFn) -> Result<()>;
 
-    /// Starts capturing: later work is recorded into a graph instead of run.
-    fn begin_capture(&self, mode: CaptureMode) -> Result<()>;
+    // Optional operations: each default answers `Unsupported` naming the operation and the
+    // stream's place, and a backend that leaves one at its default has its capability off.
+
+    /// Runs `f` on the host after all earlier work; later work waits for it. A panic in `f` is
+    /// caught and reported by `synchronize`. Capability `host_funcs`; the rules for what `f`
+    /// may call are in the module documentation ("Host functions").
+    fn launch_host_func(&self, f: HostFn) -> Result<()> {
+        drop(f);
+        Err(Error::unsupported("launch_host_func", self.place()))
+    }
+
+    /// Starts capturing: later work is recorded into a graph instead of run. Capability
+    /// `capture`.
+    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+        let _ = mode;
+        Err(Error::unsupported("begin_capture", self.place()))
+    }
     /// Ends capturing and returns the graph. Dropping the stream's last handle instead ends
-    /// the capture too, and discards it.
-    fn end_capture(&self) -> Result<Self::Graph>;
-    /// Whether the stream is capturing.
-    fn is_capturing(&self) -> Result<bool>;
+    /// the capture too, and discards it. Capability `capture`.
+    fn end_capture(&self) -> Result<Self::Graph> {
+        Err(Error::unsupported("end_capture", self.place()))
+    }
+    /// Whether the stream is capturing. Defaults to `false`: without capture, never.
+    fn is_capturing(&self) -> Result<bool> {
+        Ok(false)
+    }
 
     /// Later work waits until `flag`'s value is ≥ `value` (CUDA's `CU_STREAM_WAIT_VALUE_GEQ`).
-    fn wait_flag(&self, flag: &Self::Flag, value: u32) -> Result<()>;
-    /// Writes `value` to `flag` in stream order.
-    fn write_flag(&self, flag: &Self::Flag, value: u32) -> Result<()>;
+    /// Capability `flags`.
+    fn wait_flag(&self, flag: &Self::Flag, value: u32) -> Result<()> {
+        let _ = (flag, value);
+        Err(Error::unsupported("wait_flag", self.place()))
+    }
+    /// Writes `value` to `flag` in stream order. Capability `flags`.
+    fn write_flag(&self, flag: &Self::Flag, value: u32) -> Result<()> {
+        let _ = (flag, value);
+        Err(Error::unsupported("write_flag", self.place()))
+    }
 
     /// Device memory of `len` bytes, usable by work submitted to this stream from now on. A
-    /// potentially unsafe call where the place's `stream_ordered_alloc` is off.
-    fn alloc(&self, len: usize) -> Result<Self::Buffer>;
+    /// potentially unsafe call where the place's `stream_ordered_alloc` is off. Capability
+    /// `buffers`, as are the copies and `fill`.
+    fn alloc(&self, len: usize) -> Result<Self::Buffer> {
+        let _ = len;
+        Err(Error::unsupported("alloc", self.place()))
+    }
     /// Host memory of `len` bytes for asynchronous copies (zeroed). A potentially unsafe call.
-    fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer>;
+    fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer> {
+        let _ = len;
+        Err(Error::unsupported("alloc_host", self.place()))
+    }
     /// Copies `src` to `dst[dst_offset..]`. `src` is staged before the call returns, so it may
     /// be reused at once (pageable-memory semantics).
-    fn copy_from_host(&self, dst: &Self::Buffer, dst_offset: usize, src: &[u8]) -> Result<()>;
+    fn copy_from_host(&self, dst: &Self::Buffer, dst_offset: usize, src: &[u8]) -> Result<()> {
+        let _ = (dst, dst_offset, src);
+        Err(Error::unsupported("copy_from_host", self.place()))
+    }
     /// Asynchronous host→device copy of `len` bytes.
     fn copy_host_to_device(
         &self,
@@ -209,7 +299,10 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
         src: &Self::HostBuffer,
         src_offset: usize,
         len: usize,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let _ = (dst, dst_offset, src, src_offset, len);
+        Err(Error::unsupported("copy_host_to_device", self.place()))
+    }
     /// Asynchronous device→host copy of `len` bytes.
     fn copy_device_to_host(
         &self,
@@ -218,7 +311,10 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
         src: &Self::Buffer,
         src_offset: usize,
         len: usize,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let _ = (dst, dst_offset, src, src_offset, len);
+        Err(Error::unsupported("copy_device_to_host", self.place()))
+    }
     /// Asynchronous device→device copy of `len` bytes.
     fn copy_device_to_device(
         &self,
@@ -227,9 +323,15 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
         src: &Self::Buffer,
         src_offset: usize,
         len: usize,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let _ = (dst, dst_offset, src, src_offset, len);
+        Err(Error::unsupported("copy_device_to_device", self.place()))
+    }
     /// Sets `len` bytes of `dst` from `offset` to `value`.
-    fn fill(&self, dst: &Self::Buffer, offset: usize, len: usize, value: u8) -> Result<()>;
+    fn fill(&self, dst: &Self::Buffer, offset: usize, len: usize, value: u8) -> Result<()> {
+        let _ = (dst, offset, len, value);
+        Err(Error::unsupported("fill", self.place()))
+    }
 }
 
 /// A marker in a stream's work.
@@ -306,6 +408,79 @@ pub trait HostBuffer: Debug + Send + Sync + 'static {
         let mut out = vec![0; self.len()];
         self.read(0, &mut out)?;
         Ok(out)
+    }
+}
+
+/// The graph type of a backend without capture: uninhabited, so no value of it exists and its
+/// methods cannot be called. Name it as `type Graph = UnsupportedGraph<Self>;`.
+pub struct UnsupportedGraph<S> {
+    never: Infallible,
+    stream: PhantomData<fn() -> S>,
+}
+
+impl<S> Debug for UnsupportedGraph<S> {
+    fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.never {}
+    }
+}
+
+impl<S: DeviceStream<Graph = Self>> DeviceGraph for UnsupportedGraph<S> {
+    type Stream = S;
+    fn place(&self) -> &Place {
+        let _ = &self.stream;
+        match self.never {}
+    }
+    fn launch(&self, _: &S) -> Result<()> {
+        match self.never {}
+    }
+}
+
+/// The flag type of a backend without flags: uninhabited (its `new_flag` answers
+/// `Unsupported`).
+#[derive(Clone, Debug)]
+pub enum UnsupportedFlag {}
+
+impl DeviceFlag for UnsupportedFlag {
+    fn place(&self) -> &Place {
+        match *self {}
+    }
+    fn id(&self) -> u64 {
+        match *self {}
+    }
+    fn set(&self, _: u32) {
+        match *self {}
+    }
+    fn get(&self) -> u32 {
+        match *self {}
+    }
+}
+
+/// The device-buffer type of a backend without buffers: uninhabited.
+#[derive(Debug)]
+pub enum UnsupportedBuffer {}
+
+impl DeviceBuffer for UnsupportedBuffer {
+    fn len(&self) -> usize {
+        match *self {}
+    }
+    fn place(&self) -> &Place {
+        match *self {}
+    }
+}
+
+/// The host-buffer type of a backend without buffers: uninhabited.
+#[derive(Debug)]
+pub enum UnsupportedHostBuffer {}
+
+impl HostBuffer for UnsupportedHostBuffer {
+    fn len(&self) -> usize {
+        match *self {}
+    }
+    fn read(&self, _: usize, _: &mut [u8]) -> Result<()> {
+        match *self {}
+    }
+    fn write(&self, _: usize, _: &[u8]) -> Result<()> {
+        match *self {}
     }
 }
 

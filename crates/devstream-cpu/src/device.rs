@@ -30,6 +30,7 @@ pub(crate) const CAPABILITIES: Capabilities = {
     caps.host_funcs = true;
     caps.capture_host_funcs = true;
     caps.flags = true;
+    caps.buffers = true;
     caps.cross_device_wait = false;
     caps.external_handles = false;
     caps.stream_ordered_alloc = true;

@@ -215,6 +215,7 @@ impl<A: RawApi> Device<A> {
         caps.flags = A::supports(Optional::StreamMemOps)
             && properties.stream_mem_ops
             && properties.can_map_host_memory;
+        caps.buffers = true;
         caps.cross_device_wait = true;
         caps.external_handles = true;
         caps.stream_ordered_alloc =

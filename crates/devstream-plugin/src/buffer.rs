@@ -20,7 +20,7 @@ pub struct PluginBuffer(pub(crate) BufferRepr);
 #[derive(Debug)]
 pub(crate) enum BufferRepr {
     Abi(AbiBuffer),
-    Rust(Box<dyn crate::custom::ErasedBuffer>),
+    Rust(Box<dyn devstream_core::dynamic::DynBuffer>),
 }
 
 /// A plug-in place's device buffer: shared with the graphs whose replays use it, so that the
@@ -158,7 +158,7 @@ pub struct PluginHostBuffer(pub(crate) HostRepr);
 #[derive(Debug)]
 pub(crate) enum HostRepr {
     Abi(AbiHostBuffer),
-    Rust(Box<dyn crate::custom::ErasedHostBuffer>),
+    Rust(Box<dyn devstream_core::dynamic::DynHostBuffer>),
 }
 
 /// A plug-in place's host buffer, shared with the graphs whose replays use it (see

@@ -35,7 +35,7 @@ impl PluginEvent {
 #[derive(Clone, Debug)]
 pub(crate) enum EventRepr {
     Abi(Arc<AbiEvent>),
-    Rust(Arc<dyn crate::custom::ErasedEvent>),
+    Rust(Arc<dyn devstream_core::dynamic::DynEvent>),
 }
 
 #[derive(Debug)]

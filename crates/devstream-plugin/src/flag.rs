@@ -17,7 +17,7 @@ pub struct PluginFlag(pub(crate) FlagRepr);
 #[derive(Clone, Debug)]
 pub(crate) enum FlagRepr {
     Host(Arc<HostFlag>),
-    Rust(Arc<dyn crate::custom::ErasedFlag>),
+    Rust(Arc<dyn devstream_core::dynamic::DynFlag>),
 }
 
 impl DeviceFlag for PluginFlag {

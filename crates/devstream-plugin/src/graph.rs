@@ -21,7 +21,7 @@ pub struct PluginGraph(pub(crate) GraphRepr);
 #[derive(Clone, Debug)]
 pub(crate) enum GraphRepr {
     Abi(Arc<AbiGraph>),
-    Rust(Arc<dyn crate::custom::ErasedGraph>),
+    Rust(Arc<dyn devstream_core::dynamic::DynGraph>),
 }
 
 /// A plug-in's graph.

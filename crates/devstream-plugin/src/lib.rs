@@ -71,7 +71,6 @@ mod buffer;
 mod capture;
 #[cfg(feature = "comm")]
 pub mod comm;
-mod custom;
 mod device;
 pub mod discovery;
 mod event;

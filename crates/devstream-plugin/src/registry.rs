@@ -1,9 +1,9 @@
 //! The process-wide table of custom device types: plug-ins found by discovery or loaded with
 //! [`load_plugin`], and Rust backends registered with [`register_custom_device`].
 
-use crate::custom::{ErasedBackend, RustBackend};
 use crate::discovery::plugin_candidates;
 use crate::runtime::Runtime;
+use devstream_core::dynamic::{DynBackend, ErasedBackend};
 use devstream_core::{Capabilities, DeviceBackend, Error, Place, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ pub(crate) enum CustomDevice {
     /// A loaded plug-in.
     Plugin(Arc<Runtime>),
     /// A Rust-registered backend.
-    Rust(Arc<dyn ErasedBackend>),
+    Rust(Arc<dyn DynBackend>),
 }
 
 #[derive(Default)]
@@ -222,7 +222,7 @@ pub fn register_custom_device<B: DeviceBackend>(device_type: &str) -> Result<()>
         });
     }
     let _loading = loading();
-    let backend: Arc<dyn ErasedBackend> = Arc::new(RustBackend::<B>::new());
+    let backend: Arc<dyn DynBackend> = Arc::new(ErasedBackend::<B>::new());
     for place in backend.places() {
         match &place {
             Place::Custom { device_type: t, .. } if t == device_type => {}

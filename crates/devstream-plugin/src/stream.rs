@@ -85,7 +85,7 @@ pub struct PluginStream(pub(crate) StreamRepr);
 #[derive(Clone, Debug)]
 pub(crate) enum StreamRepr {
     Abi(UserHandle),
-    Rust(Arc<dyn crate::custom::ErasedStream>),
+    Rust(Arc<dyn devstream_core::dynamic::DynStream>),
 }
 
 /// A user's handle on a plug-in stream (each `PluginStream` holds one). devstream's own
@@ -239,6 +239,27 @@ fn submit_copy(
     core.submit(Item::Op(Box::new(move |core: &StreamCore| {
         core.runtime.copy(kind, core.slot, core.raw, dst, src, len)
     })))
+}
+
+/// Submits a checked copy of `len` bytes from address `src` to `dst`, between `device` and
+/// `host` (either way, `kind` says which): kept by the capture when the stream captures, else
+/// the device buffer remembers the stream and the host buffer tracks the copy (so host reads
+/// and writes wait for it). Nothing for 0 bytes.
+fn submit_host_copy(
+    (core, op, kind): (&Arc<StreamCore>, &'static str, CopyKind),
+    (device, host): (&AbiBuffer, &AbiHostBuffer),
+    (dst, src, len): (usize, usize, usize),
+) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    if let Some(capture) = submitting_into(op, core)? {
+        capture.keep_device(&device.0);
+        capture.keep_host(&host.0);
+        return submit_copy(core, kind, dst, src, len);
+    }
+    device.used_by(core);
+    host.copy_tracked(core, kind, dst, src, len)
 }
 
 /// Copies host bytes staged in `staging` to `dst[offset..]`. The staging moves into the copy
@@ -810,17 +831,8 @@ impl DeviceStream for PluginStream {
                 check_range(op, dst_offset, len, d.len)?;
                 check_range(op, src_offset, len, s.len)?;
                 require_copy(op, core, CopyKind::HostToDevice)?;
-                if len == 0 {
-                    return Ok(());
-                }
                 let (dst, src) = (d.at(dst_offset), s.at(src_offset));
-                if let Some(capture) = submitting_into(op, core)? {
-                    capture.keep_device(&d.0);
-                    capture.keep_host(&s.0);
-                    return submit_copy(core, CopyKind::HostToDevice, dst, src, len);
-                }
-                d.used_by(core);
-                s.copy_tracked(core, CopyKind::HostToDevice, dst, src, len)
+                submit_host_copy((core, op, CopyKind::HostToDevice), (d, s), (dst, src, len))
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
                 st.copy_host_to_device(d.as_ref(), dst_offset, h.as_ref(), src_offset, len)
@@ -849,17 +861,8 @@ impl DeviceStream for PluginStream {
                 check_range(op, dst_offset, len, d.len)?;
                 check_range(op, src_offset, len, s.len)?;
                 require_copy(op, core, CopyKind::DeviceToHost)?;
-                if len == 0 {
-                    return Ok(());
-                }
                 let (dst, src) = (d.at(dst_offset), s.at(src_offset));
-                if let Some(capture) = submitting_into(op, core)? {
-                    capture.keep_device(&s.0);
-                    capture.keep_host(&d.0);
-                    return submit_copy(core, CopyKind::DeviceToHost, dst, src, len);
-                }
-                s.used_by(core);
-                d.copy_tracked(core, CopyKind::DeviceToHost, dst, src, len)
+                submit_host_copy((core, op, CopyKind::DeviceToHost), (s, d), (dst, src, len))
             }
             (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
                 st.copy_device_to_host(h.as_ref(), dst_offset, s.as_ref(), src_offset, len)

@@ -326,6 +326,7 @@ fn capabilities_for(features: wgpu::Features) -> Capabilities {
     caps.host_funcs = true;
     caps.capture_host_funcs = true;
     caps.flags = true;
+    caps.buffers = true;
     caps.cross_device_wait = true;
     caps.external_handles = false;
     caps.stream_ordered_alloc = false;

@@ -2,7 +2,9 @@
 //! them for every backend.
 //!
 //! Each backend module only says which enum variant holds which of its handle types
-//! ([`facade_variant!`](crate::backends)); everything else is written once here.
+//! ([`facade_variant!`](crate::backends)); everything else is written once here. The stream's
+//! operations are rows in `stream.rs` (one per operation, through `stream_api!`); the other
+//! handles' are rows here (`dispatch_api!`).
 
 use crate::{DeviceBuffer, Event, Flag, Graph, HostBuffer, Stream};
 use devstream_core::traits;
@@ -38,95 +40,6 @@ fn mismatch(op: &'static str, expected: &Place, found: Option<Place>) -> Error {
     }
 }
 
-#[enum_dispatch]
-pub(crate) trait StreamApi {
-    fn place(&self) -> &Place;
-    fn id(&self) -> u64;
-    fn priority(&self) -> Priority;
-    fn native_priority(&self) -> i32;
-    fn is_non_blocking(&self) -> bool;
-    fn capabilities(&self) -> Capabilities;
-    fn query(&self) -> Result<bool>;
-    fn synchronize(&self) -> Result<()>;
-    fn completion(&self) -> Completion;
-    fn record(&self, event: &Event) -> Result<()>;
-    fn record_event(&self) -> Result<Event>;
-    fn wait_event(&self, event: &Event) -> Result<()>;
-    fn wait_stream(&self, other: &Stream) -> Result<()>;
-    fn launch_host_func(&self, f: HostFn) -> Result<()>;
-    fn begin_capture(&self, mode: CaptureMode) -> Result<()>;
-    fn end_capture(&self) -> Result<Graph>;
-    fn is_capturing(&self) -> Result<bool>;
-    fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()>;
-    fn write_flag(&self, flag: &Flag, value: u32) -> Result<()>;
-    fn alloc(&self, len: usize) -> Result<DeviceBuffer>;
-    fn alloc_host(&self, len: usize) -> Result<HostBuffer>;
-    fn copy_from_host(&self, dst: &DeviceBuffer, dst_offset: usize, src: &[u8]) -> Result<()>;
-    fn copy_host_to_device(
-        &self,
-        dst: &DeviceBuffer,
-        dst_offset: usize,
-        src: &HostBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()>;
-    fn copy_device_to_host(
-        &self,
-        dst: &HostBuffer,
-        dst_offset: usize,
-        src: &DeviceBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()>;
-    fn copy_device_to_device(
-        &self,
-        dst: &DeviceBuffer,
-        dst_offset: usize,
-        src: &DeviceBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()>;
-    fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()>;
-}
-
-#[enum_dispatch]
-pub(crate) trait EventApi {
-    fn place(&self) -> Option<Place>;
-    fn id(&self) -> u64;
-    fn flags(&self) -> EventFlags;
-    fn query(&self) -> Result<bool>;
-    fn synchronize(&self) -> Result<()>;
-    fn completion(&self) -> Completion;
-    fn elapsed(&self, end: &Event) -> Result<Duration>;
-}
-
-#[enum_dispatch]
-pub(crate) trait GraphApi {
-    fn place(&self) -> &Place;
-    fn launch(&self, stream: &Stream) -> Result<()>;
-}
-
-#[enum_dispatch]
-pub(crate) trait FlagApi {
-    fn place(&self) -> &Place;
-    fn id(&self) -> u64;
-    fn set(&self, value: u32);
-    fn get(&self) -> u32;
-}
-
-#[enum_dispatch]
-pub(crate) trait DeviceBufferApi {
-    fn len(&self) -> usize;
-    fn place(&self) -> &Place;
-}
-
-#[enum_dispatch]
-pub(crate) trait HostBufferApi {
-    fn len(&self) -> usize;
-    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()>;
-    fn write(&self, offset: usize, data: &[u8]) -> Result<()>;
-}
-
 /// A backend stream type whose associated handles all have facade variants.
 pub(crate) trait FacadeStream:
     DeviceStream<
@@ -150,201 +63,180 @@ impl<S> FacadeStream for S where
 {
 }
 
-macro_rules! unpack {
-    ($op:literal, $self:ident, $ty:ty, $arg:expr, $place:expr) => {
-        match <$ty as Member<_>>::unwrap_ref($arg) {
-            Some(inner) => inner,
-            None => return Err(mismatch($op, DeviceStream::place($self), $place)),
+/// A facade argument on its way to a backend stream `S`: a facade handle is unpacked to `S`'s
+/// own handle (another backend's answers `PlaceMismatch` naming `op`), anything else passes as
+/// it is.
+pub(crate) trait ToBackend<'a, S> {
+    /// What `S`'s method takes.
+    type Out;
+    /// The argument for `S`'s method.
+    fn to_backend(self, op: &'static str, stream: &S) -> Result<Self::Out>;
+}
+
+/// Facade handles as `S`'s own: `$facade` holds `$typed`; `$found` is the argument's place for
+/// the mismatch error.
+macro_rules! to_backend_handle {
+    ($($facade:ty => $typed:ty, |$arg:ident| $found:expr;)*) => {$(
+        impl<'a, S: FacadeStream> ToBackend<'a, S> for &'a $facade {
+            type Out = &'a $typed;
+            #[inline]
+            fn to_backend(self, op: &'static str, stream: &S) -> Result<Self::Out> {
+                match <$typed as Member<$facade>>::unwrap_ref(self) {
+                    Some(inner) => Ok(inner),
+                    None => {
+                        let $arg = self;
+                        Err(mismatch(op, DeviceStream::place(stream), $found))
+                    }
+                }
+            }
+        }
+    )*};
+}
+
+to_backend_handle! {
+    Event => S::Event, |e| EventApi::place(e);
+    Stream => S, |s| Some(StreamApi::place(s).clone());
+    Flag => S::Flag, |f| Some(FlagApi::place(f).clone());
+    DeviceBuffer => S::Buffer, |b| Some(DeviceBufferApi::place(b).clone());
+    HostBuffer => S::HostBuffer, |_h| None;
+}
+
+/// Arguments that are not handles pass unchanged.
+macro_rules! to_backend_as_is {
+    ($($ty:ty),*) => {$(
+        impl<'a, S> ToBackend<'a, S> for $ty {
+            type Out = $ty;
+            #[inline(always)]
+            fn to_backend(self, _: &'static str, _: &S) -> Result<$ty> {
+                Ok(self)
+            }
+        }
+    )*};
+}
+to_backend_as_is!(usize, u32, u8, &'a [u8], CaptureMode, HostFn);
+
+/// What a backend stream's method returns, as the facade returns it: a backend handle wrapped
+/// into its facade enum, anything else unchanged.
+pub(crate) trait ToFacade<F> {
+    /// The facade's value.
+    fn to_facade(self) -> F;
+}
+
+impl<B: Member<F>, F> ToFacade<Result<F>> for Result<B> {
+    #[inline]
+    fn to_facade(self) -> Result<F> {
+        self.map(Member::wrap)
+    }
+}
+
+macro_rules! to_facade_as_is {
+    ($($ty:ty),*) => {$(
+        impl<'a> ToFacade<$ty> for $ty {
+            #[inline(always)]
+            fn to_facade(self) -> $ty {
+                self
+            }
+        }
+    )*};
+}
+to_facade_as_is!(
+    &'a Place,
+    u64,
+    Priority,
+    i32,
+    bool,
+    Capabilities,
+    Completion,
+    Result<()>,
+    Result<bool>
+);
+
+/// The stream operations of the facade, one row each (the rows are in `stream.rs`): declares
+/// [`StreamApi`] (dispatched over `Stream` by `enum_dispatch`), implements it for every backend
+/// stream (arguments through [`ToBackend`], results through [`ToFacade`]), and writes the
+/// `Stream` method of each row: `Plain` calls the dispatch trait, `Host` and `Device` run it
+/// through `op!` (a `tracing` span, and the timeline recorder under the cargo feature `trace`,
+/// named `devstream.<op>`), `Custom` rows have their `Stream` method written out by hand.
+macro_rules! stream_api {
+    ($(
+        $(#[$doc:meta])*
+        $kind:ident fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty;
+    )*) => {
+        #[::enum_dispatch::enum_dispatch]
+        pub(crate) trait StreamApi {
+            $( fn $name(&$self $(, $arg: $ty)*) -> $ret; )*
+        }
+
+        impl<S: $crate::dispatch::FacadeStream> StreamApi for S {
+            $(
+                #[inline]
+                fn $name(&$self $(, $arg: $ty)*) -> $ret {
+                    $crate::dispatch::ToFacade::to_facade(
+                        devstream_core::DeviceStream::$name(
+                            $self
+                            $(, $crate::dispatch::ToBackend::to_backend(
+                                $arg, stringify!($name), $self
+                            )?)*
+                        )
+                    )
+                }
+            )*
+        }
+
+        impl Stream {
+            $( $crate::dispatch::stream_api!(
+                @method $(#[$doc])* $kind fn $name(&$self $(, $arg: $ty)*) -> $ret
+            ); )*
+        }
+    };
+    (@method $(#[$doc:meta])* Custom fn $($rest:tt)*) => {};
+    (@method $(#[$doc:meta])* Plain fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)*) -> $ret:ty) => {
+        $(#[$doc])*
+        #[inline]
+        pub fn $name(&$self $(, $arg: $ty)*) -> $ret {
+            StreamApi::$name($self $(, $arg)*)
+        }
+    };
+    (@method $(#[$doc:meta])* $kind:ident fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)*) -> $ret:ty) => {
+        $(#[$doc])*
+        #[inline]
+        pub fn $name(&$self $(, $arg: $ty)*) -> $ret {
+            op!(concat!("devstream.", stringify!($name)), $self, $kind, |_op| {
+                StreamApi::$name($self $(, $arg)*)
+            })
+        }
+    };
+}
+pub(crate) use crate::stream::StreamApi;
+pub(crate) use stream_api;
+
+/// Declares a dispatch trait (dispatched over the facade enum of that kind of handle) with one
+/// method per row, and implements it for every backend handle type `$T` meeting the bounds with
+/// the row's body, which unpacks facade arguments into the backend's own handles and wraps what
+/// comes back. The operation list of each handle kind is thus written once in this crate.
+macro_rules! dispatch_api {
+    (trait $api:ident for $T:ident where [$($bounds:tt)*] {$(
+        $(#[$attr:meta])*
+        fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)* $(,)?) $(-> $ret:ty)? $body:block
+    )*}) => {
+        #[enum_dispatch]
+        pub(crate) trait $api {
+            $( fn $name(&$self $(, $arg: $ty)*) $(-> $ret)?; )*
+        }
+
+        impl<$T> $api for $T where $($bounds)* {
+            $( $(#[$attr])* fn $name(&$self $(, $arg: $ty)*) $(-> $ret)? $body )*
         }
     };
 }
 
-impl<S: FacadeStream> StreamApi for S {
-    fn place(&self) -> &Place {
-        DeviceStream::place(self)
-    }
-    fn id(&self) -> u64 {
-        DeviceStream::id(self)
-    }
-    fn priority(&self) -> Priority {
-        DeviceStream::priority(self)
-    }
-    fn native_priority(&self) -> i32 {
-        DeviceStream::native_priority(self)
-    }
-    fn is_non_blocking(&self) -> bool {
-        DeviceStream::is_non_blocking(self)
-    }
-    fn capabilities(&self) -> Capabilities {
-        DeviceStream::capabilities(self)
-    }
-    #[inline]
-    fn query(&self) -> Result<bool> {
-        DeviceStream::query(self)
-    }
-    fn synchronize(&self) -> Result<()> {
-        DeviceStream::synchronize(self)
-    }
-    fn completion(&self) -> Completion {
-        DeviceStream::completion(self)
-    }
-    #[inline]
-    fn record(&self, event: &Event) -> Result<()> {
-        let e = unpack!("record", self, S::Event, event, EventApi::place(event));
-        DeviceStream::record(self, e)
-    }
-    fn record_event(&self) -> Result<Event> {
-        DeviceStream::record_event(self).map(Member::wrap)
-    }
-    #[inline]
-    fn wait_event(&self, event: &Event) -> Result<()> {
-        let e = unpack!("wait_event", self, S::Event, event, EventApi::place(event));
-        DeviceStream::wait_event(self, e)
-    }
-    #[inline]
-    fn wait_stream(&self, other: &Stream) -> Result<()> {
-        let o = unpack!(
-            "wait_stream",
-            self,
-            S,
-            other,
-            Some(StreamApi::place(other).clone())
-        );
-        DeviceStream::wait_stream(self, o)
-    }
-    fn launch_host_func(&self, f: HostFn) -> Result<()> {
-        DeviceStream::launch_host_func(self, f)
-    }
-    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
-        DeviceStream::begin_capture(self, mode)
-    }
-    fn end_capture(&self) -> Result<Graph> {
-        DeviceStream::end_capture(self).map(Member::wrap)
-    }
-    fn is_capturing(&self) -> Result<bool> {
-        DeviceStream::is_capturing(self)
-    }
-    fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()> {
-        let f = unpack!(
-            "wait_flag",
-            self,
-            S::Flag,
-            flag,
-            Some(FlagApi::place(flag).clone())
-        );
-        DeviceStream::wait_flag(self, f, value)
-    }
-    fn write_flag(&self, flag: &Flag, value: u32) -> Result<()> {
-        let f = unpack!(
-            "write_flag",
-            self,
-            S::Flag,
-            flag,
-            Some(FlagApi::place(flag).clone())
-        );
-        DeviceStream::write_flag(self, f, value)
-    }
-    fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
-        DeviceStream::alloc(self, len).map(Member::wrap)
-    }
-    fn alloc_host(&self, len: usize) -> Result<HostBuffer> {
-        DeviceStream::alloc_host(self, len).map(Member::wrap)
-    }
-    fn copy_from_host(&self, dst: &DeviceBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
-        let d = unpack!(
-            "copy_from_host",
-            self,
-            S::Buffer,
-            dst,
-            Some(dst.place().clone())
-        );
-        DeviceStream::copy_from_host(self, d, dst_offset, src)
-    }
-    fn copy_host_to_device(
-        &self,
-        dst: &DeviceBuffer,
-        dst_offset: usize,
-        src: &HostBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        let d = unpack!(
-            "copy_host_to_device",
-            self,
-            S::Buffer,
-            dst,
-            Some(dst.place().clone())
-        );
-        let s = unpack!("copy_host_to_device", self, S::HostBuffer, src, None);
-        DeviceStream::copy_host_to_device(self, d, dst_offset, s, src_offset, len)
-    }
-    fn copy_device_to_host(
-        &self,
-        dst: &HostBuffer,
-        dst_offset: usize,
-        src: &DeviceBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        let d = unpack!("copy_device_to_host", self, S::HostBuffer, dst, None);
-        let s = unpack!(
-            "copy_device_to_host",
-            self,
-            S::Buffer,
-            src,
-            Some(src.place().clone())
-        );
-        DeviceStream::copy_device_to_host(self, d, dst_offset, s, src_offset, len)
-    }
-    fn copy_device_to_device(
-        &self,
-        dst: &DeviceBuffer,
-        dst_offset: usize,
-        src: &DeviceBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        let d = unpack!(
-            "copy_device_to_device",
-            self,
-            S::Buffer,
-            dst,
-            Some(dst.place().clone())
-        );
-        let s = unpack!(
-            "copy_device_to_device",
-            self,
-            S::Buffer,
-            src,
-            Some(src.place().clone())
-        );
-        DeviceStream::copy_device_to_device(self, d, dst_offset, s, src_offset, len)
-    }
-    fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        let d = unpack!("fill", self, S::Buffer, dst, Some(dst.place().clone()));
-        DeviceStream::fill(self, d, offset, len, value)
-    }
-}
-
-impl<E: traits::DeviceEvent + Member<Event>> EventApi for E {
-    fn place(&self) -> Option<Place> {
-        traits::DeviceEvent::place(self)
-    }
-    fn id(&self) -> u64 {
-        traits::DeviceEvent::id(self)
-    }
-    fn flags(&self) -> EventFlags {
-        traits::DeviceEvent::flags(self)
-    }
-    fn query(&self) -> Result<bool> {
-        traits::DeviceEvent::query(self)
-    }
-    fn synchronize(&self) -> Result<()> {
-        traits::DeviceEvent::synchronize(self)
-    }
-    fn completion(&self) -> Completion {
-        traits::DeviceEvent::completion(self)
-    }
+dispatch_api! { trait EventApi for E where [E: traits::DeviceEvent + Member<Event>] {
+    fn place(&self) -> Option<Place> { traits::DeviceEvent::place(self) }
+    fn id(&self) -> u64 { traits::DeviceEvent::id(self) }
+    fn flags(&self) -> EventFlags { traits::DeviceEvent::flags(self) }
+    fn query(&self) -> Result<bool> { traits::DeviceEvent::query(self) }
+    fn synchronize(&self) -> Result<()> { traits::DeviceEvent::synchronize(self) }
+    fn completion(&self) -> Completion { traits::DeviceEvent::completion(self) }
     fn elapsed(&self, end: &Event) -> Result<Duration> {
         match E::unwrap_ref(end) {
             Some(e) => traits::DeviceEvent::elapsed(self, e),
@@ -354,16 +246,10 @@ impl<E: traits::DeviceEvent + Member<Event>> EventApi for E {
             }
         }
     }
-}
+}}
 
-impl<G> GraphApi for G
-where
-    G: traits::DeviceGraph + Member<Graph>,
-    G::Stream: Member<Stream>,
-{
-    fn place(&self) -> &Place {
-        traits::DeviceGraph::place(self)
-    }
+dispatch_api! { trait GraphApi for G where [G: traits::DeviceGraph + Member<Graph>, G::Stream: Member<Stream>] {
+    fn place(&self) -> &Place { traits::DeviceGraph::place(self) }
     fn launch(&self, stream: &Stream) -> Result<()> {
         match G::Stream::unwrap_ref(stream) {
             Some(s) => traits::DeviceGraph::launch(self, s),
@@ -374,40 +260,26 @@ where
             )),
         }
     }
-}
+}}
 
-impl<F: traits::DeviceFlag + Member<Flag>> FlagApi for F {
-    fn place(&self) -> &Place {
-        traits::DeviceFlag::place(self)
-    }
-    fn id(&self) -> u64 {
-        traits::DeviceFlag::id(self)
-    }
-    fn set(&self, value: u32) {
-        traits::DeviceFlag::set(self, value)
-    }
-    fn get(&self) -> u32 {
-        traits::DeviceFlag::get(self)
-    }
-}
+dispatch_api! { trait FlagApi for F where [F: traits::DeviceFlag + Member<Flag>] {
+    fn place(&self) -> &Place { traits::DeviceFlag::place(self) }
+    fn id(&self) -> u64 { traits::DeviceFlag::id(self) }
+    fn set(&self, value: u32) { traits::DeviceFlag::set(self, value) }
+    fn get(&self) -> u32 { traits::DeviceFlag::get(self) }
+}}
 
-impl<B: traits::DeviceBuffer + Member<DeviceBuffer>> DeviceBufferApi for B {
-    fn len(&self) -> usize {
-        traits::DeviceBuffer::len(self)
-    }
-    fn place(&self) -> &Place {
-        traits::DeviceBuffer::place(self)
-    }
-}
+dispatch_api! { trait DeviceBufferApi for B where [B: traits::DeviceBuffer + Member<DeviceBuffer>] {
+    fn len(&self) -> usize { traits::DeviceBuffer::len(self) }
+    fn place(&self) -> &Place { traits::DeviceBuffer::place(self) }
+}}
 
-impl<H: traits::HostBuffer + Member<HostBuffer>> HostBufferApi for H {
-    fn len(&self) -> usize {
-        traits::HostBuffer::len(self)
-    }
+dispatch_api! { trait HostBufferApi for H where [H: traits::HostBuffer + Member<HostBuffer>] {
+    fn len(&self) -> usize { traits::HostBuffer::len(self) }
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         traits::HostBuffer::read(self, offset, out)
     }
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         traits::HostBuffer::write(self, offset, data)
     }
-}
+}}

@@ -28,13 +28,12 @@ use enum_dispatch::enum_dispatch;
 /// a device is held at a flag that only the host will set, a driver call on that device from
 /// *another* thread (creating a stream or event, allocating pinned memory) may block until the
 /// flag is set, while holding the driver's lock for the device. The thread that will set the
-/// flag must then not be queued behind that lock. Seen with 32 test threads on two H200s
-/// (`docs/results/2026-11-22-h200-x2-diagnosis/`): a thread with no gate of its own blocked in
-/// `cuStreamCreateWithPriority` with the lock held, and the threads that would have set their
-/// flags next waited for the lock. The same tests, each closing a gate, calling devstream and
-/// setting the flag, pass one at a time. Set such flags from a thread that makes no driver
-/// calls on that device meanwhile, or keep one gate-holding thread per device. CPU, wgpu and
-/// plug-in flags are held host-side and have no such hazard.
+/// flag must then not be queued behind that lock: with many threads, one with no gate of its own
+/// can block in `cuStreamCreateWithPriority` with the lock held while the threads that would
+/// set their flags next wait for the lock; the same work, one gate at a time, does not. Set such
+/// flags from a thread that makes no driver calls on that device meanwhile, or keep one
+/// gate-holding thread per device. CPU, wgpu and plug-in flags are held host-side and have no
+/// such hazard.
 #[enum_dispatch(FlagApi)]
 #[derive(Clone, Debug)]
 #[non_exhaustive]

@@ -28,6 +28,7 @@
 //! | `hip` | `hip:N` | `devstream-hip` |
 //! | `wgpu` | `wgpu:N` | `devstream-wgpu` |
 //! | `plugin` | `<device_type>:N` | `devstream-plugin` |
+//! | `template` | `template:0` | `devstream-template` (registered as a custom device) |
 //!
 //! Stream work is also a [`Future`](std::future::Future): [`Stream::completion`] and
 //! [`Event::completion`] return a [`Completion`] (and an [`Event`] can be `.await`ed directly),
@@ -64,11 +65,15 @@
 )))]
 compile_error!("devstream needs at least one backend feature (cpu, cuda, hip, wgpu or plugin)");
 
+// First: its dispatch traits are declared by a macro, and `enum_dispatch` must meet each trait
+// before the enum that names it (an enum met first gets its impl emitted inside the trait's
+// macro expansion, where the macro's hygiene hides `self`).
+mod dispatch;
+
 mod backends;
 mod buffer;
 #[cfg(feature = "comm")]
 pub mod comm;
-mod dispatch;
 mod event;
 mod flag;
 mod graph;

@@ -35,6 +35,7 @@ macro_rules! with_backend {
             }
             #[cfg(feature = "plugin")]
             devstream_core::BackendKind::Plugin => {
+                $crate::backends::register_custom_devices();
                 type $B = devstream_plugin::PluginBackend;
                 $body
             }
@@ -118,6 +119,8 @@ pub fn probe(kind: BackendKind) -> Result<()> {
 /// assert!(devstream::places().contains(&devstream::Place::Cpu));
 /// ```
 pub fn places() -> Vec<Place> {
+    #[cfg(feature = "plugin")]
+    crate::backends::register_custom_devices();
     let mut out = Vec::new();
     each_backend!(B => { out.extend(B::places()) });
     out
@@ -135,6 +138,8 @@ pub fn priority_range(place: &Place) -> Result<PriorityRange> {
 
 /// Live user-created streams and events over all compiled backends (for leak checks).
 pub fn live_counts() -> LiveCounts {
+    #[cfg(feature = "plugin")]
+    crate::backends::register_custom_devices();
     let mut total = LiveCounts::default();
     each_backend!(B => {
         let c = B::live_counts();

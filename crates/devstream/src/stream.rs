@@ -1,6 +1,6 @@
 //! The facade stream.
 
-use crate::dispatch::{Member, StreamApi};
+use crate::dispatch::Member;
 use crate::registry::{self, with_backend};
 use crate::{DeviceBuffer, Event, Flag, Graph, HostBuffer};
 use devstream_core::{
@@ -11,6 +11,187 @@ use enum_dispatch::enum_dispatch;
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
 use tracing::trace_span;
+
+/// Restores the previous current stream of the place when dropped (see [`Stream::make_current`]).
+pub type StreamGuard = current::CurrentGuard<Stream>;
+
+/// One facade op on a stream: opens its `tracing` span and runs `$body` with `$hook` bound to
+/// the timeline recorder's hook (cargo feature `trace`) or to [`Untraced`]. `$kind` is
+/// `Device` for work in stream order (timed on the device where the place can) or `Host`.
+macro_rules! op {
+    ($name:expr, $stream:expr, $kind:ident, |$hook:ident| $body:expr) => {{
+        // `level_enabled!` is one relaxed load; only then is the span built, in a cold function
+        // of its own, so that the op path carries no span to drop (no unwinding landing pad, no
+        // saved registers for it) while no subscriber listens.
+        if tracing::level_enabled!(tracing::Level::TRACE) {
+            in_span(
+                || trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)),
+                || op_hook!($name, $stream, $kind, |$hook| $body),
+            )
+        } else {
+            op_hook!($name, $stream, $kind, |$hook| $body)
+        }
+    }};
+}
+
+/// Runs `body` inside the span `span` makes (the op path of [`op!`] while a subscriber listens
+/// at TRACE level).
+#[cold]
+#[inline(never)]
+pub(crate) fn in_span<T>(span: impl FnOnce() -> tracing::Span, body: impl FnOnce() -> T) -> T {
+    let _entered = span().entered();
+    body()
+}
+
+/// Without the `trace` feature the op path has no recorder code at all.
+#[cfg(not(feature = "trace"))]
+macro_rules! op_hook {
+    ($name:expr, $stream:expr, $kind:ident, |$hook:ident| $body:expr) => {{
+        let $hook = Untraced;
+        $body
+    }};
+}
+
+/// With the `trace` feature and no recording running, the op path pays one relaxed load and a
+/// branch; the recording path is a separate, cold function.
+#[cfg(feature = "trace")]
+macro_rules! op_hook {
+    ($name:expr, $stream:expr, $kind:ident, |$hook:ident| $body:expr) => {{
+        if crate::trace::recorder::is_active() {
+            crate::trace::recorder::traced(
+                $name,
+                $stream,
+                crate::trace::recorder::OpKind::$kind,
+                |$hook| $body,
+            )
+        } else {
+            let $hook = Untraced;
+            $body
+        }
+    }};
+}
+
+/// The recorder hook's stand-in on the untraced path: every note is a no-op.
+#[derive(Clone, Copy)]
+pub(crate) struct Untraced;
+
+impl Untraced {
+    #[inline(always)]
+    pub(crate) fn records(&self, _event: &Event) {}
+    #[inline(always)]
+    pub(crate) fn waits_event(&self, _event: &Event) {}
+    #[inline(always)]
+    pub(crate) fn waits_stream(&self, _other: &Stream) {}
+}
+
+// The operations of a stream, one row each (see `dispatch::stream_api!`): the dispatch trait,
+// its implementation for every backend and the `Stream` method come from these rows. Before
+// the `Stream` enum: `enum_dispatch` must meet the trait first.
+crate::dispatch::stream_api! {
+    /// The stream's place.
+    Plain fn place(&self) -> &Place;
+    /// A process-unique id.
+    Plain fn id(&self) -> u64;
+    /// The priority, read back from the clamped native number.
+    Plain fn priority(&self) -> Priority;
+    /// The clamped native priority (lower is higher, as in CUDA).
+    Plain fn native_priority(&self) -> i32;
+    /// `true` unless the stream synchronises with the legacy default stream.
+    Plain fn is_non_blocking(&self) -> bool;
+    /// The place's capabilities.
+    Plain fn capabilities(&self) -> Capabilities;
+    /// `true` iff all submitted work is done (CuPy's `done`, torch's `query()`).
+    Host fn query(&self) -> Result<bool>;
+    /// Blocks until all submitted work is done; returns the first error that work raised.
+    Host fn synchronize(&self) -> Result<()>;
+    /// A future that is ready when all work submitted to this stream so far is done, with the
+    /// result [`synchronize`](Stream::synchronize) would give then (the first error of that
+    /// work, e.g. [`Error::HostFuncPanicked`](crate::Error::HostFuncPanicked); observed, not
+    /// taken, so a later `synchronize` still reports it).
+    ///
+    /// Never blocks and runs on any async runtime (wakers only). No thread is started per
+    /// future: each backend completes it through its own completion path (CPU: the stream's
+    /// completion-counter waiters; CUDA/HIP: a pooled internal notifier stream of the device
+    /// that waits for an event recorded here and runs a stream callback, so nothing is added to
+    /// this stream; wgpu: the queue's submitted-work-done callbacks; plug-ins: a callback on the
+    /// stream (`stream_add_callback`) or one poll thread per plug-in runtime). Dropping it before
+    /// it is ready changes nothing on the stream's order or results (on CUDA/HIP its notifier
+    /// stays held until the work completes: a queued wait cannot be withdrawn). While the stream
+    /// captures it is a ready [`Error::Capture`](crate::Error::Capture), and the capture stays
+    /// valid.
+    ///
+    /// ```
+    /// use devstream::{Place, Result, Stream};
+    /// async fn step(s: &Stream) -> Result<()> {
+    ///     s.launch_host_func(|| { /* work */ })?;
+    ///     // `Send + Unpin + 'static`: await it, spawn it, select on it, ...
+    ///     s.completion().await?;
+    ///     assert!(s.query()?);
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
+    /// Inside a host function, do not *block* on a completion of work queued after it (as with
+    /// `synchronize`, that work cannot run before the host function returns); handing the
+    /// future to an executor is fine.
+    Host fn completion(&self) -> Completion;
+    /// A new event (default flags) recorded on this stream.
+    Custom fn record_event(&self) -> Result<Event>;
+    /// Records `event` on this stream (same as `event.record(&stream)`).
+    Custom fn record(&self, event: &Event) -> Result<()>;
+    /// Work submitted after this call waits for what `event` captured. Returns at once.
+    Custom fn wait_event(&self, event: &Event) -> Result<()>;
+    /// Work submitted after this call waits for all work submitted to `other` so far.
+    Custom fn wait_stream(&self, other: &Stream) -> Result<()>;
+    /// Runs `f` on the host after all earlier work of the stream; later work waits for it.
+    Custom fn launch_host_func(&self, f: HostFn) -> Result<()>;
+    /// Starts capturing: later work is recorded, not run.
+    Host fn begin_capture(&self, mode: CaptureMode) -> Result<()>;
+    /// Ends capturing and returns the graph.
+    Host fn end_capture(&self) -> Result<Graph>;
+    /// Whether the stream is capturing.
+    Plain fn is_capturing(&self) -> Result<bool>;
+    /// Later work waits until `flag` ≥ `value`. On CUDA and HIP, read [`Flag`]'s note on
+    /// waits that only the host ends before holding a device at a flag across threads.
+    Device fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()>;
+    /// Writes `value` to `flag` in stream order.
+    Device fn write_flag(&self, flag: &Flag, value: u32) -> Result<()>;
+    /// Device memory of `len` bytes for work on this stream.
+    Host fn alloc(&self, len: usize) -> Result<DeviceBuffer>;
+    /// Zeroed host memory for asynchronous copies (pinned where the platform has it).
+    Plain fn alloc_host(&self, len: usize) -> Result<HostBuffer>;
+    /// Copies `src` into `dst` at `dst_offset`; `src` is staged before return.
+    Device fn copy_from_host(&self, dst: &DeviceBuffer, dst_offset: usize, src: &[u8]) -> Result<()>;
+    /// Asynchronous host→device copy.
+    Device fn copy_host_to_device(
+        &self,
+        dst: &DeviceBuffer,
+        dst_offset: usize,
+        src: &HostBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()>;
+    /// Asynchronous device→host copy.
+    Device fn copy_device_to_host(
+        &self,
+        dst: &HostBuffer,
+        dst_offset: usize,
+        src: &DeviceBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()>;
+    /// Asynchronous device→device copy.
+    Device fn copy_device_to_device(
+        &self,
+        dst: &DeviceBuffer,
+        dst_offset: usize,
+        src: &DeviceBuffer,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()>;
+    /// Sets `len` bytes of `dst` from `offset` to `value`.
+    Device fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()>;
+}
 
 /// An ordered queue of work on a place, dispatched to the backend compiled in for it.
 ///
@@ -44,78 +225,6 @@ pub enum Stream {
     /// A custom-device (plug-in or Rust-registered) stream.
     #[cfg(feature = "plugin")]
     Custom(devstream_plugin::PluginStream),
-}
-
-/// Restores the previous current stream of the place when dropped (see [`Stream::make_current`]).
-pub type StreamGuard = current::CurrentGuard<Stream>;
-
-/// One facade op on a stream: opens its `tracing` span and runs `$body` with `$hook` bound to
-/// the timeline recorder's hook (cargo feature `trace`) or to [`Untraced`]. `$kind` is
-/// `Device` for work in stream order (timed on the device where the place can) or `Host`.
-macro_rules! op {
-    ($name:literal, $stream:expr, $kind:ident, |$hook:ident| $body:expr) => {{
-        // `level_enabled!` is one relaxed load; only then is the span built, in a cold function
-        // of its own, so that the op path carries no span to drop (no unwinding landing pad, no
-        // saved registers for it) while no subscriber listens.
-        if tracing::level_enabled!(tracing::Level::TRACE) {
-            in_span(
-                || trace_span!($name, stream = $stream.id(), place = %StreamApi::place($stream)),
-                || op_hook!($name, $stream, $kind, |$hook| $body),
-            )
-        } else {
-            op_hook!($name, $stream, $kind, |$hook| $body)
-        }
-    }};
-}
-
-/// Runs `body` inside the span `span` makes (the op path of [`op!`] while a subscriber listens
-/// at TRACE level).
-#[cold]
-#[inline(never)]
-pub(crate) fn in_span<T>(span: impl FnOnce() -> tracing::Span, body: impl FnOnce() -> T) -> T {
-    let _entered = span().entered();
-    body()
-}
-
-/// Without the `trace` feature the op path has no recorder code at all.
-#[cfg(not(feature = "trace"))]
-macro_rules! op_hook {
-    ($name:literal, $stream:expr, $kind:ident, |$hook:ident| $body:expr) => {{
-        let $hook = Untraced;
-        $body
-    }};
-}
-
-/// With the `trace` feature and no recording running, the op path pays one relaxed load and a
-/// branch; the recording path is a separate, cold function.
-#[cfg(feature = "trace")]
-macro_rules! op_hook {
-    ($name:literal, $stream:expr, $kind:ident, |$hook:ident| $body:expr) => {{
-        if crate::trace::recorder::is_active() {
-            crate::trace::recorder::traced(
-                $name,
-                $stream,
-                crate::trace::recorder::OpKind::$kind,
-                |$hook| $body,
-            )
-        } else {
-            let $hook = Untraced;
-            $body
-        }
-    }};
-}
-
-/// The recorder hook's stand-in on the untraced path: every note is a no-op.
-#[derive(Clone, Copy)]
-pub(crate) struct Untraced;
-
-impl Untraced {
-    #[inline(always)]
-    pub(crate) fn records(&self, _event: &Event) {}
-    #[inline(always)]
-    pub(crate) fn waits_event(&self, _event: &Event) {}
-    #[inline(always)]
-    pub(crate) fn waits_stream(&self, _other: &Stream) {}
 }
 
 impl Stream {
@@ -181,85 +290,6 @@ impl Stream {
         T::unwrap_ref(self)
     }
 
-    /// The stream's place.
-    #[inline]
-    pub fn place(&self) -> &Place {
-        StreamApi::place(self)
-    }
-    /// A process-unique id.
-    #[inline]
-    pub fn id(&self) -> u64 {
-        StreamApi::id(self)
-    }
-    /// The priority, read back from the clamped native number.
-    #[inline]
-    pub fn priority(&self) -> Priority {
-        StreamApi::priority(self)
-    }
-    /// The clamped native priority (lower is higher, as in CUDA).
-    #[inline]
-    pub fn native_priority(&self) -> i32 {
-        StreamApi::native_priority(self)
-    }
-    /// `true` unless the stream synchronises with the legacy default stream.
-    #[inline]
-    pub fn is_non_blocking(&self) -> bool {
-        StreamApi::is_non_blocking(self)
-    }
-    /// The place's capabilities.
-    #[inline]
-    pub fn capabilities(&self) -> Capabilities {
-        StreamApi::capabilities(self)
-    }
-
-    /// `true` iff all submitted work is done (CuPy's `done`, torch's `query()`).
-    #[inline]
-    pub fn query(&self) -> Result<bool> {
-        op!("devstream.query", self, Host, |_op| StreamApi::query(self))
-    }
-    /// Blocks until all submitted work is done; returns the first error that work raised.
-    #[inline]
-    pub fn synchronize(&self) -> Result<()> {
-        op!("devstream.synchronize", self, Host, |_op| {
-            StreamApi::synchronize(self)
-        })
-    }
-    /// A future that is ready when all work submitted to this stream so far is done, with the
-    /// result [`synchronize`](Stream::synchronize) would give then (the first error of that
-    /// work, e.g. [`Error::HostFuncPanicked`](crate::Error::HostFuncPanicked); observed, not
-    /// taken, so a later `synchronize` still reports it).
-    ///
-    /// Never blocks and runs on any async runtime (wakers only). No thread is started per
-    /// future: each backend completes it through its own completion path (CPU: the stream's
-    /// completion-counter waiters; CUDA/HIP: a pooled internal notifier stream of the device
-    /// that waits for an event recorded here and runs a stream callback, so nothing is added to
-    /// this stream; wgpu: the queue's submitted-work-done callbacks; plug-ins: a callback on the
-    /// stream (`stream_add_callback`) or one poll thread per plug-in runtime). Dropping it before
-    /// it is ready changes nothing on the stream's order or results (on CUDA/HIP its notifier
-    /// stays held until the work completes: a queued wait cannot be withdrawn). While the stream
-    /// captures it is a ready [`Error::Capture`](crate::Error::Capture), and the capture stays
-    /// valid.
-    ///
-    /// ```
-    /// use devstream::{Place, Result, Stream};
-    /// async fn step(s: &Stream) -> Result<()> {
-    ///     s.launch_host_func(|| { /* work */ })?;
-    ///     // `Send + Unpin + 'static`: await it, spawn it, select on it, ...
-    ///     s.completion().await?;
-    ///     assert!(s.query()?);
-    ///     Ok(())
-    /// }
-    /// ```
-    ///
-    /// Inside a host function, do not *block* on a completion of work queued after it (as with
-    /// `synchronize`, that work cannot run before the host function returns); handing the
-    /// future to an executor is fine.
-    #[inline]
-    pub fn completion(&self) -> Completion {
-        op!("devstream.completion", self, Host, |_op| {
-            StreamApi::completion(self)
-        })
-    }
     /// A new event (default flags) recorded on this stream.
     #[inline]
     pub fn record_event(&self) -> Result<Event> {
@@ -312,109 +342,6 @@ impl Stream {
             StreamApi::launch_host_func(self, Box::new(f))
         })
     }
-    /// Starts capturing: later work is recorded, not run.
-    #[inline]
-    pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
-        op!("devstream.begin_capture", self, Host, |_op| {
-            StreamApi::begin_capture(self, mode)
-        })
-    }
-    /// Ends capturing and returns the graph.
-    #[inline]
-    pub fn end_capture(&self) -> Result<Graph> {
-        op!("devstream.end_capture", self, Host, |_op| {
-            StreamApi::end_capture(self)
-        })
-    }
-    /// Whether the stream is capturing.
-    #[inline]
-    pub fn is_capturing(&self) -> Result<bool> {
-        StreamApi::is_capturing(self)
-    }
-    /// Later work waits until `flag` ≥ `value`. On CUDA and HIP, read [`Flag`]'s note on
-    /// waits that only the host ends before holding a device at a flag across threads.
-    #[inline]
-    pub fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()> {
-        op!("devstream.wait_flag", self, Device, |_op| {
-            StreamApi::wait_flag(self, flag, value)
-        })
-    }
-    /// Writes `value` to `flag` in stream order.
-    #[inline]
-    pub fn write_flag(&self, flag: &Flag, value: u32) -> Result<()> {
-        op!("devstream.write_flag", self, Device, |_op| {
-            StreamApi::write_flag(self, flag, value)
-        })
-    }
-    /// Device memory of `len` bytes for work on this stream.
-    #[inline]
-    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
-        op!("devstream.alloc", self, Host, |_op| StreamApi::alloc(
-            self, len
-        ))
-    }
-    /// Zeroed host memory for asynchronous copies (pinned where the platform has it).
-    #[inline]
-    pub fn alloc_host(&self, len: usize) -> Result<HostBuffer> {
-        StreamApi::alloc_host(self, len)
-    }
-    /// Copies `src` into `dst` at `dst_offset`; `src` is staged before return.
-    #[inline]
-    pub fn copy_from_host(&self, dst: &DeviceBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
-        op!("devstream.copy_from_host", self, Device, |_op| {
-            StreamApi::copy_from_host(self, dst, dst_offset, src)
-        })
-    }
-    /// Asynchronous host→device copy.
-    #[inline]
-    pub fn copy_host_to_device(
-        &self,
-        dst: &DeviceBuffer,
-        dst_offset: usize,
-        src: &HostBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        op!("devstream.copy_host_to_device", self, Device, |_op| {
-            StreamApi::copy_host_to_device(self, dst, dst_offset, src, src_offset, len)
-        })
-    }
-    /// Asynchronous device→host copy.
-    #[inline]
-    pub fn copy_device_to_host(
-        &self,
-        dst: &HostBuffer,
-        dst_offset: usize,
-        src: &DeviceBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        op!("devstream.copy_device_to_host", self, Device, |_op| {
-            StreamApi::copy_device_to_host(self, dst, dst_offset, src, src_offset, len)
-        })
-    }
-    /// Asynchronous device→device copy.
-    #[inline]
-    pub fn copy_device_to_device(
-        &self,
-        dst: &DeviceBuffer,
-        dst_offset: usize,
-        src: &DeviceBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        op!("devstream.copy_device_to_device", self, Device, |_op| {
-            StreamApi::copy_device_to_device(self, dst, dst_offset, src, src_offset, len)
-        })
-    }
-    /// Sets `len` bytes of `dst` from `offset` to `value`.
-    #[inline]
-    pub fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        op!("devstream.fill", self, Device, |_op| StreamApi::fill(
-            self, dst, offset, len, value
-        ))
-    }
-
     /// Makes this stream the calling thread's current stream for its place until the guard
     /// drops (like `with stream:`). Guards restore in LIFO order.
     #[inline]

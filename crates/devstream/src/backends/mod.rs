@@ -43,3 +43,15 @@ mod wgpu;
 
 #[cfg(feature = "plugin")]
 mod plugin;
+
+#[cfg(feature = "template")]
+pub(crate) mod template;
+
+/// Makes the custom devices the facade brings (the template backend, cargo feature
+/// `template`) known to the custom-device registry; called before every use of it.
+#[cfg(feature = "plugin")]
+#[inline]
+pub(crate) fn register_custom_devices() {
+    #[cfg(feature = "template")]
+    template::register();
+}
