@@ -77,9 +77,7 @@ static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
 fn registry() -> MutexGuard<'static, Vec<Entry>> {
     // Nothing panics under the lock; a poisoned lock still holds a consistent list.
-    REGISTRY
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    crate::sync::lock(&REGISTRY)
 }
 
 /// A capture in progress, registered with [`register`]: what its mode forbids holds until

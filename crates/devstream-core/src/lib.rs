@@ -47,6 +47,7 @@ mod place;
 pub mod pool;
 mod priority;
 pub mod reduce;
+pub mod sync;
 pub mod traits;
 
 pub use capabilities::{Capabilities, CaptureSupport};

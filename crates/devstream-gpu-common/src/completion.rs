@@ -45,7 +45,7 @@ use crate::raw::{Optional, RawApi, RawStream};
 use devstream_core::{Completer, Completion, Error, Result};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// Pending completions of a device that get a host function (and a notifier stream) each.
@@ -84,11 +84,7 @@ struct Pending<A: RawApi> {
     counted: AtomicBool,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use devstream_core::sync::lock;
 
 impl<A: RawApi> Pending<A> {
     /// Fills the future (once; later calls do nothing). `status`: the event's own outcome.

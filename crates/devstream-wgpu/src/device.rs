@@ -706,10 +706,7 @@ fn completer(
                 if let Some(ticket) = wanted.take() {
                     break ticket;
                 }
-                wanted = completer
-                    .changed
-                    .wait(wanted)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                wanted = devstream_core::sync::wait(&completer.changed, wanted);
             }
         };
         let Some(device) = weak.upgrade() else {
