@@ -41,6 +41,7 @@ pub mod current;
 pub mod elide;
 mod error;
 pub mod memory;
+pub mod ops;
 mod options;
 pub mod panic;
 mod place;

@@ -316,3 +316,15 @@ impl devstream_core::HostBuffer for CpuHostBuffer {
         Ok(())
     }
 }
+
+impl devstream_core::ops::BufferLen for BufferInner {
+    fn byte_len(&self) -> usize {
+        self.len
+    }
+}
+
+impl devstream_core::ops::BufferLen for HostInner {
+    fn byte_len(&self) -> usize {
+        self.len
+    }
+}

@@ -15,6 +15,7 @@ use crate::event::EventInner;
 use crate::flag::FlagInner;
 use crate::lock;
 use crate::stream::StreamInner;
+use devstream_core::ops::BufferOp;
 use devstream_core::panic::{drop_contained, take_message};
 use devstream_core::{Error, HostFn, Result};
 use std::cell::Cell;
@@ -74,6 +75,9 @@ impl<F> Drop for UserFn<F> {
     }
 }
 
+/// The CPU backend's copies and fills: [`BufferOp`] over its shared buffer records.
+pub(crate) type CpuBufferOp = BufferOp<Arc<BufferInner>, Arc<HostInner>>;
+
 /// An operation that can be captured into a graph and replayed any number of times (so every
 /// field is shared, and `Clone` is cheap).
 #[derive(Clone)]
@@ -89,43 +93,8 @@ pub(crate) enum CommonOp {
     WaitFlag { flag: Arc<FlagInner>, value: u32 },
     /// Write the flag.
     WriteFlag { flag: Arc<FlagInner>, value: u32 },
-    /// Copy staged host bytes into a buffer.
-    CopyFromHost {
-        dst: Arc<BufferInner>,
-        offset: usize,
-        data: Arc<[u8]>,
-    },
-    /// Host buffer → device buffer.
-    HostToDevice {
-        dst: Arc<BufferInner>,
-        dst_offset: usize,
-        src: Arc<HostInner>,
-        src_offset: usize,
-        len: usize,
-    },
-    /// Device buffer → host buffer.
-    DeviceToHost {
-        dst: Arc<HostInner>,
-        dst_offset: usize,
-        src: Arc<BufferInner>,
-        src_offset: usize,
-        len: usize,
-    },
-    /// Device buffer → device buffer (possibly the same one).
-    DeviceToDevice {
-        dst: Arc<BufferInner>,
-        dst_offset: usize,
-        src: Arc<BufferInner>,
-        src_offset: usize,
-        len: usize,
-    },
-    /// Set bytes of a buffer.
-    Fill {
-        dst: Arc<BufferInner>,
-        offset: usize,
-        len: usize,
-        value: u8,
-    },
+    /// A copy or a fill.
+    Buffer(CpuBufferOp),
 }
 
 /// One unit of stream work.
@@ -165,8 +134,8 @@ impl Op {
     /// The host buffer the operation touches, if any (host reads and writes wait for it).
     pub(crate) fn host_buffer(&self) -> Option<&Arc<HostInner>> {
         match self {
-            Op::Common(CommonOp::HostToDevice { src, .. }) => Some(src),
-            Op::Common(CommonOp::DeviceToHost { dst, .. }) => Some(dst),
+            Op::Common(CommonOp::Buffer(BufferOp::HostToDevice { src, .. })) => Some(src),
+            Op::Common(CommonOp::Buffer(BufferOp::DeviceToHost { dst, .. })) => Some(dst),
             _ => None,
         }
     }
@@ -253,11 +222,19 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             flag.store(value);
             Ok(())
         }
-        CommonOp::CopyFromHost { dst, offset, data } => {
+        CommonOp::Buffer(op) => execute_buffer(op),
+    }
+}
+
+/// Runs a copy or a fill (its ranges were checked when it was submitted; they are checked again
+/// here, where the bytes are touched).
+fn execute_buffer(op: CpuBufferOp) -> Result<()> {
+    match op {
+        BufferOp::CopyFromHost { dst, offset, data } => {
             let mut dst = dst.data.lock();
             copy_into(&mut dst, offset, &data)
         }
-        CommonOp::HostToDevice {
+        BufferOp::HostToDevice {
             dst,
             dst_offset,
             src,
@@ -269,7 +246,7 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             let src = lock(&src.data);
             copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
         }
-        CommonOp::DeviceToHost {
+        BufferOp::DeviceToHost {
             dst,
             dst_offset,
             src,
@@ -280,7 +257,7 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             let mut dst = lock(&dst.data);
             copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
         }
-        CommonOp::DeviceToDevice {
+        BufferOp::DeviceToDevice {
             dst,
             dst_offset,
             src,
@@ -304,7 +281,7 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
                 copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
             }
         }
-        CommonOp::Fill {
+        BufferOp::Fill {
             dst,
             offset,
             len,

@@ -26,7 +26,7 @@ use crate::scheduler::{running_stream, Backoff, CommonOp, Op, PoolHandle, Task, 
 use crate::{lock, CPU_PLACE};
 use crossbeam_channel::{Receiver, Sender};
 use devstream_core::elide::{Mark, WaitTracker};
-use devstream_core::traits::check_range;
+use devstream_core::ops::BufferOp;
 use devstream_core::{
     next_id, Capabilities, CaptureMode, Completer, Completion, DeviceStream, Error, HostFn, Place,
     Priority, Result, StreamOptions,
@@ -343,6 +343,21 @@ impl StreamInner {
         self.queue(name, |pusher| {
             pusher.push(op);
         })
+    }
+
+    /// Checks a copy or fill's ranges, then submits it (the buffers and bytes it keeps are
+    /// shared handles, so a capture can replay it).
+    pub(crate) fn submit_buffer(
+        self: &Arc<Self>,
+        op: BufferOp<&Arc<BufferInner>, &Arc<HostInner>, &[u8]>,
+    ) -> Result<()> {
+        op.validate()?;
+        let owned = op.to_owned(
+            |dst| Arc::clone(dst),
+            |host| Arc::clone(host),
+            |data| Arc::from(data),
+        );
+        self.submit(Op::Common(CommonOp::Buffer(owned)), op.name())
     }
 
     /// The worker's next task: the parked head of a blocked stream, else the queue's front.
@@ -1159,13 +1174,11 @@ impl DeviceStream for CpuStream {
     }
 
     fn copy_from_host(&self, dst: &CpuBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
-        check_range("copy_from_host", dst_offset, src.len(), dst.0.len)?;
-        let op = CommonOp::CopyFromHost {
-            dst: dst.0.clone(),
+        self.0.submit_buffer(BufferOp::CopyFromHost {
+            dst: &dst.0,
             offset: dst_offset,
-            data: Arc::from(src),
-        };
-        self.0.submit(common(op), "copy_from_host")
+            data: src,
+        })
     }
 
     fn copy_host_to_device(
@@ -1176,16 +1189,13 @@ impl DeviceStream for CpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        check_range("copy_host_to_device", dst_offset, len, dst.0.len)?;
-        check_range("copy_host_to_device", src_offset, len, src.0.len)?;
-        let op = CommonOp::HostToDevice {
-            dst: dst.0.clone(),
+        self.0.submit_buffer(BufferOp::HostToDevice {
+            dst: &dst.0,
             dst_offset,
-            src: src.0.clone(),
+            src: &src.0,
             src_offset,
             len,
-        };
-        self.0.submit(common(op), "copy_host_to_device")
+        })
     }
 
     fn copy_device_to_host(
@@ -1196,16 +1206,13 @@ impl DeviceStream for CpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        check_range("copy_device_to_host", dst_offset, len, dst.0.len)?;
-        check_range("copy_device_to_host", src_offset, len, src.0.len)?;
-        let op = CommonOp::DeviceToHost {
-            dst: dst.0.clone(),
+        self.0.submit_buffer(BufferOp::DeviceToHost {
+            dst: &dst.0,
             dst_offset,
-            src: src.0.clone(),
+            src: &src.0,
             src_offset,
             len,
-        };
-        self.0.submit(common(op), "copy_device_to_host")
+        })
     }
 
     fn copy_device_to_device(
@@ -1216,26 +1223,21 @@ impl DeviceStream for CpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        check_range("copy_device_to_device", dst_offset, len, dst.0.len)?;
-        check_range("copy_device_to_device", src_offset, len, src.0.len)?;
-        let op = CommonOp::DeviceToDevice {
-            dst: dst.0.clone(),
+        self.0.submit_buffer(BufferOp::DeviceToDevice {
+            dst: &dst.0,
             dst_offset,
-            src: src.0.clone(),
+            src: &src.0,
             src_offset,
             len,
-        };
-        self.0.submit(common(op), "copy_device_to_device")
+        })
     }
 
     fn fill(&self, dst: &CpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        check_range("fill", offset, len, dst.0.len)?;
-        let op = CommonOp::Fill {
-            dst: dst.0.clone(),
+        self.0.submit_buffer(BufferOp::Fill {
+            dst: &dst.0,
             offset,
             len,
             value,
-        };
-        self.0.submit(common(op), "fill")
+        })
     }
 }

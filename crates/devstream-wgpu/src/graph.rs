@@ -9,6 +9,7 @@ use crate::flag::FlagInner;
 use crate::kernel::KernelInner;
 use crate::stream::WgpuStream;
 use devstream_core::capture::{self, CaptureRegistration};
+use devstream_core::ops::BufferOp;
 use devstream_core::{CaptureMode, DeviceGraph, Error, HostFn, Place, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,41 +17,13 @@ use std::sync::{Arc, Mutex};
 /// A host function shared by every launch of a graph (it runs once per launch).
 pub(crate) type SharedHostFn = Arc<Mutex<HostFn>>;
 
+/// wgpu's copies and fills: [`BufferOp`] over its shared buffer records.
+pub(crate) type WgpuBufferOp = BufferOp<Arc<BufferInner>, Arc<HostInner>>;
+
 /// One recorded operation.
 #[derive(Clone)]
 pub(crate) enum Op {
-    Fill {
-        dst: Arc<BufferInner>,
-        offset: u64,
-        len: u64,
-        value: u8,
-    },
-    CopyFromHost {
-        dst: Arc<BufferInner>,
-        offset: u64,
-        data: Arc<[u8]>,
-    },
-    CopyHostToDevice {
-        dst: Arc<BufferInner>,
-        dst_offset: u64,
-        src: Arc<HostInner>,
-        src_offset: usize,
-        len: u64,
-    },
-    CopyDeviceToHost {
-        dst: Arc<HostInner>,
-        dst_offset: usize,
-        src: Arc<BufferInner>,
-        src_offset: u64,
-        len: u64,
-    },
-    CopyDeviceToDevice {
-        dst: Arc<BufferInner>,
-        dst_offset: u64,
-        src: Arc<BufferInner>,
-        src_offset: u64,
-        len: u64,
-    },
+    Buffer(WgpuBufferOp),
     Dispatch {
         kernel: Arc<KernelInner>,
         bind_group: wgpu::BindGroup,

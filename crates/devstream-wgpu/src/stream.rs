@@ -15,7 +15,7 @@ use crate::sched::{
 };
 use crate::util::{align_down, align_up, lock};
 use devstream_core::elide::{Mark, WaitTracker};
-use devstream_core::traits::check_range;
+use devstream_core::ops::BufferOp;
 use devstream_core::{
     Capabilities, CaptureMode, Completion, DeviceStream, Error, EventFlags, HostFn, Place,
     Priority, PriorityRange, Result, StreamOptions,
@@ -265,6 +265,42 @@ impl WgpuStream {
         encode(device, state.encoder(&device.device))
     }
 
+    /// A copy or fill: checks that its device buffers are this device's and its ranges, then
+    /// encodes it (or records it when capturing). Host-buffer copies go through
+    /// [`WgpuStream::run_op`]; the others encode under one look-up of the stream, and the
+    /// recorded form (which holds references to the buffers and a copy of the bytes) is made
+    /// only when the stream is capturing.
+    fn buffer_op(&self, op: BufferOp<&Arc<BufferInner>, &Arc<HostInner>, &[u8]>) -> Result<()> {
+        let name = op.name();
+        match &op {
+            BufferOp::CopyFromHost { dst, .. }
+            | BufferOp::HostToDevice { dst, .. }
+            | BufferOp::Fill { dst, .. } => self.same_device(name, dst)?,
+            BufferOp::DeviceToHost { src, .. } => self.same_device(name, src)?,
+            BufferOp::DeviceToDevice { dst, src, .. } => {
+                self.same_device(name, dst)?;
+                self.same_device(name, src)?;
+            }
+        }
+        op.validate()?;
+        if op.is_empty() {
+            return Ok(());
+        }
+        let owned = || {
+            Op::Buffer(op.to_owned(
+                |dst| Arc::clone(dst),
+                |host| Arc::clone(host),
+                |data| Arc::from(data),
+            ))
+        };
+        match op {
+            BufferOp::HostToDevice { .. } | BufferOp::DeviceToHost { .. } => self.run_op(owned()),
+            _ => {
+                self.encode_or_capture(owned, |device, encoder| encode_plain(device, encoder, &op))
+            }
+        }
+    }
+
     /// Runs one operation now, or records it when capturing.
     fn run_op(&self, op: Op) -> Result<()> {
         let device = &self.handle.device;
@@ -274,28 +310,14 @@ impl WgpuStream {
             return self.push_captured(&session, op);
         }
         match op {
-            Op::Fill {
-                dst,
-                offset,
-                len,
-                value,
-            } => {
-                let state = self.state(&mut sched)?;
-                let encoder = state.encoder(&device.device);
-                encode_fill(device, encoder, &dst.buffer, offset, len, value)
-            }
-            Op::CopyFromHost { dst, offset, data } => {
-                let state = self.state(&mut sched)?;
-                let encoder = state.encoder(&device.device);
-                encode_upload(device, encoder, &dst.buffer, offset, &data)
-            }
-            Op::CopyHostToDevice {
+            Op::Buffer(BufferOp::HostToDevice {
                 dst,
                 dst_offset,
                 src,
                 src_offset,
                 len,
-            } => {
+            }) => {
+                let (dst_offset, len) = (dst_offset as u64, len as u64);
                 let holds_back = !self.state(&mut sched)?.held.is_empty();
                 if holds_back || src.has_pending_writes() {
                     // Earlier work of the stream is still held back (a host function, a gate:
@@ -324,13 +346,14 @@ impl WgpuStream {
                     encode_upload(device, encoder, &dst.buffer, dst_offset, &bytes)
                 }
             }
-            Op::CopyDeviceToHost {
+            Op::Buffer(BufferOp::DeviceToHost {
                 dst,
                 dst_offset,
                 src,
                 src_offset,
                 len,
-            } => {
+            }) => {
+                let (src_offset, len) = (src_offset as u64, len as u64);
                 if len == 0 {
                     return Ok(());
                 }
@@ -349,24 +372,10 @@ impl WgpuStream {
                 });
                 Ok(())
             }
-            Op::CopyDeviceToDevice {
-                dst,
-                dst_offset,
-                src,
-                src_offset,
-                len,
-            } => {
+            Op::Buffer(plain) => {
                 let state = self.state(&mut sched)?;
                 let encoder = state.encoder(&device.device);
-                encode_copy(
-                    device,
-                    encoder,
-                    &src.buffer,
-                    src_offset,
-                    &dst.buffer,
-                    dst_offset,
-                    len,
-                )
+                encode_plain(device, encoder, &plain)
             }
             Op::Dispatch {
                 kernel,
@@ -662,6 +671,54 @@ impl WgpuStream {
                 state.error.take()
             })
             .or_else(|| self.handle.device.fault())
+    }
+}
+
+/// Encodes a copy or fill that needs nothing but the encoder: bytes from a host slice, a
+/// device-to-device copy or a fill. The copies through host buffers are staged and are
+/// encoded by [`WgpuStream::run_op`]; given one, this encodes nothing.
+fn encode_plain<D: AsRef<BufferInner>, H, B: AsRef<[u8]>>(
+    device: &DeviceShared,
+    encoder: &mut wgpu::CommandEncoder,
+    op: &BufferOp<D, H, B>,
+) -> Result<()> {
+    match op {
+        BufferOp::CopyFromHost { dst, offset, data } => encode_upload(
+            device,
+            encoder,
+            &dst.as_ref().buffer,
+            *offset as u64,
+            data.as_ref(),
+        ),
+        BufferOp::DeviceToDevice {
+            dst,
+            dst_offset,
+            src,
+            src_offset,
+            len,
+        } => encode_copy(
+            device,
+            encoder,
+            &src.as_ref().buffer,
+            *src_offset as u64,
+            &dst.as_ref().buffer,
+            *dst_offset as u64,
+            *len as u64,
+        ),
+        BufferOp::Fill {
+            dst,
+            offset,
+            len,
+            value,
+        } => encode_fill(
+            device,
+            encoder,
+            &dst.as_ref().buffer,
+            *offset as u64,
+            *len as u64,
+            *value,
+        ),
+        BufferOp::HostToDevice { .. } | BufferOp::DeviceToHost { .. } => Ok(()),
     }
 }
 
@@ -975,31 +1032,11 @@ impl DeviceStream for WgpuStream {
     }
 
     fn copy_from_host(&self, dst: &WgpuBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
-        self.same_device("copy_from_host", &dst.inner)?;
-        check_range(
-            "copy_from_host",
-            dst_offset,
-            src.len(),
-            dst.inner.len as usize,
-        )?;
-        if src.is_empty() {
-            return Ok(());
-        }
-        let device = &self.handle.device;
-        let mut sched = self.lock();
-        if let Some(session) = self.capturing(&mut sched) {
-            return self.push_captured(
-                &session,
-                Op::CopyFromHost {
-                    dst: Arc::clone(&dst.inner),
-                    offset: dst_offset as u64,
-                    data: Arc::from(src),
-                },
-            );
-        }
-        let state = self.state(&mut sched)?;
-        let encoder = state.encoder(&device.device);
-        encode_upload(device, encoder, &dst.inner.buffer, dst_offset as u64, src)
+        self.buffer_op(BufferOp::CopyFromHost {
+            dst: &dst.inner,
+            offset: dst_offset,
+            data: src,
+        })
     }
 
     fn copy_host_to_device(
@@ -1010,23 +1047,12 @@ impl DeviceStream for WgpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.same_device("copy_host_to_device", &dst.inner)?;
-        check_range(
-            "copy_host_to_device",
+        self.buffer_op(BufferOp::HostToDevice {
+            dst: &dst.inner,
             dst_offset,
-            len,
-            dst.inner.len as usize,
-        )?;
-        check_range("copy_host_to_device", src_offset, len, src.inner.len)?;
-        if len == 0 {
-            return Ok(());
-        }
-        self.run_op(Op::CopyHostToDevice {
-            dst: Arc::clone(&dst.inner),
-            dst_offset: dst_offset as u64,
-            src: Arc::clone(&src.inner),
+            src: &src.inner,
             src_offset,
-            len: len as u64,
+            len,
         })
     }
 
@@ -1038,23 +1064,12 @@ impl DeviceStream for WgpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.same_device("copy_device_to_host", &src.inner)?;
-        check_range("copy_device_to_host", dst_offset, len, dst.inner.len)?;
-        check_range(
-            "copy_device_to_host",
+        self.buffer_op(BufferOp::DeviceToHost {
+            dst: &dst.inner,
+            dst_offset,
+            src: &src.inner,
             src_offset,
             len,
-            src.inner.len as usize,
-        )?;
-        if len == 0 {
-            return Ok(());
-        }
-        self.run_op(Op::CopyDeviceToHost {
-            dst: Arc::clone(&dst.inner),
-            dst_offset,
-            src: Arc::clone(&src.inner),
-            src_offset: src_offset as u64,
-            len: len as u64,
         })
     }
 
@@ -1066,68 +1081,21 @@ impl DeviceStream for WgpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.same_device("copy_device_to_device", &dst.inner)?;
-        self.same_device("copy_device_to_device", &src.inner)?;
-        check_range(
-            "copy_device_to_device",
+        self.buffer_op(BufferOp::DeviceToDevice {
+            dst: &dst.inner,
             dst_offset,
-            len,
-            dst.inner.len as usize,
-        )?;
-        check_range(
-            "copy_device_to_device",
+            src: &src.inner,
             src_offset,
             len,
-            src.inner.len as usize,
-        )?;
-        if len == 0 {
-            return Ok(());
-        }
-        self.encode_or_capture(
-            || Op::CopyDeviceToDevice {
-                dst: Arc::clone(&dst.inner),
-                dst_offset: dst_offset as u64,
-                src: Arc::clone(&src.inner),
-                src_offset: src_offset as u64,
-                len: len as u64,
-            },
-            |device, encoder| {
-                encode_copy(
-                    device,
-                    encoder,
-                    &src.inner.buffer,
-                    src_offset as u64,
-                    &dst.inner.buffer,
-                    dst_offset as u64,
-                    len as u64,
-                )
-            },
-        )
+        })
     }
 
     fn fill(&self, dst: &WgpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        self.same_device("fill", &dst.inner)?;
-        check_range("fill", offset, len, dst.inner.len as usize)?;
-        if len == 0 {
-            return Ok(());
-        }
-        self.encode_or_capture(
-            || Op::Fill {
-                dst: Arc::clone(&dst.inner),
-                offset: offset as u64,
-                len: len as u64,
-                value,
-            },
-            |device, encoder| {
-                encode_fill(
-                    device,
-                    encoder,
-                    &dst.inner.buffer,
-                    offset as u64,
-                    len as u64,
-                    value,
-                )
-            },
-        )
+        self.buffer_op(BufferOp::Fill {
+            dst: &dst.inner,
+            offset,
+            len,
+            value,
+        })
     }
 }
