@@ -761,6 +761,7 @@ pub(crate) fn fresh_device(index: usize) -> Option<WgpuDevice> {
 
 #[cfg(test)]
 mod tests {
+    use super::enumeration::{backend_rank, device_type_rank};
     use super::*;
 
     #[test]

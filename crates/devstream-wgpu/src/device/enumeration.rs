@@ -23,7 +23,7 @@ pub(super) struct Enumeration {
     pub(super) unavailable: Option<String>,
 }
 
-fn backend_rank(backend: wgpu::Backend) -> u8 {
+pub(super) fn backend_rank(backend: wgpu::Backend) -> u8 {
     match backend {
         wgpu::Backend::Vulkan => 0,
         wgpu::Backend::Metal => 1,
@@ -33,7 +33,7 @@ fn backend_rank(backend: wgpu::Backend) -> u8 {
     }
 }
 
-fn device_type_rank(device_type: wgpu::DeviceType) -> u8 {
+pub(super) fn device_type_rank(device_type: wgpu::DeviceType) -> u8 {
     match device_type {
         wgpu::DeviceType::DiscreteGpu => 0,
         wgpu::DeviceType::IntegratedGpu => 1,
