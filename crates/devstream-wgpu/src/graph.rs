@@ -8,7 +8,7 @@ use crate::event::WgpuEvent;
 use crate::flag::FlagInner;
 use crate::kernel::KernelInner;
 use crate::stream::WgpuStream;
-use devstream_core::capture::{self, CaptureRegistration};
+use devstream_core::capture::{self, CaptureRegistration, JoinClock};
 use devstream_core::ops::BufferOp;
 use devstream_core::{CaptureMode, DeviceGraph, Error, HostFn, Place, Result};
 use std::collections::HashMap;
@@ -50,47 +50,35 @@ pub(crate) struct Session {
     pub(crate) invalid: Option<String>,
     /// Member stream id → what its later work depends on: member id → sequence number.
     pub(crate) members: HashMap<u64, Clock>,
-    seq: u64,
     pub(crate) ended: bool,
     /// What the capture's mode forbids (see `devstream_core::capture`), until it ends.
     registration: Option<CaptureRegistration>,
 }
 
-/// A vector clock over the members of a capture.
-pub(crate) type Clock = HashMap<u64, u64>;
+/// A vector clock over the members of a capture (keyed by stream id).
+pub(crate) type Clock = JoinClock;
 
 /// A capture shared by its member streams.
 pub(crate) type SharedSession = Arc<Mutex<Session>>;
-
-fn merge(into: &mut Clock, from: &Clock) {
-    for (member, seq) in from {
-        let entry = into.entry(*member).or_insert(0);
-        *entry = (*entry).max(*seq);
-    }
-}
 
 impl Session {
     /// Begins a capture on stream `origin` of `place`.
     pub(crate) fn begin(place: &Place, origin: u64, mode: CaptureMode) -> SharedSession {
         let mut members = HashMap::new();
-        members.insert(origin, Clock::new());
+        members.insert(origin, Clock::default());
         Arc::new(Mutex::new(Session {
             mode,
             origin,
             ops: Vec::new(),
             invalid: None,
             members,
-            seq: 0,
             ended: false,
             registration: Some(capture::register(place, mode, origin)),
         }))
     }
 
-    fn tick(&mut self, member: u64) -> u64 {
-        self.seq += 1;
-        let seq = self.seq;
-        self.members.entry(member).or_default().insert(member, seq);
-        seq
+    fn tick(&mut self, member: u64) {
+        self.members.entry(member).or_default().advance(member);
     }
 
     /// Appends an operation of `member`, unless the capture was invalidated.
@@ -123,7 +111,7 @@ impl Session {
     /// A stream that is not a member yet joins the capture.
     pub(crate) fn wait(&mut self, member: u64, clock: &Clock) {
         let joining = !self.members.contains_key(&member);
-        merge(self.members.entry(member).or_default(), clock);
+        self.members.entry(member).or_default().absorb(clock);
         if joining {
             // Joining is an event of its own: the origin must join the member back after it.
             self.tick(member);
@@ -141,18 +129,10 @@ impl Session {
             ));
         }
         let origin = self.members.get(&self.origin).cloned().unwrap_or_default();
-        let unjoined = self.members.iter().any(|(member, clock)| {
-            *member != self.origin
-                && origin.get(member).copied().unwrap_or(0)
-                    < clock.get(member).copied().unwrap_or(0)
-        });
-        if unjoined {
-            return Err(Error::capture(
-                "end_capture",
-                "a stream that joined the capture was not joined back into the origin stream \
-                 (cudaErrorStreamCaptureUnjoined)",
-            ));
-        }
+        capture::check_joined(
+            (self.origin, &origin),
+            self.members.iter().map(|(member, clock)| (*member, clock)),
+        )?;
         Ok(std::mem::take(&mut self.ops))
     }
 }
