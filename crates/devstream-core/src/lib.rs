@@ -48,6 +48,7 @@ mod place;
 pub mod pool;
 mod priority;
 pub mod reduce;
+pub mod selfwait;
 pub mod sync;
 pub mod traits;
 

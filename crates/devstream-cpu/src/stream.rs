@@ -27,6 +27,7 @@ use crate::{lock, CPU_PLACE};
 use crossbeam_channel::{Receiver, Sender};
 use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::ops::BufferOp;
+use devstream_core::selfwait;
 use devstream_core::{
     next_id, Capabilities, CaptureMode, Completer, Completion, DeviceStream, Error, HostFn, Place,
     Priority, Result, StreamOptions,
@@ -447,13 +448,13 @@ pub(crate) fn blocking_in_worker(op: &'static str, target_stream: u64) -> Option
     } else {
         "another stream"
     };
-    Some(Error::WouldDeadlock {
+    Some(selfwait::would_deadlock(
         op,
-        reason: format!(
+        format!(
             "work of {whose} that is not complete: a CPU worker never blocks on other work; \
              order the work with wait_event / wait_stream instead"
         ),
-    })
+    ))
 }
 
 fn capturing_now(op: &'static str) -> Error {

@@ -16,6 +16,7 @@ use crate::sched::{
 use crate::util::{align_down, align_up, lock};
 use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::ops::BufferOp;
+use devstream_core::selfwait;
 use devstream_core::{
     Capabilities, CaptureMode, Completion, DeviceStream, Error, EventFlags, HostFn, Place,
     Priority, PriorityRange, Result, StreamOptions,
@@ -575,14 +576,14 @@ impl DeviceStream for WgpuStream {
                     if let Some((_, stream)) =
                         waits_behind_host_func(device, Awaited::Stream(self.handle.id))
                     {
-                        return Err(Error::WouldDeadlock {
-                            op: "synchronize",
-                            reason: format!(
+                        return Err(selfwait::would_deadlock(
+                            "synchronize",
+                            format!(
                                 "stream {} waits for work queued after the host function of \
                                  stream {stream}",
                                 self.handle.id
                             ),
-                        });
+                        ));
                     }
                     device.signal.wait_change(seen, None);
                 }
