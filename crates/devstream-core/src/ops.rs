@@ -8,7 +8,7 @@
 //! handles a queue or a graph keeps.
 //!
 //! ```
-//! use devstream_core::ops::{BufferLen, BufferOp};
+//! use devstream_core::ops::{BufferLen, BufferOp, Transfer};
 //! struct Bytes(usize);
 //! impl BufferLen for Bytes {
 //!     fn byte_len(&self) -> usize {
@@ -16,13 +16,13 @@
 //!     }
 //! }
 //! let (dst, src) = (Bytes(8), Bytes(4));
-//! let op: BufferOp<&Bytes, &Bytes, &[u8]> = BufferOp::DeviceToDevice {
+//! let op: BufferOp<&Bytes, &Bytes, &[u8]> = BufferOp::DeviceToDevice(Transfer {
 //!     dst: &dst,
 //!     dst_offset: 4,
 //!     src: &src,
 //!     src_offset: 0,
 //!     len: 4,
-//! };
+//! });
 //! assert!(op.validate().is_ok());
 //! assert_eq!(op.name(), "copy_device_to_device");
 //! let fill: BufferOp<&Bytes, &Bytes, &[u8]> = BufferOp::Fill { dst: &src, offset: 1, len: 4, value: 0 };
@@ -51,6 +51,46 @@ impl<T: BufferLen + ?Sized> BufferLen for Arc<T> {
     }
 }
 
+/// A copy between two buffers: `len` bytes from `src` at `src_offset` to `dst` at `dst_offset`.
+#[derive(Clone, Debug)]
+pub struct Transfer<Dst, Src> {
+    /// The buffer written.
+    pub dst: Dst,
+    /// Where in `dst` the bytes go.
+    pub dst_offset: usize,
+    /// The buffer read.
+    pub src: Src,
+    /// Where in `src` the bytes come from.
+    pub src_offset: usize,
+    /// How many bytes.
+    pub len: usize,
+}
+
+impl<Dst, Src> Transfer<Dst, Src> {
+    /// The same copy over other handles of its buffers.
+    pub fn map<D2, S2>(
+        &self,
+        dst: impl FnOnce(&Dst) -> D2,
+        src: impl FnOnce(&Src) -> S2,
+    ) -> Transfer<D2, S2> {
+        Transfer {
+            dst: dst(&self.dst),
+            dst_offset: self.dst_offset,
+            src: src(&self.src),
+            src_offset: self.src_offset,
+            len: self.len,
+        }
+    }
+}
+
+impl<Dst: BufferLen, Src: BufferLen> Transfer<Dst, Src> {
+    /// Checks both ranges ([`check_range`]), the destination's first; `op` names the call.
+    pub fn validate(&self, op: &'static str) -> Result<()> {
+        check_range(op, self.dst_offset, self.len, self.dst.byte_len())?;
+        check_range(op, self.src_offset, self.len, self.src.byte_len())
+    }
+}
+
 /// One copy or fill: `D` is a device buffer, `H` a host (pinned) buffer, `B` the bytes of a
 /// copy from a host slice (`&[u8]` while validating, `Arc<[u8]>` once kept).
 #[derive(Clone, Debug)]
@@ -65,44 +105,11 @@ pub enum BufferOp<D, H, B = Arc<[u8]>> {
         data: B,
     },
     /// Host buffer → device buffer (`copy_host_to_device`).
-    HostToDevice {
-        /// The buffer written.
-        dst: D,
-        /// Where in `dst` the bytes go.
-        dst_offset: usize,
-        /// The buffer read.
-        src: H,
-        /// Where in `src` the bytes come from.
-        src_offset: usize,
-        /// How many bytes.
-        len: usize,
-    },
+    HostToDevice(Transfer<D, H>),
     /// Device buffer → host buffer (`copy_device_to_host`).
-    DeviceToHost {
-        /// The buffer written.
-        dst: H,
-        /// Where in `dst` the bytes go.
-        dst_offset: usize,
-        /// The buffer read.
-        src: D,
-        /// Where in `src` the bytes come from.
-        src_offset: usize,
-        /// How many bytes.
-        len: usize,
-    },
+    DeviceToHost(Transfer<H, D>),
     /// Device buffer → device buffer, possibly the same one (`copy_device_to_device`).
-    DeviceToDevice {
-        /// The buffer written.
-        dst: D,
-        /// Where in `dst` the bytes go.
-        dst_offset: usize,
-        /// The buffer read.
-        src: D,
-        /// Where in `src` the bytes come from.
-        src_offset: usize,
-        /// How many bytes.
-        len: usize,
-    },
+    DeviceToDevice(Transfer<D, D>),
     /// Sets `len` bytes of a buffer from `offset` to `value` (`fill`).
     Fill {
         /// The buffer written.
@@ -121,9 +128,9 @@ impl<D, H, B: AsRef<[u8]>> BufferOp<D, H, B> {
     pub fn name(&self) -> &'static str {
         match self {
             BufferOp::CopyFromHost { .. } => "copy_from_host",
-            BufferOp::HostToDevice { .. } => "copy_host_to_device",
-            BufferOp::DeviceToHost { .. } => "copy_device_to_host",
-            BufferOp::DeviceToDevice { .. } => "copy_device_to_device",
+            BufferOp::HostToDevice(_) => "copy_host_to_device",
+            BufferOp::DeviceToHost(_) => "copy_device_to_host",
+            BufferOp::DeviceToDevice(_) => "copy_device_to_device",
             BufferOp::Fill { .. } => "fill",
         }
     }
@@ -132,10 +139,10 @@ impl<D, H, B: AsRef<[u8]>> BufferOp<D, H, B> {
     pub fn len(&self) -> usize {
         match self {
             BufferOp::CopyFromHost { data, .. } => data.as_ref().len(),
-            BufferOp::HostToDevice { len, .. }
-            | BufferOp::DeviceToHost { len, .. }
-            | BufferOp::DeviceToDevice { len, .. }
-            | BufferOp::Fill { len, .. } => *len,
+            BufferOp::HostToDevice(t) => t.len,
+            BufferOp::DeviceToHost(t) => t.len,
+            BufferOp::DeviceToDevice(t) => t.len,
+            BufferOp::Fill { len, .. } => *len,
         }
     }
 
@@ -157,45 +164,9 @@ impl<D, H, B: AsRef<[u8]>> BufferOp<D, H, B> {
                 offset: *offset,
                 data: bytes(data.as_ref()),
             },
-            BufferOp::HostToDevice {
-                dst,
-                dst_offset,
-                src,
-                src_offset,
-                len,
-            } => BufferOp::HostToDevice {
-                dst: device(dst),
-                dst_offset: *dst_offset,
-                src: host(src),
-                src_offset: *src_offset,
-                len: *len,
-            },
-            BufferOp::DeviceToHost {
-                dst,
-                dst_offset,
-                src,
-                src_offset,
-                len,
-            } => BufferOp::DeviceToHost {
-                dst: host(dst),
-                dst_offset: *dst_offset,
-                src: device(src),
-                src_offset: *src_offset,
-                len: *len,
-            },
-            BufferOp::DeviceToDevice {
-                dst,
-                dst_offset,
-                src,
-                src_offset,
-                len,
-            } => BufferOp::DeviceToDevice {
-                dst: device(dst),
-                dst_offset: *dst_offset,
-                src: device(src),
-                src_offset: *src_offset,
-                len: *len,
-            },
+            BufferOp::HostToDevice(t) => BufferOp::HostToDevice(t.map(&device, &host)),
+            BufferOp::DeviceToHost(t) => BufferOp::DeviceToHost(t.map(&host, &device)),
+            BufferOp::DeviceToDevice(t) => BufferOp::DeviceToDevice(t.map(&device, &device)),
             BufferOp::Fill {
                 dst,
                 offset,
@@ -221,36 +192,9 @@ impl<D: BufferLen, H: BufferLen, B: AsRef<[u8]>> BufferOp<D, H, B> {
             BufferOp::CopyFromHost { dst, offset, data } => {
                 check_range(name, *offset, data.as_ref().len(), dst.byte_len())
             }
-            BufferOp::HostToDevice {
-                dst,
-                dst_offset,
-                src,
-                src_offset,
-                len,
-            } => {
-                check_range(name, *dst_offset, *len, dst.byte_len())?;
-                check_range(name, *src_offset, *len, src.byte_len())
-            }
-            BufferOp::DeviceToHost {
-                dst,
-                dst_offset,
-                src,
-                src_offset,
-                len,
-            } => {
-                check_range(name, *dst_offset, *len, dst.byte_len())?;
-                check_range(name, *src_offset, *len, src.byte_len())
-            }
-            BufferOp::DeviceToDevice {
-                dst,
-                dst_offset,
-                src,
-                src_offset,
-                len,
-            } => {
-                check_range(name, *dst_offset, *len, dst.byte_len())?;
-                check_range(name, *src_offset, *len, src.byte_len())
-            }
+            BufferOp::HostToDevice(t) => t.validate(name),
+            BufferOp::DeviceToHost(t) => t.validate(name),
+            BufferOp::DeviceToDevice(t) => t.validate(name),
             BufferOp::Fill {
                 dst, offset, len, ..
             } => check_range(name, *offset, *len, dst.byte_len()),
@@ -275,21 +219,21 @@ mod tests {
     #[test]
     fn every_range_is_checked_destination_first() {
         let (small, big) = (Bytes(4), Bytes(16));
-        let ok: Borrowed<'_> = BufferOp::HostToDevice {
+        let ok: Borrowed<'_> = BufferOp::HostToDevice(Transfer {
             dst: &big,
             dst_offset: 12,
             src: &small,
             src_offset: 0,
             len: 4,
-        };
+        });
         assert!(ok.validate().is_ok());
-        let bad_src: Borrowed<'_> = BufferOp::DeviceToHost {
+        let bad_src: Borrowed<'_> = BufferOp::DeviceToHost(Transfer {
             dst: &big,
             dst_offset: 0,
             src: &small,
             src_offset: 1,
             len: 4,
-        };
+        });
         match bad_src.validate() {
             Err(Error::InvalidArgument(message)) => {
                 assert!(

@@ -15,7 +15,7 @@ use crate::event::EventInner;
 use crate::flag::FlagInner;
 use crate::lock;
 use crate::stream::StreamInner;
-use devstream_core::ops::BufferOp;
+use devstream_core::ops::{BufferOp, Transfer};
 use devstream_core::panic::{drop_contained, take_message};
 use devstream_core::{Error, HostFn, Result};
 use std::cell::Cell;
@@ -134,8 +134,8 @@ impl Op {
     /// The host buffer the operation touches, if any (host reads and writes wait for it).
     pub(crate) fn host_buffer(&self) -> Option<&Arc<HostInner>> {
         match self {
-            Op::Common(CommonOp::Buffer(BufferOp::HostToDevice { src, .. })) => Some(src),
-            Op::Common(CommonOp::Buffer(BufferOp::DeviceToHost { dst, .. })) => Some(dst),
+            Op::Common(CommonOp::Buffer(BufferOp::HostToDevice(t))) => Some(&t.src),
+            Op::Common(CommonOp::Buffer(BufferOp::DeviceToHost(t))) => Some(&t.dst),
             _ => None,
         }
     }
@@ -234,51 +234,30 @@ fn execute_buffer(op: CpuBufferOp) -> Result<()> {
             let mut dst = dst.data.lock();
             copy_into(&mut dst, offset, &data)
         }
-        BufferOp::HostToDevice {
-            dst,
-            dst_offset,
-            src,
-            src_offset,
-            len,
-        } => {
+        BufferOp::HostToDevice(t) => {
             // Lock order: device buffers before the host buffer.
-            let mut dst = dst.data.lock();
-            let src = lock(&src.data);
-            copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
+            let mut dst = t.dst.data.lock();
+            transfer(&mut dst, &lock(&t.src.data), &t)
         }
-        BufferOp::DeviceToHost {
-            dst,
-            dst_offset,
-            src,
-            src_offset,
-            len,
-        } => {
-            let src = src.data.lock();
-            let mut dst = lock(&dst.data);
-            copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
+        BufferOp::DeviceToHost(t) => {
+            let src = t.src.data.lock();
+            transfer(&mut lock(&t.dst.data), &src, &t)
         }
-        BufferOp::DeviceToDevice {
-            dst,
-            dst_offset,
-            src,
-            src_offset,
-            len,
-        } => {
-            if Arc::ptr_eq(&dst, &src) {
+        BufferOp::DeviceToDevice(t) => {
+            let (dst, src) = (&t.dst, &t.src);
+            if Arc::ptr_eq(dst, src) {
                 let mut data = dst.data.lock();
-                slice(&data, src_offset, len)?;
-                slice(&data, dst_offset, len)?;
-                data.copy_within(src_offset..src_offset + len, dst_offset);
+                slice(&data, t.src_offset, t.len)?;
+                slice(&data, t.dst_offset, t.len)?;
+                data.copy_within(t.src_offset..t.src_offset + t.len, t.dst_offset);
                 Ok(())
             } else if dst.id < src.id {
                 // Lock order between device buffers: by id.
                 let mut dst = dst.data.lock();
-                let src = src.data.lock();
-                copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
+                transfer(&mut dst, &src.data.lock(), &t)
             } else {
                 let src = src.data.lock();
-                let mut dst = dst.data.lock();
-                copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
+                transfer(&mut dst.data.lock(), &src, &t)
             }
         }
         BufferOp::Fill {
@@ -300,6 +279,11 @@ fn execute_buffer(op: CpuBufferOp) -> Result<()> {
             }
         }
     }
+}
+
+/// Copies `t`'s bytes from `src` (the source buffer's bytes) into `dst` (the destination's).
+fn transfer<Dst, Src>(dst: &mut [u8], src: &[u8], t: &Transfer<Dst, Src>) -> Result<()> {
+    copy_into(dst, t.dst_offset, slice(src, t.src_offset, t.len)?)
 }
 
 fn range_error(op: &str) -> Error {

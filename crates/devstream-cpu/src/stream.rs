@@ -26,7 +26,7 @@ use crate::scheduler::{running_stream, Backoff, CommonOp, Op, PoolHandle, Task, 
 use crate::{lock, CPU_PLACE};
 use crossbeam_channel::{Receiver, Sender};
 use devstream_core::elide::{Mark, WaitTracker};
-use devstream_core::ops::BufferOp;
+use devstream_core::ops::{BufferOp, Transfer};
 use devstream_core::selfwait;
 use devstream_core::{
     next_id, Capabilities, CaptureMode, Completer, Completion, DeviceStream, Error, HostFn, Place,
@@ -852,13 +852,13 @@ impl DeviceStream for CpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.0.submit_buffer(BufferOp::HostToDevice {
+        self.0.submit_buffer(BufferOp::HostToDevice(Transfer {
             dst: &dst.0,
             dst_offset,
             src: &src.0,
             src_offset,
             len,
-        })
+        }))
     }
 
     fn copy_device_to_host(
@@ -869,13 +869,13 @@ impl DeviceStream for CpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.0.submit_buffer(BufferOp::DeviceToHost {
+        self.0.submit_buffer(BufferOp::DeviceToHost(Transfer {
             dst: &dst.0,
             dst_offset,
             src: &src.0,
             src_offset,
             len,
-        })
+        }))
     }
 
     fn copy_device_to_device(
@@ -886,13 +886,13 @@ impl DeviceStream for CpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.0.submit_buffer(BufferOp::DeviceToDevice {
+        self.0.submit_buffer(BufferOp::DeviceToDevice(Transfer {
             dst: &dst.0,
             dst_offset,
             src: &src.0,
             src_offset,
             len,
-        })
+        }))
     }
 
     fn fill(&self, dst: &CpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {

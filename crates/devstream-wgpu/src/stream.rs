@@ -15,7 +15,7 @@ use crate::sched::{
 };
 use crate::util::{align_down, align_up, lock};
 use devstream_core::elide::{Mark, WaitTracker};
-use devstream_core::ops::BufferOp;
+use devstream_core::ops::{BufferOp, Transfer};
 use devstream_core::selfwait;
 use devstream_core::{
     Capabilities, CaptureMode, Completion, DeviceStream, Error, EventFlags, HostFn, Place,
@@ -814,13 +814,13 @@ impl DeviceStream for WgpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.buffer_op(BufferOp::HostToDevice {
+        self.buffer_op(BufferOp::HostToDevice(Transfer {
             dst: &dst.inner,
             dst_offset,
             src: &src.inner,
             src_offset,
             len,
-        })
+        }))
     }
 
     fn copy_device_to_host(
@@ -831,13 +831,13 @@ impl DeviceStream for WgpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.buffer_op(BufferOp::DeviceToHost {
+        self.buffer_op(BufferOp::DeviceToHost(Transfer {
             dst: &dst.inner,
             dst_offset,
             src: &src.inner,
             src_offset,
             len,
-        })
+        }))
     }
 
     fn copy_device_to_device(
@@ -848,13 +848,13 @@ impl DeviceStream for WgpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.buffer_op(BufferOp::DeviceToDevice {
+        self.buffer_op(BufferOp::DeviceToDevice(Transfer {
             dst: &dst.inner,
             dst_offset,
             src: &src.inner,
             src_offset,
             len,
-        })
+        }))
     }
 
     fn fill(&self, dst: &WgpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {

@@ -34,13 +34,14 @@ impl WgpuStream {
     ) -> Result<()> {
         let name = op.name();
         match &op {
-            BufferOp::CopyFromHost { dst, .. }
-            | BufferOp::HostToDevice { dst, .. }
-            | BufferOp::Fill { dst, .. } => self.same_device(name, dst)?,
-            BufferOp::DeviceToHost { src, .. } => self.same_device(name, src)?,
-            BufferOp::DeviceToDevice { dst, src, .. } => {
-                self.same_device(name, dst)?;
-                self.same_device(name, src)?;
+            BufferOp::CopyFromHost { dst, .. } | BufferOp::Fill { dst, .. } => {
+                self.same_device(name, dst)?
+            }
+            BufferOp::HostToDevice(t) => self.same_device(name, t.dst)?,
+            BufferOp::DeviceToHost(t) => self.same_device(name, t.src)?,
+            BufferOp::DeviceToDevice(t) => {
+                self.same_device(name, t.dst)?;
+                self.same_device(name, t.src)?;
             }
         }
         op.validate()?;
@@ -55,7 +56,7 @@ impl WgpuStream {
             ))
         };
         match op {
-            BufferOp::HostToDevice { .. } | BufferOp::DeviceToHost { .. } => self.run_op(owned()),
+            BufferOp::HostToDevice(_) | BufferOp::DeviceToHost(_) => self.run_op(owned()),
             _ => {
                 self.encode_or_capture(owned, |device, encoder| encode_plain(device, encoder, &op))
             }
@@ -71,13 +72,13 @@ impl WgpuStream {
             return self.push_captured(&session, op);
         }
         match op {
-            Op::Buffer(BufferOp::HostToDevice {
+            Op::Buffer(BufferOp::HostToDevice(Transfer {
                 dst,
                 dst_offset,
                 src,
                 src_offset,
                 len,
-            }) => {
+            })) => {
                 let (dst_offset, len) = (dst_offset as u64, len as u64);
                 let holds_back = !self.state(&mut sched)?.held.is_empty();
                 if holds_back || src.has_pending_writes() {
@@ -107,13 +108,13 @@ impl WgpuStream {
                     encode_upload(device, encoder, &dst.buffer, dst_offset, &bytes)
                 }
             }
-            Op::Buffer(BufferOp::DeviceToHost {
+            Op::Buffer(BufferOp::DeviceToHost(Transfer {
                 dst,
                 dst_offset,
                 src,
                 src_offset,
                 len,
-            }) => {
+            })) => {
                 let (src_offset, len) = (src_offset as u64, len as u64);
                 if len == 0 {
                     return Ok(());
@@ -213,20 +214,14 @@ pub(super) fn encode_plain<D: AsRef<BufferInner>, H, B: AsRef<[u8]>>(
             *offset as u64,
             data.as_ref(),
         ),
-        BufferOp::DeviceToDevice {
-            dst,
-            dst_offset,
-            src,
-            src_offset,
-            len,
-        } => encode_copy(
+        BufferOp::DeviceToDevice(t) => encode_copy(
             device,
             encoder,
-            &src.as_ref().buffer,
-            *src_offset as u64,
-            &dst.as_ref().buffer,
-            *dst_offset as u64,
-            *len as u64,
+            &t.src.as_ref().buffer,
+            t.src_offset as u64,
+            &t.dst.as_ref().buffer,
+            t.dst_offset as u64,
+            t.len as u64,
         ),
         BufferOp::Fill {
             dst,
@@ -241,6 +236,6 @@ pub(super) fn encode_plain<D: AsRef<BufferInner>, H, B: AsRef<[u8]>>(
             *len as u64,
             *value,
         ),
-        BufferOp::HostToDevice { .. } | BufferOp::DeviceToHost { .. } => Ok(()),
+        BufferOp::HostToDevice(_) | BufferOp::DeviceToHost(_) => Ok(()),
     }
 }
