@@ -67,6 +67,18 @@ pub struct Transfer<Dst, Src> {
 }
 
 impl<Dst, Src> Transfer<Dst, Src> {
+    /// `len` bytes from `src` at `src_offset` to `dst` at `dst_offset` (the order of the
+    /// `DeviceStream` copy methods' arguments).
+    pub fn new(dst: Dst, dst_offset: usize, src: Src, src_offset: usize, len: usize) -> Self {
+        Transfer {
+            dst,
+            dst_offset,
+            src,
+            src_offset,
+            len,
+        }
+    }
+
     /// The same copy over other handles of its buffers.
     pub fn map<D2, S2>(
         &self,

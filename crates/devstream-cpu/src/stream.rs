@@ -852,13 +852,9 @@ impl DeviceStream for CpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.0.submit_buffer(BufferOp::HostToDevice(Transfer {
-            dst: &dst.0,
-            dst_offset,
-            src: &src.0,
-            src_offset,
-            len,
-        }))
+        self.0.submit_buffer(BufferOp::HostToDevice(Transfer::new(
+            &dst.0, dst_offset, &src.0, src_offset, len,
+        )))
     }
 
     fn copy_device_to_host(
@@ -869,13 +865,9 @@ impl DeviceStream for CpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.0.submit_buffer(BufferOp::DeviceToHost(Transfer {
-            dst: &dst.0,
-            dst_offset,
-            src: &src.0,
-            src_offset,
-            len,
-        }))
+        self.0.submit_buffer(BufferOp::DeviceToHost(Transfer::new(
+            &dst.0, dst_offset, &src.0, src_offset, len,
+        )))
     }
 
     fn copy_device_to_device(
@@ -886,13 +878,9 @@ impl DeviceStream for CpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.0.submit_buffer(BufferOp::DeviceToDevice(Transfer {
-            dst: &dst.0,
-            dst_offset,
-            src: &src.0,
-            src_offset,
-            len,
-        }))
+        self.0.submit_buffer(BufferOp::DeviceToDevice(Transfer::new(
+            &dst.0, dst_offset, &src.0, src_offset, len,
+        )))
     }
 
     fn fill(&self, dst: &CpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {

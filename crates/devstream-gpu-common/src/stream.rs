@@ -19,6 +19,7 @@ use crate::hostfn::{
 use crate::raw::{CaptureStatus, Optional, RawApi, RawEvent, RawGraph, RawGraphNode, RawStream};
 use devstream_core::capture::{self, CaptureRegistration};
 use devstream_core::elide::{Mark, WaitTracker};
+use devstream_core::ops::Transfer;
 use devstream_core::{
     Capabilities, CaptureMode, Completion, DeviceEvent, DeviceStream, Error, EventFlags, HostFn,
     Place, Priority, Result, StreamOptions,
@@ -798,7 +799,10 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        crate::buffer::copy_host_to_device(self, dst, dst_offset, src, src_offset, len)
+        crate::buffer::copy_host_to_device(
+            self,
+            Transfer::new(dst, dst_offset, src, src_offset, len),
+        )
     }
 
     fn copy_device_to_host(
@@ -809,7 +813,10 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        crate::buffer::copy_device_to_host(self, dst, dst_offset, src, src_offset, len)
+        crate::buffer::copy_device_to_host(
+            self,
+            Transfer::new(dst, dst_offset, src, src_offset, len),
+        )
     }
 
     fn copy_device_to_device(
@@ -820,7 +827,10 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        crate::buffer::copy_device_to_device(self, dst, dst_offset, src, src_offset, len)
+        crate::buffer::copy_device_to_device(
+            self,
+            Transfer::new(dst, dst_offset, src, src_offset, len),
+        )
     }
 
     fn fill(&self, dst: &GpuBuffer<A>, offset: usize, len: usize, value: u8) -> Result<()> {

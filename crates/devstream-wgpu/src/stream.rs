@@ -814,13 +814,9 @@ impl DeviceStream for WgpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.buffer_op(BufferOp::HostToDevice(Transfer {
-            dst: &dst.inner,
-            dst_offset,
-            src: &src.inner,
-            src_offset,
-            len,
-        }))
+        self.buffer_op(BufferOp::HostToDevice(Transfer::new(
+            &dst.inner, dst_offset, &src.inner, src_offset, len,
+        )))
     }
 
     fn copy_device_to_host(
@@ -831,13 +827,9 @@ impl DeviceStream for WgpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.buffer_op(BufferOp::DeviceToHost(Transfer {
-            dst: &dst.inner,
-            dst_offset,
-            src: &src.inner,
-            src_offset,
-            len,
-        }))
+        self.buffer_op(BufferOp::DeviceToHost(Transfer::new(
+            &dst.inner, dst_offset, &src.inner, src_offset, len,
+        )))
     }
 
     fn copy_device_to_device(
@@ -848,13 +840,9 @@ impl DeviceStream for WgpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.buffer_op(BufferOp::DeviceToDevice(Transfer {
-            dst: &dst.inner,
-            dst_offset,
-            src: &src.inner,
-            src_offset,
-            len,
-        }))
+        self.buffer_op(BufferOp::DeviceToDevice(Transfer::new(
+            &dst.inner, dst_offset, &src.inner, src_offset, len,
+        )))
     }
 
     fn fill(&self, dst: &WgpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {

@@ -72,50 +72,38 @@ impl WgpuStream {
             return self.push_captured(&session, op);
         }
         match op {
-            Op::Buffer(BufferOp::HostToDevice(Transfer {
-                dst,
-                dst_offset,
-                src,
-                src_offset,
-                len,
-            })) => {
-                let (dst_offset, len) = (dst_offset as u64, len as u64);
+            Op::Buffer(BufferOp::HostToDevice(t)) => {
+                let (dst_offset, len) = (t.dst_offset as u64, t.len as u64);
                 let holds_back = !self.state(&mut sched)?.held.is_empty();
-                if holds_back || src.has_pending_writes() {
+                if holds_back || t.src.has_pending_writes() {
                     // Earlier work of the stream is still held back (a host function, a gate:
                     // either may write the source first, in stream order), or device→host
                     // copies are still landing in the source: read it once the stream's earlier
                     // work is complete.
-                    src.begin_upload();
+                    t.src.begin_upload();
                     flush_locked(device, &mut sched, id, false);
                     hold_locked(
                         device,
                         &mut sched,
                         id,
                         Held::Upload(Upload {
-                            host: src,
-                            host_offset: src_offset,
-                            dst,
+                            host: t.src,
+                            host_offset: t.src_offset,
+                            dst: t.dst,
                             dst_offset,
                             len,
                         }),
                     );
                     Ok(())
                 } else {
-                    let bytes = src.snapshot(src_offset, len as usize)?;
+                    let bytes = t.src.snapshot(t.src_offset, t.len)?;
                     let state = self.state(&mut sched)?;
                     let encoder = state.encoder(&device.device);
-                    encode_upload(device, encoder, &dst.buffer, dst_offset, &bytes)
+                    encode_upload(device, encoder, &t.dst.buffer, dst_offset, &bytes)
                 }
             }
-            Op::Buffer(BufferOp::DeviceToHost(Transfer {
-                dst,
-                dst_offset,
-                src,
-                src_offset,
-                len,
-            })) => {
-                let (src_offset, len) = (src_offset as u64, len as u64);
+            Op::Buffer(BufferOp::DeviceToHost(t)) => {
+                let (src_offset, len) = (t.src_offset as u64, t.len as u64);
                 if len == 0 {
                     return Ok(());
                 }
@@ -124,13 +112,19 @@ impl WgpuStream {
                 let readback = Readback::new(device, end - start, id)?;
                 let state = self.state(&mut sched)?;
                 let encoder = state.encoder(&device.device);
-                encoder.copy_buffer_to_buffer(&src.buffer, start, &readback.buffer, 0, end - start);
+                encoder.copy_buffer_to_buffer(
+                    &t.src.buffer,
+                    start,
+                    &readback.buffer,
+                    0,
+                    end - start,
+                );
                 state.after.push(AfterSubmit::Map(Arc::clone(&readback)));
-                dst.add_pending(PendingWrite {
+                t.dst.add_pending(PendingWrite {
                     readback,
                     staging_offset: (src_offset - start) as usize,
-                    host_offset: dst_offset,
-                    len: len as usize,
+                    host_offset: t.dst_offset,
+                    len: t.len,
                 });
                 Ok(())
             }
