@@ -24,9 +24,8 @@ use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockWriteGuard};
 /// A device buffer's bytes and their lock. Every operation takes the lock exclusively
 /// ([`BufferData::lock`]: the bytes as `&mut [u8]`); the ranks of an in-process all-reduce take
 /// it shared ([`BufferData::shared`]) and copy to and from their own, disjoint slices through
-/// raw pointers, so that ranks working on one buffer at once never wait for each other (the
-/// exclusive lock per chunk cost the 16-core host a third of the all-reduce's time: call 45 of
-/// `docs/results/2026-11-24-gpu3`).
+/// raw pointers, so that ranks working on one buffer at once never wait for each other (an
+/// exclusive lock per chunk would serialise the ranks).
 pub(crate) struct BufferData {
     lock: RwLock<()>,
     /// The allocation (`Box<[u8]>` of `len` bytes, taken apart so that no `Box` asserts

@@ -130,8 +130,8 @@ pub(crate) struct Sched {
     /// The last ticket sequence number handed out.
     pub(crate) last_seq: u64,
     /// By stream id. Ids are devstream's own counters, so the map hashes them with FxHash
-    /// rather than SipHash: every operation looks its stream up several times, and SipHash was
-    /// about 1,000 instructions of a record+query (docs/results/2026-11-24-wgpu-cost).
+    /// rather than SipHash: every operation looks its stream up several times, and SipHash would
+    /// be a large part of a record+query.
     /// Each stream's state boxed: the table holds 16-byte entries, so that with 100,000 live
     /// streams the look-ups of the few busy ones touch a compact table and their own states,
     /// not a table of states hundreds of bytes each spread over tens of MiB (bench-scale).
