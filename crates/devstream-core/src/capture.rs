@@ -186,6 +186,50 @@ pub fn check_unsafe_call(place: &Place, op: &'static str) -> Result<()> {
     refuse(place, op)
 }
 
+/// Why a capture was invalidated: the one invalidation policy of the emulated captures. A
+/// forbidden call on a capturing stream (or a lost member) invalidates the capture, and the
+/// first reason is kept; every later operation captured into it and its `end_capture` fail with
+/// [`Error::Capture`] naming that reason. The capture goes on until `end_capture` ends it.
+///
+/// ```
+/// use devstream_core::capture::Invalidation;
+/// let mut validity = Invalidation::default();
+/// assert!(validity.check("end_capture").is_ok());
+/// validity.invalidate("synchronize was called on a capturing stream");
+/// validity.invalidate("a later reason");
+/// let error = validity.check("end_capture").unwrap_err().to_string();
+/// assert!(error.contains("synchronize was called"), "{error}");
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Invalidation {
+    reason: Option<String>,
+}
+
+impl Invalidation {
+    /// Invalidates the capture, unless it already was (the first reason wins).
+    pub fn invalidate(&mut self, reason: impl Into<String>) {
+        if self.reason.is_none() {
+            self.reason = Some(reason.into());
+        }
+    }
+
+    /// Whether the capture was invalidated.
+    pub fn is_invalid(&self) -> bool {
+        self.reason.is_some()
+    }
+
+    /// `Ok` while the capture is valid, else `op`'s [`Error::Capture`] with the reason.
+    pub fn check(&self, op: &'static str) -> Result<()> {
+        match &self.reason {
+            None => Ok(()),
+            Some(reason) => Err(Error::capture(
+                op,
+                format!("the capture was invalidated: {reason}"),
+            )),
+        }
+    }
+}
+
 /// What one member of a capture has done and what of the other members' work it waits for: a
 /// version vector over the capture's members, keyed by a member id the backend chooses.
 ///

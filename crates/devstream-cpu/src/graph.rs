@@ -17,7 +17,7 @@
 use crate::scheduler::{CommonOp, Op};
 use crate::stream::StreamInner;
 use crate::{lock, CPU_PLACE};
-use devstream_core::capture::{self, CaptureRegistration, JoinClock};
+use devstream_core::capture::{self, CaptureRegistration, Invalidation, JoinClock};
 use devstream_core::{next_id, CaptureMode, DeviceGraph, Error, Place, Result};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,7 +65,7 @@ struct Lane {
 struct SessionState {
     nodes: Vec<Node>,
     lanes: Vec<Lane>,
-    invalid: Option<String>,
+    invalid: Invalidation,
 }
 
 /// One capture sequence, shared by the streams taking part in it.
@@ -88,7 +88,7 @@ impl Session {
                     stream: Arc::downgrade(origin),
                     frontier: Frontier::default(),
                 }],
-                invalid: None,
+                invalid: Invalidation::default(),
             }),
         })
     }
@@ -101,9 +101,7 @@ impl Session {
     /// Marks the capture invalid: `end_capture` will fail with `reason`.
     pub(crate) fn invalidate(&self, reason: impl Into<String>) {
         let mut state = lock(&self.state);
-        if state.invalid.is_none() {
-            state.invalid = Some(reason.into());
-        }
+        state.invalid.invalidate(reason);
     }
 
     fn usable<'a>(
@@ -111,12 +109,7 @@ impl Session {
         state: &'a mut SessionState,
         op: &'static str,
     ) -> Result<&'a mut SessionState> {
-        if let Some(reason) = &state.invalid {
-            return Err(Error::capture(
-                op,
-                format!("the capture was invalidated: {reason}"),
-            ));
-        }
+        state.invalid.check(op)?;
         if !self.is_active() {
             return Err(Error::capture(op, "the capture has ended"));
         }
@@ -216,14 +209,8 @@ impl Session {
         drop(lock(&self.registration).take());
         let mut state = lock(&self.state);
         let streams = state.lanes.iter().map(|l| l.stream.clone()).collect();
-        if let Some(reason) = state.invalid.take() {
-            return (
-                streams,
-                Err(Error::capture(
-                    "end_capture",
-                    format!("the capture was invalidated: {reason}"),
-                )),
-            );
+        if let Err(invalid) = state.invalid.check("end_capture") {
+            return (streams, Err(invalid));
         }
         let nodes = std::mem::take(&mut state.nodes);
         let joined = capture::check_joined(

@@ -8,7 +8,7 @@ use crate::event::WgpuEvent;
 use crate::flag::FlagInner;
 use crate::kernel::KernelInner;
 use crate::stream::WgpuStream;
-use devstream_core::capture::{self, CaptureRegistration, JoinClock};
+use devstream_core::capture::{self, CaptureRegistration, Invalidation, JoinClock};
 use devstream_core::ops::BufferOp;
 use devstream_core::{CaptureMode, DeviceGraph, Error, HostFn, Place, Result};
 use std::collections::HashMap;
@@ -47,7 +47,7 @@ pub(crate) struct Session {
     pub(crate) origin: u64,
     pub(crate) ops: Vec<Op>,
     /// Why the capture was invalidated, if it was.
-    pub(crate) invalid: Option<String>,
+    pub(crate) invalid: Invalidation,
     /// Member stream id → what its later work depends on: member id → sequence number.
     pub(crate) members: HashMap<u64, Clock>,
     pub(crate) ended: bool,
@@ -70,7 +70,7 @@ impl Session {
             mode,
             origin,
             ops: Vec::new(),
-            invalid: None,
+            invalid: Invalidation::default(),
             members,
             ended: false,
             registration: Some(capture::register(place, mode, origin)),
@@ -83,12 +83,7 @@ impl Session {
 
     /// Appends an operation of `member`, unless the capture was invalidated.
     pub(crate) fn push(&mut self, member: u64, op: Op) -> Result<()> {
-        if let Some(reason) = &self.invalid {
-            return Err(Error::capture(
-                "capture",
-                format!("the capture was {reason}; end it with end_capture"),
-            ));
-        }
+        self.invalid.check("capture")?;
         self.tick(member);
         self.ops.push(op);
         Ok(())
@@ -96,9 +91,7 @@ impl Session {
 
     /// Invalidates the capture (first reason wins).
     pub(crate) fn invalidate(&mut self, reason: String) {
-        if self.invalid.is_none() {
-            self.invalid = Some(reason);
-        }
+        self.invalid.invalidate(reason);
     }
 
     /// What work recorded now on `member` captures (an event recorded inside the capture).
@@ -122,12 +115,7 @@ impl Session {
     pub(crate) fn end(&mut self) -> Result<Vec<Op>> {
         self.ended = true;
         self.registration = None;
-        if let Some(reason) = &self.invalid {
-            return Err(Error::capture(
-                "end_capture",
-                format!("the capture was {reason}"),
-            ));
-        }
+        self.invalid.check("end_capture")?;
         let origin = self.members.get(&self.origin).cloned().unwrap_or_default();
         capture::check_joined(
             (self.origin, &origin),

@@ -47,7 +47,7 @@ impl Drop for StreamHandle {
             sched.watched.insert(self.id);
             if let Some(session) = capture {
                 let mut captured = lock(&session);
-                captured.invalidate("invalidated: a member stream was dropped".into());
+                captured.invalidate("a member stream was dropped".into());
                 if captured.origin == self.id {
                     // The capture ends with its origin: every member leaves it.
                     let members: Vec<u64> = captured.members.keys().copied().collect();
@@ -233,7 +233,7 @@ impl WgpuStream {
     /// Refuses an operation that cannot be captured, invalidating the capture.
     fn refuse_in_capture(&self, sched: &mut Sched, op: &'static str) -> Result<()> {
         if let Some(session) = self.capturing(sched) {
-            lock(&session).invalidate(format!("invalidated by {op}"));
+            lock(&session).invalidate(format!("{op} was called on a capturing stream"));
             return Err(capture_error(
                 op,
                 &format!("{op} is not allowed while the stream is capturing"),
@@ -433,7 +433,7 @@ impl WgpuStream {
     ) -> Result<()> {
         if let Some(mine) = &mine {
             if !Arc::ptr_eq(mine, &theirs) {
-                lock(mine).invalidate("invalidated by a wait on another capture".into());
+                lock(mine).invalidate("a wait on another capture".into());
                 return Err(capture_error(
                     "wait_event",
                     "the event or stream belongs to another stream capture",
@@ -441,7 +441,7 @@ impl WgpuStream {
             }
         }
         if !Arc::ptr_eq(device, &self.handle.device) {
-            lock(&theirs).invalidate("invalidated by a wait from another device".into());
+            lock(&theirs).invalidate("a wait from another device".into());
             return Err(capture_error(
                 "wait_event",
                 "a capture cannot be joined by a stream of another wgpu device",
@@ -727,7 +727,7 @@ impl DeviceStream for WgpuStream {
     fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
         let mut sched = self.lock();
         if let Some(session) = self.capturing(&mut sched) {
-            lock(&session).invalidate("invalidated by a second begin_capture".into());
+            lock(&session).invalidate("begin_capture was called on a capturing stream".into());
             return Err(capture_error(
                 "begin_capture",
                 "the stream is already capturing",
