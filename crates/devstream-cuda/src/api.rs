@@ -227,13 +227,6 @@ unsafe impl RawApi for CudaApi {
         Place::Cuda(ordinal)
     }
 
-    fn ordinal(place: &Place) -> Option<usize> {
-        match place {
-            Place::Cuda(n) => Some(*n),
-            _ => None,
-        }
-    }
-
     fn load() -> Result<LoadInfo, String> {
         // SAFETY: only tries to open the library by its usual names.
         if !unsafe { sys::is_culib_present() } {

@@ -357,7 +357,9 @@ pub unsafe trait RawApi:
     fn place(ordinal: usize) -> Place;
 
     /// The device ordinal of `place`, if it is a place of this backend.
-    fn ordinal(place: &Place) -> Option<usize>;
+    fn ordinal(place: &Place) -> Option<usize> {
+        (place.backend() == Self::KIND).then(|| place.index())
+    }
 
     /// Loads the runtime library, checks that every required symbol is present, initialises the
     /// runtime and records which [`Optional`] calls exist. Never panics; `Err` says why the

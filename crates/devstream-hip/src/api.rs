@@ -149,13 +149,6 @@ unsafe impl RawApi for HipApi {
         Place::Hip(ordinal)
     }
 
-    fn ordinal(place: &Place) -> Option<usize> {
-        match place {
-            Place::Hip(n) => Some(*n),
-            _ => None,
-        }
-    }
-
     fn load() -> Result<LoadInfo, String> {
         let loaded = Table::load()?;
         let t = TABLE.get_or_init(|| loaded);
