@@ -48,28 +48,17 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn a_poisoned_mutex_still_locks() {
+    fn poisoned_locks_still_lock_read_and_write() {
         let mutex = Arc::new(Mutex::new(5));
-        let held = Arc::clone(&mutex);
-        let _ = std::thread::spawn(move || {
-            let _guard = held.lock().unwrap();
-            panic!("poison the mutex");
-        })
-        .join();
-        assert!(mutex.is_poisoned());
-        assert_eq!(*lock(&mutex), 5);
-    }
-
-    #[test]
-    fn a_poisoned_rwlock_still_reads_and_writes() {
         let rw = Arc::new(RwLock::new(1));
-        let held = Arc::clone(&rw);
+        let (held_mutex, held_rw) = (Arc::clone(&mutex), Arc::clone(&rw));
         let _ = std::thread::spawn(move || {
-            let _guard = held.write().unwrap();
-            panic!("poison the lock");
+            let _guards = (held_mutex.lock().unwrap(), held_rw.write().unwrap());
+            panic!("poison both locks");
         })
         .join();
-        assert!(rw.is_poisoned());
+        assert!(mutex.is_poisoned() && rw.is_poisoned());
+        assert_eq!(*lock(&mutex), 5);
         *write(&rw) += 1;
         assert_eq!(*read(&rw), 2);
     }
