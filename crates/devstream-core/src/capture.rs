@@ -41,6 +41,13 @@
 //! handle of the stream that began it was dropped (which ends the capture whatever its state,
 //! on every backend). Dropping the registration lifts what the capture forbade.
 //!
+//!
+//! # Fork and join
+//! A capture's members are the stream that began it (the origin) and every stream forked into it
+//! by waiting on an event recorded inside it (CUDA's fork/join). The emulated captures keep one
+//! [`JoinClock`] per member and end only when [`check_joined`] finds every member joined back
+//! into the origin (CUDA's `cudaErrorStreamCaptureUnjoined` otherwise).
+//!
 //! ```
 //! use devstream_core::{capture, CaptureMode, Error, Place};
 //! let registration = capture::register(&Place::Cpu, CaptureMode::ThreadLocal, 7);
@@ -77,9 +84,7 @@ static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
 fn registry() -> MutexGuard<'static, Vec<Entry>> {
     // Nothing panics under the lock; a poisoned lock still holds a consistent list.
-    REGISTRY
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    crate::sync::lock(&REGISTRY)
 }
 
 /// A capture in progress, registered with [`register`]: what its mode forbids holds until
@@ -179,6 +184,124 @@ pub fn check_unsafe_call(place: &Place, op: &'static str) -> Result<()> {
         return Ok(());
     }
     refuse(place, op)
+}
+
+/// Why a capture was invalidated: the one invalidation policy of the emulated captures. A
+/// forbidden call on a capturing stream (or a lost member) invalidates the capture, and the
+/// first reason is kept; every later operation captured into it and its `end_capture` fail with
+/// [`Error::Capture`] naming that reason. The capture goes on until `end_capture` ends it.
+///
+/// ```
+/// use devstream_core::capture::Invalidation;
+/// let mut validity = Invalidation::default();
+/// assert!(validity.check("end_capture").is_ok());
+/// validity.invalidate("synchronize was called on a capturing stream");
+/// validity.invalidate("a later reason");
+/// let error = validity.check("end_capture").unwrap_err().to_string();
+/// assert!(error.contains("synchronize was called"), "{error}");
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Invalidation {
+    reason: Option<String>,
+}
+
+impl Invalidation {
+    /// Invalidates the capture, unless it already was (the first reason wins).
+    pub fn invalidate(&mut self, reason: impl Into<String>) {
+        if self.reason.is_none() {
+            self.reason = Some(reason.into());
+        }
+    }
+
+    /// Whether the capture was invalidated.
+    pub fn is_invalid(&self) -> bool {
+        self.reason.is_some()
+    }
+
+    /// `Ok` while the capture is valid, else `op`'s [`Error::Capture`] with the reason.
+    pub fn check(&self, op: &'static str) -> Result<()> {
+        match &self.reason {
+            None => Ok(()),
+            Some(reason) => Err(Error::capture(
+                op,
+                format!("the capture was invalidated: {reason}"),
+            )),
+        }
+    }
+}
+
+/// What one member of a capture has done and what of the other members' work it waits for: a
+/// version vector over the capture's members, keyed by a member id the backend chooses.
+///
+/// A member's own version advances when it is forked into the capture and with every operation
+/// it captures; an event recorded on a member carries the member's clock; waiting on it takes
+/// the elementwise maximum ([`JoinClock::absorb`]). A forked member is joined back when the
+/// origin's clock covers the member's own version, so a forked stream must be joined even if it
+/// captured nothing (as CUDA requires), and again after any later work.
+///
+/// ```
+/// use devstream_core::capture::{check_joined, JoinClock};
+/// let (mut origin, mut forked) = (JoinClock::default(), JoinClock::default());
+/// forked.absorb(&origin); // the forked stream waits on an event recorded on the origin
+/// forked.advance(1); // forking is an event of its own
+/// assert!(check_joined((0, &origin), [(1, &forked)]).is_err());
+/// origin.absorb(&forked); // the origin waits on an event recorded on the forked stream
+/// assert!(check_joined((0, &origin), [(1, &forked)]).is_ok());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JoinClock {
+    /// `(member, version)`, one entry per member this clock has seen work of.
+    versions: Vec<(u64, u64)>,
+}
+
+impl JoinClock {
+    /// The version of `member`'s work this clock covers (0: none).
+    pub fn version(&self, member: u64) -> u64 {
+        self.versions
+            .iter()
+            .find(|(m, _)| *m == member)
+            .map_or(0, |(_, version)| *version)
+    }
+
+    /// `member` (whose clock this is) was forked into the capture or captured an operation.
+    pub fn advance(&mut self, member: u64) {
+        match self.versions.iter_mut().find(|(m, _)| *m == member) {
+            Some((_, version)) => *version += 1,
+            None => self.versions.push((member, 1)),
+        }
+    }
+
+    /// Later work of this clock's member also waits for `other`: the elementwise maximum.
+    pub fn absorb(&mut self, other: &JoinClock) {
+        for &(member, theirs) in &other.versions {
+            match self.versions.iter_mut().find(|(m, _)| *m == member) {
+                Some((_, mine)) => *mine = (*mine).max(theirs),
+                None => self.versions.push((member, theirs)),
+            }
+        }
+    }
+}
+
+/// `Ok` when the origin's clock covers every other member's own version (every stream forked
+/// into the capture was joined back into the origin); otherwise the `end_capture` error
+/// (`Error::Capture`, CUDA's `cudaErrorStreamCaptureUnjoined`). `origin` and `members` are
+/// `(member id, clock)`; the origin may be among `members`.
+pub fn check_joined<'a>(
+    origin: (u64, &JoinClock),
+    members: impl IntoIterator<Item = (u64, &'a JoinClock)>,
+) -> Result<()> {
+    let (origin_id, origin_clock) = origin;
+    let unjoined = members.into_iter().any(|(member, clock)| {
+        member != origin_id && origin_clock.version(member) < clock.version(member)
+    });
+    if unjoined {
+        return Err(Error::capture(
+            "end_capture",
+            "a stream that joined the capture was not joined back into the origin stream \
+             (cudaErrorStreamCaptureUnjoined)",
+        ));
+    }
+    Ok(())
 }
 
 #[cold]

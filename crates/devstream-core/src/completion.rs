@@ -54,7 +54,7 @@ struct Slot {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Slot> {
         // A poisoned slot only means a waker's clone or drop panicked; the data is whole.
-        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.slot)
     }
 }
 

@@ -45,12 +45,15 @@ pub mod dynamic;
 pub mod elide;
 mod error;
 pub mod memory;
+pub mod ops;
 mod options;
 pub mod panic;
 mod place;
 pub mod pool;
 mod priority;
 pub mod reduce;
+pub mod selfwait;
+pub mod sync;
 pub mod traits;
 
 pub use capabilities::{Capabilities, CaptureSupport};

@@ -51,7 +51,7 @@ impl<S: Clone> StreamPool<S> {
         native_priority: i32,
         create: impl FnOnce() -> Result<S>,
     ) -> Result<S> {
-        let mut levels = self.levels.lock().unwrap_or_else(|e| e.into_inner());
+        let mut levels = crate::sync::lock(&self.levels);
         let level = levels
             .entry((place.clone(), native_priority))
             .or_insert_with(|| Level {
@@ -73,7 +73,7 @@ impl<S: Clone> StreamPool<S> {
 
     /// How many streams the pool has created for a level.
     pub fn created(&self, place: &Place, native_priority: i32) -> usize {
-        let levels = self.levels.lock().unwrap_or_else(|e| e.into_inner());
+        let levels = crate::sync::lock(&self.levels);
         levels
             .get(&(place.clone(), native_priority))
             .map_or(0, |l| l.streams.len())

@@ -19,14 +19,13 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 #[cfg(feature = "comm")]
 use std::sync::RwLockReadGuard;
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockWriteGuard};
+use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockWriteGuard};
 
 /// A device buffer's bytes and their lock. Every operation takes the lock exclusively
 /// ([`BufferData::lock`]: the bytes as `&mut [u8]`); the ranks of an in-process all-reduce take
 /// it shared ([`BufferData::shared`]) and copy to and from their own, disjoint slices through
-/// raw pointers, so that ranks working on one buffer at once never wait for each other (the
-/// exclusive lock per chunk cost the 16-core host a third of the all-reduce's time: call 45 of
-/// `docs/results/2026-11-24-gpu3`).
+/// raw pointers, so that ranks working on one buffer at once never wait for each other (an
+/// exclusive lock per chunk would serialise the ranks).
 pub(crate) struct BufferData {
     lock: RwLock<()>,
     /// The allocation (`Box<[u8]>` of `len` bytes, taken apart so that no `Box` asserts
@@ -56,7 +55,7 @@ impl BufferData {
     /// The bytes, exclusively (waits for every other holder; a poisoned lock is taken as is:
     /// the bytes are plain memory, valid whatever a panicking holder left in them).
     pub(crate) fn lock(&self) -> Exclusive<'_> {
-        let guard = self.lock.write().unwrap_or_else(PoisonError::into_inner);
+        let guard = devstream_core::sync::write(&self.lock);
         // SAFETY: the write lock excludes every other `Exclusive` and `Shared`, so this is the
         // only reference to the `len` initialised bytes at `ptr` while the guard lives.
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) };
@@ -70,7 +69,7 @@ impl BufferData {
     #[cfg(feature = "comm")]
     pub(crate) fn shared(&self) -> Shared<'_> {
         Shared {
-            _guard: self.lock.read().unwrap_or_else(PoisonError::into_inner),
+            _guard: devstream_core::sync::read(&self.lock),
             data: self,
         }
     }
@@ -240,10 +239,7 @@ impl HostInner {
         }
         let mut pending = lock(&self.pending);
         while *pending > 0 {
-            pending = self
-                .idle
-                .wait(pending)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            pending = devstream_core::sync::wait(&self.idle, pending);
         }
     }
 }
@@ -317,5 +313,17 @@ impl devstream_core::HostBuffer for CpuHostBuffer {
         let mut data = lock(&self.0.data);
         data[offset..offset + bytes.len()].copy_from_slice(bytes);
         Ok(())
+    }
+}
+
+impl devstream_core::ops::BufferLen for BufferInner {
+    fn byte_len(&self) -> usize {
+        self.len
+    }
+}
+
+impl devstream_core::ops::BufferLen for HostInner {
+    fn byte_len(&self) -> usize {
+        self.len
     }
 }

@@ -8,16 +8,16 @@
 //! those nodes to its frontier (join). `end_capture` on the origin checks that every lane was
 //! joined back (CUDA's `cudaErrorStreamCaptureUnjoined`) and returns a [`CpuGraph`].
 //!
-//! Joins are tracked with version vectors: a lane's own version increases when it forks into
-//! the capture and with every node it adds; an event carries its lane's vector; waiting on it
-//! takes the elementwise maximum. A lane is joined back when the origin's vector covers the
-//! lane's own version, so a forked stream must be joined even if it captured nothing (as CUDA
-//! requires), and again after any later work.
+//! Joins are tracked with version vectors ([`devstream_core::capture::JoinClock`], keyed by lane):
+//! a lane's own version increases when it forks into the capture and with every node it adds; an
+//! event carries its lane's vector; waiting on it takes the elementwise maximum. A lane is joined
+//! back when the origin's vector covers the lane's own version
+//! ([`devstream_core::capture::check_joined`]).
 
 use crate::scheduler::{CommonOp, Op};
 use crate::stream::StreamInner;
 use crate::{lock, CPU_PLACE};
-use devstream_core::capture::{self, CaptureRegistration};
+use devstream_core::capture::{self, CaptureRegistration, Invalidation, JoinClock};
 use devstream_core::{next_id, CaptureMode, DeviceGraph, Error, Place, Result};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,8 +38,8 @@ pub(crate) struct Node {
 pub(crate) struct Frontier {
     /// Nodes later work depends on.
     pub(crate) nodes: Vec<usize>,
-    /// Per lane, the latest version of that lane this state has absorbed.
-    covers: Vec<u64>,
+    /// The lanes' work this state has absorbed (members keyed by lane index).
+    covers: JoinClock,
 }
 
 impl Frontier {
@@ -49,23 +49,11 @@ impl Frontier {
                 self.nodes.push(*node);
             }
         }
-        if self.covers.len() < other.covers.len() {
-            self.covers.resize(other.covers.len(), 0);
-        }
-        for (mine, theirs) in self.covers.iter_mut().zip(&other.covers) {
-            *mine = (*mine).max(*theirs);
-        }
+        self.covers.absorb(&other.covers);
     }
 
     fn bump(&mut self, lane: usize) {
-        if self.covers.len() <= lane {
-            self.covers.resize(lane + 1, 0);
-        }
-        self.covers[lane] += 1;
-    }
-
-    fn covered(&self, lane: usize) -> u64 {
-        self.covers.get(lane).copied().unwrap_or(0)
+        self.covers.advance(lane as u64);
     }
 }
 
@@ -77,7 +65,7 @@ struct Lane {
 struct SessionState {
     nodes: Vec<Node>,
     lanes: Vec<Lane>,
-    invalid: Option<String>,
+    invalid: Invalidation,
 }
 
 /// One capture sequence, shared by the streams taking part in it.
@@ -100,7 +88,7 @@ impl Session {
                     stream: Arc::downgrade(origin),
                     frontier: Frontier::default(),
                 }],
-                invalid: None,
+                invalid: Invalidation::default(),
             }),
         })
     }
@@ -113,9 +101,7 @@ impl Session {
     /// Marks the capture invalid: `end_capture` will fail with `reason`.
     pub(crate) fn invalidate(&self, reason: impl Into<String>) {
         let mut state = lock(&self.state);
-        if state.invalid.is_none() {
-            state.invalid = Some(reason.into());
-        }
+        state.invalid.invalidate(reason);
     }
 
     fn usable<'a>(
@@ -123,12 +109,7 @@ impl Session {
         state: &'a mut SessionState,
         op: &'static str,
     ) -> Result<&'a mut SessionState> {
-        if let Some(reason) = &state.invalid {
-            return Err(Error::capture(
-                op,
-                format!("the capture was invalidated: {reason}"),
-            ));
-        }
+        state.invalid.check(op)?;
         if !self.is_active() {
             return Err(Error::capture(op, "the capture has ended"));
         }
@@ -228,34 +209,22 @@ impl Session {
         drop(lock(&self.registration).take());
         let mut state = lock(&self.state);
         let streams = state.lanes.iter().map(|l| l.stream.clone()).collect();
-        if let Some(reason) = state.invalid.take() {
-            return (
-                streams,
-                Err(Error::capture(
-                    "end_capture",
-                    format!("the capture was invalidated: {reason}"),
-                )),
-            );
+        if let Err(invalid) = state.invalid.check("end_capture") {
+            return (streams, Err(invalid));
         }
         let nodes = std::mem::take(&mut state.nodes);
-        let origin = &state.lanes[0].frontier;
-        let unjoined = state
-            .lanes
-            .iter()
-            .enumerate()
-            .skip(1)
-            .any(|(index, lane)| origin.covered(index) < lane.frontier.covered(index));
-        if unjoined {
+        let joined = capture::check_joined(
+            (0, &state.lanes[0].frontier.covers),
+            state
+                .lanes
+                .iter()
+                .enumerate()
+                .map(|(index, lane)| (index as u64, &lane.frontier.covers)),
+        );
+        if let Err(unjoined) = joined {
             // Release the lock before the nodes (user closures) are dropped.
             drop(state);
-            return (
-                streams,
-                Err(Error::capture(
-                    "end_capture",
-                    "a stream that joined the capture was not joined back into the origin stream \
-                     (cudaErrorStreamCaptureUnjoined)",
-                )),
-            );
+            return (streams, Err(unjoined));
         }
         (streams, Ok(CpuGraph::new(nodes)))
     }

@@ -115,13 +115,9 @@ pub use flag::CpuFlag;
 pub use graph::CpuGraph;
 pub use stream::CpuStream;
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
-/// Locks `mutex`, ignoring poisoning: every critical section in this crate leaves its data
+/// Locks a mutex, ignoring poisoning: every critical section in this crate leaves its data
 /// consistent even when user code (a kernel holding a buffer lock) panics inside it.
-pub(crate) fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(crate) use devstream_core::sync::lock;
 
 /// The one place this backend serves.
 pub(crate) static CPU_PLACE: devstream_core::Place = devstream_core::Place::Cpu;

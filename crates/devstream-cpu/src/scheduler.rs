@@ -15,6 +15,7 @@ use crate::event::EventInner;
 use crate::flag::FlagInner;
 use crate::lock;
 use crate::stream::StreamInner;
+use devstream_core::ops::{BufferOp, Transfer};
 use devstream_core::panic::{drop_contained, take_message};
 use devstream_core::{Error, HostFn, Result};
 use std::cell::Cell;
@@ -74,6 +75,9 @@ impl<F> Drop for UserFn<F> {
     }
 }
 
+/// The CPU backend's copies and fills: [`BufferOp`] over its shared buffer records.
+pub(crate) type CpuBufferOp = BufferOp<Arc<BufferInner>, Arc<HostInner>>;
+
 /// An operation that can be captured into a graph and replayed any number of times (so every
 /// field is shared, and `Clone` is cheap).
 #[derive(Clone)]
@@ -89,43 +93,8 @@ pub(crate) enum CommonOp {
     WaitFlag { flag: Arc<FlagInner>, value: u32 },
     /// Write the flag.
     WriteFlag { flag: Arc<FlagInner>, value: u32 },
-    /// Copy staged host bytes into a buffer.
-    CopyFromHost {
-        dst: Arc<BufferInner>,
-        offset: usize,
-        data: Arc<[u8]>,
-    },
-    /// Host buffer → device buffer.
-    HostToDevice {
-        dst: Arc<BufferInner>,
-        dst_offset: usize,
-        src: Arc<HostInner>,
-        src_offset: usize,
-        len: usize,
-    },
-    /// Device buffer → host buffer.
-    DeviceToHost {
-        dst: Arc<HostInner>,
-        dst_offset: usize,
-        src: Arc<BufferInner>,
-        src_offset: usize,
-        len: usize,
-    },
-    /// Device buffer → device buffer (possibly the same one).
-    DeviceToDevice {
-        dst: Arc<BufferInner>,
-        dst_offset: usize,
-        src: Arc<BufferInner>,
-        src_offset: usize,
-        len: usize,
-    },
-    /// Set bytes of a buffer.
-    Fill {
-        dst: Arc<BufferInner>,
-        offset: usize,
-        len: usize,
-        value: u8,
-    },
+    /// A copy or a fill.
+    Buffer(CpuBufferOp),
 }
 
 /// One unit of stream work.
@@ -165,8 +134,8 @@ impl Op {
     /// The host buffer the operation touches, if any (host reads and writes wait for it).
     pub(crate) fn host_buffer(&self) -> Option<&Arc<HostInner>> {
         match self {
-            Op::Common(CommonOp::HostToDevice { src, .. }) => Some(src),
-            Op::Common(CommonOp::DeviceToHost { dst, .. }) => Some(dst),
+            Op::Common(CommonOp::Buffer(BufferOp::HostToDevice(t))) => Some(&t.src),
+            Op::Common(CommonOp::Buffer(BufferOp::DeviceToHost(t))) => Some(&t.dst),
             _ => None,
         }
     }
@@ -253,58 +222,45 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             flag.store(value);
             Ok(())
         }
-        CommonOp::CopyFromHost { dst, offset, data } => {
+        CommonOp::Buffer(op) => execute_buffer(op),
+    }
+}
+
+/// Runs a copy or a fill (its ranges were checked when it was submitted; they are checked again
+/// here, where the bytes are touched).
+fn execute_buffer(op: CpuBufferOp) -> Result<()> {
+    match op {
+        BufferOp::CopyFromHost { dst, offset, data } => {
             let mut dst = dst.data.lock();
             copy_into(&mut dst, offset, &data)
         }
-        CommonOp::HostToDevice {
-            dst,
-            dst_offset,
-            src,
-            src_offset,
-            len,
-        } => {
+        BufferOp::HostToDevice(t) => {
             // Lock order: device buffers before the host buffer.
-            let mut dst = dst.data.lock();
-            let src = lock(&src.data);
-            copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
+            let mut dst = t.dst.data.lock();
+            transfer(&mut dst, &lock(&t.src.data), &t)
         }
-        CommonOp::DeviceToHost {
-            dst,
-            dst_offset,
-            src,
-            src_offset,
-            len,
-        } => {
-            let src = src.data.lock();
-            let mut dst = lock(&dst.data);
-            copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
+        BufferOp::DeviceToHost(t) => {
+            let src = t.src.data.lock();
+            transfer(&mut lock(&t.dst.data), &src, &t)
         }
-        CommonOp::DeviceToDevice {
-            dst,
-            dst_offset,
-            src,
-            src_offset,
-            len,
-        } => {
-            if Arc::ptr_eq(&dst, &src) {
+        BufferOp::DeviceToDevice(t) => {
+            let (dst, src) = (&t.dst, &t.src);
+            if Arc::ptr_eq(dst, src) {
                 let mut data = dst.data.lock();
-                slice(&data, src_offset, len)?;
-                slice(&data, dst_offset, len)?;
-                data.copy_within(src_offset..src_offset + len, dst_offset);
+                slice(&data, t.src_offset, t.len)?;
+                slice(&data, t.dst_offset, t.len)?;
+                data.copy_within(t.src_offset..t.src_offset + t.len, t.dst_offset);
                 Ok(())
             } else if dst.id < src.id {
                 // Lock order between device buffers: by id.
                 let mut dst = dst.data.lock();
-                let src = src.data.lock();
-                copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
+                transfer(&mut dst, &src.data.lock(), &t)
             } else {
                 let src = src.data.lock();
-                let mut dst = dst.data.lock();
-                copy_into(&mut dst, dst_offset, slice(&src, src_offset, len)?)
+                transfer(&mut dst.data.lock(), &src, &t)
             }
         }
-        CommonOp::Fill {
+        BufferOp::Fill {
             dst,
             offset,
             len,
@@ -323,6 +279,11 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             }
         }
     }
+}
+
+/// Copies `t`'s bytes from `src` (the source buffer's bytes) into `dst` (the destination's).
+fn transfer<Dst, Src>(dst: &mut [u8], src: &[u8], t: &Transfer<Dst, Src>) -> Result<()> {
+    copy_into(dst, t.dst_offset, slice(src, t.src_offset, t.len)?)
 }
 
 fn range_error(op: &str) -> Error {

@@ -26,7 +26,8 @@ use crate::scheduler::{running_stream, Backoff, CommonOp, Op, PoolHandle, Task, 
 use crate::{lock, CPU_PLACE};
 use crossbeam_channel::{Receiver, Sender};
 use devstream_core::elide::{Mark, WaitTracker};
-use devstream_core::traits::check_range;
+use devstream_core::ops::{BufferOp, Transfer};
+use devstream_core::selfwait;
 use devstream_core::{
     next_id, Capabilities, CaptureMode, Completer, Completion, DeviceStream, Error, HostFn, Place,
     Priority, Result, StreamOptions,
@@ -35,6 +36,11 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::Thread;
+
+mod capturing;
+mod waiters;
+
+use waiters::CompletionWaiter;
 
 /// What kind of stream, for live counts and legacy-stream ordering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,28 +117,6 @@ pub(crate) struct StreamInner {
 
 /// The smallest length of a stream's completion waiter list at which it is pruned.
 pub(crate) const PRUNE_MIN: usize = 64;
-
-/// A pending [`Completion`] of a stream's work up to task `seq`.
-struct CompletionWaiter {
-    seq: u64,
-    /// Whether the result carries the stream's first error (stream completions) or not (event
-    /// completions, like `Event::synchronize`).
-    with_error: bool,
-    completer: Completer,
-}
-
-impl CompletionWaiter {
-    fn result(&self, state: &StreamState) -> Result<()> {
-        first_error_up_to(state, self.seq, self.with_error)
-    }
-}
-
-fn first_error_up_to(state: &StreamState, seq: u64, with_error: bool) -> Result<()> {
-    match &state.error {
-        Some((raised, error)) if with_error && *raised <= seq => Err(error.clone()),
-        _ => Ok(()),
-    }
-}
 
 /// Blocking streams (user `blocking(true)` and per-thread streams), which the legacy default
 /// stream orders itself after.
@@ -345,6 +329,21 @@ impl StreamInner {
         })
     }
 
+    /// Checks a copy or fill's ranges, then submits it (the buffers and bytes it keeps are
+    /// shared handles, so a capture can replay it).
+    pub(crate) fn submit_buffer(
+        self: &Arc<Self>,
+        op: BufferOp<&Arc<BufferInner>, &Arc<HostInner>, &[u8]>,
+    ) -> Result<()> {
+        op.validate()?;
+        let owned = op.to_owned(
+            |dst| Arc::clone(dst),
+            |host| Arc::clone(host),
+            |data| Arc::from(data),
+        );
+        self.submit(Op::Common(CommonOp::Buffer(owned)), op.name())
+    }
+
     /// The worker's next task: the parked head of a blocked stream, else the queue's front.
     pub(crate) fn next_task(&self) -> Option<Task> {
         if self.has_head.load(Ordering::Acquire) {
@@ -381,327 +380,6 @@ impl StreamInner {
             self.release_waiters();
         }
         self.active.fetch_sub(1, Ordering::AcqRel) > 1
-    }
-
-    fn update_min_waiter(&self, state: &StreamState) {
-        let min = state
-            .thread_waiters
-            .iter()
-            .map(|w| w.0)
-            .chain(state.stream_waiters.iter().map(|w| w.0))
-            .chain(state.completion_waiters.iter().map(|w| w.seq))
-            .min()
-            .unwrap_or(u64::MAX);
-        self.min_waiter.store(min, Ordering::SeqCst);
-    }
-
-    /// Wakes the threads and streams waiting for a completed count that has been reached.
-    fn release_waiters(&self) {
-        let mut woken = Vec::new();
-        let mut completed = Vec::new();
-        {
-            let mut state = lock(&self.state);
-            let done = self.completed.load(Ordering::SeqCst);
-            state.thread_waiters.retain(|(seq, thread)| {
-                if *seq <= done {
-                    thread.unpark();
-                    false
-                } else {
-                    true
-                }
-            });
-            let mut index = 0;
-            while index < state.stream_waiters.len() {
-                if state.stream_waiters[index].0 <= done {
-                    woken.push(state.stream_waiters.swap_remove(index).1);
-                } else {
-                    index += 1;
-                }
-            }
-            let mut index = 0;
-            while index < state.completion_waiters.len() {
-                if state.completion_waiters[index].seq <= done {
-                    let waiter = state.completion_waiters.swap_remove(index);
-                    let result = waiter.result(&state);
-                    completed.push((waiter.completer, result));
-                } else {
-                    index += 1;
-                }
-            }
-            self.update_min_waiter(&state);
-        }
-        for stream in woken {
-            stream.wake();
-        }
-        // Wakers run user (executor) code: never under the stream lock.
-        for (completer, result) in completed {
-            completer.complete(result);
-        }
-    }
-
-    /// A future for "completed ≥ `seq`": registered in the waiter list that the worker's
-    /// `complete_one` releases (the same path that unparks threads blocked in `synchronize`).
-    /// With `with_error`, its result is the first unreported error of tasks up to `seq`, as
-    /// `synchronize` would return it (observed, not taken).
-    pub(crate) fn completion_at(&self, seq: u64, with_error: bool) -> Completion {
-        if self.completed.load(Ordering::Acquire) >= seq {
-            return Completion::ready(self.result_up_to(seq, with_error));
-        }
-        let (completion, completer) = Completion::pending();
-        let mut entry = Some(CompletionWaiter {
-            seq,
-            with_error,
-            completer,
-        });
-        let mut withdrawn = None;
-        let registered = self.register(
-            seq,
-            |state| {
-                if state.completion_waiters.len() >= state.prune_at {
-                    // Dropped futures leave abandoned entries: drop them in amortised O(1).
-                    state
-                        .completion_waiters
-                        .retain(|w| !w.completer.is_abandoned());
-                    state.prune_at = (state.completion_waiters.len() * 2).max(PRUNE_MIN);
-                }
-                state.completion_waiters.extend(entry.take());
-            },
-            |state| {
-                // Nobody else took the lock since `add`: the entry is the last one.
-                withdrawn = state.completion_waiters.pop();
-                withdrawn.is_some()
-            },
-        );
-        if !registered {
-            if let Some(waiter) = entry.or(withdrawn) {
-                waiter
-                    .completer
-                    .complete(self.result_up_to(seq, with_error));
-            }
-        }
-        completion
-    }
-
-    /// Completion futures registered and not completed yet (tests).
-    #[cfg(test)]
-    pub(crate) fn completion_waiters(&self) -> usize {
-        lock(&self.state).completion_waiters.len()
-    }
-
-    /// The result of the work up to task `seq` (complete): the first unreported error among it
-    /// when `with_error`.
-    fn result_up_to(&self, seq: u64, with_error: bool) -> Result<()> {
-        if !with_error || !self.has_error.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        first_error_up_to(&lock(&self.state), seq, with_error)
-    }
-
-    /// Registers a waiter for "completed ≥ `seq`" under the lock. Returns `false` (with the
-    /// registration withdrawn) if that is already true.
-    ///
-    /// The registration publishes `min_waiter` and then reads `completed`; the worker publishes
-    /// `completed` and then reads `min_waiter` (all SeqCst): one of them sees the other, so a
-    /// wake-up is never lost. Whoever takes the entry out of the list (under the lock) wakes.
-    fn register(
-        &self,
-        seq: u64,
-        add: impl FnOnce(&mut StreamState),
-        withdraw: impl FnOnce(&mut StreamState) -> bool,
-    ) -> bool {
-        let mut state = lock(&self.state);
-        if self.completed.load(Ordering::SeqCst) >= seq {
-            return false;
-        }
-        add(&mut state);
-        if self.min_waiter.load(Ordering::SeqCst) > seq {
-            self.min_waiter.store(seq, Ordering::SeqCst);
-        }
-        if self.completed.load(Ordering::SeqCst) >= seq && withdraw(&mut state) {
-            self.update_min_waiter(&state);
-            return false;
-        }
-        true
-    }
-
-    /// Registers a blocked stream to be woken when this one has completed `seq` tasks.
-    /// Returns `false` (registering nothing) if it already has.
-    pub(crate) fn add_stream_waiter(&self, seq: u64, waiter: &Arc<StreamInner>) -> bool {
-        self.register(
-            seq,
-            |state| state.stream_waiters.push((seq, waiter.clone())),
-            |state| {
-                let found = state
-                    .stream_waiters
-                    .iter()
-                    .position(|(s, w)| *s == seq && Arc::ptr_eq(w, waiter));
-                found.map(|i| state.stream_waiters.swap_remove(i)).is_some()
-            },
-        )
-    }
-
-    /// Blocks the calling thread until `seq` tasks have completed: a short bounded backoff,
-    /// then it parks until the worker unparks it.
-    pub(crate) fn wait_until(&self, seq: u64) {
-        let mut backoff = Backoff::new();
-        while self.completed.load(Ordering::Acquire) < seq {
-            if backoff.is_completed() {
-                let me = std::thread::current();
-                let id = me.id();
-                let registered = self.register(
-                    seq,
-                    |state| state.thread_waiters.push((seq, me)),
-                    |state| {
-                        let found = state
-                            .thread_waiters
-                            .iter()
-                            .position(|(s, t)| *s == seq && t.id() == id);
-                        found.map(|i| state.thread_waiters.swap_remove(i)).is_some()
-                    },
-                );
-                if registered {
-                    while self.completed.load(Ordering::Acquire) < seq {
-                        std::thread::park();
-                    }
-                }
-                return;
-            }
-            backoff.snooze();
-        }
-    }
-
-    /// The capture this stream takes part in, and its lane.
-    pub(crate) fn capture_info(&self) -> Option<(Arc<Session>, usize)> {
-        lock(&self.state)
-            .capture
-            .as_ref()
-            .map(|c| (c.session.clone(), c.lane))
-    }
-
-    /// Leaves `session` (at its end).
-    fn leave_capture(&self, session: &Arc<Session>) {
-        let mut state = lock(&self.state);
-        if state
-            .capture
-            .as_ref()
-            .is_some_and(|c| Arc::ptr_eq(&c.session, session))
-        {
-            state.capture = None;
-            self.capturing.store(false, Ordering::Release);
-        }
-    }
-
-    /// The last handle is gone: ends the capture this stream began, whatever its state
-    /// (nothing can end it any more), so that it neither keeps forbidding other calls nor keeps
-    /// the streams that joined it capturing; they leave it and run their later work again. A
-    /// stream that only joined a capture leaves it to its origin.
-    fn abandon_capture(&self) {
-        let mut state = lock(&self.state);
-        let Some(capture) = state.capture.take_if(|capture| capture.lane == 0) else {
-            return;
-        };
-        self.capturing.store(false, Ordering::Release);
-        drop(state);
-        let session = capture.session;
-        session.invalidate("the stream that began the capture was dropped");
-        let (streams, ended) = session.finish();
-        for stream in streams.iter().skip(1).filter_map(Weak::upgrade) {
-            stream.leave_capture(&session);
-        }
-        // The captured nodes (user closures) are dropped here, under no lock.
-        drop(ended);
-    }
-
-    /// The error for an operation that is illegal on a capturing stream; invalidates the capture.
-    fn capture_violation(&self, op: &'static str) -> Error {
-        if let Some((session, _)) = self.capture_info() {
-            session.invalidate(format!("{op} was called on a capturing stream"));
-        }
-        Error::capture(
-            op,
-            "not permitted on a capturing stream; the capture is invalidated",
-        )
-    }
-
-    /// Adds "wait until `target` completed `seq`" (nothing if it already has).
-    fn wait_seq(
-        self: &Arc<Self>,
-        target: &Arc<StreamInner>,
-        seq: u64,
-        op: &'static str,
-    ) -> Result<()> {
-        if self.capturing.load(Ordering::Acquire) {
-            if let Some((session, _)) = self.capture_info() {
-                session.invalidate(format!("{op} waited for work outside the capture"));
-                return Err(Error::capture(
-                    op,
-                    "waiting for work recorded outside the capture is not permitted \
-                     (cudaErrorStreamCaptureIsolation); the capture is invalidated",
-                ));
-            }
-        }
-        if Arc::ptr_eq(target, self) || target.completed.load(Ordering::Acquire) >= seq {
-            return Ok(());
-        }
-        // "completed ≥ seq" only grows: a wait for `seq` is implied by an earlier wait of this
-        // stream for a count ≥ `seq` of the same stream (stream ids are never reused).
-        let mark = Mark {
-            stream: target.id,
-            pos: seq,
-        };
-        let guard = self.tracker.lock();
-        if guard.as_ref().is_some_and(|g| g.implied(self.id, mark)) {
-            return Ok(());
-        }
-        self.queue(op, |pusher| pusher.wait_for(target, seq))?;
-        if let Some(mut guard) = guard {
-            guard.note(mark);
-        }
-        Ok(())
-    }
-
-    /// Waits for graph nodes of `session`: joins them into this stream's capture, or forks
-    /// this stream into the capture.
-    fn join(
-        self: &Arc<Self>,
-        session: Arc<Session>,
-        frontier: Frontier,
-        op: &'static str,
-    ) -> Result<()> {
-        let mut state = lock(&self.state);
-        match &state.capture {
-            Some(capture) if Arc::ptr_eq(&capture.session, &session) => {
-                let lane = capture.lane;
-                drop(state);
-                session.merge(lane, &frontier, op)
-            }
-            Some(capture) => {
-                let mine = capture.session.clone();
-                drop(state);
-                mine.invalidate(format!("{op} tried to merge two separate captures"));
-                Err(Error::capture(
-                    op,
-                    "the event belongs to another capture (cudaErrorStreamCaptureMerge); the \
-                     capture is invalidated",
-                ))
-            }
-            None => {
-                if !session.is_active() {
-                    // The capture has ended: the record stands for nothing that will run.
-                    return Ok(());
-                }
-                if self.kind == StreamKind::Legacy {
-                    return Err(Error::capture(
-                        op,
-                        "the legacy default stream cannot take part in a capture",
-                    ));
-                }
-                let lane = session.add_lane(self, frontier, op)?;
-                state.capture = Some(StreamCapture { session, lane });
-                self.capturing.store(true, Ordering::Release);
-                Ok(())
-            }
-        }
     }
 
     /// `synchronize` when the stream is busy, failed or capturing.
@@ -770,13 +448,13 @@ pub(crate) fn blocking_in_worker(op: &'static str, target_stream: u64) -> Option
     } else {
         "another stream"
     };
-    Some(Error::WouldDeadlock {
+    Some(selfwait::would_deadlock(
         op,
-        reason: format!(
+        format!(
             "work of {whose} that is not complete: a CPU worker never blocks on other work; \
              order the work with wait_event / wait_stream instead"
         ),
-    })
+    ))
 }
 
 fn capturing_now(op: &'static str) -> Error {
@@ -1159,13 +837,11 @@ impl DeviceStream for CpuStream {
     }
 
     fn copy_from_host(&self, dst: &CpuBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
-        check_range("copy_from_host", dst_offset, src.len(), dst.0.len)?;
-        let op = CommonOp::CopyFromHost {
-            dst: dst.0.clone(),
+        self.0.submit_buffer(BufferOp::CopyFromHost {
+            dst: &dst.0,
             offset: dst_offset,
-            data: Arc::from(src),
-        };
-        self.0.submit(common(op), "copy_from_host")
+            data: src,
+        })
     }
 
     fn copy_host_to_device(
@@ -1176,16 +852,9 @@ impl DeviceStream for CpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        check_range("copy_host_to_device", dst_offset, len, dst.0.len)?;
-        check_range("copy_host_to_device", src_offset, len, src.0.len)?;
-        let op = CommonOp::HostToDevice {
-            dst: dst.0.clone(),
-            dst_offset,
-            src: src.0.clone(),
-            src_offset,
-            len,
-        };
-        self.0.submit(common(op), "copy_host_to_device")
+        self.0.submit_buffer(BufferOp::HostToDevice(Transfer::new(
+            &dst.0, dst_offset, &src.0, src_offset, len,
+        )))
     }
 
     fn copy_device_to_host(
@@ -1196,16 +865,9 @@ impl DeviceStream for CpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        check_range("copy_device_to_host", dst_offset, len, dst.0.len)?;
-        check_range("copy_device_to_host", src_offset, len, src.0.len)?;
-        let op = CommonOp::DeviceToHost {
-            dst: dst.0.clone(),
-            dst_offset,
-            src: src.0.clone(),
-            src_offset,
-            len,
-        };
-        self.0.submit(common(op), "copy_device_to_host")
+        self.0.submit_buffer(BufferOp::DeviceToHost(Transfer::new(
+            &dst.0, dst_offset, &src.0, src_offset, len,
+        )))
     }
 
     fn copy_device_to_device(
@@ -1216,26 +878,17 @@ impl DeviceStream for CpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        check_range("copy_device_to_device", dst_offset, len, dst.0.len)?;
-        check_range("copy_device_to_device", src_offset, len, src.0.len)?;
-        let op = CommonOp::DeviceToDevice {
-            dst: dst.0.clone(),
-            dst_offset,
-            src: src.0.clone(),
-            src_offset,
-            len,
-        };
-        self.0.submit(common(op), "copy_device_to_device")
+        self.0.submit_buffer(BufferOp::DeviceToDevice(Transfer::new(
+            &dst.0, dst_offset, &src.0, src_offset, len,
+        )))
     }
 
     fn fill(&self, dst: &CpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        check_range("fill", offset, len, dst.0.len)?;
-        let op = CommonOp::Fill {
-            dst: dst.0.clone(),
+        self.0.submit_buffer(BufferOp::Fill {
+            dst: &dst.0,
             offset,
             len,
             value,
-        };
-        self.0.submit(common(op), "fill")
+        })
     }
 }

@@ -1,4 +1,4 @@
-//! Hostile use of the CPU backend (issue 12, items 6 and 8): devstream calls made from inside
+//! Hostile use of the CPU backend: devstream calls made from inside
 //! host functions and kernels, and user code whose panics or destructors misbehave.
 //!
 //! Every test runs its body under a watchdog: a hang fails in seconds with a clear message
@@ -56,7 +56,7 @@ fn is_refused<T>(result: &Result<T, Error>) -> bool {
     matches!(result, Err(Error::WouldDeadlock { .. }))
 }
 
-// ---- item 6: host-buffer access and blocking calls from inside host functions ----
+// ---- host-buffer access and blocking calls from inside host functions ----
 
 /// A host function reads and writes a host buffer that copies queued *after* it on the same
 /// stream use: it must see stream order up to itself and never wait for those copies.
@@ -267,7 +267,7 @@ fn non_blocking_calls_from_host_funcs_succeed() {
     });
 }
 
-// ---- item 8: panics whose payloads or closures panic again when dropped ----
+// ---- panics whose payloads or closures panic again when dropped ----
 
 /// A value whose destructor panics; with `again`, the destructor's panic payload is another
 /// `Bomb` whose destructor panics too.

@@ -31,12 +31,11 @@ fn implied_waits_are_elided_and_never_across_captures_or_foreign_handles() {
     let Some((place, _serial)) = gpu() else {
         return;
     };
-    // Loaded before anything is held: stream creation was measured to wait for streams held
-    // at a flag, and module loading may do the same.
+    // Loaded before anything is held: stream creation can wait for streams held at a flag,
+    // and module loading may do the same.
     let module = devstream_cuda::ptx::load(&place).unwrap();
     let noop = module.function("noop").unwrap();
-    // Every stream is made before a is held: CUDA's stream creation can wait for held streams
-    // (docs/results/2026-11-24-gpu3/22-stream-create-stalls/).
+    // Every stream is made before a is held: CUDA's stream creation can wait for held streams.
     let b = stream(&place);
     let plain =
         CudaBackend::new_stream(&place, StreamOptions::default().elide_waits(false)).unwrap();

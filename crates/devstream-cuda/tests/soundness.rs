@@ -1,4 +1,4 @@
-//! Regression tests for the soundness defects of issue 12 on a real CUDA GPU (the shared
+//! Regression tests for soundness defects on a real CUDA GPU (the shared
 //! CUDA/HIP layer, so they cover the HIP backend's logic too).
 //!
 //! Each test skips (with a message) where no CUDA device is present, unless `DEVSTREAM_REQUIRE`
@@ -140,7 +140,7 @@ impl Drop for PanickyDrop {
     }
 }
 
-// ---- item 1: host functions captured into a shared graph definition ------------------------
+// ---- host functions captured into a shared graph definition ------------------------
 
 /// Two captures append to one graph definition; the second graph contains the first capture's
 /// host-function node. Dropping the first graph must not free that closure while the second
@@ -198,7 +198,7 @@ fn capture_to_graph_host_function_lives_while_any_graph_of_the_definition_can_ca
     drop(def);
 }
 
-// ---- item 4: objects dropped while their user stream is capturing --------------------------
+// ---- objects dropped while their user stream is capturing --------------------------
 
 /// A flag written by work queued before a capture, dropped during the capture: its pinned block
 /// must not be recycled before that write ran.
@@ -307,7 +307,7 @@ fn copy_from_pageable_memory_onto_a_held_stream_does_not_wait_for_the_stream() {
     s.synchronize().unwrap();
 }
 
-// ---- item 5: flags used by captured work ----------------------------------------------------
+// ---- flags used by captured work ----------------------------------------------------
 
 /// A flag written by a captured graph, dropped before the graph is replayed: the graph must keep
 /// the flag's pinned block.
@@ -359,7 +359,7 @@ fn flag_waited_on_by_a_captured_graph_is_kept_alive_by_the_graph() {
     done.unwrap();
 }
 
-// ---- item 6: blocking calls inside a host function -------------------------------------------
+// ---- blocking calls inside a host function -------------------------------------------
 
 #[test]
 fn host_buffer_read_inside_a_host_function_does_not_wait_for_later_copies() {
@@ -463,7 +463,7 @@ fn child_synchronize_inside_a_host_function_is_an_error_not_a_hang() {
     .unwrap();
 }
 
-// ---- item 8: panics whose payload panics again on drop ---------------------------------------
+// ---- panics whose payload panics again on drop ---------------------------------------
 
 /// Checks that `s.synchronize()` reports a host-function panic (within 10 s).
 fn expect_panic_reported(s: &CudaStream) {
@@ -583,7 +583,7 @@ fn child_host_closure_whose_drop_panics_twice_is_dropped_quietly() {
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
 
-// ---- item 10: the per-thread default stream on another thread ---------------------------------
+// ---- the per-thread default stream on another thread ---------------------------------
 
 /// The per-thread stream's handle used on another thread must not answer for that thread's
 /// stream (it compares equal to the original).
@@ -634,7 +634,7 @@ fn per_thread_stream_user_dropped_on_another_thread_is_released_after_its_work()
     );
 }
 
-// ---- item 12: graph nodes from outside the graph --------------------------------------------
+// ---- graph nodes from outside the graph --------------------------------------------
 
 #[test]
 fn capture_dependencies_from_another_or_a_dropped_graph_are_refused() {
@@ -696,7 +696,7 @@ fn child_capture_dependencies_from_another_or_a_dropped_graph_are_refused() {
     s.synchronize().unwrap();
 }
 
-// ---- item 13: the panic target of concurrent launches -----------------------------------------
+// ---- the panic target of concurrent launches -----------------------------------------
 
 /// Launches of one graph on two streams: a panic of the first launch's host function is the
 /// first launching stream's, whatever was launched after it.

@@ -16,6 +16,7 @@ use crate::ext::CaptureModeGuard;
 use crate::raw::{CaptureStatus, DevicePtr, RawApi, RawEvent};
 use crate::stream::{GpuStream, StreamInner};
 use crate::users::{forget_finished, gone, StreamUsers};
+use devstream_core::ops::{BufferLen, Transfer};
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, Error, EventFlags, HostBuffer, Place, Result};
 use std::fmt;
@@ -503,25 +504,20 @@ pub(crate) fn copy_from_host<A: RawApi>(
 
 pub(crate) fn copy_host_to_device<A: RawApi>(
     stream: &GpuStream<A>,
-    dst: &GpuBuffer<A>,
-    dst_offset: usize,
-    src: &GpuHostBuffer<A>,
-    src_offset: usize,
-    len: usize,
+    t: Transfer<&GpuBuffer<A>, &GpuHostBuffer<A>>,
 ) -> Result<()> {
-    check_range("copy_host_to_device", dst_offset, len, dst.inner.len)?;
-    check_range("copy_host_to_device", src_offset, len, src.inner.len)?;
-    prepare(stream, "copy_host_to_device", dst)?;
-    if len == 0 {
+    t.validate("copy_host_to_device")?;
+    prepare(stream, "copy_host_to_device", t.dst)?;
+    if t.len == 0 {
         return Ok(());
     }
-    src.submit(stream, || {
+    t.src.submit(stream, || {
         // SAFETY: ranges checked; the host buffer stays alive until the copy completes.
         check::<A, _>(unsafe {
             A::memcpy_htod_async(
-                dst.inner.ptr + dst_offset as u64,
-                src.inner.ptr.add(src_offset),
-                len,
+                t.dst.inner.ptr + t.dst_offset as u64,
+                t.src.inner.ptr.add(t.src_offset),
+                t.len,
                 stream.raw(),
             )
         })
@@ -530,25 +526,20 @@ pub(crate) fn copy_host_to_device<A: RawApi>(
 
 pub(crate) fn copy_device_to_host<A: RawApi>(
     stream: &GpuStream<A>,
-    dst: &GpuHostBuffer<A>,
-    dst_offset: usize,
-    src: &GpuBuffer<A>,
-    src_offset: usize,
-    len: usize,
+    t: Transfer<&GpuHostBuffer<A>, &GpuBuffer<A>>,
 ) -> Result<()> {
-    check_range("copy_device_to_host", dst_offset, len, dst.inner.len)?;
-    check_range("copy_device_to_host", src_offset, len, src.inner.len)?;
-    prepare(stream, "copy_device_to_host", src)?;
-    if len == 0 {
+    t.validate("copy_device_to_host")?;
+    prepare(stream, "copy_device_to_host", t.src)?;
+    if t.len == 0 {
         return Ok(());
     }
-    dst.submit(stream, || {
+    t.dst.submit(stream, || {
         // SAFETY: ranges checked; the host buffer stays alive until the copy completes.
         check::<A, _>(unsafe {
             A::memcpy_dtoh_async(
-                dst.inner.ptr.add(dst_offset),
-                src.inner.ptr + src_offset as u64,
-                len,
+                t.dst.inner.ptr.add(t.dst_offset),
+                t.src.inner.ptr + t.src_offset as u64,
+                t.len,
                 stream.raw(),
             )
         })
@@ -557,25 +548,20 @@ pub(crate) fn copy_device_to_host<A: RawApi>(
 
 pub(crate) fn copy_device_to_device<A: RawApi>(
     stream: &GpuStream<A>,
-    dst: &GpuBuffer<A>,
-    dst_offset: usize,
-    src: &GpuBuffer<A>,
-    src_offset: usize,
-    len: usize,
+    t: Transfer<&GpuBuffer<A>, &GpuBuffer<A>>,
 ) -> Result<()> {
-    check_range("copy_device_to_device", dst_offset, len, dst.inner.len)?;
-    check_range("copy_device_to_device", src_offset, len, src.inner.len)?;
-    prepare(stream, "copy_device_to_device", dst)?;
-    prepare(stream, "copy_device_to_device", src)?;
-    if len == 0 {
+    t.validate("copy_device_to_device")?;
+    prepare(stream, "copy_device_to_device", t.dst)?;
+    prepare(stream, "copy_device_to_device", t.src)?;
+    if t.len == 0 {
         return Ok(());
     }
     // SAFETY: ranges checked; both buffers stay alive until the copy completes.
     check::<A, _>(unsafe {
         A::memcpy_dtod_async(
-            dst.inner.ptr + dst_offset as u64,
-            src.inner.ptr + src_offset as u64,
-            len,
+            t.dst.inner.ptr + t.dst_offset as u64,
+            t.src.inner.ptr + t.src_offset as u64,
+            t.len,
             stream.raw(),
         )
     })
@@ -597,4 +583,16 @@ pub(crate) fn fill<A: RawApi>(
     check::<A, _>(unsafe {
         A::memset_d8_async(dst.inner.ptr + offset as u64, value, len, stream.raw())
     })
+}
+
+impl<A: RawApi> BufferLen for GpuBuffer<A> {
+    fn byte_len(&self) -> usize {
+        self.inner.len
+    }
+}
+
+impl<A: RawApi> BufferLen for GpuHostBuffer<A> {
+    fn byte_len(&self) -> usize {
+        self.inner.len
+    }
 }

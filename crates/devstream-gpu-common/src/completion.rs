@@ -22,18 +22,16 @@
 //! with a host function of its own (the first design: one notifier stream and one
 //! `cuStreamAddCallback` per future) made thousands of streams and host callbacks; on an H100
 //! the enqueuing thread then waited inside the driver for room that only those callbacks could
-//! free, while `cuStreamAddCallback` callbacks need the driver's lock that thread held: the
-//! completion tests hung (`docs/results/2026-11-24-gpu3/`). `cuLaunchHostFunc` does not take
+//! free, while `cuStreamAddCallback` callbacks need the driver's lock that thread held: a
+//! deadlock. `cuLaunchHostFunc` does not take
 //! that lock, and at most [`DOORBELLS`] host functions and notifier streams exist per device
 //! however many futures are pending. No thread per future: one sweeper per device.
 //!
 //! Why the notifiers are made with the device, never when a completion is made: on CUDA, stream
-//! creation can wait until work queued on other streams drains. On an H100 (driver 580), raw
-//! `cuStreamCreateWithPriority` stalled for as long as 16 to 64 other streams were held at
-//! `cuStreamWaitValue32` waits, depending on how many streams existed
-//! (`docs/results/2026-11-24-gpu3/22-stream-create-stalls/`). A completion made while the
-//! caller holds streams (a flag it releases after awaiting) that created a notifier then spun in
-//! the driver for ever: the conformance suite hung in `completions_resolve_under_tokio`. So a
+//! creation can wait until work queued on other streams drains: `cuStreamCreateWithPriority`
+//! can stall for as long as other streams are held at `cuStreamWaitValue32` waits. A completion
+//! made while the caller holds streams (a flag it releases after awaiting) that created a
+//! notifier would then spin in the driver for ever. So a
 //! device's notifiers are made when devstream first opens the device (before any stream of
 //! its own exists), and a completion never creates a stream.
 
@@ -45,7 +43,7 @@ use crate::raw::{Optional, RawApi, RawStream};
 use devstream_core::{Completer, Completion, Error, Result};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// Pending completions of a device that get a host function (and a notifier stream) each.
@@ -84,11 +82,7 @@ struct Pending<A: RawApi> {
     counted: AtomicBool,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use devstream_core::sync::lock;
 
 impl<A: RawApi> Pending<A> {
     /// Fills the future (once; later calls do nothing). `status`: the event's own outcome.

@@ -121,19 +121,31 @@ impl<A: RawApi> GpuEvent<A> {
             }
         };
         device.live_events.fetch_add(1, Ordering::Relaxed);
-        Ok(GpuEvent {
+        Ok(Self::wrap(raw, device, flags, true, EventMark::new()))
+    }
+
+    /// A handle over `raw`: `owned` ones (created by devstream) are destroyed on drop and start
+    /// unrecorded; wrapped ones count as recorded.
+    fn wrap(
+        raw: RawEvent,
+        device: &'static Device<A>,
+        flags: EventFlags,
+        owned: bool,
+        mark: EventMark,
+    ) -> Self {
+        GpuEvent {
             inner: Arc::new(EventInner {
                 raw,
                 device,
                 flags,
                 id: devstream_core::next_id(),
-                recorded: AtomicBool::new(false),
+                recorded: AtomicBool::new(!owned),
                 captured: AtomicBool::new(false),
-                owned: true,
-                mark: EventMark::new(),
+                owned,
+                mark,
                 awaited: std::sync::atomic::AtomicUsize::new(0),
             }),
-        })
+        }
     }
 
     /// Wraps a native event without owning it (it is not destroyed on drop).
@@ -147,19 +159,7 @@ impl<A: RawApi> GpuEvent<A> {
         device
             .foreign_handles
             .store(true, std::sync::atomic::Ordering::Release);
-        Ok(GpuEvent {
-            inner: Arc::new(EventInner {
-                raw,
-                device,
-                flags,
-                id: devstream_core::next_id(),
-                recorded: AtomicBool::new(true),
-                captured: AtomicBool::new(false),
-                owned: false,
-                mark: foreign_mark(),
-                awaited: std::sync::atomic::AtomicUsize::new(0),
-            }),
-        })
+        Ok(Self::wrap(raw, device, flags, false, foreign_mark()))
     }
 
     /// The native handle. Once handed out, the event may be recorded outside devstream (in

@@ -320,7 +320,7 @@ impl Drop for DefState {
 
 impl DefShared {
     fn lock(&self) -> std::sync::MutexGuard<'_, DefState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        devstream_core::sync::lock(&self.state)
     }
 
     /// A capture into the definition begins: refused once it holds a host function (a second

@@ -53,8 +53,9 @@ pub use graph::{GpuGraph, GpuGraphDef};
 pub use kernel::{GpuKernel, GpuModule, KernelArg, LaunchConfig};
 pub use raw::{
     AccessPolicyWindow, AccessProperty, CaptureInfo, CaptureStatus, DeviceProperties, DevicePtr,
-    ErrorKind, LoadInfo, MemAttach, Optional, RawApi, RawContext, RawError, RawEvent, RawFunction,
-    RawGraph, RawGraphExec, RawGraphNode, RawModule, RawResult, RawStream, StreamAttribute,
-    StreamAttributeId, SyncPolicy,
+    ErrorKind, LoadInfo, MemAttach, Optional, RawApi, RawCapture, RawContext, RawDevices, RawError,
+    RawEvent, RawEvents, RawFunction, RawGraph, RawGraphExec, RawGraphNode, RawGraphs, RawKernels,
+    RawMemory, RawModule, RawResult, RawStream, RawStreams, StreamAttribute, StreamAttributeId,
+    SyncPolicy,
 };
 pub use stream::{GpuStream, StreamKind};

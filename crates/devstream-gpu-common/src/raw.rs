@@ -316,7 +316,10 @@ pub struct DeviceProperties {
 }
 
 /// The one table of raw calls a CUDA-like backend provides. Each function forwards to one native
-/// call; errors carry the native code and the call's name.
+/// call; errors carry the native code and the call's name. The calls are grouped by the object
+/// they act on in the supertraits ([`RawDevices`], [`RawStreams`], [`RawCapture`],
+/// [`RawEvents`], [`RawGraphs`], [`RawMemory`], [`RawKernels`]), which a backend implements one
+/// per file; this trait holds what identifies and loads the backend.
 ///
 /// # Safety
 ///
@@ -327,7 +330,19 @@ pub struct DeviceProperties {
 /// [`RawApi::load`] returned `Ok`.
 // One `# Safety` section (above) covers every method of the table.
 #[allow(clippy::missing_safety_doc)]
-pub unsafe trait RawApi: Sized + Send + Sync + 'static {
+pub unsafe trait RawApi:
+    RawDevices
+    + RawStreams
+    + RawCapture
+    + RawEvents
+    + RawGraphs
+    + RawMemory
+    + RawKernels
+    + Sized
+    + Send
+    + Sync
+    + 'static
+{
     /// The backend name used in errors (`"cuda"`, `"hip"`).
     const BACKEND: &'static str;
     /// The place family this backend serves.
@@ -342,7 +357,9 @@ pub unsafe trait RawApi: Sized + Send + Sync + 'static {
     fn place(ordinal: usize) -> Place;
 
     /// The device ordinal of `place`, if it is a place of this backend.
-    fn ordinal(place: &Place) -> Option<usize>;
+    fn ordinal(place: &Place) -> Option<usize> {
+        (place.backend() == Self::KIND).then(|| place.index())
+    }
 
     /// Loads the runtime library, checks that every required symbol is present, initialises the
     /// runtime and records which [`Optional`] calls exist. Never panics; `Err` says why the
@@ -357,9 +374,15 @@ pub unsafe trait RawApi: Sized + Send + Sync + 'static {
 
     /// The native name and description of a status code.
     fn error_message(code: i32) -> String;
+}
 
-    // ---- devices and contexts -------------------------------------------------------------
-
+/// Devices and contexts: part of the raw-call table [`RawApi`] (whose `# Safety` section covers these calls).
+///
+/// # Safety
+///
+/// As for [`RawApi`].
+#[allow(clippy::missing_safety_doc)]
+pub unsafe trait RawDevices {
     /// Number of devices (`cuDeviceGetCount`).
     unsafe fn device_count() -> RawResult<usize>;
     /// Attributes of a device (`cuDeviceGetAttribute`, `cuDeviceGetName`).
@@ -375,9 +398,15 @@ pub unsafe trait RawApi: Sized + Send + Sync + 'static {
     unsafe fn priority_range() -> RawResult<(i32, i32)>;
     /// Resets persisting L2 lines of the current context (`cuCtxResetPersistingL2Cache`).
     unsafe fn reset_persisting_l2_cache() -> RawResult;
+}
 
-    // ---- streams ------------------------------------------------------------------------------
-
+/// Streams: creation, ordering, host functions, stream memory operations and attributes: part of the raw-call table [`RawApi`] (whose `# Safety` section covers these calls).
+///
+/// # Safety
+///
+/// As for [`RawApi`].
+#[allow(clippy::missing_safety_doc)]
+pub unsafe trait RawStreams {
     /// `cuStreamCreateWithPriority` in the current context.
     unsafe fn stream_create(non_blocking: bool, priority: i32) -> RawResult<RawStream>;
     /// `cuStreamDestroy`.
@@ -432,9 +461,15 @@ pub unsafe trait RawApi: Sized + Send + Sync + 'static {
         len: usize,
         attach: MemAttach,
     ) -> RawResult;
+}
 
-    // ---- capture ------------------------------------------------------------------------------
-
+/// Stream capture: part of the raw-call table [`RawApi`] (whose `# Safety` section covers these calls).
+///
+/// # Safety
+///
+/// As for [`RawApi`].
+#[allow(clippy::missing_safety_doc)]
+pub unsafe trait RawCapture {
     /// `cuStreamBeginCapture`.
     unsafe fn stream_begin_capture(stream: RawStream, mode: CaptureMode) -> RawResult;
     /// `cuStreamBeginCaptureToGraph` ([`Optional::CaptureToGraph`]).
@@ -459,9 +494,15 @@ pub unsafe trait RawApi: Sized + Send + Sync + 'static {
     ) -> RawResult;
     /// `cuThreadExchangeStreamCaptureMode` ([`Optional::ExchangeCaptureMode`]).
     unsafe fn thread_exchange_capture_mode(mode: CaptureMode) -> RawResult<CaptureMode>;
+}
 
-    // ---- events -------------------------------------------------------------------------------
-
+/// Events: part of the raw-call table [`RawApi`] (whose `# Safety` section covers these calls).
+///
+/// # Safety
+///
+/// As for [`RawApi`].
+#[allow(clippy::missing_safety_doc)]
+pub unsafe trait RawEvents {
     /// `cuEventCreate` in the current context.
     unsafe fn event_create(flags: EventFlags) -> RawResult<RawEvent>;
     /// `cuEventDestroy`.
@@ -474,9 +515,15 @@ pub unsafe trait RawApi: Sized + Send + Sync + 'static {
     unsafe fn event_synchronize(event: RawEvent) -> RawResult;
     /// `cuEventElapsedTime` in milliseconds.
     unsafe fn event_elapsed_ms(start: RawEvent, end: RawEvent) -> RawResult<f32>;
+}
 
-    // ---- graphs -------------------------------------------------------------------------------
-
+/// Graphs and executable graphs: part of the raw-call table [`RawApi`] (whose `# Safety` section covers these calls).
+///
+/// # Safety
+///
+/// As for [`RawApi`].
+#[allow(clippy::missing_safety_doc)]
+pub unsafe trait RawGraphs {
     /// `cuGraphCreate`.
     unsafe fn graph_create() -> RawResult<RawGraph>;
     /// `cuGraphInstantiate`.
@@ -491,9 +538,15 @@ pub unsafe trait RawApi: Sized + Send + Sync + 'static {
     unsafe fn graph_node_count(graph: RawGraph) -> RawResult<usize>;
     /// Every node of the graph (`cuGraphGetNodes`).
     unsafe fn graph_nodes(graph: RawGraph) -> RawResult<Vec<RawGraphNode>>;
+}
 
-    // ---- memory -------------------------------------------------------------------------------
-
+/// Device, managed and pinned host memory, and copies: part of the raw-call table [`RawApi`] (whose `# Safety` section covers these calls).
+///
+/// # Safety
+///
+/// As for [`RawApi`].
+#[allow(clippy::missing_safety_doc)]
+pub unsafe trait RawMemory {
     /// `cuMemAlloc` in the current context.
     unsafe fn mem_alloc(len: usize) -> RawResult<DevicePtr>;
     /// `cuMemFree`.
@@ -538,9 +591,15 @@ pub unsafe trait RawApi: Sized + Send + Sync + 'static {
         len: usize,
         stream: RawStream,
     ) -> RawResult;
+}
 
-    // ---- modules and kernels --------------------------------------------------------------------
-
+/// Modules and kernel launches: part of the raw-call table [`RawApi`] (whose `# Safety` section covers these calls).
+///
+/// # Safety
+///
+/// As for [`RawApi`].
+#[allow(clippy::missing_safety_doc)]
+pub unsafe trait RawKernels {
     /// `cuModuleLoadData` in the current context (CUDA: PTX text or cubin; HIP: a code object).
     unsafe fn module_load_data(image: *const c_void) -> RawResult<RawModule>;
     /// `cuModuleUnload`.

@@ -19,6 +19,7 @@ use crate::hostfn::{
 use crate::raw::{CaptureStatus, Optional, RawApi, RawEvent, RawGraph, RawGraphNode, RawStream};
 use devstream_core::capture::{self, CaptureRegistration};
 use devstream_core::elide::{Mark, WaitTracker};
+use devstream_core::ops::Transfer;
 use devstream_core::{
     Capabilities, CaptureMode, Completion, DeviceEvent, DeviceStream, Error, EventFlags, HostFn,
     Place, Priority, Result, StreamOptions,
@@ -27,6 +28,12 @@ use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+
+mod capturing;
+mod inner;
+
+pub(crate) use inner::{check_nodes_of, StreamInner};
+use inner::{discard_native_capture, release_handle, ActiveCapture, CaptureRecord};
 
 /// What kind of native stream a [`GpuStream`] wraps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,292 +46,6 @@ pub enum StreamKind {
     Legacy,
     /// The per-thread default stream.
     PerThread,
-}
-
-/// A capture this stream began through devstream and that has not ended.
-struct ActiveCapture {
-    /// The runtime's capture sequence id (0 until it is known).
-    id: u64,
-    /// The graph definition it captures into (`begin_capture_to_graph`), kept alive.
-    def: Option<Arc<dyn Any + Send + Sync>>,
-    /// What the capture's mode forbids (`devstream_core::capture`), lifted when this drops:
-    /// only after the native end, so that no forbidden call passes while the runtime would
-    /// still count it against the capture.
-    registration: CaptureRegistration,
-}
-
-/// The capture this stream began through devstream, and why devstream last ended one of its
-/// captures (for the `end_capture` that follows).
-#[derive(Default)]
-struct CaptureRecord {
-    active: Option<ActiveCapture>,
-    invalidated: Option<String>,
-}
-
-pub(crate) struct StreamInner<A: RawApi> {
-    pub(crate) raw: RawStream,
-    pub(crate) device: &'static Device<A>,
-    id: u64,
-    native_priority: i32,
-    priority: Priority,
-    non_blocking: bool,
-    pub(crate) kind: StreamKind,
-    needs_context: bool,
-    /// Internal event for `wait_stream` (created on first use).
-    sync_event: OnceLock<RawEvent>,
-    /// Where host functions' panics (and watched collectives' failures) are kept until
-    /// `synchronize` reports them; made on first need (most streams never run a host function,
-    /// and a second heap block was a third of what stream creation added to the driver call).
-    panic: OnceLock<Arc<PanicSlot>>,
-    /// Slots for host functions launched outside a capture (made on first use).
-    host_ring: OnceLock<HostRingPtr>,
-    capture: Mutex<CaptureRecord>,
-    _keepalive: Option<Arc<dyn Any + Send + Sync>>,
-    counted: bool,
-    /// The thread whose per-thread default stream this is (`None` for every other kind).
-    owner: Option<std::thread::ThreadId>,
-    /// Live [`GpuStream`] handles. At zero no more work can be queued on the stream (devstream
-    /// holds it only for work already queued), which is what lets an object forget it as a
-    /// user once that work completed (see `users::gone`).
-    pub(crate) handles: AtomicUsize,
-    /// What this stream already waited for, and its record clock (enabled only for streams
-    /// devstream created, with `elide_waits`).
-    tracker: WaitTracker,
-    /// Set once the native stream left devstream's hands (`raw_handle`) or got state of its
-    /// own (attributes, attached memory, its unique id read): such a stream is destroyed at
-    /// its drop, never kept for reuse (see `Device::keep_stream`).
-    native_state: AtomicBool,
-}
-
-impl<A: RawApi> StreamInner<A> {
-    /// The stream's panic slot, made on first need: what a host function, a graph launch or a
-    /// watched collective reports to (its address is the stream's token, see
-    /// `hostfn::stream_token`).
-    pub(crate) fn panic_slot(&self) -> &Arc<PanicSlot> {
-        self.panic.get_or_init(Arc::default)
-    }
-
-    /// The panic slot if one was made (none made: nothing was ever reported to the stream).
-    pub(crate) fn panic_slot_if_made(&self) -> Option<&Arc<PanicSlot>> {
-        self.panic.get()
-    }
-
-    /// Notes that the native stream left devstream or got state of its own (see
-    /// `native_state`).
-    pub(crate) fn mark_native_state(&self) {
-        if !self.native_state.load(Ordering::Relaxed) {
-            self.native_state.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Takes the first panic or failure reported to the stream since the last take.
-    fn take_panic(&self) -> Result<()> {
-        match self.panic.get() {
-            Some(slot) => slot.take(self.id),
-            None => Ok(()),
-        }
-    }
-
-    /// The handle to order a release of what this stream's queued work uses after: its own,
-    /// except for a per-thread stream released on another thread (where its handle names that
-    /// thread's stream): then the legacy default stream, whose work waits for every blocking
-    /// stream of the context, the per-thread streams of all threads included.
-    pub(crate) fn release_handle(&self) -> RawStream {
-        release_handle(self.raw, self.owner)
-    }
-
-    /// Takes the record of the capture this stream began (if any), adjusting the device's
-    /// count of active captures.
-    fn take_capture(&self) -> CaptureRecord {
-        let record = match self.capture.lock() {
-            Ok(mut record) => std::mem::take(&mut *record),
-            Err(_) => CaptureRecord::default(),
-        };
-        if record.active.is_some() {
-            self.device.active_captures.fetch_sub(1, Ordering::AcqRel);
-        }
-        record
-    }
-
-    /// Ends the capture this stream began (natively, discarding it) and remembers `reason` for
-    /// the `end_capture` that follows, so that the stream stays usable. `raw` is the handle
-    /// that names the stream on this thread.
-    fn discard_capture(&self, raw: RawStream, reason: String) {
-        if let Some(active) = self.take_capture().active {
-            if let Ok(mut record) = self.capture.lock() {
-                record.invalidated = Some(reason);
-            }
-            discard_native_capture::<A>(raw, active.id);
-            drop(active);
-            self.device.capture_window_close();
-            // Releases that waited for the capture to end can be tracked now.
-            self.device.collect();
-        }
-    }
-
-    /// The last handle is gone: ends the capture this stream began, whatever its state (no
-    /// `end_capture` can come any more), as every backend does. The streams that joined it
-    /// leave it with it (the runtime ends a capture for all its streams), what its mode
-    /// forbade is lifted, and its graph, if any, is destroyed. Off runtime callback threads
-    /// (where runtime calls are not allowed) this happens at once.
-    fn abandon_capture(inner: &Arc<Self>) {
-        if inner
-            .capture
-            .lock()
-            .map_or(true, |record| record.active.is_none())
-        {
-            return;
-        }
-        let inner = inner.clone();
-        crate::hostfn::release_off_callback(move || {
-            if inner.device.bind().is_ok() {
-                inner.discard_capture(
-                    inner.release_handle(),
-                    "the stream that began the capture was dropped".into(),
-                );
-            }
-        });
-    }
-}
-
-/// See [`StreamInner::release_handle`] (call it on the thread that makes the release calls).
-fn release_handle(raw: RawStream, owner: Option<std::thread::ThreadId>) -> RawStream {
-    match owner {
-        Some(owner) if Some(owner) != current_thread() => RawStream::NULL,
-        _ => raw,
-    }
-}
-
-impl<A: RawApi> Drop for StreamInner<A> {
-    fn drop(&mut self) {
-        // Most streams never ran a host function, a capture or a `wait_stream` and hold
-        // nothing of another library's: only the native stream and the live count to release,
-        // here and now unless this is a runtime callback thread.
-        let plain = self.host_ring.get().is_none()
-            && self.sync_event.get().is_none()
-            && self._keepalive.is_none()
-            && self
-                .capture
-                .get_mut()
-                .is_ok_and(|record| record.active.is_none());
-        if plain && !crate::hostfn::in_host_function() {
-            if self.kind == StreamKind::Owned {
-                // devstream's own calls, made in Relaxed mode: no capture in progress, on any
-                // thread, may count them as unsafe (see `Device::keep_stream`).
-                let _relaxed = CaptureModeGuard::<A>::relaxed();
-                let keep = |inner: &Self| {
-                    inner
-                        .device
-                        .keep_stream(inner.raw, inner.non_blocking, inner.native_priority)
-                };
-                if *self.native_state.get_mut() || !keep(self) {
-                    // SAFETY: we own the stream; cuStreamDestroy returns at once and the
-                    // runtime frees it after its queued work.
-                    let _ = unsafe { A::stream_destroy(self.raw) };
-                }
-            }
-            if self.counted {
-                self.device.live_streams.fetch_sub(1, Ordering::Relaxed);
-            }
-            return;
-        }
-        let raw = self.raw;
-        let owner = self.owner;
-        let sync_event = self.sync_event.get().copied();
-        let owned = self.kind == StreamKind::Owned;
-        let counted = self.counted;
-        let device = self.device;
-        let active = self
-            .capture
-            .get_mut()
-            .ok()
-            .and_then(|record| record.active.take());
-        let active_capture = active.is_some();
-        let keepalive = self._keepalive.take();
-        let host_ring = self.host_ring.take();
-        crate::hostfn::release_off_callback(move || {
-            // devstream's own calls: in Relaxed mode, as above.
-            let _relaxed = CaptureModeGuard::<A>::relaxed();
-            if let Some(ring) = host_ring {
-                if !ring.in_flight() {
-                    ring.retire();
-                } else {
-                    // Host functions still queued: free the ring once the stream has run
-                    // past them (an event recorded after them completes only after they
-                    // returned). If no event can be recorded (the stream is capturing), the
-                    // ring stays allocated rather than being freed under a pending callback.
-                    device.release_after_or_forget(
-                        release_handle(raw, owner),
-                        Box::new(move || ring.retire()),
-                    );
-                }
-            }
-            if let Some(active) = active {
-                // A capture begun through devstream and never ended: end and discard it.
-                discard_native_capture::<A>(raw, active.id);
-                device.active_captures.fetch_sub(1, Ordering::AcqRel);
-                drop(active);
-            }
-            if active_capture {
-                device.capture_window_close();
-            }
-            if let Some(event) = sync_event {
-                // SAFETY: the internal event belongs to this stream object; destroying it while
-                // a wait on it is pending is allowed.
-                let _ = unsafe { A::event_destroy(event) };
-            }
-            if owned {
-                // SAFETY: we own the stream; cuStreamDestroy returns at once and the runtime
-                // frees it after its queued work.
-                let _ = unsafe { A::stream_destroy(raw) };
-            }
-            drop(keepalive);
-            if counted {
-                device.live_streams.fetch_sub(1, Ordering::Relaxed);
-            }
-        });
-    }
-}
-
-/// Ends the native capture of `raw` (which broke a rule or was abandoned), destroys the graph
-/// it produced, and drops what the capture owned.
-fn discard_native_capture<A: RawApi>(raw: RawStream, id: u64) {
-    // SAFETY: the stream is alive; ending returns no graph or one we destroy.
-    if let Ok(graph) = unsafe { A::stream_end_capture(raw) } {
-        if !graph.is_null() {
-            // SAFETY: the graph returned by end-capture is ours to destroy.
-            let _ = unsafe { A::graph_destroy(graph) };
-        }
-    }
-    if let Ok(runtime) = Runtime::<A>::get() {
-        let owned = runtime
-            .captures
-            .lock()
-            .ok()
-            .and_then(|mut captures| captures.remove(&id));
-        // Nodes of an abandoned capture into a definition may stay in it: so do their objects.
-        drop(owned.map(CaptureOwned::settle));
-    }
-}
-
-/// `Error::InvalidArgument` unless every node in `nodes` is a node of `graph` (a node handle
-/// from another graph, or from one since destroyed, never reaches the runtime).
-pub(crate) fn check_nodes_of<A: RawApi>(
-    op: &'static str,
-    graph: RawGraph,
-    nodes: &[RawGraphNode],
-) -> Result<()> {
-    if nodes.is_empty() {
-        return Ok(());
-    }
-    // SAFETY: the graph is alive (the caller holds it, or it is a capture's graph).
-    let members = check::<A, _>(unsafe { A::graph_nodes(graph) })?;
-    match nodes.iter().find(|node| !members.contains(node)) {
-        None => Ok(()),
-        Some(node) => Err(Error::InvalidArgument(format!(
-            "{op}: {node:?} is not a node of the graph"
-        ))),
-    }
 }
 
 /// A native stream (`CUstream` / `hipStream_t`), a cheap `Clone` handle. Clones compare equal.
@@ -667,257 +388,6 @@ impl<A: RawApi> GpuStream<A> {
         }
     }
 
-    /// The native capture status and sequence id.
-    pub(crate) fn capture_sequence(&self) -> Result<(CaptureStatus, u64)> {
-        // No capture begun through devstream on this device, and no stream or event made
-        // elsewhere ever wrapped on it (through which someone else's capture could reach this
-        // stream: a stream joins a capture only by waiting on an event recorded in one): the
-        // stream cannot be capturing. The per-thread stream is shared with every library on
-        // the thread (any of them may capture it), so it always asks. Otherwise two atomic
-        // loads instead of a driver call on the paths that must know (host functions, copies).
-        let device = self.inner.device;
-        if self.inner.kind != StreamKind::PerThread
-            && device.active_captures.load(Ordering::Acquire) == 0
-            && !device.foreign_handles.load(Ordering::Acquire)
-        {
-            return Ok((CaptureStatus::None, 0));
-        }
-        // SAFETY: the stream is alive; its context is bound by the caller where needed.
-        let info = check::<A, _>(unsafe { A::stream_capture_info(self.raw()) })?;
-        Ok((info.status, info.id))
-    }
-
-    /// If the stream is capturing, hands `item` to the capture (it will be owned by the graph)
-    /// and returns `true`.
-    pub(crate) fn keep_in_capture(&self, item: Box<dyn Any + Send + Sync>) -> Result<bool> {
-        match self.capture_sequence()? {
-            (CaptureStatus::None, _) => Ok(false),
-            (_, id) => {
-                let runtime = Runtime::<A>::get()?;
-                let mut captures = runtime
-                    .captures
-                    .lock()
-                    .map_err(|_| Error::InvalidArgument("capture registry poisoned".into()))?;
-                captures
-                    .entry(id)
-                    .or_insert_with(|| CaptureOwned::new(self.inner.panic_slot().clone()))
-                    .keep
-                    .push(item);
-                Ok(true)
-            }
-        }
-    }
-
-    /// Maps an error; if it broke a rule of a capture this stream began, ends that capture
-    /// (discarding it) so that the stream stays usable, and remembers why for `end_capture`.
-    fn capture_violation(&self, op: &'static str, error: Error) -> Error {
-        if !matches!(error, Error::Capture { .. }) {
-            return error;
-        }
-        self.discard_capture(format!("{op} during capture invalidated it ({error})"));
-        error
-    }
-
-    /// Ends the capture this stream began (natively, discarding it) and remembers `reason` for
-    /// the `end_capture` that follows, so that the stream stays usable.
-    fn discard_capture(&self, reason: String) {
-        self.inner.discard_capture(self.raw(), reason);
-    }
-
-    fn begin_capture_impl(
-        &self,
-        mode: CaptureMode,
-        def: Option<(&GpuGraphDef<A>, &[RawGraphNode])>,
-    ) -> Result<()> {
-        if self.inner.kind == StreamKind::Legacy {
-            return Err(Error::capture(
-                "begin_capture",
-                "capture on the legacy default stream is not allowed",
-            ));
-        }
-        self.bind()?;
-        let ours = self
-            .inner
-            .capture
-            .lock()
-            .map(|record| record.active.is_some())
-            .unwrap_or(false);
-        // SAFETY: the stream is alive.
-        let native = check::<A, _>(unsafe { A::stream_is_capturing(self.raw()) })?;
-        if ours || native != CaptureStatus::None {
-            let reason = "begin_capture on a stream that is already capturing; the capture was \
-                          invalidated and ended";
-            if ours {
-                self.discard_capture(reason.into());
-            } else if let Ok((_, id)) = self.capture_sequence() {
-                discard_native_capture::<A>(self.raw(), id);
-            }
-            return Err(Error::capture("begin_capture", reason));
-        }
-        let mut defined = None;
-        // From here until the native end, nothing on this device is elided or positioned.
-        self.inner.device.capture_window_open();
-        let begun = (|| -> Result<Option<Arc<dyn Any + Send + Sync>>> {
-            Ok(match def {
-                None => {
-                    // SAFETY: the stream is alive.
-                    check::<A, _>(unsafe { A::stream_begin_capture(self.raw(), mode) })?;
-                    None
-                }
-                Some((def, dependencies)) => {
-                    self.inner
-                        .device
-                        .require(Optional::CaptureToGraph, "begin_capture_to_graph")?;
-                    self.same_device("begin_capture_to_graph", def.ordinal())?;
-                    check_nodes_of::<A>("begin_capture_to_graph", def.raw_handle(), dependencies)?;
-                    def.inner.shared.begin_capture()?;
-                    // SAFETY: the stream and the graph are alive; every dependency is a node of
-                    // the graph (checked above).
-                    if let Err(e) = unsafe {
-                        A::stream_begin_capture_to_graph(
-                            self.raw(),
-                            def.raw_handle(),
-                            dependencies,
-                            mode,
-                        )
-                    } {
-                        def.inner.shared.end_capture();
-                        return Err(map_error::<A>(e));
-                    }
-                    defined = Some(def.inner.shared.clone());
-                    Some(def.inner.clone() as Arc<dyn Any + Send + Sync>)
-                }
-            })
-        })();
-        let keep_def = match begun {
-            Ok(keep_def) => keep_def,
-            Err(e) => {
-                self.inner.device.capture_window_close();
-                return Err(e);
-            }
-        };
-        self.inner
-            .device
-            .active_captures
-            .fetch_add(1, Ordering::AcqRel);
-        if let Ok(mut record) = self.inner.capture.lock() {
-            record.active = Some(ActiveCapture {
-                id: 0,
-                def: keep_def,
-                registration: capture::register(&self.inner.device.place, mode, self.inner.id),
-            });
-            record.invalidated = None;
-        }
-        let id = match self.capture_sequence() {
-            Ok((_, id)) => id,
-            Err(e) => {
-                self.discard_capture(format!("{e}"));
-                return Err(e);
-            }
-        };
-        let runtime = Runtime::<A>::get()?;
-        if let Ok(mut captures) = runtime.captures.lock() {
-            captures
-                .entry(id)
-                .or_insert_with(|| CaptureOwned::new(self.inner.panic_slot().clone()))
-                .def = defined;
-        }
-        if let Ok(mut record) = self.inner.capture.lock() {
-            if let Some(active) = record.active.as_mut() {
-                active.id = id;
-            }
-        }
-        Ok(())
-    }
-
-    /// Starts capturing into an existing graph: captured nodes are added to `graph` after
-    /// `dependencies` (`cuStreamBeginCaptureToGraph`, CUDA 12.3+). `end_capture` returns a
-    /// launchable graph instantiated from `graph`.
-    pub fn begin_capture_to_graph(
-        &self,
-        graph: &GpuGraphDef<A>,
-        dependencies: &[RawGraphNode],
-        mode: CaptureMode,
-    ) -> Result<()> {
-        self.begin_capture_impl(mode, Some((graph, dependencies)))
-    }
-
-    /// Adds `f` as a stream callback (`cuStreamAddCallback`): it runs on a host thread after
-    /// all earlier work and receives the stream's status (`Err` after a device error). Unlike
-    /// host functions, callbacks cannot be captured. A panic in `f` surfaces from
-    /// `synchronize`.
-    pub fn add_callback(&self, f: impl FnOnce(Result<()>) + Send + 'static) -> Result<()> {
-        self.inner
-            .device
-            .require(Optional::StreamAddCallback, "add_callback")?;
-        self.bind()?;
-        let call = Box::new(crate::hostfn::StreamCallbackCall::<A> {
-            f: Box::new(f),
-            sink: self.inner.panic_slot().clone(),
-            _api: std::marker::PhantomData,
-        });
-        let data = Box::into_raw(call).cast();
-        // SAFETY: the trampoline matches the callback signature and takes ownership of `data`
-        // exactly once when the runtime calls it.
-        let status = unsafe {
-            A::stream_add_callback(self.raw(), crate::hostfn::stream_callback::<A>, data)
-        };
-        if let Err(e) = status {
-            // SAFETY: the runtime refused the callback: we still own `data`.
-            drop(unsafe { Box::from_raw(data.cast::<crate::hostfn::StreamCallbackCall<A>>()) });
-            return Err(self.capture_violation("add_callback", map_error::<A>(e)));
-        }
-        Ok(())
-    }
-
-    fn end_capture_impl(&self) -> Result<GpuGraph<A>> {
-        self.bind()?;
-        let CaptureRecord {
-            active: ours,
-            invalidated,
-        } = self.inner.take_capture();
-        let began_here = ours.is_some();
-        if ours.is_none() {
-            if let Some(reason) = invalidated {
-                return Err(Error::capture("end_capture", reason));
-            }
-        }
-        let (id, def, registration) = match ours {
-            Some(active) => (active.id, active.def, Some(active.registration)),
-            None => match self.capture_sequence()? {
-                (CaptureStatus::None, _) => {
-                    return Err(Error::capture(
-                        "end_capture",
-                        "the stream is not capturing (begin_capture first)",
-                    ))
-                }
-                (_, id) => (id, None, None),
-            },
-        };
-        // SAFETY: the stream is alive and (per the runtime) capturing.
-        let ended = unsafe { A::stream_end_capture(self.raw()) };
-        drop(registration);
-        if began_here {
-            self.inner.device.capture_window_close();
-        }
-        let owned = Runtime::<A>::get()?
-            .captures
-            .lock()
-            .ok()
-            .and_then(|mut captures| captures.remove(&id))
-            .map(CaptureOwned::settle);
-        // Releases that waited for this stream's capture to end can be tracked now.
-        self.inner.device.collect();
-        let graph = check::<A, _>(ended)?;
-        if graph.is_null() {
-            return Err(Error::capture(
-                "end_capture",
-                "the capture was invalidated; no graph was produced",
-            ));
-        }
-        GpuGraph::instantiate(self.inner.device, graph, def, owned)
-    }
-
     /// Later work on this stream waits for `event` (which may belong to another device).
     #[inline]
     fn wait_raw_event(&self, event: RawEvent) -> Result<()> {
@@ -950,22 +420,6 @@ impl<A: RawApi> GpuStream<A> {
 
     pub(crate) fn inner(&self) -> &Arc<StreamInner<A>> {
         &self.inner
-    }
-
-    /// Notes on `event` whether this record went into a capture (where captures are tracked:
-    /// two atomic loads otherwise), so that `Event::completion` never waits on graph work.
-    #[inline]
-    fn note_capture_of(&self, event: &GpuEvent<A>) {
-        let device = self.inner.device;
-        let tracked = device.active_captures.load(Ordering::Acquire) > 0
-            || device.foreign_handles.load(Ordering::Acquire);
-        let captured = tracked
-            && self
-                .capture_sequence()
-                .is_ok_and(|(status, _)| status != CaptureStatus::None);
-        if captured || event.inner.captured.load(Ordering::Relaxed) {
-            event.inner.captured.store(captured, Ordering::Release);
-        }
     }
 
     /// `Stream::completion`: an internal event recorded here, awaited by the device's
@@ -1345,7 +799,10 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        crate::buffer::copy_host_to_device(self, dst, dst_offset, src, src_offset, len)
+        crate::buffer::copy_host_to_device(
+            self,
+            Transfer::new(dst, dst_offset, src, src_offset, len),
+        )
     }
 
     fn copy_device_to_host(
@@ -1356,7 +813,10 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        crate::buffer::copy_device_to_host(self, dst, dst_offset, src, src_offset, len)
+        crate::buffer::copy_device_to_host(
+            self,
+            Transfer::new(dst, dst_offset, src, src_offset, len),
+        )
     }
 
     fn copy_device_to_device(
@@ -1367,7 +827,10 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        crate::buffer::copy_device_to_device(self, dst, dst_offset, src, src_offset, len)
+        crate::buffer::copy_device_to_device(
+            self,
+            Transfer::new(dst, dst_offset, src, src_offset, len),
+        )
     }
 
     fn fill(&self, dst: &GpuBuffer<A>, offset: usize, len: usize, value: u8) -> Result<()> {

@@ -651,3 +651,15 @@ impl HostBuffer for WgpuHostBuffer {
         Ok(())
     }
 }
+
+impl devstream_core::ops::BufferLen for BufferInner {
+    fn byte_len(&self) -> usize {
+        self.len as usize
+    }
+}
+
+impl devstream_core::ops::BufferLen for HostInner {
+    fn byte_len(&self) -> usize {
+        self.len
+    }
+}

@@ -19,6 +19,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+mod enumeration;
+mod poller;
+
+use enumeration::enumeration;
+pub use enumeration::{adapters, AdapterEntry};
+use poller::{completer, poller, Completer};
+
 /// The environment variable that restricts which wgpu backends are enumerated: a comma list of
 /// `vulkan` (`vk`), `metal` (`mtl`), `dx12` (`d3d12`), `gl` (`gles`, `opengl`). When it is unset,
 /// wgpu's own `WGPU_BACKEND` is honoured; when both are unset, every compiled-in backend is used.
@@ -29,141 +36,6 @@ pub(crate) const POLL_SLICE: Duration = Duration::from_millis(1);
 
 pub(crate) static LIVE_STREAMS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static LIVE_EVENTS: AtomicUsize = AtomicUsize::new(0);
-
-/// One adapter of the deterministic enumeration behind `Place::Wgpu(index)`.
-#[derive(Clone, Debug)]
-pub struct AdapterEntry {
-    /// The place this adapter is: `Place::Wgpu(index)`.
-    pub index: usize,
-    /// What wgpu reports about the adapter (name, backend, device type, driver).
-    pub info: wgpu::AdapterInfo,
-    /// The adapter's optional features.
-    pub features: wgpu::Features,
-}
-
-struct Enumeration {
-    /// Kept for the life of the process, with the adapters it enumerated.
-    _instance: Option<wgpu::Instance>,
-    adapters: Vec<wgpu::Adapter>,
-    entries: Vec<AdapterEntry>,
-    /// Why nothing could be enumerated, when nothing could.
-    unavailable: Option<String>,
-}
-
-fn backend_rank(backend: wgpu::Backend) -> u8 {
-    match backend {
-        wgpu::Backend::Vulkan => 0,
-        wgpu::Backend::Metal => 1,
-        wgpu::Backend::Dx12 => 2,
-        wgpu::Backend::Gl => 3,
-        _ => 4,
-    }
-}
-
-fn device_type_rank(device_type: wgpu::DeviceType) -> u8 {
-    match device_type {
-        wgpu::DeviceType::DiscreteGpu => 0,
-        wgpu::DeviceType::IntegratedGpu => 1,
-        wgpu::DeviceType::VirtualGpu => 2,
-        wgpu::DeviceType::Cpu => 3,
-        wgpu::DeviceType::Other => 4,
-    }
-}
-
-/// The backends to enumerate: `DEVSTREAM_WGPU_BACKENDS`, else `WGPU_BACKEND`, else all.
-fn requested_backends() -> wgpu::Backends {
-    let compiled = wgpu::Instance::enabled_backend_features();
-    let requested = match std::env::var(BACKENDS_ENV) {
-        Ok(list) if !list.trim().is_empty() => wgpu::Backends::from_comma_list(&list),
-        _ => wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
-    };
-    requested & compiled & !wgpu::Backends::BROWSER_WEBGPU & !wgpu::Backends::NOOP
-}
-
-fn enumerate() -> Enumeration {
-    let backends = requested_backends();
-    if backends.is_empty() {
-        return Enumeration {
-            _instance: None,
-            adapters: Vec::new(),
-            entries: Vec::new(),
-            unavailable: Some(format!(
-                "no wgpu backend left to enumerate (compiled in: {:?}; {BACKENDS_ENV}={:?}; WGPU_BACKEND={:?})",
-                wgpu::Instance::enabled_backend_features(),
-                std::env::var(BACKENDS_ENV).ok(),
-                std::env::var("WGPU_BACKEND").ok()
-            )),
-        };
-    }
-    let made = catch_unwind(|| {
-        let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
-        descriptor.backends = backends;
-        // Lean flags (no debug labels, no validation layers) unless WGPU_* variables ask.
-        descriptor.flags = wgpu::InstanceFlags::empty().with_env();
-        let instance = wgpu::Instance::new(descriptor);
-        let adapters = block_on(instance.enumerate_adapters(backends));
-        (instance, adapters)
-    });
-    let (instance, mut adapters) = match made {
-        Ok(pair) => pair,
-        Err(payload) => {
-            return Enumeration {
-                _instance: None,
-                adapters: Vec::new(),
-                entries: Vec::new(),
-                unavailable: Some(format!(
-                    "creating the wgpu instance failed: {}",
-                    devstream_core::panic::take_message(payload)
-                )),
-            }
-        }
-    };
-    adapters.sort_by_cached_key(|adapter| {
-        let info = adapter.get_info();
-        (
-            backend_rank(info.backend),
-            device_type_rank(info.device_type),
-            info.name.clone(),
-            info.vendor,
-            info.device,
-            info.driver.clone(),
-        )
-    });
-    let entries: Vec<AdapterEntry> = adapters
-        .iter()
-        .enumerate()
-        .map(|(index, adapter)| AdapterEntry {
-            index,
-            info: adapter.get_info(),
-            features: adapter.features(),
-        })
-        .collect();
-    let unavailable = entries.is_empty().then(|| {
-        format!(
-            "no wgpu adapter found for backends {backends:?} (on Linux, Vulkan needs libvulkan1 and \
-             a driver such as Mesa's lavapipe: apt-get install mesa-vulkan-drivers)"
-        )
-    });
-    Enumeration {
-        _instance: Some(instance),
-        adapters,
-        entries,
-        unavailable,
-    }
-}
-
-fn enumeration() -> &'static Enumeration {
-    static ENUMERATION: OnceLock<Enumeration> = OnceLock::new();
-    ENUMERATION.get_or_init(enumerate)
-}
-
-/// The adapters behind `Place::Wgpu(0..)`, in their deterministic order: sorted by backend
-/// (Vulkan, Metal, DX12, GL), device type (discrete, integrated, virtual, CPU, other), name,
-/// vendor id, device id, driver. Restricted by [`BACKENDS_ENV`] / `WGPU_BACKEND`. Enumerated once
-/// per process; empty (never a panic) when no driver is installed.
-pub fn adapters() -> Vec<AdapterEntry> {
-    enumeration().entries.clone()
-}
 
 /// A submission of a device's queue: a per-device sequence number (1, 2, ...) and wgpu's index.
 #[derive(Clone, Debug)]
@@ -619,112 +491,6 @@ impl DeviceShared {
     }
 }
 
-fn poller(weak: Weak<DeviceShared>, signal: Arc<Signal>, shutdown: Arc<AtomicBool>) {
-    loop {
-        if shutdown.load(Ordering::SeqCst) {
-            return;
-        }
-        let seen = signal.generation();
-        let Some(device) = weak.upgrade() else {
-            return;
-        };
-        match device.step() {
-            Step::Progress => {}
-            Step::WaitLocal(ticket) => {
-                // The completion thread waits for it and wakes us; the long timeout is only a
-                // backstop.
-                device.completer.want(&ticket);
-                drop(device);
-                signal.wait_change(seen, Some(POLL_SLICE * 100));
-            }
-            Step::WaitForeign(foreign, ticket, local) => {
-                if let Some(local) = local {
-                    device.completer.want(&local);
-                }
-                drop(device);
-                // Another device's completions do not wake us: ask it (a plain poll) every
-                // slice. A failed poll is recorded as that device's fault.
-                if !foreign.query_ticket(Some(&ticket)).unwrap_or(true) {
-                    drop(foreign);
-                    signal.wait_change(seen, Some(POLL_SLICE));
-                }
-            }
-            Step::Idle { timed } => {
-                drop(device);
-                signal.wait_change(seen, timed.then_some(POLL_SLICE));
-            }
-        }
-    }
-}
-
-/// The ticket the poller waits for, handed to the device's completion thread.
-///
-/// Only that thread blocks in `Device::poll` for the poller, and only without a timeout: in
-/// wgpu 30 a `poll(Wait { timeout: Some(..) })` that times out while another thread's poll (or
-/// `Queue::submit`, which polls too) drains the queue trips an assertion inside wgpu
-/// ("If the queue is empty, the current submission index ... should be at least the wait
-/// submission index"), losing the callbacks that poll collected (fixed upstream in
-/// gfx-rs/wgpu#9958). A wait without a timeout returns only once its submission is done, so it
-/// cannot trip it.
-#[derive(Default)]
-pub(crate) struct Completer {
-    wanted: Mutex<Option<Ticket>>,
-    changed: std::sync::Condvar,
-}
-
-impl Completer {
-    /// Asks the completion thread to wait for `ticket` (an earlier wanted ticket wins).
-    fn want(&self, ticket: &Ticket) {
-        let mut wanted = lock(&self.wanted);
-        if wanted.as_ref().is_none_or(|w| ticket.seq < w.seq) {
-            *wanted = Some(ticket.clone());
-            self.changed.notify_one();
-        }
-    }
-
-    /// Wakes the completion thread so that it sees the shutdown.
-    fn wake(&self) {
-        let _wanted = lock(&self.wanted);
-        self.changed.notify_all();
-    }
-}
-
-/// The completion thread: waits (without a timeout) for each ticket the poller wants, then
-/// wakes the poller.
-fn completer(
-    weak: Weak<DeviceShared>,
-    completer: Arc<Completer>,
-    work: Arc<Signal>,
-    shutdown: Arc<AtomicBool>,
-) {
-    loop {
-        let ticket = {
-            let mut wanted = lock(&completer.wanted);
-            loop {
-                if shutdown.load(Ordering::SeqCst) {
-                    return;
-                }
-                if let Some(ticket) = wanted.take() {
-                    break ticket;
-                }
-                wanted = completer
-                    .changed
-                    .wait(wanted)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-            }
-        };
-        let Some(device) = weak.upgrade() else {
-            return;
-        };
-        // A failed poll is recorded as the device's fault; the poller goes on serving streams.
-        let _ = device.wait_ticket(&ticket, None);
-        // Completion futures wait for later tickets: wait for the next one.
-        crate::completion::Completions::arm(&device);
-        drop(device);
-        work.notify();
-    }
-}
-
 /// A wgpu device (with its one queue) as devstream uses it: the device of a place, or an
 /// existing `wgpu::Device` + `wgpu::Queue` adopted with [`WgpuDevice::adopt`].
 ///
@@ -996,6 +762,7 @@ pub(crate) fn fresh_device(index: usize) -> Option<WgpuDevice> {
 
 #[cfg(test)]
 mod tests {
+    use super::enumeration::{backend_rank, device_type_rank};
     use super::*;
 
     #[test]

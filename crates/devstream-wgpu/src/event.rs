@@ -8,6 +8,7 @@ use crate::graph::{Clock, Session, SharedSession};
 use crate::sched::{waits_behind_host_func, AfterSubmit, Awaited, StreamState};
 use crate::util::lock;
 use devstream_core::elide::Mark;
+use devstream_core::selfwait;
 use devstream_core::{Completion, DeviceEvent, Error, EventFlags, Place, Result};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -176,13 +177,13 @@ impl Record {
                         if let Some((_, stream)) =
                             waits_behind_host_func(&self.device, Awaited::Record(self))
                         {
-                            return Err(Error::WouldDeadlock {
-                                op: "Event::synchronize",
-                                reason: format!(
+                            return Err(selfwait::would_deadlock(
+                                "Event::synchronize",
+                                format!(
                                     "the event waits for work queued after the host function \
                                      of stream {stream}"
                                 ),
-                            });
+                            ));
                         }
                         continue;
                     }

@@ -8,7 +8,8 @@ use crate::event::WgpuEvent;
 use crate::flag::FlagInner;
 use crate::kernel::KernelInner;
 use crate::stream::WgpuStream;
-use devstream_core::capture::{self, CaptureRegistration};
+use devstream_core::capture::{self, CaptureRegistration, Invalidation, JoinClock};
+use devstream_core::ops::BufferOp;
 use devstream_core::{CaptureMode, DeviceGraph, Error, HostFn, Place, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,41 +17,13 @@ use std::sync::{Arc, Mutex};
 /// A host function shared by every launch of a graph (it runs once per launch).
 pub(crate) type SharedHostFn = Arc<Mutex<HostFn>>;
 
+/// wgpu's copies and fills: [`BufferOp`] over its shared buffer records.
+pub(crate) type WgpuBufferOp = BufferOp<Arc<BufferInner>, Arc<HostInner>>;
+
 /// One recorded operation.
 #[derive(Clone)]
 pub(crate) enum Op {
-    Fill {
-        dst: Arc<BufferInner>,
-        offset: u64,
-        len: u64,
-        value: u8,
-    },
-    CopyFromHost {
-        dst: Arc<BufferInner>,
-        offset: u64,
-        data: Arc<[u8]>,
-    },
-    CopyHostToDevice {
-        dst: Arc<BufferInner>,
-        dst_offset: u64,
-        src: Arc<HostInner>,
-        src_offset: usize,
-        len: u64,
-    },
-    CopyDeviceToHost {
-        dst: Arc<HostInner>,
-        dst_offset: usize,
-        src: Arc<BufferInner>,
-        src_offset: u64,
-        len: u64,
-    },
-    CopyDeviceToDevice {
-        dst: Arc<BufferInner>,
-        dst_offset: u64,
-        src: Arc<BufferInner>,
-        src_offset: u64,
-        len: u64,
-    },
+    Buffer(WgpuBufferOp),
     Dispatch {
         kernel: Arc<KernelInner>,
         bind_group: wgpu::BindGroup,
@@ -74,60 +47,43 @@ pub(crate) struct Session {
     pub(crate) origin: u64,
     pub(crate) ops: Vec<Op>,
     /// Why the capture was invalidated, if it was.
-    pub(crate) invalid: Option<String>,
+    pub(crate) invalid: Invalidation,
     /// Member stream id → what its later work depends on: member id → sequence number.
     pub(crate) members: HashMap<u64, Clock>,
-    seq: u64,
     pub(crate) ended: bool,
     /// What the capture's mode forbids (see `devstream_core::capture`), until it ends.
     registration: Option<CaptureRegistration>,
 }
 
-/// A vector clock over the members of a capture.
-pub(crate) type Clock = HashMap<u64, u64>;
+/// A vector clock over the members of a capture (keyed by stream id).
+pub(crate) type Clock = JoinClock;
 
 /// A capture shared by its member streams.
 pub(crate) type SharedSession = Arc<Mutex<Session>>;
-
-fn merge(into: &mut Clock, from: &Clock) {
-    for (member, seq) in from {
-        let entry = into.entry(*member).or_insert(0);
-        *entry = (*entry).max(*seq);
-    }
-}
 
 impl Session {
     /// Begins a capture on stream `origin` of `place`.
     pub(crate) fn begin(place: &Place, origin: u64, mode: CaptureMode) -> SharedSession {
         let mut members = HashMap::new();
-        members.insert(origin, Clock::new());
+        members.insert(origin, Clock::default());
         Arc::new(Mutex::new(Session {
             mode,
             origin,
             ops: Vec::new(),
-            invalid: None,
+            invalid: Invalidation::default(),
             members,
-            seq: 0,
             ended: false,
             registration: Some(capture::register(place, mode, origin)),
         }))
     }
 
-    fn tick(&mut self, member: u64) -> u64 {
-        self.seq += 1;
-        let seq = self.seq;
-        self.members.entry(member).or_default().insert(member, seq);
-        seq
+    fn tick(&mut self, member: u64) {
+        self.members.entry(member).or_default().advance(member);
     }
 
     /// Appends an operation of `member`, unless the capture was invalidated.
     pub(crate) fn push(&mut self, member: u64, op: Op) -> Result<()> {
-        if let Some(reason) = &self.invalid {
-            return Err(Error::capture(
-                "capture",
-                format!("the capture was {reason}; end it with end_capture"),
-            ));
-        }
+        self.invalid.check("capture")?;
         self.tick(member);
         self.ops.push(op);
         Ok(())
@@ -135,9 +91,7 @@ impl Session {
 
     /// Invalidates the capture (first reason wins).
     pub(crate) fn invalidate(&mut self, reason: String) {
-        if self.invalid.is_none() {
-            self.invalid = Some(reason);
-        }
+        self.invalid.invalidate(reason);
     }
 
     /// What work recorded now on `member` captures (an event recorded inside the capture).
@@ -150,7 +104,7 @@ impl Session {
     /// A stream that is not a member yet joins the capture.
     pub(crate) fn wait(&mut self, member: u64, clock: &Clock) {
         let joining = !self.members.contains_key(&member);
-        merge(self.members.entry(member).or_default(), clock);
+        self.members.entry(member).or_default().absorb(clock);
         if joining {
             // Joining is an event of its own: the origin must join the member back after it.
             self.tick(member);
@@ -161,25 +115,12 @@ impl Session {
     pub(crate) fn end(&mut self) -> Result<Vec<Op>> {
         self.ended = true;
         self.registration = None;
-        if let Some(reason) = &self.invalid {
-            return Err(Error::capture(
-                "end_capture",
-                format!("the capture was {reason}"),
-            ));
-        }
+        self.invalid.check("end_capture")?;
         let origin = self.members.get(&self.origin).cloned().unwrap_or_default();
-        let unjoined = self.members.iter().any(|(member, clock)| {
-            *member != self.origin
-                && origin.get(member).copied().unwrap_or(0)
-                    < clock.get(member).copied().unwrap_or(0)
-        });
-        if unjoined {
-            return Err(Error::capture(
-                "end_capture",
-                "a stream that joined the capture was not joined back into the origin stream \
-                 (cudaErrorStreamCaptureUnjoined)",
-            ));
-        }
+        capture::check_joined(
+            (self.origin, &origin),
+            self.members.iter().map(|(member, clock)| (*member, clock)),
+        )?;
         Ok(std::mem::take(&mut self.ops))
     }
 }

@@ -31,6 +31,7 @@ use crate::graph::SharedSession;
 use crate::hostfn::InHostFunc;
 use crate::util::lock;
 use devstream_core::panic::drop_contained;
+use devstream_core::selfwait::{self, Reach};
 use devstream_core::{Error, HostFn};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
@@ -129,8 +130,8 @@ pub(crate) struct Sched {
     /// The last ticket sequence number handed out.
     pub(crate) last_seq: u64,
     /// By stream id. Ids are devstream's own counters, so the map hashes them with FxHash
-    /// rather than SipHash: every operation looks its stream up several times, and SipHash was
-    /// about 1,000 instructions of a record+query (docs/results/2026-11-24-wgpu-cost).
+    /// rather than SipHash: every operation looks its stream up several times, and SipHash would
+    /// be a large part of a record+query.
     /// Each stream's state boxed: the table holds 16-byte entries, so that with 100,000 live
     /// streams the look-ups of the few busy ones touch a compact table and their own states,
     /// not a table of states hundreds of bytes each spread over tens of MiB (bench-scale).
@@ -554,33 +555,45 @@ pub(crate) fn waits_behind_host_func(
     what: Awaited<'_>,
 ) -> Option<(Arc<DeviceShared>, u64)> {
     let running = crate::hostfn::running()?;
-    let mut seen = Vec::new();
-    behind(device, what, &running, &mut seen).then_some(running)
+    behind([Work::Start(device, what)], &running).then_some(running)
 }
 
-fn behind(
-    device: &Arc<DeviceShared>,
-    what: Awaited<'_>,
-    running: &(Arc<DeviceShared>, u64),
-    seen: &mut Vec<*const Record>,
-) -> bool {
-    let mut deps = Vec::new();
-    {
-        let sched = lock(&device.sched);
-        let Some((id, end)) = locate(&sched, what) else {
-            return false;
-        };
-        if prefix_blocked(device, &sched, id, end, running, &mut deps) {
-            return true;
+/// A work the self-wait search looks at: what the call waits for, or a recording it reaches.
+enum Work<'a> {
+    Start(&'a Arc<DeviceShared>, Awaited<'a>),
+    Record(Arc<Record>),
+}
+
+impl PartialEq for Work<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Work::Record(a), Work::Record(b)) => Arc::ptr_eq(a, b),
+            _ => false,
         }
     }
-    deps.into_iter().any(|record| {
-        let key = Arc::as_ptr(&record);
-        if seen.contains(&key) {
-            return false;
+}
+
+/// The self-wait search ([`selfwait::reaches_host_fn`]) from `start`: each step locates the work
+/// in its stream's held work and follows the unreleased recordings held before it.
+fn behind<'a>(
+    start: impl IntoIterator<Item = Work<'a>>,
+    running: &(Arc<DeviceShared>, u64),
+) -> bool {
+    selfwait::reaches_host_fn(start, |work| {
+        let (device, what) = match work {
+            Work::Start(device, what) => (*device, *what),
+            Work::Record(record) => (&record.device, Awaited::Record(record)),
+        };
+        let mut deps = Vec::new();
+        let sched = lock(&device.sched);
+        let Some((id, end)) = locate(&sched, what) else {
+            return Reach::Waits(Vec::new());
+        };
+        if prefix_blocked(device, &sched, id, end, running, &mut deps) {
+            return Reach::HostFn;
         }
-        seen.push(key);
-        behind(&record.device, Awaited::Record(&record), running, seen)
+        drop(sched);
+        Reach::Waits(deps.into_iter().map(Work::Record).collect())
     })
 }
 
@@ -667,11 +680,7 @@ pub(crate) fn uploads_behind_host_func(host: &Arc<HostInner>) -> Option<(usize, 
         }
     }
     for deps in undecided {
-        let mut seen = Vec::new();
-        if deps
-            .iter()
-            .any(|r| behind(&r.device, Awaited::Record(r), &running, &mut seen))
-        {
+        if behind(deps.into_iter().map(Work::Record), &running) {
             blocked += 1;
         }
     }

@@ -15,13 +15,16 @@ use crate::sched::{
 };
 use crate::util::{align_down, align_up, lock};
 use devstream_core::elide::{Mark, WaitTracker};
-use devstream_core::traits::check_range;
+use devstream_core::ops::{BufferOp, Transfer};
+use devstream_core::selfwait;
 use devstream_core::{
     Capabilities, CaptureMode, Completion, DeviceStream, Error, EventFlags, HostFn, Place,
     Priority, PriorityRange, Result, StreamOptions,
 };
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
+
+mod encode;
 
 struct StreamHandle {
     id: u64,
@@ -44,7 +47,7 @@ impl Drop for StreamHandle {
             sched.watched.insert(self.id);
             if let Some(session) = capture {
                 let mut captured = lock(&session);
-                captured.invalidate("invalidated: a member stream was dropped".into());
+                captured.invalidate("a member stream was dropped".into());
                 if captured.origin == self.id {
                     // The capture ends with its origin: every member leaves it.
                     let members: Vec<u64> = captured.members.keys().copied().collect();
@@ -230,7 +233,7 @@ impl WgpuStream {
     /// Refuses an operation that cannot be captured, invalidating the capture.
     fn refuse_in_capture(&self, sched: &mut Sched, op: &'static str) -> Result<()> {
         if let Some(session) = self.capturing(sched) {
-            lock(&session).invalidate(format!("invalidated by {op}"));
+            lock(&session).invalidate(format!("{op} was called on a capturing stream"));
             return Err(capture_error(
                 op,
                 &format!("{op} is not allowed while the stream is capturing"),
@@ -245,185 +248,6 @@ impl WgpuStream {
             .get_mut(&self.handle.id)
             .map(|state| &mut **state)
             .ok_or_else(|| Error::InvalidArgument("the stream no longer exists".into()))
-    }
-
-    /// An operation that only encodes into the stream's pending encoder: `encode` runs under
-    /// the scheduler lock with one look-up of the stream, and the [`Op`] (which holds
-    /// references to what it uses) is made only when the stream is capturing. Same effect as
-    /// `run_op(op())`.
-    fn encode_or_capture(
-        &self,
-        op: impl FnOnce() -> Op,
-        encode: impl FnOnce(&DeviceShared, &mut wgpu::CommandEncoder) -> Result<()>,
-    ) -> Result<()> {
-        let device = &self.handle.device;
-        let mut sched = self.lock();
-        let state = self.state(&mut sched)?;
-        if let Some(session) = state.capture.clone() {
-            return self.push_captured(&session, op());
-        }
-        encode(device, state.encoder(&device.device))
-    }
-
-    /// Runs one operation now, or records it when capturing.
-    fn run_op(&self, op: Op) -> Result<()> {
-        let device = &self.handle.device;
-        let id = self.handle.id;
-        let mut sched = self.lock();
-        if let Some(session) = self.capturing(&mut sched) {
-            return self.push_captured(&session, op);
-        }
-        match op {
-            Op::Fill {
-                dst,
-                offset,
-                len,
-                value,
-            } => {
-                let state = self.state(&mut sched)?;
-                let encoder = state.encoder(&device.device);
-                encode_fill(device, encoder, &dst.buffer, offset, len, value)
-            }
-            Op::CopyFromHost { dst, offset, data } => {
-                let state = self.state(&mut sched)?;
-                let encoder = state.encoder(&device.device);
-                encode_upload(device, encoder, &dst.buffer, offset, &data)
-            }
-            Op::CopyHostToDevice {
-                dst,
-                dst_offset,
-                src,
-                src_offset,
-                len,
-            } => {
-                let holds_back = !self.state(&mut sched)?.held.is_empty();
-                if holds_back || src.has_pending_writes() {
-                    // Earlier work of the stream is still held back (a host function, a gate:
-                    // either may write the source first, in stream order), or device→host
-                    // copies are still landing in the source: read it once the stream's earlier
-                    // work is complete.
-                    src.begin_upload();
-                    flush_locked(device, &mut sched, id, false);
-                    hold_locked(
-                        device,
-                        &mut sched,
-                        id,
-                        Held::Upload(Upload {
-                            host: src,
-                            host_offset: src_offset,
-                            dst,
-                            dst_offset,
-                            len,
-                        }),
-                    );
-                    Ok(())
-                } else {
-                    let bytes = src.snapshot(src_offset, len as usize)?;
-                    let state = self.state(&mut sched)?;
-                    let encoder = state.encoder(&device.device);
-                    encode_upload(device, encoder, &dst.buffer, dst_offset, &bytes)
-                }
-            }
-            Op::CopyDeviceToHost {
-                dst,
-                dst_offset,
-                src,
-                src_offset,
-                len,
-            } => {
-                if len == 0 {
-                    return Ok(());
-                }
-                let start = align_down(src_offset, 4);
-                let end = align_up(src_offset + len, 4);
-                let readback = Readback::new(device, end - start, id)?;
-                let state = self.state(&mut sched)?;
-                let encoder = state.encoder(&device.device);
-                encoder.copy_buffer_to_buffer(&src.buffer, start, &readback.buffer, 0, end - start);
-                state.after.push(AfterSubmit::Map(Arc::clone(&readback)));
-                dst.add_pending(PendingWrite {
-                    readback,
-                    staging_offset: (src_offset - start) as usize,
-                    host_offset: dst_offset,
-                    len: len as usize,
-                });
-                Ok(())
-            }
-            Op::CopyDeviceToDevice {
-                dst,
-                dst_offset,
-                src,
-                src_offset,
-                len,
-            } => {
-                let state = self.state(&mut sched)?;
-                let encoder = state.encoder(&device.device);
-                encode_copy(
-                    device,
-                    encoder,
-                    &src.buffer,
-                    src_offset,
-                    &dst.buffer,
-                    dst_offset,
-                    len,
-                )
-            }
-            Op::Dispatch {
-                kernel,
-                bind_group,
-                workgroups,
-            } => {
-                let state = self.state(&mut sched)?;
-                let encoder = state.encoder(&device.device);
-                encode_dispatch(encoder, &kernel, &bind_group, workgroups);
-                Ok(())
-            }
-            Op::HostFunc(shared) => {
-                let f: HostFn = Box::new(move || (lock(&shared))());
-                flush_locked(device, &mut sched, id, false);
-                hold_locked(device, &mut sched, id, Held::HostFunc(f));
-                Ok(())
-            }
-            Op::Record(event) => {
-                self.record_event_locked(&mut sched, &event.inner)?;
-                *lock(&event.inner.captured) = None;
-                Ok(())
-            }
-            Op::WaitEvent(event) => match event.inner.current() {
-                None => Ok(()),
-                Some(record) => self.wait_record_locked(&mut sched, record),
-            },
-            Op::WaitStream(other) => {
-                drop(sched);
-                self.wait_stream(&other)
-            }
-            Op::WaitFlag(flag, value) => {
-                self.wait_flag_locked(&mut sched, flag, value);
-                Ok(())
-            }
-            Op::WriteFlag(flag, value) => {
-                self.write_flag_locked(&mut sched, flag, value);
-                Ok(())
-            }
-            Op::Graph(ops) => {
-                drop(sched);
-                self.replay(&ops)
-            }
-        }
-    }
-
-    /// Re-encodes recorded operations on this stream (a graph launch).
-    pub(crate) fn replay(&self, ops: &[Op]) -> Result<()> {
-        {
-            let mut sched = self.lock();
-            if let Some(session) = self.capturing(&mut sched) {
-                return self.push_captured(&session, Op::Graph(Arc::new(ops.to_vec())));
-            }
-        }
-        for op in ops {
-            self.run_op(op.clone())?;
-        }
-        Ok(())
     }
 
     /// Flushes and records here: the record resolves now, or when held work is released.
@@ -609,7 +433,7 @@ impl WgpuStream {
     ) -> Result<()> {
         if let Some(mine) = &mine {
             if !Arc::ptr_eq(mine, &theirs) {
-                lock(mine).invalidate("invalidated by a wait on another capture".into());
+                lock(mine).invalidate("a wait on another capture".into());
                 return Err(capture_error(
                     "wait_event",
                     "the event or stream belongs to another stream capture",
@@ -617,7 +441,7 @@ impl WgpuStream {
             }
         }
         if !Arc::ptr_eq(device, &self.handle.device) {
-            lock(&theirs).invalidate("invalidated by a wait from another device".into());
+            lock(&theirs).invalidate("a wait from another device".into());
             return Err(capture_error(
                 "wait_event",
                 "a capture cannot be joined by a stream of another wgpu device",
@@ -752,14 +576,14 @@ impl DeviceStream for WgpuStream {
                     if let Some((_, stream)) =
                         waits_behind_host_func(device, Awaited::Stream(self.handle.id))
                     {
-                        return Err(Error::WouldDeadlock {
-                            op: "synchronize",
-                            reason: format!(
+                        return Err(selfwait::would_deadlock(
+                            "synchronize",
+                            format!(
                                 "stream {} waits for work queued after the host function of \
                                  stream {stream}",
                                 self.handle.id
                             ),
-                        });
+                        ));
                     }
                     device.signal.wait_change(seen, None);
                 }
@@ -903,7 +727,7 @@ impl DeviceStream for WgpuStream {
     fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
         let mut sched = self.lock();
         if let Some(session) = self.capturing(&mut sched) {
-            lock(&session).invalidate("invalidated by a second begin_capture".into());
+            lock(&session).invalidate("begin_capture was called on a capturing stream".into());
             return Err(capture_error(
                 "begin_capture",
                 "the stream is already capturing",
@@ -975,31 +799,11 @@ impl DeviceStream for WgpuStream {
     }
 
     fn copy_from_host(&self, dst: &WgpuBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
-        self.same_device("copy_from_host", &dst.inner)?;
-        check_range(
-            "copy_from_host",
-            dst_offset,
-            src.len(),
-            dst.inner.len as usize,
-        )?;
-        if src.is_empty() {
-            return Ok(());
-        }
-        let device = &self.handle.device;
-        let mut sched = self.lock();
-        if let Some(session) = self.capturing(&mut sched) {
-            return self.push_captured(
-                &session,
-                Op::CopyFromHost {
-                    dst: Arc::clone(&dst.inner),
-                    offset: dst_offset as u64,
-                    data: Arc::from(src),
-                },
-            );
-        }
-        let state = self.state(&mut sched)?;
-        let encoder = state.encoder(&device.device);
-        encode_upload(device, encoder, &dst.inner.buffer, dst_offset as u64, src)
+        self.buffer_op(BufferOp::CopyFromHost {
+            dst: &dst.inner,
+            offset: dst_offset,
+            data: src,
+        })
     }
 
     fn copy_host_to_device(
@@ -1010,24 +814,9 @@ impl DeviceStream for WgpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.same_device("copy_host_to_device", &dst.inner)?;
-        check_range(
-            "copy_host_to_device",
-            dst_offset,
-            len,
-            dst.inner.len as usize,
-        )?;
-        check_range("copy_host_to_device", src_offset, len, src.inner.len)?;
-        if len == 0 {
-            return Ok(());
-        }
-        self.run_op(Op::CopyHostToDevice {
-            dst: Arc::clone(&dst.inner),
-            dst_offset: dst_offset as u64,
-            src: Arc::clone(&src.inner),
-            src_offset,
-            len: len as u64,
-        })
+        self.buffer_op(BufferOp::HostToDevice(Transfer::new(
+            &dst.inner, dst_offset, &src.inner, src_offset, len,
+        )))
     }
 
     fn copy_device_to_host(
@@ -1038,24 +827,9 @@ impl DeviceStream for WgpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.same_device("copy_device_to_host", &src.inner)?;
-        check_range("copy_device_to_host", dst_offset, len, dst.inner.len)?;
-        check_range(
-            "copy_device_to_host",
-            src_offset,
-            len,
-            src.inner.len as usize,
-        )?;
-        if len == 0 {
-            return Ok(());
-        }
-        self.run_op(Op::CopyDeviceToHost {
-            dst: Arc::clone(&dst.inner),
-            dst_offset,
-            src: Arc::clone(&src.inner),
-            src_offset: src_offset as u64,
-            len: len as u64,
-        })
+        self.buffer_op(BufferOp::DeviceToHost(Transfer::new(
+            &dst.inner, dst_offset, &src.inner, src_offset, len,
+        )))
     }
 
     fn copy_device_to_device(
@@ -1066,68 +840,17 @@ impl DeviceStream for WgpuStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
-        self.same_device("copy_device_to_device", &dst.inner)?;
-        self.same_device("copy_device_to_device", &src.inner)?;
-        check_range(
-            "copy_device_to_device",
-            dst_offset,
-            len,
-            dst.inner.len as usize,
-        )?;
-        check_range(
-            "copy_device_to_device",
-            src_offset,
-            len,
-            src.inner.len as usize,
-        )?;
-        if len == 0 {
-            return Ok(());
-        }
-        self.encode_or_capture(
-            || Op::CopyDeviceToDevice {
-                dst: Arc::clone(&dst.inner),
-                dst_offset: dst_offset as u64,
-                src: Arc::clone(&src.inner),
-                src_offset: src_offset as u64,
-                len: len as u64,
-            },
-            |device, encoder| {
-                encode_copy(
-                    device,
-                    encoder,
-                    &src.inner.buffer,
-                    src_offset as u64,
-                    &dst.inner.buffer,
-                    dst_offset as u64,
-                    len as u64,
-                )
-            },
-        )
+        self.buffer_op(BufferOp::DeviceToDevice(Transfer::new(
+            &dst.inner, dst_offset, &src.inner, src_offset, len,
+        )))
     }
 
     fn fill(&self, dst: &WgpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        self.same_device("fill", &dst.inner)?;
-        check_range("fill", offset, len, dst.inner.len as usize)?;
-        if len == 0 {
-            return Ok(());
-        }
-        self.encode_or_capture(
-            || Op::Fill {
-                dst: Arc::clone(&dst.inner),
-                offset: offset as u64,
-                len: len as u64,
-                value,
-            },
-            |device, encoder| {
-                encode_fill(
-                    device,
-                    encoder,
-                    &dst.inner.buffer,
-                    offset as u64,
-                    len as u64,
-                    value,
-                )
-            },
-        )
+        self.buffer_op(BufferOp::Fill {
+            dst: &dst.inner,
+            offset,
+            len,
+            value,
+        })
     }
 }

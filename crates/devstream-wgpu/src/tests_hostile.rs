@@ -1,4 +1,4 @@
-//! Hostile host functions (issue 12, items 6-8): calls back into devstream from inside a host
+//! Hostile host functions: calls back into devstream from inside a host
 //! function, host functions that block, closures and panic payloads whose `Drop` panics. Every
 //! test runs its body under a watchdog, so a hang fails in seconds instead of stalling the run.
 
@@ -46,7 +46,7 @@ fn is_refusal(result: &devstream_core::Result<()>) -> bool {
     matches!(result, Err(Error::WouldDeadlock { .. }))
 }
 
-/// Item 6: a host function that reads a host buffer sees the copies queued before it and does
+/// A host function that reads a host buffer sees the copies queued before it and does
 /// not wait for the copies queued after it on the same stream.
 #[test]
 fn host_buffer_read_in_a_host_function_sees_earlier_copies_only() {
@@ -72,7 +72,7 @@ fn host_buffer_read_in_a_host_function_sees_earlier_copies_only() {
     });
 }
 
-/// Item 6: a host function that writes a host buffer does not wait for a host→device copy
+/// A host function that writes a host buffer does not wait for a host→device copy
 /// queued after it; that copy reads the buffer after the host function, as stream order says.
 #[test]
 fn host_buffer_write_in_a_host_function_precedes_later_uploads() {
@@ -102,7 +102,7 @@ fn host_buffer_write_in_a_host_function_precedes_later_uploads() {
     });
 }
 
-/// Item 6: a host→device copy queued after a host function that writes its source reads what
+/// A host→device copy queued after a host function that writes its source reads what
 /// the host function wrote, also when no device→host copy into the source is pending.
 #[test]
 fn a_host_to_device_copy_queued_after_a_host_function_reads_its_write() {
@@ -127,7 +127,7 @@ fn a_host_to_device_copy_queued_after_a_host_function_reads_its_write() {
     });
 }
 
-/// Item 6: blocking calls from inside a host function either complete (what they wait for is
+/// Blocking calls from inside a host function either complete (what they wait for is
 /// before the host function in stream order, or independent of it) or answer a typed error
 /// (they would wait for work queued after the host function); none hangs.
 #[test]
@@ -188,7 +188,7 @@ fn blocking_calls_inside_a_host_function_complete_or_refuse() {
     });
 }
 
-/// Item 6: handles dropped inside a host function (the last handle of its own stream, an event
+/// Handles dropped inside a host function (the last handle of its own stream, an event
 /// recorded after it, a buffer a later copy uses) neither block nor break the work queued after
 /// it, and `elapsed` of events recorded after it answers `NotReady`.
 #[test]
@@ -233,7 +233,7 @@ fn handles_dropped_inside_a_host_function() {
     });
 }
 
-/// Item 6: a graph launched from inside a host function of the stream it launches on runs
+/// A graph launched from inside a host function of the stream it launches on runs
 /// after the host function.
 #[test]
 fn graph_launch_from_a_host_function() {
@@ -257,7 +257,7 @@ fn graph_launch_from_a_host_function() {
     });
 }
 
-/// Item 7: one host function that blocks (until a host function of another stream runs) does
+/// One host function that blocks (until a host function of another stream runs) does
 /// not stall the other streams of the device.
 #[test]
 fn a_blocking_host_function_does_not_stall_other_streams() {
@@ -324,7 +324,7 @@ fn runs_a_host_function(s: &WgpuStream) {
     ran.recv().unwrap();
 }
 
-/// Item 7: a host closure whose destructor panics does not kill the device's scheduling.
+/// A host closure whose destructor panics does not kill the device's scheduling.
 #[test]
 fn a_host_closure_whose_drop_panics_leaves_the_device_working() {
     let Some(s) = stream() else { return };
@@ -340,7 +340,7 @@ fn a_host_closure_whose_drop_panics_leaves_the_device_working() {
     });
 }
 
-/// Item 8: a host function that panics with a payload whose `Drop` panics (and whose second
+/// A host function that panics with a payload whose `Drop` panics (and whose second
 /// payload's `Drop` panics as well) is reported, and the device keeps working.
 #[test]
 fn a_panic_payload_whose_drop_panics_is_reported_and_the_device_keeps_working() {

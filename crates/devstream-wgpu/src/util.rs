@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -22,9 +22,7 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
 
 /// Locks a mutex, ignoring poisoning: every critical section here leaves its data consistent
 /// before anything that can panic, and host-function panics are caught before they reach a lock.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(crate) use devstream_core::sync::lock;
 
 /// A generation counter with a condition variable: `notify` bumps it and wakes every waiter.
 /// Waiters read the generation while they hold the lock protecting the state they check, then
@@ -63,10 +61,7 @@ impl Signal {
         while self.generation.load(Ordering::SeqCst) == seen {
             match deadline {
                 None => {
-                    guard = self
-                        .changed
-                        .wait(guard)
-                        .unwrap_or_else(PoisonError::into_inner);
+                    guard = devstream_core::sync::wait(&self.changed, guard);
                 }
                 Some(deadline) => {
                     let now = std::time::Instant::now();

@@ -1,4 +1,4 @@
-//! loom models of the worker pool's wake-up handshake (issue 12): the production
+//! loom models of the worker pool's wake-up handshake: the production
 //! [`PoolShared::push`], [`PoolShared::pop`] (spinning, the locked re-check, parking) and
 //! [`PoolShared::shut_down`], run on loom's atomics, mutex and condvar (see `sync.rs`) over
 //! every interleaving up to the preemption bound. The workers run the production worker loop

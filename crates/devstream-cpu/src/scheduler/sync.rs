@@ -11,14 +11,19 @@ pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+pub(crate) use std::sync::{Condvar, Mutex};
 
-use std::sync::PoisonError;
+/// Locks a mutex, ignoring poisoning ([`devstream_core::sync::lock`] for `std`'s mutexes).
+#[cfg(not(loom))]
+pub(crate) use devstream_core::sync::lock;
 
-/// Locks `mutex`, ignoring poisoning (as [`crate::lock`] does for `std`'s mutexes).
+/// Locks `mutex`, ignoring poisoning (as [`devstream_core::sync::lock`] does for `std`'s mutexes).
+#[cfg(loom)]
 #[inline]
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One busy-wait hint of a backoff round (under loom: a yield, so that the model checker

@@ -1,0 +1,147 @@
+//! Device, managed and pinned host memory, and copies: [`HipApi`]'s part of the raw-call table (`RawMemory`).
+
+use super::*;
+use devstream_gpu_common::RawMemory;
+
+// SAFETY: every function forwards to the HIP runtime call of the same meaning as the CUDA call
+// named in RawApi's documentation, with the same contract; optional calls check their symbol
+// (the shared layer also checks `supports` first); nothing is called before `load` returned Ok.
+unsafe impl RawMemory for HipApi {
+    unsafe fn mem_alloc(len: usize) -> RawResult<DevicePtr> {
+        let t = table("hipMalloc")?;
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the caller selected the device.
+        ok(unsafe { (t.hipMalloc)(&mut ptr, len) }, "hipMalloc")?;
+        Ok(address(ptr))
+    }
+
+    unsafe fn mem_free(ptr: DevicePtr) -> RawResult {
+        let t = table("hipFree")?;
+        // SAFETY: the caller owns the allocation and no queued work uses it.
+        ok(unsafe { (t.hipFree)(device_ptr(ptr)) }, "hipFree")
+    }
+
+    unsafe fn mem_alloc_async(len: usize, s: RawStream) -> RawResult<DevicePtr> {
+        let t = table("hipMallocAsync")?;
+        let function = t.hipMallocAsync.ok_or_else(|| absent("hipMallocAsync"))?;
+        let mut ptr = std::ptr::null_mut();
+        ok(
+            // SAFETY: valid out-pointer; live stream.
+            unsafe { function(&mut ptr, len, stream(s)) },
+            "hipMallocAsync",
+        )?;
+        Ok(address(ptr))
+    }
+
+    unsafe fn mem_free_async(ptr: DevicePtr, s: RawStream) -> RawResult {
+        let t = table("hipFreeAsync")?;
+        let function = t.hipFreeAsync.ok_or_else(|| absent("hipFreeAsync"))?;
+        ok(
+            // SAFETY: the caller owns the allocation; the free is ordered on the live stream.
+            unsafe { function(device_ptr(ptr), stream(s)) },
+            "hipFreeAsync",
+        )
+    }
+
+    unsafe fn mem_alloc_managed(len: usize) -> RawResult<DevicePtr> {
+        let t = table("hipMallocManaged")?;
+        let function = t
+            .hipMallocManaged
+            .ok_or_else(|| absent("hipMallocManaged"))?;
+        let mut ptr = std::ptr::null_mut();
+        ok(
+            // SAFETY: valid out-pointer.
+            unsafe { function(&mut ptr, len, sys::hipMemAttachGlobal) },
+            "hipMallocManaged",
+        )?;
+        Ok(address(ptr))
+    }
+
+    unsafe fn host_alloc(len: usize) -> RawResult<*mut u8> {
+        let t = table("hipHostMalloc")?;
+        let mut ptr = std::ptr::null_mut();
+        ok(
+            // SAFETY: valid out-pointer.
+            unsafe {
+                (t.hipHostMalloc)(
+                    &mut ptr,
+                    len,
+                    sys::hipHostMallocPortable | sys::hipHostMallocMapped,
+                )
+            },
+            "hipHostMalloc",
+        )?;
+        Ok(ptr.cast())
+    }
+
+    unsafe fn host_free(ptr: *mut u8) -> RawResult {
+        let t = table("hipHostFree")?;
+        // SAFETY: the caller owns the pinned allocation and no queued work uses it.
+        ok(unsafe { (t.hipHostFree)(ptr.cast()) }, "hipHostFree")
+    }
+
+    unsafe fn host_device_pointer(ptr: *mut u8) -> RawResult<DevicePtr> {
+        let t = table("hipHostGetDevicePointer")?;
+        let mut device = std::ptr::null_mut();
+        ok(
+            // SAFETY: `ptr` is mapped pinned memory; valid out-pointer; flags must be 0.
+            unsafe { (t.hipHostGetDevicePointer)(&mut device, ptr.cast(), 0) },
+            "hipHostGetDevicePointer",
+        )?;
+        Ok(address(device))
+    }
+
+    unsafe fn memcpy_htod_async(
+        dst: DevicePtr,
+        src: *const u8,
+        len: usize,
+        s: RawStream,
+    ) -> RawResult {
+        let t = table("hipMemcpyHtoDAsync")?;
+        ok(
+            // SAFETY: the caller keeps both ranges valid until the copy completes; HIP only
+            // reads `src` (its declaration lacks the const).
+            unsafe {
+                (t.hipMemcpyHtoDAsync)(device_ptr(dst), src.cast_mut().cast(), len, stream(s))
+            },
+            "hipMemcpyHtoDAsync",
+        )
+    }
+
+    unsafe fn memcpy_dtoh_async(
+        dst: *mut u8,
+        src: DevicePtr,
+        len: usize,
+        s: RawStream,
+    ) -> RawResult {
+        let t = table("hipMemcpyDtoHAsync")?;
+        ok(
+            // SAFETY: the caller keeps both ranges valid until the copy completes.
+            unsafe { (t.hipMemcpyDtoHAsync)(dst.cast(), device_ptr(src), len, stream(s)) },
+            "hipMemcpyDtoHAsync",
+        )
+    }
+
+    unsafe fn memcpy_dtod_async(
+        dst: DevicePtr,
+        src: DevicePtr,
+        len: usize,
+        s: RawStream,
+    ) -> RawResult {
+        let t = table("hipMemcpyDtoDAsync")?;
+        ok(
+            // SAFETY: the caller keeps both ranges valid until the copy completes.
+            unsafe { (t.hipMemcpyDtoDAsync)(device_ptr(dst), device_ptr(src), len, stream(s)) },
+            "hipMemcpyDtoDAsync",
+        )
+    }
+
+    unsafe fn memset_d8_async(dst: DevicePtr, value: u8, len: usize, s: RawStream) -> RawResult {
+        let t = table("hipMemsetD8Async")?;
+        ok(
+            // SAFETY: the caller keeps the range valid until the fill completes.
+            unsafe { (t.hipMemsetD8Async)(device_ptr(dst), value, len, stream(s)) },
+            "hipMemsetD8Async",
+        )
+    }
+}

@@ -1,0 +1,74 @@
+//! Events: [`HipApi`]'s part of the raw-call table (`RawEvents`).
+
+use super::*;
+use devstream_gpu_common::RawEvents;
+
+// SAFETY: every function forwards to the HIP runtime call of the same meaning as the CUDA call
+// named in RawApi's documentation, with the same contract; optional calls check their symbol
+// (the shared layer also checks `supports` first); nothing is called before `load` returned Ok.
+unsafe impl RawEvents for HipApi {
+    unsafe fn event_create(flags: EventFlags) -> RawResult<RawEvent> {
+        let t = table("hipEventCreateWithFlags")?;
+        let mut native = sys::hipEventDefault;
+        if !flags.timing {
+            native |= sys::hipEventDisableTiming;
+        }
+        if flags.blocking_sync {
+            native |= sys::hipEventBlockingSync;
+        }
+        if flags.interprocess {
+            native |= sys::hipEventInterprocess;
+        }
+        let mut raw = std::ptr::null_mut();
+        ok(
+            // SAFETY: valid out-pointer; the caller selected the device.
+            unsafe { (t.hipEventCreateWithFlags)(&mut raw, native) },
+            "hipEventCreateWithFlags",
+        )?;
+        Ok(RawEvent(raw))
+    }
+
+    unsafe fn event_destroy(e: RawEvent) -> RawResult {
+        let t = table("hipEventDestroy")?;
+        // SAFETY: the caller owns the event.
+        ok(unsafe { (t.hipEventDestroy)(event(e)) }, "hipEventDestroy")
+    }
+
+    #[inline]
+    unsafe fn event_record(e: RawEvent, s: RawStream) -> RawResult {
+        let t = table("hipEventRecord")?;
+        ok(
+            // SAFETY: live event and stream (caller).
+            unsafe { (t.hipEventRecord)(event(e), stream(s)) },
+            "hipEventRecord",
+        )
+    }
+
+    #[inline]
+    unsafe fn event_query(e: RawEvent) -> RawResult {
+        let t = table("hipEventQuery")?;
+        // SAFETY: live event (caller).
+        ok(unsafe { (t.hipEventQuery)(event(e)) }, "hipEventQuery")
+    }
+
+    #[inline]
+    unsafe fn event_synchronize(e: RawEvent) -> RawResult {
+        let t = table("hipEventSynchronize")?;
+        ok(
+            // SAFETY: live event (caller).
+            unsafe { (t.hipEventSynchronize)(event(e)) },
+            "hipEventSynchronize",
+        )
+    }
+
+    unsafe fn event_elapsed_ms(start: RawEvent, end: RawEvent) -> RawResult<f32> {
+        let t = table("hipEventElapsedTime")?;
+        let mut ms = 0f32;
+        ok(
+            // SAFETY: live events; valid out-pointer.
+            unsafe { (t.hipEventElapsedTime)(&mut ms, event(start), event(end)) },
+            "hipEventElapsedTime",
+        )?;
+        Ok(ms)
+    }
+}

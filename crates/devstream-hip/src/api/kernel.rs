@@ -1,0 +1,77 @@
+//! Modules and kernel launches: [`HipApi`]'s part of the raw-call table (`RawKernels`).
+
+use super::*;
+use devstream_gpu_common::RawKernels;
+
+// SAFETY: every function forwards to the HIP runtime call of the same meaning as the CUDA call
+// named in RawApi's documentation, with the same contract; optional calls check their symbol
+// (the shared layer also checks `supports` first); nothing is called before `load` returned Ok.
+unsafe impl RawKernels for HipApi {
+    unsafe fn module_load_data(image: *const c_void) -> RawResult<RawModule> {
+        let t = table("hipModuleLoadData")?;
+        let function = t
+            .hipModuleLoadData
+            .ok_or_else(|| absent("hipModuleLoadData"))?;
+        let mut module = std::ptr::null_mut();
+        ok(
+            // SAFETY: `image` is a code object alive for the call (caller); valid out-pointer.
+            unsafe { function(&mut module, image) },
+            "hipModuleLoadData",
+        )?;
+        Ok(RawModule(module))
+    }
+
+    unsafe fn module_unload(module: RawModule) -> RawResult {
+        let t = table("hipModuleUnload")?;
+        let function = t.hipModuleUnload.ok_or_else(|| absent("hipModuleUnload"))?;
+        // SAFETY: the caller owns the module and no launch of it is pending.
+        ok(unsafe { function(module.0) }, "hipModuleUnload")
+    }
+
+    unsafe fn module_get_function(module: RawModule, name: &CStr) -> RawResult<RawFunction> {
+        let t = table("hipModuleGetFunction")?;
+        let function = t
+            .hipModuleGetFunction
+            .ok_or_else(|| absent("hipModuleGetFunction"))?;
+        let mut raw = std::ptr::null_mut();
+        ok(
+            // SAFETY: live module; NUL-terminated name; valid out-pointer.
+            unsafe { function(&mut raw, module.0, name.as_ptr()) },
+            "hipModuleGetFunction",
+        )?;
+        Ok(RawFunction(raw))
+    }
+
+    unsafe fn launch_kernel(
+        function: RawFunction,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_mem_bytes: u32,
+        s: RawStream,
+        params: *mut *mut c_void,
+    ) -> RawResult {
+        let t = table("hipModuleLaunchKernel")?;
+        let launch = t
+            .hipModuleLaunchKernel
+            .ok_or_else(|| absent("hipModuleLaunchKernel"))?;
+        ok(
+            // SAFETY: live kernel and stream; `params` matches the kernel (caller's contract).
+            unsafe {
+                launch(
+                    function.0,
+                    grid.0,
+                    grid.1,
+                    grid.2,
+                    block.0,
+                    block.1,
+                    block.2,
+                    shared_mem_bytes,
+                    stream(s),
+                    params,
+                    std::ptr::null_mut(),
+                )
+            },
+            "hipModuleLaunchKernel",
+        )
+    }
+}

@@ -1,0 +1,207 @@
+//! Streams: creation, ordering, host functions, stream memory operations and attributes: [`HipApi`]'s part of the raw-call table (`RawStreams`).
+
+use super::*;
+use devstream_gpu_common::RawStreams;
+
+// SAFETY: every function forwards to the HIP runtime call of the same meaning as the CUDA call
+// named in RawApi's documentation, with the same contract; optional calls check their symbol
+// (the shared layer also checks `supports` first); nothing is called before `load` returned Ok.
+unsafe impl RawStreams for HipApi {
+    unsafe fn stream_create(non_blocking: bool, priority: i32) -> RawResult<RawStream> {
+        let t = table("hipStreamCreateWithPriority")?;
+        let flags = if non_blocking {
+            sys::hipStreamNonBlocking
+        } else {
+            sys::hipStreamDefault
+        };
+        let mut raw = std::ptr::null_mut();
+        ok(
+            // SAFETY: valid out-pointer; the caller selected the device.
+            unsafe { (t.hipStreamCreateWithPriority)(&mut raw, flags, priority) },
+            "hipStreamCreateWithPriority",
+        )?;
+        Ok(RawStream(raw))
+    }
+
+    unsafe fn stream_destroy(s: RawStream) -> RawResult {
+        let t = table("hipStreamDestroy")?;
+        ok(
+            // SAFETY: the caller owns the stream.
+            unsafe { (t.hipStreamDestroy)(stream(s)) },
+            "hipStreamDestroy",
+        )
+    }
+
+    #[inline]
+    unsafe fn stream_query(s: RawStream) -> RawResult {
+        let t = table("hipStreamQuery")?;
+        // SAFETY: live stream (caller).
+        ok(unsafe { (t.hipStreamQuery)(stream(s)) }, "hipStreamQuery")
+    }
+
+    #[inline]
+    unsafe fn stream_synchronize(s: RawStream) -> RawResult {
+        let t = table("hipStreamSynchronize")?;
+        ok(
+            // SAFETY: live stream (caller).
+            unsafe { (t.hipStreamSynchronize)(stream(s)) },
+            "hipStreamSynchronize",
+        )
+    }
+
+    #[inline]
+    unsafe fn stream_wait_event(s: RawStream, e: RawEvent) -> RawResult {
+        let t = table("hipStreamWaitEvent")?;
+        ok(
+            // SAFETY: live stream and event (caller); flags must be 0.
+            unsafe { (t.hipStreamWaitEvent)(stream(s), event(e), 0) },
+            "hipStreamWaitEvent",
+        )
+    }
+
+    unsafe fn stream_priority(s: RawStream) -> RawResult<i32> {
+        let t = table("hipStreamGetPriority")?;
+        let mut priority = 0;
+        ok(
+            // SAFETY: live stream; valid out-pointer.
+            unsafe { (t.hipStreamGetPriority)(stream(s), &mut priority) },
+            "hipStreamGetPriority",
+        )?;
+        Ok(priority)
+    }
+
+    unsafe fn stream_flags(s: RawStream) -> RawResult<u32> {
+        let t = table("hipStreamGetFlags")?;
+        let mut flags = 0;
+        ok(
+            // SAFETY: live stream; valid out-pointer.
+            unsafe { (t.hipStreamGetFlags)(stream(s), &mut flags) },
+            "hipStreamGetFlags",
+        )?;
+        Ok(flags)
+    }
+
+    unsafe fn stream_id(_s: RawStream) -> RawResult<u64> {
+        Err(absent("hipStreamGetId"))
+    }
+
+    unsafe fn stream_device(s: RawStream) -> RawResult<usize> {
+        let t = table("hipGetStreamDeviceId")?;
+        let function = t
+            .hipGetStreamDeviceId
+            .ok_or_else(|| absent("hipGetStreamDeviceId"))?;
+        // SAFETY: live stream (caller).
+        let device = unsafe { function(stream(s)) };
+        usize::try_from(device).map_err(|_| RawError {
+            code: sys::hipErrorInvalidHandle,
+            call: "hipGetStreamDeviceId",
+        })
+    }
+
+    #[inline]
+    unsafe fn launch_host_func(
+        s: RawStream,
+        callback: HostCallback,
+        user_data: *mut c_void,
+    ) -> RawResult {
+        let t = table("hipLaunchHostFunc")?;
+        let function = t
+            .hipLaunchHostFunc
+            .ok_or_else(|| absent("hipLaunchHostFunc"))?;
+        ok(
+            // SAFETY: live stream; the callback owns `user_data` per the caller's contract.
+            unsafe { function(stream(s), Some(callback), user_data) },
+            "hipLaunchHostFunc",
+        )
+    }
+
+    unsafe fn stream_add_callback(
+        s: RawStream,
+        callback: StreamCallback,
+        user_data: *mut c_void,
+    ) -> RawResult {
+        let t = table("hipStreamAddCallback")?;
+        let function = t
+            .hipStreamAddCallback
+            .ok_or_else(|| absent("hipStreamAddCallback"))?;
+        type Native = unsafe extern "C" fn(sys::hipStream_t, sys::hipError_t, *mut c_void);
+        // SAFETY: `RawStream` is a transparent `*mut c_void` and the status is the 32-bit
+        // `hipError_t`, so both signatures have the same C ABI.
+        let native: Native = unsafe { std::mem::transmute::<StreamCallback, Native>(callback) };
+        ok(
+            // SAFETY: live stream; flags must be 0.
+            unsafe { function(stream(s), Some(native), user_data, 0) },
+            "hipStreamAddCallback",
+        )
+    }
+
+    unsafe fn stream_wait_value64(s: RawStream, address: DevicePtr, value: u64) -> RawResult {
+        let t = table("hipStreamWaitValue64")?;
+        let function = t
+            .hipStreamWaitValue64
+            .ok_or_else(|| absent("hipStreamWaitValue64"))?;
+        ok(
+            // SAFETY: live stream; the address is a mapped pinned 8-byte word kept alive by the
+            // caller; the full mask compares the whole word.
+            unsafe {
+                function(
+                    stream(s),
+                    device_ptr(address),
+                    value,
+                    sys::hipStreamWaitValueGte,
+                    u64::MAX,
+                )
+            },
+            "hipStreamWaitValue64",
+        )
+    }
+
+    unsafe fn stream_write_value64(s: RawStream, address: DevicePtr, value: u64) -> RawResult {
+        let t = table("hipStreamWriteValue64")?;
+        let function = t
+            .hipStreamWriteValue64
+            .ok_or_else(|| absent("hipStreamWriteValue64"))?;
+        ok(
+            // SAFETY: as for the wait.
+            unsafe { function(stream(s), device_ptr(address), value, 0) },
+            "hipStreamWriteValue64",
+        )
+    }
+
+    unsafe fn stream_set_attribute(_s: RawStream, _attribute: StreamAttribute) -> RawResult {
+        Err(absent("hipStreamSetAttribute"))
+    }
+
+    unsafe fn stream_get_attribute(
+        _s: RawStream,
+        _id: StreamAttributeId,
+    ) -> RawResult<StreamAttribute> {
+        Err(absent("hipStreamGetAttribute"))
+    }
+
+    unsafe fn stream_copy_attributes(_dst: RawStream, _src: RawStream) -> RawResult {
+        Err(absent("hipStreamCopyAttributes"))
+    }
+
+    unsafe fn stream_attach_mem_async(
+        s: RawStream,
+        address: DevicePtr,
+        len: usize,
+        attach: MemAttach,
+    ) -> RawResult {
+        let t = table("hipStreamAttachMemAsync")?;
+        let function = t
+            .hipStreamAttachMemAsync
+            .ok_or_else(|| absent("hipStreamAttachMemAsync"))?;
+        let flags = match attach {
+            MemAttach::Global => sys::hipMemAttachGlobal,
+            MemAttach::Host => sys::hipMemAttachHost,
+            MemAttach::Single => sys::hipMemAttachSingle,
+        };
+        ok(
+            // SAFETY: live stream; managed memory of `len` bytes (caller).
+            unsafe { function(stream(s), device_ptr(address), len, flags) },
+            "hipStreamAttachMemAsync",
+        )
+    }
+}
