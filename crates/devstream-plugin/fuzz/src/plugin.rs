@@ -36,6 +36,12 @@ pub const MAX_INSTANCES: usize = 96;
 /// Device memory larger than this is refused with `C_FAILED` (resource exhausted).
 const MAX_ALLOCATION: usize = 1 << 20;
 
+/// Freed ranges an instance keeps (see [`Freed`]): at most this many, of at most
+/// [`QUARANTINE_BYTES`] in all; the oldest go first.
+const QUARANTINE_RANGES: usize = 256;
+/// See [`QUARANTINE_RANGES`].
+const QUARANTINE_BYTES: usize = 16 << 20;
+
 /// Optional table entries ([`Config::optional`]).
 pub mod optional {
     /// `initialize`, `finalize`, `init_device`, `deinit_device`.
@@ -440,7 +446,7 @@ struct Memory {
     born: Born,
     refs: usize,
     len: usize,
-    _backing: Box<[u8]>,
+    backing: Box<[u8]>,
 }
 
 /// Plug-in-side objects alive now (for the clean-run check).
@@ -460,6 +466,17 @@ pub struct PluginLive {
     pub host: usize,
 }
 
+/// A range devstream freed, kept from the process's allocator while it is remembered: the
+/// plug-in's memory comes from the same heap as devstream's own (its staged copies), so a range
+/// given back to the heap could be handed to devstream again, and a legitimate copy from that
+/// new allocation would look like a use of the freed one.
+struct Freed {
+    kind: Kind,
+    base: usize,
+    len: usize,
+    _backing: Box<[u8]>,
+}
+
 struct State {
     next_handle: usize,
     streams: HashMap<usize, StreamObj>,
@@ -469,7 +486,9 @@ struct State {
     device: BTreeMap<usize, Memory>,
     host: BTreeMap<usize, Memory>,
     /// Recently freed device and host ranges (a later use of one is devstream's error).
-    freed: VecDeque<(Kind, usize, usize)>,
+    freed: VecDeque<Freed>,
+    /// The bytes `freed` holds.
+    freed_bytes: usize,
     /// Garbage device pointers given out: copies there are refused, not violations.
     garbage_device: bool,
     /// Handles given out and not yet destroyed, by kind and value (duplicates count).
@@ -541,6 +560,7 @@ pub fn create_instance(n: usize, config: Config) -> &'static Instance {
             device: BTreeMap::new(),
             host: BTreeMap::new(),
             freed: VecDeque::new(),
+            freed_bytes: 0,
             garbage_device: false,
             given: HashMap::new(),
             captures: HashMap::new(),
@@ -1196,8 +1216,10 @@ impl Instance {
     }
 
     fn freed(state: &State, kind: Kind, start: usize, len: usize) -> bool {
-        state.freed.iter().any(|&(k, base, size)| {
-            k == kind && start < base.saturating_add(size) && base < start.saturating_add(len)
+        state.freed.iter().any(|f| {
+            f.kind == kind
+                && start < f.base.saturating_add(f.len)
+                && f.base < start.saturating_add(len)
         })
     }
 
@@ -1564,14 +1586,11 @@ impl Instance {
             }
             let backing = vec![0u8; len.max(1)].into_boxed_slice();
             let address = backing.as_ptr() as usize;
-            state
-                .freed
-                .retain(|&(_, base, size)| address + len.max(1) <= base || base + size <= address);
             let memory = Memory {
                 born: self.born(),
                 refs: 1,
                 len,
-                _backing: backing,
+                backing,
             };
             let map = if kind == Kind::Device {
                 &mut state.device
@@ -1673,9 +1692,19 @@ impl Instance {
         memory.refs -= 1;
         if memory.refs == 0 {
             let memory = map.remove(&address).expect("present");
-            state.freed.push_back((kind, address, memory.len.max(1)));
-            if state.freed.len() > 256 {
-                state.freed.pop_front();
+            let len = memory.len.max(1);
+            state.freed_bytes += len;
+            state.freed.push_back(Freed {
+                kind,
+                base: address,
+                len,
+                _backing: memory.backing,
+            });
+            while state.freed.len() > QUARANTINE_RANGES || state.freed_bytes > QUARANTINE_BYTES {
+                match state.freed.pop_front() {
+                    Some(oldest) => state.freed_bytes -= oldest.len,
+                    None => break,
+                }
             }
         }
         status
