@@ -460,6 +460,38 @@ fn waits_inside_a_host_function_on_streams_that_wait_for_its_later_work_are_type
 }
 
 #[test]
+fn a_host_functions_wait_on_work_behind_it_is_refused_after_its_streams_handle_is_dropped() {
+    let outcome = watchdog(
+        "host function waiting after its stream's handle went",
+        10,
+        || {
+            let place = cpu0();
+            let (a, release) = held_stream();
+            let b = stream(&place);
+            let (tell, told) = channel();
+            let tell = Mutex::new(tell);
+            let inner_b = b.clone();
+            a.launch_host_func(Box::new(move || {
+                let _ = tell.lock().unwrap().send(inner_b.synchronize());
+            }))
+            .unwrap();
+            // `b` waits for `a`'s work after the host function; then the program drops its only
+            // handle of `a` (the plug-in stream lives on until its work is done).
+            b.wait_stream(&a).unwrap();
+            drop(a);
+            release.send(()).unwrap();
+            let told = told.recv().unwrap();
+            b.synchronize().unwrap();
+            told
+        },
+    );
+    assert!(
+        matches!(outcome, Err(Error::WouldDeadlock { .. })),
+        "{outcome:?}"
+    );
+}
+
+#[test]
 fn streams_sharing_one_plugin_queue_count_as_the_host_functions_own() {
     let outcome = watchdog(
         "host function and a stream over the same plug-in queue",

@@ -7,8 +7,9 @@
 //! * **No hang:** a watchdog thread aborts when one operation (or the teardown) takes longer than
 //!   [`WATCHDOG`]. Flags are user data: a program may wait on a flag it never sets, so a helper
 //!   sets every flag to the highest value waited for whenever the main thread has been blocked
-//!   in one operation for [`RELEASE_AFTER`] (as another thread of a real program would), and at
-//!   the end; a hang past that is devstream's.
+//!   in one operation for [`RELEASE_AFTER`] (as another thread of a real program would), and
+//!   during the teardown until the work that may wait for them is done (the default streams,
+//!   which outlive the input, included); a hang past that is devstream's.
 //! * **No call on an object of another kind:** checked by the plug-in on every call.
 //! * **Live counts back to zero:** devstream's live streams and events once everything is
 //!   dropped; on a clean run (nothing misbehaved) also the plug-in's streams, events, graphs and
@@ -1072,16 +1073,31 @@ impl World {
         self.buffers.clear();
         self.hosts.clear();
         self.streams.clear();
+        // The flags stay known (and released, here and by the watchdog) until the work that
+        // may wait for them is done: a write queued before the teardown may lower a flag again
+        // after a release, and a wait it leaves unreached on a default stream would hold that
+        // stream's later work for the rest of the process, where a later input's synchronize
+        // or capture would wait for it.
         release_flags();
-        lock(&FLAGS).clear();
-        self.flags.clear();
+        let defaults: Vec<PluginStream> = lock(&DEFAULT_PLACES)
+            .iter()
+            .filter_map(|place| PluginBackend::default_stream(place).ok())
+            .collect();
+        for s in defaults {
+            // Hands the work the stream holds on the host to the plug-in and waits for it.
+            drop(s.synchronize());
+        }
         let quiet = |instance: &Instance| {
+            release_flags();
             // Callbacks held as "never" are run now (more may arrive while work drains).
             instance.release_never();
             let live = PluginBackend::live_counts();
             live.streams == 0 && live.events == 0 && instance.idle() && crate::pool::busy() == 0
         };
-        if !self.instance.wait_for(TEARDOWN_LIMIT, quiet) {
+        let quieted = self.instance.wait_for(TEARDOWN_LIMIT, quiet);
+        lock(&FLAGS).clear();
+        self.flags.clear();
+        if !quieted {
             let live = PluginBackend::live_counts();
             plugin::violation(format_args!(
                 "after the teardown devstream still has {} live streams and {} live events \

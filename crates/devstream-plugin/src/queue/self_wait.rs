@@ -93,6 +93,15 @@ fn waits_for_later_work(core: &StreamCore, limit: u64, (a, n): (u64, u64)) -> bo
                 RecordState::Recorded { seq } => *seq,
                 RecordState::Lost(_) => continue,
             };
+            // An event of the host function's own queue is decided here, from the queue the
+            // event keeps: its stream's host side may be gone (the program dropped the handle)
+            // while its record still waits behind the host function.
+            if raw.queue == a {
+                if limit > n {
+                    return true;
+                }
+                continue;
+            }
             if let Some(origin) = raw.origin.upgrade() {
                 stack.push((origin, limit));
             }

@@ -540,8 +540,10 @@ impl Instance {
     }
 
     pub(super) fn freed(state: &State, kind: Kind, start: usize, len: usize) -> bool {
-        state.freed.iter().any(|&(k, base, size)| {
-            k == kind && start < base.saturating_add(size) && base < start.saturating_add(len)
+        state.freed.iter().any(|f| {
+            f.kind == kind
+                && start < f.base.saturating_add(f.len)
+                && f.base < start.saturating_add(len)
         })
     }
 

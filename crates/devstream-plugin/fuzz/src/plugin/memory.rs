@@ -23,14 +23,11 @@ impl Instance {
             }
             let backing = vec![0u8; len.max(1)].into_boxed_slice();
             let address = backing.as_ptr() as usize;
-            state
-                .freed
-                .retain(|&(_, base, size)| address + len.max(1) <= base || base + size <= address);
             let memory = Memory {
                 born: self.born(),
                 refs: 1,
                 len,
-                _backing: backing,
+                backing,
             };
             let map = if kind == Kind::Device {
                 &mut state.device
@@ -132,9 +129,19 @@ impl Instance {
         memory.refs -= 1;
         if memory.refs == 0 {
             let memory = map.remove(&address).expect("present");
-            state.freed.push_back((kind, address, memory.len.max(1)));
-            if state.freed.len() > 256 {
-                state.freed.pop_front();
+            let len = memory.len.max(1);
+            state.freed_bytes += len;
+            state.freed.push_back(Freed {
+                kind,
+                base: address,
+                len,
+                _backing: memory.backing,
+            });
+            while state.freed.len() > QUARANTINE_RANGES || state.freed_bytes > QUARANTINE_BYTES {
+                match state.freed.pop_front() {
+                    Some(oldest) => state.freed_bytes -= oldest.len,
+                    None => break,
+                }
             }
         }
         status

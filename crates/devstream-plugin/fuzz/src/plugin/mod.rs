@@ -36,6 +36,12 @@ pub const MAX_INSTANCES: usize = 96;
 /// Device memory larger than this is refused with `C_FAILED` (resource exhausted).
 const MAX_ALLOCATION: usize = 1 << 20;
 
+/// Freed ranges an instance keeps (see [`Freed`]): at most this many, of at most
+/// [`QUARANTINE_BYTES`] in all; the oldest go first.
+const QUARANTINE_RANGES: usize = 256;
+/// See [`QUARANTINE_RANGES`].
+const QUARANTINE_BYTES: usize = 16 << 20;
+
 /// Optional table entries ([`Config::optional`]).
 pub mod optional {
     /// `initialize`, `finalize`, `init_device`, `deinit_device`.
@@ -440,7 +446,7 @@ struct Memory {
     born: Born,
     refs: usize,
     len: usize,
-    _backing: Box<[u8]>,
+    backing: Box<[u8]>,
 }
 
 /// Plug-in-side objects alive now (for the clean-run check).
@@ -460,6 +466,17 @@ pub struct PluginLive {
     pub host: usize,
 }
 
+/// A range devstream freed, kept from the process's allocator while it is remembered: the
+/// plug-in's memory comes from the same heap as devstream's own (its staged copies), so a range
+/// given back to the heap could be handed to devstream again, and a legitimate copy from that
+/// new allocation would look like a use of the freed one.
+struct Freed {
+    kind: Kind,
+    base: usize,
+    len: usize,
+    _backing: Box<[u8]>,
+}
+
 struct State {
     next_handle: usize,
     streams: HashMap<usize, StreamObj>,
@@ -469,7 +486,9 @@ struct State {
     device: BTreeMap<usize, Memory>,
     host: BTreeMap<usize, Memory>,
     /// Recently freed device and host ranges (a later use of one is devstream's error).
-    freed: VecDeque<(Kind, usize, usize)>,
+    freed: VecDeque<Freed>,
+    /// The bytes `freed` holds.
+    freed_bytes: usize,
     /// Garbage device pointers given out: copies there are refused, not violations.
     garbage_device: bool,
     /// Handles given out and not yet destroyed, by kind and value (duplicates count).
@@ -541,6 +560,7 @@ pub fn create_instance(n: usize, config: Config) -> &'static Instance {
             device: BTreeMap::new(),
             host: BTreeMap::new(),
             freed: VecDeque::new(),
+            freed_bytes: 0,
             garbage_device: false,
             given: HashMap::new(),
             captures: HashMap::new(),
