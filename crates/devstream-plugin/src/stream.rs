@@ -451,11 +451,23 @@ fn end_capture(core: &Arc<StreamCore>) -> Result<PluginGraph> {
     if caps_of(core).capture == CaptureSupport::None {
         return Err(Error::unsupported("end_capture", &core.place));
     }
-    let id = match core.runtime.capture_state(core.slot, core.raw)? {
-        CaptureState::None => {
-            return Err(Error::capture("end_capture", "the stream is not capturing"))
+    let id = match core.runtime.capture_state(core.slot, core.raw) {
+        Ok(CaptureState::Active(id) | CaptureState::Invalidated(id)) => id,
+        other => {
+            // The plug-in reports no capture (or cannot say): whatever devstream registered for
+            // a capture begun on this stream ends with this call, since nothing else could end
+            // it while the stream lives (a default stream lives as long as the process).
+            *crate::queue::lock(&core.pre_capture) = None;
+            crate::capture::forget_origin(
+                core.runtime.index(),
+                core.id,
+                "its stream ended its capture",
+            );
+            return match other {
+                Err(error) => Err(error),
+                Ok(_) => Err(Error::capture("end_capture", "the stream is not capturing")),
+            };
         }
-        CaptureState::Active(id) | CaptureState::Invalidated(id) => id,
     };
     let capture = crate::capture::find(core.runtime.index(), id);
     if let Some(capture) = &capture {

@@ -96,6 +96,27 @@ fn end_capture_forgets_the_capture_when_the_plug_in_reports_another_capture_id()
 }
 
 #[test]
+fn end_capture_ends_devstreams_capture_when_the_plug_in_reports_none() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let copy = Faulty::unique(devstream_test_plugin_faulty::MODE_CAPTURE_FORGOTTEN);
+    let place = copy.load().unwrap().places[0].clone();
+    let capturing = stream(&place);
+    let other = stream(&place);
+    capturing.begin_capture(CaptureMode::Global).unwrap();
+    // The plug-in has lost track of the capture: ending it is an error, and devstream's own
+    // record of the Global capture ends with the call, or nothing could ever end it (the
+    // stream may live for the whole process, as a default stream does).
+    assert!(matches!(
+        capturing.end_capture(),
+        Err(Error::Capture { .. })
+    ));
+    other.synchronize().unwrap_or_else(|error| {
+        panic!("the capture the plug-in forgot still forbids synchronize: {error}")
+    });
+    capturing.synchronize().unwrap();
+}
+
+#[test]
 fn work_on_another_stream_over_the_same_plug_in_stream_runs_once_the_capturing_one_is_dropped() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let place = cpu0();

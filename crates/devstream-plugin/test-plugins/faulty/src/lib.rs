@@ -116,6 +116,9 @@ pub const MODE_CAPTURE_ID_CHANGES: u32 = 31;
 /// time, and `stream_add_callback` queues callbacks (answering `C_SUCCESS`), captured or not:
 /// `devstream_test_plugin_faulty_run_queued()` calls them, also after the graph is destroyed.
 pub const MODE_CAPTURE_QUEUED_CALLBACKS: u32 = 32;
+/// As [`MODE_CAPTURE_ID_CHANGES`], but `cuda_stream_capture_info` reports the capture only the
+/// first time and no capture afterwards: a plug-in that loses track of a capture it began.
+pub const MODE_CAPTURE_FORGOTTEN: u32 = 33;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -162,6 +165,7 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_INLINE_CALLBACKS_QUEUED_COPIES => c"faulty_inline_early",
         MODE_CAPTURE_ID_CHANGES => c"faulty_capture_id",
         MODE_CAPTURE_QUEUED_CALLBACKS => c"faulty_capture_queued",
+        MODE_CAPTURE_FORGOTTEN => c"faulty_capture_forgotten",
         _ => c"faulty",
     }
 }
@@ -764,7 +768,10 @@ unsafe extern "C" fn id_changing_capture_info(
     }
     let mut capture = lock(&ID_CHANGING_CAPTURE);
     match capture.as_mut() {
-        Some((s, reported)) if *s == stream as usize => {
+        Some((s, reported))
+            if *s == stream as usize
+                && (*reported == 0 || mode_of(device) != MODE_CAPTURE_FORGOTTEN) =>
+        {
             // SAFETY: non-null out-parameters.
             unsafe {
                 *status = C_StreamCaptureStatusActive;
@@ -942,7 +949,7 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         }
         if matches!(
             mode,
-            MODE_CAPTURE_ID_CHANGES | MODE_CAPTURE_QUEUED_CALLBACKS
+            MODE_CAPTURE_ID_CHANGES | MODE_CAPTURE_QUEUED_CALLBACKS | MODE_CAPTURE_FORGOTTEN
         ) && interface_size != PADDLE_3_3_INTERFACE_SIZE
         {
             return;
@@ -991,7 +998,7 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         fill(table, mode);
         if matches!(
             mode,
-            MODE_CAPTURE_ID_CHANGES | MODE_CAPTURE_QUEUED_CALLBACKS
+            MODE_CAPTURE_ID_CHANGES | MODE_CAPTURE_QUEUED_CALLBACKS | MODE_CAPTURE_FORGOTTEN
         ) {
             table.cuda_stream_begin_capture = Some(id_changing_begin_capture);
             table.cuda_stream_end_captrue = Some(id_changing_end_capture);
