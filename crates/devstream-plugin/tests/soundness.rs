@@ -173,15 +173,8 @@ fn a_callback_the_plug_in_calls_twice_later_runs_once_and_is_freed_once() {
 
 fn last_copy(copy: &Faulty) -> [u8; 16] {
     let library = copy.library.as_ref().unwrap();
-    // SAFETY: the signature is `void(uint8_t*)`.
-    let last = unsafe {
-        library.get::<unsafe extern "C" fn(*mut u8)>(b"devstream_test_plugin_faulty_last_copy\0")
-    }
-    .unwrap();
-    let mut out = [0u8; 16];
-    // SAFETY: room for 16 bytes.
-    unsafe { last(out.as_mut_ptr()) };
-    out
+    // SAFETY: the signature is `void(uint8_t*)`, writing 16 bytes.
+    unsafe { read_export(library, b"devstream_test_plugin_faulty_last_copy\0") }
 }
 
 /// The faulty plug-in's last queued copy read `byte`s, not freed staging memory.

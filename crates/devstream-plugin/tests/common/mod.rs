@@ -58,14 +58,24 @@ pub fn plugin_live() -> [usize; 3] {
     let path = built_library("devstream_test_plugin_cpu");
     // SAFETY: the workspace's test plug-in; loading it again returns the loaded image.
     let library = unsafe { libloading::Library::new(path) }.unwrap();
-    // SAFETY: the symbol's signature is `void(size_t*)`.
-    let live = unsafe {
-        library.get::<unsafe extern "C" fn(*mut usize)>(b"devstream_test_plugin_cpu_live\0")
-    }
-    .unwrap();
-    let mut out = [0usize; 3];
-    // SAFETY: room for three entries.
-    unsafe { live(out.as_mut_ptr()) };
+    // SAFETY: the symbol's signature is `void(size_t*)`, writing three entries.
+    unsafe { read_export(&library, b"devstream_test_plugin_cpu_live\0") }
+}
+
+/// Calls `symbol`, an export of `library` with the C signature `void(T*)` that writes `N`
+/// entries, and answers them.
+///
+/// # Safety
+/// `symbol` must have that signature and write at most `N` entries.
+pub unsafe fn read_export<T: Copy + Default, const N: usize>(
+    library: &libloading::Library,
+    symbol: &[u8],
+) -> [T; N] {
+    // SAFETY: the caller vouches for the signature.
+    let read = unsafe { library.get::<unsafe extern "C" fn(*mut T)>(symbol) }.unwrap();
+    let mut out = [T::default(); N];
+    // SAFETY: room for `N` entries, the most the caller says `symbol` writes.
+    unsafe { read(out.as_mut_ptr()) };
     out
 }
 
@@ -135,16 +145,8 @@ impl Faulty {
 
     /// The copy's counters (`devstream_test_plugin_faulty::COUNT_*`).
     pub fn counters(&self) -> [usize; devstream_test_plugin_faulty::COUNTERS] {
-        // SAFETY: the signature is `void(size_t*)`.
-        let counters = unsafe {
-            self.library()
-                .get::<unsafe extern "C" fn(*mut usize)>(b"devstream_test_plugin_faulty_counters\0")
-        }
-        .unwrap();
-        let mut out = [0usize; devstream_test_plugin_faulty::COUNTERS];
-        // SAFETY: room for every counter.
-        unsafe { counters(out.as_mut_ptr()) };
-        out
+        // SAFETY: the signature is `void(size_t*)`, writing every counter.
+        unsafe { read_export(self.library(), b"devstream_test_plugin_faulty_counters\0") }
     }
 
     /// Runs the callbacks the copy queued in `MODE_QUEUED_ERROR`; answers how many ran.
