@@ -717,13 +717,7 @@ fn synchronize_waits_for_deferred_work_the_dispatcher_is_handing_to_the_plugin()
             .expect("synchronize returns once the host function ran"),
     };
     synchronizing.join().unwrap();
-    match result {
-        Err(Error::HostFuncPanicked { stream, message }) => {
-            assert_eq!(stream, s.id());
-            assert!(message.contains("deferred panic"), "{message}");
-        }
-        other => panic!("expected the host function's panic, got {other:?}"),
-    }
+    assert_host_func_panicked(result, s.id(), "deferred panic");
 }
 
 /// A host function's `synchronize` of another stream waits for that stream's work submitted
@@ -792,10 +786,7 @@ fn hostile_panics_on(place: &devstream_core::Place) {
         let _ = &guard;
     }))
     .unwrap();
-    match s.synchronize() {
-        Err(Error::HostFuncPanicked { stream, .. }) => assert_eq!(stream, s.id()),
-        other => panic!("expected HostFuncPanicked, got {other:?}"),
-    }
+    assert_host_func_panicked(s.synchronize(), s.id(), "");
     // The stream (and the plug-in's worker) survive.
     let ran = Arc::new(AtomicUsize::new(0));
     let r = ran.clone();

@@ -53,6 +53,17 @@ pub fn wait_until(mut condition: impl FnMut() -> bool) -> bool {
     condition()
 }
 
+/// `result` is the panic of a host function of the stream `stream_id`, with `text` in its message.
+pub fn assert_host_func_panicked(result: devstream_core::Result<()>, stream_id: u64, text: &str) {
+    match result {
+        Err(devstream_core::Error::HostFuncPanicked { stream, message }) => {
+            assert_eq!(stream, stream_id);
+            assert!(message.contains(text), "{message}");
+        }
+        other => panic!("expected the host function's panic, got {other:?}"),
+    }
+}
+
 /// Live streams, events and allocations inside the test plug-in.
 pub fn plugin_live() -> [usize; 3] {
     let path = built_library("devstream_test_plugin_cpu");
