@@ -128,13 +128,7 @@ fn work_on_another_stream_over_the_same_plug_in_stream_runs_once_the_capturing_o
             let sharing = unsafe { PluginStream::from_raw(place, raw) }.unwrap();
             drop(capturing);
             // The capture ended with the dropped stream's last handle: this is ordinary work.
-            let ran = Arc::new(AtomicUsize::new(0));
-            let counter = ran.clone();
-            sharing
-                .launch_host_func(Box::new(move || {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                }))
-                .unwrap();
+            let ran = launch_counting(&sharing);
             sharing.synchronize().unwrap();
             assert_eq!(
                 ran.load(Ordering::SeqCst),

@@ -788,12 +788,7 @@ fn hostile_panics_on(place: &devstream_core::Place) {
     .unwrap();
     assert_host_func_panicked(s.synchronize(), s.id(), "");
     // The stream (and the plug-in's worker) survive.
-    let ran = Arc::new(AtomicUsize::new(0));
-    let r = ran.clone();
-    s.launch_host_func(Box::new(move || {
-        r.fetch_add(1, Ordering::SeqCst);
-    }))
-    .unwrap();
+    let ran = launch_counting(&s);
     let _ = s.synchronize();
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }

@@ -4,6 +4,8 @@
 use devstream_core::{DeviceBackend, Place, StreamOptions};
 use devstream_plugin::{PluginBackend, PluginStream};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The place of the workspace's test plug-in (found by discovery's build-tree rule).
@@ -62,6 +64,17 @@ pub fn assert_host_func_panicked(result: devstream_core::Result<()>, stream_id: 
         }
         other => panic!("expected the host function's panic, got {other:?}"),
     }
+}
+
+/// Launches on `stream` a host function that counts its runs; answers the count.
+pub fn launch_counting(stream: &impl devstream_core::DeviceStream) -> Arc<AtomicUsize> {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&ran);
+    let count = move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+    };
+    stream.launch_host_func(Box::new(count)).unwrap();
+    ran
 }
 
 /// Live streams, events and allocations inside the test plug-in.
