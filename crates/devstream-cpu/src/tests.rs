@@ -31,6 +31,14 @@ fn note(stream: &CpuStream, log: &Log, name: &str) {
         .unwrap();
 }
 
+/// `stream` runs a host function noting `name` in `log`, and `log` then holds that entry alone
+/// (what was noted in it before never ran).
+fn assert_log_after_work(stream: &CpuStream, log: &Log, name: &str) {
+    note(stream, log, name);
+    stream.synchronize().unwrap();
+    assert_eq!(entries(log), [name]);
+}
+
 fn stream() -> CpuStream {
     CpuBackend::new_stream(&Place::Cpu, StreamOptions::default()).unwrap()
 }
@@ -562,10 +570,7 @@ fn unjoined_fork_fails_end_capture() {
     assert!(is_capture_error(origin.end_capture()));
     assert!(!side.is_capturing().unwrap());
     assert!(!origin.is_capturing().unwrap());
-    let log = log();
-    note(&side, &log, "side usable");
-    side.synchronize().unwrap();
-    assert_eq!(entries(&log), ["side usable"]);
+    assert_log_after_work(&side, &log(), "side usable");
 }
 
 #[test]
@@ -639,9 +644,7 @@ fn query_or_synchronize_during_capture_invalidates_it() {
         assert!(is_capture_error(s.launch_host_func(Box::new(|| {}))));
         assert!(is_capture_error(s.end_capture()));
         assert!(!s.is_capturing().unwrap());
-        note(&s, &log, "usable");
-        s.synchronize().unwrap();
-        assert_eq!(entries(&log), ["usable"]);
+        assert_log_after_work(&s, &log, "usable");
     }
 }
 

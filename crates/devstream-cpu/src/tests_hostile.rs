@@ -8,7 +8,7 @@
 use crate::*;
 use devstream_core::{
     CaptureMode, DeviceBackend, DeviceEvent, DeviceFlag, DeviceGraph, DeviceStream, Error,
-    HostBuffer, Place, StreamOptions,
+    HostBuffer, HostFn, Place, StreamOptions,
 };
 use std::panic::{catch_unwind, panic_any, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -46,6 +46,13 @@ fn watchdog<T: Send + 'static>(what: &str, body: impl FnOnce() -> T + Send + 'st
 fn receive<T>(rx: &mpsc::Receiver<T>, what: &str) -> T {
     rx.recv_timeout(PATIENCE)
         .unwrap_or_else(|_| panic!("{what}: HUNG (no result within {PATIENCE:?})"))
+}
+
+/// A pool of `workers` workers, and `N` streams on it.
+fn pool_with_streams<const N: usize>(workers: usize) -> (CpuPool, [CpuStream; N]) {
+    let pool = CpuPool::new(workers).unwrap();
+    let streams = std::array::from_fn(|_| pool.new_stream(StreamOptions::default()));
+    (pool, streams)
 }
 
 fn flag() -> CpuFlag {
@@ -212,16 +219,8 @@ fn blocking_waits_from_host_funcs_are_refused_not_hung() {
 #[test]
 fn non_blocking_calls_from_host_funcs_succeed() {
     watchdog("non-blocking calls from host functions", || {
-        let pool = CpuPool::new(1).unwrap();
-        let s = pool.new_stream(StreamOptions::default());
-        let before = pool.new_stream(StreamOptions::default());
-        let ran = Arc::new(AtomicU32::new(0));
-        let r = ran.clone();
-        before
-            .launch_host_func(Box::new(move || {
-                r.fetch_add(1, Ordering::SeqCst);
-            }))
-            .unwrap();
+        let (_pool, [s, before]) = pool_with_streams(1);
+        let ran = launch_counting(&before);
         s.wait_stream(&before).unwrap();
         let own_before = s.record_event().unwrap();
         s.begin_capture(CaptureMode::ThreadLocal).unwrap();
@@ -284,12 +283,11 @@ impl Drop for Bomb {
     }
 }
 
-/// Runs `stream`'s work and then more work; the pool must still have its worker.
-fn expect_panic_reported_and_pool_alive(stream: &CpuStream) {
-    match stream.synchronize() {
-        Err(Error::HostFuncPanicked { .. }) => {}
-        other => panic!("expected HostFuncPanicked, got {other:?}"),
-    }
+/// A kernel as the tests make one to launch.
+type Kernel = Box<dyn FnMut(&mut [&mut [u8]]) + Send>;
+
+/// Launches on `stream` a host function that counts its runs; answers the count.
+fn launch_counting(stream: &CpuStream) -> Arc<AtomicU32> {
     let ran = Arc::new(AtomicU32::new(0));
     let r = ran.clone();
     stream
@@ -297,72 +295,79 @@ fn expect_panic_reported_and_pool_alive(stream: &CpuStream) {
             r.fetch_add(1, Ordering::SeqCst);
         }))
         .unwrap();
+    ran
+}
+
+/// Runs `stream`'s work and then more work; the pool must still have its worker.
+fn expect_panic_reported_and_pool_alive(stream: &CpuStream) {
+    match stream.synchronize() {
+        Err(Error::HostFuncPanicked { .. }) => {}
+        other => panic!("expected HostFuncPanicked, got {other:?}"),
+    }
+    let ran = launch_counting(stream);
     stream.synchronize().unwrap();
     assert_eq!(ran.load(Ordering::SeqCst), 1, "the worker still runs work");
 }
 
+/// On a one-worker pool, a host function and then a kernel, each made by the test to misbehave
+/// (a panic, a destructor that panics, or both), are reported by `synchronize` and leave the
+/// worker running later work. Each piece of work is made just before it is launched.
+fn misbehaving_work_is_contained(
+    what: &'static str,
+    host_func: impl FnOnce() -> HostFn + Send + 'static,
+    kernel: impl FnOnce() -> Kernel + Send + 'static,
+) {
+    watchdog(what, move || {
+        let (_pool, [s]) = pool_with_streams(1);
+        s.launch_host_func(host_func()).unwrap();
+        expect_panic_reported_and_pool_alive(&s);
+        let buffer = s.alloc(1).unwrap();
+        s.launch_kernel(&[&buffer], kernel()).unwrap();
+        expect_panic_reported_and_pool_alive(&s);
+    });
+}
+
 #[test]
 fn panic_payload_whose_drop_panics_does_not_kill_the_worker() {
-    watchdog(
+    misbehaving_work_is_contained(
         "host function panicking with a payload whose Drop panics",
-        || {
-            let pool = CpuPool::new(1).unwrap();
-            let s = pool.new_stream(StreamOptions::default());
-            s.launch_host_func(Box::new(|| panic_any(Bomb { again: true })))
-                .unwrap();
-            expect_panic_reported_and_pool_alive(&s);
-            let buffer = s.alloc(1).unwrap();
-            s.launch_kernel(&[&buffer], |_| panic_any(Bomb { again: true }))
-                .unwrap();
-            expect_panic_reported_and_pool_alive(&s);
-        },
+        || Box::new(|| panic_any(Bomb { again: true })),
+        || Box::new(|_| panic_any(Bomb { again: true })),
     );
 }
 
-#[test]
-fn host_closure_whose_drop_panics_does_not_kill_the_worker() {
-    watchdog("host closure whose Drop panics", || {
-        let pool = CpuPool::new(1).unwrap();
-        let s = pool.new_stream(StreamOptions::default());
-        let bomb = Bomb { again: true };
-        s.launch_host_func(Box::new(move || {
-            let _keep = &bomb;
-        }))
-        .unwrap();
-        expect_panic_reported_and_pool_alive(&s);
-        let bomb = Bomb { again: true };
-        let buffer = s.alloc(1).unwrap();
-        s.launch_kernel(&[&buffer], move |_| {
-            let _keep = &bomb;
-        })
-        .unwrap();
-        expect_panic_reported_and_pool_alive(&s);
-    });
+/// A host function that keeps `bomb` (dropped with the function) and, with `panics`, panics.
+fn host_func_keeping(bomb: Bomb, panics: bool) -> HostFn {
+    Box::new(move || {
+        let _keep = &bomb;
+        assert!(!panics, "the host function panicked");
+    })
 }
 
-/// The closure panics *and* its destructor panics: the destructor must not run while the
-/// first panic unwinds (that aborts the process).
+/// A kernel that keeps `bomb` (dropped with the kernel) and, with `panics`, panics.
+fn kernel_keeping(bomb: Bomb, panics: bool) -> Kernel {
+    Box::new(move |_| {
+        let _keep = &bomb;
+        assert!(!panics, "the kernel panicked");
+    })
+}
+
+/// Closures whose destructors panic leave the worker running; when the closure panics too, its
+/// destructor must not run while that first panic unwinds (that aborts the process).
 #[test]
-fn panicking_host_closure_whose_drop_panics_does_not_abort() {
-    watchdog("panicking host closure whose Drop panics", || {
-        let pool = CpuPool::new(1).unwrap();
-        let s = pool.new_stream(StreamOptions::default());
-        let bomb = Bomb { again: true };
-        s.launch_host_func(Box::new(move || {
-            let _keep = &bomb;
-            panic!("the host function panicked");
-        }))
-        .unwrap();
-        expect_panic_reported_and_pool_alive(&s);
-        let bomb = Bomb { again: false };
-        let buffer = s.alloc(1).unwrap();
-        s.launch_kernel(&[&buffer], move |_| {
-            let _keep = &bomb;
-            panic!("the kernel panicked");
-        })
-        .unwrap();
-        expect_panic_reported_and_pool_alive(&s);
-    });
+fn closures_whose_drop_panics_do_not_kill_the_worker_or_abort() {
+    // (what, whether the closures panic, the kernel's bomb's `again`)
+    let cases = [
+        ("host closure whose Drop panics", false, true),
+        ("panicking host closure whose Drop panics", true, false),
+    ];
+    for (what, panics, again) in cases {
+        misbehaving_work_is_contained(
+            what,
+            move || host_func_keeping(Bomb { again: true }, panics),
+            move || kernel_keeping(Bomb { again }, panics),
+        );
+    }
 }
 
 /// Graph nodes whose destructors panic: dropped on the user's thread (graph dropped, capture
@@ -371,8 +376,7 @@ fn panicking_host_closure_whose_drop_panics_does_not_abort() {
 #[test]
 fn graph_nodes_whose_drop_panics_are_contained() {
     watchdog("graph nodes whose Drop panics", || {
-        let pool = CpuPool::new(1).unwrap();
-        let s = pool.new_stream(StreamOptions::default());
+        let (_pool, [s]) = pool_with_streams(1);
         let capture = |s: &CpuStream| {
             s.begin_capture(CaptureMode::ThreadLocal).unwrap();
             let bomb = Bomb { again: true };
@@ -419,14 +423,12 @@ fn graph_nodes_whose_drop_panics_are_contained() {
 /// A kernel (which runs holding its device buffers' locks) reads a host buffer while copies
 /// between that host buffer and the kernel's device buffer run on another stream: lock order
 /// must be the same on both sides (device buffers, then the host buffer). Not ordered, so each
-/// round's interleaving is up to the scheduler; many rounds make the inverted order deadlock
-/// (it hung in 3 runs of 3 with host-then-device locking in `copy_host_to_device`).
+/// round's interleaving is up to the scheduler; many rounds make the inverted order (host, then
+/// device, in `copy_host_to_device`) deadlock.
 #[test]
 fn kernel_reading_a_host_buffer_races_copies_without_deadlock() {
     watchdog("kernel reading a host buffer beside copies", || {
-        let pool = CpuPool::new(2).unwrap();
-        let kernels = pool.new_stream(StreamOptions::default());
-        let copies = pool.new_stream(StreamOptions::default());
+        let (_pool, [kernels, copies]) = pool_with_streams(2);
         let dev = kernels.alloc(64).unwrap();
         let host = Arc::new(kernels.alloc_host(64).unwrap());
         for _ in 0..RACE_ROUNDS {

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod common;
-use common::{gpu, stream};
+use common::{gpu, launch_counting, stream};
 
 /// A stream held at a flag: work submitted to it waits until `flag >= 1`.
 fn gated(place: &Place) -> (CudaStream, CudaFlag) {
@@ -82,13 +82,7 @@ fn flag_gates_streams_and_query_sees_it() {
     assert!(!s.query().unwrap(), "gated stream must not be done");
     assert!(!e.query().unwrap());
     other.wait_event(&e).unwrap();
-    let ran = Arc::new(AtomicUsize::new(0));
-    let r = ran.clone();
-    other
-        .launch_host_func(Box::new(move || {
-            r.fetch_add(1, Ordering::SeqCst);
-        }))
-        .unwrap();
+    let ran = launch_counting(&other);
     let later = stream(&place);
     later.wait_stream(&other).unwrap();
     let done = later.record_event().unwrap();
@@ -170,12 +164,7 @@ fn host_function_panic_is_reported_once_by_synchronize() {
     let s = stream(&place);
     s.launch_host_func(Box::new(|| panic!("boom in a host function")))
         .unwrap();
-    let after = Arc::new(AtomicUsize::new(0));
-    let a = after.clone();
-    s.launch_host_func(Box::new(move || {
-        a.fetch_add(1, Ordering::SeqCst);
-    }))
-    .unwrap();
+    let after = launch_counting(&s);
     match s.synchronize() {
         Err(Error::HostFuncPanicked { stream, message }) => {
             assert_eq!(stream, s.id());
@@ -221,13 +210,7 @@ fn host_functions_beyond_the_slots_run_in_order_after_the_stream_is_dropped() {
     assert_eq!(Arc::strong_count(&token), 1, "every closure was dropped");
     // A new stream still launches host functions normally (the old ring is released later).
     let again = stream(&place);
-    let ran = Arc::new(AtomicUsize::new(0));
-    let r = ran.clone();
-    again
-        .launch_host_func(Box::new(move || {
-            r.fetch_add(1, Ordering::SeqCst);
-        }))
-        .unwrap();
+    let ran = launch_counting(&again);
     again.synchronize().unwrap();
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
@@ -978,12 +961,7 @@ fn completions_use_independent_notifiers_and_leave_captures_valid() {
     let held_event = held.record_event().unwrap();
     let held_event_done = held_event.completion();
     let free = stream(&place);
-    let ran = Arc::new(AtomicUsize::new(0));
-    let r = ran.clone();
-    free.launch_host_func(Box::new(move || {
-        r.fetch_add(1, Ordering::SeqCst);
-    }))
-    .unwrap();
+    let ran = launch_counting(&free);
     block_on(free.completion()).unwrap();
     assert_eq!(ran.load(Ordering::SeqCst), 1);
     // Not done yet when registered (a kernel-free stream may finish at once otherwise).

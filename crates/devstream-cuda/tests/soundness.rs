@@ -20,7 +20,7 @@ use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{gpu, stream};
+use common::{gpu, launch_counting, stream};
 
 /// Set in the environment of a child process that runs one `child_*` test.
 const CHILD: &str = "DEVSTREAM_SOUNDNESS_CHILD";
@@ -573,12 +573,7 @@ fn child_host_closure_whose_drop_panics_twice_is_dropped_quietly() {
     drop(graph);
     // The device still works (a new stream's host function runs).
     let t = stream(&place);
-    let ran = Arc::new(AtomicUsize::new(0));
-    let r = ran.clone();
-    t.launch_host_func(Box::new(move || {
-        r.fetch_add(1, Ordering::SeqCst);
-    }))
-    .unwrap();
+    let ran = launch_counting(&t);
     within(10, "synchronize", move || t.synchronize()).unwrap();
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }

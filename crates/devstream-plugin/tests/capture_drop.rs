@@ -6,32 +6,53 @@
 mod common;
 
 use common::*;
-use devstream_core::{CaptureMode, DeviceStream, Error};
+use devstream_core::{CaptureMode, DeviceStream, Error, Place};
+use devstream_plugin::PluginStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The tests of this file capture one at a time (a `Global` capture of one would forbid the
 /// other's synchronize).
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// Holds [`ONE_AT_A_TIME`] (a test that failed holding it does not fail the others).
+fn alone() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `body` in each of `modes` with the test plug-in's place and a fresh stream on it, holding
+/// [`ONE_AT_A_TIME`].
+fn in_each_mode(modes: [CaptureMode; 2], body: impl Fn(&Place, CaptureMode, PluginStream)) {
+    let _alone = alone();
+    let place = cpu0();
+    for mode in modes {
+        body(&place, mode, stream(&place));
+    }
+}
+
+/// `other` synchronizes: `capture` (one that should be over) no longer forbids it.
+fn assert_synchronizes(other: &PluginStream, capture: &str) {
+    other
+        .synchronize()
+        .unwrap_or_else(|error| panic!("{capture} still forbids synchronize: {error}"));
+}
+
 #[test]
 fn a_stream_dropped_while_capturing_leaves_no_capture_behind() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let place = cpu0();
-    for mode in [CaptureMode::Global, CaptureMode::ThreadLocal] {
-        let capturing = stream(&place);
-        capturing.begin_capture(mode).unwrap();
-        let other = stream(&place);
-        assert!(
-            matches!(other.synchronize(), Err(Error::Capture { .. })),
-            "{mode:?}: a capture in progress forbids synchronizing another stream"
-        );
-        drop(capturing);
-        other.synchronize().unwrap_or_else(|error| {
-            panic!("{mode:?}: the dropped stream's capture still forbids synchronize: {error}")
-        });
-        stream(&place).synchronize().unwrap();
-    }
+    in_each_mode(
+        [CaptureMode::Global, CaptureMode::ThreadLocal],
+        |place, mode, capturing| {
+            capturing.begin_capture(mode).unwrap();
+            let other = stream(place);
+            assert!(
+                matches!(other.synchronize(), Err(Error::Capture { .. })),
+                "{mode:?}: a capture in progress forbids synchronizing another stream"
+            );
+            drop(capturing);
+            assert_synchronizes(&other, &format!("{mode:?}: the dropped stream's capture"));
+            stream(place).synchronize().unwrap();
+        },
+    );
 }
 
 #[test]
@@ -39,45 +60,43 @@ fn a_stream_dropped_while_capturing_work_on_buffers_leaves_no_capture_behind() {
     // The capture keeps the buffers its work uses, and those keep the streams whose work used
     // them: the capturing stream's own, before the capture. Dropping the stream's last handle
     // must end the capture all the same.
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let place = cpu0();
-    for mode in [CaptureMode::Global, CaptureMode::ThreadLocal] {
-        let capturing = stream(&place);
-        let device = capturing.alloc(64).unwrap();
-        let other_device = capturing.alloc(64).unwrap();
-        let host = capturing.alloc_host(64).unwrap();
-        // Work before the capture makes the stream a user of the buffers the capture keeps.
-        capturing.fill(&device, 0, 64, 1).unwrap();
-        capturing
-            .copy_device_to_device(&other_device, 0, &device, 0, 64)
-            .unwrap();
-        capturing
-            .copy_device_to_host(&host, 0, &device, 0, 64)
-            .unwrap();
-        capturing.begin_capture(mode).unwrap();
-        capturing.fill(&device, 0, 64, 1).unwrap();
-        capturing.copy_from_host(&device, 0, &[2; 8]).unwrap();
-        capturing
-            .copy_host_to_device(&device, 0, &host, 0, 64)
-            .unwrap();
-        capturing
-            .copy_device_to_host(&host, 0, &device, 0, 64)
-            .unwrap();
-        capturing
-            .copy_device_to_device(&other_device, 0, &device, 0, 64)
-            .unwrap();
-        drop(capturing);
-        let other = stream(&place);
-        other.synchronize().unwrap_or_else(|error| {
-            panic!("{mode:?}: the dropped stream's capture still forbids synchronize: {error}")
-        });
-        drop((device, other_device, host));
-    }
+    in_each_mode(
+        [CaptureMode::Global, CaptureMode::ThreadLocal],
+        |place, mode, capturing| {
+            let device = capturing.alloc(64).unwrap();
+            let other_device = capturing.alloc(64).unwrap();
+            let host = capturing.alloc_host(64).unwrap();
+            // Work before the capture makes the stream a user of the buffers the capture keeps.
+            capturing.fill(&device, 0, 64, 1).unwrap();
+            capturing
+                .copy_device_to_device(&other_device, 0, &device, 0, 64)
+                .unwrap();
+            capturing
+                .copy_device_to_host(&host, 0, &device, 0, 64)
+                .unwrap();
+            capturing.begin_capture(mode).unwrap();
+            capturing.fill(&device, 0, 64, 1).unwrap();
+            capturing.copy_from_host(&device, 0, &[2; 8]).unwrap();
+            capturing
+                .copy_host_to_device(&device, 0, &host, 0, 64)
+                .unwrap();
+            capturing
+                .copy_device_to_host(&host, 0, &device, 0, 64)
+                .unwrap();
+            capturing
+                .copy_device_to_device(&other_device, 0, &device, 0, 64)
+                .unwrap();
+            drop(capturing);
+            let other = stream(place);
+            assert_synchronizes(&other, &format!("{mode:?}: the dropped stream's capture"));
+            drop((device, other_device, host));
+        },
+    );
 }
 
 #[test]
 fn end_capture_forgets_the_capture_when_the_plug_in_reports_another_capture_id() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = alone();
     let copy = Faulty::unique(devstream_test_plugin_faulty::MODE_CAPTURE_ID_CHANGES);
     let place = copy.load().unwrap().places[0].clone();
     let capturing = stream(&place);
@@ -89,9 +108,7 @@ fn end_capture_forgets_the_capture_when_the_plug_in_reports_another_capture_id()
         Err(Error::Capture { .. })
     ));
     assert!(!capturing.is_capturing().unwrap());
-    other
-        .synchronize()
-        .unwrap_or_else(|error| panic!("the ended capture still forbids synchronize: {error}"));
+    assert_synchronizes(&other, "the ended capture");
     capturing.synchronize().unwrap();
 }
 
@@ -118,42 +135,36 @@ fn end_capture_ends_devstreams_capture_when_the_plug_in_reports_none() {
 
 #[test]
 fn work_on_another_stream_over_the_same_plug_in_stream_runs_once_the_capturing_one_is_dropped() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let place = cpu0();
-    for mode in [CaptureMode::Relaxed, CaptureMode::Global] {
-        let capturing = stream(&place);
-        // The buffer remembers its user, and keeps the stream's host side (and so its plug-in
-        // stream) alive after the stream's last handle is dropped, until the buffer goes.
-        let buffer = capturing.alloc(64).unwrap();
-        capturing.fill(&buffer, 0, 64, 1).unwrap();
-        capturing.begin_capture(mode).unwrap();
-        let raw = capturing.as_raw().unwrap();
-        // SAFETY: the plug-in stream of `capturing`, which `buffer` keeps alive until after
-        // `sharing` and its work are gone.
-        let sharing = unsafe { devstream_plugin::PluginStream::from_raw(&place, raw) }.unwrap();
-        drop(capturing);
-        // The capture ended with the dropped stream's last handle: this is ordinary work.
-        let ran = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counter = ran.clone();
-        sharing
-            .launch_host_func(Box::new(move || {
-                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            }))
-            .unwrap();
-        sharing.synchronize().unwrap();
-        assert_eq!(
-            ran.load(std::sync::atomic::Ordering::SeqCst),
-            1,
-            "{mode:?}: the host function went into the dropped stream's capture"
-        );
-        drop(sharing);
-        drop(buffer);
-    }
+    in_each_mode(
+        [CaptureMode::Relaxed, CaptureMode::Global],
+        |place, mode, capturing| {
+            // The buffer remembers its user, and keeps the stream's host side (and so its plug-in
+            // stream) alive after the stream's last handle is dropped, until the buffer goes.
+            let buffer = capturing.alloc(64).unwrap();
+            capturing.fill(&buffer, 0, 64, 1).unwrap();
+            capturing.begin_capture(mode).unwrap();
+            let raw = capturing.as_raw().unwrap();
+            // SAFETY: the plug-in stream of `capturing`, which `buffer` keeps alive until after
+            // `sharing` and its work are gone.
+            let sharing = unsafe { PluginStream::from_raw(place, raw) }.unwrap();
+            drop(capturing);
+            // The capture ended with the dropped stream's last handle: this is ordinary work.
+            let ran = launch_counting(&sharing);
+            sharing.synchronize().unwrap();
+            assert_eq!(
+                ran.load(Ordering::SeqCst),
+                1,
+                "{mode:?}: the host function went into the dropped stream's capture"
+            );
+            drop(sharing);
+            drop(buffer);
+        },
+    );
 }
 
 #[test]
 fn a_captured_host_function_the_plug_in_calls_after_its_graph_is_gone_does_not_run() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = alone();
     let copy = Faulty::unique(devstream_test_plugin_faulty::MODE_CAPTURE_QUEUED_CALLBACKS);
     let place = copy.load().unwrap().places[0].clone();
     let capturing = stream(&place);

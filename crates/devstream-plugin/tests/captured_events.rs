@@ -7,8 +7,7 @@ mod common;
 
 use common::*;
 use devstream_core::{CaptureMode, DeviceEvent, DeviceGraph, DeviceStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 #[test]
 fn an_event_recorded_in_a_capture_and_dropped_during_it_leaves_the_capture_valid() {
@@ -19,14 +18,8 @@ fn an_event_recorded_in_a_capture_and_dropped_during_it_leaves_the_capture_valid
     other.synchronize().unwrap();
     let baseline = plugin_live();
 
-    let ran = Arc::new(AtomicUsize::new(0));
     capturing.begin_capture(CaptureMode::ThreadLocal).unwrap();
-    let counter = ran.clone();
-    capturing
-        .launch_host_func(Box::new(move || {
-            counter.fetch_add(1, Ordering::SeqCst);
-        }))
-        .unwrap();
+    let ran = launch_counting(&capturing);
     // Recorded into the capture, then dropped while the capture lasts: the reaper gets it.
     drop(capturing.record_event().unwrap());
     // A marker behind it: an event of an idle stream outside the capture, dropped after it.

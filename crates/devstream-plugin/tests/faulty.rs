@@ -20,7 +20,12 @@ fn load_faulty(mode: u32) -> Result<PluginInfo, Error> {
 /// Loads a copy of the faulty plug-in in `mode`: refused with `Error::Plugin`, whose reason
 /// names every one of `parts`.
 fn assert_refused(mode: u32, parts: &[&str]) {
-    let reason = plugin_reason(load_faulty(mode));
+    assert_refused_naming(load_faulty(mode), parts);
+}
+
+/// `result` is a refusal with `Error::Plugin`, whose reason names every one of `parts`.
+fn assert_refused_naming(result: Result<PluginInfo, Error>, parts: &[&str]) {
+    let reason = plugin_reason(result);
     for part in parts {
         assert!(reason.contains(part), "{part:?} not in: {reason}");
     }
@@ -54,8 +59,10 @@ fn driver_call<T: std::fmt::Debug>(result: Result<T, Error>) -> &'static str {
 
 #[test]
 fn a_missing_file_is_a_typed_error() {
-    let reason = plugin_reason(load_plugin("/nonexistent/dir/libnothing.so"));
-    assert!(reason.contains("cannot load"), "{reason}");
+    assert_refused_naming(
+        load_plugin("/nonexistent/dir/libnothing.so"),
+        &["cannot load"],
+    );
 }
 
 #[test]
@@ -64,16 +71,14 @@ fn a_file_that_is_not_a_library_is_a_typed_error() {
     std::fs::create_dir_all(&dir).unwrap();
     let bogus = dir.join("libbogus.so");
     std::fs::write(&bogus, b"this is not an ELF file").unwrap();
-    let reason = plugin_reason(load_plugin(&bogus));
-    assert!(reason.contains("cannot load"), "{reason}");
+    assert_refused_naming(load_plugin(&bogus), &["cannot load"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[cfg(target_os = "linux")]
 #[test]
 fn a_library_without_init_plugin_is_a_typed_error() {
-    let reason = plugin_reason(load_plugin("libm.so.6"));
-    assert!(reason.contains("does not export InitPlugin"), "{reason}");
+    assert_refused_naming(load_plugin("libm.so.6"), &["does not export InitPlugin"]);
 }
 
 #[test]
@@ -149,10 +154,9 @@ fn failing_initialisation_calls_are_named() {
 fn a_duplicate_device_type_is_refused() {
     // The test plug-in is already registered by discovery.
     assert!(PluginBackend::places().contains(&cpu0()));
-    let reason = plugin_reason(load_plugin(built_library("devstream_test_plugin_cpu")));
-    assert!(
-        reason.contains("\"custom_cpu\" is already registered"),
-        "{reason}"
+    assert_refused_naming(
+        load_plugin(built_library("devstream_test_plugin_cpu")),
+        &["\"custom_cpu\" is already registered"],
     );
     // A faulty mode that loads can be loaded once only.
     let info = load_faulty(faulty::MODE_WORKING).unwrap();
@@ -306,18 +310,15 @@ fn an_unwritten_allocation_is_out_of_memory_as_in_paddle() {
 
 #[test]
 fn unknown_places_are_typed_errors() {
+    fn no_device<T>(result: Result<T, Error>) -> bool {
+        matches!(result, Err(Error::NoDevice { .. }))
+    }
     let nowhere: Place = "no_such_device:0".parse().unwrap();
-    assert!(matches!(
-        PluginBackend::new_stream(&nowhere, StreamOptions::default()),
-        Err(Error::NoDevice { .. })
-    ));
+    assert!(no_device(PluginBackend::new_stream(
+        &nowhere,
+        StreamOptions::default()
+    )));
     let out_of_range: Place = "custom_cpu:7".parse().unwrap();
-    assert!(matches!(
-        PluginBackend::capabilities(&out_of_range),
-        Err(Error::NoDevice { .. })
-    ));
-    assert!(matches!(
-        PluginBackend::default_stream(&out_of_range),
-        Err(Error::NoDevice { .. })
-    ));
+    assert!(no_device(PluginBackend::capabilities(&out_of_range)));
+    assert!(no_device(PluginBackend::default_stream(&out_of_range)));
 }

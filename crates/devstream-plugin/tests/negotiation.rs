@@ -43,6 +43,16 @@ fn offer(copy: &Faulty, params_size: usize, interface_size: usize) -> (bool, Box
     (accepted, table)
 }
 
+/// Loads a copy of the faulty plug-in in `mode` through devstream: identified as `layout`,
+/// without capture. Answers the copy, for its counters.
+fn load_identified_without_capture(mode: u32, layout: &str) -> Faulty {
+    let copy = Faulty::new(mode);
+    let info = copy.load().unwrap();
+    assert_eq!(info.layout, layout);
+    capture_is_unsupported(&info);
+    copy
+}
+
 fn capture_is_unsupported(info: &PluginInfo) {
     assert_eq!(info.capabilities.capture, CaptureSupport::None, "{info:?}");
     let stream = PluginBackend::new_stream(&info.places[0], StreamOptions::default()).unwrap();
@@ -74,10 +84,7 @@ fn a_develop_built_plugin_accepts_paddle_3_3s_pair_but_is_identified_as_its_own_
     );
 
     // devstream identifies the table by its size before it reads past the stable prefix.
-    let copy = Faulty::new(faulty::MODE_DEVELOP_LAYOUT);
-    let info = copy.load().unwrap();
-    assert_eq!(info.layout, "Paddle 3.2");
-    capture_is_unsupported(&info);
+    let copy = load_identified_without_capture(faulty::MODE_DEVELOP_LAYOUT, "Paddle 3.2");
     assert_eq!(copy.counters()[faulty::COUNT_BEYOND_PREFIX_CALLS], 0);
     // One refused probe, then 1128 refused and 1032 accepted, both with params size 0.
     assert_eq!(copy.counters()[faulty::COUNT_INIT_PLUGIN], 3);
@@ -85,32 +92,29 @@ fn a_develop_built_plugin_accepts_paddle_3_3s_pair_but_is_identified_as_its_own_
 
 #[test]
 fn a_plugin_that_checks_only_the_params_size_gets_nothing_beyond_the_prefix_read() {
-    let copy = Faulty::new(faulty::MODE_PARAMS_ONLY_3_3);
-    let info = copy.load().unwrap();
-    assert_eq!(info.layout, "Paddle 3.x (table size not identified)");
     // It filled the whole 3.3 capture set, but nothing says its table is the 3.3 one.
-    capture_is_unsupported(&info);
+    let copy = load_identified_without_capture(
+        faulty::MODE_PARAMS_ONLY_3_3,
+        "Paddle 3.x (table size not identified)",
+    );
     assert_eq!(copy.counters()[faulty::COUNT_BEYOND_PREFIX_CALLS], 0);
 }
 
 #[test]
 fn a_plugin_that_needs_both_sizes_is_identified_by_the_exact_pair() {
-    let copy = Faulty::new(faulty::MODE_STRICT_3_2);
-    let info = copy.load().unwrap();
-    assert_eq!(info.layout, "Paddle 3.2");
+    let copy = load_identified_without_capture(faulty::MODE_STRICT_3_2, "Paddle 3.2");
     let counters = copy.counters();
     assert_eq!(counters[faulty::COUNT_INIT_PLUGIN_ACCEPTED], 1);
     assert_eq!(counters[faulty::COUNT_INITIALIZE], 1);
-    capture_is_unsupported(&info);
 }
 
 #[test]
 fn a_plugin_that_checks_no_size_is_not_identified() {
-    let copy = Faulty::new(faulty::MODE_WORKING);
-    let info = copy.load().unwrap();
-    assert_eq!(info.layout, "unidentified (InitPlugin checks neither size)");
+    let copy = load_identified_without_capture(
+        faulty::MODE_WORKING,
+        "unidentified (InitPlugin checks neither size)",
+    );
     assert_eq!(copy.counters()[faulty::COUNT_INIT_PLUGIN], 1);
-    capture_is_unsupported(&info);
 }
 
 #[test]

@@ -14,15 +14,7 @@ use devstream_test_plugin_ref_cpu as ref_cpu;
 
 /// The plug-in's first place, or `None` (with the reason printed) when it was not built.
 fn place() -> Option<Place> {
-    if let Some(reason) = ref_cpu::SKIPPED {
-        assert!(
-            !ref_cpu::paddle_required(),
-            "DEVSTREAM_REQUIRE names paddle, but the ref_cpu plug-in was not built: {reason}"
-        );
-        eprintln!("skipped: the ref_cpu test plug-in was not built: {reason}");
-        return None;
-    }
-    let place: Place = format!("{}:0", ref_cpu::DEVICE_TYPE).parse().unwrap();
+    let place: Place = ref_cpu::first_place_or_skip()?.parse().unwrap();
     // Found by discovery next to the other test plug-ins (so the conformance suite and the
     // examples run on it too).
     if let Err(error) = PluginBackend::capabilities(&place) {

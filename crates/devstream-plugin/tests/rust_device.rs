@@ -323,13 +323,7 @@ fn a_rust_backend_serves_its_device_type_through_plugin_handles() {
     let stream = PluginBackend::new_stream(&place, StreamOptions::default()).unwrap();
     assert_eq!(stream.place(), &place);
     assert!(stream.as_raw().is_none());
-    let hits = Arc::new(AtomicU32::new(0));
-    let h = hits.clone();
-    stream
-        .launch_host_func(Box::new(move || {
-            h.fetch_add(1, Ordering::SeqCst);
-        }))
-        .unwrap();
+    let hits = common::launch_counting(&stream);
     assert_eq!(hits.load(Ordering::SeqCst), 1);
     let event = stream.record_event().unwrap();
     stream.wait_event(&event).unwrap();

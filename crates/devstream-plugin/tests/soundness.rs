@@ -173,15 +173,8 @@ fn a_callback_the_plug_in_calls_twice_later_runs_once_and_is_freed_once() {
 
 fn last_copy(copy: &Faulty) -> [u8; 16] {
     let library = copy.library.as_ref().unwrap();
-    // SAFETY: the signature is `void(uint8_t*)`.
-    let last = unsafe {
-        library.get::<unsafe extern "C" fn(*mut u8)>(b"devstream_test_plugin_faulty_last_copy\0")
-    }
-    .unwrap();
-    let mut out = [0u8; 16];
-    // SAFETY: room for 16 bytes.
-    unsafe { last(out.as_mut_ptr()) };
-    out
+    // SAFETY: the signature is `void(uint8_t*)`, writing 16 bytes.
+    unsafe { read_export(library, b"devstream_test_plugin_faulty_last_copy\0") }
 }
 
 /// The faulty plug-in's last queued copy read `byte`s, not freed staging memory.
@@ -756,13 +749,7 @@ fn synchronize_waits_for_deferred_work_the_dispatcher_is_handing_to_the_plugin()
             .expect("synchronize returns once the host function ran"),
     };
     synchronizing.join().unwrap();
-    match result {
-        Err(Error::HostFuncPanicked { stream, message }) => {
-            assert_eq!(stream, s.id());
-            assert!(message.contains("deferred panic"), "{message}");
-        }
-        other => panic!("expected the host function's panic, got {other:?}"),
-    }
+    assert_host_func_panicked(result, s.id(), "deferred panic");
 }
 
 /// A host function's `synchronize` of another stream waits for that stream's work submitted
@@ -831,17 +818,9 @@ fn hostile_panics_on(place: &devstream_core::Place) {
         let _ = &guard;
     }))
     .unwrap();
-    match s.synchronize() {
-        Err(Error::HostFuncPanicked { stream, .. }) => assert_eq!(stream, s.id()),
-        other => panic!("expected HostFuncPanicked, got {other:?}"),
-    }
+    assert_host_func_panicked(s.synchronize(), s.id(), "");
     // The stream (and the plug-in's worker) survive.
-    let ran = Arc::new(AtomicUsize::new(0));
-    let r = ran.clone();
-    s.launch_host_func(Box::new(move || {
-        r.fetch_add(1, Ordering::SeqCst);
-    }))
-    .unwrap();
+    let ran = launch_counting(&s);
     let _ = s.synchronize();
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }

@@ -155,13 +155,7 @@ fn errors_of_deferred_work_reach_synchronize() {
     s.launch_host_func(Box::new(|| panic!("deferred panic")))
         .unwrap();
     gate.set(1);
-    match s.synchronize() {
-        Err(Error::HostFuncPanicked { stream, message }) => {
-            assert_eq!(stream, s.id());
-            assert!(message.contains("deferred panic"));
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_host_func_panicked(s.synchronize(), s.id(), "deferred panic");
 }
 
 #[test]

@@ -36,6 +36,22 @@ fn watchdog(what: &str, body: impl FnOnce() + Send + 'static) {
 }
 
 /// Gates `s` behind a flag, so that what is enqueued next is all queued before any of it runs.
+/// Launches on `s` a host function that sends what `body` answers; answers the receiving end.
+fn launch_sending<T: Send + 'static>(
+    s: &WgpuStream,
+    body: impl FnOnce() -> T + Send + 'static,
+) -> mpsc::Receiver<T> {
+    let (tx, rx) = mpsc::channel();
+    let mut body = Some(body);
+    s.launch_host_func(Box::new(move || {
+        if let Some(body) = body.take() {
+            let _ = tx.send(body());
+        }
+    }))
+    .unwrap();
+    rx
+}
+
 fn gate(s: &WgpuStream) -> WgpuFlag {
     let flag = WgpuFlag::new(PLACE);
     s.wait_flag(&flag, 1).unwrap();
@@ -57,12 +73,8 @@ fn host_buffer_read_in_a_host_function_sees_earlier_copies_only() {
         s.fill(&device, 0, 8, 1).unwrap();
         let flag = gate(&s);
         s.copy_device_to_host(&host, 0, &device, 0, 8).unwrap();
-        let (seen_tx, seen) = mpsc::channel();
         let h = Arc::clone(&host);
-        s.launch_host_func(Box::new(move || {
-            let _ = seen_tx.send(h.to_vec());
-        }))
-        .unwrap();
+        let seen = launch_sending(&s, move || h.to_vec());
         s.fill(&device, 0, 8, 2).unwrap();
         s.copy_device_to_host(&host, 0, &device, 0, 8).unwrap();
         flag.set(1);
@@ -85,12 +97,8 @@ fn host_buffer_write_in_a_host_function_precedes_later_uploads() {
         let flag = gate(&s);
         // A device→host copy still pending makes the later host→device copy a deferred one.
         s.copy_device_to_host(&host, 0, &device, 0, 8).unwrap();
-        let (wrote_tx, wrote) = mpsc::channel();
         let h = Arc::clone(&host);
-        s.launch_host_func(Box::new(move || {
-            let _ = wrote_tx.send(h.write(0, &[7; 8]));
-        }))
-        .unwrap();
+        let wrote = launch_sending(&s, move || h.write(0, &[7; 8]));
         s.copy_host_to_device(&out, 0, &host, 0, 8).unwrap();
         flag.set(1);
         s.synchronize().unwrap();
@@ -241,11 +249,7 @@ fn graph_launch_from_a_host_function() {
     watchdog("graph launch from a host function", move || {
         s.begin_capture(devstream_core::CaptureMode::Relaxed)
             .unwrap();
-        let (ran_tx, ran) = mpsc::channel();
-        s.launch_host_func(Box::new(move || {
-            let _ = ran_tx.send(());
-        }))
-        .unwrap();
+        let ran = launch_sending(&s, || ());
         let graph = s.end_capture().unwrap();
         let me = s.clone();
         let g = graph.clone();
@@ -315,11 +319,7 @@ fn reports_the_panic_and_keeps_working(s: &WgpuStream, other: &WgpuStream) {
 }
 
 fn runs_a_host_function(s: &WgpuStream) {
-    let (ran_tx, ran) = mpsc::channel();
-    s.launch_host_func(Box::new(move || {
-        let _ = ran_tx.send(());
-    }))
-    .unwrap();
+    let ran = launch_sending(s, || ());
     s.synchronize().unwrap();
     ran.recv().unwrap();
 }

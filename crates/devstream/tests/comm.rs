@@ -18,8 +18,8 @@ mod comm_plugin;
 mod comm_programs;
 use comm_model::{
     all_reduce_and_check, assert_close, assert_reduced, comm_failure, contribution, decode,
-    download, encode, launch_and_check, model, on_ranks_at, rank_1_leaves_in_an_open_group, upload,
-    value,
+    download, encode, hex, launch_and_check, model, on_ranks_at, rank_1_leaves_in_an_open_group,
+    unhex, upload, value, wait_child,
 };
 
 const CPU: Place = Place::Cpu;
@@ -1074,7 +1074,7 @@ fn float_sums_are_in_rank_order_and_bit_identical_for_threads_and_processes() {
     let s = Stream::new(&CPU).unwrap();
     let got = body(&comm, &s).unwrap();
     for child in children {
-        assert!(wait_child(child, Duration::from_secs(120)).success());
+        assert!(wait_child(child, scaled(Duration::from_secs(120))).success());
     }
     assert_eq!(got, want, "processes: {:?}", decode(DataType::F64, &got));
 }
@@ -1201,17 +1201,6 @@ const CHILD_RANK: &str = "DEVSTREAM_COMM_TEST_RANK";
 const CHILD_ID: &str = "DEVSTREAM_COMM_TEST_ID";
 const CHILD_NRANKS: &str = "DEVSTREAM_COMM_TEST_NRANKS";
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Vec<u8> {
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
-        .collect()
-}
-
 fn spawn_rank(test: &str, rank: usize, nranks: usize, id: &UniqueId) -> std::process::Child {
     std::process::Command::new(std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
@@ -1240,20 +1229,6 @@ fn scaled(limit: Duration) -> Duration {
         .filter(|&scale| scale >= 1)
         .unwrap_or(1);
     limit * scale
-}
-
-fn wait_child(mut child: std::process::Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + scaled(limit);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("a rank process hung");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// One rank's part of `ranks_as_processes_and_threads_all_reduce_every_type`: two ranks per
@@ -1300,7 +1275,7 @@ fn ranks_as_processes_and_threads_all_reduce_every_type() {
     process_rank_body(0, nranks, id);
     other.join().unwrap();
     for child in children {
-        assert!(wait_child(child, Duration::from_secs(120)).success());
+        assert!(wait_child(child, scaled(Duration::from_secs(120))).success());
     }
 }
 
@@ -1383,5 +1358,5 @@ fn init_fails_at_the_environment_deadline_when_a_rank_never_joins() {
         .env("DEVSTREAM_COMM_TIMEOUT_SECS", "0.5")
         .spawn()
         .unwrap();
-    assert!(wait_child(child, Duration::from_secs(60)).success());
+    assert!(wait_child(child, scaled(Duration::from_secs(60))).success());
 }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 mod comm_model;
 use comm_model::{
     all_reduce_and_check, assert_near, assert_reduced, comm_failure, contribution, decode,
-    download, encode, launch_and_check, on_ranks_at, upload, value,
+    download, encode, hex, launch_and_check, on_ranks_at, unhex, upload, value, wait_child,
 };
 
 const COUNT: usize = 37;
@@ -559,17 +559,6 @@ fn gpu_places_without_collectives_answer_typed_errors() {
 
 const CHILD_ROLE: &str = "DEVSTREAM_COMM_GPU_TEST_ROLE";
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Vec<u8> {
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
-        .collect()
-}
-
 /// Starts rank `rank` of `nranks` on `place` as a child running `test`.
 fn spawn_rank(
     test: &str,
@@ -598,20 +587,6 @@ fn child_role() -> Option<(Place, usize, usize, UniqueId)> {
     let nranks = parts.next()?.parse().ok()?;
     let id = UniqueId::from_bytes(&unhex(parts.next()?)).ok()?;
     Some((place, rank, nranks, id))
-}
-
-fn wait_child(mut child: std::process::Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("a rank process hung");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]

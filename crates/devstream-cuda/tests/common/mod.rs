@@ -1,8 +1,10 @@
-//! What the CUDA integration tests share: the device to test on (or a skip) and a plain stream.
+//! What the CUDA integration tests share: the device to test on (or a skip), a plain stream and
+//! a host function that counts its runs.
 
-use devstream_core::{DeviceBackend, Place, StreamOptions};
+use devstream_core::{DeviceBackend, DeviceStream, Place, StreamOptions};
 use devstream_cuda::{CudaBackend, CudaStream};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Tests run one at a time: a capture in `Global` mode forbids "potentially unsafe" calls (such
 /// as synchronous allocation) on every other thread while it lasts.
@@ -34,4 +36,16 @@ pub fn gpu() -> Option<(Place, MutexGuard<'static, ()>)> {
 /// A new stream of `place` with default options.
 pub fn stream(place: &Place) -> CudaStream {
     CudaBackend::new_stream(place, StreamOptions::default()).unwrap()
+}
+
+/// Launches on `stream` a host function that counts its runs; answers the count.
+#[allow(dead_code)] // not every test binary that shares this module counts host functions
+pub fn launch_counting(stream: &CudaStream) -> Arc<AtomicUsize> {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&ran);
+    let count = move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+    };
+    stream.launch_host_func(Box::new(count)).unwrap();
+    ran
 }

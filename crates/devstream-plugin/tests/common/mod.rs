@@ -4,6 +4,8 @@
 use devstream_core::{DeviceBackend, Place, StreamOptions};
 use devstream_plugin::{PluginBackend, PluginStream};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The place of the workspace's test plug-in (found by discovery's build-tree rule).
@@ -53,19 +55,51 @@ pub fn wait_until(mut condition: impl FnMut() -> bool) -> bool {
     condition()
 }
 
+/// `result` is the panic of a host function of the stream `stream_id`, with `text` in its message.
+pub fn assert_host_func_panicked(result: devstream_core::Result<()>, stream_id: u64, text: &str) {
+    match result {
+        Err(devstream_core::Error::HostFuncPanicked { stream, message }) => {
+            assert_eq!(stream, stream_id);
+            assert!(message.contains(text), "{message}");
+        }
+        other => panic!("expected the host function's panic, got {other:?}"),
+    }
+}
+
+/// Launches on `stream` a host function that counts its runs; answers the count.
+pub fn launch_counting(stream: &impl devstream_core::DeviceStream) -> Arc<AtomicUsize> {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&ran);
+    let count = move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+    };
+    stream.launch_host_func(Box::new(count)).unwrap();
+    ran
+}
+
 /// Live streams, events and allocations inside the test plug-in.
 pub fn plugin_live() -> [usize; 3] {
     let path = built_library("devstream_test_plugin_cpu");
     // SAFETY: the workspace's test plug-in; loading it again returns the loaded image.
     let library = unsafe { libloading::Library::new(path) }.unwrap();
-    // SAFETY: the symbol's signature is `void(size_t*)`.
-    let live = unsafe {
-        library.get::<unsafe extern "C" fn(*mut usize)>(b"devstream_test_plugin_cpu_live\0")
-    }
-    .unwrap();
-    let mut out = [0usize; 3];
-    // SAFETY: room for three entries.
-    unsafe { live(out.as_mut_ptr()) };
+    // SAFETY: the symbol's signature is `void(size_t*)`, writing three entries.
+    unsafe { read_export(&library, b"devstream_test_plugin_cpu_live\0") }
+}
+
+/// Calls `symbol`, an export of `library` with the C signature `void(T*)` that writes `N`
+/// entries, and answers them.
+///
+/// # Safety
+/// `symbol` must have that signature and write at most `N` entries.
+pub unsafe fn read_export<T: Copy + Default, const N: usize>(
+    library: &libloading::Library,
+    symbol: &[u8],
+) -> [T; N] {
+    // SAFETY: the caller vouches for the signature.
+    let read = unsafe { library.get::<unsafe extern "C" fn(*mut T)>(symbol) }.unwrap();
+    let mut out = [T::default(); N];
+    // SAFETY: room for `N` entries, the most the caller says `symbol` writes.
+    unsafe { read(out.as_mut_ptr()) };
     out
 }
 
@@ -135,16 +169,8 @@ impl Faulty {
 
     /// The copy's counters (`devstream_test_plugin_faulty::COUNT_*`).
     pub fn counters(&self) -> [usize; devstream_test_plugin_faulty::COUNTERS] {
-        // SAFETY: the signature is `void(size_t*)`.
-        let counters = unsafe {
-            self.library()
-                .get::<unsafe extern "C" fn(*mut usize)>(b"devstream_test_plugin_faulty_counters\0")
-        }
-        .unwrap();
-        let mut out = [0usize; devstream_test_plugin_faulty::COUNTERS];
-        // SAFETY: room for every counter.
-        unsafe { counters(out.as_mut_ptr()) };
-        out
+        // SAFETY: the signature is `void(size_t*)`, writing every counter.
+        unsafe { read_export(self.library(), b"devstream_test_plugin_faulty_counters\0") }
     }
 
     /// Runs the callbacks the copy queued in `MODE_QUEUED_ERROR`; answers how many ran.

@@ -8,6 +8,7 @@ use devstream::{
     Stream, UniqueId,
 };
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The value rank `r` contributes at element `i`: 1, 2 or 3 (exact in every type).
 pub fn value(rank: usize, i: usize) -> i64 {
@@ -302,5 +303,34 @@ pub fn comm_failure(e: &Error) -> Option<CommFailure> {
     match e {
         Error::Comm { failure, .. } => Some(*failure),
         _ => None,
+    }
+}
+
+/// `bytes` as lowercase hex (a unique id handed to a rank process in its environment).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bytes of `text`, written by [`hex`].
+pub fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Waits for a rank process to exit; kills it and fails the test when it has not within `limit`
+/// (a hang detector).
+pub fn wait_child(mut child: std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a rank process hung");
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }

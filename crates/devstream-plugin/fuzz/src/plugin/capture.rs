@@ -84,16 +84,18 @@ impl Instance {
         let nodes = Arc::new(capture.nodes);
         self.write_handle(&mut state, draw, Kind::Graph, out, &mut |state| {
             let handle = self.fresh(state);
-            state.graphs.insert(
-                handle,
-                GraphObj {
-                    born: self.born(),
-                    refs: 1,
-                    nodes: nodes.clone(),
-                },
-            );
+            state.graphs.insert(handle, self.graph_obj(&nodes));
             handle
         })
+    }
+
+    /// A graph (or executable graph) of `nodes`, held once: by the handle it is stored under.
+    fn graph_obj(&self, nodes: &Arc<Vec<Node>>) -> GraphObj {
+        GraphObj {
+            born: self.born(),
+            refs: 1,
+            nodes: nodes.clone(),
+        }
     }
 
     pub(super) fn instantiate(
@@ -124,14 +126,7 @@ impl Instance {
         };
         self.write_handle(&mut state, draw, Kind::Exec, exec, &mut |state| {
             let handle = self.fresh(state);
-            state.execs.insert(
-                handle,
-                GraphObj {
-                    born: self.born(),
-                    refs: 1,
-                    nodes: nodes.clone(),
-                },
-            );
+            state.execs.insert(handle, self.graph_obj(&nodes));
             handle
         })
     }

@@ -196,11 +196,7 @@ pub(crate) unsafe extern "C" fn begin_capture(
     stream: C_Stream,
     _mode: C_StreamCaptureMode,
 ) -> C_Status {
-    guarded(|| {
-        // SAFETY: a valid device and a live (or null) stream from the host.
-        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
-            return C_ERROR;
-        };
+    let body = |obj: &StreamObj| {
         if invalidate(&obj.state) {
             // Beginning twice invalidates the capture in progress.
             return C_ERROR;
@@ -225,7 +221,9 @@ pub(crate) unsafe extern "C" fn begin_capture(
             }),
         }));
         C_SUCCESS
-    })
+    };
+    // SAFETY: a valid device and a live (or null) stream from the host.
+    unsafe { on_stream(device_id, device, stream, body) }
 }
 
 pub(crate) unsafe extern "C" fn end_capture(
@@ -233,11 +231,7 @@ pub(crate) unsafe extern "C" fn end_capture(
     stream: C_Stream,
     graph: *mut C_CudaGraph,
 ) -> C_Status {
-    guarded(|| {
-        // SAFETY: a valid device and a live (or null) stream from the host.
-        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
-            return C_ERROR;
-        };
+    let body = |obj: &StreamObj| {
         let Some(capture) = capture_of(&obj.state) else {
             return C_ERROR;
         };
@@ -253,7 +247,9 @@ pub(crate) unsafe extern "C" fn end_capture(
         // SAFETY: a non-null out-parameter.
         unsafe { *graph = Box::into_raw(Box::new(GraphObj { nodes })) as C_CudaGraph };
         C_SUCCESS
-    })
+    };
+    // SAFETY: a valid device and a live (or null) stream from the host.
+    unsafe { on_stream(device_id, device, stream, body) }
 }
 
 pub(crate) unsafe extern "C" fn graph_instantiate(
@@ -285,11 +281,7 @@ pub(crate) unsafe extern "C" fn graph_launch(
     exec: C_GraphExec,
     stream: C_Stream,
 ) -> C_Status {
-    guarded(|| {
-        // SAFETY: a valid device and a live (or null) stream from the host.
-        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
-            return C_ERROR;
-        };
+    let body = |obj: &StreamObj| {
         if exec.is_null() || capture_of(&obj.state).is_some() {
             return C_ERROR;
         }
@@ -299,7 +291,9 @@ pub(crate) unsafe extern "C" fn graph_launch(
             nodes,
             stream: stream as usize,
         })
-    })
+    };
+    // SAFETY: a valid device and a live (or null) stream from the host.
+    unsafe { on_stream(device_id, device, stream, body) }
 }
 
 /// Frees an object handed out as a `Box<T>` (a null handle is `C_ERROR`).
@@ -339,11 +333,7 @@ pub(crate) unsafe extern "C" fn stream_capture_info(
     _edges: *mut *mut c_void,
     count: *mut usize,
 ) -> C_Status {
-    guarded(|| {
-        // SAFETY: a valid device and a live (or null) stream from the host.
-        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
-            return C_ERROR;
-        };
+    let body = |obj: &StreamObj| {
         if status.is_null() {
             return C_ERROR;
         }
@@ -368,5 +358,7 @@ pub(crate) unsafe extern "C" fn stream_capture_info(
             }
         }
         C_SUCCESS
-    })
+    };
+    // SAFETY: a valid device and a live (or null) stream from the host.
+    unsafe { on_stream(device_id, device, stream, body) }
 }

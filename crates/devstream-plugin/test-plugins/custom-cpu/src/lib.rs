@@ -164,6 +164,26 @@ unsafe fn live_device_id(device: C_Device) -> Option<c_int> {
     unsafe { device_id(device) }.filter(|&id| !is_lost(id))
 }
 
+/// Runs `body` under [`guarded`] on the stream `stream` (null: the default stream) of the device
+/// that `device_of` finds behind `device`; `C_ERROR` when there is none.
+///
+/// # Safety
+/// `device` and `stream` as `device_of` and [`stream_obj`] require them.
+unsafe fn on_stream(
+    device_of: unsafe fn(C_Device) -> Option<c_int>,
+    device: C_Device,
+    stream: C_Stream,
+    body: impl FnOnce(&StreamObj) -> C_Status,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: forwarded contract.
+        match unsafe { device_of(device).and_then(|d| stream_obj(d, stream)) } {
+            Some(obj) => body(obj),
+            None => C_ERROR,
+        }
+    })
+}
+
 /// How far a stream's worker has come.
 struct Progress {
     submitted: u64,
@@ -359,6 +379,29 @@ unsafe fn event_obj<'a>(event: C_Event) -> Option<&'a EventObj> {
     (!event.is_null()).then(|| unsafe { &*(event as *const EventObj) })
 }
 
+/// Runs `body` under [`guarded`] on the event `event`; `C_ERROR` when `event` is null or
+/// `device` is one of ours that was lost.
+///
+/// # Safety
+/// `device` as [`device_id`] requires it; `event` as [`event_obj`] requires it.
+unsafe fn on_event(
+    device: C_Device,
+    event: C_Event,
+    body: impl FnOnce(&EventObj) -> C_Status,
+) -> C_Status {
+    guarded(|| {
+        // SAFETY: forwarded contract.
+        if unsafe { device_id(device) }.is_some_and(is_lost) {
+            return C_ERROR;
+        }
+        // SAFETY: forwarded contract.
+        match unsafe { event_obj(event) } {
+            Some(event) => body(event),
+            None => C_ERROR,
+        }
+    })
+}
+
 unsafe extern "C" fn initialize() -> C_Status {
     guarded(|| {
         default_streams();
@@ -449,12 +492,7 @@ unsafe extern "C" fn destroy_stream(_device: C_Device, stream: C_Stream) -> C_St
 }
 
 unsafe extern "C" fn query_stream(device: C_Device, stream: C_Stream) -> C_Status {
-    guarded(|| {
-        // SAFETY: a valid device and a live (or null) stream from the host.
-        let Some(obj) = (unsafe { live_device_id(device).and_then(|d| stream_obj(d, stream)) })
-        else {
-            return C_ERROR;
-        };
+    let body = |obj: &StreamObj| {
         if invalidate(&obj.state) {
             // Not allowed during a capture (as in CUDA): the capture is invalidated.
             return C_ERROR;
@@ -465,22 +503,21 @@ unsafe extern "C" fn query_stream(device: C_Device, stream: C_Stream) -> C_Statu
         } else {
             C_FAILED
         }
-    })
+    };
+    // SAFETY: a valid device and a live (or null) stream from the host.
+    unsafe { on_stream(live_device_id, device, stream, body) }
 }
 
 unsafe extern "C" fn synchronize_stream(device: C_Device, stream: C_Stream) -> C_Status {
-    guarded(|| {
-        // SAFETY: a valid device and a live (or null) stream from the host.
-        let Some(obj) = (unsafe { live_device_id(device).and_then(|d| stream_obj(d, stream)) })
-        else {
-            return C_ERROR;
-        };
+    let body = |obj: &StreamObj| {
         if invalidate(&obj.state) {
             return C_ERROR;
         }
         obj.state.wait_for(obj.mark());
         C_SUCCESS
-    })
+    };
+    // SAFETY: a valid device and a live (or null) stream from the host.
+    unsafe { on_stream(live_device_id, device, stream, body) }
 }
 
 unsafe extern "C" fn stream_add_callback(
@@ -489,12 +526,7 @@ unsafe extern "C" fn stream_add_callback(
     callback: C_Callback,
     user_data: *mut c_void,
 ) -> C_Status {
-    guarded(|| {
-        // SAFETY: a valid device and a live (or null) stream from the host. A lost device's
-        // stream accepts the callback and never calls it (its worker abandons it).
-        let Some(obj) = (unsafe { device_id(device).and_then(|d| stream_obj(d, stream)) }) else {
-            return C_ERROR;
-        };
+    let body = |obj: &StreamObj| {
         let Some(callback) = callback else {
             return C_ERROR;
         };
@@ -515,7 +547,10 @@ unsafe extern "C" fn stream_add_callback(
             stream: stream as usize,
             user_data: user_data as usize,
         })
-    })
+    };
+    // SAFETY: a valid device and a live (or null) stream from the host. A lost device's
+    // stream accepts the callback and never calls it (its worker abandons it).
+    unsafe { on_stream(device_id, device, stream, body) }
 }
 
 unsafe extern "C" fn create_event(device: C_Device, event: *mut C_Event) -> C_Status {
@@ -577,33 +612,17 @@ unsafe extern "C" fn destroy_event(_device: C_Device, event: C_Event) -> C_Statu
 }
 
 unsafe extern "C" fn query_event(device: C_Device, event: C_Event) -> C_Status {
-    guarded(|| {
-        // SAFETY: the host passes a valid `C_Device`.
-        if unsafe { device_id(device) }.is_some_and(is_lost) {
-            return C_ERROR;
-        }
-        // SAFETY: a live event handle from the host.
-        let Some(event) = (unsafe { event_obj(event) }) else {
-            return C_ERROR;
-        };
-        match &*lock(&event.target) {
-            Some(Target::Point(state, seq)) if !state.is_done(*seq) => C_FAILED,
-            Some(Target::Captured { capture, .. }) if captured_event_refused(capture) => C_ERROR,
-            _ => C_SUCCESS,
-        }
-    })
+    let body = |event: &EventObj| match &*lock(&event.target) {
+        Some(Target::Point(state, seq)) if !state.is_done(*seq) => C_FAILED,
+        Some(Target::Captured { capture, .. }) if captured_event_refused(capture) => C_ERROR,
+        _ => C_SUCCESS,
+    };
+    // SAFETY: a valid `C_Device` and a live event handle from the host.
+    unsafe { on_event(device, event, body) }
 }
 
 unsafe extern "C" fn synchronize_event(device: C_Device, event: C_Event) -> C_Status {
-    guarded(|| {
-        // SAFETY: the host passes a valid `C_Device`.
-        if unsafe { device_id(device) }.is_some_and(is_lost) {
-            return C_ERROR;
-        }
-        // SAFETY: a live event handle from the host.
-        let Some(event) = (unsafe { event_obj(event) }) else {
-            return C_ERROR;
-        };
+    let body = |event: &EventObj| {
         let target = lock(&event.target).clone();
         match target {
             Some(Target::Point(state, seq)) => state.wait_for(seq),
@@ -613,7 +632,9 @@ unsafe extern "C" fn synchronize_event(device: C_Device, event: C_Event) -> C_St
             _ => {}
         }
         C_SUCCESS
-    })
+    };
+    // SAFETY: a valid `C_Device` and a live event handle from the host.
+    unsafe { on_event(device, event, body) }
 }
 
 unsafe extern "C" fn stream_wait_event(
@@ -762,12 +783,7 @@ unsafe extern "C" fn async_memory_copy(
     src: *const c_void,
     size: usize,
 ) -> C_Status {
-    guarded(|| {
-        // SAFETY: a valid device and a live (or null) stream from the host.
-        let Some(obj) = (unsafe { live_device_id(device).and_then(|d| stream_obj(d, stream)) })
-        else {
-            return C_ERROR;
-        };
+    let body = |obj: &StreamObj| {
         if (dst.is_null() || src.is_null()) && size > 0 {
             return C_ERROR;
         }
@@ -786,7 +802,9 @@ unsafe extern "C" fn async_memory_copy(
             src: src as usize,
             len: size,
         })
-    })
+    };
+    // SAFETY: a valid device and a live (or null) stream from the host.
+    unsafe { on_stream(live_device_id, device, stream, body) }
 }
 
 unsafe extern "C" fn get_device_count(count: *mut usize) -> C_Status {

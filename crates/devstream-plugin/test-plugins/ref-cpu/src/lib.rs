@@ -29,6 +29,21 @@ pub const PADDLE_INCLUDE: Option<&str> = option_env!("DEVSTREAM_REF_CPU_INCLUDE"
 /// The device type the plug-in registers.
 pub const DEVICE_TYPE: &str = "ref_cpu";
 
+/// The plug-in's first place as text (`ref_cpu:0`) when it was built; otherwise `None`, after
+/// printing why for a test that then skips. Panics (failing the test) when it was not built
+/// and `DEVSTREAM_REQUIRE` names `paddle`.
+pub fn first_place_or_skip() -> Option<String> {
+    if let Some(reason) = SKIPPED {
+        assert!(
+            !paddle_required(),
+            "DEVSTREAM_REQUIRE names paddle, but the ref_cpu plug-in was not built: {reason}"
+        );
+        eprintln!("skipped: the ref_cpu test plug-in was not built: {reason}");
+        return None;
+    }
+    Some(format!("{DEVICE_TYPE}:0"))
+}
+
 /// Whether `DEVSTREAM_REQUIRE` (a comma list) names `paddle`: a missing header is then a
 /// failure, not a skip.
 pub fn paddle_required() -> bool {
