@@ -6,7 +6,7 @@
 use super::failure::{refuse, Check};
 use super::{lock, CustomRuntime, Status};
 use crate::sys::{C_FAILED, C_INTERNAL_ERROR};
-use devstream::{DeviceBuffer, Place};
+use devstream::DeviceBuffer;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -171,7 +171,7 @@ impl CustomRuntime {
     /// `max_buffer_size`; elsewhere the memory budget).
     pub fn max_alloc_size(&self, device: usize) -> usize {
         #[cfg(feature = "wgpu")]
-        if let Some(place @ Place::Wgpu(_)) = self.places.get(device) {
+        if let Some(place @ devstream::Place::Wgpu(_)) = self.places.get(device) {
             if let Ok(dev) = devstream::wgpu::WgpuDevice::for_place(place) {
                 let limit = dev.wgpu_device().limits().max_buffer_size.saturating_sub(4);
                 return usize::try_from(limit)
