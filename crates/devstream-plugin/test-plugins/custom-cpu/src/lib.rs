@@ -37,14 +37,11 @@ pub use xccl::NO_ALL_TO_ALL;
 use capture::*;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::Cell;
-use std::collections::VecDeque;
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, OnceLock};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use sys::*;
 
 /// The device type this plug-in registers.
@@ -64,61 +61,6 @@ static LOST: [AtomicBool; DEVICE_COUNT] = [const { AtomicBool::new(false) }; DEV
 /// Work of a lost device's streams, never run: kept reachable (as a lost device keeps what it
 /// was handed), so that leak checkers do not report the host's callback data.
 static ABANDONED: Mutex<Vec<Task>> = Mutex::new(Vec::new());
-
-/// Workers of destroyed streams, joined once they have finished. `destroy_stream` does not wait
-/// for the tasks still queued, so a worker may go on running them after its stream is gone; its
-/// handle waits here and is joined at a later `create_stream`/`destroy_stream` or when the process
-/// exits (an `atexit` handler). So no worker of this plug-in is half-way through its exit when the
-/// process ends: LeakSanitizer, which runs at exit, would report such a thread's own allocations.
-/// Oldest first: workers mostly finish in the order their streams were destroyed, so joining
-/// from the front while the front has finished costs O(1) per stream.
-static RETIRED_WORKERS: Mutex<VecDeque<JoinHandle<()>>> = Mutex::new(VecDeque::new());
-
-/// Joins retired workers from the oldest while they have finished their tasks.
-fn join_finished_workers() {
-    loop {
-        let worker = {
-            let mut retired = lock(&RETIRED_WORKERS);
-            match retired.front() {
-                Some(worker) if worker.is_finished() => retired.pop_front(),
-                _ => return,
-            }
-        };
-        if let Some(worker) = worker {
-            let _ = worker.join();
-        }
-    }
-}
-
-/// At exit: waits a bounded time for every retired worker to finish, joining each. A worker
-/// whose task never ends (a host function waiting for something that never comes) is left.
-extern "C" fn join_retired_workers_at_exit() {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let retired: Vec<JoinHandle<()>> = lock(&RETIRED_WORKERS).drain(..).collect();
-    for worker in retired {
-        while !worker.is_finished() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if worker.is_finished() {
-            let _ = worker.join();
-        }
-    }
-}
-
-extern "C" {
-    fn atexit(handler: extern "C" fn()) -> c_int;
-}
-
-/// Registers [`join_retired_workers_at_exit`] once. In a shared library, `atexit` handlers run
-/// when the library is unloaded or the process exits, whichever comes first.
-fn join_retired_workers_at_exit_once() {
-    static REGISTERED: Once = Once::new();
-    REGISTERED.call_once(|| {
-        // SAFETY: `atexit` takes a plain function of no arguments that lives as long as this
-        // library; the handler only locks a mutex and joins threads.
-        unsafe { atexit(join_retired_workers_at_exit) };
-    });
-}
 
 fn is_lost(id: c_int) -> bool {
     usize::try_from(id)
@@ -280,8 +222,6 @@ struct StreamObj {
     device: c_int,
     state: Arc<StreamState>,
     queue: Mutex<Sender<Task>>,
-    /// The thread running this stream's tasks; retired (see [`RETIRED_WORKERS`]) on destroy.
-    worker: Option<JoinHandle<()>>,
 }
 
 impl StreamObj {
@@ -296,7 +236,7 @@ impl StreamObj {
         });
         let (sender, receiver) = channel::<Task>();
         let worker_state = state.clone();
-        let worker = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name(format!("custom_cpu:{device} stream"))
             .spawn(move || {
                 for task in receiver {
@@ -315,7 +255,6 @@ impl StreamObj {
             device,
             state,
             queue: Mutex::new(sender),
-            worker: Some(worker),
         })
     }
 
@@ -457,8 +396,6 @@ unsafe extern "C" fn create_stream(device: C_Device, stream: *mut C_Stream) -> C
         let (Some(id), false) = (unsafe { live_device_id(device) }, stream.is_null()) else {
             return C_ERROR;
         };
-        join_retired_workers_at_exit_once();
-        join_finished_workers();
         let Some(obj) = StreamObj::new(id) else {
             return C_FAILED;
         };
@@ -476,16 +413,11 @@ unsafe extern "C" fn destroy_stream(_device: C_Device, stream: C_Stream) -> C_St
         }
         // SAFETY: a handle from `create_stream`, destroyed once. Dropping the sender lets the
         // worker finish the queued tasks and exit; nothing blocks here.
-        let mut obj = unsafe { Box::from_raw(stream as *mut StreamObj) };
+        let obj = unsafe { Box::from_raw(stream as *mut StreamObj) };
         // A stream destroyed while capturing invalidates its capture and leaves it.
         invalidate(&obj.state);
         lock(&obj.state.capture).take();
-        let worker = obj.worker.take();
         drop(obj);
-        if let Some(worker) = worker {
-            lock(&RETIRED_WORKERS).push_back(worker);
-        }
-        join_finished_workers();
         LIVE_STREAMS.fetch_sub(1, Ordering::SeqCst);
         C_SUCCESS
     })
