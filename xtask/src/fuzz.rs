@@ -6,6 +6,9 @@
 //! cargo xtask fuzz TARGET... | all [--seconds N] [--timeout S]
 //!                                          build each target and fuzz it for N seconds (60);
 //!                                          fails on any finding, or when it ran nothing
+//! cargo xtask fuzz TARGET... | all --seed S --runs N
+//!                                          a reproducible run (what CI runs): libFuzzer's seed
+//!                                          S and N inputs, from the committed corpus alone
 //! cargo xtask fuzz TARGET... | all --minimize
 //!                                          merge the committed corpus and what the runs found
 //!                                          into a small corpus, written over the committed one
@@ -66,6 +69,11 @@ pub fn fuzz(args: &[String]) -> Result<(), String> {
     let seconds = number(args, "--seconds")?.unwrap_or(DEFAULT_SECONDS);
     let input_timeout = number(args, "--timeout")?.unwrap_or(DEFAULT_INPUT_TIMEOUT_S);
     let minimize = args.iter().any(|a| a == "--minimize");
+    let fixed = match (number(args, "--seed")?, number(args, "--runs")?) {
+        (Some(seed), Some(runs)) => Some(Fixed { seed, runs }),
+        (None, None) => None,
+        _ => return Err("fuzz: --seed and --runs go together".into()),
+    };
     let targets = chosen(args)?;
     ensure_cargo_fuzz()?;
     for target in targets {
@@ -73,10 +81,20 @@ pub fn fuzz(args: &[String]) -> Result<(), String> {
         if minimize {
             merge(target)?;
         } else {
-            run(target, seconds, input_timeout)?;
+            run(target, seconds, input_timeout, fixed)?;
         }
     }
     Ok(())
+}
+
+/// A reproducible run: libFuzzer's random seed and the number of inputs, from the committed
+/// seed corpus alone. The same inputs run every time (up to what threads make of coverage),
+/// so a finding in CI is a regression of code that ran before, not a new discovery by chance;
+/// open-ended runs (`--seconds`) are how new findings are looked for.
+#[derive(Clone, Copy)]
+struct Fixed {
+    seed: u64,
+    runs: u64,
 }
 
 /// The value of `flag` as a number, if given.
@@ -93,7 +111,7 @@ fn chosen(args: &[String]) -> Result<Vec<&'static Target>, String> {
     for arg in args {
         if skip_value {
             skip_value = false;
-        } else if arg == "--seconds" || arg == "--timeout" {
+        } else if ["--seconds", "--timeout", "--seed", "--runs"].contains(&arg.as_str()) {
             skip_value = true;
         } else if !arg.starts_with("--") {
             names.push(arg.as_str());
@@ -209,8 +227,20 @@ fn work_dir(kind: &str, target: &Target) -> Result<PathBuf, String> {
 /// Fuzzes `target` for `seconds`, reading the seed corpus; fails on a finding (a crash, a
 /// sanitizer report, a hang past `input_timeout`, a leak, running out of memory) or when no
 /// input ran.
-fn run(target: &Target, seconds: u64, input_timeout: u64) -> Result<(), String> {
-    let corpus = work_dir("corpus", target)?;
+fn run(
+    target: &Target,
+    seconds: u64,
+    input_timeout: u64,
+    fixed: Option<Fixed>,
+) -> Result<(), String> {
+    let corpus = if fixed.is_some() {
+        // What earlier runs added would change the inputs: start from the seeds alone.
+        let corpus = work_dir("corpus-fixed", target)?;
+        std::fs::remove_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+        work_dir("corpus-fixed", target)?
+    } else {
+        work_dir("corpus", target)?
+    };
     let artifacts = work_dir("artifacts", target)?;
     let logs = fuzz_root()?.join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
@@ -220,7 +250,11 @@ fn run(target: &Target, seconds: u64, input_timeout: u64) -> Result<(), String> 
     let seeds = seeds(target);
     let mut command = Command::new("timeout");
     // The hard limit: fuzzing time, one input's limit and the corpus load, with a margin.
-    let limit = seconds + input_timeout + 300;
+    let limit = match fixed {
+        // About 100 inputs a second at the slowest seen, with a wide margin: a hang detector.
+        Some(Fixed { runs, .. }) => runs / 20 + input_timeout + 300,
+        None => seconds + input_timeout + 300,
+    };
     command
         .args(["--kill-after=15", &limit.to_string()])
         .arg(binary(target)?)
@@ -228,15 +262,24 @@ fn run(target: &Target, seconds: u64, input_timeout: u64) -> Result<(), String> 
     if seeds.is_dir() {
         command.arg(&seeds);
     }
+    match fixed {
+        Some(Fixed { seed, runs }) => command
+            .arg(format!("-seed={seed}"))
+            .arg(format!("-runs={runs}")),
+        None => command.arg(format!("-max_total_time={seconds}")),
+    };
     command
-        .arg(format!("-max_total_time={seconds}"))
         .arg(format!("-timeout={input_timeout}"))
         .arg(format!("-artifact_prefix={}/", artifacts.display()))
         .arg("-print_final_stats=1")
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
         .stderr(log);
+    let how = match fixed {
+        Some(Fixed { seed, runs }) => format!("{runs} inputs of seed {seed}"),
+        None => format!("{seconds}s"),
+    };
     eprintln!(
-        "xtask: [fuzz {}] {seconds}s from {} (log: {})",
+        "xtask: [fuzz {}] {how} from {} (log: {})",
         target.name,
         seeds.display(),
         log_path.display()

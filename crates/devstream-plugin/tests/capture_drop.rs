@@ -201,3 +201,34 @@ impl Drop for Dropped {
         self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
+
+#[test]
+fn a_host_function_captured_by_a_dropped_stream_is_released_with_its_capture() {
+    use devstream_core::{DeviceBackend, DeviceEvent};
+    use devstream_plugin::PluginBackend;
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let place = cpu0();
+    let events_before = PluginBackend::live_counts().events;
+    for mode in [
+        CaptureMode::Global,
+        CaptureMode::ThreadLocal,
+        CaptureMode::Relaxed,
+    ] {
+        let capturing = stream(&place);
+        capturing.begin_capture(mode).unwrap();
+        // An event recorded in the capture, held by a host function captured after it.
+        let event = capturing.record_event().unwrap();
+        let held = event.clone();
+        capturing
+            .launch_host_func(Box::new(move || drop(held.query())))
+            .unwrap();
+        drop(event);
+        drop(capturing);
+        assert!(
+            wait_until(|| PluginBackend::live_counts().events == events_before),
+            "{mode:?}: the captured host function (and the event it holds) outlived the \
+             capture its dropped stream ended: {:?}",
+            PluginBackend::live_counts()
+        );
+    }
+}
