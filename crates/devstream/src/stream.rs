@@ -294,44 +294,28 @@ impl Stream {
     #[inline]
     pub fn record_event(&self) -> Result<Event> {
         op!("devstream.record_event", self, Device, |hook| {
-            let event = StreamApi::record_event(self);
-            if let Ok(event) = &event {
-                hook.records(event);
-            }
-            event
+            StreamApi::record_event(self).inspect(|event| hook.records(event))
         })
     }
     /// Records `event` on this stream (same as `event.record(&stream)`).
     #[inline]
     pub fn record(&self, event: &Event) -> Result<()> {
         op!("devstream.record", self, Device, |hook| {
-            let result = StreamApi::record(self, event);
-            if result.is_ok() {
-                hook.records(event);
-            }
-            result
+            StreamApi::record(self, event).inspect(|()| hook.records(event))
         })
     }
     /// Work submitted after this call waits for what `event` captured. Returns at once.
     #[inline]
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         op!("devstream.wait_event", self, Device, |hook| {
-            let result = StreamApi::wait_event(self, event);
-            if result.is_ok() {
-                hook.waits_event(event);
-            }
-            result
+            StreamApi::wait_event(self, event).inspect(|()| hook.waits_event(event))
         })
     }
     /// Work submitted after this call waits for all work submitted to `other` so far.
     #[inline]
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         op!("devstream.wait_stream", self, Device, |hook| {
-            let result = StreamApi::wait_stream(self, other);
-            if result.is_ok() {
-                hook.waits_stream(other);
-            }
-            result
+            StreamApi::wait_stream(self, other).inspect(|()| hook.waits_stream(other))
         })
     }
     /// Runs `f` on the host after all earlier work of the stream; later work waits for it.
