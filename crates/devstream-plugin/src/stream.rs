@@ -228,6 +228,19 @@ fn require_copy(op: &'static str, core: &StreamCore, kind: CopyKind) -> Result<(
     }
 }
 
+/// The checks of a copy of `len` bytes on a plug-in place, in order: the destination's range
+/// (`(offset, length of the buffer)`), the source's, then whether the plug-in copies `kind`.
+fn check_copy(
+    (core, op, kind): (&Arc<StreamCore>, &'static str, CopyKind),
+    (dst_offset, dst_len): (usize, usize),
+    (src_offset, src_len): (usize, usize),
+    len: usize,
+) -> Result<()> {
+    check_range(op, dst_offset, len, dst_len)?;
+    check_range(op, src_offset, len, src_len)?;
+    require_copy(op, core, kind)
+}
+
 /// Submits a copy of `len` bytes in stream order.
 fn submit_copy(
     core: &Arc<StreamCore>,
@@ -823,25 +836,24 @@ impl DeviceStream for PluginStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
+        let op = "copy_host_to_device";
         match (&self.0, &dst.0, &src.0) {
             (StreamRepr::Abi(core), _, _) => {
-                let op = "copy_host_to_device";
-                let d = abi_buffer(op, core, dst)?;
-                let s = abi_host(op, core, src)?;
-                check_range(op, dst_offset, len, d.len)?;
-                check_range(op, src_offset, len, s.len)?;
-                require_copy(op, core, CopyKind::HostToDevice)?;
+                let (d, s) = (abi_buffer(op, core, dst)?, abi_host(op, core, src)?);
+                let kind = CopyKind::HostToDevice;
+                check_copy(
+                    (core, op, kind),
+                    (dst_offset, d.len),
+                    (src_offset, s.len),
+                    len,
+                )?;
                 let (dst, src) = (d.at(dst_offset), s.at(src_offset));
-                submit_host_copy((core, op, CopyKind::HostToDevice), (d, s), (dst, src, len))
+                submit_host_copy((core, op, kind), (d, s), (dst, src, len))
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
                 st.copy_host_to_device(d.as_ref(), dst_offset, h.as_ref(), src_offset, len)
             }
-            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(
-                "copy_host_to_device",
-                st.place(),
-                dst.place(),
-            )),
+            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(op, st.place(), dst.place())),
         }
     }
 
@@ -853,25 +865,24 @@ impl DeviceStream for PluginStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
+        let op = "copy_device_to_host";
         match (&self.0, &dst.0, &src.0) {
             (StreamRepr::Abi(core), _, _) => {
-                let op = "copy_device_to_host";
-                let d = abi_host(op, core, dst)?;
-                let s = abi_buffer(op, core, src)?;
-                check_range(op, dst_offset, len, d.len)?;
-                check_range(op, src_offset, len, s.len)?;
-                require_copy(op, core, CopyKind::DeviceToHost)?;
+                let (d, s) = (abi_host(op, core, dst)?, abi_buffer(op, core, src)?);
+                let kind = CopyKind::DeviceToHost;
+                check_copy(
+                    (core, op, kind),
+                    (dst_offset, d.len),
+                    (src_offset, s.len),
+                    len,
+                )?;
                 let (dst, src) = (d.at(dst_offset), s.at(src_offset));
-                submit_host_copy((core, op, CopyKind::DeviceToHost), (s, d), (dst, src, len))
+                submit_host_copy((core, op, kind), (s, d), (dst, src, len))
             }
             (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
                 st.copy_device_to_host(h.as_ref(), dst_offset, s.as_ref(), src_offset, len)
             }
-            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(
-                "copy_device_to_host",
-                st.place(),
-                src.place(),
-            )),
+            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(op, st.place(), src.place())),
         }
     }
 
@@ -883,14 +894,17 @@ impl DeviceStream for PluginStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
+        let op = "copy_device_to_device";
         match (&self.0, &dst.0, &src.0) {
             (StreamRepr::Abi(core), _, _) => {
-                let op = "copy_device_to_device";
-                let d = abi_buffer(op, core, dst)?;
-                let s = abi_buffer(op, core, src)?;
-                check_range(op, dst_offset, len, d.len)?;
-                check_range(op, src_offset, len, s.len)?;
-                require_copy(op, core, CopyKind::DeviceToDevice)?;
+                let (d, s) = (abi_buffer(op, core, dst)?, abi_buffer(op, core, src)?);
+                let kind = CopyKind::DeviceToDevice;
+                check_copy(
+                    (core, op, kind),
+                    (dst_offset, d.len),
+                    (src_offset, s.len),
+                    len,
+                )?;
                 if len == 0 {
                     return Ok(());
                 }
@@ -901,22 +915,12 @@ impl DeviceStream for PluginStream {
                     d.used_by(core);
                     s.used_by(core);
                 }
-                submit_copy(
-                    core,
-                    CopyKind::DeviceToDevice,
-                    d.at(dst_offset),
-                    s.at(src_offset),
-                    len,
-                )
+                submit_copy(core, kind, d.at(dst_offset), s.at(src_offset), len)
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), BufferRepr::Rust(s)) => {
                 st.copy_device_to_device(d.as_ref(), dst_offset, s.as_ref(), src_offset, len)
             }
-            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(
-                "copy_device_to_device",
-                st.place(),
-                dst.place(),
-            )),
+            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(op, st.place(), dst.place())),
         }
     }
 
