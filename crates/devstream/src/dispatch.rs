@@ -8,10 +8,7 @@
 
 use crate::{DeviceBuffer, Event, Flag, Graph, HostBuffer, Stream};
 use devstream_core::traits;
-use devstream_core::{
-    Capabilities, CaptureMode, Completion, DeviceStream, Error, EventFlags, HostFn, Place,
-    Priority, Result,
-};
+use devstream_core::{Completion, DeviceStream, Error, EventFlags, Place, Result};
 use enum_dispatch::enum_dispatch;
 use std::time::Duration;
 
@@ -101,19 +98,8 @@ to_backend_handle! {
     HostBuffer => S::HostBuffer, |_h| None;
 }
 
-/// Arguments that are not handles pass unchanged.
-macro_rules! to_backend_as_is {
-    ($($ty:ty),*) => {$(
-        impl<'a, S> ToBackend<'a, S> for $ty {
-            type Out = $ty;
-            #[inline(always)]
-            fn to_backend(self, _: &'static str, _: &S) -> Result<$ty> {
-                Ok(self)
-            }
-        }
-    )*};
-}
-to_backend_as_is!(usize, u32, u8, &'a [u8], CaptureMode, HostFn);
+// Arguments that are not handles pass unchanged.
+devstream_core::stream_plain_types!(arguments: ToBackend::to_backend);
 
 /// What a backend stream's method returns, as the facade returns it: a backend handle wrapped
 /// into its facade enum, anything else unchanged.
@@ -129,27 +115,8 @@ impl<B: Member<F>, F> ToFacade<Result<F>> for Result<B> {
     }
 }
 
-macro_rules! to_facade_as_is {
-    ($($ty:ty),*) => {$(
-        impl<'a> ToFacade<$ty> for $ty {
-            #[inline(always)]
-            fn to_facade(self) -> $ty {
-                self
-            }
-        }
-    )*};
-}
-to_facade_as_is!(
-    &'a Place,
-    u64,
-    Priority,
-    i32,
-    bool,
-    Capabilities,
-    Completion,
-    Result<()>,
-    Result<bool>
-);
+// Results that hold no handle pass unchanged.
+devstream_core::stream_plain_types!(results: ToFacade::to_facade);
 
 /// The stream operations of the facade, one row each (the rows are in `stream.rs`): declares
 /// [`StreamApi`] (dispatched over `Stream` by `enum_dispatch`), implements it for every backend
