@@ -34,6 +34,18 @@ macro_rules! op {
     }};
 }
 
+/// `body()`, inside the span `span` makes while a subscriber listens at TRACE level: as in
+/// [`op!`], `level_enabled!` is one relaxed load and only then is the span built, in a cold
+/// function of its own.
+#[inline(always)]
+pub(crate) fn spanned<T>(span: impl FnOnce() -> tracing::Span, body: impl FnOnce() -> T) -> T {
+    if tracing::level_enabled!(tracing::Level::TRACE) {
+        in_span(span, body)
+    } else {
+        body()
+    }
+}
+
 /// Runs `body` inside the span `span` makes (the op path of [`op!`] while a subscriber listens
 /// at TRACE level).
 #[cold]
@@ -252,15 +264,10 @@ impl Stream {
     /// A new stream with explicit options.
     #[inline]
     pub fn with_options(place: &Place, options: StreamOptions) -> Result<Stream> {
-        // As in `op!`: the span is built (in a cold function) only while a subscriber listens.
-        if tracing::level_enabled!(tracing::Level::TRACE) {
-            in_span(
-                || trace_span!("devstream.stream_new", place = %place),
-                || with_backend!(place, B => B::new_stream(place, options).map(Member::wrap)),
-            )
-        } else {
-            with_backend!(place, B => B::new_stream(place, options).map(Member::wrap))
-        }
+        spanned(
+            || trace_span!("devstream.stream_new", place = %place),
+            || with_backend!(place, B => B::new_stream(place, options).map(Member::wrap)),
+        )
     }
 
     /// The place's legacy default stream (CUDA's null stream) where the backend has one,
