@@ -37,27 +37,25 @@ fn mismatch(op: &'static str, expected: &Place, found: Option<Place>) -> Error {
     }
 }
 
-/// A backend stream type whose associated handles all have facade variants.
-pub(crate) trait FacadeStream:
-    DeviceStream<
+/// Declares `$name` as a name for the bounds after `=`, implemented for every type that meets
+/// them.
+macro_rules! trait_alias {
+    ($(#[$doc:meta])* $vis:vis trait $name:ident = $($bounds:tt)+) => {
+        $(#[$doc])*
+        $vis trait $name: $($bounds)+ {}
+        impl<T: $($bounds)+> $name for T {}
+    };
+}
+
+trait_alias! {
+    /// A backend stream type whose associated handles all have facade variants.
+    pub(crate) trait FacadeStream = DeviceStream<
         Event: Member<Event>,
         Graph: Member<Graph>,
         Flag: Member<Flag>,
         Buffer: Member<DeviceBuffer>,
         HostBuffer: Member<HostBuffer>,
     > + Member<Stream>
-{
-}
-
-impl<S> FacadeStream for S where
-    S: DeviceStream<
-            Event: Member<Event>,
-            Graph: Member<Graph>,
-            Flag: Member<Flag>,
-            Buffer: Member<DeviceBuffer>,
-            HostBuffer: Member<HostBuffer>,
-        > + Member<Stream>
-{
 }
 
 /// A facade argument on its way to a backend stream `S`: a facade handle is unpacked to `S`'s
