@@ -228,17 +228,43 @@ fn require_copy(op: &'static str, core: &StreamCore, kind: CopyKind) -> Result<(
     }
 }
 
-/// The checks of a copy of `len` bytes on a plug-in place, in order: the destination's range
-/// (`(offset, length of the buffer)`), the source's, then whether the plug-in copies `kind`.
-fn check_copy(
+/// Plug-in memory at one end of a copy: its length and the address of its byte `offset`.
+trait CopyEnd {
+    fn byte_len(&self) -> usize;
+    fn address(&self, offset: usize) -> usize;
+}
+
+impl CopyEnd for AbiBuffer {
+    fn byte_len(&self) -> usize {
+        self.len
+    }
+    fn address(&self, offset: usize) -> usize {
+        self.at(offset)
+    }
+}
+
+impl CopyEnd for AbiHostBuffer {
+    fn byte_len(&self) -> usize {
+        self.len
+    }
+    fn address(&self, offset: usize) -> usize {
+        self.at(offset)
+    }
+}
+
+/// The checks of a copy of `len` bytes on a plug-in place, in order: the destination's range,
+/// the source's, then whether the plug-in copies `kind`; then the destination and source
+/// addresses.
+fn checked_copy(
     (core, op, kind): (&Arc<StreamCore>, &'static str, CopyKind),
-    (dst_offset, dst_len): (usize, usize),
-    (src_offset, src_len): (usize, usize),
+    (dst, dst_offset): (&impl CopyEnd, usize),
+    (src, src_offset): (&impl CopyEnd, usize),
     len: usize,
-) -> Result<()> {
-    check_range(op, dst_offset, len, dst_len)?;
-    check_range(op, src_offset, len, src_len)?;
-    require_copy(op, core, kind)
+) -> Result<(usize, usize)> {
+    check_range(op, dst_offset, len, dst.byte_len())?;
+    check_range(op, src_offset, len, src.byte_len())?;
+    require_copy(op, core, kind)?;
+    Ok((dst.address(dst_offset), src.address(src_offset)))
 }
 
 /// Submits a copy of `len` bytes in stream order.
@@ -841,13 +867,8 @@ impl DeviceStream for PluginStream {
             (StreamRepr::Abi(core), _, _) => {
                 let (d, s) = (abi_buffer(op, core, dst)?, abi_host(op, core, src)?);
                 let kind = CopyKind::HostToDevice;
-                check_copy(
-                    (core, op, kind),
-                    (dst_offset, d.len),
-                    (src_offset, s.len),
-                    len,
-                )?;
-                let (dst, src) = (d.at(dst_offset), s.at(src_offset));
+                let (dst, src) =
+                    checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
                 submit_host_copy((core, op, kind), (d, s), (dst, src, len))
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
@@ -870,13 +891,8 @@ impl DeviceStream for PluginStream {
             (StreamRepr::Abi(core), _, _) => {
                 let (d, s) = (abi_host(op, core, dst)?, abi_buffer(op, core, src)?);
                 let kind = CopyKind::DeviceToHost;
-                check_copy(
-                    (core, op, kind),
-                    (dst_offset, d.len),
-                    (src_offset, s.len),
-                    len,
-                )?;
-                let (dst, src) = (d.at(dst_offset), s.at(src_offset));
+                let (dst, src) =
+                    checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
                 submit_host_copy((core, op, kind), (s, d), (dst, src, len))
             }
             (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
@@ -899,12 +915,8 @@ impl DeviceStream for PluginStream {
             (StreamRepr::Abi(core), _, _) => {
                 let (d, s) = (abi_buffer(op, core, dst)?, abi_buffer(op, core, src)?);
                 let kind = CopyKind::DeviceToDevice;
-                check_copy(
-                    (core, op, kind),
-                    (dst_offset, d.len),
-                    (src_offset, s.len),
-                    len,
-                )?;
+                let (dst, src) =
+                    checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
                 if len == 0 {
                     return Ok(());
                 }
@@ -915,7 +927,7 @@ impl DeviceStream for PluginStream {
                     d.used_by(core);
                     s.used_by(core);
                 }
-                submit_copy(core, kind, d.at(dst_offset), s.at(src_offset), len)
+                submit_copy(core, kind, dst, src, len)
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), BufferRepr::Rust(s)) => {
                 st.copy_device_to_device(d.as_ref(), dst_offset, s.as_ref(), src_offset, len)
