@@ -179,6 +179,22 @@ pub trait DeviceBackend: Send + Sync + 'static {
     fn live_counts() -> LiveCounts;
 }
 
+/// Declares optional [`DeviceStream`] operations, one row each, with the default body every
+/// optional operation has: the arguments are unused and the answer is `Unsupported` naming the
+/// operation (the row's name) and the stream's place.
+macro_rules! optional_ops {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty;
+    )*) => {$(
+        $(#[$doc])*
+        fn $name(&self $(, $arg: $ty)*) -> $ret {
+            $(let _ = $arg;)*
+            Err(Error::unsupported(stringify!($name), self.place()))
+        }
+    )*};
+}
+
 /// An ordered queue of device work.
 ///
 /// The required operations come first; the optional ones after them have default bodies
@@ -237,100 +253,70 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
     // Optional operations: each default answers `Unsupported` naming the operation and the
     // stream's place, and a backend that leaves one at its default has its capability off.
 
-    /// Runs `f` on the host after all earlier work; later work waits for it. A panic in `f` is
-    /// caught and reported by `synchronize`. Capability `host_funcs`; the rules for what `f`
-    /// may call are in the module documentation ("Host functions").
-    fn launch_host_func(&self, f: HostFn) -> Result<()> {
-        drop(f);
-        Err(Error::unsupported("launch_host_func", self.place()))
-    }
+    optional_ops! {
+        /// Runs `f` on the host after all earlier work; later work waits for it. A panic in `f`
+        /// is caught and reported by `synchronize`. Capability `host_funcs`; the rules for what
+        /// `f` may call are in the module documentation ("Host functions").
+        fn launch_host_func(&self, f: HostFn) -> Result<()>;
 
-    /// Starts capturing: later work is recorded into a graph instead of run. Capability
-    /// `capture`.
-    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
-        let _ = mode;
-        Err(Error::unsupported("begin_capture", self.place()))
-    }
-    /// Ends capturing and returns the graph. Dropping the stream's last handle instead ends
-    /// the capture too, and discards it. Capability `capture`.
-    fn end_capture(&self) -> Result<Self::Graph> {
-        Err(Error::unsupported("end_capture", self.place()))
+        /// Starts capturing: later work is recorded into a graph instead of run. Capability
+        /// `capture`.
+        fn begin_capture(&self, mode: CaptureMode) -> Result<()>;
+        /// Ends capturing and returns the graph. Dropping the stream's last handle instead ends
+        /// the capture too, and discards it. Capability `capture`.
+        fn end_capture(&self) -> Result<Self::Graph>;
     }
     /// Whether the stream is capturing. Defaults to `false`: without capture, never.
     fn is_capturing(&self) -> Result<bool> {
         Ok(false)
     }
 
-    /// Later work waits until `flag`'s value is ≥ `value` (CUDA's `CU_STREAM_WAIT_VALUE_GEQ`).
-    /// Capability `flags`.
-    fn wait_flag(&self, flag: &Self::Flag, value: u32) -> Result<()> {
-        let _ = (flag, value);
-        Err(Error::unsupported("wait_flag", self.place()))
-    }
-    /// Writes `value` to `flag` in stream order. Capability `flags`.
-    fn write_flag(&self, flag: &Self::Flag, value: u32) -> Result<()> {
-        let _ = (flag, value);
-        Err(Error::unsupported("write_flag", self.place()))
-    }
+    optional_ops! {
+        /// Later work waits until `flag`'s value is ≥ `value` (CUDA's
+        /// `CU_STREAM_WAIT_VALUE_GEQ`). Capability `flags`.
+        fn wait_flag(&self, flag: &Self::Flag, value: u32) -> Result<()>;
+        /// Writes `value` to `flag` in stream order. Capability `flags`.
+        fn write_flag(&self, flag: &Self::Flag, value: u32) -> Result<()>;
 
-    /// Device memory of `len` bytes, usable by work submitted to this stream from now on. A
-    /// potentially unsafe call where the place's `stream_ordered_alloc` is off. Capability
-    /// `buffers`, as are the copies and `fill`.
-    fn alloc(&self, len: usize) -> Result<Self::Buffer> {
-        let _ = len;
-        Err(Error::unsupported("alloc", self.place()))
-    }
-    /// Host memory of `len` bytes for asynchronous copies (zeroed). A potentially unsafe call.
-    fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer> {
-        let _ = len;
-        Err(Error::unsupported("alloc_host", self.place()))
-    }
-    /// Copies `src` to `dst[dst_offset..]`. `src` is staged before the call returns, so it may
-    /// be reused at once (pageable-memory semantics).
-    fn copy_from_host(&self, dst: &Self::Buffer, dst_offset: usize, src: &[u8]) -> Result<()> {
-        let _ = (dst, dst_offset, src);
-        Err(Error::unsupported("copy_from_host", self.place()))
-    }
-    /// Asynchronous host→device copy of `len` bytes.
-    fn copy_host_to_device(
-        &self,
-        dst: &Self::Buffer,
-        dst_offset: usize,
-        src: &Self::HostBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        let _ = (dst, dst_offset, src, src_offset, len);
-        Err(Error::unsupported("copy_host_to_device", self.place()))
-    }
-    /// Asynchronous device→host copy of `len` bytes.
-    fn copy_device_to_host(
-        &self,
-        dst: &Self::HostBuffer,
-        dst_offset: usize,
-        src: &Self::Buffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        let _ = (dst, dst_offset, src, src_offset, len);
-        Err(Error::unsupported("copy_device_to_host", self.place()))
-    }
-    /// Asynchronous device→device copy of `len` bytes.
-    fn copy_device_to_device(
-        &self,
-        dst: &Self::Buffer,
-        dst_offset: usize,
-        src: &Self::Buffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        let _ = (dst, dst_offset, src, src_offset, len);
-        Err(Error::unsupported("copy_device_to_device", self.place()))
-    }
-    /// Sets `len` bytes of `dst` from `offset` to `value`.
-    fn fill(&self, dst: &Self::Buffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        let _ = (dst, offset, len, value);
-        Err(Error::unsupported("fill", self.place()))
+        /// Device memory of `len` bytes, usable by work submitted to this stream from now on. A
+        /// potentially unsafe call where the place's `stream_ordered_alloc` is off. Capability
+        /// `buffers`, as are the copies and `fill`.
+        fn alloc(&self, len: usize) -> Result<Self::Buffer>;
+        /// Host memory of `len` bytes for asynchronous copies (zeroed). A potentially unsafe
+        /// call.
+        fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer>;
+        /// Copies `src` to `dst[dst_offset..]`. `src` is staged before the call returns, so it
+        /// may be reused at once (pageable-memory semantics).
+        fn copy_from_host(&self, dst: &Self::Buffer, dst_offset: usize, src: &[u8]) -> Result<()>;
+        /// Asynchronous host→device copy of `len` bytes.
+        fn copy_host_to_device(
+            &self,
+            dst: &Self::Buffer,
+            dst_offset: usize,
+            src: &Self::HostBuffer,
+            src_offset: usize,
+            len: usize,
+        ) -> Result<()>;
+        /// Asynchronous device→host copy of `len` bytes.
+        fn copy_device_to_host(
+            &self,
+            dst: &Self::HostBuffer,
+            dst_offset: usize,
+            src: &Self::Buffer,
+            src_offset: usize,
+            len: usize,
+        ) -> Result<()>;
+        /// Asynchronous device→device copy of `len` bytes.
+        fn copy_device_to_device(
+            &self,
+            dst: &Self::Buffer,
+            dst_offset: usize,
+            src: &Self::Buffer,
+            src_offset: usize,
+            len: usize,
+        ) -> Result<()>;
+        /// Sets `len` bytes of `dst` from `offset` to `value`.
+        fn fill(&self, dst: &Self::Buffer, offset: usize, len: usize, value: u8) -> Result<()>;
     }
 }
 

@@ -106,16 +106,7 @@ fn build_tree_ref_plugin() -> Option<PathBuf> {
 
 /// The workspace's test plug-in, for executables cargo built in a target directory.
 fn build_tree_test_plugin() -> Option<PathBuf> {
-    let exe = env::current_exe().ok()?;
-    let dir = exe.parent()?;
-    let kind = dir.file_name()?;
-    if kind != "deps" && kind != "examples" {
-        return None;
-    }
-    let profile = dir.parent()?;
-    if !profile.join(".fingerprint").is_dir() {
-        return None;
-    }
+    let profile = build_tree_profile()?;
     let name = test_plugin_file_name();
     [profile.join(&name), profile.join("deps").join(&name)]
         .into_iter()

@@ -228,6 +228,45 @@ fn require_copy(op: &'static str, core: &StreamCore, kind: CopyKind) -> Result<(
     }
 }
 
+/// Plug-in memory at one end of a copy: its length and the address of its byte `offset`.
+trait CopyEnd {
+    fn byte_len(&self) -> usize;
+    fn address(&self, offset: usize) -> usize;
+}
+
+impl CopyEnd for AbiBuffer {
+    fn byte_len(&self) -> usize {
+        self.len
+    }
+    fn address(&self, offset: usize) -> usize {
+        self.at(offset)
+    }
+}
+
+impl CopyEnd for AbiHostBuffer {
+    fn byte_len(&self) -> usize {
+        self.len
+    }
+    fn address(&self, offset: usize) -> usize {
+        self.at(offset)
+    }
+}
+
+/// The checks of a copy of `len` bytes on a plug-in place, in order: the destination's range,
+/// the source's, then whether the plug-in copies `kind`; then the destination and source
+/// addresses.
+fn checked_copy(
+    (core, op, kind): (&Arc<StreamCore>, &'static str, CopyKind),
+    (dst, dst_offset): (&impl CopyEnd, usize),
+    (src, src_offset): (&impl CopyEnd, usize),
+    len: usize,
+) -> Result<(usize, usize)> {
+    check_range(op, dst_offset, len, dst.byte_len())?;
+    check_range(op, src_offset, len, src.byte_len())?;
+    require_copy(op, core, kind)?;
+    Ok((dst.address(dst_offset), src.address(src_offset)))
+}
+
 /// Submits a copy of `len` bytes in stream order.
 fn submit_copy(
     core: &Arc<StreamCore>,
@@ -835,25 +874,19 @@ impl DeviceStream for PluginStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
+        let op = "copy_host_to_device";
         match (&self.0, &dst.0, &src.0) {
             (StreamRepr::Abi(core), _, _) => {
-                let op = "copy_host_to_device";
-                let d = abi_buffer(op, core, dst)?;
-                let s = abi_host(op, core, src)?;
-                check_range(op, dst_offset, len, d.len)?;
-                check_range(op, src_offset, len, s.len)?;
-                require_copy(op, core, CopyKind::HostToDevice)?;
-                let (dst, src) = (d.at(dst_offset), s.at(src_offset));
-                submit_host_copy((core, op, CopyKind::HostToDevice), (d, s), (dst, src, len))
+                let (d, s) = (abi_buffer(op, core, dst)?, abi_host(op, core, src)?);
+                let kind = CopyKind::HostToDevice;
+                let (dst, src) =
+                    checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
+                submit_host_copy((core, op, kind), (d, s), (dst, src, len))
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
                 st.copy_host_to_device(d.as_ref(), dst_offset, h.as_ref(), src_offset, len)
             }
-            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(
-                "copy_host_to_device",
-                st.place(),
-                dst.place(),
-            )),
+            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(op, st.place(), dst.place())),
         }
     }
 
@@ -865,25 +898,19 @@ impl DeviceStream for PluginStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
+        let op = "copy_device_to_host";
         match (&self.0, &dst.0, &src.0) {
             (StreamRepr::Abi(core), _, _) => {
-                let op = "copy_device_to_host";
-                let d = abi_host(op, core, dst)?;
-                let s = abi_buffer(op, core, src)?;
-                check_range(op, dst_offset, len, d.len)?;
-                check_range(op, src_offset, len, s.len)?;
-                require_copy(op, core, CopyKind::DeviceToHost)?;
-                let (dst, src) = (d.at(dst_offset), s.at(src_offset));
-                submit_host_copy((core, op, CopyKind::DeviceToHost), (s, d), (dst, src, len))
+                let (d, s) = (abi_host(op, core, dst)?, abi_buffer(op, core, src)?);
+                let kind = CopyKind::DeviceToHost;
+                let (dst, src) =
+                    checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
+                submit_host_copy((core, op, kind), (s, d), (dst, src, len))
             }
             (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
                 st.copy_device_to_host(h.as_ref(), dst_offset, s.as_ref(), src_offset, len)
             }
-            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(
-                "copy_device_to_host",
-                st.place(),
-                src.place(),
-            )),
+            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(op, st.place(), src.place())),
         }
     }
 
@@ -895,14 +922,13 @@ impl DeviceStream for PluginStream {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
+        let op = "copy_device_to_device";
         match (&self.0, &dst.0, &src.0) {
             (StreamRepr::Abi(core), _, _) => {
-                let op = "copy_device_to_device";
-                let d = abi_buffer(op, core, dst)?;
-                let s = abi_buffer(op, core, src)?;
-                check_range(op, dst_offset, len, d.len)?;
-                check_range(op, src_offset, len, s.len)?;
-                require_copy(op, core, CopyKind::DeviceToDevice)?;
+                let (d, s) = (abi_buffer(op, core, dst)?, abi_buffer(op, core, src)?);
+                let kind = CopyKind::DeviceToDevice;
+                let (dst, src) =
+                    checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
                 if len == 0 {
                     return Ok(());
                 }
@@ -913,22 +939,12 @@ impl DeviceStream for PluginStream {
                     d.used_by(core);
                     s.used_by(core);
                 }
-                submit_copy(
-                    core,
-                    CopyKind::DeviceToDevice,
-                    d.at(dst_offset),
-                    s.at(src_offset),
-                    len,
-                )
+                submit_copy(core, kind, dst, src, len)
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), BufferRepr::Rust(s)) => {
                 st.copy_device_to_device(d.as_ref(), dst_offset, s.as_ref(), src_offset, len)
             }
-            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(
-                "copy_device_to_device",
-                st.place(),
-                dst.place(),
-            )),
+            (StreamRepr::Rust(st), _, _) => Err(Error::mismatch(op, st.place(), dst.place())),
         }
     }
 

@@ -78,28 +78,74 @@ pub(crate) struct InternalKernels {
     copy_layout: wgpu::BindGroupLayout,
 }
 
+/// `wgsl` as a shader module labelled `label` (errors go to the device's error scope).
+fn shader_module(device: &DeviceShared, label: &str, wgsl: &str) -> wgpu::ShaderModule {
+    device
+        .device
+        .create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(label),
+            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+        })
+}
+
+/// The compute pipeline of `entry` in `module`, its layout derived from the shader (errors go
+/// to the device's error scope).
+fn compute_pipeline(
+    device: &DeviceShared,
+    module: &wgpu::ShaderModule,
+    entry: &str,
+) -> wgpu::ComputePipeline {
+    device
+        .device
+        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: None,
+            module,
+            entry_point: Some(entry),
+            compilation_options: Default::default(),
+            cache: None,
+        })
+}
+
+/// A bind group of `entries` for `layout`, made inside a validation error scope: the group and
+/// the scope's error.
+fn scoped_bind_group(
+    device: &DeviceShared,
+    label: &str,
+    layout: &wgpu::BindGroupLayout,
+    entries: &[wgpu::BindGroupEntry<'_>],
+) -> (wgpu::BindGroup, Option<wgpu::Error>) {
+    device.scoped(wgpu::ErrorFilter::Validation, || {
+        device.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout,
+            entries,
+        })
+    })
+}
+
+/// Encodes one compute pass: `pipeline` over `workgroups`, with `bind_group` at group 0.
+fn encode_pass(
+    encoder: &mut wgpu::CommandEncoder,
+    label: &str,
+    pipeline: &wgpu::ComputePipeline,
+    bind_group: &wgpu::BindGroup,
+    workgroups: [u32; 3],
+) {
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+        label: Some(label),
+        timestamp_writes: None,
+    });
+    pass.set_pipeline(pipeline);
+    pass.set_bind_group(0, bind_group, &[]);
+    pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+}
+
 fn create_internal(device: &DeviceShared) -> Result<InternalKernels> {
     let (made, error) = device.scoped(wgpu::ErrorFilter::Validation, || {
-        let module = device
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some("devstream bytes"),
-                source: wgpu::ShaderSource::Wgsl(BYTES_WGSL.into()),
-            });
-        let pipeline = |entry: &str| {
-            device
-                .device
-                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(entry),
-                    layout: None,
-                    module: &module,
-                    entry_point: Some(entry),
-                    compilation_options: Default::default(),
-                    cache: None,
-                })
-        };
-        let fill = pipeline("fill_bytes");
-        let copy = pipeline("copy_bytes");
+        let module = shader_module(device, "devstream bytes", BYTES_WGSL);
+        let fill = compute_pipeline(device, &module, "fill_bytes");
+        let copy = compute_pipeline(device, &module, "copy_bytes");
         InternalKernels {
             fill_layout: fill.get_bind_group_layout(0),
             copy_layout: copy.get_bind_group_layout(0),
@@ -196,13 +242,7 @@ fn encode_bytes(
         } else {
             (&kernels.fill, &kernels.fill_layout)
         };
-        let (bind_group, error) = device.scoped(wgpu::ErrorFilter::Validation, || {
-            device.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("devstream bytes"),
-                layout,
-                entries: &entries,
-            })
-        });
+        let (bind_group, error) = scoped_bind_group(device, "devstream bytes", layout, &entries);
         if let Some(e) = error {
             return Err(DeviceShared::wgpu_error("Device::create_bind_group", e));
         }
@@ -211,14 +251,13 @@ fn encode_bytes(
             1,
             u64::from(device.limits.max_compute_workgroups_per_dimension),
         ) as u32;
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("devstream bytes"),
-            timestamp_writes: None,
-        });
-        pass.set_pipeline(pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(groups, 1, 1);
-        drop(pass);
+        encode_pass(
+            encoder,
+            "devstream bytes",
+            pipeline,
+            &bind_group,
+            [groups, 1, 1],
+        );
         cur = chunk_end;
     }
     Ok(())
@@ -295,23 +334,8 @@ impl WgpuKernel {
     pub fn new(stream: &WgpuStream, wgsl: &str, entry_point: &str) -> Result<WgpuKernel> {
         let device = stream.device();
         let (made, error) = device.scoped(wgpu::ErrorFilter::Validation, || {
-            let module = device
-                .device
-                .create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(entry_point),
-                    source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-                });
-            let pipeline =
-                device
-                    .device
-                    .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                        label: Some(entry_point),
-                        layout: None,
-                        module: &module,
-                        entry_point: Some(entry_point),
-                        compilation_options: Default::default(),
-                        cache: None,
-                    });
+            let module = shader_module(device, entry_point, wgsl);
+            let pipeline = compute_pipeline(device, &module, entry_point);
             let layout = pipeline.get_bind_group_layout(0);
             (pipeline, layout)
         });
@@ -378,13 +402,8 @@ impl WgpuKernel {
                 resource: b.buffer.as_entire_binding(),
             })
             .collect();
-        let (bind_group, error) = device.scoped(wgpu::ErrorFilter::Validation, || {
-            device.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(&self.inner.entry),
-                layout: &self.inner.layout,
-                entries: &entries,
-            })
-        });
+        let (bind_group, error) =
+            scoped_bind_group(device, &self.inner.entry, &self.inner.layout, &entries);
         match error {
             Some(e) => Err(Error::InvalidArgument(format!(
                 "WGSL kernel {:?}: the buffers do not match its bindings: {e}",
@@ -402,11 +421,11 @@ pub(crate) fn encode_dispatch(
     bind_group: &wgpu::BindGroup,
     workgroups: [u32; 3],
 ) {
-    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-        label: Some(&kernel.entry),
-        timestamp_writes: None,
-    });
-    pass.set_pipeline(&kernel.pipeline);
-    pass.set_bind_group(0, bind_group, &[]);
-    pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+    encode_pass(
+        encoder,
+        &kernel.entry,
+        &kernel.pipeline,
+        bind_group,
+        workgroups,
+    );
 }

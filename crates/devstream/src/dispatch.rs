@@ -8,10 +8,7 @@
 
 use crate::{DeviceBuffer, Event, Flag, Graph, HostBuffer, Stream};
 use devstream_core::traits;
-use devstream_core::{
-    Capabilities, CaptureMode, Completion, DeviceStream, Error, EventFlags, HostFn, Place,
-    Priority, Result,
-};
+use devstream_core::{Completion, DeviceStream, Error, EventFlags, Place, Result};
 use enum_dispatch::enum_dispatch;
 use std::time::Duration;
 
@@ -40,27 +37,25 @@ fn mismatch(op: &'static str, expected: &Place, found: Option<Place>) -> Error {
     }
 }
 
-/// A backend stream type whose associated handles all have facade variants.
-pub(crate) trait FacadeStream:
-    DeviceStream<
+/// Declares `$name` as a name for the bounds after `=`, implemented for every type that meets
+/// them.
+macro_rules! trait_alias {
+    ($(#[$doc:meta])* $vis:vis trait $name:ident = $($bounds:tt)+) => {
+        $(#[$doc])*
+        $vis trait $name: $($bounds)+ {}
+        impl<T: $($bounds)+> $name for T {}
+    };
+}
+
+trait_alias! {
+    /// A backend stream type whose associated handles all have facade variants.
+    pub(crate) trait FacadeStream = DeviceStream<
         Event: Member<Event>,
         Graph: Member<Graph>,
         Flag: Member<Flag>,
         Buffer: Member<DeviceBuffer>,
         HostBuffer: Member<HostBuffer>,
     > + Member<Stream>
-{
-}
-
-impl<S> FacadeStream for S where
-    S: DeviceStream<
-            Event: Member<Event>,
-            Graph: Member<Graph>,
-            Flag: Member<Flag>,
-            Buffer: Member<DeviceBuffer>,
-            HostBuffer: Member<HostBuffer>,
-        > + Member<Stream>
-{
 }
 
 /// A facade argument on its way to a backend stream `S`: a facade handle is unpacked to `S`'s
@@ -101,19 +96,8 @@ to_backend_handle! {
     HostBuffer => S::HostBuffer, |_h| None;
 }
 
-/// Arguments that are not handles pass unchanged.
-macro_rules! to_backend_as_is {
-    ($($ty:ty),*) => {$(
-        impl<'a, S> ToBackend<'a, S> for $ty {
-            type Out = $ty;
-            #[inline(always)]
-            fn to_backend(self, _: &'static str, _: &S) -> Result<$ty> {
-                Ok(self)
-            }
-        }
-    )*};
-}
-to_backend_as_is!(usize, u32, u8, &'a [u8], CaptureMode, HostFn);
+// Arguments that are not handles pass unchanged.
+devstream_core::stream_plain_types!(arguments: ToBackend::to_backend);
 
 /// What a backend stream's method returns, as the facade returns it: a backend handle wrapped
 /// into its facade enum, anything else unchanged.
@@ -129,27 +113,8 @@ impl<B: Member<F>, F> ToFacade<Result<F>> for Result<B> {
     }
 }
 
-macro_rules! to_facade_as_is {
-    ($($ty:ty),*) => {$(
-        impl<'a> ToFacade<$ty> for $ty {
-            #[inline(always)]
-            fn to_facade(self) -> $ty {
-                self
-            }
-        }
-    )*};
-}
-to_facade_as_is!(
-    &'a Place,
-    u64,
-    Priority,
-    i32,
-    bool,
-    Capabilities,
-    Completion,
-    Result<()>,
-    Result<bool>
-);
+// Results that hold no handle pass unchanged.
+devstream_core::stream_plain_types!(results: ToFacade::to_facade);
 
 /// The stream operations of the facade, one row each (the rows are in `stream.rs`): declares
 /// [`StreamApi`] (dispatched over `Stream` by `enum_dispatch`), implements it for every backend

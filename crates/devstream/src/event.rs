@@ -75,26 +75,18 @@ impl Event {
     /// `true` iff the captured work is done (a never-recorded event is done).
     #[inline]
     pub fn query(&self) -> Result<bool> {
-        // As in the stream ops: the span is built (in a cold function) only while a subscriber
-        // listens.
-        if tracing::level_enabled!(tracing::Level::TRACE) {
-            return crate::stream::in_span(
-                || tracing::trace_span!("devstream.event_query", event = self.id()),
-                || EventApi::query(self),
-            );
-        }
-        EventApi::query(self)
+        crate::stream::spanned(
+            || tracing::trace_span!("devstream.event_query", event = self.id()),
+            || EventApi::query(self),
+        )
     }
     /// Blocks until the captured work is done.
     #[inline]
     pub fn synchronize(&self) -> Result<()> {
-        if tracing::level_enabled!(tracing::Level::TRACE) {
-            return crate::stream::in_span(
-                || tracing::trace_span!("devstream.event_synchronize", event = self.id()),
-                || EventApi::synchronize(self),
-            );
-        }
-        EventApi::synchronize(self)
+        crate::stream::spanned(
+            || tracing::trace_span!("devstream.event_synchronize", event = self.id()),
+            || EventApi::synchronize(self),
+        )
     }
     /// A future that is ready when the work this event captured is done (at once for a
     /// never-recorded event), with the result [`synchronize`](Event::synchronize) would give.

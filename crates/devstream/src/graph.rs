@@ -55,15 +55,10 @@ impl Graph {
     /// Runs the captured work on `stream` (any stream of the graph's place).
     #[inline]
     pub fn launch(&self, stream: &Stream) -> Result<()> {
-        // As in the stream ops: the span is built (in a cold function) only while a subscriber
-        // listens.
-        if tracing::level_enabled!(tracing::Level::TRACE) {
-            return crate::stream::in_span(
-                || tracing::trace_span!("devstream.graph_launch", stream = stream.id()),
-                || self.launch_unspanned(stream),
-            );
-        }
-        self.launch_unspanned(stream)
+        crate::stream::spanned(
+            || tracing::trace_span!("devstream.graph_launch", stream = stream.id()),
+            || self.launch_unspanned(stream),
+        )
     }
 
     /// [`Graph::launch`] inside its span, or without one when no subscriber listens.

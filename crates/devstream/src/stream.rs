@@ -34,6 +34,18 @@ macro_rules! op {
     }};
 }
 
+/// `body()`, inside the span `span` makes while a subscriber listens at TRACE level: as in
+/// [`op!`], `level_enabled!` is one relaxed load and only then is the span built, in a cold
+/// function of its own.
+#[inline(always)]
+pub(crate) fn spanned<T>(span: impl FnOnce() -> tracing::Span, body: impl FnOnce() -> T) -> T {
+    if tracing::level_enabled!(tracing::Level::TRACE) {
+        in_span(span, body)
+    } else {
+        body()
+    }
+}
+
 /// Runs `body` inside the span `span` makes (the op path of [`op!`] while a subscriber listens
 /// at TRACE level).
 #[cold]
@@ -252,15 +264,10 @@ impl Stream {
     /// A new stream with explicit options.
     #[inline]
     pub fn with_options(place: &Place, options: StreamOptions) -> Result<Stream> {
-        // As in `op!`: the span is built (in a cold function) only while a subscriber listens.
-        if tracing::level_enabled!(tracing::Level::TRACE) {
-            in_span(
-                || trace_span!("devstream.stream_new", place = %place),
-                || with_backend!(place, B => B::new_stream(place, options).map(Member::wrap)),
-            )
-        } else {
-            with_backend!(place, B => B::new_stream(place, options).map(Member::wrap))
-        }
+        spanned(
+            || trace_span!("devstream.stream_new", place = %place),
+            || with_backend!(place, B => B::new_stream(place, options).map(Member::wrap)),
+        )
     }
 
     /// The place's legacy default stream (CUDA's null stream) where the backend has one,
@@ -294,44 +301,28 @@ impl Stream {
     #[inline]
     pub fn record_event(&self) -> Result<Event> {
         op!("devstream.record_event", self, Device, |hook| {
-            let event = StreamApi::record_event(self);
-            if let Ok(event) = &event {
-                hook.records(event);
-            }
-            event
+            StreamApi::record_event(self).inspect(|event| hook.records(event))
         })
     }
     /// Records `event` on this stream (same as `event.record(&stream)`).
     #[inline]
     pub fn record(&self, event: &Event) -> Result<()> {
         op!("devstream.record", self, Device, |hook| {
-            let result = StreamApi::record(self, event);
-            if result.is_ok() {
-                hook.records(event);
-            }
-            result
+            StreamApi::record(self, event).inspect(|()| hook.records(event))
         })
     }
     /// Work submitted after this call waits for what `event` captured. Returns at once.
     #[inline]
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         op!("devstream.wait_event", self, Device, |hook| {
-            let result = StreamApi::wait_event(self, event);
-            if result.is_ok() {
-                hook.waits_event(event);
-            }
-            result
+            StreamApi::wait_event(self, event).inspect(|()| hook.waits_event(event))
         })
     }
     /// Work submitted after this call waits for all work submitted to `other` so far.
     #[inline]
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         op!("devstream.wait_stream", self, Device, |hook| {
-            let result = StreamApi::wait_stream(self, other);
-            if result.is_ok() {
-                hook.waits_stream(other);
-            }
-            result
+            StreamApi::wait_stream(self, other).inspect(|()| hook.waits_stream(other))
         })
     }
     /// Runs `f` on the host after all earlier work of the stream; later work waits for it.

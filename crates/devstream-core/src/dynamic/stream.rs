@@ -150,19 +150,8 @@ typed_handle! {
     dyn DynHostBuffer => S::HostBuffer, |_h| None;
 }
 
-/// Arguments that are not handles pass unchanged.
-macro_rules! typed_as_is {
-    ($($ty:ty),*) => {$(
-        impl<'a, S> Typed<'a, S> for $ty {
-            type Out = $ty;
-            #[inline(always)]
-            fn typed(self, _: &'static str, _: &S) -> Result<$ty> {
-                Ok(self)
-            }
-        }
-    )*};
-}
-typed_as_is!(usize, u32, u8, &'a [u8], CaptureMode, HostFn);
+// Arguments that are not handles pass unchanged.
+crate::stream_plain_types!(arguments: Typed::typed);
 
 /// What the backend stream's method returns, as the erased method returns it: a handle boxed
 /// as its erased trait object, anything else unchanged.
@@ -188,25 +177,53 @@ erase_handle! {
     H: HostBuffer => Box<dyn DynHostBuffer>;
 }
 
-/// Results that hold no handle pass unchanged.
-macro_rules! erase_as_is {
-    ($($ty:ty),*) => {$(
-        impl<'a> Erase<$ty> for $ty {
+// Results that hold no handle pass unchanged.
+crate::stream_plain_types!(results: Erase::erase);
+
+/// Implements, as the identity, a conversion that [`DeviceStream`]'s arguments or results take
+/// on their way through a dispatch layer, for each of their types that is not a handle (those
+/// the layer converts itself). Both layers over the stream's rows (the erased [`DynStream`] and
+/// the facade's dispatch trait) take their lists from here, so an operation with a new plain
+/// type adds it once.
+///
+/// `arguments: Trait::method` implements `Trait<'a, S>` (`type Out`, `fn method(self, op:
+/// &'static str, stream: &S) -> Result<Out>`); `results: Trait::method` implements
+/// `Trait<T> for T` (`fn method(self) -> T`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! stream_plain_types {
+    (arguments: $trait:ident::$method:ident) => {
+        $crate::stream_plain_types!(@arguments $trait::$method:
+            usize, u32, u8, &'a [u8], $crate::CaptureMode, $crate::HostFn);
+    };
+    (results: $trait:ident::$method:ident) => {
+        $crate::stream_plain_types!(@results $trait::$method:
+            &'a $crate::Place,
+            u64,
+            $crate::Priority,
+            i32,
+            bool,
+            $crate::Capabilities,
+            $crate::Completion,
+            $crate::Result<()>,
+            $crate::Result<bool>
+        );
+    };
+    (@arguments $trait:ident::$method:ident: $($ty:ty),*) => {$(
+        impl<'a, S> $trait<'a, S> for $ty {
+            type Out = $ty;
             #[inline(always)]
-            fn erase(self) -> $ty {
+            fn $method(self, _: &'static str, _: &S) -> $crate::Result<$ty> {
+                Ok(self)
+            }
+        }
+    )*};
+    (@results $trait:ident::$method:ident: $($ty:ty),*) => {$(
+        impl<'a> $trait<$ty> for $ty {
+            #[inline(always)]
+            fn $method(self) -> $ty {
                 self
             }
         }
     )*};
 }
-erase_as_is!(
-    &'a Place,
-    u64,
-    Priority,
-    i32,
-    bool,
-    Capabilities,
-    Completion,
-    Result<()>,
-    Result<bool>
-);

@@ -45,6 +45,19 @@ fn metadata(name: &str, pid: u64, tid: u64, args: Value) -> Value {
     json!({ "name": name, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": args })
 }
 
+/// The name and sort index of a process or thread (`of`: `"process"` or `"thread"`).
+fn name_and_order(of: &str, pid: u64, tid: u64, name: &str, sort_index: usize) -> [Value; 2] {
+    [
+        metadata(&format!("{of}_name"), pid, tid, json!({ "name": name })),
+        metadata(
+            &format!("{of}_sort_index"),
+            pid,
+            tid,
+            json!({ "sort_index": sort_index }),
+        ),
+    ]
+}
+
 fn slice(trace: &Trace, op: &TracedOp, index: usize, span: Span, pid: u64, cat: &str) -> Value {
     let stream = &trace.streams[op.stream];
     let mut args = json!({ "op": op.op, "stream": stream.id, "index": index });
@@ -69,36 +82,16 @@ pub(super) fn render(trace: &Trace) -> String {
 
     for (index, place) in layout.places.iter().enumerate() {
         let host = layout.host_pid(place);
-        events.push(metadata(
-            "process_name",
-            host,
-            0,
-            json!({ "name": format!("{place} host submit") }),
-        ));
-        events.push(metadata(
-            "process_sort_index",
-            host,
-            0,
-            json!({ "sort_index": 2 * index }),
-        ));
+        let name = format!("{place} host submit");
+        events.extend(name_and_order("process", host, 0, &name, 2 * index));
         let timed = trace
             .ops
             .iter()
             .any(|op| op.device.is_some() && &trace.streams[op.stream].place == place);
         if timed {
             let device = layout.device_pid(place);
-            events.push(metadata(
-                "process_name",
-                device,
-                0,
-                json!({ "name": format!("{place} device") }),
-            ));
-            events.push(metadata(
-                "process_sort_index",
-                device,
-                0,
-                json!({ "sort_index": 2 * index + 1 }),
-            ));
+            let name = format!("{place} device");
+            events.extend(name_and_order("process", device, 0, &name, 2 * index + 1));
         }
     }
 
@@ -108,17 +101,12 @@ pub(super) fn render(trace: &Trace) -> String {
             pids.push(layout.device_pid(&stream.place));
         }
         for pid in pids {
-            events.push(metadata(
-                "thread_name",
+            events.extend(name_and_order(
+                "thread",
                 pid,
                 stream.id,
-                json!({ "name": stream.name }),
-            ));
-            events.push(metadata(
-                "thread_sort_index",
-                pid,
-                stream.id,
-                json!({ "sort_index": index }),
+                &stream.name,
+                index,
             ));
         }
     }
