@@ -1,4 +1,4 @@
-//! loom models of the host-function ring's slot handshake and of [`PanicSlot`] (issue 12):
+//! loom models of the host-function ring's slot handshake and of [`PanicSlot`]:
 //! the production [`HostRingPtr::claim`], [`ClaimedSlot::launch_data`] / `launched` / its
 //! `Drop`, the [`host_slot`] trampoline and [`PanicSlot::raise`] / [`PanicSlot::take`], on
 //! loom's atomics, mutex and `UnsafeCell` (see `sync.rs`; the ring has 2 slots under loom),

@@ -49,7 +49,7 @@
 //! # Cost
 //!
 //! Without the cargo feature there is no recorder code on the op path. With it and no recording
-//! running, each op pays one relaxed atomic load (measured in `docs/results/trace-off-cost-*`).
+//! running, each op pays one relaxed atomic load.
 //! While recording, each op takes a short lock twice and, where timed, creates and records two
 //! events; nothing on the op path waits for the device.
 //!
