@@ -3,7 +3,7 @@
 use crate::queue::{
     lock, reap, running_host_fn, runs_after_running_host_fn, Item, Job, RawEvent, StreamCore,
 };
-use crate::runtime::{CopyKind, Runtime};
+use crate::runtime::{RawCopy, Runtime};
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, HostBuffer, Place, Result};
 use std::alloc::Layout;
@@ -267,14 +267,7 @@ impl HostInner {
     /// the event that marks its end is created first and registered here, and the same
     /// operation that makes the copy records it, so no failure can leave a submitted copy
     /// untracked (a failed record leaves the event lost, and the memory is then never freed).
-    pub(crate) fn copy_tracked(
-        &self,
-        core: &Arc<StreamCore>,
-        kind: CopyKind,
-        dst: usize,
-        src: usize,
-        len: usize,
-    ) -> Result<()> {
+    pub(crate) fn copy_tracked(&self, core: &Arc<StreamCore>, copy: RawCopy) -> Result<()> {
         let raw = core.new_raw()?;
         {
             let mut pending = lock(&self.pending);
@@ -292,7 +285,7 @@ impl HostInner {
             });
         }
         core.submit(Item::Op(Box::new(move |core: &StreamCore| {
-            let copied = core.runtime.copy(kind, core.slot, core.raw, dst, src, len);
+            let copied = core.runtime.copy(core.slot, core.raw, copy);
             // Recorded whatever the copy answered: a failed asynchronous copy may be queued.
             let recorded = core.record_into(&raw);
             copied.and(recorded)

@@ -14,7 +14,7 @@ use crate::queue::{
     host_fn_would_wait_for_itself, running_host_fn, Callback, Item, Origin, StreamCore,
 };
 use crate::registry::{lookup, plugin_slot, CustomDevice};
-use crate::runtime::{CaptureState, CopyKind, Handle};
+use crate::runtime::{CaptureState, CopyKind, Handle, RawCopy};
 use crate::sys::{
     C_Stream, C_StreamCaptureModeGlobal, C_StreamCaptureModeRelaxed, C_StreamCaptureModeThreadLocal,
 };
@@ -253,52 +253,50 @@ impl CopyEnd for AbiHostBuffer {
 }
 
 /// The checks of a copy of `len` bytes on a plug-in place, in order: the destination's range,
-/// the source's, then whether the plug-in copies `kind`; then the destination and source
-/// addresses.
+/// the source's, then whether the plug-in copies `kind`; then the copy between their addresses.
 fn checked_copy(
     (core, op, kind): (&Arc<StreamCore>, &'static str, CopyKind),
     (dst, dst_offset): (&impl CopyEnd, usize),
     (src, src_offset): (&impl CopyEnd, usize),
     len: usize,
-) -> Result<(usize, usize)> {
+) -> Result<RawCopy> {
     check_range(op, dst_offset, len, dst.byte_len())?;
     check_range(op, src_offset, len, src.byte_len())?;
     require_copy(op, core, kind)?;
-    Ok((dst.address(dst_offset), src.address(src_offset)))
+    Ok(RawCopy {
+        kind,
+        dst: dst.address(dst_offset),
+        src: src.address(src_offset),
+        len,
+    })
 }
 
-/// Submits a copy of `len` bytes in stream order.
-fn submit_copy(
-    core: &Arc<StreamCore>,
-    kind: CopyKind,
-    dst: usize,
-    src: usize,
-    len: usize,
-) -> Result<()> {
+/// Submits `copy` in stream order.
+fn submit_copy(core: &Arc<StreamCore>, copy: RawCopy) -> Result<()> {
     core.submit(Item::Op(Box::new(move |core: &StreamCore| {
-        core.runtime.copy(kind, core.slot, core.raw, dst, src, len)
+        core.runtime.copy(core.slot, core.raw, copy)
     })))
 }
 
-/// Submits a checked copy of `len` bytes from address `src` to `dst`, between `device` and
-/// `host` (either way, `kind` says which): kept by the capture when the stream captures, else
-/// the device buffer remembers the stream and the host buffer tracks the copy (so host reads
-/// and writes wait for it). Nothing for 0 bytes.
+/// Submits a checked `copy` between `device` and `host` (either way, its `kind` says which):
+/// kept by the capture when the stream captures, else the device buffer remembers the stream
+/// and the host buffer tracks the copy (so host reads and writes wait for it). Nothing for 0
+/// bytes.
 fn submit_host_copy(
-    (core, op, kind): (&Arc<StreamCore>, &'static str, CopyKind),
+    (core, op): (&Arc<StreamCore>, &'static str),
     (device, host): (&AbiBuffer, &AbiHostBuffer),
-    (dst, src, len): (usize, usize, usize),
+    copy: RawCopy,
 ) -> Result<()> {
-    if len == 0 {
+    if copy.len == 0 {
         return Ok(());
     }
     if let Some(capture) = submitting_into(op, core)? {
         capture.keep_device(&device.0);
         capture.keep_host(&host.0);
-        return submit_copy(core, kind, dst, src, len);
+        return submit_copy(core, copy);
     }
     device.used_by(core);
-    host.copy_tracked(core, kind, dst, src, len)
+    host.copy_tracked(core, copy)
 }
 
 /// Copies host bytes staged in `staging` to `dst[offset..]`. The staging moves into the copy
@@ -320,17 +318,25 @@ fn staged_upload(
         // the capture would keep its own stream alive, and dropping the stream could never
         // end the capture.
         capture.keep_device(&dst.0);
-        let (dst, src, len) = (dst.at(offset), staging.as_ptr() as usize, staging.len());
+        let copy = RawCopy {
+            kind: CopyKind::HostToDevice,
+            dst: dst.at(offset),
+            src: staging.as_ptr() as usize,
+            len: staging.len(),
+        };
         capture.keep(Box::new(staging));
-        return submit_copy(core, CopyKind::HostToDevice, dst, src, len);
+        return submit_copy(core, copy);
     }
     dst.used_by(core);
     let (dst, len) = (dst.at(offset), staging.len());
     core.submit(Item::Op(Box::new(move |core: &StreamCore| {
-        let src = staging.as_ptr() as usize;
-        let copied = core
-            .runtime
-            .copy(CopyKind::HostToDevice, core.slot, core.raw, dst, src, len);
+        let copy = RawCopy {
+            kind: CopyKind::HostToDevice,
+            dst,
+            src: staging.as_ptr() as usize,
+            len,
+        };
+        let copied = core.runtime.copy(core.slot, core.raw, copy);
         // Even a failed asynchronous copy may have been queued: keep the bytes either way.
         core.keep_until_done(Box::new(staging));
         copied
@@ -879,9 +885,8 @@ impl DeviceStream for PluginStream {
             (StreamRepr::Abi(core), _, _) => {
                 let (d, s) = (abi_buffer(op, core, dst)?, abi_host(op, core, src)?);
                 let kind = CopyKind::HostToDevice;
-                let (dst, src) =
-                    checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
-                submit_host_copy((core, op, kind), (d, s), (dst, src, len))
+                let copy = checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
+                submit_host_copy((core, op), (d, s), copy)
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
                 st.copy_host_to_device(d.as_ref(), dst_offset, h.as_ref(), src_offset, len)
@@ -903,9 +908,8 @@ impl DeviceStream for PluginStream {
             (StreamRepr::Abi(core), _, _) => {
                 let (d, s) = (abi_host(op, core, dst)?, abi_buffer(op, core, src)?);
                 let kind = CopyKind::DeviceToHost;
-                let (dst, src) =
-                    checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
-                submit_host_copy((core, op, kind), (s, d), (dst, src, len))
+                let copy = checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
+                submit_host_copy((core, op), (s, d), copy)
             }
             (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
                 st.copy_device_to_host(h.as_ref(), dst_offset, s.as_ref(), src_offset, len)
@@ -927,8 +931,7 @@ impl DeviceStream for PluginStream {
             (StreamRepr::Abi(core), _, _) => {
                 let (d, s) = (abi_buffer(op, core, dst)?, abi_buffer(op, core, src)?);
                 let kind = CopyKind::DeviceToDevice;
-                let (dst, src) =
-                    checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
+                let copy = checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
                 if len == 0 {
                     return Ok(());
                 }
@@ -939,7 +942,7 @@ impl DeviceStream for PluginStream {
                     d.used_by(core);
                     s.used_by(core);
                 }
-                submit_copy(core, kind, dst, src, len)
+                submit_copy(core, copy)
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), BufferRepr::Rust(s)) => {
                 st.copy_device_to_device(d.as_ref(), dst_offset, s.as_ref(), src_offset, len)

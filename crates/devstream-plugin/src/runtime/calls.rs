@@ -3,7 +3,7 @@
 //! true), except where Paddle's fallback loses ordering (a stream wait without
 //! `stream_wait_event` waits for the event on the host instead of skipping it).
 
-use super::{CopyKind, Handle, LoadedPlugin};
+use super::{CopyKind, Handle, LoadedPlugin, RawCopy};
 use crate::sys::*;
 use devstream_core::{Error, Result};
 use std::ffi::c_void;
@@ -246,15 +246,13 @@ impl LoadedPlugin {
 
     /// A copy in stream order: the plug-in's asynchronous copy, or (without one) the stream
     /// synchronized and the synchronous copy.
-    pub(crate) fn copy(
-        &self,
-        kind: CopyKind,
-        slot: usize,
-        stream: Handle,
-        dst: usize,
-        src: usize,
-        len: usize,
-    ) -> Result<()> {
+    pub(crate) fn copy(&self, slot: usize, stream: Handle, copy: RawCopy) -> Result<()> {
+        let RawCopy {
+            kind,
+            dst,
+            src,
+            len,
+        } = copy;
         if len == 0 {
             return Ok(());
         }

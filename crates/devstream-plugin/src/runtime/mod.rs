@@ -196,3 +196,12 @@ pub(crate) enum CopyKind {
     DeviceToHost,
     DeviceToDevice,
 }
+
+/// One copy of `len` bytes from address `src` to address `dst`, in the direction `kind`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawCopy {
+    pub(crate) kind: CopyKind,
+    pub(crate) dst: usize,
+    pub(crate) src: usize,
+    pub(crate) len: usize,
+}
