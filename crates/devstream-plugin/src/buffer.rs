@@ -17,29 +17,36 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug)]
 pub struct PluginBuffer(pub(crate) BufferRepr);
 
+/// What a plug-in place's buffer is: memory of a plug-in (`Abi`), or of a Rust-registered
+/// custom device (`Rust`).
 #[derive(Debug)]
-pub(crate) enum BufferRepr {
-    Abi(AbiBuffer),
-    Rust(Box<dyn devstream_core::dynamic::DynBuffer>),
+pub(crate) enum Repr<Abi, Rust: ?Sized> {
+    Abi(Abi),
+    Rust(Box<Rust>),
 }
 
-/// A plug-in place's device buffer: shared with the graphs whose replays use it, so that the
-/// memory is freed only when the buffer and every such graph are gone (and after the work of
-/// every stream that used it).
-pub(crate) struct AbiBuffer(pub(crate) Arc<DeviceInner>);
+pub(crate) type BufferRepr = Repr<AbiBuffer, dyn devstream_core::dynamic::DynBuffer>;
 
-impl std::ops::Deref for AbiBuffer {
-    type Target = DeviceInner;
-    fn deref(&self) -> &DeviceInner {
+/// A plug-in place's buffer memory (`Inner`: [`DeviceInner`] or [`HostInner`]), shared with the
+/// graphs whose replays use it, so that the memory is freed only when the buffer and every
+/// such graph are gone (and after the work of every stream that used it).
+pub(crate) struct SharedMemory<Inner>(pub(crate) Arc<Inner>);
+
+impl<Inner> std::ops::Deref for SharedMemory<Inner> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
         &self.0
     }
 }
 
-impl std::fmt::Debug for AbiBuffer {
+impl<Inner: std::fmt::Debug> std::fmt::Debug for SharedMemory<Inner> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)
     }
 }
+
+/// A plug-in place's device buffer.
+pub(crate) type AbiBuffer = SharedMemory<DeviceInner>;
 
 /// The memory of an [`AbiBuffer`].
 pub(crate) struct DeviceInner {
@@ -53,18 +60,11 @@ pub(crate) struct DeviceInner {
     users: Mutex<Vec<Arc<StreamCore>>>,
 }
 
-impl std::fmt::Debug for DeviceInner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AbiBuffer")
-            .field("place", &self.place)
-            .field("len", &self.len)
-            .finish_non_exhaustive()
-    }
-}
+debug_some_fields!(DeviceInner as "AbiBuffer" { place, len });
 
 impl AbiBuffer {
     pub(crate) fn allocate(runtime: Arc<Runtime>, slot: usize, len: usize) -> Result<AbiBuffer> {
-        DeviceInner::allocate(runtime, slot, len).map(|inner| AbiBuffer(Arc::new(inner)))
+        DeviceInner::allocate(runtime, slot, len).map(|inner| SharedMemory(Arc::new(inner)))
     }
 }
 
@@ -155,28 +155,10 @@ enum HostMemory {
 #[derive(Debug)]
 pub struct PluginHostBuffer(pub(crate) HostRepr);
 
-#[derive(Debug)]
-pub(crate) enum HostRepr {
-    Abi(AbiHostBuffer),
-    Rust(Box<dyn devstream_core::dynamic::DynHostBuffer>),
-}
+pub(crate) type HostRepr = Repr<AbiHostBuffer, dyn devstream_core::dynamic::DynHostBuffer>;
 
-/// A plug-in place's host buffer, shared with the graphs whose replays use it (see
-/// [`AbiBuffer`]).
-pub(crate) struct AbiHostBuffer(pub(crate) Arc<HostInner>);
-
-impl std::ops::Deref for AbiHostBuffer {
-    type Target = HostInner;
-    fn deref(&self) -> &HostInner {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for AbiHostBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
+/// A plug-in place's host buffer.
+pub(crate) type AbiHostBuffer = SharedMemory<HostInner>;
 
 /// The memory of an [`AbiHostBuffer`] and the copies that may still touch it.
 pub(crate) struct HostInner {
@@ -222,7 +204,7 @@ impl AbiHostBuffer {
         slot: usize,
         len: usize,
     ) -> Result<AbiHostBuffer> {
-        HostInner::allocate(runtime, slot, len).map(|inner| AbiHostBuffer(Arc::new(inner)))
+        HostInner::allocate(runtime, slot, len).map(|inner| SharedMemory(Arc::new(inner)))
     }
 }
 
@@ -306,6 +288,20 @@ impl HostInner {
             raw,
             covers: true,
         });
+    }
+
+    /// Checks that `len` bytes at `offset` lie in the buffer, then runs `access` on their
+    /// address under [`HostInner::settled`]: memory the buffer owns, which no queued copy
+    /// touches and none can start touching while `access` runs.
+    fn settled_range(
+        &self,
+        op: &'static str,
+        offset: usize,
+        len: usize,
+        access: impl FnOnce(*mut u8),
+    ) -> Result<()> {
+        check_range(op, offset, len, self.len)?;
+        self.settled(|| access((self.ptr + offset) as *mut u8))
     }
 
     /// Runs `access` on the buffer's memory once no queued copy touches it, with new copies
@@ -394,40 +390,20 @@ impl HostBuffer for PluginHostBuffer {
 
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         match &self.0 {
-            HostRepr::Abi(b) => {
-                check_range("HostBuffer::read", offset, out.len(), b.len)?;
-                b.settled(|| {
-                    // SAFETY: in range (checked) of memory we own; no queued copy touches
-                    // it and none can start while `settled` holds the lock.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            (b.ptr + offset) as *const u8,
-                            out.as_mut_ptr(),
-                            out.len(),
-                        )
-                    }
-                })
-            }
+            HostRepr::Abi(b) => b.settled_range("HostBuffer::read", offset, out.len(), |at| {
+                // SAFETY: `out.len()` bytes at `at` are ours and settled (see `settled_range`).
+                unsafe { std::ptr::copy_nonoverlapping(at, out.as_mut_ptr(), out.len()) }
+            }),
             HostRepr::Rust(b) => b.read(offset, out),
         }
     }
 
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         match &self.0 {
-            HostRepr::Abi(b) => {
-                check_range("HostBuffer::write", offset, data.len(), b.len)?;
-                b.settled(|| {
-                    // SAFETY: in range (checked) of memory we own; no queued copy touches
-                    // it and none can start while `settled` holds the lock.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            data.as_ptr(),
-                            (b.ptr + offset) as *mut u8,
-                            data.len(),
-                        )
-                    }
-                })
-            }
+            HostRepr::Abi(b) => b.settled_range("HostBuffer::write", offset, data.len(), |at| {
+                // SAFETY: `data.len()` bytes at `at` are ours and settled (see `settled_range`).
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), at, data.len()) }
+            }),
             HostRepr::Rust(b) => b.write(offset, data),
         }
     }

@@ -37,15 +37,7 @@ pub(crate) struct AbiGraph {
     users: Mutex<Vec<Arc<StreamCore>>>,
 }
 
-impl std::fmt::Debug for AbiGraph {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AbiGraph")
-            .field("place", &self.place)
-            .field("graph", &self.graph)
-            .field("exec", &self.exec)
-            .finish_non_exhaustive()
-    }
-}
+debug_some_fields!(AbiGraph as "AbiGraph" { place, graph, exec });
 
 impl AbiGraph {
     pub(crate) fn new(

@@ -67,6 +67,20 @@
 //! ```
 #![warn(missing_docs)]
 
+/// Implements `Debug` for a type as a struct named `$name` that shows only the listed fields
+/// (`field`, or `field.subfield` shown under `field`'s name), eliding the rest.
+macro_rules! debug_some_fields {
+    ($ty:ty as $name:literal { $($field:ident $(.$sub:ident)*),* $(,)? }) => {
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct($name)
+                    $(.field(stringify!($field), &self.$field$(.$sub)*))*
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
 mod buffer;
 mod capture;
 #[cfg(feature = "comm")]
