@@ -4,9 +4,10 @@
 //! stream of the launch that runs them ([`LaunchOrder`]).
 
 use super::failure::{fail, log_to_stderr, refuse, Check};
-use super::{lock, CustomRuntime, Status, StreamObj};
+use super::{CustomRuntime, Status, StreamObj};
 use crate::sys::C_Stream;
 use devstream::{CaptureMode, Event, Graph};
+use devstream_core::sync::lock;
 use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
