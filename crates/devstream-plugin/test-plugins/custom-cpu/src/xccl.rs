@@ -30,8 +30,9 @@
 //! `FLOAT32`, `FLOAT64`, `BFLOAT16`); others answer `C_ERROR`.
 
 use super::sys::*;
-use super::{capture_of, guarded, invalidate, lock, stream_obj, Task, CURRENT_DEVICE};
+use super::{capture_of, guarded, invalidate, stream_obj, Task, CURRENT_DEVICE};
 use devstream_core::comm::{CallKind, Collective};
+use devstream_core::sync::lock;
 use devstream_core::{DataType, ReduceOp};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
