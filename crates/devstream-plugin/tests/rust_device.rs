@@ -116,6 +116,23 @@ impl<const MISNAMED: bool> DeviceBackend for InlineBackendOf<MISNAMED> {
     }
 }
 
+/// `query`, `synchronize` and `completion` of a stream or event of this device: everything
+/// runs inline, so all submitted work is done already.
+macro_rules! always_complete {
+    () => {
+        fn query(&self) -> Result<bool> {
+            Ok(true)
+        }
+        fn synchronize(&self) -> Result<()> {
+            Ok(())
+        }
+        fn completion(&self) -> devstream_core::Completion {
+            devstream_core::Completion::ready(Ok(()))
+        }
+    };
+}
+
+// Capture is off: `begin_capture`, `end_capture` and `is_capturing` keep the trait's defaults.
 impl DeviceStream for InlineStream {
     type Event = InlineEvent;
     type Graph = InlineGraph;
@@ -141,16 +158,7 @@ impl DeviceStream for InlineStream {
     fn capabilities(&self) -> Capabilities {
         caps()
     }
-    fn query(&self) -> Result<bool> {
-        Ok(true)
-    }
-    fn synchronize(&self) -> Result<()> {
-        Ok(())
-    }
-    fn completion(&self) -> devstream_core::Completion {
-        // Everything runs inline: all submitted work is done already.
-        devstream_core::Completion::ready(Ok(()))
-    }
+    always_complete!();
     fn record(&self, _: &InlineEvent) -> Result<()> {
         Ok(())
     }
@@ -166,15 +174,6 @@ impl DeviceStream for InlineStream {
     fn launch_host_func(&self, mut f: HostFn) -> Result<()> {
         f();
         Ok(())
-    }
-    fn begin_capture(&self, _: CaptureMode) -> Result<()> {
-        Err(Error::unsupported("begin_capture", &self.place))
-    }
-    fn end_capture(&self) -> Result<InlineGraph> {
-        Err(Error::unsupported("end_capture", &self.place))
-    }
-    fn is_capturing(&self) -> Result<bool> {
-        Ok(false)
     }
     fn wait_flag(&self, flag: &InlineFlag, value: u32) -> Result<()> {
         while flag.get() < value {
@@ -208,8 +207,7 @@ impl DeviceStream for InlineStream {
         s: usize,
         len: usize,
     ) -> Result<()> {
-        let bytes = src.0.lock().unwrap()[s..s + len].to_vec();
-        self.copy_from_host(dst, d, &bytes)
+        self.copy_from_host(dst, d, &src.0.lock().unwrap()[s..s + len])
     }
     fn copy_device_to_host(
         &self,
@@ -219,8 +217,7 @@ impl DeviceStream for InlineStream {
         s: usize,
         len: usize,
     ) -> Result<()> {
-        let bytes = src.data.lock().unwrap()[s..s + len].to_vec();
-        dst.write(d, &bytes)
+        dst.write(d, &src.data.lock().unwrap()[s..s + len])
     }
     fn copy_device_to_device(
         &self,
@@ -230,6 +227,7 @@ impl DeviceStream for InlineStream {
         s: usize,
         len: usize,
     ) -> Result<()> {
+        // Staged: `src` and `dst` may be one buffer (one lock).
         let bytes = src.data.lock().unwrap()[s..s + len].to_vec();
         self.copy_from_host(dst, d, &bytes)
     }
@@ -248,15 +246,7 @@ impl DeviceEvent for InlineEvent {
     fn flags(&self) -> EventFlags {
         EventFlags::default()
     }
-    fn query(&self) -> Result<bool> {
-        Ok(true)
-    }
-    fn synchronize(&self) -> Result<()> {
-        Ok(())
-    }
-    fn completion(&self) -> devstream_core::Completion {
-        devstream_core::Completion::ready(Ok(()))
-    }
+    always_complete!();
     fn elapsed(&self, _: &Self) -> Result<Duration> {
         Err(Error::TimingDisabled)
     }
