@@ -3,6 +3,7 @@
 use crate::queue::{
     lock, reap, running_host_fn, runs_after_running_host_fn, Item, Job, RawEvent, StreamCore,
 };
+use crate::repr::Repr;
 use crate::runtime::{RawCopy, Runtime};
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, HostBuffer, Place, Result};
@@ -17,15 +18,7 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug)]
 pub struct PluginBuffer(pub(crate) BufferRepr);
 
-/// What a plug-in place's buffer is: memory of a plug-in (`Abi`), or of a Rust-registered
-/// custom device (`Rust`).
-#[derive(Debug)]
-pub(crate) enum Repr<Abi, Rust: ?Sized> {
-    Abi(Abi),
-    Rust(Box<Rust>),
-}
-
-pub(crate) type BufferRepr = Repr<AbiBuffer, dyn devstream_core::dynamic::DynBuffer>;
+pub(crate) type BufferRepr = Repr<AbiBuffer, Box<dyn devstream_core::dynamic::DynBuffer>>;
 
 /// A plug-in place's buffer memory (`Inner`: [`DeviceInner`] or [`HostInner`]), shared with the
 /// graphs whose replays use it, so that the memory is freed only when the buffer and every
@@ -115,17 +108,11 @@ impl Drop for DeviceInner {
 
 impl DeviceBuffer for PluginBuffer {
     fn len(&self) -> usize {
-        match &self.0 {
-            BufferRepr::Abi(b) => b.len,
-            BufferRepr::Rust(b) => b.len(),
-        }
+        self.0.either(|b| b.len, |b| b.len())
     }
 
     fn place(&self) -> &Place {
-        match &self.0 {
-            BufferRepr::Abi(b) => &b.place,
-            BufferRepr::Rust(b) => b.place(),
-        }
+        self.0.either(|b| &b.place, |b| b.place())
     }
 }
 
@@ -155,7 +142,7 @@ enum HostMemory {
 #[derive(Debug)]
 pub struct PluginHostBuffer(pub(crate) HostRepr);
 
-pub(crate) type HostRepr = Repr<AbiHostBuffer, dyn devstream_core::dynamic::DynHostBuffer>;
+pub(crate) type HostRepr = Repr<AbiHostBuffer, Box<dyn devstream_core::dynamic::DynHostBuffer>>;
 
 /// A plug-in place's host buffer.
 pub(crate) type AbiHostBuffer = SharedMemory<HostInner>;
@@ -199,11 +186,7 @@ impl std::fmt::Debug for HostInner {
 }
 
 impl AbiHostBuffer {
-    pub(crate) fn allocate(
-        runtime: &Arc<Runtime>,
-        slot: usize,
-        len: usize,
-    ) -> Result<AbiHostBuffer> {
+    pub(crate) fn allocate(runtime: &Arc<Runtime>, slot: usize, len: usize) -> Result<Self> {
         HostInner::allocate(runtime, slot, len).map(|inner| SharedMemory(Arc::new(inner)))
     }
 }
@@ -382,10 +365,7 @@ impl Drop for HostInner {
 
 impl HostBuffer for PluginHostBuffer {
     fn len(&self) -> usize {
-        match &self.0 {
-            HostRepr::Abi(b) => b.len,
-            HostRepr::Rust(b) => b.len(),
-        }
+        self.0.either(|b| b.len, |b| b.len())
     }
 
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {

@@ -81,6 +81,26 @@ macro_rules! debug_some_fields {
     };
 }
 
+/// `PartialEq`, `Eq` and `Hash` for a handle type by its `id()`: two handles are equal when
+/// they name one object.
+macro_rules! eq_and_hash_by_id {
+    ($ty:ty) => {
+        impl PartialEq for $ty {
+            fn eq(&self, other: &Self) -> bool {
+                self.id() == other.id()
+            }
+        }
+
+        impl Eq for $ty {}
+
+        impl std::hash::Hash for $ty {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                self.id().hash(state)
+            }
+        }
+    };
+}
+
 mod buffer;
 mod capture;
 #[cfg(feature = "comm")]
@@ -93,6 +113,7 @@ mod graph;
 mod notify;
 mod queue;
 mod registry;
+mod repr;
 mod runtime;
 mod stream;
 pub mod sys;

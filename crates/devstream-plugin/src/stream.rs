@@ -14,6 +14,7 @@ use crate::queue::{
     host_fn_would_wait_for_itself, running_host_fn, Callback, Item, Origin, StreamCore,
 };
 use crate::registry::{lookup, plugin_slot, CustomDevice};
+use crate::repr::Repr;
 use crate::runtime::{CaptureState, CopyKind, Handle, RawCopy};
 use crate::sys::{
     C_Stream, C_StreamCaptureModeGlobal, C_StreamCaptureModeRelaxed, C_StreamCaptureModeThreadLocal,
@@ -82,11 +83,7 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub struct PluginStream(pub(crate) StreamRepr);
 
-#[derive(Clone, Debug)]
-pub(crate) enum StreamRepr {
-    Abi(UserHandle),
-    Rust(Arc<dyn devstream_core::dynamic::DynStream>),
-}
+pub(crate) type StreamRepr = Repr<UserHandle, Arc<dyn devstream_core::dynamic::DynStream>>;
 
 /// A user's handle on a plug-in stream (each `PluginStream` holds one). devstream's own
 /// references (buffers that remember their users, reaper jobs, held work) keep the stream's
@@ -125,19 +122,7 @@ impl std::ops::Deref for UserHandle {
     }
 }
 
-impl PartialEq for PluginStream {
-    fn eq(&self, other: &Self) -> bool {
-        self.id() == other.id()
-    }
-}
-
-impl Eq for PluginStream {}
-
-impl std::hash::Hash for PluginStream {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.id().hash(state)
-    }
-}
+eq_and_hash_by_id!(PluginStream);
 
 impl PluginStream {
     /// A user handle to `core` (counted: see [`UserHandle`]).
@@ -575,45 +560,29 @@ impl DeviceStream for PluginStream {
     type HostBuffer = PluginHostBuffer;
 
     fn place(&self) -> &Place {
-        match &self.0 {
-            StreamRepr::Abi(core) => &core.place,
-            StreamRepr::Rust(s) => s.place(),
-        }
+        self.0.either(|core| &core.place, |s| s.place())
     }
 
     fn id(&self) -> u64 {
-        match &self.0 {
-            StreamRepr::Abi(core) => core.id,
-            StreamRepr::Rust(s) => s.id(),
-        }
+        self.0.either(|core| core.id, |s| s.id())
     }
 
     fn priority(&self) -> Priority {
-        match &self.0 {
-            StreamRepr::Abi(_) => PriorityRange::NONE.classify(0),
-            StreamRepr::Rust(s) => s.priority(),
-        }
+        self.0
+            .either(|_| PriorityRange::NONE.classify(0), |s| s.priority())
     }
 
     fn native_priority(&self) -> i32 {
-        match &self.0 {
-            StreamRepr::Abi(_) => 0,
-            StreamRepr::Rust(s) => s.native_priority(),
-        }
+        self.0.either(|_| 0, |s| s.native_priority())
     }
 
     fn is_non_blocking(&self) -> bool {
-        match &self.0 {
-            StreamRepr::Abi(core) => core.non_blocking,
-            StreamRepr::Rust(s) => s.is_non_blocking(),
-        }
+        self.0
+            .either(|core| core.non_blocking, |s| s.is_non_blocking())
     }
 
     fn capabilities(&self) -> Capabilities {
-        match &self.0 {
-            StreamRepr::Abi(core) => caps_of(core),
-            StreamRepr::Rust(s) => s.capabilities(),
-        }
+        self.0.either(|core| caps_of(core), |s| s.capabilities())
     }
 
     fn query(&self) -> Result<bool> {
@@ -757,17 +726,15 @@ impl DeviceStream for PluginStream {
     }
 
     fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
-        match &self.0 {
-            StreamRepr::Abi(core) => begin_capture(core, mode),
-            StreamRepr::Rust(s) => s.begin_capture(mode),
-        }
+        self.0
+            .either(|core| begin_capture(core, mode), |s| s.begin_capture(mode))
     }
 
     fn end_capture(&self) -> Result<PluginGraph> {
-        match &self.0 {
-            StreamRepr::Abi(core) => end_capture(core),
-            StreamRepr::Rust(s) => Ok(PluginGraph(GraphRepr::Rust(s.end_capture()?.into()))),
-        }
+        self.0.either(
+            |core| end_capture(core),
+            |s| Ok(PluginGraph(GraphRepr::Rust(s.end_capture()?.into()))),
+        )
     }
 
     fn is_capturing(&self) -> Result<bool> {
@@ -784,7 +751,7 @@ impl DeviceStream for PluginStream {
 
     fn wait_flag(&self, flag: &PluginFlag, value: u32) -> Result<()> {
         match (&self.0, &flag.0) {
-            (StreamRepr::Abi(core), FlagRepr::Host(f)) => {
+            (StreamRepr::Abi(core), FlagRepr::Abi(f)) => {
                 if !caps_of(core).flags {
                     return Err(Error::unsupported("wait_flag", &core.place));
                 }
@@ -807,7 +774,7 @@ impl DeviceStream for PluginStream {
 
     fn write_flag(&self, flag: &PluginFlag, value: u32) -> Result<()> {
         match (&self.0, &flag.0) {
-            (StreamRepr::Abi(core), FlagRepr::Host(f)) => {
+            (StreamRepr::Abi(core), FlagRepr::Abi(f)) => {
                 if !caps_of(core).flags {
                     return Err(Error::unsupported("write_flag", &core.place));
                 }
