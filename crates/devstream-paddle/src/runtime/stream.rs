@@ -306,7 +306,7 @@ impl CustomRuntime {
             })
             .check("stream_add_callback")?;
         if let Some(order) = counted {
-            order.per_launch.fetch_add(1, Ordering::AcqRel);
+            order.calls.add_per_launch(1);
         }
         Ok(())
     }
