@@ -36,6 +36,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod build_tree;
 mod capabilities;
 pub mod capture;
 pub mod comm;
