@@ -6,8 +6,8 @@ mod common;
 use devstream_core::traits::check_range;
 use devstream_core::{
     BackendKind, Capabilities, CaptureMode, DeviceBackend, DeviceBuffer, DeviceEvent, DeviceFlag,
-    DeviceGraph, DeviceStream, Error, EventFlags, HostBuffer, HostFn, LiveCounts, Place, Priority,
-    PriorityRange, Result, StreamOptions,
+    DeviceStream, Error, EventFlags, HostBuffer, HostFn, LiveCounts, Place, Priority,
+    PriorityRange, Result, StreamOptions, UnsupportedGraph,
 };
 use devstream_plugin::{register_custom_device, PluginBackend};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -46,9 +46,6 @@ struct InlineEvent {
     id: u64,
     place: Place,
 }
-
-#[derive(Debug)]
-struct InlineGraph(Place);
 
 #[derive(Clone, Debug)]
 struct InlineFlag {
@@ -132,10 +129,11 @@ macro_rules! always_complete {
     };
 }
 
-// Capture is off: `begin_capture`, `end_capture` and `is_capturing` keep the trait's defaults.
+// Capture is off: no graph type of its own, and `begin_capture`, `end_capture` and
+// `is_capturing` keep the trait's defaults.
 impl DeviceStream for InlineStream {
     type Event = InlineEvent;
-    type Graph = InlineGraph;
+    type Graph = UnsupportedGraph<Self>;
     type Flag = InlineFlag;
     type Buffer = InlineBuffer;
     type HostBuffer = InlineHost;
@@ -249,16 +247,6 @@ impl DeviceEvent for InlineEvent {
     always_complete!();
     fn elapsed(&self, _: &Self) -> Result<Duration> {
         Err(Error::TimingDisabled)
-    }
-}
-
-impl DeviceGraph for InlineGraph {
-    type Stream = InlineStream;
-    fn place(&self) -> &Place {
-        &self.0
-    }
-    fn launch(&self, _: &InlineStream) -> Result<()> {
-        Ok(())
     }
 }
 
