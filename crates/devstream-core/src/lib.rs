@@ -36,6 +36,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod build_tree;
 mod capabilities;
 pub mod capture;
 pub mod comm;
@@ -44,6 +45,7 @@ pub mod current;
 pub mod dynamic;
 pub mod elide;
 mod error;
+pub mod launch_calls;
 pub mod memory;
 pub mod ops;
 mod options;

@@ -39,9 +39,11 @@
 #[macro_use]
 mod macros;
 mod layout;
+mod required;
 mod types;
 
 pub use layout::*;
+pub use required::*;
 pub use types::*;
 
 /// Runtime major version this declaration implements (`PADDLE_CUSTOM_RUNTIME_MAJOR_VERSION`).

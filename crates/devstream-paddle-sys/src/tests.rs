@@ -187,3 +187,34 @@ fn zeroed_tables_are_all_null() {
     assert_eq!(C_Status(7).name(), "unknown status");
     assert_eq!(C_FAILED.name(), "C_FAILED");
 }
+
+/// Each required function names a field of the table, and reads and clears that very field.
+#[test]
+fn required_functions_read_and_clear_the_field_they_name() {
+    for fields in [&REQUIRED_FUNCTIONS[..], &REQUIRED_XCCL_FUNCTIONS[..]] {
+        let zeroed = C_DeviceInterface::zeroed();
+        let names: Vec<_> = FunctionField::unfilled(fields, &zeroed).collect();
+        assert_eq!(names, fields.iter().map(|f| f.name).collect::<Vec<_>>());
+        for field in fields {
+            let offset = C_DEVICE_INTERFACE_FIELDS
+                .iter()
+                .find(|abi| abi.name == field.name)
+                .unwrap_or_else(|| panic!("{} is not a table field", field.name))
+                .offset;
+            let mut table = C_DeviceInterface::zeroed();
+            // SAFETY: a function-pointer field of the table; any non-null value reads as
+            // filled and is never called.
+            unsafe {
+                (&mut table as *mut C_DeviceInterface)
+                    .cast::<u8>()
+                    .add(offset)
+                    .cast::<usize>()
+                    .write(1)
+            };
+            assert!((field.is_filled)(&table), "{}", field.name);
+            (field.clear)(&mut table);
+            assert!(!(field.is_filled)(&table), "{}", field.name);
+        }
+    }
+    assert_eq!(FunctionField::names(REQUIRED_FUNCTIONS)[0], "set_device");
+}

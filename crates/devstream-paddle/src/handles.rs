@@ -170,7 +170,7 @@ impl<S, F> Slots<S, F> {
 
     /// The free list, locked.
     fn free(&self) -> std::sync::MutexGuard<'_, F> {
-        crate::runtime::lock(&self.cold.1)
+        devstream_core::sync::lock(&self.cold.1)
     }
 }
 

@@ -142,7 +142,7 @@ unsafe fn init_plugin(params: *mut CustomRuntimeParams) {
     let Some(layout) = classify(params_size, interface_size) else {
         return;
     };
-    let _serial = INIT.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = devstream_core::sync::lock(&INIT);
     for backend in candidates() {
         let index = backend.index();
         if !backend.compiled() || REGISTERED[index].load(Ordering::SeqCst) {

@@ -124,7 +124,7 @@ fn panicked<const B: usize>(
 ) -> C_Status {
     // What the body noted before panicking is not the reason.
     let _ = crate::runtime::take_failure();
-    let message = panic_message(payload.as_ref());
+    let message = devstream_core::panic::message(payload.as_ref());
     report::<B>(
         function,
         device,
@@ -149,17 +149,6 @@ fn guarded_query<const B: usize>(
     match status {
         s if s == C_SUCCESS && !complete => C_FAILED,
         s => s,
-    }
-}
-
-/// The text of a panic payload.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a non-string payload".to_owned()
     }
 }
 
@@ -191,6 +180,17 @@ unsafe fn put<T>(out: *mut T, value: T) -> Status {
     // SAFETY: non-null and writable per the caller's contract.
     unsafe { out.write(value) };
     Ok(())
+}
+
+/// Writes an optional out-parameter: `value` to `out` where the host asks for it (non-null).
+///
+/// # Safety
+/// `out` is null or valid for a write of `T`.
+unsafe fn put_if_asked<T>(out: *mut T, value: T) {
+    if !out.is_null() {
+        // SAFETY: non-null and writable per the caller's contract.
+        unsafe { out.write(value) };
+    }
 }
 
 /// The device index of a `C_Device` from the host.
@@ -499,25 +499,15 @@ entry_points! {
             return Err(C_ERROR);
         }
         let (state, number) = rt.capture_info(d, stream)?;
-        // SAFETY: each pointer is written only when non-null; the host passes writable
-        // out-parameters.
+        // SAFETY: the host passes writable out-parameters; `status` is non-null (checked),
+        // the others are written only when non-null.
         unsafe {
             status.write(state);
-            if !id.is_null() {
-                id.write(number);
-            }
-            if !graph.is_null() {
-                graph.write(std::ptr::null_mut());
-            }
-            if !dependencies.is_null() {
-                dependencies.write(std::ptr::null_mut());
-            }
-            if !edge_data.is_null() {
-                edge_data.write(std::ptr::null_mut());
-            }
-            if !dependency_count.is_null() {
-                dependency_count.write(0);
-            }
+            put_if_asked(id, number);
+            put_if_asked(graph, std::ptr::null_mut());
+            put_if_asked(dependencies, std::ptr::null_mut());
+            put_if_asked(edge_data, std::ptr::null_mut());
+            put_if_asked(dependency_count, 0);
         }
         Ok(())
     }

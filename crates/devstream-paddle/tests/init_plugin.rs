@@ -8,16 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// The cdylib cargo built next to this test (`target/<profile>/deps/libdevstream_paddle.so`).
 fn built_library() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let name = format!(
-        "{}devstream_paddle{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    );
-    [deps.join(&name), deps.parent().unwrap().join(&name)]
-        .into_iter()
-        .find(|p| p.is_file())
+    devstream_core::build_tree::built_library("devstream_paddle")
         .expect("cargo builds the cdylib with the tests")
 }
 

@@ -3,7 +3,8 @@
 use crate::queue::{
     lock, reap, running_host_fn, runs_after_running_host_fn, Item, Job, RawEvent, StreamCore,
 };
-use crate::runtime::{CopyKind, Runtime};
+use crate::repr::Repr;
+use crate::runtime::{RawCopy, Runtime};
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, HostBuffer, Place, Result};
 use std::alloc::Layout;
@@ -17,29 +18,28 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug)]
 pub struct PluginBuffer(pub(crate) BufferRepr);
 
-#[derive(Debug)]
-pub(crate) enum BufferRepr {
-    Abi(AbiBuffer),
-    Rust(Box<dyn devstream_core::dynamic::DynBuffer>),
-}
+pub(crate) type BufferRepr = Repr<AbiBuffer, Box<dyn devstream_core::dynamic::DynBuffer>>;
 
-/// A plug-in place's device buffer: shared with the graphs whose replays use it, so that the
-/// memory is freed only when the buffer and every such graph are gone (and after the work of
-/// every stream that used it).
-pub(crate) struct AbiBuffer(pub(crate) Arc<DeviceInner>);
+/// A plug-in place's buffer memory (`Inner`: [`DeviceInner`] or [`HostInner`]), shared with the
+/// graphs whose replays use it, so that the memory is freed only when the buffer and every
+/// such graph are gone (and after the work of every stream that used it).
+pub(crate) struct SharedMemory<Inner>(pub(crate) Arc<Inner>);
 
-impl std::ops::Deref for AbiBuffer {
-    type Target = DeviceInner;
-    fn deref(&self) -> &DeviceInner {
+impl<Inner> std::ops::Deref for SharedMemory<Inner> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
         &self.0
     }
 }
 
-impl std::fmt::Debug for AbiBuffer {
+impl<Inner: std::fmt::Debug> std::fmt::Debug for SharedMemory<Inner> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)
     }
 }
+
+/// A plug-in place's device buffer.
+pub(crate) type AbiBuffer = SharedMemory<DeviceInner>;
 
 /// The memory of an [`AbiBuffer`].
 pub(crate) struct DeviceInner {
@@ -53,18 +53,11 @@ pub(crate) struct DeviceInner {
     users: Mutex<Vec<Arc<StreamCore>>>,
 }
 
-impl std::fmt::Debug for DeviceInner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AbiBuffer")
-            .field("place", &self.place)
-            .field("len", &self.len)
-            .finish_non_exhaustive()
-    }
-}
+debug_some_fields!(DeviceInner as "AbiBuffer" { place, len });
 
 impl AbiBuffer {
     pub(crate) fn allocate(runtime: Arc<Runtime>, slot: usize, len: usize) -> Result<AbiBuffer> {
-        DeviceInner::allocate(runtime, slot, len).map(|inner| AbiBuffer(Arc::new(inner)))
+        DeviceInner::allocate(runtime, slot, len).map(|inner| SharedMemory(Arc::new(inner)))
     }
 }
 
@@ -115,17 +108,11 @@ impl Drop for DeviceInner {
 
 impl DeviceBuffer for PluginBuffer {
     fn len(&self) -> usize {
-        match &self.0 {
-            BufferRepr::Abi(b) => b.len,
-            BufferRepr::Rust(b) => b.len(),
-        }
+        self.0.either(|b| b.len, |b| b.len())
     }
 
     fn place(&self) -> &Place {
-        match &self.0 {
-            BufferRepr::Abi(b) => &b.place,
-            BufferRepr::Rust(b) => b.place(),
-        }
+        self.0.either(|b| &b.place, |b| b.place())
     }
 }
 
@@ -155,28 +142,10 @@ enum HostMemory {
 #[derive(Debug)]
 pub struct PluginHostBuffer(pub(crate) HostRepr);
 
-#[derive(Debug)]
-pub(crate) enum HostRepr {
-    Abi(AbiHostBuffer),
-    Rust(Box<dyn devstream_core::dynamic::DynHostBuffer>),
-}
+pub(crate) type HostRepr = Repr<AbiHostBuffer, Box<dyn devstream_core::dynamic::DynHostBuffer>>;
 
-/// A plug-in place's host buffer, shared with the graphs whose replays use it (see
-/// [`AbiBuffer`]).
-pub(crate) struct AbiHostBuffer(pub(crate) Arc<HostInner>);
-
-impl std::ops::Deref for AbiHostBuffer {
-    type Target = HostInner;
-    fn deref(&self) -> &HostInner {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for AbiHostBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
+/// A plug-in place's host buffer.
+pub(crate) type AbiHostBuffer = SharedMemory<HostInner>;
 
 /// The memory of an [`AbiHostBuffer`] and the copies that may still touch it.
 pub(crate) struct HostInner {
@@ -217,12 +186,8 @@ impl std::fmt::Debug for HostInner {
 }
 
 impl AbiHostBuffer {
-    pub(crate) fn allocate(
-        runtime: &Arc<Runtime>,
-        slot: usize,
-        len: usize,
-    ) -> Result<AbiHostBuffer> {
-        HostInner::allocate(runtime, slot, len).map(|inner| AbiHostBuffer(Arc::new(inner)))
+    pub(crate) fn allocate(runtime: &Arc<Runtime>, slot: usize, len: usize) -> Result<Self> {
+        HostInner::allocate(runtime, slot, len).map(|inner| SharedMemory(Arc::new(inner)))
     }
 }
 
@@ -267,14 +232,7 @@ impl HostInner {
     /// the event that marks its end is created first and registered here, and the same
     /// operation that makes the copy records it, so no failure can leave a submitted copy
     /// untracked (a failed record leaves the event lost, and the memory is then never freed).
-    pub(crate) fn copy_tracked(
-        &self,
-        core: &Arc<StreamCore>,
-        kind: CopyKind,
-        dst: usize,
-        src: usize,
-        len: usize,
-    ) -> Result<()> {
+    pub(crate) fn copy_tracked(&self, core: &Arc<StreamCore>, copy: RawCopy) -> Result<()> {
         let raw = core.new_raw()?;
         {
             let mut pending = lock(&self.pending);
@@ -292,7 +250,7 @@ impl HostInner {
             });
         }
         core.submit(Item::Op(Box::new(move |core: &StreamCore| {
-            let copied = core.runtime.copy(kind, core.slot, core.raw, dst, src, len);
+            let copied = core.runtime.copy(core.slot, core.raw, copy);
             // Recorded whatever the copy answered: a failed asynchronous copy may be queued.
             let recorded = core.record_into(&raw);
             copied.and(recorded)
@@ -313,6 +271,20 @@ impl HostInner {
             raw,
             covers: true,
         });
+    }
+
+    /// Checks that `len` bytes at `offset` lie in the buffer, then runs `access` on their
+    /// address under [`HostInner::settled`]: memory the buffer owns, which no queued copy
+    /// touches and none can start touching while `access` runs.
+    fn settled_range(
+        &self,
+        op: &'static str,
+        offset: usize,
+        len: usize,
+        access: impl FnOnce(*mut u8),
+    ) -> Result<()> {
+        check_range(op, offset, len, self.len)?;
+        self.settled(|| access((self.ptr + offset) as *mut u8))
     }
 
     /// Runs `access` on the buffer's memory once no queued copy touches it, with new copies
@@ -393,48 +365,25 @@ impl Drop for HostInner {
 
 impl HostBuffer for PluginHostBuffer {
     fn len(&self) -> usize {
-        match &self.0 {
-            HostRepr::Abi(b) => b.len,
-            HostRepr::Rust(b) => b.len(),
-        }
+        self.0.either(|b| b.len, |b| b.len())
     }
 
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         match &self.0 {
-            HostRepr::Abi(b) => {
-                check_range("HostBuffer::read", offset, out.len(), b.len)?;
-                b.settled(|| {
-                    // SAFETY: in range (checked) of memory we own; no queued copy touches
-                    // it and none can start while `settled` holds the lock.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            (b.ptr + offset) as *const u8,
-                            out.as_mut_ptr(),
-                            out.len(),
-                        )
-                    }
-                })
-            }
+            HostRepr::Abi(b) => b.settled_range("HostBuffer::read", offset, out.len(), |at| {
+                // SAFETY: `out.len()` bytes at `at` are ours and settled (see `settled_range`).
+                unsafe { std::ptr::copy_nonoverlapping(at, out.as_mut_ptr(), out.len()) }
+            }),
             HostRepr::Rust(b) => b.read(offset, out),
         }
     }
 
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         match &self.0 {
-            HostRepr::Abi(b) => {
-                check_range("HostBuffer::write", offset, data.len(), b.len)?;
-                b.settled(|| {
-                    // SAFETY: in range (checked) of memory we own; no queued copy touches
-                    // it and none can start while `settled` holds the lock.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            data.as_ptr(),
-                            (b.ptr + offset) as *mut u8,
-                            data.len(),
-                        )
-                    }
-                })
-            }
+            HostRepr::Abi(b) => b.settled_range("HostBuffer::write", offset, data.len(), |at| {
+                // SAFETY: `data.len()` bytes at `at` are ours and settled (see `settled_range`).
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), at, data.len()) }
+            }),
             HostRepr::Rust(b) => b.write(offset, data),
         }
     }

@@ -35,13 +35,13 @@ use crate::capture::submitting_into;
 use crate::device::PluginBackend;
 use crate::queue::{lock, reap, Item, Job, StreamCore};
 use crate::registry::{lookup, plugin_slot, CustomDevice};
-use crate::runtime::{CopyKind, Runtime};
+use crate::runtime::{CopyKind, RawCopy, Runtime};
 use crate::stream::{PluginStream, StreamRepr};
 use crate::sys::{
     C_CCLComm, C_CCLReduceOp, C_CCLRootId, C_DataType, C_DeviceInterface, C_Status, C_Stream,
-    C_CCL_AVG, C_CCL_MAX, C_CCL_MIN, C_CCL_PRODUCT, C_CCL_SUM, C_DATA_TYPE_BFLOAT16,
+    FunctionField, C_CCL_AVG, C_CCL_MAX, C_CCL_MIN, C_CCL_PRODUCT, C_CCL_SUM, C_DATA_TYPE_BFLOAT16,
     C_DATA_TYPE_FLOAT16, C_DATA_TYPE_FLOAT32, C_DATA_TYPE_FLOAT64, C_DATA_TYPE_INT32,
-    C_DATA_TYPE_INT64, C_DATA_TYPE_UINT8, C_ERROR, C_SUCCESS,
+    C_DATA_TYPE_INT64, C_DATA_TYPE_UINT8, C_ERROR, C_SUCCESS, REQUIRED_XCCL_FUNCTIONS,
 };
 use devstream_core::comm::{check_rank, default_timeout, CallKind, Collective, GroupState, Region};
 use devstream_core::{
@@ -55,45 +55,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The `xccl_*` functions a plug-in must fill for `capabilities().collectives`.
-pub const REQUIRED_XCCL: [&str; 13] = [
-    "xccl_get_unique_id_size",
-    "xccl_get_unique_id",
-    "xccl_comm_init_rank",
-    "xccl_destroy_comm",
-    "xccl_all_reduce",
-    "xccl_broadcast",
-    "xccl_reduce",
-    "xccl_all_gather",
-    "xccl_reduce_scatter",
-    "xccl_group_start",
-    "xccl_group_end",
-    "xccl_send",
-    "xccl_recv",
-];
+pub const REQUIRED_XCCL: [&str; 13] = FunctionField::names(REQUIRED_XCCL_FUNCTIONS);
 
 /// The functions of [`REQUIRED_XCCL`] that `table` lacks.
 pub(crate) fn missing(table: &C_DeviceInterface) -> Vec<&'static str> {
-    let present = [
-        table.xccl_get_unique_id_size.is_some(),
-        table.xccl_get_unique_id.is_some(),
-        table.xccl_comm_init_rank.is_some(),
-        table.xccl_destroy_comm.is_some(),
-        table.xccl_all_reduce.is_some(),
-        table.xccl_broadcast.is_some(),
-        table.xccl_reduce.is_some(),
-        table.xccl_all_gather.is_some(),
-        table.xccl_reduce_scatter.is_some(),
-        table.xccl_group_start.is_some(),
-        table.xccl_group_end.is_some(),
-        table.xccl_send.is_some(),
-        table.xccl_recv.is_some(),
-    ];
-    REQUIRED_XCCL
-        .iter()
-        .zip(present)
-        .filter(|(_, present)| !present)
-        .map(|(name, _)| *name)
-        .collect()
+    FunctionField::unfilled(&REQUIRED_XCCL_FUNCTIONS, table).collect()
 }
 
 /// Paddle's `C_DataType` of a devstream type.
@@ -662,7 +628,13 @@ impl DeviceCommunicator for PluginComm {
         self.queue(core, buffers, call, move |c, core, raw| {
             let device_copy = |dst: usize, src: usize| {
                 let kind = CopyKind::DeviceToDevice;
-                c.runtime.copy(kind, core.slot, core.raw, dst, src, bytes)
+                let copy = RawCopy {
+                    kind,
+                    dst,
+                    src,
+                    len: bytes,
+                };
+                c.runtime.copy(core.slot, core.raw, copy)
             };
             match kind {
                 CallKind::AllReduce { .. } => {

@@ -187,7 +187,7 @@ impl DeviceBackend for PluginBackend {
                 if !runtime.caps.flags {
                     return Err(Error::unsupported("Flag::new", place));
                 }
-                Ok(PluginFlag(FlagRepr::Host(Arc::new(HostFlag::new(
+                Ok(PluginFlag(FlagRepr::Abi(Arc::new(HostFlag::new(
                     place.clone(),
                 )))))
             }

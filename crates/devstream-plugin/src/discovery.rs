@@ -16,6 +16,7 @@
 //!    So is the `ref_cpu` test plug-in (`<profile>/libdevstream_test_plugin_ref_cpu.so`, C
 //!    compiled against an installed Paddle wheel's header; see its crate), where it was built.
 
+use devstream_core::build_tree::{library_file_name, profile_dir};
 use std::env;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -27,11 +28,7 @@ pub const DEVSTREAM_PLUGIN_PATH: &str = "DEVSTREAM_PLUGIN_PATH";
 
 /// The file name of the workspace's test plug-in (`libdevstream_test_plugin_cpu.so` on Linux).
 pub fn test_plugin_file_name() -> String {
-    format!(
-        "{}devstream_test_plugin_cpu{}",
-        env::consts::DLL_PREFIX,
-        env::consts::DLL_SUFFIX
-    )
+    library_file_name("devstream_test_plugin_cpu")
 }
 
 fn is_library(path: &Path) -> bool {
@@ -92,21 +89,17 @@ pub fn plugin_candidates() -> Vec<PathBuf> {
 /// The file name of the workspace's `ref_cpu` test plug-in
 /// (`libdevstream_test_plugin_ref_cpu.so` on Linux).
 pub fn ref_plugin_file_name() -> String {
-    format!(
-        "{}devstream_test_plugin_ref_cpu{}",
-        env::consts::DLL_PREFIX,
-        env::consts::DLL_SUFFIX
-    )
+    library_file_name("devstream_test_plugin_ref_cpu")
 }
 
 /// The workspace's `ref_cpu` test plug-in, where its build script built it.
 fn build_tree_ref_plugin() -> Option<PathBuf> {
-    Some(build_tree_profile()?.join(ref_plugin_file_name())).filter(|p| p.is_file())
+    Some(profile_dir()?.join(ref_plugin_file_name())).filter(|p| p.is_file())
 }
 
 /// The workspace's test plug-in, for executables cargo built in a target directory.
 fn build_tree_test_plugin() -> Option<PathBuf> {
-    let profile = build_tree_profile()?;
+    let profile = profile_dir()?;
     let name = test_plugin_file_name();
     [profile.join(&name), profile.join("deps").join(&name)]
         .into_iter()
@@ -117,17 +110,10 @@ fn build_tree_test_plugin() -> Option<PathBuf> {
 /// executables cargo built in a target directory (see the module docs). A copy is written to
 /// a temporary name and renamed, so a process never maps a half-written file.
 fn build_tree_paddle_plugins() -> Vec<PathBuf> {
-    let Some(profile) = build_tree_profile() else {
+    let Some(profile) = profile_dir() else {
         return Vec::new();
     };
-    let name = |stem: &str| {
-        format!(
-            "{}{stem}{}",
-            env::consts::DLL_PREFIX,
-            env::consts::DLL_SUFFIX
-        )
-    };
-    let source_name = name("devstream_paddle");
+    let source_name = library_file_name("devstream_paddle");
     let Some(source) = [
         profile.join(&source_name),
         profile.join("deps").join(&source_name),
@@ -143,7 +129,7 @@ fn build_tree_paddle_plugins() -> Vec<PathBuf> {
     }
     let mut out = Vec::new();
     for backend in ["cpu", "wgpu", "cuda", "hip"] {
-        let copy = dir.join(name(&format!("devstream_{backend}")));
+        let copy = dir.join(library_file_name(&format!("devstream_{backend}")));
         let fresh = copy
             .metadata()
             .and_then(|m| m.modified())
@@ -161,19 +147,4 @@ fn build_tree_paddle_plugins() -> Vec<PathBuf> {
         out.push(copy);
     }
     out
-}
-
-/// `<target>/<profile>` when this executable is a cargo-built test or example there.
-fn build_tree_profile() -> Option<PathBuf> {
-    let exe = env::current_exe().ok()?;
-    let dir = exe.parent()?;
-    let kind = dir.file_name()?;
-    if kind != "deps" && kind != "examples" {
-        return None;
-    }
-    let profile = dir.parent()?;
-    profile
-        .join(".fingerprint")
-        .is_dir()
-        .then(|| profile.to_path_buf())
 }

@@ -2,6 +2,7 @@
 //! backend's event.
 
 use crate::queue::{lock, RawEvent, StreamCore, LIVE_EVENTS};
+use crate::repr::Repr;
 use devstream_core::{Completion, DeviceEvent, Error, EventFlags, Place, Result};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -32,11 +33,7 @@ impl PluginEvent {
     }
 }
 
-#[derive(Clone, Debug)]
-pub(crate) enum EventRepr {
-    Abi(Arc<AbiEvent>),
-    Rust(Arc<dyn devstream_core::dynamic::DynEvent>),
-}
+pub(crate) type EventRepr = Repr<Arc<AbiEvent>, Arc<dyn devstream_core::dynamic::DynEvent>>;
 
 #[derive(Debug)]
 pub(crate) struct AbiEvent {
@@ -77,24 +74,15 @@ impl Drop for AbiEvent {
 
 impl DeviceEvent for PluginEvent {
     fn place(&self) -> Option<Place> {
-        match &self.0 {
-            EventRepr::Abi(e) => Some(e.place.clone()),
-            EventRepr::Rust(e) => e.place(),
-        }
+        self.0.either(|e| Some(e.place.clone()), |e| e.place())
     }
 
     fn id(&self) -> u64 {
-        match &self.0 {
-            EventRepr::Abi(e) => e.id,
-            EventRepr::Rust(e) => e.id(),
-        }
+        self.0.either(|e| e.id, |e| e.id())
     }
 
     fn flags(&self) -> EventFlags {
-        match &self.0 {
-            EventRepr::Abi(e) => e.flags,
-            EventRepr::Rust(e) => e.flags(),
-        }
+        self.0.either(|e| e.flags, |e| e.flags())
     }
 
     fn query(&self) -> Result<bool> {
@@ -155,16 +143,4 @@ impl DeviceEvent for PluginEvent {
     }
 }
 
-impl PartialEq for PluginEvent {
-    fn eq(&self, other: &Self) -> bool {
-        self.id() == other.id()
-    }
-}
-
-impl Eq for PluginEvent {}
-
-impl std::hash::Hash for PluginEvent {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.id().hash(state)
-    }
-}
+eq_and_hash_by_id!(PluginEvent);

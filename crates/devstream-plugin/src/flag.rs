@@ -2,6 +2,7 @@
 //! (through `stream_add_callback`).
 
 use crate::queue::HostFlag;
+use crate::repr::Repr;
 use devstream_core::{DeviceFlag, Place};
 use std::sync::Arc;
 
@@ -14,38 +15,23 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub struct PluginFlag(pub(crate) FlagRepr);
 
-#[derive(Clone, Debug)]
-pub(crate) enum FlagRepr {
-    Host(Arc<HostFlag>),
-    Rust(Arc<dyn devstream_core::dynamic::DynFlag>),
-}
+/// `Abi`: a flag in host memory (see [`PluginFlag`]).
+pub(crate) type FlagRepr = Repr<Arc<HostFlag>, Arc<dyn devstream_core::dynamic::DynFlag>>;
 
 impl DeviceFlag for PluginFlag {
     fn place(&self) -> &Place {
-        match &self.0 {
-            FlagRepr::Host(f) => &f.place,
-            FlagRepr::Rust(f) => f.place(),
-        }
+        self.0.either(|f| &f.place, |f| f.place())
     }
 
     fn id(&self) -> u64 {
-        match &self.0 {
-            FlagRepr::Host(f) => f.id,
-            FlagRepr::Rust(f) => f.id(),
-        }
+        self.0.either(|f| f.id, |f| f.id())
     }
 
     fn set(&self, value: u32) {
-        match &self.0 {
-            FlagRepr::Host(f) => f.set(value),
-            FlagRepr::Rust(f) => f.set(value),
-        }
+        self.0.either(|f| f.set(value), |f| f.set(value))
     }
 
     fn get(&self) -> u32 {
-        match &self.0 {
-            FlagRepr::Host(f) => f.get(),
-            FlagRepr::Rust(f) => f.get(),
-        }
+        self.0.either(|f| f.get(), |f| f.get())
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::capture::CaptureShared;
 use crate::queue::{lock, reap, Item, Job, StreamCore};
+use crate::repr::Repr;
 use crate::runtime::{Handle, Runtime};
 use crate::stream::{PluginStream, StreamRepr};
 use devstream_core::{DeviceGraph, DeviceStream, Error, Place, Result};
@@ -18,11 +19,7 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone, Debug)]
 pub struct PluginGraph(pub(crate) GraphRepr);
 
-#[derive(Clone, Debug)]
-pub(crate) enum GraphRepr {
-    Abi(Arc<AbiGraph>),
-    Rust(Arc<dyn devstream_core::dynamic::DynGraph>),
-}
+pub(crate) type GraphRepr = Repr<Arc<AbiGraph>, Arc<dyn devstream_core::dynamic::DynGraph>>;
 
 /// A plug-in's graph.
 pub(crate) struct AbiGraph {
@@ -37,15 +34,7 @@ pub(crate) struct AbiGraph {
     users: Mutex<Vec<Arc<StreamCore>>>,
 }
 
-impl std::fmt::Debug for AbiGraph {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AbiGraph")
-            .field("place", &self.place)
-            .field("graph", &self.graph)
-            .field("exec", &self.exec)
-            .finish_non_exhaustive()
-    }
-}
+debug_some_fields!(AbiGraph as "AbiGraph" { place, graph, exec });
 
 impl AbiGraph {
     pub(crate) fn new(
@@ -133,10 +122,7 @@ impl DeviceGraph for PluginGraph {
     type Stream = PluginStream;
 
     fn place(&self) -> &Place {
-        match &self.0 {
-            GraphRepr::Abi(g) => &g.place,
-            GraphRepr::Rust(g) => g.place(),
-        }
+        self.0.either(|g| &g.place, |g| g.place())
     }
 
     fn launch(&self, stream: &PluginStream) -> Result<()> {

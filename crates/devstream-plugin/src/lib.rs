@@ -67,6 +67,40 @@
 //! ```
 #![warn(missing_docs)]
 
+/// Implements `Debug` for a type as a struct named `$name` that shows only the listed fields
+/// (`field`, or `field.subfield` shown under `field`'s name), eliding the rest.
+macro_rules! debug_some_fields {
+    ($ty:ty as $name:literal { $($field:ident $(.$sub:ident)*),* $(,)? }) => {
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct($name)
+                    $(.field(stringify!($field), &self.$field$(.$sub)*))*
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+/// `PartialEq`, `Eq` and `Hash` for a handle type by its `id()`: two handles are equal when
+/// they name one object.
+macro_rules! eq_and_hash_by_id {
+    ($ty:ty) => {
+        impl PartialEq for $ty {
+            fn eq(&self, other: &Self) -> bool {
+                self.id() == other.id()
+            }
+        }
+
+        impl Eq for $ty {}
+
+        impl std::hash::Hash for $ty {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                self.id().hash(state)
+            }
+        }
+    };
+}
+
 mod buffer;
 mod capture;
 #[cfg(feature = "comm")]
@@ -79,6 +113,7 @@ mod graph;
 mod notify;
 mod queue;
 mod registry;
+mod repr;
 mod runtime;
 mod stream;
 pub mod sys;

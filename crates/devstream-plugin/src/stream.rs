@@ -14,7 +14,8 @@ use crate::queue::{
     host_fn_would_wait_for_itself, running_host_fn, Callback, Item, Origin, StreamCore,
 };
 use crate::registry::{lookup, plugin_slot, CustomDevice};
-use crate::runtime::{CaptureState, CopyKind, Handle};
+use crate::repr::Repr;
+use crate::runtime::{CaptureState, CopyKind, Handle, RawCopy};
 use crate::sys::{
     C_Stream, C_StreamCaptureModeGlobal, C_StreamCaptureModeRelaxed, C_StreamCaptureModeThreadLocal,
 };
@@ -82,11 +83,7 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub struct PluginStream(pub(crate) StreamRepr);
 
-#[derive(Clone, Debug)]
-pub(crate) enum StreamRepr {
-    Abi(UserHandle),
-    Rust(Arc<dyn devstream_core::dynamic::DynStream>),
-}
+pub(crate) type StreamRepr = Repr<UserHandle, Arc<dyn devstream_core::dynamic::DynStream>>;
 
 /// A user's handle on a plug-in stream (each `PluginStream` holds one). devstream's own
 /// references (buffers that remember their users, reaper jobs, held work) keep the stream's
@@ -125,19 +122,7 @@ impl std::ops::Deref for UserHandle {
     }
 }
 
-impl PartialEq for PluginStream {
-    fn eq(&self, other: &Self) -> bool {
-        self.id() == other.id()
-    }
-}
-
-impl Eq for PluginStream {}
-
-impl std::hash::Hash for PluginStream {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.id().hash(state)
-    }
-}
+eq_and_hash_by_id!(PluginStream);
 
 impl PluginStream {
     /// A user handle to `core` (counted: see [`UserHandle`]).
@@ -253,52 +238,50 @@ impl CopyEnd for AbiHostBuffer {
 }
 
 /// The checks of a copy of `len` bytes on a plug-in place, in order: the destination's range,
-/// the source's, then whether the plug-in copies `kind`; then the destination and source
-/// addresses.
+/// the source's, then whether the plug-in copies `kind`; then the copy between their addresses.
 fn checked_copy(
     (core, op, kind): (&Arc<StreamCore>, &'static str, CopyKind),
     (dst, dst_offset): (&impl CopyEnd, usize),
     (src, src_offset): (&impl CopyEnd, usize),
     len: usize,
-) -> Result<(usize, usize)> {
+) -> Result<RawCopy> {
     check_range(op, dst_offset, len, dst.byte_len())?;
     check_range(op, src_offset, len, src.byte_len())?;
     require_copy(op, core, kind)?;
-    Ok((dst.address(dst_offset), src.address(src_offset)))
+    Ok(RawCopy {
+        kind,
+        dst: dst.address(dst_offset),
+        src: src.address(src_offset),
+        len,
+    })
 }
 
-/// Submits a copy of `len` bytes in stream order.
-fn submit_copy(
-    core: &Arc<StreamCore>,
-    kind: CopyKind,
-    dst: usize,
-    src: usize,
-    len: usize,
-) -> Result<()> {
+/// Submits `copy` in stream order.
+fn submit_copy(core: &Arc<StreamCore>, copy: RawCopy) -> Result<()> {
     core.submit(Item::Op(Box::new(move |core: &StreamCore| {
-        core.runtime.copy(kind, core.slot, core.raw, dst, src, len)
+        core.runtime.copy(core.slot, core.raw, copy)
     })))
 }
 
-/// Submits a checked copy of `len` bytes from address `src` to `dst`, between `device` and
-/// `host` (either way, `kind` says which): kept by the capture when the stream captures, else
-/// the device buffer remembers the stream and the host buffer tracks the copy (so host reads
-/// and writes wait for it). Nothing for 0 bytes.
+/// Submits a checked `copy` between `device` and `host` (either way, its `kind` says which):
+/// kept by the capture when the stream captures, else the device buffer remembers the stream
+/// and the host buffer tracks the copy (so host reads and writes wait for it). Nothing for 0
+/// bytes.
 fn submit_host_copy(
-    (core, op, kind): (&Arc<StreamCore>, &'static str, CopyKind),
+    (core, op): (&Arc<StreamCore>, &'static str),
     (device, host): (&AbiBuffer, &AbiHostBuffer),
-    (dst, src, len): (usize, usize, usize),
+    copy: RawCopy,
 ) -> Result<()> {
-    if len == 0 {
+    if copy.len == 0 {
         return Ok(());
     }
     if let Some(capture) = submitting_into(op, core)? {
         capture.keep_device(&device.0);
         capture.keep_host(&host.0);
-        return submit_copy(core, kind, dst, src, len);
+        return submit_copy(core, copy);
     }
     device.used_by(core);
-    host.copy_tracked(core, kind, dst, src, len)
+    host.copy_tracked(core, copy)
 }
 
 /// Copies host bytes staged in `staging` to `dst[offset..]`. The staging moves into the copy
@@ -320,17 +303,25 @@ fn staged_upload(
         // the capture would keep its own stream alive, and dropping the stream could never
         // end the capture.
         capture.keep_device(&dst.0);
-        let (dst, src, len) = (dst.at(offset), staging.as_ptr() as usize, staging.len());
+        let copy = RawCopy {
+            kind: CopyKind::HostToDevice,
+            dst: dst.at(offset),
+            src: staging.as_ptr() as usize,
+            len: staging.len(),
+        };
         capture.keep(Box::new(staging));
-        return submit_copy(core, CopyKind::HostToDevice, dst, src, len);
+        return submit_copy(core, copy);
     }
     dst.used_by(core);
     let (dst, len) = (dst.at(offset), staging.len());
     core.submit(Item::Op(Box::new(move |core: &StreamCore| {
-        let src = staging.as_ptr() as usize;
-        let copied = core
-            .runtime
-            .copy(CopyKind::HostToDevice, core.slot, core.raw, dst, src, len);
+        let copy = RawCopy {
+            kind: CopyKind::HostToDevice,
+            dst,
+            src: staging.as_ptr() as usize,
+            len,
+        };
+        let copied = core.runtime.copy(core.slot, core.raw, copy);
         // Even a failed asynchronous copy may have been queued: keep the bytes either way.
         core.keep_until_done(Box::new(staging));
         copied
@@ -569,45 +560,29 @@ impl DeviceStream for PluginStream {
     type HostBuffer = PluginHostBuffer;
 
     fn place(&self) -> &Place {
-        match &self.0 {
-            StreamRepr::Abi(core) => &core.place,
-            StreamRepr::Rust(s) => s.place(),
-        }
+        self.0.either(|core| &core.place, |s| s.place())
     }
 
     fn id(&self) -> u64 {
-        match &self.0 {
-            StreamRepr::Abi(core) => core.id,
-            StreamRepr::Rust(s) => s.id(),
-        }
+        self.0.either(|core| core.id, |s| s.id())
     }
 
     fn priority(&self) -> Priority {
-        match &self.0 {
-            StreamRepr::Abi(_) => PriorityRange::NONE.classify(0),
-            StreamRepr::Rust(s) => s.priority(),
-        }
+        self.0
+            .either(|_| PriorityRange::NONE.classify(0), |s| s.priority())
     }
 
     fn native_priority(&self) -> i32 {
-        match &self.0 {
-            StreamRepr::Abi(_) => 0,
-            StreamRepr::Rust(s) => s.native_priority(),
-        }
+        self.0.either(|_| 0, |s| s.native_priority())
     }
 
     fn is_non_blocking(&self) -> bool {
-        match &self.0 {
-            StreamRepr::Abi(core) => core.non_blocking,
-            StreamRepr::Rust(s) => s.is_non_blocking(),
-        }
+        self.0
+            .either(|core| core.non_blocking, |s| s.is_non_blocking())
     }
 
     fn capabilities(&self) -> Capabilities {
-        match &self.0 {
-            StreamRepr::Abi(core) => caps_of(core),
-            StreamRepr::Rust(s) => s.capabilities(),
-        }
+        self.0.either(|core| caps_of(core), |s| s.capabilities())
     }
 
     fn query(&self) -> Result<bool> {
@@ -751,17 +726,15 @@ impl DeviceStream for PluginStream {
     }
 
     fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
-        match &self.0 {
-            StreamRepr::Abi(core) => begin_capture(core, mode),
-            StreamRepr::Rust(s) => s.begin_capture(mode),
-        }
+        self.0
+            .either(|core| begin_capture(core, mode), |s| s.begin_capture(mode))
     }
 
     fn end_capture(&self) -> Result<PluginGraph> {
-        match &self.0 {
-            StreamRepr::Abi(core) => end_capture(core),
-            StreamRepr::Rust(s) => Ok(PluginGraph(GraphRepr::Rust(s.end_capture()?.into()))),
-        }
+        self.0.either(
+            |core| end_capture(core),
+            |s| Ok(PluginGraph(GraphRepr::Rust(s.end_capture()?.into()))),
+        )
     }
 
     fn is_capturing(&self) -> Result<bool> {
@@ -778,7 +751,7 @@ impl DeviceStream for PluginStream {
 
     fn wait_flag(&self, flag: &PluginFlag, value: u32) -> Result<()> {
         match (&self.0, &flag.0) {
-            (StreamRepr::Abi(core), FlagRepr::Host(f)) => {
+            (StreamRepr::Abi(core), FlagRepr::Abi(f)) => {
                 if !caps_of(core).flags {
                     return Err(Error::unsupported("wait_flag", &core.place));
                 }
@@ -801,7 +774,7 @@ impl DeviceStream for PluginStream {
 
     fn write_flag(&self, flag: &PluginFlag, value: u32) -> Result<()> {
         match (&self.0, &flag.0) {
-            (StreamRepr::Abi(core), FlagRepr::Host(f)) => {
+            (StreamRepr::Abi(core), FlagRepr::Abi(f)) => {
                 if !caps_of(core).flags {
                     return Err(Error::unsupported("write_flag", &core.place));
                 }
@@ -879,9 +852,8 @@ impl DeviceStream for PluginStream {
             (StreamRepr::Abi(core), _, _) => {
                 let (d, s) = (abi_buffer(op, core, dst)?, abi_host(op, core, src)?);
                 let kind = CopyKind::HostToDevice;
-                let (dst, src) =
-                    checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
-                submit_host_copy((core, op, kind), (d, s), (dst, src, len))
+                let copy = checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
+                submit_host_copy((core, op), (d, s), copy)
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), HostRepr::Rust(h)) => {
                 st.copy_host_to_device(d.as_ref(), dst_offset, h.as_ref(), src_offset, len)
@@ -903,9 +875,8 @@ impl DeviceStream for PluginStream {
             (StreamRepr::Abi(core), _, _) => {
                 let (d, s) = (abi_host(op, core, dst)?, abi_buffer(op, core, src)?);
                 let kind = CopyKind::DeviceToHost;
-                let (dst, src) =
-                    checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
-                submit_host_copy((core, op, kind), (s, d), (dst, src, len))
+                let copy = checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
+                submit_host_copy((core, op), (s, d), copy)
             }
             (StreamRepr::Rust(st), HostRepr::Rust(h), BufferRepr::Rust(s)) => {
                 st.copy_device_to_host(h.as_ref(), dst_offset, s.as_ref(), src_offset, len)
@@ -927,8 +898,7 @@ impl DeviceStream for PluginStream {
             (StreamRepr::Abi(core), _, _) => {
                 let (d, s) = (abi_buffer(op, core, dst)?, abi_buffer(op, core, src)?);
                 let kind = CopyKind::DeviceToDevice;
-                let (dst, src) =
-                    checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
+                let copy = checked_copy((core, op, kind), (d, dst_offset), (s, src_offset), len)?;
                 if len == 0 {
                     return Ok(());
                 }
@@ -939,7 +909,7 @@ impl DeviceStream for PluginStream {
                     d.used_by(core);
                     s.used_by(core);
                 }
-                submit_copy(core, kind, dst, src, len)
+                submit_copy(core, copy)
             }
             (StreamRepr::Rust(st), BufferRepr::Rust(d), BufferRepr::Rust(s)) => {
                 st.copy_device_to_device(d.as_ref(), dst_offset, s.as_ref(), src_offset, len)

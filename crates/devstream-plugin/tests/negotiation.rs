@@ -90,31 +90,52 @@ fn a_develop_built_plugin_accepts_paddle_3_3s_pair_but_is_identified_as_its_own_
     assert_eq!(copy.counters()[faulty::COUNT_INIT_PLUGIN], 3);
 }
 
-#[test]
-fn a_plugin_that_checks_only_the_params_size_gets_nothing_beyond_the_prefix_read() {
-    // It filled the whole 3.3 capture set, but nothing says its table is the 3.3 one.
-    let copy = load_identified_without_capture(
-        faulty::MODE_PARAMS_ONLY_3_3,
-        "Paddle 3.x (table size not identified)",
-    );
-    assert_eq!(copy.counters()[faulty::COUNT_BEYOND_PREFIX_CALLS], 0);
+/// A faulty plug-in mode, the layout devstream names for it, and plug-in counters (index,
+/// value) that show what devstream did with it.
+struct Identified {
+    mode: u32,
+    layout: &'static str,
+    counters: &'static [(usize, usize)],
 }
 
+/// A plug-in that checks one size, both or neither: the layout devstream names for it, and the
+/// plug-in's counters that show what devstream did with it.
 #[test]
-fn a_plugin_that_needs_both_sizes_is_identified_by_the_exact_pair() {
-    let copy = load_identified_without_capture(faulty::MODE_STRICT_3_2, "Paddle 3.2");
-    let counters = copy.counters();
-    assert_eq!(counters[faulty::COUNT_INIT_PLUGIN_ACCEPTED], 1);
-    assert_eq!(counters[faulty::COUNT_INITIALIZE], 1);
-}
-
-#[test]
-fn a_plugin_that_checks_no_size_is_not_identified() {
-    let copy = load_identified_without_capture(
-        faulty::MODE_WORKING,
-        "unidentified (InitPlugin checks neither size)",
-    );
-    assert_eq!(copy.counters()[faulty::COUNT_INIT_PLUGIN], 1);
+fn a_plugin_is_identified_only_as_far_as_the_sizes_it_checks() {
+    let cases = [
+        // Only the params size: it filled the whole 3.3 capture set, but nothing says its
+        // table is the 3.3 one, so nothing beyond the prefix is read.
+        Identified {
+            mode: faulty::MODE_PARAMS_ONLY_3_3,
+            layout: "Paddle 3.x (table size not identified)",
+            counters: &[(faulty::COUNT_BEYOND_PREFIX_CALLS, 0)],
+        },
+        // Both sizes: identified by the exact pair, at the first offer.
+        Identified {
+            mode: faulty::MODE_STRICT_3_2,
+            layout: "Paddle 3.2",
+            counters: &[
+                (faulty::COUNT_INIT_PLUGIN_ACCEPTED, 1),
+                (faulty::COUNT_INITIALIZE, 1),
+            ],
+        },
+        // Neither size: not identified, after one call.
+        Identified {
+            mode: faulty::MODE_WORKING,
+            layout: "unidentified (InitPlugin checks neither size)",
+            counters: &[(faulty::COUNT_INIT_PLUGIN, 1)],
+        },
+    ];
+    for case in cases {
+        let counters = load_identified_without_capture(case.mode, case.layout).counters();
+        for &(counter, value) in case.counters {
+            assert_eq!(
+                counters[counter], value,
+                "mode {}, counter {counter}",
+                case.mode
+            );
+        }
+    }
 }
 
 #[test]

@@ -6,8 +6,8 @@ mod common;
 use devstream_core::traits::check_range;
 use devstream_core::{
     BackendKind, Capabilities, CaptureMode, DeviceBackend, DeviceBuffer, DeviceEvent, DeviceFlag,
-    DeviceGraph, DeviceStream, Error, EventFlags, HostBuffer, HostFn, LiveCounts, Place, Priority,
-    PriorityRange, Result, StreamOptions,
+    DeviceStream, Error, EventFlags, HostBuffer, HostFn, LiveCounts, Place, Priority,
+    PriorityRange, Result, StreamOptions, UnsupportedGraph,
 };
 use devstream_plugin::{register_custom_device, PluginBackend};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -46,9 +46,6 @@ struct InlineEvent {
     id: u64,
     place: Place,
 }
-
-#[derive(Debug)]
-struct InlineGraph(Place);
 
 #[derive(Clone, Debug)]
 struct InlineFlag {
@@ -116,9 +113,27 @@ impl<const MISNAMED: bool> DeviceBackend for InlineBackendOf<MISNAMED> {
     }
 }
 
+/// `query`, `synchronize` and `completion` of a stream or event of this device: everything
+/// runs inline, so all submitted work is done already.
+macro_rules! always_complete {
+    () => {
+        fn query(&self) -> Result<bool> {
+            Ok(true)
+        }
+        fn synchronize(&self) -> Result<()> {
+            Ok(())
+        }
+        fn completion(&self) -> devstream_core::Completion {
+            devstream_core::Completion::ready(Ok(()))
+        }
+    };
+}
+
+// Capture is off: no graph type of its own, and `begin_capture`, `end_capture` and
+// `is_capturing` keep the trait's defaults.
 impl DeviceStream for InlineStream {
     type Event = InlineEvent;
-    type Graph = InlineGraph;
+    type Graph = UnsupportedGraph<Self>;
     type Flag = InlineFlag;
     type Buffer = InlineBuffer;
     type HostBuffer = InlineHost;
@@ -141,16 +156,7 @@ impl DeviceStream for InlineStream {
     fn capabilities(&self) -> Capabilities {
         caps()
     }
-    fn query(&self) -> Result<bool> {
-        Ok(true)
-    }
-    fn synchronize(&self) -> Result<()> {
-        Ok(())
-    }
-    fn completion(&self) -> devstream_core::Completion {
-        // Everything runs inline: all submitted work is done already.
-        devstream_core::Completion::ready(Ok(()))
-    }
+    always_complete!();
     fn record(&self, _: &InlineEvent) -> Result<()> {
         Ok(())
     }
@@ -166,15 +172,6 @@ impl DeviceStream for InlineStream {
     fn launch_host_func(&self, mut f: HostFn) -> Result<()> {
         f();
         Ok(())
-    }
-    fn begin_capture(&self, _: CaptureMode) -> Result<()> {
-        Err(Error::unsupported("begin_capture", &self.place))
-    }
-    fn end_capture(&self) -> Result<InlineGraph> {
-        Err(Error::unsupported("end_capture", &self.place))
-    }
-    fn is_capturing(&self) -> Result<bool> {
-        Ok(false)
     }
     fn wait_flag(&self, flag: &InlineFlag, value: u32) -> Result<()> {
         while flag.get() < value {
@@ -208,8 +205,7 @@ impl DeviceStream for InlineStream {
         s: usize,
         len: usize,
     ) -> Result<()> {
-        let bytes = src.0.lock().unwrap()[s..s + len].to_vec();
-        self.copy_from_host(dst, d, &bytes)
+        self.copy_from_host(dst, d, &src.0.lock().unwrap()[s..s + len])
     }
     fn copy_device_to_host(
         &self,
@@ -219,8 +215,7 @@ impl DeviceStream for InlineStream {
         s: usize,
         len: usize,
     ) -> Result<()> {
-        let bytes = src.data.lock().unwrap()[s..s + len].to_vec();
-        dst.write(d, &bytes)
+        dst.write(d, &src.data.lock().unwrap()[s..s + len])
     }
     fn copy_device_to_device(
         &self,
@@ -230,6 +225,7 @@ impl DeviceStream for InlineStream {
         s: usize,
         len: usize,
     ) -> Result<()> {
+        // Staged: `src` and `dst` may be one buffer (one lock).
         let bytes = src.data.lock().unwrap()[s..s + len].to_vec();
         self.copy_from_host(dst, d, &bytes)
     }
@@ -248,27 +244,9 @@ impl DeviceEvent for InlineEvent {
     fn flags(&self) -> EventFlags {
         EventFlags::default()
     }
-    fn query(&self) -> Result<bool> {
-        Ok(true)
-    }
-    fn synchronize(&self) -> Result<()> {
-        Ok(())
-    }
-    fn completion(&self) -> devstream_core::Completion {
-        devstream_core::Completion::ready(Ok(()))
-    }
+    always_complete!();
     fn elapsed(&self, _: &Self) -> Result<Duration> {
         Err(Error::TimingDisabled)
-    }
-}
-
-impl DeviceGraph for InlineGraph {
-    type Stream = InlineStream;
-    fn place(&self) -> &Place {
-        &self.0
-    }
-    fn launch(&self, _: &InlineStream) -> Result<()> {
-        Ok(())
     }
 }
 

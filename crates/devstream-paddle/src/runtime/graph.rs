@@ -4,12 +4,14 @@
 //! stream of the launch that runs them ([`LaunchOrder`]).
 
 use super::failure::{fail, log_to_stderr, refuse, Check};
-use super::{lock, CustomRuntime, Status, StreamObj};
+use super::{CustomRuntime, Status, StreamObj};
 use crate::sys::C_Stream;
 use devstream::{CaptureMode, Event, Graph};
+use devstream_core::launch_calls::LaunchCalls;
+use devstream_core::sync::lock;
 use std::collections::VecDeque;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 /// A captured graph (`C_CudaGraph`) or its instantiation (`C_GraphExec`): devstream's graph is
@@ -35,15 +37,15 @@ pub struct GraphObj {
 /// after the previous one's end (CUDA orders launches of one executable graph that way; the
 /// emulated captures of CPU and wgpu do not, so [`CustomRuntime::launch`] makes the launch stream
 /// wait for the previous launch): the launches not finished yet are a queue, and the front
-/// launch is done with its callbacks after `per_launch` of them have returned.
+/// launch is done with its callbacks after as many of them as the graph captured have
+/// returned ([`LaunchCalls`]).
 #[derive(Default)]
 pub struct LaunchOrder {
     /// The `C_Stream` handle of each launch not finished yet, in launch order.
     launches: Mutex<VecDeque<usize>>,
-    /// The callbacks captured into the graph: each runs once per launch.
-    pub(super) per_launch: AtomicUsize,
-    /// Callbacks of the front launch that have returned.
-    calls: AtomicUsize,
+    /// The callbacks captured into the graph (each runs once per launch), and those of the
+    /// front launch that have returned.
+    pub(super) calls: LaunchCalls,
 }
 
 impl LaunchOrder {
@@ -54,12 +56,7 @@ impl LaunchOrder {
 
     /// One callback of the front launch has returned (or unwound).
     fn call_done(&self) {
-        let per_launch = self.per_launch.load(Ordering::Acquire);
-        if per_launch == 0 {
-            return;
-        }
-        if self.calls.fetch_add(1, Ordering::AcqRel) + 1 >= per_launch {
-            self.calls.store(0, Ordering::Release);
+        if self.calls.call_done() {
             lock(&self.launches).pop_front();
         }
     }
@@ -200,7 +197,7 @@ impl CustomRuntime {
             }));
         }
         let obj = self.stream(device, stream)?;
-        if graph.order.per_launch.load(Ordering::Acquire) == 0 || obj.in_capture() {
+        if graph.order.calls.per_launch() == 0 || obj.in_capture() {
             return graph.graph.launch(&obj.stream).check("cuda_graph_launch");
         }
         let mut last = lock(&graph.last_launch);

@@ -4,9 +4,10 @@
 //! lies inside a live allocation of that device.
 
 use super::failure::{refuse, Check};
-use super::{lock, CustomRuntime, Status};
+use super::{CustomRuntime, Status};
 use crate::sys::{C_FAILED, C_INTERNAL_ERROR};
 use devstream::DeviceBuffer;
+use devstream_core::sync::lock;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::c_int;
 use std::sync::Arc;

@@ -62,22 +62,15 @@ use crate::handles::{graph_handle, tag, Kind, Stable};
 use crate::select::Backend;
 use crate::sys::{C_Device_st, C_Status, C_INTERNAL_ERROR};
 use devstream::Place;
+use devstream_core::sync::lock;
 use std::alloc::Layout;
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// What an operation answers when it fails: the status for Paddle.
 pub type Status<T = ()> = Result<T, C_Status>;
-
-/// Locks, ignoring poisoning (a panic inside a critical section is already reported as
-/// `C_INTERNAL_ERROR` by the entry point; the data stays consistent).
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// A raw address crossing into a host function (Paddle keeps the memory valid until the
 /// stream's work is complete: the async-copy contract of `device_ext.h`).

@@ -5,9 +5,10 @@
 
 use super::failure::{fail, fail_in_host_func, log_to_stderr, refuse, Check};
 use super::graph::CallbackTurn;
-use super::{lock, CustomRuntime, Raw, Status};
+use super::{CustomRuntime, Raw, Status};
 use crate::sys::{C_Device_st, C_Status, C_Stream};
 use devstream::Stream;
+use devstream_core::sync::lock;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -305,7 +306,7 @@ impl CustomRuntime {
             })
             .check("stream_add_callback")?;
         if let Some(order) = counted {
-            order.per_launch.fetch_add(1, Ordering::AcqRel);
+            order.calls.add_per_launch(1);
         }
         Ok(())
     }

@@ -3,21 +3,50 @@
 //! true), except where Paddle's fallback loses ordering (a stream wait without
 //! `stream_wait_event` waits for the event on the host instead of skipping it).
 
-use super::{CopyKind, Handle, LoadedPlugin};
+use super::{CopyKind, Handle, LoadedPlugin, RawCopy};
 use crate::sys::*;
 use devstream_core::{Error, Result};
 use std::ffi::c_void;
 
 impl LoadedPlugin {
+    /// Binds `slot`'s device and makes the table call `name` on it (`call`, given the device),
+    /// checking its status.
+    fn call_on(
+        &self,
+        name: &'static str,
+        slot: usize,
+        call: impl FnOnce(C_Device) -> C_Status,
+    ) -> Result<()> {
+        self.bind(slot)?;
+        self.check(name, call(self.device_ptr(slot)))
+    }
+
+    /// The plug-in's answer to the query `name` (made with `query` on `slot`'s device):
+    /// `Ok(true)` when the work is complete. Without the query function, `synchronize` and
+    /// true, as Paddle does.
+    fn query_or_synchronize(
+        &self,
+        name: &'static str,
+        slot: usize,
+        query: Option<impl FnOnce(C_Device) -> C_Status>,
+        synchronize: impl FnOnce() -> Result<()>,
+    ) -> Result<bool> {
+        let Some(query) = query else {
+            synchronize()?;
+            return Ok(true);
+        };
+        self.bind(slot)?;
+        self.check_query(name, query(self.device_ptr(slot)))
+    }
+
     pub(crate) fn create_stream(&self, slot: usize) -> Result<Handle> {
         let Some(create) = self.table.create_stream else {
             return Ok(Handle(0));
         };
-        self.bind(slot)?;
         let mut stream: C_Stream = std::ptr::null_mut();
         // SAFETY: a valid device and a zeroed out-parameter.
-        self.check("create_stream", unsafe {
-            create(self.device_ptr(slot), &mut stream)
+        self.call_on("create_stream", slot, |device| unsafe {
+            create(device, &mut stream)
         })?;
         Ok(Handle(stream as usize))
     }
@@ -26,25 +55,20 @@ impl LoadedPlugin {
         let Some(destroy) = self.table.destroy_stream else {
             return Ok(());
         };
-        self.bind(slot)?;
         // SAFETY: a stream this runtime created (or null), destroyed once.
-        self.check("destroy_stream", unsafe {
-            destroy(self.device_ptr(slot), stream.stream())
+        self.call_on("destroy_stream", slot, |device| unsafe {
+            destroy(device, stream.stream())
         })
     }
 
     /// `Ok(true)` when the stream's work is complete. Without `query_stream` it synchronizes
     /// and answers true, as Paddle does.
     pub(crate) fn query_stream(&self, slot: usize, stream: Handle) -> Result<bool> {
-        let Some(query) = self.table.query_stream else {
-            self.synchronize_stream(slot, stream)?;
-            return Ok(true);
-        };
-        self.bind(slot)?;
         // SAFETY: a valid device and stream.
-        self.check_query("query_stream", unsafe {
-            query(self.device_ptr(slot), stream.stream())
-        })
+        let query = (self.table.query_stream)
+            .map(|query| move |device| unsafe { query(device, stream.stream()) });
+        let synchronize = || self.synchronize_stream(slot, stream);
+        self.query_or_synchronize("query_stream", slot, query, synchronize)
     }
 
     /// Without `synchronize_stream`, records an event and synchronizes that (both required).
@@ -88,52 +112,44 @@ impl LoadedPlugin {
 
     pub(crate) fn create_event(&self, slot: usize) -> Result<Handle> {
         let create = self.table.create_event.expect("checked: required");
-        self.bind(slot)?;
         let mut event: C_Event = std::ptr::null_mut();
         // SAFETY: a valid device and a zeroed out-parameter.
-        self.check("create_event", unsafe {
-            create(self.device_ptr(slot), &mut event)
+        self.call_on("create_event", slot, |device| unsafe {
+            create(device, &mut event)
         })?;
         Ok(Handle(event as usize))
     }
 
     pub(crate) fn record_event(&self, slot: usize, stream: Handle, event: Handle) -> Result<()> {
         let record = self.table.record_event.expect("checked: required");
-        self.bind(slot)?;
         // SAFETY: a valid device, stream and event.
-        self.check("record_event", unsafe {
-            record(self.device_ptr(slot), stream.stream(), event.event())
+        self.call_on("record_event", slot, |device| unsafe {
+            record(device, stream.stream(), event.event())
         })
     }
 
     pub(crate) fn destroy_event(&self, slot: usize, event: Handle) -> Result<()> {
         let destroy = self.table.destroy_event.expect("checked: required");
-        self.bind(slot)?;
         // SAFETY: an event this runtime created, destroyed once.
-        self.check("destroy_event", unsafe {
-            destroy(self.device_ptr(slot), event.event())
+        self.call_on("destroy_event", slot, |device| unsafe {
+            destroy(device, event.event())
         })
     }
 
     /// Without `query_event`, synchronizes and answers true, as Paddle does.
     pub(crate) fn query_event(&self, slot: usize, event: Handle) -> Result<bool> {
-        let Some(query) = self.table.query_event else {
-            self.synchronize_event(slot, event)?;
-            return Ok(true);
-        };
-        self.bind(slot)?;
         // SAFETY: a valid device and event.
-        self.check_query("query_event", unsafe {
-            query(self.device_ptr(slot), event.event())
-        })
+        let query = (self.table.query_event)
+            .map(|query| move |device| unsafe { query(device, event.event()) });
+        let synchronize = || self.synchronize_event(slot, event);
+        self.query_or_synchronize("query_event", slot, query, synchronize)
     }
 
     pub(crate) fn synchronize_event(&self, slot: usize, event: Handle) -> Result<()> {
         let synchronize = self.table.synchronize_event.expect("checked: required");
-        self.bind(slot)?;
         // SAFETY: a valid device and event.
-        self.check("synchronize_event", unsafe {
-            synchronize(self.device_ptr(slot), event.event())
+        self.call_on("synchronize_event", slot, |device| unsafe {
+            synchronize(device, event.event())
         })
     }
 
@@ -148,10 +164,9 @@ impl LoadedPlugin {
         let Some(wait) = self.table.stream_wait_event else {
             return self.synchronize_event(slot, event);
         };
-        self.bind(slot)?;
         // SAFETY: a valid device, stream and event.
-        self.check("stream_wait_event", unsafe {
-            wait(self.device_ptr(slot), stream.stream(), event.event())
+        self.call_on("stream_wait_event", slot, |device| unsafe {
+            wait(device, stream.stream(), event.event())
         })
     }
 
@@ -168,10 +183,9 @@ impl LoadedPlugin {
             .table
             .device_memory_deallocate
             .expect("checked: required");
-        self.bind(slot)?;
         // SAFETY: memory this runtime allocated with this size, freed once.
-        self.check("device_memory_deallocate", unsafe {
-            deallocate(self.device_ptr(slot), ptr as *mut c_void, len)
+        self.call_on("device_memory_deallocate", slot, |device| unsafe {
+            deallocate(device, ptr as *mut c_void, len)
         })
     }
 
@@ -187,10 +201,9 @@ impl LoadedPlugin {
             .table
             .host_memory_deallocate
             .ok_or_else(|| self.unavailable("host_memory_deallocate"))?;
-        self.bind(slot)?;
         // SAFETY: host memory this runtime allocated with this size, freed once.
-        self.check("host_memory_deallocate", unsafe {
-            deallocate(self.device_ptr(slot), ptr as *mut c_void, len)
+        self.call_on("host_memory_deallocate", slot, |device| unsafe {
+            deallocate(device, ptr as *mut c_void, len)
         })
     }
 
@@ -246,15 +259,13 @@ impl LoadedPlugin {
 
     /// A copy in stream order: the plug-in's asynchronous copy, or (without one) the stream
     /// synchronized and the synchronous copy.
-    pub(crate) fn copy(
-        &self,
-        kind: CopyKind,
-        slot: usize,
-        stream: Handle,
-        dst: usize,
-        src: usize,
-        len: usize,
-    ) -> Result<()> {
+    pub(crate) fn copy(&self, slot: usize, stream: Handle, copy: RawCopy) -> Result<()> {
+        let RawCopy {
+            kind,
+            dst,
+            src,
+            len,
+        } = copy;
         if len == 0 {
             return Ok(());
         }

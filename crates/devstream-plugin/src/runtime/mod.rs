@@ -88,15 +88,7 @@ unsafe impl Send for LoadedPlugin {}
 // SAFETY: as above.
 unsafe impl Sync for LoadedPlugin {}
 
-impl std::fmt::Debug for LoadedPlugin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoadedPlugin")
-            .field("device_type", &self.device_type)
-            .field("path", &self.path)
-            .field("layout", &self.layout.name)
-            .finish_non_exhaustive()
-    }
-}
+debug_some_fields!(LoadedPlugin as "LoadedPlugin" { device_type, path, layout.name });
 
 fn plugin_error(path: &Path, reason: impl Into<String>) -> Error {
     Error::Plugin {
@@ -195,4 +187,13 @@ pub(crate) enum CopyKind {
     HostToDevice,
     DeviceToHost,
     DeviceToDevice,
+}
+
+/// One copy of `len` bytes from address `src` to address `dst`, in the direction `kind`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawCopy {
+    pub(crate) kind: CopyKind,
+    pub(crate) dst: usize,
+    pub(crate) src: usize,
+    pub(crate) len: usize,
 }

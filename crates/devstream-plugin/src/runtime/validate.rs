@@ -11,20 +11,6 @@ use std::ffi::CStr;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-/// The functions Paddle requires of every plug-in (devstream requires the same).
-pub(crate) const REQUIRED: [&str; 10] = [
-    "set_device",
-    "get_device",
-    "create_event",
-    "record_event",
-    "destroy_event",
-    "synchronize_event",
-    "device_memory_allocate",
-    "device_memory_deallocate",
-    "get_device_count",
-    "get_device_list",
-];
-
 /// The highest written byte + 1 of a zero-initialised buffer.
 fn written_extent(words: &[u64]) -> usize {
     for (index, word) in words.iter().enumerate().rev() {
@@ -167,25 +153,9 @@ impl LoadedPlugin {
     }
 }
 
+/// The functions Paddle requires (devstream requires the same) that `table` lacks.
 fn missing_required(table: &C_DeviceInterface) -> Vec<&'static str> {
-    let present = [
-        table.set_device.is_some(),
-        table.get_device.is_some(),
-        table.create_event.is_some(),
-        table.record_event.is_some(),
-        table.destroy_event.is_some(),
-        table.synchronize_event.is_some(),
-        table.device_memory_allocate.is_some(),
-        table.device_memory_deallocate.is_some(),
-        table.get_device_count.is_some(),
-        table.get_device_list.is_some(),
-    ];
-    REQUIRED
-        .iter()
-        .zip(present)
-        .filter(|(_, present)| !present)
-        .map(|(name, _)| *name)
-        .collect()
+    FunctionField::unfilled(&REQUIRED_FUNCTIONS, table).collect()
 }
 
 #[cfg(test)]
@@ -207,7 +177,7 @@ mod tests {
     fn a_zeroed_table_misses_every_required_function() {
         assert_eq!(
             missing_required(&C_DeviceInterface::zeroed()),
-            REQUIRED.to_vec()
+            FunctionField::names(REQUIRED_FUNCTIONS).to_vec()
         );
     }
 }

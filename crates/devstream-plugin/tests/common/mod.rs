@@ -19,17 +19,8 @@ pub fn stream(place: &Place) -> PluginStream {
 
 /// A library built by this workspace next to the test executable.
 pub fn built_library(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let file = format!(
-        "{}{name}{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    );
-    [deps.join(&file), deps.parent().unwrap().join(&file)]
-        .into_iter()
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{file} was not built next to {}", exe.display()))
+    devstream_core::build_tree::built_library(name)
+        .unwrap_or_else(|| panic!("{name} was not built next to this test"))
 }
 
 /// How many times longer than a plain debug run a tool may make a test: the

@@ -4,7 +4,8 @@
 
 use super::*;
 
-/// A node of a captured graph: replayed on the launch stream by every launch.
+/// A copy, host callback or wait: run on its stream's worker at once, or, captured, a node of a
+/// graph, replayed on the launch stream by every launch.
 #[derive(Clone)]
 pub(crate) enum Node {
     Copy {
@@ -25,27 +26,28 @@ pub(crate) enum Node {
 }
 
 impl Node {
-    pub(crate) fn task(&self, stream: usize) -> Task {
-        match self {
-            Node::Copy { dst, src, len } => Task::Copy {
-                dst: *dst,
-                src: *src,
-                len: *len,
-            },
+    /// Runs the node on the worker of `stream` (the host's handle, which a callback is given).
+    pub(crate) fn run(&self, stream: usize) {
+        match *self {
+            Node::Copy { dst, src, len } => {
+                // SAFETY: the host handed us valid, non-overlapping ranges of `len` bytes and
+                // keeps them alive until the copy completes (the ABI's contract for async
+                // copies).
+                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) }
+            }
             Node::Callback {
                 callback,
                 device,
                 user_data,
-            } => Task::Callback {
-                callback: *callback,
-                device: *device,
-                stream,
-                user_data: *user_data,
-            },
-            Node::Wait { state, seq } => Task::Wait {
-                state: state.clone(),
-                seq: *seq,
-            },
+            } => {
+                let mut device = C_Device_st { id: device };
+                let mut status = C_SUCCESS;
+                let (stream, data) = (stream as C_Stream, user_data as *mut c_void);
+                // SAFETY: the host gave us this callback and its user data for exactly one
+                // call (a captured one: for one call per launch).
+                unsafe { callback(&mut device, stream, data, &mut status) }
+            }
+            Node::Wait { ref state, seq } => state.wait_for(seq),
         }
     }
 }

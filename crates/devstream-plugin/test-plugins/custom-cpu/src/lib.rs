@@ -35,13 +35,14 @@ mod xccl;
 pub use xccl::NO_ALL_TO_ALL;
 
 use capture::*;
+use devstream_core::sync::{lock, wait};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use sys::*;
 
 /// The device type this plug-in registers.
@@ -71,12 +72,6 @@ fn is_lost(id: c_int) -> bool {
 
 thread_local! {
     static CURRENT_DEVICE: Cell<c_int> = const { Cell::new(0) };
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Runs `body`, turning a panic into `C_INTERNAL_ERROR` (a panic must not unwind into C).
@@ -148,31 +143,15 @@ impl StreamState {
     fn wait_for(&self, seq: u64) {
         let mut progress = lock(&self.progress);
         while progress.completed < seq {
-            progress = self
-                .changed
-                .wait(progress)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            progress = wait(&self.changed, progress);
         }
     }
 }
 
 /// Addresses and handles cross into the worker as integers.
 enum Task {
-    Copy {
-        dst: usize,
-        src: usize,
-        len: usize,
-    },
-    Callback {
-        callback: unsafe extern "C" fn(C_Device, C_Stream, *mut c_void, *mut C_Status),
-        device: c_int,
-        stream: usize,
-        user_data: usize,
-    },
-    Wait {
-        state: Arc<StreamState>,
-        seq: u64,
-    },
+    /// A copy, host callback or wait of the host's stream `stream`.
+    Node { node: Node, stream: usize },
     /// A collective or point-to-point call (`xccl_*`), or a group of them.
     Xccl(Box<dyn FnOnce() + Send>),
     /// A graph launch: its nodes, in capture order, on the launch stream.
@@ -186,33 +165,10 @@ fn run(task: Task) {
     match task {
         Task::Graph { nodes, stream } => {
             for node in nodes.iter() {
-                run(node.task(stream));
+                node.run(stream);
             }
         }
-        Task::Copy { dst, src, len } => {
-            // SAFETY: the host handed us valid, non-overlapping ranges of `len` bytes and keeps
-            // them alive until the copy completes (the ABI's contract for async copies).
-            unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) }
-        }
-        Task::Callback {
-            callback,
-            device,
-            stream,
-            user_data,
-        } => {
-            let mut device = C_Device_st { id: device };
-            let mut status = C_SUCCESS;
-            // SAFETY: the host gave us this callback and its user data for exactly one call.
-            unsafe {
-                callback(
-                    &mut device,
-                    stream as C_Stream,
-                    user_data as *mut c_void,
-                    &mut status,
-                )
-            }
-        }
-        Task::Wait { state, seq } => state.wait_for(seq),
+        Task::Node { node, stream } => node.run(stream),
         Task::Xccl(work) => work(),
     }
 }
@@ -255,6 +211,18 @@ impl StreamObj {
             device,
             state,
             queue: Mutex::new(sender),
+        })
+    }
+
+    /// Adds `node` to the stream's capture where it captures, else submits it (`stream`: the
+    /// host's handle of this stream).
+    fn submit_or_capture(&self, node: Node, stream: C_Stream) -> C_Status {
+        if let Some(capture) = capture_of(&self.state) {
+            return capture.add(Arc::as_ptr(&self.state) as usize, node);
+        }
+        self.submit(Task::Node {
+            node,
+            stream: stream as usize,
         })
     }
 
@@ -463,22 +431,12 @@ unsafe extern "C" fn stream_add_callback(
             return C_ERROR;
         };
         hold_if_asked(stream, Held::Callbacks);
-        if let Some(capture) = capture_of(&obj.state) {
-            return capture.add(
-                Arc::as_ptr(&obj.state) as usize,
-                Node::Callback {
-                    callback,
-                    device: obj.device,
-                    user_data: user_data as usize,
-                },
-            );
-        }
-        obj.submit(Task::Callback {
+        let node = Node::Callback {
             callback,
             device: obj.device,
-            stream: stream as usize,
             user_data: user_data as usize,
-        })
+        };
+        obj.submit_or_capture(node, stream)
     };
     // SAFETY: a valid device and a live (or null) stream from the host. A lost device's
     // stream accepts the callback and never calls it (its worker abandons it).
@@ -576,6 +534,7 @@ unsafe extern "C" fn stream_wait_event(
 ) -> C_Status {
     guarded(|| {
         hold_if_asked(stream, Held::Waits);
+        let handle = stream as usize;
         // SAFETY: valid device, live stream and event handles from the host.
         let (Some(stream), Some(event)) = (
             unsafe { live_device_id(device).and_then(|d| stream_obj(d, stream)) },
@@ -587,7 +546,10 @@ unsafe extern "C" fn stream_wait_event(
         let capturing = capture_of(&stream.state);
         match (lock(&event.target).clone(), capturing) {
             (None, _) => C_SUCCESS,
-            (Some(Target::Point(state, seq)), None) => stream.submit(Task::Wait { state, seq }),
+            (Some(Target::Point(state, seq)), None) => stream.submit(Task::Node {
+                node: Node::Wait { state, seq },
+                stream: handle,
+            }),
             (Some(Target::Point(state, seq)), Some(capture)) => {
                 if state.is_done(seq) {
                     return C_SUCCESS;
@@ -719,21 +681,12 @@ unsafe extern "C" fn async_memory_copy(
         if (dst.is_null() || src.is_null()) && size > 0 {
             return C_ERROR;
         }
-        if let Some(capture) = capture_of(&obj.state) {
-            return capture.add(
-                Arc::as_ptr(&obj.state) as usize,
-                Node::Copy {
-                    dst: dst as usize,
-                    src: src as usize,
-                    len: size,
-                },
-            );
-        }
-        obj.submit(Task::Copy {
+        let node = Node::Copy {
             dst: dst as usize,
             src: src as usize,
             len: size,
-        })
+        };
+        obj.submit_or_capture(node, stream)
     };
     // SAFETY: a valid device and a live (or null) stream from the host.
     unsafe { on_stream(live_device_id, device, stream, body) }
@@ -914,9 +867,7 @@ fn hold_if_asked(stream: C_Stream, what: Held) {
     hold.held += 1;
     WAIT_HOLD_CHANGED.notify_all();
     while hold.stream == key {
-        hold = WAIT_HOLD_CHANGED
-            .wait(hold)
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        hold = wait(&WAIT_HOLD_CHANGED, hold);
     }
     hold.held -= 1;
     WAIT_HOLD_CHANGED.notify_all();

@@ -30,8 +30,9 @@
 //! `FLOAT32`, `FLOAT64`, `BFLOAT16`); others answer `C_ERROR`.
 
 use super::sys::*;
-use super::{capture_of, guarded, invalidate, lock, stream_obj, Task, CURRENT_DEVICE};
+use super::{capture_of, guarded, invalidate, stream_obj, Task, CURRENT_DEVICE};
 use devstream_core::comm::{CallKind, Collective};
+use devstream_core::sync::lock;
 use devstream_core::{DataType, ReduceOp};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -615,7 +616,8 @@ pub(crate) unsafe extern "C" fn destroy_comm(comm: C_CCLComm) -> C_Status {
     })
 }
 
-pub(crate) unsafe extern "C" fn all_reduce(
+/// `xccl_all_reduce`, or with `SCATTER` `xccl_reduce_scatter` (the same arguments).
+pub(crate) unsafe extern "C" fn all_reduce<const SCATTER: bool>(
     send: *mut c_void,
     recv: *mut c_void,
     count: usize,
@@ -624,7 +626,10 @@ pub(crate) unsafe extern "C" fn all_reduce(
     comm: C_CCLComm,
     stream: C_Stream,
 ) -> C_Status {
-    let kind = reduce_op(op).map(|op| CallKind::AllReduce { op });
+    let kind = reduce_op(op).map(|op| match SCATTER {
+        false => CallKind::AllReduce { op },
+        true => CallKind::ReduceScatter { op },
+    });
     let (sends, recvs) = (vec![send as usize], vec![recv as usize]);
     collective(comm, stream, kind, (count, dtype), sends, recvs)
 }
@@ -675,20 +680,6 @@ pub(crate) unsafe extern "C" fn all_gather(
         sends,
         recvs,
     )
-}
-
-pub(crate) unsafe extern "C" fn reduce_scatter(
-    send: *mut c_void,
-    recv: *mut c_void,
-    count: usize,
-    dtype: C_DataType,
-    op: C_CCLReduceOp,
-    comm: C_CCLComm,
-    stream: C_Stream,
-) -> C_Status {
-    let kind = reduce_op(op).map(|op| CallKind::ReduceScatter { op });
-    let (sends, recvs) = (vec![send as usize], vec![recv as usize]);
-    collective(comm, stream, kind, (count, dtype), sends, recvs)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -750,14 +741,14 @@ pub(crate) unsafe extern "C" fn all_to_all(
     })
 }
 
-fn point_to_point(
+/// `xccl_send`, or without `IS_SEND` `xccl_recv` (the same arguments).
+pub(crate) unsafe extern "C" fn point_to_point<const IS_SEND: bool>(
     buf: *mut c_void,
     count: usize,
     dtype: C_DataType,
     peer: usize,
     comm: C_CCLComm,
     stream: C_Stream,
-    is_send: bool,
 ) -> C_Status {
     guarded(|| {
         // SAFETY: a live communicator from the host.
@@ -768,35 +759,20 @@ fn point_to_point(
             return C_ERROR;
         }
         let (rv, rank, buf) = (c.rv.clone(), c.rank, buf as usize);
-        let run: Box<dyn FnOnce() + Send> = if is_send {
+        let run: Box<dyn FnOnce() + Send> = if IS_SEND {
             Box::new(move || run_send(&rv, rank, peer, buf, count, dtype))
         } else {
             Box::new(move || run_recv(&rv, peer, rank, buf, count, dtype))
         };
-        enqueue(c, stream, Work { is_send, run })
+        enqueue(
+            c,
+            stream,
+            Work {
+                is_send: IS_SEND,
+                run,
+            },
+        )
     })
-}
-
-pub(crate) unsafe extern "C" fn send(
-    buf: *mut c_void,
-    count: usize,
-    dtype: C_DataType,
-    peer: usize,
-    comm: C_CCLComm,
-    stream: C_Stream,
-) -> C_Status {
-    point_to_point(buf, count, dtype, peer, comm, stream, true)
-}
-
-pub(crate) unsafe extern "C" fn recv(
-    buf: *mut c_void,
-    count: usize,
-    dtype: C_DataType,
-    peer: usize,
-    comm: C_CCLComm,
-    stream: C_Stream,
-) -> C_Status {
-    point_to_point(buf, count, dtype, peer, comm, stream, false)
 }
 
 pub(crate) unsafe extern "C" fn group_start() -> C_Status {
@@ -854,15 +830,15 @@ pub(crate) fn fill(table: &mut C_DeviceInterface) {
     table.xccl_get_unique_id = Some(get_unique_id);
     table.xccl_comm_init_rank = Some(comm_init_rank);
     table.xccl_destroy_comm = Some(destroy_comm);
-    table.xccl_all_reduce = Some(all_reduce);
+    table.xccl_all_reduce = Some(all_reduce::<false>);
     table.xccl_broadcast = Some(broadcast);
     table.xccl_reduce = Some(reduce_to_root);
     table.xccl_all_gather = Some(all_gather);
-    table.xccl_reduce_scatter = Some(reduce_scatter);
+    table.xccl_reduce_scatter = Some(all_reduce::<true>);
     table.xccl_group_start = Some(group_start);
     table.xccl_group_end = Some(group_end);
-    table.xccl_send = Some(send);
-    table.xccl_recv = Some(recv);
+    table.xccl_send = Some(point_to_point::<true>);
+    table.xccl_recv = Some(point_to_point::<false>);
     // Left null on request, so that tests reach devstream's grouped send/recv fallback.
     if std::env::var_os(NO_ALL_TO_ALL).is_none() {
         table.xccl_all_to_all = Some(all_to_all);

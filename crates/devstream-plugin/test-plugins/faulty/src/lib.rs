@@ -123,18 +123,7 @@ pub const MODE_CAPTURE_FORGOTTEN: u32 = 33;
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
 /// The functions Paddle (and devstream) require, in the order `MODE_MISSING_REQUIRED + i` uses.
-pub const REQUIRED_FUNCTIONS: [&str; 10] = [
-    "set_device",
-    "get_device",
-    "create_event",
-    "record_event",
-    "destroy_event",
-    "synchronize_event",
-    "device_memory_allocate",
-    "device_memory_deallocate",
-    "get_device_count",
-    "get_device_list",
-];
+pub const REQUIRED_FUNCTIONS: [&str; 10] = FunctionField::names(sys::REQUIRED_FUNCTIONS);
 
 /// The device type a mode registers, where it registers one.
 pub fn device_type(mode: u32) -> &'static str {
@@ -888,18 +877,8 @@ fn fill(table: &mut C_DeviceInterface, mode: u32) {
         table.async_memory_copy_d2d = Some(failing_async_copy);
     }
     if mode >= MODE_MISSING_REQUIRED {
-        match REQUIRED_FUNCTIONS.get((mode - MODE_MISSING_REQUIRED) as usize) {
-            Some(&"set_device") => table.set_device = None,
-            Some(&"get_device") => table.get_device = None,
-            Some(&"create_event") => table.create_event = None,
-            Some(&"record_event") => table.record_event = None,
-            Some(&"destroy_event") => table.destroy_event = None,
-            Some(&"synchronize_event") => table.synchronize_event = None,
-            Some(&"device_memory_allocate") => table.device_memory_allocate = None,
-            Some(&"device_memory_deallocate") => table.device_memory_deallocate = None,
-            Some(&"get_device_count") => table.get_device_count = None,
-            Some(&"get_device_list") => table.get_device_list = None,
-            _ => {}
+        if let Some(field) = sys::REQUIRED_FUNCTIONS.get((mode - MODE_MISSING_REQUIRED) as usize) {
+            (field.clear)(table);
         }
     }
 }
