@@ -113,8 +113,11 @@ fn support() -> Support {
     SUPPORT.get().copied().unwrap_or_default()
 }
 
+/// The status code every driver call answers.
+type Status = sys::CUresult;
+
 #[inline]
-fn ok(result: sys::CUresult, call: &'static str) -> RawResult {
+fn ok(result: Status, call: &'static str) -> RawResult {
     if result == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
@@ -123,6 +126,13 @@ fn ok(result: sys::CUresult, call: &'static str) -> RawResult {
             call,
         })
     }
+}
+
+/// Runs a driver call that answers through an out-pointer: `call` gets `&mut value` (it
+/// coerces to the call's `*mut` parameter); what the call wrote there comes back on success.
+#[inline]
+fn out<T>(mut value: T, name: &'static str, call: impl FnOnce(&mut T) -> Status) -> RawResult<T> {
+    ok(call(&mut value), name).map(|()| value)
 }
 
 #[inline]

@@ -43,8 +43,11 @@ fn table(call: &'static str) -> RawResult<&'static Table> {
     })
 }
 
+/// The status code every runtime call answers.
+type Status = sys::hipError_t;
+
 #[inline]
-fn ok(status: sys::hipError_t, call: &'static str) -> RawResult {
+fn ok(status: Status, call: &'static str) -> RawResult {
     if status == sys::hipSuccess {
         Ok(())
     } else {
@@ -59,6 +62,20 @@ fn absent(call: &'static str) -> RawError {
         code: sys::hipErrorNotSupported,
         call,
     }
+}
+
+/// The optional function `call` of the loaded table (`function`), or [`absent`]'s error where
+/// the runtime lacks it.
+#[inline]
+fn optional<F>(function: Option<F>, call: &'static str) -> RawResult<F> {
+    function.ok_or_else(|| absent(call))
+}
+
+/// Runs a runtime call that answers through an out-pointer: `call` gets `&mut value` (it
+/// coerces to the call's `*mut` parameter); what the call wrote there comes back on success.
+#[inline]
+fn out<T>(mut value: T, name: &'static str, call: impl FnOnce(&mut T) -> Status) -> RawResult<T> {
+    ok(call(&mut value), name).map(|()| value)
 }
 
 #[inline]

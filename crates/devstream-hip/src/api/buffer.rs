@@ -9,9 +9,10 @@ use devstream_gpu_common::RawMemory;
 unsafe impl RawMemory for HipApi {
     unsafe fn mem_alloc(len: usize) -> RawResult<DevicePtr> {
         let t = table("hipMalloc")?;
-        let mut ptr = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; the caller selected the device.
-        ok(unsafe { (t.hipMalloc)(&mut ptr, len) }, "hipMalloc")?;
+        let ptr = out(std::ptr::null_mut(), "hipMalloc", |ptr| {
+            // SAFETY: valid out-pointer; the caller selected the device.
+            unsafe { (t.hipMalloc)(ptr, len) }
+        })?;
         Ok(address(ptr))
     }
 
@@ -23,19 +24,17 @@ unsafe impl RawMemory for HipApi {
 
     unsafe fn mem_alloc_async(len: usize, s: RawStream) -> RawResult<DevicePtr> {
         let t = table("hipMallocAsync")?;
-        let function = t.hipMallocAsync.ok_or_else(|| absent("hipMallocAsync"))?;
-        let mut ptr = std::ptr::null_mut();
-        ok(
+        let function = optional(t.hipMallocAsync, "hipMallocAsync")?;
+        let ptr = out(std::ptr::null_mut(), "hipMallocAsync", |ptr| {
             // SAFETY: valid out-pointer; live stream.
-            unsafe { function(&mut ptr, len, stream(s)) },
-            "hipMallocAsync",
-        )?;
+            unsafe { function(ptr, len, stream(s)) }
+        })?;
         Ok(address(ptr))
     }
 
     unsafe fn mem_free_async(ptr: DevicePtr, s: RawStream) -> RawResult {
         let t = table("hipFreeAsync")?;
-        let function = t.hipFreeAsync.ok_or_else(|| absent("hipFreeAsync"))?;
+        let function = optional(t.hipFreeAsync, "hipFreeAsync")?;
         ok(
             // SAFETY: the caller owns the allocation; the free is ordered on the live stream.
             unsafe { function(device_ptr(ptr), stream(s)) },
@@ -45,15 +44,11 @@ unsafe impl RawMemory for HipApi {
 
     unsafe fn mem_alloc_managed(len: usize) -> RawResult<DevicePtr> {
         let t = table("hipMallocManaged")?;
-        let function = t
-            .hipMallocManaged
-            .ok_or_else(|| absent("hipMallocManaged"))?;
-        let mut ptr = std::ptr::null_mut();
-        ok(
+        let function = optional(t.hipMallocManaged, "hipMallocManaged")?;
+        let ptr = out(std::ptr::null_mut(), "hipMallocManaged", |ptr| {
             // SAFETY: valid out-pointer.
-            unsafe { function(&mut ptr, len, sys::hipMemAttachGlobal) },
-            "hipMallocManaged",
-        )?;
+            unsafe { function(ptr, len, sys::hipMemAttachGlobal) }
+        })?;
         Ok(address(ptr))
     }
 
@@ -82,12 +77,10 @@ unsafe impl RawMemory for HipApi {
 
     unsafe fn host_device_pointer(ptr: *mut u8) -> RawResult<DevicePtr> {
         let t = table("hipHostGetDevicePointer")?;
-        let mut device = std::ptr::null_mut();
-        ok(
+        let device = out(std::ptr::null_mut(), "hipHostGetDevicePointer", |device| {
             // SAFETY: `ptr` is mapped pinned memory; valid out-pointer; flags must be 0.
-            unsafe { (t.hipHostGetDevicePointer)(&mut device, ptr.cast(), 0) },
-            "hipHostGetDevicePointer",
-        )?;
+            unsafe { (t.hipHostGetDevicePointer)(device, ptr.cast(), 0) }
+        })?;
         Ok(address(device))
     }
 

@@ -27,22 +27,22 @@ unsafe impl RawCapture for HipApi {
 
     unsafe fn stream_end_capture(s: RawStream) -> RawResult<RawGraph> {
         let t = table("hipStreamEndCapture")?;
-        let mut graph = std::ptr::null_mut();
-        ok(
+        let graph = out(std::ptr::null_mut(), "hipStreamEndCapture", |graph| {
             // SAFETY: live stream; valid out-pointer.
-            unsafe { (t.hipStreamEndCapture)(stream(s), &mut graph) },
-            "hipStreamEndCapture",
-        )?;
+            unsafe { (t.hipStreamEndCapture)(stream(s), graph) }
+        })?;
         Ok(RawGraph(graph))
     }
 
     unsafe fn stream_is_capturing(s: RawStream) -> RawResult<CaptureStatus> {
         let t = table("hipStreamIsCapturing")?;
-        let mut status = sys::hipStreamCaptureStatusNone;
-        ok(
-            // SAFETY: live stream; valid out-pointer.
-            unsafe { (t.hipStreamIsCapturing)(stream(s), &mut status) },
+        let status = out(
+            sys::hipStreamCaptureStatusNone,
             "hipStreamIsCapturing",
+            |status| {
+                // SAFETY: live stream; valid out-pointer.
+                unsafe { (t.hipStreamIsCapturing)(stream(s), status) }
+            },
         )?;
         Ok(capture_status(status))
     }
@@ -101,9 +101,10 @@ unsafe impl RawCapture for HipApi {
         replace: bool,
     ) -> RawResult {
         let t = table("hipStreamUpdateCaptureDependencies")?;
-        let function = t
-            .hipStreamUpdateCaptureDependencies
-            .ok_or_else(|| absent("hipStreamUpdateCaptureDependencies"))?;
+        let function = optional(
+            t.hipStreamUpdateCaptureDependencies,
+            "hipStreamUpdateCaptureDependencies",
+        )?;
         let flags = if replace {
             sys::hipStreamSetCaptureDependencies
         } else {
@@ -119,14 +120,17 @@ unsafe impl RawCapture for HipApi {
 
     unsafe fn thread_exchange_capture_mode(mode: CaptureMode) -> RawResult<CaptureMode> {
         let t = table("hipThreadExchangeStreamCaptureMode")?;
-        let function = t
-            .hipThreadExchangeStreamCaptureMode
-            .ok_or_else(|| absent("hipThreadExchangeStreamCaptureMode"))?;
-        let mut native = capture_mode(mode);
-        ok(
-            // SAFETY: valid in/out pointer.
-            unsafe { function(&mut native) },
+        let function = optional(
+            t.hipThreadExchangeStreamCaptureMode,
             "hipThreadExchangeStreamCaptureMode",
+        )?;
+        let native = out(
+            capture_mode(mode),
+            "hipThreadExchangeStreamCaptureMode",
+            |native| {
+                // SAFETY: valid in/out pointer.
+                unsafe { function(native) }
+            },
         )?;
         Ok(capture_mode_back(native))
     }

@@ -19,12 +19,10 @@ unsafe impl RawEvents for HipApi {
         if flags.interprocess {
             native |= sys::hipEventInterprocess;
         }
-        let mut raw = std::ptr::null_mut();
-        ok(
+        let raw = out(std::ptr::null_mut(), "hipEventCreateWithFlags", |raw| {
             // SAFETY: valid out-pointer; the caller selected the device.
-            unsafe { (t.hipEventCreateWithFlags)(&mut raw, native) },
-            "hipEventCreateWithFlags",
-        )?;
+            unsafe { (t.hipEventCreateWithFlags)(raw, native) }
+        })?;
         Ok(RawEvent(raw))
     }
 
@@ -63,12 +61,9 @@ unsafe impl RawEvents for HipApi {
 
     unsafe fn event_elapsed_ms(start: RawEvent, end: RawEvent) -> RawResult<f32> {
         let t = table("hipEventElapsedTime")?;
-        let mut ms = 0f32;
-        ok(
+        out(0f32, "hipEventElapsedTime", |ms| {
             // SAFETY: live events; valid out-pointer.
-            unsafe { (t.hipEventElapsedTime)(&mut ms, event(start), event(end)) },
-            "hipEventElapsedTime",
-        )?;
-        Ok(ms)
+            unsafe { (t.hipEventElapsedTime)(ms, event(start), event(end)) }
+        })
     }
 }

@@ -9,12 +9,10 @@ use devstream_gpu_common::RawGraphs;
 unsafe impl RawGraphs for HipApi {
     unsafe fn graph_create() -> RawResult<RawGraph> {
         let t = table("hipGraphCreate")?;
-        let mut graph = std::ptr::null_mut();
-        ok(
+        let graph = out(std::ptr::null_mut(), "hipGraphCreate", |graph| {
             // SAFETY: valid out-pointer; flags must be 0.
-            unsafe { (t.hipGraphCreate)(&mut graph, 0) },
-            "hipGraphCreate",
-        )?;
+            unsafe { (t.hipGraphCreate)(graph, 0) }
+        })?;
         Ok(RawGraph(graph))
     }
 
@@ -63,13 +61,10 @@ unsafe impl RawGraphs for HipApi {
 
     unsafe fn graph_node_count(graph: RawGraph) -> RawResult<usize> {
         let t = table("hipGraphGetNodes")?;
-        let mut count = 0usize;
-        ok(
+        out(0usize, "hipGraphGetNodes", |count| {
             // SAFETY: live graph; a null node array asks for the count only.
-            unsafe { (t.hipGraphGetNodes)(graph.0, std::ptr::null_mut(), &mut count) },
-            "hipGraphGetNodes",
-        )?;
-        Ok(count)
+            unsafe { (t.hipGraphGetNodes)(graph.0, std::ptr::null_mut(), count) }
+        })
     }
 
     unsafe fn graph_nodes(graph: RawGraph) -> RawResult<Vec<RawGraphNode>> {
