@@ -211,14 +211,9 @@ fn capture_in_every_mode_replays_on_any_stream_every_time() {
         let buf = s.alloc(4 * 256).unwrap();
         s.fill(&buf, 0, 4 * 256, 0).unwrap();
         s.synchronize().unwrap();
-        let count = Arc::new(AtomicUsize::new(0));
-        let c = count.clone();
         s.begin_capture(mode).unwrap();
         assert!(s.is_capturing().unwrap());
-        s.launch_host_func(Box::new(move || {
-            c.fetch_add(1, Ordering::SeqCst);
-        }))
-        .unwrap();
+        let count = launch_counting(&s);
         // SAFETY: affine_u32(data, n, mul, add) within 256 elements.
         unsafe {
             s.launch_kernel(
@@ -622,13 +617,8 @@ fn stream_management_extras() {
 fn graph_dropped_while_queued_still_runs_its_host_function() {
     let (place, _serial) = or_skip!(gpu());
     let s = stream(&place);
-    let count = Arc::new(AtomicUsize::new(0));
-    let c = count.clone();
     s.begin_capture(CaptureMode::Global).unwrap();
-    s.launch_host_func(Box::new(move || {
-        c.fetch_add(1, Ordering::SeqCst);
-    }))
-    .unwrap();
+    let count = launch_counting(&s);
     let graph = s.end_capture().unwrap();
     let (gate, flag) = gated(&place);
     graph.launch(&gate).unwrap();
@@ -935,14 +925,8 @@ fn completions_use_independent_notifiers_and_leave_captures_valid() {
 
     let capturing = stream(&place);
     let other = stream(&place);
-    let count = Arc::new(AtomicUsize::new(0));
-    let c = count.clone();
     capturing.begin_capture(CaptureMode::Global).unwrap();
-    capturing
-        .launch_host_func(Box::new(move || {
-            c.fetch_add(1, Ordering::SeqCst);
-        }))
-        .unwrap();
+    let count = launch_counting(&capturing);
     let inside = capturing.record_event().unwrap();
     for future in [capturing.completion(), inside.completion()] {
         assert!(future.is_ready());

@@ -15,12 +15,12 @@ use devstream_core::{
 use devstream_cuda::{CudaBackend, CudaGraphDef, CudaStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::channel;
+use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{flag, gated, gpu, launch_counting, or_skip, stream};
+use common::{flag, gated, gpu, hold, launch_counting, or_skip, stream};
 
 /// Set in the environment of a child process that runs one `child_*` test.
 const CHILD: &str = "DEVSTREAM_SOUNDNESS_CHILD";
@@ -36,6 +36,19 @@ fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send
         Ok(value) => value,
         Err(_) => panic!("{what} hung (no answer within {secs} s)"),
     }
+}
+
+/// Launches on `s` a host function that runs `f`; its answer comes through the receiver.
+fn answer_from_host_function<T: Send + 'static>(
+    s: &CudaStream,
+    mut f: impl FnMut() -> T + Send + 'static,
+) -> Receiver<T> {
+    let (tx, rx) = channel();
+    s.launch_host_func(Box::new(move || {
+        let _ = tx.send(f());
+    }))
+    .unwrap();
+    rx
 }
 
 /// Synchronizes `s` on another thread (see [`within`]): fails the test if that takes longer
@@ -364,15 +377,12 @@ child_test! {
         s.fill(&device, 0, 64, 9).unwrap();
         s.copy_device_to_host(&host, 0, &device, 0, 64).unwrap();
         s.synchronize().unwrap();
-        let gate = flag(&place);
-        s.wait_flag(&gate, 1).unwrap();
-        let (tx, rx) = channel();
+        let gate = hold(&s);
         let h = host.clone();
-        s.launch_host_func(Box::new(move || {
+        let rx = answer_from_host_function(&s, move || {
             let mut out = [0u8; 64];
-            let _ = tx.send(h.read(0, &mut out).map(|()| out[0]));
-        }))
-        .unwrap();
+            h.read(0, &mut out).map(|()| out[0])
+        });
         // Queued after the host function: its read must not wait for these.
         s.fill(&device, 0, 64, 7).unwrap();
         s.copy_device_to_host(&host, 0, &device, 0, 64).unwrap();
@@ -396,12 +406,8 @@ child_test! {
     synchronize_inside_a_host_function_is_an_error_not_a_hang,
     fn child_synchronize_inside_a_host_function_is_an_error_not_a_hang(place) {
         let s = stream(&place);
-        let (tx, rx) = channel();
         let own = s.clone();
-        s.launch_host_func(Box::new(move || {
-            let _ = tx.send(own.synchronize());
-        }))
-        .unwrap();
+        let rx = answer_from_host_function(&s, move || own.synchronize());
         match rx.recv_timeout(Duration::from_secs(10)) {
             Ok(Ok(())) => panic!("synchronize of its own stream inside a host function returned Ok"),
             Ok(Err(e)) => eprintln!("stream synchronize answered a typed error: {e}"),
@@ -412,15 +418,12 @@ child_test! {
         }
         // An event recorded after the host function on the same stream.
         let event = CudaBackend::new_event(&place, EventFlags::default()).unwrap();
-        let gate = flag(&place);
-        s.wait_flag(&gate, 1).unwrap();
-        let (tx, rx) = channel();
+        let gate = hold(&s);
         let e = event.clone();
-        s.launch_host_func(Box::new(move || {
+        let rx = answer_from_host_function(&s, move || {
             use devstream_core::DeviceEvent;
-            let _ = tx.send(e.synchronize());
-        }))
-        .unwrap();
+            e.synchronize()
+        });
         s.record(&event).unwrap();
         gate.set(1);
         match rx.recv_timeout(Duration::from_secs(10)) {
@@ -527,8 +530,7 @@ child_test! {
 fn per_thread_stream_used_from_another_thread_does_not_address_that_thread_s_stream() {
     let (place, _serial) = or_skip!(gpu());
     let s = CudaBackend::per_thread_stream(&place).unwrap();
-    let gate = flag(&place);
-    s.wait_flag(&gate, 1).unwrap();
+    let gate = hold(&s);
     let s2 = s.clone();
     let answer = within(10, "query on another thread", move || s2.query());
     gate.set(1);
@@ -549,8 +551,7 @@ fn per_thread_stream_used_from_another_thread_does_not_address_that_thread_s_str
 fn per_thread_stream_user_dropped_on_another_thread_is_released_after_its_work() {
     let (place, _serial) = or_skip!(gpu());
     let s = CudaBackend::per_thread_stream(&place).unwrap();
-    let gate = flag(&place);
-    s.wait_flag(&gate, 1).unwrap();
+    let gate = hold(&s);
     let first = flag(&place);
     s.write_flag(&first, 7).unwrap();
     std::thread::spawn(move || drop(first)).join().unwrap();

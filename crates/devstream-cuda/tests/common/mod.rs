@@ -57,12 +57,19 @@ pub fn flag(place: &Place) -> CudaFlag {
     CudaBackend::new_flag(place).unwrap()
 }
 
-/// A stream held at a flag: work submitted to it waits until `flag >= 1`.
+/// Holds `s` at a new flag: work submitted to it from now on waits until `flag >= 1`.
+#[allow(dead_code)] // not every test binary that shares this module holds streams
+pub fn hold(s: &CudaStream) -> CudaFlag {
+    let gate = flag(s.place());
+    s.wait_flag(&gate, 1).unwrap();
+    gate
+}
+
+/// A new stream held at a flag (see [`hold`]).
 #[allow(dead_code)] // not every test binary that shares this module holds streams
 pub fn gated(place: &Place) -> (CudaStream, CudaFlag) {
     let s = stream(place);
-    let gate = flag(place);
-    s.wait_flag(&gate, 1).unwrap();
+    let gate = hold(&s);
     (s, gate)
 }
 
