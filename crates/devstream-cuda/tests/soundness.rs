@@ -12,7 +12,7 @@ use devstream_core::{
     CaptureMode, DeviceBackend, DeviceFlag, DeviceGraph, DeviceStream, Error, EventFlags,
     HostBuffer, Place,
 };
-use devstream_cuda::{CudaBackend, CudaGraphDef, CudaStream};
+use devstream_cuda::{CudaBackend, CudaFlag, CudaGraph, CudaGraphDef, CudaStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver};
@@ -324,19 +324,31 @@ fn copy_from_pageable_memory_onto_a_held_stream_does_not_wait_for_the_stream() {
 
 // ---- flags used by captured work ----------------------------------------------------
 
+/// Captures `use_flag` of a new flag on a new stream (relaxed mode), drops the flag, makes a
+/// second flag (which would get the first one's pinned block, were that recycled while the graph
+/// holds it) and replays the graph: answers the stream, the graph and the second flag.
+fn replay_after_dropping_a_captured_flag(
+    place: &Place,
+    use_flag: impl FnOnce(&CudaStream, &CudaFlag) -> devstream_core::Result<()>,
+) -> (CudaStream, CudaGraph, CudaFlag) {
+    let s = stream(place);
+    let first = flag(place);
+    s.begin_capture(CaptureMode::Relaxed).unwrap();
+    use_flag(&s, &first).unwrap();
+    let graph = s.end_capture().unwrap();
+    drop(first);
+    let second = flag(place);
+    graph.launch(&s).unwrap();
+    (s, graph, second)
+}
+
 /// A flag written by a captured graph, dropped before the graph is replayed: the graph must keep
 /// the flag's pinned block.
 #[test]
 fn flag_written_by_a_captured_graph_is_kept_alive_by_the_graph() {
     let (place, _serial) = or_skip!(gpu());
-    let s = stream(&place);
-    let first = flag(&place);
-    s.begin_capture(CaptureMode::Relaxed).unwrap();
-    s.write_flag(&first, 5).unwrap();
-    let graph = s.end_capture().unwrap();
-    drop(first);
-    let second = flag(&place);
-    graph.launch(&s).unwrap();
+    let (s, _graph, second) =
+        replay_after_dropping_a_captured_flag(&place, |s, first| s.write_flag(first, 5));
     synchronize_within(10, "synchronize", &s).unwrap();
     assert_eq!(
         second.get(),
@@ -351,16 +363,11 @@ fn flag_written_by_a_captured_graph_is_kept_alive_by_the_graph() {
 #[test]
 fn flag_waited_on_by_a_captured_graph_is_kept_alive_by_the_graph() {
     let (place, _serial) = or_skip!(gpu());
-    let s = stream(&place);
-    let first = flag(&place);
-    first.set(1);
-    s.begin_capture(CaptureMode::Relaxed).unwrap();
-    s.wait_flag(&first, 1).unwrap();
-    let graph = s.end_capture().unwrap();
-    drop(first);
     // Recycled, the block would read 0 and the replay would wait forever.
-    let second = flag(&place);
-    graph.launch(&s).unwrap();
+    let (s, _graph, second) = replay_after_dropping_a_captured_flag(&place, |s, first| {
+        first.set(1);
+        s.wait_flag(first, 1)
+    });
     let done = synchronize_within(10, "a replay waiting on the dropped flag", &s);
     second.set(1);
     done.unwrap();
