@@ -55,6 +55,12 @@ fn ok(status: Status, call: &'static str) -> RawResult {
     }
 }
 
+/// Runs `call` on the loaded table: its status is the result of the runtime call `name`.
+#[inline]
+fn call(name: &'static str, call: impl FnOnce(&Table) -> Status) -> RawResult {
+    ok(call(table(name)?), name)
+}
+
 /// Answer for an optional call the loaded runtime lacks (the shared layer checks
 /// `supports` first, so this is a guard, not a path taken).
 fn absent(call: &'static str) -> RawError {

@@ -17,9 +17,10 @@ unsafe impl RawMemory for HipApi {
     }
 
     unsafe fn mem_free(ptr: DevicePtr) -> RawResult {
-        let t = table("hipFree")?;
-        // SAFETY: the caller owns the allocation and no queued work uses it.
-        ok(unsafe { (t.hipFree)(device_ptr(ptr)) }, "hipFree")
+        call("hipFree", |t| {
+            // SAFETY: the caller owns the allocation and no queued work uses it.
+            unsafe { (t.hipFree)(device_ptr(ptr)) }
+        })
     }
 
     unsafe fn mem_alloc_async(len: usize, s: RawStream) -> RawResult<DevicePtr> {
@@ -70,9 +71,10 @@ unsafe impl RawMemory for HipApi {
     }
 
     unsafe fn host_free(ptr: *mut u8) -> RawResult {
-        let t = table("hipHostFree")?;
-        // SAFETY: the caller owns the pinned allocation and no queued work uses it.
-        ok(unsafe { (t.hipHostFree)(ptr.cast()) }, "hipHostFree")
+        call("hipHostFree", |t| {
+            // SAFETY: the caller owns the pinned allocation and no queued work uses it.
+            unsafe { (t.hipHostFree)(ptr.cast()) }
+        })
     }
 
     unsafe fn host_device_pointer(ptr: *mut u8) -> RawResult<DevicePtr> {
@@ -90,15 +92,13 @@ unsafe impl RawMemory for HipApi {
         len: usize,
         s: RawStream,
     ) -> RawResult {
-        let t = table("hipMemcpyHtoDAsync")?;
-        ok(
+        call("hipMemcpyHtoDAsync", |t| {
             // SAFETY: the caller keeps both ranges valid until the copy completes; HIP only
             // reads `src` (its declaration lacks the const).
             unsafe {
                 (t.hipMemcpyHtoDAsync)(device_ptr(dst), src.cast_mut().cast(), len, stream(s))
-            },
-            "hipMemcpyHtoDAsync",
-        )
+            }
+        })
     }
 
     unsafe fn memcpy_dtoh_async(
@@ -107,12 +107,10 @@ unsafe impl RawMemory for HipApi {
         len: usize,
         s: RawStream,
     ) -> RawResult {
-        let t = table("hipMemcpyDtoHAsync")?;
-        ok(
+        call("hipMemcpyDtoHAsync", |t| {
             // SAFETY: the caller keeps both ranges valid until the copy completes.
-            unsafe { (t.hipMemcpyDtoHAsync)(dst.cast(), device_ptr(src), len, stream(s)) },
-            "hipMemcpyDtoHAsync",
-        )
+            unsafe { (t.hipMemcpyDtoHAsync)(dst.cast(), device_ptr(src), len, stream(s)) }
+        })
     }
 
     unsafe fn memcpy_dtod_async(
@@ -121,20 +119,16 @@ unsafe impl RawMemory for HipApi {
         len: usize,
         s: RawStream,
     ) -> RawResult {
-        let t = table("hipMemcpyDtoDAsync")?;
-        ok(
+        call("hipMemcpyDtoDAsync", |t| {
             // SAFETY: the caller keeps both ranges valid until the copy completes.
-            unsafe { (t.hipMemcpyDtoDAsync)(device_ptr(dst), device_ptr(src), len, stream(s)) },
-            "hipMemcpyDtoDAsync",
-        )
+            unsafe { (t.hipMemcpyDtoDAsync)(device_ptr(dst), device_ptr(src), len, stream(s)) }
+        })
     }
 
     unsafe fn memset_d8_async(dst: DevicePtr, value: u8, len: usize, s: RawStream) -> RawResult {
-        let t = table("hipMemsetD8Async")?;
-        ok(
+        call("hipMemsetD8Async", |t| {
             // SAFETY: the caller keeps the range valid until the fill completes.
-            unsafe { (t.hipMemsetD8Async)(device_ptr(dst), value, len, stream(s)) },
-            "hipMemsetD8Async",
-        )
+            unsafe { (t.hipMemsetD8Async)(device_ptr(dst), value, len, stream(s)) }
+        })
     }
 }

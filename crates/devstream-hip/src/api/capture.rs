@@ -8,12 +8,10 @@ use devstream_gpu_common::RawCapture;
 // (the shared layer also checks `supports` first); nothing is called before `load` returned Ok.
 unsafe impl RawCapture for HipApi {
     unsafe fn stream_begin_capture(s: RawStream, mode: CaptureMode) -> RawResult {
-        let t = table("hipStreamBeginCapture")?;
-        ok(
+        call("hipStreamBeginCapture", |t| {
             // SAFETY: live stream.
-            unsafe { (t.hipStreamBeginCapture)(stream(s), capture_mode(mode)) },
-            "hipStreamBeginCapture",
-        )
+            unsafe { (t.hipStreamBeginCapture)(stream(s), capture_mode(mode)) }
+        })
     }
 
     unsafe fn stream_begin_capture_to_graph(

@@ -72,12 +72,10 @@ unsafe impl RawDevices for HipApi {
     }
 
     unsafe fn context_set_current(ctx: RawContext) -> RawResult {
-        let t = table("hipSetDevice")?;
-        ok(
+        call("hipSetDevice", |t| {
             // SAFETY: the token names a device ordinal; the runtime checks it.
-            unsafe { (t.hipSetDevice)(token_device(ctx)) },
-            "hipSetDevice",
-        )
+            unsafe { (t.hipSetDevice)(token_device(ctx)) }
+        })
     }
 
     unsafe fn priority_range() -> RawResult<(i32, i32)> {

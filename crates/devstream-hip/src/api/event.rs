@@ -27,36 +27,34 @@ unsafe impl RawEvents for HipApi {
     }
 
     unsafe fn event_destroy(e: RawEvent) -> RawResult {
-        let t = table("hipEventDestroy")?;
-        // SAFETY: the caller owns the event.
-        ok(unsafe { (t.hipEventDestroy)(event(e)) }, "hipEventDestroy")
+        call("hipEventDestroy", |t| {
+            // SAFETY: the caller owns the event.
+            unsafe { (t.hipEventDestroy)(event(e)) }
+        })
     }
 
     #[inline]
     unsafe fn event_record(e: RawEvent, s: RawStream) -> RawResult {
-        let t = table("hipEventRecord")?;
-        ok(
+        call("hipEventRecord", |t| {
             // SAFETY: live event and stream (caller).
-            unsafe { (t.hipEventRecord)(event(e), stream(s)) },
-            "hipEventRecord",
-        )
+            unsafe { (t.hipEventRecord)(event(e), stream(s)) }
+        })
     }
 
     #[inline]
     unsafe fn event_query(e: RawEvent) -> RawResult {
-        let t = table("hipEventQuery")?;
-        // SAFETY: live event (caller).
-        ok(unsafe { (t.hipEventQuery)(event(e)) }, "hipEventQuery")
+        call("hipEventQuery", |t| {
+            // SAFETY: live event (caller).
+            unsafe { (t.hipEventQuery)(event(e)) }
+        })
     }
 
     #[inline]
     unsafe fn event_synchronize(e: RawEvent) -> RawResult {
-        let t = table("hipEventSynchronize")?;
-        ok(
+        call("hipEventSynchronize", |t| {
             // SAFETY: live event (caller).
-            unsafe { (t.hipEventSynchronize)(event(e)) },
-            "hipEventSynchronize",
-        )
+            unsafe { (t.hipEventSynchronize)(event(e)) }
+        })
     }
 
     unsafe fn event_elapsed_ms(start: RawEvent, end: RawEvent) -> RawResult<f32> {

@@ -36,27 +36,24 @@ unsafe impl RawGraphs for HipApi {
     }
 
     unsafe fn graph_launch(exec: RawGraphExec, s: RawStream) -> RawResult {
-        let t = table("hipGraphLaunch")?;
-        ok(
+        call("hipGraphLaunch", |t| {
             // SAFETY: live executable graph and stream (caller).
-            unsafe { (t.hipGraphLaunch)(exec.0, stream(s)) },
-            "hipGraphLaunch",
-        )
+            unsafe { (t.hipGraphLaunch)(exec.0, stream(s)) }
+        })
     }
 
     unsafe fn graph_exec_destroy(exec: RawGraphExec) -> RawResult {
-        let t = table("hipGraphExecDestroy")?;
-        ok(
+        call("hipGraphExecDestroy", |t| {
             // SAFETY: the caller owns the executable graph.
-            unsafe { (t.hipGraphExecDestroy)(exec.0) },
-            "hipGraphExecDestroy",
-        )
+            unsafe { (t.hipGraphExecDestroy)(exec.0) }
+        })
     }
 
     unsafe fn graph_destroy(graph: RawGraph) -> RawResult {
-        let t = table("hipGraphDestroy")?;
-        // SAFETY: the caller owns the graph.
-        ok(unsafe { (t.hipGraphDestroy)(graph.0) }, "hipGraphDestroy")
+        call("hipGraphDestroy", |t| {
+            // SAFETY: the caller owns the graph.
+            unsafe { (t.hipGraphDestroy)(graph.0) }
+        })
     }
 
     unsafe fn graph_node_count(graph: RawGraph) -> RawResult<usize> {

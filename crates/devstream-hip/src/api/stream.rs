@@ -22,39 +22,34 @@ unsafe impl RawStreams for HipApi {
     }
 
     unsafe fn stream_destroy(s: RawStream) -> RawResult {
-        let t = table("hipStreamDestroy")?;
-        ok(
+        call("hipStreamDestroy", |t| {
             // SAFETY: the caller owns the stream.
-            unsafe { (t.hipStreamDestroy)(stream(s)) },
-            "hipStreamDestroy",
-        )
+            unsafe { (t.hipStreamDestroy)(stream(s)) }
+        })
     }
 
     #[inline]
     unsafe fn stream_query(s: RawStream) -> RawResult {
-        let t = table("hipStreamQuery")?;
-        // SAFETY: live stream (caller).
-        ok(unsafe { (t.hipStreamQuery)(stream(s)) }, "hipStreamQuery")
+        call("hipStreamQuery", |t| {
+            // SAFETY: live stream (caller).
+            unsafe { (t.hipStreamQuery)(stream(s)) }
+        })
     }
 
     #[inline]
     unsafe fn stream_synchronize(s: RawStream) -> RawResult {
-        let t = table("hipStreamSynchronize")?;
-        ok(
+        call("hipStreamSynchronize", |t| {
             // SAFETY: live stream (caller).
-            unsafe { (t.hipStreamSynchronize)(stream(s)) },
-            "hipStreamSynchronize",
-        )
+            unsafe { (t.hipStreamSynchronize)(stream(s)) }
+        })
     }
 
     #[inline]
     unsafe fn stream_wait_event(s: RawStream, e: RawEvent) -> RawResult {
-        let t = table("hipStreamWaitEvent")?;
-        ok(
+        call("hipStreamWaitEvent", |t| {
             // SAFETY: live stream and event (caller); flags must be 0.
-            unsafe { (t.hipStreamWaitEvent)(stream(s), event(e), 0) },
-            "hipStreamWaitEvent",
-        )
+            unsafe { (t.hipStreamWaitEvent)(stream(s), event(e), 0) }
+        })
     }
 
     unsafe fn stream_priority(s: RawStream) -> RawResult<i32> {
