@@ -156,16 +156,7 @@ unsafe impl RawStreams for CudaApi {
                     missProp: access_property(w.miss_prop),
                 }
             }
-            StreamAttribute::SyncPolicy(p) => {
-                value.syncPolicy = match p {
-                    SyncPolicy::Auto => sys::CUsynchronizationPolicy::CU_SYNC_POLICY_AUTO,
-                    SyncPolicy::Spin => sys::CUsynchronizationPolicy::CU_SYNC_POLICY_SPIN,
-                    SyncPolicy::Yield => sys::CUsynchronizationPolicy::CU_SYNC_POLICY_YIELD,
-                    SyncPolicy::BlockingSync => {
-                        sys::CUsynchronizationPolicy::CU_SYNC_POLICY_BLOCKING_SYNC
-                    }
-                }
-            }
+            StreamAttribute::SyncPolicy(p) => value.syncPolicy = sync_policy(p),
             StreamAttribute::Priority(p) => value.priority = p,
         }
         ok(
@@ -199,14 +190,7 @@ unsafe impl RawStreams for CudaApi {
                     })
                 }
                 StreamAttributeId::SyncPolicy => {
-                    StreamAttribute::SyncPolicy(match value.syncPolicy {
-                        sys::CUsynchronizationPolicy::CU_SYNC_POLICY_AUTO => SyncPolicy::Auto,
-                        sys::CUsynchronizationPolicy::CU_SYNC_POLICY_SPIN => SyncPolicy::Spin,
-                        sys::CUsynchronizationPolicy::CU_SYNC_POLICY_YIELD => SyncPolicy::Yield,
-                        sys::CUsynchronizationPolicy::CU_SYNC_POLICY_BLOCKING_SYNC => {
-                            SyncPolicy::BlockingSync
-                        }
-                    })
+                    StreamAttribute::SyncPolicy(sync_policy_back(value.syncPolicy))
                 }
                 StreamAttributeId::Priority => StreamAttribute::Priority(value.priority),
             }
