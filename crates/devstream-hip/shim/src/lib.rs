@@ -323,6 +323,34 @@ macro_rules! enter_handle {
 }
 
 /// Writes `value` through an out-pointer supplied by the caller.
+/// The CUDA flags for the HIP `flags`, given `bits`: each HIP bit with the CUDA flag it stands
+/// for. `None` where `flags` holds a bit `bits` does not list (HIP answers
+/// `hipErrorInvalidValue`).
+fn translate_flags(flags: c_uint, bits: &[(c_uint, c_uint)]) -> Option<c_uint> {
+    let known = bits.iter().fold(0, |all, &(hip, _)| all | hip);
+    (flags & !known == 0).then(|| {
+        bits.iter()
+            .filter(|&&(hip, _)| flags & hip != 0)
+            .fold(0, |cu, &(_, flag)| cu | flag)
+    })
+}
+
+/// `hipMemAttachSingle`.
+const hipMemAttachSingle: c_uint = 4;
+
+/// The CUDA attachment for the HIP one: `hipMemAttachGlobal/Host/Single` (1, 2, 4) are
+/// `CU_MEM_ATTACH_GLOBAL/HOST/SINGLE`; `None` for any other value.
+fn mem_attach(flags: c_uint) -> Option<c_uint> {
+    use sys::CUmemAttach_flags as F;
+    let attach = match flags {
+        1 => F::CU_MEM_ATTACH_GLOBAL,
+        2 => F::CU_MEM_ATTACH_HOST,
+        hipMemAttachSingle => F::CU_MEM_ATTACH_SINGLE,
+        _ => return None,
+    };
+    Some(attach as c_uint)
+}
+
 fn put<T>(ptr: *mut T, value: T) -> hipError_t {
     if ptr.is_null() {
         return hipErrorInvalidValue;
@@ -472,6 +500,20 @@ mod tests {
     use super::*;
     use crate::device::{hipDriverGetVersion, hipGetErrorName, hipGetErrorString, hipInit};
     use crate::stream::hipStreamCreateWithPriority;
+
+    #[test]
+    fn flags_translate_bit_by_bit_and_unknown_bits_are_refused() {
+        let bits = [(0x1, 0x10), (0x2, 0x20), (0x4, 0x40)];
+        assert_eq!(translate_flags(0, &bits), Some(0));
+        assert_eq!(translate_flags(0x5, &bits), Some(0x50));
+        assert_eq!(translate_flags(0x7, &bits), Some(0x70));
+        assert_eq!(translate_flags(0x9, &bits), None);
+        use sys::CUmemAttach_flags as F;
+        assert_eq!(mem_attach(1), Some(F::CU_MEM_ATTACH_GLOBAL as c_uint));
+        assert_eq!(mem_attach(2), Some(F::CU_MEM_ATTACH_HOST as c_uint));
+        assert_eq!(mem_attach(4), Some(F::CU_MEM_ATTACH_SINGLE as c_uint));
+        assert_eq!(mem_attach(3), None);
+    }
 
     #[test]
     fn every_error_has_a_name_and_a_text() {
