@@ -70,11 +70,11 @@ fn absent(call: &'static str) -> RawError {
     }
 }
 
-/// The optional function `call` of the loaded table (`function`), or [`absent`]'s error where
-/// the runtime lacks it.
+/// The optional function `call`, which `pick` reads from the loaded table, or [`absent`]'s error
+/// where the runtime lacks it.
 #[inline]
-fn optional<F>(function: Option<F>, call: &'static str) -> RawResult<F> {
-    function.ok_or_else(|| absent(call))
+fn optional<F>(call: &'static str, pick: impl FnOnce(&Table) -> Option<F>) -> RawResult<F> {
+    pick(table(call)?).ok_or_else(|| absent(call))
 }
 
 /// Runs a runtime call that answers through an out-pointer: `call` gets `&mut value` (it

@@ -24,8 +24,7 @@ unsafe impl RawMemory for HipApi {
     }
 
     unsafe fn mem_alloc_async(len: usize, s: RawStream) -> RawResult<DevicePtr> {
-        let t = table("hipMallocAsync")?;
-        let function = optional(t.hipMallocAsync, "hipMallocAsync")?;
+        let function = optional("hipMallocAsync", |t| t.hipMallocAsync)?;
         let ptr = out(std::ptr::null_mut(), "hipMallocAsync", |ptr| {
             // SAFETY: valid out-pointer; live stream.
             unsafe { function(ptr, len, stream(s)) }
@@ -34,8 +33,7 @@ unsafe impl RawMemory for HipApi {
     }
 
     unsafe fn mem_free_async(ptr: DevicePtr, s: RawStream) -> RawResult {
-        let t = table("hipFreeAsync")?;
-        let function = optional(t.hipFreeAsync, "hipFreeAsync")?;
+        let function = optional("hipFreeAsync", |t| t.hipFreeAsync)?;
         ok(
             // SAFETY: the caller owns the allocation; the free is ordered on the live stream.
             unsafe { function(device_ptr(ptr), stream(s)) },
@@ -44,8 +42,7 @@ unsafe impl RawMemory for HipApi {
     }
 
     unsafe fn mem_alloc_managed(len: usize) -> RawResult<DevicePtr> {
-        let t = table("hipMallocManaged")?;
-        let function = optional(t.hipMallocManaged, "hipMallocManaged")?;
+        let function = optional("hipMallocManaged", |t| t.hipMallocManaged)?;
         let ptr = out(std::ptr::null_mut(), "hipMallocManaged", |ptr| {
             // SAFETY: valid out-pointer.
             unsafe { function(ptr, len, sys::hipMemAttachGlobal) }

@@ -98,11 +98,9 @@ unsafe impl RawCapture for HipApi {
         dependencies: &[RawGraphNode],
         replace: bool,
     ) -> RawResult {
-        let t = table("hipStreamUpdateCaptureDependencies")?;
-        let function = optional(
-            t.hipStreamUpdateCaptureDependencies,
-            "hipStreamUpdateCaptureDependencies",
-        )?;
+        let function = optional("hipStreamUpdateCaptureDependencies", |t| {
+            t.hipStreamUpdateCaptureDependencies
+        })?;
         let flags = if replace {
             sys::hipStreamSetCaptureDependencies
         } else {
@@ -117,11 +115,9 @@ unsafe impl RawCapture for HipApi {
     }
 
     unsafe fn thread_exchange_capture_mode(mode: CaptureMode) -> RawResult<CaptureMode> {
-        let t = table("hipThreadExchangeStreamCaptureMode")?;
-        let function = optional(
-            t.hipThreadExchangeStreamCaptureMode,
-            "hipThreadExchangeStreamCaptureMode",
-        )?;
+        let function = optional("hipThreadExchangeStreamCaptureMode", |t| {
+            t.hipThreadExchangeStreamCaptureMode
+        })?;
         let native = out(
             capture_mode(mode),
             "hipThreadExchangeStreamCaptureMode",

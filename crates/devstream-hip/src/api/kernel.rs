@@ -8,8 +8,7 @@ use devstream_gpu_common::RawKernels;
 // (the shared layer also checks `supports` first); nothing is called before `load` returned Ok.
 unsafe impl RawKernels for HipApi {
     unsafe fn module_load_data(image: *const c_void) -> RawResult<RawModule> {
-        let t = table("hipModuleLoadData")?;
-        let function = optional(t.hipModuleLoadData, "hipModuleLoadData")?;
+        let function = optional("hipModuleLoadData", |t| t.hipModuleLoadData)?;
         let module = out(std::ptr::null_mut(), "hipModuleLoadData", |module| {
             // SAFETY: `image` is a code object alive for the call (caller); valid out-pointer.
             unsafe { function(module, image) }
@@ -18,15 +17,13 @@ unsafe impl RawKernels for HipApi {
     }
 
     unsafe fn module_unload(module: RawModule) -> RawResult {
-        let t = table("hipModuleUnload")?;
-        let function = optional(t.hipModuleUnload, "hipModuleUnload")?;
+        let function = optional("hipModuleUnload", |t| t.hipModuleUnload)?;
         // SAFETY: the caller owns the module and no launch of it is pending.
         ok(unsafe { function(module.0) }, "hipModuleUnload")
     }
 
     unsafe fn module_get_function(module: RawModule, name: &CStr) -> RawResult<RawFunction> {
-        let t = table("hipModuleGetFunction")?;
-        let function = optional(t.hipModuleGetFunction, "hipModuleGetFunction")?;
+        let function = optional("hipModuleGetFunction", |t| t.hipModuleGetFunction)?;
         let raw = out(std::ptr::null_mut(), "hipModuleGetFunction", |raw| {
             // SAFETY: live module; NUL-terminated name; valid out-pointer.
             unsafe { function(raw, module.0, name.as_ptr()) }
@@ -42,8 +39,7 @@ unsafe impl RawKernels for HipApi {
         s: RawStream,
         params: *mut *mut c_void,
     ) -> RawResult {
-        let t = table("hipModuleLaunchKernel")?;
-        let launch = optional(t.hipModuleLaunchKernel, "hipModuleLaunchKernel")?;
+        let launch = optional("hipModuleLaunchKernel", |t| t.hipModuleLaunchKernel)?;
         ok(
             // SAFETY: live kernel and stream; `params` matches the kernel (caller's contract).
             unsafe {

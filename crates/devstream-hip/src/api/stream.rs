@@ -73,8 +73,7 @@ unsafe impl RawStreams for HipApi {
     }
 
     unsafe fn stream_device(s: RawStream) -> RawResult<usize> {
-        let t = table("hipGetStreamDeviceId")?;
-        let function = optional(t.hipGetStreamDeviceId, "hipGetStreamDeviceId")?;
+        let function = optional("hipGetStreamDeviceId", |t| t.hipGetStreamDeviceId)?;
         // SAFETY: live stream (caller).
         let device = unsafe { function(stream(s)) };
         usize::try_from(device).map_err(|_| RawError {
@@ -89,8 +88,7 @@ unsafe impl RawStreams for HipApi {
         callback: HostCallback,
         user_data: *mut c_void,
     ) -> RawResult {
-        let t = table("hipLaunchHostFunc")?;
-        let function = optional(t.hipLaunchHostFunc, "hipLaunchHostFunc")?;
+        let function = optional("hipLaunchHostFunc", |t| t.hipLaunchHostFunc)?;
         ok(
             // SAFETY: live stream; the callback owns `user_data` per the caller's contract.
             unsafe { function(stream(s), Some(callback), user_data) },
@@ -103,8 +101,7 @@ unsafe impl RawStreams for HipApi {
         callback: StreamCallback,
         user_data: *mut c_void,
     ) -> RawResult {
-        let t = table("hipStreamAddCallback")?;
-        let function = optional(t.hipStreamAddCallback, "hipStreamAddCallback")?;
+        let function = optional("hipStreamAddCallback", |t| t.hipStreamAddCallback)?;
         type Native = unsafe extern "C" fn(sys::hipStream_t, sys::hipError_t, *mut c_void);
         // SAFETY: `RawStream` is a transparent `*mut c_void` and the status is the 32-bit
         // `hipError_t`, so both signatures have the same C ABI.
@@ -117,8 +114,7 @@ unsafe impl RawStreams for HipApi {
     }
 
     unsafe fn stream_wait_value64(s: RawStream, address: DevicePtr, value: u64) -> RawResult {
-        let t = table("hipStreamWaitValue64")?;
-        let function = optional(t.hipStreamWaitValue64, "hipStreamWaitValue64")?;
+        let function = optional("hipStreamWaitValue64", |t| t.hipStreamWaitValue64)?;
         ok(
             // SAFETY: live stream; the address is a mapped pinned 8-byte word kept alive by the
             // caller; the full mask compares the whole word.
@@ -136,8 +132,7 @@ unsafe impl RawStreams for HipApi {
     }
 
     unsafe fn stream_write_value64(s: RawStream, address: DevicePtr, value: u64) -> RawResult {
-        let t = table("hipStreamWriteValue64")?;
-        let function = optional(t.hipStreamWriteValue64, "hipStreamWriteValue64")?;
+        let function = optional("hipStreamWriteValue64", |t| t.hipStreamWriteValue64)?;
         ok(
             // SAFETY: as for the wait.
             unsafe { function(stream(s), device_ptr(address), value, 0) },
@@ -166,8 +161,7 @@ unsafe impl RawStreams for HipApi {
         len: usize,
         attach: MemAttach,
     ) -> RawResult {
-        let t = table("hipStreamAttachMemAsync")?;
-        let function = optional(t.hipStreamAttachMemAsync, "hipStreamAttachMemAsync")?;
+        let function = optional("hipStreamAttachMemAsync", |t| t.hipStreamAttachMemAsync)?;
         let flags = match attach {
             MemAttach::Global => sys::hipMemAttachGlobal,
             MemAttach::Host => sys::hipMemAttachHost,
