@@ -50,8 +50,8 @@ pub unsafe extern "C" fn hipStreamGetCaptureInfo(
     unsafe { hipStreamGetCaptureInfo_v2(stream, status, id, none, none.cast(), none.cast()) }
 }
 
-/// `hipStreamGetCaptureInfo_v2` → `cuStreamGetCaptureInfo` (with graph and dependencies; a null
-/// out-pointer other than `status` is skipped).
+/// `hipStreamGetCaptureInfo_v2` → `cuStreamGetCaptureInfo` (with graph and dependencies; null
+/// out-pointers are skipped).
 #[no_mangle]
 pub unsafe extern "C" fn hipStreamGetCaptureInfo_v2(
     stream: hipStream_t,
