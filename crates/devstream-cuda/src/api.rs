@@ -113,8 +113,11 @@ fn support() -> Support {
     SUPPORT.get().copied().unwrap_or_default()
 }
 
+/// The status code every driver call answers.
+type Status = sys::CUresult;
+
 #[inline]
-fn ok(result: sys::CUresult, call: &'static str) -> RawResult {
+fn ok(result: Status, call: &'static str) -> RawResult {
     if result == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
@@ -123,6 +126,13 @@ fn ok(result: sys::CUresult, call: &'static str) -> RawResult {
             call,
         })
     }
+}
+
+/// Runs a driver call that answers through an out-pointer: `call` gets `&mut value` (it
+/// coerces to the call's `*mut` parameter); what the call wrote there comes back on success.
+#[inline]
+fn out<T>(mut value: T, name: &'static str, call: impl FnOnce(&mut T) -> Status) -> RawResult<T> {
+    ok(call(&mut value), name).map(|()| value)
 }
 
 #[inline]
@@ -135,19 +145,29 @@ fn event(raw: RawEvent) -> sys::CUevent {
     raw.0.cast()
 }
 
-fn capture_mode(mode: CaptureMode) -> sys::CUstreamCaptureMode {
-    match mode {
+/// Declares a pair of inverse conversions between a devstream enum and the driver's, from one
+/// list of corresponding variants: `to(devstream) -> driver` and `back(driver) -> devstream`.
+macro_rules! conversions {
+    ($to:ident, $back:ident: $ours:ty => $theirs:ty { $($a:path => $b:path,)* }) => {
+        fn $to(value: $ours) -> $theirs {
+            match value {
+                $($a => $b,)*
+            }
+        }
+
+        fn $back(value: $theirs) -> $ours {
+            match value {
+                $($b => $a,)*
+            }
+        }
+    };
+}
+
+conversions! {
+    capture_mode, capture_mode_back: CaptureMode => sys::CUstreamCaptureMode {
         CaptureMode::Global => sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL,
         CaptureMode::ThreadLocal => sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
         CaptureMode::Relaxed => sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-    }
-}
-
-fn capture_mode_back(mode: sys::CUstreamCaptureMode) -> CaptureMode {
-    match mode {
-        sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL => CaptureMode::Global,
-        sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL => CaptureMode::ThreadLocal,
-        sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED => CaptureMode::Relaxed,
     }
 }
 
@@ -161,19 +181,20 @@ fn capture_status(status: sys::CUstreamCaptureStatus) -> CaptureStatus {
     }
 }
 
-fn access_property(p: AccessProperty) -> sys::CUaccessProperty {
-    match p {
+conversions! {
+    access_property, access_property_back: AccessProperty => sys::CUaccessProperty {
         AccessProperty::Normal => sys::CUaccessProperty::CU_ACCESS_PROPERTY_NORMAL,
         AccessProperty::Streaming => sys::CUaccessProperty::CU_ACCESS_PROPERTY_STREAMING,
         AccessProperty::Persisting => sys::CUaccessProperty::CU_ACCESS_PROPERTY_PERSISTING,
     }
 }
 
-fn access_property_back(p: sys::CUaccessProperty) -> AccessProperty {
-    match p {
-        sys::CUaccessProperty::CU_ACCESS_PROPERTY_NORMAL => AccessProperty::Normal,
-        sys::CUaccessProperty::CU_ACCESS_PROPERTY_STREAMING => AccessProperty::Streaming,
-        sys::CUaccessProperty::CU_ACCESS_PROPERTY_PERSISTING => AccessProperty::Persisting,
+conversions! {
+    sync_policy, sync_policy_back: SyncPolicy => sys::CUsynchronizationPolicy {
+        SyncPolicy::Auto => sys::CUsynchronizationPolicy::CU_SYNC_POLICY_AUTO,
+        SyncPolicy::Spin => sys::CUsynchronizationPolicy::CU_SYNC_POLICY_SPIN,
+        SyncPolicy::Yield => sys::CUsynchronizationPolicy::CU_SYNC_POLICY_YIELD,
+        SyncPolicy::BlockingSync => sys::CUsynchronizationPolicy::CU_SYNC_POLICY_BLOCKING_SYNC,
     }
 }
 

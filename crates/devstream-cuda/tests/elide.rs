@@ -10,7 +10,7 @@ use devstream_cuda::CudaBackend;
 use std::sync::{Arc, Mutex};
 
 mod common;
-use common::{gpu, stream};
+use common::{gpu, or_skip, stream};
 
 type Log = Arc<Mutex<Vec<&'static str>>>;
 
@@ -28,9 +28,7 @@ fn elided(f: impl FnOnce()) -> u64 {
 
 #[test]
 fn implied_waits_are_elided_and_never_across_captures_or_foreign_handles() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     // Loaded before anything is held: stream creation can wait for streams held at a flag,
     // and module loading may do the same.
     let module = devstream_cuda::ptx::load(&place).unwrap();

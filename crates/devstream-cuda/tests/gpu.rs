@@ -6,11 +6,11 @@
 
 use devstream_core::{
     CaptureMode, DeviceBackend, DeviceBuffer, DeviceEvent, DeviceFlag, DeviceGraph, DeviceStream,
-    Error, EventFlags, HostBuffer, Place, Priority, StreamOptions,
+    Error, EventFlags, HostBuffer, Priority, StreamOptions,
 };
 use devstream_cuda::{
     ptx, AccessPolicyWindow, AccessProperty, CaptureStatus, CudaBackend, CudaCaptureModeGuard,
-    CudaEvent, CudaEventExt, CudaFlag, CudaGraphDef, CudaManagedBuffer, CudaModule, CudaStream,
+    CudaEvent, CudaEventExt, CudaGraphDef, CudaManagedBuffer, CudaModule, CudaStream,
     CudaStreamExt, KernelArg, LaunchConfig, MemAttach, StreamAttribute, StreamAttributeId,
     StreamKind, SyncPolicy,
 };
@@ -19,21 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod common;
-use common::{gpu, launch_counting, stream};
-
-/// A stream held at a flag: work submitted to it waits until `flag >= 1`.
-fn gated(place: &Place) -> (CudaStream, CudaFlag) {
-    let s = stream(place);
-    let flag = CudaBackend::new_flag(place).unwrap();
-    s.wait_flag(&flag, 1).unwrap();
-    (s, flag)
-}
+use common::{gated, gpu, launch_counting, or_skip, stream};
 
 #[test]
 fn capabilities_and_priorities() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let caps = CudaBackend::capabilities(&place).unwrap();
     eprintln!("capabilities of {place}: {caps:?}");
     assert!(caps.concurrent_streams && caps.timing && caps.host_funcs);
@@ -73,9 +63,7 @@ fn capabilities_and_priorities() {
 
 #[test]
 fn flag_gates_streams_and_query_sees_it() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let (s, flag) = gated(&place);
     let other = stream(&place);
     let e = s.record_event().unwrap();
@@ -105,9 +93,7 @@ fn flag_gates_streams_and_query_sees_it() {
 
 #[test]
 fn never_recorded_event_is_done_and_elapsed_rules() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let e = CudaBackend::new_event(&place, EventFlags::default()).unwrap();
     assert!(e.query().unwrap());
     e.synchronize().unwrap();
@@ -158,9 +144,7 @@ fn never_recorded_event_is_done_and_elapsed_rules() {
 
 #[test]
 fn host_function_panic_is_reported_once_by_synchronize() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let s = stream(&place);
     s.launch_host_func(Box::new(|| panic!("boom in a host function")))
         .unwrap();
@@ -181,9 +165,7 @@ fn host_function_panic_is_reported_once_by_synchronize() {
 /// and their closures are dropped.
 #[test]
 fn host_functions_beyond_the_slots_run_in_order_after_the_stream_is_dropped() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let (s, flag) = gated(&place);
     let log = Arc::new(Mutex::new(Vec::new()));
     let token = Arc::new(());
@@ -217,9 +199,7 @@ fn host_functions_beyond_the_slots_run_in_order_after_the_stream_is_dropped() {
 
 #[test]
 fn capture_in_every_mode_replays_on_any_stream_every_time() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let module = ptx::load(&place).unwrap();
     let affine = module.function("affine_u32").unwrap();
     for mode in [
@@ -231,14 +211,9 @@ fn capture_in_every_mode_replays_on_any_stream_every_time() {
         let buf = s.alloc(4 * 256).unwrap();
         s.fill(&buf, 0, 4 * 256, 0).unwrap();
         s.synchronize().unwrap();
-        let count = Arc::new(AtomicUsize::new(0));
-        let c = count.clone();
         s.begin_capture(mode).unwrap();
         assert!(s.is_capturing().unwrap());
-        s.launch_host_func(Box::new(move || {
-            c.fetch_add(1, Ordering::SeqCst);
-        }))
-        .unwrap();
+        let count = launch_counting(&s);
         // SAFETY: affine_u32(data, n, mul, add) within 256 elements.
         unsafe {
             s.launch_kernel(
@@ -280,9 +255,7 @@ fn capture_in_every_mode_replays_on_any_stream_every_time() {
 
 #[test]
 fn captured_host_function_on_a_forked_stream_belongs_to_the_graph() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let origin = stream(&place);
     let side = stream(&place);
     let count = Arc::new(AtomicUsize::new(0));
@@ -306,9 +279,7 @@ fn captured_host_function_on_a_forked_stream_belongs_to_the_graph() {
 
 #[test]
 fn capture_rules() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let legacy = CudaBackend::default_stream(&place).unwrap();
     assert_eq!(legacy.kind(), StreamKind::Legacy);
     assert!(matches!(
@@ -341,9 +312,7 @@ fn capture_rules() {
 
 #[test]
 fn buffers_copies_and_fill() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let s = stream(&place);
     let n = 1 << 20;
     let a = s.alloc(n).unwrap();
@@ -391,9 +360,7 @@ fn buffers_copies_and_fill() {
 
 #[test]
 fn dropping_buffers_with_queued_work_defers_the_free() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let (s, flag) = gated(&place);
     let other = stream(&place);
     let buf = s.alloc(1 << 16).unwrap();
@@ -417,9 +384,7 @@ fn dropping_buffers_with_queued_work_defers_the_free() {
 
 #[test]
 fn sum_kernel_from_ptx() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let s = stream(&place);
     let module = CudaModule::load(&place, ptx::KERNELS.as_bytes()).unwrap();
     let sum = module.function("sum_u32").unwrap();
@@ -451,9 +416,7 @@ fn sum_kernel_from_ptx() {
 
 #[test]
 fn default_and_per_thread_streams() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let legacy = CudaBackend::default_stream(&place).unwrap();
     assert_eq!(legacy, CudaBackend::default_stream(&place).unwrap());
     assert!(!legacy.is_non_blocking());
@@ -489,9 +452,7 @@ fn shown_raw(s: &CudaStream) -> String {
 
 #[test]
 fn dropped_streams_are_reused_only_when_idle_and_never_handed_out() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     // Idle and never handed out: the next new stream of the same flags and priority gets its
     // native stream (no cuStreamCreate) and works like a new one.
     let a = stream(&place);
@@ -555,9 +516,7 @@ fn dropped_streams_are_reused_only_when_idle_and_never_handed_out() {
 
 #[test]
 fn stream_management_extras() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let s = stream(&place);
     // Attributes: L2 access-policy window, sync policy, copy to another stream.
     let buf = s.alloc(1 << 20).unwrap();
@@ -656,17 +615,10 @@ fn stream_management_extras() {
 
 #[test]
 fn graph_dropped_while_queued_still_runs_its_host_function() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let s = stream(&place);
-    let count = Arc::new(AtomicUsize::new(0));
-    let c = count.clone();
     s.begin_capture(CaptureMode::Global).unwrap();
-    s.launch_host_func(Box::new(move || {
-        c.fetch_add(1, Ordering::SeqCst);
-    }))
-    .unwrap();
+    let count = launch_counting(&s);
     let graph = s.end_capture().unwrap();
     let (gate, flag) = gated(&place);
     graph.launch(&gate).unwrap();
@@ -678,9 +630,7 @@ fn graph_dropped_while_queued_still_runs_its_host_function() {
 
 #[test]
 fn interop_with_cudarc_and_raw_handles() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let ctx = cudarc_context();
     let theirs = ctx.new_stream().unwrap();
     let ours = CudaStream::from_cudarc(theirs.clone()).unwrap();
@@ -707,7 +657,7 @@ fn cudarc_context() -> Arc<cudarc::driver::CudaContext> {
 
 #[test]
 fn multi_device_cross_wait() {
-    let Some((_, _serial)) = gpu() else { return };
+    let (_, _serial) = or_skip!(gpu());
     let places = CudaBackend::places();
     if places.len() < 2 {
         eprintln!("skipped: one CUDA device");
@@ -729,9 +679,7 @@ fn multi_device_cross_wait() {
 
 #[test]
 fn last_handles_dropped_inside_a_host_function_do_not_deadlock() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let s = stream(&place);
     for _ in 0..8 {
         let inner = stream(&place);
@@ -753,9 +701,7 @@ fn last_handles_dropped_inside_a_host_function_do_not_deadlock() {
 
 #[test]
 fn begin_twice_invalidates_and_the_stream_recovers() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let s = stream(&place);
     s.begin_capture(CaptureMode::ThreadLocal).unwrap();
     assert!(matches!(
@@ -783,9 +729,7 @@ fn begin_twice_invalidates_and_the_stream_recovers() {
 /// its end succeed, and the graph replays what was captured.
 #[test]
 fn streams_dropped_on_another_thread_leave_a_capture_valid() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     for mode in [
         CaptureMode::Global,
         CaptureMode::ThreadLocal,
@@ -838,9 +782,7 @@ fn streams_dropped_on_another_thread_leave_a_capture_valid() {
 /// allocations and work on new streams succeed, and a new capture works.
 #[test]
 fn a_stream_dropped_during_its_capture_leaves_no_capture_behind() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let ctx = cudarc_context();
     for mode in [
         CaptureMode::Global,
@@ -901,9 +843,7 @@ fn a_stream_dropped_during_its_capture_leaves_no_capture_behind() {
 
 #[test]
 fn flag_comparison_is_unsigned_over_the_whole_u32_range() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let s = stream(&place);
     let flag = CudaBackend::new_flag(&place).unwrap();
     s.wait_flag(&flag, 1).unwrap();
@@ -953,9 +893,7 @@ fn block_on(mut future: devstream_core::Completion) -> devstream_core::Result<()
 /// host function is the stream completion's error.
 #[test]
 fn completions_use_independent_notifiers_and_leave_captures_valid() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let (held, flag) = gated(&place);
     let held_done = held.completion();
     let held_event = held.record_event().unwrap();
@@ -987,14 +925,8 @@ fn completions_use_independent_notifiers_and_leave_captures_valid() {
 
     let capturing = stream(&place);
     let other = stream(&place);
-    let count = Arc::new(AtomicUsize::new(0));
-    let c = count.clone();
     capturing.begin_capture(CaptureMode::Global).unwrap();
-    capturing
-        .launch_host_func(Box::new(move || {
-            c.fetch_add(1, Ordering::SeqCst);
-        }))
-        .unwrap();
+    let count = launch_counting(&capturing);
     let inside = capturing.record_event().unwrap();
     for future in [capturing.completion(), inside.completion()] {
         assert!(future.is_ready());
@@ -1048,9 +980,7 @@ fn completions_use_independent_notifiers_and_leave_captures_valid() {
 /// (held by a flag) is done.
 #[test]
 fn event_completion_survives_a_re_record_of_its_event() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let (held, flag) = gated(&place);
     // More pending completions than doorbells, all behind the flag.
     let fillers: Vec<_> = (0..40).map(|_| held.record_event().unwrap()).collect();

@@ -5,6 +5,11 @@
 use devstream_core::{DeviceBackend, Error, EventFlags, Place, StreamOptions};
 use devstream_cuda::{CudaBackend, CudaGraphDef, CudaManagedBuffer, CudaModule};
 
+/// Whether `result` is the error of a backend that cannot be used.
+fn unavailable<T>(result: devstream_core::Result<T>) -> bool {
+    matches!(result, Err(Error::BackendUnavailable { .. }))
+}
+
 #[test]
 fn without_libcuda_everything_is_backend_unavailable_and_nothing_panics() {
     let place = Place::Cuda(0);
@@ -14,47 +19,40 @@ fn without_libcuda_everything_is_backend_unavailable_and_nothing_panics() {
             assert_eq!(backend, "cuda");
             assert!(!reason.is_empty());
             assert!(CudaBackend::places().is_empty());
-            let unavailable = |e: Error| matches!(e, Error::BackendUnavailable { .. });
-            assert!(unavailable(CudaBackend::capabilities(&place).unwrap_err()));
-            assert!(unavailable(
-                CudaBackend::priority_range(&place).unwrap_err()
-            ));
-            assert!(unavailable(
-                CudaBackend::new_stream(&place, StreamOptions::default()).unwrap_err()
-            ));
-            assert!(unavailable(
-                CudaBackend::default_stream(&place).unwrap_err()
-            ));
-            assert!(unavailable(
-                CudaBackend::per_thread_stream(&place).unwrap_err()
-            ));
-            assert!(unavailable(
-                CudaBackend::new_event(&place, EventFlags::default()).unwrap_err()
-            ));
-            assert!(unavailable(CudaBackend::new_flag(&place).unwrap_err()));
-            assert!(unavailable(
-                CudaModule::load(&place, devstream_cuda::ptx::KERNELS.as_bytes()).unwrap_err()
-            ));
-            assert!(unavailable(CudaGraphDef::new(&place).unwrap_err()));
-            assert!(unavailable(CudaManagedBuffer::new(&place, 16).unwrap_err()));
-            assert!(unavailable(devstream_cuda::driver_version().unwrap_err()));
+            assert!(unavailable(CudaBackend::capabilities(&place)));
+            assert!(unavailable(CudaBackend::priority_range(&place)));
+            assert!(unavailable(CudaBackend::new_stream(
+                &place,
+                StreamOptions::default()
+            )));
+            assert!(unavailable(CudaBackend::default_stream(&place)));
+            assert!(unavailable(CudaBackend::per_thread_stream(&place)));
+            assert!(unavailable(CudaBackend::new_event(
+                &place,
+                EventFlags::default()
+            )));
+            assert!(unavailable(CudaBackend::new_flag(&place)));
+            assert!(unavailable(CudaModule::load(
+                &place,
+                devstream_cuda::ptx::KERNELS.as_bytes()
+            )));
+            assert!(unavailable(CudaGraphDef::new(&place)));
+            assert!(unavailable(CudaManagedBuffer::new(&place, 16)));
+            assert!(unavailable(devstream_cuda::driver_version()));
             assert_eq!(CudaBackend::live_counts(), Default::default());
             // Asking twice gives the same answer (the failed load is remembered, not retried
             // into a panic).
-            assert!(unavailable(CudaBackend::probe().unwrap_err()));
+            assert!(unavailable(CudaBackend::probe()));
         }
         Ok(()) => {
             let count = CudaBackend::places().len();
             eprintln!("CUDA driver present, {count} device(s)");
             let beyond = Place::Cuda(count);
-            assert!(matches!(
-                CudaBackend::new_stream(&beyond, StreamOptions::default()),
-                Err(Error::NoDevice { .. })
-            ));
-            assert!(matches!(
-                CudaBackend::capabilities(&beyond),
-                Err(Error::NoDevice { .. })
-            ));
+            let no_device = |e: Error| matches!(e, Error::NoDevice { .. });
+            assert!(
+                CudaBackend::new_stream(&beyond, StreamOptions::default()).is_err_and(no_device)
+            );
+            assert!(CudaBackend::capabilities(&beyond).is_err_and(no_device));
         }
         Err(other) => panic!("probe answered {other:?}"),
     }

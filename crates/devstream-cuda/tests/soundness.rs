@@ -12,30 +12,18 @@ use devstream_core::{
     CaptureMode, DeviceBackend, DeviceFlag, DeviceGraph, DeviceStream, Error, EventFlags,
     HostBuffer, Place,
 };
-use devstream_cuda::{CudaBackend, CudaFlag, CudaGraphDef, CudaStream};
+use devstream_cuda::{CudaBackend, CudaFlag, CudaGraph, CudaGraphDef, CudaStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::channel;
+use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{gpu, launch_counting, stream};
+use common::{flag, gated, gpu, hold, launch_counting, or_skip, stream};
 
 /// Set in the environment of a child process that runs one `child_*` test.
 const CHILD: &str = "DEVSTREAM_SOUNDNESS_CHILD";
-
-fn flag(place: &Place) -> CudaFlag {
-    CudaBackend::new_flag(place).unwrap()
-}
-
-/// A stream held at a flag: work submitted to it waits until `flag >= 1`.
-fn gated(place: &Place) -> (CudaStream, CudaFlag) {
-    let s = stream(place);
-    let gate = flag(place);
-    s.wait_flag(&gate, 1).unwrap();
-    (s, gate)
-}
 
 /// Runs `f` on a thread and returns its result, or fails the test if it takes longer than
 /// `secs` (a hang fails in seconds).
@@ -50,12 +38,50 @@ fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send
     }
 }
 
+/// Launches on `s` a host function that runs `f`; its answer comes through the receiver.
+fn answer_from_host_function<T: Send + 'static>(
+    s: &CudaStream,
+    mut f: impl FnMut() -> T + Send + 'static,
+) -> Receiver<T> {
+    let (tx, rx) = channel();
+    s.launch_host_func(Box::new(move || {
+        let _ = tx.send(f());
+    }))
+    .unwrap();
+    rx
+}
+
+/// Synchronizes `s` on another thread (see [`within`]): fails the test if that takes longer
+/// than `secs`.
+fn synchronize_within(secs: u64, what: &str, s: &CudaStream) -> devstream_core::Result<()> {
+    let s = s.clone();
+    within(secs, what, move || s.synchronize())
+}
+
+/// A test whose body runs in a child process of this binary: `#[test] fn $name` runs the
+/// `#[ignore]`d `fn $child` there through [`in_child`] (30 s), and `$child` runs the body with
+/// the device bound to `$place` (skipping like every test here where there is none).
+macro_rules! child_test {
+    ($(#[$attr:meta])* $name:ident, fn $child:ident($place:ident) $body:block) => {
+        $(#[$attr])*
+        #[test]
+        fn $name() {
+            in_child(stringify!($child), 30);
+        }
+
+        #[test]
+        #[ignore = "run in a child process by the test of the same name without `child_`"]
+        fn $child() {
+            let ($place, _serial) = or_skip!(child_gpu());
+            $body
+        }
+    };
+}
+
 /// Runs the `#[ignore]`d test `name` of this binary in a child process and fails unless it
 /// passes within `secs` (an abort or a hang fails this test, not the whole binary).
 fn in_child(name: &str, secs: u64) {
-    let Some((_place, _serial)) = gpu() else {
-        return;
-    };
+    let (_place, _serial) = or_skip!(gpu());
     let exe = std::env::current_exe().expect("the test binary's path");
     let log = std::env::temp_dir().join(format!(
         "devstream-soundness-{name}-{}.log",
@@ -147,9 +173,7 @@ impl Drop for PanickyDrop {
 /// graph can still call it (or the second capture must be refused).
 #[test]
 fn capture_to_graph_host_function_lives_while_any_graph_of_the_definition_can_call_it() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let def = CudaGraphDef::new(&place).unwrap();
     let (a, b) = (stream(&place), stream(&place));
     match a.begin_capture_to_graph(&def, &[], CaptureMode::ThreadLocal) {
@@ -191,8 +215,7 @@ fn capture_to_graph_host_function_lives_while_any_graph_of_the_definition_can_ca
          still call it (use after free)"
     );
     second.launch(&b).unwrap();
-    let b2 = b.clone();
-    within(10, "synchronize", move || b2.synchronize()).unwrap();
+    synchronize_within(10, "synchronize", &b).unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     drop(second);
     drop(def);
@@ -204,9 +227,7 @@ fn capture_to_graph_host_function_lives_while_any_graph_of_the_definition_can_ca
 /// must not be recycled before that write ran.
 #[test]
 fn flag_dropped_during_a_capture_is_not_recycled_under_work_queued_before_it() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let (s, gate) = gated(&place);
     let first = flag(&place);
     s.write_flag(&first, 7).unwrap();
@@ -215,8 +236,7 @@ fn flag_dropped_during_a_capture_is_not_recycled_under_work_queued_before_it() {
     let _ = s.end_capture();
     let second = flag(&place);
     gate.set(1);
-    let s2 = s.clone();
-    within(10, "synchronize", move || s2.synchronize()).unwrap();
+    synchronize_within(10, "synchronize", &s).unwrap();
     assert_eq!(
         second.get(),
         0,
@@ -230,9 +250,7 @@ fn flag_dropped_during_a_capture_is_not_recycled_under_work_queued_before_it() {
 /// where the pool hands the address out again, the new buffer's bytes show it too).
 #[test]
 fn buffer_dropped_during_a_capture_is_not_freed_under_work_queued_before_it() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     within(60, "the whole test", move || {
         buffer_dropped_during_a_capture(place)
     });
@@ -266,8 +284,7 @@ fn buffer_dropped_during_a_capture(place: Place) {
             "does not reuse"
         }
     );
-    let s2 = s.clone();
-    within(30, "synchronize", move || s2.synchronize()).unwrap();
+    synchronize_within(30, "synchronize", &s).unwrap();
     let host = other.alloc_host(N).unwrap();
     other.copy_device_to_host(&host, 0, &second, 0, N).unwrap();
     other.synchronize().unwrap();
@@ -288,9 +305,7 @@ fn buffer_dropped_during_a_capture(place: Place) {
 /// hangs on cuda:0 and hip:0 at such a copy, it seems).
 #[test]
 fn copy_from_pageable_memory_onto_a_held_stream_does_not_wait_for_the_stream() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let (s, gate) = gated(&place);
     let device = Arc::new(s.alloc(64).unwrap());
     let (tx, rx) = channel();
@@ -309,23 +324,32 @@ fn copy_from_pageable_memory_onto_a_held_stream_does_not_wait_for_the_stream() {
 
 // ---- flags used by captured work ----------------------------------------------------
 
+/// Captures `use_flag` of a new flag on a new stream (relaxed mode), drops the flag, makes a
+/// second flag (which would get the first one's pinned block, were that recycled while the graph
+/// holds it) and replays the graph: answers the stream, the graph and the second flag.
+fn replay_after_dropping_a_captured_flag(
+    place: &Place,
+    use_flag: impl FnOnce(&CudaStream, &CudaFlag) -> devstream_core::Result<()>,
+) -> (CudaStream, CudaGraph, CudaFlag) {
+    let s = stream(place);
+    let first = flag(place);
+    s.begin_capture(CaptureMode::Relaxed).unwrap();
+    use_flag(&s, &first).unwrap();
+    let graph = s.end_capture().unwrap();
+    drop(first);
+    let second = flag(place);
+    graph.launch(&s).unwrap();
+    (s, graph, second)
+}
+
 /// A flag written by a captured graph, dropped before the graph is replayed: the graph must keep
 /// the flag's pinned block.
 #[test]
 fn flag_written_by_a_captured_graph_is_kept_alive_by_the_graph() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
-    let s = stream(&place);
-    let first = flag(&place);
-    s.begin_capture(CaptureMode::Relaxed).unwrap();
-    s.write_flag(&first, 5).unwrap();
-    let graph = s.end_capture().unwrap();
-    drop(first);
-    let second = flag(&place);
-    graph.launch(&s).unwrap();
-    let s2 = s.clone();
-    within(10, "synchronize", move || s2.synchronize()).unwrap();
+    let (place, _serial) = or_skip!(gpu());
+    let (s, _graph, second) =
+        replay_after_dropping_a_captured_flag(&place, |s, first| s.write_flag(first, 5));
+    synchronize_within(10, "synchronize", &s).unwrap();
     assert_eq!(
         second.get(),
         0,
@@ -338,244 +362,171 @@ fn flag_written_by_a_captured_graph_is_kept_alive_by_the_graph() {
 /// waits on the graph's own flag word (memcheck shows a read of freed memory otherwise).
 #[test]
 fn flag_waited_on_by_a_captured_graph_is_kept_alive_by_the_graph() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
-    let s = stream(&place);
-    let first = flag(&place);
-    first.set(1);
-    s.begin_capture(CaptureMode::Relaxed).unwrap();
-    s.wait_flag(&first, 1).unwrap();
-    let graph = s.end_capture().unwrap();
-    drop(first);
+    let (place, _serial) = or_skip!(gpu());
     // Recycled, the block would read 0 and the replay would wait forever.
-    let second = flag(&place);
-    graph.launch(&s).unwrap();
-    let s2 = s.clone();
-    let done = within(10, "a replay waiting on the dropped flag", move || {
-        s2.synchronize()
+    let (s, _graph, second) = replay_after_dropping_a_captured_flag(&place, |s, first| {
+        first.set(1);
+        s.wait_flag(first, 1)
     });
+    let done = synchronize_within(10, "a replay waiting on the dropped flag", &s);
     second.set(1);
     done.unwrap();
 }
 
 // ---- blocking calls inside a host function -------------------------------------------
 
-#[test]
-fn host_buffer_read_inside_a_host_function_does_not_wait_for_later_copies() {
-    in_child(
-        "child_host_buffer_read_inside_a_host_function_does_not_wait_for_later_copies",
-        30,
-    );
+child_test! {
+    host_buffer_read_inside_a_host_function_does_not_wait_for_later_copies,
+    fn child_host_buffer_read_inside_a_host_function_does_not_wait_for_later_copies(place) {
+        let s = stream(&place);
+        let device = s.alloc(64).unwrap();
+        let host = Arc::new(s.alloc_host(64).unwrap());
+        s.fill(&device, 0, 64, 9).unwrap();
+        s.copy_device_to_host(&host, 0, &device, 0, 64).unwrap();
+        s.synchronize().unwrap();
+        let gate = hold(&s);
+        let h = host.clone();
+        let rx = answer_from_host_function(&s, move || {
+            let mut out = [0u8; 64];
+            h.read(0, &mut out).map(|()| out[0])
+        });
+        // Queued after the host function: its read must not wait for these.
+        s.fill(&device, 0, 64, 7).unwrap();
+        s.copy_device_to_host(&host, 0, &device, 0, 64).unwrap();
+        gate.set(1);
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(value)) => assert_eq!(value, 9, "the read saw a copy queued after it"),
+            Ok(Err(e)) => eprintln!("the read answered a typed error: {e}"),
+            Err(_) => panic!(
+                "a host-buffer read inside a host function hung: it waits for a copy queued after \
+                 the host function (deadlock)"
+            ),
+        }
+        within(10, "synchronize after the host function", move || {
+            s.synchronize()
+        })
+        .unwrap();
+    }
 }
 
-#[test]
-#[ignore = "run in a child process by the test of the same name without `child_`"]
-fn child_host_buffer_read_inside_a_host_function_does_not_wait_for_later_copies() {
-    let Some((place, _serial)) = child_gpu() else {
-        return;
-    };
-    let s = stream(&place);
-    let device = s.alloc(64).unwrap();
-    let host = Arc::new(s.alloc_host(64).unwrap());
-    s.fill(&device, 0, 64, 9).unwrap();
-    s.copy_device_to_host(&host, 0, &device, 0, 64).unwrap();
-    s.synchronize().unwrap();
-    let gate = flag(&place);
-    s.wait_flag(&gate, 1).unwrap();
-    let (tx, rx) = channel();
-    let h = host.clone();
-    s.launch_host_func(Box::new(move || {
-        let mut out = [0u8; 64];
-        let _ = tx.send(h.read(0, &mut out).map(|()| out[0]));
-    }))
-    .unwrap();
-    // Queued after the host function: its read must not wait for these.
-    s.fill(&device, 0, 64, 7).unwrap();
-    s.copy_device_to_host(&host, 0, &device, 0, 64).unwrap();
-    gate.set(1);
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(Ok(value)) => assert_eq!(value, 9, "the read saw a copy queued after it"),
-        Ok(Err(e)) => eprintln!("the read answered a typed error: {e}"),
-        Err(_) => panic!(
-            "a host-buffer read inside a host function hung: it waits for a copy queued after \
-             the host function (deadlock)"
-        ),
+child_test! {
+    synchronize_inside_a_host_function_is_an_error_not_a_hang,
+    fn child_synchronize_inside_a_host_function_is_an_error_not_a_hang(place) {
+        let s = stream(&place);
+        let own = s.clone();
+        let rx = answer_from_host_function(&s, move || own.synchronize());
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => panic!("synchronize of its own stream inside a host function returned Ok"),
+            Ok(Err(e)) => eprintln!("stream synchronize answered a typed error: {e}"),
+            Err(_) => panic!(
+                "stream.synchronize() inside a host function on the same stream hung (it waits for \
+                 itself)"
+            ),
+        }
+        // An event recorded after the host function on the same stream.
+        let event = CudaBackend::new_event(&place, EventFlags::default()).unwrap();
+        let gate = hold(&s);
+        let e = event.clone();
+        let rx = answer_from_host_function(&s, move || {
+            use devstream_core::DeviceEvent;
+            e.synchronize()
+        });
+        s.record(&event).unwrap();
+        gate.set(1);
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => panic!("an event recorded after the host function was complete inside it"),
+            Ok(Err(e)) => eprintln!("event synchronize answered a typed error: {e}"),
+            Err(_) => panic!(
+                "event.synchronize() inside a host function, on an event recorded after it, hung"
+            ),
+        }
+        within(10, "synchronize after the host functions", move || {
+            s.synchronize()
+        })
+        .unwrap();
     }
-    within(10, "synchronize after the host function", move || {
-        s.synchronize()
-    })
-    .unwrap();
-}
-
-#[test]
-fn synchronize_inside_a_host_function_is_an_error_not_a_hang() {
-    in_child(
-        "child_synchronize_inside_a_host_function_is_an_error_not_a_hang",
-        30,
-    );
-}
-
-#[test]
-#[ignore = "run in a child process by the test of the same name without `child_`"]
-fn child_synchronize_inside_a_host_function_is_an_error_not_a_hang() {
-    let Some((place, _serial)) = child_gpu() else {
-        return;
-    };
-    let s = stream(&place);
-    let (tx, rx) = channel();
-    let own = s.clone();
-    s.launch_host_func(Box::new(move || {
-        let _ = tx.send(own.synchronize());
-    }))
-    .unwrap();
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(Ok(())) => panic!("synchronize of its own stream inside a host function returned Ok"),
-        Ok(Err(e)) => eprintln!("stream synchronize answered a typed error: {e}"),
-        Err(_) => panic!(
-            "stream.synchronize() inside a host function on the same stream hung (it waits for \
-             itself)"
-        ),
-    }
-    // An event recorded after the host function on the same stream.
-    let event = CudaBackend::new_event(&place, EventFlags::default()).unwrap();
-    let gate = flag(&place);
-    s.wait_flag(&gate, 1).unwrap();
-    let (tx, rx) = channel();
-    let e = event.clone();
-    s.launch_host_func(Box::new(move || {
-        use devstream_core::DeviceEvent;
-        let _ = tx.send(e.synchronize());
-    }))
-    .unwrap();
-    s.record(&event).unwrap();
-    gate.set(1);
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(Ok(())) => panic!("an event recorded after the host function was complete inside it"),
-        Ok(Err(e)) => eprintln!("event synchronize answered a typed error: {e}"),
-        Err(_) => panic!(
-            "event.synchronize() inside a host function, on an event recorded after it, hung"
-        ),
-    }
-    within(10, "synchronize after the host functions", move || {
-        s.synchronize()
-    })
-    .unwrap();
 }
 
 // ---- panics whose payload panics again on drop ---------------------------------------
 
 /// Checks that `s.synchronize()` reports a host-function panic (within 10 s).
 fn expect_panic_reported(s: &CudaStream) {
-    let s2 = s.clone();
-    match within(10, "synchronize after the panic", move || s2.synchronize()) {
+    match synchronize_within(10, "synchronize after the panic", s) {
         Err(Error::HostFuncPanicked { stream, .. }) => assert_eq!(stream, s.id()),
         other => panic!("expected HostFuncPanicked, got {other:?}"),
     }
     s.synchronize().unwrap();
 }
 
-#[test]
-fn host_function_panic_payload_whose_drop_panics_is_reported() {
-    in_child(
-        "child_host_function_panic_payload_whose_drop_panics_is_reported",
-        30,
-    );
-}
-
-#[test]
-#[ignore = "run in a child process by the test of the same name without `child_`"]
-fn child_host_function_panic_payload_whose_drop_panics_is_reported() {
-    let Some((place, _serial)) = child_gpu() else {
-        return;
-    };
-    // Through a reusable slot.
-    let s = stream(&place);
-    s.launch_host_func(Box::new(|| std::panic::panic_any(PanickyPayload)))
-        .unwrap();
-    expect_panic_reported(&s);
-    // Through the allocating path (every slot in flight).
-    let (s, gate) = gated(&place);
-    for _ in 0..40 {
-        s.launch_host_func(Box::new(|| {})).unwrap();
+child_test! {
+    host_function_panic_payload_whose_drop_panics_is_reported,
+    fn child_host_function_panic_payload_whose_drop_panics_is_reported(place) {
+        // Through a reusable slot.
+        let s = stream(&place);
+        s.launch_host_func(Box::new(|| std::panic::panic_any(PanickyPayload)))
+            .unwrap();
+        expect_panic_reported(&s);
+        // Through the allocating path (every slot in flight).
+        let (s, gate) = gated(&place);
+        for _ in 0..40 {
+            s.launch_host_func(Box::new(|| {})).unwrap();
+        }
+        s.launch_host_func(Box::new(|| std::panic::panic_any(PanickyPayload)))
+            .unwrap();
+        gate.set(1);
+        expect_panic_reported(&s);
+        // Through add_callback.
+        let s = stream(&place);
+        s.add_callback(|_| std::panic::panic_any(PanickyPayload))
+            .unwrap();
+        expect_panic_reported(&s);
     }
-    s.launch_host_func(Box::new(|| std::panic::panic_any(PanickyPayload)))
-        .unwrap();
-    gate.set(1);
-    expect_panic_reported(&s);
-    // Through add_callback.
-    let s = stream(&place);
-    s.add_callback(|_| std::panic::panic_any(PanickyPayload))
-        .unwrap();
-    expect_panic_reported(&s);
 }
 
-#[test]
-fn captured_host_function_panic_payload_whose_drop_panics_is_reported() {
-    in_child(
-        "child_captured_host_function_panic_payload_whose_drop_panics_is_reported",
-        30,
-    );
+child_test! {
+    captured_host_function_panic_payload_whose_drop_panics_is_reported,
+    fn child_captured_host_function_panic_payload_whose_drop_panics_is_reported(place) {
+        let s = stream(&place);
+        s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+        s.launch_host_func(Box::new(|| std::panic::panic_any(PanickyPayload)))
+            .unwrap();
+        let graph = s.end_capture().unwrap();
+        graph.launch(&s).unwrap();
+        expect_panic_reported(&s);
+    }
 }
 
-#[test]
-#[ignore = "run in a child process by the test of the same name without `child_`"]
-fn child_captured_host_function_panic_payload_whose_drop_panics_is_reported() {
-    let Some((place, _serial)) = child_gpu() else {
-        return;
-    };
-    let s = stream(&place);
-    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
-    s.launch_host_func(Box::new(|| std::panic::panic_any(PanickyPayload)))
-        .unwrap();
-    let graph = s.end_capture().unwrap();
-    graph.launch(&s).unwrap();
-    expect_panic_reported(&s);
-}
-
-#[test]
-fn host_closure_whose_drop_panics_twice_is_dropped_quietly() {
-    in_child(
-        "child_host_closure_whose_drop_panics_twice_is_dropped_quietly",
-        30,
-    );
-}
-
-#[test]
-#[ignore = "run in a child process by the test of the same name without `child_`"]
-fn child_host_closure_whose_drop_panics_twice_is_dropped_quietly() {
-    let Some((place, _serial)) = child_gpu() else {
-        return;
-    };
-    // Dropped by the trampoline after it ran (a slot, then the allocating path).
-    let (s, gate) = gated(&place);
-    for _ in 0..40 {
+child_test! {
+    host_closure_whose_drop_panics_twice_is_dropped_quietly,
+    fn child_host_closure_whose_drop_panics_twice_is_dropped_quietly(place) {
+        // Dropped by the trampoline after it ran (a slot, then the allocating path).
+        let (s, gate) = gated(&place);
+        for _ in 0..40 {
+            let bad = PanickyDrop;
+            s.launch_host_func(Box::new(move || {
+                let _ = &bad;
+            }))
+            .unwrap();
+        }
+        gate.set(1);
+        synchronize_within(10, "synchronize", &s).unwrap();
+        // Dropped by a graph's release.
+        s.begin_capture(CaptureMode::ThreadLocal).unwrap();
         let bad = PanickyDrop;
         s.launch_host_func(Box::new(move || {
             let _ = &bad;
         }))
         .unwrap();
+        let graph = s.end_capture().unwrap();
+        graph.launch(&s).unwrap();
+        synchronize_within(10, "synchronize", &s).unwrap();
+        drop(graph);
+        // The device still works (a new stream's host function runs).
+        let t = stream(&place);
+        let ran = launch_counting(&t);
+        within(10, "synchronize", move || t.synchronize()).unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
     }
-    gate.set(1);
-    let s2 = s.clone();
-    within(10, "synchronize", move || s2.synchronize()).unwrap();
-    // Dropped by a graph's release.
-    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
-    let bad = PanickyDrop;
-    s.launch_host_func(Box::new(move || {
-        let _ = &bad;
-    }))
-    .unwrap();
-    let graph = s.end_capture().unwrap();
-    graph.launch(&s).unwrap();
-    let s2 = s.clone();
-    within(10, "synchronize", move || s2.synchronize()).unwrap();
-    drop(graph);
-    // The device still works (a new stream's host function runs).
-    let t = stream(&place);
-    let ran = launch_counting(&t);
-    within(10, "synchronize", move || t.synchronize()).unwrap();
-    assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
 
 // ---- the per-thread default stream on another thread ---------------------------------
@@ -584,12 +535,9 @@ fn child_host_closure_whose_drop_panics_twice_is_dropped_quietly() {
 /// stream (it compares equal to the original).
 #[test]
 fn per_thread_stream_used_from_another_thread_does_not_address_that_thread_s_stream() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let s = CudaBackend::per_thread_stream(&place).unwrap();
-    let gate = flag(&place);
-    s.wait_flag(&gate, 1).unwrap();
+    let gate = hold(&s);
     let s2 = s.clone();
     let answer = within(10, "query on another thread", move || s2.query());
     gate.set(1);
@@ -608,19 +556,15 @@ fn per_thread_stream_used_from_another_thread_does_not_address_that_thread_s_str
 /// must wait for this thread's stream, not the dropping thread's.
 #[test]
 fn per_thread_stream_user_dropped_on_another_thread_is_released_after_its_work() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let s = CudaBackend::per_thread_stream(&place).unwrap();
-    let gate = flag(&place);
-    s.wait_flag(&gate, 1).unwrap();
+    let gate = hold(&s);
     let first = flag(&place);
     s.write_flag(&first, 7).unwrap();
     std::thread::spawn(move || drop(first)).join().unwrap();
     let second = flag(&place);
     gate.set(1);
-    let s2 = s.clone();
-    within(10, "synchronize", move || s2.synchronize()).unwrap();
+    synchronize_within(10, "synchronize", &s).unwrap();
     assert_eq!(
         second.get(),
         0,
@@ -631,64 +575,54 @@ fn per_thread_stream_user_dropped_on_another_thread_is_released_after_its_work()
 
 // ---- graph nodes from outside the graph --------------------------------------------
 
-#[test]
-fn capture_dependencies_from_another_or_a_dropped_graph_are_refused() {
-    in_child(
-        "child_capture_dependencies_from_another_or_a_dropped_graph_are_refused",
-        30,
-    );
-}
-
-#[test]
-#[ignore = "run in a child process by the test of the same name without `child_`"]
-fn child_capture_dependencies_from_another_or_a_dropped_graph_are_refused() {
-    let Some((place, _serial)) = child_gpu() else {
-        return;
-    };
-    let s = stream(&place);
-    let buffer = s.alloc(64).unwrap();
-    let def_a = CudaGraphDef::new(&place).unwrap();
-    match s.begin_capture_to_graph(&def_a, &[], CaptureMode::Relaxed) {
-        Err(Error::Unsupported { .. }) => {
-            eprintln!("skipped: capture-to-graph is not in this driver");
-            return;
-        }
-        other => other.unwrap(),
-    }
-    s.fill(&buffer, 0, 64, 1).unwrap();
-    let foreign = s.capture_info().unwrap().dependencies;
-    assert_eq!(foreign.len(), 1);
-    let graph_a = s.end_capture().unwrap();
-    let def_b = CudaGraphDef::new(&place).unwrap();
-    let refused = |what: &str, result: devstream_core::Result<()>, s: &CudaStream| match result {
-        Err(Error::InvalidArgument(reason)) => eprintln!("{what}: refused ({reason})"),
-        other => {
-            if s.is_capturing().unwrap_or(false) {
-                let _ = s.end_capture();
+child_test! {
+    capture_dependencies_from_another_or_a_dropped_graph_are_refused,
+    fn child_capture_dependencies_from_another_or_a_dropped_graph_are_refused(place) {
+        let s = stream(&place);
+        let buffer = s.alloc(64).unwrap();
+        let def_a = CudaGraphDef::new(&place).unwrap();
+        match s.begin_capture_to_graph(&def_a, &[], CaptureMode::Relaxed) {
+            Err(Error::Unsupported { .. }) => {
+                eprintln!("skipped: capture-to-graph is not in this driver");
+                return;
             }
-            panic!("{what}: a node of another graph reached the driver: {other:?}")
+            other => other.unwrap(),
         }
-    };
-    refused(
-        "begin_capture_to_graph with a live node of another graph",
-        s.begin_capture_to_graph(&def_b, &foreign, CaptureMode::Relaxed),
-        &s,
-    );
-    s.begin_capture(CaptureMode::Relaxed).unwrap();
-    refused(
-        "update_capture_dependencies with a node of another graph",
-        s.update_capture_dependencies(&foreign, false),
-        &s,
-    );
-    let _ = s.end_capture();
-    drop(graph_a);
-    drop(def_a);
-    refused(
-        "begin_capture_to_graph with a node of a dropped graph",
-        s.begin_capture_to_graph(&def_b, &foreign, CaptureMode::Relaxed),
-        &s,
-    );
-    s.synchronize().unwrap();
+        s.fill(&buffer, 0, 64, 1).unwrap();
+        let foreign = s.capture_info().unwrap().dependencies;
+        assert_eq!(foreign.len(), 1);
+        let graph_a = s.end_capture().unwrap();
+        let def_b = CudaGraphDef::new(&place).unwrap();
+        let refused = |what: &str, result: devstream_core::Result<()>, s: &CudaStream| match result {
+            Err(Error::InvalidArgument(reason)) => eprintln!("{what}: refused ({reason})"),
+            other => {
+                if s.is_capturing().unwrap_or(false) {
+                    let _ = s.end_capture();
+                }
+                panic!("{what}: a node of another graph reached the driver: {other:?}")
+            }
+        };
+        refused(
+            "begin_capture_to_graph with a live node of another graph",
+            s.begin_capture_to_graph(&def_b, &foreign, CaptureMode::Relaxed),
+            &s,
+        );
+        s.begin_capture(CaptureMode::Relaxed).unwrap();
+        refused(
+            "update_capture_dependencies with a node of another graph",
+            s.update_capture_dependencies(&foreign, false),
+            &s,
+        );
+        let _ = s.end_capture();
+        drop(graph_a);
+        drop(def_a);
+        refused(
+            "begin_capture_to_graph with a node of a dropped graph",
+            s.begin_capture_to_graph(&def_b, &foreign, CaptureMode::Relaxed),
+            &s,
+        );
+        s.synchronize().unwrap();
+    }
 }
 
 // ---- the panic target of concurrent launches -----------------------------------------
@@ -697,9 +631,7 @@ fn child_capture_dependencies_from_another_or_a_dropped_graph_are_refused() {
 /// first launching stream's, whatever was launched after it.
 #[test]
 fn concurrent_graph_launches_report_a_host_function_panic_on_the_launching_stream() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     let (a, gate) = gated(&place);
     let b = stream(&place);
     let capture = stream(&place);
@@ -717,14 +649,8 @@ fn concurrent_graph_launches_report_a_host_function_panic_on_the_launching_strea
     graph.launch(&a).unwrap(); // held by the gate
     graph.launch(&b).unwrap(); // ordered after the first launch by the runtime
     gate.set(1);
-    let b2 = b.clone();
-    let on_b = within(10, "synchronize of the second stream", move || {
-        b2.synchronize()
-    });
-    let a2 = a.clone();
-    let on_a = within(10, "synchronize of the first stream", move || {
-        a2.synchronize()
-    });
+    let on_b = synchronize_within(10, "synchronize of the second stream", &b);
+    let on_a = synchronize_within(10, "synchronize of the first stream", &a);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert!(
         on_b.is_ok(),
@@ -744,9 +670,7 @@ fn concurrent_graph_launches_report_a_host_function_panic_on_the_launching_strea
 /// used it (each of those a native stream and an event).
 #[test]
 fn long_lived_buffers_do_not_keep_every_finished_stream_that_used_them_alive() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     const LEN: usize = 4096;
     let first = stream(&place);
     let host = first.alloc_host(LEN).unwrap();
@@ -774,9 +698,7 @@ fn long_lived_buffers_do_not_keep_every_finished_stream_that_used_them_alive() {
 /// comes first, so it neither waits for that copy nor fails, and the upload sees it.
 #[test]
 fn host_function_writes_a_host_buffer_that_a_later_copy_on_its_stream_uploads() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     const LEN: usize = 256;
     let (s, gate) = gated(&place);
     let staging = Arc::new(s.alloc_host(LEN).unwrap());
@@ -792,8 +714,7 @@ fn host_function_writes_a_host_buffer_that_a_later_copy_on_its_stream_uploads() 
     s.copy_device_to_host(&back, 0, &device, 0, LEN).unwrap();
     // Everything is queued before the host function can run.
     gate.set(1);
-    let sync = s.clone();
-    within(20, "synchronize", move || sync.synchronize()).unwrap();
+    synchronize_within(20, "synchronize", &s).unwrap();
     let wrote = wrote.lock().unwrap().take();
     assert!(
         matches!(wrote, Some(Ok(()))),
@@ -811,9 +732,7 @@ fn host_function_writes_a_host_buffer_that_a_later_copy_on_its_stream_uploads() 
 /// that launch, so in stream order the copy has not started: no wait, no error.
 #[test]
 fn captured_host_function_writes_a_host_buffer_that_a_later_copy_on_the_launching_stream_uploads() {
-    let Some((place, _serial)) = gpu() else {
-        return;
-    };
+    let (place, _serial) = or_skip!(gpu());
     const LEN: usize = 256;
     let staging = Arc::new(stream(&place).alloc_host(LEN).unwrap());
     let wrote = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -834,8 +753,7 @@ fn captured_host_function_writes_a_host_buffer_that_a_later_copy_on_the_launchin
     s.copy_device_to_host(&back, 0, &device, 0, LEN).unwrap();
     // Everything is queued before the graph's host function can run.
     gate.set(1);
-    let sync = s.clone();
-    within(20, "synchronize", move || sync.synchronize()).unwrap();
+    synchronize_within(20, "synchronize", &s).unwrap();
     let wrote = std::mem::take(&mut *wrote.lock().unwrap());
     assert!(
         matches!(wrote.as_slice(), [Ok(())]),

@@ -24,6 +24,7 @@ use crate::raw::{RawApi, RawEvent};
 use crate::users::StreamUsers;
 use crate::{GpuBuffer, GpuStream};
 use devstream_core::comm::{check_rank, CallKind, Collective, GroupState, Region};
+use devstream_core::sync::lock;
 use devstream_core::{
     CommBackend, CommFailure, DataType, DeviceBuffer, DeviceCommunicator, Error, Place, ReduceOp,
     Result, UniqueId,
@@ -32,7 +33,7 @@ use std::any::Any;
 use std::ffi::{c_int, c_void};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 mod watch;
@@ -184,10 +185,6 @@ struct CommInner<A: RawApi> {
     users: StreamUsers<A>,
     failed: Mutex<Option<(CommFailure, String)>>,
     watch: Mutex<Watch>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<A: RawApi> Drop for CommInner<A> {

@@ -92,16 +92,9 @@ type AllGather = unsafe extern "C" fn(
     comm: NcclComm,
     stream: RawStream,
 ) -> c_int;
-type Send = unsafe extern "C" fn(
-    send: *const c_void,
-    count: usize,
-    dtype: c_int,
-    peer: c_int,
-    comm: NcclComm,
-    stream: RawStream,
-) -> c_int;
-type Recv = unsafe extern "C" fn(
-    recv: *mut c_void,
+/// `ncclSend` (`Buffer` = `*const c_void`) and `ncclRecv` (`*mut c_void`).
+type PeerFn<Buffer> = unsafe extern "C" fn(
+    buffer: Buffer,
     count: usize,
     dtype: c_int,
     peer: c_int,
@@ -151,8 +144,8 @@ functions! {
     pub(crate) all_gather: AllGather = "ncclAllGather";
     /// Same signature as `ncclAllReduce`, with the receive count.
     pub(crate) reduce_scatter: AllReduce = "ncclReduceScatter";
-    pub(crate) send: Send = "ncclSend";
-    pub(crate) recv: Recv = "ncclRecv";
+    pub(crate) send: PeerFn<*const c_void> = "ncclSend";
+    pub(crate) recv: PeerFn<*mut c_void> = "ncclRecv";
     pub(crate) group_start: Group = "ncclGroupStart";
     pub(crate) group_end: Group = "ncclGroupEnd";
 }

@@ -5,7 +5,6 @@ use crate::error::{check, check_ready, map_error};
 use crate::raw::{ErrorKind, RawApi, RawEvent};
 use devstream_core::elide::EventMark;
 use devstream_core::{Completion, DeviceEvent, Error, EventFlags, Place, Result};
-use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,27 +65,14 @@ fn foreign_mark() -> EventMark {
 /// How many never-recorded default events a device keeps for reuse.
 const EVENT_POOL_SIZE: usize = 64;
 
-/// A native event (`CUevent`), a cheap `Clone` handle.
-pub struct GpuEvent<A: RawApi> {
-    pub(crate) inner: Arc<EventInner<A>>,
-}
-
-impl<A: RawApi> Clone for GpuEvent<A> {
-    fn clone(&self) -> Self {
-        GpuEvent {
-            inner: self.inner.clone(),
-        }
-    }
-}
-
-impl<A: RawApi> fmt::Debug for GpuEvent<A> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GpuEvent")
-            .field("id", &self.inner.id)
-            .field("place", &self.inner.device.place)
-            .field("flags", &self.inner.flags)
-            .field("raw", &self.inner.raw)
-            .finish()
+shared_handle! {
+    /// A native event (`CUevent`), a cheap `Clone` handle.
+    pub struct GpuEvent<A: RawApi> { pub(crate) inner: Arc<EventInner<A>>, }
+    debug(event) {
+        id: event.inner.id,
+        place: event.inner.device.place,
+        flags: event.inner.flags,
+        raw: event.inner.raw,
     }
 }
 

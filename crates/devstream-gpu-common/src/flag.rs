@@ -12,7 +12,6 @@ use crate::raw::{DevicePtr, Optional, RawApi};
 use crate::stream::GpuStream;
 use crate::users::StreamUsers;
 use devstream_core::{DeviceFlag, Error, Place, Result};
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -56,26 +55,13 @@ struct SendPtr(*mut u8);
 // SAFETY: moved into the deferred release only, which frees it once.
 unsafe impl Send for SendPtr {}
 
-/// A host-visible `u32` streams can wait on (until it is ≥ a value) and write.
-pub struct GpuFlag<A: RawApi> {
-    inner: Arc<FlagInner<A>>,
-}
-
-impl<A: RawApi> Clone for GpuFlag<A> {
-    fn clone(&self) -> Self {
-        GpuFlag {
-            inner: self.inner.clone(),
-        }
-    }
-}
-
-impl<A: RawApi> fmt::Debug for GpuFlag<A> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GpuFlag")
-            .field("id", &self.inner.id)
-            .field("place", &self.inner.device.place)
-            .field("value", &self.get())
-            .finish()
+shared_handle! {
+    /// A host-visible `u32` streams can wait on (until it is ≥ a value) and write.
+    pub struct GpuFlag<A: RawApi> { inner: Arc<FlagInner<A>>, }
+    debug(flag) {
+        id: flag.inner.id,
+        place: flag.inner.device.place,
+        value: flag.get(),
     }
 }
 

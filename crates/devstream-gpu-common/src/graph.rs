@@ -57,27 +57,14 @@ impl<A: RawApi> Drop for GraphInner<A> {
     }
 }
 
-/// A captured, instantiated graph (a cheap `Clone` handle).
-pub struct GpuGraph<A: RawApi> {
-    inner: Arc<GraphInner<A>>,
-}
-
-impl<A: RawApi> Clone for GpuGraph<A> {
-    fn clone(&self) -> Self {
-        GpuGraph {
-            inner: self.inner.clone(),
-        }
-    }
-}
-
-impl<A: RawApi> fmt::Debug for GpuGraph<A> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GpuGraph")
-            .field("place", &self.inner.device.place)
-            .field("graph", &self.inner.graph)
-            .field("exec", &self.inner.exec)
-            .field("host_functions", &self.inner.host_state.is_some())
-            .finish()
+shared_handle! {
+    /// A captured, instantiated graph (a cheap `Clone` handle).
+    pub struct GpuGraph<A: RawApi> { inner: Arc<GraphInner<A>>, }
+    debug(graph) {
+        place: graph.inner.device.place,
+        graph: graph.inner.graph,
+        exec: graph.inner.exec,
+        host_functions: graph.inner.host_state.is_some(),
     }
 }
 

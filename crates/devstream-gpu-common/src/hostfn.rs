@@ -3,6 +3,7 @@
 
 use crate::raw::{RawApi, RawStream};
 use devstream_core::panic::{drop_contained, drop_payload, take_message};
+use devstream_core::sync::lock;
 use devstream_core::{Error, HostFn, Result};
 use std::any::Any;
 use std::cell::Cell;
@@ -11,7 +12,7 @@ use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 #[cfg(all(loom, test))]
 mod loom_tests;
@@ -131,7 +132,7 @@ pub(crate) struct PanicSlot {
 
 impl PanicSlot {
     pub(crate) fn raise(&self, message: String) {
-        let mut slot = self.message.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = sync::lock(&self.message);
         if slot.is_none() {
             *slot = Some(message);
         }
@@ -142,8 +143,8 @@ impl PanicSlot {
     #[cfg(feature = "comm")]
     pub(crate) fn fail(&self, error: Error) {
         // Under the message lock, like `raise`, so that `raised` mirrors what is kept.
-        let _message = self.message.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut slot = self.error.lock().unwrap_or_else(PoisonError::into_inner);
+        let _message = sync::lock(&self.message);
+        let mut slot = lock(&self.error);
         if slot.is_none() {
             *slot = Some(error);
         }
@@ -155,14 +156,9 @@ impl PanicSlot {
         if !self.raised.load(Ordering::Acquire) {
             return Ok(());
         }
-        let slot = self.message.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = sync::lock(&self.message);
         #[cfg(feature = "comm")]
-        if let Some(error) = self
-            .error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-        {
+        if let Some(error) = lock(&self.error).clone() {
             return Err(error);
         }
         match slot.as_ref() {
@@ -180,15 +176,10 @@ impl PanicSlot {
         if !self.raised.load(Ordering::Acquire) {
             return Ok(());
         }
-        let mut slot = self.message.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = sync::lock(&self.message);
         self.raised.store(false, Ordering::Release);
         #[cfg(feature = "comm")]
-        if let Some(error) = self
-            .error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
+        if let Some(error) = lock(&self.error).take() {
             if slot.is_some() {
                 // A panic kept too: report it next time.
                 self.raised.store(true, Ordering::Release);
@@ -240,27 +231,16 @@ impl GraphHostState {
     /// A launch on the stream owning `panic` is about to be submitted (under the graph's launch
     /// lock, so queue order is launch order).
     pub(crate) fn push_launch(&self, panic: Arc<PanicSlot>) {
-        self.launches
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push_back(panic);
+        lock(&self.launches).push_back(panic);
     }
 
     /// The launch just pushed was refused by the runtime.
     pub(crate) fn cancel_launch(&self) {
-        self.launches
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_back();
+        lock(&self.launches).pop_back();
     }
 
     fn raise(&self, message: String) {
-        let target = self
-            .launches
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .front()
-            .cloned();
+        let target = lock(&self.launches).front().cloned();
         target
             .unwrap_or_else(|| self.fallback.clone())
             .raise(message);
@@ -268,11 +248,7 @@ impl GraphHostState {
 
     /// [`stream_token`] of the stream of the launch running now (the front one; 0 if none).
     fn front_token(&self) -> usize {
-        self.launches
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .front()
-            .map_or(0, stream_token)
+        lock(&self.launches).front().map_or(0, stream_token)
     }
 
     /// One host function of the front launch returned.
@@ -283,11 +259,7 @@ impl GraphHostState {
         }
         if self.calls.fetch_add(1, Ordering::AcqRel) + 1 >= per_launch {
             self.calls.store(0, Ordering::Release);
-            let done = self
-                .launches
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .pop_front();
+            let done = lock(&self.launches).pop_front();
             // Dropped outside the lock.
             drop(done);
         }
@@ -319,15 +291,11 @@ impl Drop for DefState {
 }
 
 impl DefShared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, DefState> {
-        devstream_core::sync::lock(&self.state)
-    }
-
     /// A capture into the definition begins: refused once it holds a host function (a second
     /// graph would call the first graph's closure, possibly at the same time). An executable
     /// graph is a snapshot: graphs made before a capture never contain its nodes.
     pub(crate) fn begin_capture(&self) -> Result<()> {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         if state.host_functions {
             return Err(Error::capture(
                 "begin_capture_to_graph",
@@ -341,7 +309,7 @@ impl DefShared {
 
     /// A capture that began with [`DefShared::begin_capture`] ended (or could not start).
     pub(crate) fn end_capture(&self) {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         state.active = state.active.saturating_sub(1);
     }
 
@@ -349,7 +317,7 @@ impl DefShared {
     /// capture appends to it (its closure then belongs to this capture's graph alone: no
     /// capture can begin after it, see [`DefShared::begin_capture`]).
     pub(crate) fn add_host_function(&self) -> bool {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         if state.active > 1 {
             return false;
         }
@@ -359,7 +327,7 @@ impl DefShared {
 
     /// Takes ownership of objects captured work uses.
     pub(crate) fn keep(&self, items: impl IntoIterator<Item = Box<dyn Any + Send + Sync>>) {
-        self.lock().keep.extend(items);
+        lock(&self.state).keep.extend(items);
     }
 }
 

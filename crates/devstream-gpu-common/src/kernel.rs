@@ -28,26 +28,13 @@ impl<A: RawApi> Drop for ModuleInner<A> {
     }
 }
 
-/// A loaded code module (`cuModuleLoadData`). Unloaded after the last launch of its kernels
-/// completed.
-pub struct GpuModule<A: RawApi> {
-    inner: Arc<ModuleInner<A>>,
-}
-
-impl<A: RawApi> Clone for GpuModule<A> {
-    fn clone(&self) -> Self {
-        GpuModule {
-            inner: self.inner.clone(),
-        }
-    }
-}
-
-impl<A: RawApi> fmt::Debug for GpuModule<A> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GpuModule")
-            .field("place", &self.inner.device.place)
-            .field("raw", &self.inner.raw)
-            .finish()
+shared_handle! {
+    /// A loaded code module (`cuModuleLoadData`). Unloaded after the last launch of its kernels
+    /// completed.
+    pub struct GpuModule<A: RawApi> { inner: Arc<ModuleInner<A>>, }
+    debug(module) {
+        place: module.inner.device.place,
+        raw: module.inner.raw,
     }
 }
 

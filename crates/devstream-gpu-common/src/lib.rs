@@ -22,6 +22,40 @@
 //! ```
 #![warn(missing_docs)]
 
+/// Declares a cheap `Clone` handle `$name<A>` over its shared state (`inner: Arc<$inner<A>>`):
+/// the struct, a `Clone` that clones the `Arc` (a derived one would ask for `A: Clone`), and a
+/// `Debug` that shows the type's name and the listed fields, each read from the handle named
+/// in `debug(…)`.
+macro_rules! shared_handle {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident<A: RawApi> { $vis:vis inner: Arc<$inner:ident<A>>, }
+        debug($handle:ident) { $($field:ident: $value:expr,)* }
+    ) => {
+        $(#[$attr])*
+        pub struct $name<A: RawApi> {
+            $vis inner: ::std::sync::Arc<$inner<A>>,
+        }
+
+        impl<A: RawApi> Clone for $name<A> {
+            fn clone(&self) -> Self {
+                $name {
+                    inner: self.inner.clone(),
+                }
+            }
+        }
+
+        impl<A: RawApi> ::std::fmt::Debug for $name<A> {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                let $handle = self;
+                f.debug_struct(stringify!($name))
+                    $(.field(stringify!($field), &$value))*
+                    .finish()
+            }
+        }
+    };
+}
+
 mod buffer;
 #[cfg(feature = "comm")]
 pub mod comm;

@@ -490,6 +490,24 @@ pub(crate) fn current_thread() -> Option<std::thread::ThreadId> {
     THREAD_ID.try_with(|id| *id).ok()
 }
 
+/// The stream's copies between buffers, `name(dst: destination type, src: source type)`: each
+/// forwards its range, as a [`Transfer`], to the function of the same name in `crate::buffer`,
+/// which checks it and makes the native call.
+macro_rules! buffer_copies {
+    ($($name:ident(dst: $dst:ty, src: $src:ty);)*) => {$(
+        fn $name(
+            &self,
+            dst: &$dst,
+            dst_offset: usize,
+            src: &$src,
+            src_offset: usize,
+            len: usize,
+        ) -> Result<()> {
+            crate::buffer::$name(self, Transfer::new(dst, dst_offset, src, src_offset, len))
+        }
+    )*};
+}
+
 impl<A: RawApi> DeviceStream for GpuStream<A> {
     type Event = GpuEvent<A>;
     type Graph = GpuGraph<A>;
@@ -791,46 +809,10 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         crate::buffer::copy_from_host(self, dst, dst_offset, src)
     }
 
-    fn copy_host_to_device(
-        &self,
-        dst: &GpuBuffer<A>,
-        dst_offset: usize,
-        src: &GpuHostBuffer<A>,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        crate::buffer::copy_host_to_device(
-            self,
-            Transfer::new(dst, dst_offset, src, src_offset, len),
-        )
-    }
-
-    fn copy_device_to_host(
-        &self,
-        dst: &GpuHostBuffer<A>,
-        dst_offset: usize,
-        src: &GpuBuffer<A>,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        crate::buffer::copy_device_to_host(
-            self,
-            Transfer::new(dst, dst_offset, src, src_offset, len),
-        )
-    }
-
-    fn copy_device_to_device(
-        &self,
-        dst: &GpuBuffer<A>,
-        dst_offset: usize,
-        src: &GpuBuffer<A>,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        crate::buffer::copy_device_to_device(
-            self,
-            Transfer::new(dst, dst_offset, src, src_offset, len),
-        )
+    buffer_copies! {
+        copy_host_to_device(dst: GpuBuffer<A>, src: GpuHostBuffer<A>);
+        copy_device_to_host(dst: GpuHostBuffer<A>, src: GpuBuffer<A>);
+        copy_device_to_device(dst: GpuBuffer<A>, src: GpuBuffer<A>);
     }
 
     fn fill(&self, dst: &GpuBuffer<A>, offset: usize, len: usize, value: u8) -> Result<()> {

@@ -43,13 +43,22 @@ fn table(call: &'static str) -> RawResult<&'static Table> {
     })
 }
 
+/// The status code every runtime call answers.
+type Status = sys::hipError_t;
+
 #[inline]
-fn ok(status: sys::hipError_t, call: &'static str) -> RawResult {
+fn ok(status: Status, call: &'static str) -> RawResult {
     if status == sys::hipSuccess {
         Ok(())
     } else {
         Err(RawError { code: status, call })
     }
+}
+
+/// Runs `call` on the loaded table: its status is the result of the runtime call `name`.
+#[inline]
+fn call(name: &'static str, call: impl FnOnce(&Table) -> Status) -> RawResult {
+    ok(call(table(name)?), name)
 }
 
 /// Answer for an optional call the loaded runtime lacks (the shared layer checks
@@ -59,6 +68,20 @@ fn absent(call: &'static str) -> RawError {
         code: sys::hipErrorNotSupported,
         call,
     }
+}
+
+/// The optional function `call`, which `pick` reads from the loaded table, or [`absent`]'s error
+/// where the runtime lacks it.
+#[inline]
+fn optional<F>(call: &'static str, pick: impl FnOnce(&Table) -> Option<F>) -> RawResult<F> {
+    pick(table(call)?).ok_or_else(|| absent(call))
+}
+
+/// Runs a runtime call that answers through an out-pointer: `call` gets `&mut value` (it
+/// coerces to the call's `*mut` parameter); what the call wrote there comes back on success.
+#[inline]
+fn out<T>(mut value: T, name: &'static str, call: impl FnOnce(&mut T) -> Status) -> RawResult<T> {
+    ok(call(&mut value), name).map(|()| value)
 }
 
 #[inline]

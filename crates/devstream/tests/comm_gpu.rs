@@ -99,158 +99,175 @@ fn gpu_groups_of_at_least(test: &str, min_ranks: usize) -> Vec<(&'static str, Ve
     groups
 }
 
+/// Runs `body` with ranks as threads on each backend's group (see [`gpu_groups`]), one test at a
+/// time on the GPUs; `body` gets the backend (`"cuda"`, `"hip"`), the number of ranks, and the
+/// rank's communicator and stream.
+fn on_every_group<F>(test: &str, body: F)
+where
+    F: Fn(&'static str, usize, usize, Communicator, Stream) -> Result<()>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    let _gpu = gpu_lock();
+    for (kind, places) in gpu_groups(test) {
+        let n = places.len();
+        let body = body.clone();
+        on_ranks_at(&places, move |comm, s| body(kind, n, comm.rank(), comm, s));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Every op × type × reduction against the model, ranks as threads
 
 #[test]
 fn gpu_all_reduce_every_type_and_reduction() {
-    let _gpu = gpu_lock();
-    for (_, places) in gpu_groups("gpu_all_reduce_every_type_and_reduction") {
-        on_ranks_at(&places, move |comm, s| {
-            for dtype in DataType::ALL {
-                for op in ReduceOp::ALL {
-                    for (in_place, count) in [(false, COUNT), (true, COUNT), (false, 3)] {
-                        all_reduce_and_check(assert_near, &comm, &s, dtype, op, count, in_place)?;
-                    }
+    const TEST: &str = "gpu_all_reduce_every_type_and_reduction";
+    on_every_group(TEST, |_, _, _, comm, s| {
+        for dtype in DataType::ALL {
+            for op in ReduceOp::ALL {
+                for (in_place, count) in [(false, COUNT), (true, COUNT), (false, 3)] {
+                    all_reduce_and_check(assert_near, &comm, &s, dtype, op, count, in_place)?;
                 }
             }
-            Ok(())
-        });
-    }
+        }
+        Ok(())
+    });
 }
 
 #[test]
 fn gpu_reduce_broadcast_gather_scatter_and_all_to_all_every_type() {
-    let _gpu = gpu_lock();
-    let test = "gpu_reduce_broadcast_gather_scatter_and_all_to_all_every_type";
-    for (kind, places) in gpu_groups(test) {
-        let n = places.len();
-        on_ranks_at(&places, move |comm, s| {
-            let rank = comm.rank();
-            for dtype in DataType::ALL {
-                let size = dtype.size();
-                // reduce, every reduction, at every root.
-                for root in 0..n {
-                    for op in ReduceOp::ALL {
-                        let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
-                        let recv = s.alloc(COUNT * size)?;
-                        s.reduce(&comm, &send, &recv, COUNT, dtype, op, root)?;
-                        let got = download(&s, &recv)?;
-                        if rank == root {
-                            assert_reduced(
-                                assert_near,
-                                dtype,
-                                op,
-                                0..n,
-                                &decode(dtype, &got),
-                                0,
-                                &format!("{kind} reduce {dtype} {op} root {root}"),
-                            );
-                        }
-                    }
-                    // broadcast from every root.
+    const TEST: &str = "gpu_reduce_broadcast_gather_scatter_and_all_to_all_every_type";
+    on_every_group(TEST, |kind, n, rank, comm, s| {
+        for dtype in DataType::ALL {
+            let size = dtype.size();
+            // reduce, every reduction, at every root.
+            for root in 0..n {
+                for op in ReduceOp::ALL {
                     let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
                     let recv = s.alloc(COUNT * size)?;
-                    s.broadcast(&comm, &send, &recv, COUNT, dtype, root)?;
-                    assert_eq!(
-                        download(&s, &recv)?,
-                        encode(dtype, &contribution(root, COUNT)),
-                        "{kind} broadcast {dtype} root {root} rank {rank}"
-                    );
-                }
-                // all_gather, also in place.
-                let want: Vec<u8> = (0..n)
-                    .flat_map(|r| encode(dtype, &contribution(r, COUNT)))
-                    .collect();
-                let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
-                let recv = s.alloc(n * COUNT * size)?;
-                s.all_gather(&comm, &send, &recv, COUNT, dtype)?;
-                assert_eq!(download(&s, &recv)?, want, "{kind} all_gather {dtype}");
-                let both = s.alloc(n * COUNT * size)?;
-                s.fill(&both, 0, both.len(), 0)?;
-                s.copy_from_host(
-                    &both,
-                    rank * COUNT * size,
-                    &encode(dtype, &contribution(rank, COUNT)),
-                )?;
-                s.all_gather(&comm, &both, &both, COUNT, dtype)?;
-                assert_eq!(
-                    download(&s, &both)?,
-                    want,
-                    "{kind} all_gather in place {dtype}"
-                );
-                // reduce_scatter, every reduction, also in place.
-                for op in ReduceOp::ALL {
-                    for in_place in [false, true] {
-                        let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
-                        let recv = if in_place {
-                            None
-                        } else {
-                            Some(s.alloc(COUNT * size)?)
-                        };
-                        let out = recv.as_ref().unwrap_or(&send);
-                        s.reduce_scatter(&comm, &send, out, COUNT, dtype, op)?;
-                        let got = download(&s, out)?;
-                        assert_reduced(assert_near, dtype, op, 0..n, &decode(dtype, &got[..COUNT * size]), rank * COUNT, &format!("{kind} reduce_scatter {dtype} {op} in_place={in_place} rank {rank}"));
+                    s.reduce(&comm, &send, &recv, COUNT, dtype, op, root)?;
+                    let got = download(&s, &recv)?;
+                    if rank == root {
+                        assert_reduced(
+                            assert_near,
+                            dtype,
+                            op,
+                            0..n,
+                            &decode(dtype, &got),
+                            0,
+                            &format!("{kind} reduce {dtype} {op} root {root}"),
+                        );
                     }
                 }
-                // all_to_all (separate buffers; in place is refused on NCCL/RCCL).
-                let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
-                let recv = s.alloc(n * COUNT * size)?;
-                s.all_to_all(&comm, &send, &recv, COUNT, dtype)?;
-                let want: Vec<u8> = (0..n)
-                    .flat_map(|r| {
-                        let block: Vec<i64> =
-                            (0..COUNT).map(|j| value(r, rank * COUNT + j)).collect();
-                        encode(dtype, &block)
-                    })
-                    .collect();
+                // broadcast from every root.
+                let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+                let recv = s.alloc(COUNT * size)?;
+                s.broadcast(&comm, &send, &recv, COUNT, dtype, root)?;
                 assert_eq!(
                     download(&s, &recv)?,
-                    want,
-                    "{kind} all_to_all {dtype} rank {rank}"
+                    encode(dtype, &contribution(root, COUNT)),
+                    "{kind} broadcast {dtype} root {root} rank {rank}"
                 );
-                // In place is refused with peers (blocks still to be sent would be overwritten);
-                // with one rank it is a copy onto itself, which is fine.
-                if n > 1 {
-                    assert!(matches!(
-                        s.all_to_all(&comm, &send, &send, COUNT, dtype),
-                        Err(Error::InvalidArgument(_))
-                    ));
+            }
+            // all_gather, also in place.
+            let want: Vec<u8> = (0..n)
+                .flat_map(|r| encode(dtype, &contribution(r, COUNT)))
+                .collect();
+            let send = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+            let recv = s.alloc(n * COUNT * size)?;
+            s.all_gather(&comm, &send, &recv, COUNT, dtype)?;
+            assert_eq!(download(&s, &recv)?, want, "{kind} all_gather {dtype}");
+            let both = s.alloc(n * COUNT * size)?;
+            s.fill(&both, 0, both.len(), 0)?;
+            s.copy_from_host(
+                &both,
+                rank * COUNT * size,
+                &encode(dtype, &contribution(rank, COUNT)),
+            )?;
+            s.all_gather(&comm, &both, &both, COUNT, dtype)?;
+            assert_eq!(
+                download(&s, &both)?,
+                want,
+                "{kind} all_gather in place {dtype}"
+            );
+            // reduce_scatter, every reduction, also in place.
+            for op in ReduceOp::ALL {
+                for in_place in [false, true] {
+                    let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
+                    let recv = if in_place {
+                        None
+                    } else {
+                        Some(s.alloc(COUNT * size)?)
+                    };
+                    let out = recv.as_ref().unwrap_or(&send);
+                    s.reduce_scatter(&comm, &send, out, COUNT, dtype, op)?;
+                    let got = download(&s, out)?;
+                    assert_reduced(
+                        assert_near,
+                        dtype,
+                        op,
+                        0..n,
+                        &decode(dtype, &got[..COUNT * size]),
+                        rank * COUNT,
+                        &format!(
+                            "{kind} reduce_scatter {dtype} {op} in_place={in_place} rank {rank}"
+                        ),
+                    );
                 }
             }
-            Ok(())
-        });
-    }
+            // all_to_all (separate buffers; in place is refused on NCCL/RCCL).
+            let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
+            let recv = s.alloc(n * COUNT * size)?;
+            s.all_to_all(&comm, &send, &recv, COUNT, dtype)?;
+            let want: Vec<u8> = (0..n)
+                .flat_map(|r| {
+                    let block: Vec<i64> = (0..COUNT).map(|j| value(r, rank * COUNT + j)).collect();
+                    encode(dtype, &block)
+                })
+                .collect();
+            assert_eq!(
+                download(&s, &recv)?,
+                want,
+                "{kind} all_to_all {dtype} rank {rank}"
+            );
+            // In place is refused with peers (blocks still to be sent would be overwritten);
+            // with one rank it is a copy onto itself, which is fine.
+            if n > 1 {
+                assert!(matches!(
+                    s.all_to_all(&comm, &send, &send, COUNT, dtype),
+                    Err(Error::InvalidArgument(_))
+                ));
+            }
+        }
+        Ok(())
+    });
 }
 
 #[test]
 fn gpu_send_recv_ring_in_a_group_every_type() {
-    let _gpu = gpu_lock();
-    for (kind, places) in gpu_groups("gpu_send_recv_ring_in_a_group_every_type") {
-        let n = places.len();
-        on_ranks_at(&places, move |comm, s| {
-            let rank = comm.rank();
-            let (next, prev) = ((rank + 1) % n, (rank + n - 1) % n);
-            for dtype in DataType::ALL {
-                let outbox = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
-                let inbox = s.alloc(COUNT * dtype.size())?;
-                comm.group_start()?;
-                s.recv(&comm, &inbox, COUNT, dtype, prev)?;
-                s.send(&comm, &outbox, COUNT, dtype, next)?;
-                // Dropped before the group is queued: kept alive by the group.
-                drop(outbox);
-                comm.group_end()?;
-                assert_eq!(
-                    download(&s, &inbox)?,
-                    encode(dtype, &contribution(prev, COUNT)),
-                    "{kind} ring {dtype} rank {rank}"
-                );
-            }
-            assert!(matches!(comm.group_end(), Err(Error::InvalidArgument(_))));
-            Ok(())
-        });
-    }
+    const TEST: &str = "gpu_send_recv_ring_in_a_group_every_type";
+    on_every_group(TEST, |kind, n, rank, comm, s| {
+        let (next, prev) = ((rank + 1) % n, (rank + n - 1) % n);
+        for dtype in DataType::ALL {
+            let outbox = upload(&s, &encode(dtype, &contribution(rank, COUNT)))?;
+            let inbox = s.alloc(COUNT * dtype.size())?;
+            comm.group_start()?;
+            s.recv(&comm, &inbox, COUNT, dtype, prev)?;
+            s.send(&comm, &outbox, COUNT, dtype, next)?;
+            // Dropped before the group is queued: kept alive by the group.
+            drop(outbox);
+            comm.group_end()?;
+            assert_eq!(
+                download(&s, &inbox)?,
+                encode(dtype, &contribution(prev, COUNT)),
+                "{kind} ring {dtype} rank {rank}"
+            );
+        }
+        assert!(matches!(comm.group_end(), Err(Error::InvalidArgument(_))));
+        Ok(())
+    });
 }
 
 /// The group rule every engine keeps: a call that writes memory another call of the open group
@@ -258,51 +275,46 @@ fn gpu_send_recv_ring_in_a_group_every_type() {
 /// the group stays open with the earlier calls, which run at `group_end`.
 #[test]
 fn gpu_a_call_that_writes_memory_another_call_of_its_group_uses_is_refused() {
-    let _gpu = gpu_lock();
-    let test = "gpu_a_call_that_writes_memory_another_call_of_its_group_uses_is_refused";
-    for (kind, places) in gpu_groups(test) {
-        let n = places.len();
-        on_ranks_at(&places, move |comm, s| {
-            let rank = comm.rank();
-            let next = (rank + 1) % n;
-            let (f32_, sum) = (DataType::F32, ReduceOp::Sum);
-            let a = upload(&s, &encode(f32_, &contribution(rank, COUNT)))?;
-            let x = upload(&s, &encode(f32_, &contribution(rank + 1, COUNT)))?;
-            let y = s.alloc(COUNT * 4)?;
-            let refused = |r: Result<()>, what: &str| match r {
-                Err(Error::InvalidArgument(_)) => Ok(()),
-                other => Err(Error::InvalidArgument(format!("{kind} {what}: {other:?}"))),
-            };
-            comm.group_start()?;
-            s.all_reduce(&comm, &a, &a, COUNT, f32_, sum)?;
-            refused(
-                s.send(&comm, &a, COUNT, f32_, next),
-                "send of a written buffer",
-            )?;
-            refused(
-                s.all_reduce(&comm, &x, &a, COUNT, f32_, sum),
-                "a second write of a buffer",
-            )?;
-            refused(
-                s.all_reduce(&comm, &a, &y, COUNT, f32_, sum),
-                "a read of a written buffer",
-            )?;
-            s.all_reduce(&comm, &x, &y, COUNT, f32_, sum)?;
-            comm.group_end()?;
-            for (buf, offset) in [(&a, 0), (&y, 1)] {
-                assert_reduced(
-                    assert_near,
-                    f32_,
-                    sum,
-                    offset..n + offset,
-                    &decode(f32_, &download(&s, buf)?),
-                    0,
-                    &format!("{kind} rank {rank}"),
-                );
-            }
-            Ok(())
-        });
-    }
+    const TEST: &str = "gpu_a_call_that_writes_memory_another_call_of_its_group_uses_is_refused";
+    on_every_group(TEST, |kind, n, rank, comm, s| {
+        let next = (rank + 1) % n;
+        let (f32_, sum) = (DataType::F32, ReduceOp::Sum);
+        let a = upload(&s, &encode(f32_, &contribution(rank, COUNT)))?;
+        let x = upload(&s, &encode(f32_, &contribution(rank + 1, COUNT)))?;
+        let y = s.alloc(COUNT * 4)?;
+        let refused = |r: Result<()>, what: &str| match r {
+            Err(Error::InvalidArgument(_)) => Ok(()),
+            other => Err(Error::InvalidArgument(format!("{kind} {what}: {other:?}"))),
+        };
+        comm.group_start()?;
+        s.all_reduce(&comm, &a, &a, COUNT, f32_, sum)?;
+        refused(
+            s.send(&comm, &a, COUNT, f32_, next),
+            "send of a written buffer",
+        )?;
+        refused(
+            s.all_reduce(&comm, &x, &a, COUNT, f32_, sum),
+            "a second write of a buffer",
+        )?;
+        refused(
+            s.all_reduce(&comm, &a, &y, COUNT, f32_, sum),
+            "a read of a written buffer",
+        )?;
+        s.all_reduce(&comm, &x, &y, COUNT, f32_, sum)?;
+        comm.group_end()?;
+        for (buf, offset) in [(&a, 0), (&y, 1)] {
+            assert_reduced(
+                assert_near,
+                f32_,
+                sum,
+                offset..n + offset,
+                &decode(f32_, &download(&s, buf)?),
+                0,
+                &format!("{kind} rank {rank}"),
+            );
+        }
+        Ok(())
+    });
 }
 
 /// A communicator dropped with a group open ends the library's group of the thread that
@@ -360,117 +372,105 @@ fn gpu_a_communicator_dropped_with_a_group_open_ends_the_threads_group() {
 
 #[test]
 fn gpu_zero_count_collectives_are_no_ops() {
-    let _gpu = gpu_lock();
-    for (_, places) in gpu_groups("gpu_zero_count_collectives_are_no_ops") {
-        on_ranks_at(&places, move |comm, s| {
-            let empty = s.alloc(0)?;
-            s.all_reduce(&comm, &empty, &empty, 0, DataType::F32, ReduceOp::Sum)?;
-            s.synchronize()
-        });
-    }
+    const TEST: &str = "gpu_zero_count_collectives_are_no_ops";
+    on_every_group(TEST, |_, _, _, comm, s| {
+        let empty = s.alloc(0)?;
+        s.all_reduce(&comm, &empty, &empty, 0, DataType::F32, ReduceOp::Sum)?;
+        s.synchronize()
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
 // Stream order, capture, lifetimes
 
+/// `count` f32 elements of `rank + 1`: what rank `rank` contributes to a sum of every rank.
+fn rank_contribution(rank: usize, count: usize) -> Vec<u8> {
+    std::iter::repeat_n((rank as f32 + 1.0).to_ne_bytes(), count)
+        .flatten()
+        .collect()
+}
+
+/// Asserts that every f32 of `bytes` is the sum of the `n` ranks' [`rank_contribution`]s.
+fn assert_every_element_is_the_sum(bytes: &[u8], n: usize, kind: &str, rank: usize) {
+    let want = (n * (n + 1) / 2) as f32;
+    assert!(
+        bytes
+            .chunks_exact(4)
+            .all(|b| f32::from_ne_bytes(b.try_into().unwrap()) == want),
+        "{kind} rank {rank}: not every element is {want}"
+    );
+}
+
 #[test]
 fn gpu_wait_event_holds_a_collective_until_the_producer_is_done() {
-    let _gpu = gpu_lock();
-    for (kind, places) in gpu_groups("gpu_wait_event_holds_a_collective_until_the_producer_is_done")
-    {
-        let n = places.len();
-        on_ranks_at(&places, move |comm, s| {
-            let rank = comm.rank();
-            let producer = Stream::new(comm.place())?;
-            let count = 1 << 22; // 16 MiB of f32
-            let buf = producer.alloc(count * 4)?;
-            let mine: Vec<u8> = std::iter::repeat_n((rank as f32 + 1.0).to_ne_bytes(), count)
-                .flatten()
-                .collect();
-            producer.copy_from_host(&buf, 0, &mine)?;
-            let done = Event::new(comm.place(), EventFlags::default())?;
-            producer.record(&done)?;
-            s.wait_event(&done)?;
-            s.all_reduce(&comm, &buf, &buf, count, DataType::F32, ReduceOp::Sum)?;
-            let after = s.record_event()?;
-            after.synchronize()?;
-            let got = download(&s, &buf)?;
-            let want = (n * (n + 1) / 2) as f32;
-            assert!(
-                got.chunks_exact(4)
-                    .all(|b| f32::from_ne_bytes(b.try_into().unwrap()) == want),
-                "{kind} rank {rank}: not every element is {want}"
-            );
-            Ok(())
-        });
-    }
+    const TEST: &str = "gpu_wait_event_holds_a_collective_until_the_producer_is_done";
+    on_every_group(TEST, |kind, n, rank, comm, s| {
+        let producer = Stream::new(comm.place())?;
+        let count = 1 << 22; // 16 MiB of f32
+        let buf = producer.alloc(count * 4)?;
+        let mine = rank_contribution(rank, count);
+        producer.copy_from_host(&buf, 0, &mine)?;
+        let done = Event::new(comm.place(), EventFlags::default())?;
+        producer.record(&done)?;
+        s.wait_event(&done)?;
+        s.all_reduce(&comm, &buf, &buf, count, DataType::F32, ReduceOp::Sum)?;
+        let after = s.record_event()?;
+        after.synchronize()?;
+        let got = download(&s, &buf)?;
+        assert_every_element_is_the_sum(&got, n, kind, rank);
+        Ok(())
+    });
 }
 
 #[test]
 fn gpu_captured_all_reduce_runs_again_with_the_peers_on_every_launch() {
-    let _gpu = gpu_lock();
-    let test = "gpu_captured_all_reduce_runs_again_with_the_peers_on_every_launch";
-    for (kind, places) in gpu_groups(test) {
-        on_ranks_at(&places, move |comm, s| {
-            let buf = s.alloc(COUNT * 4)?;
-            let out = s.alloc(COUNT * 4)?;
-            // One eager all-reduce first: NCCL connects a communicator's peers on its first
-            // collective (`NCCL_RUNTIME_CONNECT`), and that setup (peer access, its own streams)
-            // is refused inside a capture (NCCL: "failed to peer with device 0: operation not
-            // permitted when stream is capturing"). PyTorch asks for the same warm-up before
-            // capturing collectives.
-            s.all_reduce(&comm, &buf, &out, COUNT, DataType::I32, ReduceOp::Sum)?;
-            s.synchronize()?;
-            s.begin_capture(CaptureMode::ThreadLocal)?;
-            s.all_reduce(&comm, &buf, &out, COUNT, DataType::I32, ReduceOp::Sum)?;
-            let graph = s.end_capture()?;
-            launch_and_check(&comm, &s, &graph, [&buf, &out], COUNT, kind)?;
-            // Every handle but the graph's gone: a launch still works (the graph owns them).
-            let out_check = s.alloc(COUNT * 4)?;
-            s.copy_device_to_device(&out_check, 0, &out, 0, COUNT * 4)?;
-            drop((buf, out, comm));
-            graph.launch(&s)?;
-            s.synchronize()?;
-            drop(out_check);
-            Ok(())
-        });
-    }
+    const TEST: &str = "gpu_captured_all_reduce_runs_again_with_the_peers_on_every_launch";
+    on_every_group(TEST, |kind, _, _, comm, s| {
+        let buf = s.alloc(COUNT * 4)?;
+        let out = s.alloc(COUNT * 4)?;
+        // One eager all-reduce first: NCCL connects a communicator's peers on its first
+        // collective (`NCCL_RUNTIME_CONNECT`), and that setup (peer access, its own streams)
+        // is refused inside a capture (NCCL: "failed to peer with device 0: operation not
+        // permitted when stream is capturing"). PyTorch asks for the same warm-up before
+        // capturing collectives.
+        s.all_reduce(&comm, &buf, &out, COUNT, DataType::I32, ReduceOp::Sum)?;
+        s.synchronize()?;
+        s.begin_capture(CaptureMode::ThreadLocal)?;
+        s.all_reduce(&comm, &buf, &out, COUNT, DataType::I32, ReduceOp::Sum)?;
+        let graph = s.end_capture()?;
+        launch_and_check(&comm, &s, &graph, [&buf, &out], COUNT, kind)?;
+        // Every handle but the graph's gone: a launch still works (the graph owns them).
+        let out_check = s.alloc(COUNT * 4)?;
+        s.copy_device_to_device(&out_check, 0, &out, 0, COUNT * 4)?;
+        drop((buf, out, comm));
+        graph.launch(&s)?;
+        s.synchronize()?;
+        drop(out_check);
+        Ok(())
+    });
 }
 
 #[test]
 fn gpu_buffers_and_communicator_dropped_while_queued_stay_alive_until_done() {
-    let _gpu = gpu_lock();
-    let test = "gpu_buffers_and_communicator_dropped_while_queued_stay_alive_until_done";
-    for (kind, places) in gpu_groups(test) {
-        let n = places.len();
-        on_ranks_at(&places, move |comm, s| {
-            let rank = comm.rank();
-            let count = 1 << 24; // 64 MiB of f32
-            let mine: Vec<u8> = std::iter::repeat_n((rank as f32 + 1.0).to_ne_bytes(), count)
-                .flatten()
-                .collect();
-            let send = upload(&s, &mine)?;
-            let recv = s.alloc(count * 4)?;
-            s.all_reduce(&comm, &send, &recv, count, DataType::F32, ReduceOp::Sum)?;
-            let host = s.alloc_host(count * 4)?;
-            s.copy_device_to_host(&host, 0, &recv, 0, count * 4)?;
-            drop(send);
-            drop(recv);
-            drop(comm);
-            // Other allocations meanwhile must not get the memory still in use.
-            let other = s.alloc(count * 4)?;
-            s.fill(&other, 0, count * 4, 0xff)?;
-            s.synchronize()?;
-            let want = (n * (n + 1) / 2) as f32;
-            let got = host.to_vec()?;
-            assert!(
-                got.chunks_exact(4)
-                    .all(|b| f32::from_ne_bytes(b.try_into().unwrap()) == want),
-                "{kind} rank {rank}: not every element is {want}"
-            );
-            Ok(())
-        });
-    }
+    const TEST: &str = "gpu_buffers_and_communicator_dropped_while_queued_stay_alive_until_done";
+    on_every_group(TEST, |kind, n, rank, comm, s| {
+        let count = 1 << 24; // 64 MiB of f32
+        let mine = rank_contribution(rank, count);
+        let send = upload(&s, &mine)?;
+        let recv = s.alloc(count * 4)?;
+        s.all_reduce(&comm, &send, &recv, count, DataType::F32, ReduceOp::Sum)?;
+        let host = s.alloc_host(count * 4)?;
+        s.copy_device_to_host(&host, 0, &recv, 0, count * 4)?;
+        drop(send);
+        drop(recv);
+        drop(comm);
+        // Other allocations meanwhile must not get the memory still in use.
+        let other = s.alloc(count * 4)?;
+        s.fill(&other, 0, count * 4, 0xff)?;
+        s.synchronize()?;
+        assert_every_element_is_the_sum(&host.to_vec()?, n, kind, rank);
+        Ok(())
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -578,6 +578,20 @@ fn spawn_rank(
         .expect("start a rank process")
 }
 
+/// Runs `test` as one rank process per place of `places` (the rank is the place's index) and
+/// fails unless every one passes within `limit`.
+fn run_rank_processes(test: &str, places: &[Place], limit: Duration) {
+    let id = UniqueId::new(&places[0]).unwrap();
+    let children: Vec<_> = places
+        .iter()
+        .enumerate()
+        .map(|(rank, place)| spawn_rank(test, place, rank, places.len(), &id))
+        .collect();
+    for child in children {
+        assert!(wait_child(child, limit).success());
+    }
+}
+
 /// `Some((place, rank, nranks, id))` in a child started by `spawn_rank`.
 fn child_role() -> Option<(Place, usize, usize, UniqueId)> {
     let role = std::env::var(CHILD_ROLE).ok()?;
@@ -615,16 +629,7 @@ fn gpu_ranks_as_processes_all_reduce_every_type() {
     }
     let _gpu = gpu_lock();
     for (_, places) in gpu_groups(TEST) {
-        let id = UniqueId::new(&places[0]).unwrap();
-        let n = places.len();
-        let children: Vec<_> = places
-            .iter()
-            .enumerate()
-            .map(|(rank, place)| spawn_rank(TEST, place, rank, n, &id))
-            .collect();
-        for child in children {
-            assert!(wait_child(child, Duration::from_secs(180)).success());
-        }
+        run_rank_processes(TEST, &places, Duration::from_secs(180));
     }
 }
 
@@ -679,16 +684,7 @@ fn gpu_a_peer_that_dies_fails_the_survivor_by_the_deadline_instead_of_hanging() 
     let _gpu = gpu_lock();
     // Needs a second rank to die, whatever DEVSTREAM_COMM_MIN_RANKS says.
     for (_, places) in gpu_groups_of_at_least(TEST, 2) {
-        let places = &places[..2];
-        let id = UniqueId::new(&places[0]).unwrap();
-        let children: Vec<_> = places
-            .iter()
-            .enumerate()
-            .map(|(rank, place)| spawn_rank(TEST, place, rank, 2, &id))
-            .collect();
-        for child in children {
-            assert!(wait_child(child, Duration::from_secs(120)).success());
-        }
+        run_rank_processes(TEST, &places[..2], Duration::from_secs(120));
     }
 }
 

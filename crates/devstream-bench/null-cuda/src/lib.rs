@@ -56,6 +56,15 @@ unsafe fn put<T>(out: *mut T, value: T) -> CuResult {
     SUCCESS
 }
 
+/// Writes `value` through the optional out-pointer `out`, skipping it when it is null.
+///
+/// # Safety
+/// As for [`put`].
+unsafe fn put_optional<T>(out: *mut T, value: T) {
+    // SAFETY: per this function's contract; a null pointer only makes `put` answer an error.
+    let _ = unsafe { put(out, value) };
+}
+
 /// `cuInit`.
 #[no_mangle]
 pub extern "C" fn cuInit(_flags: c_uint) -> CuResult {
@@ -194,12 +203,8 @@ pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(
 ) -> CuResult {
     // SAFETY: per the caller (null pointers are skipped).
     unsafe {
-        if !least.is_null() {
-            least.write(0);
-        }
-        if !greatest.is_null() {
-            greatest.write(-5);
-        }
+        put_optional(least, 0);
+        put_optional(greatest, -5);
     }
     SUCCESS
 }
@@ -527,21 +532,11 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v2(
 ) -> CuResult {
     // SAFETY: per the caller (null pointers are skipped).
     unsafe {
-        if !status.is_null() {
-            status.write(0);
-        }
-        if !id.is_null() {
-            id.write(0);
-        }
-        if !graph.is_null() {
-            graph.write(std::ptr::null_mut());
-        }
-        if !dependencies.is_null() {
-            dependencies.write(std::ptr::null());
-        }
-        if !count.is_null() {
-            count.write(0);
-        }
+        put_optional(status, 0);
+        put_optional(id, 0);
+        put_optional(graph, std::ptr::null_mut());
+        put_optional(dependencies, std::ptr::null());
+        put_optional(count, 0);
     }
     SUCCESS
 }

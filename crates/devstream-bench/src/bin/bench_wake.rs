@@ -263,20 +263,19 @@ fn main() -> Result<()> {
     };
     println!("wake latency on {place}, {samples} samples each, interleaved in blocks (µs):");
     let mut measured = measure(&place, samples)?.into_iter();
-    let (name, mut blocking) = measured.next().expect("the blocking waiter");
-    let (b50, b99) = (blocking.percentile(0.5), blocking.percentile(0.99));
-    println!(
-        "  {name:<52} p50 {:>8.1}  p99 {:>8.1}",
-        b50 / 1e3,
-        b99 / 1e3
-    );
-    let (name, mut sleeping) = measured.next().expect("the blocking_sync waiter");
-    let (e50, e99) = (sleeping.percentile(0.5), sleeping.percentile(0.99));
-    println!(
-        "  {name:<52} p50 {:>8.1}  p99 {:>8.1}",
-        e50 / 1e3,
-        e99 / 1e3
-    );
+    // Prints a baseline waiter's row; answers its p50 and p99 (ns).
+    let mut baseline = |what: &str| {
+        let (name, mut s) = measured.next().expect(what);
+        let (p50, p99) = (s.percentile(0.5), s.percentile(0.99));
+        println!(
+            "  {name:<52} p50 {:>8.1}  p99 {:>8.1}",
+            p50 / 1e3,
+            p99 / 1e3
+        );
+        (p50, p99)
+    };
+    let (b50, b99) = baseline("the blocking waiter");
+    let (e50, e99) = baseline("the blocking_sync waiter");
     let mut rows = Vec::new();
     for (name, mut s) in measured {
         let (p50, p99) = (s.percentile(0.5), s.percentile(0.99));

@@ -8,10 +8,10 @@ use devstream_gpu_common::RawMemory;
 // shared layer), and nothing is called before `load` returned Ok.
 unsafe impl RawMemory for CudaApi {
     unsafe fn mem_alloc(len: usize) -> RawResult<DevicePtr> {
-        let mut ptr = 0;
-        // SAFETY: valid out-pointer; a context is current (caller).
-        ok(unsafe { sys::cuMemAlloc_v2(&mut ptr, len) }, "cuMemAlloc")?;
-        Ok(ptr)
+        out(0, "cuMemAlloc", |ptr| {
+            // SAFETY: valid out-pointer; a context is current (caller).
+            unsafe { sys::cuMemAlloc_v2(ptr, len) }
+        })
     }
 
     unsafe fn mem_free(ptr: DevicePtr) -> RawResult {
@@ -20,13 +20,10 @@ unsafe impl RawMemory for CudaApi {
     }
 
     unsafe fn mem_alloc_async(len: usize, s: RawStream) -> RawResult<DevicePtr> {
-        let mut ptr = 0;
-        ok(
+        out(0, "cuMemAllocAsync", |ptr| {
             // SAFETY: valid out-pointer, live stream; present per `supports`.
-            unsafe { sys::cuMemAllocAsync(&mut ptr, len, stream(s)) },
-            "cuMemAllocAsync",
-        )?;
-        Ok(ptr)
+            unsafe { sys::cuMemAllocAsync(ptr, len, stream(s)) }
+        })
     }
 
     unsafe fn mem_free_async(ptr: DevicePtr, s: RawStream) -> RawResult {
@@ -75,13 +72,10 @@ unsafe impl RawMemory for CudaApi {
     }
 
     unsafe fn host_device_pointer(ptr: *mut u8) -> RawResult<DevicePtr> {
-        let mut device_ptr = 0;
-        ok(
+        out(0, "cuMemHostGetDevicePointer", |device_ptr| {
             // SAFETY: mapped pinned memory, valid out-pointer.
-            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, ptr.cast(), 0) },
-            "cuMemHostGetDevicePointer",
-        )?;
-        Ok(device_ptr)
+            unsafe { sys::cuMemHostGetDevicePointer_v2(device_ptr, ptr.cast(), 0) }
+        })
     }
 
     unsafe fn memcpy_htod_async(

@@ -39,21 +39,21 @@ unsafe impl RawCapture for CudaApi {
     }
 
     unsafe fn stream_end_capture(s: RawStream) -> RawResult<RawGraph> {
-        let mut graph = std::ptr::null_mut();
-        ok(
+        let graph = out(std::ptr::null_mut(), "cuStreamEndCapture", |graph| {
             // SAFETY: live stream, valid out-pointer.
-            unsafe { sys::cuStreamEndCapture(stream(s), &mut graph) },
-            "cuStreamEndCapture",
-        )?;
+            unsafe { sys::cuStreamEndCapture(stream(s), graph) }
+        })?;
         Ok(RawGraph(graph.cast()))
     }
 
     unsafe fn stream_is_capturing(s: RawStream) -> RawResult<CaptureStatus> {
-        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-        ok(
-            // SAFETY: live stream, valid out-pointer.
-            unsafe { sys::cuStreamIsCapturing(stream(s), &mut status) },
+        let status = out(
+            sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
             "cuStreamIsCapturing",
+            |status| {
+                // SAFETY: live stream, valid out-pointer.
+                unsafe { sys::cuStreamIsCapturing(stream(s), status) }
+            },
         )?;
         Ok(capture_status(status))
     }
@@ -160,11 +160,13 @@ unsafe impl RawCapture for CudaApi {
     }
 
     unsafe fn thread_exchange_capture_mode(mode: CaptureMode) -> RawResult<CaptureMode> {
-        let mut native = capture_mode(mode);
-        ok(
-            // SAFETY: valid in/out pointer.
-            unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut native) },
+        let native = out(
+            capture_mode(mode),
             "cuThreadExchangeStreamCaptureMode",
+            |native| {
+                // SAFETY: valid in/out pointer.
+                unsafe { sys::cuThreadExchangeStreamCaptureMode(native) }
+            },
         )?;
         Ok(capture_mode_back(native))
     }

@@ -8,30 +8,21 @@ use devstream_gpu_common::RawDevices;
 // shared layer), and nothing is called before `load` returned Ok.
 unsafe impl RawDevices for CudaApi {
     unsafe fn device_count() -> RawResult<usize> {
-        let mut count = 0;
-        ok(
+        let count = out(0, "cuDeviceGetCount", |count| {
             // SAFETY: valid out-pointer.
-            unsafe { sys::cuDeviceGetCount(&mut count) },
-            "cuDeviceGetCount",
-        )?;
+            unsafe { sys::cuDeviceGetCount(count) }
+        })?;
         Ok(usize::try_from(count).unwrap_or(0))
     }
 
     unsafe fn device_properties(ordinal: usize) -> RawResult<DeviceProperties> {
-        let mut device = 0;
-        ok(
-            // SAFETY: valid out-pointer; the ordinal is checked by the driver.
-            unsafe { sys::cuDeviceGet(&mut device, ordinal as i32) },
-            "cuDeviceGet",
-        )?;
-        let attribute = |attribute: sys::CUdevice_attribute| -> RawResult<i32> {
-            let mut value = 0;
-            ok(
+        // SAFETY: the caller's contract (the table is loaded).
+        let device = unsafe { device(ordinal) }?;
+        let attribute = |attribute: sys::CUdevice_attribute| {
+            out(0, "cuDeviceGetAttribute", |value| {
                 // SAFETY: valid out-pointer and device.
-                unsafe { sys::cuDeviceGetAttribute(&mut value, attribute, device) },
-                "cuDeviceGetAttribute",
-            )?;
-            Ok(value)
+                unsafe { sys::cuDeviceGetAttribute(value, attribute, device) }
+            })
         };
         use sys::CUdevice_attribute as At;
         let mut name = [0 as c_char; 256];
@@ -44,12 +35,10 @@ unsafe impl RawDevices for CudaApi {
         let name = unsafe { CStr::from_ptr(name.as_ptr()) }
             .to_string_lossy()
             .into_owned();
-        let mut version = 0;
-        ok(
+        let version = out(0, "cuDriverGetVersion", |version| {
             // SAFETY: valid out-pointer.
-            unsafe { sys::cuDriverGetVersion(&mut version) },
-            "cuDriverGetVersion",
-        )?;
+            unsafe { sys::cuDriverGetVersion(version) }
+        })?;
         // Flags use the 64-bit stream memory operations: CUDA 12 reports them with
         // CAN_USE_64_BIT_STREAM_MEM_OPS; 11.7/11.8 need the v1 attributes.
         let stream_mem_ops = if version >= 12000 {
@@ -73,26 +62,21 @@ unsafe impl RawDevices for CudaApi {
     }
 
     unsafe fn primary_context(ordinal: usize) -> RawResult<RawContext> {
-        let mut device = 0;
-        ok(
-            // SAFETY: valid out-pointer.
-            unsafe { sys::cuDeviceGet(&mut device, ordinal as i32) },
-            "cuDeviceGet",
-        )?;
-        let mut ctx = std::ptr::null_mut();
-        ok(
+        // SAFETY: the caller's contract (the table is loaded).
+        let device = unsafe { device(ordinal) }?;
+        let ctx = out(std::ptr::null_mut(), "cuDevicePrimaryCtxRetain", |ctx| {
             // SAFETY: valid out-pointer and device.
-            unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, device) },
-            "cuDevicePrimaryCtxRetain",
-        )?;
+            unsafe { sys::cuDevicePrimaryCtxRetain(ctx, device) }
+        })?;
         Ok(RawContext(ctx.cast()))
     }
 
     #[inline]
     unsafe fn context_current() -> RawResult<RawContext> {
-        let mut ctx = std::ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        ok(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
+        let ctx = out(std::ptr::null_mut(), "cuCtxGetCurrent", |ctx| {
+            // SAFETY: valid out-pointer.
+            unsafe { sys::cuCtxGetCurrent(ctx) }
+        })?;
         Ok(RawContext(ctx.cast()))
     }
 
@@ -105,13 +89,14 @@ unsafe impl RawDevices for CudaApi {
     }
 
     unsafe fn priority_range() -> RawResult<(i32, i32)> {
-        let (mut least, mut greatest) = (0, 0);
-        ok(
-            // SAFETY: valid out-pointers.
-            unsafe { sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) },
+        out(
+            (0, 0),
             "cuCtxGetStreamPriorityRange",
-        )?;
-        Ok((least, greatest))
+            |(least, greatest)| {
+                // SAFETY: valid out-pointers.
+                unsafe { sys::cuCtxGetStreamPriorityRange(least, greatest) }
+            },
+        )
     }
 
     unsafe fn reset_persisting_l2_cache() -> RawResult {
@@ -121,4 +106,15 @@ unsafe impl RawDevices for CudaApi {
             "cuCtxResetPersistingL2Cache",
         )
     }
+}
+
+/// The driver's handle of device `ordinal` (the driver checks the ordinal).
+///
+/// # Safety
+/// As for every call of the table: `load` returned Ok.
+unsafe fn device(ordinal: usize) -> RawResult<sys::CUdevice> {
+    out(0, "cuDeviceGet", |device| {
+        // SAFETY: valid out-pointer; the ordinal is checked by the driver.
+        unsafe { sys::cuDeviceGet(device, ordinal as i32) }
+    })
 }

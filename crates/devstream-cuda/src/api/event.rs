@@ -18,12 +18,10 @@ unsafe impl RawEvents for CudaApi {
         if flags.interprocess {
             native |= sys::CUevent_flags::CU_EVENT_INTERPROCESS as u32;
         }
-        let mut raw = std::ptr::null_mut();
-        ok(
+        let raw = out(std::ptr::null_mut(), "cuEventCreate", |raw| {
             // SAFETY: valid out-pointer; a context is current (caller).
-            unsafe { sys::cuEventCreate(&mut raw, native) },
-            "cuEventCreate",
-        )?;
+            unsafe { sys::cuEventCreate(raw, native) }
+        })?;
         Ok(RawEvent(raw.cast()))
     }
 

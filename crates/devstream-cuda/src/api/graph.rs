@@ -8,22 +8,18 @@ use devstream_gpu_common::RawGraphs;
 // shared layer), and nothing is called before `load` returned Ok.
 unsafe impl RawGraphs for CudaApi {
     unsafe fn graph_create() -> RawResult<RawGraph> {
-        let mut graph = std::ptr::null_mut();
-        ok(
+        let graph = out(std::ptr::null_mut(), "cuGraphCreate", |graph| {
             // SAFETY: valid out-pointer.
-            unsafe { sys::cuGraphCreate(&mut graph, 0) },
-            "cuGraphCreate",
-        )?;
+            unsafe { sys::cuGraphCreate(graph, 0) }
+        })?;
         Ok(RawGraph(graph.cast()))
     }
 
     unsafe fn graph_instantiate(graph: RawGraph) -> RawResult<RawGraphExec> {
-        let mut exec = std::ptr::null_mut();
-        ok(
+        let exec = out(std::ptr::null_mut(), "cuGraphInstantiate", |exec| {
             // SAFETY: live graph, valid out-pointer.
-            unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph.0.cast(), 0) },
-            "cuGraphInstantiate",
-        )?;
+            unsafe { sys::cuGraphInstantiateWithFlags(exec, graph.0.cast(), 0) }
+        })?;
         Ok(RawGraphExec(exec.cast()))
     }
 
@@ -53,13 +49,10 @@ unsafe impl RawGraphs for CudaApi {
     }
 
     unsafe fn graph_node_count(graph: RawGraph) -> RawResult<usize> {
-        let mut count = 0usize;
-        ok(
+        out(0usize, "cuGraphGetNodes", |count| {
             // SAFETY: live graph; a null array asks for the count only.
-            unsafe { sys::cuGraphGetNodes(graph.0.cast(), std::ptr::null_mut(), &mut count) },
-            "cuGraphGetNodes",
-        )?;
-        Ok(count)
+            unsafe { sys::cuGraphGetNodes(graph.0.cast(), std::ptr::null_mut(), count) }
+        })
     }
 
     unsafe fn graph_nodes(graph: RawGraph) -> RawResult<Vec<RawGraphNode>> {

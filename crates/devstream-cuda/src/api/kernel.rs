@@ -8,12 +8,10 @@ use devstream_gpu_common::RawKernels;
 // shared layer), and nothing is called before `load` returned Ok.
 unsafe impl RawKernels for CudaApi {
     unsafe fn module_load_data(image: *const c_void) -> RawResult<RawModule> {
-        let mut module = std::ptr::null_mut();
-        ok(
+        let module = out(std::ptr::null_mut(), "cuModuleLoadData", |module| {
             // SAFETY: a NUL-terminated image (caller); a context is current.
-            unsafe { sys::cuModuleLoadData(&mut module, image) },
-            "cuModuleLoadData",
-        )?;
+            unsafe { sys::cuModuleLoadData(module, image) }
+        })?;
         Ok(RawModule(module.cast()))
     }
 
@@ -29,12 +27,10 @@ unsafe impl RawKernels for CudaApi {
         module: RawModule,
         name: &CStr,
     ) -> RawResult<devstream_gpu_common::RawFunction> {
-        let mut function = std::ptr::null_mut();
-        ok(
+        let function = out(std::ptr::null_mut(), "cuModuleGetFunction", |function| {
             // SAFETY: live module, NUL-terminated name, valid out-pointer.
-            unsafe { sys::cuModuleGetFunction(&mut function, module.0.cast(), name.as_ptr()) },
-            "cuModuleGetFunction",
-        )?;
+            unsafe { sys::cuModuleGetFunction(function, module.0.cast(), name.as_ptr()) }
+        })?;
         Ok(devstream_gpu_common::RawFunction(function.cast()))
     }
 

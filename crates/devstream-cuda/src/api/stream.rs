@@ -55,42 +55,31 @@ unsafe impl RawStreams for CudaApi {
     }
 
     unsafe fn stream_priority(s: RawStream) -> RawResult<i32> {
-        let mut priority = 0;
-        ok(
+        out(0, "cuStreamGetPriority", |priority| {
             // SAFETY: live stream, valid out-pointer.
-            unsafe { sys::cuStreamGetPriority(stream(s), &mut priority) },
-            "cuStreamGetPriority",
-        )?;
-        Ok(priority)
+            unsafe { sys::cuStreamGetPriority(stream(s), priority) }
+        })
     }
 
     unsafe fn stream_flags(s: RawStream) -> RawResult<u32> {
-        let mut flags = 0;
-        ok(
+        out(0, "cuStreamGetFlags", |flags| {
             // SAFETY: live stream, valid out-pointer.
-            unsafe { sys::cuStreamGetFlags(stream(s), &mut flags) },
-            "cuStreamGetFlags",
-        )?;
-        Ok(flags)
+            unsafe { sys::cuStreamGetFlags(stream(s), flags) }
+        })
     }
 
     unsafe fn stream_id(s: RawStream) -> RawResult<u64> {
-        let mut id = 0;
-        ok(
+        out(0, "cuStreamGetId", |id| {
             // SAFETY: live stream, valid out-pointer; present per `supports`.
-            unsafe { sys::cuStreamGetId(stream(s), &mut id) },
-            "cuStreamGetId",
-        )?;
-        Ok(id)
+            unsafe { sys::cuStreamGetId(stream(s), id) }
+        })
     }
 
     unsafe fn stream_device(s: RawStream) -> RawResult<usize> {
-        let mut device = 0;
-        ok(
+        let device = out(0, "cuStreamGetDevice", |device| {
             // SAFETY: live stream, valid out-pointer; present per `supports`.
-            unsafe { sys::cuStreamGetDevice(stream(s), &mut device) },
-            "cuStreamGetDevice",
-        )?;
+            unsafe { sys::cuStreamGetDevice(stream(s), device) }
+        })?;
         Ok(usize::try_from(device).unwrap_or(0))
     }
 
@@ -167,16 +156,7 @@ unsafe impl RawStreams for CudaApi {
                     missProp: access_property(w.miss_prop),
                 }
             }
-            StreamAttribute::SyncPolicy(p) => {
-                value.syncPolicy = match p {
-                    SyncPolicy::Auto => sys::CUsynchronizationPolicy::CU_SYNC_POLICY_AUTO,
-                    SyncPolicy::Spin => sys::CUsynchronizationPolicy::CU_SYNC_POLICY_SPIN,
-                    SyncPolicy::Yield => sys::CUsynchronizationPolicy::CU_SYNC_POLICY_YIELD,
-                    SyncPolicy::BlockingSync => {
-                        sys::CUsynchronizationPolicy::CU_SYNC_POLICY_BLOCKING_SYNC
-                    }
-                }
-            }
+            StreamAttribute::SyncPolicy(p) => value.syncPolicy = sync_policy(p),
             StreamAttribute::Priority(p) => value.priority = p,
         }
         ok(
@@ -191,12 +171,11 @@ unsafe impl RawStreams for CudaApi {
         id: StreamAttributeId,
     ) -> RawResult<StreamAttribute> {
         // SAFETY: an all-zero union is a valid value of every member.
-        let mut value: sys::CUstreamAttrValue = unsafe { std::mem::zeroed() };
-        ok(
+        let zeroed: sys::CUstreamAttrValue = unsafe { std::mem::zeroed() };
+        let value = out(zeroed, "cuStreamGetAttribute", |value| {
             // SAFETY: live stream, valid out-pointer.
-            unsafe { sys::cuStreamGetAttribute(stream(s), attribute_id(id), &mut value) },
-            "cuStreamGetAttribute",
-        )?;
+            unsafe { sys::cuStreamGetAttribute(stream(s), attribute_id(id), value) }
+        })?;
         // SAFETY: the driver wrote the member selected by `id`.
         Ok(unsafe {
             match id {
@@ -211,14 +190,7 @@ unsafe impl RawStreams for CudaApi {
                     })
                 }
                 StreamAttributeId::SyncPolicy => {
-                    StreamAttribute::SyncPolicy(match value.syncPolicy {
-                        sys::CUsynchronizationPolicy::CU_SYNC_POLICY_AUTO => SyncPolicy::Auto,
-                        sys::CUsynchronizationPolicy::CU_SYNC_POLICY_SPIN => SyncPolicy::Spin,
-                        sys::CUsynchronizationPolicy::CU_SYNC_POLICY_YIELD => SyncPolicy::Yield,
-                        sys::CUsynchronizationPolicy::CU_SYNC_POLICY_BLOCKING_SYNC => {
-                            SyncPolicy::BlockingSync
-                        }
-                    })
+                    StreamAttribute::SyncPolicy(sync_policy_back(value.syncPolicy))
                 }
                 StreamAttributeId::Priority => StreamAttribute::Priority(value.priority),
             }

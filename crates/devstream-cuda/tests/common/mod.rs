@@ -1,8 +1,8 @@
-//! What the CUDA integration tests share: the device to test on (or a skip), a plain stream and
-//! a host function that counts its runs.
+//! What the CUDA integration tests share: the device to test on (or a skip), a plain stream, a
+//! stream held at a flag, and a host function that counts its runs.
 
 use devstream_core::{DeviceBackend, DeviceStream, Place, StreamOptions};
-use devstream_cuda::{CudaBackend, CudaStream};
+use devstream_cuda::{CudaBackend, CudaFlag, CudaStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -33,9 +33,44 @@ pub fn gpu() -> Option<(Place, MutexGuard<'static, ()>)> {
     }
 }
 
+/// Unwraps the answer of [`gpu`] (or of a wrapper of it), or returns from the calling test
+/// where there is no device: `gpu` has printed the skip already, or failed the test where a GPU
+/// run requires CUDA.
+macro_rules! or_skip {
+    ($found:expr) => {
+        match $found {
+            Some(found) => found,
+            None => return,
+        }
+    };
+}
+pub(crate) use or_skip;
+
 /// A new stream of `place` with default options.
 pub fn stream(place: &Place) -> CudaStream {
     CudaBackend::new_stream(place, StreamOptions::default()).unwrap()
+}
+
+/// A new flag of `place`.
+#[allow(dead_code)] // not every test binary that shares this module uses flags
+pub fn flag(place: &Place) -> CudaFlag {
+    CudaBackend::new_flag(place).unwrap()
+}
+
+/// Holds `s` at a new flag: work submitted to it from now on waits until `flag >= 1`.
+#[allow(dead_code)] // not every test binary that shares this module holds streams
+pub fn hold(s: &CudaStream) -> CudaFlag {
+    let gate = flag(s.place());
+    s.wait_flag(&gate, 1).unwrap();
+    gate
+}
+
+/// A new stream held at a flag (see [`hold`]).
+#[allow(dead_code)] // not every test binary that shares this module holds streams
+pub fn gated(place: &Place) -> (CudaStream, CudaFlag) {
+    let s = stream(place);
+    let gate = hold(&s);
+    (s, gate)
 }
 
 /// Launches on `stream` a host function that counts its runs; answers the count.

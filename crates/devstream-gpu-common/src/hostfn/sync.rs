@@ -18,6 +18,17 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicUsize};
 #[cfg(not(loom))]
 pub(crate) use std::sync::Mutex;
 
+#[cfg(not(loom))]
+pub(crate) use devstream_core::sync::lock;
+
+/// [`devstream_core::sync::lock`] for loom's mutex: the guard, whether or not a holder panicked.
+#[cfg(loom)]
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> loom::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// `std::cell::UnsafeCell` with loom's access API (`with_mut`), so that under loom every
 /// access to a slot's closure is checked against the slot handshake's happens-before order.
 #[cfg(not(loom))]

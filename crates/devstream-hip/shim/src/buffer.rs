@@ -41,20 +41,19 @@ pub unsafe extern "C" fn hipFreeAsync(ptr: *mut c_void, stream: hipStream_t) -> 
     cu!(sys::cuMemFreeAsync(cu_ptr(ptr), cu_stream(stream)))
 }
 
-/// `hipMallocManaged` → `cuMemAllocManaged`.
+/// `hipMallocManaged` → `cuMemAllocManaged` (see [`mem_attach`]).
 #[no_mangle]
 pub unsafe extern "C" fn hipMallocManaged(
     ptr: *mut *mut c_void,
     size: usize,
     flags: c_uint,
 ) -> hipError_t {
-    use sys::CUmemAttach_flags as F;
     enter!();
-    let cu_flags = match flags {
-        1 => F::CU_MEM_ATTACH_GLOBAL,
-        2 => F::CU_MEM_ATTACH_HOST,
-        _ => return hipErrorInvalidValue,
-    } as c_uint;
+    // An allocation is attached globally or to the host; single-stream attachment is a
+    // stream's (hipStreamAttachMemAsync).
+    let Some(cu_flags) = mem_attach(flags).filter(|_| flags != hipMemAttachSingle) else {
+        return hipErrorInvalidValue;
+    };
     let mut raw = 0;
     try_cu!(sys::cuMemAllocManaged(&mut raw, size, cu_flags));
     put(ptr, hip_ptr(raw))
@@ -69,19 +68,14 @@ pub unsafe extern "C" fn hipHostMalloc(
     flags: c_uint,
 ) -> hipError_t {
     enter!();
-    if flags & !0x7 != 0 {
+    let bits = [
+        (0x1, sys::CU_MEMHOSTALLOC_PORTABLE),
+        (0x2, sys::CU_MEMHOSTALLOC_DEVICEMAP),
+        (0x4, sys::CU_MEMHOSTALLOC_WRITECOMBINED),
+    ];
+    let Some(cu_flags) = translate_flags(flags, &bits) else {
         return hipErrorInvalidValue;
-    }
-    let mut cu_flags = 0;
-    if flags & 0x1 != 0 {
-        cu_flags |= sys::CU_MEMHOSTALLOC_PORTABLE;
-    }
-    if flags & 0x2 != 0 {
-        cu_flags |= sys::CU_MEMHOSTALLOC_DEVICEMAP;
-    }
-    if flags & 0x4 != 0 {
-        cu_flags |= sys::CU_MEMHOSTALLOC_WRITECOMBINED;
-    }
+    };
     let mut raw = std::ptr::null_mut();
     try_cu!(sys::cuMemHostAlloc(&mut raw, size, cu_flags));
     put(ptr, raw)

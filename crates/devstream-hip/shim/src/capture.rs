@@ -38,7 +38,22 @@ pub unsafe extern "C" fn hipStreamIsCapturing(
     put(status, cu_status as c_int)
 }
 
-fn capture_info(
+/// `hipStreamGetCaptureInfo` → `cuStreamGetCaptureInfo` (status and id).
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamGetCaptureInfo(
+    stream: hipStream_t,
+    status: *mut c_int,
+    id: *mut c_ulonglong,
+) -> hipError_t {
+    let none = std::ptr::null_mut();
+    // SAFETY: the caller's contract, which `_v2` shares; it skips the null out-pointers.
+    unsafe { hipStreamGetCaptureInfo_v2(stream, status, id, none, none.cast(), none.cast()) }
+}
+
+/// `hipStreamGetCaptureInfo_v2` → `cuStreamGetCaptureInfo` (with graph and dependencies; null
+/// out-pointers are skipped).
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamGetCaptureInfo_v2(
     stream: hipStream_t,
     status: *mut c_int,
     id: *mut c_ulonglong,
@@ -46,6 +61,7 @@ fn capture_info(
     dependencies: *mut *const hipGraphNode_t,
     count: *mut usize,
 ) -> hipError_t {
+    enter!();
     let Some(driver) = driver() else {
         return hipErrorInsufficientDriver;
     };
@@ -89,38 +105,6 @@ fn capture_info(
         put(count, cu_count);
     }
     hipSuccess
-}
-
-/// `hipStreamGetCaptureInfo` → `cuStreamGetCaptureInfo` (status and id).
-#[no_mangle]
-pub unsafe extern "C" fn hipStreamGetCaptureInfo(
-    stream: hipStream_t,
-    status: *mut c_int,
-    id: *mut c_ulonglong,
-) -> hipError_t {
-    enter!();
-    capture_info(
-        stream,
-        status,
-        id,
-        std::ptr::null_mut(),
-        std::ptr::null_mut(),
-        std::ptr::null_mut(),
-    )
-}
-
-/// `hipStreamGetCaptureInfo_v2` → `cuStreamGetCaptureInfo` (with graph and dependencies).
-#[no_mangle]
-pub unsafe extern "C" fn hipStreamGetCaptureInfo_v2(
-    stream: hipStream_t,
-    status: *mut c_int,
-    id: *mut c_ulonglong,
-    graph: *mut hipGraph_t,
-    dependencies: *mut *const hipGraphNode_t,
-    count: *mut usize,
-) -> hipError_t {
-    enter!();
-    capture_info(stream, status, id, graph, dependencies, count)
 }
 
 /// `hipStreamUpdateCaptureDependencies` → `cuStreamUpdateCaptureDependencies` (add = 0,

@@ -24,33 +24,28 @@ pub unsafe extern "C" fn hipDriverGetVersion(version: *mut c_int) -> hipError_t 
 #[no_mangle]
 pub unsafe extern "C" fn hipGetErrorName(error: hipError_t) -> *const c_char {
     static NAMES: OnceLock<Vec<(hipError_t, std::ffi::CString)>> = OnceLock::new();
-    c_text(&NAMES, error, |(_, name, _)| name)
+    c_text(&NAMES, error, |e| e.name)
 }
 
 /// `hipGetErrorString`: a description of a status code (a static string).
 #[no_mangle]
 pub unsafe extern "C" fn hipGetErrorString(error: hipError_t) -> *const c_char {
     static TEXTS: OnceLock<Vec<(hipError_t, std::ffi::CString)>> = OnceLock::new();
-    c_text(&TEXTS, error, |(_, _, text)| text)
+    c_text(&TEXTS, error, |e| e.text)
 }
 
 fn c_text(
     cell: &'static OnceLock<Vec<(hipError_t, std::ffi::CString)>>,
     error: hipError_t,
-    pick: fn(&(hipError_t, &'static str, &'static str)) -> &'static str,
+    pick: fn(&ErrorText) -> &'static str,
 ) -> *const c_char {
     let table = cell.get_or_init(|| {
         ERRORS
             .iter()
-            .map(|entry| {
-                (
-                    entry.0,
-                    std::ffi::CString::new(pick(entry)).unwrap_or_default(),
-                )
-            })
+            .map(|e| (e.code, std::ffi::CString::new(pick(e)).unwrap_or_default()))
             .collect()
     });
-    let wanted = if ERRORS.iter().any(|(code, _, _)| *code == error) {
+    let wanted = if ERRORS.iter().any(|e| e.code == error) {
         error
     } else {
         hipErrorUnknown

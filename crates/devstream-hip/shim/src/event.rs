@@ -11,19 +11,14 @@ pub unsafe extern "C" fn hipEventCreateWithFlags(
 ) -> hipError_t {
     use sys::CUevent_flags as F;
     enter!();
-    if flags & !0x7 != 0 {
+    let bits = [
+        (0x1, F::CU_EVENT_BLOCKING_SYNC as c_uint),
+        (0x2, F::CU_EVENT_DISABLE_TIMING as c_uint),
+        (0x4, F::CU_EVENT_INTERPROCESS as c_uint),
+    ];
+    let Some(cu_flags) = translate_flags(flags, &bits) else {
         return hipErrorInvalidValue;
-    }
-    let mut cu_flags = 0;
-    if flags & 0x1 != 0 {
-        cu_flags |= F::CU_EVENT_BLOCKING_SYNC as c_uint;
-    }
-    if flags & 0x2 != 0 {
-        cu_flags |= F::CU_EVENT_DISABLE_TIMING as c_uint;
-    }
-    if flags & 0x4 != 0 {
-        cu_flags |= F::CU_EVENT_INTERPROCESS as c_uint;
-    }
+    };
     let mut raw = std::ptr::null_mut();
     try_cu!(sys::cuEventCreate(&mut raw, cu_flags));
     put(event, raw.cast())

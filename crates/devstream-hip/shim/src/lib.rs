@@ -52,124 +52,191 @@ const hipErrorInvalidDevice: hipError_t = 101;
 const hipErrorNotSupported: hipError_t = 801;
 const hipErrorUnknown: hipError_t = 999;
 
+/// A HIP status code with its name (`hipGetErrorName`) and description (`hipGetErrorString`).
+struct ErrorText {
+    code: hipError_t,
+    name: &'static str,
+    text: &'static str,
+}
+
 /// HIP status codes with their names and descriptions (`hipGetErrorName`/`hipGetErrorString`).
 /// HIP numbers these like the CUDA codes they correspond to.
-const ERRORS: &[(hipError_t, &str, &str)] = &[
-    (0, "hipSuccess", "no error"),
-    (1, "hipErrorInvalidValue", "invalid argument"),
-    (2, "hipErrorOutOfMemory", "out of memory"),
-    (3, "hipErrorNotInitialized", "initialization error"),
-    (4, "hipErrorDeinitialized", "driver shutting down"),
-    (
-        35,
-        "hipErrorInsufficientDriver",
-        "driver version is insufficient for runtime version",
-    ),
-    (
-        100,
-        "hipErrorNoDevice",
-        "no ROCm-capable device is detected",
-    ),
-    (101, "hipErrorInvalidDevice", "invalid device ordinal"),
-    (
-        200,
-        "hipErrorInvalidImage",
-        "device kernel image is invalid",
-    ),
-    (201, "hipErrorInvalidContext", "invalid device context"),
-    (
-        209,
-        "hipErrorNoBinaryForGpu",
-        "no kernel image is available for execution on the device",
-    ),
-    (218, "hipErrorInvalidKernelFile", "invalid kernel file"),
-    (400, "hipErrorInvalidHandle", "invalid resource handle"),
-    (
-        401,
-        "hipErrorIllegalState",
-        "the operation cannot be performed in the present state",
-    ),
-    (500, "hipErrorNotFound", "named symbol not found"),
-    (600, "hipErrorNotReady", "device not ready"),
-    (
-        700,
-        "hipErrorIllegalAddress",
-        "an illegal memory access was encountered",
-    ),
-    (
-        701,
-        "hipErrorLaunchOutOfResources",
-        "too many resources requested for launch",
-    ),
-    (
-        702,
-        "hipErrorLaunchTimeOut",
-        "the launch timed out and was terminated",
-    ),
-    (
-        708,
-        "hipErrorSetOnActiveProcess",
-        "cannot set while device is active in this process",
-    ),
-    (709, "hipErrorContextIsDestroyed", "context is destroyed"),
-    (
-        712,
-        "hipErrorHostMemoryAlreadyRegistered",
-        "the memory range is already registered",
-    ),
-    (
-        713,
-        "hipErrorHostMemoryNotRegistered",
-        "the pointer is not a registered memory region",
-    ),
-    (719, "hipErrorLaunchFailure", "unspecified launch failure"),
-    (801, "hipErrorNotSupported", "operation not supported"),
-    (
-        900,
-        "hipErrorStreamCaptureUnsupported",
-        "operation not permitted when stream is capturing",
-    ),
-    (
-        901,
-        "hipErrorStreamCaptureInvalidated",
-        "operation failed due to a previous error during capture",
-    ),
-    (
-        902,
-        "hipErrorStreamCaptureMerge",
-        "operation would result in a merge of separate capture sequences",
-    ),
-    (
-        903,
-        "hipErrorStreamCaptureUnmatched",
-        "capture was not ended in the same stream as it began",
-    ),
-    (
-        904,
-        "hipErrorStreamCaptureUnjoined",
-        "capturing stream has unjoined work",
-    ),
-    (
-        905,
-        "hipErrorStreamCaptureIsolation",
-        "dependency created on uncaptured work in another stream",
-    ),
-    (
-        906,
-        "hipErrorStreamCaptureImplicit",
-        "operation would make the legacy stream depend on a capturing blocking stream",
-    ),
-    (
-        907,
-        "hipErrorCapturedEvent",
-        "operation not permitted on an event last recorded in a capturing stream",
-    ),
-    (
-        908,
-        "hipErrorStreamCaptureWrongThread",
-        "attempt to terminate a thread-local capture sequence from another thread",
-    ),
-    (999, "hipErrorUnknown", "unknown error"),
+const ERRORS: &[ErrorText] = &[
+    ErrorText {
+        code: 0,
+        name: "hipSuccess",
+        text: "no error",
+    },
+    ErrorText {
+        code: 1,
+        name: "hipErrorInvalidValue",
+        text: "invalid argument",
+    },
+    ErrorText {
+        code: 2,
+        name: "hipErrorOutOfMemory",
+        text: "out of memory",
+    },
+    ErrorText {
+        code: 3,
+        name: "hipErrorNotInitialized",
+        text: "initialization error",
+    },
+    ErrorText {
+        code: 4,
+        name: "hipErrorDeinitialized",
+        text: "driver shutting down",
+    },
+    ErrorText {
+        code: 35,
+        name: "hipErrorInsufficientDriver",
+        text: "driver version is insufficient for runtime version",
+    },
+    ErrorText {
+        code: 100,
+        name: "hipErrorNoDevice",
+        text: "no ROCm-capable device is detected",
+    },
+    ErrorText {
+        code: 101,
+        name: "hipErrorInvalidDevice",
+        text: "invalid device ordinal",
+    },
+    ErrorText {
+        code: 200,
+        name: "hipErrorInvalidImage",
+        text: "device kernel image is invalid",
+    },
+    ErrorText {
+        code: 201,
+        name: "hipErrorInvalidContext",
+        text: "invalid device context",
+    },
+    ErrorText {
+        code: 209,
+        name: "hipErrorNoBinaryForGpu",
+        text: "no kernel image is available for execution on the device",
+    },
+    ErrorText {
+        code: 218,
+        name: "hipErrorInvalidKernelFile",
+        text: "invalid kernel file",
+    },
+    ErrorText {
+        code: 400,
+        name: "hipErrorInvalidHandle",
+        text: "invalid resource handle",
+    },
+    ErrorText {
+        code: 401,
+        name: "hipErrorIllegalState",
+        text: "the operation cannot be performed in the present state",
+    },
+    ErrorText {
+        code: 500,
+        name: "hipErrorNotFound",
+        text: "named symbol not found",
+    },
+    ErrorText {
+        code: 600,
+        name: "hipErrorNotReady",
+        text: "device not ready",
+    },
+    ErrorText {
+        code: 700,
+        name: "hipErrorIllegalAddress",
+        text: "an illegal memory access was encountered",
+    },
+    ErrorText {
+        code: 701,
+        name: "hipErrorLaunchOutOfResources",
+        text: "too many resources requested for launch",
+    },
+    ErrorText {
+        code: 702,
+        name: "hipErrorLaunchTimeOut",
+        text: "the launch timed out and was terminated",
+    },
+    ErrorText {
+        code: 708,
+        name: "hipErrorSetOnActiveProcess",
+        text: "cannot set while device is active in this process",
+    },
+    ErrorText {
+        code: 709,
+        name: "hipErrorContextIsDestroyed",
+        text: "context is destroyed",
+    },
+    ErrorText {
+        code: 712,
+        name: "hipErrorHostMemoryAlreadyRegistered",
+        text: "the memory range is already registered",
+    },
+    ErrorText {
+        code: 713,
+        name: "hipErrorHostMemoryNotRegistered",
+        text: "the pointer is not a registered memory region",
+    },
+    ErrorText {
+        code: 719,
+        name: "hipErrorLaunchFailure",
+        text: "unspecified launch failure",
+    },
+    ErrorText {
+        code: 801,
+        name: "hipErrorNotSupported",
+        text: "operation not supported",
+    },
+    ErrorText {
+        code: 900,
+        name: "hipErrorStreamCaptureUnsupported",
+        text: "operation not permitted when stream is capturing",
+    },
+    ErrorText {
+        code: 901,
+        name: "hipErrorStreamCaptureInvalidated",
+        text: "operation failed due to a previous error during capture",
+    },
+    ErrorText {
+        code: 902,
+        name: "hipErrorStreamCaptureMerge",
+        text: "operation would result in a merge of separate capture sequences",
+    },
+    ErrorText {
+        code: 903,
+        name: "hipErrorStreamCaptureUnmatched",
+        text: "capture was not ended in the same stream as it began",
+    },
+    ErrorText {
+        code: 904,
+        name: "hipErrorStreamCaptureUnjoined",
+        text: "capturing stream has unjoined work",
+    },
+    ErrorText {
+        code: 905,
+        name: "hipErrorStreamCaptureIsolation",
+        text: "dependency created on uncaptured work in another stream",
+    },
+    ErrorText {
+        code: 906,
+        name: "hipErrorStreamCaptureImplicit",
+        text: "operation would make the legacy stream depend on a capturing blocking stream",
+    },
+    ErrorText {
+        code: 907,
+        name: "hipErrorCapturedEvent",
+        text: "operation not permitted on an event last recorded in a capturing stream",
+    },
+    ErrorText {
+        code: 908,
+        name: "hipErrorStreamCaptureWrongThread",
+        text: "attempt to terminate a thread-local capture sequence from another thread",
+    },
+    ErrorText {
+        code: 999,
+        name: "hipErrorUnknown",
+        text: "unknown error",
+    },
 ];
 
 /// Maps a CUDA driver status to the HIP code of the same meaning (HIP's NVIDIA platform does
@@ -178,7 +245,7 @@ const ERRORS: &[(hipError_t, &str, &str)] = &[
 /// mapping keeps those codes; codes without a HIP counterpart become `hipErrorUnknown`.
 fn hip_status(status: sys::CUresult) -> hipError_t {
     let code = status as c_int;
-    if ERRORS.iter().any(|(hip, _, _)| *hip == code) {
+    if ERRORS.iter().any(|e| e.code == code) {
         code
     } else {
         hipErrorUnknown
@@ -256,6 +323,34 @@ macro_rules! enter_handle {
 }
 
 /// Writes `value` through an out-pointer supplied by the caller.
+/// The CUDA flags for the HIP `flags`, given `bits`: each HIP bit with the CUDA flag it stands
+/// for. `None` where `flags` holds a bit `bits` does not list (HIP answers
+/// `hipErrorInvalidValue`).
+fn translate_flags(flags: c_uint, bits: &[(c_uint, c_uint)]) -> Option<c_uint> {
+    let known = bits.iter().fold(0, |all, &(hip, _)| all | hip);
+    (flags & !known == 0).then(|| {
+        bits.iter()
+            .filter(|&&(hip, _)| flags & hip != 0)
+            .fold(0, |cu, &(_, flag)| cu | flag)
+    })
+}
+
+/// `hipMemAttachSingle`.
+const hipMemAttachSingle: c_uint = 4;
+
+/// The CUDA attachment for the HIP one: `hipMemAttachGlobal/Host/Single` (1, 2, 4) are
+/// `CU_MEM_ATTACH_GLOBAL/HOST/SINGLE`; `None` for any other value.
+fn mem_attach(flags: c_uint) -> Option<c_uint> {
+    use sys::CUmemAttach_flags as F;
+    let attach = match flags {
+        1 => F::CU_MEM_ATTACH_GLOBAL,
+        2 => F::CU_MEM_ATTACH_HOST,
+        hipMemAttachSingle => F::CU_MEM_ATTACH_SINGLE,
+        _ => return None,
+    };
+    Some(attach as c_uint)
+}
+
 fn put<T>(ptr: *mut T, value: T) -> hipError_t {
     if ptr.is_null() {
         return hipErrorInvalidValue;
@@ -407,13 +502,27 @@ mod tests {
     use crate::stream::hipStreamCreateWithPriority;
 
     #[test]
+    fn flags_translate_bit_by_bit_and_unknown_bits_are_refused() {
+        let bits = [(0x1, 0x10), (0x2, 0x20), (0x4, 0x40)];
+        assert_eq!(translate_flags(0, &bits), Some(0));
+        assert_eq!(translate_flags(0x5, &bits), Some(0x50));
+        assert_eq!(translate_flags(0x7, &bits), Some(0x70));
+        assert_eq!(translate_flags(0x9, &bits), None);
+        use sys::CUmemAttach_flags as F;
+        assert_eq!(mem_attach(1), Some(F::CU_MEM_ATTACH_GLOBAL as c_uint));
+        assert_eq!(mem_attach(2), Some(F::CU_MEM_ATTACH_HOST as c_uint));
+        assert_eq!(mem_attach(4), Some(F::CU_MEM_ATTACH_SINGLE as c_uint));
+        assert_eq!(mem_attach(3), None);
+    }
+
+    #[test]
     fn every_error_has_a_name_and_a_text() {
-        for (code, name, _) in ERRORS {
+        for error in ERRORS {
             // SAFETY: the functions return static NUL-terminated strings.
-            let got = unsafe { std::ffi::CStr::from_ptr(hipGetErrorName(*code)) };
-            assert_eq!(got.to_str(), Ok(*name));
+            let got = unsafe { std::ffi::CStr::from_ptr(hipGetErrorName(error.code)) };
+            assert_eq!(got.to_str(), Ok(error.name));
             // SAFETY: as above.
-            let text = unsafe { std::ffi::CStr::from_ptr(hipGetErrorString(*code)) };
+            let text = unsafe { std::ffi::CStr::from_ptr(hipGetErrorString(error.code)) };
             assert!(!text.to_bytes().is_empty());
         }
         // SAFETY: as above; an unknown code reads as hipErrorUnknown.

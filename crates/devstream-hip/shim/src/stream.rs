@@ -11,13 +11,10 @@ pub unsafe extern "C" fn hipStreamCreateWithPriority(
     priority: c_int,
 ) -> hipError_t {
     enter!();
-    if flags & !1 != 0 {
+    // CU_STREAM_DEFAULT is 0: no bit.
+    let bits = [(1, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as c_uint)];
+    let Some(cu_flags) = translate_flags(flags, &bits) else {
         return hipErrorInvalidValue;
-    }
-    let cu_flags = if flags & 1 != 0 {
-        sys::CUstream_flags::CU_STREAM_NON_BLOCKING as c_uint
-    } else {
-        sys::CUstream_flags::CU_STREAM_DEFAULT as c_uint
     };
     let mut raw = std::ptr::null_mut();
     try_cu!(sys::cuStreamCreateWithPriority(
@@ -227,8 +224,7 @@ pub unsafe extern "C" fn hipStreamWriteValue64(
     ))
 }
 
-/// `hipStreamAttachMemAsync` → `cuStreamAttachMemAsync` (`hipMemAttachGlobal/Host/Single` are
-/// `CU_MEM_ATTACH_GLOBAL/HOST/SINGLE`).
+/// `hipStreamAttachMemAsync` → `cuStreamAttachMemAsync` (see [`mem_attach`]).
 #[no_mangle]
 pub unsafe extern "C" fn hipStreamAttachMemAsync(
     stream: hipStream_t,
@@ -236,14 +232,10 @@ pub unsafe extern "C" fn hipStreamAttachMemAsync(
     length: usize,
     flags: c_uint,
 ) -> hipError_t {
-    use sys::CUmemAttach_flags as F;
     enter!();
-    let cu_flags = match flags {
-        1 => F::CU_MEM_ATTACH_GLOBAL,
-        2 => F::CU_MEM_ATTACH_HOST,
-        4 => F::CU_MEM_ATTACH_SINGLE,
-        _ => return hipErrorInvalidValue,
-    } as c_uint;
+    let Some(cu_flags) = mem_attach(flags) else {
+        return hipErrorInvalidValue;
+    };
     cu!(sys::cuStreamAttachMemAsync(
         cu_stream(stream),
         cu_ptr(dev_ptr),

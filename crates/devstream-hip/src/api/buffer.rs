@@ -9,33 +9,31 @@ use devstream_gpu_common::RawMemory;
 unsafe impl RawMemory for HipApi {
     unsafe fn mem_alloc(len: usize) -> RawResult<DevicePtr> {
         let t = table("hipMalloc")?;
-        let mut ptr = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; the caller selected the device.
-        ok(unsafe { (t.hipMalloc)(&mut ptr, len) }, "hipMalloc")?;
+        let ptr = out(std::ptr::null_mut(), "hipMalloc", |ptr| {
+            // SAFETY: valid out-pointer; the caller selected the device.
+            unsafe { (t.hipMalloc)(ptr, len) }
+        })?;
         Ok(address(ptr))
     }
 
     unsafe fn mem_free(ptr: DevicePtr) -> RawResult {
-        let t = table("hipFree")?;
-        // SAFETY: the caller owns the allocation and no queued work uses it.
-        ok(unsafe { (t.hipFree)(device_ptr(ptr)) }, "hipFree")
+        call("hipFree", |t| {
+            // SAFETY: the caller owns the allocation and no queued work uses it.
+            unsafe { (t.hipFree)(device_ptr(ptr)) }
+        })
     }
 
     unsafe fn mem_alloc_async(len: usize, s: RawStream) -> RawResult<DevicePtr> {
-        let t = table("hipMallocAsync")?;
-        let function = t.hipMallocAsync.ok_or_else(|| absent("hipMallocAsync"))?;
-        let mut ptr = std::ptr::null_mut();
-        ok(
+        let function = optional("hipMallocAsync", |t| t.hipMallocAsync)?;
+        let ptr = out(std::ptr::null_mut(), "hipMallocAsync", |ptr| {
             // SAFETY: valid out-pointer; live stream.
-            unsafe { function(&mut ptr, len, stream(s)) },
-            "hipMallocAsync",
-        )?;
+            unsafe { function(ptr, len, stream(s)) }
+        })?;
         Ok(address(ptr))
     }
 
     unsafe fn mem_free_async(ptr: DevicePtr, s: RawStream) -> RawResult {
-        let t = table("hipFreeAsync")?;
-        let function = t.hipFreeAsync.ok_or_else(|| absent("hipFreeAsync"))?;
+        let function = optional("hipFreeAsync", |t| t.hipFreeAsync)?;
         ok(
             // SAFETY: the caller owns the allocation; the free is ordered on the live stream.
             unsafe { function(device_ptr(ptr), stream(s)) },
@@ -44,16 +42,11 @@ unsafe impl RawMemory for HipApi {
     }
 
     unsafe fn mem_alloc_managed(len: usize) -> RawResult<DevicePtr> {
-        let t = table("hipMallocManaged")?;
-        let function = t
-            .hipMallocManaged
-            .ok_or_else(|| absent("hipMallocManaged"))?;
-        let mut ptr = std::ptr::null_mut();
-        ok(
+        let function = optional("hipMallocManaged", |t| t.hipMallocManaged)?;
+        let ptr = out(std::ptr::null_mut(), "hipMallocManaged", |ptr| {
             // SAFETY: valid out-pointer.
-            unsafe { function(&mut ptr, len, sys::hipMemAttachGlobal) },
-            "hipMallocManaged",
-        )?;
+            unsafe { function(ptr, len, sys::hipMemAttachGlobal) }
+        })?;
         Ok(address(ptr))
     }
 
@@ -75,19 +68,18 @@ unsafe impl RawMemory for HipApi {
     }
 
     unsafe fn host_free(ptr: *mut u8) -> RawResult {
-        let t = table("hipHostFree")?;
-        // SAFETY: the caller owns the pinned allocation and no queued work uses it.
-        ok(unsafe { (t.hipHostFree)(ptr.cast()) }, "hipHostFree")
+        call("hipHostFree", |t| {
+            // SAFETY: the caller owns the pinned allocation and no queued work uses it.
+            unsafe { (t.hipHostFree)(ptr.cast()) }
+        })
     }
 
     unsafe fn host_device_pointer(ptr: *mut u8) -> RawResult<DevicePtr> {
         let t = table("hipHostGetDevicePointer")?;
-        let mut device = std::ptr::null_mut();
-        ok(
+        let device = out(std::ptr::null_mut(), "hipHostGetDevicePointer", |device| {
             // SAFETY: `ptr` is mapped pinned memory; valid out-pointer; flags must be 0.
-            unsafe { (t.hipHostGetDevicePointer)(&mut device, ptr.cast(), 0) },
-            "hipHostGetDevicePointer",
-        )?;
+            unsafe { (t.hipHostGetDevicePointer)(device, ptr.cast(), 0) }
+        })?;
         Ok(address(device))
     }
 
@@ -97,15 +89,13 @@ unsafe impl RawMemory for HipApi {
         len: usize,
         s: RawStream,
     ) -> RawResult {
-        let t = table("hipMemcpyHtoDAsync")?;
-        ok(
+        call("hipMemcpyHtoDAsync", |t| {
             // SAFETY: the caller keeps both ranges valid until the copy completes; HIP only
             // reads `src` (its declaration lacks the const).
             unsafe {
                 (t.hipMemcpyHtoDAsync)(device_ptr(dst), src.cast_mut().cast(), len, stream(s))
-            },
-            "hipMemcpyHtoDAsync",
-        )
+            }
+        })
     }
 
     unsafe fn memcpy_dtoh_async(
@@ -114,12 +104,10 @@ unsafe impl RawMemory for HipApi {
         len: usize,
         s: RawStream,
     ) -> RawResult {
-        let t = table("hipMemcpyDtoHAsync")?;
-        ok(
+        call("hipMemcpyDtoHAsync", |t| {
             // SAFETY: the caller keeps both ranges valid until the copy completes.
-            unsafe { (t.hipMemcpyDtoHAsync)(dst.cast(), device_ptr(src), len, stream(s)) },
-            "hipMemcpyDtoHAsync",
-        )
+            unsafe { (t.hipMemcpyDtoHAsync)(dst.cast(), device_ptr(src), len, stream(s)) }
+        })
     }
 
     unsafe fn memcpy_dtod_async(
@@ -128,20 +116,16 @@ unsafe impl RawMemory for HipApi {
         len: usize,
         s: RawStream,
     ) -> RawResult {
-        let t = table("hipMemcpyDtoDAsync")?;
-        ok(
+        call("hipMemcpyDtoDAsync", |t| {
             // SAFETY: the caller keeps both ranges valid until the copy completes.
-            unsafe { (t.hipMemcpyDtoDAsync)(device_ptr(dst), device_ptr(src), len, stream(s)) },
-            "hipMemcpyDtoDAsync",
-        )
+            unsafe { (t.hipMemcpyDtoDAsync)(device_ptr(dst), device_ptr(src), len, stream(s)) }
+        })
     }
 
     unsafe fn memset_d8_async(dst: DevicePtr, value: u8, len: usize, s: RawStream) -> RawResult {
-        let t = table("hipMemsetD8Async")?;
-        ok(
+        call("hipMemsetD8Async", |t| {
             // SAFETY: the caller keeps the range valid until the fill completes.
-            unsafe { (t.hipMemsetD8Async)(device_ptr(dst), value, len, stream(s)) },
-            "hipMemsetD8Async",
-        )
+            unsafe { (t.hipMemsetD8Async)(device_ptr(dst), value, len, stream(s)) }
+        })
     }
 }

@@ -8,12 +8,10 @@ use devstream_gpu_common::RawCapture;
 // (the shared layer also checks `supports` first); nothing is called before `load` returned Ok.
 unsafe impl RawCapture for HipApi {
     unsafe fn stream_begin_capture(s: RawStream, mode: CaptureMode) -> RawResult {
-        let t = table("hipStreamBeginCapture")?;
-        ok(
+        call("hipStreamBeginCapture", |t| {
             // SAFETY: live stream.
-            unsafe { (t.hipStreamBeginCapture)(stream(s), capture_mode(mode)) },
-            "hipStreamBeginCapture",
-        )
+            unsafe { (t.hipStreamBeginCapture)(stream(s), capture_mode(mode)) }
+        })
     }
 
     unsafe fn stream_begin_capture_to_graph(
@@ -27,22 +25,22 @@ unsafe impl RawCapture for HipApi {
 
     unsafe fn stream_end_capture(s: RawStream) -> RawResult<RawGraph> {
         let t = table("hipStreamEndCapture")?;
-        let mut graph = std::ptr::null_mut();
-        ok(
+        let graph = out(std::ptr::null_mut(), "hipStreamEndCapture", |graph| {
             // SAFETY: live stream; valid out-pointer.
-            unsafe { (t.hipStreamEndCapture)(stream(s), &mut graph) },
-            "hipStreamEndCapture",
-        )?;
+            unsafe { (t.hipStreamEndCapture)(stream(s), graph) }
+        })?;
         Ok(RawGraph(graph))
     }
 
     unsafe fn stream_is_capturing(s: RawStream) -> RawResult<CaptureStatus> {
         let t = table("hipStreamIsCapturing")?;
-        let mut status = sys::hipStreamCaptureStatusNone;
-        ok(
-            // SAFETY: live stream; valid out-pointer.
-            unsafe { (t.hipStreamIsCapturing)(stream(s), &mut status) },
+        let status = out(
+            sys::hipStreamCaptureStatusNone,
             "hipStreamIsCapturing",
+            |status| {
+                // SAFETY: live stream; valid out-pointer.
+                unsafe { (t.hipStreamIsCapturing)(stream(s), status) }
+            },
         )?;
         Ok(capture_status(status))
     }
@@ -100,10 +98,9 @@ unsafe impl RawCapture for HipApi {
         dependencies: &[RawGraphNode],
         replace: bool,
     ) -> RawResult {
-        let t = table("hipStreamUpdateCaptureDependencies")?;
-        let function = t
-            .hipStreamUpdateCaptureDependencies
-            .ok_or_else(|| absent("hipStreamUpdateCaptureDependencies"))?;
+        let function = optional("hipStreamUpdateCaptureDependencies", |t| {
+            t.hipStreamUpdateCaptureDependencies
+        })?;
         let flags = if replace {
             sys::hipStreamSetCaptureDependencies
         } else {
@@ -118,15 +115,16 @@ unsafe impl RawCapture for HipApi {
     }
 
     unsafe fn thread_exchange_capture_mode(mode: CaptureMode) -> RawResult<CaptureMode> {
-        let t = table("hipThreadExchangeStreamCaptureMode")?;
-        let function = t
-            .hipThreadExchangeStreamCaptureMode
-            .ok_or_else(|| absent("hipThreadExchangeStreamCaptureMode"))?;
-        let mut native = capture_mode(mode);
-        ok(
-            // SAFETY: valid in/out pointer.
-            unsafe { function(&mut native) },
+        let function = optional("hipThreadExchangeStreamCaptureMode", |t| {
+            t.hipThreadExchangeStreamCaptureMode
+        })?;
+        let native = out(
+            capture_mode(mode),
             "hipThreadExchangeStreamCaptureMode",
+            |native| {
+                // SAFETY: valid in/out pointer.
+                unsafe { function(native) }
+            },
         )?;
         Ok(capture_mode_back(native))
     }

@@ -9,12 +9,10 @@ use devstream_gpu_common::RawDevices;
 unsafe impl RawDevices for HipApi {
     unsafe fn device_count() -> RawResult<usize> {
         let t = table("hipGetDeviceCount")?;
-        let mut count = 0;
-        ok(
+        let count = out(0, "hipGetDeviceCount", |count| {
             // SAFETY: valid out-pointer.
-            unsafe { (t.hipGetDeviceCount)(&mut count) },
-            "hipGetDeviceCount",
-        )?;
+            unsafe { (t.hipGetDeviceCount)(count) }
+        })?;
         Ok(usize::try_from(count).unwrap_or(0))
     }
 
@@ -25,13 +23,10 @@ unsafe impl RawDevices for HipApi {
             call: "hipDeviceGetAttribute",
         })?;
         let attribute = |attribute: sys::hipDeviceAttribute_t| -> RawResult<c_int> {
-            let mut value = 0;
-            ok(
+            out(0, "hipDeviceGetAttribute", |value| {
                 // SAFETY: valid out-pointer; the runtime checks the device and the attribute.
-                unsafe { (t.hipDeviceGetAttribute)(&mut value, attribute, device) },
-                "hipDeviceGetAttribute",
-            )?;
-            Ok(value)
+                unsafe { (t.hipDeviceGetAttribute)(value, attribute, device) }
+            })
         };
         // An attribute an older runtime does not know reads as "no".
         let flag = |id: sys::hipDeviceAttribute_t| attribute(id).map(|v| v != 0).unwrap_or(false);
@@ -69,30 +64,30 @@ unsafe impl RawDevices for HipApi {
     #[inline]
     unsafe fn context_current() -> RawResult<RawContext> {
         let t = table("hipGetDevice")?;
-        let mut device = 0;
-        // SAFETY: valid out-pointer.
-        ok(unsafe { (t.hipGetDevice)(&mut device) }, "hipGetDevice")?;
+        let device = out(0, "hipGetDevice", |device| {
+            // SAFETY: valid out-pointer.
+            unsafe { (t.hipGetDevice)(device) }
+        })?;
         Ok(device_token(device))
     }
 
     unsafe fn context_set_current(ctx: RawContext) -> RawResult {
-        let t = table("hipSetDevice")?;
-        ok(
+        call("hipSetDevice", |t| {
             // SAFETY: the token names a device ordinal; the runtime checks it.
-            unsafe { (t.hipSetDevice)(token_device(ctx)) },
-            "hipSetDevice",
-        )
+            unsafe { (t.hipSetDevice)(token_device(ctx)) }
+        })
     }
 
     unsafe fn priority_range() -> RawResult<(i32, i32)> {
         let t = table("hipDeviceGetStreamPriorityRange")?;
-        let (mut least, mut greatest) = (0, 0);
-        ok(
-            // SAFETY: valid out-pointers.
-            unsafe { (t.hipDeviceGetStreamPriorityRange)(&mut least, &mut greatest) },
+        out(
+            (0, 0),
             "hipDeviceGetStreamPriorityRange",
-        )?;
-        Ok((least, greatest))
+            |(least, greatest)| {
+                // SAFETY: valid out-pointers.
+                unsafe { (t.hipDeviceGetStreamPriorityRange)(least, greatest) }
+            },
+        )
     }
 
     unsafe fn reset_persisting_l2_cache() -> RawResult {

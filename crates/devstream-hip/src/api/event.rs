@@ -19,56 +19,49 @@ unsafe impl RawEvents for HipApi {
         if flags.interprocess {
             native |= sys::hipEventInterprocess;
         }
-        let mut raw = std::ptr::null_mut();
-        ok(
+        let raw = out(std::ptr::null_mut(), "hipEventCreateWithFlags", |raw| {
             // SAFETY: valid out-pointer; the caller selected the device.
-            unsafe { (t.hipEventCreateWithFlags)(&mut raw, native) },
-            "hipEventCreateWithFlags",
-        )?;
+            unsafe { (t.hipEventCreateWithFlags)(raw, native) }
+        })?;
         Ok(RawEvent(raw))
     }
 
     unsafe fn event_destroy(e: RawEvent) -> RawResult {
-        let t = table("hipEventDestroy")?;
-        // SAFETY: the caller owns the event.
-        ok(unsafe { (t.hipEventDestroy)(event(e)) }, "hipEventDestroy")
+        call("hipEventDestroy", |t| {
+            // SAFETY: the caller owns the event.
+            unsafe { (t.hipEventDestroy)(event(e)) }
+        })
     }
 
     #[inline]
     unsafe fn event_record(e: RawEvent, s: RawStream) -> RawResult {
-        let t = table("hipEventRecord")?;
-        ok(
+        call("hipEventRecord", |t| {
             // SAFETY: live event and stream (caller).
-            unsafe { (t.hipEventRecord)(event(e), stream(s)) },
-            "hipEventRecord",
-        )
+            unsafe { (t.hipEventRecord)(event(e), stream(s)) }
+        })
     }
 
     #[inline]
     unsafe fn event_query(e: RawEvent) -> RawResult {
-        let t = table("hipEventQuery")?;
-        // SAFETY: live event (caller).
-        ok(unsafe { (t.hipEventQuery)(event(e)) }, "hipEventQuery")
+        call("hipEventQuery", |t| {
+            // SAFETY: live event (caller).
+            unsafe { (t.hipEventQuery)(event(e)) }
+        })
     }
 
     #[inline]
     unsafe fn event_synchronize(e: RawEvent) -> RawResult {
-        let t = table("hipEventSynchronize")?;
-        ok(
+        call("hipEventSynchronize", |t| {
             // SAFETY: live event (caller).
-            unsafe { (t.hipEventSynchronize)(event(e)) },
-            "hipEventSynchronize",
-        )
+            unsafe { (t.hipEventSynchronize)(event(e)) }
+        })
     }
 
     unsafe fn event_elapsed_ms(start: RawEvent, end: RawEvent) -> RawResult<f32> {
         let t = table("hipEventElapsedTime")?;
-        let mut ms = 0f32;
-        ok(
+        out(0f32, "hipEventElapsedTime", |ms| {
             // SAFETY: live events; valid out-pointer.
-            unsafe { (t.hipEventElapsedTime)(&mut ms, event(start), event(end)) },
-            "hipEventElapsedTime",
-        )?;
-        Ok(ms)
+            unsafe { (t.hipEventElapsedTime)(ms, event(start), event(end)) }
+        })
     }
 }

@@ -9,12 +9,10 @@ use devstream_gpu_common::RawGraphs;
 unsafe impl RawGraphs for HipApi {
     unsafe fn graph_create() -> RawResult<RawGraph> {
         let t = table("hipGraphCreate")?;
-        let mut graph = std::ptr::null_mut();
-        ok(
+        let graph = out(std::ptr::null_mut(), "hipGraphCreate", |graph| {
             // SAFETY: valid out-pointer; flags must be 0.
-            unsafe { (t.hipGraphCreate)(&mut graph, 0) },
-            "hipGraphCreate",
-        )?;
+            unsafe { (t.hipGraphCreate)(graph, 0) }
+        })?;
         Ok(RawGraph(graph))
     }
 
@@ -38,38 +36,32 @@ unsafe impl RawGraphs for HipApi {
     }
 
     unsafe fn graph_launch(exec: RawGraphExec, s: RawStream) -> RawResult {
-        let t = table("hipGraphLaunch")?;
-        ok(
+        call("hipGraphLaunch", |t| {
             // SAFETY: live executable graph and stream (caller).
-            unsafe { (t.hipGraphLaunch)(exec.0, stream(s)) },
-            "hipGraphLaunch",
-        )
+            unsafe { (t.hipGraphLaunch)(exec.0, stream(s)) }
+        })
     }
 
     unsafe fn graph_exec_destroy(exec: RawGraphExec) -> RawResult {
-        let t = table("hipGraphExecDestroy")?;
-        ok(
+        call("hipGraphExecDestroy", |t| {
             // SAFETY: the caller owns the executable graph.
-            unsafe { (t.hipGraphExecDestroy)(exec.0) },
-            "hipGraphExecDestroy",
-        )
+            unsafe { (t.hipGraphExecDestroy)(exec.0) }
+        })
     }
 
     unsafe fn graph_destroy(graph: RawGraph) -> RawResult {
-        let t = table("hipGraphDestroy")?;
-        // SAFETY: the caller owns the graph.
-        ok(unsafe { (t.hipGraphDestroy)(graph.0) }, "hipGraphDestroy")
+        call("hipGraphDestroy", |t| {
+            // SAFETY: the caller owns the graph.
+            unsafe { (t.hipGraphDestroy)(graph.0) }
+        })
     }
 
     unsafe fn graph_node_count(graph: RawGraph) -> RawResult<usize> {
         let t = table("hipGraphGetNodes")?;
-        let mut count = 0usize;
-        ok(
+        out(0usize, "hipGraphGetNodes", |count| {
             // SAFETY: live graph; a null node array asks for the count only.
-            unsafe { (t.hipGraphGetNodes)(graph.0, std::ptr::null_mut(), &mut count) },
-            "hipGraphGetNodes",
-        )?;
-        Ok(count)
+            unsafe { (t.hipGraphGetNodes)(graph.0, std::ptr::null_mut(), count) }
+        })
     }
 
     unsafe fn graph_nodes(graph: RawGraph) -> RawResult<Vec<RawGraphNode>> {

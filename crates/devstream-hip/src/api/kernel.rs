@@ -8,37 +8,26 @@ use devstream_gpu_common::RawKernels;
 // (the shared layer also checks `supports` first); nothing is called before `load` returned Ok.
 unsafe impl RawKernels for HipApi {
     unsafe fn module_load_data(image: *const c_void) -> RawResult<RawModule> {
-        let t = table("hipModuleLoadData")?;
-        let function = t
-            .hipModuleLoadData
-            .ok_or_else(|| absent("hipModuleLoadData"))?;
-        let mut module = std::ptr::null_mut();
-        ok(
+        let function = optional("hipModuleLoadData", |t| t.hipModuleLoadData)?;
+        let module = out(std::ptr::null_mut(), "hipModuleLoadData", |module| {
             // SAFETY: `image` is a code object alive for the call (caller); valid out-pointer.
-            unsafe { function(&mut module, image) },
-            "hipModuleLoadData",
-        )?;
+            unsafe { function(module, image) }
+        })?;
         Ok(RawModule(module))
     }
 
     unsafe fn module_unload(module: RawModule) -> RawResult {
-        let t = table("hipModuleUnload")?;
-        let function = t.hipModuleUnload.ok_or_else(|| absent("hipModuleUnload"))?;
+        let function = optional("hipModuleUnload", |t| t.hipModuleUnload)?;
         // SAFETY: the caller owns the module and no launch of it is pending.
         ok(unsafe { function(module.0) }, "hipModuleUnload")
     }
 
     unsafe fn module_get_function(module: RawModule, name: &CStr) -> RawResult<RawFunction> {
-        let t = table("hipModuleGetFunction")?;
-        let function = t
-            .hipModuleGetFunction
-            .ok_or_else(|| absent("hipModuleGetFunction"))?;
-        let mut raw = std::ptr::null_mut();
-        ok(
+        let function = optional("hipModuleGetFunction", |t| t.hipModuleGetFunction)?;
+        let raw = out(std::ptr::null_mut(), "hipModuleGetFunction", |raw| {
             // SAFETY: live module; NUL-terminated name; valid out-pointer.
-            unsafe { function(&mut raw, module.0, name.as_ptr()) },
-            "hipModuleGetFunction",
-        )?;
+            unsafe { function(raw, module.0, name.as_ptr()) }
+        })?;
         Ok(RawFunction(raw))
     }
 
@@ -50,10 +39,7 @@ unsafe impl RawKernels for HipApi {
         s: RawStream,
         params: *mut *mut c_void,
     ) -> RawResult {
-        let t = table("hipModuleLaunchKernel")?;
-        let launch = t
-            .hipModuleLaunchKernel
-            .ok_or_else(|| absent("hipModuleLaunchKernel"))?;
+        let launch = optional("hipModuleLaunchKernel", |t| t.hipModuleLaunchKernel)?;
         ok(
             // SAFETY: live kernel and stream; `params` matches the kernel (caller's contract).
             unsafe {

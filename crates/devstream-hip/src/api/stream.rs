@@ -14,71 +14,58 @@ unsafe impl RawStreams for HipApi {
         } else {
             sys::hipStreamDefault
         };
-        let mut raw = std::ptr::null_mut();
-        ok(
+        let raw = out(std::ptr::null_mut(), "hipStreamCreateWithPriority", |raw| {
             // SAFETY: valid out-pointer; the caller selected the device.
-            unsafe { (t.hipStreamCreateWithPriority)(&mut raw, flags, priority) },
-            "hipStreamCreateWithPriority",
-        )?;
+            unsafe { (t.hipStreamCreateWithPriority)(raw, flags, priority) }
+        })?;
         Ok(RawStream(raw))
     }
 
     unsafe fn stream_destroy(s: RawStream) -> RawResult {
-        let t = table("hipStreamDestroy")?;
-        ok(
+        call("hipStreamDestroy", |t| {
             // SAFETY: the caller owns the stream.
-            unsafe { (t.hipStreamDestroy)(stream(s)) },
-            "hipStreamDestroy",
-        )
+            unsafe { (t.hipStreamDestroy)(stream(s)) }
+        })
     }
 
     #[inline]
     unsafe fn stream_query(s: RawStream) -> RawResult {
-        let t = table("hipStreamQuery")?;
-        // SAFETY: live stream (caller).
-        ok(unsafe { (t.hipStreamQuery)(stream(s)) }, "hipStreamQuery")
+        call("hipStreamQuery", |t| {
+            // SAFETY: live stream (caller).
+            unsafe { (t.hipStreamQuery)(stream(s)) }
+        })
     }
 
     #[inline]
     unsafe fn stream_synchronize(s: RawStream) -> RawResult {
-        let t = table("hipStreamSynchronize")?;
-        ok(
+        call("hipStreamSynchronize", |t| {
             // SAFETY: live stream (caller).
-            unsafe { (t.hipStreamSynchronize)(stream(s)) },
-            "hipStreamSynchronize",
-        )
+            unsafe { (t.hipStreamSynchronize)(stream(s)) }
+        })
     }
 
     #[inline]
     unsafe fn stream_wait_event(s: RawStream, e: RawEvent) -> RawResult {
-        let t = table("hipStreamWaitEvent")?;
-        ok(
+        call("hipStreamWaitEvent", |t| {
             // SAFETY: live stream and event (caller); flags must be 0.
-            unsafe { (t.hipStreamWaitEvent)(stream(s), event(e), 0) },
-            "hipStreamWaitEvent",
-        )
+            unsafe { (t.hipStreamWaitEvent)(stream(s), event(e), 0) }
+        })
     }
 
     unsafe fn stream_priority(s: RawStream) -> RawResult<i32> {
         let t = table("hipStreamGetPriority")?;
-        let mut priority = 0;
-        ok(
+        out(0, "hipStreamGetPriority", |priority| {
             // SAFETY: live stream; valid out-pointer.
-            unsafe { (t.hipStreamGetPriority)(stream(s), &mut priority) },
-            "hipStreamGetPriority",
-        )?;
-        Ok(priority)
+            unsafe { (t.hipStreamGetPriority)(stream(s), priority) }
+        })
     }
 
     unsafe fn stream_flags(s: RawStream) -> RawResult<u32> {
         let t = table("hipStreamGetFlags")?;
-        let mut flags = 0;
-        ok(
+        out(0, "hipStreamGetFlags", |flags| {
             // SAFETY: live stream; valid out-pointer.
-            unsafe { (t.hipStreamGetFlags)(stream(s), &mut flags) },
-            "hipStreamGetFlags",
-        )?;
-        Ok(flags)
+            unsafe { (t.hipStreamGetFlags)(stream(s), flags) }
+        })
     }
 
     unsafe fn stream_id(_s: RawStream) -> RawResult<u64> {
@@ -86,10 +73,7 @@ unsafe impl RawStreams for HipApi {
     }
 
     unsafe fn stream_device(s: RawStream) -> RawResult<usize> {
-        let t = table("hipGetStreamDeviceId")?;
-        let function = t
-            .hipGetStreamDeviceId
-            .ok_or_else(|| absent("hipGetStreamDeviceId"))?;
+        let function = optional("hipGetStreamDeviceId", |t| t.hipGetStreamDeviceId)?;
         // SAFETY: live stream (caller).
         let device = unsafe { function(stream(s)) };
         usize::try_from(device).map_err(|_| RawError {
@@ -104,10 +88,7 @@ unsafe impl RawStreams for HipApi {
         callback: HostCallback,
         user_data: *mut c_void,
     ) -> RawResult {
-        let t = table("hipLaunchHostFunc")?;
-        let function = t
-            .hipLaunchHostFunc
-            .ok_or_else(|| absent("hipLaunchHostFunc"))?;
+        let function = optional("hipLaunchHostFunc", |t| t.hipLaunchHostFunc)?;
         ok(
             // SAFETY: live stream; the callback owns `user_data` per the caller's contract.
             unsafe { function(stream(s), Some(callback), user_data) },
@@ -120,10 +101,7 @@ unsafe impl RawStreams for HipApi {
         callback: StreamCallback,
         user_data: *mut c_void,
     ) -> RawResult {
-        let t = table("hipStreamAddCallback")?;
-        let function = t
-            .hipStreamAddCallback
-            .ok_or_else(|| absent("hipStreamAddCallback"))?;
+        let function = optional("hipStreamAddCallback", |t| t.hipStreamAddCallback)?;
         type Native = unsafe extern "C" fn(sys::hipStream_t, sys::hipError_t, *mut c_void);
         // SAFETY: `RawStream` is a transparent `*mut c_void` and the status is the 32-bit
         // `hipError_t`, so both signatures have the same C ABI.
@@ -136,10 +114,7 @@ unsafe impl RawStreams for HipApi {
     }
 
     unsafe fn stream_wait_value64(s: RawStream, address: DevicePtr, value: u64) -> RawResult {
-        let t = table("hipStreamWaitValue64")?;
-        let function = t
-            .hipStreamWaitValue64
-            .ok_or_else(|| absent("hipStreamWaitValue64"))?;
+        let function = optional("hipStreamWaitValue64", |t| t.hipStreamWaitValue64)?;
         ok(
             // SAFETY: live stream; the address is a mapped pinned 8-byte word kept alive by the
             // caller; the full mask compares the whole word.
@@ -157,10 +132,7 @@ unsafe impl RawStreams for HipApi {
     }
 
     unsafe fn stream_write_value64(s: RawStream, address: DevicePtr, value: u64) -> RawResult {
-        let t = table("hipStreamWriteValue64")?;
-        let function = t
-            .hipStreamWriteValue64
-            .ok_or_else(|| absent("hipStreamWriteValue64"))?;
+        let function = optional("hipStreamWriteValue64", |t| t.hipStreamWriteValue64)?;
         ok(
             // SAFETY: as for the wait.
             unsafe { function(stream(s), device_ptr(address), value, 0) },
@@ -189,10 +161,7 @@ unsafe impl RawStreams for HipApi {
         len: usize,
         attach: MemAttach,
     ) -> RawResult {
-        let t = table("hipStreamAttachMemAsync")?;
-        let function = t
-            .hipStreamAttachMemAsync
-            .ok_or_else(|| absent("hipStreamAttachMemAsync"))?;
+        let function = optional("hipStreamAttachMemAsync", |t| t.hipStreamAttachMemAsync)?;
         let flags = match attach {
             MemAttach::Global => sys::hipMemAttachGlobal,
             MemAttach::Host => sys::hipMemAttachHost,
