@@ -15,7 +15,6 @@ use crate::{lock, CPU_PLACE};
 use devstream_core::memory::zeroed;
 use devstream_core::traits::check_range;
 use devstream_core::{next_id, Place, Result};
-use std::fmt;
 use std::ops::{Deref, DerefMut};
 #[cfg(feature = "comm")]
 use std::sync::RwLockReadGuard;
@@ -175,14 +174,7 @@ impl CpuBuffer {
     }
 }
 
-impl fmt::Debug for CpuBuffer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CpuBuffer")
-            .field("id", &self.0.id)
-            .field("len", &self.0.len)
-            .finish()
-    }
-}
+devstream_core::debug_fields!(CpuBuffer, |self| id: self.0.id, len: self.0.len);
 
 impl devstream_core::DeviceBuffer for CpuBuffer {
     fn len(&self) -> usize {
@@ -285,14 +277,7 @@ impl CpuHostBuffer {
     }
 }
 
-impl fmt::Debug for CpuHostBuffer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CpuHostBuffer")
-            .field("id", &self.0.id)
-            .field("len", &self.0.len)
-            .finish()
-    }
-}
+devstream_core::debug_fields!(CpuHostBuffer, |self| id: self.0.id, len: self.0.len);
 
 impl devstream_core::HostBuffer for CpuHostBuffer {
     fn len(&self) -> usize {

@@ -87,13 +87,9 @@ pub struct WgpuBuffer {
     pub(crate) inner: Arc<BufferInner>,
 }
 
-impl std::fmt::Debug for WgpuBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuBuffer")
-            .field("place", &self.inner.device.place)
-            .field("len", &self.inner.len)
-            .finish()
-    }
+devstream_core::debug_fields! { WgpuBuffer, |self|
+    place: self.inner.device.place,
+    len: self.inner.len,
 }
 
 impl WgpuBuffer {
@@ -614,13 +610,7 @@ pub struct WgpuHostBuffer {
     pub(crate) inner: Arc<HostInner>,
 }
 
-impl std::fmt::Debug for WgpuHostBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuHostBuffer")
-            .field("len", &self.inner.len)
-            .finish()
-    }
-}
+devstream_core::debug_fields!(WgpuHostBuffer, |self| len: self.inner.len);
 
 impl WgpuHostBuffer {
     /// A zeroed host buffer of `len` bytes, or `Error::OutOfMemory` (naming `device`'s place)

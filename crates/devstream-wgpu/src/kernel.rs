@@ -318,13 +318,9 @@ pub struct WgpuKernel {
     pub(crate) inner: Arc<KernelInner>,
 }
 
-impl std::fmt::Debug for WgpuKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuKernel")
-            .field("place", &self.inner.device.place)
-            .field("entry", &self.inner.entry)
-            .finish()
-    }
+devstream_core::debug_fields! { WgpuKernel, |self|
+    place: self.inner.device.place,
+    entry: self.inner.entry,
 }
 
 impl WgpuKernel {
