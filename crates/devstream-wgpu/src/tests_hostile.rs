@@ -357,9 +357,9 @@ fn a_panic_payload_whose_drop_panics_is_reported_and_the_device_keeps_working() 
 }
 
 /// Host functions, submissions and polls from several threads at once leave the device without
-/// a fault. (The poller used to wait with a timeout in `Device::poll`, which wgpu 30 turns into
-/// an internal assertion failure when another thread's poll or submission drains the queue
-/// meanwhile; the device then reported a `Device::poll` fault on every stream.)
+/// a fault. (A poller that waited with a timeout in `Device::poll` would trip wgpu's internal
+/// assertion when another thread's poll or submission drains the queue meanwhile, and the device
+/// would then report a `Device::poll` fault on every stream.)
 #[test]
 fn concurrent_host_functions_and_polls_leave_the_device_healthy() {
     let Some(first) = stream() else { return };
