@@ -248,46 +248,11 @@ macro_rules! buffer_methods {
             $submit
         }
 
-        fn copy_host_to_device(
-            &$self,
-            dst: &$buffer,
-            dst_offset: usize,
-            src: &$host,
-            src_offset: usize,
-            len: usize,
-        ) -> $crate::Result<()> {
-            let $op = $crate::ops::BufferOp::HostToDevice($crate::ops::Transfer::new(
-                &dst.$record, dst_offset, &src.$record, src_offset, len,
-            ));
-            $submit
-        }
-
-        fn copy_device_to_host(
-            &$self,
-            dst: &$host,
-            dst_offset: usize,
-            src: &$buffer,
-            src_offset: usize,
-            len: usize,
-        ) -> $crate::Result<()> {
-            let $op = $crate::ops::BufferOp::DeviceToHost($crate::ops::Transfer::new(
-                &dst.$record, dst_offset, &src.$record, src_offset, len,
-            ));
-            $submit
-        }
-
-        fn copy_device_to_device(
-            &$self,
-            dst: &$buffer,
-            dst_offset: usize,
-            src: &$buffer,
-            src_offset: usize,
-            len: usize,
-        ) -> $crate::Result<()> {
-            let $op = $crate::ops::BufferOp::DeviceToDevice($crate::ops::Transfer::new(
-                &dst.$record, dst_offset, &src.$record, src_offset, len,
-            ));
-            $submit
+        $crate::buffer_methods! {
+            @copies record: $record, |$self, $op| $submit,
+            copy_host_to_device: HostToDevice($buffer, $host),
+            copy_device_to_host: DeviceToHost($host, $buffer),
+            copy_device_to_device: DeviceToDevice($buffer, $buffer),
         }
 
         fn fill(&$self, dst: &$buffer, offset: usize, len: usize, value: u8) -> $crate::Result<()> {
@@ -300,6 +265,24 @@ macro_rules! buffer_methods {
             $submit
         }
     };
+    (
+        @copies record: $record:tt, |$self:ident, $op:ident| $submit:expr,
+        $($method:ident: $variant:ident($dst:ty, $src:ty),)+
+    ) => {$(
+        fn $method(
+            &$self,
+            dst: &$dst,
+            dst_offset: usize,
+            src: &$src,
+            src_offset: usize,
+            len: usize,
+        ) -> $crate::Result<()> {
+            let $op = $crate::ops::BufferOp::$variant($crate::ops::Transfer::new(
+                &dst.$record, dst_offset, &src.$record, src_offset, len,
+            ));
+            $submit
+        }
+    )+};
 }
 
 #[cfg(test)]

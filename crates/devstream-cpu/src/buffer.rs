@@ -153,11 +153,9 @@ pub(crate) struct BufferInner {
 
 impl BufferInner {
     pub(crate) fn new(len: usize) -> Result<Arc<BufferInner>> {
-        Ok(Arc::new(BufferInner {
-            id: next_id(),
-            len,
-            data: BufferData::new(zeroed(&CPU_PLACE, len)?),
-        }))
+        let data = BufferData::new(zeroed(&CPU_PLACE, len)?);
+        let id = next_id();
+        Ok(Arc::new(BufferInner { id, len, data }))
     }
 }
 
@@ -167,14 +165,21 @@ impl BufferInner {
 /// Dropping it while queued work uses it frees it only after that work.
 pub struct CpuBuffer(pub(crate) Arc<BufferInner>);
 
-impl CpuBuffer {
-    /// A process-unique id.
-    pub fn id(&self) -> u64 {
-        self.0.id
-    }
+/// The `id` accessor and the `Debug` output (id and length) of a buffer handle over its record.
+macro_rules! buffer_handle {
+    ($handle:ident) => {
+        impl $handle {
+            /// A process-unique id.
+            pub fn id(&self) -> u64 {
+                self.0.id
+            }
+        }
+
+        devstream_core::debug_fields!($handle, |self| id: self.0.id, len: self.0.len);
+    };
 }
 
-devstream_core::debug_fields!(CpuBuffer, |self| id: self.0.id, len: self.0.len);
+buffer_handle!(CpuBuffer);
 
 impl devstream_core::DeviceBuffer for CpuBuffer {
     fn len(&self) -> usize {
@@ -270,14 +275,7 @@ impl Drop for PendingGuard {
 /// ```
 pub struct CpuHostBuffer(pub(crate) Arc<HostInner>);
 
-impl CpuHostBuffer {
-    /// A process-unique id.
-    pub fn id(&self) -> u64 {
-        self.0.id
-    }
-}
-
-devstream_core::debug_fields!(CpuHostBuffer, |self| id: self.0.id, len: self.0.len);
+buffer_handle!(CpuHostBuffer);
 
 impl devstream_core::HostBuffer for CpuHostBuffer {
     fn len(&self) -> usize {

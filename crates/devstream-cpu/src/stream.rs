@@ -610,8 +610,6 @@ impl DeviceStream for CpuStream {
     type Event = CpuEvent;
     type Graph = CpuGraph;
     type Flag = CpuFlag;
-    type Buffer = CpuBuffer;
-    type HostBuffer = CpuHostBuffer;
 
     fn place(&self) -> &Place {
         &CPU_PLACE
@@ -821,6 +819,10 @@ impl DeviceStream for CpuStream {
         self.0
             .submit(common(CommonOp::WriteFlag { flag, value }), "write_flag")
     }
+
+    // Buffers and copies: the handle types and their operations together.
+    type Buffer = CpuBuffer;
+    type HostBuffer = CpuHostBuffer;
 
     fn alloc(&self, len: usize) -> Result<CpuBuffer> {
         Ok(CpuBuffer(BufferInner::new(len)?))

@@ -489,8 +489,6 @@ impl DeviceStream for WgpuStream {
     type Event = WgpuEvent;
     type Graph = WgpuGraph;
     type Flag = WgpuFlag;
-    type Buffer = WgpuBuffer;
-    type HostBuffer = WgpuHostBuffer;
 
     fn place(&self) -> &Place {
         &self.handle.device.place
@@ -783,6 +781,10 @@ impl DeviceStream for WgpuStream {
     fn write_flag(&self, flag: &WgpuFlag, value: u32) -> Result<()> {
         self.run_op(Op::WriteFlag(Arc::clone(&flag.inner), value))
     }
+
+    // Buffers and copies: the handle types and their operations together.
+    type Buffer = WgpuBuffer;
+    type HostBuffer = WgpuHostBuffer;
 
     fn alloc(&self, len: usize) -> Result<WgpuBuffer> {
         check_unsafe_call(&self.handle.device.place, "alloc")?;
