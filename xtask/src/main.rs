@@ -394,7 +394,7 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    // The workload benchmarks (issue 15): the CUDA step and priority halves, and bench-scale
+    // The workload benchmarks: the CUDA step and priority halves, and bench-scale
     // (run with --place cuda:0 / wgpu:0); bench-step and bench-priority on host functions
     // are the CPU/wgpu halves and stay here.
     for bin in [
@@ -421,7 +421,7 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     if let Some(peers) = peers {
         size += copy_into(peers, &out, "peers_cuda.py")?;
     }
-    // torch.distributed beside bench-comm (issue 14).
+    // torch.distributed beside bench-comm.
     let peers_comm = Path::new("crates/devstream-bench/peers/peers_comm.py");
     if peers_comm.exists() {
         size += copy_into(peers_comm, &out, "peers_comm.py")?;

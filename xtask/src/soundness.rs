@@ -1,4 +1,4 @@
-//! The tools of issue 12 that find soundness bugs: Miri and the sanitizers, on a pinned nightly,
+//! The tools that find soundness bugs: Miri and the sanitizers, on a pinned nightly,
 //! and the loom models of the lock-free handshakes, on the ordinary toolchain.
 //!
 //! ```text
@@ -211,7 +211,7 @@ fn test_args(args: &[String]) -> Vec<&str> {
 /// * `facade`: a subset of the conformance suite on `cpu` (semantics, events, current, drops).
 ///
 /// Flags: `-Zmiri-ignore-leaks`, because the CPU backend's workers are detached threads that
-/// outlive `main` by design (issue 12 item 13); with it Miri still checks every access.
+/// outlive `main` by design; with it Miri still checks every access.
 /// `PROPTEST_CASES` is forwarded (16 under Miri) and failure persistence is off (it needs the
 /// file system, which Miri's isolation refuses).
 pub fn miri(args: &[String]) -> Result<(), String> {
@@ -287,7 +287,7 @@ pub fn miri(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// `cargo xtask loom [cpu] [gpu-common] [-- TEST ARGS]`: the loom models of issue 12, built with
+/// `cargo xtask loom [cpu] [gpu-common] [-- TEST ARGS]`: the loom models, built with
 /// `--cfg loom` in release (loom explores tens of thousands of interleavings per model) into
 /// `target/loom`, so the ordinary build is not invalidated.
 ///

@@ -588,28 +588,23 @@ mod loom_tests {
         mark
     }
 
+    /// Model-checks [`race_with`]`(second)`: in every execution the mark ends untrusted for
+    /// good (`why`).
+    fn model_race_untrusts_the_mark(second: (u64, bool, u64), why: &'static str) {
+        loom::model(move || assert_eq!(race_with(second).read(), None, "{why}"));
+    }
+
     #[test]
     fn loom_a_noted_mark_was_seen_by_the_wait_while_a_second_stream_records() {
-        loom::model(|| {
-            let mark = race_with((2, true, 1));
-            assert_eq!(
-                mark.read(),
-                None,
-                "a second stream untrusts the mark for good"
-            );
-        });
+        model_race_untrusts_the_mark((2, true, 1), "a second stream untrusts the mark for good");
     }
 
     #[test]
     fn loom_a_noted_mark_was_seen_by_the_wait_while_the_owner_records_unguarded() {
-        loom::model(|| {
-            // The same stream from another thread that did not get the guard.
-            let mark = race_with((1, false, 0));
-            assert_eq!(
-                mark.read(),
-                None,
-                "an unguarded record untrusts the mark for good"
-            );
-        });
+        // The same stream from another thread that did not get the guard.
+        model_race_untrusts_the_mark(
+            (1, false, 0),
+            "an unguarded record untrusts the mark for good",
+        );
     }
 }

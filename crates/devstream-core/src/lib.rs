@@ -73,6 +73,22 @@ pub use traits::{
     UnsupportedHostBuffer,
 };
 
+/// Implements `Debug` for the type `$ty` as a struct of that name with the fields listed, each
+/// the value of an expression over the handle (`$self`):
+/// `debug_fields!(MyBuffer, |self| id: self.0.id, len: self.0.len);`.
+#[macro_export]
+macro_rules! debug_fields {
+    ($ty:ident, |$self:ident| $($field:ident: $value:expr),+ $(,)?) => {
+        impl ::std::fmt::Debug for $ty {
+            fn fmt(&$self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    $(.field(stringify!($field), &$value))+
+                    .finish()
+            }
+        }
+    };
+}
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);

@@ -214,6 +214,77 @@ impl<D: BufferLen, H: BufferLen, B: AsRef<[u8]>> BufferOp<D, H, B> {
     }
 }
 
+/// Writes the five buffer methods of a [`DeviceStream`](crate::DeviceStream) implementation
+/// (`copy_from_host`, the three copies and `fill`) for a backend that runs each as one
+/// [`BufferOp`]: every method builds its operation over the buffers' records (the handle field
+/// named after `record:`) and evaluates `$submit` with it bound to `$op` and the stream to `$self`.
+///
+/// ```ignore
+/// impl DeviceStream for MyStream {
+///     // ...
+///     devstream_core::buffer_methods! {
+///         buffer: MyBuffer, host: MyHostBuffer, record: inner,
+///         |self, op| self.queue_buffer_op(op)
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! buffer_methods {
+    (
+        buffer: $buffer:ty, host: $host:ty, record: $record:tt,
+        |$self:ident, $op:ident| $submit:expr
+    ) => {
+        fn copy_from_host(
+            &$self,
+            dst: &$buffer,
+            dst_offset: usize,
+            src: &[u8],
+        ) -> $crate::Result<()> {
+            let $op = $crate::ops::BufferOp::CopyFromHost {
+                dst: &dst.$record,
+                offset: dst_offset,
+                data: src,
+            };
+            $submit
+        }
+
+        $crate::buffer_methods! {
+            @copies record: $record, |$self, $op| $submit,
+            copy_host_to_device: HostToDevice($buffer, $host),
+            copy_device_to_host: DeviceToHost($host, $buffer),
+            copy_device_to_device: DeviceToDevice($buffer, $buffer),
+        }
+
+        fn fill(&$self, dst: &$buffer, offset: usize, len: usize, value: u8) -> $crate::Result<()> {
+            let $op = $crate::ops::BufferOp::Fill {
+                dst: &dst.$record,
+                offset,
+                len,
+                value,
+            };
+            $submit
+        }
+    };
+    (
+        @copies record: $record:tt, |$self:ident, $op:ident| $submit:expr,
+        $($method:ident: $variant:ident($dst:ty, $src:ty),)+
+    ) => {$(
+        fn $method(
+            &$self,
+            dst: &$dst,
+            dst_offset: usize,
+            src: &$src,
+            src_offset: usize,
+            len: usize,
+        ) -> $crate::Result<()> {
+            let $op = $crate::ops::BufferOp::$variant($crate::ops::Transfer::new(
+                &dst.$record, dst_offset, &src.$record, src_offset, len,
+            ));
+            $submit
+        }
+    )+};
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,66 +17,56 @@ trait Acc: Copy {
     fn divide(self, n: usize) -> Self;
 }
 
-macro_rules! float_acc {
-    ($t:ty) => {
+/// Implements [`Acc`] for each type listed: `combine` by the expression given for `Prod`, `Min`,
+/// `Max` and the rest (`Sum`, and `Avg` before its division) over `$a` (this value) and `$b`,
+/// `divide` by the one given over `$a` and the rank count `$n`.
+macro_rules! acc {
+    (
+        $($t:ty),+ => |$a:ident, $b:ident|
+            prod: $prod:expr,
+            min: $min:expr,
+            max: $max:expr,
+            sum: $sum:expr,
+            divide: |$n:ident| $divide:expr $(,)?
+    ) => {$(
         impl Acc for $t {
             #[inline]
-            fn combine(self, b: $t, op: ReduceOp) -> $t {
+            fn combine(self, $b: $t, op: ReduceOp) -> $t {
+                let $a = self;
                 match op {
-                    ReduceOp::Prod => self * b,
-                    ReduceOp::Min => {
-                        if b < self {
-                            b
-                        } else {
-                            self
-                        }
-                    }
-                    ReduceOp::Max => {
-                        if b > self {
-                            b
-                        } else {
-                            self
-                        }
-                    }
-                    _ => self + b,
+                    ReduceOp::Prod => $prod,
+                    ReduceOp::Min => $min,
+                    ReduceOp::Max => $max,
+                    _ => $sum,
                 }
             }
             #[inline]
-            fn divide(self, n: usize) -> $t {
-                self / n as $t
+            fn divide(self, $n: usize) -> $t {
+                let $a = self;
+                $divide
             }
         }
-    };
+    )+};
 }
-float_acc!(f32);
-float_acc!(f64);
 
-macro_rules! int_acc {
-    ($t:ty) => {
-        impl Acc for $t {
-            #[inline]
-            fn combine(self, b: $t, op: ReduceOp) -> $t {
-                match op {
-                    ReduceOp::Prod => self.wrapping_mul(b),
-                    ReduceOp::Min => self.min(b),
-                    ReduceOp::Max => self.max(b),
-                    _ => self.wrapping_add(b),
-                }
-            }
-            #[inline]
-            fn divide(self, n: usize) -> $t {
-                // n ≥ 1; for u8 and n > 255 the quotient is 0, as the exact one is.
-                match <$t>::try_from(n) {
-                    Ok(n) => self.wrapping_div(n),
-                    Err(_) => 0,
-                }
-            }
-        }
-    };
+acc! {
+    f32, f64 => |a, b|
+        prod: a * b,
+        min: if b < a { b } else { a },
+        max: if b > a { b } else { a },
+        sum: a + b,
+        divide: |n| a / n as Self,
 }
-int_acc!(i32);
-int_acc!(i64);
-int_acc!(u8);
+
+acc! {
+    i32, i64, u8 => |a, b|
+        prod: a.wrapping_mul(b),
+        min: a.min(b),
+        max: a.max(b),
+        sum: a.wrapping_add(b),
+        // n ≥ 1; for u8 and n > 255 the quotient is 0, as the exact one is.
+        divide: |n| Self::try_from(n).map_or(0, |n| a.wrapping_div(n)),
+}
 
 /// How an element type's bytes turn into accumulators and back.
 trait Codec {
@@ -252,16 +242,32 @@ pub fn reduce_chunks(
     input: impl FnMut(usize, usize, &mut [u8]) -> Result<()>,
     output: impl FnMut(usize, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    let chunk = chunk.max(1);
+    let job = Chunked {
+        nranks,
+        count,
+        chunk: chunk.max(1),
+        input,
+        output,
+    };
     match dtype {
-        DataType::F32 => reduce_as::<F32>(op, nranks, count, chunk, input, output),
-        DataType::F64 => reduce_as::<F64>(op, nranks, count, chunk, input, output),
-        DataType::F16 => reduce_as::<F16>(op, nranks, count, chunk, input, output),
-        DataType::BF16 => reduce_as::<BF16>(op, nranks, count, chunk, input, output),
-        DataType::I32 => reduce_as::<I32>(op, nranks, count, chunk, input, output),
-        DataType::I64 => reduce_as::<I64>(op, nranks, count, chunk, input, output),
-        _ => reduce_as::<U8>(op, nranks, count, chunk, input, output),
+        DataType::F32 => job.reduce_as::<F32>(op),
+        DataType::F64 => job.reduce_as::<F64>(op),
+        DataType::F16 => job.reduce_as::<F16>(op),
+        DataType::BF16 => job.reduce_as::<BF16>(op),
+        DataType::I32 => job.reduce_as::<I32>(op),
+        DataType::I64 => job.reduce_as::<I64>(op),
+        _ => job.reduce_as::<U8>(op),
     }
+}
+
+/// One chunked reduction (see [`reduce_chunks`]): `nranks` inputs of `count` elements, read
+/// and written `chunk` elements at a time through `input` and `output`.
+struct Chunked<I, O> {
+    nranks: usize,
+    count: usize,
+    chunk: usize,
+    input: I,
+    output: O,
 }
 
 /// [`ReduceOp`] as a const generic parameter (see [`reduce_as`]).
@@ -275,66 +281,67 @@ const fn op_of(code: u8) -> ReduceOp {
     }
 }
 
-/// Picks a copy of the reduction loop per operation: with the operation a constant there, the
-/// per-element `match` folds away and the loop vectorises (a runtime `match` per element keeps
-/// it scalar).
-fn reduce_as<C: Codec>(
-    op: ReduceOp,
-    nranks: usize,
-    count: usize,
-    chunk: usize,
-    input: impl FnMut(usize, usize, &mut [u8]) -> Result<()>,
-    output: impl FnMut(usize, &[u8]) -> Result<()>,
-) -> Result<()> {
-    match op {
-        ReduceOp::Prod => reduce_with::<C, 1>(nranks, count, chunk, input, output),
-        ReduceOp::Min => reduce_with::<C, 2>(nranks, count, chunk, input, output),
-        ReduceOp::Max => reduce_with::<C, 3>(nranks, count, chunk, input, output),
-        ReduceOp::Avg => reduce_with::<C, 4>(nranks, count, chunk, input, output),
-        _ => reduce_with::<C, 0>(nranks, count, chunk, input, output),
+impl<I, O> Chunked<I, O>
+where
+    I: FnMut(usize, usize, &mut [u8]) -> Result<()>,
+    O: FnMut(usize, &[u8]) -> Result<()>,
+{
+    /// Picks a copy of the reduction loop per operation: with the operation a constant there,
+    /// the per-element `match` folds away and the loop vectorises (a runtime `match` per element
+    /// keeps it scalar).
+    fn reduce_as<C: Codec>(self, op: ReduceOp) -> Result<()> {
+        match op {
+            ReduceOp::Prod => self.reduce_with::<C, 1>(),
+            ReduceOp::Min => self.reduce_with::<C, 2>(),
+            ReduceOp::Max => self.reduce_with::<C, 3>(),
+            ReduceOp::Avg => self.reduce_with::<C, 4>(),
+            _ => self.reduce_with::<C, 0>(),
+        }
     }
-}
 
-fn reduce_with<C: Codec, const OP: u8>(
-    nranks: usize,
-    total: usize,
-    chunk: usize,
-    mut input: impl FnMut(usize, usize, &mut [u8]) -> Result<()>,
-    mut output: impl FnMut(usize, &[u8]) -> Result<()>,
-) -> Result<()> {
-    let op = op_of(OP);
-    let mut scratch = vec![0u8; chunk.min(total.max(1)) * C::SIZE];
-    let mut reduced = vec![0u8; chunk.min(total.max(1)) * C::SIZE];
-    let mut acc: Vec<C::A> = Vec::with_capacity(chunk.min(total));
-    let mut start = 0;
-    while start < total {
-        let n = chunk.min(total - start);
-        let bytes = &mut scratch[..n * C::SIZE];
-        acc.clear();
-        for rank in 0..nranks {
-            input(rank, start, bytes)?;
-            let values = bytes.chunks_exact(C::SIZE).map(C::decode);
-            if rank == 0 {
-                acc.extend(values);
-            } else {
-                for (a, v) in acc.iter_mut().zip(values) {
-                    *a = a.combine(v, op);
+    /// The reduction loop for the element codec `C` and the operation `OP` (see [`op_of`]).
+    fn reduce_with<C: Codec, const OP: u8>(self) -> Result<()> {
+        let Chunked {
+            nranks,
+            count: total,
+            chunk,
+            mut input,
+            mut output,
+        } = self;
+        let op = op_of(OP);
+        let mut scratch = vec![0u8; chunk.min(total.max(1)) * C::SIZE];
+        let mut reduced = vec![0u8; chunk.min(total.max(1)) * C::SIZE];
+        let mut acc: Vec<C::A> = Vec::with_capacity(chunk.min(total));
+        let mut start = 0;
+        while start < total {
+            let n = chunk.min(total - start);
+            let bytes = &mut scratch[..n * C::SIZE];
+            acc.clear();
+            for rank in 0..nranks {
+                input(rank, start, bytes)?;
+                let values = bytes.chunks_exact(C::SIZE).map(C::decode);
+                if rank == 0 {
+                    acc.extend(values);
+                } else {
+                    for (a, v) in acc.iter_mut().zip(values) {
+                        *a = a.combine(v, op);
+                    }
                 }
             }
+            let target = &mut reduced[..n * C::SIZE];
+            for (a, slot) in acc.iter().zip(target.chunks_exact_mut(C::SIZE)) {
+                let value = if op == ReduceOp::Avg {
+                    a.divide(nranks)
+                } else {
+                    *a
+                };
+                C::encode(value, slot);
+            }
+            output(start, target)?;
+            start += n;
         }
-        let target = &mut reduced[..n * C::SIZE];
-        for (a, slot) in acc.iter().zip(target.chunks_exact_mut(C::SIZE)) {
-            let value = if op == ReduceOp::Avg {
-                a.divide(nranks)
-            } else {
-                *a
-            };
-            C::encode(value, slot);
-        }
-        output(start, target)?;
-        start += n;
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]

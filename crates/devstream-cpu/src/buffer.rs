@@ -15,7 +15,6 @@ use crate::{lock, CPU_PLACE};
 use devstream_core::memory::zeroed;
 use devstream_core::traits::check_range;
 use devstream_core::{next_id, Place, Result};
-use std::fmt;
 use std::ops::{Deref, DerefMut};
 #[cfg(feature = "comm")]
 use std::sync::RwLockReadGuard;
@@ -154,11 +153,9 @@ pub(crate) struct BufferInner {
 
 impl BufferInner {
     pub(crate) fn new(len: usize) -> Result<Arc<BufferInner>> {
-        Ok(Arc::new(BufferInner {
-            id: next_id(),
-            len,
-            data: BufferData::new(zeroed(&CPU_PLACE, len)?),
-        }))
+        let data = BufferData::new(zeroed(&CPU_PLACE, len)?);
+        let id = next_id();
+        Ok(Arc::new(BufferInner { id, len, data }))
     }
 }
 
@@ -168,21 +165,21 @@ impl BufferInner {
 /// Dropping it while queued work uses it frees it only after that work.
 pub struct CpuBuffer(pub(crate) Arc<BufferInner>);
 
-impl CpuBuffer {
-    /// A process-unique id.
-    pub fn id(&self) -> u64 {
-        self.0.id
-    }
+/// The `id` accessor and the `Debug` output (id and length) of a buffer handle over its record.
+macro_rules! buffer_handle {
+    ($handle:ident) => {
+        impl $handle {
+            /// A process-unique id.
+            pub fn id(&self) -> u64 {
+                self.0.id
+            }
+        }
+
+        devstream_core::debug_fields!($handle, |self| id: self.0.id, len: self.0.len);
+    };
 }
 
-impl fmt::Debug for CpuBuffer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CpuBuffer")
-            .field("id", &self.0.id)
-            .field("len", &self.0.len)
-            .finish()
-    }
-}
+buffer_handle!(CpuBuffer);
 
 impl devstream_core::DeviceBuffer for CpuBuffer {
     fn len(&self) -> usize {
@@ -278,21 +275,7 @@ impl Drop for PendingGuard {
 /// ```
 pub struct CpuHostBuffer(pub(crate) Arc<HostInner>);
 
-impl CpuHostBuffer {
-    /// A process-unique id.
-    pub fn id(&self) -> u64 {
-        self.0.id
-    }
-}
-
-impl fmt::Debug for CpuHostBuffer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CpuHostBuffer")
-            .field("id", &self.0.id)
-            .field("len", &self.0.len)
-            .finish()
-    }
-}
+buffer_handle!(CpuHostBuffer);
 
 impl devstream_core::HostBuffer for CpuHostBuffer {
     fn len(&self) -> usize {

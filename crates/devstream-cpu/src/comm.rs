@@ -49,7 +49,6 @@ use devstream_core::{
 };
 use op::{build_step, queue, Call, CollOp, LocalGroup, Phase};
 use std::collections::hash_map::RandomState;
-use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -284,14 +283,10 @@ impl Drop for CommInner {
 #[derive(Clone)]
 pub struct CpuComm(Arc<CommInner>);
 
-impl fmt::Debug for CpuComm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CpuComm")
-            .field("rank", &self.0.rank)
-            .field("nranks", &self.0.nranks)
-            .field("segment", &self.0.seg.path)
-            .finish()
-    }
+devstream_core::debug_fields! { CpuComm, |self|
+    rank: self.0.rank,
+    nranks: self.0.nranks,
+    segment: self.0.seg.path,
 }
 
 impl CpuComm {

@@ -9,7 +9,6 @@ use devstream_core::{
     BackendKind, Capabilities, CaptureSupport, DeviceBackend, Error, EventFlags, LiveCounts, Place,
     PriorityRange, Result, StreamOptions,
 };
-use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -137,13 +136,7 @@ impl CpuPool {
     }
 }
 
-impl fmt::Debug for CpuPool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CpuPool")
-            .field("workers", &self.0.workers)
-            .finish()
-    }
-}
+devstream_core::debug_fields!(CpuPool, |self| workers: self.0.workers);
 
 /// The CPU backend's registry entry (`Place::Cpu`).
 ///

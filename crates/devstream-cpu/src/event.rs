@@ -5,7 +5,6 @@ use crate::scheduler::Op;
 use crate::stream::{blocking_in_worker, StreamInner};
 use crate::{device, lock};
 use devstream_core::{next_id, Completion, DeviceEvent, Error, EventFlags, Place, Result};
-use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -205,16 +204,22 @@ impl EventInner {
                 Ok(complete)
             }
             Record::Captured { session, .. } => {
-                if session.is_active() {
-                    Err(Error::capture(
-                        "Event::query",
-                        "the event was recorded in a capture that is still active",
-                    ))
-                } else {
-                    Ok(true)
-                }
+                capture_ended(session, "Event::query").map(|()| true)
             }
         }
+    }
+}
+
+/// What waiting for an event recorded in the capture `session` gives: complete once the capture
+/// has ended (its nodes are a graph's, not work), `Error::Capture` naming `op` while it is active.
+fn capture_ended(session: &Session, op: &'static str) -> Result<()> {
+    if session.is_active() {
+        Err(Error::capture(
+            op,
+            "the event was recorded in a capture that is still active",
+        ))
+    } else {
+        Ok(())
     }
 }
 
@@ -285,14 +290,7 @@ impl CpuEvent {
     }
 }
 
-impl fmt::Debug for CpuEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CpuEvent")
-            .field("id", &self.0.id)
-            .field("flags", &self.0.flags)
-            .finish()
-    }
-}
+devstream_core::debug_fields!(CpuEvent, |self| id: self.0.id, flags: self.0.flags);
 
 impl DeviceEvent for CpuEvent {
     fn place(&self) -> Option<Place> {
@@ -333,16 +331,7 @@ impl DeviceEvent for CpuEvent {
                 stream.wait_until(seq);
                 Ok(())
             }
-            Record::Captured { session, .. } => {
-                if session.is_active() {
-                    Err(Error::capture(
-                        "Event::synchronize",
-                        "the event was recorded in a capture that is still active",
-                    ))
-                } else {
-                    Ok(())
-                }
-            }
+            Record::Captured { session, .. } => capture_ended(&session, "Event::synchronize"),
         }
     }
 
@@ -354,14 +343,9 @@ impl DeviceEvent for CpuEvent {
             Record::Never => Completion::ready(Ok(())),
             // Like `synchronize`: the event's work, not its stream's errors.
             Record::Stream { stream, seq, .. } => stream.completion_at(seq, false),
-            Record::Captured { session, .. } => Completion::ready(if session.is_active() {
-                Err(Error::capture(
-                    "Event::completion",
-                    "the event was recorded in a capture that is still active",
-                ))
-            } else {
-                Ok(())
-            }),
+            Record::Captured { session, .. } => {
+                Completion::ready(capture_ended(&session, "Event::completion"))
+            }
         }
     }
 

@@ -3,7 +3,6 @@
 use crate::stream::StreamInner;
 use crate::{lock, CPU_PLACE};
 use devstream_core::{next_id, DeviceFlag, Place};
-use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -95,13 +94,9 @@ impl CpuFlag {
     }
 }
 
-impl fmt::Debug for CpuFlag {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CpuFlag")
-            .field("id", &self.0.id)
-            .field("value", &self.0.value.load(Ordering::Relaxed))
-            .finish()
-    }
+devstream_core::debug_fields! { CpuFlag, |self|
+    id: self.0.id,
+    value: self.0.value.load(Ordering::Relaxed),
 }
 
 impl DeviceFlag for CpuFlag {

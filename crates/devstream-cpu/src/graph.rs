@@ -19,7 +19,6 @@ use crate::stream::StreamInner;
 use crate::{lock, CPU_PLACE};
 use devstream_core::capture::{self, CaptureRegistration, Invalidation, JoinClock};
 use devstream_core::{next_id, CaptureMode, DeviceGraph, Error, Place, Result};
-use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -336,14 +335,10 @@ impl CpuGraph {
     }
 }
 
-impl fmt::Debug for CpuGraph {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CpuGraph")
-            .field("id", &self.0.id)
-            .field("nodes", &self.0.nodes.len())
-            .field("branches", &self.0.lanes)
-            .finish()
-    }
+devstream_core::debug_fields! { CpuGraph, |self|
+    id: self.0.id,
+    nodes: self.0.nodes.len(),
+    branches: self.0.lanes,
 }
 
 impl DeviceGraph for CpuGraph {

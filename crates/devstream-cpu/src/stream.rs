@@ -26,13 +26,12 @@ use crate::scheduler::{running_stream, Backoff, CommonOp, Op, PoolHandle, Task, 
 use crate::{lock, CPU_PLACE};
 use crossbeam_channel::{Receiver, Sender};
 use devstream_core::elide::{Mark, WaitTracker};
-use devstream_core::ops::{BufferOp, Transfer};
+use devstream_core::ops::BufferOp;
 use devstream_core::selfwait;
 use devstream_core::{
     next_id, Capabilities, CaptureMode, Completer, Completion, DeviceStream, Error, HostFn, Place,
     Priority, Result, StreamOptions,
 };
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::Thread;
@@ -594,17 +593,13 @@ impl CpuStream {
     }
 }
 
-impl fmt::Debug for CpuStream {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CpuStream")
-            .field("id", &self.0.id)
-            .field("native_priority", &self.0.native_priority)
-            .field("non_blocking", &self.0.non_blocking)
-            .field("kind", &self.0.kind)
-            .field("submitted", &self.0.submitted.load(Ordering::Relaxed))
-            .field("completed", &self.0.completed.load(Ordering::Relaxed))
-            .finish()
-    }
+devstream_core::debug_fields! { CpuStream, |self|
+    id: self.0.id,
+    native_priority: self.0.native_priority,
+    non_blocking: self.0.non_blocking,
+    kind: self.0.kind,
+    submitted: self.0.submitted.load(Ordering::Relaxed),
+    completed: self.0.completed.load(Ordering::Relaxed),
 }
 
 fn common(op: CommonOp) -> Op {
@@ -615,8 +610,6 @@ impl DeviceStream for CpuStream {
     type Event = CpuEvent;
     type Graph = CpuGraph;
     type Flag = CpuFlag;
-    type Buffer = CpuBuffer;
-    type HostBuffer = CpuHostBuffer;
 
     fn place(&self) -> &Place {
         &CPU_PLACE
@@ -827,6 +820,10 @@ impl DeviceStream for CpuStream {
             .submit(common(CommonOp::WriteFlag { flag, value }), "write_flag")
     }
 
+    // Buffers and copies: the handle types and their operations together.
+    type Buffer = CpuBuffer;
+    type HostBuffer = CpuHostBuffer;
+
     fn alloc(&self, len: usize) -> Result<CpuBuffer> {
         Ok(CpuBuffer(BufferInner::new(len)?))
     }
@@ -836,59 +833,8 @@ impl DeviceStream for CpuStream {
         Ok(CpuHostBuffer(HostInner::new(len)?))
     }
 
-    fn copy_from_host(&self, dst: &CpuBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
-        self.0.submit_buffer(BufferOp::CopyFromHost {
-            dst: &dst.0,
-            offset: dst_offset,
-            data: src,
-        })
-    }
-
-    fn copy_host_to_device(
-        &self,
-        dst: &CpuBuffer,
-        dst_offset: usize,
-        src: &CpuHostBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        self.0.submit_buffer(BufferOp::HostToDevice(Transfer::new(
-            &dst.0, dst_offset, &src.0, src_offset, len,
-        )))
-    }
-
-    fn copy_device_to_host(
-        &self,
-        dst: &CpuHostBuffer,
-        dst_offset: usize,
-        src: &CpuBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        self.0.submit_buffer(BufferOp::DeviceToHost(Transfer::new(
-            &dst.0, dst_offset, &src.0, src_offset, len,
-        )))
-    }
-
-    fn copy_device_to_device(
-        &self,
-        dst: &CpuBuffer,
-        dst_offset: usize,
-        src: &CpuBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        self.0.submit_buffer(BufferOp::DeviceToDevice(Transfer::new(
-            &dst.0, dst_offset, &src.0, src_offset, len,
-        )))
-    }
-
-    fn fill(&self, dst: &CpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        self.0.submit_buffer(BufferOp::Fill {
-            dst: &dst.0,
-            offset,
-            len,
-            value,
-        })
+    devstream_core::buffer_methods! {
+        buffer: CpuBuffer, host: CpuHostBuffer, record: 0,
+        |self, op| self.0.submit_buffer(op)
     }
 }

@@ -51,6 +51,23 @@ fn flag() -> CpuFlag {
     CpuBackend::new_flag(&Place::Cpu).unwrap()
 }
 
+/// Queues on `s` a wait for a new flag `gate` to reach `at`, then a write of `value` to a new
+/// flag `done`: `(gate, done)`.
+fn gated_write(s: &CpuStream, at: u32, value: u32) -> (CpuFlag, CpuFlag) {
+    let (gate, done) = (flag(), flag());
+    s.wait_flag(&gate, at).unwrap();
+    s.write_flag(&done, value).unwrap();
+    (gate, done)
+}
+
+/// A graph captured (in `mode`) on a new stream: one host function that appends `name` to `log`.
+fn graph_noting(mode: CaptureMode, log: &Log, name: &str) -> CpuGraph {
+    let capture = stream();
+    capture.begin_capture(mode).unwrap();
+    note(&capture, log, name);
+    capture.end_capture().unwrap()
+}
+
 fn is_capture_error<T: std::fmt::Debug>(result: Result<T, Error>) -> bool {
     matches!(result, Err(Error::Capture { .. }))
 }
@@ -293,10 +310,7 @@ fn interprocess_events_are_unsupported() {
 #[test]
 fn flags_release_at_greater_or_equal() {
     let s = stream();
-    let gate = flag();
-    let done = flag();
-    s.wait_flag(&gate, 3).unwrap();
-    s.write_flag(&done, 9).unwrap();
+    let (gate, done) = gated_write(&s, 3, 9);
     gate.set(2);
     assert!(!s.query().unwrap());
     gate.set(4);
@@ -447,10 +461,7 @@ fn buffer_dropped_while_queued_is_freed_after_the_work() {
 #[test]
 fn stream_dropped_with_queued_work_still_runs_it() {
     let s = stream();
-    let gate = flag();
-    let done = flag();
-    s.wait_flag(&gate, 1).unwrap();
-    s.write_flag(&done, 1).unwrap();
+    let (gate, done) = gated_write(&s, 1, 1);
     let event = s.record_event().unwrap();
     let weak = Arc::downgrade(&s.0);
     drop(s); // never blocks
@@ -736,11 +747,9 @@ fn captured_copies_kernels_and_flags_replay() {
 
 #[test]
 fn graph_launch_is_ordered_within_the_stream() {
-    let (s, capture) = (stream(), stream());
+    let s = stream();
     let log = log();
-    capture.begin_capture(CaptureMode::ThreadLocal).unwrap();
-    note(&capture, &log, "graph");
-    let graph = capture.end_capture().unwrap();
+    let graph = graph_noting(CaptureMode::ThreadLocal, &log, "graph");
     let gate = flag();
     note(&s, &log, "before");
     s.wait_flag(&gate, 1).unwrap();
@@ -754,11 +763,9 @@ fn graph_launch_is_ordered_within_the_stream() {
 
 #[test]
 fn graph_launched_during_capture_is_captured() {
-    let (inner_stream, outer) = (stream(), stream());
+    let outer = stream();
     let log = log();
-    inner_stream.begin_capture(CaptureMode::Relaxed).unwrap();
-    note(&inner_stream, &log, "inner");
-    let inner = inner_stream.end_capture().unwrap();
+    let inner = graph_noting(CaptureMode::Relaxed, &log, "inner");
     outer.begin_capture(CaptureMode::Relaxed).unwrap();
     note(&outer, &log, "first");
     inner.launch(&outer).unwrap();

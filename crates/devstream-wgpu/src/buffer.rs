@@ -22,6 +22,7 @@ use crate::sched::{
     Upload,
 };
 use crate::util::{align_down, align_up, lock, Signal};
+use devstream_core::debug_fields;
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, Error, HostBuffer, Place, Result};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -87,14 +88,7 @@ pub struct WgpuBuffer {
     pub(crate) inner: Arc<BufferInner>,
 }
 
-impl std::fmt::Debug for WgpuBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuBuffer")
-            .field("place", &self.inner.device.place)
-            .field("len", &self.inner.len)
-            .finish()
-    }
-}
+debug_fields!(WgpuBuffer, |self| place: self.inner.device.place, len: self.inner.len);
 
 impl WgpuBuffer {
     /// The wgpu buffer (its size is the length rounded up to 4 bytes).
@@ -614,13 +608,7 @@ pub struct WgpuHostBuffer {
     pub(crate) inner: Arc<HostInner>,
 }
 
-impl std::fmt::Debug for WgpuHostBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuHostBuffer")
-            .field("len", &self.inner.len)
-            .finish()
-    }
-}
+debug_fields!(WgpuHostBuffer, |self| len: self.inner.len);
 
 impl WgpuHostBuffer {
     /// A zeroed host buffer of `len` bytes, or `Error::OutOfMemory` (naming `device`'s place)

@@ -346,14 +346,10 @@ pub struct WgpuEvent {
     pub(crate) inner: Arc<EventInner>,
 }
 
-impl std::fmt::Debug for WgpuEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuEvent")
-            .field("id", &self.inner.id)
-            .field("place", &self.inner.device.place)
-            .field("flags", &self.inner.flags)
-            .finish()
-    }
+devstream_core::debug_fields! { WgpuEvent, |self|
+    id: self.inner.id,
+    place: self.inner.device.place,
+    flags: self.inner.flags,
 }
 
 impl DeviceEvent for WgpuEvent {

@@ -147,14 +147,10 @@ pub struct WgpuGraph {
     pub(crate) mode: CaptureMode,
 }
 
-impl std::fmt::Debug for WgpuGraph {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuGraph")
-            .field("place", &self.device.place)
-            .field("ops", &self.ops.len())
-            .field("mode", &self.mode)
-            .finish()
-    }
+devstream_core::debug_fields! { WgpuGraph, |self|
+    place: self.device.place,
+    ops: self.ops.len(),
+    mode: self.mode,
 }
 
 impl WgpuGraph {

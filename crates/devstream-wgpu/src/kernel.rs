@@ -6,6 +6,7 @@ use crate::device::DeviceShared;
 use crate::stream::WgpuStream;
 use crate::util::lock;
 use crate::util::{align_down, align_up};
+use devstream_core::debug_fields;
 use devstream_core::{Error, Result};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -318,14 +319,7 @@ pub struct WgpuKernel {
     pub(crate) inner: Arc<KernelInner>,
 }
 
-impl std::fmt::Debug for WgpuKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuKernel")
-            .field("place", &self.inner.device.place)
-            .field("entry", &self.inner.entry)
-            .finish()
-    }
-}
+debug_fields!(WgpuKernel, |self| place: self.inner.device.place, entry: self.inner.entry);
 
 impl WgpuKernel {
     /// Compiles `wgsl` and makes a compute pipeline of `entry_point` on the stream's device.

@@ -15,7 +15,7 @@ use crate::sched::{
 };
 use crate::util::{align_down, align_up, lock};
 use devstream_core::elide::{Mark, WaitTracker};
-use devstream_core::ops::{BufferOp, Transfer};
+use devstream_core::ops::BufferOp;
 use devstream_core::selfwait;
 use devstream_core::{
     Capabilities, CaptureMode, Completion, DeviceStream, Error, EventFlags, HostFn, Place,
@@ -75,13 +75,9 @@ pub struct WgpuStream {
     handle: Arc<StreamHandle>,
 }
 
-impl std::fmt::Debug for WgpuStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuStream")
-            .field("id", &self.handle.id)
-            .field("place", &self.handle.device.place)
-            .finish()
-    }
+devstream_core::debug_fields! { WgpuStream, |self|
+    id: self.handle.id,
+    place: self.handle.device.place,
 }
 
 fn capture_error(op: &'static str, reason: &str) -> Error {
@@ -493,8 +489,6 @@ impl DeviceStream for WgpuStream {
     type Event = WgpuEvent;
     type Graph = WgpuGraph;
     type Flag = WgpuFlag;
-    type Buffer = WgpuBuffer;
-    type HostBuffer = WgpuHostBuffer;
 
     fn place(&self) -> &Place {
         &self.handle.device.place
@@ -788,6 +782,10 @@ impl DeviceStream for WgpuStream {
         self.run_op(Op::WriteFlag(Arc::clone(&flag.inner), value))
     }
 
+    // Buffers and copies: the handle types and their operations together.
+    type Buffer = WgpuBuffer;
+    type HostBuffer = WgpuHostBuffer;
+
     fn alloc(&self, len: usize) -> Result<WgpuBuffer> {
         check_unsafe_call(&self.handle.device.place, "alloc")?;
         BufferInner::new(&self.handle.device, len).map(|inner| WgpuBuffer { inner })
@@ -798,59 +796,8 @@ impl DeviceStream for WgpuStream {
         HostInner::new(&self.handle.device.place, len).map(|inner| WgpuHostBuffer { inner })
     }
 
-    fn copy_from_host(&self, dst: &WgpuBuffer, dst_offset: usize, src: &[u8]) -> Result<()> {
-        self.buffer_op(BufferOp::CopyFromHost {
-            dst: &dst.inner,
-            offset: dst_offset,
-            data: src,
-        })
-    }
-
-    fn copy_host_to_device(
-        &self,
-        dst: &WgpuBuffer,
-        dst_offset: usize,
-        src: &WgpuHostBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        self.buffer_op(BufferOp::HostToDevice(Transfer::new(
-            &dst.inner, dst_offset, &src.inner, src_offset, len,
-        )))
-    }
-
-    fn copy_device_to_host(
-        &self,
-        dst: &WgpuHostBuffer,
-        dst_offset: usize,
-        src: &WgpuBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        self.buffer_op(BufferOp::DeviceToHost(Transfer::new(
-            &dst.inner, dst_offset, &src.inner, src_offset, len,
-        )))
-    }
-
-    fn copy_device_to_device(
-        &self,
-        dst: &WgpuBuffer,
-        dst_offset: usize,
-        src: &WgpuBuffer,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        self.buffer_op(BufferOp::DeviceToDevice(Transfer::new(
-            &dst.inner, dst_offset, &src.inner, src_offset, len,
-        )))
-    }
-
-    fn fill(&self, dst: &WgpuBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        self.buffer_op(BufferOp::Fill {
-            dst: &dst.inner,
-            offset,
-            len,
-            value,
-        })
+    devstream_core::buffer_methods! {
+        buffer: WgpuBuffer, host: WgpuHostBuffer, record: inner,
+        |self, op| self.buffer_op(op)
     }
 }

@@ -35,6 +35,24 @@ fn watchdog(what: &str, body: impl FnOnce() + Send + 'static) {
     }
 }
 
+/// Runs `body` with a new stream of `PLACE` under the [`watchdog`] (`what` names it); skips
+/// where there is no wgpu device.
+fn with_stream(what: &str, body: impl FnOnce(WgpuStream) + Send + 'static) {
+    let Some(s) = stream() else { return };
+    watchdog(what, move || body(s));
+}
+
+/// On `s`: an 8-byte device buffer filled with 1s, a [`gate`], and behind it a copy of the
+/// buffer into a new host buffer (pending until the gate is set): `(device, host, gate)`.
+fn gated_download_of_ones(s: &WgpuStream) -> (WgpuBuffer, Arc<WgpuHostBuffer>, WgpuFlag) {
+    let device = s.alloc(8).unwrap();
+    let host = Arc::new(s.alloc_host(8).unwrap());
+    s.fill(&device, 0, 8, 1).unwrap();
+    let flag = gate(s);
+    s.copy_device_to_host(&host, 0, &device, 0, 8).unwrap();
+    (device, host, flag)
+}
+
 /// Gates `s` behind a flag, so that what is enqueued next is all queued before any of it runs.
 /// Launches on `s` a host function that sends what `body` answers; answers the receiving end.
 fn launch_sending<T: Send + 'static>(
@@ -66,13 +84,8 @@ fn is_refusal(result: &devstream_core::Result<()>) -> bool {
 /// not wait for the copies queued after it on the same stream.
 #[test]
 fn host_buffer_read_in_a_host_function_sees_earlier_copies_only() {
-    let Some(s) = stream() else { return };
-    watchdog("reading a host buffer from a host function", move || {
-        let device = s.alloc(8).unwrap();
-        let host = Arc::new(s.alloc_host(8).unwrap());
-        s.fill(&device, 0, 8, 1).unwrap();
-        let flag = gate(&s);
-        s.copy_device_to_host(&host, 0, &device, 0, 8).unwrap();
+    with_stream("reading a host buffer from a host function", |s| {
+        let (device, host, flag) = gated_download_of_ones(&s);
         let h = Arc::clone(&host);
         let seen = launch_sending(&s, move || h.to_vec());
         s.fill(&device, 0, 8, 2).unwrap();
@@ -88,15 +101,10 @@ fn host_buffer_read_in_a_host_function_sees_earlier_copies_only() {
 /// queued after it; that copy reads the buffer after the host function, as stream order says.
 #[test]
 fn host_buffer_write_in_a_host_function_precedes_later_uploads() {
-    let Some(s) = stream() else { return };
-    watchdog("writing a host buffer from a host function", move || {
-        let device = s.alloc(8).unwrap();
+    with_stream("writing a host buffer from a host function", |s| {
         let out = s.alloc(8).unwrap();
-        let host = Arc::new(s.alloc_host(8).unwrap());
-        s.fill(&device, 0, 8, 1).unwrap();
-        let flag = gate(&s);
         // A device→host copy still pending makes the later host→device copy a deferred one.
-        s.copy_device_to_host(&host, 0, &device, 0, 8).unwrap();
+        let (_device, host, flag) = gated_download_of_ones(&s);
         let h = Arc::clone(&host);
         let wrote = launch_sending(&s, move || h.write(0, &[7; 8]));
         s.copy_host_to_device(&out, 0, &host, 0, 8).unwrap();
@@ -114,8 +122,7 @@ fn host_buffer_write_in_a_host_function_precedes_later_uploads() {
 /// the host function wrote, also when no device→host copy into the source is pending.
 #[test]
 fn a_host_to_device_copy_queued_after_a_host_function_reads_its_write() {
-    let Some(s) = stream() else { return };
-    watchdog("a copy after a host function's write", move || {
+    with_stream("a copy after a host function's write", |s| {
         let out = s.alloc(8).unwrap();
         let host = Arc::new(s.alloc_host(8).unwrap());
         let h = Arc::clone(&host);
@@ -245,8 +252,7 @@ fn handles_dropped_inside_a_host_function() {
 /// after the host function.
 #[test]
 fn graph_launch_from_a_host_function() {
-    let Some(s) = stream() else { return };
-    watchdog("graph launch from a host function", move || {
+    with_stream("graph launch from a host function", |s| {
         s.begin_capture(devstream_core::CaptureMode::Relaxed)
             .unwrap();
         let ran = launch_sending(&s, || ());
@@ -324,19 +330,25 @@ fn runs_a_host_function(s: &WgpuStream) {
     ran.recv().unwrap();
 }
 
+/// Queues the host function `f` (which panics, or whose drop does) on a new stream under the
+/// [`watchdog`] (`what` names it): the panic is reported, and that stream and another one keep
+/// running host functions.
+fn contains_the_panic_of(what: &str, f: impl FnMut() + Send + 'static) {
+    let Some(s) = stream() else { return };
+    let Some(other) = stream() else { return };
+    watchdog(what, move || {
+        s.launch_host_func(Box::new(f)).unwrap();
+        reports_the_panic_and_keeps_working(&s, &other);
+        runs_a_host_function(&s);
+    });
+}
+
 /// A host closure whose destructor panics does not kill the device's scheduling.
 #[test]
 fn a_host_closure_whose_drop_panics_leaves_the_device_working() {
-    let Some(s) = stream() else { return };
-    let Some(other) = stream() else { return };
-    watchdog("streams after a host closure's drop panicked", move || {
-        let bomb = PanicsOnDrop("closure drop");
-        s.launch_host_func(Box::new(move || {
-            let _keep = &bomb;
-        }))
-        .unwrap();
-        reports_the_panic_and_keeps_working(&s, &other);
-        s.synchronize().unwrap();
+    let bomb = PanicsOnDrop("closure drop");
+    contains_the_panic_of("streams after a host closure's drop panicked", move || {
+        let _keep = &bomb;
     });
 }
 
@@ -344,22 +356,15 @@ fn a_host_closure_whose_drop_panics_leaves_the_device_working() {
 /// payload's `Drop` panics as well) is reported, and the device keeps working.
 #[test]
 fn a_panic_payload_whose_drop_panics_is_reported_and_the_device_keeps_working() {
-    let Some(s) = stream() else { return };
-    let Some(other) = stream() else { return };
-    watchdog("streams after a panic payload's drop panicked", move || {
-        s.launch_host_func(Box::new(|| {
-            std::panic::panic_any(PanicsOnDrop("payload"));
-        }))
-        .unwrap();
-        reports_the_panic_and_keeps_working(&s, &other);
-        runs_a_host_function(&s);
+    contains_the_panic_of("streams after a panic payload's drop panicked", || {
+        std::panic::panic_any(PanicsOnDrop("payload"));
     });
 }
 
 /// Host functions, submissions and polls from several threads at once leave the device without
-/// a fault. (The poller used to wait with a timeout in `Device::poll`, which wgpu 30 turns into
-/// an internal assertion failure when another thread's poll or submission drains the queue
-/// meanwhile; the device then reported a `Device::poll` fault on every stream.)
+/// a fault. (A poller that waited with a timeout in `Device::poll` would trip wgpu's internal
+/// assertion when another thread's poll or submission drains the queue meanwhile, and the device
+/// would then report a `Device::poll` fault on every stream.)
 #[test]
 fn concurrent_host_functions_and_polls_leave_the_device_healthy() {
     let Some(first) = stream() else { return };

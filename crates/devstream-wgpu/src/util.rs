@@ -97,10 +97,14 @@ mod tests {
 
     #[test]
     fn alignment() {
-        assert_eq!(align_down(7, 4), 4);
-        assert_eq!(align_up(7, 4), 8);
-        assert_eq!(align_up(8, 4), 8);
-        assert_eq!(align_down(300, 256), 256);
+        for (value, align, down, up) in [(7, 4, 4, 8), (8, 4, 8, 8), (300, 256, 256, 512)] {
+            assert_eq!(
+                align_down(value, align),
+                down,
+                "align_down({value}, {align})"
+            );
+            assert_eq!(align_up(value, align), up, "align_up({value}, {align})");
+        }
     }
 
     #[test]

@@ -2,32 +2,19 @@
 
 use crate::dispatch::{DeviceBufferApi, HostBufferApi, Member};
 use devstream_core::{Place, Result};
-use enum_dispatch::enum_dispatch;
 
-/// Device memory allocated by [`Stream::alloc`](crate::Stream::alloc). Dropping it while queued
-/// work uses it frees it only after that work.
-#[enum_dispatch(DeviceBufferApi)]
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum DeviceBuffer {
-    /// A CPU buffer.
-    #[cfg(feature = "cpu")]
-    Cpu(devstream_cpu::CpuBuffer),
-    /// A CUDA buffer.
-    #[cfg(feature = "cuda")]
-    Cuda(devstream_cuda::CudaBuffer),
-    /// A HIP buffer.
-    #[cfg(feature = "hip")]
-    Hip(devstream_hip::HipBuffer),
-    /// A wgpu buffer.
-    #[cfg(feature = "wgpu")]
-    Wgpu(devstream_wgpu::WgpuBuffer),
-    /// A custom-device (plug-in or Rust-registered) buffer.
-    #[cfg(feature = "plugin")]
-    Custom(devstream_plugin::PluginBuffer),
+crate::dispatch::facade_enum! {
+    /// Device memory allocated by [`Stream::alloc`](crate::Stream::alloc). Dropping it while queued
+    /// work uses it frees it only after that work.
+    pub enum DeviceBuffer(DeviceBufferApi, "buffer")
+        = [CpuBuffer, CudaBuffer, HipBuffer, WgpuBuffer, PluginBuffer];
 }
 
 impl DeviceBuffer {
+    /// The buffer's place.
+    pub fn place(&self) -> &Place {
+        DeviceBufferApi::place(self)
+    }
     /// Size in bytes.
     pub fn len(&self) -> usize {
         DeviceBufferApi::len(self)
@@ -36,47 +23,27 @@ impl DeviceBuffer {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// The buffer's place.
-    pub fn place(&self) -> &Place {
-        DeviceBufferApi::place(self)
-    }
     /// The backend handle inside.
     pub fn backend<T: Member<DeviceBuffer>>(&self) -> Option<&T> {
         T::unwrap_ref(self)
     }
 }
 
-/// Host memory for asynchronous copies, from [`Stream::alloc_host`](crate::Stream::alloc_host).
-/// Host reads and writes wait for queued copies that touch it.
-///
-/// ```
-/// use devstream::{Place, Stream};
-/// let s = Stream::new(&Place::Cpu).unwrap();
-/// let dev = s.alloc(4).unwrap();
-/// let host = s.alloc_host(4).unwrap();
-/// s.copy_from_host(&dev, 0, &[1, 2, 3, 4]).unwrap();
-/// s.copy_device_to_host(&host, 0, &dev, 0, 4).unwrap();
-/// assert_eq!(host.to_vec().unwrap(), vec![1, 2, 3, 4]); // waits for the copy
-/// ```
-#[enum_dispatch(HostBufferApi)]
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum HostBuffer {
-    /// A CPU host buffer.
-    #[cfg(feature = "cpu")]
-    Cpu(devstream_cpu::CpuHostBuffer),
-    /// A CUDA host buffer.
-    #[cfg(feature = "cuda")]
-    Cuda(devstream_cuda::CudaHostBuffer),
-    /// A HIP host buffer.
-    #[cfg(feature = "hip")]
-    Hip(devstream_hip::HipHostBuffer),
-    /// A wgpu host buffer.
-    #[cfg(feature = "wgpu")]
-    Wgpu(devstream_wgpu::WgpuHostBuffer),
-    /// A custom-device (plug-in or Rust-registered) host buffer.
-    #[cfg(feature = "plugin")]
-    Custom(devstream_plugin::PluginHostBuffer),
+crate::dispatch::facade_enum! {
+    /// Host memory for asynchronous copies, from [`Stream::alloc_host`](crate::Stream::alloc_host).
+    /// Host reads and writes wait for queued copies that touch it.
+    ///
+    /// ```
+    /// use devstream::{Place, Stream};
+    /// let s = Stream::new(&Place::Cpu).unwrap();
+    /// let dev = s.alloc(4).unwrap();
+    /// let host = s.alloc_host(4).unwrap();
+    /// s.copy_from_host(&dev, 0, &[1, 2, 3, 4]).unwrap();
+    /// s.copy_device_to_host(&host, 0, &dev, 0, 4).unwrap();
+    /// assert_eq!(host.to_vec().unwrap(), vec![1, 2, 3, 4]); // waits for the copy
+    /// ```
+    pub enum HostBuffer(HostBufferApi, "host buffer")
+        = [CpuHostBuffer, CudaHostBuffer, HipHostBuffer, WgpuHostBuffer, PluginHostBuffer];
 }
 
 impl HostBuffer {

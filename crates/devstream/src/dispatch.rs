@@ -116,6 +116,45 @@ impl<B: Member<F>, F> ToFacade<Result<F>> for Result<B> {
 // Results that hold no handle pass unchanged.
 devstream_core::stream_plain_types!(results: ToFacade::to_facade);
 
+/// Declares a facade enum: `enum_dispatch` over `$api`, `Debug` (and the traits after `:`), the
+/// docs given, and one variant per backend compiled in, holding that backend crate's handle type
+/// of the name given (CPU, CUDA, HIP, wgpu, custom device, in that order); `$what` names the
+/// handle in the variants' docs.
+macro_rules! facade_enum {
+    (
+        $(#[$attr:meta])*
+        pub enum $name:ident($api:ident, $what:literal) $(: $($derive:ident),+)?
+            = [$cpu:ident, $cuda:ident, $hip:ident, $wgpu:ident, $custom:ident];
+    ) => {
+        $crate::dispatch::facade_enum! {
+            @enum [$(#[$attr])*] $name, $api, $what, [$($($derive),+)?],
+            "cpu" "CPU" Cpu(devstream_cpu::$cpu),
+            "cuda" "CUDA" Cuda(devstream_cuda::$cuda),
+            "hip" "HIP" Hip(devstream_hip::$hip),
+            "wgpu" "wgpu" Wgpu(devstream_wgpu::$wgpu),
+            "plugin" "custom-device (plug-in or Rust-registered)"
+                Custom(devstream_plugin::$custom),
+        }
+    };
+    (
+        @enum [$(#[$attr:meta])*] $name:ident, $api:ident, $what:literal, [$($derive:ident),*],
+        $($feature:literal $label:literal $variant:ident($ty:path),)+
+    ) => {
+        #[::enum_dispatch::enum_dispatch($api)]
+        #[derive(Debug $(, $derive)*)]
+        $(#[$attr])*
+        #[non_exhaustive]
+        pub enum $name {
+            $(
+                #[doc = concat!("A ", $label, " ", $what, ".")]
+                #[cfg(feature = $feature)]
+                $variant($ty),
+            )+
+        }
+    };
+}
+pub(crate) use facade_enum;
+
 /// The stream operations of the facade, one row each (the rows are in `stream.rs`): declares
 /// [`StreamApi`] (dispatched over `Stream` by `enum_dispatch`), implements it for every backend
 /// stream (arguments through [`ToBackend`], results through [`ToFacade`]), and writes the

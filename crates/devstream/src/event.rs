@@ -3,44 +3,27 @@
 use crate::dispatch::{EventApi, Member};
 use crate::Stream;
 use devstream_core::{Completion, DeviceBackend, EventFlags, Place, Result};
-use enum_dispatch::enum_dispatch;
 use std::future::IntoFuture;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-/// A marker in a stream's work: record it, wait for it from other streams, query it, time it.
-///
-/// ```
-/// use devstream::{Event, EventFlags, Place, Stream};
-/// let s = Stream::new(&Place::Cpu).unwrap();
-/// let start = Event::new(&Place::Cpu, EventFlags::timed()).unwrap();
-/// assert!(start.query().unwrap(), "a never-recorded event is complete");
-/// start.record(&s).unwrap();
-/// s.launch_host_func(|| std::thread::sleep(std::time::Duration::from_millis(2))).unwrap();
-/// let end = Event::new(&Place::Cpu, EventFlags::timed()).unwrap();
-/// end.record(&s).unwrap();
-/// end.synchronize().unwrap();
-/// assert!(start.elapsed(&end).unwrap() >= std::time::Duration::from_millis(2));
-/// ```
-#[enum_dispatch(EventApi)]
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum Event {
-    /// A CPU event.
-    #[cfg(feature = "cpu")]
-    Cpu(devstream_cpu::CpuEvent),
-    /// A CUDA event.
-    #[cfg(feature = "cuda")]
-    Cuda(devstream_cuda::CudaEvent),
-    /// A HIP event.
-    #[cfg(feature = "hip")]
-    Hip(devstream_hip::HipEvent),
-    /// A wgpu event.
-    #[cfg(feature = "wgpu")]
-    Wgpu(devstream_wgpu::WgpuEvent),
-    /// A custom-device (plug-in or Rust-registered) event.
-    #[cfg(feature = "plugin")]
-    Custom(devstream_plugin::PluginEvent),
+crate::dispatch::facade_enum! {
+    /// A marker in a stream's work: record it, wait for it from other streams, query it, time it.
+    ///
+    /// ```
+    /// use devstream::{Event, EventFlags, Place, Stream};
+    /// let s = Stream::new(&Place::Cpu).unwrap();
+    /// let start = Event::new(&Place::Cpu, EventFlags::timed()).unwrap();
+    /// assert!(start.query().unwrap(), "a never-recorded event is complete");
+    /// start.record(&s).unwrap();
+    /// s.launch_host_func(|| std::thread::sleep(std::time::Duration::from_millis(2))).unwrap();
+    /// let end = Event::new(&Place::Cpu, EventFlags::timed()).unwrap();
+    /// end.record(&s).unwrap();
+    /// end.synchronize().unwrap();
+    /// assert!(start.elapsed(&end).unwrap() >= std::time::Duration::from_millis(2));
+    /// ```
+    pub enum Event(EventApi, "event"): Clone
+        = [CpuEvent, CudaEvent, HipEvent, WgpuEvent, PluginEvent];
 }
 
 impl Event {

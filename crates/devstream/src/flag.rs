@@ -3,56 +3,38 @@
 use crate::dispatch::{FlagApi, Member};
 use crate::registry::with_backend;
 use devstream_core::{DeviceBackend, Place, Result};
-use enum_dispatch::enum_dispatch;
 
-/// A host-visible 32-bit value a stream can wait on (until it is ≥ a value, CUDA's GEQ) and
-/// write, in stream order. The host reads and sets it directly.
-///
-/// ```
-/// use devstream::{Flag, Place, Stream};
-/// let s = Stream::new(&Place::Cpu).unwrap();
-/// let gate = Flag::new(&Place::Cpu).unwrap();
-/// let done = Flag::new(&Place::Cpu).unwrap();
-/// s.wait_flag(&gate, 1).unwrap();   // the stream holds here
-/// s.write_flag(&done, 7).unwrap();
-/// assert!(!s.query().unwrap());
-/// gate.set(1);                      // release it
-/// s.synchronize().unwrap();
-/// assert_eq!(done.get(), 7);
-/// ```
-///
-/// # A wait only the host ends (CUDA, HIP)
-///
-/// On CUDA and HIP a flag wait is `cuStreamWaitValue32`, which the driver cannot see through:
-/// CUDA warns that "improper use of this API may deadlock the application". While a stream of
-/// a device is held at a flag that only the host will set, a driver call on that device from
-/// *another* thread (creating a stream or event, allocating pinned memory) may block until the
-/// flag is set, while holding the driver's lock for the device. The thread that will set the
-/// flag must then not be queued behind that lock: with many threads, one with no gate of its own
-/// can block in `cuStreamCreateWithPriority` with the lock held while the threads that would
-/// set their flags next wait for the lock; the same work, one gate at a time, does not. Set such
-/// flags from a thread that makes no driver calls on that device meanwhile, or keep one
-/// gate-holding thread per device. CPU, wgpu and plug-in flags are held host-side and have no
-/// such hazard.
-#[enum_dispatch(FlagApi)]
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum Flag {
-    /// A CPU flag.
-    #[cfg(feature = "cpu")]
-    Cpu(devstream_cpu::CpuFlag),
-    /// A CUDA flag.
-    #[cfg(feature = "cuda")]
-    Cuda(devstream_cuda::CudaFlag),
-    /// A HIP flag.
-    #[cfg(feature = "hip")]
-    Hip(devstream_hip::HipFlag),
-    /// A wgpu flag.
-    #[cfg(feature = "wgpu")]
-    Wgpu(devstream_wgpu::WgpuFlag),
-    /// A custom-device (plug-in or Rust-registered) flag.
-    #[cfg(feature = "plugin")]
-    Custom(devstream_plugin::PluginFlag),
+crate::dispatch::facade_enum! {
+    /// A host-visible 32-bit value a stream can wait on (until it is ≥ a value, CUDA's GEQ) and
+    /// write, in stream order. The host reads and sets it directly.
+    ///
+    /// ```
+    /// use devstream::{Flag, Place, Stream};
+    /// let s = Stream::new(&Place::Cpu).unwrap();
+    /// let gate = Flag::new(&Place::Cpu).unwrap();
+    /// let done = Flag::new(&Place::Cpu).unwrap();
+    /// s.wait_flag(&gate, 1).unwrap();   // the stream holds here
+    /// s.write_flag(&done, 7).unwrap();
+    /// assert!(!s.query().unwrap());
+    /// gate.set(1);                      // release it
+    /// s.synchronize().unwrap();
+    /// assert_eq!(done.get(), 7);
+    /// ```
+    ///
+    /// # A wait only the host ends (CUDA, HIP)
+    ///
+    /// On CUDA and HIP a flag wait is `cuStreamWaitValue32`, which the driver cannot see through:
+    /// CUDA warns that "improper use of this API may deadlock the application". While a stream of a
+    /// device is held at a flag that only the host will set, a driver call on that device from
+    /// *another* thread (creating a stream or event, allocating pinned memory) may block until the
+    /// flag is set, while holding the driver's lock for the device. The thread that will set the
+    /// flag must then not be queued behind that lock: with many threads, one with no gate of its
+    /// own can block in `cuStreamCreateWithPriority` with the lock held while the threads that
+    /// would set their flags next wait for the lock; the same work, one gate at a time, does not.
+    /// Set such flags from a thread that makes no driver calls on that device meanwhile, or keep
+    /// one gate-holding thread per device. CPU, wgpu and plug-in flags are held host-side and have
+    /// no such hazard.
+    pub enum Flag(FlagApi, "flag"): Clone = [CpuFlag, CudaFlag, HipFlag, WgpuFlag, PluginFlag];
 }
 
 impl Flag {

@@ -3,47 +3,30 @@
 use crate::dispatch::{GraphApi, Member};
 use crate::Stream;
 use devstream_core::{Place, Result};
-use enum_dispatch::enum_dispatch;
 
-/// Work captured from a stream between `begin_capture` and `end_capture`; `launch` runs it on
-/// any stream of its place, every time.
-///
-/// ```
-/// use devstream::{CaptureMode, Place, Stream};
-/// use std::sync::{Arc, atomic::{AtomicU32, Ordering}};
-/// let s = Stream::new(&Place::Cpu).unwrap();
-/// let runs = Arc::new(AtomicU32::new(0));
-/// s.begin_capture(CaptureMode::ThreadLocal).unwrap();
-/// let r = runs.clone();
-/// s.launch_host_func(move || { r.fetch_add(1, Ordering::SeqCst); }).unwrap();
-/// let graph = s.end_capture().unwrap();
-/// s.synchronize().unwrap();
-/// assert_eq!(runs.load(Ordering::SeqCst), 0, "captured work does not run");
-/// let other = Stream::new(&Place::Cpu).unwrap();
-/// graph.launch(&other).unwrap();
-/// graph.launch(&other).unwrap();
-/// other.synchronize().unwrap();
-/// assert_eq!(runs.load(Ordering::SeqCst), 2);
-/// ```
-#[enum_dispatch(GraphApi)]
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum Graph {
-    /// A CPU (emulated) graph.
-    #[cfg(feature = "cpu")]
-    Cpu(devstream_cpu::CpuGraph),
-    /// A CUDA graph.
-    #[cfg(feature = "cuda")]
-    Cuda(devstream_cuda::CudaGraph),
-    /// A HIP graph.
-    #[cfg(feature = "hip")]
-    Hip(devstream_hip::HipGraph),
-    /// A wgpu graph.
-    #[cfg(feature = "wgpu")]
-    Wgpu(devstream_wgpu::WgpuGraph),
-    /// A custom-device (plug-in or Rust-registered) graph.
-    #[cfg(feature = "plugin")]
-    Custom(devstream_plugin::PluginGraph),
+crate::dispatch::facade_enum! {
+    /// Work captured from a stream between `begin_capture` and `end_capture`; `launch` runs it on
+    /// any stream of its place, every time.
+    ///
+    /// ```
+    /// use devstream::{CaptureMode, Place, Stream};
+    /// use std::sync::{Arc, atomic::{AtomicU32, Ordering}};
+    /// let s = Stream::new(&Place::Cpu).unwrap();
+    /// let runs = Arc::new(AtomicU32::new(0));
+    /// s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    /// let r = runs.clone();
+    /// s.launch_host_func(move || { r.fetch_add(1, Ordering::SeqCst); }).unwrap();
+    /// let graph = s.end_capture().unwrap();
+    /// s.synchronize().unwrap();
+    /// assert_eq!(runs.load(Ordering::SeqCst), 0, "captured work does not run");
+    /// let other = Stream::new(&Place::Cpu).unwrap();
+    /// graph.launch(&other).unwrap();
+    /// graph.launch(&other).unwrap();
+    /// other.synchronize().unwrap();
+    /// assert_eq!(runs.load(Ordering::SeqCst), 2);
+    /// ```
+    pub enum Graph(GraphApi, "graph"): Clone
+        = [CpuGraph, CudaGraph, HipGraph, WgpuGraph, PluginGraph];
 }
 
 impl Graph {

@@ -12,35 +12,18 @@ use std::sync::OnceLock;
 macro_rules! with_backend {
     ($place:expr, $B:ident => $body:expr) => {{
         let place: &devstream_core::Place = $place;
-        match place.backend() {
-            #[cfg(feature = "cpu")]
-            devstream_core::BackendKind::Cpu => {
-                type $B = devstream_cpu::CpuBackend;
-                $body
-            }
-            #[cfg(feature = "cuda")]
-            devstream_core::BackendKind::Cuda => {
-                type $B = devstream_cuda::CudaBackend;
-                $body
-            }
-            #[cfg(feature = "hip")]
-            devstream_core::BackendKind::Hip => {
-                type $B = devstream_hip::HipBackend;
-                $body
-            }
-            #[cfg(feature = "wgpu")]
-            devstream_core::BackendKind::Wgpu => {
-                type $B = devstream_wgpu::WgpuBackend;
-                $body
-            }
-            #[cfg(feature = "plugin")]
-            devstream_core::BackendKind::Plugin => {
-                $crate::backends::register_custom_devices();
-                type $B = devstream_plugin::PluginBackend;
-                $body
-            }
-            #[allow(unreachable_patterns)]
-            other => Err($crate::registry::not_compiled(other, place)),
+        let kind = place.backend();
+        #[cfg(feature = "plugin")]
+        if kind == devstream_core::BackendKind::Plugin {
+            $crate::backends::register_custom_devices();
+        }
+        'serving: {
+            $crate::registry::each_backend!($B => {
+                if <$B as devstream_core::DeviceBackend>::KIND == kind {
+                    break 'serving $body;
+                }
+            });
+            Err($crate::registry::not_compiled(kind, place))
         }
     }};
 }
@@ -49,34 +32,26 @@ pub(crate) use with_backend;
 /// Runs `$body` once for every compiled backend, with `$B` bound to its type, in
 /// `BackendKind::ALL` order.
 macro_rules! each_backend {
-    ($B:ident => $body:block) => {{
-        #[cfg(feature = "cpu")]
-        {
-            type $B = devstream_cpu::CpuBackend;
-            $body
-        }
-        #[cfg(feature = "cuda")]
-        {
-            type $B = devstream_cuda::CudaBackend;
-            $body
-        }
-        #[cfg(feature = "hip")]
-        {
-            type $B = devstream_hip::HipBackend;
-            $body
-        }
-        #[cfg(feature = "wgpu")]
-        {
-            type $B = devstream_wgpu::WgpuBackend;
-            $body
-        }
-        #[cfg(feature = "plugin")]
-        {
-            type $B = devstream_plugin::PluginBackend;
-            $body
-        }
+    ($B:ident => $body:block) => {
+        $crate::registry::each_backend!(@rows $B => $body;
+            "cpu" devstream_cpu::CpuBackend,
+            "cuda" devstream_cuda::CudaBackend,
+            "hip" devstream_hip::HipBackend,
+            "wgpu" devstream_wgpu::WgpuBackend,
+            "plugin" devstream_plugin::PluginBackend,
+        )
+    };
+    (@rows $B:ident => $body:block; $($feature:literal $backend:path,)+) => {{
+        $(
+            #[cfg(feature = $feature)]
+            {
+                type $B = $backend;
+                $body
+            }
+        )+
     }};
 }
+pub(crate) use each_backend;
 
 pub(crate) fn not_compiled(kind: BackendKind, place: &Place) -> Error {
     Error::BackendNotCompiled {

@@ -7,7 +7,6 @@ use devstream_core::{
     current, Capabilities, CaptureMode, Completion, DeviceBackend, HostFn, Place, Priority, Result,
     StreamOptions,
 };
-use enum_dispatch::enum_dispatch;
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
 use tracing::trace_span;
@@ -205,38 +204,22 @@ crate::dispatch::stream_api! {
     Device fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()>;
 }
 
-/// An ordered queue of work on a place, dispatched to the backend compiled in for it.
-///
-/// Cheap to clone (a handle); clones compare and hash equal; streams are ordered by place, then
-/// id. Dropping the last handle never blocks and never frees what queued work still uses.
-///
-/// ```
-/// use devstream::{Place, Stream};
-/// let s = Stream::new(&Place::Cpu).unwrap();
-/// let t = s.clone();
-/// assert_eq!(s, t);
-/// assert_ne!(s, Stream::new(&Place::Cpu).unwrap());
-/// s.synchronize().unwrap();
-/// ```
-#[enum_dispatch(StreamApi)]
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum Stream {
-    /// A CPU stream.
-    #[cfg(feature = "cpu")]
-    Cpu(devstream_cpu::CpuStream),
-    /// A CUDA stream.
-    #[cfg(feature = "cuda")]
-    Cuda(devstream_cuda::CudaStream),
-    /// A HIP stream.
-    #[cfg(feature = "hip")]
-    Hip(devstream_hip::HipStream),
-    /// A wgpu stream.
-    #[cfg(feature = "wgpu")]
-    Wgpu(devstream_wgpu::WgpuStream),
-    /// A custom-device (plug-in or Rust-registered) stream.
-    #[cfg(feature = "plugin")]
-    Custom(devstream_plugin::PluginStream),
+crate::dispatch::facade_enum! {
+    /// An ordered queue of work on a place, dispatched to the backend compiled in for it.
+    ///
+    /// Cheap to clone (a handle); clones compare and hash equal; streams are ordered by place, then
+    /// id. Dropping the last handle never blocks and never frees what queued work still uses.
+    ///
+    /// ```
+    /// use devstream::{Place, Stream};
+    /// let s = Stream::new(&Place::Cpu).unwrap();
+    /// let t = s.clone();
+    /// assert_eq!(s, t);
+    /// assert_ne!(s, Stream::new(&Place::Cpu).unwrap());
+    /// s.synchronize().unwrap();
+    /// ```
+    pub enum Stream(StreamApi, "stream"): Clone
+        = [CpuStream, CudaStream, HipStream, WgpuStream, PluginStream];
 }
 
 impl Stream {

@@ -81,9 +81,15 @@ impl Ran {
     }
 }
 
-/// `workers` threads running the production worker loop.
-fn start(pool: &Arc<PoolShared<Job>>, ran: &Arc<Ran>, workers: usize) -> Vec<JoinHandle<()>> {
-    (0..workers)
+/// The pool the model drives and its workers.
+type Started = (Arc<PoolShared<Job>>, Arc<Ran>, Vec<JoinHandle<()>>);
+
+/// A pool and `workers` threads running the production worker loop on it, recording the runs
+/// of `jobs` jobs.
+fn start(jobs: usize, workers: usize) -> Started {
+    let pool: Arc<PoolShared<Job>> = Arc::new(PoolShared::new());
+    let ran = Ran::new(jobs);
+    let threads = (0..workers)
         .map(|_| {
             let (pool, ran) = (pool.clone(), ran.clone());
             thread::spawn(move || {
@@ -92,10 +98,13 @@ fn start(pool: &Arc<PoolShared<Job>>, ran: &Arc<Ran>, workers: usize) -> Vec<Joi
                 }
             })
         })
-        .collect()
+        .collect();
+    (pool, ran, threads)
 }
 
-fn join(workers: Vec<JoinHandle<()>>) {
+/// Shuts the pool down and joins its workers.
+fn shut_down(pool: &PoolShared<Job>, workers: Vec<JoinHandle<()>>) {
+    pool.shut_down();
     for worker in workers {
         worker.join().unwrap();
     }
@@ -108,13 +117,10 @@ fn loom_a_job_pushed_while_workers_spin_or_park_is_run_once() {
     model(
         "a_job_pushed_while_workers_spin_or_park_is_run_once",
         || {
-            let pool = Arc::new(PoolShared::new());
-            let ran = Ran::new(1);
-            let workers = start(&pool, &ran, 2);
+            let (pool, ran, workers) = start(1, 2);
             pool.push(Job { id: 0, level: 0 });
             ran.wait_for(1);
-            pool.shut_down();
-            join(workers);
+            shut_down(&pool, workers);
             assert_eq!(ran.counts(), [1]);
         },
     );
@@ -125,9 +131,7 @@ fn loom_a_job_pushed_while_workers_spin_or_park_is_run_once() {
 #[test]
 fn loom_jobs_pushed_from_two_threads_each_run_once() {
     model("jobs_pushed_from_two_threads_each_run_once", || {
-        let pool = Arc::new(PoolShared::new());
-        let ran = Ran::new(2);
-        let workers = start(&pool, &ran, 1);
+        let (pool, ran, workers) = start(2, 1);
         let pusher = {
             let pool = pool.clone();
             thread::spawn(move || pool.push(Job { id: 1, level: 0 }))
@@ -135,8 +139,7 @@ fn loom_jobs_pushed_from_two_threads_each_run_once() {
         pool.push(Job { id: 0, level: 2 });
         ran.wait_for(2);
         pusher.join().unwrap();
-        pool.shut_down();
-        join(workers);
+        shut_down(&pool, workers);
         assert_eq!(ran.counts(), [1, 1]);
     });
 }
@@ -146,12 +149,9 @@ fn loom_jobs_pushed_from_two_threads_each_run_once() {
 #[test]
 fn loom_shutdown_wakes_every_worker_and_drains_pushed_jobs() {
     model("shutdown_wakes_every_worker_and_drains_pushed_jobs", || {
-        let pool = Arc::new(PoolShared::new());
-        let ran = Ran::new(1);
-        let workers = start(&pool, &ran, 2);
+        let (pool, ran, workers) = start(1, 2);
         pool.push(Job { id: 0, level: 1 });
-        pool.shut_down();
-        join(workers);
+        shut_down(&pool, workers);
         assert_eq!(ran.counts(), [1]);
     });
 }
@@ -160,10 +160,7 @@ fn loom_shutdown_wakes_every_worker_and_drains_pushed_jobs() {
 #[test]
 fn loom_shutdown_of_an_idle_pool_wakes_every_worker() {
     model("shutdown_of_an_idle_pool_wakes_every_worker", || {
-        let pool: Arc<PoolShared<Job>> = Arc::new(PoolShared::new());
-        let ran = Ran::new(0);
-        let workers = start(&pool, &ran, 2);
-        pool.shut_down();
-        join(workers);
+        let (pool, _ran, workers) = start(0, 2);
+        shut_down(&pool, workers);
     });
 }

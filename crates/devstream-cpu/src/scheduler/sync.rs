@@ -26,21 +26,9 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// One busy-wait hint of a backoff round (under loom: a yield, so that the model checker
-/// schedules the thread the spinner waits for).
-#[inline]
-pub(crate) fn spin_loop() {
-    #[cfg(loom)]
-    loom::hint::spin_loop();
-    #[cfg(not(loom))]
-    std::hint::spin_loop();
-}
-
-/// Gives the processor to another thread.
-#[inline]
-pub(crate) fn yield_now() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    std::thread::yield_now();
-}
+/// One busy-wait hint of a backoff round, and giving the processor to another thread (under
+/// loom: both a yield, so that the model checker schedules the thread the spinner waits for).
+#[cfg(loom)]
+pub(crate) use loom::{hint::spin_loop, thread::yield_now};
+#[cfg(not(loom))]
+pub(crate) use std::{hint::spin_loop, thread::yield_now};

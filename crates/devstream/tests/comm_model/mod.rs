@@ -306,6 +306,14 @@ pub fn comm_failure(e: &Error) -> Option<CommFailure> {
     }
 }
 
+/// Asserts that `e` is an `Error::Comm` of one of the `expected` failure kinds.
+pub fn assert_failure(e: &Error, expected: &[CommFailure]) {
+    assert!(
+        comm_failure(e).is_some_and(|failure| expected.contains(&failure)),
+        "{e}, expected one of {expected:?}"
+    );
+}
+
 /// `bytes` as lowercase hex (a unique id handed to a rank process in its environment).
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

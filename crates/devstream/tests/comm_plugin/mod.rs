@@ -1,6 +1,7 @@
 //! Collectives on Paddle plug-in places (features `comm` + `plugin`): the `custom_cpu` test
 //! plug-in implements the `xccl_*` functions (ranks are threads of this process; several ranks
-//! may share a device), so the model tests run there too, with rank `r` on `custom_cpu:(r % 2)`;
+//! may share a device), so the model tests run there too (`comm_cases`, module `plugin`), with
+//! rank `r` on `custom_cpu:(r % 2)`;
 //! the `ref_cpu` plug-in (Paddle's reference layout, xccl left null) answers `Unsupported`.
 
 use super::comm_model::{
@@ -20,8 +21,8 @@ fn custom(id: usize) -> Place {
     }
 }
 
-/// Rank `r` on `custom_cpu:(r % 2)`.
-fn places(n: usize) -> Vec<Place> {
+/// Rank `r` on `custom_cpu:(r % 2)` (the places of the model tests in `comm_cases`).
+pub(crate) fn places(n: usize) -> Vec<Place> {
     (0..n).map(|r| custom(r % 2)).collect()
 }
 
@@ -38,57 +39,11 @@ fn plugin_capabilities_say_collectives() {
     assert!(caps.collectives, "{caps:?}");
 }
 
-/// The model tests of `comm.rs`, with rank `r` on `custom_cpu:(r % 2)`.
-#[test]
-fn plugin_all_reduce_every_type_and_reduction_on_2_to_4_ranks() {
-    super::all_reduce_every_type_and_reduction(places, &[2, 3, 4]);
-}
-
-#[test]
-fn plugin_reduce_every_type_and_reduction_at_every_root() {
-    super::reduce_every_type_and_reduction(places);
-}
-
-#[test]
-fn plugin_broadcast_every_type_from_every_root_in_place_or_not() {
-    super::broadcast_every_type(places, 3);
-}
-
-#[test]
-fn plugin_all_gather_every_type_also_in_place() {
-    super::all_gather_every_type(places, &[2, 4]);
-}
-
-#[test]
-fn plugin_reduce_scatter_every_type_and_reduction_also_in_place() {
-    super::reduce_scatter_every_type_and_reduction_also_in_place(places, 3);
-}
-
-#[test]
-fn plugin_all_to_all_every_type() {
-    super::all_to_all_every_type_on(places);
-}
-
 #[test]
 fn plugin_send_recv_every_type_and_groups() {
     on_ranks(4, |comm, s| {
-        super::send_recv_every_type_and_groups(&comm, &s)
+        crate::comm_cases::send_recv_every_type_and_groups(&comm, &s)
     });
-}
-
-#[test]
-fn plugin_a_call_that_writes_memory_another_call_of_its_group_uses_is_refused() {
-    super::calls_of_a_group_that_overlap_are_refused(places);
-}
-
-#[test]
-fn plugin_a_collective_behind_a_gate_waits_for_it_and_orders_later_work() {
-    super::collective_behind_a_gate(places);
-}
-
-#[test]
-fn plugin_wait_event_holds_a_collective_and_buffers_outlive_their_handles() {
-    super::wait_event_holds_a_collective(places);
 }
 
 /// Set in the child process of `plugin_all_to_all_without_the_plugins_own_is_grouped_send_recv`.
@@ -101,7 +56,7 @@ fn plugin_all_to_all_without_the_plugins_own_is_grouped_send_recv() {
     if std::env::var_os(GROUPED_CHILD).is_some() {
         // The child: the plug-in loaded without `xccl_all_to_all`.
         assert!(std::env::var_os(devstream_test_plugin_cpu::NO_ALL_TO_ALL).is_some());
-        super::all_to_all_every_type_on(places);
+        crate::comm_cases::all_to_all_every_type(places);
         return;
     }
     let status = std::process::Command::new(std::env::current_exe().unwrap())
