@@ -44,6 +44,7 @@ pub mod current;
 pub mod dynamic;
 pub mod elide;
 mod error;
+pub mod foreign;
 pub mod memory;
 pub mod ops;
 mod options;
