@@ -827,6 +827,10 @@ impl DeviceStream for CpuStream {
             .submit(common(CommonOp::WriteFlag { flag, value }), "write_flag")
     }
 
+    fn wait_completion(&self, awaited: Completion) -> Result<()> {
+        crate::foreign::wait_completion(&self.0, awaited)
+    }
+
     fn alloc(&self, len: usize) -> Result<CpuBuffer> {
         Ok(CpuBuffer(BufferInner::new(len)?))
     }

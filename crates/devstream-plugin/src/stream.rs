@@ -825,6 +825,13 @@ impl DeviceStream for PluginStream {
         }
     }
 
+    fn wait_completion(&self, awaited: Completion) -> Result<()> {
+        match &self.0 {
+            StreamRepr::Abi(core) => crate::foreign::wait_completion(core, awaited),
+            StreamRepr::Rust(s) => s.wait_completion(awaited),
+        }
+    }
+
     fn alloc(&self, len: usize) -> Result<PluginBuffer> {
         match &self.0 {
             StreamRepr::Abi(core) => {
