@@ -34,7 +34,7 @@
 //! let word = Arc::new(AtomicU32::new(0));
 //! let (awaited, completer) = Completion::pending();
 //! let released = word.clone();
-//! let outcome = relay(awaited, move || released.store(1, Ordering::SeqCst));
+//! let outcome = relay(awaited, move |_| released.store(1, Ordering::SeqCst));
 //! assert_eq!(word.load(Ordering::SeqCst), 0); // the awaited work is still pending
 //! completer.complete(Ok(()));                  // its backend's completion path
 //! assert_eq!(word.load(Ordering::SeqCst), 1);
@@ -78,7 +78,7 @@ impl ForeignOutcome {
 struct Pending {
     awaited: Completion,
     outcome: Arc<ForeignOutcome>,
-    release: Box<dyn FnOnce() + Send>,
+    release: Box<dyn FnOnce(&Result<()>) + Send>,
 }
 
 /// The waker of one relay: each wake polls the completion again; the first `Ready` stores the
@@ -102,8 +102,8 @@ impl Relay {
         };
         // The release runs outside the lock: it may write a word whose waiters run at once.
         if let Some((pending, result)) = ready {
-            pending.outcome.store(result);
-            (pending.release)();
+            pending.outcome.store(result.clone());
+            (pending.release)(&result);
         }
     }
 }
@@ -118,13 +118,17 @@ impl Wake for Relay {
     }
 }
 
-/// Runs `release` once `awaited` is ready, after storing its result in the returned outcome:
+/// Runs `release` with `awaited`'s result once it is ready, after storing the result in the
+/// returned outcome:
 /// at once (on this thread) when it is ready now, otherwise on the thread of the awaited
 /// backend's completion path that wakes it. Never blocks and starts no thread.
 ///
 /// `release` should only write a word (set a flag, store an atomic and notify): it runs inside
 /// another backend's completion path.
-pub fn relay(awaited: Completion, release: impl FnOnce() + Send + 'static) -> Arc<ForeignOutcome> {
+pub fn relay(
+    awaited: Completion,
+    release: impl FnOnce(&Result<()>) + Send + 'static,
+) -> Arc<ForeignOutcome> {
     let outcome = Arc::new(ForeignOutcome::default());
     let relay = Arc::new(Relay {
         pending: Mutex::new(Some(Pending {
@@ -163,10 +167,10 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    fn counter() -> (Arc<AtomicUsize>, impl FnOnce() + Send + 'static) {
+    fn counter() -> (Arc<AtomicUsize>, impl FnOnce(&Result<()>) + Send + 'static) {
         let count = Arc::new(AtomicUsize::new(0));
         let c = count.clone();
-        (count, move || {
+        (count, move |_: &Result<()>| {
             c.fetch_add(1, Ordering::SeqCst);
         })
     }
@@ -186,8 +190,9 @@ mod tests {
         let seen = Arc::new(Mutex::new(None));
         let outcome = Arc::new(OnceLock::new());
         let (s, o) = (seen.clone(), outcome.clone());
-        let stored = relay(awaited, move || {
+        let stored = relay(awaited, move |result| {
             let out: &Arc<ForeignOutcome> = o.get().expect("the outcome is published first");
+            assert_eq!(&out.result(), result);
             *s.lock().unwrap() = Some(out.result());
         });
         outcome.set(stored.clone()).unwrap();

@@ -18,7 +18,7 @@ pub(crate) fn wait_completion(stream: &Arc<StreamInner>, awaited: Completion) ->
     }
     let gate = CpuFlag::new().0;
     let released = Arc::clone(&gate);
-    let outcome = foreign::relay(awaited, move || released.store(1));
+    let outcome = foreign::relay(awaited, move |_| released.store(1));
     stream.queue("wait_completion", |pusher| {
         if !gate.reached(1) {
             pusher.push(Op::Common(CommonOp::WaitFlag {

@@ -21,7 +21,7 @@ pub(crate) fn wait_completion(core: &Arc<StreamCore>, awaited: Completion) -> Re
     }
     let gate = Arc::new(HostFlag::new(core.place.clone()));
     let released = Arc::clone(&gate);
-    let outcome = foreign::relay(awaited, move || released.set(1));
+    let outcome = foreign::relay(awaited, move |_| released.set(1));
     core.submit(Item::WaitFlag(gate, 1))?;
     if outcome.is_resolved() && outcome.result().is_ok() {
         return Ok(());

@@ -23,7 +23,7 @@ impl WgpuStream {
         let released = Arc::clone(&gate);
         // Relayed before the scheduler lock is taken: a completion that is ready now releases
         // on this thread.
-        let outcome = foreign::relay(awaited, move || released.store(1));
+        let outcome = foreign::relay(awaited, move |_| released.store(1));
         let mut sched = self.lock();
         if self.capturing(&mut sched).is_some() {
             return Err(foreign::refused_in_capture("wait_completion"));
