@@ -125,7 +125,6 @@ pub(crate) fn release_off_callback(release: impl FnOnce() + Send + 'static) {
 pub(crate) struct PanicSlot {
     raised: sync::AtomicBool,
     message: sync::Mutex<Option<String>>,
-    #[cfg(feature = "comm")]
     error: std::sync::Mutex<Option<Error>>,
 }
 
@@ -138,8 +137,8 @@ impl PanicSlot {
         self.raised.store(true, Ordering::Release);
     }
 
-    /// Keeps `error` (the first one) for the stream's next `synchronize`.
-    #[cfg(feature = "comm")]
+    /// Keeps `error` (the first one) for the stream's next `synchronize` (a collective's
+    /// failure, the error of another backend's work the stream waited for).
     pub(crate) fn fail(&self, error: Error) {
         // Under the message lock, like `raise`, so that `raised` mirrors what is kept.
         let _message = self.message.lock().unwrap_or_else(PoisonError::into_inner);
@@ -156,7 +155,6 @@ impl PanicSlot {
             return Ok(());
         }
         let slot = self.message.lock().unwrap_or_else(PoisonError::into_inner);
-        #[cfg(feature = "comm")]
         if let Some(error) = self
             .error
             .lock()
@@ -182,7 +180,6 @@ impl PanicSlot {
         }
         let mut slot = self.message.lock().unwrap_or_else(PoisonError::into_inner);
         self.raised.store(false, Ordering::Release);
-        #[cfg(feature = "comm")]
         if let Some(error) = self
             .error
             .lock()
