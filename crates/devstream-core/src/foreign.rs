@@ -74,11 +74,14 @@ impl ForeignOutcome {
     }
 }
 
+/// What a relay runs once the awaited completion is ready, given its result.
+type Release = Box<dyn FnOnce(&Result<()>) + Send>;
+
 /// What a pending relay holds: the completion it polls and what it does once that is ready.
 struct Pending {
     awaited: Completion,
     outcome: Arc<ForeignOutcome>,
-    release: Box<dyn FnOnce(&Result<()>) + Send>,
+    release: Release,
 }
 
 /// The waker of one relay: each wake polls the completion again; the first `Ready` stores the

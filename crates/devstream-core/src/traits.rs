@@ -204,7 +204,8 @@ macro_rules! optional_ops {
     )*) => {$(
         $(#[$doc])*
         fn $name(&self $(, $arg: $ty)*) -> $ret {
-            $(let _ = $arg;)*
+            // Bound, not `let _ =`: an argument may be a future (`Completion`), dropped unpolled.
+            $(let _unused = $arg;)*
             Err(Error::unsupported(stringify!($name), self.place()))
         }
     )*};
