@@ -672,8 +672,8 @@ impl DeviceStream for PluginStream {
                 if e.place != core.place {
                     return Err(Error::mismatch("record", &core.place, &e.place));
                 }
-                submitting_into("record", core)?;
-                e.record(core)
+                let capture = submitting_into("record", core)?;
+                e.record(core, capture.as_ref())
             }
             (StreamRepr::Rust(s), EventRepr::Rust(e)) => s.record(e.as_ref()),
             _ => Err(Error::mismatch(
@@ -687,9 +687,9 @@ impl DeviceStream for PluginStream {
     fn record_event(&self) -> Result<PluginEvent> {
         match &self.0 {
             StreamRepr::Abi(core) => {
-                submitting_into("record_event", core)?;
+                let capture = submitting_into("record_event", core)?;
                 let event = Arc::new(AbiEvent::new(core.place.clone(), EventFlags::default()));
-                event.record(core)?;
+                event.record(core, capture.as_ref())?;
                 Ok(PluginEvent(EventRepr::Abi(event)))
             }
             StreamRepr::Rust(s) => Ok(PluginEvent(EventRepr::Rust(s.record_event()?))),
