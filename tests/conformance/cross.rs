@@ -12,7 +12,10 @@ use crate::harness::{
     for_each_place_isolated, not_applicable, places_under_test, sync, wait_until, within, Gate,
     Log, PATIENCE,
 };
-use devstream::{live_counts, Error, Event, EventFlags, LiveCounts, Place, Result, Stream};
+use devstream::{
+    live_counts, CaptureMode, CaptureSupport, Error, Event, EventFlags, LiveCounts, Place, Result,
+    Stream,
+};
 
 /// Whether two places belong to different backends (the facade's rule: different backend
 /// kinds, or custom devices of different device types).
@@ -381,5 +384,36 @@ fn waits_across_backends_dropped_before_they_resolve_leak_nothing() {
             live_counts()
         );
         Ok(())
+    });
+}
+
+/// A capturing stream cannot take a wait on another backend's work into its graph yet: the wait
+/// answers `Error::Capture`, and the capture goes on (it ends and its graph launches). A wait on
+/// another backend's event recorded inside a capture that is still active answers
+/// `Error::Capture` too.
+#[test]
+fn a_capture_refuses_a_wait_across_backends_and_stays_valid() {
+    for_each_pair(|producer, consumer| {
+        let producing = Stream::new(producer)?;
+        let event = producing.record_event()?;
+        if caps(consumer).capture != CaptureSupport::None {
+            let capturing = Stream::new(consumer)?;
+            capturing.begin_capture(CaptureMode::ThreadLocal)?;
+            assert_err!(capturing.wait_event(&event), Error::Capture { .. });
+            assert_err!(capturing.wait_stream(&producing), Error::Capture { .. });
+            let graph = capturing.end_capture()?;
+            graph.launch(&capturing)?;
+            sync(&capturing)?;
+        }
+        if caps(producer).capture != CaptureSupport::None {
+            let capturing = Stream::new(producer)?;
+            capturing.begin_capture(CaptureMode::ThreadLocal)?;
+            let inside = capturing.record_event()?;
+            let waiting = Stream::new(consumer)?;
+            assert_err!(waiting.wait_event(&inside), Error::Capture { .. });
+            drop(capturing.end_capture()?);
+            sync(&waiting)?;
+        }
+        sync(&producing)
     });
 }
