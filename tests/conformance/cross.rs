@@ -417,3 +417,45 @@ fn a_capture_refuses_a_wait_across_backends_and_stays_valid() {
         sync(&producing)
     });
 }
+
+/// The awaited side dropped while a wait across backends on it is pending (the producer's
+/// stream and event handles gone, its work still held): the wait still resolves once that work
+/// completes, and the consumer's later work runs after it.
+#[test]
+fn a_wait_across_backends_outlives_the_awaited_handles() {
+    for_each_pair(|producer, consumer| {
+        if !observable(consumer) {
+            not_applicable(consumer, "no host functions to observe the order");
+            return Ok(());
+        }
+        let consumer_stream = Stream::new(consumer)?;
+        let Some((stream, gate)) = gated(producer)? else {
+            return Ok(());
+        };
+        let log = Log::new();
+        if caps(producer).host_funcs {
+            stream.launch_host_func(log.task("produced"))?;
+        }
+        let event = stream.record_event()?;
+        consumer_stream.wait_event(&event)?;
+        consumer_stream.wait_stream(&stream)?;
+        consumer_stream.launch_host_func(log.task("consumed"))?;
+        drop(event);
+        drop(stream);
+        assert_stays_false(
+            "the consumer ran before the dropped producer's work",
+            || log.contains(&"consumed"),
+        );
+        gate.release();
+        sync(&consumer_stream)?;
+        if caps(producer).host_funcs {
+            assert!(
+                log.position(&"produced") < log.position(&"consumed"),
+                "the consumer ran before the dropped producer's work: {:?}",
+                log.entries()
+            );
+        }
+        assert!(log.contains(&"consumed"));
+        Ok(())
+    });
+}
