@@ -8,9 +8,9 @@
 //! apply); a check that needs a gate or host functions a place lacks does not apply to the pair.
 
 use crate::harness::{
-    assert_stays_false, caps, device_loser, for_each_place, for_each_place_alone,
-    for_each_place_isolated, not_applicable, places_under_test, sync, wait_until, within, Gate,
-    Log, PATIENCE,
+    assert_stays_false, caps, device_loser, driver_gpu_turn, for_each_place, for_each_place_alone,
+    for_each_place_isolated, gates_stall_the_driver, not_applicable, places_under_test, sync,
+    wait_until, within, Gate, Log, PATIENCE,
 };
 use devstream::{
     live_counts, CaptureMode, CaptureSupport, Error, Event, EventFlags, LiveCounts, Place, Result,
@@ -64,6 +64,13 @@ fn for_each_pair_alone(check: impl Fn(&Place, &Place) -> Result<()>) {
 
 fn each_consumer(producer: &Place, check: &dyn Fn(&Place, &Place) -> Result<()>) -> Result<()> {
     for consumer in consumers_of(producer)? {
+        // A consumer held at a word only the host writes stalls its driver like a gate: its
+        // turn, unless the producer's place already holds it.
+        let _turn = if gates_stall_the_driver(producer) {
+            None
+        } else {
+            driver_gpu_turn(&consumer)
+        };
         check(producer, &consumer).map_err(|e| {
             Error::InvalidArgument(format!("{producer} → {consumer}: returned Err({e:?})"))
         })?;
@@ -234,21 +241,26 @@ fn an_error_of_the_awaited_work_surfaces_on_the_waiting_stream() {
         |producer| {
             let consumers = consumers_of(producer)?;
             let streams: Vec<Stream> = consumers.iter().map(Stream::new).collect::<Result<_>>()?;
-            let Some((stream, gate)) = gated(producer)? else {
-                return Ok(());
-            };
+            // Everything that may call the driver is made before the gate closes: on CUDA and
+            // HIP, stream creation and allocation can wait for a stream held at a flag.
+            let stream = Stream::new(producer)?;
             let Some(lose) = device_loser(&stream) else {
                 not_applicable(producer, "its device cannot be lost on demand");
                 return Ok(());
             };
-            // Device work behind the gate, which the loss keeps from ever running.
             let buffer = if caps(producer).buffers {
-                let buffer = stream.alloc(256)?;
-                stream.fill(&buffer, 0, 256, 7)?;
-                Some(buffer)
+                Some(stream.alloc(256)?)
             } else {
                 None
             };
+            let Some(gate) = Gate::close(&stream)? else {
+                not_applicable(producer, "no gate (neither flags nor host functions)");
+                return Ok(());
+            };
+            // Device work behind the gate, which the loss keeps from ever running.
+            if let Some(buffer) = &buffer {
+                stream.fill(buffer, 0, 256, 7)?;
+            }
             let event = stream.record_event()?;
             for waiting in &streams {
                 waiting.wait_event(&event)?;

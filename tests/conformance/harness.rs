@@ -145,6 +145,14 @@ fn plugin_uses_a_gpu_driver(_device_type: &str) -> bool {
 /// Held while a test runs on a place where [`gates_stall_the_driver`].
 static DRIVER_GPU: Mutex<()> = Mutex::new(());
 
+/// The driver-GPU turn for a check that also holds work on `place` while running on a place
+/// that does not stall the driver itself (a wait across backends whose consumer is a CUDA or
+/// HIP place): `Some` guard where [`gates_stall_the_driver`] for `place`. Never take it while
+/// running on such a place (the turn is held already, and the lock is not reentrant).
+pub fn driver_gpu_turn(place: &Place) -> Option<std::sync::MutexGuard<'static, ()>> {
+    gates_stall_the_driver(place).then(|| DRIVER_GPU.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 fn run_on_places(check: &dyn Fn(&Place) -> Result<()>) {
     run_on(&places_under_test(), check);
 }
