@@ -31,15 +31,10 @@ pub(crate) struct Waiter {
 
 impl Waiter {
     fn result(&self, fault: Option<Error>) -> Result<()> {
-        // An event's completion answers what `Event::synchronize` answers: the device's fault
-        // once it has one (its work may never have run), else `Ok`; the stream's own errors
-        // are not the event's.
-        let error = if self.with_error {
-            self.record.error().or(fault)
-        } else {
-            fault
-        };
-        match error {
+        if !self.with_error {
+            return Ok(());
+        }
+        match self.record.error().or(fault) {
             Some(error) => Err(error),
             None => Ok(()),
         }
