@@ -9,22 +9,13 @@
 
 use crate::harness::{
     assert_stays_false, caps, device_loser, driver_gpu_turn, for_each_place, for_each_place_alone,
-    for_each_place_isolated, gates_stall_the_driver, not_applicable, places_under_test, sync,
-    wait_until, within, Gate, Log, PATIENCE,
+    for_each_place_isolated, gates_stall_the_driver, not_applicable, other_backend,
+    places_under_test, sync, wait_until, within, Gate, Log, PATIENCE,
 };
 use devstream::{
     live_counts, CaptureMode, CaptureSupport, Error, Event, EventFlags, LiveCounts, Place, Result,
     Stream,
 };
-
-/// Whether two places belong to different backends (the facade's rule: different backend
-/// kinds, or custom devices of different device types).
-fn different_backends(a: &Place, b: &Place) -> bool {
-    match (a, b) {
-        (Place::Custom { device_type: x, .. }, Place::Custom { device_type: y, .. }) => x != y,
-        _ => a.backend() != b.backend(),
-    }
-}
 
 /// The places under test of another backend than `producer`, whose streams can wait on other
 /// backends' work. For the others, a foreign wait is asserted to answer `Unsupported`.
@@ -32,7 +23,7 @@ fn consumers_of(producer: &Place) -> Result<Vec<Place>> {
     let mut out = Vec::new();
     for consumer in places_under_test()
         .into_iter()
-        .filter(|c| different_backends(producer, c))
+        .filter(|c| other_backend(producer, c))
     {
         if caps(&consumer).foreign_waits {
             out.push(consumer);

@@ -523,6 +523,15 @@ fn plugin_device_loser(device_type: &str, id: usize) -> Option<Box<dyn FnOnce() 
     Some(Box::new(move || lose(id)))
 }
 
+/// Whether `a` and `b` are places of different backends, as waits across backends count them:
+/// different backend kinds, or custom devices of different device types.
+pub fn other_backend(a: &Place, b: &Place) -> bool {
+    match (a, b) {
+        (Place::Custom { device_type: x, .. }, Place::Custom { device_type: y, .. }) => x != y,
+        _ => a.backend() != b.backend(),
+    }
+}
+
 /// A second place under test whose backend differs from `place`'s, if any.
 pub fn other_backend_place(place: &Place) -> Option<Place> {
     places_under_test()
