@@ -543,13 +543,9 @@ pub fn other_backend_place(place: &Place) -> Option<Place> {
 /// different device types are different backends (each is its own plug-in or registered
 /// backend, and waits between them are waits across backends).
 pub fn same_backend_other_place(place: &Place) -> Option<Place> {
-    let same_backend = |p: &Place| match (p, place) {
-        (Place::Custom { device_type: a, .. }, Place::Custom { device_type: b, .. }) => a == b,
-        _ => p.backend() == place.backend(),
-    };
     places_under_test()
         .into_iter()
-        .find(|p| same_backend(p) && p != place)
+        .find(|p| !other_backend(p, place) && p != place)
 }
 
 /// How long a single call in a hostile check may take before the check calls it a hang:
