@@ -510,3 +510,59 @@ fn ops_from_several_threads_and_rerecorded_events() {
     parse_chrome(&timeline.to_chrome_json());
     check_xml(&timeline.to_svg());
 }
+
+/// A wait on another backend's event or stream draws its flow between the two backends' tracks:
+/// from the other place's `record_event` (or its last op, for `wait_stream`) to the wait on the
+/// CPU stream. Needs a place of another backend that the CPU can wait on (any, with
+/// `--all-features`: the test plug-ins, or wgpu:0).
+#[test]
+fn waits_across_backends_draw_flows_between_the_backends_tracks() {
+    let _turn = exclusive();
+    let Some(other) = devstream::places()
+        .into_iter()
+        .find(|p| p.backend() != devstream::BackendKind::Cpu)
+    else {
+        eprintln!("no place of another backend: nothing to check");
+        return;
+    };
+    let cpu = Stream::new(&Place::Cpu).unwrap();
+    let there = Stream::new(&other).unwrap();
+    trace::start();
+    let produced = there.record_event().unwrap();
+    cpu.wait_event(&produced).unwrap();
+    cpu.wait_stream(&there).unwrap();
+    cpu.synchronize().unwrap();
+    let timeline = trace::stop();
+    there.synchronize().unwrap();
+    let places: BTreeSet<String> = timeline
+        .streams
+        .iter()
+        .map(|s| s.place.to_string())
+        .collect();
+    assert!(
+        places.contains("cpu") && places.contains(&other.to_string()),
+        "{places:?}"
+    );
+    let flows: Vec<(usize, usize, FlowKind)> = timeline
+        .flows
+        .iter()
+        .map(|f| (f.from, f.to, f.kind))
+        .collect();
+    let recorded = op_index(&timeline, &there, "record_event");
+    assert_eq!(
+        flows,
+        [
+            (
+                recorded,
+                op_index(&timeline, &cpu, "wait_event"),
+                FlowKind::Event
+            ),
+            (
+                recorded,
+                op_index(&timeline, &cpu, "wait_stream"),
+                FlowKind::Stream
+            ),
+        ],
+        "on {other}"
+    );
+}

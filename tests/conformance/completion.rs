@@ -52,7 +52,7 @@ impl Wake for Unpark {
     }
 }
 
-fn block_on<F: std::future::IntoFuture>(future: F) -> F::Output {
+pub(crate) fn block_on<F: std::future::IntoFuture>(future: F) -> F::Output {
     let future = future.into_future();
     let unpark = Arc::new(Unpark {
         thread: std::thread::current(),

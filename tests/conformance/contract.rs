@@ -8,7 +8,9 @@
 //! a place lacks (it returns that `Unsupported`, and the capability is off) from a failure.
 
 use crate::harness::{caps, for_each_place, sync};
-use devstream::{Capabilities, CaptureMode, CaptureSupport, Error, Flag, Place, Result, Stream};
+use devstream::{
+    Capabilities, CaptureMode, CaptureSupport, Completion, Error, Flag, Place, Result, Stream,
+};
 
 /// Whether a place's capabilities have one capability on.
 type IsOn = fn(&Capabilities) -> bool;
@@ -26,6 +28,7 @@ pub const CAPABILITY_OF_OP: &[(&str, &str, IsOn)] = &[
     ("wait_flag", "flags", |c| c.flags),
     ("write_flag", "flags", |c| c.flags),
     ("Flag::new", "flags", |c| c.flags),
+    ("wait_completion", "foreign_waits", |c| c.foreign_waits),
     ("alloc", "buffers", |c| c.buffers),
     ("alloc_host", "buffers", |c| c.buffers),
     ("copy_from_host", "buffers", |c| c.buffers),
@@ -114,6 +117,9 @@ fn an_op_at_its_default_has_its_capability_off() {
             let result = stream.wait_flag(&flag, 1);
             agrees(place, "wait_flag", caps.flags, &result);
         }
+
+        let result = stream.wait_completion(Completion::ready(Ok(())));
+        agrees(place, "wait_completion", caps.foreign_waits, &result);
 
         let on = caps.buffers;
         let dev = stream.alloc(8);

@@ -3,7 +3,8 @@
 //!
 //! The rule, the same on every backend (CUDA's for a sticky context error): a lost or faulted
 //! device is an error (`Error::Driver`, naming the native failure) from every `synchronize`,
-//! `query`, `Event::synchronize` and `Event::query` that covers work on it, from then on; work
+//! `query`, `Event::synchronize`, `Event::query` and `Event::completion` that covers work on it,
+//! from then on; work
 //! that never ran is never reported done; a host function queued behind the lost work does not
 //! run (CUDA documents for `cuLaunchHostFunc` that it is not called after a context error);
 //! reading a host buffer that a lost copy was to fill is an error, never stale bytes.
@@ -70,6 +71,8 @@ fn a_lost_device_fails_every_stream_and_event_and_runs_no_host_function_behind_i
             let r = ran.clone();
             stream.launch_host_func(move || r.store(true, Ordering::SeqCst))?;
             let event = stream.record_event()?;
+            // Asked for before the loss: it resolves with it (what `Event::synchronize` says).
+            let pending = event.completion();
 
             lose();
             gate.release();
@@ -82,6 +85,12 @@ fn a_lost_device_fails_every_stream_and_event_and_runs_no_host_function_behind_i
                 bounded("Event::synchronize after the loss", move || e.synchronize()),
             );
             assert_lost("Event::query of the lost work", event.query());
+            assert_lost(
+                "Event::completion of the lost work",
+                bounded("Event::completion after the loss", move || {
+                    crate::completion::block_on(pending)
+                }),
+            );
             assert_stays_false("the host function behind the lost work ran", || {
                 ran.load(Ordering::SeqCst)
             });

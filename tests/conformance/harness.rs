@@ -145,6 +145,14 @@ fn plugin_uses_a_gpu_driver(_device_type: &str) -> bool {
 /// Held while a test runs on a place where [`gates_stall_the_driver`].
 static DRIVER_GPU: Mutex<()> = Mutex::new(());
 
+/// The driver-GPU turn for a check that also holds work on `place` while running on a place
+/// that does not stall the driver itself (a wait across backends whose consumer is a CUDA or
+/// HIP place): `Some` guard where [`gates_stall_the_driver`] for `place`. Never take it while
+/// running on such a place (the turn is held already, and the lock is not reentrant).
+pub fn driver_gpu_turn(place: &Place) -> Option<std::sync::MutexGuard<'static, ()>> {
+    gates_stall_the_driver(place).then(|| DRIVER_GPU.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 fn run_on_places(check: &dyn Fn(&Place) -> Result<()>) {
     run_on(&places_under_test(), check);
 }
@@ -515,6 +523,15 @@ fn plugin_device_loser(device_type: &str, id: usize) -> Option<Box<dyn FnOnce() 
     Some(Box::new(move || lose(id)))
 }
 
+/// Whether `a` and `b` are places of different backends, as waits across backends count them:
+/// different backend kinds, or custom devices of different device types.
+pub fn other_backend(a: &Place, b: &Place) -> bool {
+    match (a, b) {
+        (Place::Custom { device_type: x, .. }, Place::Custom { device_type: y, .. }) => x != y,
+        _ => a.backend() != b.backend(),
+    }
+}
+
 /// A second place under test whose backend differs from `place`'s, if any.
 pub fn other_backend_place(place: &Place) -> Option<Place> {
     places_under_test()
@@ -522,11 +539,13 @@ pub fn other_backend_place(place: &Place) -> Option<Place> {
         .find(|p| p.backend() != place.backend())
 }
 
-/// A second place under test of the same backend as `place`, if any.
+/// A second place under test of the same backend as `place`, if any. Custom devices of
+/// different device types are different backends (each is its own plug-in or registered
+/// backend, and waits between them are waits across backends).
 pub fn same_backend_other_place(place: &Place) -> Option<Place> {
     places_under_test()
         .into_iter()
-        .find(|p| p.backend() == place.backend() && p != place)
+        .find(|p| !other_backend(p, place) && p != place)
 }
 
 /// How long a single call in a hostile check may take before the check calls it a hang:

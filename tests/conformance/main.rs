@@ -35,6 +35,7 @@ mod capabilities;
 mod capture;
 mod completion;
 mod contract;
+mod cross;
 mod current;
 mod device_loss;
 mod drops;

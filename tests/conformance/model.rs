@@ -234,6 +234,10 @@ type Entry = (u32, Vec<u32>, Saw);
 
 struct Run<'a> {
     place: &'a Place,
+    /// (Across backends) the place of another backend that the odd stream slots live on.
+    partner: Option<&'a Place>,
+    /// (Across backends) the gates on `partner`, raised together with `gates`.
+    partner_gates: Vec<Flag>,
     caps: Capabilities,
     use_flags: bool,
     nodes: Vec<Node>,
@@ -301,6 +305,8 @@ impl<'a> Run<'a> {
         };
         Ok(Run {
             place,
+            partner: None,
+            partner_gates: Vec::new(),
             caps,
             use_flags,
             nodes: Vec::new(),
@@ -409,15 +415,16 @@ impl<'a> Run<'a> {
         if let Some(i) = self.slots[slot] {
             return Ok(i);
         }
+        let place = self.place_of(slot);
         let stream = match self.elide {
-            None => api("Stream::new", Stream::new(self.place))?,
+            None => api("Stream::new", Stream::new(place))?,
             Some(elide) => api(
                 "Stream::builder",
-                Stream::builder(self.place).elide_waits(elide).build(),
+                Stream::builder(place).elide_waits(elide).build(),
             )?,
         };
         let signal = if self.use_flags {
-            Some(api("Flag::new", Flag::new(self.place))?)
+            Some(api("Flag::new", Flag::new(place))?)
         } else {
             None
         };
@@ -432,6 +439,23 @@ impl<'a> Run<'a> {
         let i = self.instances.len() - 1;
         self.slots[slot] = Some(i);
         Ok(i)
+    }
+
+    /// The place of a stream slot: the odd slots are on the partner place, when there is one.
+    fn place_of(&self, slot: usize) -> &'a Place {
+        match self.partner {
+            Some(partner) if slot % 2 == 1 => partner,
+            _ => self.place,
+        }
+    }
+
+    /// The gate flag `gate` on the place of `instance`'s stream.
+    fn gate_for(&self, instance: usize, gate: usize) -> &Flag {
+        if self.partner.is_some() && self.stream(instance).place() != self.place {
+            &self.partner_gates[gate]
+        } else {
+            &self.gates[gate]
+        }
     }
 
     fn stream(&self, instance: usize) -> &Stream {
@@ -505,6 +529,9 @@ impl<'a> Run<'a> {
         if value > self.raised[gate] {
             self.raised[gate] = value;
             self.gates[gate].set(value);
+            if let Some(flag) = self.partner_gates.get(gate) {
+                flag.set(value);
+            }
         }
     }
 
@@ -546,7 +573,12 @@ impl<'a> Run<'a> {
 
     /// A watchdog around a call that must return once the gates it needs are open.
     fn guarded<T: Send + 'static>(&self, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let gates = self.gates.clone();
+        let gates: Vec<Flag> = self
+            .gates
+            .iter()
+            .chain(&self.partner_gates)
+            .cloned()
+            .collect();
         let wedged = self.wedged.clone();
         within(self.patience, what, f, move || {
             wedged.store(true, Ordering::SeqCst);
@@ -632,11 +664,17 @@ impl<'a> Run<'a> {
                 fresh,
             } => {
                 let i = self.instance(slot(stream))?;
-                if fresh || self.events[event].is_none() {
+                // (Across backends) an event of another place cannot be recorded here: the slot
+                // gets a new one, which for the model is the same as re-recording it.
+                let foreign = self.events[event].as_ref().is_some_and(|slot| {
+                    slot.event.place().as_ref() != Some(self.stream(i).place())
+                });
+                if fresh || foreign || self.events[event].is_none() {
                     let e = if fresh {
                         api("record_event", self.stream(i).record_event())?
                     } else {
-                        let e = api("Event::new", Event::new(self.place, EventFlags::default()))?;
+                        let place = self.stream(i).place().clone();
+                        let e = api("Event::new", Event::new(&place, EventFlags::default()))?;
                         api("record", e.record(self.stream(i)))?;
                         e
                     };
@@ -687,10 +725,8 @@ impl<'a> Run<'a> {
                 let i = self.instance(slot(stream))?;
                 self.issued[gate] += 1;
                 let threshold = self.issued[gate];
-                api(
-                    "wait_flag",
-                    self.stream(i).wait_flag(&self.gates[gate], threshold),
-                )?;
+                let flag = self.gate_for(i, gate).clone();
+                api("wait_flag", self.stream(i).wait_flag(&flag, threshold))?;
                 self.push(i, vec![Pred::Gate { gate, threshold }], None, None);
             }
             Op::Release { gate, steps } if self.use_flags => {
@@ -712,6 +748,10 @@ impl<'a> Run<'a> {
             } if self.use_flags => {
                 let i = self.instance(slot(stream))?;
                 let o = self.instance(slot(other))?;
+                if self.stream(i).place() != self.stream(o).place() {
+                    // Flags do not cross places: across backends, order comes from waits.
+                    return Ok(());
+                }
                 let flag = self.instances[o].signal.clone().expect("flags on");
                 let writes = &self.instances[o].writes;
                 let (value, extra) = if writes.is_empty() {
@@ -1082,14 +1122,36 @@ fn run_program(
     wedged: &Arc<AtomicBool>,
     elide: Option<bool>,
 ) -> Result<u64, TestCaseError> {
+    run_program_across(place, None, caps, program, patience, wedged, elide)
+}
+
+/// [`run_program`] with the odd stream slots on `partner`, a place of another backend, when
+/// given (`caps` then holds what both places have).
+fn run_program_across(
+    place: &Place,
+    partner: Option<&Place>,
+    caps: Capabilities,
+    program: &Program,
+    patience: Duration,
+    wedged: &Arc<AtomicBool>,
+    elide: Option<bool>,
+) -> Result<u64, TestCaseError> {
     let mut run = Run::new(place, caps, patience, wedged.clone())?;
     run.elide = elide;
+    if let Some(partner) = partner {
+        run.partner = Some(partner);
+        if run.use_flags {
+            run.partner_gates = (0..GATES)
+                .map(|_| api("Flag::new", Flag::new(partner)))
+                .collect::<Result<_, _>>()?;
+        }
+    }
     let outcome = program
         .ops
         .iter()
         .try_for_each(|op| run.step(op, program.streams));
     // Whatever happened, open every gate so no work stays held.
-    for g in &run.gates {
+    for g in run.gates.iter().chain(&run.partner_gates) {
         g.set(u32::MAX);
     }
     outcome?;
@@ -1145,6 +1207,72 @@ fn elided_waits_were_implied() {
 #[test]
 fn random_programs_obey_happens_before() {
     for_each_place(|place| run_model(place, false));
+}
+
+/// Random programs whose streams live on two places of different backends (the odd stream
+/// slots on a partner place: the first other place under test whose backend differs, custom
+/// device types counting as backends), so that events, `wait_event` and `wait_stream` cross
+/// backends (≥ 256 per place), checked against the same happens-before model. Gates are a flag
+/// on each place raised together; a flag wait on another place's signal is skipped (flags do
+/// not cross places).
+#[test]
+fn random_programs_across_backends_obey_happens_before() {
+    for_each_place(|place| {
+        let usable = |p: &Place| {
+            let c = caps(p);
+            c.foreign_waits && c.host_funcs
+        };
+        if !usable(place) {
+            not_applicable(place, "no waits across backends or no host functions");
+            return Ok(());
+        }
+        let Some(partner) = crate::harness::places_under_test()
+            .into_iter()
+            .find(|p| crate::harness::other_backend(place, p) && usable(p))
+        else {
+            not_applicable(place, "no place of another backend to wait across");
+            return Ok(());
+        };
+        let (mine, theirs) = (caps(place), caps(&partner));
+        let mut both = mine;
+        both.flags = mine.flags && theirs.flags;
+        both.nonblocking_query = mine.nonblocking_query && theirs.nonblocking_query;
+        both.concurrent_streams = mine.concurrent_streams && theirs.concurrent_streams;
+        let wedged = Arc::new(AtomicBool::new(false));
+        let mut runner = TestRunner::new(Config {
+            cases: Config::default().cases.max(MIN_CASES),
+            failure_persistence: None,
+            max_shrink_iters: 2048,
+            max_shrink_time: 60_000,
+            ..Config::default()
+        });
+        let started = std::time::Instant::now();
+        let result = runner.run(&program_strategy(false), |program| {
+            run_program_across(
+                place,
+                Some(&partner),
+                both,
+                &program,
+                PATIENCE,
+                &wedged,
+                None,
+            )
+            .map(drop)
+        });
+        match result {
+            Ok(()) => {}
+            Err(TestError::Fail(reason, program)) => panic!(
+                "{reason}\nminimal failing program on {place} with {partner} (odd slots):\n\
+                 {program:#?}"
+            ),
+            Err(TestError::Abort(reason)) => panic!("model test aborted: {reason}"),
+        }
+        eprintln!(
+            "[conformance] model across backends on {place} + {partner}: {:.2?}",
+            started.elapsed()
+        );
+        Ok(())
+    });
 }
 
 /// Random programs with host functions that call back into devstream (≥ 256 per place), checked

@@ -49,6 +49,9 @@ pub struct Capabilities {
     pub buffers: bool,
     /// A stream can wait on an event of another device of the same backend.
     pub cross_device_wait: bool,
+    /// A stream can wait on work of another backend (`wait_event` / `wait_stream` with a handle
+    /// of another backend, `wait_completion`) without a host thread blocked or created per wait.
+    pub foreign_waits: bool,
     /// Native handles can be exported/imported (interprocess events, raw handles).
     pub external_handles: bool,
     /// Stream-ordered allocation (`cuMemAllocAsync`-style); off means allocation is synchronous.
@@ -79,6 +82,7 @@ impl Capabilities {
             flags: false,
             buffers: false,
             cross_device_wait: false,
+            foreign_waits: false,
             external_handles: false,
             stream_ordered_alloc: false,
             nonblocking_query: false,
@@ -100,6 +104,7 @@ impl Capabilities {
             ("flags", self.flags.to_string()),
             ("buffers", self.buffers.to_string()),
             ("cross_device_wait", self.cross_device_wait.to_string()),
+            ("foreign_waits", self.foreign_waits.to_string()),
             ("external_handles", self.external_handles.to_string()),
             (
                 "stream_ordered_alloc",

@@ -45,6 +45,7 @@ pub mod current;
 pub mod dynamic;
 pub mod elide;
 mod error;
+pub mod foreign;
 pub mod launch_calls;
 pub mod memory;
 pub mod ops;

@@ -28,8 +28,8 @@
 //!   `completion`, `record`, `record_event`, `wait_event` and `wait_stream`.
 //! * **Optional**, with a default body answering [`Error::Unsupported`] naming the operation
 //!   and the stream's place: `launch_host_func` (capability `host_funcs`), `begin_capture` and
-//!   `end_capture` (`capture`), `wait_flag` and `write_flag` (`flags`), `alloc`, `alloc_host`,
-//!   the copies and `fill` (`buffers`). `is_capturing` defaults to `Ok(false)`: a stream of a
+//!   `end_capture` (`capture`), `wait_flag` and `write_flag` (`flags`), `wait_completion`
+//!   (`foreign_waits`), `alloc`, `alloc_host`, the copies and `fill` (`buffers`). `is_capturing` defaults to `Ok(false)`: a stream of a
 //!   place without capture is never capturing.
 //!
 //! **An operation left at its default has its capability off**, and an operation whose
@@ -90,6 +90,21 @@
 //!   `Event::synchronize` of an event recorded after it — answers
 //!   [`Error::WouldDeadlock`](crate::Error) at once instead of hanging. A wait for a flag that
 //!   only later work sets cannot be told from one another thread will set, and blocks.
+//!
+//! ## Waits across backends
+//! * `wait_event` and `wait_stream` take handles of the stream's own backend; the facade turns a
+//!   wait on another backend's event (or stream) into [`DeviceStream::wait_completion`] of the
+//!   awaited work's [`Completion`] ([`crate::foreign`] describes the mechanism). It has the
+//!   meaning of a wait within one backend: it returns at once, later work of the stream runs
+//!   after the awaited work, and an already complete (or never-recorded) event adds nothing.
+//! * No thread is created and none is blocked per pending wait: the stream is held at a word of
+//!   its own ([`crate::foreign::relay`] writes it from the awaited backend's completion path).
+//! * When the awaited work ends with an error (its device was lost, ...), the waiting stream is
+//!   released and takes that error as its own: `synchronize` and the stream's completion report
+//!   it (its first error, as a host function's panic); its later work still runs (its own
+//!   device did not fail).
+//! * A capturing stream answers `Error::Capture` and the capture goes on unchanged
+//!   ([`crate::foreign::refused_in_capture`]); elision never skips such a wait.
 //!
 //! # Captures
 //! * Work submitted to a capturing stream is recorded, not run; a stream that waits on an
@@ -189,7 +204,8 @@ macro_rules! optional_ops {
     )*) => {$(
         $(#[$doc])*
         fn $name(&self $(, $arg: $ty)*) -> $ret {
-            $(let _ = $arg;)*
+            // Bound, not `let _ =`: an argument may be a future (`Completion`), dropped unpolled.
+            $(let _unused = $arg;)*
             Err(Error::unsupported(stringify!($name), self.place()))
         }
     )*};
@@ -277,6 +293,13 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
         fn wait_flag(&self, flag: &Self::Flag, value: u32) -> Result<()>;
         /// Writes `value` to `flag` in stream order. Capability `flags`.
         fn write_flag(&self, flag: &Self::Flag, value: u32) -> Result<()>;
+
+        /// Later work waits until `awaited` is ready (work of any backend, or any other
+        /// completion); an error it ends with becomes this stream's error, reported in stream
+        /// order. Returns at once; no thread is created or blocked for the wait (see "Waits
+        /// across backends" above and [`crate::foreign`]). A capturing stream answers
+        /// `Error::Capture` and its capture goes on. Capability `foreign_waits`.
+        fn wait_completion(&self, awaited: Completion) -> Result<()>;
 
         /// Device memory of `len` bytes, usable by work submitted to this stream from now on. A
         /// potentially unsafe call where the place's `stream_ordered_alloc` is off. Capability

@@ -98,6 +98,7 @@ mod comm_step;
 mod device;
 mod event;
 mod flag;
+mod foreign;
 mod graph;
 mod scheduler;
 mod stream;

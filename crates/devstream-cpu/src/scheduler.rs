@@ -112,6 +112,9 @@ pub(crate) enum Op {
     WaitSeq { stream: Arc<StreamInner>, seq: u64 },
     /// Nothing: a marker that later work of other streams can wait for.
     Nop,
+    /// Reports the result of another backend's work this stream waited for (queued behind the
+    /// flag wait that held the stream until that work completed).
+    Foreign(Arc<devstream_core::foreign::ForeignOutcome>),
     /// A capturable operation.
     Common(CommonOp),
 }
@@ -127,7 +130,7 @@ impl Op {
                 buffers,
             }),
             Op::Common(common) => Some(common),
-            Op::Stamp { .. } | Op::WaitSeq { .. } | Op::Nop => None,
+            Op::Stamp { .. } | Op::WaitSeq { .. } | Op::Nop | Op::Foreign(_) => None,
         }
     }
 
@@ -199,6 +202,7 @@ fn execute(task: Task, stream: u64) -> Result<()> {
             Ok(())
         }
         Op::WaitSeq { .. } | Op::Nop => Ok(()),
+        Op::Foreign(outcome) => outcome.result(),
         Op::Common(common) => execute_common(common, stream),
     };
     RUNNING.with(|running| running.set(0));

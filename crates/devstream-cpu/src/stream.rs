@@ -820,6 +820,10 @@ impl DeviceStream for CpuStream {
             .submit(common(CommonOp::WriteFlag { flag, value }), "write_flag")
     }
 
+    fn wait_completion(&self, awaited: Completion) -> Result<()> {
+        crate::foreign::wait_completion(&self.0, awaited)
+    }
+
     // Buffers and copies: the handle types and their operations together.
     type Buffer = CpuBuffer;
     type HostBuffer = CpuHostBuffer;

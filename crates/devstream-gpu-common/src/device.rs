@@ -215,6 +215,8 @@ impl<A: RawApi> Device<A> {
         caps.flags = A::supports(Optional::StreamMemOps)
             && properties.stream_mem_ops
             && properties.can_map_host_memory;
+        // Waits on other backends' work hold the stream at a flag word.
+        caps.foreign_waits = caps.flags;
         caps.buffers = true;
         caps.cross_device_wait = true;
         caps.external_handles = true;

@@ -126,7 +126,6 @@ pub(crate) fn release_off_callback(release: impl FnOnce() + Send + 'static) {
 pub(crate) struct PanicSlot {
     raised: sync::AtomicBool,
     message: sync::Mutex<Option<String>>,
-    #[cfg(feature = "comm")]
     error: std::sync::Mutex<Option<Error>>,
 }
 
@@ -139,8 +138,8 @@ impl PanicSlot {
         self.raised.store(true, Ordering::Release);
     }
 
-    /// Keeps `error` (the first one) for the stream's next `synchronize`.
-    #[cfg(feature = "comm")]
+    /// Keeps `error` (the first one) for the stream's next `synchronize` (a collective's
+    /// failure, the error of another backend's work the stream waited for).
     pub(crate) fn fail(&self, error: Error) {
         // Under the message lock, like `raise`, so that `raised` mirrors what is kept.
         let _message = sync::lock(&self.message);
@@ -157,7 +156,6 @@ impl PanicSlot {
             return Ok(());
         }
         let slot = sync::lock(&self.message);
-        #[cfg(feature = "comm")]
         if let Some(error) = lock(&self.error).clone() {
             return Err(error);
         }
@@ -178,7 +176,6 @@ impl PanicSlot {
         }
         let mut slot = sync::lock(&self.message);
         self.raised.store(false, Ordering::Release);
-        #[cfg(feature = "comm")]
         if let Some(error) = lock(&self.error).take() {
             if slot.is_some() {
                 // A panic kept too: report it next time.

@@ -67,6 +67,7 @@ mod error;
 mod event;
 mod ext;
 mod flag;
+mod foreign;
 mod graph;
 mod hostfn;
 mod kernel;

@@ -795,6 +795,10 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         flag.write_on(self, value)
     }
 
+    fn wait_completion(&self, awaited: Completion) -> Result<()> {
+        crate::foreign::wait_completion(self, awaited)
+    }
+
     fn alloc(&self, len: usize) -> Result<GpuBuffer<A>> {
         GpuBuffer::alloc(self, len)
     }

@@ -41,6 +41,9 @@ pub(crate) struct AbiEvent {
     pub(crate) place: Place,
     pub(crate) flags: EventFlags,
     pub(crate) current: Mutex<Option<Arc<RawEvent>>>,
+    /// The capture (runtime number, capture id) the current record was made in, if any: its
+    /// work runs only when the graph is launched.
+    captured_in: Mutex<Option<(usize, u64)>>,
 }
 
 impl AbiEvent {
@@ -51,14 +54,27 @@ impl AbiEvent {
             place,
             flags,
             current: Mutex::new(None),
+            captured_in: Mutex::new(None),
         }
     }
 
-    /// Captures `core`'s work submitted so far (replacing an earlier capture).
-    pub(crate) fn record(&self, core: &Arc<StreamCore>) -> Result<()> {
+    /// Captures `core`'s work submitted so far (replacing an earlier capture); `capture` is
+    /// the capture `core` submits into, if any.
+    pub(crate) fn record(
+        &self,
+        core: &Arc<StreamCore>,
+        capture: Option<&Arc<crate::capture::CaptureShared>>,
+    ) -> Result<()> {
         let raw = core.record_raw()?;
         *lock(&self.current) = Some(raw);
+        *lock(&self.captured_in) = capture.map(|c| (core.runtime.index(), c.id()));
         Ok(())
+    }
+
+    /// Whether the current record was made in a capture that is still active.
+    pub(crate) fn in_active_capture(&self) -> bool {
+        lock(&self.captured_in)
+            .is_some_and(|(runtime, id)| crate::capture::find(runtime, id).is_some())
     }
 
     pub(crate) fn raw(&self) -> Option<Arc<RawEvent>> {
@@ -113,6 +129,10 @@ impl DeviceEvent for PluginEvent {
 
     fn completion(&self) -> Completion {
         match &self.0 {
+            EventRepr::Abi(e) if e.in_active_capture() => Completion::ready(Err(Error::capture(
+                "Event::completion",
+                "the event was recorded in a capture that is still active",
+            ))),
             EventRepr::Abi(e) => match e.raw() {
                 None => Completion::ready(Ok(())),
                 Some(raw) => {

@@ -109,6 +109,7 @@ mod device;
 pub mod discovery;
 mod event;
 mod flag;
+mod foreign;
 mod graph;
 mod notify;
 mod queue;

@@ -647,8 +647,8 @@ impl DeviceStream for PluginStream {
                 if e.place != core.place {
                     return Err(Error::mismatch("record", &core.place, &e.place));
                 }
-                submitting_into("record", core)?;
-                e.record(core)
+                let capture = submitting_into("record", core)?;
+                e.record(core, capture.as_ref())
             }
             (StreamRepr::Rust(s), EventRepr::Rust(e)) => s.record(e.as_ref()),
             _ => Err(Error::mismatch(
@@ -662,9 +662,9 @@ impl DeviceStream for PluginStream {
     fn record_event(&self) -> Result<PluginEvent> {
         match &self.0 {
             StreamRepr::Abi(core) => {
-                submitting_into("record_event", core)?;
+                let capture = submitting_into("record_event", core)?;
                 let event = Arc::new(AbiEvent::new(core.place.clone(), EventFlags::default()));
-                event.record(core)?;
+                event.record(core, capture.as_ref())?;
                 Ok(PluginEvent(EventRepr::Abi(event)))
             }
             StreamRepr::Rust(s) => Ok(PluginEvent(EventRepr::Rust(s.record_event()?))),
@@ -795,6 +795,13 @@ impl DeviceStream for PluginStream {
             }
             (StreamRepr::Rust(s), FlagRepr::Rust(f)) => s.write_flag(f.as_ref(), value),
             _ => Err(Error::mismatch("write_flag", self.place(), flag.place())),
+        }
+    }
+
+    fn wait_completion(&self, awaited: Completion) -> Result<()> {
+        match &self.0 {
+            StreamRepr::Abi(core) => crate::foreign::wait_completion(core, awaited),
+            StreamRepr::Rust(s) => s.wait_completion(awaited),
         }
     }
 

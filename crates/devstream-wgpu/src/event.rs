@@ -382,6 +382,13 @@ impl DeviceEvent for WgpuEvent {
     }
 
     fn completion(&self) -> Completion {
+        if self.inner.captured_in().is_some() {
+            // Its work runs only when the graph is launched.
+            return Completion::ready(Err(Error::capture(
+                "Event::completion",
+                "the event was recorded in a capture that is still active",
+            )));
+        }
         match self.inner.current() {
             None => Completion::ready(Ok(())),
             Some(record) => crate::completion::completion(record, false),

@@ -68,6 +68,9 @@ pub(crate) enum Held {
     WaitRecord(Arc<Record>),
     WaitForeign(Arc<Record>),
     WaitFlag(Arc<FlagInner>, u32),
+    /// The result of another backend's work the stream waited for (behind the `WaitFlag` that
+    /// held it until that work completed): an error becomes the stream's error.
+    Foreign(Arc<devstream_core::foreign::ForeignOutcome>),
     HostFunc(HostFn),
     WriteFlag(Arc<FlagInner>, u32),
     Upload(Upload),
@@ -359,6 +362,12 @@ fn release_stream(
                     break;
                 }
             }
+            Held::Foreign(outcome) => {
+                if let Err(error) = outcome.result() {
+                    state.set_error(error);
+                }
+                state.held.pop_front();
+            }
             Held::HostFunc(_) | Held::WriteFlag(..) | Held::Upload(_) => {
                 if !device.is_complete(state.frontier.as_ref()) {
                     needs.local(state.frontier.as_ref());
@@ -436,6 +445,7 @@ fn drop_held(state: &mut StreamState, fault: &Error) -> bool {
             | Held::WaitRecord(_)
             | Held::WaitForeign(_)
             | Held::WaitFlag(..)
+            | Held::Foreign(_)
             | Held::WriteFlag(..) => {}
         }
         dropped = true;

@@ -25,6 +25,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
 mod encode;
+mod foreign;
 
 struct StreamHandle {
     id: u64,
@@ -780,6 +781,10 @@ impl DeviceStream for WgpuStream {
 
     fn write_flag(&self, flag: &WgpuFlag, value: u32) -> Result<()> {
         self.run_op(Op::WriteFlag(Arc::clone(&flag.inner), value))
+    }
+
+    fn wait_completion(&self, awaited: Completion) -> Result<()> {
+        self.wait_foreign(awaited)
     }
 
     // Buffers and copies: the handle types and their operations together.

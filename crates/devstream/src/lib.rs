@@ -74,6 +74,7 @@ mod backends;
 mod buffer;
 #[cfg(feature = "comm")]
 pub mod comm;
+mod cross;
 mod event;
 mod flag;
 mod graph;

@@ -167,6 +167,11 @@ crate::dispatch::stream_api! {
     Device fn wait_flag(&self, flag: &Flag, value: u32) -> Result<()>;
     /// Writes `value` to `flag` in stream order.
     Device fn write_flag(&self, flag: &Flag, value: u32) -> Result<()>;
+    /// Later work waits until `awaited` is ready (work of any backend, e.g. another backend's
+    /// `Event::completion`); an error it ends with becomes this stream's error, reported by
+    /// `synchronize`. Returns at once; no thread is created or blocked for the wait.
+    /// `Error::Unsupported` where the place's `foreign_waits` capability is off.
+    Device fn wait_completion(&self, awaited: Completion) -> Result<()>;
     /// Device memory of `len` bytes for work on this stream.
     Host fn alloc(&self, len: usize) -> Result<DeviceBuffer>;
     /// Zeroed host memory for asynchronous copies (pinned where the platform has it).
@@ -295,16 +300,29 @@ impl Stream {
         })
     }
     /// Work submitted after this call waits for what `event` captured. Returns at once.
+    ///
+    /// `event` may belong to another backend (a CPU stream waiting on a wgpu event, ...): the
+    /// wait has the same meaning, and no host thread is blocked or created for it (where the
+    /// place's `foreign_waits` capability is off, such a wait answers `Error::Unsupported`).
     #[inline]
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         op!("devstream.wait_event", self, Device, |hook| {
+            if crate::cross::is_foreign_event(self, event) {
+                return crate::cross::wait_foreign_event(self, "wait_event", event)
+                    .inspect(|()| hook.waits_event(event));
+            }
             StreamApi::wait_event(self, event).inspect(|()| hook.waits_event(event))
         })
     }
-    /// Work submitted after this call waits for all work submitted to `other` so far.
+    /// Work submitted after this call waits for all work submitted to `other` so far. `other`
+    /// may belong to another backend, as with [`wait_event`](Stream::wait_event).
     #[inline]
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         op!("devstream.wait_stream", self, Device, |hook| {
+            if crate::cross::is_foreign_stream(self, other) {
+                return crate::cross::wait_foreign_stream(self, other)
+                    .inspect(|()| hook.waits_stream(other));
+            }
             StreamApi::wait_stream(self, other).inspect(|()| hook.waits_stream(other))
         })
     }

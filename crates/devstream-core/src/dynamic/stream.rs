@@ -80,6 +80,8 @@ dyn_stream! {
     fn wait_flag(&self, flag: &dyn DynFlag, value: u32) -> Result<()>;
     /// [`DeviceStream::write_flag`].
     fn write_flag(&self, flag: &dyn DynFlag, value: u32) -> Result<()>;
+    /// [`DeviceStream::wait_completion`].
+    fn wait_completion(&self, awaited: Completion) -> Result<()>;
     /// [`DeviceStream::alloc`].
     fn alloc(&self, len: usize) -> Result<Box<dyn DynBuffer>>;
     /// [`DeviceStream::alloc_host`].
@@ -194,7 +196,7 @@ crate::stream_plain_types!(results: Erase::erase);
 macro_rules! stream_plain_types {
     (arguments: $trait:ident::$method:ident) => {
         $crate::stream_plain_types!(@arguments $trait::$method:
-            usize, u32, u8, &'a [u8], $crate::CaptureMode, $crate::HostFn);
+            usize, u32, u8, &'a [u8], $crate::CaptureMode, $crate::HostFn, $crate::Completion);
     };
     (results: $trait:ident::$method:ident) => {
         $crate::stream_plain_types!(@results $trait::$method:

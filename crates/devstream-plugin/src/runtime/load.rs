@@ -179,6 +179,8 @@ impl LoadedPlugin {
         // A host function in a capture is a callback the plug-in keeps in its graph.
         caps.capture_host_funcs = caps.host_funcs && caps.capture == CaptureSupport::Native;
         caps.flags = caps.host_funcs;
+        // Waits on other backends hold later work at a host gate, as flag waits do.
+        caps.foreign_waits = caps.flags;
         caps.buffers = true;
         caps.nonblocking_query = t.query_stream.is_some() && t.query_event.is_some();
         // Collectives: the plug-in's xccl functions (read from a 3.3 table only).

@@ -1,0 +1,238 @@
+//! Waits across backends: a stream of one backend waits on work of another.
+//!
+//! Every backend completes a [`Completion`] through its own completion mechanism (a counter's
+//! waiter list, a submitted-work-done callback, a notifier stream and its callback, a plug-in
+//! stream callback), and every backend that has flags can hold its stream at a host-visible
+//! word until the host writes it. A wait across backends joins the two:
+//!
+//! 1. the awaited side gives the completion of the awaited work (`Event::completion`; for
+//!    `wait_stream`, the completion of an event recorded on the other stream now);
+//! 2. the waiting stream's [`DeviceStream::wait_completion`](crate::DeviceStream::wait_completion)
+//!    holds its later work at a word of its own (a flag wait: the CPU scheduler's dependency,
+//!    wgpu's held submissions, the plug-in's host gate, `cuStreamWaitValue32` /
+//!    `hipStreamWaitValue32` on pinned host memory) and hands the completion to [`relay`];
+//! 3. [`relay`] polls the completion once with a waker of its own; the awaited backend's
+//!    completion path calls that waker when the work is done, from the thread it already runs
+//!    on, and the waker stores the result in the [`ForeignOutcome`] and writes the word.
+//!
+//! No thread is created and none is blocked per wait: the only state of a pending wait is the
+//! relay (a small allocation held by the awaited completion's waker slot) and the word the
+//! waiting stream is held at. A relay whose completion is abandoned by its backend (the
+//! completer dropped) resolves with that error, so a pending wait never outlives what it waits
+//! for.
+//!
+//! The result is kept for the waiting stream, which reports an error of the awaited work in
+//! stream order, as its own first error: from its `synchronize` and its stream completion (see
+//! the contract, "Waits across backends").
+//!
+//! ```
+//! use devstream_core::foreign::relay;
+//! use devstream_core::Completion;
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use std::sync::Arc;
+//!
+//! let word = Arc::new(AtomicU32::new(0));
+//! let (awaited, completer) = Completion::pending();
+//! let released = word.clone();
+//! let outcome = relay(awaited, move |_| released.store(1, Ordering::SeqCst));
+//! assert_eq!(word.load(Ordering::SeqCst), 0); // the awaited work is still pending
+//! completer.complete(Ok(()));                  // its backend's completion path
+//! assert_eq!(word.load(Ordering::SeqCst), 1);
+//! assert_eq!(outcome.result(), Ok(()));
+//! ```
+
+use crate::{Completion, Error, Result};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+
+/// The result of the awaited work, once it is known: shared by the relay (which stores it
+/// before releasing the waiting stream) and the waiting stream (which reports it in stream
+/// order, after the release).
+#[derive(Debug, Default)]
+pub struct ForeignOutcome {
+    result: OnceLock<Result<()>>,
+}
+
+impl ForeignOutcome {
+    /// The awaited work's result: `Ok` once it completed, its error otherwise. `Ok` while it is
+    /// still pending (the waiting stream reads it only after the release, which follows the
+    /// store).
+    pub fn result(&self) -> Result<()> {
+        self.result.get().cloned().unwrap_or(Ok(()))
+    }
+
+    /// Whether the awaited work's result is known.
+    pub fn is_resolved(&self) -> bool {
+        self.result.get().is_some()
+    }
+
+    fn store(&self, result: Result<()>) {
+        // The first result stays: a relay resolves once.
+        let _ = self.result.set(result);
+    }
+}
+
+/// What a relay runs once the awaited completion is ready, given its result.
+type Release = Box<dyn FnOnce(&Result<()>) + Send>;
+
+/// What a pending relay holds: the completion it polls and what it does once that is ready.
+struct Pending {
+    awaited: Completion,
+    outcome: Arc<ForeignOutcome>,
+    release: Release,
+}
+
+/// The waker of one relay: each wake polls the completion again; the first `Ready` stores the
+/// result and runs the release, on the waking thread.
+struct Relay {
+    pending: Mutex<Option<Pending>>,
+}
+
+impl Relay {
+    fn poll(self: &Arc<Self>) {
+        let waker = Waker::from(Arc::clone(self));
+        let ready = {
+            let mut slot = crate::sync::lock(&self.pending);
+            let Some(pending) = slot.as_mut() else {
+                return;
+            };
+            match Pin::new(&mut pending.awaited).poll(&mut Context::from_waker(&waker)) {
+                Poll::Pending => return,
+                Poll::Ready(result) => slot.take().map(|pending| (pending, result)),
+            }
+        };
+        // The release runs outside the lock: it may write a word whose waiters run at once.
+        if let Some((pending, result)) = ready {
+            pending.outcome.store(result.clone());
+            (pending.release)(&result);
+        }
+    }
+}
+
+impl Wake for Relay {
+    fn wake(self: Arc<Self>) {
+        self.poll();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.poll();
+    }
+}
+
+/// Runs `release` with `awaited`'s result once it is ready, after storing the result in the
+/// returned outcome:
+/// at once (on this thread) when it is ready now, otherwise on the thread of the awaited
+/// backend's completion path that wakes it. Never blocks and starts no thread.
+///
+/// `release` should only write a word (set a flag, store an atomic and notify): it runs inside
+/// another backend's completion path.
+pub fn relay(
+    awaited: Completion,
+    release: impl FnOnce(&Result<()>) + Send + 'static,
+) -> Arc<ForeignOutcome> {
+    let outcome = Arc::new(ForeignOutcome::default());
+    let relay = Arc::new(Relay {
+        pending: Mutex::new(Some(Pending {
+            awaited,
+            outcome: Arc::clone(&outcome),
+            release: Box::new(release),
+        })),
+    });
+    relay.poll();
+    outcome
+}
+
+/// The result of `completion` if it is ready now (polled once with a waker that does nothing),
+/// `None` while it is pending.
+pub fn ready_now(completion: &mut Completion) -> Option<Result<()>> {
+    if !completion.is_ready() {
+        return None;
+    }
+    match Pin::new(completion).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(result) => Some(result),
+        Poll::Pending => None,
+    }
+}
+
+/// The error a stream that is capturing answers for a wait on another backend's work: such a
+/// wait cannot be part of a graph yet. The capture is left as it was.
+pub fn refused_in_capture(op: &'static str) -> Error {
+    Error::capture(
+        op,
+        "a wait on another backend's work cannot be captured; the capture goes on without it",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn counter() -> (Arc<AtomicUsize>, impl FnOnce(&Result<()>) + Send + 'static) {
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        (count, move |_: &Result<()>| {
+            c.fetch_add(1, Ordering::SeqCst);
+        })
+    }
+
+    #[test]
+    fn a_ready_completion_releases_at_once() {
+        let (count, release) = counter();
+        let outcome = relay(Completion::ready(Ok(())), release);
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+        assert!(outcome.is_resolved());
+        assert_eq!(outcome.result(), Ok(()));
+    }
+
+    #[test]
+    fn the_error_is_stored_before_the_release() {
+        let (awaited, completer) = Completion::pending();
+        let seen = Arc::new(Mutex::new(None));
+        let outcome = Arc::new(OnceLock::new());
+        let (s, o) = (seen.clone(), outcome.clone());
+        let stored = relay(awaited, move |result| {
+            let out: &Arc<ForeignOutcome> = o.get().expect("the outcome is published first");
+            assert_eq!(&out.result(), result);
+            *s.lock().unwrap() = Some(out.result());
+        });
+        outcome.set(stored.clone()).unwrap();
+        assert!(!stored.is_resolved());
+        completer.complete(Err(Error::NotReady));
+        assert_eq!(*seen.lock().unwrap(), Some(Err(Error::NotReady)));
+    }
+
+    #[test]
+    fn an_abandoned_completion_releases_with_its_error() {
+        let (count, release) = counter();
+        let (awaited, completer) = Completion::pending();
+        let outcome = relay(awaited, release);
+        drop(completer);
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+        assert!(matches!(outcome.result(), Err(Error::Abandoned { .. })));
+    }
+
+    #[test]
+    fn a_relay_releases_once_and_frees_its_state() {
+        let (count, release) = counter();
+        let (awaited, completer) = Completion::pending();
+        let outcome = relay(awaited, release);
+        let weak = Arc::downgrade(&outcome);
+        std::thread::spawn(move || completer.complete(Ok(())))
+            .join()
+            .unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+        drop(outcome);
+        assert_eq!(weak.strong_count(), 0, "the relay kept the outcome alive");
+    }
+
+    #[test]
+    fn ready_now_does_not_wait() {
+        let (mut awaited, completer) = Completion::pending();
+        assert_eq!(ready_now(&mut awaited), None);
+        completer.complete(Ok(()));
+        assert_eq!(ready_now(&mut awaited), Some(Ok(())));
+    }
+}

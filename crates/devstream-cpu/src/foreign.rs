@@ -1,0 +1,31 @@
+//! Waits on another backend's work (`DeviceStream::wait_completion`): the stream is held at a
+//! flag of its own, which the awaited backend's completion path sets through
+//! `devstream_core::foreign::relay`; a task behind the flag wait reports the awaited work's
+//! result as this stream's error. No worker blocks: the held stream is parked like any stream
+//! at a flag wait, and the flag's store wakes it.
+
+use crate::flag::CpuFlag;
+use crate::scheduler::{CommonOp, Op};
+use crate::stream::StreamInner;
+use devstream_core::{foreign, Completion, Result};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Queues on `stream` a wait for `awaited` and the report of its result.
+pub(crate) fn wait_completion(stream: &Arc<StreamInner>, awaited: Completion) -> Result<()> {
+    if stream.capturing.load(Ordering::Acquire) {
+        return Err(foreign::refused_in_capture("wait_completion"));
+    }
+    let gate = CpuFlag::new().0;
+    let released = Arc::clone(&gate);
+    let outcome = foreign::relay(awaited, move |_| released.store(1));
+    stream.queue("wait_completion", |pusher| {
+        if !gate.reached(1) {
+            pusher.push(Op::Common(CommonOp::WaitFlag {
+                flag: gate,
+                value: 1,
+            }));
+        }
+        pusher.push(Op::Foreign(outcome));
+    })
+}

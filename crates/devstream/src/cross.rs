@@ -1,0 +1,86 @@
+//! Waits across backends: `Stream::wait_event` and `Stream::wait_stream` with an event or a
+//! stream of another backend.
+//!
+//! Another backend's work is awaited through its [`Completion`] (the awaited backend's own
+//! completion mechanism), which the waiting stream holds its later work behind with
+//! [`Stream::wait_completion`] (a word of its own, written when the work completes; see
+//! `devstream_core::foreign` and docs/CROSS_BACKEND.md). Two places are of *different
+//! backends* when their backends differ, or when both are custom devices of different device
+//! types (each device type is its own plug-in or registered backend). Places of one backend
+//! keep the backend's own wait (and its `cross_device_wait` capability).
+
+use crate::stream::StreamApi;
+use crate::{Event, Stream};
+use devstream_core::{foreign, Place, Result};
+
+/// Whether `here` and `there` are places of different backends (see the module documentation).
+pub(crate) fn different_backends(here: &Place, there: &Place) -> bool {
+    match (here, there) {
+        (
+            Place::Custom {
+                device_type: mine, ..
+            },
+            Place::Custom {
+                device_type: theirs,
+                ..
+            },
+        ) => mine != theirs,
+        _ => here.backend() != there.backend(),
+    }
+}
+
+/// Whether `event` belongs to another backend than `stream` (an event without a place is taken
+/// as the stream's own, and its backend decides).
+#[inline]
+pub(crate) fn is_foreign_event(stream: &Stream, event: &Event) -> bool {
+    event
+        .place()
+        .is_some_and(|there| different_backends(StreamApi::place(stream), &there))
+}
+
+/// Whether `other` belongs to another backend than `stream`.
+#[inline]
+pub(crate) fn is_foreign_stream(stream: &Stream, other: &Stream) -> bool {
+    different_backends(StreamApi::place(stream), StreamApi::place(other))
+}
+
+/// `Unsupported` (naming the operation that carries the capability) where `stream`'s place
+/// cannot wait on other backends' work, whether or not that work is complete.
+fn supported(stream: &Stream) -> Result<()> {
+    if StreamApi::capabilities(stream).foreign_waits {
+        Ok(())
+    } else {
+        Err(devstream_core::Error::unsupported(
+            "wait_completion",
+            StreamApi::place(stream),
+        ))
+    }
+}
+
+/// `stream` waits for what `event` (of another backend) captured.
+pub(crate) fn wait_foreign_event(stream: &Stream, op: &'static str, event: &Event) -> Result<()> {
+    supported(stream)?;
+    if StreamApi::is_capturing(stream)? {
+        return Err(foreign::refused_in_capture(op));
+    }
+    let mut awaited = event.completion();
+    match foreign::ready_now(&mut awaited) {
+        // Done, or never recorded: nothing to wait for.
+        Some(Ok(())) => Ok(()),
+        // Recorded in a capture that is still active: not work this stream can wait for.
+        Some(Err(e @ devstream_core::Error::Capture { .. })) => Err(e),
+        // Ended with an error already: the stream still takes it in stream order.
+        _ => StreamApi::wait_completion(stream, awaited),
+    }
+}
+
+/// `stream` waits for all work submitted to `other` (of another backend) so far: a wait on an
+/// event recorded on `other` now.
+pub(crate) fn wait_foreign_stream(stream: &Stream, other: &Stream) -> Result<()> {
+    supported(stream)?;
+    if StreamApi::is_capturing(stream)? {
+        return Err(foreign::refused_in_capture("wait_stream"));
+    }
+    let event = StreamApi::record_event(other)?;
+    wait_foreign_event(stream, "wait_stream", &event)
+}

@@ -1,0 +1,464 @@
+//! Waits across backends (`devstream_core::traits`, "Waits across backends";
+//! docs/CROSS_BACKEND.md): a stream waits on an event or a stream of another backend with the
+//! meaning of a wait within one backend, and no thread is created or blocked per wait.
+//!
+//! Every check runs on every ordered pair of places under test whose backends differ (a custom
+//! device type is its own backend): the first place produces, the second waits. A consumer whose
+//! `foreign_waits` capability is off must answer `Unsupported` (asserted, then the pair does not
+//! apply); a check that needs a gate or host functions a place lacks does not apply to the pair.
+
+use crate::harness::{
+    assert_stays_false, caps, device_loser, driver_gpu_turn, for_each_place, for_each_place_alone,
+    for_each_place_isolated, gates_stall_the_driver, not_applicable, other_backend,
+    places_under_test, sync, wait_until, within, Gate, Log, PATIENCE,
+};
+use devstream::{
+    live_counts, CaptureMode, CaptureSupport, Error, Event, EventFlags, LiveCounts, Place, Result,
+    Stream,
+};
+
+/// The places under test of another backend than `producer`, whose streams can wait on other
+/// backends' work. For the others, a foreign wait is asserted to answer `Unsupported`.
+fn consumers_of(producer: &Place) -> Result<Vec<Place>> {
+    let mut out = Vec::new();
+    for consumer in places_under_test()
+        .into_iter()
+        .filter(|c| other_backend(producer, c))
+    {
+        if caps(&consumer).foreign_waits {
+            out.push(consumer);
+            continue;
+        }
+        let (p, c) = (Stream::new(producer)?, Stream::new(&consumer)?);
+        assert_err!(
+            c.wait_event(&p.record_event()?),
+            Error::Unsupported { place, .. } if place == consumer
+        );
+        not_applicable(
+            &consumer,
+            &format!("foreign_waits off: waits on {producer} answer Unsupported"),
+        );
+    }
+    Ok(out)
+}
+
+/// Runs `check(producer, consumer)` on every ordered pair of different backends whose consumer
+/// has `foreign_waits`, naming the pair in a failure.
+fn for_each_pair(check: impl Fn(&Place, &Place) -> Result<()>) {
+    for_each_place(|producer| each_consumer(producer, &check));
+}
+
+/// [`for_each_pair`] with no other conformance test running in this process.
+fn for_each_pair_alone(check: impl Fn(&Place, &Place) -> Result<()>) {
+    for_each_place_alone(|producer| each_consumer(producer, &check));
+}
+
+fn each_consumer(producer: &Place, check: &dyn Fn(&Place, &Place) -> Result<()>) -> Result<()> {
+    for consumer in consumers_of(producer)? {
+        // A consumer held at a word only the host writes stalls its driver like a gate: its
+        // turn, unless the producer's place already holds it.
+        let _turn = if gates_stall_the_driver(producer) {
+            None
+        } else {
+            driver_gpu_turn(&consumer)
+        };
+        check(producer, &consumer).map_err(|e| {
+            Error::InvalidArgument(format!("{producer} → {consumer}: returned Err({e:?})"))
+        })?;
+        eprintln!("[conformance]   {producer} → {consumer}: ok");
+    }
+    Ok(())
+}
+
+/// Whether the consumer can show when its later work runs (a host function that logs).
+fn observable(consumer: &Place) -> bool {
+    caps(consumer).host_funcs
+}
+
+/// A stream of `producer` held at a gate, or `None` (the pair does not apply).
+fn gated(producer: &Place) -> Result<Option<(Stream, Gate)>> {
+    let stream = Stream::new(producer)?;
+    match Gate::close(&stream)? {
+        Some(gate) => Ok(Some((stream, gate))),
+        None => {
+            not_applicable(producer, "no gate (neither flags nor host functions)");
+            Ok(None)
+        }
+    }
+}
+
+/// The number of threads of this process (`Threads:` of /proc/self/status).
+fn thread_count() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("a Threads: line in /proc/self/status")
+}
+
+/// A consumer's later work runs only after the producer's gated work, which the wait does not
+/// block on: `wait_event` returns at once, the consumer's host function stays queued while the
+/// producer is held, and runs after the producer's own work once the gate opens.
+#[test]
+fn later_work_waits_for_a_slow_producer_of_another_backend() {
+    for_each_pair(|producer, consumer| {
+        if !observable(consumer) {
+            not_applicable(consumer, "no host functions to observe the order");
+            return Ok(());
+        }
+        let consumer_stream = Stream::new(consumer)?;
+        let Some((stream, gate)) = gated(producer)? else {
+            return Ok(());
+        };
+        let log = Log::new();
+        if caps(producer).host_funcs {
+            stream.launch_host_func(log.task("produced"))?;
+        }
+        let event = stream.record_event()?;
+        let (waiting, awaited) = (consumer_stream.clone(), event.clone());
+        within(
+            PATIENCE,
+            "wait_event on another backend's gated event",
+            move || waiting.wait_event(&awaited),
+            gate.opener(),
+        )?;
+        consumer_stream.launch_host_func(log.task("consumed"))?;
+        let done = consumer_stream.record_event()?;
+        assert_stays_false(
+            "the consumer's later work ran through the producer's gate",
+            || log.contains(&"consumed"),
+        );
+        if caps(consumer).nonblocking_query {
+            assert!(!done.query()?, "the consumer's event completed early");
+        }
+        gate.release();
+        sync(&consumer_stream)?;
+        assert!(log.contains(&"consumed"), "the consumer's work never ran");
+        if caps(producer).host_funcs {
+            assert!(
+                log.position(&"produced") < log.position(&"consumed"),
+                "the consumer ran before the producer's work: {:?}",
+                log.entries()
+            );
+        }
+        sync(&stream)
+    });
+}
+
+/// `wait_stream` on another backend's stream waits for the work submitted there so far, and not
+/// for work submitted there afterwards (held at a second gate that stays closed).
+#[test]
+fn wait_stream_of_another_backend_does_not_wait_for_later_work() {
+    for_each_pair(|producer, consumer| {
+        if !observable(consumer) {
+            not_applicable(consumer, "no host functions to observe the order");
+            return Ok(());
+        }
+        let consumer_stream = Stream::new(consumer)?;
+        let Some((stream, first)) = gated(producer)? else {
+            return Ok(());
+        };
+        let log = Log::new();
+        if caps(producer).host_funcs {
+            stream.launch_host_func(log.task("early"))?;
+        }
+        consumer_stream.wait_stream(&stream)?;
+        let Some(later) = Gate::close(&stream)? else {
+            return Ok(());
+        };
+        if caps(producer).host_funcs {
+            stream.launch_host_func(log.task("late"))?;
+        }
+        consumer_stream.launch_host_func(log.task("consumed"))?;
+        assert_stays_false("the consumer ran before the awaited work", || {
+            log.contains(&"consumed")
+        });
+        first.release();
+        let waiting = consumer_stream.clone();
+        within(
+            PATIENCE,
+            "synchronize of a stream that waited on the other stream's earlier work only",
+            move || waiting.synchronize(),
+            later.opener(),
+        )?;
+        assert!(log.contains(&"consumed"));
+        assert!(
+            !log.contains(&"late"),
+            "the producer's later work ran through its closed gate"
+        );
+        if caps(producer).host_funcs {
+            assert!(log.position(&"early") < log.position(&"consumed"));
+        }
+        later.release();
+        sync(&stream)
+    });
+}
+
+/// A never-recorded event of another backend, and one whose work is complete, add nothing:
+/// the consumer's work runs at once.
+#[test]
+fn never_recorded_and_complete_events_of_another_backend_are_no_ops() {
+    for_each_pair(|producer, consumer| {
+        let consumer_stream = Stream::new(consumer)?;
+        let never = Event::new(producer, EventFlags::default())?;
+        consumer_stream.wait_event(&never)?;
+        let idle = Stream::new(producer)?;
+        let complete = idle.record_event()?;
+        sync(&idle)?;
+        consumer_stream.wait_event(&complete)?;
+        consumer_stream.wait_stream(&idle)?;
+        let log = Log::new();
+        if observable(consumer) {
+            consumer_stream.launch_host_func(log.task("ran"))?;
+        }
+        sync(&consumer_stream)?;
+        if observable(consumer) {
+            assert!(log.contains(&"ran"));
+        }
+        Ok(())
+    });
+}
+
+/// The awaited work's device is lost while the consumer waits: the consumer is released, and
+/// its `synchronize` reports what the awaited event reports (`Err(Driver)` where the producer's
+/// backend reports the loss for that work, as a wait within one backend would); its own device
+/// still works: later work runs. Each producer place in a child process of its own (its device
+/// is lost for good).
+#[test]
+fn an_error_of_the_awaited_work_surfaces_on_the_waiting_stream() {
+    for_each_place_isolated(
+        "cross::an_error_of_the_awaited_work_surfaces_on_the_waiting_stream",
+        |producer| {
+            let consumers = consumers_of(producer)?;
+            let streams: Vec<Stream> = consumers.iter().map(Stream::new).collect::<Result<_>>()?;
+            // Everything that may call the driver is made before the gate closes: on CUDA and
+            // HIP, stream creation and allocation can wait for a stream held at a flag.
+            let stream = Stream::new(producer)?;
+            let Some(lose) = device_loser(&stream) else {
+                not_applicable(producer, "its device cannot be lost on demand");
+                return Ok(());
+            };
+            let buffer = if caps(producer).buffers {
+                Some(stream.alloc(256)?)
+            } else {
+                None
+            };
+            let Some(gate) = Gate::close(&stream)? else {
+                not_applicable(producer, "no gate (neither flags nor host functions)");
+                return Ok(());
+            };
+            // Device work behind the gate, which the loss keeps from ever running.
+            if let Some(buffer) = &buffer {
+                stream.fill(buffer, 0, 256, 7)?;
+            }
+            let event = stream.record_event()?;
+            for waiting in &streams {
+                waiting.wait_event(&event)?;
+            }
+            lose();
+            gate.release();
+            let awaited = event.synchronize();
+            eprintln!("[conformance]   {producer}: the awaited event reports {awaited:?}");
+            for (waiting, consumer) in streams.iter().zip(&consumers) {
+                match (&awaited, sync(waiting)) {
+                    (Ok(()), Ok(())) | (Err(Error::Driver { .. }), Err(Error::Driver { .. })) => {}
+                    (awaited, other) => panic!(
+                        "{producer} → {consumer}: the awaited event reports {awaited:?}, the \
+                         consumer's synchronize {other:?}"
+                    ),
+                }
+                if observable(consumer) {
+                    let log = Log::new();
+                    waiting.launch_host_func(log.task("after"))?;
+                    // Reported once (cpu, wgpu) or kept (a plug-in's sticky error slot).
+                    match sync(waiting) {
+                        Ok(()) | Err(Error::Driver { .. }) => {}
+                        Err(e) => return Err(e),
+                    }
+                    assert!(log.contains(&"after"), "{consumer}: later work did not run");
+                }
+                eprintln!("[conformance]   {producer} → {consumer}: ok");
+            }
+            drop(buffer);
+            Ok(())
+        },
+    );
+}
+
+/// 64 pending waits on another backend's held work create no thread (the process's thread
+/// count does not grow) and block none (each call returns at once); all resolve once the
+/// producer's gate opens.
+#[test]
+fn sixty_four_pending_waits_across_backends_create_no_thread() {
+    for_each_pair_alone(|producer, consumer| {
+        let consumer_streams: Vec<Stream> = (0..4)
+            .map(|_| Stream::new(consumer))
+            .collect::<Result<_>>()?;
+        // Warm up: one complete wait per consumer stream starts whatever each backend starts
+        // once (pollers, notifiers, worker pools).
+        let warm = Stream::new(producer)?;
+        if caps(producer).host_funcs {
+            warm.launch_host_func(|| {})?;
+        }
+        let warm_event = warm.record_event()?;
+        for s in &consumer_streams {
+            s.wait_event(&warm_event)?;
+            if observable(consumer) {
+                s.launch_host_func(|| {})?;
+            }
+            sync(s)?;
+        }
+        sync(&warm)?;
+        let Some((stream, gate)) = gated(producer)? else {
+            return Ok(());
+        };
+        let before = thread_count();
+        let mut events = Vec::new();
+        for i in 0..64 {
+            let event = stream.record_event()?;
+            consumer_streams[i % consumer_streams.len()].wait_event(&event)?;
+            events.push(event);
+        }
+        let after = thread_count();
+        let held = consumer_streams
+            .iter()
+            .map(Stream::record_event)
+            .collect::<Result<Vec<_>>>()?;
+        if caps(consumer).nonblocking_query {
+            for e in &held {
+                assert!(!e.query()?, "a consumer ran through the producer's gate");
+            }
+        }
+        assert!(
+            after <= before,
+            "64 pending waits of {consumer} on {producer} grew the thread count from {before} \
+             to {after}"
+        );
+        gate.release();
+        for s in &consumer_streams {
+            sync(s)?;
+        }
+        sync(&stream)
+    });
+}
+
+fn counts_are_zero() -> bool {
+    live_counts() == LiveCounts::default()
+}
+
+/// Waits dropped before they resolve (the consumer stream and the awaited event dropped while
+/// the producer is held) leak nothing: once the producer's work completes, no stream or event
+/// is live.
+#[test]
+fn waits_across_backends_dropped_before_they_resolve_leak_nothing() {
+    for_each_pair_alone(|producer, consumer| {
+        assert!(
+            wait_until(PATIENCE, counts_are_zero),
+            "before: live counts are {:?}",
+            live_counts()
+        );
+        {
+            let consumer_stream = Stream::new(consumer)?;
+            let Some((stream, gate)) = gated(producer)? else {
+                return Ok(());
+            };
+            let log = Log::new();
+            let event = stream.record_event()?;
+            consumer_stream.wait_event(&event)?;
+            consumer_stream.wait_stream(&stream)?;
+            if observable(consumer) {
+                consumer_stream.launch_host_func(log.task("consumed"))?;
+            }
+            drop(event);
+            drop(consumer_stream);
+            gate.release();
+            sync(&stream)?;
+            if observable(consumer) {
+                assert!(
+                    wait_until(PATIENCE, || log.contains(&"consumed")),
+                    "the dropped consumer's queued work never ran"
+                );
+            }
+        }
+        assert!(
+            wait_until(PATIENCE, counts_are_zero),
+            "after dropped waits across backends resolved, live counts stay at {:?}",
+            live_counts()
+        );
+        Ok(())
+    });
+}
+
+/// A capturing stream cannot take a wait on another backend's work into its graph yet: the wait
+/// answers `Error::Capture`, and the capture goes on (it ends and its graph launches). A wait on
+/// another backend's event recorded inside a capture that is still active answers
+/// `Error::Capture` too.
+#[test]
+fn a_capture_refuses_a_wait_across_backends_and_stays_valid() {
+    for_each_pair(|producer, consumer| {
+        let producing = Stream::new(producer)?;
+        let event = producing.record_event()?;
+        if caps(consumer).capture != CaptureSupport::None {
+            let capturing = Stream::new(consumer)?;
+            capturing.begin_capture(CaptureMode::ThreadLocal)?;
+            assert_err!(capturing.wait_event(&event), Error::Capture { .. });
+            assert_err!(capturing.wait_stream(&producing), Error::Capture { .. });
+            let graph = capturing.end_capture()?;
+            graph.launch(&capturing)?;
+            sync(&capturing)?;
+        }
+        if caps(producer).capture != CaptureSupport::None {
+            let capturing = Stream::new(producer)?;
+            capturing.begin_capture(CaptureMode::ThreadLocal)?;
+            let inside = capturing.record_event()?;
+            let waiting = Stream::new(consumer)?;
+            assert_err!(waiting.wait_event(&inside), Error::Capture { .. });
+            drop(capturing.end_capture()?);
+            sync(&waiting)?;
+        }
+        sync(&producing)
+    });
+}
+
+/// The awaited side dropped while a wait across backends on it is pending (the producer's
+/// stream and event handles gone, its work still held): the wait still resolves once that work
+/// completes, and the consumer's later work runs after it.
+#[test]
+fn a_wait_across_backends_outlives_the_awaited_handles() {
+    for_each_pair(|producer, consumer| {
+        if !observable(consumer) {
+            not_applicable(consumer, "no host functions to observe the order");
+            return Ok(());
+        }
+        let consumer_stream = Stream::new(consumer)?;
+        let Some((stream, gate)) = gated(producer)? else {
+            return Ok(());
+        };
+        let log = Log::new();
+        if caps(producer).host_funcs {
+            stream.launch_host_func(log.task("produced"))?;
+        }
+        let event = stream.record_event()?;
+        consumer_stream.wait_event(&event)?;
+        consumer_stream.wait_stream(&stream)?;
+        consumer_stream.launch_host_func(log.task("consumed"))?;
+        drop(event);
+        drop(stream);
+        assert_stays_false(
+            "the consumer ran before the dropped producer's work",
+            || log.contains(&"consumed"),
+        );
+        gate.release();
+        sync(&consumer_stream)?;
+        if caps(producer).host_funcs {
+            assert!(
+                log.position(&"produced") < log.position(&"consumed"),
+                "the consumer ran before the dropped producer's work: {:?}",
+                log.entries()
+            );
+        }
+        assert!(log.contains(&"consumed"));
+        Ok(())
+    });
+}
