@@ -456,33 +456,64 @@ fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
     let _gate = crate::capture::beginning();
     // Until the capture leaves the registry (after the plug-in ended it), nothing is elided.
     crate::capture::window_open();
-    if let Err(error) = core
+    let begun = core
         .runtime
-        .begin_capture(core.slot, core.raw, native_mode(mode))
-    {
-        crate::capture::window_close();
-        return Err(error);
-    }
-    match core.runtime.capture_state(core.slot, core.raw) {
-        Ok(CaptureState::Active(id)) => {
+        .begin_capture(core.slot, core.raw, native_mode(mode));
+    let state = core.runtime.capture_state(core.slot, core.raw);
+    match (begun, state) {
+        (Ok(()), Ok(CaptureState::Active(id))) => {
             *crate::queue::lock(&core.pre_capture) = Some(before);
             crate::capture::register(core, id, mode);
             Ok(())
         }
-        other => {
+        // Refused, and the plug-in reports no capture: nothing began.
+        (Err(error), Ok(CaptureState::None)) => {
             crate::capture::window_close();
-            // The plug-in does not report the capture it began: end it, keep nothing.
-            if let Ok(graph) = core.runtime.end_capture(core.slot, core.raw) {
-                let _ = core.runtime.destroy_graph(core.slot, graph, Handle(0));
-            }
-            Err(Error::capture(
-                "begin_capture",
-                format!(
-                    "{} plug-in: cuda_stream_capture_info after cuda_stream_begin_capture: {other:?}",
-                    core.runtime.device_type
-                ),
-            ))
+            Err(error)
         }
+        (begun, state) => {
+            let error = begun.err().unwrap_or_else(|| {
+                Error::capture(
+                    "begin_capture",
+                    format!(
+                        "{} plug-in: cuda_stream_capture_info after cuda_stream_begin_capture: \
+                         {state:?}",
+                        core.runtime.device_type
+                    ),
+                )
+            });
+            abandon_begun_capture(core, mode, before);
+            Err(error)
+        }
+    }
+}
+
+/// After a `begin_capture` that gave devstream no capture it can use (the plug-in answered a
+/// failure, or does not report the capture it began), while the plug-in may be capturing all
+/// the same: a plug-in may do what was asked and answer an error or a warning. Work submitted
+/// into a capture devstream does not know would be recorded as graph nodes, never run, and what
+/// it holds (a host function's closure) never released; so the plug-in's capture is ended and
+/// its graph destroyed. Should it still report a capture, that capture is registered as
+/// invalidated: submissions answer `Error::Capture` until `end_capture` (or the stream's drop)
+/// ends it. Called with the capture window open; closes it unless a capture is registered.
+fn abandon_begun_capture(
+    core: &Arc<StreamCore>,
+    mode: CaptureMode,
+    before: Arc<crate::queue::RawEvent>,
+) {
+    if let Ok(graph) = core.runtime.end_capture(core.slot, core.raw) {
+        if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
+            tracing::warn!("devstream-plugin: destroying the graph of a failed begin: {error}");
+        }
+    }
+    match core.runtime.capture_state(core.slot, core.raw) {
+        Ok(CaptureState::Active(id) | CaptureState::Invalidated(id)) => {
+            *crate::queue::lock(&core.pre_capture) = Some(before);
+            crate::capture::register(core, id, mode).invalidate(
+                "the plug-in began it while answering a failure, and did not end it".into(),
+            );
+        }
+        _ => crate::capture::window_close(),
     }
 }
 

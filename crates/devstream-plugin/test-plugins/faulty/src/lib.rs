@@ -119,6 +119,15 @@ pub const MODE_CAPTURE_QUEUED_CALLBACKS: u32 = 32;
 /// As [`MODE_CAPTURE_ID_CHANGES`], but `cuda_stream_capture_info` reports the capture only the
 /// first time and no capture afterwards: a plug-in that loses track of a capture it began.
 pub const MODE_CAPTURE_FORGOTTEN: u32 = 33;
+/// As [`MODE_CAPTURE_QUEUED_CALLBACKS`] as to the capture id, but `cuda_stream_begin_capture`
+/// begins the capture and answers `C_WARNING`, and `stream_add_callback` keeps a callback
+/// submitted to a capturing stream in the capture (its graph calls it on every launch and drops
+/// it when destroyed, never calling it otherwise) and runs any other one inside the call: a
+/// plug-in that did what was asked and answered a failure all the same.
+pub const MODE_CAPTURE_BEGUN_WITH_WARNING: u32 = 34;
+/// As [`MODE_CAPTURE_BEGUN_WITH_WARNING`], but the first `cuda_stream_end_captrue` of each
+/// capture fails with `C_ERROR` (and leaves the capture going); later ones end it.
+pub const MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE: u32 = 35;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -166,6 +175,8 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_CAPTURE_ID_CHANGES => c"faulty_capture_id",
         MODE_CAPTURE_QUEUED_CALLBACKS => c"faulty_capture_queued",
         MODE_CAPTURE_FORGOTTEN => c"faulty_capture_forgotten",
+        MODE_CAPTURE_BEGUN_WITH_WARNING => c"faulty_capture_warning",
+        MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE => c"faulty_capture_warning_end",
         _ => c"faulty",
     }
 }
@@ -752,6 +763,142 @@ unsafe extern "C" fn id_changing_end_capture(
     C_SUCCESS
 }
 
+/// The modes whose capture functions are the id-changing ones (each varies them).
+fn capture_mode(mode: u32) -> bool {
+    matches!(
+        mode,
+        MODE_CAPTURE_ID_CHANGES
+            | MODE_CAPTURE_QUEUED_CALLBACKS
+            | MODE_CAPTURE_FORGOTTEN
+            | MODE_CAPTURE_BEGUN_WITH_WARNING
+            | MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE
+    )
+}
+
+/// The modes whose capture id stays the same for the capture's life.
+fn steady_capture_id(mode: u32) -> bool {
+    matches!(
+        mode,
+        MODE_CAPTURE_QUEUED_CALLBACKS
+            | MODE_CAPTURE_BEGUN_WITH_WARNING
+            | MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE
+    )
+}
+
+/// [`MODE_CAPTURE_BEGUN_WITH_WARNING`]: the callbacks the capture in progress holds, and the
+/// graphs its ends made (by handle), each with the callbacks it calls on every launch.
+static CAPTURED: Mutex<Vec<Queued>> = Mutex::new(Vec::new());
+static GRAPHS: Mutex<Vec<(usize, Vec<Queued>)>> = Mutex::new(Vec::new());
+/// [`MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE`]: the capture in progress refused its end.
+static END_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+unsafe extern "C" fn begin_capture_with_warning(
+    device: C_Device,
+    stream: C_Stream,
+    mode: C_StreamCaptureMode,
+) -> C_Status {
+    // SAFETY: forwarded arguments.
+    match unsafe { id_changing_begin_capture(device, stream, mode) } {
+        C_SUCCESS => {
+            END_REFUSED.store(false, Ordering::SeqCst);
+            C_WARNING
+        }
+        other => other,
+    }
+}
+
+unsafe extern "C" fn end_capture_into_graph(
+    device: C_Device,
+    stream: C_Stream,
+    graph: *mut C_CudaGraph,
+) -> C_Status {
+    if mode_of(device) == MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE
+        && !END_REFUSED.swap(true, Ordering::SeqCst)
+    {
+        return C_ERROR;
+    }
+    // SAFETY: forwarded arguments.
+    let status = unsafe { id_changing_end_capture(device, stream, graph) };
+    if status == C_SUCCESS {
+        static NEXT_GRAPH: AtomicUsize = AtomicUsize::new(0x1000);
+        let handle = NEXT_GRAPH.fetch_add(0x10, Ordering::SeqCst);
+        let nodes = std::mem::take(&mut *lock(&CAPTURED));
+        lock(&GRAPHS).push((handle, nodes));
+        // SAFETY: a non-null out-parameter (checked by the end above).
+        unsafe { *graph = handle as C_CudaGraph };
+    }
+    status
+}
+
+unsafe extern "C" fn instantiate_same_handle(
+    exec: *mut C_GraphExec,
+    graph: *mut C_CudaGraph,
+    _error_node: *mut *mut c_void,
+    _log: *mut std::ffi::c_char,
+    _log_size: usize,
+) -> C_Status {
+    if exec.is_null() || graph.is_null() {
+        return C_ERROR;
+    }
+    // SAFETY: non-null pointers from the host: the executable graph is named like its graph.
+    unsafe { *exec = (*graph).cast() };
+    C_SUCCESS
+}
+
+unsafe extern "C" fn launch_graph_callbacks(
+    device: C_Device,
+    exec: C_GraphExec,
+    stream: C_Stream,
+) -> C_Status {
+    let calls: Vec<(C_Callback, usize)> = lock(&GRAPHS)
+        .iter()
+        .filter(|(handle, _)| *handle == exec as usize)
+        .flat_map(|(_, nodes)| nodes.iter())
+        .filter_map(|node| match node {
+            Queued::Callback {
+                callback,
+                user_data,
+                ..
+            } => Some((Some(*callback), *user_data)),
+            Queued::Copy { .. } => None,
+        })
+        .collect();
+    for (callback, user_data) in calls {
+        // SAFETY: the host's callback and data, kept by the graph.
+        unsafe { inline_callback(device, stream, callback, user_data as *mut c_void) };
+    }
+    C_SUCCESS
+}
+
+unsafe extern "C" fn destroy_graph_callbacks(graph: C_CudaGraph) -> C_Status {
+    lock(&GRAPHS).retain(|(handle, _)| *handle != graph as usize);
+    C_SUCCESS
+}
+
+/// `stream_add_callback` of [`MODE_CAPTURE_BEGUN_WITH_WARNING`]: into the capture, or inline.
+unsafe extern "C" fn capturing_or_inline_callback(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    let capturing = lock(&ID_CHANGING_CAPTURE).is_some_and(|(s, _)| s == stream as usize);
+    if !capturing {
+        // SAFETY: forwarded arguments.
+        return unsafe { inline_callback(device, stream, callback, user_data) };
+    }
+    let Some(callback) = callback else {
+        return C_ERROR;
+    };
+    lock(&CAPTURED).push(Queued::Callback {
+        callback,
+        device: mode_of(device) as std::ffi::c_int,
+        stream: stream as usize,
+        user_data: user_data as usize,
+    });
+    C_SUCCESS
+}
+
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn id_changing_capture_info(
     device: C_Device,
@@ -775,7 +922,7 @@ unsafe extern "C" fn id_changing_capture_info(
             // SAFETY: non-null out-parameters.
             unsafe {
                 *status = C_StreamCaptureStatusActive;
-                *id = if *reported == 0 || mode_of(device) == MODE_CAPTURE_QUEUED_CALLBACKS {
+                *id = if *reported == 0 || steady_capture_id(mode_of(device)) {
                     7
                 } else {
                     1007
@@ -947,11 +1094,7 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         if mode == MODE_PARAMS_ONLY_3_3 && params.size != PADDLE_3_PARAMS_SIZE {
             return;
         }
-        if matches!(
-            mode,
-            MODE_CAPTURE_ID_CHANGES | MODE_CAPTURE_QUEUED_CALLBACKS | MODE_CAPTURE_FORGOTTEN
-        ) && interface_size != PADDLE_3_3_INTERFACE_SIZE
-        {
+        if capture_mode(mode) && interface_size != PADDLE_3_3_INTERFACE_SIZE {
             return;
         }
         if mode == MODE_STRICT_3_2
@@ -996,10 +1139,7 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         // through the typed fields, which lie within the smallest layout.
         let table = unsafe { &mut *table };
         fill(table, mode);
-        if matches!(
-            mode,
-            MODE_CAPTURE_ID_CHANGES | MODE_CAPTURE_QUEUED_CALLBACKS | MODE_CAPTURE_FORGOTTEN
-        ) {
+        if capture_mode(mode) {
             table.cuda_stream_begin_capture = Some(id_changing_begin_capture);
             table.cuda_stream_end_captrue = Some(id_changing_end_capture);
             table.cuda_stream_capture_info = Some(id_changing_capture_info);
@@ -1007,6 +1147,17 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
             table.cuda_graph_destroy = Some(ok_graph_destroy);
             table.cuda_graph_exec_destroy = Some(ok_graph_exec_destroy);
             table.cuda_graph_instantiate = Some(ok_graph_instantiate);
+        }
+        if matches!(
+            mode,
+            MODE_CAPTURE_BEGUN_WITH_WARNING | MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE
+        ) {
+            table.cuda_stream_begin_capture = Some(begin_capture_with_warning);
+            table.cuda_stream_end_captrue = Some(end_capture_into_graph);
+            table.cuda_graph_instantiate = Some(instantiate_same_handle);
+            table.cuda_graph_launch = Some(launch_graph_callbacks);
+            table.cuda_graph_destroy = Some(destroy_graph_callbacks);
+            table.stream_add_callback = Some(capturing_or_inline_callback);
         }
         if mode == MODE_PARAMS_ONLY_3_3 {
             table.cuda_stream_begin_capture = Some(counted_begin_capture);
