@@ -114,8 +114,9 @@ fn setup() {
     });
 }
 
-/// `DEVSTREAM_FUZZ_TRACE=1`: every input's operations are printed when the next one starts.
-fn trace() -> bool {
+/// `DEVSTREAM_FUZZ_TRACE=1`: every input's operations are printed when the next one starts,
+/// each with its answer, and the plug-in's misbehaviours and re-entries among them.
+pub(crate) fn trace() -> bool {
     static TRACE: OnceLock<bool> = OnceLock::new();
     *TRACE.get_or_init(|| std::env::var_os("DEVSTREAM_FUZZ_TRACE").is_some_and(|v| v == "1"))
 }
@@ -187,8 +188,17 @@ fn note_wait(flag: &PluginFlag, value: u32) {
     }
 }
 
-/// Runs `body` as the operation `name` (watched).
-fn step<T>(name: impl Into<String>, body: impl FnOnce() -> T) -> T {
+/// Adds `line` to the operations printed after a finding (only while [`trace`] is on: the
+/// plug-in notes what it does inside the operations).
+pub(crate) fn note(line: impl FnOnce() -> String) {
+    if trace() {
+        let line = line();
+        lock(&PROGRESS).log.push(format!("    {line}"));
+    }
+}
+
+/// Runs `body` as the operation `name` (watched); with [`trace`] on, its answer is noted.
+fn step<T: std::fmt::Debug>(name: impl Into<String>, body: impl FnOnce() -> T) -> T {
     let name = name.into();
     {
         let mut progress = lock(&PROGRESS);
@@ -197,6 +207,11 @@ fn step<T>(name: impl Into<String>, body: impl FnOnce() -> T) -> T {
     }
     let out = body();
     lock(&PROGRESS).op = None;
+    note(|| {
+        let mut answer = format!("-> {out:?}");
+        answer.truncate(200);
+        answer
+    });
     out
 }
 
