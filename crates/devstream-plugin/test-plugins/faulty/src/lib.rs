@@ -128,6 +128,11 @@ pub const MODE_CAPTURE_BEGUN_WITH_WARNING: u32 = 34;
 /// As [`MODE_CAPTURE_BEGUN_WITH_WARNING`], but the first `cuda_stream_end_captrue` of each
 /// capture fails with `C_ERROR` (and leaves the capture going); later ones end it.
 pub const MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE: u32 = 35;
+/// A working plug-in whose `record_event` and `stream_add_callback` first call the hook set with
+/// `devstream_test_plugin_faulty_set_reentry_hook` (with [`REENTRY_RECORD_EVENT`] or
+/// [`REENTRY_ADD_CALLBACK`]): a plug-in that calls back into its host from inside its functions,
+/// as Paddle plug-ins do. Callbacks run inside `stream_add_callback`, after the hook.
+pub const MODE_REENTRANT: u32 = 36;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -177,6 +182,7 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_CAPTURE_FORGOTTEN => c"faulty_capture_forgotten",
         MODE_CAPTURE_BEGUN_WITH_WARNING => c"faulty_capture_warning",
         MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE => c"faulty_capture_warning_end",
+        MODE_REENTRANT => c"faulty_reentrant",
         _ => c"faulty",
     }
 }
@@ -289,6 +295,55 @@ fn registered_type(mode: u32) -> *mut std::ffi::c_char {
     })
     .as_ptr()
     .cast_mut()
+}
+
+/// What [`MODE_REENTRANT`]'s hook is told: `record_event` is calling it.
+pub const REENTRY_RECORD_EVENT: u32 = 1;
+/// What [`MODE_REENTRANT`]'s hook is told: `stream_add_callback` is calling it.
+pub const REENTRY_ADD_CALLBACK: u32 = 2;
+
+/// The hook [`MODE_REENTRANT`]'s functions call (told which function calls it).
+type ReentryHook = unsafe extern "C" fn(c_uint);
+static REENTRY_HOOK: Mutex<Option<ReentryHook>> = Mutex::new(None);
+
+/// Sets (or, with null, clears) the hook [`MODE_REENTRANT`]'s `record_event` and
+/// `stream_add_callback` call before they do their work.
+#[no_mangle]
+pub extern "C" fn devstream_test_plugin_faulty_set_reentry_hook(hook: Option<ReentryHook>) {
+    *lock(&REENTRY_HOOK) = hook;
+}
+
+/// Calls the re-entry hook, if set, with `call`.
+fn reenter(call: u32) {
+    let hook = *lock(&REENTRY_HOOK);
+    if let Some(hook) = hook {
+        // SAFETY: the host's hook, called with no lock of this plug-in held.
+        unsafe { hook(call) };
+    }
+}
+
+unsafe extern "C" fn reentrant_record_event(
+    _device: C_Device,
+    _stream: C_Stream,
+    _event: C_Event,
+) -> C_Status {
+    guarded(|| {
+        reenter(REENTRY_RECORD_EVENT);
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn reentrant_callback(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    guarded(|| {
+        reenter(REENTRY_ADD_CALLBACK);
+        // SAFETY: forwarded arguments.
+        unsafe { inline_callback(device, stream, callback, user_data) }
+    })
 }
 
 /// Selects what the next `InitPlugin` does.
@@ -1022,6 +1077,10 @@ fn fill(table: &mut C_DeviceInterface, mode: u32) {
             table.host_memory_deallocate = Some(deallocate);
         }
         _ => {}
+    }
+    if mode == MODE_REENTRANT {
+        table.record_event = Some(reentrant_record_event);
+        table.stream_add_callback = Some(reentrant_callback);
     }
     if mode == MODE_FAILING_OPS {
         table.record_event = Some(failing_stream_event);
