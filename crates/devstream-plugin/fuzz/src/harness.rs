@@ -1069,18 +1069,19 @@ impl World {
             let mut cx = Context::from_waker(Waker::noop());
             let _ = Pin::new(&mut completion).poll(&mut cx);
         }
-        // End the captures still open (each stream that began one), then drop everything.
-        if self.caps.capture != CaptureSupport::None {
-            // The places' default streams too: devstream keeps them (and a capture begun on
-            // one) after the program dropped its handles.
-            let defaults: Vec<PluginStream> = lock(&DEFAULT_PLACES)
-                .iter()
-                .filter_map(|place| PluginBackend::default_stream(place).ok())
-                .collect();
-            for s in self.streams.iter().cloned().chain(defaults) {
-                if s.is_capturing().unwrap_or(false) {
-                    drop(s.end_capture());
-                }
+        // End the captures still open, then drop everything. The places' default streams
+        // too, of every plug-in loaded so far: devstream keeps them (and a capture begun on
+        // one) for the process, and a `Global` capture left there would hold back every
+        // release of every plug-in from then on. `end_capture` whatever `is_capturing` says:
+        // a plug-in may misreport its capture, and `end_capture` also ends what devstream
+        // registered for the stream (an error where nothing was capturing).
+        let defaults: Vec<PluginStream> = lock(&DEFAULT_PLACES)
+            .iter()
+            .filter_map(|place| PluginBackend::default_stream(place).ok())
+            .collect();
+        for s in self.streams.iter().cloned().chain(defaults) {
+            if s.capabilities().capture != CaptureSupport::None {
+                drop(s.end_capture());
             }
         }
         self.graphs.clear();
