@@ -446,6 +446,17 @@ fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
             ));
         }
     }
+    // A capture devstream did not begin (code sharing an adopted stream may have begun one) is
+    // refused here: the plug-in's refusal would invalidate it, and a failed begin's clean-up
+    // below ends whatever capture the plug-in then reports.
+    if let Ok(CaptureState::Active(_) | CaptureState::Invalidated(_)) =
+        core.runtime.capture_state(core.slot, core.raw)
+    {
+        return Err(Error::capture(
+            "begin_capture",
+            "the stream is already capturing (a capture devstream did not begin)",
+        ));
+    }
     if core.has_deferred() {
         // The capture must come after the held work in the plug-in's order.
         core.hand_over_held()?;
@@ -510,7 +521,8 @@ fn abandon_begun_capture(
         Ok(CaptureState::Active(id) | CaptureState::Invalidated(id)) => {
             *crate::queue::lock(&core.pre_capture) = Some(before);
             crate::capture::register(core, id, mode).invalidate(
-                "the plug-in began it while answering a failure, and did not end it".into(),
+                "begin_capture gave devstream no capture to use, and the plug-in did not end it"
+                    .into(),
             );
         }
         _ => crate::capture::window_close(),
