@@ -332,3 +332,37 @@ fn a_capture_the_plug_in_began_while_answering_an_error_and_would_not_end_refuse
         live_events()
     );
 }
+
+#[test]
+fn begin_capture_leaves_alone_a_capture_other_code_began_on_the_stream() {
+    let _alone = alone();
+    let copy = Faulty::unique(devstream_test_plugin_faulty::MODE_CAPTURE_BEGUN_WITH_WARNING);
+    let place = copy.load().unwrap().places[0].clone();
+    let capturing = stream(&place);
+    let raw = capturing.as_raw().unwrap() as usize;
+    // SAFETY: the signature is `bool(size_t, bool)`.
+    let foreign = unsafe {
+        copy.library
+            .as_ref()
+            .unwrap()
+            .get::<unsafe extern "C" fn(usize, bool) -> bool>(
+                b"devstream_test_plugin_faulty_foreign_capture\0",
+            )
+    }
+    .unwrap();
+    // SAFETY: plain bookkeeping in the plug-in.
+    let began = unsafe { foreign(raw, true) };
+    assert!(began, "other code begins a capture");
+    assert!(matches!(
+        capturing.begin_capture(CaptureMode::Global),
+        Err(Error::Capture { .. })
+    ));
+    assert!(
+        capturing.is_capturing().unwrap(),
+        "devstream's refused begin ended the capture other code began"
+    );
+    // SAFETY: as above.
+    let ended = unsafe { foreign(raw, false) };
+    assert!(ended, "other code ends its capture");
+    assert!(!capturing.is_capturing().unwrap());
+}

@@ -847,6 +847,20 @@ static GRAPHS: Mutex<Vec<(usize, Vec<Queued>)>> = Mutex::new(Vec::new());
 /// [`MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE`]: the capture in progress refused its end.
 static END_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Begins (`begin` true) or ends a capture on the plug-in stream `stream` as other code sharing
+/// the stream would, behind the host's back (the capture modes' single capture); answers
+/// whether it did.
+#[no_mangle]
+pub extern "C" fn devstream_test_plugin_faulty_foreign_capture(stream: usize, begin: bool) -> bool {
+    let mut capture = lock(&ID_CHANGING_CAPTURE);
+    match (begin, *capture) {
+        (true, None) => *capture = Some((stream, 0)),
+        (false, Some((s, _))) if s == stream => *capture = None,
+        _ => return false,
+    }
+    true
+}
+
 unsafe extern "C" fn begin_capture_with_warning(
     device: C_Device,
     stream: C_Stream,
