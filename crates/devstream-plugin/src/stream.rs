@@ -78,7 +78,21 @@ use std::sync::Arc;
 /// call) is success. When it answers an error, the callback is taken back and dropped (it will
 /// not run, even if the plug-in calls it later); if it already ran, the error is reported all
 /// the same. Who frees a callback's data is decided by which side claims it first, never by
-/// the status alone; a callback the plug-in calls more than once runs once.
+/// the status alone; a callback the plug-in calls more than once runs once. A
+/// `cuda_stream_begin_capture` that answers a failure (or a warning) but began the capture all
+/// the same is undone: devstream ends that capture, or, when the plug-in will not end it, keeps
+/// it as an invalid capture that refuses work until `end_capture`.
+///
+/// # Plug-ins that call back into devstream
+///
+/// A plug-in function may call devstream (on this stream or others) from inside a call
+/// devstream made, as Paddle plug-ins do. The call is served as from a host function; one
+/// thread never waits for a second stream while inside a plug-in call made for a first: a
+/// submission to a stream that another thread is submitting to at that moment is held on the
+/// host, in the stream's order, and handed to the plug-in by devstream's dispatcher thread once
+/// the other thread is done (its errors then go to the stream, as for work held behind a flag).
+/// So two threads whose plug-in calls submit to each other's streams never wait for each other;
+/// a `synchronize` that would have to wait that way answers [`Error::WouldDeadlock`].
 #[derive(Clone, Debug)]
 pub struct PluginStream(pub(crate) StreamRepr);
 
