@@ -10,9 +10,7 @@ use crate::capture::{
 use crate::event::{AbiEvent, EventRepr, PluginEvent};
 use crate::flag::{FlagRepr, PluginFlag};
 use crate::graph::{AbiGraph, GraphRepr, PluginGraph};
-use crate::queue::{
-    host_fn_would_wait_for_itself, running_host_fn, Callback, Item, Origin, StreamCore,
-};
+use crate::queue::{running_host_fn, Callback, Item, Origin, StreamCore};
 use crate::registry::{lookup, plugin_slot, CustomDevice};
 use crate::runtime::{CaptureState, CopyKind, Handle};
 use crate::sys::{
@@ -674,13 +672,22 @@ impl DeviceStream for PluginStream {
                 check_unsafe_call("Stream::query", &core.place)?;
                 if core.has_deferred()
                     || running_host_fn().is_some_and(|(queue, _)| queue == core.queue_id())
-                    || (core.runtime.table().query_stream.is_none()
-                        && host_fn_would_wait_for_itself(core, u64::MAX))
                 {
                     // Inside one of its own host functions the stream is not done (that host
-                    // function is its work); and a plug-in without `query_stream` would
-                    // synchronize, waiting for the calling host function.
+                    // function is its work).
                     return Ok(false);
+                }
+                if core.runtime.table().query_stream.is_none() && running_host_fn().is_some() {
+                    // Without `query_stream` the answer comes from waiting for the stream's
+                    // work. Inside a host function only the work submitted so far is waited
+                    // for (an event recorded now, once it is known not to wait for the calling
+                    // host function): what other threads submit meanwhile may itself wait for
+                    // the calling host function.
+                    return match core.synchronize_submitted() {
+                        Ok(()) => Ok(true),
+                        Err(Error::WouldDeadlock { .. }) => Ok(false),
+                        Err(error) => Err(error),
+                    };
                 }
                 core.runtime.query_stream(core.slot, core.raw)
             }

@@ -134,3 +134,50 @@ fn plug_in_calls_on_two_threads_that_each_submit_to_the_other_ones_stream_do_not
     assert!(recorded_on_y.query().unwrap(), "the record on Y is done");
     assert!(recorded_on_x.query().unwrap(), "the record on X is done");
 }
+
+#[test]
+fn a_host_functions_query_waits_for_no_work_submitted_after_the_call() {
+    use devstream_test_plugin_faulty::{
+        MODE_QUEUED_CALLBACKS_NO_QUERIES, REENTRY_SYNCHRONIZE_STREAM,
+    };
+    // A plug-in without `query_stream`: a stream's `query` is answered by waiting for its work.
+    // Inside a host function that wait must cover the work submitted before the call only:
+    // what another thread submits meanwhile may be queued behind the host function itself
+    // (here the plug-in runs queued callbacks one after the other, so work queued after the
+    // host function cannot run before it returns).
+    let copy = Faulty::unique(MODE_QUEUED_CALLBACKS_NO_QUERIES);
+    let place = copy.load().unwrap().places[0].clone();
+    set_hook(&copy, Some(hook));
+    let (a, b) = (stream(&place), stream(&place));
+    let answer: Arc<Mutex<Option<Result<bool>>>> = Arc::new(Mutex::new(None));
+    let copy = watchdog("a host function's query of another stream", 60, {
+        let answer = answer.clone();
+        move || {
+            let queried = b.clone();
+            let slot = answer.clone();
+            a.launch_host_func(Box::new(move || {
+                *slot.lock().unwrap() = Some(queried.query());
+            }))
+            .unwrap();
+            // Should the query wait for B's work in the plug-in, B is given work then (as
+            // another thread would submit it at that moment), which only runs once the host
+            // function has returned.
+            REENTRY.with(|pending| {
+                *pending.borrow_mut() = Some(Reentry {
+                    call: REENTRY_SYNCHRONIZE_STREAM,
+                    then: Box::new(move || b.launch_host_func(Box::new(|| {})).unwrap()),
+                })
+            });
+            assert!(copy.run_queued() >= 1, "the host function was queued");
+            copy.run_queued();
+            copy
+        }
+    });
+    set_hook(&copy, None);
+    let answer = answer
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the host function ran");
+    assert!(answer.is_ok(), "{answer:?}");
+}

@@ -133,6 +133,13 @@ pub const MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE: u32 = 35;
 /// [`REENTRY_ADD_CALLBACK`]): a plug-in that calls back into its host from inside its functions,
 /// as Paddle plug-ins do. Callbacks run inside `stream_add_callback`, after the hook.
 pub const MODE_REENTRANT: u32 = 36;
+/// A working plug-in without `query_stream` and `query_event` (so devstream answers a stream's
+/// `query` by waiting for its work) whose streams have handles of their own,
+/// `stream_add_callback` queues callbacks (run by `devstream_test_plugin_faulty_run_queued()`,
+/// answering `C_SUCCESS`), and `synchronize_stream` calls the re-entry hook (with
+/// [`REENTRY_SYNCHRONIZE_STREAM`]) and then waits until no callback queued on the stream is
+/// left: work queued after a callback that runs cannot be done before it returns.
+pub const MODE_QUEUED_CALLBACKS_NO_QUERIES: u32 = 37;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -183,6 +190,7 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_CAPTURE_BEGUN_WITH_WARNING => c"faulty_capture_warning",
         MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE => c"faulty_capture_warning_end",
         MODE_REENTRANT => c"faulty_reentrant",
+        MODE_QUEUED_CALLBACKS_NO_QUERIES => c"faulty_no_queries",
         _ => c"faulty",
     }
 }
@@ -301,6 +309,29 @@ fn registered_type(mode: u32) -> *mut std::ffi::c_char {
 pub const REENTRY_RECORD_EVENT: u32 = 1;
 /// What [`MODE_REENTRANT`]'s hook is told: `stream_add_callback` is calling it.
 pub const REENTRY_ADD_CALLBACK: u32 = 2;
+/// What [`MODE_QUEUED_CALLBACKS_NO_QUERIES`]'s hook is told: `synchronize_stream` is calling it.
+pub const REENTRY_SYNCHRONIZE_STREAM: u32 = 3;
+
+/// Signalled when `devstream_test_plugin_faulty_run_queued()` ran what was queued.
+static QUEUED_RAN: std::sync::Condvar = std::sync::Condvar::new();
+
+/// `synchronize_stream` of [`MODE_QUEUED_CALLBACKS_NO_QUERIES`].
+unsafe extern "C" fn synchronize_until_callbacks_ran(
+    _device: C_Device,
+    stream: C_Stream,
+) -> C_Status {
+    reenter(REENTRY_SYNCHRONIZE_STREAM);
+    let queued_here = |queued: &Vec<Queued>| {
+        queued
+            .iter()
+            .any(|work| matches!(work, Queued::Callback { stream: s, .. } if *s == stream as usize))
+    };
+    let mut queued = lock(&QUEUED);
+    while queued_here(&queued) {
+        queued = QUEUED_RAN.wait(queued).unwrap_or_else(|e| e.into_inner());
+    }
+    C_SUCCESS
+}
 
 /// The hook [`MODE_REENTRANT`]'s functions call (told which function calls it).
 type ReentryHook = unsafe extern "C" fn(c_uint);
@@ -373,6 +404,13 @@ pub unsafe extern "C" fn devstream_test_plugin_faulty_counters(out: *mut usize) 
 /// and answers how many items ran.
 #[no_mangle]
 pub extern "C" fn devstream_test_plugin_faulty_run_queued() -> usize {
+    let ran = run_queued_once();
+    QUEUED_RAN.notify_all();
+    ran
+}
+
+/// Runs what was queued (see [`devstream_test_plugin_faulty_run_queued`]).
+fn run_queued_once() -> usize {
     let queued = std::mem::take(&mut *lock(&QUEUED));
     let ran = queued.len();
     let calls = if MODE.load(Ordering::SeqCst) == MODE_CALLBACK_TWICE_QUEUED {
@@ -554,9 +592,16 @@ unsafe extern "C" fn create_stream(device: C_Device, stream: *mut C_Stream) -> C
             if stream.is_null() {
                 return C_ERROR;
             }
-            // A dummy, non-null handle: this runtime is synchronous.
+            // A dummy, non-null handle (one for all streams: this runtime is synchronous),
+            // or, in the mode that queues callbacks per stream, one of its own.
+            let handle = if mode_of(device) == MODE_QUEUED_CALLBACKS_NO_QUERIES {
+                static NEXT_STREAM: AtomicUsize = AtomicUsize::new(0x1000);
+                NEXT_STREAM.fetch_add(0x10, Ordering::SeqCst) as C_Stream
+            } else {
+                std::ptr::NonNull::<C_Stream_st>::dangling().as_ptr()
+            };
             // SAFETY: a non-null out-parameter.
-            unsafe { *stream = std::ptr::NonNull::<C_Stream_st>::dangling().as_ptr() };
+            unsafe { *stream = handle };
             C_SUCCESS
         }
     }
@@ -1091,6 +1136,12 @@ fn fill(table: &mut C_DeviceInterface, mode: u32) {
             table.host_memory_deallocate = Some(deallocate);
         }
         _ => {}
+    }
+    if mode == MODE_QUEUED_CALLBACKS_NO_QUERIES {
+        table.query_stream = None;
+        table.query_event = None;
+        table.stream_add_callback = Some(queued_callback_success);
+        table.synchronize_stream = Some(synchronize_until_callbacks_ran);
     }
     if mode == MODE_REENTRANT {
         table.record_event = Some(reentrant_record_event);
