@@ -313,6 +313,20 @@ fn submit_host_copy(
     host.copy_tracked(core, kind, dst, src, len)
 }
 
+/// Room for `len` bytes staged on the host for `op`: `Error::OutOfMemory` where the host cannot
+/// give it (a device buffer may be far larger than host memory), never an abort.
+fn staging_for(op: &'static str, core: &StreamCore, len: usize) -> Result<Vec<u8>> {
+    let mut staging = Vec::new();
+    staging.try_reserve_exact(len).map_err(|_| {
+        tracing::warn!("devstream-plugin: {op}: cannot stage {len} bytes on the host");
+        Error::OutOfMemory {
+            place: core.place.clone(),
+            bytes: len,
+        }
+    })?;
+    Ok(staging)
+}
+
 /// Copies host bytes staged in `staging` to `dst[offset..]`. The staging moves into the copy
 /// operation itself, which keeps it until the stream's work up to the copy is complete
 /// (whatever the copy or the release answers), so no failure can free it early.
@@ -919,7 +933,9 @@ impl DeviceStream for PluginStream {
                 let d = abi_buffer(op, core, dst)?;
                 check_range(op, dst_offset, src.len(), d.len)?;
                 require_copy(op, core, CopyKind::HostToDevice)?;
-                staged_upload(op, core, d, dst_offset, src.to_vec())
+                let mut staging = staging_for(op, core, src.len())?;
+                staging.extend_from_slice(src);
+                staged_upload(op, core, d, dst_offset, staging)
             }
             (StreamRepr::Rust(s), BufferRepr::Rust(d)) => {
                 s.copy_from_host(d.as_ref(), dst_offset, src)
@@ -1019,7 +1035,9 @@ impl DeviceStream for PluginStream {
                 check_range("fill", offset, len, d.len)?;
                 require_copy("fill", core, CopyKind::HostToDevice)?;
                 // The table's memset is synchronous; a staged copy keeps stream order.
-                staged_upload("fill", core, d, offset, vec![value; len])
+                let mut staging = staging_for("fill", core, len)?;
+                staging.resize(len, value);
+                staged_upload("fill", core, d, offset, staging)
             }
             (StreamRepr::Rust(s), BufferRepr::Rust(d)) => s.fill(d.as_ref(), offset, len, value),
             (StreamRepr::Rust(s), _) => Err(Error::mismatch("fill", s.place(), dst.place())),

@@ -140,6 +140,12 @@ pub const MODE_REENTRANT: u32 = 36;
 /// [`REENTRY_SYNCHRONIZE_STREAM`]) and then waits until no callback queued on the stream is
 /// left: work queued after a callback that runs cannot be done before it returns.
 pub const MODE_QUEUED_CALLBACKS_NO_QUERIES: u32 = 37;
+/// A working plug-in whose device memory is not host memory: `device_memory_allocate` of more
+/// than 1 MiB answers an address of its own ([`ELSEWHERE`]) without allocating anything, as a
+/// device with far more memory than the host would (nothing may be copied there).
+pub const MODE_DEVICE_MEMORY_ELSEWHERE: u32 = 38;
+/// The address [`MODE_DEVICE_MEMORY_ELSEWHERE`] answers for large allocations.
+pub const ELSEWHERE: usize = 0x7e57_0000_0000;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -191,6 +197,7 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE => c"faulty_capture_warning_end",
         MODE_REENTRANT => c"faulty_reentrant",
         MODE_QUEUED_CALLBACKS_NO_QUERIES => c"faulty_no_queries",
+        MODE_DEVICE_MEMORY_ELSEWHERE => c"faulty_memory_elsewhere",
         _ => c"faulty",
     }
 }
@@ -737,6 +744,11 @@ unsafe extern "C" fn allocate(device: C_Device, ptr: *mut *mut c_void, size: usi
         if mode == MODE_FAILING_OPS && size > (1 << 20) {
             return C_FAILED;
         }
+        if mode == MODE_DEVICE_MEMORY_ELSEWHERE && size > (1 << 20) {
+            // SAFETY: a non-null out-parameter.
+            unsafe { *ptr = ELSEWHERE as *mut c_void };
+            return C_SUCCESS;
+        }
         let Some(layout) = layout(size) else {
             return C_FAILED;
         };
@@ -759,6 +771,7 @@ unsafe extern "C" fn allocate(device: C_Device, ptr: *mut *mut c_void, size: usi
 
 unsafe extern "C" fn deallocate(_device: C_Device, ptr: *mut c_void, size: usize) -> C_Status {
     guarded(|| match (ptr.is_null(), layout(size)) {
+        (false, _) if ptr as usize == ELSEWHERE => C_SUCCESS,
         (false, Some(layout)) => {
             // SAFETY: `ptr` came from `allocate` with this size.
             unsafe { dealloc(ptr.cast(), layout) };
