@@ -7,8 +7,13 @@
 //!                                          build each target and fuzz it for N seconds (60);
 //!                                          fails on any finding, or when it ran nothing
 //! cargo xtask fuzz TARGET... | all --seed S --runs N
-//!                                          a reproducible run (what CI runs): libFuzzer's seed
-//!                                          S and N inputs, from the committed corpus alone
+//!                                          a reproducible run: libFuzzer's seed S and N inputs,
+//!                                          from the committed corpus alone (CI: N = 0, every
+//!                                          committed input once)
+//! cargo xtask fuzz TARGET... | all --seed S --seconds N
+//!                                          N seconds of new inputs from seed S, from the
+//!                                          committed corpus alone (what CI runs after the
+//!                                          replay)
 //! cargo xtask fuzz TARGET... | all --minimize
 //!                                          merge the committed corpus and what the runs found
 //!                                          into a small corpus, written over the committed one
@@ -66,14 +71,9 @@ pub fn fuzz(args: &[String]) -> Result<(), String> {
         }
         return Ok(());
     }
-    let seconds = number(args, "--seconds")?.unwrap_or(DEFAULT_SECONDS);
+    let (seconds, fixed) = bounds(args)?;
     let input_timeout = number(args, "--timeout")?.unwrap_or(DEFAULT_INPUT_TIMEOUT_S);
     let minimize = args.iter().any(|a| a == "--minimize");
-    let fixed = match (number(args, "--seed")?, number(args, "--runs")?) {
-        (Some(seed), Some(runs)) => Some(Fixed { seed, runs }),
-        (None, None) => None,
-        _ => return Err("fuzz: --seed and --runs go together".into()),
-    };
     let targets = chosen(args)?;
     ensure_cargo_fuzz()?;
     for target in targets {
@@ -87,14 +87,30 @@ pub fn fuzz(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// A reproducible run: libFuzzer's random seed and the number of inputs, from the committed
-/// seed corpus alone. The same inputs run every time (up to what threads make of coverage),
-/// so a finding in CI is a regression of code that ran before, not a new discovery by chance;
-/// open-ended runs (`--seconds`) are how new findings are looked for.
-#[derive(Clone, Copy)]
+/// A seeded run from the committed seed corpus alone: libFuzzer's random seed, and either the
+/// number of inputs (`--runs`: the same inputs every time, up to what threads make of
+/// coverage) or, without it, the fuzzing time (`--seconds`: the same start, then as far as the
+/// time goes). What earlier runs found locally never changes what it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Fixed {
     seed: u64,
-    runs: u64,
+    runs: Option<u64>,
+}
+
+/// The fuzzing time and the seeded run, if any, that the flags ask for: `--seed` with
+/// `--runs` or with `--seconds` (or neither: [`DEFAULT_SECONDS`]); `--runs` alone, or with
+/// `--seconds`, is refused.
+fn bounds(args: &[String]) -> Result<(u64, Option<Fixed>), String> {
+    let seconds = number(args, "--seconds")?;
+    let fixed = match (number(args, "--seed")?, number(args, "--runs")?) {
+        (Some(_), Some(_)) if seconds.is_some() => {
+            return Err("fuzz: --runs and --seconds: give one bound".into())
+        }
+        (Some(seed), runs) => Some(Fixed { seed, runs }),
+        (None, None) => None,
+        (None, Some(_)) => return Err("fuzz: --runs needs --seed".into()),
+    };
+    Ok((seconds.unwrap_or(DEFAULT_SECONDS), fixed))
 }
 
 /// The value of `flag` as a number, if given.
@@ -252,8 +268,10 @@ fn run(
     // The hard limit: fuzzing time, one input's limit and the corpus load, with a margin.
     let limit = match fixed {
         // About 100 inputs a second at the slowest seen, with a wide margin: a hang detector.
-        Some(Fixed { runs, .. }) => runs / 20 + input_timeout + 300,
-        None => seconds + input_timeout + 300,
+        Some(Fixed {
+            runs: Some(runs), ..
+        }) => runs / 20 + input_timeout + 300,
+        _ => seconds + input_timeout + 300,
     };
     command
         .args(["--kill-after=15", &limit.to_string()])
@@ -262,11 +280,14 @@ fn run(
     if seeds.is_dir() {
         command.arg(&seeds);
     }
+    if let Some(Fixed { seed, .. }) = fixed {
+        command.arg(format!("-seed={seed}"));
+    }
     match fixed {
-        Some(Fixed { seed, runs }) => command
-            .arg(format!("-seed={seed}"))
-            .arg(format!("-runs={runs}")),
-        None => command.arg(format!("-max_total_time={seconds}")),
+        Some(Fixed {
+            runs: Some(runs), ..
+        }) => command.arg(format!("-runs={runs}")),
+        _ => command.arg(format!("-max_total_time={seconds}")),
     };
     command
         .arg(format!("-timeout={input_timeout}"))
@@ -275,7 +296,11 @@ fn run(
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
         .stderr(log);
     let how = match fixed {
-        Some(Fixed { seed, runs }) => format!("{runs} inputs of seed {seed}"),
+        Some(Fixed {
+            seed,
+            runs: Some(runs),
+        }) => format!("{runs} inputs of seed {seed}"),
+        Some(Fixed { seed, runs: None }) => format!("{seconds}s of seed {seed}"),
         None => format!("{seconds}s"),
     };
     eprintln!(
@@ -374,7 +399,48 @@ fn merge(target: &Target) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{chosen, stat, TARGETS};
+    use super::{bounds, chosen, stat, Fixed, DEFAULT_SECONDS, TARGETS};
+
+    #[test]
+    fn a_seed_goes_with_a_number_of_inputs_or_a_time() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(bounds(&args(&["all"])).unwrap(), (DEFAULT_SECONDS, None));
+        assert_eq!(
+            bounds(&args(&["all", "--seed", "1", "--runs", "0"])).unwrap(),
+            (
+                DEFAULT_SECONDS,
+                Some(Fixed {
+                    seed: 1,
+                    runs: Some(0)
+                })
+            )
+        );
+        assert_eq!(
+            bounds(&args(&["all", "--seed", "3", "--seconds", "120"])).unwrap(),
+            (
+                120,
+                Some(Fixed {
+                    seed: 3,
+                    runs: None
+                })
+            )
+        );
+        assert_eq!(
+            bounds(&args(&["all", "--seconds", "5"])).unwrap(),
+            (5, None)
+        );
+        assert!(bounds(&args(&["all", "--runs", "5"])).is_err());
+        assert!(bounds(&args(&[
+            "all",
+            "--seed",
+            "1",
+            "--runs",
+            "5",
+            "--seconds",
+            "5"
+        ]))
+        .is_err());
+    }
 
     #[test]
     fn targets_are_chosen_by_name_and_flags_are_skipped() {

@@ -328,7 +328,8 @@ pub(crate) fn submitting_into(
         Capturing::Yes(capture) => {
             if core.has_deferred() {
                 // Work held on the host behind a flag would reach the plug-in after this.
-                let reason = "the stream holds work behind a flag wait on the host, which a \
+                let reason = "the stream holds work on the host (behind a flag wait, or \
+                              submitted from inside a plug-in call for another stream), which a \
                               capture cannot order"
                     .to_owned();
                 capture.invalidate(format!("{op}: {reason}"));

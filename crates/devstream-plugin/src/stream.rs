@@ -10,9 +10,7 @@ use crate::capture::{
 use crate::event::{AbiEvent, EventRepr, PluginEvent};
 use crate::flag::{FlagRepr, PluginFlag};
 use crate::graph::{AbiGraph, GraphRepr, PluginGraph};
-use crate::queue::{
-    host_fn_would_wait_for_itself, running_host_fn, Callback, Item, Origin, StreamCore,
-};
+use crate::queue::{running_host_fn, Callback, Item, Origin, StreamCore};
 use crate::registry::{lookup, plugin_slot, CustomDevice};
 use crate::repr::Repr;
 use crate::runtime::{CaptureState, CopyKind, Handle, RawCopy};
@@ -79,7 +77,21 @@ use std::sync::Arc;
 /// call) is success. When it answers an error, the callback is taken back and dropped (it will
 /// not run, even if the plug-in calls it later); if it already ran, the error is reported all
 /// the same. Who frees a callback's data is decided by which side claims it first, never by
-/// the status alone; a callback the plug-in calls more than once runs once.
+/// the status alone; a callback the plug-in calls more than once runs once. A
+/// `cuda_stream_begin_capture` that answers a failure (or a warning) but began the capture all
+/// the same is undone: devstream ends that capture, or, when the plug-in will not end it, keeps
+/// it as an invalid capture that refuses work until `end_capture`.
+///
+/// # Plug-ins that call back into devstream
+///
+/// A plug-in function may call devstream (on this stream or others) from inside a call
+/// devstream made, as Paddle plug-ins do. The call is served as from a host function; one
+/// thread never waits for a second stream while inside a plug-in call made for a first: a
+/// submission to a stream that another thread is submitting to at that moment is held on the
+/// host, in the stream's order, and handed to the plug-in by devstream's dispatcher thread once
+/// the other thread is done (its errors then go to the stream, as for work held behind a flag).
+/// So two threads whose plug-in calls submit to each other's streams never wait for each other;
+/// a `synchronize` that would have to wait that way answers [`Error::WouldDeadlock`].
 #[derive(Clone, Debug)]
 pub struct PluginStream(pub(crate) StreamRepr);
 
@@ -284,6 +296,20 @@ fn submit_host_copy(
     host.copy_tracked(core, copy)
 }
 
+/// Room for `len` bytes staged on the host for `op`: `Error::OutOfMemory` where the host cannot
+/// give it (a device buffer may be far larger than host memory), never an abort.
+fn staging_for(op: &'static str, core: &StreamCore, len: usize) -> Result<Vec<u8>> {
+    let mut staging = Vec::new();
+    staging.try_reserve_exact(len).map_err(|_| {
+        tracing::warn!("devstream-plugin: {op}: cannot stage {len} bytes on the host");
+        Error::OutOfMemory {
+            place: core.place.clone(),
+            bytes: len,
+        }
+    })?;
+    Ok(staging)
+}
+
 /// Copies host bytes staged in `staging` to `dst[offset..]`. The staging moves into the copy
 /// operation itself, which keeps it until the stream's work up to the copy is complete
 /// (whatever the copy or the release answers), so no failure can free it early.
@@ -437,6 +463,17 @@ fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
             ));
         }
     }
+    // A capture devstream did not begin (code sharing an adopted stream may have begun one) is
+    // refused here: the plug-in's refusal would invalidate it, and a failed begin's clean-up
+    // below ends whatever capture the plug-in then reports.
+    if let Ok(CaptureState::Active(_) | CaptureState::Invalidated(_)) =
+        core.runtime.capture_state(core.slot, core.raw)
+    {
+        return Err(Error::capture(
+            "begin_capture",
+            "the stream is already capturing (a capture devstream did not begin)",
+        ));
+    }
     if core.has_deferred() {
         // The capture must come after the held work in the plug-in's order.
         core.hand_over_held()?;
@@ -447,33 +484,65 @@ fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
     let _gate = crate::capture::beginning();
     // Until the capture leaves the registry (after the plug-in ended it), nothing is elided.
     crate::capture::window_open();
-    if let Err(error) = core
+    let begun = core
         .runtime
-        .begin_capture(core.slot, core.raw, native_mode(mode))
-    {
-        crate::capture::window_close();
-        return Err(error);
-    }
-    match core.runtime.capture_state(core.slot, core.raw) {
-        Ok(CaptureState::Active(id)) => {
+        .begin_capture(core.slot, core.raw, native_mode(mode));
+    let state = core.runtime.capture_state(core.slot, core.raw);
+    match (begun, state) {
+        (Ok(()), Ok(CaptureState::Active(id))) => {
             *crate::queue::lock(&core.pre_capture) = Some(before);
             crate::capture::register(core, id, mode);
             Ok(())
         }
-        other => {
+        // Refused, and the plug-in reports no capture: nothing began.
+        (Err(error), Ok(CaptureState::None)) => {
             crate::capture::window_close();
-            // The plug-in does not report the capture it began: end it, keep nothing.
-            if let Ok(graph) = core.runtime.end_capture(core.slot, core.raw) {
-                let _ = core.runtime.destroy_graph(core.slot, graph, Handle(0));
-            }
-            Err(Error::capture(
-                "begin_capture",
-                format!(
-                    "{} plug-in: cuda_stream_capture_info after cuda_stream_begin_capture: {other:?}",
-                    core.runtime.device_type
-                ),
-            ))
+            Err(error)
         }
+        (begun, state) => {
+            let error = begun.err().unwrap_or_else(|| {
+                Error::capture(
+                    "begin_capture",
+                    format!(
+                        "{} plug-in: cuda_stream_capture_info after cuda_stream_begin_capture: \
+                         {state:?}",
+                        core.runtime.device_type
+                    ),
+                )
+            });
+            abandon_begun_capture(core, mode, before);
+            Err(error)
+        }
+    }
+}
+
+/// After a `begin_capture` that gave devstream no capture it can use (the plug-in answered a
+/// failure, or does not report the capture it began), while the plug-in may be capturing all
+/// the same: a plug-in may do what was asked and answer an error or a warning. Work submitted
+/// into a capture devstream does not know would be recorded as graph nodes, never run, and what
+/// it holds (a host function's closure) never released; so the plug-in's capture is ended and
+/// its graph destroyed. Should it still report a capture, that capture is registered as
+/// invalidated: submissions answer `Error::Capture` until `end_capture` (or the stream's drop)
+/// ends it. Called with the capture window open; closes it unless a capture is registered.
+fn abandon_begun_capture(
+    core: &Arc<StreamCore>,
+    mode: CaptureMode,
+    before: Arc<crate::queue::RawEvent>,
+) {
+    if let Ok(graph) = core.runtime.end_capture(core.slot, core.raw) {
+        if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
+            tracing::warn!("devstream-plugin: destroying the graph of a failed begin: {error}");
+        }
+    }
+    match core.runtime.capture_state(core.slot, core.raw) {
+        Ok(CaptureState::Active(id) | CaptureState::Invalidated(id)) => {
+            *crate::queue::lock(&core.pre_capture) = Some(before);
+            crate::capture::register(core, id, mode).invalidate(
+                "begin_capture gave devstream no capture to use, and the plug-in did not end it"
+                    .into(),
+            );
+        }
+        _ => crate::capture::window_close(),
     }
 }
 
@@ -592,13 +661,22 @@ impl DeviceStream for PluginStream {
                 check_unsafe_call("Stream::query", &core.place)?;
                 if core.has_deferred()
                     || running_host_fn().is_some_and(|(queue, _)| queue == core.queue_id())
-                    || (core.runtime.table().query_stream.is_none()
-                        && host_fn_would_wait_for_itself(core, u64::MAX))
                 {
                     // Inside one of its own host functions the stream is not done (that host
-                    // function is its work); and a plug-in without `query_stream` would
-                    // synchronize, waiting for the calling host function.
+                    // function is its work).
                     return Ok(false);
+                }
+                if core.runtime.table().query_stream.is_none() && running_host_fn().is_some() {
+                    // Without `query_stream` the answer comes from waiting for the stream's
+                    // work. Inside a host function only the work submitted so far is waited
+                    // for (an event recorded now, once it is known not to wait for the calling
+                    // host function): what other threads submit meanwhile may itself wait for
+                    // the calling host function.
+                    return match core.synchronize_submitted() {
+                        Ok(()) => Ok(true),
+                        Err(Error::WouldDeadlock { .. }) => Ok(false),
+                        Err(error) => Err(error),
+                    };
                 }
                 core.runtime.query_stream(core.slot, core.raw)
             }
@@ -835,7 +913,9 @@ impl DeviceStream for PluginStream {
                 let d = abi_buffer(op, core, dst)?;
                 check_range(op, dst_offset, src.len(), d.len)?;
                 require_copy(op, core, CopyKind::HostToDevice)?;
-                staged_upload(op, core, d, dst_offset, src.to_vec())
+                let mut staging = staging_for(op, core, src.len())?;
+                staging.extend_from_slice(src);
+                staged_upload(op, core, d, dst_offset, staging)
             }
             (StreamRepr::Rust(s), BufferRepr::Rust(d)) => {
                 s.copy_from_host(d.as_ref(), dst_offset, src)
@@ -932,7 +1012,9 @@ impl DeviceStream for PluginStream {
                 check_range("fill", offset, len, d.len)?;
                 require_copy("fill", core, CopyKind::HostToDevice)?;
                 // The table's memset is synchronous; a staged copy keeps stream order.
-                staged_upload("fill", core, d, offset, vec![value; len])
+                let mut staging = staging_for("fill", core, len)?;
+                staging.resize(len, value);
+                staged_upload("fill", core, d, offset, staging)
             }
             (StreamRepr::Rust(s), BufferRepr::Rust(d)) => s.fill(d.as_ref(), offset, len, value),
             (StreamRepr::Rust(s), _) => Err(Error::mismatch("fill", s.place(), dst.place())),

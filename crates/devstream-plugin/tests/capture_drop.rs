@@ -232,3 +232,137 @@ fn a_host_function_captured_by_a_dropped_stream_is_released_with_its_capture() {
         );
     }
 }
+
+/// A copy of the faulty plug-in in `mode` (one whose `cuda_stream_begin_capture` begins the
+/// capture and answers `C_WARNING`), its place, and a stream on it whose `begin_capture(Global)`
+/// failed.
+fn a_failed_begin(mode: u32) -> (Faulty, Place, PluginStream) {
+    let copy = Faulty::unique(mode);
+    let place = copy.load().unwrap().places[0].clone();
+    let capturing = stream(&place);
+    assert!(
+        matches!(
+            capturing.begin_capture(CaptureMode::Global),
+            Err(Error::Capture { .. })
+        ),
+        "a begin the plug-in answered with C_WARNING is refused"
+    );
+    (copy, place, capturing)
+}
+
+/// Records an event on `stream` and launches a host function holding it (and counting its
+/// runs); the test's own handle on the event is dropped.
+fn launch_holding_an_event(stream: &PluginStream) -> devstream_core::Result<Arc<AtomicUsize>> {
+    let event = stream.record_event()?;
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = ran.clone();
+    stream.launch_host_func(Box::new(move || {
+        let _held = &event;
+        counted.fetch_add(1, Ordering::SeqCst);
+    }))?;
+    Ok(ran)
+}
+
+fn live_events() -> usize {
+    use devstream_core::DeviceBackend;
+    devstream_plugin::PluginBackend::live_counts().events
+}
+
+#[test]
+fn a_capture_the_plug_in_began_while_answering_an_error_takes_no_work() {
+    let _alone = alone();
+    let events_before = live_events();
+    for end in ["the stream is dropped", "the stream is synchronized"] {
+        let (_copy, place, capturing) =
+            a_failed_begin(devstream_test_plugin_faulty::MODE_CAPTURE_BEGUN_WITH_WARNING);
+        assert!(
+            !capturing.is_capturing().unwrap(),
+            "{end}: a refused begin leaves the stream capturing in the plug-in"
+        );
+        assert_synchronizes(&stream(&place), "a refused begin");
+        // Ordinary work: it runs (this plug-in runs callbacks inside stream_add_callback).
+        let ran = launch_holding_an_event(&capturing).unwrap();
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            1,
+            "{end}: the host function went into a capture devstream does not know"
+        );
+        if end == "the stream is synchronized" {
+            capturing.synchronize().unwrap();
+        }
+        drop(capturing);
+        assert!(
+            wait_until(|| live_events() == events_before),
+            "{end}: the host function (and the event it holds) outlived its stream: {} live \
+             events, {events_before} before",
+            live_events()
+        );
+    }
+}
+
+#[test]
+fn a_capture_the_plug_in_began_while_answering_an_error_and_would_not_end_refuses_work() {
+    let _alone = alone();
+    let events_before = live_events();
+    let (_copy, place, capturing) = a_failed_begin(
+        devstream_test_plugin_faulty::MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE,
+    );
+    // The plug-in refused to end what it began: devstream keeps it as an invalid capture.
+    assert!(capturing.is_capturing().unwrap());
+    assert!(
+        matches!(
+            launch_holding_an_event(&capturing),
+            Err(Error::Capture { .. })
+        ),
+        "work submitted into the capture the plug-in would not end"
+    );
+    assert!(matches!(
+        capturing.end_capture(),
+        Err(Error::Capture { .. })
+    ));
+    assert!(!capturing.is_capturing().unwrap());
+    assert_synchronizes(&stream(&place), "the ended capture");
+    let ran = launch_holding_an_event(&capturing).unwrap();
+    capturing.synchronize().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    drop(capturing);
+    assert!(
+        wait_until(|| live_events() == events_before),
+        "{} live events, {events_before} before",
+        live_events()
+    );
+}
+
+#[test]
+fn begin_capture_leaves_alone_a_capture_other_code_began_on_the_stream() {
+    let _alone = alone();
+    let copy = Faulty::unique(devstream_test_plugin_faulty::MODE_CAPTURE_BEGUN_WITH_WARNING);
+    let place = copy.load().unwrap().places[0].clone();
+    let capturing = stream(&place);
+    let raw = capturing.as_raw().unwrap() as usize;
+    // SAFETY: the signature is `bool(size_t, bool)`.
+    let foreign = unsafe {
+        copy.library
+            .as_ref()
+            .unwrap()
+            .get::<unsafe extern "C" fn(usize, bool) -> bool>(
+                b"devstream_test_plugin_faulty_foreign_capture\0",
+            )
+    }
+    .unwrap();
+    // SAFETY: plain bookkeeping in the plug-in.
+    let began = unsafe { foreign(raw, true) };
+    assert!(began, "other code begins a capture");
+    assert!(matches!(
+        capturing.begin_capture(CaptureMode::Global),
+        Err(Error::Capture { .. })
+    ));
+    assert!(
+        capturing.is_capturing().unwrap(),
+        "devstream's refused begin ended the capture other code began"
+    );
+    // SAFETY: as above.
+    let ended = unsafe { foreign(raw, false) };
+    assert!(ended, "other code ends its capture");
+    assert!(!capturing.is_capturing().unwrap());
+}

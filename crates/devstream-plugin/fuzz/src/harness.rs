@@ -114,8 +114,9 @@ fn setup() {
     });
 }
 
-/// `DEVSTREAM_FUZZ_TRACE=1`: every input's operations are printed when the next one starts.
-fn trace() -> bool {
+/// `DEVSTREAM_FUZZ_TRACE=1`: every input's operations are printed when the next one starts,
+/// each with its answer, and the plug-in's misbehaviours and re-entries among them.
+pub(crate) fn trace() -> bool {
     static TRACE: OnceLock<bool> = OnceLock::new();
     *TRACE.get_or_init(|| std::env::var_os("DEVSTREAM_FUZZ_TRACE").is_some_and(|v| v == "1"))
 }
@@ -187,8 +188,17 @@ fn note_wait(flag: &PluginFlag, value: u32) {
     }
 }
 
-/// Runs `body` as the operation `name` (watched).
-fn step<T>(name: impl Into<String>, body: impl FnOnce() -> T) -> T {
+/// Adds `line` to the operations printed after a finding (only while [`trace`] is on: the
+/// plug-in notes what it does inside the operations).
+pub(crate) fn note(line: impl FnOnce() -> String) {
+    if trace() {
+        let line = line();
+        lock(&PROGRESS).log.push(format!("    {line}"));
+    }
+}
+
+/// Runs `body` as the operation `name` (watched); with [`trace`] on, its answer is noted.
+fn step<T: std::fmt::Debug>(name: impl Into<String>, body: impl FnOnce() -> T) -> T {
     let name = name.into();
     {
         let mut progress = lock(&PROGRESS);
@@ -197,6 +207,11 @@ fn step<T>(name: impl Into<String>, body: impl FnOnce() -> T) -> T {
     }
     let out = body();
     lock(&PROGRESS).op = None;
+    note(|| {
+        let mut answer = format!("-> {out:?}");
+        answer.truncate(200);
+        answer
+    });
     out
 }
 
@@ -1054,18 +1069,19 @@ impl World {
             let mut cx = Context::from_waker(Waker::noop());
             let _ = Pin::new(&mut completion).poll(&mut cx);
         }
-        // End the captures still open (each stream that began one), then drop everything.
-        if self.caps.capture != CaptureSupport::None {
-            // The places' default streams too: devstream keeps them (and a capture begun on
-            // one) after the program dropped its handles.
-            let defaults: Vec<PluginStream> = lock(&DEFAULT_PLACES)
-                .iter()
-                .filter_map(|place| PluginBackend::default_stream(place).ok())
-                .collect();
-            for s in self.streams.iter().cloned().chain(defaults) {
-                if s.is_capturing().unwrap_or(false) {
-                    drop(s.end_capture());
-                }
+        // End the captures still open, then drop everything. The places' default streams
+        // too, of every plug-in loaded so far: devstream keeps them (and a capture begun on
+        // one) for the process, and a `Global` capture left there would hold back every
+        // release of every plug-in from then on. `end_capture` whatever `is_capturing` says:
+        // a plug-in may misreport its capture, and `end_capture` also ends what devstream
+        // registered for the stream (an error where nothing was capturing).
+        let defaults: Vec<PluginStream> = lock(&DEFAULT_PLACES)
+            .iter()
+            .filter_map(|place| PluginBackend::default_stream(place).ok())
+            .collect();
+        for s in self.streams.iter().cloned().chain(defaults) {
+            if s.capabilities().capture != CaptureSupport::None {
+                drop(s.end_capture());
             }
         }
         self.graphs.clear();

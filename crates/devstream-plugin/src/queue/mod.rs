@@ -3,6 +3,10 @@
 //! * **Submission order.** Every operation on a stream goes through [`StreamCore::submit`],
 //!   under a per-stream re-entrant lock (re-entrant because a synchronous plug-in may run a host
 //!   callback inside `stream_add_callback`, and that callback may submit to the same stream).
+//!   A thread inside a plug-in call made for one stream (holding its lock) never waits for
+//!   another stream's lock: a plug-in that calls back into devstream on another stream, on two
+//!   threads crosswise, would deadlock. Its submission to a stream another thread holds is kept
+//!   on the host instead, in order, like work behind a flag ([`reentrant`]).
 //! * **Host-side gating.** The ABI has no "wait for a value" primitive, and blocking a plug-in's
 //!   stream inside a callback until a host flag is set could stall a plug-in that runs every
 //!   callback on one worker thread. So `wait_flag` is done on the host: the stream's later
@@ -376,10 +380,18 @@ impl StreamCore {
 
     /// Submits `item` now, or defers it behind earlier deferred items. Errors of an immediate
     /// submission are returned; errors of a deferred one go to the stream's error slot.
+    ///
+    /// A thread inside a plug-in call for another stream (a plug-in calling back into devstream)
+    /// holds that stream's lock: when another thread holds this one's, the item is held on the
+    /// host, after what this stream already holds, and the dispatcher submits it once the lock
+    /// is free (see [`reentrant`]).
     pub(crate) fn submit(self: &Arc<Self>, item: Item) -> Result<()> {
-        let _order = self.submit_lock.lock();
+        let Some(_order) = self.submit_lock.enter() else {
+            self.hold(item);
+            return Ok(());
+        };
         let item = {
-            let mut deferred = lock(&self.deferred);
+            let deferred = lock(&self.deferred);
             let must_defer = !deferred.items.is_empty()
                 || match &item {
                     Item::WaitFlag(flag, value) => flag.get() < *value,
@@ -387,19 +399,26 @@ impl StreamCore {
                     Item::Op(_) => false,
                 };
             if must_defer {
-                deferred.items.push_back(item);
-                if !deferred.registered {
-                    deferred.registered = true;
-                    register_blocked(self.clone());
-                }
                 drop(deferred);
-                // The awaited condition may have changed between the check and now.
-                wake_dispatcher();
+                self.hold(item);
                 return Ok(());
             }
             item
         };
         self.execute(item)
+    }
+
+    /// Holds `item` on the host behind the stream's held work, for the dispatcher.
+    fn hold(self: &Arc<Self>, item: Item) {
+        let mut deferred = lock(&self.deferred);
+        deferred.items.push_back(item);
+        if !deferred.registered {
+            deferred.registered = true;
+            register_blocked(self.clone());
+        }
+        drop(deferred);
+        // The awaited condition may have changed between the check and now.
+        wake_dispatcher();
     }
 
     fn execute(&self, item: Item) -> Result<()> {
@@ -467,7 +486,11 @@ impl StreamCore {
     /// [`Self::pump`]; with `hand_over`, flag waits not yet reached are handed to the plug-in
     /// as blocking callbacks instead of holding the items behind them.
     fn pump_with(self: &Arc<Self>, hand_over: bool) -> Result<bool> {
-        let _order = self.submit_lock.lock();
+        // The dispatcher holds no other stream's lock and waits; a thread inside a plug-in call
+        // for another stream hands nothing over (the dispatcher will).
+        let Some(_order) = self.submit_lock.enter() else {
+            return Ok(false);
+        };
         let mut progressed = false;
         loop {
             let item = {
@@ -551,7 +574,18 @@ impl StreamCore {
     /// is submitted between them.
     pub(crate) fn synchronize_submitted(self: &Arc<Self>) -> Result<()> {
         let end = {
-            let _order = self.submit_lock.lock();
+            let Some(_order) = self.submit_lock.enter() else {
+                // Inside a plug-in call for another stream, while another thread holds this
+                // stream's submissions: that thread may be waiting for the lock held here.
+                return Err(Error::WouldDeadlock {
+                    op: "Stream::synchronize",
+                    reason: format!(
+                        "the host function runs inside a plug-in call for another stream, and \
+                         another thread is submitting to plug-in stream {}",
+                        self.id
+                    ),
+                });
+            };
             if host_fn_would_wait_for_itself(self, u64::MAX) {
                 // The stream's work includes the calling host function itself, or waits for
                 // work queued after it.

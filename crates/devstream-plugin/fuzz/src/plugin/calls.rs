@@ -37,7 +37,11 @@ impl Instance {
             return None;
         }
         let r = self.random(call, 0);
-        ((r & 0xff) < u64::from(behaviour.rate)).then_some((r >> 8) as u32)
+        let draw = ((r & 0xff) < u64::from(behaviour.rate)).then_some((r >> 8) as u32);
+        if let Some(v) = draw {
+            crate::harness::note(|| format!("plug-in {call:?} misbehaves (draw {v})"));
+        }
+        draw
     }
 
     /// Re-enters devstream through the harness's hook, as the behaviour says (never nested more
@@ -57,6 +61,7 @@ impl Instance {
             return;
         }
         REENTERED.with(|d| d.set(depth + 1));
+        crate::harness::note(|| format!("plug-in {call:?} re-enters devstream (draw {})", r >> 8));
         hook((r >> 8) as u32);
         REENTERED.with(|d| d.set(depth));
     }
@@ -634,6 +639,9 @@ impl Instance {
                 },
             )
         };
+        if let Some((mode, v)) = odd {
+            crate::harness::note(|| format!("plug-in delivers a callback oddly ({mode:#x}, {v})"));
+        }
         let mut state = self.state();
         let handle = stream as usize;
         let Some(s) = Self::stream(&mut state, handle, "stream_add_callback") else {

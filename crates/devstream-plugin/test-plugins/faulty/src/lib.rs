@@ -119,6 +119,33 @@ pub const MODE_CAPTURE_QUEUED_CALLBACKS: u32 = 32;
 /// As [`MODE_CAPTURE_ID_CHANGES`], but `cuda_stream_capture_info` reports the capture only the
 /// first time and no capture afterwards: a plug-in that loses track of a capture it began.
 pub const MODE_CAPTURE_FORGOTTEN: u32 = 33;
+/// As [`MODE_CAPTURE_QUEUED_CALLBACKS`] as to the capture id, but `cuda_stream_begin_capture`
+/// begins the capture and answers `C_WARNING`, and `stream_add_callback` keeps a callback
+/// submitted to a capturing stream in the capture (its graph calls it on every launch and drops
+/// it when destroyed, never calling it otherwise) and runs any other one inside the call: a
+/// plug-in that did what was asked and answered a failure all the same.
+pub const MODE_CAPTURE_BEGUN_WITH_WARNING: u32 = 34;
+/// As [`MODE_CAPTURE_BEGUN_WITH_WARNING`], but the first `cuda_stream_end_captrue` of each
+/// capture fails with `C_ERROR` (and leaves the capture going); later ones end it.
+pub const MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE: u32 = 35;
+/// A working plug-in whose `record_event` and `stream_add_callback` first call the hook set with
+/// `devstream_test_plugin_faulty_set_reentry_hook` (with [`REENTRY_RECORD_EVENT`] or
+/// [`REENTRY_ADD_CALLBACK`]): a plug-in that calls back into its host from inside its functions,
+/// as Paddle plug-ins do. Callbacks run inside `stream_add_callback`, after the hook.
+pub const MODE_REENTRANT: u32 = 36;
+/// A working plug-in without `query_stream` and `query_event` (so devstream answers a stream's
+/// `query` by waiting for its work) whose streams have handles of their own,
+/// `stream_add_callback` queues callbacks (run by `devstream_test_plugin_faulty_run_queued()`,
+/// answering `C_SUCCESS`), and `synchronize_stream` calls the re-entry hook (with
+/// [`REENTRY_SYNCHRONIZE_STREAM`]) and then waits until no callback queued on the stream is
+/// left: work queued after a callback that runs cannot be done before it returns.
+pub const MODE_QUEUED_CALLBACKS_NO_QUERIES: u32 = 37;
+/// A working plug-in whose device memory is not host memory: `device_memory_allocate` of more
+/// than 1 MiB answers an address of its own ([`ELSEWHERE`]) without allocating anything, as a
+/// device with far more memory than the host would (nothing may be copied there).
+pub const MODE_DEVICE_MEMORY_ELSEWHERE: u32 = 38;
+/// The address [`MODE_DEVICE_MEMORY_ELSEWHERE`] answers for large allocations.
+pub const ELSEWHERE: usize = 0x7e57_0000_0000;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
 pub const MODE_MISSING_REQUIRED: u32 = 100;
 
@@ -155,6 +182,11 @@ fn device_type_c(mode: u32) -> &'static CStr {
         MODE_CAPTURE_ID_CHANGES => c"faulty_capture_id",
         MODE_CAPTURE_QUEUED_CALLBACKS => c"faulty_capture_queued",
         MODE_CAPTURE_FORGOTTEN => c"faulty_capture_forgotten",
+        MODE_CAPTURE_BEGUN_WITH_WARNING => c"faulty_capture_warning",
+        MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE => c"faulty_capture_warning_end",
+        MODE_REENTRANT => c"faulty_reentrant",
+        MODE_QUEUED_CALLBACKS_NO_QUERIES => c"faulty_no_queries",
+        MODE_DEVICE_MEMORY_ELSEWHERE => c"faulty_memory_elsewhere",
         _ => c"faulty",
     }
 }
@@ -269,6 +301,78 @@ fn registered_type(mode: u32) -> *mut std::ffi::c_char {
     .cast_mut()
 }
 
+/// What [`MODE_REENTRANT`]'s hook is told: `record_event` is calling it.
+pub const REENTRY_RECORD_EVENT: u32 = 1;
+/// What [`MODE_REENTRANT`]'s hook is told: `stream_add_callback` is calling it.
+pub const REENTRY_ADD_CALLBACK: u32 = 2;
+/// What [`MODE_QUEUED_CALLBACKS_NO_QUERIES`]'s hook is told: `synchronize_stream` is calling it.
+pub const REENTRY_SYNCHRONIZE_STREAM: u32 = 3;
+
+/// Signalled when `devstream_test_plugin_faulty_run_queued()` ran what was queued.
+static QUEUED_RAN: std::sync::Condvar = std::sync::Condvar::new();
+
+/// `synchronize_stream` of [`MODE_QUEUED_CALLBACKS_NO_QUERIES`].
+unsafe extern "C" fn synchronize_until_callbacks_ran(
+    _device: C_Device,
+    stream: C_Stream,
+) -> C_Status {
+    reenter(REENTRY_SYNCHRONIZE_STREAM);
+    let queued_here = |queued: &Vec<Queued>| {
+        queued
+            .iter()
+            .any(|work| matches!(work, Queued::Callback { stream: s, .. } if *s == stream as usize))
+    };
+    let mut queued = lock(&QUEUED);
+    while queued_here(&queued) {
+        queued = QUEUED_RAN.wait(queued).unwrap_or_else(|e| e.into_inner());
+    }
+    C_SUCCESS
+}
+
+/// The hook [`MODE_REENTRANT`]'s functions call (told which function calls it).
+type ReentryHook = unsafe extern "C" fn(c_uint);
+static REENTRY_HOOK: Mutex<Option<ReentryHook>> = Mutex::new(None);
+
+/// Sets (or, with null, clears) the hook [`MODE_REENTRANT`]'s `record_event` and
+/// `stream_add_callback` call before they do their work.
+#[no_mangle]
+pub extern "C" fn devstream_test_plugin_faulty_set_reentry_hook(hook: Option<ReentryHook>) {
+    *lock(&REENTRY_HOOK) = hook;
+}
+
+/// Calls the re-entry hook, if set, with `call`.
+fn reenter(call: u32) {
+    let hook = *lock(&REENTRY_HOOK);
+    if let Some(hook) = hook {
+        // SAFETY: the host's hook, called with no lock of this plug-in held.
+        unsafe { hook(call) };
+    }
+}
+
+unsafe extern "C" fn reentrant_record_event(
+    _device: C_Device,
+    _stream: C_Stream,
+    _event: C_Event,
+) -> C_Status {
+    guarded(|| {
+        reenter(REENTRY_RECORD_EVENT);
+        C_SUCCESS
+    })
+}
+
+unsafe extern "C" fn reentrant_callback(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    guarded(|| {
+        reenter(REENTRY_ADD_CALLBACK);
+        // SAFETY: forwarded arguments.
+        unsafe { inline_callback(device, stream, callback, user_data) }
+    })
+}
+
 /// Selects what the next `InitPlugin` does.
 #[no_mangle]
 pub extern "C" fn devstream_test_plugin_faulty_select(mode: c_uint) {
@@ -296,6 +400,13 @@ pub unsafe extern "C" fn devstream_test_plugin_faulty_counters(out: *mut usize) 
 /// and answers how many items ran.
 #[no_mangle]
 pub extern "C" fn devstream_test_plugin_faulty_run_queued() -> usize {
+    let ran = run_queued_once();
+    QUEUED_RAN.notify_all();
+    ran
+}
+
+/// Runs what was queued (see [`devstream_test_plugin_faulty_run_queued`]).
+fn run_queued_once() -> usize {
     let queued = std::mem::take(&mut *lock(&QUEUED));
     let ran = queued.len();
     let calls = if MODE.load(Ordering::SeqCst) == MODE_CALLBACK_TWICE_QUEUED {
@@ -477,9 +588,16 @@ unsafe extern "C" fn create_stream(device: C_Device, stream: *mut C_Stream) -> C
             if stream.is_null() {
                 return C_ERROR;
             }
-            // A dummy, non-null handle: this runtime is synchronous.
+            // A dummy, non-null handle (one for all streams: this runtime is synchronous),
+            // or, in the mode that queues callbacks per stream, one of its own.
+            let handle = if mode_of(device) == MODE_QUEUED_CALLBACKS_NO_QUERIES {
+                static NEXT_STREAM: AtomicUsize = AtomicUsize::new(0x1000);
+                NEXT_STREAM.fetch_add(0x10, Ordering::SeqCst) as C_Stream
+            } else {
+                std::ptr::NonNull::<C_Stream_st>::dangling().as_ptr()
+            };
             // SAFETY: a non-null out-parameter.
-            unsafe { *stream = std::ptr::NonNull::<C_Stream_st>::dangling().as_ptr() };
+            unsafe { *stream = handle };
             C_SUCCESS
         }
     }
@@ -615,6 +733,11 @@ unsafe extern "C" fn allocate(device: C_Device, ptr: *mut *mut c_void, size: usi
         if mode == MODE_FAILING_OPS && size > (1 << 20) {
             return C_FAILED;
         }
+        if mode == MODE_DEVICE_MEMORY_ELSEWHERE && size > (1 << 20) {
+            // SAFETY: a non-null out-parameter.
+            unsafe { *ptr = ELSEWHERE as *mut c_void };
+            return C_SUCCESS;
+        }
         let Some(layout) = layout(size) else {
             return C_FAILED;
         };
@@ -637,6 +760,7 @@ unsafe extern "C" fn allocate(device: C_Device, ptr: *mut *mut c_void, size: usi
 
 unsafe extern "C" fn deallocate(_device: C_Device, ptr: *mut c_void, size: usize) -> C_Status {
     guarded(|| match (ptr.is_null(), layout(size)) {
+        (false, _) if ptr as usize == ELSEWHERE => C_SUCCESS,
         (false, Some(layout)) => {
             // SAFETY: `ptr` came from `allocate` with this size.
             unsafe { dealloc(ptr.cast(), layout) };
@@ -741,6 +865,156 @@ unsafe extern "C" fn id_changing_end_capture(
     C_SUCCESS
 }
 
+/// The modes whose capture functions are the id-changing ones (each varies them).
+fn capture_mode(mode: u32) -> bool {
+    matches!(
+        mode,
+        MODE_CAPTURE_ID_CHANGES
+            | MODE_CAPTURE_QUEUED_CALLBACKS
+            | MODE_CAPTURE_FORGOTTEN
+            | MODE_CAPTURE_BEGUN_WITH_WARNING
+            | MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE
+    )
+}
+
+/// The modes whose capture id stays the same for the capture's life.
+fn steady_capture_id(mode: u32) -> bool {
+    matches!(
+        mode,
+        MODE_CAPTURE_QUEUED_CALLBACKS
+            | MODE_CAPTURE_BEGUN_WITH_WARNING
+            | MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE
+    )
+}
+
+/// [`MODE_CAPTURE_BEGUN_WITH_WARNING`]: the callbacks the capture in progress holds, and the
+/// graphs its ends made (by handle), each with the callbacks it calls on every launch.
+static CAPTURED: Mutex<Vec<Queued>> = Mutex::new(Vec::new());
+static GRAPHS: Mutex<Vec<(usize, Vec<Queued>)>> = Mutex::new(Vec::new());
+/// [`MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE`]: the capture in progress refused its end.
+static END_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Begins (`begin` true) or ends a capture on the plug-in stream `stream` as other code sharing
+/// the stream would, behind the host's back (the capture modes' single capture); answers
+/// whether it did.
+#[no_mangle]
+pub extern "C" fn devstream_test_plugin_faulty_foreign_capture(stream: usize, begin: bool) -> bool {
+    let mut capture = lock(&ID_CHANGING_CAPTURE);
+    match (begin, *capture) {
+        (true, None) => *capture = Some((stream, 0)),
+        (false, Some((s, _))) if s == stream => *capture = None,
+        _ => return false,
+    }
+    true
+}
+
+unsafe extern "C" fn begin_capture_with_warning(
+    device: C_Device,
+    stream: C_Stream,
+    mode: C_StreamCaptureMode,
+) -> C_Status {
+    // SAFETY: forwarded arguments.
+    match unsafe { id_changing_begin_capture(device, stream, mode) } {
+        C_SUCCESS => {
+            END_REFUSED.store(false, Ordering::SeqCst);
+            C_WARNING
+        }
+        other => other,
+    }
+}
+
+unsafe extern "C" fn end_capture_into_graph(
+    device: C_Device,
+    stream: C_Stream,
+    graph: *mut C_CudaGraph,
+) -> C_Status {
+    if mode_of(device) == MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE
+        && !END_REFUSED.swap(true, Ordering::SeqCst)
+    {
+        return C_ERROR;
+    }
+    // SAFETY: forwarded arguments.
+    let status = unsafe { id_changing_end_capture(device, stream, graph) };
+    if status == C_SUCCESS {
+        static NEXT_GRAPH: AtomicUsize = AtomicUsize::new(0x1000);
+        let handle = NEXT_GRAPH.fetch_add(0x10, Ordering::SeqCst);
+        let nodes = std::mem::take(&mut *lock(&CAPTURED));
+        lock(&GRAPHS).push((handle, nodes));
+        // SAFETY: a non-null out-parameter (checked by the end above).
+        unsafe { *graph = handle as C_CudaGraph };
+    }
+    status
+}
+
+unsafe extern "C" fn instantiate_same_handle(
+    exec: *mut C_GraphExec,
+    graph: *mut C_CudaGraph,
+    _error_node: *mut *mut c_void,
+    _log: *mut std::ffi::c_char,
+    _log_size: usize,
+) -> C_Status {
+    if exec.is_null() || graph.is_null() {
+        return C_ERROR;
+    }
+    // SAFETY: non-null pointers from the host: the executable graph is named like its graph.
+    unsafe { *exec = (*graph).cast() };
+    C_SUCCESS
+}
+
+unsafe extern "C" fn launch_graph_callbacks(
+    device: C_Device,
+    exec: C_GraphExec,
+    stream: C_Stream,
+) -> C_Status {
+    let calls: Vec<(C_Callback, usize)> = lock(&GRAPHS)
+        .iter()
+        .filter(|(handle, _)| *handle == exec as usize)
+        .flat_map(|(_, nodes)| nodes.iter())
+        .filter_map(|node| match node {
+            Queued::Callback {
+                callback,
+                user_data,
+                ..
+            } => Some((Some(*callback), *user_data)),
+            Queued::Copy { .. } => None,
+        })
+        .collect();
+    for (callback, user_data) in calls {
+        // SAFETY: the host's callback and data, kept by the graph.
+        unsafe { inline_callback(device, stream, callback, user_data as *mut c_void) };
+    }
+    C_SUCCESS
+}
+
+unsafe extern "C" fn destroy_graph_callbacks(graph: C_CudaGraph) -> C_Status {
+    lock(&GRAPHS).retain(|(handle, _)| *handle != graph as usize);
+    C_SUCCESS
+}
+
+/// `stream_add_callback` of [`MODE_CAPTURE_BEGUN_WITH_WARNING`]: into the capture, or inline.
+unsafe extern "C" fn capturing_or_inline_callback(
+    device: C_Device,
+    stream: C_Stream,
+    callback: C_Callback,
+    user_data: *mut c_void,
+) -> C_Status {
+    let capturing = lock(&ID_CHANGING_CAPTURE).is_some_and(|(s, _)| s == stream as usize);
+    if !capturing {
+        // SAFETY: forwarded arguments.
+        return unsafe { inline_callback(device, stream, callback, user_data) };
+    }
+    let Some(callback) = callback else {
+        return C_ERROR;
+    };
+    lock(&CAPTURED).push(Queued::Callback {
+        callback,
+        device: mode_of(device) as std::ffi::c_int,
+        stream: stream as usize,
+        user_data: user_data as usize,
+    });
+    C_SUCCESS
+}
+
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn id_changing_capture_info(
     device: C_Device,
@@ -764,7 +1038,7 @@ unsafe extern "C" fn id_changing_capture_info(
             // SAFETY: non-null out-parameters.
             unsafe {
                 *status = C_StreamCaptureStatusActive;
-                *id = if *reported == 0 || mode_of(device) == MODE_CAPTURE_QUEUED_CALLBACKS {
+                *id = if *reported == 0 || steady_capture_id(mode_of(device)) {
                     7
                 } else {
                     1007
@@ -865,6 +1139,16 @@ fn fill(table: &mut C_DeviceInterface, mode: u32) {
         }
         _ => {}
     }
+    if mode == MODE_QUEUED_CALLBACKS_NO_QUERIES {
+        table.query_stream = None;
+        table.query_event = None;
+        table.stream_add_callback = Some(queued_callback_success);
+        table.synchronize_stream = Some(synchronize_until_callbacks_ran);
+    }
+    if mode == MODE_REENTRANT {
+        table.record_event = Some(reentrant_record_event);
+        table.stream_add_callback = Some(reentrant_callback);
+    }
     if mode == MODE_FAILING_OPS {
         table.record_event = Some(failing_stream_event);
         table.stream_wait_event = Some(failing_stream_event);
@@ -926,11 +1210,7 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         if mode == MODE_PARAMS_ONLY_3_3 && params.size != PADDLE_3_PARAMS_SIZE {
             return;
         }
-        if matches!(
-            mode,
-            MODE_CAPTURE_ID_CHANGES | MODE_CAPTURE_QUEUED_CALLBACKS | MODE_CAPTURE_FORGOTTEN
-        ) && interface_size != PADDLE_3_3_INTERFACE_SIZE
-        {
+        if capture_mode(mode) && interface_size != PADDLE_3_3_INTERFACE_SIZE {
             return;
         }
         if mode == MODE_STRICT_3_2
@@ -975,10 +1255,7 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
         // through the typed fields, which lie within the smallest layout.
         let table = unsafe { &mut *table };
         fill(table, mode);
-        if matches!(
-            mode,
-            MODE_CAPTURE_ID_CHANGES | MODE_CAPTURE_QUEUED_CALLBACKS | MODE_CAPTURE_FORGOTTEN
-        ) {
+        if capture_mode(mode) {
             table.cuda_stream_begin_capture = Some(id_changing_begin_capture);
             table.cuda_stream_end_captrue = Some(id_changing_end_capture);
             table.cuda_stream_capture_info = Some(id_changing_capture_info);
@@ -986,6 +1263,17 @@ pub unsafe extern "C" fn InitPlugin(params: *mut CustomRuntimeParams) {
             table.cuda_graph_destroy = Some(ok_graph_destroy);
             table.cuda_graph_exec_destroy = Some(ok_graph_exec_destroy);
             table.cuda_graph_instantiate = Some(ok_graph_instantiate);
+        }
+        if matches!(
+            mode,
+            MODE_CAPTURE_BEGUN_WITH_WARNING | MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE
+        ) {
+            table.cuda_stream_begin_capture = Some(begin_capture_with_warning);
+            table.cuda_stream_end_captrue = Some(end_capture_into_graph);
+            table.cuda_graph_instantiate = Some(instantiate_same_handle);
+            table.cuda_graph_launch = Some(launch_graph_callbacks);
+            table.cuda_graph_destroy = Some(destroy_graph_callbacks);
+            table.stream_add_callback = Some(capturing_or_inline_callback);
         }
         if mode == MODE_PARAMS_ONLY_3_3 {
             table.cuda_stream_begin_capture = Some(counted_begin_capture);

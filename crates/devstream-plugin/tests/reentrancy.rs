@@ -1,0 +1,183 @@
+//! A plug-in function that calls back into devstream (as Paddle plug-ins do from their
+//! functions) on another stream than the one it serves, on two threads at once: each thread
+//! is inside a plug-in call made for one stream when it submits to the other. Neither may wait
+//! for the other (the faulty plug-in's `MODE_REENTRANT` calls the test's hook from inside
+//! `record_event` and `stream_add_callback`; a barrier in the hook forces the interleaving).
+
+mod common;
+
+use common::*;
+use devstream_core::{DeviceEvent, DeviceStream, Result};
+use devstream_plugin::PluginEvent;
+use devstream_test_plugin_faulty::{MODE_REENTRANT, REENTRY_ADD_CALLBACK, REENTRY_RECORD_EVENT};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+
+/// What a thread does the next time the plug-in calls the hook with a given call.
+struct Reentry {
+    call: u32,
+    then: Box<dyn FnOnce()>,
+}
+
+thread_local! {
+    static REENTRY: RefCell<Option<Reentry>> = const { RefCell::new(None) };
+}
+
+/// The plug-in's hook: runs this thread's pending re-entry if the call is the one it waits for.
+unsafe extern "C" fn hook(call: u32) {
+    let pending = REENTRY.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        match slot.as_ref() {
+            Some(reentry) if reentry.call == call => slot.take(),
+            _ => None,
+        }
+    });
+    if let Some(reentry) = pending {
+        (reentry.then)();
+    }
+}
+
+/// Sets the hook in `copy` (the faulty plug-in's exported setter).
+fn set_hook(copy: &Faulty, hook: Option<unsafe extern "C" fn(u32)>) {
+    let library = copy.library.as_ref().expect("the copy is loaded");
+    // SAFETY: the setter's signature is `void(void (*)(unsigned))`.
+    let set = unsafe {
+        library.get::<unsafe extern "C" fn(Option<unsafe extern "C" fn(u32)>)>(
+            b"devstream_test_plugin_faulty_set_reentry_hook\0",
+        )
+    }
+    .unwrap();
+    // SAFETY: a plain store of a function that outlives the plug-in's use of it.
+    unsafe { set(hook) };
+}
+
+/// Where a thread's re-entry leaves its answer.
+type Answer = Arc<Mutex<Option<Result<PluginEvent>>>>;
+
+/// Runs `outer` on a new thread whose plug-in call `call` (made by `outer`) first waits at
+/// `barrier` and then runs `reentry`, whose answer is kept in the returned slot.
+fn reentering_thread(
+    call: u32,
+    barrier: Arc<Barrier>,
+    reentry: impl FnOnce() -> Result<PluginEvent> + 'static + Send,
+    outer: impl FnOnce() -> Result<()> + Send + 'static,
+) -> (std::thread::JoinHandle<Result<()>>, Answer) {
+    let answer = Arc::new(Mutex::new(None));
+    let slot = answer.clone();
+    let thread = std::thread::spawn(move || {
+        REENTRY.with(|pending| {
+            *pending.borrow_mut() = Some(Reentry {
+                call,
+                then: Box::new(move || {
+                    barrier.wait();
+                    *slot.lock().unwrap() = Some(reentry());
+                }),
+            })
+        });
+        outer()
+    });
+    (thread, answer)
+}
+
+#[test]
+fn plug_in_calls_on_two_threads_that_each_submit_to_the_other_ones_stream_do_not_deadlock() {
+    let copy = Faulty::unique(MODE_REENTRANT);
+    let place = copy.load().unwrap().places[0].clone();
+    set_hook(&copy, Some(hook));
+    let (x, y) = (stream(&place), stream(&place));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (recorded_on_y, recorded_on_x) = watchdog("the crossed re-entries", 60, {
+        let (x, y, ran) = (x.clone(), y.clone(), ran.clone());
+        move || {
+            let barrier = Arc::new(Barrier::new(2));
+            // Inside `record_event` for X, a record on Y ...
+            let (first, on_y) = reentering_thread(
+                REENTRY_RECORD_EVENT,
+                barrier.clone(),
+                {
+                    let y = y.clone();
+                    move || y.record_event()
+                },
+                {
+                    let x = x.clone();
+                    move || x.record_event().map(drop)
+                },
+            );
+            // ... while inside `stream_add_callback` for Y, a record on X.
+            let (second, on_x) = reentering_thread(
+                REENTRY_ADD_CALLBACK,
+                barrier,
+                move || x.record_event(),
+                move || {
+                    y.launch_host_func(Box::new(move || {
+                        ran.fetch_add(1, Ordering::SeqCst);
+                    }))
+                },
+            );
+            first.join().unwrap().unwrap();
+            second.join().unwrap().unwrap();
+            let taken = |slot: Answer| {
+                slot.lock()
+                    .unwrap()
+                    .take()
+                    .expect("the plug-in called the hook")
+            };
+            (taken(on_y), taken(on_x))
+        }
+    });
+    set_hook(&copy, None);
+    let (recorded_on_y, recorded_on_x) = (recorded_on_y.unwrap(), recorded_on_x.unwrap());
+    x.synchronize().unwrap();
+    y.synchronize().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the host function ran once");
+    assert!(recorded_on_y.query().unwrap(), "the record on Y is done");
+    assert!(recorded_on_x.query().unwrap(), "the record on X is done");
+}
+
+#[test]
+fn a_host_functions_query_waits_for_no_work_submitted_after_the_call() {
+    use devstream_test_plugin_faulty::{
+        MODE_QUEUED_CALLBACKS_NO_QUERIES, REENTRY_SYNCHRONIZE_STREAM,
+    };
+    // A plug-in without `query_stream`: a stream's `query` is answered by waiting for its work.
+    // Inside a host function that wait must cover the work submitted before the call only:
+    // what another thread submits meanwhile may be queued behind the host function itself
+    // (here the plug-in runs queued callbacks one after the other, so work queued after the
+    // host function cannot run before it returns).
+    let copy = Faulty::unique(MODE_QUEUED_CALLBACKS_NO_QUERIES);
+    let place = copy.load().unwrap().places[0].clone();
+    set_hook(&copy, Some(hook));
+    let (a, b) = (stream(&place), stream(&place));
+    let answer: Arc<Mutex<Option<Result<bool>>>> = Arc::new(Mutex::new(None));
+    let copy = watchdog("a host function's query of another stream", 60, {
+        let answer = answer.clone();
+        move || {
+            let queried = b.clone();
+            let slot = answer.clone();
+            a.launch_host_func(Box::new(move || {
+                *slot.lock().unwrap() = Some(queried.query());
+            }))
+            .unwrap();
+            // Should the query wait for B's work in the plug-in, B is given work then (as
+            // another thread would submit it at that moment), which only runs once the host
+            // function has returned.
+            REENTRY.with(|pending| {
+                *pending.borrow_mut() = Some(Reentry {
+                    call: REENTRY_SYNCHRONIZE_STREAM,
+                    then: Box::new(move || b.launch_host_func(Box::new(|| {})).unwrap()),
+                })
+            });
+            assert!(copy.run_queued() >= 1, "the host function was queued");
+            copy.run_queued();
+            copy
+        }
+    });
+    set_hook(&copy, None);
+    let answer = answer
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the host function ran");
+    assert!(answer.is_ok(), "{answer:?}");
+}
