@@ -47,6 +47,7 @@ pub mod elide;
 mod error;
 pub mod launch_calls;
 pub mod memory;
+pub mod mempool;
 pub mod ops;
 mod options;
 pub mod panic;
@@ -64,6 +65,7 @@ pub use comm::{
 };
 pub use completion::{Completer, Completion};
 pub use error::{Error, Result};
+pub use mempool::{DevicePool, PoolOptions, PoolStats};
 pub use options::{CaptureMode, EventFlags, StreamOptions};
 pub use place::{BackendKind, Place};
 pub use priority::{Priority, PriorityRange};

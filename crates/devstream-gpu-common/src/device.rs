@@ -400,10 +400,7 @@ impl<A: RawApi> Device<A> {
     /// Pinned, device-mapped host memory of at least `len` bytes (a power-of-two size class,
     /// at least 64 bytes), from the cache or the driver.
     pub(crate) fn alloc_pinned(&self, len: usize) -> Result<*mut u8> {
-        let class = pinned_class(len).ok_or_else(|| Error::OutOfMemory {
-            place: self.place.clone(),
-            bytes: len,
-        })?;
+        let class = pinned_class(len).ok_or_else(|| Error::out_of_memory(&self.place, len))?;
         if let Some(block) = self
             .pinned_cache
             .lock()

@@ -210,10 +210,10 @@ impl HostInner {
                 // SAFETY: the layout has a non-zero size.
                 let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
                 if ptr.is_null() {
-                    return Err(devstream_core::Error::OutOfMemory {
-                        place: runtime.place(slot),
-                        bytes: len,
-                    });
+                    return Err(devstream_core::Error::out_of_memory(
+                        &runtime.place(slot),
+                        len,
+                    ));
                 }
                 (ptr as usize, HostMemory::Rust(layout))
             }

@@ -77,6 +77,7 @@ pub mod comm;
 mod event;
 mod flag;
 mod graph;
+mod pool;
 mod registry;
 mod stream;
 #[cfg(feature = "trace")]
@@ -87,7 +88,7 @@ pub use buffer::{DeviceBuffer, HostBuffer};
 pub use comm::{Communicator, UniqueId};
 pub use devstream_core::{
     BackendKind, Capabilities, CaptureMode, CaptureSupport, Completion, Error, EventFlags,
-    LiveCounts, Place, Priority, PriorityRange, Result, StreamOptions,
+    LiveCounts, Place, PoolOptions, PoolStats, Priority, PriorityRange, Result, StreamOptions,
 };
 #[cfg(feature = "comm")]
 pub use devstream_core::{CommFailure, DataType, ReduceOp};
@@ -95,6 +96,7 @@ pub use dispatch::Member;
 pub use event::Event;
 pub use flag::Flag;
 pub use graph::Graph;
+pub use pool::MemoryPool;
 pub use registry::{
     capabilities, compiled_backends, current_stream, live_counts, places, priority_range, probe,
     set_current_stream,
