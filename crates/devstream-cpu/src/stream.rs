@@ -22,15 +22,17 @@ use crate::device::{self, CAPABILITIES, PRIORITY_RANGE};
 use crate::event::{CpuEvent, Record};
 use crate::flag::CpuFlag;
 use crate::graph::{check_unsafe_call, CpuGraph, Frontier, Session};
+use crate::mempool::CpuMemoryPool;
 use crate::scheduler::{running_stream, Backoff, CommonOp, Op, PoolHandle, Task, UserFn};
 use crate::{lock, CPU_PLACE};
 use crossbeam_channel::{Receiver, Sender};
 use devstream_core::elide::{Mark, WaitTracker};
+use devstream_core::mempool;
 use devstream_core::ops::{BufferOp, Transfer};
 use devstream_core::selfwait;
 use devstream_core::{
-    next_id, Capabilities, CaptureMode, Completer, Completion, DeviceStream, Error, HostFn, Place,
-    Priority, Result, StreamOptions,
+    next_id, Capabilities, CaptureMode, Completer, Completion, DevicePool, DeviceStream, Error,
+    HostFn, Place, Priority, Result, StreamOptions,
 };
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -828,7 +830,11 @@ impl DeviceStream for CpuStream {
     }
 
     fn alloc(&self, len: usize) -> Result<CpuBuffer> {
-        Ok(CpuBuffer(BufferInner::new(len)?))
+        crate::mempool::default_pool().alloc(len)
+    }
+
+    fn alloc_from(&self, pool: &dyn DevicePool, len: usize) -> Result<CpuBuffer> {
+        mempool::downcast::<CpuMemoryPool>(pool, "alloc_from", &CPU_PLACE)?.alloc(len)
     }
 
     fn alloc_host(&self, len: usize) -> Result<CpuHostBuffer> {
