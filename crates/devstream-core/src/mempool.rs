@@ -14,12 +14,15 @@
 //!   rounds them), `reserved_bytes` what the pool holds from the system (used plus cached),
 //!   `peak_*` their high-water marks since creation or [`DevicePool::reset_peak`], `allocations`
 //!   the number of live buffers.
-//! * **Release threshold.** Once the work that used freed memory has drained, the pool keeps at
-//!   most `max(release_threshold, used_bytes)` bytes reserved; the rest goes back to the system.
-//!   Native pools (CUDA, HIP) release at their synchronisation points, so a caller reads the
-//!   bound after synchronizing the streams that freed memory.
-//! * **Trim.** [`DevicePool::trim`]`(keep)` returns cached memory until at most `keep` bytes
-//!   beyond what live buffers use are reserved (`cuMemPoolTrimTo`'s meaning).
+//! * **Release threshold** (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`'s meaning). Once the work that
+//!   freed memory has drained, the pool holds at most `release_threshold` bytes reserved, or what
+//!   its live buffers occupy where that is more (native pools reserve in chunks of their
+//!   granularity: a live buffer occupies its whole chunk). Native pools (CUDA, HIP) release at
+//!   synchronisation points, so a caller reads the bound after synchronizing the streams that
+//!   freed memory.
+//! * **Trim** (`cuMemPoolTrimTo`'s meaning). [`DevicePool::trim`]`(keep)` returns cached memory
+//!   until at most `keep` bytes are reserved or nothing cached is left; live buffers are never
+//!   touched.
 //! * **Out of memory** ([`alloc_retrying`], the one implementation every backend calls): an
 //!   allocation that fails for lack of memory trims every live devstream pool of the place to
 //!   zero cached bytes and tries once more; if that fails too, the answer is
@@ -61,8 +64,8 @@ pub struct PoolStats {
 /// How a new pool behaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct PoolOptions {
-    /// Bytes the pool may keep reserved, beyond what live buffers use, once the work that freed
-    /// memory has drained (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`). `0` (the default, as CUDA's)
+    /// Bytes the pool may keep reserved (live buffers' memory included; more only while live
+    /// buffers occupy more) once the work that freed memory has drained (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`). `0` (the default, as CUDA's)
     /// returns freed memory to the system at the next synchronisation point; `u64::MAX` keeps
     /// everything for reuse.
     pub release_threshold: u64,
@@ -81,11 +84,11 @@ pub trait DevicePool: Debug + Send + Sync + Any {
     fn reset_peak(&self) -> Result<()>;
     /// The release threshold in bytes (see [`PoolOptions::release_threshold`]).
     fn release_threshold(&self) -> Result<u64>;
-    /// Sets the release threshold; memory beyond it is released once the work that freed it has
-    /// drained.
+    /// Sets the release threshold: reserved memory beyond it is released once the work that
+    /// freed it has drained.
     fn set_release_threshold(&self, bytes: u64) -> Result<()>;
-    /// Returns cached memory to the system until at most `keep_bytes` are reserved beyond what
-    /// live buffers use (live buffers are never touched).
+    /// Returns cached memory to the system until at most `keep_bytes` are reserved or nothing
+    /// cached is left (live buffers are never touched).
     fn trim(&self, keep_bytes: u64) -> Result<()>;
 }
 

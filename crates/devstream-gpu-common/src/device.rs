@@ -9,8 +9,8 @@ use crate::hostfn::CaptureOwned;
 use crate::raw::{DeviceProperties, LoadInfo, Optional, RawApi, RawContext, RawEvent, RawStream};
 use crate::stream::{GpuStream, StreamInner, StreamKind};
 use devstream_core::{
-    Capabilities, CaptureSupport, DeviceBackend, Error, EventFlags, LiveCounts, Place,
-    PriorityRange, Result, StreamOptions,
+    Capabilities, CaptureSupport, DeviceBackend, DevicePool, Error, EventFlags, LiveCounts, Place,
+    PoolOptions, PriorityRange, Result, StreamOptions,
 };
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
@@ -142,6 +142,8 @@ pub struct Device<A: RawApi> {
     pub(crate) range: PriorityRange,
     pub(crate) caps: Capabilities,
     default_stream: OnceLock<Result<GpuStream<A>>>,
+    /// The device's default memory pool, once asked for (`crate::mempool`).
+    pub(crate) default_pool: OnceLock<Result<Arc<crate::mempool::GpuMemoryPool<A>>>>,
     /// An internal non-blocking stream on which releases of memory used by several streams
     /// are ordered (made with the device).
     reclaim_stream: Result<RawStream>,
@@ -220,6 +222,7 @@ impl<A: RawApi> Device<A> {
         caps.external_handles = true;
         caps.stream_ordered_alloc =
             A::supports(Optional::StreamOrderedAlloc) && properties.memory_pools;
+        caps.memory_pools = caps.stream_ordered_alloc && A::supports(Optional::MemoryPools);
         caps.nonblocking_query = true;
         caps.legacy_default_stream = true;
         caps.per_thread_stream = true;
@@ -243,6 +246,7 @@ impl<A: RawApi> Device<A> {
             range,
             caps,
             default_stream: OnceLock::new(),
+            default_pool: OnceLock::new(),
             reclaim_stream,
             completions,
             deferred: Mutex::new(Vec::new()),
@@ -700,6 +704,15 @@ impl<A: RawApi> DeviceBackend for GpuBackend<A> {
             map.borrow_mut().insert(key, Box::new(stream.clone()));
         });
         Ok(stream)
+    }
+
+    fn default_pool(place: &Place) -> Result<Arc<dyn DevicePool>> {
+        let pool = crate::mempool::GpuMemoryPool::default_of(device_of::<A>(place)?)?;
+        Ok(pool)
+    }
+
+    fn new_pool(place: &Place, options: PoolOptions) -> Result<Arc<dyn DevicePool>> {
+        crate::mempool::GpuMemoryPool::create(device_of::<A>(place)?, options)
     }
 
     fn new_event(place: &Place, flags: EventFlags) -> Result<GpuEvent<A>> {

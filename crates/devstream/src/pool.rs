@@ -70,13 +70,13 @@ impl MemoryPool {
     }
 
     /// Sets the release threshold: once the work that freed memory has drained, the pool keeps
-    /// at most this many bytes reserved beyond what live buffers use.
+    /// at most this many bytes reserved (more only while live buffers occupy more).
     pub fn set_release_threshold(&self, bytes: u64) -> Result<()> {
         self.0.set_release_threshold(bytes)
     }
 
-    /// Returns cached memory until at most `keep_bytes` are reserved beyond what live buffers
-    /// use.
+    /// Returns cached memory until at most `keep_bytes` are reserved or nothing cached is left
+    /// (live buffers are never touched).
     pub fn trim(&self, keep_bytes: u64) -> Result<()> {
         self.0.trim(keep_bytes)
     }
