@@ -810,6 +810,19 @@ impl DeviceStream for PluginStream {
         }
     }
 
+    fn alloc_from(
+        &self,
+        pool: &dyn devstream_core::DevicePool,
+        len: usize,
+    ) -> Result<PluginBuffer> {
+        match &self.0 {
+            // The plug-in ABI's allocator is synchronous and keeps no statistics devstream could
+            // report per pool: `memory_pools` is off for plug-in devices.
+            StreamRepr::Abi(core) => Err(Error::unsupported("alloc_from", &core.place)),
+            StreamRepr::Rust(s) => Ok(PluginBuffer(BufferRepr::Rust(s.alloc_from(pool, len)?))),
+        }
+    }
+
     fn alloc_host(&self, len: usize) -> Result<PluginHostBuffer> {
         match &self.0 {
             StreamRepr::Abi(core) => {
