@@ -146,6 +146,8 @@ mod guides {
     struct Async;
     #[doc = include_str!("../../../docs/CAPTURE.md")]
     struct Capture;
+    #[doc = include_str!("../../../docs/MEMORY.md")]
+    struct Memory;
     #[cfg(feature = "comm")]
     #[doc = include_str!("../../../docs/COLLECTIVES.md")]
     struct Collectives;
