@@ -500,6 +500,10 @@ mod header_check {
                 "sizeof(hipStreamCallback_t)",
                 size_of::<hipStreamCallback_t>(),
             ),
+            ("sizeof(hipMemPool_t)", size_of::<hipMemPool_t>()),
+            ("sizeof(hipMemPoolAttr)", size_of::<hipMemPoolAttr>()),
+            ("sizeof(hipMemLocation)", size_of::<hipMemLocation>()),
+            ("sizeof(hipMemPoolProps)", size_of::<hipMemPoolProps>()),
         ];
         for (name, size) in ours {
             assert_eq!(header(name), *size as i64, "{name} in {HEADER_PATH}");
