@@ -335,6 +335,57 @@ fn an_absurd_request_is_out_of_memory_with_stats_and_the_pool_works_after() {
     });
 }
 
+/// A pool at its size limit whose cache holds blocks it cannot use for a new size: the
+/// allocation runs out, the retry trims the cache, and it succeeds; a request past the limit is
+/// `OutOfMemory` with the pool's statistics. Alone: the retry trims every pool of the place.
+#[test]
+fn a_pool_at_its_size_limit_trims_its_cache_and_retries() {
+    for_each_place_alone(|place| {
+        if !has_pools(place) {
+            return Ok(());
+        }
+        let limit = 64u64 << 20;
+        let options = PoolOptions {
+            release_threshold: u64::MAX,
+            max_size: limit,
+        };
+        let pool = match MemoryPool::new(place, options) {
+            Err(e @ (Error::InvalidArgument(_) | Error::Driver { .. })) => {
+                not_applicable(place, &format!("no pool size limit here: {e}"));
+                return Ok(());
+            }
+            other => other?,
+        };
+        let stream = Stream::new(place)?;
+        let quarters = (0..4)
+            .map(|_| stream.alloc_from(&pool, 16 << 20))
+            .collect::<Result<Vec<_>>>()?;
+        for buffer in &quarters {
+            stream.fill(buffer, 0, 4096, 1)?;
+        }
+        drop(quarters);
+        sync(&stream)?;
+        let cached = consistent(place, pool.stats()?);
+        assert!(cached.reserved_bytes <= limit, "{place}: {cached:?}");
+        let half = stream.alloc_from(&pool, 32 << 20)?;
+        stream.fill(&half, 0, 4096, 2)?;
+        sync(&stream)?;
+        let after = consistent(place, pool.stats()?);
+        assert!(after.reserved_bytes <= limit, "{place}: {after:?}");
+        assert_eq!(after.allocations, 1, "{place}: {after:?}");
+        match stream.alloc_from(&pool, limit as usize + 1) {
+            Err(Error::OutOfMemory {
+                stats: Some(stats), ..
+            }) => assert_eq!(stats.allocations, 1, "{place}: {stats:?}"),
+            other => panic!(
+                "{place}: past the pool's limit: expected OutOfMemory with stats, got {other:?}"
+            ),
+        }
+        drop(half);
+        sync(&stream)
+    });
+}
+
 /// The default pool is the one `alloc` takes from. Alone: other tests allocate from it too.
 #[test]
 fn the_default_pool_is_the_one_alloc_takes_from() {

@@ -32,7 +32,7 @@
 //! ```
 //! use devstream_core::mempool::{PoolOptions, PoolStats};
 //! let options = PoolOptions { release_threshold: 64 << 20, ..Default::default() };
-//! assert_eq!(options.release_threshold, 64 << 20);
+//! assert_eq!((options.release_threshold, options.max_size), (64 << 20, 0));
 //! assert_eq!(PoolStats::default().used_bytes, 0);
 //! ```
 //!
@@ -69,6 +69,12 @@ pub struct PoolOptions {
     /// returns freed memory to the system at the next synchronisation point; `u64::MAX` keeps
     /// everything for reuse.
     pub release_threshold: u64,
+    /// The most memory the pool may reserve, in bytes; `0` (the default) sets no limit beyond
+    /// the device's (`CUmemPoolProps::maxSize`, which needs CUDA 12.2 or ROCm 6: older runtimes
+    /// refuse a non-zero value when the pool is made). An allocation that would pass it runs out
+    /// of memory like one the device cannot serve: the place's pools are trimmed and it is
+    /// retried once.
+    pub max_size: u64,
 }
 
 /// A memory pool of one place, type-erased: every backend's pool implements it, and the facade's

@@ -11,7 +11,8 @@
 //! Invariants (under the pool's lock): `used` is the sum of the classes of live blocks,
 //! `reserved` is `used` plus the bytes in the free lists, both peaks cover their values, and
 //! after every return `reserved ≤ max(threshold, used)`: returning a block releases cached
-//! blocks, largest first, while more than the threshold is reserved. The rules shared with
+//! blocks, largest first, while more than the threshold is reserved. A new block that would take
+//! `reserved` past `max_size` (when set) is refused as out of memory, before any system call. The rules shared with
 //! every backend (statistics, threshold, trim, out of memory) are in `devstream_core::mempool`.
 
 use crate::buffer::{BufferData, BufferInner, CpuBuffer};
@@ -54,6 +55,8 @@ struct PoolState {
     peak_reserved: u64,
     allocations: u64,
     threshold: u64,
+    /// The most `reserved` may reach (`0`: no limit).
+    max_size: u64,
 }
 
 impl PoolState {
@@ -104,6 +107,14 @@ impl PoolShared {
                 block
             }
             None => {
+                let over_limit = {
+                    let state = lock(&self.state);
+                    state.max_size != 0
+                        && state.reserved.saturating_add(class as u64) > state.max_size
+                };
+                if over_limit {
+                    return Err(Error::out_of_memory(&CPU_PLACE, len));
+                }
                 let block = zeroed(&CPU_PLACE, class)?;
                 let mut state = lock(&self.state);
                 state.reserved += class as u64;
@@ -153,6 +164,7 @@ impl CpuMemoryPool {
             shared: Arc::new(PoolShared {
                 state: Mutex::new(PoolState {
                     threshold: options.release_threshold,
+                    max_size: options.max_size,
                     ..PoolState::default()
                 }),
             }),

@@ -69,8 +69,9 @@ impl<A: RawApi> GpuMemoryPool<A> {
     ) -> Result<Arc<dyn DevicePool>> {
         Self::check_supported(device, "new_pool")?;
         device.bind()?;
+        let max_size = usize::try_from(options.max_size).unwrap_or(usize::MAX);
         // SAFETY: the device's context is current; memory pools are supported.
-        let raw = check::<A, _>(unsafe { A::mem_pool_create(device.ordinal) })?;
+        let raw = check::<A, _>(unsafe { A::mem_pool_create(device.ordinal, max_size) })?;
         let pool = GpuMemoryPool {
             id: next_id(),
             device,

@@ -583,8 +583,9 @@ pub unsafe trait RawMemory {
     /// `cuDeviceGetDefaultMemPool` of device `ordinal` ([`Optional::MemoryPools`]).
     unsafe fn device_default_mem_pool(ordinal: usize) -> RawResult<RawMemPool>;
     /// `cuMemPoolCreate` of a pool of pinned memory on device `ordinal`, without export
-    /// handles ([`Optional::MemoryPools`]).
-    unsafe fn mem_pool_create(ordinal: usize) -> RawResult<RawMemPool>;
+    /// handles, reserving at most `max_size` bytes (`maxSize`; `0`: no limit)
+    /// ([`Optional::MemoryPools`]).
+    unsafe fn mem_pool_create(ordinal: usize, max_size: usize) -> RawResult<RawMemPool>;
     /// `cuMemPoolDestroy` ([`Optional::MemoryPools`]).
     unsafe fn mem_pool_destroy(pool: RawMemPool) -> RawResult;
     /// `cuMemPoolGetAttribute` of a 64-bit attribute ([`Optional::MemoryPools`]).

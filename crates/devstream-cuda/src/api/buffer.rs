@@ -53,7 +53,7 @@ unsafe impl RawMemory for CudaApi {
         Ok(RawMemPool(pool.cast()))
     }
 
-    unsafe fn mem_pool_create(ordinal: usize) -> RawResult<RawMemPool> {
+    unsafe fn mem_pool_create(ordinal: usize, max_size: usize) -> RawResult<RawMemPool> {
         // SAFETY: every field of the properties is an integer, an enum whose 0 is a declared
         // value (INVALID / NONE) or a pointer, so all-zero is a valid value to start from.
         let mut props: sys::CUmemPoolProps = unsafe { std::mem::zeroed() };
@@ -61,6 +61,8 @@ unsafe impl RawMemory for CudaApi {
         props.handleTypes = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE;
         props.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
         props.location.id = ordinal as i32;
+        // Reserved (must be 0) before CUDA 12.2: an older driver refuses a non-zero limit.
+        props.maxSize = max_size;
         let mut pool = std::ptr::null_mut();
         ok(
             // SAFETY: valid out-pointer and properties; present per `supports`.

@@ -250,6 +250,10 @@ pub unsafe extern "C" fn hipMemPoolCreate(
     cu_props.handleTypes = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE;
     cu_props.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
     cu_props.location.id = props.location.id;
+    // ROCm 6's `maxSize`: the first 8 bytes of the tail.
+    let mut max_size = [0; 8];
+    max_size.copy_from_slice(&props.reserved[..8]);
+    cu_props.maxSize = u64::from_ne_bytes(max_size) as usize;
     let mut raw = std::ptr::null_mut();
     try_cu!(sys::cuMemPoolCreate(&mut raw, &cu_props));
     put(pool, raw.cast())

@@ -57,11 +57,15 @@ unsafe impl RawMemory for HipApi {
         Ok(RawMemPool(pool))
     }
 
-    unsafe fn mem_pool_create(ordinal: usize) -> RawResult<RawMemPool> {
+    unsafe fn mem_pool_create(ordinal: usize, max_size: usize) -> RawResult<RawMemPool> {
         let t = table("hipMemPoolCreate")?;
         let function = t
             .hipMemPoolCreate
             .ok_or_else(|| absent("hipMemPoolCreate"))?;
+        // `maxSize` (ROCm 6) is the first 8 of the 64 bytes that were all reserved before: an
+        // older runtime refuses a non-zero limit.
+        let mut reserved = [0; 64];
+        reserved[..8].copy_from_slice(&(max_size as u64).to_ne_bytes());
         let props = sys::hipMemPoolProps {
             allocType: sys::hipMemAllocationTypePinned,
             handleTypes: sys::hipMemHandleTypeNone,
@@ -70,7 +74,7 @@ unsafe impl RawMemory for HipApi {
                 id: ordinal as i32,
             },
             win32SecurityAttributes: std::ptr::null_mut(),
-            reserved: [0; 64],
+            reserved,
         };
         let mut pool = std::ptr::null_mut();
         ok(
