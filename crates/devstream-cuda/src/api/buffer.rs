@@ -84,19 +84,9 @@ unsafe impl RawMemory for CudaApi {
         pool: RawMemPool,
         attribute: MemPoolAttribute,
     ) -> RawResult<u64> {
-        let mut value: u64 = 0;
-        ok(
-            // SAFETY: a live pool; the attribute is one of the 64-bit ones, so the out-pointer
-            // to a u64 is the right size.
-            unsafe {
-                sys::cuMemPoolGetAttribute(
-                    pool.0.cast(),
-                    pool_attribute(attribute),
-                    (&mut value as *mut u64).cast(),
-                )
-            },
-            "cuMemPoolGetAttribute",
-        )?;
+        let mut value = 0;
+        // SAFETY: a live pool (caller).
+        unsafe { pool_attribute_call(PoolAttributeCall::Get, pool, attribute, &mut value) }?;
         Ok(value)
     }
 
@@ -106,17 +96,8 @@ unsafe impl RawMemory for CudaApi {
         value: u64,
     ) -> RawResult {
         let mut value = value;
-        ok(
-            // SAFETY: a live pool; a 64-bit attribute read from a u64.
-            unsafe {
-                sys::cuMemPoolSetAttribute(
-                    pool.0.cast(),
-                    pool_attribute(attribute),
-                    (&mut value as *mut u64).cast(),
-                )
-            },
-            "cuMemPoolSetAttribute",
-        )
+        // SAFETY: a live pool (caller).
+        unsafe { pool_attribute_call(PoolAttributeCall::Set, pool, attribute, &mut value) }
     }
 
     unsafe fn mem_pool_trim_to(pool: RawMemPool, keep: usize) -> RawResult {
@@ -246,4 +227,39 @@ fn pool_attribute(attribute: MemPoolAttribute) -> sys::CUmemPool_attribute {
         MemPoolAttribute::UsedMemCurrent => A::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
         MemPoolAttribute::UsedMemHigh => A::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
     }
+}
+
+/// Which of the two attribute calls [`pool_attribute_call`] makes.
+enum PoolAttributeCall {
+    Get,
+    Set,
+}
+
+/// `cuMemPoolGetAttribute` (into `value`) or `cuMemPoolSetAttribute` (from `value`) of a 64-bit
+/// attribute: both take the value through a `void*` to a `cuuint64_t`.
+///
+/// # Safety
+/// `pool` is a live pool.
+unsafe fn pool_attribute_call(
+    call: PoolAttributeCall,
+    pool: RawMemPool,
+    attribute: MemPoolAttribute,
+    value: &mut u64,
+) -> RawResult {
+    let (function, name): (unsafe fn(_, _, _) -> _, _) = match call {
+        PoolAttributeCall::Get => (sys::cuMemPoolGetAttribute, "cuMemPoolGetAttribute"),
+        PoolAttributeCall::Set => (sys::cuMemPoolSetAttribute, "cuMemPoolSetAttribute"),
+    };
+    ok(
+        // SAFETY: a live pool (caller); every attribute of `MemPoolAttribute` is a 64-bit one,
+        // so a pointer to a u64 is the right size; present per `supports`.
+        unsafe {
+            function(
+                pool.0.cast(),
+                pool_attribute(attribute),
+                (value as *mut u64).cast(),
+            )
+        },
+        name,
+    )
 }

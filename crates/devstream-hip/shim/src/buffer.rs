@@ -273,11 +273,9 @@ pub unsafe extern "C" fn hipMemPoolGetAttribute(
     attr: c_int,
     value: *mut c_void,
 ) -> hipError_t {
-    enter!();
-    let Some(attr) = pool_attribute(attr) else {
-        return hipErrorInvalidValue;
-    };
-    cu!(sys::cuMemPoolGetAttribute(pool.cast(), attr, value))
+    // SAFETY: forwarded under this function's HIP contract (a live pool; `value` points to
+    // the attribute's 64-bit value).
+    unsafe { pool_attribute_call(sys::cuMemPoolGetAttribute, pool, attr, value) }
 }
 
 /// `hipMemPoolSetAttribute` → `cuMemPoolSetAttribute`.
@@ -287,11 +285,28 @@ pub unsafe extern "C" fn hipMemPoolSetAttribute(
     attr: c_int,
     value: *mut c_void,
 ) -> hipError_t {
+    // SAFETY: forwarded under this function's HIP contract (a live pool; `value` points to
+    // the attribute's 64-bit value).
+    unsafe { pool_attribute_call(sys::cuMemPoolSetAttribute, pool, attr, value) }
+}
+
+/// `cuMemPoolGetAttribute` or `cuMemPoolSetAttribute` (`call`, which have one signature) of
+/// the CUDA attribute of `attr`.
+///
+/// # Safety
+/// The contract of `hipMemPoolGetAttribute` / `hipMemPoolSetAttribute`: a live pool, and `value`
+/// valid for the attribute's 64-bit value.
+unsafe fn pool_attribute_call(
+    call: unsafe fn(sys::CUmemoryPool, sys::CUmemPool_attribute, *mut c_void) -> sys::CUresult,
+    pool: hipMemPool_t,
+    attr: c_int,
+    value: *mut c_void,
+) -> hipError_t {
     enter!();
     let Some(attr) = pool_attribute(attr) else {
         return hipErrorInvalidValue;
     };
-    cu!(sys::cuMemPoolSetAttribute(pool.cast(), attr, value))
+    cu!(call(pool.cast(), attr, value))
 }
 
 /// `hipMemPoolTrimTo` → `cuMemPoolTrimTo`.

@@ -99,21 +99,10 @@ unsafe impl RawMemory for HipApi {
         attribute: MemPoolAttribute,
     ) -> RawResult<u64> {
         let t = table("hipMemPoolGetAttribute")?;
-        let function = t
-            .hipMemPoolGetAttribute
-            .ok_or_else(|| absent("hipMemPoolGetAttribute"))?;
-        let mut value: u64 = 0;
-        ok(
-            // SAFETY: a live pool; a 64-bit attribute written to a u64.
-            unsafe {
-                function(
-                    pool.0,
-                    attribute as sys::hipMemPoolAttr,
-                    (&mut value as *mut u64).cast(),
-                )
-            },
-            "hipMemPoolGetAttribute",
-        )?;
+        let mut value = 0;
+        let (function, name) = (t.hipMemPoolGetAttribute, "hipMemPoolGetAttribute");
+        // SAFETY: a live pool (caller).
+        unsafe { pool_attribute_call(function, name, pool, attribute, &mut value) }?;
         Ok(value)
     }
 
@@ -123,21 +112,10 @@ unsafe impl RawMemory for HipApi {
         value: u64,
     ) -> RawResult {
         let t = table("hipMemPoolSetAttribute")?;
-        let function = t
-            .hipMemPoolSetAttribute
-            .ok_or_else(|| absent("hipMemPoolSetAttribute"))?;
         let mut value = value;
-        ok(
-            // SAFETY: a live pool; a 64-bit attribute read from a u64.
-            unsafe {
-                function(
-                    pool.0,
-                    attribute as sys::hipMemPoolAttr,
-                    (&mut value as *mut u64).cast(),
-                )
-            },
-            "hipMemPoolSetAttribute",
-        )
+        let (function, name) = (t.hipMemPoolSetAttribute, "hipMemPoolSetAttribute");
+        // SAFETY: a live pool (caller).
+        unsafe { pool_attribute_call(function, name, pool, attribute, &mut value) }
     }
 
     unsafe fn mem_pool_trim_to(pool: RawMemPool, keep: usize) -> RawResult {
@@ -268,4 +246,31 @@ unsafe impl RawMemory for HipApi {
             "hipMemsetD8Async",
         )
     }
+}
+
+/// `hipMemPoolGetAttribute` (into `value`) or `hipMemPoolSetAttribute` (from `value`), named
+/// `name`, of a 64-bit attribute: both take the value through a `void*` to a `uint64_t`.
+///
+/// # Safety
+/// `pool` is a live pool.
+unsafe fn pool_attribute_call(
+    function: Option<sys::hipMemPoolGetAttribute>,
+    name: &'static str,
+    pool: RawMemPool,
+    attribute: MemPoolAttribute,
+    value: &mut u64,
+) -> RawResult {
+    let function = function.ok_or_else(|| absent(name))?;
+    ok(
+        // SAFETY: a live pool (caller); every attribute of `MemPoolAttribute` is a 64-bit one,
+        // so a pointer to a u64 is the right size.
+        unsafe {
+            function(
+                pool.0,
+                attribute as sys::hipMemPoolAttr,
+                (value as *mut u64).cast(),
+            )
+        },
+        name,
+    )
 }
