@@ -295,9 +295,11 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
         /// Writes `value` to `flag` in stream order. Capability `flags`.
         fn write_flag(&self, flag: &Self::Flag, value: u32) -> Result<()>;
 
-        /// Device memory of `len` bytes, usable by work submitted to this stream from now on. A
-        /// potentially unsafe call where the place's `stream_ordered_alloc` is off. Capability
-        /// `buffers`, as are the copies and `fill`.
+        /// Device memory of `len` bytes, usable by work submitted to this stream from now on;
+        /// where `memory_pools` is on, from the place's default pool
+        /// ([`DeviceBackend::default_pool`]) under its out-of-memory rule. A potentially unsafe
+        /// call where the place's `stream_ordered_alloc` is off. Capability `buffers`, as are
+        /// the copies and `fill`.
         fn alloc(&self, len: usize) -> Result<Self::Buffer>;
         /// Host memory of `len` bytes for asynchronous copies (zeroed). A potentially unsafe
         /// call.
