@@ -202,6 +202,169 @@ pub fn alloc_retrying<T>(
     }
 }
 
+/// Classes are powers of two up to this size, whole multiples of it above.
+const LARGE_CLASS: usize = 1 << 20;
+/// The smallest class.
+const SMALLEST_CLASS: usize = 512;
+
+/// The block size a caching pool gives a buffer of `len` bytes: 0 for 0 (no block), powers of
+/// two from 512 bytes up to 1 MiB, whole MiB above; `None` where it cannot be described.
+///
+/// ```
+/// use devstream_core::mempool::size_class;
+/// assert_eq!(size_class(1000), Some(1024));
+/// assert_eq!(size_class((1 << 20) + 1), Some(2 << 20));
+/// assert_eq!(size_class(usize::MAX), None);
+/// ```
+pub fn size_class(len: usize) -> Option<usize> {
+    if len == 0 {
+        Some(0)
+    } else if len <= LARGE_CLASS {
+        Some(len.max(SMALLEST_CLASS).next_power_of_two())
+    } else {
+        len.checked_next_multiple_of(LARGE_CLASS)
+    }
+}
+
+/// The bookkeeping of a caching pool that devstream keeps itself (the CPU place's, the plug-in
+/// places'), written once: free blocks `B` by size class, used and reserved bytes, their peaks,
+/// live buffers, the release threshold and the size limit. It holds no lock and makes no system
+/// call: its owner keeps it under a lock, and the blocks its methods hand back are the owner's to
+/// free (after letting the lock go).
+///
+/// Invariants: `used` is the sum of the classes of blocks handed out and not given back,
+/// `reserved` is `used` plus the classes of the cached blocks, the peaks cover their values, and
+/// after [`give_back`](Self::give_back) `reserved ≤ max(threshold, used)`.
+#[derive(Debug)]
+pub struct CacheState<B> {
+    free: std::collections::BTreeMap<usize, Vec<B>>,
+    used: u64,
+    reserved: u64,
+    peak_used: u64,
+    peak_reserved: u64,
+    allocations: u64,
+    threshold: u64,
+    max_size: u64,
+}
+
+impl<B> CacheState<B> {
+    /// Empty, with `options`' threshold and size limit.
+    pub fn new(options: PoolOptions) -> Self {
+        CacheState {
+            free: std::collections::BTreeMap::new(),
+            used: 0,
+            reserved: 0,
+            peak_used: 0,
+            peak_reserved: 0,
+            allocations: 0,
+            threshold: options.release_threshold,
+            max_size: options.max_size,
+        }
+    }
+
+    /// A cached block of `class` bytes, now counted as a live buffer's.
+    pub fn take_cached(&mut self, class: usize) -> Option<B> {
+        let mut entry = match self.free.entry(class) {
+            std::collections::btree_map::Entry::Occupied(entry) => entry,
+            std::collections::btree_map::Entry::Vacant(_) => return None,
+        };
+        let block = entry.get_mut().pop();
+        if entry.get().is_empty() {
+            entry.remove();
+        }
+        if block.is_some() {
+            self.note_taken(class);
+        }
+        block
+    }
+
+    /// Whether a new block of `class` bytes keeps `reserved` within the size limit.
+    pub fn admits(&self, class: usize) -> bool {
+        self.max_size == 0 || self.reserved.saturating_add(class as u64) <= self.max_size
+    }
+
+    /// Counts a new block of `class` bytes, just obtained from the system, as reserved and as a
+    /// live buffer's.
+    pub fn add_new(&mut self, class: usize) {
+        self.reserved += class as u64;
+        self.note_taken(class);
+    }
+
+    /// Counts a buffer of `class` bytes with no block (0 bytes) as live.
+    fn note_taken(&mut self, class: usize) {
+        self.used += class as u64;
+        self.allocations += 1;
+        self.peak_used = self.peak_used.max(self.used);
+        self.peak_reserved = self.peak_reserved.max(self.reserved);
+    }
+
+    /// Takes back the block of a buffer whose work is all complete (`None` for a buffer of 0
+    /// bytes), caches it, and returns the blocks to free so that at most
+    /// `max(threshold, used)` bytes stay reserved.
+    pub fn give_back(&mut self, class: usize, block: Option<B>) -> Vec<B> {
+        self.used -= class as u64;
+        self.allocations -= 1;
+        if let Some(block) = block {
+            self.free.entry(class).or_default().push(block);
+        }
+        self.release_above(self.threshold.max(self.used))
+    }
+
+    /// Counts a buffer of 0 bytes (no block) as live.
+    pub fn add_empty(&mut self) {
+        self.note_taken(0);
+    }
+
+    /// The cached blocks to free, largest first, until at most `keep` bytes are reserved or
+    /// nothing is cached (they no longer count as reserved).
+    pub fn release_above(&mut self, keep: u64) -> Vec<B> {
+        let mut out = Vec::new();
+        while self.reserved > keep {
+            let Some(mut entry) = self.free.last_entry() else {
+                break;
+            };
+            let class = *entry.key();
+            let block = entry.get_mut().pop();
+            if entry.get().is_empty() {
+                entry.remove();
+            }
+            if let Some(block) = block {
+                self.reserved -= class as u64;
+                out.push(block);
+            }
+        }
+        out
+    }
+
+    /// The statistics now.
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            used_bytes: self.used,
+            reserved_bytes: self.reserved,
+            peak_used_bytes: self.peak_used,
+            peak_reserved_bytes: self.peak_reserved,
+            allocations: self.allocations,
+        }
+    }
+
+    /// Sets both peaks to the current values.
+    pub fn reset_peak(&mut self) {
+        self.peak_used = self.used;
+        self.peak_reserved = self.reserved;
+    }
+
+    /// The release threshold.
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
+    /// Sets the release threshold and returns the cached blocks above it, to free.
+    pub fn set_threshold(&mut self, bytes: u64) -> Vec<B> {
+        self.threshold = bytes;
+        self.release_above(bytes.max(self.used))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +456,38 @@ mod tests {
                 stats: Some(PoolStats::default()),
             })
         );
+    }
+
+    #[test]
+    fn a_cache_keeps_its_invariants_through_takes_returns_and_trims() {
+        let mut cache = CacheState::<usize>::new(PoolOptions {
+            release_threshold: 2048,
+            max_size: 4096,
+        });
+        assert!(cache.take_cached(1024).is_none());
+        for _ in 0..3 {
+            assert!(cache.admits(1024));
+            cache.add_new(1024);
+        }
+        assert!(cache.admits(1024) && !cache.admits(2048));
+        // 2048 used, 3072 reserved, threshold 2048: the block just back goes.
+        assert_eq!(cache.give_back(1024, Some(1)), vec![1]);
+        // 1024 used, 2048 reserved: within the threshold, cached.
+        assert!(cache.give_back(1024, Some(2)).is_empty());
+        assert_eq!(cache.take_cached(1024), Some(2));
+        assert!(cache.give_back(1024, Some(2)).is_empty());
+        assert!(cache.give_back(1024, Some(3)).is_empty());
+        let stats = cache.stats();
+        assert_eq!((stats.used_bytes, stats.reserved_bytes), (0, 2048));
+        assert_eq!(
+            (stats.peak_used_bytes, stats.peak_reserved_bytes),
+            (3072, 3072)
+        );
+        assert_eq!(stats.allocations, 0);
+        cache.reset_peak();
+        assert_eq!(cache.stats().peak_reserved_bytes, 2048);
+        assert_eq!(cache.release_above(0).len(), 2);
+        assert_eq!(cache.stats().reserved_bytes, 0);
     }
 
     #[test]
