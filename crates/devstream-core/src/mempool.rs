@@ -9,7 +9,10 @@
 //!
 //! # Rules every pool obeys
 //! * **Stream order.** A buffer freed (dropped) while queued work uses it returns its memory to
-//!   the pool only after that work; memory that returned is handed out again to any stream.
+//!   the pool only after that work; memory that returned is handed out again to any stream. The
+//!   return may follow the work's completion by a moment (plug-in places return blocks from
+//!   devstream's reaper thread), so statistics read right after `synchronize` may still count
+//!   a buffer dropped before it.
 //! * **Statistics** ([`PoolStats`]): `used_bytes` is the memory of live buffers (as the pool
 //!   rounds them), `reserved_bytes` what the pool holds from the system (used plus cached),
 //!   `peak_*` their high-water marks since creation or [`DevicePool::reset_peak`], `allocations`
@@ -284,13 +287,13 @@ impl<B> CacheState<B> {
     }
 
     /// Counts a new block of `class` bytes, just obtained from the system, as reserved and as a
-    /// live buffer's.
+    /// live buffer's (`class` 0: a buffer of 0 bytes, which has no block).
     pub fn add_new(&mut self, class: usize) {
         self.reserved += class as u64;
         self.note_taken(class);
     }
 
-    /// Counts a buffer of `class` bytes with no block (0 bytes) as live.
+    /// Counts a buffer of `class` bytes as live.
     fn note_taken(&mut self, class: usize) {
         self.used += class as u64;
         self.allocations += 1;
@@ -308,11 +311,6 @@ impl<B> CacheState<B> {
             self.free.entry(class).or_default().push(block);
         }
         self.release_above(self.threshold.max(self.used))
-    }
-
-    /// Counts a buffer of 0 bytes (no block) as live.
-    pub fn add_empty(&mut self) {
-        self.note_taken(0);
     }
 
     /// The cached blocks to free, largest first, until at most `keep` bytes are reserved or
@@ -362,6 +360,137 @@ impl<B> CacheState<B> {
     pub fn set_threshold(&mut self, bytes: u64) -> Vec<B> {
         self.threshold = bytes;
         self.release_above(bytes.max(self.used))
+    }
+}
+
+/// What the owner of a devstream-kept caching pool supplies: its place and how the blocks the
+/// pool lets go are freed (host memory dropped, a plug-in's `device_memory_deallocate`).
+pub trait BlockSource: Send + Sync + 'static {
+    /// A block of memory.
+    type Block: Send + 'static;
+    /// The pool's place.
+    fn place(&self) -> &Place;
+    /// Frees blocks the pool lets go (called without the pool's lock).
+    fn free(&self, blocks: Vec<Self::Block>);
+}
+
+/// The state a devstream-kept caching pool shares with its buffers (they hold it until their
+/// block is back): the block source and the bookkeeping under one lock. Dropped (the pool handle
+/// and every buffer gone), it frees what it still caches.
+pub struct CachingPool<S: BlockSource> {
+    /// Where blocks come from and go.
+    pub source: S,
+    cache: Mutex<CacheState<S::Block>>,
+}
+
+impl<S: BlockSource> CachingPool<S> {
+    /// An empty pool over `source`.
+    pub fn new(source: S, options: PoolOptions) -> Self {
+        CachingPool {
+            source,
+            cache: Mutex::new(CacheState::new(options)),
+        }
+    }
+
+    /// The bookkeeping, locked (for taking blocks: [`CacheState::take_cached`], `admits`,
+    /// `add_new`).
+    pub fn cache(&self) -> std::sync::MutexGuard<'_, CacheState<S::Block>> {
+        crate::sync::lock(&self.cache)
+    }
+
+    /// Takes back the block of a buffer whose work is complete (`None` for 0 bytes) and frees
+    /// what the threshold releases.
+    pub fn give_back(&self, class: usize, block: Option<S::Block>) {
+        let released = self.cache().give_back(class, block);
+        self.source.free(released);
+    }
+}
+
+impl<S: BlockSource> Drop for CachingPool<S> {
+    fn drop(&mut self) {
+        let released = self.cache().release_above(0);
+        self.source.free(released);
+    }
+}
+
+impl<S: BlockSource> std::fmt::Debug for CachingPool<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cache = self.cache();
+        f.debug_struct("CachingPool")
+            .field("place", self.source.place())
+            .field("stats", &cache.stats())
+            .field("threshold", &cache.threshold())
+            .finish()
+    }
+}
+
+/// A handle of a devstream-kept caching pool: the [`DevicePool`] a backend hands out. Dropped,
+/// nobody can take from the pool any more: its cache goes, and blocks of buffers still alive are
+/// freed as they come back.
+pub struct CachingPoolHandle<S: BlockSource> {
+    id: u64,
+    /// The state its buffers share.
+    pub shared: Arc<CachingPool<S>>,
+}
+
+impl<S: BlockSource> CachingPoolHandle<S> {
+    /// A new pool over `source`.
+    pub fn new(source: S, options: PoolOptions) -> Self {
+        CachingPoolHandle {
+            id: crate::next_id(),
+            shared: Arc::new(CachingPool::new(source, options)),
+        }
+    }
+}
+
+impl<S: BlockSource> Drop for CachingPoolHandle<S> {
+    fn drop(&mut self) {
+        let released = self.shared.cache().set_threshold(0);
+        self.shared.source.free(released);
+    }
+}
+
+impl<S: BlockSource> std::fmt::Debug for CachingPoolHandle<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachingPoolHandle")
+            .field("id", &self.id)
+            .field("pool", &self.shared)
+            .finish()
+    }
+}
+
+impl<S: BlockSource> DevicePool for CachingPoolHandle<S> {
+    fn place(&self) -> &Place {
+        self.shared.source.place()
+    }
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn stats(&self) -> Result<PoolStats> {
+        Ok(self.shared.cache().stats())
+    }
+
+    fn reset_peak(&self) -> Result<()> {
+        self.shared.cache().reset_peak();
+        Ok(())
+    }
+
+    fn release_threshold(&self) -> Result<u64> {
+        Ok(self.shared.cache().threshold())
+    }
+
+    fn set_release_threshold(&self, bytes: u64) -> Result<()> {
+        let released = self.shared.cache().set_threshold(bytes);
+        self.shared.source.free(released);
+        Ok(())
+    }
+
+    fn trim(&self, keep_bytes: u64) -> Result<()> {
+        let released = self.shared.cache().release_above(keep_bytes);
+        self.shared.source.free(released);
+        Ok(())
     }
 }
 

@@ -178,7 +178,7 @@ pub(crate) struct BufferInner {
 impl Drop for BufferInner {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
-            pool.give_back(self.data.take_block());
+            crate::mempool::give_back(&pool, self.data.take_block());
         }
     }
 }

@@ -114,7 +114,7 @@ pub use device::{CpuBackend, CpuPool, PRIORITY_RANGE};
 pub use event::CpuEvent;
 pub use flag::CpuFlag;
 pub use graph::CpuGraph;
-pub use mempool::CpuMemoryPool;
+pub use mempool::{CpuMemoryPool, HostBlocks};
 pub use stream::CpuStream;
 
 /// Locks a mutex, ignoring poisoning: every critical section in this crate leaves its data

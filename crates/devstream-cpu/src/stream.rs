@@ -830,11 +830,12 @@ impl DeviceStream for CpuStream {
     }
 
     fn alloc(&self, len: usize) -> Result<CpuBuffer> {
-        crate::mempool::default_pool().alloc(len)
+        crate::mempool::alloc(crate::mempool::default_pool(), len)
     }
 
     fn alloc_from(&self, pool: &dyn DevicePool, len: usize) -> Result<CpuBuffer> {
-        mempool::downcast::<CpuMemoryPool>(pool, "alloc_from", &CPU_PLACE)?.alloc(len)
+        let pool = mempool::downcast::<CpuMemoryPool>(pool, "alloc_from", &CPU_PLACE)?;
+        crate::mempool::alloc(pool, len)
     }
 
     fn alloc_host(&self, len: usize) -> Result<CpuHostBuffer> {

@@ -198,8 +198,9 @@ impl DeviceBackend for PluginBackend {
     fn default_pool(place: &Place) -> Result<Arc<dyn DevicePool>> {
         match lookup(place)? {
             CustomDevice::Plugin(runtime) => {
-                plugin_slot(&runtime, place)?;
-                Err(Error::unsupported("default_pool", place))
+                let slot = plugin_slot(&runtime, place)?;
+                let pool: Arc<dyn DevicePool> = crate::mempool::default_pool(&runtime, slot);
+                Ok(pool)
             }
             CustomDevice::Rust(backend) => backend.default_pool(place),
         }
@@ -208,8 +209,8 @@ impl DeviceBackend for PluginBackend {
     fn new_pool(place: &Place, options: PoolOptions) -> Result<Arc<dyn DevicePool>> {
         match lookup(place)? {
             CustomDevice::Plugin(runtime) => {
-                plugin_slot(&runtime, place)?;
-                Err(Error::unsupported("new_pool", place))
+                let slot = plugin_slot(&runtime, place)?;
+                Ok(crate::mempool::new_pool(&runtime, slot, options))
             }
             CustomDevice::Rust(backend) => backend.new_pool(place, options),
         }

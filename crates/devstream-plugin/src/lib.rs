@@ -110,6 +110,7 @@ pub mod discovery;
 mod event;
 mod flag;
 mod graph;
+mod mempool;
 mod notify;
 mod queue;
 mod registry;
@@ -126,6 +127,7 @@ pub use device::PluginBackend;
 pub use event::PluginEvent;
 pub use flag::PluginFlag;
 pub use graph::PluginGraph;
+pub use mempool::{DeviceBlock, PluginBlocks, PluginMemoryPool};
 pub use registry::{
     device_types, load_failures, load_plugin, loaded_plugins, register_custom_device, PluginInfo,
 };

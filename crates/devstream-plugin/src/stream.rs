@@ -803,7 +803,8 @@ impl DeviceStream for PluginStream {
             StreamRepr::Abi(core) => {
                 // `device_memory_allocate` is synchronous (`stream_ordered_alloc` is off).
                 check_unsafe_call("alloc", &core.place)?;
-                let buffer = AbiBuffer::allocate(core.runtime.clone(), core.slot, len)?;
+                let pool = crate::mempool::default_pool(&core.runtime, core.slot);
+                let buffer = crate::mempool::alloc(&pool, len)?;
                 Ok(PluginBuffer(BufferRepr::Abi(buffer)))
             }
             StreamRepr::Rust(s) => Ok(PluginBuffer(BufferRepr::Rust(s.alloc(len)?))),
@@ -816,9 +817,18 @@ impl DeviceStream for PluginStream {
         len: usize,
     ) -> Result<PluginBuffer> {
         match &self.0 {
-            // The plug-in ABI's allocator is synchronous and keeps no statistics devstream could
-            // report per pool: `memory_pools` is off for plug-in devices.
-            StreamRepr::Abi(core) => Err(Error::unsupported("alloc_from", &core.place)),
+            StreamRepr::Abi(core) => {
+                // As `alloc`: the plug-in's allocator is synchronous.
+                check_unsafe_call("alloc_from", &core.place)?;
+                let pool = devstream_core::mempool::downcast::<crate::mempool::PluginMemoryPool>(
+                    pool,
+                    "alloc_from",
+                    &core.place,
+                )?;
+                Ok(PluginBuffer(BufferRepr::Abi(crate::mempool::alloc(
+                    pool, len,
+                )?)))
+            }
             StreamRepr::Rust(s) => Ok(PluginBuffer(BufferRepr::Rust(s.alloc_from(pool, len)?))),
         }
     }

@@ -180,6 +180,8 @@ impl LoadedPlugin {
         caps.capture_host_funcs = caps.host_funcs && caps.capture == CaptureSupport::Native;
         caps.flags = caps.host_funcs;
         caps.buffers = true;
+        // devstream's caching pool over the plug-in's allocator (`crate::mempool`).
+        caps.memory_pools = true;
         caps.nonblocking_query = t.query_stream.is_some() && t.query_event.is_some();
         // Collectives: the plug-in's xccl functions (read from a 3.3 table only).
         #[cfg(feature = "comm")]
