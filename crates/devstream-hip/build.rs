@@ -69,6 +69,14 @@ const VALUES: &[&str] = &[
     "hipDeviceAttributeComputeCapabilityMinor",
     "hipDeviceAttributeMemoryPoolsSupported",
     "hipDeviceAttributeCanUseStreamWaitValue",
+    "hipMemAllocationTypePinned",
+    "hipMemHandleTypeNone",
+    "hipMemLocationTypeDevice",
+    "hipMemPoolAttrReleaseThreshold",
+    "hipMemPoolAttrReservedMemCurrent",
+    "hipMemPoolAttrReservedMemHigh",
+    "hipMemPoolAttrUsedMemCurrent",
+    "hipMemPoolAttrUsedMemHigh",
     "sizeof(hipError_t)",
     "sizeof(hipDevice_t)",
     "sizeof(hipStream_t)",
@@ -84,6 +92,10 @@ const VALUES: &[&str] = &[
     "sizeof(hipDeviceAttribute_t)",
     "sizeof(hipHostFn_t)",
     "sizeof(hipStreamCallback_t)",
+    "sizeof(hipMemPool_t)",
+    "sizeof(hipMemPoolAttr)",
+    "sizeof(hipMemLocation)",
+    "sizeof(hipMemPoolProps)",
 ];
 
 fn header_root() -> Option<PathBuf> {

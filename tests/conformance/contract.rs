@@ -36,6 +36,9 @@ pub const CAPABILITY_OF_OP: &[(&str, &str, IsOn)] = &[
     ("copy_device_to_host", "buffers", |c| c.buffers),
     ("copy_device_to_device", "buffers", |c| c.buffers),
     ("fill", "buffers", |c| c.buffers),
+    ("alloc_from", "memory_pools", |c| c.memory_pools),
+    ("default_pool", "memory_pools", |c| c.memory_pools),
+    ("new_pool", "memory_pools", |c| c.memory_pools),
 ];
 
 /// The capability `error` shows `place` lacks: `Some` when it is `Unsupported` for `place`, for

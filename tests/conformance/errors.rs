@@ -385,7 +385,9 @@ const PLACE_CASES: &[(&str, Check)] = &[
         let s = Stream::new(place)?;
         let bytes = 1usize << 60;
         match s.alloc(bytes) {
-            Err(Error::OutOfMemory { place: p, bytes: b }) => {
+            Err(Error::OutOfMemory {
+                place: p, bytes: b, ..
+            }) => {
                 assert_eq!(p, *place);
                 assert_eq!(b, bytes);
             }

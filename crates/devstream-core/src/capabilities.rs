@@ -67,6 +67,11 @@ pub struct Capabilities {
     /// off, `UniqueId::new`, `Communicator::init` and every collective answer
     /// `Error::Unsupported`.
     pub collectives: bool,
+    /// Memory pools: the place's default pool and new pools (`MemoryPool::default_for`,
+    /// `MemoryPool::new`), `alloc_from`, pool statistics, release threshold, trim, and
+    /// out-of-memory recovery by trimming and retrying (see `devstream_core::mempool`). Off,
+    /// those answer `Error::Unsupported`.
+    pub memory_pools: bool,
 }
 
 impl Capabilities {
@@ -89,6 +94,7 @@ impl Capabilities {
             legacy_default_stream: false,
             per_thread_stream: false,
             collectives: false,
+            memory_pools: false,
         }
     }
 
@@ -117,6 +123,7 @@ impl Capabilities {
             ),
             ("per_thread_stream", self.per_thread_stream.to_string()),
             ("collectives", self.collectives.to_string()),
+            ("memory_pools", self.memory_pools.to_string()),
         ]
     }
 }

@@ -1,6 +1,6 @@
 //! The typed errors every backend returns.
 
-use crate::{CommFailure, Place};
+use crate::{mempool::PoolStats, CommFailure, Place};
 
 /// Result alias used throughout devstream.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -122,13 +122,22 @@ pub enum Error {
         /// The native error name/description.
         message: String,
     },
-    /// A device allocation failed for lack of memory.
-    #[error("out of memory on {place}: {bytes} bytes requested")]
+    /// A device allocation failed for lack of memory. From a memory pool (every `alloc` and
+    /// `alloc_from` where `Capabilities::memory_pools` is on) it comes after the place's pools
+    /// were trimmed and the allocation retried once, and carries the pool's statistics at that
+    /// moment; other allocations (host buffers, places without pools) carry `None`. Match it
+    /// with `..` (`Error::OutOfMemory { bytes, .. }`); make one with [`Error::out_of_memory`].
+    #[error(
+        "out of memory on {place}: {bytes} bytes requested{}",
+        pool_note(stats)
+    )]
     OutOfMemory {
         /// The place.
         place: Place,
         /// Bytes requested.
         bytes: usize,
+        /// The statistics of the pool the allocation came from, after its retry.
+        stats: Option<PoolStats>,
     },
     /// A collective failed (cargo feature `comm`): a peer died or left, the collective missed
     /// the communicator's deadline, ranks disagreed on the call, or the communicator had failed
@@ -168,7 +177,33 @@ pub enum Error {
     },
 }
 
+/// The part of an out-of-memory message that describes the pool.
+fn pool_note(stats: &Option<PoolStats>) -> String {
+    match stats {
+        Some(s) => format!(
+            " (pool: {} bytes used by {} buffers, {} reserved)",
+            s.used_bytes, s.allocations, s.reserved_bytes
+        ),
+        None => String::new(),
+    }
+}
+
 impl Error {
+    /// An [`Error::OutOfMemory`] of `bytes` on `place` from outside a pool (no statistics).
+    ///
+    /// ```
+    /// # use devstream_core::{Error, Place};
+    /// let e = Error::out_of_memory(&Place::Cpu, 8);
+    /// assert!(matches!(e, Error::OutOfMemory { bytes: 8, stats: None, .. }));
+    /// ```
+    pub fn out_of_memory(place: &Place, bytes: usize) -> Error {
+        Error::OutOfMemory {
+            place: place.clone(),
+            bytes,
+            stats: None,
+        }
+    }
+
     /// Shorthand for [`Error::Unsupported`].
     pub fn unsupported(op: &'static str, place: &Place) -> Error {
         Error::Unsupported {

@@ -48,6 +48,7 @@ mod error;
 pub mod foreign;
 pub mod launch_calls;
 pub mod memory;
+pub mod mempool;
 pub mod ops;
 mod options;
 pub mod panic;
@@ -65,6 +66,7 @@ pub use comm::{
 };
 pub use completion::{Completer, Completion};
 pub use error::{Error, Result};
+pub use mempool::{DevicePool, PoolOptions, PoolStats};
 pub use options::{CaptureMode, EventFlags, StreamOptions};
 pub use place::{BackendKind, Place};
 pub use priority::{Priority, PriorityRange};

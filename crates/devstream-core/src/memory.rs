@@ -22,10 +22,7 @@ pub fn zeroed(place: &Place, len: usize) -> Result<Box<[u8]>> {
     if len == 0 {
         return Ok(Box::default());
     }
-    let out_of_memory = || Error::OutOfMemory {
-        place: place.clone(),
-        bytes: len,
-    };
+    let out_of_memory = || Error::out_of_memory(place, len);
     let layout = Layout::array::<u8>(len).map_err(|_| out_of_memory())?;
     // SAFETY: `layout` has a non-zero size (len > 0).
     let ptr = unsafe { std::alloc::alloc_zeroed(layout) };

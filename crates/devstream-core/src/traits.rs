@@ -29,8 +29,10 @@
 //! * **Optional**, with a default body answering [`Error::Unsupported`] naming the operation
 //!   and the stream's place: `launch_host_func` (capability `host_funcs`), `begin_capture` and
 //!   `end_capture` (`capture`), `wait_flag` and `write_flag` (`flags`), `wait_completion`
-//!   (`foreign_waits`), `alloc`, `alloc_host`, the copies and `fill` (`buffers`). `is_capturing` defaults to `Ok(false)`: a stream of a
-//!   place without capture is never capturing.
+//!   (`foreign_waits`), `alloc`, `alloc_host`, the copies and `fill` (`buffers`), `alloc_from`
+//!   (`memory_pools`, with [`DeviceBackend::default_pool`] and [`DeviceBackend::new_pool`]: see
+//!   [`crate::mempool`] for the rules every pool obeys). `is_capturing` defaults to
+//!   `Ok(false)`: a stream of a place without capture is never capturing.
 //!
 //! **An operation left at its default has its capability off**, and an operation whose
 //! capability is on never answers `Unsupported` for want of the capability (it may still answer
@@ -126,12 +128,13 @@
 //!   run their later work again. A capture never outlives its stream's handles.
 
 use crate::{
-    BackendKind, Capabilities, CaptureMode, Completion, Error, EventFlags, Place, Priority,
-    PriorityRange, Result, StreamOptions,
+    BackendKind, Capabilities, CaptureMode, Completion, DevicePool, Error, EventFlags, Place,
+    PoolOptions, Priority, PriorityRange, Result, StreamOptions,
 };
 use std::convert::Infallible;
 use std::fmt::Debug;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A host function put on a stream: runs once per submission (once per `Graph::launch` when
@@ -192,6 +195,20 @@ pub trait DeviceBackend: Send + Sync + 'static {
 
     /// Live user-created streams and events.
     fn live_counts() -> LiveCounts;
+
+    /// The place's default memory pool: the one [`DeviceStream::alloc`] takes from, registered
+    /// with [`crate::mempool::register`]. Optional (capability `memory_pools`): the default
+    /// answers `Unsupported`.
+    fn default_pool(place: &Place) -> Result<Arc<dyn DevicePool>> {
+        Err(Error::unsupported("default_pool", place))
+    }
+
+    /// A new memory pool of the place, registered with [`crate::mempool::register`]. Optional
+    /// (capability `memory_pools`): the default answers `Unsupported`.
+    fn new_pool(place: &Place, options: PoolOptions) -> Result<Arc<dyn DevicePool>> {
+        let _ = options;
+        Err(Error::unsupported("new_pool", place))
+    }
 }
 
 /// Declares optional [`DeviceStream`] operations, one row each, with the default body every
@@ -301,9 +318,11 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
         /// `Error::Capture` and its capture goes on. Capability `foreign_waits`.
         fn wait_completion(&self, awaited: Completion) -> Result<()>;
 
-        /// Device memory of `len` bytes, usable by work submitted to this stream from now on. A
-        /// potentially unsafe call where the place's `stream_ordered_alloc` is off. Capability
-        /// `buffers`, as are the copies and `fill`.
+        /// Device memory of `len` bytes, usable by work submitted to this stream from now on;
+        /// where `memory_pools` is on, from the place's default pool
+        /// ([`DeviceBackend::default_pool`]) under its out-of-memory rule. A potentially unsafe
+        /// call where the place's `stream_ordered_alloc` is off. Capability `buffers`, as are
+        /// the copies and `fill`.
         fn alloc(&self, len: usize) -> Result<Self::Buffer>;
         /// Host memory of `len` bytes for asynchronous copies (zeroed). A potentially unsafe
         /// call.
@@ -340,6 +359,12 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
         ) -> Result<()>;
         /// Sets `len` bytes of `dst` from `offset` to `value`.
         fn fill(&self, dst: &Self::Buffer, offset: usize, len: usize, value: u8) -> Result<()>;
+
+        /// Device memory of `len` bytes from `pool` (a pool of this backend and place, else
+        /// `Error::PlaceMismatch`: see [`crate::mempool::downcast`]), usable by work submitted
+        /// to this stream from now on; dropped, it returns to `pool` in stream order. Runs out
+        /// of memory through [`crate::mempool::alloc_retrying`]. Capability `memory_pools`.
+        fn alloc_from(&self, pool: &dyn DevicePool, len: usize) -> Result<Self::Buffer>;
     }
 }
 

@@ -10,6 +10,7 @@
 //! Queued operations hold `Arc` clones of the buffers they use: dropping a handle while work is
 //! queued frees the memory only after that work.
 
+use crate::mempool::PoolShared;
 use crate::scheduler::running_stream;
 use crate::{lock, CPU_PLACE};
 use devstream_core::memory::zeroed;
@@ -27,10 +28,13 @@ use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockWriteGuard};
 /// exclusive lock per chunk would serialise the ranks).
 pub(crate) struct BufferData {
     lock: RwLock<()>,
-    /// The allocation (`Box<[u8]>` of `len` bytes, taken apart so that no `Box` asserts
-    /// uniqueness while ranks write through the shared lock); freed on drop.
+    /// The allocation (`Box<[u8]>` of `capacity` bytes, taken apart so that no `Box` asserts
+    /// uniqueness while ranks write through the shared lock); freed on drop unless
+    /// [`BufferData::take_block`] took it back for a memory pool.
     ptr: *mut u8,
+    /// The bytes the buffer shows (a pool's block may be larger).
     len: usize,
+    capacity: usize,
 }
 
 // SAFETY: the bytes are plain memory owned by this value; they are reached only under `lock`:
@@ -41,14 +45,30 @@ unsafe impl Send for BufferData {}
 unsafe impl Sync for BufferData {}
 
 impl BufferData {
-    fn new(bytes: Box<[u8]>) -> BufferData {
-        let len = bytes.len();
-        let ptr = Box::into_raw(bytes).cast::<u8>();
+    /// The first `len` bytes of `block` as a buffer's bytes (`len` ≤ `block.len()`).
+    pub(crate) fn new(block: Box<[u8]>, len: usize) -> BufferData {
+        debug_assert!(len <= block.len());
+        let capacity = block.len();
+        let ptr = Box::into_raw(block).cast::<u8>();
         BufferData {
             lock: RwLock::new(()),
             ptr,
-            len,
+            len: len.min(capacity),
+            capacity,
         }
+    }
+
+    /// The whole allocation, handed back (to the memory pool it came from); the buffer is left
+    /// empty.
+    pub(crate) fn take_block(&mut self) -> Box<[u8]> {
+        let slice = std::ptr::slice_from_raw_parts_mut(self.ptr, self.capacity);
+        self.ptr = std::ptr::NonNull::<u8>::dangling().as_ptr();
+        self.len = 0;
+        self.capacity = 0;
+        // SAFETY: `ptr`/`capacity` came from `Box::into_raw` of a `Box<[u8]>` in `new`; `&mut
+        // self` excludes every guard, and the fields now describe an empty slice, which `drop`
+        // frees as a zero-length `Box` (no deallocation).
+        unsafe { Box::from_raw(slice) }
     }
 
     /// The bytes, exclusively (waits for every other holder; a poisoned lock is taken as is:
@@ -76,9 +96,9 @@ impl BufferData {
 
 impl Drop for BufferData {
     fn drop(&mut self) {
-        let slice = std::ptr::slice_from_raw_parts_mut(self.ptr, self.len);
-        // SAFETY: `ptr`/`len` came from `Box::into_raw` of a `Box<[u8]>` in `new`, and no
-        // guard outlives `self`.
+        let slice = std::ptr::slice_from_raw_parts_mut(self.ptr, self.capacity);
+        // SAFETY: `ptr`/`capacity` came from `Box::into_raw` of a `Box<[u8]>` in `new` (or
+        // describe the empty slice `take_block` left), and no guard outlives `self`.
         drop(unsafe { Box::from_raw(slice) });
     }
 }
@@ -149,13 +169,16 @@ pub(crate) struct BufferInner {
     pub(crate) id: u64,
     pub(crate) len: usize,
     pub(crate) data: BufferData,
+    /// The memory pool the bytes return to when the last holder (the handle or queued work)
+    /// lets go: by then every operation that used them has run.
+    pub(crate) pool: Option<Arc<PoolShared>>,
 }
 
-impl BufferInner {
-    pub(crate) fn new(len: usize) -> Result<Arc<BufferInner>> {
-        let data = BufferData::new(zeroed(&CPU_PLACE, len)?);
-        let id = next_id();
-        Ok(Arc::new(BufferInner { id, len, data }))
+impl Drop for BufferInner {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            crate::mempool::give_back(&pool, self.data.take_block());
+        }
     }
 }
 

@@ -6,8 +6,8 @@ use crate::flag::CpuFlag;
 use crate::scheduler::PoolHandle;
 use crate::stream::{CpuStream, StreamInner, StreamKind};
 use devstream_core::{
-    BackendKind, Capabilities, CaptureSupport, DeviceBackend, Error, EventFlags, LiveCounts, Place,
-    PriorityRange, Result, StreamOptions,
+    BackendKind, Capabilities, CaptureSupport, DeviceBackend, DevicePool, Error, EventFlags,
+    LiveCounts, Place, PoolOptions, PriorityRange, Result, StreamOptions,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -38,6 +38,7 @@ pub(crate) const CAPABILITIES: Capabilities = {
     caps.legacy_default_stream = true;
     caps.per_thread_stream = true;
     caps.collectives = cfg!(feature = "comm");
+    caps.memory_pools = true;
     caps
 };
 
@@ -238,5 +239,15 @@ impl DeviceBackend for CpuBackend {
             streams: LIVE_STREAMS.load(Ordering::Relaxed),
             events: LIVE_EVENTS.load(Ordering::Relaxed),
         }
+    }
+
+    fn default_pool(place: &Place) -> Result<Arc<dyn DevicePool>> {
+        check_place(place)?;
+        Ok(crate::mempool::default_pool().clone())
+    }
+
+    fn new_pool(place: &Place, options: PoolOptions) -> Result<Arc<dyn DevicePool>> {
+        check_place(place)?;
+        Ok(crate::mempool::new_pool(options))
     }
 }

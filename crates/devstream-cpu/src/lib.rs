@@ -100,6 +100,7 @@ mod event;
 mod flag;
 mod foreign;
 mod graph;
+mod mempool;
 mod scheduler;
 mod stream;
 #[cfg(test)]
@@ -114,6 +115,7 @@ pub use device::{CpuBackend, CpuPool, PRIORITY_RANGE};
 pub use event::CpuEvent;
 pub use flag::CpuFlag;
 pub use graph::CpuGraph;
+pub use mempool::{CpuMemoryPool, HostBlocks};
 pub use stream::CpuStream;
 
 /// Locks a mutex, ignoring poisoning: every critical section in this crate leaves its data

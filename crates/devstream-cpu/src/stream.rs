@@ -22,15 +22,17 @@ use crate::device::{self, CAPABILITIES, PRIORITY_RANGE};
 use crate::event::{CpuEvent, Record};
 use crate::flag::CpuFlag;
 use crate::graph::{check_unsafe_call, CpuGraph, Frontier, Session};
+use crate::mempool::CpuMemoryPool;
 use crate::scheduler::{running_stream, Backoff, CommonOp, Op, PoolHandle, Task, UserFn};
 use crate::{lock, CPU_PLACE};
 use crossbeam_channel::{Receiver, Sender};
 use devstream_core::elide::{Mark, WaitTracker};
+use devstream_core::mempool;
 use devstream_core::ops::BufferOp;
 use devstream_core::selfwait;
 use devstream_core::{
-    next_id, Capabilities, CaptureMode, Completer, Completion, DeviceStream, Error, HostFn, Place,
-    Priority, Result, StreamOptions,
+    next_id, Capabilities, CaptureMode, Completer, Completion, DevicePool, DeviceStream, Error,
+    HostFn, Place, Priority, Result, StreamOptions,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -829,7 +831,12 @@ impl DeviceStream for CpuStream {
     type HostBuffer = CpuHostBuffer;
 
     fn alloc(&self, len: usize) -> Result<CpuBuffer> {
-        Ok(CpuBuffer(BufferInner::new(len)?))
+        crate::mempool::alloc(crate::mempool::default_pool(), len)
+    }
+
+    fn alloc_from(&self, pool: &dyn DevicePool, len: usize) -> Result<CpuBuffer> {
+        let pool = mempool::downcast::<CpuMemoryPool>(pool, "alloc_from", &CPU_PLACE)?;
+        crate::mempool::alloc(pool, len)
     }
 
     fn alloc_host(&self, len: usize) -> Result<CpuHostBuffer> {

@@ -98,6 +98,7 @@ struct Support {
     managed: bool,
     exchange_mode: bool,
     async_alloc: bool,
+    mem_pools: bool,
     kernels: bool,
     elapsed_v1: bool,
     elapsed_v2: bool,
@@ -302,6 +303,17 @@ unsafe impl RawApi for CudaApi {
             managed: has_symbol("cuMemAllocManaged") && has_symbol("cuStreamAttachMemAsync"),
             exchange_mode: has_symbol("cuThreadExchangeStreamCaptureMode"),
             async_alloc: has_symbol("cuMemAllocAsync") && has_symbol("cuMemFreeAsync"),
+            mem_pools: [
+                "cuDeviceGetDefaultMemPool",
+                "cuMemPoolCreate",
+                "cuMemPoolDestroy",
+                "cuMemPoolGetAttribute",
+                "cuMemPoolSetAttribute",
+                "cuMemPoolTrimTo",
+                "cuMemAllocFromPoolAsync",
+            ]
+            .into_iter()
+            .all(has_symbol),
             kernels: has_symbol("cuModuleLoadData")
                 && has_symbol("cuModuleUnload")
                 && has_symbol("cuModuleGetFunction")
@@ -360,6 +372,7 @@ unsafe impl RawApi for CudaApi {
             Optional::ManagedMemory => s.managed,
             Optional::ExchangeCaptureMode => s.exchange_mode,
             Optional::StreamOrderedAlloc => s.async_alloc,
+            Optional::MemoryPools => s.mem_pools,
             Optional::Kernels => s.kernels,
         }
     }

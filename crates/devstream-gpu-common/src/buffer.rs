@@ -13,13 +13,14 @@
 use crate::device::Device;
 use crate::error::{check, map_alloc_error};
 use crate::ext::CaptureModeGuard;
-use crate::raw::{CaptureStatus, DevicePtr, RawApi, RawEvent};
+use crate::raw::{CaptureStatus, DevicePtr, RawApi, RawEvent, RawMemPool};
 use crate::stream::{GpuStream, StreamInner};
 use crate::users::{forget_finished, gone, StreamUsers};
 use devstream_core::ops::{BufferLen, Transfer};
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, Error, EventFlags, HostBuffer, Place, Result};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 struct BufferInner<A: RawApi> {
@@ -29,10 +30,15 @@ struct BufferInner<A: RawApi> {
     stream_ordered: bool,
     /// Every stream that used the buffer; the first is the allocating stream.
     users: StreamUsers<A>,
+    /// The live-buffer count of the memory pool it came from (`crate::mempool`).
+    pool_live: Option<Arc<AtomicU64>>,
 }
 
 impl<A: RawApi> Drop for BufferInner<A> {
     fn drop(&mut self) {
+        if let Some(live) = &self.pool_live {
+            live.fetch_sub(1, Ordering::AcqRel);
+        }
         if self.len == 0 {
             return;
         }
@@ -124,6 +130,16 @@ impl<A: RawApi> fmt::Debug for GpuBuffer<A> {
 
 impl<A: RawApi> GpuBuffer<A> {
     pub(crate) fn alloc(stream: &GpuStream<A>, len: usize) -> Result<Self> {
+        Self::alloc_in(stream, len, None)
+    }
+
+    /// `len` bytes on `stream`: from `pool` (a native pool and its live-buffer count, see
+    /// `crate::mempool`) where given, else from the device's current pool or `cuMemAlloc`.
+    pub(crate) fn alloc_in(
+        stream: &GpuStream<A>,
+        len: usize,
+        pool: Option<(RawMemPool, Arc<AtomicU64>)>,
+    ) -> Result<Self> {
         let device = stream.device();
         device.bind()?;
         device.collect();
@@ -154,7 +170,9 @@ impl<A: RawApi> GpuBuffer<A> {
             }
             // SAFETY: the context is current and the stream alive.
             let result = unsafe {
-                if stream_ordered {
+                if let Some((raw_pool, _)) = &pool {
+                    A::mem_alloc_from_pool_async(len, *raw_pool, stream.raw())
+                } else if stream_ordered {
                     A::mem_alloc_async(len, stream.raw())
                 } else {
                     A::mem_alloc(len)
@@ -169,6 +187,10 @@ impl<A: RawApi> GpuBuffer<A> {
                 device,
                 stream_ordered,
                 users: StreamUsers::first(stream.inner().clone()),
+                pool_live: pool.map(|(_, live)| {
+                    live.fetch_add(1, Ordering::AcqRel);
+                    live
+                }),
             }),
         })
     }

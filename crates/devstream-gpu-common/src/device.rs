@@ -9,8 +9,8 @@ use crate::hostfn::CaptureOwned;
 use crate::raw::{DeviceProperties, LoadInfo, Optional, RawApi, RawContext, RawEvent, RawStream};
 use crate::stream::{GpuStream, StreamInner, StreamKind};
 use devstream_core::{
-    Capabilities, CaptureSupport, DeviceBackend, Error, EventFlags, LiveCounts, Place,
-    PriorityRange, Result, StreamOptions,
+    Capabilities, CaptureSupport, DeviceBackend, DevicePool, Error, EventFlags, LiveCounts, Place,
+    PoolOptions, PriorityRange, Result, StreamOptions,
 };
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
@@ -142,6 +142,8 @@ pub struct Device<A: RawApi> {
     pub(crate) range: PriorityRange,
     pub(crate) caps: Capabilities,
     default_stream: OnceLock<Result<GpuStream<A>>>,
+    /// The device's default memory pool, once asked for (`crate::mempool`).
+    pub(crate) default_pool: OnceLock<Result<Arc<crate::mempool::GpuMemoryPool<A>>>>,
     /// An internal non-blocking stream on which releases of memory used by several streams
     /// are ordered (made with the device).
     reclaim_stream: Result<RawStream>,
@@ -222,6 +224,7 @@ impl<A: RawApi> Device<A> {
         caps.external_handles = true;
         caps.stream_ordered_alloc =
             A::supports(Optional::StreamOrderedAlloc) && properties.memory_pools;
+        caps.memory_pools = caps.stream_ordered_alloc && A::supports(Optional::MemoryPools);
         caps.nonblocking_query = true;
         caps.legacy_default_stream = true;
         caps.per_thread_stream = true;
@@ -245,6 +248,7 @@ impl<A: RawApi> Device<A> {
             range,
             caps,
             default_stream: OnceLock::new(),
+            default_pool: OnceLock::new(),
             reclaim_stream,
             completions,
             deferred: Mutex::new(Vec::new()),
@@ -402,10 +406,7 @@ impl<A: RawApi> Device<A> {
     /// Pinned, device-mapped host memory of at least `len` bytes (a power-of-two size class,
     /// at least 64 bytes), from the cache or the driver.
     pub(crate) fn alloc_pinned(&self, len: usize) -> Result<*mut u8> {
-        let class = pinned_class(len).ok_or_else(|| Error::OutOfMemory {
-            place: self.place.clone(),
-            bytes: len,
-        })?;
+        let class = pinned_class(len).ok_or_else(|| Error::out_of_memory(&self.place, len))?;
         if let Some(block) = self
             .pinned_cache
             .lock()
@@ -705,6 +706,15 @@ impl<A: RawApi> DeviceBackend for GpuBackend<A> {
             map.borrow_mut().insert(key, Box::new(stream.clone()));
         });
         Ok(stream)
+    }
+
+    fn default_pool(place: &Place) -> Result<Arc<dyn DevicePool>> {
+        let pool = crate::mempool::GpuMemoryPool::default_of(device_of::<A>(place)?)?;
+        Ok(pool)
+    }
+
+    fn new_pool(place: &Place, options: PoolOptions) -> Result<Arc<dyn DevicePool>> {
+        crate::mempool::GpuMemoryPool::create(device_of::<A>(place)?, options)
     }
 
     fn new_event(place: &Place, flags: EventFlags) -> Result<GpuEvent<A>> {

@@ -25,10 +25,7 @@ pub fn map_error<A: RawApi>(error: RawError) -> Error {
 /// [`Error::InvalidArgument`].
 pub fn map_alloc_error<A: RawApi>(error: RawError, place: &Place, bytes: usize) -> Error {
     match A::error_kind(error.code) {
-        ErrorKind::OutOfMemory => Error::OutOfMemory {
-            place: place.clone(),
-            bytes,
-        },
+        ErrorKind::OutOfMemory => Error::out_of_memory(place, bytes),
         ErrorKind::InvalidValue => Error::InvalidArgument(format!(
             "{}({bytes} bytes) on {place}: {}",
             error.call,

@@ -71,6 +71,7 @@ mod foreign;
 mod graph;
 mod hostfn;
 mod kernel;
+mod mempool;
 pub mod ptx;
 pub mod raw;
 mod stream;
@@ -86,11 +87,12 @@ pub use ext::{CaptureModeGuard, GpuManagedBuffer};
 pub use flag::GpuFlag;
 pub use graph::{GpuGraph, GpuGraphDef};
 pub use kernel::{GpuKernel, GpuModule, KernelArg, LaunchConfig};
+pub use mempool::GpuMemoryPool;
 pub use raw::{
     AccessPolicyWindow, AccessProperty, CaptureInfo, CaptureStatus, DeviceProperties, DevicePtr,
-    ErrorKind, LoadInfo, MemAttach, Optional, RawApi, RawCapture, RawContext, RawDevices, RawError,
-    RawEvent, RawEvents, RawFunction, RawGraph, RawGraphExec, RawGraphNode, RawGraphs, RawKernels,
-    RawMemory, RawModule, RawResult, RawStream, RawStreams, StreamAttribute, StreamAttributeId,
-    SyncPolicy,
+    ErrorKind, LoadInfo, MemAttach, MemPoolAttribute, Optional, RawApi, RawCapture, RawContext,
+    RawDevices, RawError, RawEvent, RawEvents, RawFunction, RawGraph, RawGraphExec, RawGraphNode,
+    RawGraphs, RawKernels, RawMemPool, RawMemory, RawModule, RawResult, RawStream, RawStreams,
+    StreamAttribute, StreamAttributeId, SyncPolicy,
 };
 pub use stream::{GpuStream, StreamKind};

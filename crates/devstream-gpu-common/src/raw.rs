@@ -103,6 +103,27 @@ handle!(
     RawContext
 );
 handle!(
+    /// A stream-ordered memory pool (`CUmemoryPool`, `hipMemPool_t`).
+    RawMemPool
+);
+
+/// A memory-pool attribute read or written as a 64-bit byte count (`CUmemPool_attribute`; HIP's
+/// `hipMemPoolAttr` has the same values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum MemPoolAttribute {
+    /// `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`: reserved bytes kept at synchronisation points.
+    ReleaseThreshold = 4,
+    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`.
+    ReservedMemCurrent = 5,
+    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH` (set to 0 to reset it to the current value).
+    ReservedMemHigh = 6,
+    /// `CU_MEMPOOL_ATTR_USED_MEM_CURRENT`.
+    UsedMemCurrent = 7,
+    /// `CU_MEMPOOL_ATTR_USED_MEM_HIGH` (set to 0 to reset it to the current value).
+    UsedMemHigh = 8,
+}
+handle!(
     /// A loaded code module (`CUmodule`, `hipModule_t`).
     RawModule
 );
@@ -294,6 +315,10 @@ pub enum Optional {
     StreamOrderedAlloc,
     /// Loading code modules and launching kernels.
     Kernels,
+    /// Memory pools (`cuDeviceGetDefaultMemPool`, `cuMemPoolCreate` / `Destroy` /
+    /// `GetAttribute` / `SetAttribute` / `TrimTo`, `cuMemAllocFromPoolAsync`); used only with
+    /// [`Optional::StreamOrderedAlloc`].
+    MemoryPools,
 }
 
 /// Attributes of one device that the shared layer needs.
@@ -555,6 +580,34 @@ pub unsafe trait RawMemory {
     unsafe fn mem_alloc_async(len: usize, stream: RawStream) -> RawResult<DevicePtr>;
     /// `cuMemFreeAsync` ([`Optional::StreamOrderedAlloc`]).
     unsafe fn mem_free_async(ptr: DevicePtr, stream: RawStream) -> RawResult;
+    /// `cuDeviceGetDefaultMemPool` of device `ordinal` ([`Optional::MemoryPools`]).
+    unsafe fn device_default_mem_pool(ordinal: usize) -> RawResult<RawMemPool>;
+    /// `cuMemPoolCreate` of a pool of pinned memory on device `ordinal`, without export
+    /// handles, reserving at most `max_size` bytes (`maxSize`; `0`: no limit)
+    /// ([`Optional::MemoryPools`]).
+    unsafe fn mem_pool_create(ordinal: usize, max_size: usize) -> RawResult<RawMemPool>;
+    /// `cuMemPoolDestroy` ([`Optional::MemoryPools`]).
+    unsafe fn mem_pool_destroy(pool: RawMemPool) -> RawResult;
+    /// `cuMemPoolGetAttribute` of a 64-bit attribute ([`Optional::MemoryPools`]).
+    unsafe fn mem_pool_get_attribute(
+        pool: RawMemPool,
+        attribute: MemPoolAttribute,
+    ) -> RawResult<u64>;
+    /// `cuMemPoolSetAttribute` of a 64-bit attribute ([`Optional::MemoryPools`]).
+    unsafe fn mem_pool_set_attribute(
+        pool: RawMemPool,
+        attribute: MemPoolAttribute,
+        value: u64,
+    ) -> RawResult;
+    /// `cuMemPoolTrimTo` ([`Optional::MemoryPools`]).
+    unsafe fn mem_pool_trim_to(pool: RawMemPool, keep: usize) -> RawResult;
+    /// `cuMemAllocFromPoolAsync` ([`Optional::MemoryPools`]); freed with
+    /// [`mem_free_async`](RawMemory::mem_free_async).
+    unsafe fn mem_alloc_from_pool_async(
+        len: usize,
+        pool: RawMemPool,
+        stream: RawStream,
+    ) -> RawResult<DevicePtr>;
     /// `cuMemAllocManaged` with `CU_MEM_ATTACH_GLOBAL` ([`Optional::ManagedMemory`]).
     unsafe fn mem_alloc_managed(len: usize) -> RawResult<DevicePtr>;
     /// `cuMemHostAlloc(PORTABLE | DEVICEMAP)`: pinned, mapped host memory.

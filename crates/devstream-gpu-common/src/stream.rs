@@ -21,8 +21,8 @@ use devstream_core::capture::{self, CaptureRegistration};
 use devstream_core::elide::{Mark, WaitTracker};
 use devstream_core::ops::Transfer;
 use devstream_core::{
-    Capabilities, CaptureMode, Completion, DeviceEvent, DeviceStream, Error, EventFlags, HostFn,
-    Place, Priority, Result, StreamOptions,
+    Capabilities, CaptureMode, Completion, DeviceEvent, DevicePool, DeviceStream, Error,
+    EventFlags, HostFn, Place, Priority, Result, StreamOptions,
 };
 use std::any::Any;
 use std::fmt;
@@ -800,7 +800,24 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
     }
 
     fn alloc(&self, len: usize) -> Result<GpuBuffer<A>> {
+        let device = self.inner.device;
+        if device.caps.memory_pools {
+            return crate::mempool::GpuMemoryPool::default_of(device)?.alloc(self, len);
+        }
         GpuBuffer::alloc(self, len)
+    }
+
+    fn alloc_from(&self, pool: &dyn DevicePool, len: usize) -> Result<GpuBuffer<A>> {
+        let device = self.inner.device;
+        if !device.caps.memory_pools {
+            return Err(Error::unsupported("alloc_from", &device.place));
+        }
+        devstream_core::mempool::downcast::<crate::mempool::GpuMemoryPool<A>>(
+            pool,
+            "alloc_from",
+            &device.place,
+        )?
+        .alloc(self, len)
     }
 
     fn alloc_host(&self, len: usize) -> Result<GpuHostBuffer<A>> {

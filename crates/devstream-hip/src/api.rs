@@ -230,6 +230,15 @@ unsafe impl RawApi for HipApi {
             }
             Optional::ExchangeCaptureMode => t.hipThreadExchangeStreamCaptureMode.is_some(),
             Optional::StreamOrderedAlloc => t.hipMallocAsync.is_some() && t.hipFreeAsync.is_some(),
+            Optional::MemoryPools => {
+                t.hipDeviceGetDefaultMemPool.is_some()
+                    && t.hipMemPoolCreate.is_some()
+                    && t.hipMemPoolDestroy.is_some()
+                    && t.hipMemPoolGetAttribute.is_some()
+                    && t.hipMemPoolSetAttribute.is_some()
+                    && t.hipMemPoolTrimTo.is_some()
+                    && t.hipMallocFromPoolAsync.is_some()
+            }
             Optional::Kernels => {
                 t.hipModuleLoadData.is_some()
                     && t.hipModuleUnload.is_some()

@@ -8,7 +8,12 @@
 //! separate crate `hip-sys-check/` compares them with the `hip-sys` bindings.
 //!
 //! Names follow HIP's own spelling so each line can be matched against the header.
-#![allow(non_camel_case_types, non_upper_case_globals, dead_code)]
+#![allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    dead_code
+)]
 
 use std::ffi::{c_char, c_int, c_uchar, c_uint, c_ulonglong, c_void};
 
@@ -32,6 +37,10 @@ pub type hipModule_t = *mut c_void;
 pub type hipFunction_t = *mut c_void;
 /// `hipDeviceptr_t` (`void*`).
 pub type hipDeviceptr_t = *mut c_void;
+/// `hipMemPool_t` (`ihipMemPoolHandle_t*`).
+pub type hipMemPool_t = *mut c_void;
+/// `hipMemPoolAttr`: a C enum (the same values as CUDA's `CUmemPool_attribute`).
+pub type hipMemPoolAttr = c_int;
 /// `hipStreamCaptureMode`: a C enum.
 pub type hipStreamCaptureMode = c_int;
 /// `hipStreamCaptureStatus`: a C enum.
@@ -86,6 +95,44 @@ pub const hipHostMallocDefault: c_uint = 0x0;
 pub const hipHostMallocPortable: c_uint = 0x1;
 pub const hipHostMallocMapped: c_uint = 0x2;
 pub const hipMemAttachGlobal: c_uint = 0x1;
+
+// ---- memory pools -------------------------------------------------------------------------------
+
+pub const hipMemAllocationTypePinned: c_int = 1;
+pub const hipMemHandleTypeNone: c_int = 0;
+pub const hipMemLocationTypeDevice: c_int = 1;
+pub const hipMemPoolAttrReleaseThreshold: hipMemPoolAttr = 4;
+pub const hipMemPoolAttrReservedMemCurrent: hipMemPoolAttr = 5;
+pub const hipMemPoolAttrReservedMemHigh: hipMemPoolAttr = 6;
+pub const hipMemPoolAttrUsedMemCurrent: hipMemPoolAttr = 7;
+pub const hipMemPoolAttrUsedMemHigh: hipMemPoolAttr = 8;
+
+/// `hipMemLocation`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipMemLocation {
+    /// `hipMemLocationType`.
+    pub type_: c_int,
+    /// The device ordinal.
+    pub id: c_int,
+}
+
+/// `hipMemPoolProps`: 88 bytes in every ROCm release (ROCm 6 spends 8 of the 64 reserved bytes
+/// of ROCm 5 on `maxSize`, where 0 means no limit), so the zeroed tail is valid for both.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipMemPoolProps {
+    /// `hipMemAllocationType`.
+    pub allocType: c_int,
+    /// `hipMemAllocationHandleType`.
+    pub handleTypes: c_int,
+    /// Where the memory lives.
+    pub location: hipMemLocation,
+    /// Windows only; null.
+    pub win32SecurityAttributes: *mut c_void,
+    /// `maxSize` (ROCm 6) and the reserved bytes, zeroed.
+    pub reserved: [c_uchar; 64],
+}
 pub const hipMemAttachHost: c_uint = 0x2;
 pub const hipMemAttachSingle: c_uint = 0x4;
 pub const hipStreamWaitValueGte: c_uint = 0x0;
@@ -237,6 +284,29 @@ pub type hipGraphGetNodes = unsafe extern "C" fn(
 ) -> hipError_t;
 
 pub type hipMalloc = unsafe extern "C" fn(ptr: *mut *mut c_void, size: usize) -> hipError_t;
+pub type hipDeviceGetDefaultMemPool =
+    unsafe extern "C" fn(pool: *mut hipMemPool_t, device: c_int) -> hipError_t;
+pub type hipMemPoolCreate =
+    unsafe extern "C" fn(pool: *mut hipMemPool_t, props: *const hipMemPoolProps) -> hipError_t;
+pub type hipMemPoolDestroy = unsafe extern "C" fn(pool: hipMemPool_t) -> hipError_t;
+pub type hipMemPoolGetAttribute = unsafe extern "C" fn(
+    pool: hipMemPool_t,
+    attr: hipMemPoolAttr,
+    value: *mut c_void,
+) -> hipError_t;
+pub type hipMemPoolSetAttribute = unsafe extern "C" fn(
+    pool: hipMemPool_t,
+    attr: hipMemPoolAttr,
+    value: *mut c_void,
+) -> hipError_t;
+pub type hipMemPoolTrimTo =
+    unsafe extern "C" fn(pool: hipMemPool_t, min_bytes_to_hold: usize) -> hipError_t;
+pub type hipMallocFromPoolAsync = unsafe extern "C" fn(
+    ptr: *mut *mut c_void,
+    size: usize,
+    pool: hipMemPool_t,
+    stream: hipStream_t,
+) -> hipError_t;
 pub type hipFree = unsafe extern "C" fn(ptr: *mut c_void) -> hipError_t;
 pub type hipMallocAsync =
     unsafe extern "C" fn(ptr: *mut *mut c_void, size: usize, stream: hipStream_t) -> hipError_t;
@@ -430,6 +500,10 @@ mod header_check {
                 "sizeof(hipStreamCallback_t)",
                 size_of::<hipStreamCallback_t>(),
             ),
+            ("sizeof(hipMemPool_t)", size_of::<hipMemPool_t>()),
+            ("sizeof(hipMemPoolAttr)", size_of::<hipMemPoolAttr>()),
+            ("sizeof(hipMemLocation)", size_of::<hipMemLocation>()),
+            ("sizeof(hipMemPoolProps)", size_of::<hipMemPoolProps>()),
         ];
         for (name, size) in ours {
             assert_eq!(header(name), *size as i64, "{name} in {HEADER_PATH}");

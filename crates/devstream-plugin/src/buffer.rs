@@ -1,5 +1,6 @@
 //! `PluginBuffer` (device memory) and `PluginHostBuffer` (host memory for asynchronous copies).
 
+use crate::mempool::PoolShared;
 use crate::queue::{
     lock, reap, running_host_fn, runs_after_running_host_fn, Item, Job, RawEvent, StreamCore,
 };
@@ -51,31 +52,32 @@ pub(crate) struct DeviceInner {
     /// What was allocated (at least one byte).
     allocated: usize,
     users: Mutex<Vec<Arc<StreamCore>>>,
+    /// The memory pool the block returns to (`crate::mempool`), once the buffer is dropped and
+    /// the work of every stream that used it is complete.
+    pool: Option<Arc<PoolShared>>,
 }
 
 debug_some_fields!(DeviceInner as "AbiBuffer" { place, len });
 
 impl AbiBuffer {
-    pub(crate) fn allocate(runtime: Arc<Runtime>, slot: usize, len: usize) -> Result<AbiBuffer> {
-        DeviceInner::allocate(runtime, slot, len).map(|inner| SharedMemory(Arc::new(inner)))
-    }
-}
-
-impl DeviceInner {
-    fn allocate(runtime: Arc<Runtime>, slot: usize, len: usize) -> Result<DeviceInner> {
-        let allocated = len.max(1);
-        let ptr = runtime.allocate(slot, allocated)?;
-        Ok(DeviceInner {
-            place: runtime.place(slot),
-            runtime,
-            slot,
+    /// A buffer of `len` bytes from `pool`.
+    pub(crate) fn from_pool(pool: &Arc<PoolShared>, len: usize) -> Result<AbiBuffer> {
+        let (ptr, allocated) = crate::mempool::take(pool, len)?;
+        let blocks = &pool.source;
+        Ok(SharedMemory(Arc::new(DeviceInner {
+            place: devstream_core::mempool::BlockSource::place(blocks).clone(),
+            runtime: blocks.runtime().clone(),
+            slot: blocks.slot(),
             ptr,
             len,
             allocated,
             users: Mutex::new(Vec::new()),
-        })
+            pool: Some(pool.clone()),
+        })))
     }
+}
 
+impl DeviceInner {
     /// Remembers that `core` submitted work using this buffer.
     pub(crate) fn used_by(&self, core: &Arc<StreamCore>) {
         let mut users = lock(&self.users);
@@ -95,11 +97,15 @@ impl Drop for DeviceInner {
         let streams = std::mem::take(&mut *lock(&self.users));
         let (runtime, slot, ptr, allocated) =
             (self.runtime.clone(), self.slot, self.ptr, self.allocated);
+        let pool = self.pool.take();
         reap(Job::AfterStreams {
             streams,
-            then: Box::new(move || {
-                if let Err(error) = runtime.deallocate(slot, ptr, allocated) {
-                    tracing::warn!("devstream-plugin: device_memory_deallocate: {error}");
+            then: Box::new(move || match pool {
+                Some(pool) => crate::mempool::give_back(&pool, ptr, allocated),
+                None => {
+                    if let Err(error) = runtime.deallocate(slot, ptr, allocated) {
+                        tracing::warn!("devstream-plugin: device_memory_deallocate: {error}");
+                    }
                 }
             }),
         });
@@ -210,10 +216,10 @@ impl HostInner {
                 // SAFETY: the layout has a non-zero size.
                 let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
                 if ptr.is_null() {
-                    return Err(devstream_core::Error::OutOfMemory {
-                        place: runtime.place(slot),
-                        bytes: len,
-                    });
+                    return Err(devstream_core::Error::out_of_memory(
+                        &runtime.place(slot),
+                        len,
+                    ));
                 }
                 (ptr as usize, HostMemory::Rust(layout))
             }

@@ -8,8 +8,8 @@ use crate::queue::{lock, HostFlag, Origin, StreamCore, LIVE_EVENTS, LIVE_STREAMS
 use crate::registry::{all_devices, load_failures, lookup, plugin_slot, CustomDevice};
 use crate::stream::{PluginStream, StreamRepr};
 use devstream_core::{
-    BackendKind, Capabilities, DeviceBackend, Error, EventFlags, LiveCounts, Place, PriorityRange,
-    Result, StreamOptions,
+    BackendKind, Capabilities, DeviceBackend, DevicePool, Error, EventFlags, LiveCounts, Place,
+    PoolOptions, PriorityRange, Result, StreamOptions,
 };
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -192,6 +192,27 @@ impl DeviceBackend for PluginBackend {
                 )))))
             }
             CustomDevice::Rust(backend) => Ok(PluginFlag(FlagRepr::Rust(backend.new_flag(place)?))),
+        }
+    }
+
+    fn default_pool(place: &Place) -> Result<Arc<dyn DevicePool>> {
+        match lookup(place)? {
+            CustomDevice::Plugin(runtime) => {
+                let slot = plugin_slot(&runtime, place)?;
+                let pool: Arc<dyn DevicePool> = crate::mempool::default_pool(&runtime, slot);
+                Ok(pool)
+            }
+            CustomDevice::Rust(backend) => backend.default_pool(place),
+        }
+    }
+
+    fn new_pool(place: &Place, options: PoolOptions) -> Result<Arc<dyn DevicePool>> {
+        match lookup(place)? {
+            CustomDevice::Plugin(runtime) => {
+                let slot = plugin_slot(&runtime, place)?;
+                Ok(crate::mempool::new_pool(&runtime, slot, options))
+            }
+            CustomDevice::Rust(backend) => backend.new_pool(place, options),
         }
     }
 

@@ -111,6 +111,7 @@ mod event;
 mod flag;
 mod foreign;
 mod graph;
+mod mempool;
 mod notify;
 mod queue;
 mod registry;
@@ -127,6 +128,7 @@ pub use device::PluginBackend;
 pub use event::PluginEvent;
 pub use flag::PluginFlag;
 pub use graph::PluginGraph;
+pub use mempool::{DeviceBlock, PluginBlocks, PluginMemoryPool};
 pub use registry::{
     device_types, load_failures, load_plugin, loaded_plugins, register_custom_device, PluginInfo,
 };

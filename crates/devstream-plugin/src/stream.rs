@@ -302,10 +302,7 @@ fn staging_for(op: &'static str, core: &StreamCore, len: usize) -> Result<Vec<u8
     let mut staging = Vec::new();
     staging.try_reserve_exact(len).map_err(|_| {
         tracing::warn!("devstream-plugin: {op}: cannot stage {len} bytes on the host");
-        Error::OutOfMemory {
-            place: core.place.clone(),
-            bytes: len,
-        }
+        Error::out_of_memory(&core.place, len)
     })?;
     Ok(staging)
 }
@@ -888,10 +885,33 @@ impl DeviceStream for PluginStream {
             StreamRepr::Abi(core) => {
                 // `device_memory_allocate` is synchronous (`stream_ordered_alloc` is off).
                 check_unsafe_call("alloc", &core.place)?;
-                let buffer = AbiBuffer::allocate(core.runtime.clone(), core.slot, len)?;
+                let pool = crate::mempool::default_pool(&core.runtime, core.slot);
+                let buffer = crate::mempool::alloc(&pool, len)?;
                 Ok(PluginBuffer(BufferRepr::Abi(buffer)))
             }
             StreamRepr::Rust(s) => Ok(PluginBuffer(BufferRepr::Rust(s.alloc(len)?))),
+        }
+    }
+
+    fn alloc_from(
+        &self,
+        pool: &dyn devstream_core::DevicePool,
+        len: usize,
+    ) -> Result<PluginBuffer> {
+        match &self.0 {
+            StreamRepr::Abi(core) => {
+                // As `alloc`: the plug-in's allocator is synchronous.
+                check_unsafe_call("alloc_from", &core.place)?;
+                let pool = devstream_core::mempool::downcast::<crate::mempool::PluginMemoryPool>(
+                    pool,
+                    "alloc_from",
+                    &core.place,
+                )?;
+                Ok(PluginBuffer(BufferRepr::Abi(crate::mempool::alloc(
+                    pool, len,
+                )?)))
+            }
+            StreamRepr::Rust(s) => Ok(PluginBuffer(BufferRepr::Rust(s.alloc_from(pool, len)?))),
         }
     }
 

@@ -266,7 +266,9 @@ fn failing_calls_are_typed_errors_naming_the_function() {
         "async_memory_copy_h2d"
     );
     match stream.alloc(2 << 20) {
-        Err(Error::OutOfMemory { place: p, bytes }) => {
+        Err(Error::OutOfMemory {
+            place: p, bytes, ..
+        }) => {
             assert_eq!((p, bytes), (place.clone(), 2 << 20))
         }
         other => panic!("C_FAILED from device_memory_allocate is OutOfMemory, got {other:?}"),
@@ -297,7 +299,9 @@ fn an_unwritten_allocation_is_out_of_memory_as_in_paddle() {
     let place = place_of(&info);
     let stream = PluginBackend::new_stream(&place, StreamOptions::default()).unwrap();
     match stream.alloc(16) {
-        Err(Error::OutOfMemory { place: p, bytes }) => {
+        Err(Error::OutOfMemory {
+            place: p, bytes, ..
+        }) => {
             assert_eq!((p, bytes), (place.clone(), 16));
         }
         other => panic!("C_SUCCESS without a pointer is OutOfMemory, got {other:?}"),

@@ -41,10 +41,7 @@ impl BufferInner {
     /// error scopes around the creation, so it never reaches the device's uncaptured-error
     /// handler (wgpu's default one panics, and an adopted device may have it).
     pub(crate) fn new(device: &Arc<DeviceShared>, len: usize) -> Result<Arc<BufferInner>> {
-        let out_of_memory = || Error::OutOfMemory {
-            place: device.place.clone(),
-            bytes: len,
-        };
+        let out_of_memory = || Error::out_of_memory(&device.place, len);
         let bytes = u64::try_from(len).map_err(|_| out_of_memory())?;
         if bytes > device.limits.max_buffer_size.saturating_sub(4) {
             return Err(out_of_memory());
@@ -66,10 +63,7 @@ impl BufferInner {
             });
         if let Some(e) = out_of_memory_error.or(validation_error) {
             return Err(match e {
-                wgpu::Error::OutOfMemory { .. } => Error::OutOfMemory {
-                    place: device.place.clone(),
-                    bytes: len,
-                },
+                wgpu::Error::OutOfMemory { .. } => Error::out_of_memory(&device.place, len),
                 other => DeviceShared::wgpu_error("Device::create_buffer", other),
             });
         }
@@ -266,10 +260,7 @@ impl Readback {
 
 fn staging_error(device: &DeviceShared, size: u64, error: wgpu::Error) -> Error {
     match error {
-        wgpu::Error::OutOfMemory { .. } => Error::OutOfMemory {
-            place: device.place.clone(),
-            bytes: size as usize,
-        },
+        wgpu::Error::OutOfMemory { .. } => Error::out_of_memory(&device.place, size as usize),
         other => DeviceShared::wgpu_error("Device::create_buffer (staging)", other),
     }
 }

@@ -78,6 +78,7 @@ mod cross;
 mod event;
 mod flag;
 mod graph;
+mod pool;
 mod registry;
 mod stream;
 #[cfg(feature = "trace")]
@@ -88,7 +89,7 @@ pub use buffer::{DeviceBuffer, HostBuffer};
 pub use comm::{Communicator, UniqueId};
 pub use devstream_core::{
     BackendKind, Capabilities, CaptureMode, CaptureSupport, Completion, Error, EventFlags,
-    LiveCounts, Place, Priority, PriorityRange, Result, StreamOptions,
+    LiveCounts, Place, PoolOptions, PoolStats, Priority, PriorityRange, Result, StreamOptions,
 };
 #[cfg(feature = "comm")]
 pub use devstream_core::{CommFailure, DataType, ReduceOp};
@@ -96,6 +97,7 @@ pub use dispatch::Member;
 pub use event::Event;
 pub use flag::Flag;
 pub use graph::Graph;
+pub use pool::MemoryPool;
 pub use registry::{
     capabilities, compiled_backends, current_stream, live_counts, places, priority_range, probe,
     set_current_stream,
@@ -145,6 +147,8 @@ mod guides {
     struct Async;
     #[doc = include_str!("../../../docs/CAPTURE.md")]
     struct Capture;
+    #[doc = include_str!("../../../docs/MEMORY.md")]
+    struct Memory;
     #[cfg(feature = "comm")]
     #[doc = include_str!("../../../docs/COLLECTIVES.md")]
     struct Collectives;

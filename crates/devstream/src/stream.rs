@@ -207,6 +207,8 @@ crate::dispatch::stream_api! {
     ) -> Result<()>;
     /// Sets `len` bytes of `dst` from `offset` to `value`.
     Device fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()>;
+    /// Device memory of `len` bytes from `pool` (the `Stream` method is in `pool.rs`).
+    Custom fn alloc_from(&self, pool: &dyn devstream_core::DevicePool, len: usize) -> Result<DeviceBuffer>;
 }
 
 crate::dispatch::facade_enum! {

@@ -2,8 +2,8 @@
 
 use super::{DynEvent, DynFlag, DynStream};
 use crate::{
-    Capabilities, DeviceBackend, EventFlags, LiveCounts, Place, PriorityRange, Result,
-    StreamOptions,
+    Capabilities, DeviceBackend, DevicePool, EventFlags, LiveCounts, Place, PoolOptions,
+    PriorityRange, Result, StreamOptions,
 };
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -30,6 +30,10 @@ pub trait DynBackend: Send + Sync {
     fn new_flag(&self, place: &Place) -> Result<Arc<dyn DynFlag>>;
     /// [`DeviceBackend::live_counts`].
     fn live_counts(&self) -> LiveCounts;
+    /// [`DeviceBackend::default_pool`].
+    fn default_pool(&self, place: &Place) -> Result<Arc<dyn DevicePool>>;
+    /// [`DeviceBackend::new_pool`].
+    fn new_pool(&self, place: &Place, options: PoolOptions) -> Result<Arc<dyn DevicePool>>;
 }
 
 /// The [`DynBackend`] of a typed backend `B` (a backend is a type, not a value: this is the
@@ -79,5 +83,11 @@ impl<B: DeviceBackend> DynBackend for ErasedBackend<B> {
     }
     fn live_counts(&self) -> LiveCounts {
         B::live_counts()
+    }
+    fn default_pool(&self, place: &Place) -> Result<Arc<dyn DevicePool>> {
+        B::default_pool(place)
+    }
+    fn new_pool(&self, place: &Place, options: PoolOptions) -> Result<Arc<dyn DevicePool>> {
+        B::new_pool(place, options)
     }
 }

@@ -6,8 +6,8 @@
 
 use super::{downcast, DynBuffer, DynEvent, DynFlag, DynGraph, DynHostBuffer};
 use crate::{
-    Capabilities, CaptureMode, Completion, DeviceBuffer, DeviceEvent, DeviceGraph, DeviceStream,
-    HostBuffer, HostFn, Place, Priority, Result,
+    Capabilities, CaptureMode, Completion, DeviceBuffer, DeviceEvent, DeviceGraph, DevicePool,
+    DeviceStream, HostBuffer, HostFn, Place, Priority, Result,
 };
 use std::sync::Arc;
 
@@ -117,6 +117,8 @@ dyn_stream! {
     ) -> Result<()>;
     /// [`DeviceStream::fill`].
     fn fill(&self, dst: &dyn DynBuffer, offset: usize, len: usize, value: u8) -> Result<()>;
+    /// [`DeviceStream::alloc_from`].
+    fn alloc_from(&self, pool: &dyn DevicePool, len: usize) -> Result<Box<dyn DynBuffer>>;
 }
 
 /// An erased argument on its way to the backend stream `S`: an erased handle is downcast to
@@ -196,7 +198,8 @@ crate::stream_plain_types!(results: Erase::erase);
 macro_rules! stream_plain_types {
     (arguments: $trait:ident::$method:ident) => {
         $crate::stream_plain_types!(@arguments $trait::$method:
-            usize, u32, u8, &'a [u8], $crate::CaptureMode, $crate::HostFn, $crate::Completion);
+            usize, u32, u8, &'a [u8], $crate::CaptureMode, $crate::HostFn, $crate::Completion,
+            &'a dyn $crate::DevicePool);
     };
     (results: $trait:ident::$method:ident) => {
         $crate::stream_plain_types!(@results $trait::$method:

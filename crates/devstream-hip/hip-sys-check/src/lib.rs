@@ -170,7 +170,7 @@ mod tests {
             };
         }
         let functions = hip_functions!(declared_all);
-        assert_eq!(functions.len(), 58);
+        assert_eq!(functions.len(), 65);
         for (name, size) in functions {
             assert_eq!(size, 0, "{name} is a function item");
         }

@@ -1,7 +1,7 @@
 //! Device, managed and pinned host memory, and copies: [`HipApi`]'s part of the raw-call table (`RawMemory`).
 
 use super::*;
-use devstream_gpu_common::RawMemory;
+use devstream_gpu_common::{MemPoolAttribute, RawMemPool, RawMemory};
 
 // SAFETY: every function forwards to the HIP runtime call of the same meaning as the CUDA call
 // named in RawApi's documentation, with the same contract; optional calls check their symbol
@@ -39,6 +39,108 @@ unsafe impl RawMemory for HipApi {
             unsafe { function(device_ptr(ptr), stream(s)) },
             "hipFreeAsync",
         )
+    }
+
+    unsafe fn device_default_mem_pool(ordinal: usize) -> RawResult<RawMemPool> {
+        let t = table("hipDeviceGetDefaultMemPool")?;
+        let function = t
+            .hipDeviceGetDefaultMemPool
+            .ok_or_else(|| absent("hipDeviceGetDefaultMemPool"))?;
+        let mut pool = std::ptr::null_mut();
+        ok(
+            // SAFETY: valid out-pointer; the ordinal is checked by the runtime.
+            unsafe { function(&mut pool, ordinal as i32) },
+            "hipDeviceGetDefaultMemPool",
+        )?;
+        Ok(RawMemPool(pool))
+    }
+
+    unsafe fn mem_pool_create(ordinal: usize, max_size: usize) -> RawResult<RawMemPool> {
+        let t = table("hipMemPoolCreate")?;
+        let function = t
+            .hipMemPoolCreate
+            .ok_or_else(|| absent("hipMemPoolCreate"))?;
+        // `maxSize` (ROCm 6) is the first 8 of the 64 bytes that were all reserved before: an
+        // older runtime refuses a non-zero limit.
+        let mut reserved = [0; 64];
+        reserved[..8].copy_from_slice(&(max_size as u64).to_ne_bytes());
+        let props = sys::hipMemPoolProps {
+            allocType: sys::hipMemAllocationTypePinned,
+            handleTypes: sys::hipMemHandleTypeNone,
+            location: sys::hipMemLocation {
+                type_: sys::hipMemLocationTypeDevice,
+                id: ordinal as i32,
+            },
+            win32SecurityAttributes: std::ptr::null_mut(),
+            reserved,
+        };
+        let mut pool = std::ptr::null_mut();
+        ok(
+            // SAFETY: valid out-pointer and properties.
+            unsafe { function(&mut pool, &props) },
+            "hipMemPoolCreate",
+        )?;
+        Ok(RawMemPool(pool))
+    }
+
+    unsafe fn mem_pool_destroy(pool: RawMemPool) -> RawResult {
+        let t = table("hipMemPoolDestroy")?;
+        let function = t
+            .hipMemPoolDestroy
+            .ok_or_else(|| absent("hipMemPoolDestroy"))?;
+        // SAFETY: the caller owns the pool and never uses it again.
+        ok(unsafe { function(pool.0) }, "hipMemPoolDestroy")
+    }
+
+    unsafe fn mem_pool_get_attribute(
+        pool: RawMemPool,
+        attribute: MemPoolAttribute,
+    ) -> RawResult<u64> {
+        let t = table("hipMemPoolGetAttribute")?;
+        let mut value = 0;
+        let (function, name) = (t.hipMemPoolGetAttribute, "hipMemPoolGetAttribute");
+        // SAFETY: a live pool (caller).
+        unsafe { pool_attribute_call(function, name, pool, attribute, &mut value) }?;
+        Ok(value)
+    }
+
+    unsafe fn mem_pool_set_attribute(
+        pool: RawMemPool,
+        attribute: MemPoolAttribute,
+        value: u64,
+    ) -> RawResult {
+        let t = table("hipMemPoolSetAttribute")?;
+        let mut value = value;
+        let (function, name) = (t.hipMemPoolSetAttribute, "hipMemPoolSetAttribute");
+        // SAFETY: a live pool (caller).
+        unsafe { pool_attribute_call(function, name, pool, attribute, &mut value) }
+    }
+
+    unsafe fn mem_pool_trim_to(pool: RawMemPool, keep: usize) -> RawResult {
+        let t = table("hipMemPoolTrimTo")?;
+        let function = t
+            .hipMemPoolTrimTo
+            .ok_or_else(|| absent("hipMemPoolTrimTo"))?;
+        // SAFETY: a live pool; trimming never touches live allocations.
+        ok(unsafe { function(pool.0, keep) }, "hipMemPoolTrimTo")
+    }
+
+    unsafe fn mem_alloc_from_pool_async(
+        len: usize,
+        pool: RawMemPool,
+        s: RawStream,
+    ) -> RawResult<DevicePtr> {
+        let t = table("hipMallocFromPoolAsync")?;
+        let function = t
+            .hipMallocFromPoolAsync
+            .ok_or_else(|| absent("hipMallocFromPoolAsync"))?;
+        let mut ptr = std::ptr::null_mut();
+        ok(
+            // SAFETY: valid out-pointer; live pool and stream.
+            unsafe { function(&mut ptr, len, pool.0, stream(s)) },
+            "hipMallocFromPoolAsync",
+        )?;
+        Ok(address(ptr))
     }
 
     unsafe fn mem_alloc_managed(len: usize) -> RawResult<DevicePtr> {
@@ -128,4 +230,31 @@ unsafe impl RawMemory for HipApi {
             unsafe { (t.hipMemsetD8Async)(device_ptr(dst), value, len, stream(s)) }
         })
     }
+}
+
+/// `hipMemPoolGetAttribute` (into `value`) or `hipMemPoolSetAttribute` (from `value`), named
+/// `name`, of a 64-bit attribute: both take the value through a `void*` to a `uint64_t`.
+///
+/// # Safety
+/// `pool` is a live pool.
+unsafe fn pool_attribute_call(
+    function: Option<sys::hipMemPoolGetAttribute>,
+    name: &'static str,
+    pool: RawMemPool,
+    attribute: MemPoolAttribute,
+    value: &mut u64,
+) -> RawResult {
+    let function = function.ok_or_else(|| absent(name))?;
+    ok(
+        // SAFETY: a live pool (caller); every attribute of `MemPoolAttribute` is a 64-bit one,
+        // so a pointer to a u64 is the right size.
+        unsafe {
+            function(
+                pool.0,
+                attribute as sys::hipMemPoolAttr,
+                (value as *mut u64).cast(),
+            )
+        },
+        name,
+    )
 }

@@ -227,10 +227,7 @@ impl LoadedPlugin {
         let status = unsafe { allocate(self.device_ptr(slot), &mut ptr, len) };
         if status == C_SUCCESS || status == C_WARNING {
             if ptr.is_null() {
-                return Err(Error::OutOfMemory {
-                    place: self.place(slot),
-                    bytes: len,
-                });
+                return Err(Error::out_of_memory(&self.place(slot), len));
             }
             return Ok(ptr as usize);
         }
@@ -246,10 +243,7 @@ impl LoadedPlugin {
             }
         }
         if status == C_FAILED {
-            return Err(Error::OutOfMemory {
-                place: self.place(slot),
-                bytes: len,
-            });
+            return Err(Error::out_of_memory(&self.place(slot), len));
         }
         Err(self
             .check(call, status)

@@ -182,6 +182,8 @@ impl LoadedPlugin {
         // Waits on other backends hold later work at a host gate, as flag waits do.
         caps.foreign_waits = caps.flags;
         caps.buffers = true;
+        // devstream's caching pool over the plug-in's allocator (`crate::mempool`).
+        caps.memory_pools = true;
         caps.nonblocking_query = t.query_stream.is_some() && t.query_event.is_some();
         // Collectives: the plug-in's xccl functions (read from a 3.3 table only).
         #[cfg(feature = "comm")]

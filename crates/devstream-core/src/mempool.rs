@@ -1,0 +1,633 @@
+//! Memory pools: the interface every backend's pool implements, written once, and the rules
+//! shared by all of them (out-of-memory recovery, the place's registry of live pools).
+//!
+//! A pool is the memory behind a place's stream-ordered buffers. Every place whose
+//! `Capabilities::memory_pools` is on has a default pool ([`DeviceBackend::default_pool`], the
+//! one `alloc` takes from) and makes new ones ([`DeviceBackend::new_pool`]); a stream takes a
+//! buffer from a given pool with [`DeviceStream::alloc_from`]. Where the capability is off the
+//! three answer `Error::Unsupported`; nothing about pools is a silent no-op.
+//!
+//! # Rules every pool obeys
+//! * **Stream order.** A buffer freed (dropped) while queued work uses it returns its memory to
+//!   the pool only after that work; memory that returned is handed out again to any stream. The
+//!   return may follow the work's completion by a moment (plug-in places return blocks from
+//!   devstream's reaper thread), so statistics read right after `synchronize` may still count
+//!   a buffer dropped before it.
+//! * **Statistics** ([`PoolStats`]): `used_bytes` is the memory of live buffers (as the pool
+//!   rounds them), `reserved_bytes` what the pool holds from the system (used plus cached),
+//!   `peak_*` their high-water marks since creation or [`DevicePool::reset_peak`], `allocations`
+//!   the number of live buffers.
+//! * **Release threshold** (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`'s meaning). Once the work that
+//!   freed memory has drained, the pool holds at most `release_threshold` bytes reserved, or what
+//!   its live buffers occupy where that is more (native pools reserve in chunks of their
+//!   granularity: a live buffer occupies its whole chunk). Native pools (CUDA, HIP) release at
+//!   synchronisation points, so a caller reads the bound after synchronizing the streams that
+//!   freed memory.
+//! * **Trim** (`cuMemPoolTrimTo`'s meaning). [`DevicePool::trim`]`(keep)` returns cached memory
+//!   until at most `keep` bytes are reserved or nothing cached is left; live buffers are never
+//!   touched.
+//! * **Out of memory** ([`alloc_retrying`], the one implementation every backend calls): an
+//!   allocation that fails for lack of memory trims every live devstream pool of the place to
+//!   zero cached bytes and tries once more; if that fails too, the answer is
+//!   `Error::OutOfMemory` carrying the size asked and the pool's statistics at that moment. The
+//!   pool (and the process) goes on working.
+//!
+//! ```
+//! use devstream_core::mempool::{PoolOptions, PoolStats};
+//! let options = PoolOptions { release_threshold: 64 << 20, ..Default::default() };
+//! assert_eq!((options.release_threshold, options.max_size), (64 << 20, 0));
+//! assert_eq!(PoolStats::default().used_bytes, 0);
+//! ```
+//!
+//! [`DeviceBackend::default_pool`]: crate::DeviceBackend::default_pool
+//! [`DeviceBackend::new_pool`]: crate::DeviceBackend::new_pool
+//! [`DeviceStream::alloc_from`]: crate::DeviceStream::alloc_from
+
+use crate::{Error, Place, Result};
+use std::any::Any;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, Weak};
+
+/// What a pool holds, in bytes, and how many buffers it has handed out and not had back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PoolStats {
+    /// Memory of live buffers (as the pool rounds them).
+    pub used_bytes: u64,
+    /// Memory the pool holds from the system: `used_bytes` plus what it caches for reuse.
+    pub reserved_bytes: u64,
+    /// The highest `used_bytes` since the pool was made or its peaks were reset.
+    pub peak_used_bytes: u64,
+    /// The highest `reserved_bytes` since the pool was made or its peaks were reset.
+    pub peak_reserved_bytes: u64,
+    /// Live buffers taken from the pool. Zero where the runtime does not count them (native
+    /// pools report bytes only; devstream counts the buffers it took from them).
+    pub allocations: u64,
+}
+
+/// How a new pool behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct PoolOptions {
+    /// Bytes the pool may keep reserved (live buffers' memory included; more only while live
+    /// buffers occupy more) once the work that freed memory has drained (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`). `0` (the default, as CUDA's)
+    /// returns freed memory to the system at the next synchronisation point; `u64::MAX` keeps
+    /// everything for reuse.
+    pub release_threshold: u64,
+    /// The most memory the pool may reserve, in bytes; `0` (the default) sets no limit beyond
+    /// the device's (`CUmemPoolProps::maxSize`, which needs CUDA 12.2 or ROCm 6: older runtimes
+    /// refuse a non-zero value when the pool is made). An allocation that would pass it runs out
+    /// of memory like one the device cannot serve: the place's pools are trimmed and it is
+    /// retried once.
+    pub max_size: u64,
+}
+
+/// A memory pool of one place, type-erased: every backend's pool implements it, and the facade's
+/// `MemoryPool` is an `Arc<dyn DevicePool>`.
+pub trait DevicePool: Debug + Send + Sync + Any {
+    /// The pool's place.
+    fn place(&self) -> &Place;
+    /// A process-unique id (see [`crate::next_id`]).
+    fn id(&self) -> u64;
+    /// The pool's statistics now.
+    fn stats(&self) -> Result<PoolStats>;
+    /// Sets both peaks to the current values.
+    fn reset_peak(&self) -> Result<()>;
+    /// The release threshold in bytes (see [`PoolOptions::release_threshold`]).
+    fn release_threshold(&self) -> Result<u64>;
+    /// Sets the release threshold: reserved memory beyond it is released once the work that
+    /// freed it has drained.
+    fn set_release_threshold(&self, bytes: u64) -> Result<()>;
+    /// Returns cached memory to the system until at most `keep_bytes` are reserved or nothing
+    /// cached is left (live buffers are never touched).
+    fn trim(&self, keep_bytes: u64) -> Result<()>;
+}
+
+/// `pool` as the backend's own pool type `P`, for a stream of `here`: another backend's pool, or
+/// a pool of another place, answers `Error::PlaceMismatch` naming `op`.
+///
+/// ```
+/// use devstream_core::mempool::downcast;
+/// # use devstream_core::mempool::*;
+/// # use devstream_core::*;
+/// # #[derive(Debug)] struct Mine(Place);
+/// # impl DevicePool for Mine {
+/// #   fn place(&self) -> &Place { &self.0 } fn id(&self) -> u64 { 1 }
+/// #   fn stats(&self) -> Result<PoolStats> { Ok(PoolStats::default()) }
+/// #   fn reset_peak(&self) -> Result<()> { Ok(()) }
+/// #   fn release_threshold(&self) -> Result<u64> { Ok(0) }
+/// #   fn set_release_threshold(&self, _: u64) -> Result<()> { Ok(()) }
+/// #   fn trim(&self, _: u64) -> Result<()> { Ok(()) } }
+/// let pool = Mine(Place::Cpu);
+/// assert!(downcast::<Mine>(&pool, "alloc_from", &Place::Cpu).is_ok());
+/// assert!(matches!(
+///     downcast::<Mine>(&pool, "alloc_from", &Place::Cuda(0)),
+///     Err(Error::PlaceMismatch { .. })
+/// ));
+/// ```
+pub fn downcast<'a, P: DevicePool>(
+    pool: &'a dyn DevicePool,
+    op: &'static str,
+    here: &Place,
+) -> Result<&'a P> {
+    let any: &dyn Any = pool;
+    match any.downcast_ref::<P>() {
+        Some(own) if own.place() == here => Ok(own),
+        _ => Err(Error::mismatch(op, here, pool.place())),
+    }
+}
+
+/// Live pools, each under its place: what an out-of-memory retry trims.
+static LIVE_POOLS: Mutex<Vec<Weak<dyn DevicePool>>> = Mutex::new(Vec::new());
+
+/// Registers `pool` so that an allocation of its place that runs out of memory trims it before
+/// retrying. Every backend registers each pool it makes (default pools once); the registry
+/// holds it weakly, so a dropped pool leaves it.
+pub fn register(pool: &Arc<dyn DevicePool>) {
+    let mut live = crate::sync::lock(&LIVE_POOLS);
+    live.retain(|weak| weak.strong_count() > 0);
+    live.push(Arc::downgrade(pool));
+}
+
+/// Trims every live registered pool of `place` to zero cached bytes (errors of individual pools
+/// are ignored: a pool that cannot trim keeps its memory, and the retry decides).
+pub fn trim_place(place: &Place) {
+    let pools: Vec<Arc<dyn DevicePool>> = crate::sync::lock(&LIVE_POOLS)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .filter(|pool| pool.place() == place)
+        .collect();
+    for pool in pools {
+        let _ = pool.trim(0);
+    }
+}
+
+/// Allocates `len` bytes from `pool` with `attempt`, the out-of-memory rule every backend
+/// shares: an `Error::OutOfMemory` from the first attempt trims every live pool of the place
+/// ([`trim_place`]) and tries once more; a second `OutOfMemory` is answered as
+/// `Error::OutOfMemory { bytes: len, stats: Some(pool's stats), .. }`. Other errors pass as
+/// they are.
+///
+/// ```
+/// use devstream_core::mempool::*;
+/// # use devstream_core::*;
+/// # #[derive(Debug)] struct Empty;
+/// # impl DevicePool for Empty {
+/// #   fn place(&self) -> &Place { &Place::Cpu } fn id(&self) -> u64 { 1 }
+/// #   fn stats(&self) -> Result<PoolStats> { Ok(PoolStats::default()) }
+/// #   fn reset_peak(&self) -> Result<()> { Ok(()) }
+/// #   fn release_threshold(&self) -> Result<u64> { Ok(0) }
+/// #   fn set_release_threshold(&self, _: u64) -> Result<()> { Ok(()) }
+/// #   fn trim(&self, _: u64) -> Result<()> { Ok(()) } }
+/// let mut tries = 0;
+/// let r: Result<()> = alloc_retrying(&Empty, 1 << 60, || {
+///     tries += 1;
+///     Err(Error::out_of_memory(&Place::Cpu, 1 << 60))
+/// });
+/// assert_eq!(tries, 2);
+/// assert!(matches!(r, Err(Error::OutOfMemory { stats: Some(_), .. })));
+/// ```
+pub fn alloc_retrying<T>(
+    pool: &dyn DevicePool,
+    len: usize,
+    mut attempt: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    match attempt() {
+        Err(Error::OutOfMemory { .. }) => {}
+        other => return other,
+    }
+    trim_place(pool.place());
+    match attempt() {
+        Err(Error::OutOfMemory { place, .. }) => Err(Error::OutOfMemory {
+            place,
+            bytes: len,
+            stats: pool.stats().ok(),
+        }),
+        other => other,
+    }
+}
+
+/// Classes are powers of two up to this size, whole multiples of it above.
+const LARGE_CLASS: usize = 1 << 20;
+/// The smallest class.
+const SMALLEST_CLASS: usize = 512;
+
+/// The block size a caching pool gives a buffer of `len` bytes: 0 for 0 (no block), powers of
+/// two from 512 bytes up to 1 MiB, whole MiB above; `None` where it cannot be described.
+///
+/// ```
+/// use devstream_core::mempool::size_class;
+/// assert_eq!(size_class(1000), Some(1024));
+/// assert_eq!(size_class((1 << 20) + 1), Some(2 << 20));
+/// assert_eq!(size_class(usize::MAX), None);
+/// ```
+pub fn size_class(len: usize) -> Option<usize> {
+    if len == 0 {
+        Some(0)
+    } else if len <= LARGE_CLASS {
+        Some(len.max(SMALLEST_CLASS).next_power_of_two())
+    } else {
+        len.checked_next_multiple_of(LARGE_CLASS)
+    }
+}
+
+/// The bookkeeping of a caching pool that devstream keeps itself (the CPU place's, the plug-in
+/// places'), written once: free blocks `B` by size class, used and reserved bytes, their peaks,
+/// live buffers, the release threshold and the size limit. It holds no lock and makes no system
+/// call: its owner keeps it under a lock, and the blocks its methods hand back are the owner's to
+/// free (after letting the lock go).
+///
+/// Invariants: `used` is the sum of the classes of blocks handed out and not given back,
+/// `reserved` is `used` plus the classes of the cached blocks, the peaks cover their values, and
+/// after [`give_back`](Self::give_back) `reserved ≤ max(threshold, used)`.
+#[derive(Debug)]
+pub struct CacheState<B> {
+    free: std::collections::BTreeMap<usize, Vec<B>>,
+    used: u64,
+    reserved: u64,
+    peak_used: u64,
+    peak_reserved: u64,
+    allocations: u64,
+    threshold: u64,
+    max_size: u64,
+}
+
+impl<B> CacheState<B> {
+    /// Empty, with `options`' threshold and size limit.
+    pub fn new(options: PoolOptions) -> Self {
+        CacheState {
+            free: std::collections::BTreeMap::new(),
+            used: 0,
+            reserved: 0,
+            peak_used: 0,
+            peak_reserved: 0,
+            allocations: 0,
+            threshold: options.release_threshold,
+            max_size: options.max_size,
+        }
+    }
+
+    /// A cached block of `class` bytes, now counted as a live buffer's.
+    pub fn take_cached(&mut self, class: usize) -> Option<B> {
+        let mut entry = match self.free.entry(class) {
+            std::collections::btree_map::Entry::Occupied(entry) => entry,
+            std::collections::btree_map::Entry::Vacant(_) => return None,
+        };
+        let block = entry.get_mut().pop();
+        if entry.get().is_empty() {
+            entry.remove();
+        }
+        if block.is_some() {
+            self.note_taken(class);
+        }
+        block
+    }
+
+    /// Whether a new block of `class` bytes keeps `reserved` within the size limit.
+    pub fn admits(&self, class: usize) -> bool {
+        self.max_size == 0 || self.reserved.saturating_add(class as u64) <= self.max_size
+    }
+
+    /// Counts a new block of `class` bytes, just obtained from the system, as reserved and as a
+    /// live buffer's (`class` 0: a buffer of 0 bytes, which has no block).
+    pub fn add_new(&mut self, class: usize) {
+        self.reserved += class as u64;
+        self.note_taken(class);
+    }
+
+    /// Counts a buffer of `class` bytes as live.
+    fn note_taken(&mut self, class: usize) {
+        self.used += class as u64;
+        self.allocations += 1;
+        self.peak_used = self.peak_used.max(self.used);
+        self.peak_reserved = self.peak_reserved.max(self.reserved);
+    }
+
+    /// Takes back the block of a buffer whose work is all complete (`None` for a buffer of 0
+    /// bytes), caches it, and returns the blocks to free so that at most
+    /// `max(threshold, used)` bytes stay reserved.
+    pub fn give_back(&mut self, class: usize, block: Option<B>) -> Vec<B> {
+        self.used -= class as u64;
+        self.allocations -= 1;
+        if let Some(block) = block {
+            self.free.entry(class).or_default().push(block);
+        }
+        self.release_above(self.threshold.max(self.used))
+    }
+
+    /// The cached blocks to free, largest first, until at most `keep` bytes are reserved or
+    /// nothing is cached (they no longer count as reserved).
+    pub fn release_above(&mut self, keep: u64) -> Vec<B> {
+        let mut out = Vec::new();
+        while self.reserved > keep {
+            let Some(mut entry) = self.free.last_entry() else {
+                break;
+            };
+            let class = *entry.key();
+            let block = entry.get_mut().pop();
+            if entry.get().is_empty() {
+                entry.remove();
+            }
+            if let Some(block) = block {
+                self.reserved -= class as u64;
+                out.push(block);
+            }
+        }
+        out
+    }
+
+    /// The statistics now.
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            used_bytes: self.used,
+            reserved_bytes: self.reserved,
+            peak_used_bytes: self.peak_used,
+            peak_reserved_bytes: self.peak_reserved,
+            allocations: self.allocations,
+        }
+    }
+
+    /// Sets both peaks to the current values.
+    pub fn reset_peak(&mut self) {
+        self.peak_used = self.used;
+        self.peak_reserved = self.reserved;
+    }
+
+    /// The release threshold.
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
+    /// Sets the release threshold and returns the cached blocks above it, to free.
+    pub fn set_threshold(&mut self, bytes: u64) -> Vec<B> {
+        self.threshold = bytes;
+        self.release_above(bytes.max(self.used))
+    }
+}
+
+/// What the owner of a devstream-kept caching pool supplies: its place and how the blocks the
+/// pool lets go are freed (host memory dropped, a plug-in's `device_memory_deallocate`).
+pub trait BlockSource: Send + Sync + 'static {
+    /// A block of memory.
+    type Block: Send + 'static;
+    /// The pool's place.
+    fn place(&self) -> &Place;
+    /// Frees blocks the pool lets go (called without the pool's lock).
+    fn free(&self, blocks: Vec<Self::Block>);
+}
+
+/// The state a devstream-kept caching pool shares with its buffers (they hold it until their
+/// block is back): the block source and the bookkeeping under one lock. Dropped (the pool handle
+/// and every buffer gone), it frees what it still caches.
+pub struct CachingPool<S: BlockSource> {
+    /// Where blocks come from and go.
+    pub source: S,
+    cache: Mutex<CacheState<S::Block>>,
+}
+
+impl<S: BlockSource> CachingPool<S> {
+    /// An empty pool over `source`.
+    pub fn new(source: S, options: PoolOptions) -> Self {
+        CachingPool {
+            source,
+            cache: Mutex::new(CacheState::new(options)),
+        }
+    }
+
+    /// The bookkeeping, locked (for taking blocks: [`CacheState::take_cached`], `admits`,
+    /// `add_new`).
+    pub fn cache(&self) -> std::sync::MutexGuard<'_, CacheState<S::Block>> {
+        crate::sync::lock(&self.cache)
+    }
+
+    /// Takes back the block of a buffer whose work is complete (`None` for 0 bytes) and frees
+    /// what the threshold releases.
+    pub fn give_back(&self, class: usize, block: Option<S::Block>) {
+        let released = self.cache().give_back(class, block);
+        self.source.free(released);
+    }
+}
+
+impl<S: BlockSource> Drop for CachingPool<S> {
+    fn drop(&mut self) {
+        let released = self.cache().release_above(0);
+        self.source.free(released);
+    }
+}
+
+impl<S: BlockSource> std::fmt::Debug for CachingPool<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cache = self.cache();
+        f.debug_struct("CachingPool")
+            .field("place", self.source.place())
+            .field("stats", &cache.stats())
+            .field("threshold", &cache.threshold())
+            .finish()
+    }
+}
+
+/// A handle of a devstream-kept caching pool: the [`DevicePool`] a backend hands out. Dropped,
+/// nobody can take from the pool any more: its cache goes, and blocks of buffers still alive are
+/// freed as they come back.
+pub struct CachingPoolHandle<S: BlockSource> {
+    id: u64,
+    /// The state its buffers share.
+    pub shared: Arc<CachingPool<S>>,
+}
+
+impl<S: BlockSource> CachingPoolHandle<S> {
+    /// A new pool over `source`.
+    pub fn new(source: S, options: PoolOptions) -> Self {
+        CachingPoolHandle {
+            id: crate::next_id(),
+            shared: Arc::new(CachingPool::new(source, options)),
+        }
+    }
+}
+
+impl<S: BlockSource> Drop for CachingPoolHandle<S> {
+    fn drop(&mut self) {
+        let released = self.shared.cache().set_threshold(0);
+        self.shared.source.free(released);
+    }
+}
+
+impl<S: BlockSource> std::fmt::Debug for CachingPoolHandle<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachingPoolHandle")
+            .field("id", &self.id)
+            .field("pool", &self.shared)
+            .finish()
+    }
+}
+
+impl<S: BlockSource> DevicePool for CachingPoolHandle<S> {
+    fn place(&self) -> &Place {
+        self.shared.source.place()
+    }
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn stats(&self) -> Result<PoolStats> {
+        Ok(self.shared.cache().stats())
+    }
+
+    fn reset_peak(&self) -> Result<()> {
+        self.shared.cache().reset_peak();
+        Ok(())
+    }
+
+    fn release_threshold(&self) -> Result<u64> {
+        Ok(self.shared.cache().threshold())
+    }
+
+    fn set_release_threshold(&self, bytes: u64) -> Result<()> {
+        let released = self.shared.cache().set_threshold(bytes);
+        self.shared.source.free(released);
+        Ok(())
+    }
+
+    fn trim(&self, keep_bytes: u64) -> Result<()> {
+        let released = self.shared.cache().release_above(keep_bytes);
+        self.shared.source.free(released);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A pool that caches `cached` bytes and fails allocations while it caches any.
+    #[derive(Debug)]
+    struct Caching {
+        place: Place,
+        cached: AtomicU64,
+    }
+
+    impl DevicePool for Caching {
+        fn place(&self) -> &Place {
+            &self.place
+        }
+        fn id(&self) -> u64 {
+            0
+        }
+        fn stats(&self) -> Result<PoolStats> {
+            let cached = self.cached.load(Ordering::SeqCst);
+            Ok(PoolStats {
+                reserved_bytes: cached,
+                ..PoolStats::default()
+            })
+        }
+        fn reset_peak(&self) -> Result<()> {
+            Ok(())
+        }
+        fn release_threshold(&self) -> Result<u64> {
+            Ok(0)
+        }
+        fn set_release_threshold(&self, _: u64) -> Result<()> {
+            Ok(())
+        }
+        fn trim(&self, keep_bytes: u64) -> Result<()> {
+            self.cached.fetch_min(keep_bytes, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    fn caching(place: Place, cached: u64) -> Arc<Caching> {
+        Arc::new(Caching {
+            place,
+            cached: AtomicU64::new(cached),
+        })
+    }
+
+    #[test]
+    fn an_allocation_that_runs_out_trims_every_pool_of_its_place_and_succeeds_on_the_retry() {
+        let place = Place::Custom {
+            device_type: "mempool_test_retry".into(),
+            id: 0,
+        };
+        let asked = caching(place.clone(), 100);
+        let sibling = caching(place.clone(), 50);
+        let elsewhere = caching(Place::Cuda(99), 70);
+        for pool in [&asked, &sibling, &elsewhere] {
+            register(&(pool.clone() as Arc<dyn DevicePool>));
+        }
+        let mut tries = 0;
+        let got = alloc_retrying(&*asked, 8, || {
+            tries += 1;
+            if asked.cached.load(Ordering::SeqCst) + sibling.cached.load(Ordering::SeqCst) > 0 {
+                Err(Error::out_of_memory(&place, 8))
+            } else {
+                Ok(tries)
+            }
+        });
+        assert_eq!(got, Ok(2));
+        assert_eq!(elsewhere.cached.load(Ordering::SeqCst), 70);
+    }
+
+    #[test]
+    fn a_second_failure_is_out_of_memory_with_the_pools_stats_and_the_size_asked() {
+        let place = Place::Custom {
+            device_type: "mempool_test_fail".into(),
+            id: 0,
+        };
+        let pool = caching(place.clone(), 0);
+        let got: Result<()> = alloc_retrying(&*pool, 1 << 40, || {
+            Err(Error::out_of_memory(&place, 1 << 40))
+        });
+        assert_eq!(
+            got,
+            Err(Error::OutOfMemory {
+                place,
+                bytes: 1 << 40,
+                stats: Some(PoolStats::default()),
+            })
+        );
+    }
+
+    #[test]
+    fn a_cache_keeps_its_invariants_through_takes_returns_and_trims() {
+        let mut cache = CacheState::<usize>::new(PoolOptions {
+            release_threshold: 2048,
+            max_size: 4096,
+        });
+        assert!(cache.take_cached(1024).is_none());
+        for _ in 0..3 {
+            assert!(cache.admits(1024));
+            cache.add_new(1024);
+        }
+        assert!(cache.admits(1024) && !cache.admits(2048));
+        // 2048 used, 3072 reserved, threshold 2048: the block just back goes.
+        assert_eq!(cache.give_back(1024, Some(1)), vec![1]);
+        // 1024 used, 2048 reserved: within the threshold, cached.
+        assert!(cache.give_back(1024, Some(2)).is_empty());
+        assert_eq!(cache.take_cached(1024), Some(2));
+        assert!(cache.give_back(1024, Some(2)).is_empty());
+        assert!(cache.give_back(1024, Some(3)).is_empty());
+        let stats = cache.stats();
+        assert_eq!((stats.used_bytes, stats.reserved_bytes), (0, 2048));
+        assert_eq!(
+            (stats.peak_used_bytes, stats.peak_reserved_bytes),
+            (3072, 3072)
+        );
+        assert_eq!(stats.allocations, 0);
+        cache.reset_peak();
+        assert_eq!(cache.stats().peak_reserved_bytes, 2048);
+        assert_eq!(cache.release_above(0).len(), 2);
+        assert_eq!(cache.stats().reserved_bytes, 0);
+    }
+
+    #[test]
+    fn other_errors_are_not_retried() {
+        let pool = caching(Place::Cpu, 0);
+        let mut tries = 0;
+        let got: Result<()> = alloc_retrying(&*pool, 1, || {
+            tries += 1;
+            Err(Error::InvalidArgument("no".into()))
+        });
+        assert!(matches!(got, Err(Error::InvalidArgument(_))));
+        assert_eq!(tries, 1);
+    }
+}
