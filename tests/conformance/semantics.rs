@@ -299,15 +299,27 @@ fn query_is_true_iff_all_submitted_work_is_done() {
             return Ok(());
         }
         let log = Log::new();
+        // Host functions submitted to the stream so far (each pushes one entry when it runs).
+        // Counted at submission, never read back from the log: earlier work may still be
+        // running when more is submitted.
+        let mut submitted = 0;
         if caps.nonblocking_query {
             if let Some(gate) = Gate::close(&stream)? {
-                stream.launch_host_func(log.task(0))?;
+                // Several batches behind the gate: query is false after each, and once it says
+                // true every batch has run.
+                for batch in 0..3u32 {
+                    for i in 0..5 {
+                        stream.launch_host_func(log.task(batch * 10 + i))?;
+                        submitted += 1;
+                    }
+                    assert!(!stream.query()?, "query is true with gated work");
+                }
                 for _ in 0..10 {
                     assert!(!stream.query()?, "query is true with gated work");
                 }
                 gate.release();
                 assert!(wait_until(PATIENCE, || stream.query().unwrap()));
-                assert_eq!(log.len(), 1, "query said done before the task ran");
+                assert_eq!(log.len(), submitted, "query said done before the task ran");
             }
         } else {
             not_applicable(
@@ -317,7 +329,6 @@ fn query_is_true_iff_all_submitted_work_is_done() {
         }
         // Whenever query says true, everything submitted so far has run.
         for round in 0..20u32 {
-            let submitted = log.len() + 5;
             for i in 0..5 {
                 stream.launch_host_func({
                     let log = log.clone();
@@ -326,6 +337,7 @@ fn query_is_true_iff_all_submitted_work_is_done() {
                         log.push(round * 10 + i);
                     }
                 })?;
+                submitted += 1;
             }
             if stream.query()? {
                 assert_eq!(log.len(), submitted, "query true with tasks not run");
