@@ -1,22 +1,18 @@
 //! `PluginStream`: the stream contract mapped onto a plug-in's table (or a Rust-registered
 //! backend's stream).
 
-use crate::buffer::{
-    AbiBuffer, AbiHostBuffer, BufferRepr, HostRepr, PluginBuffer, PluginHostBuffer,
-};
+use crate::buffer::{AbiHostBuffer, BufferRepr, HostRepr, PluginBuffer, PluginHostBuffer};
 use crate::capture::{
     check_unsafe_call, graph_trampoline, refuse_during_capture, submitting_into, Capturing,
 };
 use crate::event::{AbiEvent, EventRepr, PluginEvent};
 use crate::flag::{FlagRepr, PluginFlag};
-use crate::graph::{AbiGraph, GraphRepr, PluginGraph};
+use crate::graph::{GraphRepr, PluginGraph};
 use crate::queue::{running_host_fn, Callback, Item, Origin, StreamCore};
 use crate::registry::{lookup, plugin_slot, CustomDevice};
 use crate::repr::Repr;
-use crate::runtime::{CaptureState, CopyKind, Handle, RawCopy};
-use crate::sys::{
-    C_Stream, C_StreamCaptureModeGlobal, C_StreamCaptureModeRelaxed, C_StreamCaptureModeThreadLocal,
-};
+use crate::runtime::{CaptureState, CopyKind, Handle};
+use crate::sys::C_Stream;
 use devstream_core::traits::check_range;
 use devstream_core::{
     BackendKind, Capabilities, CaptureMode, CaptureSupport, Completion, DeviceBuffer, DeviceEvent,
@@ -24,6 +20,15 @@ use devstream_core::{
 };
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+mod capture;
+mod copy;
+
+use capture::{begin_capture, end_capture};
+use copy::{
+    abi_buffer, abi_host, checked_copy, require_copy, staged_upload, staging_for, submit_copy,
+    submit_host_copy,
+};
 
 /// A stream of a custom-device place.
 ///
@@ -195,162 +200,6 @@ fn caps_of(core: &StreamCore) -> Capabilities {
     core.runtime.caps
 }
 
-fn abi_buffer<'a>(
-    op: &'static str,
-    core: &StreamCore,
-    buffer: &'a PluginBuffer,
-) -> Result<&'a AbiBuffer> {
-    match &buffer.0 {
-        BufferRepr::Abi(b) if b.place == core.place => Ok(b),
-        _ => Err(Error::mismatch(op, &core.place, buffer.place())),
-    }
-}
-
-fn abi_host<'a>(
-    op: &'static str,
-    core: &StreamCore,
-    buffer: &'a PluginHostBuffer,
-) -> Result<&'a AbiHostBuffer> {
-    match &buffer.0 {
-        HostRepr::Abi(b) => Ok(b),
-        HostRepr::Rust(_) => Err(Error::mismatch(op, &core.place, &core.place)),
-    }
-}
-
-fn require_copy(op: &'static str, core: &StreamCore, kind: CopyKind) -> Result<()> {
-    if core.runtime.has_copy(kind) {
-        Ok(())
-    } else {
-        Err(Error::unsupported(op, &core.place))
-    }
-}
-
-/// Plug-in memory at one end of a copy: its length and the address of its byte `offset`.
-trait CopyEnd {
-    fn byte_len(&self) -> usize;
-    fn address(&self, offset: usize) -> usize;
-}
-
-impl CopyEnd for AbiBuffer {
-    fn byte_len(&self) -> usize {
-        self.len
-    }
-    fn address(&self, offset: usize) -> usize {
-        self.at(offset)
-    }
-}
-
-impl CopyEnd for AbiHostBuffer {
-    fn byte_len(&self) -> usize {
-        self.len
-    }
-    fn address(&self, offset: usize) -> usize {
-        self.at(offset)
-    }
-}
-
-/// The checks of a copy of `len` bytes on a plug-in place, in order: the destination's range,
-/// the source's, then whether the plug-in copies `kind`; then the copy between their addresses.
-fn checked_copy(
-    (core, op, kind): (&Arc<StreamCore>, &'static str, CopyKind),
-    (dst, dst_offset): (&impl CopyEnd, usize),
-    (src, src_offset): (&impl CopyEnd, usize),
-    len: usize,
-) -> Result<RawCopy> {
-    check_range(op, dst_offset, len, dst.byte_len())?;
-    check_range(op, src_offset, len, src.byte_len())?;
-    require_copy(op, core, kind)?;
-    Ok(RawCopy {
-        kind,
-        dst: dst.address(dst_offset),
-        src: src.address(src_offset),
-        len,
-    })
-}
-
-/// Submits `copy` in stream order.
-fn submit_copy(core: &Arc<StreamCore>, copy: RawCopy) -> Result<()> {
-    core.submit(Item::Op(Box::new(move |core: &StreamCore| {
-        core.runtime.copy(core.slot, core.raw, copy)
-    })))
-}
-
-/// Submits a checked `copy` between `device` and `host` (either way, its `kind` says which):
-/// kept by the capture when the stream captures, else the device buffer remembers the stream
-/// and the host buffer tracks the copy (so host reads and writes wait for it). Nothing for 0
-/// bytes.
-fn submit_host_copy(
-    (core, op): (&Arc<StreamCore>, &'static str),
-    (device, host): (&AbiBuffer, &AbiHostBuffer),
-    copy: RawCopy,
-) -> Result<()> {
-    if copy.len == 0 {
-        return Ok(());
-    }
-    if let Some(capture) = submitting_into(op, core)? {
-        capture.keep_device(&device.0);
-        capture.keep_host(&host.0);
-        return submit_copy(core, copy);
-    }
-    device.used_by(core);
-    host.copy_tracked(core, copy)
-}
-
-/// Room for `len` bytes staged on the host for `op`: `Error::OutOfMemory` where the host cannot
-/// give it (a device buffer may be far larger than host memory), never an abort.
-fn staging_for(op: &'static str, core: &StreamCore, len: usize) -> Result<Vec<u8>> {
-    let mut staging = Vec::new();
-    staging.try_reserve_exact(len).map_err(|_| {
-        tracing::warn!("devstream-plugin: {op}: cannot stage {len} bytes on the host");
-        Error::out_of_memory(&core.place, len)
-    })?;
-    Ok(staging)
-}
-
-/// Copies host bytes staged in `staging` to `dst[offset..]`. The staging moves into the copy
-/// operation itself, which keeps it until the stream's work up to the copy is complete
-/// (whatever the copy or the release answers), so no failure can free it early.
-fn staged_upload(
-    op: &'static str,
-    core: &Arc<StreamCore>,
-    dst: &AbiBuffer,
-    offset: usize,
-    staging: Vec<u8>,
-) -> Result<()> {
-    if staging.is_empty() {
-        return Ok(());
-    }
-    if let Some(capture) = submitting_into(op, core)? {
-        // Replayed by every launch: the graph keeps the bytes and the buffer. The
-        // capturing stream is no user of the buffer (it runs none of this work): were it one,
-        // the capture would keep its own stream alive, and dropping the stream could never
-        // end the capture.
-        capture.keep_device(&dst.0);
-        let copy = RawCopy {
-            kind: CopyKind::HostToDevice,
-            dst: dst.at(offset),
-            src: staging.as_ptr() as usize,
-            len: staging.len(),
-        };
-        capture.keep(Box::new(staging));
-        return submit_copy(core, copy);
-    }
-    dst.used_by(core);
-    let (dst, len) = (dst.at(offset), staging.len());
-    core.submit(Item::Op(Box::new(move |core: &StreamCore| {
-        let copy = RawCopy {
-            kind: CopyKind::HostToDevice,
-            dst,
-            src: staging.as_ptr() as usize,
-            len,
-        };
-        let copied = core.runtime.copy(core.slot, core.raw, copy);
-        // Even a failed asynchronous copy may have been queued: keep the bytes either way.
-        core.keep_until_done(Box::new(staging));
-        copied
-    })))
-}
-
 /// Puts a captured callback (its data kept by the capture) on a capturing stream.
 fn submit_graph_callback(core: &Arc<StreamCore>, data: *mut std::ffi::c_void) -> Result<()> {
     let data = data as usize;
@@ -430,192 +279,6 @@ fn wait_joining(
         }
     }
     Ok(())
-}
-
-fn native_mode(mode: CaptureMode) -> crate::sys::C_StreamCaptureMode {
-    match mode {
-        CaptureMode::Global => C_StreamCaptureModeGlobal,
-        CaptureMode::ThreadLocal => C_StreamCaptureModeThreadLocal,
-        CaptureMode::Relaxed => C_StreamCaptureModeRelaxed,
-    }
-}
-
-fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
-    if caps_of(core).capture == CaptureSupport::None {
-        return Err(Error::unsupported("begin_capture", &core.place));
-    }
-    match crate::capture::capturing(core)? {
-        Capturing::No => {}
-        Capturing::Yes(capture) | Capturing::Invalid(Some(capture), _) => {
-            capture.invalidate("begin_capture on a capturing stream".into());
-            return Err(Error::capture(
-                "begin_capture",
-                "the stream is already capturing",
-            ));
-        }
-        Capturing::Invalid(None, _) => {
-            return Err(Error::capture(
-                "begin_capture",
-                "the stream is already capturing",
-            ));
-        }
-    }
-    // A capture devstream did not begin (code sharing an adopted stream may have begun one) is
-    // refused here: the plug-in's refusal would invalidate it, and a failed begin's clean-up
-    // below ends whatever capture the plug-in then reports.
-    if let Ok(CaptureState::Active(_) | CaptureState::Invalidated(_)) =
-        core.runtime.capture_state(core.slot, core.raw)
-    {
-        return Err(Error::capture(
-            "begin_capture",
-            "the stream is already capturing (a capture devstream did not begin)",
-        ));
-    }
-    if core.has_deferred() {
-        // The capture must come after the held work in the plug-in's order.
-        core.hand_over_held()?;
-    }
-    // The end of the work before the capture, for releases while it captures.
-    let before = core.record_raw()?;
-    // No reaper job runs from here until the capture is registered (or refused).
-    let _gate = crate::capture::beginning();
-    // Until the capture leaves the registry (after the plug-in ended it), nothing is elided.
-    crate::capture::window_open();
-    let begun = core
-        .runtime
-        .begin_capture(core.slot, core.raw, native_mode(mode));
-    let state = core.runtime.capture_state(core.slot, core.raw);
-    match (begun, state) {
-        (Ok(()), Ok(CaptureState::Active(id))) => {
-            *crate::queue::lock(&core.pre_capture) = Some(before);
-            crate::capture::register(core, id, mode);
-            Ok(())
-        }
-        // Refused, and the plug-in reports no capture: nothing began.
-        (Err(error), Ok(CaptureState::None)) => {
-            crate::capture::window_close();
-            Err(error)
-        }
-        (begun, state) => {
-            let error = begun.err().unwrap_or_else(|| {
-                Error::capture(
-                    "begin_capture",
-                    format!(
-                        "{} plug-in: cuda_stream_capture_info after cuda_stream_begin_capture: \
-                         {state:?}",
-                        core.runtime.device_type
-                    ),
-                )
-            });
-            abandon_begun_capture(core, mode, before);
-            Err(error)
-        }
-    }
-}
-
-/// After a `begin_capture` that gave devstream no capture it can use (the plug-in answered a
-/// failure, or does not report the capture it began), while the plug-in may be capturing all
-/// the same: a plug-in may do what was asked and answer an error or a warning. Work submitted
-/// into a capture devstream does not know would be recorded as graph nodes, never run, and what
-/// it holds (a host function's closure) never released; so the plug-in's capture is ended and
-/// its graph destroyed. Should it still report a capture, that capture is registered as
-/// invalidated: submissions answer `Error::Capture` until `end_capture` (or the stream's drop)
-/// ends it. Called with the capture window open; closes it unless a capture is registered.
-fn abandon_begun_capture(
-    core: &Arc<StreamCore>,
-    mode: CaptureMode,
-    before: Arc<crate::queue::RawEvent>,
-) {
-    if let Ok(graph) = core.runtime.end_capture(core.slot, core.raw) {
-        if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
-            tracing::warn!("devstream-plugin: destroying the graph of a failed begin: {error}");
-        }
-    }
-    match core.runtime.capture_state(core.slot, core.raw) {
-        Ok(CaptureState::Active(id) | CaptureState::Invalidated(id)) => {
-            *crate::queue::lock(&core.pre_capture) = Some(before);
-            crate::capture::register(core, id, mode).invalidate(
-                "begin_capture gave devstream no capture to use, and the plug-in did not end it"
-                    .into(),
-            );
-        }
-        _ => crate::capture::window_close(),
-    }
-}
-
-fn end_capture(core: &Arc<StreamCore>) -> Result<PluginGraph> {
-    if caps_of(core).capture == CaptureSupport::None {
-        return Err(Error::unsupported("end_capture", &core.place));
-    }
-    let id = match core.runtime.capture_state(core.slot, core.raw) {
-        Ok(CaptureState::Active(id) | CaptureState::Invalidated(id)) => id,
-        other => {
-            // The plug-in reports no capture (or cannot say): whatever devstream registered for
-            // a capture begun on this stream ends with this call, since nothing else could end
-            // it while the stream lives (a default stream lives as long as the process).
-            *crate::queue::lock(&core.pre_capture) = None;
-            crate::capture::forget_origin(
-                core.runtime.index(),
-                core.id,
-                "its stream ended its capture",
-            );
-            return match other {
-                Err(error) => Err(error),
-                Ok(_) => Err(Error::capture("end_capture", "the stream is not capturing")),
-            };
-        }
-    };
-    let capture = crate::capture::find(core.runtime.index(), id);
-    if let Some(capture) = &capture {
-        if capture.origin != core.id {
-            return Err(Error::capture(
-                "end_capture",
-                format!(
-                    "the stream joined the capture begun on stream {}; end it there",
-                    capture.origin
-                ),
-            ));
-        }
-    }
-    let ended = core.runtime.end_capture(core.slot, core.raw);
-    *crate::queue::lock(&core.pre_capture) = None;
-    if let Some(capture) = &capture {
-        crate::capture::unregister(capture);
-    }
-    // Any other capture devstream registered on this stream is over too (the plug-in may have
-    // reported its capture under another id).
-    crate::capture::forget_origin(
-        core.runtime.index(),
-        core.id,
-        "its stream ended its capture",
-    );
-    let graph = ended?;
-    let discard = |reason: String| {
-        if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
-            tracing::warn!("devstream-plugin: destroying a discarded graph: {error}");
-        }
-        Err(Error::capture("end_capture", reason))
-    };
-    let Some(capture) = capture else {
-        return discard(format!("capture {id} was not begun by devstream"));
-    };
-    if let Some(reason) = capture.invalidated() {
-        return discard(format!("the capture was invalidated ({reason})"));
-    }
-    let exec = match core.runtime.instantiate(core.slot, graph) {
-        Ok(exec) => exec,
-        Err(error) => {
-            let _ = core.runtime.destroy_graph(core.slot, graph, Handle(0));
-            return Err(error);
-        }
-    };
-    Ok(PluginGraph(GraphRepr::Abi(Arc::new(AbiGraph::new(
-        core.runtime.clone(),
-        core.slot,
-        graph,
-        exec,
-        capture,
-    )))))
 }
 
 impl DeviceStream for PluginStream {
