@@ -215,8 +215,7 @@ pub unsafe extern "C" fn hipDeviceGetDefaultMemPool(
     device: c_int,
 ) -> hipError_t {
     enter!();
-    let mut cu_device = 0;
-    try_cu!(sys::cuDeviceGet(&mut cu_device, device));
+    let cu_device = try_cu_device!(device);
     let mut raw = std::ptr::null_mut();
     try_cu!(sys::cuDeviceGetDefaultMemPool(&mut raw, cu_device));
     put(pool, raw.cast())
