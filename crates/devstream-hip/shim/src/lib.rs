@@ -273,6 +273,20 @@ macro_rules! try_cu {
     }};
 }
 
+/// Calls the driver with a fresh out-pointer, `|$raw| $call` (`$raw` is a `&mut` to it), and
+/// writes what the driver answered to the caller's out-pointer `$out` ([`put`]); returns the
+/// driver's status from the enclosing function when the call fails.
+macro_rules! put_cu {
+    ($out:expr, |$raw:ident| $call:expr) => {{
+        let mut value = std::ptr::null_mut();
+        {
+            let $raw = &mut value;
+            try_cu!($call);
+        }
+        put($out, value.cast())
+    }};
+}
+
 /// The driver device of HIP ordinal `$ordinal` (`cuDeviceGet`); returns the call's status from
 /// the enclosing function when there is none.
 macro_rules! try_cu_device {
