@@ -499,6 +499,15 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
 
+    /// Device 0 of the custom device type `device_type`: a place of its own for each test, so
+    /// that the pools one test registers are not among another's.
+    fn custom_place(device_type: &str) -> Place {
+        Place::Custom {
+            device_type: device_type.into(),
+            id: 0,
+        }
+    }
+
     /// A pool that caches `cached` bytes and fails allocations while it caches any.
     #[derive(Debug)]
     struct Caching {
@@ -544,10 +553,7 @@ mod tests {
 
     #[test]
     fn an_allocation_that_runs_out_trims_every_pool_of_its_place_and_succeeds_on_the_retry() {
-        let place = Place::Custom {
-            device_type: "mempool_test_retry".into(),
-            id: 0,
-        };
+        let place = custom_place("mempool_test_retry");
         let asked = caching(place.clone(), 100);
         let sibling = caching(place.clone(), 50);
         let elsewhere = caching(Place::Cuda(99), 70);
@@ -569,10 +575,7 @@ mod tests {
 
     #[test]
     fn a_second_failure_is_out_of_memory_with_the_pools_stats_and_the_size_asked() {
-        let place = Place::Custom {
-            device_type: "mempool_test_fail".into(),
-            id: 0,
-        };
+        let place = custom_place("mempool_test_fail");
         let pool = caching(place.clone(), 0);
         let got: Result<()> = alloc_retrying(&*pool, 1 << 40, || {
             Err(Error::out_of_memory(&place, 1 << 40))

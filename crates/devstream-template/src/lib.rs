@@ -40,6 +40,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+/// `query`, `synchronize` and `completion` of a stream or event of this backend: its work is
+/// done when the call that submitted it returns, so there is never anything to wait for.
+macro_rules! done_at_submission {
+    () => {
+        fn query(&self) -> Result<bool> {
+            Ok(true)
+        }
+        fn synchronize(&self) -> Result<()> {
+            Ok(())
+        }
+        fn completion(&self) -> Completion {
+            Completion::ready(Ok(()))
+        }
+    };
+}
+
 /// The device type the facade registers this backend under.
 pub const DEVICE_TYPE: &str = "template";
 
@@ -203,15 +219,7 @@ impl DeviceStream for TemplateStream {
     fn capabilities(&self) -> Capabilities {
         capabilities()
     }
-    fn query(&self) -> Result<bool> {
-        Ok(true)
-    }
-    fn synchronize(&self) -> Result<()> {
-        Ok(())
-    }
-    fn completion(&self) -> Completion {
-        Completion::ready(Ok(()))
-    }
+    done_at_submission!();
     fn record(&self, _event: &TemplateEvent) -> Result<()> {
         // The event captures all work submitted so far, which is done: it stays complete.
         Ok(())
@@ -260,15 +268,7 @@ impl DeviceEvent for TemplateEvent {
     fn flags(&self) -> EventFlags {
         self.0.flags
     }
-    fn query(&self) -> Result<bool> {
-        Ok(true)
-    }
-    fn synchronize(&self) -> Result<()> {
-        Ok(())
-    }
-    fn completion(&self) -> Completion {
-        Completion::ready(Ok(()))
-    }
+    done_at_submission!();
     fn elapsed(&self, _end: &Self) -> Result<Duration> {
         // Timing is off: no event of this place has it.
         Err(Error::TimingDisabled)

@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 mod comm_model;
 use comm_model::{
-    all_reduce_and_check, assert_near, assert_reduced, comm_failure, contribution, decode,
-    download, encode, hex, launch_and_check, on_ranks_at, unhex, upload, value, wait_child,
+    all_reduce_and_check, all_to_all_received, assert_near, assert_reduced, comm_failure,
+    contribution, decode, download, encode, hex, launch_and_check, on_ranks_at, unhex, upload,
+    wait_child,
 };
 
 const COUNT: usize = 37;
@@ -221,12 +222,7 @@ fn gpu_reduce_broadcast_gather_scatter_and_all_to_all_every_type() {
             let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
             let recv = s.alloc(n * COUNT * size)?;
             s.all_to_all(&comm, &send, &recv, COUNT, dtype)?;
-            let want: Vec<u8> = (0..n)
-                .flat_map(|r| {
-                    let block: Vec<i64> = (0..COUNT).map(|j| value(r, rank * COUNT + j)).collect();
-                    encode(dtype, &block)
-                })
-                .collect();
+            let want = all_to_all_received(dtype, n, rank, COUNT);
             assert_eq!(
                 download(&s, &recv)?,
                 want,

@@ -76,9 +76,7 @@ pub unsafe extern "C" fn hipHostMalloc(
     let Some(cu_flags) = translate_flags(flags, &bits) else {
         return hipErrorInvalidValue;
     };
-    let mut raw = std::ptr::null_mut();
-    try_cu!(sys::cuMemHostAlloc(&mut raw, size, cu_flags));
-    put(ptr, raw)
+    put_cu!(ptr, |raw| sys::cuMemHostAlloc(raw, size, cu_flags))
 }
 
 /// `hipHostFree` → `cuMemFreeHost`.
@@ -215,11 +213,8 @@ pub unsafe extern "C" fn hipDeviceGetDefaultMemPool(
     device: c_int,
 ) -> hipError_t {
     enter!();
-    let mut cu_device = 0;
-    try_cu!(sys::cuDeviceGet(&mut cu_device, device));
-    let mut raw = std::ptr::null_mut();
-    try_cu!(sys::cuDeviceGetDefaultMemPool(&mut raw, cu_device));
-    put(pool, raw.cast())
+    let cu_device = try_cu_device!(device);
+    put_cu!(pool, |raw| sys::cuDeviceGetDefaultMemPool(raw, cu_device))
 }
 
 /// `hipMemPoolCreate` → `cuMemPoolCreate` (pinned device memory; no export handles, no Windows
@@ -248,9 +243,7 @@ pub unsafe extern "C" fn hipMemPoolCreate(
     let mut max_size = [0; 8];
     max_size.copy_from_slice(&props.reserved[..8]);
     cu_props.maxSize = u64::from_ne_bytes(max_size) as usize;
-    let mut raw = std::ptr::null_mut();
-    try_cu!(sys::cuMemPoolCreate(&mut raw, &cu_props));
-    put(pool, raw.cast())
+    put_cu!(pool, |raw| sys::cuMemPoolCreate(raw, &cu_props))
 }
 
 /// `hipMemPoolDestroy` → `cuMemPoolDestroy`.

@@ -86,8 +86,7 @@ pub unsafe extern "C" fn hipDeviceGetName(
     device: c_int,
 ) -> hipError_t {
     enter!();
-    let mut cu_device = 0;
-    try_cu!(sys::cuDeviceGet(&mut cu_device, device));
+    let cu_device = try_cu_device!(device);
     cu!(sys::cuDeviceGetName(name, len, cu_device))
 }
 
@@ -101,8 +100,7 @@ pub unsafe extern "C" fn hipDeviceGetAttribute(
 ) -> hipError_t {
     use sys::CUdevice_attribute as At;
     enter!();
-    let mut cu_device = 0;
-    try_cu!(sys::cuDeviceGet(&mut cu_device, device));
+    let cu_device = try_cu_device!(device);
     let cu_attribute = match attribute {
         3 => At::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
         9 => At::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,

@@ -19,9 +19,7 @@ pub unsafe extern "C" fn hipEventCreateWithFlags(
     let Some(cu_flags) = translate_flags(flags, &bits) else {
         return hipErrorInvalidValue;
     };
-    let mut raw = std::ptr::null_mut();
-    try_cu!(sys::cuEventCreate(&mut raw, cu_flags));
-    put(event, raw.cast())
+    put_cu!(event, |raw| sys::cuEventCreate(raw, cu_flags))
 }
 
 /// `hipEventDestroy` → `cuEventDestroy`.

@@ -6,9 +6,7 @@ use super::*;
 #[no_mangle]
 pub unsafe extern "C" fn hipGraphCreate(graph: *mut hipGraph_t, flags: c_uint) -> hipError_t {
     enter!();
-    let mut raw = std::ptr::null_mut();
-    try_cu!(sys::cuGraphCreate(&mut raw, flags));
-    put(graph, raw.cast())
+    put_cu!(graph, |raw| sys::cuGraphCreate(raw, flags))
 }
 
 /// `hipGraphInstantiate` → `cuGraphInstantiateWithFlags(0)` (CUDA 12 dropped the error-node
@@ -22,9 +20,11 @@ pub unsafe extern "C" fn hipGraphInstantiate(
     _log_size: usize,
 ) -> hipError_t {
     enter!();
-    let mut raw = std::ptr::null_mut();
-    try_cu!(sys::cuGraphInstantiateWithFlags(&mut raw, graph.cast(), 0));
-    put(exec, raw.cast())
+    put_cu!(exec, |raw| sys::cuGraphInstantiateWithFlags(
+        raw,
+        graph.cast(),
+        0
+    ))
 }
 
 /// `hipGraphLaunch` → `cuGraphLaunch`.

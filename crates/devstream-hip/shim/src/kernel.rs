@@ -10,9 +10,7 @@ pub unsafe extern "C" fn hipModuleLoadData(
     image: *const c_void,
 ) -> hipError_t {
     enter!();
-    let mut raw = std::ptr::null_mut();
-    try_cu!(sys::cuModuleLoadData(&mut raw, image));
-    put(module, raw.cast())
+    put_cu!(module, |raw| sys::cuModuleLoadData(raw, image))
 }
 
 /// `hipModuleUnload` → `cuModuleUnload`.
@@ -30,9 +28,11 @@ pub unsafe extern "C" fn hipModuleGetFunction(
     name: *const c_char,
 ) -> hipError_t {
     enter!();
-    let mut raw = std::ptr::null_mut();
-    try_cu!(sys::cuModuleGetFunction(&mut raw, module.cast(), name));
-    put(function, raw.cast())
+    put_cu!(function, |raw| sys::cuModuleGetFunction(
+        raw,
+        module.cast(),
+        name
+    ))
 }
 
 /// `hipModuleLaunchKernel` → `cuLaunchKernel` (the `extra` launch-parameter markers have the

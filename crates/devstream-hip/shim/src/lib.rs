@@ -273,6 +273,31 @@ macro_rules! try_cu {
     }};
 }
 
+/// Calls the driver with a fresh out-pointer, `|$raw| $call` (`$raw` is a `&mut` to it), and
+/// writes what the driver answered to the caller's out-pointer `$out` ([`put`]); returns the
+/// driver's status from the enclosing function when the call fails.
+macro_rules! put_cu {
+    ($out:expr, |$raw:ident| $call:expr) => {{
+        let mut value = std::ptr::null_mut();
+        {
+            let $raw = &mut value;
+            try_cu!($call);
+        }
+        put($out, value.cast())
+    }};
+}
+
+/// The driver device of HIP ordinal `$ordinal` (`cuDeviceGet`); returns the call's status from
+/// the enclosing function when there is none.
+macro_rules! try_cu_device {
+    ($ordinal:expr) => {
+        match cu_device($ordinal) {
+            Ok(device) => device,
+            Err(status) => return status,
+        }
+    };
+}
+
 /// Returns early unless the driver is loaded and a context is current.
 macro_rules! enter {
     () => {
@@ -406,21 +431,30 @@ fn driver() -> Option<&'static Driver> {
 /// Primary contexts retained so far, by device ordinal.
 static PRIMARY: Mutex<Vec<Option<usize>>> = Mutex::new(Vec::new());
 
+/// The driver device of HIP ordinal `ordinal` (`cuDeviceGet`), or the call's status.
+fn cu_device(ordinal: c_int) -> Result<sys::CUdevice, hipError_t> {
+    let mut device = 0;
+    let status = cu!(sys::cuDeviceGet(&mut device, ordinal));
+    if status == hipSuccess {
+        Ok(device)
+    } else {
+        Err(status)
+    }
+}
+
 fn primary_context(ordinal: c_int) -> Result<sys::CUcontext, hipError_t> {
     let index = usize::try_from(ordinal).map_err(|_| hipErrorInvalidDevice)?;
     let mut cache = PRIMARY.lock().map_err(|_| hipErrorUnknown)?;
     if let Some(Some(ctx)) = cache.get(index) {
         return Ok(std::ptr::with_exposed_provenance_mut(*ctx));
     }
-    let mut device = 0;
-    let status = cu!(sys::cuDeviceGet(&mut device, ordinal));
-    if status != hipSuccess {
-        return Err(if status == hipErrorInvalidValue {
+    let device = cu_device(ordinal).map_err(|status| {
+        if status == hipErrorInvalidValue {
             hipErrorInvalidDevice
         } else {
             status
-        });
-    }
+        }
+    })?;
     let mut ctx = std::ptr::null_mut();
     let status = cu!(sys::cuDevicePrimaryCtxRetain(&mut ctx, device));
     if status != hipSuccess {

@@ -16,11 +16,9 @@ pub unsafe extern "C" fn hipStreamCreateWithPriority(
     let Some(cu_flags) = translate_flags(flags, &bits) else {
         return hipErrorInvalidValue;
     };
-    let mut raw = std::ptr::null_mut();
-    try_cu!(sys::cuStreamCreateWithPriority(
-        &mut raw, cu_flags, priority
-    ));
-    put(stream, raw.cast())
+    put_cu!(stream, |raw| sys::cuStreamCreateWithPriority(
+        raw, cu_flags, priority
+    ))
 }
 
 /// `hipStreamDestroy` → `cuStreamDestroy`.

@@ -42,24 +42,18 @@ unsafe impl RawMemory for HipApi {
     }
 
     unsafe fn device_default_mem_pool(ordinal: usize) -> RawResult<RawMemPool> {
-        let t = table("hipDeviceGetDefaultMemPool")?;
-        let function = t
-            .hipDeviceGetDefaultMemPool
-            .ok_or_else(|| absent("hipDeviceGetDefaultMemPool"))?;
-        let mut pool = std::ptr::null_mut();
-        ok(
+        let function = optional("hipDeviceGetDefaultMemPool", |t| {
+            t.hipDeviceGetDefaultMemPool
+        })?;
+        let pool = out(std::ptr::null_mut(), "hipDeviceGetDefaultMemPool", |pool| {
             // SAFETY: valid out-pointer; the ordinal is checked by the runtime.
-            unsafe { function(&mut pool, ordinal as i32) },
-            "hipDeviceGetDefaultMemPool",
-        )?;
+            unsafe { function(pool, ordinal as i32) }
+        })?;
         Ok(RawMemPool(pool))
     }
 
     unsafe fn mem_pool_create(ordinal: usize, max_size: usize) -> RawResult<RawMemPool> {
-        let t = table("hipMemPoolCreate")?;
-        let function = t
-            .hipMemPoolCreate
-            .ok_or_else(|| absent("hipMemPoolCreate"))?;
+        let function = optional("hipMemPoolCreate", |t| t.hipMemPoolCreate)?;
         // `maxSize` (ROCm 6) is the first 8 of the 64 bytes that were all reserved before: an
         // older runtime refuses a non-zero limit.
         let mut reserved = [0; 64];
@@ -84,10 +78,7 @@ unsafe impl RawMemory for HipApi {
     }
 
     unsafe fn mem_pool_destroy(pool: RawMemPool) -> RawResult {
-        let t = table("hipMemPoolDestroy")?;
-        let function = t
-            .hipMemPoolDestroy
-            .ok_or_else(|| absent("hipMemPoolDestroy"))?;
+        let function = optional("hipMemPoolDestroy", |t| t.hipMemPoolDestroy)?;
         // SAFETY: the caller owns the pool and never uses it again.
         ok(unsafe { function(pool.0) }, "hipMemPoolDestroy")
     }
@@ -117,10 +108,7 @@ unsafe impl RawMemory for HipApi {
     }
 
     unsafe fn mem_pool_trim_to(pool: RawMemPool, keep: usize) -> RawResult {
-        let t = table("hipMemPoolTrimTo")?;
-        let function = t
-            .hipMemPoolTrimTo
-            .ok_or_else(|| absent("hipMemPoolTrimTo"))?;
+        let function = optional("hipMemPoolTrimTo", |t| t.hipMemPoolTrimTo)?;
         // SAFETY: a live pool; trimming never touches live allocations.
         ok(unsafe { function(pool.0, keep) }, "hipMemPoolTrimTo")
     }
@@ -130,16 +118,11 @@ unsafe impl RawMemory for HipApi {
         pool: RawMemPool,
         s: RawStream,
     ) -> RawResult<DevicePtr> {
-        let t = table("hipMallocFromPoolAsync")?;
-        let function = t
-            .hipMallocFromPoolAsync
-            .ok_or_else(|| absent("hipMallocFromPoolAsync"))?;
-        let mut ptr = std::ptr::null_mut();
-        ok(
+        let function = optional("hipMallocFromPoolAsync", |t| t.hipMallocFromPoolAsync)?;
+        let ptr = out(std::ptr::null_mut(), "hipMallocFromPoolAsync", |ptr| {
             // SAFETY: valid out-pointer; live pool and stream.
-            unsafe { function(&mut ptr, len, pool.0, stream(s)) },
-            "hipMallocFromPoolAsync",
-        )?;
+            unsafe { function(ptr, len, pool.0, stream(s)) }
+        })?;
         Ok(address(ptr))
     }
 
@@ -154,18 +137,11 @@ unsafe impl RawMemory for HipApi {
 
     unsafe fn host_alloc(len: usize) -> RawResult<*mut u8> {
         let t = table("hipHostMalloc")?;
-        let mut ptr = std::ptr::null_mut();
-        ok(
+        let flags = sys::hipHostMallocPortable | sys::hipHostMallocMapped;
+        let ptr = out(std::ptr::null_mut(), "hipHostMalloc", |ptr| {
             // SAFETY: valid out-pointer.
-            unsafe {
-                (t.hipHostMalloc)(
-                    &mut ptr,
-                    len,
-                    sys::hipHostMallocPortable | sys::hipHostMallocMapped,
-                )
-            },
-            "hipHostMalloc",
-        )?;
+            unsafe { (t.hipHostMalloc)(ptr, len, flags) }
+        })?;
         Ok(ptr.cast())
     }
 

@@ -4,8 +4,8 @@
 //! with the `plugin` feature, on the `custom_cpu` test plug-in (module `plugin`).
 
 use super::comm_model::{
-    all_reduce_and_check, assert_close, assert_reduced, contribution, decode, download, encode,
-    on_ranks_at, upload, value,
+    all_reduce_and_check, all_to_all_received, assert_close, assert_reduced, contribution, decode,
+    download, encode, on_ranks_at, upload, value,
 };
 use super::{Places, COUNT};
 use devstream::{Communicator, DataType, Error, Flag, ReduceOp, Result, Stream};
@@ -191,12 +191,7 @@ pub fn all_to_all_every_type(places: Places) {
             let send = upload(&s, &encode(dtype, &contribution(rank, n * COUNT)))?;
             let recv = s.alloc(n * COUNT * dtype.size())?;
             s.all_to_all(&comm, &send, &recv, COUNT, dtype)?;
-            let want: Vec<u8> = (0..n)
-                .flat_map(|r| {
-                    let block: Vec<i64> = (0..COUNT).map(|j| value(r, rank * COUNT + j)).collect();
-                    encode(dtype, &block)
-                })
-                .collect();
+            let want = all_to_all_received(dtype, n, rank, COUNT);
             assert_eq!(download(&s, &recv)?, want, "all_to_all {dtype} rank {rank}");
         }
         Ok(())

@@ -298,6 +298,17 @@ pub fn contribution(rank: usize, count: usize) -> Vec<i64> {
     (0..count).map(|i| value(rank, i)).collect()
 }
 
+/// What rank `rank` of `n` receives from an `all_to_all` of `count` elements a peer: block `r`
+/// is the part of rank `r`'s contribution (`n * count` elements) addressed to `rank`.
+pub fn all_to_all_received(dtype: DataType, n: usize, rank: usize, count: usize) -> Vec<u8> {
+    (0..n)
+        .flat_map(|r| {
+            let block: Vec<i64> = (0..count).map(|j| value(r, rank * count + j)).collect();
+            encode(dtype, &block)
+        })
+        .collect()
+}
+
 /// The failure kind of an `Error::Comm`.
 pub fn comm_failure(e: &Error) -> Option<CommFailure> {
     match e {
