@@ -94,6 +94,32 @@ fn gated(producer: &Place) -> Result<Option<(Stream, Gate)>> {
     }
 }
 
+/// The consumer's stream, the producer's stream, the gate holding the producer, and the log.
+type ObservedPair = (Stream, Stream, Gate, Log<&'static str>);
+
+/// The common start of an ordering test for `producer` → `consumer`: a consumer stream, a
+/// producer stream held at a gate with a host function logging `first` behind it (where the
+/// producer has host functions), and the log; `None` where the pair cannot show an order.
+fn observed_pair(
+    producer: &Place,
+    consumer: &Place,
+    first: &'static str,
+) -> Result<Option<ObservedPair>> {
+    if !observable(consumer) {
+        not_applicable(consumer, "no host functions to observe the order");
+        return Ok(None);
+    }
+    let consumer_stream = Stream::new(consumer)?;
+    let Some((stream, gate)) = gated(producer)? else {
+        return Ok(None);
+    };
+    let log = Log::new();
+    if caps(producer).host_funcs {
+        stream.launch_host_func(log.task(first))?;
+    }
+    Ok(Some((consumer_stream, stream, gate, log)))
+}
+
 /// The number of threads of this process (`Threads:` of /proc/self/status).
 fn thread_count() -> usize {
     let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
@@ -110,18 +136,11 @@ fn thread_count() -> usize {
 #[test]
 fn later_work_waits_for_a_slow_producer_of_another_backend() {
     for_each_pair(|producer, consumer| {
-        if !observable(consumer) {
-            not_applicable(consumer, "no host functions to observe the order");
-            return Ok(());
-        }
-        let consumer_stream = Stream::new(consumer)?;
-        let Some((stream, gate)) = gated(producer)? else {
+        let Some((consumer_stream, stream, gate, log)) =
+            observed_pair(producer, consumer, "produced")?
+        else {
             return Ok(());
         };
-        let log = Log::new();
-        if caps(producer).host_funcs {
-            stream.launch_host_func(log.task("produced"))?;
-        }
         let event = stream.record_event()?;
         let (waiting, awaited) = (consumer_stream.clone(), event.clone());
         within(
@@ -158,18 +177,11 @@ fn later_work_waits_for_a_slow_producer_of_another_backend() {
 #[test]
 fn wait_stream_of_another_backend_does_not_wait_for_later_work() {
     for_each_pair(|producer, consumer| {
-        if !observable(consumer) {
-            not_applicable(consumer, "no host functions to observe the order");
-            return Ok(());
-        }
-        let consumer_stream = Stream::new(consumer)?;
-        let Some((stream, first)) = gated(producer)? else {
+        let Some((consumer_stream, stream, first, log)) =
+            observed_pair(producer, consumer, "early")?
+        else {
             return Ok(());
         };
-        let log = Log::new();
-        if caps(producer).host_funcs {
-            stream.launch_host_func(log.task("early"))?;
-        }
         consumer_stream.wait_stream(&stream)?;
         let Some(later) = Gate::close(&stream)? else {
             return Ok(());
@@ -439,18 +451,11 @@ fn a_capture_refuses_a_wait_across_backends_and_stays_valid() {
 #[test]
 fn a_wait_across_backends_outlives_the_awaited_handles() {
     for_each_pair(|producer, consumer| {
-        if !observable(consumer) {
-            not_applicable(consumer, "no host functions to observe the order");
-            return Ok(());
-        }
-        let consumer_stream = Stream::new(consumer)?;
-        let Some((stream, gate)) = gated(producer)? else {
+        let Some((consumer_stream, stream, gate, log)) =
+            observed_pair(producer, consumer, "produced")?
+        else {
             return Ok(());
         };
-        let log = Log::new();
-        if caps(producer).host_funcs {
-            stream.launch_host_func(log.task("produced"))?;
-        }
         let event = stream.record_event()?;
         consumer_stream.wait_event(&event)?;
         consumer_stream.wait_stream(&stream)?;
