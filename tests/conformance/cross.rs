@@ -19,7 +19,7 @@ use devstream::{
 
 /// The places under test of another backend than `producer`, whose streams can wait on other
 /// backends' work. For the others, a foreign wait is asserted to answer `Unsupported`.
-fn consumers_of(producer: &Place) -> Result<Vec<Place>> {
+pub(crate) fn consumers_of(producer: &Place) -> Result<Vec<Place>> {
     let mut out = Vec::new();
     for consumer in places_under_test()
         .into_iter()
@@ -53,7 +53,10 @@ fn for_each_pair_alone(check: impl Fn(&Place, &Place) -> Result<()>) {
     for_each_place_alone(|producer| each_consumer(producer, &check));
 }
 
-fn each_consumer(producer: &Place, check: &dyn Fn(&Place, &Place) -> Result<()>) -> Result<()> {
+pub(crate) fn each_consumer(
+    producer: &Place,
+    check: &dyn Fn(&Place, &Place) -> Result<()>,
+) -> Result<()> {
     for consumer in consumers_of(producer)? {
         // A consumer held at a word only the host writes stalls its driver like a gate: its
         // turn, unless the producer's place already holds it.
@@ -71,7 +74,7 @@ fn each_consumer(producer: &Place, check: &dyn Fn(&Place, &Place) -> Result<()>)
 }
 
 /// Whether the consumer can show when its later work runs (a host function that logs).
-fn observable(consumer: &Place) -> bool {
+pub(crate) fn observable(consumer: &Place) -> bool {
     caps(consumer).host_funcs
 }
 
@@ -87,7 +90,7 @@ fn loss_reaches(producer: &Place, consumer: &Place) -> bool {
 }
 
 /// A stream of `producer` held at a gate, or `None` (the pair does not apply).
-fn gated(producer: &Place) -> Result<Option<(Stream, Gate)>> {
+pub(crate) fn gated_stream(producer: &Place) -> Result<Option<(Stream, Gate)>> {
     let stream = Stream::new(producer)?;
     match Gate::close(&stream)? {
         Some(gate) => Ok(Some((stream, gate))),
@@ -114,7 +117,7 @@ fn observed_pair(
         return Ok(None);
     }
     let consumer_stream = Stream::new(consumer)?;
-    let Some((stream, gate)) = gated(producer)? else {
+    let Some((stream, gate)) = gated_stream(producer)? else {
         return Ok(None);
     };
     let log = Log::new();
@@ -351,7 +354,7 @@ fn sixty_four_pending_waits_across_backends_create_no_thread() {
             sync(s)?;
         }
         sync(&warm)?;
-        let Some((stream, gate)) = gated(producer)? else {
+        let Some((stream, gate)) = gated_stream(producer)? else {
             return Ok(());
         };
         let before = thread_count();
@@ -401,7 +404,7 @@ fn waits_across_backends_dropped_before_they_resolve_leak_nothing() {
         );
         {
             let consumer_stream = Stream::new(consumer)?;
-            let Some((stream, gate)) = gated(producer)? else {
+            let Some((stream, gate)) = gated_stream(producer)? else {
                 return Ok(());
             };
             let log = Log::new();
