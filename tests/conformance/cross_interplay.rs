@@ -172,84 +172,91 @@ fn a_stream_that_elides_waits_never_elides_one_across_backends() {
 /// Handles a program wrapped from raw CUDA ones (`CudaEventExt::from_raw`,
 /// `CudaStreamExt::from_raw`) take part in waits across backends as devstream's own do: a
 /// consumer of another backend waits on a raw `CUevent` recorded behind a gate, and a raw
-/// `CUstream` waits on a gated producer of another backend.
+/// `CUstream` waits on a gated producer of another backend. Each CUDA place in a child process of
+/// its own: a raw handle handed out turns wait elision off on its device for the rest of the
+/// process (devstream can no longer prove what other code queued), which would starve the elision
+/// checks that share the process.
 #[cfg(feature = "cuda")]
 #[test]
 fn wrapped_raw_cuda_handles_wait_and_are_waited_on_across_backends() {
+    use crate::harness::for_each_place_isolated;
     use devstream::cuda::cudarc::driver::{result, sys, CudaContext};
     use devstream::cuda::{CudaEvent, CudaEventExt, CudaStream, CudaStreamExt};
     use devstream::Member;
 
-    let driver = |what: &str, e: result::DriverError| {
-        devstream::Error::InvalidArgument(format!("raw CUDA call {what}: {e:?}"))
-    };
-    for_each_place(|producer| {
-        let Place::Cuda(ordinal) = *producer else {
-            not_applicable(producer, "not a CUDA place (raw CUDA handles)");
-            return Ok(());
-        };
-        each_consumer(producer, &|producer, consumer| {
-            if !observable(consumer) {
-                not_applicable(consumer, "no host functions to observe the order");
-                return Ok(());
-            }
-            // The primary context devstream uses, current on this thread for the raw calls.
-            let context =
-                CudaContext::new(ordinal).map_err(|e| driver("cuDevicePrimaryCtxRetain", e))?;
-            context
-                .bind_to_thread()
-                .map_err(|e| driver("cuCtxSetCurrent", e))?;
-            let Some((stream, gate)) = gated_stream(producer)? else {
+    for_each_place_isolated(
+        "cross_interplay::wrapped_raw_cuda_handles_wait_and_are_waited_on_across_backends",
+        |producer| {
+            let driver = |what: &str, e: result::DriverError| {
+                devstream::Error::InvalidArgument(format!("raw CUDA call {what}: {e:?}"))
+            };
+            let Place::Cuda(ordinal) = *producer else {
+                not_applicable(producer, "not a CUDA place (raw CUDA handles)");
                 return Ok(());
             };
-            let native = stream
-                .backend::<CudaStream>()
-                .expect("a stream of a CUDA place is a CudaStream");
-            let raw_event = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-                .map_err(|e| driver("cuEventCreate", e))?;
-            // SAFETY: both handles are live objects of the device's primary context.
-            unsafe { result::event::record(raw_event, native.as_raw()) }
-                .map_err(|e| driver("cuEventRecord", e))?;
-            // SAFETY: the event is live until it is destroyed below, after every use.
-            let wrapped =
-                unsafe { CudaEvent::from_raw(raw_event, ordinal, EventFlags::default()) }?;
-            let awaited: Event = wrapped.wrap();
-            let consumer_stream = Stream::new(consumer)?;
-            ordered_after(
-                &consumer_stream,
-                &awaited,
-                gate,
-                &format!(
-                    "{consumer} ran through a raw CUevent of {producer} recorded behind a gate"
-                ),
-            )?;
-            sync(&stream)?;
-            drop(awaited);
-            // SAFETY: no handle refers to the event any more and its work is complete.
-            unsafe { result::event::destroy(raw_event) }
-                .map_err(|e| driver("cuEventDestroy", e))?;
+            each_consumer(producer, &|producer, consumer| {
+                if !observable(consumer) {
+                    not_applicable(consumer, "no host functions to observe the order");
+                    return Ok(());
+                }
+                // The primary context devstream uses, current on this thread for the raw calls.
+                let context =
+                    CudaContext::new(ordinal).map_err(|e| driver("cuDevicePrimaryCtxRetain", e))?;
+                context
+                    .bind_to_thread()
+                    .map_err(|e| driver("cuCtxSetCurrent", e))?;
+                let Some((stream, gate)) = gated_stream(producer)? else {
+                    return Ok(());
+                };
+                let native = stream
+                    .backend::<CudaStream>()
+                    .expect("a stream of a CUDA place is a CudaStream");
+                let raw_event = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+                    .map_err(|e| driver("cuEventCreate", e))?;
+                // SAFETY: both handles are live objects of the device's primary context.
+                unsafe { result::event::record(raw_event, native.as_raw()) }
+                    .map_err(|e| driver("cuEventRecord", e))?;
+                // SAFETY: the event is live until it is destroyed below, after every use.
+                let wrapped =
+                    unsafe { CudaEvent::from_raw(raw_event, ordinal, EventFlags::default()) }?;
+                let awaited: Event = wrapped.wrap();
+                let consumer_stream = Stream::new(consumer)?;
+                ordered_after(
+                    &consumer_stream,
+                    &awaited,
+                    gate,
+                    &format!(
+                        "{consumer} ran through a raw CUevent of {producer} recorded behind a gate"
+                    ),
+                )?;
+                sync(&stream)?;
+                drop(awaited);
+                // SAFETY: no handle refers to the event any more and its work is complete.
+                unsafe { result::event::destroy(raw_event) }
+                    .map_err(|e| driver("cuEventDestroy", e))?;
 
-            // A raw stream (devstream's own, wrapped again without ownership) as the consumer.
-            let Some((other, other_gate)) = gated_stream(consumer)? else {
-                return Ok(());
-            };
-            let owner = Stream::new(producer)?;
-            let raw_stream = owner
-                .backend::<CudaStream>()
-                .expect("a stream of a CUDA place is a CudaStream")
-                .as_raw();
-            // SAFETY: `owner` keeps the stream alive past every use of the wrapper.
-            let wrapped: Stream = unsafe { CudaStream::from_raw(raw_stream, ordinal) }?.wrap();
-            let awaited = other.record_event()?;
-            ordered_after(
-                &wrapped,
-                &awaited,
-                other_gate,
-                &format!("a raw CUstream of {producer} ran through {consumer}'s gate"),
-            )?;
-            sync(&other)?;
-            drop(wrapped);
-            sync(&owner)
-        })
-    });
+                // A raw stream (devstream's own, wrapped again without ownership) as the consumer.
+                let Some((other, other_gate)) = gated_stream(consumer)? else {
+                    return Ok(());
+                };
+                let owner = Stream::new(producer)?;
+                let raw_stream = owner
+                    .backend::<CudaStream>()
+                    .expect("a stream of a CUDA place is a CudaStream")
+                    .as_raw();
+                // SAFETY: `owner` keeps the stream alive past every use of the wrapper.
+                let wrapped: Stream = unsafe { CudaStream::from_raw(raw_stream, ordinal) }?.wrap();
+                let awaited = other.record_event()?;
+                ordered_after(
+                    &wrapped,
+                    &awaited,
+                    other_gate,
+                    &format!("a raw CUstream of {producer} ran through {consumer}'s gate"),
+                )?;
+                sync(&other)?;
+                drop(wrapped);
+                sync(&owner)
+            })
+        },
+    );
 }
