@@ -419,6 +419,7 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
         "bench-cuda",
         "bench-wgpu",
         "bench-wake",
+        "bench-cross",
         "bench-workload-cuda",
         "bench-scale",
         "bench-comm-cpu",
