@@ -3,12 +3,12 @@
 //!
 //! Chunk `i` goes through three kinds of stage:
 //!
-//! 1. a CPU stream *produces* it: a host function writes the chunk's pattern into the slot's
-//!    staging memory;
-//! 2. each device stage *transforms* it on its own stream: a host function of that stream copies
-//!    the previous stage's output (the staging memory, for the first) into the stage's pinned
-//!    input buffer, then a host→device copy, a `fill` of the stage's own tag bytes and a
-//!    device→host copy;
+//! 1. a CPU stream *produces* it: a host function writes the chunk's pattern into plain host
+//!    memory (the slot's first hand-over block);
+//! 2. each device stage *transforms* it on its own stream: a host function copies the hand-over
+//!    block into the stage's pinned input buffer, then a host→device copy, a `fill` of the
+//!    stage's own tag bytes, a device→host copy, and a host function that copies the stage's
+//!    output buffer into the next hand-over block;
 //! 3. a second CPU stream *consumes* it: a host function checks the pattern and every stage's
 //!    tag, so a stage that ran before its input was ready is caught as a mismatch.
 //!
@@ -17,12 +17,13 @@
 //! host only submits) or with a host fence ([`Handoff::Fence`]: the host blocks in the stage's
 //! `Event::synchronize`, then submits the next stage).
 //!
-//! At most `slots` chunks are in flight: before chunk `i + slots` reuses slot `i % slots`, the
-//! host waits for the consumer's event of chunk `i` (with the window full, chunk `i` is long
-//! done by then). The window is also what keeps the buffer semantics simple: a host buffer's
-//! read or write waits for queued copies that use it, so a stage's host function must never
-//! touch a buffer that a later chunk's copy is already queued on; the hand-over copy runs on
-//! the stage's own stream, ahead of the copies that read its input.
+//! At most `slots` chunks are in flight: chunk `i + slots` reuses slot `i % slots`, and its
+//! producer's stream waits (a wait between two CPU streams) for the consumer's event of chunk
+//! `i`; every later stage of chunk `i + slots` follows its producer. So with waits the host
+//! never blocks while it submits. Each pinned buffer is touched only by its own stage's stream
+//! (its copies and its host functions): a host buffer's read or write waits for queued copies
+//! that use it, except its own stream's copies queued after the running host function, so the
+//! stages hand chunks to each other through plain memory rather than each other's buffers.
 
 use devstream::{DeviceBuffer, Event, HostBuffer, Place, Result, Stream};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -93,8 +94,9 @@ pub struct Pipeline {
     produce: Stream,
     consume: Stream,
     stages: Vec<DeviceStage>,
-    /// Per slot, the producer's output.
-    staging: Vec<Arc<Mutex<Vec<u8>>>>,
+    /// Per boundary between stages (producer → first device stage, ..., last device stage →
+    /// consumer), per slot: the chunk in plain host memory.
+    handover: Vec<Vec<Arc<Mutex<Vec<u8>>>>>,
     /// Per slot, the consumer's event after the slot's last chunk.
     consumed: Vec<Option<Event>>,
     chunk_bytes: usize,
@@ -150,8 +152,12 @@ impl Pipeline {
             produce: Stream::new(&Place::Cpu)?,
             consume: Stream::new(&Place::Cpu)?,
             stages,
-            staging: (0..slots)
-                .map(|_| Arc::new(Mutex::new(vec![0; chunk_bytes])))
+            handover: (0..=devices.len())
+                .map(|_| {
+                    (0..slots)
+                        .map(|_| Arc::new(Mutex::new(vec![0; chunk_bytes])))
+                        .collect()
+                })
                 .collect(),
             consumed: vec![None; slots],
             chunk_bytes,
@@ -180,14 +186,13 @@ impl Pipeline {
     /// Submits chunk `chunk` through every stage.
     fn submit(&mut self, chunk: u64, handoff: Handoff) -> Result<()> {
         let slot = (chunk % self.consumed.len() as u64) as usize;
-        let len = self.chunk_bytes;
-        if let Some(freed) = self.consumed[slot].take() {
-            // The window: the slot's previous chunk is done before its buffers are used again.
-            freed.synchronize()?;
+        if let Some(freed) = &self.consumed[slot] {
+            // Both CPU streams: a wait within one backend, whatever the hand-off.
+            self.produce.wait_event(freed)?;
         }
-        let staging = Arc::clone(&self.staging[slot]);
+        let first = Arc::clone(&self.handover[0][slot]);
         self.produce.launch_host_func(move || {
-            if let Ok(mut bytes) = staging.lock() {
+            if let Ok(mut bytes) = first.lock() {
                 for (offset, byte) in bytes.iter_mut().enumerate() {
                     *byte = pattern_byte(chunk, offset);
                 }
@@ -196,53 +201,36 @@ impl Pipeline {
         let mut ready = self.produce.record_event()?;
         for (index, stage) in self.stages.iter().enumerate() {
             Self::hand_off(&stage.stream, &ready, handoff)?;
-            let to = Arc::clone(&stage.input[slot]);
-            let mismatch = Arc::clone(&self.mismatch);
-            let handed_over = match index.checked_sub(1) {
-                None => {
-                    let from = Arc::clone(&self.staging[slot]);
-                    stage.stream.launch_host_func(move || {
-                        let written = match from.lock() {
-                            Ok(bytes) => to.write(0, &bytes).map_err(|e| e.to_string()),
-                            Err(_) => Err("the producer panicked".to_owned()),
-                        };
-                        if let Err(e) = written {
-                            note(&mismatch, format!("chunk {chunk}: handing over: {e}"));
-                        }
-                    })
-                }
-                Some(previous) => {
-                    let from = Arc::clone(&self.stages[previous].output[slot]);
-                    stage.stream.launch_host_func(move || {
-                        if let Err(e) = from.to_vec().and_then(|bytes| to.write(0, &bytes)) {
-                            note(&mismatch, format!("chunk {chunk}: handing over: {e}"));
-                        }
-                    })
-                }
-            };
-            handed_over?;
+            let (from, to) = (&self.handover[index][slot], &stage.input[slot]);
+            stage
+                .stream
+                .launch_host_func(self.hand_over(chunk, from, to, Direction::In))?;
             let device = &stage.device[slot];
             stage
                 .stream
-                .copy_host_to_device(device, 0, &stage.input[slot], 0, len)?;
+                .copy_host_to_device(device, 0, to, 0, self.chunk_bytes)?;
             stage
                 .stream
                 .fill(device, index * TAG_BYTES, TAG_BYTES, tag(chunk, index))?;
+            let (from, to) = (&stage.output[slot], &self.handover[index + 1][slot]);
             stage
                 .stream
-                .copy_device_to_host(&stage.output[slot], 0, device, 0, len)?;
+                .copy_device_to_host(from, 0, device, 0, self.chunk_bytes)?;
+            stage
+                .stream
+                .launch_host_func(self.hand_over(chunk, to, from, Direction::Out))?;
             ready = stage.stream.record_event()?;
         }
         Self::hand_off(&self.consume, &ready, handoff)?;
-        let last = Arc::clone(&self.stages[self.stages.len() - 1].output[slot]);
+        let last = Arc::clone(&self.handover[self.stages.len()][slot]);
         let stages = self.stages.len();
         let (verified, mismatch) = (Arc::clone(&self.verified), Arc::clone(&self.mismatch));
         self.consume.launch_host_func(move || {
-            match last
-                .to_vec()
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| check_chunk(chunk, stages, &bytes))
-            {
+            let checked = match last.lock() {
+                Ok(bytes) => check_chunk(chunk, stages, &bytes),
+                Err(_) => Err("a stage panicked".to_owned()),
+            };
+            match checked {
                 Ok(()) => {
                     verified.fetch_add(1, Ordering::Relaxed);
                 }
@@ -251,6 +239,31 @@ impl Pipeline {
         })?;
         self.consumed[slot] = Some(self.consume.record_event()?);
         Ok(())
+    }
+
+    /// A host function that copies between a hand-over block and a stage's pinned buffer:
+    /// into the buffer (`In`) or out of it (`Out`).
+    fn hand_over(
+        &self,
+        chunk: u64,
+        block: &Arc<Mutex<Vec<u8>>>,
+        buffer: &Arc<HostBuffer>,
+        direction: Direction,
+    ) -> impl FnMut() + Send + 'static {
+        let (block, buffer) = (Arc::clone(block), Arc::clone(buffer));
+        let mismatch = Arc::clone(&self.mismatch);
+        move || {
+            let copied = match (block.lock(), direction) {
+                (Ok(bytes), Direction::In) => buffer.write(0, &bytes).map_err(|e| e.to_string()),
+                (Ok(mut bytes), Direction::Out) => {
+                    buffer.read(0, &mut bytes).map_err(|e| e.to_string())
+                }
+                (Err(_), _) => Err("a stage panicked".to_owned()),
+            };
+            if let Err(e) = copied {
+                note(&mismatch, format!("chunk {chunk}: handing over: {e}"));
+            }
+        }
     }
 
     /// Runs `chunks` chunks through the pipeline with `handoff` between stages, checks every
@@ -276,6 +289,15 @@ impl Pipeline {
         }
         Ok(elapsed)
     }
+}
+
+/// Which way a hand-over copies.
+#[derive(Clone, Copy)]
+enum Direction {
+    /// From the hand-over block into the stage's input buffer.
+    In,
+    /// From the stage's output buffer into the hand-over block.
+    Out,
 }
 
 /// Keeps the first mismatch.
