@@ -23,7 +23,7 @@ use crate::device::Device;
 use crate::error::check;
 use crate::raw::{DevicePtr, RawApi};
 use crate::stream::GpuStream;
-use devstream_core::Result;
+use devstream_core::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
@@ -58,11 +58,18 @@ impl WaitWords {
 
     /// Takes a free word, allocating a slab first when none is free.
     fn take<A: RawApi>(&self, device: &'static Device<A>) -> Result<FreeWord> {
-        if let Some(word) = self.free.lock().ok().and_then(|mut free| free.pop()) {
+        if let Some(word) = self
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+        {
             return Ok(word);
         }
         let mut slab = carve(device)?;
-        let word = slab.pop().expect("a slab holds words");
+        let Some(word) = slab.pop() else {
+            return Err(Error::out_of_memory(&device.place, WORD_BYTES));
+        };
         self.free
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
