@@ -30,14 +30,7 @@ fn main() -> Result<(), Failure> {
     let chunks: u64 = args.next().map_or(Ok(200), |a| a.parse())?;
     let chunk_kib: usize = args.next().map_or(Ok(64), |a| a.parse())?;
     let places = devstream::places();
-    println!(
-        "places: {}",
-        places
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    println!("places: {}", hetero::place_list(&places));
     println!("{chunks} chunks of {chunk_kib} KiB, at most {SLOTS} in flight\n");
     for devices in hetero::pipelines(&places) {
         let mut pipeline = Pipeline::new(&devices, chunk_kib * 1024, SLOTS)?;

@@ -333,6 +333,15 @@ pub fn pipelines(places: &[Place]) -> Vec<Vec<Place>> {
     out
 }
 
+/// `cpu, wgpu:0, custom_cpu:0`.
+pub fn place_list(places: &[Place]) -> String {
+    places
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// What tells two places' backends apart (as for waits across backends): the backend, and a
 /// custom device's type.
 pub fn backend_key(place: &Place) -> String {

@@ -287,14 +287,7 @@ fn main() -> Result<(), Failure> {
             .collect::<devstream::Result<_>>()?,
         None => devstream::places(),
     };
-    println!(
-        "places: {}\n",
-        places
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    println!("places: {}\n", hetero::place_list(&places));
     let mut rows = Vec::new();
     handoffs(&places, samples, &mut rows)?;
     pipelines(&places, chunks, chunk_kib, blocks, &mut rows)?;
