@@ -511,29 +511,35 @@ fn ops_from_several_threads_and_rerecorded_events() {
     check_xml(&timeline.to_svg());
 }
 
-/// A wait on another backend's event or stream draws its flow between the two backends' tracks:
-/// from the other place's `record_event` (or its last op, for `wait_stream`) to the wait on the
-/// CPU stream. Needs a place of another backend that the CPU can wait on (any, with
-/// `--all-features`: the test plug-ins, or wgpu:0).
+/// A wait on another backend's event or stream draws its flow between the two backends' tracks,
+/// both ways: from the other place's `record_event` (or its last op, for `wait_stream`) to the
+/// wait on the CPU stream, and from the CPU stream's ops to the waits of a stream of the other
+/// place; the Chrome export puts each flow's ends on the two places' tracks. Needs a place of
+/// another backend that waits on CPU work: with `wgpu` or `plugin` compiled in, wgpu:0 or the
+/// test plug-in's custom_cpu:0 must be found (CI requires both).
+#[cfg(any(feature = "wgpu", feature = "plugin"))]
 #[test]
 fn waits_across_backends_draw_flows_between_the_backends_tracks() {
     let _turn = exclusive();
-    let Some(other) = devstream::places()
+    let other = devstream::places()
         .into_iter()
-        .find(|p| p.backend() != devstream::BackendKind::Cpu)
-    else {
-        eprintln!("no place of another backend: nothing to check");
-        return;
-    };
+        .find(|p| {
+            p.backend() != devstream::BackendKind::Cpu
+                && devstream::capabilities(p).is_ok_and(|c| c.foreign_waits)
+        })
+        .expect("a place of another backend that waits on CPU work (wgpu:0 or custom_cpu:0)");
     let cpu = Stream::new(&Place::Cpu).unwrap();
     let there = Stream::new(&other).unwrap();
     trace::start();
     let produced = there.record_event().unwrap();
     cpu.wait_event(&produced).unwrap();
     cpu.wait_stream(&there).unwrap();
+    let handed = cpu.record_event().unwrap();
+    there.wait_event(&handed).unwrap();
+    there.wait_stream(&cpu).unwrap();
     cpu.synchronize().unwrap();
-    let timeline = trace::stop();
     there.synchronize().unwrap();
+    let timeline = trace::stop();
     let places: BTreeSet<String> = timeline
         .streams
         .iter()
@@ -548,21 +554,66 @@ fn waits_across_backends_draw_flows_between_the_backends_tracks() {
         .iter()
         .map(|f| (f.from, f.to, f.kind))
         .collect();
-    let recorded = op_index(&timeline, &there, "record_event");
+    let recorded_there = op_index(&timeline, &there, "record_event");
+    let recorded_here = op_index(&timeline, &cpu, "record_event");
     assert_eq!(
         flows,
         [
             (
-                recorded,
+                recorded_there,
                 op_index(&timeline, &cpu, "wait_event"),
                 FlowKind::Event
             ),
             (
-                recorded,
+                recorded_there,
                 op_index(&timeline, &cpu, "wait_stream"),
+                FlowKind::Stream
+            ),
+            (
+                recorded_here,
+                op_index(&timeline, &there, "wait_event"),
+                FlowKind::Event
+            ),
+            (
+                recorded_here,
+                op_index(&timeline, &there, "wait_stream"),
                 FlowKind::Stream
             ),
         ],
         "on {other}"
+    );
+    // In the export, each flow starts on the recording stream's track and ends on the waiting
+    // stream's, whose places differ.
+    let events = parse_chrome(&timeline.to_chrome_json());
+    let track = |ph: &str, id: u64| {
+        let end = events
+            .iter()
+            .find(|e| e["ph"] == ph && e["id"] == id)
+            .unwrap_or_else(|| panic!("no {ph} event for flow {id}"));
+        (end["pid"].as_u64().unwrap(), end["tid"].as_u64().unwrap())
+    };
+    for (index, flow) in timeline.flows.iter().enumerate() {
+        let id = index as u64 + 1;
+        let (from, to) = (track("s", id), track("f", id));
+        let stream_of = |op: usize| &timeline.streams[timeline.ops[op].stream];
+        assert_eq!(
+            from.1,
+            stream_of(flow.from).id,
+            "flow {id} starts on its stream"
+        );
+        assert_eq!(to.1, stream_of(flow.to).id, "flow {id} ends on its stream");
+        assert_ne!(from.0, to.0, "flow {id} joins two places' tracks");
+    }
+    let svg = timeline.to_svg();
+    check_xml(&svg);
+    let arrows = svg
+        .split("<g class=\"flows\"")
+        .nth(1)
+        .and_then(|group| group.split("</g>").next())
+        .expect("the SVG has a flows group");
+    assert_eq!(
+        arrows.matches("<path").count(),
+        timeline.flows.len(),
+        "one arrow per flow in the SVG"
     );
 }

@@ -499,3 +499,40 @@ fn a_wait_across_backends_outlives_the_awaited_handles() {
         Ok(())
     });
 }
+
+/// Waits reuse what they were held at (on CUDA/HIP, a pool of device-mapped words): more pending
+/// waits than one slab of words holds (600) on one gated producer all hold the consumer until the
+/// gate opens, and a second round on the same consumer — whose waits now get words that earlier
+/// waits were released at — holds it again until its own gate opens.
+#[test]
+fn reused_wait_words_hold_later_waits_until_their_own_release() {
+    for_each_pair(|producer, consumer| {
+        if !observable(consumer) {
+            not_applicable(consumer, "no host functions to observe the order");
+            return Ok(());
+        }
+        let consumer_stream = Stream::new(consumer)?;
+        for (round, waits) in [(1, 600), (2, 600)] {
+            let Some((stream, gate)) = gated(producer)? else {
+                return Ok(());
+            };
+            let log = Log::new();
+            for _ in 0..waits {
+                consumer_stream.wait_event(&stream.record_event()?)?;
+            }
+            consumer_stream.launch_host_func(log.task(round))?;
+            assert_stays_false(
+                &format!("round {round}: the consumer ran through the producer's gate"),
+                || log.contains(&round),
+            );
+            gate.release();
+            sync(&consumer_stream)?;
+            assert!(
+                log.contains(&round),
+                "round {round}: the consumer never ran"
+            );
+            sync(&stream)?;
+        }
+        Ok(())
+    });
+}

@@ -3,7 +3,7 @@
 //! ```text
 //! cargo xtask ci                       fmt check, clippy -D warnings, feature-matrix check, the test command
 //! cargo xtask test                     the README's test command
-//! cargo xtask bench [--backend B] [--quick]
+//! cargo xtask bench [--backend B] [--features LIST] [--quick]
 //!                                      run a benchmark binary in release, write docs/results/bench-B-DATE.txt
 //! cargo xtask gpu-bundle [--features cuda,wgpu,comm] [--out DIR]
 //!                                      release builds of the conformance suite, crate tests, examples and
@@ -55,7 +55,7 @@ fn main() {
         Some("paddle-plugins") => paddle::paddle_plugins(&args[1..]),
         Some("doc-links") => doc_links::check(&root),
         _ => {
-            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] | loom [core] [cpu] [gpu-common] | fuzz TARGET...|all [--seconds N] [--minimize] | paddle-plugins [--features LIST] [--release] [--out DIR] | doc-links>");
+            eprintln!("usage: cargo xtask <ci | test | bench [--backend cpu|cuda|wgpu|cross] [--features LIST] [--quick] | gpu-bundle [--features LIST] [--out DIR] | nightly | miri [core] [cpu] [gpu-common] [facade] | sanitize thread|address [--places LIST] [--conformance] [--plugin] [--comm] | loom [core] [cpu] [gpu-common] | fuzz TARGET...|all [--seconds N] [--minimize] | paddle-plugins [--features LIST] [--release] [--out DIR] | doc-links>");
             exit(2);
         }
     };
@@ -185,15 +185,33 @@ fn bench(args: &[String]) -> Result<(), String> {
     let quick = args.iter().any(|a| a == "--quick");
     let bin = format!("bench-{backend}");
     let mut build = vec!["build", "--release", "-p", "devstream-bench", "--bin", &bin];
+    // `cross`: waits across backends, between the places CI has (cpu, wgpu:0 on lavapipe, the
+    // test plug-in's custom_cpu places); `--features cuda,hip,wgpu,plugin` for more.
+    let features = match (backend, flag_value(args, "--features")) {
+        (_, Some(features)) => features,
+        ("cross", None) => "wgpu,plugin",
+        (backend, None) => backend,
+    };
     if backend != "cpu" {
-        build.extend_from_slice(&["--features", backend]);
+        build.extend_from_slice(&["--features", features]);
     }
     cargo(&build)?;
     let target_dir = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let exe = Path::new(&target_dir).join("release").join(&bin);
+    let release = Path::new(&target_dir).join("release");
+    let exe = release.join(&bin);
     let json = std::env::temp_dir().join(format!("devstream-{bin}.jsonl"));
     let _ = std::fs::remove_file(&json);
     let mut command = Command::new(&exe);
+    if backend == "cross" && features.split(',').any(|f| f == "plugin") {
+        // A bench binary is not where plug-in discovery looks for the workspace's test plug-in.
+        cargo(&["build", "--release", "-p", "devstream-test-plugin-cpu"])?;
+        let plugin = release.join(format!(
+            "{}devstream_test_plugin_cpu{}",
+            std::env::consts::DLL_PREFIX,
+            std::env::consts::DLL_SUFFIX
+        ));
+        command.env("DEVSTREAM_PLUGIN_PATH", plugin);
+    }
     command.env("DEVSTREAM_BENCH_JSON", &json);
     if quick {
         command.env("DEVSTREAM_BENCH_QUICK", "1");
@@ -401,6 +419,7 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
         "bench-cuda",
         "bench-wgpu",
         "bench-wake",
+        "bench-cross",
         "bench-workload-cuda",
         "bench-scale",
         "bench-comm-cpu",

@@ -6,7 +6,9 @@ use crate::event::GpuEvent;
 use crate::ext::CaptureModeGuard;
 use crate::flag::GpuFlag;
 use crate::hostfn::CaptureOwned;
-use crate::raw::{DeviceProperties, LoadInfo, Optional, RawApi, RawContext, RawEvent, RawStream};
+use crate::raw::{
+    DeviceProperties, DevicePtr, LoadInfo, Optional, RawApi, RawContext, RawEvent, RawStream,
+};
 use crate::stream::{GpuStream, StreamInner, StreamKind};
 use devstream_core::{
     Capabilities, CaptureSupport, DeviceBackend, DevicePool, Error, EventFlags, LiveCounts, Place,
@@ -179,6 +181,8 @@ pub struct Device<A: RawApi> {
     /// whole device (and so can wait for a stream the caller gates), so pinned memory is never
     /// handed back to the driver — PyTorch's caching host allocator does the same.
     pinned_cache: Mutex<HashMap<usize, Vec<PinnedBlock>>>,
+    /// The words streams are held at while they wait on other backends' work.
+    pub(crate) wait_words: crate::words::WaitWords,
     _api: PhantomData<A>,
 }
 
@@ -262,6 +266,7 @@ impl<A: RawApi> Device<A> {
             event_pool: Mutex::new(Vec::new()),
             stream_pool: Mutex::new(Vec::new()),
             pinned_cache: Mutex::new(HashMap::new()),
+            wait_words: crate::words::WaitWords::new(),
             _api: PhantomData,
         })
     }
@@ -423,6 +428,23 @@ impl<A: RawApi> Device<A> {
         // SAFETY: the context is current.
         unsafe { A::host_alloc(class) }
             .map_err(|e| crate::error::map_alloc_error::<A>(e, &self.place, class))
+    }
+
+    /// Zeroed pinned host memory of at least `len` bytes, with its address in this device's
+    /// context (`cuMemHostGetDevicePointer`), for words that streams wait on and write.
+    pub(crate) fn alloc_mapped_zeroed(&self, len: usize) -> Result<(*mut u8, DevicePtr)> {
+        self.bind()?;
+        let host = self.alloc_pinned(len)?;
+        // SAFETY: `host` points to at least `len` bytes that no one else uses.
+        unsafe { std::ptr::write_bytes(host, 0, len) };
+        // SAFETY: `host` is mapped pinned memory of this context (bound above).
+        match unsafe { A::host_device_pointer(host) } {
+            Ok(device_ptr) => Ok((host, device_ptr)),
+            Err(e) => {
+                self.release_pinned(host, len);
+                Err(crate::error::map_error::<A>(e))
+            }
+        }
     }
 
     /// Returns a block from [`Device::alloc_pinned`] to the cache (no driver call).

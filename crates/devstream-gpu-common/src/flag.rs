@@ -73,17 +73,7 @@ impl<A: RawApi> GpuFlag<A> {
         device.require(Optional::StreamMemOps, "new_flag")?;
         device.bind()?;
         device.collect();
-        let host = device.alloc_pinned(FLAG_BYTES)?;
-        // SAFETY: `host` points to at least 8 bytes no one else uses.
-        unsafe { std::ptr::write_bytes(host, 0, FLAG_BYTES) };
-        // SAFETY: `host` is mapped pinned memory of this context.
-        let device_ptr = match unsafe { A::host_device_pointer(host) } {
-            Ok(p) => p,
-            Err(e) => {
-                device.release_pinned(host, FLAG_BYTES);
-                return Err(crate::error::map_error::<A>(e));
-            }
-        };
+        let (host, device_ptr) = device.alloc_mapped_zeroed(FLAG_BYTES)?;
         Ok(GpuFlag {
             inner: Arc::new(FlagInner {
                 host,

@@ -1,19 +1,20 @@
 //! Waits on another backend's work (`DeviceStream::wait_completion`) for CUDA and HIP streams:
 //! a device-side wait on a host word.
 //!
-//! The stream waits (`cuStreamWaitValue64` / `hipStreamWaitValue64`, the flag machinery) on a
-//! flag word in pinned, device-mapped host memory; `devstream_core::foreign::relay` writes the
-//! word from the awaited backend's completion path (a CPU worker, wgpu's completion thread, a
+//! The stream waits (`cuStreamWaitValue64` / `hipStreamWaitValue64`, as flags do) on a word in
+//! pinned, device-mapped host memory, taken from the device's pool of wait words (no driver
+//! call: see `crate::words`); `devstream_core::foreign::relay` writes the word from the awaited
+//! backend's completion path (a CPU worker, wgpu's completion thread, a
 //! plug-in callback, or this layer's own completion hub when the awaited work is another
 //! CUDA/HIP device's). Nothing on the host waits: the device holds the stream at the word, and
 //! no thread is created or blocked per wait. An error of the awaited work is kept in the
 //! stream's error slot before the word is written, so the stream's next `synchronize` (which
 //! cannot return before the word is written) reports it.
 
-use crate::flag::GpuFlag;
 use crate::raw::RawApi;
 use crate::stream::GpuStream;
-use devstream_core::{foreign, Completion, DeviceFlag, DeviceStream, Error, Result};
+use crate::words::WaitWord;
+use devstream_core::{foreign, Completion, DeviceStream, Error, Result};
 use std::sync::Arc;
 
 /// Holds `stream`'s later work until `awaited` is ready; its error becomes the stream's.
@@ -36,14 +37,18 @@ pub(crate) fn wait_completion<A: RawApi>(
         }
         None => {}
     }
-    let gate = GpuFlag::create(device)?;
-    gate.wait_on(stream, 1)?;
+    let word = WaitWord::take(device)?;
+    if let Err(error) = word.hold(stream) {
+        // No wait was queued: the word goes back (one generation on).
+        word.release();
+        return Err(error);
+    }
     let slot = Arc::clone(stream.inner.panic_slot());
     foreign::relay(awaited, move |result| {
         if let Err(error) = result {
             slot.fail(error.clone());
         }
-        gate.set(1);
+        word.release();
     });
     Ok(())
 }

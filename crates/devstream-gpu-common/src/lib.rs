@@ -76,6 +76,7 @@ pub mod ptx;
 pub mod raw;
 mod stream;
 mod users;
+mod words;
 
 pub use buffer::{GpuBuffer, GpuHostBuffer};
 #[cfg(feature = "comm")]
