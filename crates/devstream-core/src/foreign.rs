@@ -25,6 +25,19 @@
 //! stream order, as its own first error: from its `synchronize` and its stream completion (see
 //! the contract, "Waits across backends").
 //!
+//! # Captures
+//!
+//! Where a place's `capture_foreign_waits` capability is on, a wait submitted to a capturing
+//! stream is made the same way (a fresh word, [`relay`]ed from the awaited completion), and the
+//! graph takes two nodes: the wait on the word, and the report of the [`ForeignOutcome`]. The
+//! word is written once, when the awaited work (as it was when the wait was captured) completes,
+//! and stays written: the first replays wait for that work, later ones pass at once. The graph
+//! keeps the word and the outcome for as long as it lives; an error of the awaited work is
+//! reported by every replay, on the stream that launched it. A completion that is ready when
+//! the wait is submitted (done, or a never-recorded event) adds nothing, captured or not. A
+//! place that cannot take the two nodes into its graph has the capability off and answers
+//! [`refused_in_capture`], leaving the capture as it was.
+//!
 //! ```
 //! use devstream_core::foreign::relay;
 //! use devstream_core::Completion;
@@ -156,12 +169,14 @@ pub fn ready_now(completion: &mut Completion) -> Option<Result<()>> {
     }
 }
 
-/// The error a stream that is capturing answers for a wait on another backend's work: such a
-/// wait cannot be part of a graph yet. The capture is left as it was.
+/// The error a capturing stream of a place whose `capture_foreign_waits` capability is off
+/// answers for a wait on another backend's work: its graphs cannot hold such a wait. The
+/// capture is left as it was.
 pub fn refused_in_capture(op: &'static str) -> Error {
     Error::capture(
         op,
-        "a wait on another backend's work cannot be captured; the capture goes on without it",
+        "this place cannot capture a wait on another backend's work; the capture goes on \
+         without it",
     )
 }
 

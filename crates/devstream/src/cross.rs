@@ -57,12 +57,20 @@ fn supported(stream: &Stream) -> Result<()> {
     }
 }
 
-/// `stream` waits for what `event` (of another backend) captured.
-pub(crate) fn wait_foreign_event(stream: &Stream, op: &'static str, event: &Event) -> Result<()> {
-    supported(stream)?;
-    if StreamApi::is_capturing(stream)? {
+/// `Error::Capture` (the capture left as it was) where `stream` captures and its place cannot
+/// take a wait on other backends' work into a graph.
+fn capturable(stream: &Stream, op: &'static str) -> Result<()> {
+    if StreamApi::is_capturing(stream)? && !StreamApi::capabilities(stream).capture_foreign_waits {
         return Err(foreign::refused_in_capture(op));
     }
+    Ok(())
+}
+
+/// `stream` waits for what `event` (of another backend) captured. On a capturing stream the
+/// wait becomes part of the graph (`devstream_core::foreign`, "Captures").
+pub(crate) fn wait_foreign_event(stream: &Stream, op: &'static str, event: &Event) -> Result<()> {
+    supported(stream)?;
+    capturable(stream, op)?;
     let mut awaited = event.completion();
     match foreign::ready_now(&mut awaited) {
         // Done, or never recorded: nothing to wait for.
@@ -78,9 +86,7 @@ pub(crate) fn wait_foreign_event(stream: &Stream, op: &'static str, event: &Even
 /// event recorded on `other` now.
 pub(crate) fn wait_foreign_stream(stream: &Stream, other: &Stream) -> Result<()> {
     supported(stream)?;
-    if StreamApi::is_capturing(stream)? {
-        return Err(foreign::refused_in_capture("wait_stream"));
-    }
+    capturable(stream, "wait_stream")?;
     let event = StreamApi::record_event(other)?;
     wait_foreign_event(stream, "wait_stream", &event)
 }
