@@ -19,7 +19,7 @@ use devstream::{
 
 /// The places under test of another backend than `producer`, whose streams can wait on other
 /// backends' work. For the others, a foreign wait is asserted to answer `Unsupported`.
-fn consumers_of(producer: &Place) -> Result<Vec<Place>> {
+pub(crate) fn consumers_of(producer: &Place) -> Result<Vec<Place>> {
     let mut out = Vec::new();
     for consumer in places_under_test()
         .into_iter()
@@ -44,12 +44,12 @@ fn consumers_of(producer: &Place) -> Result<Vec<Place>> {
 
 /// Runs `check(producer, consumer)` on every ordered pair of different backends whose consumer
 /// has `foreign_waits`, naming the pair in a failure.
-fn for_each_pair(check: impl Fn(&Place, &Place) -> Result<()>) {
+pub(crate) fn for_each_pair(check: impl Fn(&Place, &Place) -> Result<()>) {
     for_each_place(|producer| each_consumer(producer, &check));
 }
 
 /// [`for_each_pair`] with no other conformance test running in this process.
-fn for_each_pair_alone(check: impl Fn(&Place, &Place) -> Result<()>) {
+pub(crate) fn for_each_pair_alone(check: impl Fn(&Place, &Place) -> Result<()>) {
     for_each_place_alone(|producer| each_consumer(producer, &check));
 }
 
@@ -71,7 +71,7 @@ fn each_consumer(producer: &Place, check: &dyn Fn(&Place, &Place) -> Result<()>)
 }
 
 /// Whether the consumer can show when its later work runs (a host function that logs).
-fn observable(consumer: &Place) -> bool {
+pub(crate) fn observable(consumer: &Place) -> bool {
     caps(consumer).host_funcs
 }
 
@@ -83,7 +83,7 @@ fn may_share_a_context(a: &Place, b: &Place) -> bool {
 }
 
 /// A stream of `producer` held at a gate, or `None` (the pair does not apply).
-fn gated(producer: &Place) -> Result<Option<(Stream, Gate)>> {
+pub(crate) fn gated(producer: &Place) -> Result<Option<(Stream, Gate)>> {
     let stream = Stream::new(producer)?;
     match Gate::close(&stream)? {
         Some(gate) => Ok(Some((stream, gate))),
@@ -367,7 +367,7 @@ fn sixty_four_pending_waits_across_backends_create_no_thread() {
     });
 }
 
-fn counts_are_zero() -> bool {
+pub(crate) fn counts_are_zero() -> bool {
     live_counts() == LiveCounts::default()
 }
 

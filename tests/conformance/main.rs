@@ -36,6 +36,7 @@ mod capture;
 mod completion;
 mod contract;
 mod cross;
+mod cross_hostile;
 mod current;
 mod device_loss;
 mod drops;

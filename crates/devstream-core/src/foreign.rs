@@ -38,6 +38,36 @@
 //! place that cannot take the two nodes into its graph has the capability off and answers
 //! [`refused_in_capture`], leaving the capture as it was.
 //!
+//! # Host functions
+//!
+//! A host function that blocks on work of another backend (`Event::synchronize`,
+//! `Stream::synchronize`) whose completion needs a wait across backends on the host function's
+//! own backend, behind the host function, would wait for ever: no backend sees the whole
+//! cycle, since each one's self-wait search ([`crate::selfwait`]) stops at the word of a wait
+//! across backends. So the facade keeps, per thread, the backend of the host function running
+//! there ([`enter_host_fn`], around every host function it submits), and, process-wide, the
+//! backends whose incomplete work pending waits across backends await ([`PendingWait`]). A
+//! blocking call in a host function of backend `A` on incomplete work is refused with
+//! `Error::WouldDeadlock` while a wait across backends on `A`'s work is pending
+//! ([`host_fn_may_be_awaited`]). The rule is conservative, as the CPU and CUDA backends' own
+//! rules for their host functions: that pending wait may be on work of `A` that is not behind
+//! the host function, and then the call could have completed; it never hangs.
+//!
+//! ```
+//! use devstream_core::foreign::{enter_host_fn, host_fn_may_be_awaited, BackendKey, PendingWait};
+//! use devstream_core::Place;
+//!
+//! let cpu = BackendKey::of(&Place::Cpu);
+//! let pending = PendingWait::register(cpu); // a wait across backends on CPU work
+//! assert!(!host_fn_may_be_awaited(), "no host function runs here");
+//! {
+//!     let _running = enter_host_fn(cpu);      // a CPU host function runs here
+//!     assert!(host_fn_may_be_awaited());
+//!     drop(pending);                          // the awaited CPU work completed
+//!     assert!(!host_fn_may_be_awaited());
+//! }
+//! ```
+//!
 //! ```
 //! use devstream_core::foreign::relay;
 //! use devstream_core::Completion;
@@ -54,8 +84,10 @@
 //! assert_eq!(outcome.result(), Ok(()));
 //! ```
 
-use crate::{Completion, Error, Result};
+use crate::{Completion, Error, Place, Result};
+use std::cell::Cell;
 use std::future::Future;
+use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
@@ -166,6 +198,100 @@ pub fn ready_now(completion: &mut Completion) -> Option<Result<()>> {
     match Pin::new(completion).poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(result) => Some(result),
         Poll::Pending => None,
+    }
+}
+
+/// Which backend a place belongs to, as waits across backends tell backends apart: places of
+/// different backend kinds, or custom devices of different device types (each device type is
+/// its own plug-in or registered backend), have different keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BackendKey(u64);
+
+impl BackendKey {
+    /// The key of `place`'s backend.
+    pub fn of(place: &Place) -> BackendKey {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        place.backend().name().hash(&mut hasher);
+        if let Place::Custom { device_type, .. } = place {
+            device_type.hash(&mut hasher);
+        }
+        BackendKey(hasher.finish())
+    }
+}
+
+thread_local! {
+    /// The backend of the host function running on this thread, if any.
+    static HOST_FN_BACKEND: Cell<Option<BackendKey>> = const { Cell::new(None) };
+}
+
+/// Marks the calling thread as running a host function of `backend` until dropped (it restores
+/// what was marked before).
+#[must_use = "the mark lasts as long as the scope"]
+pub struct HostFnScope {
+    previous: Option<BackendKey>,
+}
+
+impl Drop for HostFnScope {
+    fn drop(&mut self) {
+        let previous = self.previous;
+        let _ = HOST_FN_BACKEND.try_with(|running| running.set(previous));
+    }
+}
+
+/// Marks the calling thread as running a host function of `backend` (see the module
+/// documentation, "Host functions").
+#[inline]
+pub fn enter_host_fn(backend: BackendKey) -> HostFnScope {
+    let previous = HOST_FN_BACKEND
+        .try_with(|running| running.replace(Some(backend)))
+        .ok()
+        .flatten();
+    HostFnScope { previous }
+}
+
+/// Number of pending waits across backends per awaited backend.
+static PENDING: std::sync::Mutex<Vec<(BackendKey, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// A wait across backends on incomplete work of one backend, registered until dropped (when
+/// that work is ready).
+#[derive(Debug)]
+pub struct PendingWait(BackendKey);
+
+impl PendingWait {
+    /// Registers a pending wait on work of `awaited`.
+    pub fn register(awaited: BackendKey) -> PendingWait {
+        let mut pending = crate::sync::lock(&PENDING);
+        match pending.iter_mut().find(|(key, _)| *key == awaited) {
+            Some((_, count)) => *count += 1,
+            None => pending.push((awaited, 1)),
+        }
+        PendingWait(awaited)
+    }
+}
+
+impl Drop for PendingWait {
+    fn drop(&mut self) {
+        let mut pending = crate::sync::lock(&PENDING);
+        if let Some(at) = pending.iter().position(|(key, _)| *key == self.0) {
+            pending[at].1 -= 1;
+            if pending[at].1 == 0 {
+                pending.swap_remove(at);
+            }
+        }
+    }
+}
+
+/// Whether a host function runs on the calling thread and a wait across backends on work of
+/// its backend is pending: then a blocking call there on incomplete work may wait for work
+/// queued after the host function (see the module documentation, "Host functions"). One
+/// thread-local read outside host functions.
+#[inline]
+pub fn host_fn_may_be_awaited() -> bool {
+    match HOST_FN_BACKEND.try_with(Cell::get).ok().flatten() {
+        None => false,
+        Some(running) => crate::sync::lock(&PENDING)
+            .iter()
+            .any(|(key, _)| *key == running),
     }
 }
 

@@ -11,7 +11,7 @@
 
 use crate::stream::StreamApi;
 use crate::{Event, Stream};
-use devstream_core::{foreign, Place, Result};
+use devstream_core::{foreign, selfwait, Completion, Place, Result};
 
 /// Whether `here` and `there` are places of different backends (see the module documentation).
 pub(crate) fn different_backends(here: &Place, there: &Place) -> bool {
@@ -78,8 +78,54 @@ pub(crate) fn wait_foreign_event(stream: &Stream, op: &'static str, event: &Even
         // Recorded in a capture that is still active: not work this stream can wait for.
         Some(Err(e @ devstream_core::Error::Capture { .. })) => Err(e),
         // Ended with an error already: the stream still takes it in stream order.
-        _ => StreamApi::wait_completion(stream, awaited),
+        Some(Err(_)) => StreamApi::wait_completion(stream, awaited),
+        None => {
+            // Registered until the awaited work is ready, for the host-function rule.
+            let place = event
+                .place()
+                .unwrap_or_else(|| StreamApi::place(stream).clone());
+            let pending = foreign::PendingWait::register(foreign::BackendKey::of(&place));
+            let (registered, completer) = Completion::pending();
+            foreign::relay(awaited, move |result| {
+                drop(pending);
+                completer.complete(result.clone());
+            });
+            StreamApi::wait_completion(stream, registered)
+        }
     }
+}
+
+/// Whether a blocking call in the host function running on this thread (if any) must be
+/// refused: a wait across backends on the host function's backend is pending
+/// (`devstream_core::foreign`, "Host functions") and the awaited work is not complete.
+fn refuse_in_host_fn(op: &'static str, complete: impl FnOnce() -> Result<bool>) -> Result<()> {
+    if !foreign::host_fn_may_be_awaited() || complete()? {
+        return Ok(());
+    }
+    Err(selfwait::would_deadlock(
+        op,
+        "incomplete work while a wait across backends on the host function's backend is \
+         pending: that work may wait for work queued after the host function",
+    ))
+}
+
+/// [`refuse_in_host_fn`] for `Stream::synchronize` (a place without a non-blocking query
+/// counts as incomplete).
+#[inline]
+pub(crate) fn check_host_fn_stream_wait(stream: &Stream) -> Result<()> {
+    refuse_in_host_fn("synchronize", || {
+        if StreamApi::capabilities(stream).nonblocking_query {
+            StreamApi::query(stream)
+        } else {
+            Ok(false)
+        }
+    })
+}
+
+/// [`refuse_in_host_fn`] for `Event::synchronize`.
+#[inline]
+pub(crate) fn check_host_fn_event_wait(event: &Event) -> Result<()> {
+    refuse_in_host_fn("Event::synchronize", || event.query())
 }
 
 /// `stream` waits for all work submitted to `other` (of another backend) so far: a wait on an
