@@ -367,8 +367,63 @@ fn sixty_four_pending_waits_across_backends_create_no_thread() {
     });
 }
 
-pub(crate) fn counts_are_zero() -> bool {
+fn counts_are_zero() -> bool {
     live_counts() == LiveCounts::default()
+}
+
+/// Runs `body` and asserts that no stream or event is live before it and after it (`what`
+/// names the case in the failure).
+pub(crate) fn leaks_nothing(what: &str, body: impl FnOnce() -> Result<()>) -> Result<()> {
+    assert!(
+        wait_until(PATIENCE, counts_are_zero),
+        "before: live counts are {:?}",
+        live_counts()
+    );
+    body()?;
+    assert!(
+        wait_until(PATIENCE, counts_are_zero),
+        "after {what}, live counts stay at {:?}",
+        live_counts()
+    );
+    Ok(())
+}
+
+/// A wait across backends left pending: a consumer stream that waits on a held producer
+/// stream (`wait_event` on an event recorded there, and `wait_stream`) and then logs
+/// `"consumed"` where it can; the producer logs `"produced"` behind its gate where it can.
+pub(crate) struct PendingWait {
+    pub(crate) consumer_stream: Stream,
+    pub(crate) stream: Stream,
+    pub(crate) gate: Gate,
+    pub(crate) event: Event,
+    pub(crate) log: Log<&'static str>,
+}
+
+impl PendingWait {
+    /// The pending wait of `consumer` on `producer`, or `None` where the producer has no gate.
+    pub(crate) fn new(producer: &Place, consumer: &Place) -> Result<Option<PendingWait>> {
+        let consumer_stream = Stream::new(consumer)?;
+        let Some((stream, gate)) = gated(producer)? else {
+            return Ok(None);
+        };
+        let log = Log::new();
+        if caps(producer).host_funcs {
+            stream.launch_host_func(log.task("produced"))?;
+        }
+        let event = stream.record_event()?;
+        consumer_stream.wait_event(&event)?;
+        consumer_stream.wait_stream(&stream)?;
+        if observable(consumer) {
+            consumer_stream.launch_host_func(log.task("consumed"))?;
+        }
+        Ok(Some(PendingWait {
+            consumer_stream,
+            stream,
+            gate,
+            event,
+            log,
+        }))
+    }
 }
 
 /// Waits dropped before they resolve (the consumer stream and the awaited event dropped while
@@ -377,40 +432,22 @@ pub(crate) fn counts_are_zero() -> bool {
 #[test]
 fn waits_across_backends_dropped_before_they_resolve_leak_nothing() {
     for_each_pair_alone(|producer, consumer| {
-        assert!(
-            wait_until(PATIENCE, counts_are_zero),
-            "before: live counts are {:?}",
-            live_counts()
-        );
-        {
-            let consumer_stream = Stream::new(consumer)?;
-            let Some((stream, gate)) = gated(producer)? else {
+        leaks_nothing("dropped waits across backends resolved", || {
+            let Some(pending) = PendingWait::new(producer, consumer)? else {
                 return Ok(());
             };
-            let log = Log::new();
-            let event = stream.record_event()?;
-            consumer_stream.wait_event(&event)?;
-            consumer_stream.wait_stream(&stream)?;
-            if observable(consumer) {
-                consumer_stream.launch_host_func(log.task("consumed"))?;
-            }
-            drop(event);
-            drop(consumer_stream);
-            gate.release();
-            sync(&stream)?;
+            drop(pending.event);
+            drop(pending.consumer_stream);
+            pending.gate.release();
+            sync(&pending.stream)?;
             if observable(consumer) {
                 assert!(
-                    wait_until(PATIENCE, || log.contains(&"consumed")),
+                    wait_until(PATIENCE, || pending.log.contains(&"consumed")),
                     "the dropped consumer's queued work never ran"
                 );
             }
-        }
-        assert!(
-            wait_until(PATIENCE, counts_are_zero),
-            "after dropped waits across backends resolved, live counts stay at {:?}",
-            live_counts()
-        );
-        Ok(())
+            Ok(())
+        })
     });
 }
 
