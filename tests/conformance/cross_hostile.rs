@@ -150,7 +150,9 @@ fn a_host_function_synchronizing_another_backend_s_event_that_waits_on_it_would_
 /// A host function of the producer's backend may make another stream wait on work across
 /// backends (here, a stream of the consumer's backend waits on a held stream of the
 /// producer's): the call returns at once, and the waiting stream's later work runs after the
-/// held work once it is released.
+/// held work once it is released. Where the producer's runtime forbids its calls inside its
+/// host functions (CUDA, HIP: the awaited record and completion need them), the call answers
+/// `Error::WouldDeadlock` at once and the waiting stream is left as it was.
 #[test]
 fn a_host_function_may_make_a_wait_across_backends() {
     for_each_pair(|producer, consumer| {
@@ -168,25 +170,35 @@ fn a_host_function_may_make_a_wait_across_backends() {
         let (w, h) = (waiting.clone(), held.clone());
         let call = HostFnCall::launch(&host_stream, move || w.wait_stream(&h))?;
         let result = call.answer("a host function's wait across backends", gate.opener())?;
-        assert!(
-            matches!(result, Some(Ok(()))),
-            "the wait made in a host function answered {result:?}"
-        );
+        let waited = match result {
+            Some(Ok(())) => true,
+            Some(Err(Error::WouldDeadlock { .. })) => {
+                not_applicable(
+                    producer,
+                    &format!("its host functions cannot make {result:?}"),
+                );
+                false
+            }
+            other => panic!("the wait made in a host function answered {other:?}"),
+        };
         waiting.launch_host_func(log.task("waited"))?;
         gate.release();
         sync(&waiting)?;
-        assert!(
-            log.position(&"held") < log.position(&"waited"),
-            "the waiting stream ran before the held work: {:?}",
-            log.entries()
-        );
+        if waited {
+            assert!(
+                log.position(&"held") < log.position(&"waited"),
+                "the waiting stream ran before the held work: {:?}",
+                log.entries()
+            );
+        }
         sync(&held)
     });
 }
 
 /// A host function of the producer's backend may synchronize an event of the consumer's
 /// backend whose work does not depend on the host function: the call waits for that work and
-/// returns `Ok`. Alone in the process: the rule that refuses such a call is conservative (it
+/// returns `Ok` (or a typed `Error::WouldDeadlock` at once where the runtime forbids the call
+/// there). Alone in the process: the rule that refuses such a call is conservative (it
 /// refuses while any wait across backends on the host function's backend is pending, see
 /// docs/CROSS_BACKEND.md, "Host functions"), and other checks leave such waits pending.
 #[test]
@@ -206,11 +218,16 @@ fn a_host_function_may_synchronize_independent_work_of_another_backend() {
             "a host function's synchronize of independent work of another backend",
             || {},
         )?;
-        assert!(
-            matches!(result, Some(Ok(()))),
-            "the host function's synchronize answered {result:?}"
-        );
-        assert!(log.contains(&"independent"));
+        match result {
+            Some(Ok(())) => assert!(log.contains(&"independent")),
+            // Where the runtime forbids its calls in host functions (a CUDA host function
+            // synchronizing HIP work of the same driver): a typed error, never a hang.
+            Some(Err(Error::WouldDeadlock { .. })) => not_applicable(
+                producer,
+                &format!("its host functions cannot make {result:?}"),
+            ),
+            other => panic!("the host function's synchronize answered {other:?}"),
+        }
         sync(&other)
     });
 }

@@ -75,8 +75,13 @@ pub(crate) fn wait_foreign_event(stream: &Stream, op: &'static str, event: &Even
     match foreign::ready_now(&mut awaited) {
         // Done, or never recorded: nothing to wait for.
         Some(Ok(())) => Ok(()),
-        // Recorded in a capture that is still active: not work this stream can wait for.
-        Some(Err(e @ devstream_core::Error::Capture { .. })) => Err(e),
+        // Recorded in a capture that is still active: not work this stream can wait for. Or
+        // no completion can be made here (inside a host function of a runtime that forbids
+        // its calls there): the call fails, the stream is left as it was.
+        Some(Err(
+            e @ (devstream_core::Error::Capture { .. }
+            | devstream_core::Error::WouldDeadlock { .. }),
+        )) => Err(e),
         // Ended with an error already: the stream still takes it in stream order.
         Some(Err(_)) => StreamApi::wait_completion(stream, awaited),
         None => {
