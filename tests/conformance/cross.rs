@@ -584,22 +584,39 @@ fn a_capture_that_cannot_take_a_wait_across_backends_refuses_it_and_stays_valid(
         let event = producing.record_event()?;
         let consumer_caps = caps(consumer);
         if consumer_caps.capture != CaptureSupport::None && !consumer_caps.capture_foreign_waits {
+            // Captured work before and after the refused waits shows the capture stayed valid:
+            // host functions where they can be captured, flag writes where flags exist.
             let log = Log::new();
+            let written = if consumer_caps.flags {
+                Some(devstream::Flag::new(consumer)?)
+            } else {
+                None
+            };
             let capturing = Stream::new(consumer)?;
             capturing.begin_capture(CaptureMode::ThreadLocal)?;
             if consumer_caps.capture_host_funcs {
                 capturing.launch_host_func(log.task("before"))?;
+            }
+            if let Some(flag) = &written {
+                capturing.write_flag(flag, 1)?;
             }
             assert_err!(capturing.wait_event(&event), Error::Capture { .. });
             assert_err!(capturing.wait_stream(&producing), Error::Capture { .. });
             if consumer_caps.capture_host_funcs {
                 capturing.launch_host_func(log.task("after"))?;
             }
+            if let Some(flag) = &written {
+                capturing.wait_flag(flag, 1)?;
+                capturing.write_flag(flag, 2)?;
+            }
             let graph = capturing.end_capture()?;
             graph.launch(&capturing)?;
             sync(&capturing)?;
             if consumer_caps.capture_host_funcs {
                 assert_eq!(log.entries(), vec!["before", "after"]);
+            }
+            if let Some(flag) = &written {
+                assert_eq!(flag.get(), 2, "the captured flag writes did not replay");
             }
         } else {
             not_applicable(consumer, "its captures take waits across backends");
