@@ -208,14 +208,19 @@ pub fn ready_now(completion: &mut Completion) -> Option<Result<()>> {
 pub struct BackendKey(u64);
 
 impl BackendKey {
-    /// The key of `place`'s backend.
+    /// The key of `place`'s backend: the backend kind's position for the built-in backends
+    /// (no work on the host-function launch path), a hash of the device type with the top bit
+    /// set for custom devices.
+    #[inline]
     pub fn of(place: &Place) -> BackendKey {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        place.backend().name().hash(&mut hasher);
-        if let Place::Custom { device_type, .. } = place {
-            device_type.hash(&mut hasher);
+        match place {
+            Place::Custom { device_type, .. } => {
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                device_type.hash(&mut hasher);
+                BackendKey(hasher.finish() | 1 << 63)
+            }
+            _ => BackendKey(place.backend() as u64),
         }
-        BackendKey(hasher.finish())
     }
 }
 
@@ -367,6 +372,42 @@ mod tests {
         assert_eq!(count.load(Ordering::SeqCst), 1);
         drop(outcome);
         assert_eq!(weak.strong_count(), 0, "the relay kept the outcome alive");
+    }
+
+    #[test]
+    fn backend_keys_tell_backends_apart_as_waits_across_backends_do() {
+        let key = |text: &str| BackendKey::of(&text.parse::<Place>().unwrap());
+        assert_eq!(key("cuda:0"), key("cuda:1"));
+        assert_ne!(key("cuda:0"), key("hip:0"));
+        assert_ne!(key("cpu"), key("wgpu:0"));
+        assert_eq!(key("npu:0"), key("npu:3"));
+        assert_ne!(key("npu:0"), key("custom_cpu:0"));
+        assert_ne!(key("npu:0"), key("cpu"));
+    }
+
+    #[test]
+    fn a_pending_wait_counts_only_for_host_functions_of_its_backend() {
+        let (cpu, wgpu) = (BackendKey::of(&Place::Cpu), BackendKey::of(&Place::Wgpu(0)));
+        let first = PendingWait::register(cpu);
+        let second = PendingWait::register(cpu);
+        {
+            let _running = enter_host_fn(wgpu);
+            assert!(!host_fn_may_be_awaited(), "only CPU work is awaited");
+            let _nested = enter_host_fn(cpu);
+            assert!(host_fn_may_be_awaited());
+        }
+        assert!(
+            !host_fn_may_be_awaited(),
+            "the scopes restored: no host function runs"
+        );
+        let _running = enter_host_fn(cpu);
+        drop(first);
+        assert!(
+            host_fn_may_be_awaited(),
+            "one of the two waits is still pending"
+        );
+        drop(second);
+        assert!(!host_fn_may_be_awaited());
     }
 
     #[test]
