@@ -470,7 +470,7 @@ fn capture_foreign_waits_capability_is_consistent() {
 /// Whether `consumer` can take waits on other backends' work into its graphs; where it
 /// captures but cannot, that is asserted elsewhere
 /// (`a_capture_that_cannot_take_a_wait_across_backends_refuses_it_and_stays_valid`).
-fn captures_foreign_waits(consumer: &Place) -> bool {
+pub(crate) fn captures_foreign_waits(consumer: &Place) -> bool {
     let caps = caps(consumer);
     if caps.capture == CaptureSupport::None {
         not_applicable(consumer, "no capture");

@@ -1,18 +1,20 @@
 //! Hostile uses of waits across backends (`devstream_core::traits`, "Waits across backends" and
-//! "Host functions"; docs/CROSS_BACKEND.md): the awaited side dropped while a wait on it is
-//! pending, and host functions of one backend that wait on another backend's work.
+//! "Host functions"; docs/CROSS_BACKEND.md): the awaited side, or a graph holding a captured
+//! wait, dropped while a wait on it is pending, and host functions of one backend that wait on
+//! another backend's work.
 //!
 //! Each check runs on every ordered pair of places under test whose backends differ, as in
 //! `cross.rs`: the first place produces (or runs the host function), the second waits.
 
 use crate::cross::{
-    consumers_of, for_each_pair, for_each_pair_alone, gated, leaks_nothing, observable, PendingWait,
+    captures_foreign_waits, consumers_of, for_each_pair, for_each_pair_alone, gated, leaks_nothing,
+    observable, PendingWait,
 };
 use crate::harness::{
     assert_stays_false, caps, for_each_place_isolated, not_applicable, sync, within, Gate, Log,
     HANG,
 };
-use devstream::{Error, Event, Result, Stream};
+use devstream::{CaptureMode, Error, Event, Result, Stream};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The awaited stream, the awaited event and the producer's last handles on its device (its
@@ -229,5 +231,56 @@ fn a_host_function_may_synchronize_independent_work_of_another_backend() {
             other => panic!("the host function's synchronize answered {other:?}"),
         }
         sync(&other)
+    });
+}
+
+/// A graph holding a captured wait across backends, dropped (with the stream that captured it,
+/// the awaited event and the producer's handles) while its replay waits for the held producer:
+/// the replay still runs once the producer is released, after the producer's work, and no
+/// stream or event stays live.
+#[test]
+fn a_graph_with_a_captured_wait_dropped_while_its_replay_waits_leaks_nothing() {
+    for_each_pair_alone(|producer, consumer| {
+        if !captures_foreign_waits(consumer) {
+            return Ok(());
+        }
+        leaks_nothing("a graph with a pending captured wait was dropped", || {
+            let launching = Stream::new(consumer)?;
+            let Some((stream, gate)) = gated(producer)? else {
+                return Ok(());
+            };
+            let log = Log::new();
+            if caps(producer).host_funcs {
+                stream.launch_host_func(log.task("produced"))?;
+            }
+            let event = stream.record_event()?;
+            let capturing = Stream::new(consumer)?;
+            capturing.begin_capture(CaptureMode::ThreadLocal)?;
+            capturing.wait_event(&event)?;
+            capturing.launch_host_func(log.task("replayed"))?;
+            let graph = capturing.end_capture()?;
+            graph.launch(&launching)?;
+            drop(graph);
+            drop(capturing);
+            drop(event);
+            drop(stream);
+            assert_stays_false("the replay ran through the producer's gate", || {
+                log.contains(&"replayed")
+            });
+            drop(gate);
+            sync(&launching)?;
+            assert!(
+                log.contains(&"replayed"),
+                "the dropped graph's replay never ran"
+            );
+            if caps(producer).host_funcs {
+                assert!(
+                    log.position(&"produced") < log.position(&"replayed"),
+                    "the replay ran before the producer's work: {:?}",
+                    log.entries()
+                );
+            }
+            Ok(())
+        })
     });
 }
