@@ -46,25 +46,30 @@
 //! cycle, since each one's self-wait search ([`crate::selfwait`]) stops at the word of a wait
 //! across backends. So the facade keeps, per thread, the backend of the host function running
 //! there ([`enter_host_fn`], around every host function it submits), and, process-wide, the
-//! backends whose incomplete work pending waits across backends await ([`PendingWait`]). A
-//! blocking call in a host function of backend `A` on incomplete work is refused with
-//! `Error::WouldDeadlock` while a wait across backends on `A`'s work is pending
-//! ([`host_fn_may_be_awaited`]). The rule is conservative, as the CPU and CUDA backends' own
-//! rules for their host functions: that pending wait may be on work of `A` that is not behind
-//! the host function, and then the call could have completed; it never hangs.
+//! pending waits across backends by the backend of the awaited work and that of the waiting
+//! stream ([`PendingWait`]). A blocking call in a host function of backend `A` on incomplete
+//! work of backend `B` is refused with `Error::WouldDeadlock` while a pending wait awaits work
+//! of `A` and a pending wait holds a stream of `B` ([`host_fn_may_wait_for_itself`]): a chain of
+//! waits from `B`'s work to `A`'s crosses backends only through waits across backends, the
+//! first of which holds a stream of `B` and the last of which awaits work of `A`; a chain that
+//! stays inside one backend is that backend's own self-wait rule. The rule is conservative, as
+//! the CPU and CUDA backends' own rules for their host functions: the pending waits may be
+//! unrelated to the host function, and then the call could have completed; it never hangs.
 //!
 //! ```
-//! use devstream_core::foreign::{enter_host_fn, host_fn_may_be_awaited, BackendKey, PendingWait};
+//! use devstream_core::foreign::{
+//!     enter_host_fn, host_fn_may_wait_for_itself, BackendKey, PendingWait,
+//! };
 //! use devstream_core::Place;
 //!
-//! let cpu = BackendKey::of(&Place::Cpu);
-//! let pending = PendingWait::register(cpu); // a wait across backends on CPU work
-//! assert!(!host_fn_may_be_awaited(), "no host function runs here");
+//! let (cpu, wgpu) = (BackendKey::of(&Place::Cpu), BackendKey::of(&Place::Wgpu(0)));
+//! let pending = PendingWait::register(cpu, wgpu); // a wgpu stream waits on CPU work
+//! assert!(!host_fn_may_wait_for_itself(Some(wgpu)), "no host function runs here");
 //! {
-//!     let _running = enter_host_fn(cpu);      // a CPU host function runs here
-//!     assert!(host_fn_may_be_awaited());
-//!     drop(pending);                          // the awaited CPU work completed
-//!     assert!(!host_fn_may_be_awaited());
+//!     let _running = enter_host_fn(cpu);          // a CPU host function runs here
+//!     assert!(host_fn_may_wait_for_itself(Some(wgpu))); // wgpu work may wait for it
+//!     drop(pending);                              // the awaited CPU work completed
+//!     assert!(!host_fn_may_wait_for_itself(Some(wgpu)));
 //! }
 //! ```
 //!
@@ -254,23 +259,31 @@ pub fn enter_host_fn(backend: BackendKey) -> HostFnScope {
     HostFnScope { previous }
 }
 
-/// Number of pending waits across backends per awaited backend.
-static PENDING: std::sync::Mutex<Vec<(BackendKey, usize)>> = std::sync::Mutex::new(Vec::new());
+/// The backends a pending wait across backends joins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Joined {
+    awaited: BackendKey,
+    waiting: BackendKey,
+}
 
-/// A wait across backends on incomplete work of one backend, registered until dropped (when
-/// that work is ready).
+/// Number of pending waits across backends per pair of backends.
+static PENDING: std::sync::Mutex<Vec<(Joined, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// A wait across backends of a stream of one backend on incomplete work of another,
+/// registered until dropped (when that work is ready).
 #[derive(Debug)]
-pub struct PendingWait(BackendKey);
+pub struct PendingWait(Joined);
 
 impl PendingWait {
-    /// Registers a pending wait on work of `awaited`.
-    pub fn register(awaited: BackendKey) -> PendingWait {
+    /// Registers a pending wait of a stream of `waiting` on work of `awaited`.
+    pub fn register(awaited: BackendKey, waiting: BackendKey) -> PendingWait {
+        let joined = Joined { awaited, waiting };
         let mut pending = crate::sync::lock(&PENDING);
-        match pending.iter_mut().find(|(key, _)| *key == awaited) {
+        match pending.iter_mut().find(|(key, _)| *key == joined) {
             Some((_, count)) => *count += 1,
-            None => pending.push((awaited, 1)),
+            None => pending.push((joined, 1)),
         }
-        PendingWait(awaited)
+        PendingWait(joined)
     }
 }
 
@@ -286,17 +299,22 @@ impl Drop for PendingWait {
     }
 }
 
-/// Whether a host function runs on the calling thread and a wait across backends on work of
-/// its backend is pending: then a blocking call there on incomplete work may wait for work
-/// queued after the host function (see the module documentation, "Host functions"). One
-/// thread-local read outside host functions.
+/// Whether a host function runs on the calling thread and incomplete work of `target` (`None`:
+/// of a backend not known) may wait for work queued after it through waits across backends: a
+/// pending wait awaits work of the host function's backend and a pending wait holds a stream
+/// of `target` (see the module documentation, "Host functions"). One thread-local read outside
+/// host functions.
 #[inline]
-pub fn host_fn_may_be_awaited() -> bool {
+pub fn host_fn_may_wait_for_itself(target: Option<BackendKey>) -> bool {
     match HOST_FN_BACKEND.try_with(Cell::get).ok().flatten() {
         None => false,
-        Some(running) => crate::sync::lock(&PENDING)
-            .iter()
-            .any(|(key, _)| *key == running),
+        Some(running) => {
+            let pending = crate::sync::lock(&PENDING);
+            pending.iter().any(|(key, _)| key.awaited == running)
+                && pending
+                    .iter()
+                    .any(|(key, _)| target.is_none_or(|target| key.waiting == target))
+        }
     }
 }
 
@@ -386,28 +404,40 @@ mod tests {
     }
 
     #[test]
-    fn a_pending_wait_counts_only_for_host_functions_of_its_backend() {
-        let (cpu, wgpu) = (BackendKey::of(&Place::Cpu), BackendKey::of(&Place::Wgpu(0)));
-        let first = PendingWait::register(cpu);
-        let second = PendingWait::register(cpu);
+    fn a_pending_wait_counts_for_host_functions_of_the_awaited_backend_and_work_of_the_waiting_one()
+    {
+        let (cpu, wgpu, cuda) = (
+            BackendKey::of(&Place::Cpu),
+            BackendKey::of(&Place::Wgpu(0)),
+            BackendKey::of(&Place::Cuda(0)),
+        );
+        let first = PendingWait::register(cpu, wgpu);
+        let second = PendingWait::register(cpu, wgpu);
         {
             let _running = enter_host_fn(wgpu);
-            assert!(!host_fn_may_be_awaited(), "only CPU work is awaited");
+            assert!(
+                !host_fn_may_wait_for_itself(Some(wgpu)),
+                "only CPU work is awaited"
+            );
             let _nested = enter_host_fn(cpu);
-            assert!(host_fn_may_be_awaited());
+            assert!(host_fn_may_wait_for_itself(Some(wgpu)));
+            assert!(
+                !host_fn_may_wait_for_itself(Some(cuda)),
+                "no CUDA stream waits across backends"
+            );
         }
         assert!(
-            !host_fn_may_be_awaited(),
+            !host_fn_may_wait_for_itself(Some(wgpu)),
             "the scopes restored: no host function runs"
         );
         let _running = enter_host_fn(cpu);
         drop(first);
         assert!(
-            host_fn_may_be_awaited(),
+            host_fn_may_wait_for_itself(Some(wgpu)),
             "one of the two waits is still pending"
         );
         drop(second);
-        assert!(!host_fn_may_be_awaited());
+        assert!(!host_fn_may_wait_for_itself(Some(wgpu)));
     }
 
     #[test]

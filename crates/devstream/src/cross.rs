@@ -86,10 +86,12 @@ pub(crate) fn wait_foreign_event(stream: &Stream, op: &'static str, event: &Even
         Some(Err(_)) => StreamApi::wait_completion(stream, awaited),
         None => {
             // Registered until the awaited work is ready, for the host-function rule.
-            let place = event
-                .place()
-                .unwrap_or_else(|| StreamApi::place(stream).clone());
-            let pending = foreign::PendingWait::register(foreign::BackendKey::of(&place));
+            let here = StreamApi::place(stream);
+            let there = event.place().unwrap_or_else(|| here.clone());
+            let pending = foreign::PendingWait::register(
+                foreign::BackendKey::of(&there),
+                foreign::BackendKey::of(here),
+            );
             let (registered, completer) = Completion::pending();
             foreign::relay(awaited, move |result| {
                 drop(pending);
@@ -100,17 +102,22 @@ pub(crate) fn wait_foreign_event(stream: &Stream, op: &'static str, event: &Even
     }
 }
 
-/// Whether a blocking call in the host function running on this thread (if any) must be
-/// refused: a wait across backends on the host function's backend is pending
-/// (`devstream_core::foreign`, "Host functions") and the awaited work is not complete.
-fn refuse_in_host_fn(op: &'static str, complete: impl FnOnce() -> Result<bool>) -> Result<()> {
-    if !foreign::host_fn_may_be_awaited() || complete()? {
+/// Whether a blocking call on work of `target` (`None`: a place not known) in the host function
+/// running on this thread (if any) must be refused: that work may wait for the host function
+/// through waits across backends (`devstream_core::foreign`, "Host functions") and it is not
+/// complete.
+fn refuse_in_host_fn(
+    op: &'static str,
+    target: Option<&Place>,
+    complete: impl FnOnce() -> Result<bool>,
+) -> Result<()> {
+    if !foreign::host_fn_may_wait_for_itself(target.map(foreign::BackendKey::of)) || complete()? {
         return Ok(());
     }
     Err(selfwait::would_deadlock(
         op,
-        "incomplete work while a wait across backends on the host function's backend is \
-         pending: that work may wait for work queued after the host function",
+        "incomplete work that may wait, through waits across backends, for work queued after \
+         the host function",
     ))
 }
 
@@ -118,7 +125,7 @@ fn refuse_in_host_fn(op: &'static str, complete: impl FnOnce() -> Result<bool>) 
 /// counts as incomplete).
 #[inline]
 pub(crate) fn check_host_fn_stream_wait(stream: &Stream) -> Result<()> {
-    refuse_in_host_fn("synchronize", || {
+    refuse_in_host_fn("synchronize", Some(StreamApi::place(stream)), || {
         if StreamApi::capabilities(stream).nonblocking_query {
             StreamApi::query(stream)
         } else {
@@ -130,7 +137,9 @@ pub(crate) fn check_host_fn_stream_wait(stream: &Stream) -> Result<()> {
 /// [`refuse_in_host_fn`] for `Event::synchronize`.
 #[inline]
 pub(crate) fn check_host_fn_event_wait(event: &Event) -> Result<()> {
-    refuse_in_host_fn("Event::synchronize", || event.query())
+    refuse_in_host_fn("Event::synchronize", event.place().as_ref(), || {
+        event.query()
+    })
 }
 
 /// `stream` waits for all work submitted to `other` (of another backend) so far: a wait on an
