@@ -201,8 +201,9 @@ fn a_host_function_may_make_a_wait_across_backends() {
 /// backend whose work does not depend on the host function: the call waits for that work and
 /// returns `Ok` (or a typed `Error::WouldDeadlock` at once where the runtime forbids the call
 /// there). Alone in the process: the rule that refuses such a call is conservative (it
-/// refuses while any wait across backends on the host function's backend is pending, see
-/// docs/CROSS_BACKEND.md, "Host functions"), and other checks leave such waits pending.
+/// refuses while pending waits across backends could lead from that work back to the host
+/// function's backend, see docs/CROSS_BACKEND.md, "Host functions"), and other checks leave
+/// such waits pending.
 #[test]
 fn a_host_function_may_synchronize_independent_work_of_another_backend() {
     for_each_pair_alone(|producer, consumer| {

@@ -93,8 +93,9 @@
 //!   [`Error::WouldDeadlock`](crate::Error) at once instead of hanging. A wait for a flag that
 //!   only later work sets cannot be told from one another thread will set, and blocks.
 //!   Through waits across backends no single backend sees such a cycle: the facade refuses a
-//!   blocking call on incomplete work in a host function while a wait across backends on the
-//!   host function's backend is pending ([`crate::foreign`], "Host functions").
+//!   blocking call on incomplete work in a host function while pending waits across backends
+//!   could lead from that work back to the host function's backend ([`crate::foreign`], "Host
+//!   functions").
 //!
 //! ## Waits across backends
 //! * `wait_event` and `wait_stream` take handles of the stream's own backend; the facade turns a
