@@ -44,12 +44,12 @@ pub(crate) fn consumers_of(producer: &Place) -> Result<Vec<Place>> {
 
 /// Runs `check(producer, consumer)` on every ordered pair of different backends whose consumer
 /// has `foreign_waits`, naming the pair in a failure.
-fn for_each_pair(check: impl Fn(&Place, &Place) -> Result<()>) {
+pub(crate) fn for_each_pair(check: impl Fn(&Place, &Place) -> Result<()>) {
     for_each_place(|producer| each_consumer(producer, &check));
 }
 
 /// [`for_each_pair`] with no other conformance test running in this process.
-fn for_each_pair_alone(check: impl Fn(&Place, &Place) -> Result<()>) {
+pub(crate) fn for_each_pair_alone(check: impl Fn(&Place, &Place) -> Result<()>) {
     for_each_place_alone(|producer| each_consumer(producer, &check));
 }
 
@@ -391,66 +391,255 @@ fn counts_are_zero() -> bool {
     live_counts() == LiveCounts::default()
 }
 
+/// Runs `body` and asserts that no stream or event is live before it and after it (`what`
+/// names the case in the failure).
+pub(crate) fn leaks_nothing(what: &str, body: impl FnOnce() -> Result<()>) -> Result<()> {
+    assert!(
+        wait_until(PATIENCE, counts_are_zero),
+        "before: live counts are {:?}",
+        live_counts()
+    );
+    body()?;
+    assert!(
+        wait_until(PATIENCE, counts_are_zero),
+        "after {what}, live counts stay at {:?}",
+        live_counts()
+    );
+    Ok(())
+}
+
+/// A wait across backends left pending: a consumer stream that waits on a held producer
+/// stream (`wait_event` on an event recorded there, and `wait_stream`) and then logs
+/// `"consumed"` where it can; the producer logs `"produced"` behind its gate where it can.
+pub(crate) struct PendingWait {
+    pub(crate) consumer_stream: Stream,
+    pub(crate) stream: Stream,
+    pub(crate) gate: Gate,
+    pub(crate) event: Event,
+    pub(crate) log: Log<&'static str>,
+}
+
+impl PendingWait {
+    /// The pending wait of `consumer` on `producer`, or `None` where the producer has no gate.
+    pub(crate) fn new(producer: &Place, consumer: &Place) -> Result<Option<PendingWait>> {
+        let consumer_stream = Stream::new(consumer)?;
+        let Some((stream, gate)) = gated_stream(producer)? else {
+            return Ok(None);
+        };
+        let log = Log::new();
+        if caps(producer).host_funcs {
+            stream.launch_host_func(log.task("produced"))?;
+        }
+        let event = stream.record_event()?;
+        consumer_stream.wait_event(&event)?;
+        consumer_stream.wait_stream(&stream)?;
+        if observable(consumer) {
+            consumer_stream.launch_host_func(log.task("consumed"))?;
+        }
+        Ok(Some(PendingWait {
+            consumer_stream,
+            stream,
+            gate,
+            event,
+            log,
+        }))
+    }
+}
+
 /// Waits dropped before they resolve (the consumer stream and the awaited event dropped while
 /// the producer is held) leak nothing: once the producer's work completes, no stream or event
 /// is live.
 #[test]
 fn waits_across_backends_dropped_before_they_resolve_leak_nothing() {
     for_each_pair_alone(|producer, consumer| {
-        assert!(
-            wait_until(PATIENCE, counts_are_zero),
-            "before: live counts are {:?}",
-            live_counts()
-        );
-        {
-            let consumer_stream = Stream::new(consumer)?;
-            let Some((stream, gate)) = gated_stream(producer)? else {
+        leaks_nothing("dropped waits across backends resolved", || {
+            let Some(pending) = PendingWait::new(producer, consumer)? else {
                 return Ok(());
             };
-            let log = Log::new();
-            let event = stream.record_event()?;
-            consumer_stream.wait_event(&event)?;
-            consumer_stream.wait_stream(&stream)?;
-            if observable(consumer) {
-                consumer_stream.launch_host_func(log.task("consumed"))?;
-            }
-            drop(event);
-            drop(consumer_stream);
-            gate.release();
-            sync(&stream)?;
+            drop(pending.event);
+            drop(pending.consumer_stream);
+            pending.gate.release();
+            sync(&pending.stream)?;
             if observable(consumer) {
                 assert!(
-                    wait_until(PATIENCE, || log.contains(&"consumed")),
+                    wait_until(PATIENCE, || pending.log.contains(&"consumed")),
                     "the dropped consumer's queued work never ran"
                 );
             }
+            Ok(())
+        })
+    });
+}
+
+/// `capture_foreign_waits` needs `foreign_waits` and a capture: a place that cannot capture,
+/// or cannot wait on other backends at all, cannot capture such waits either.
+#[test]
+fn capture_foreign_waits_capability_is_consistent() {
+    for_each_place(|place| {
+        let caps = caps(place);
+        if caps.capture_foreign_waits {
+            assert!(
+                caps.foreign_waits && caps.capture != CaptureSupport::None,
+                "{place}: capture_foreign_waits without foreign_waits or capture: {caps:?}"
+            );
         }
-        assert!(
-            wait_until(PATIENCE, counts_are_zero),
-            "after dropped waits across backends resolved, live counts stay at {:?}",
-            live_counts()
-        );
         Ok(())
     });
 }
 
-/// A capturing stream cannot take a wait on another backend's work into its graph yet: the wait
-/// answers `Error::Capture`, and the capture goes on (it ends and its graph launches). A wait on
-/// another backend's event recorded inside a capture that is still active answers
-/// `Error::Capture` too.
+/// Whether `consumer` can take waits on other backends' work into its graphs; where it
+/// captures but cannot, that is asserted elsewhere
+/// (`a_capture_that_cannot_take_a_wait_across_backends_refuses_it_and_stays_valid`).
+pub(crate) fn captures_foreign_waits(consumer: &Place) -> bool {
+    let caps = caps(consumer);
+    if caps.capture == CaptureSupport::None {
+        not_applicable(consumer, "no capture");
+        return false;
+    }
+    if !caps.capture_foreign_waits {
+        not_applicable(
+            consumer,
+            "capture_foreign_waits off: the wait answers Error::Capture",
+        );
+        return false;
+    }
+    if !caps.capture_host_funcs {
+        not_applicable(consumer, "no captured host functions to observe a replay");
+        return false;
+    }
+    true
+}
+
+/// A wait on another backend's held work, captured: the graph does not run it at capture time,
+/// and each replay waits for that work as it was when the wait was captured. The first replay
+/// (launched on another stream while the producer is held) stays behind the producer's gate and
+/// runs after the producer's work once it opens; a later replay runs at once, the awaited work
+/// being done. `wait_event` and `wait_stream` both.
 #[test]
-fn a_capture_refuses_a_wait_across_backends_and_stays_valid() {
+fn a_captured_wait_across_backends_orders_replays_after_a_gated_producer() {
+    for_each_pair(|producer, consumer| {
+        if !captures_foreign_waits(consumer) {
+            return Ok(());
+        }
+        let Some((launching, stream, gate, log)) = observed_pair(producer, consumer, "produced")?
+        else {
+            return Ok(());
+        };
+        let event = stream.record_event()?;
+        let capturing = Stream::new(consumer)?;
+        capturing.begin_capture(CaptureMode::ThreadLocal)?;
+        capturing.wait_event(&event)?;
+        capturing.wait_stream(&stream)?;
+        capturing.launch_host_func(log.task("replayed"))?;
+        let graph = capturing.end_capture()?;
+        sync(&capturing)?;
+        assert!(
+            !log.contains(&"replayed"),
+            "captured work ran at capture time"
+        );
+        graph.launch(&launching)?;
+        assert_stays_false("a replay ran through the producer's gate", || {
+            log.contains(&"replayed")
+        });
+        gate.release();
+        sync(&launching)?;
+        assert!(log.contains(&"replayed"), "the replay never ran");
+        if caps(producer).host_funcs {
+            assert!(
+                log.position(&"produced") < log.position(&"replayed"),
+                "the replay ran before the producer's work: {:?}",
+                log.entries()
+            );
+        }
+        // The awaited work is done: a later replay passes at once.
+        graph.launch(&launching)?;
+        sync(&launching)?;
+        let replays = log.entries().iter().filter(|e| **e == "replayed").count();
+        assert_eq!(
+            replays,
+            2,
+            "two launches, {replays} replays: {:?}",
+            log.entries()
+        );
+        sync(&stream)
+    });
+}
+
+/// A captured wait on a never-recorded event, or on another backend's work that is already
+/// complete, adds nothing to the graph: its replays run at once.
+#[test]
+fn a_captured_wait_on_complete_work_of_another_backend_replays_at_once() {
+    for_each_pair(|producer, consumer| {
+        if !captures_foreign_waits(consumer) {
+            return Ok(());
+        }
+        let idle = Stream::new(producer)?;
+        let complete = idle.record_event()?;
+        sync(&idle)?;
+        let never = Event::new(producer, EventFlags::default())?;
+        let log = Log::new();
+        let capturing = Stream::new(consumer)?;
+        capturing.begin_capture(CaptureMode::ThreadLocal)?;
+        capturing.wait_event(&never)?;
+        capturing.wait_event(&complete)?;
+        capturing.wait_stream(&idle)?;
+        capturing.launch_host_func(log.task("replayed"))?;
+        let graph = capturing.end_capture()?;
+        graph.launch(&capturing)?;
+        graph.launch(&capturing)?;
+        sync(&capturing)?;
+        assert_eq!(log.entries(), vec!["replayed", "replayed"]);
+        Ok(())
+    });
+}
+
+/// Where a place captures but cannot take a wait on another backend's work into its graph
+/// (`capture_foreign_waits` off), the wait answers `Error::Capture` and the capture stays
+/// valid: work captured before and after it replays. A wait on another backend's event recorded
+/// inside a capture that is still active answers `Error::Capture` on every place.
+#[test]
+fn a_capture_that_cannot_take_a_wait_across_backends_refuses_it_and_stays_valid() {
     for_each_pair(|producer, consumer| {
         let producing = Stream::new(producer)?;
         let event = producing.record_event()?;
-        if caps(consumer).capture != CaptureSupport::None {
+        let consumer_caps = caps(consumer);
+        if consumer_caps.capture != CaptureSupport::None && !consumer_caps.capture_foreign_waits {
+            // Captured work before and after the refused waits shows the capture stayed valid:
+            // host functions where they can be captured, flag writes where flags exist.
+            let log = Log::new();
+            let written = if consumer_caps.flags {
+                Some(devstream::Flag::new(consumer)?)
+            } else {
+                None
+            };
             let capturing = Stream::new(consumer)?;
             capturing.begin_capture(CaptureMode::ThreadLocal)?;
+            if consumer_caps.capture_host_funcs {
+                capturing.launch_host_func(log.task("before"))?;
+            }
+            if let Some(flag) = &written {
+                capturing.write_flag(flag, 1)?;
+            }
             assert_err!(capturing.wait_event(&event), Error::Capture { .. });
             assert_err!(capturing.wait_stream(&producing), Error::Capture { .. });
+            if consumer_caps.capture_host_funcs {
+                capturing.launch_host_func(log.task("after"))?;
+            }
+            if let Some(flag) = &written {
+                capturing.wait_flag(flag, 1)?;
+                capturing.write_flag(flag, 2)?;
+            }
             let graph = capturing.end_capture()?;
             graph.launch(&capturing)?;
             sync(&capturing)?;
+            if consumer_caps.capture_host_funcs {
+                assert_eq!(log.entries(), vec!["before", "after"]);
+            }
+            if let Some(flag) = &written {
+                assert_eq!(flag.get(), 2, "the captured flag writes did not replay");
+            }
+        } else {
+            not_applicable(consumer, "its captures take waits across backends");
         }
         if caps(producer).capture != CaptureSupport::None {
             let capturing = Stream::new(producer)?;
@@ -463,6 +652,91 @@ fn a_capture_refuses_a_wait_across_backends_and_stays_valid() {
         }
         sync(&producing)
     });
+}
+
+/// The awaited work of a captured wait ends with an error (its device is lost while the
+/// producer is held): every replay reports what the awaited event reports on the stream that
+/// launched it, as a wait outside a capture would (`Err(Driver)` where the producer's backend
+/// reports the loss for that work), also a replay launched after the loss on a fresh stream.
+/// Each producer place in a child process of its own (its device is lost for good).
+#[test]
+fn an_error_of_the_awaited_work_surfaces_on_each_replay() {
+    for_each_place_isolated(
+        "cross::an_error_of_the_awaited_work_surfaces_on_each_replay",
+        |producer| {
+            let consumers: Vec<Place> = consumers_of(producer)?
+                .into_iter()
+                .filter(|c| captures_foreign_waits(c) && !loss_reaches(producer, c))
+                .collect();
+            // Everything that may call the driver is made before the gate closes (see
+            // `an_error_of_the_awaited_work_surfaces_on_the_waiting_stream`).
+            let launching: Vec<(Stream, Stream)> = consumers
+                .iter()
+                .map(|c| Ok((Stream::new(c)?, Stream::new(c)?)))
+                .collect::<Result<_>>()?;
+            let capturing: Vec<Stream> =
+                consumers.iter().map(Stream::new).collect::<Result<_>>()?;
+            let stream = Stream::new(producer)?;
+            let Some(lose) = device_loser(&stream) else {
+                not_applicable(producer, "its device cannot be lost on demand");
+                return Ok(());
+            };
+            let buffer = if caps(producer).buffers {
+                Some(stream.alloc(256)?)
+            } else {
+                None
+            };
+            let Some(gate) = Gate::close(&stream)? else {
+                not_applicable(producer, "no gate (neither flags nor host functions)");
+                return Ok(());
+            };
+            if let Some(buffer) = &buffer {
+                stream.fill(buffer, 0, 256, 7)?;
+            }
+            let event = stream.record_event()?;
+            let log = Log::new();
+            let mut graphs = Vec::new();
+            for (s, consumer) in capturing.iter().zip(&consumers) {
+                s.begin_capture(CaptureMode::ThreadLocal)?;
+                s.wait_event(&event)?;
+                s.launch_host_func(log.task(consumer.to_string()))?;
+                graphs.push(s.end_capture()?);
+            }
+            for (graph, (first, _)) in graphs.iter().zip(&launching) {
+                graph.launch(first)?;
+            }
+            lose();
+            gate.release();
+            let awaited = event.synchronize();
+            eprintln!("[conformance]   {producer}: the awaited event reports {awaited:?}");
+            for ((graph, (first, later)), consumer) in graphs.iter().zip(&launching).zip(&consumers)
+            {
+                graph.launch(later)?;
+                for (which, launched) in [("first", first), ("later", later)] {
+                    match (&awaited, sync(launched)) {
+                        (Ok(()), Ok(()))
+                        | (Err(Error::Driver { .. }), Err(Error::Driver { .. })) => {}
+                        (awaited, other) => panic!(
+                            "{producer} → {consumer}: the awaited event reports {awaited:?}, \
+                             the {which} replay's synchronize {other:?}"
+                        ),
+                    }
+                }
+                let replays = log
+                    .entries()
+                    .iter()
+                    .filter(|e| **e == consumer.to_string())
+                    .count();
+                assert_eq!(
+                    replays, 2,
+                    "{consumer}: the replays' later work did not run"
+                );
+                eprintln!("[conformance]   {producer} → {consumer}: ok");
+            }
+            drop(buffer);
+            Ok(())
+        },
+    );
 }
 
 /// The awaited side dropped while a wait across backends on it is pending (the producer's

@@ -13,6 +13,12 @@
 //! issued after releasing every gate it depends on, so no program can deadlock a correct
 //! backend.
 //!
+//! Across backends ([`random_programs_across_backends_obey_happens_before`]) the odd stream
+//! slots live on a place of another backend, and programs also capture a wait on an event of
+//! the other backend (with a host function behind it) and launch the graph once or twice: each
+//! replay is a task whose predecessor is the record the event captured when the wait was
+//! captured.
+//!
 //! The hostile variant ([`hostile_programs_obey_happens_before`]) adds host functions that call
 //! back into devstream: one reads its stream's host buffer (it must see exactly the copy before
 //! it in stream order, and never wait for a copy after it); one queries its own stream (false:
@@ -27,11 +33,13 @@
 use crate::harness::{
     caps, for_each_place, for_each_place_isolated, not_applicable, within, Log, HANG, PATIENCE,
 };
-use devstream::{Capabilities, DeviceBuffer, Event, EventFlags, Flag, HostBuffer, Place, Stream};
+use devstream::{
+    Capabilities, CaptureMode, DeviceBuffer, Event, EventFlags, Flag, HostBuffer, Place, Stream,
+};
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -81,6 +89,15 @@ enum Op {
     DropStream(usize),
     /// Drops the event handle in the slot.
     DropEvent(usize),
+    /// (Across backends) captures on a new stream of `stream`'s place a wait on the event in
+    /// slot `event` (of the other backend) and a host function, then launches the graph on
+    /// `stream` once or twice: each replay runs after the work the event captured when the
+    /// wait was captured.
+    CapturedWait {
+        stream: usize,
+        event: usize,
+        launches: u8,
+    },
     /// (Hostile) copies the stream's next value into its own host buffer (through its device
     /// buffer).
     Copy(usize),
@@ -100,7 +117,10 @@ struct Program {
     ops: Vec<Op>,
 }
 
-fn op_strategy(hostile: bool) -> BoxedStrategy<Op> {
+/// The operations of a program: `hostile` adds host functions that call back into devstream,
+/// `across` (programs over two places of different backends) adds captured waits across
+/// backends.
+fn op_strategy(hostile: bool, across: bool) -> BoxedStrategy<Op> {
     let s = || 0..MAX_STREAMS;
     let e = || 0..EVENT_SLOTS;
     let g = || 0..GATES;
@@ -120,6 +140,15 @@ fn op_strategy(hostile: bool) -> BoxedStrategy<Op> {
         1 => s().prop_map(Op::DropStream),
         1 => e().prop_map(Op::DropEvent),
     ];
+    if across {
+        let captured =
+            (s(), e(), any::<u8>()).prop_map(|(stream, event, launches)| Op::CapturedWait {
+                stream,
+                event,
+                launches,
+            });
+        return prop_oneof![5 => base, 1 => captured].boxed();
+    }
     if !hostile {
         return base.boxed();
     }
@@ -152,10 +181,10 @@ fn wait_heavy_strategy() -> impl Strategy<Value = Program> {
         .prop_map(|(streams, ops)| Program { streams, ops })
 }
 
-fn program_strategy(hostile: bool) -> impl Strategy<Value = Program> {
+fn program_strategy(hostile: bool, across: bool) -> impl Strategy<Value = Program> {
     (
         1..=MAX_STREAMS,
-        prop::collection::vec(op_strategy(hostile), 0..=MAX_OPS),
+        prop::collection::vec(op_strategy(hostile, across), 0..=MAX_OPS),
     )
         .prop_map(|(streams, ops)| Program { streams, ops })
 }
@@ -642,6 +671,62 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// [`Op::CapturedWait`]: nothing unless the event in slot `event` is of another backend
+    /// than the stream slot's place and that place captures waits across backends and host
+    /// functions. Each replay of the captured host function logs the next of the task ids
+    /// queued for its launch (launches on one stream replay in launch order).
+    fn captured_wait(
+        &mut self,
+        slot: usize,
+        event: usize,
+        launches: u8,
+    ) -> Result<(), TestCaseError> {
+        let i = self.instance(slot)?;
+        let Some(slot_ref) = &self.events[event] else {
+            return Ok(());
+        };
+        let place = self.stream(i).place().clone();
+        let caps = self.stream(i).capabilities();
+        let foreign = slot_ref
+            .event
+            .place()
+            .is_some_and(|there| crate::harness::other_backend(&place, &there));
+        if !foreign || !caps.capture_foreign_waits || !caps.capture_host_funcs {
+            return Ok(());
+        }
+        let (e, capture) = (slot_ref.event.clone(), slot_ref.capture);
+        let ids: Arc<Mutex<VecDeque<u32>>> = Arc::default();
+        let capturing = api("Stream::new", Stream::new(&place))?;
+        api(
+            "begin_capture",
+            capturing.begin_capture(CaptureMode::Relaxed),
+        )?;
+        api("captured wait_event", capturing.wait_event(&e))?;
+        let (seen, log, queued) = (self.signal_reader(), self.log.clone(), ids.clone());
+        api(
+            "captured launch_host_func",
+            capturing.launch_host_func(move || {
+                let id = queued.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+                if let Some(id) = id {
+                    log.push((id, seen(), Saw::Nothing));
+                }
+            }),
+        )?;
+        let graph = api("end_capture", capturing.end_capture())?;
+        for _ in 0..=launches % 2 {
+            let id = self.task_id();
+            ids.lock().unwrap_or_else(|e| e.into_inner()).push_back(id);
+            api("Graph::launch", graph.launch(self.stream(i)))?;
+            self.push(
+                i,
+                capture.map(Pred::Node).into_iter().collect(),
+                Some(id),
+                None,
+            );
+        }
+        Ok(())
+    }
+
     fn step(&mut self, op: &Op, streams: usize) -> Result<(), TestCaseError> {
         let slot = |s: usize| s % streams;
         match *op {
@@ -764,6 +849,11 @@ impl<'a> Run<'a> {
                 self.push(i, extra, None, None);
             }
             Op::Gate { .. } | Op::Release { .. } | Op::Signal(_) | Op::WaitSignal { .. } => {}
+            Op::CapturedWait {
+                stream,
+                event,
+                launches,
+            } => self.captured_wait(slot(stream), event, launches)?,
             Op::Query(s) => {
                 let i = self.instance(slot(s))?;
                 let last = self.instances[i].last;
@@ -1247,7 +1337,7 @@ fn random_programs_across_backends_obey_happens_before() {
             ..Config::default()
         });
         let started = std::time::Instant::now();
-        let result = runner.run(&program_strategy(false), |program| {
+        let result = runner.run(&program_strategy(false, true), |program| {
             run_program_across(
                 place,
                 Some(&partner),
@@ -1311,7 +1401,7 @@ fn run_model_with(place: &Place, hostile: bool, elide: Option<bool>) -> devstrea
     let wedged = Arc::new(AtomicBool::new(false));
     let started = std::time::Instant::now();
     let mut runner = TestRunner::new(config);
-    match runner.run(&program_strategy(hostile), |program| {
+    match runner.run(&program_strategy(hostile, false), |program| {
         if hostile && wedged.load(Ordering::SeqCst) {
             // A watchdog fired: the place may be wedged, so later programs prove nothing and
             // the one that hung is reported as it was.

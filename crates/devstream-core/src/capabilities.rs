@@ -52,6 +52,11 @@ pub struct Capabilities {
     /// A stream can wait on work of another backend (`wait_event` / `wait_stream` with a handle
     /// of another backend, `wait_completion`) without a host thread blocked or created per wait.
     pub foreign_waits: bool,
+    /// A wait on another backend's work (`foreign_waits`) submitted to a capturing stream
+    /// becomes part of the graph: each replay waits for the awaited work as it was when the wait
+    /// was captured (see `devstream_core::foreign`, "Captures"). Off while `foreign_waits` and
+    /// `capture` are on, such a wait answers `Error::Capture` and leaves the capture as it was.
+    pub capture_foreign_waits: bool,
     /// Native handles can be exported/imported (interprocess events, raw handles).
     pub external_handles: bool,
     /// Stream-ordered allocation (`cuMemAllocAsync`-style); off means allocation is synchronous.
@@ -88,6 +93,7 @@ impl Capabilities {
             buffers: false,
             cross_device_wait: false,
             foreign_waits: false,
+            capture_foreign_waits: false,
             external_handles: false,
             stream_ordered_alloc: false,
             nonblocking_query: false,
@@ -111,6 +117,10 @@ impl Capabilities {
             ("buffers", self.buffers.to_string()),
             ("cross_device_wait", self.cross_device_wait.to_string()),
             ("foreign_waits", self.foreign_waits.to_string()),
+            (
+                "capture_foreign_waits",
+                self.capture_foreign_waits.to_string(),
+            ),
             ("external_handles", self.external_handles.to_string()),
             (
                 "stream_ordered_alloc",

@@ -25,6 +25,54 @@
 //! stream order, as its own first error: from its `synchronize` and its stream completion (see
 //! the contract, "Waits across backends").
 //!
+//! # Captures
+//!
+//! Where a place's `capture_foreign_waits` capability is on, a wait submitted to a capturing
+//! stream is made the same way (a fresh word, [`relay`]ed from the awaited completion), and the
+//! graph takes two nodes: the wait on the word, and the report of the [`ForeignOutcome`]. The
+//! word is written once, when the awaited work (as it was when the wait was captured) completes,
+//! and stays written: the first replays wait for that work, later ones pass at once. The graph
+//! keeps the word and the outcome for as long as it lives; an error of the awaited work is
+//! reported by every replay, on the stream that launched it. A completion that is ready when
+//! the wait is submitted (done, or a never-recorded event) adds nothing, captured or not. A
+//! place that cannot take the two nodes into its graph has the capability off and answers
+//! [`refused_in_capture`], leaving the capture as it was.
+//!
+//! # Host functions
+//!
+//! A host function that blocks on work of another backend (`Event::synchronize`,
+//! `Stream::synchronize`) whose completion needs a wait across backends on the host function's
+//! own backend, behind the host function, would wait for ever: no backend sees the whole
+//! cycle, since each one's self-wait search ([`crate::selfwait`]) stops at the word of a wait
+//! across backends. So the facade keeps, per thread, the backend of the host function running
+//! there ([`enter_host_fn`], around every host function it submits), and, process-wide, the
+//! pending waits across backends by the backend of the awaited work and that of the waiting
+//! stream ([`PendingWait`]). A blocking call in a host function of backend `A` on incomplete
+//! work of backend `B` is refused with `Error::WouldDeadlock` while a pending wait awaits work
+//! of `A` and a pending wait holds a stream of `B` ([`host_fn_may_wait_for_itself`]): a chain of
+//! waits from `B`'s work to `A`'s crosses backends only through waits across backends, the
+//! first of which holds a stream of `B` and the last of which awaits work of `A`; a chain that
+//! stays inside one backend is that backend's own self-wait rule. The rule is conservative, as
+//! the CPU and CUDA backends' own rules for their host functions: the pending waits may be
+//! unrelated to the host function, and then the call could have completed; it never hangs.
+//!
+//! ```
+//! use devstream_core::foreign::{
+//!     enter_host_fn, host_fn_may_wait_for_itself, BackendKey, PendingWait,
+//! };
+//! use devstream_core::Place;
+//!
+//! let (cpu, wgpu) = (BackendKey::of(&Place::Cpu), BackendKey::of(&Place::Wgpu(0)));
+//! let pending = PendingWait::register(cpu, wgpu); // a wgpu stream waits on CPU work
+//! assert!(!host_fn_may_wait_for_itself(Some(wgpu)), "no host function runs here");
+//! {
+//!     let _running = enter_host_fn(cpu);          // a CPU host function runs here
+//!     assert!(host_fn_may_wait_for_itself(Some(wgpu))); // wgpu work may wait for it
+//!     drop(pending);                              // the awaited CPU work completed
+//!     assert!(!host_fn_may_wait_for_itself(Some(wgpu)));
+//! }
+//! ```
+//!
 //! ```
 //! use devstream_core::foreign::relay;
 //! use devstream_core::Completion;
@@ -41,8 +89,10 @@
 //! assert_eq!(outcome.result(), Ok(()));
 //! ```
 
-use crate::{Completion, Error, Result};
+use crate::{Completion, Error, Place, Result};
+use std::cell::Cell;
 use std::future::Future;
+use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
@@ -156,12 +206,126 @@ pub fn ready_now(completion: &mut Completion) -> Option<Result<()>> {
     }
 }
 
-/// The error a stream that is capturing answers for a wait on another backend's work: such a
-/// wait cannot be part of a graph yet. The capture is left as it was.
+/// Which backend a place belongs to, as waits across backends tell backends apart: places of
+/// different backend kinds, or custom devices of different device types (each device type is
+/// its own plug-in or registered backend), have different keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BackendKey(u64);
+
+impl BackendKey {
+    /// The key of `place`'s backend: the backend kind's position for the built-in backends
+    /// (no work on the host-function launch path), a hash of the device type with the top bit
+    /// set for custom devices.
+    #[inline]
+    pub fn of(place: &Place) -> BackendKey {
+        match place {
+            Place::Custom { device_type, .. } => {
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                device_type.hash(&mut hasher);
+                BackendKey(hasher.finish() | 1 << 63)
+            }
+            _ => BackendKey(place.backend() as u64),
+        }
+    }
+}
+
+thread_local! {
+    /// The backend of the host function running on this thread, if any.
+    static HOST_FN_BACKEND: Cell<Option<BackendKey>> = const { Cell::new(None) };
+}
+
+/// Marks the calling thread as running a host function of `backend` until dropped (it restores
+/// what was marked before).
+#[must_use = "the mark lasts as long as the scope"]
+pub struct HostFnScope {
+    previous: Option<BackendKey>,
+}
+
+impl Drop for HostFnScope {
+    fn drop(&mut self) {
+        let previous = self.previous;
+        let _ = HOST_FN_BACKEND.try_with(|running| running.set(previous));
+    }
+}
+
+/// Marks the calling thread as running a host function of `backend` (see the module
+/// documentation, "Host functions").
+#[inline]
+pub fn enter_host_fn(backend: BackendKey) -> HostFnScope {
+    let previous = HOST_FN_BACKEND
+        .try_with(|running| running.replace(Some(backend)))
+        .ok()
+        .flatten();
+    HostFnScope { previous }
+}
+
+/// The backends a pending wait across backends joins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Joined {
+    awaited: BackendKey,
+    waiting: BackendKey,
+}
+
+/// Number of pending waits across backends per pair of backends.
+static PENDING: std::sync::Mutex<Vec<(Joined, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// A wait across backends of a stream of one backend on incomplete work of another,
+/// registered until dropped (when that work is ready).
+#[derive(Debug)]
+pub struct PendingWait(Joined);
+
+impl PendingWait {
+    /// Registers a pending wait of a stream of `waiting` on work of `awaited`.
+    pub fn register(awaited: BackendKey, waiting: BackendKey) -> PendingWait {
+        let joined = Joined { awaited, waiting };
+        let mut pending = crate::sync::lock(&PENDING);
+        match pending.iter_mut().find(|(key, _)| *key == joined) {
+            Some((_, count)) => *count += 1,
+            None => pending.push((joined, 1)),
+        }
+        PendingWait(joined)
+    }
+}
+
+impl Drop for PendingWait {
+    fn drop(&mut self) {
+        let mut pending = crate::sync::lock(&PENDING);
+        if let Some(at) = pending.iter().position(|(key, _)| *key == self.0) {
+            pending[at].1 -= 1;
+            if pending[at].1 == 0 {
+                pending.swap_remove(at);
+            }
+        }
+    }
+}
+
+/// Whether a host function runs on the calling thread and incomplete work of `target` (`None`:
+/// of a backend not known) may wait for work queued after it through waits across backends: a
+/// pending wait awaits work of the host function's backend and a pending wait holds a stream
+/// of `target` (see the module documentation, "Host functions"). One thread-local read outside
+/// host functions.
+#[inline]
+pub fn host_fn_may_wait_for_itself(target: Option<BackendKey>) -> bool {
+    match HOST_FN_BACKEND.try_with(Cell::get).ok().flatten() {
+        None => false,
+        Some(running) => {
+            let pending = crate::sync::lock(&PENDING);
+            pending.iter().any(|(key, _)| key.awaited == running)
+                && pending
+                    .iter()
+                    .any(|(key, _)| target.is_none_or(|target| key.waiting == target))
+        }
+    }
+}
+
+/// The error a capturing stream of a place whose `capture_foreign_waits` capability is off
+/// answers for a wait on another backend's work: its graphs cannot hold such a wait. The
+/// capture is left as it was.
 pub fn refused_in_capture(op: &'static str) -> Error {
     Error::capture(
         op,
-        "a wait on another backend's work cannot be captured; the capture goes on without it",
+        "this place cannot capture a wait on another backend's work; the capture goes on \
+         without it",
     )
 }
 
@@ -226,6 +390,54 @@ mod tests {
         assert_eq!(count.load(Ordering::SeqCst), 1);
         drop(outcome);
         assert_eq!(weak.strong_count(), 0, "the relay kept the outcome alive");
+    }
+
+    #[test]
+    fn backend_keys_tell_backends_apart_as_waits_across_backends_do() {
+        let key = |text: &str| BackendKey::of(&text.parse::<Place>().unwrap());
+        assert_eq!(key("cuda:0"), key("cuda:1"));
+        assert_ne!(key("cuda:0"), key("hip:0"));
+        assert_ne!(key("cpu"), key("wgpu:0"));
+        assert_eq!(key("npu:0"), key("npu:3"));
+        assert_ne!(key("npu:0"), key("custom_cpu:0"));
+        assert_ne!(key("npu:0"), key("cpu"));
+    }
+
+    #[test]
+    fn a_pending_wait_counts_for_host_functions_of_the_awaited_backend_and_work_of_the_waiting_one()
+    {
+        let (cpu, wgpu, cuda) = (
+            BackendKey::of(&Place::Cpu),
+            BackendKey::of(&Place::Wgpu(0)),
+            BackendKey::of(&Place::Cuda(0)),
+        );
+        let first = PendingWait::register(cpu, wgpu);
+        let second = PendingWait::register(cpu, wgpu);
+        {
+            let _running = enter_host_fn(wgpu);
+            assert!(
+                !host_fn_may_wait_for_itself(Some(wgpu)),
+                "only CPU work is awaited"
+            );
+            let _nested = enter_host_fn(cpu);
+            assert!(host_fn_may_wait_for_itself(Some(wgpu)));
+            assert!(
+                !host_fn_may_wait_for_itself(Some(cuda)),
+                "no CUDA stream waits across backends"
+            );
+        }
+        assert!(
+            !host_fn_may_wait_for_itself(Some(wgpu)),
+            "the scopes restored: no host function runs"
+        );
+        let _running = enter_host_fn(cpu);
+        drop(first);
+        assert!(
+            host_fn_may_wait_for_itself(Some(wgpu)),
+            "one of the two waits is still pending"
+        );
+        drop(second);
+        assert!(!host_fn_may_wait_for_itself(Some(wgpu)));
     }
 
     #[test]

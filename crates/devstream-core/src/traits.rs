@@ -92,6 +92,10 @@
 //!   `Event::synchronize` of an event recorded after it — answers
 //!   [`Error::WouldDeadlock`](crate::Error) at once instead of hanging. A wait for a flag that
 //!   only later work sets cannot be told from one another thread will set, and blocks.
+//!   Through waits across backends no single backend sees such a cycle: the facade refuses a
+//!   blocking call on incomplete work in a host function while pending waits across backends
+//!   could lead from that work back to the host function's backend ([`crate::foreign`], "Host
+//!   functions").
 //!
 //! ## Waits across backends
 //! * `wait_event` and `wait_stream` take handles of the stream's own backend; the facade turns a
@@ -105,8 +109,11 @@
 //!   released and takes that error as its own: `synchronize` and the stream's completion report
 //!   it (its first error, as a host function's panic); its later work still runs (its own
 //!   device did not fail).
-//! * A capturing stream answers `Error::Capture` and the capture goes on unchanged
-//!   ([`crate::foreign::refused_in_capture`]); elision never skips such a wait.
+//! * A capturing stream records the wait into its graph where `capture_foreign_waits` is on
+//!   (each replay waits for the awaited work as it was when the wait was captured; see
+//!   [`crate::foreign`], "Captures"); where it is off, it answers `Error::Capture` and the
+//!   capture goes on unchanged ([`crate::foreign::refused_in_capture`]). Elision never skips
+//!   such a wait.
 //!
 //! # Captures
 //! * Work submitted to a capturing stream is recorded, not run; a stream that waits on an
@@ -314,8 +321,9 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
         /// Later work waits until `awaited` is ready (work of any backend, or any other
         /// completion); an error it ends with becomes this stream's error, reported in stream
         /// order. Returns at once; no thread is created or blocked for the wait (see "Waits
-        /// across backends" above and [`crate::foreign`]). A capturing stream answers
-        /// `Error::Capture` and its capture goes on. Capability `foreign_waits`.
+        /// across backends" above and [`crate::foreign`]). A capturing stream records the wait
+        /// into its graph (capability `capture_foreign_waits`), or answers `Error::Capture` and
+        /// its capture goes on. Capability `foreign_waits`.
         fn wait_completion(&self, awaited: Completion) -> Result<()>;
 
         /// Device memory of `len` bytes, usable by work submitted to this stream from now on;

@@ -32,6 +32,7 @@ pub(crate) const CAPABILITIES: Capabilities = {
     caps.buffers = true;
     caps.cross_device_wait = false;
     caps.foreign_waits = true;
+    caps.capture_foreign_waits = true;
     caps.external_handles = false;
     caps.stream_ordered_alloc = true;
     caps.nonblocking_query = true;

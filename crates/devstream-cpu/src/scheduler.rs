@@ -95,6 +95,10 @@ pub(crate) enum CommonOp {
     WriteFlag { flag: Arc<FlagInner>, value: u32 },
     /// A copy or a fill.
     Buffer(CpuBufferOp),
+    /// Reports the result of another backend's work this stream waited for (behind the flag
+    /// wait that held the stream until that work completed): every run of it, a graph's replays
+    /// included, reports an error of that work as this stream's.
+    Foreign(Arc<devstream_core::foreign::ForeignOutcome>),
 }
 
 /// One unit of stream work.
@@ -112,9 +116,6 @@ pub(crate) enum Op {
     WaitSeq { stream: Arc<StreamInner>, seq: u64 },
     /// Nothing: a marker that later work of other streams can wait for.
     Nop,
-    /// Reports the result of another backend's work this stream waited for (queued behind the
-    /// flag wait that held the stream until that work completed).
-    Foreign(Arc<devstream_core::foreign::ForeignOutcome>),
     /// A capturable operation.
     Common(CommonOp),
 }
@@ -130,7 +131,7 @@ impl Op {
                 buffers,
             }),
             Op::Common(common) => Some(common),
-            Op::Stamp { .. } | Op::WaitSeq { .. } | Op::Nop | Op::Foreign(_) => None,
+            Op::Stamp { .. } | Op::WaitSeq { .. } | Op::Nop => None,
         }
     }
 
@@ -202,7 +203,6 @@ fn execute(task: Task, stream: u64) -> Result<()> {
             Ok(())
         }
         Op::WaitSeq { .. } | Op::Nop => Ok(()),
-        Op::Foreign(outcome) => outcome.result(),
         Op::Common(common) => execute_common(common, stream),
     };
     RUNNING.with(|running| running.set(0));
@@ -227,6 +227,7 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
             Ok(())
         }
         CommonOp::Buffer(op) => execute_buffer(op),
+        CommonOp::Foreign(outcome) => outcome.result(),
     }
 }
 

@@ -223,6 +223,9 @@ impl<A: RawApi> Device<A> {
             && properties.can_map_host_memory;
         // Waits on other backends' work hold the stream at a flag word.
         caps.foreign_waits = caps.flags;
+        // Captured, such a wait is a memory-op node (the flag wait) and a host-function node
+        // (the report of the awaited work's error).
+        caps.capture_foreign_waits = caps.foreign_waits && caps.capture_host_funcs;
         caps.buffers = true;
         caps.cross_device_wait = true;
         caps.external_handles = true;

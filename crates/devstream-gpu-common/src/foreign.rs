@@ -10,11 +10,18 @@
 //! no thread is created or blocked per wait. An error of the awaited work is kept in the
 //! stream's error slot before the word is written, so the stream's next `synchronize` (which
 //! cannot return before the word is written) reports it.
+//!
+//! Captured, the flag wait is a memory-op node of the graph (a stream memory operation is
+//! captured like any other stream work), whose word the graph keeps; the report is a
+//! host-function node behind it that gives an error of the awaited work to the stream of each
+//! launch. So capture needs captured host functions: without them (`capture_host_funcs` off)
+//! the wait answers `Error::Capture` before anything reaches the capture.
 
-use crate::raw::RawApi;
+use crate::flag::GpuFlag;
+use crate::raw::{CaptureStatus, RawApi};
 use crate::stream::GpuStream;
 use crate::words::WaitWord;
-use devstream_core::{foreign, Completion, DeviceStream, Error, Result};
+use devstream_core::{foreign, Completion, DeviceFlag, Error, Result};
 use std::sync::Arc;
 
 /// Holds `stream`'s later work until `awaited` is ready; its error becomes the stream's.
@@ -26,16 +33,37 @@ pub(crate) fn wait_completion<A: RawApi>(
     if !device.caps.foreign_waits {
         return Err(Error::unsupported("wait_completion", &device.place));
     }
-    if stream.is_capturing()? {
+    stream.bind()?;
+    let capture = match stream.capture_sequence()? {
+        (CaptureStatus::None, _) => None,
+        (CaptureStatus::Active, id) => Some(id),
+        (CaptureStatus::Invalidated, _) => {
+            return Err(Error::capture(
+                "wait_completion",
+                "the stream's capture was invalidated; end it first",
+            ))
+        }
+    };
+    if capture.is_some() && !device.caps.capture_foreign_waits {
         return Err(foreign::refused_in_capture("wait_completion"));
     }
     match foreign::ready_now(&mut awaited) {
         Some(Ok(())) => return Ok(()),
-        Some(Err(error)) => {
+        Some(Err(error)) if capture.is_none() => {
             stream.inner.panic_slot().fail(error);
             return Ok(());
         }
-        None => {}
+        _ => {}
+    }
+    if let Some(id) = capture {
+        // A graph replays its wait node on every launch: the word must stay written once the
+        // awaited work is done, so a captured wait takes a flag of its own (kept by the graph)
+        // rather than a pooled word, which is recycled right after its release.
+        let gate = GpuFlag::create(device)?;
+        let released = gate.clone();
+        let outcome = foreign::relay(awaited, move |_| released.set(1));
+        gate.wait_on(stream, 1)?;
+        return stream.capture_host_call(id, Box::new(|| {}), Some(outcome));
     }
     let word = WaitWord::take(device)?;
     if let Err(error) = word.hold(stream) {

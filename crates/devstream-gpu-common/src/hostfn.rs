@@ -2,6 +2,7 @@
 //! until the stream's next `synchronize`, and the objects a capture owns until its graph does.
 
 use crate::raw::{RawApi, RawStream};
+use devstream_core::foreign::ForeignOutcome;
 use devstream_core::panic::{drop_contained, drop_payload, take_message};
 use devstream_core::sync::lock;
 use devstream_core::{Error, HostFn, Result};
@@ -236,11 +237,14 @@ impl GraphHostState {
         lock(&self.launches).pop_back();
     }
 
-    fn raise(&self, message: String) {
+    /// The panic slot of the launch running now (the front one).
+    fn front(&self) -> Arc<PanicSlot> {
         let target = lock(&self.launches).front().cloned();
-        target
-            .unwrap_or_else(|| self.fallback.clone())
-            .raise(message);
+        target.unwrap_or_else(|| self.fallback.clone())
+    }
+
+    fn raise(&self, message: String) {
+        self.front().raise(message);
     }
 
     /// [`stream_token`] of the stream of the launch running now (the front one; 0 if none).
@@ -349,16 +353,29 @@ impl PanicSink {
             PanicSink::Graph(state) => state.raise(message),
         }
     }
+
+    fn fail(&self, error: Error) {
+        match self {
+            PanicSink::Stream(slot) => slot.fail(error),
+            PanicSink::Graph(state) => state.front().fail(error),
+        }
+    }
 }
 
 pub(crate) struct HostCall {
     pub(crate) f: HostFn,
     pub(crate) sink: PanicSink,
+    /// The awaited work of a captured wait across backends: each run reports its error to the
+    /// sink (the stream of the launch), after `f`.
+    pub(crate) report: Option<Arc<ForeignOutcome>>,
 }
 
 fn run(call: &mut HostCall) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(|| (call.f)())) {
         call.sink.raise(take_message(payload));
+    }
+    if let Some(Err(error)) = call.report.as_ref().map(|outcome| outcome.result()) {
+        call.sink.fail(error);
     }
 }
 

@@ -717,6 +717,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
                 let call = Box::new(HostCall {
                     f,
                     sink: PanicSink::Stream(self.inner.panic_slot().clone()),
+                    report: None,
                 });
                 let data = Box::into_raw(call).cast();
                 // SAFETY: `host_once` takes ownership of `data` when the runtime runs it, once.
@@ -727,44 +728,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
                 }
                 Ok(())
             }
-            CaptureStatus::Active => {
-                let runtime = Runtime::<A>::get()?;
-                let mut captures = runtime
-                    .captures
-                    .lock()
-                    .map_err(|_| Error::InvalidArgument("capture registry poisoned".into()))?;
-                let owned = captures
-                    .entry(id)
-                    .or_insert_with(|| CaptureOwned::new(self.inner.panic_slot().clone()));
-                if let Some(def) = &owned.def {
-                    if !def.add_host_function() {
-                        // Refused before anything is queued: the capture stays as it was.
-                        return Err(Error::unsupported(
-                            "launch_host_func into a graph definition that another capture \
-                             appends to",
-                            &device.place,
-                        ));
-                    }
-                }
-                let call = Box::new(HostCall {
-                    f,
-                    sink: PanicSink::Graph(owned.host_state.clone()),
-                });
-                let data: *mut HostCall = Box::into_raw(call);
-                // SAFETY: the HostCall is owned by the capture, then by the graph, which frees
-                // it only after its last launch completed.
-                match unsafe { A::launch_host_func(self.raw(), host_in_graph, data.cast()) } {
-                    Ok(()) => {
-                        owned.keep.push(Box::new(OwnedHostCall(data)));
-                        Ok(())
-                    }
-                    Err(e) => {
-                        drop(OwnedHostCall(data));
-                        drop(captures);
-                        Err(self.capture_violation("launch_host_func", map_error::<A>(e)))
-                    }
-                }
-            }
+            CaptureStatus::Active => self.capture_host_call(id, f, None),
             CaptureStatus::Invalidated => Err(Error::capture(
                 "launch_host_func",
                 "the stream's capture was invalidated; end it first",

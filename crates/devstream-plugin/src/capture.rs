@@ -110,7 +110,16 @@ impl CaptureShared {
 
     /// A host function of the graph: a callback the plug-in calls on every replay with the
     /// returned token, which names it while this capture (its graph) lives.
-    pub(crate) fn host_fn(&self, f: HostFn) -> *mut c_void {
+    pub(crate) fn host_fn(&self, mut f: HostFn) -> *mut c_void {
+        self.fallible_fn(Box::new(move || {
+            f();
+            Ok(())
+        }))
+    }
+
+    /// [`CaptureShared::host_fn`] for a function whose error each replay reports on the
+    /// launch's stream, as a panic is.
+    pub(crate) fn fallible_fn(&self, f: GraphFn) -> *mut c_void {
         let payload = Arc::new(GraphHostFn {
             f: Mutex::new(f),
             origin: self.origin,
@@ -401,9 +410,13 @@ impl Drop for GraphFnToken {
     }
 }
 
+/// What a graph's callback runs on every replay: an error it returns is reported on the
+/// launch's stream.
+pub(crate) type GraphFn = Box<dyn FnMut() -> Result<()> + Send>;
+
 /// A host function kept in a graph: run on every replay, dropped with the graph.
 struct GraphHostFn {
-    f: Mutex<HostFn>,
+    f: Mutex<GraphFn>,
     /// The stream that captured it (named in a panic's error if the launch stream is unknown).
     origin: u64,
     launches: Arc<Mutex<Vec<Launch>>>,
@@ -428,27 +441,36 @@ pub(crate) unsafe extern "C" fn graph_trampoline(
             return;
         };
         let mut f = lock(&payload.f);
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| (*f)())) {
-            drop(f);
-            let message = devstream_core::panic::message(panic.as_ref());
-            let launch = lock(&payload.launches)
-                .iter()
-                .find(|l| l.handle == stream as usize)
-                .map(|l| (l.stream, l.errors.clone()));
-            match launch {
-                Some((stream, errors)) => {
-                    let mut first = lock(&errors);
-                    if first.is_none() {
-                        *first = Some(Error::HostFuncPanicked { stream, message });
-                    }
+        let ran = catch_unwind(AssertUnwindSafe(|| (*f)()));
+        drop(f);
+        let launch = lock(&payload.launches)
+            .iter()
+            .find(|l| l.handle == stream as usize)
+            .map(|l| (l.stream, l.errors.clone()));
+        let error = match ran {
+            Ok(Ok(())) => return,
+            Ok(Err(error)) => error,
+            Err(panic) => {
+                let message = devstream_core::panic::message(panic.as_ref());
+                drop_payload(panic);
+                Error::HostFuncPanicked {
+                    stream: launch.as_ref().map_or(payload.origin, |(id, _)| *id),
+                    message,
                 }
-                None => tracing::warn!(
-                    "devstream-plugin: a host function captured on stream {} panicked in a \
-                     replay on a stream devstream did not launch it on: {message}",
-                    payload.origin
-                ),
             }
-            drop_payload(panic);
+        };
+        match launch {
+            Some((_, errors)) => {
+                let mut first = lock(&errors);
+                if first.is_none() {
+                    *first = Some(error);
+                }
+            }
+            None => tracing::warn!(
+                "devstream-plugin: a host function captured on stream {} failed in a replay \
+                 on a stream devstream did not launch it on: {error}",
+                payload.origin
+            ),
         }
     }));
     if let Err(panic) = outcome {

@@ -201,7 +201,10 @@ fn caps_of(core: &StreamCore) -> Capabilities {
 }
 
 /// Puts a captured callback (its data kept by the capture) on a capturing stream.
-fn submit_graph_callback(core: &Arc<StreamCore>, data: *mut std::ffi::c_void) -> Result<()> {
+pub(crate) fn submit_graph_callback(
+    core: &Arc<StreamCore>,
+    data: *mut std::ffi::c_void,
+) -> Result<()> {
     let data = data as usize;
     core.submit(Item::Op(Box::new(move |core: &StreamCore| {
         core.runtime.add_callback(

@@ -201,6 +201,7 @@ fn capabilities_for(features: wgpu::Features) -> Capabilities {
     caps.buffers = true;
     caps.cross_device_wait = true;
     caps.foreign_waits = true;
+    caps.capture_foreign_waits = true;
     caps.external_handles = false;
     caps.stream_ordered_alloc = false;
     caps.nonblocking_query = true;

@@ -9,6 +9,7 @@ use crate::flag::FlagInner;
 use crate::kernel::KernelInner;
 use crate::stream::WgpuStream;
 use devstream_core::capture::{self, CaptureRegistration, Invalidation, JoinClock};
+use devstream_core::foreign::ForeignOutcome;
 use devstream_core::ops::BufferOp;
 use devstream_core::{CaptureMode, DeviceGraph, Error, HostFn, Place, Result};
 use std::collections::HashMap;
@@ -35,6 +36,9 @@ pub(crate) enum Op {
     WaitStream(WgpuStream),
     WaitFlag(Arc<FlagInner>, u32),
     WriteFlag(Arc<FlagInner>, u32),
+    /// The report of another backend's work a captured wait held the stream for (behind that
+    /// wait's `WaitFlag`): each replay makes an error of that work the launch stream's.
+    Foreign(Arc<ForeignOutcome>),
     Graph(Arc<Vec<Op>>),
 }
 

@@ -11,7 +11,7 @@
 
 use crate::stream::StreamApi;
 use crate::{Event, Stream};
-use devstream_core::{foreign, Place, Result};
+use devstream_core::{foreign, selfwait, Completion, Place, Result};
 
 /// Whether `here` and `there` are places of different backends (see the module documentation).
 pub(crate) fn different_backends(here: &Place, there: &Place) -> bool {
@@ -57,30 +57,96 @@ fn supported(stream: &Stream) -> Result<()> {
     }
 }
 
-/// `stream` waits for what `event` (of another backend) captured.
-pub(crate) fn wait_foreign_event(stream: &Stream, op: &'static str, event: &Event) -> Result<()> {
-    supported(stream)?;
-    if StreamApi::is_capturing(stream)? {
+/// `Error::Capture` (the capture left as it was) where `stream` captures and its place cannot
+/// take a wait on other backends' work into a graph.
+fn capturable(stream: &Stream, op: &'static str) -> Result<()> {
+    if StreamApi::is_capturing(stream)? && !StreamApi::capabilities(stream).capture_foreign_waits {
         return Err(foreign::refused_in_capture(op));
     }
+    Ok(())
+}
+
+/// `stream` waits for what `event` (of another backend) captured. On a capturing stream the
+/// wait becomes part of the graph (`devstream_core::foreign`, "Captures").
+pub(crate) fn wait_foreign_event(stream: &Stream, op: &'static str, event: &Event) -> Result<()> {
+    supported(stream)?;
+    capturable(stream, op)?;
     let mut awaited = event.completion();
     match foreign::ready_now(&mut awaited) {
         // Done, or never recorded: nothing to wait for.
         Some(Ok(())) => Ok(()),
-        // Recorded in a capture that is still active: not work this stream can wait for.
-        Some(Err(e @ devstream_core::Error::Capture { .. })) => Err(e),
+        // Recorded in a capture that is still active: not work this stream can wait for. Or
+        // no completion can be made here (inside a host function of a runtime that forbids
+        // its calls there): the call fails, the stream is left as it was.
+        Some(Err(
+            e @ (devstream_core::Error::Capture { .. }
+            | devstream_core::Error::WouldDeadlock { .. }),
+        )) => Err(e),
         // Ended with an error already: the stream still takes it in stream order.
-        _ => StreamApi::wait_completion(stream, awaited),
+        Some(Err(_)) => StreamApi::wait_completion(stream, awaited),
+        None => {
+            // Registered until the awaited work is ready, for the host-function rule.
+            let here = StreamApi::place(stream);
+            let there = event.place().unwrap_or_else(|| here.clone());
+            let pending = foreign::PendingWait::register(
+                foreign::BackendKey::of(&there),
+                foreign::BackendKey::of(here),
+            );
+            let (registered, completer) = Completion::pending();
+            foreign::relay(awaited, move |result| {
+                drop(pending);
+                completer.complete(result.clone());
+            });
+            StreamApi::wait_completion(stream, registered)
+        }
     }
+}
+
+/// Whether a blocking call on work of `target` (`None`: a place not known) in the host function
+/// running on this thread (if any) must be refused: that work may wait for the host function
+/// through waits across backends (`devstream_core::foreign`, "Host functions") and it is not
+/// complete.
+fn refuse_in_host_fn(
+    op: &'static str,
+    target: Option<&Place>,
+    complete: impl FnOnce() -> Result<bool>,
+) -> Result<()> {
+    if !foreign::host_fn_may_wait_for_itself(target.map(foreign::BackendKey::of)) || complete()? {
+        return Ok(());
+    }
+    Err(selfwait::would_deadlock(
+        op,
+        "incomplete work that may wait, through waits across backends, for work queued after \
+         the host function",
+    ))
+}
+
+/// [`refuse_in_host_fn`] for `Stream::synchronize` (a place without a non-blocking query
+/// counts as incomplete).
+#[inline]
+pub(crate) fn check_host_fn_stream_wait(stream: &Stream) -> Result<()> {
+    refuse_in_host_fn("synchronize", Some(StreamApi::place(stream)), || {
+        if StreamApi::capabilities(stream).nonblocking_query {
+            StreamApi::query(stream)
+        } else {
+            Ok(false)
+        }
+    })
+}
+
+/// [`refuse_in_host_fn`] for `Event::synchronize`.
+#[inline]
+pub(crate) fn check_host_fn_event_wait(event: &Event) -> Result<()> {
+    refuse_in_host_fn("Event::synchronize", event.place().as_ref(), || {
+        event.query()
+    })
 }
 
 /// `stream` waits for all work submitted to `other` (of another backend) so far: a wait on an
 /// event recorded on `other` now.
 pub(crate) fn wait_foreign_stream(stream: &Stream, other: &Stream) -> Result<()> {
     supported(stream)?;
-    if StreamApi::is_capturing(stream)? {
-        return Err(foreign::refused_in_capture("wait_stream"));
-    }
+    capturable(stream, "wait_stream")?;
     let event = StreamApi::record_event(other)?;
     wait_foreign_event(stream, "wait_stream", &event)
 }

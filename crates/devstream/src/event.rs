@@ -63,12 +63,16 @@ impl Event {
             || EventApi::query(self),
         )
     }
-    /// Blocks until the captured work is done.
+    /// Blocks until the captured work is done. Inside a host function, `Error::WouldDeadlock`
+    /// where that work may wait for work queued after the host function.
     #[inline]
     pub fn synchronize(&self) -> Result<()> {
         crate::stream::spanned(
             || tracing::trace_span!("devstream.event_synchronize", event = self.id()),
-            || EventApi::synchronize(self),
+            || {
+                crate::cross::check_host_fn_event_wait(self)?;
+                EventApi::synchronize(self)
+            },
         )
     }
     /// A future that is ready when the work this event captured is done (at once for a

@@ -4,8 +4,8 @@ use crate::dispatch::Member;
 use crate::registry::{self, with_backend};
 use crate::{DeviceBuffer, Event, Flag, Graph, HostBuffer};
 use devstream_core::{
-    current, Capabilities, CaptureMode, Completion, DeviceBackend, HostFn, Place, Priority, Result,
-    StreamOptions,
+    current, foreign, Capabilities, CaptureMode, Completion, DeviceBackend, HostFn, Place,
+    Priority, Result, StreamOptions,
 };
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
@@ -114,7 +114,7 @@ crate::dispatch::stream_api! {
     /// `true` iff all submitted work is done (CuPy's `done`, torch's `query()`).
     Host fn query(&self) -> Result<bool>;
     /// Blocks until all submitted work is done; returns the first error that work raised.
-    Host fn synchronize(&self) -> Result<()>;
+    Custom fn synchronize(&self) -> Result<()>;
     /// A future that is ready when all work submitted to this stream so far is done, with the
     /// result [`synchronize`](Stream::synchronize) would give then (the first error of that
     /// work, e.g. [`Error::HostFuncPanicked`](crate::Error::HostFuncPanicked); observed, not
@@ -331,9 +331,28 @@ impl Stream {
     /// Runs `f` on the host after all earlier work of the stream; later work waits for it.
     /// Captured, it runs once per `Graph::launch`. A panic in `f` surfaces from `synchronize`.
     #[inline]
-    pub fn launch_host_func(&self, f: impl FnMut() + Send + 'static) -> Result<()> {
+    pub fn launch_host_func(&self, mut f: impl FnMut() + Send + 'static) -> Result<()> {
+        // Blocking calls made by `f` know which backend's host function they run in (see
+        // `devstream_core::foreign`, "Host functions").
+        let backend = foreign::BackendKey::of(StreamApi::place(self));
         op!("devstream.launch_host_func", self, Device, |_op| {
-            StreamApi::launch_host_func(self, Box::new(f))
+            StreamApi::launch_host_func(
+                self,
+                Box::new(move || {
+                    let _running = foreign::enter_host_fn(backend);
+                    f()
+                }),
+            )
+        })
+    }
+    /// Blocks until all submitted work is done; returns the first error that work raised.
+    /// Inside a host function, `Error::WouldDeadlock` where that work may wait for work queued
+    /// after the host function.
+    #[inline]
+    pub fn synchronize(&self) -> Result<()> {
+        op!("devstream.synchronize", self, Host, |_op| {
+            crate::cross::check_host_fn_stream_wait(self)?;
+            StreamApi::synchronize(self)
         })
     }
     /// Makes this stream the calling thread's current stream for its place until the guard

@@ -3,6 +3,7 @@
 //! for a stream that captures (a forbidden call invalidates and ends its capture).
 
 use super::*;
+use devstream_core::foreign::ForeignOutcome;
 
 impl<A: RawApi> GpuStream<A> {
     /// The native capture status and sequence id.
@@ -23,6 +24,53 @@ impl<A: RawApi> GpuStream<A> {
         // SAFETY: the stream is alive; its context is bound by the caller where needed.
         let info = check::<A, _>(unsafe { A::stream_capture_info(self.raw()) })?;
         Ok((info.status, info.id))
+    }
+
+    /// Captures a host-function node running `f`, then reporting `report`'s error (if given) to
+    /// the stream of each launch, into capture `id` (active on this stream). Owned by the
+    /// capture, then by its graph.
+    pub(crate) fn capture_host_call(
+        &self,
+        id: u64,
+        f: HostFn,
+        report: Option<Arc<ForeignOutcome>>,
+    ) -> Result<()> {
+        let runtime = Runtime::<A>::get()?;
+        let mut captures = runtime
+            .captures
+            .lock()
+            .map_err(|_| Error::InvalidArgument("capture registry poisoned".into()))?;
+        let owned = captures
+            .entry(id)
+            .or_insert_with(|| CaptureOwned::new(self.inner.panic_slot().clone()));
+        if let Some(def) = &owned.def {
+            if !def.add_host_function() {
+                // Refused before anything is queued: the capture stays as it was.
+                return Err(Error::unsupported(
+                    "launch_host_func into a graph definition that another capture appends to",
+                    &self.inner.device.place,
+                ));
+            }
+        }
+        let call = Box::new(HostCall {
+            f,
+            sink: PanicSink::Graph(owned.host_state.clone()),
+            report,
+        });
+        let data: *mut HostCall = Box::into_raw(call);
+        // SAFETY: the HostCall is owned by the capture, then by the graph, which frees it only
+        // after its last launch completed.
+        match unsafe { A::launch_host_func(self.raw(), host_in_graph, data.cast()) } {
+            Ok(()) => {
+                owned.keep.push(Box::new(OwnedHostCall(data)));
+                Ok(())
+            }
+            Err(e) => {
+                drop(OwnedHostCall(data));
+                drop(captures);
+                Err(self.capture_violation("launch_host_func", map_error::<A>(e)))
+            }
+        }
     }
 
     /// If the stream is capturing, hands `item` to the capture (it will be owned by the graph)

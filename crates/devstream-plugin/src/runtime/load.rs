@@ -181,6 +181,8 @@ impl LoadedPlugin {
         caps.flags = caps.host_funcs;
         // Waits on other backends hold later work at a host gate, as flag waits do.
         caps.foreign_waits = caps.flags;
+        // Captured, such a wait is a graph callback, as a captured flag wait is.
+        caps.capture_foreign_waits = caps.foreign_waits && caps.capture_host_funcs;
         caps.buffers = true;
         // devstream's caching pool over the plug-in's allocator (`crate::mempool`).
         caps.memory_pools = true;

@@ -170,6 +170,11 @@ impl WgpuStream {
                 self.write_flag_locked(&mut sched, flag, value);
                 Ok(())
             }
+            Op::Foreign(outcome) => {
+                flush_locked(device, &mut sched, id, false);
+                hold_locked(device, &mut sched, id, Held::Foreign(outcome));
+                Ok(())
+            }
             Op::Graph(ops) => {
                 drop(sched);
                 self.replay(&ops)

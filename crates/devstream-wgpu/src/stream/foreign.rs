@@ -4,29 +4,33 @@
 //! device's poller, the one thread that already releases held work); a `Held::Foreign` item
 //! behind the flag wait makes an error of the awaited work this stream's error. No thread is
 //! created or blocked per wait.
+//!
+//! A capturing stream records the same two operations (`Op::WaitFlag` on that flag, then
+//! `Op::Foreign`): the flag is set once, when the awaited work completes, and stays set, so
+//! each replay holds the launch stream until that work completed and passes at once afterwards.
 
 use super::WgpuStream;
 use crate::flag::WgpuFlag;
+use crate::graph::Op;
 use crate::sched::{flush_locked, hold_locked, Held};
 use devstream_core::{foreign, Completion, Result};
 use std::sync::Arc;
 
 impl WgpuStream {
-    /// Holds later work until `awaited` is ready; its error becomes the stream's.
+    /// Holds later work until `awaited` is ready; its error becomes the stream's. Captured, the
+    /// wait and the report become operations of the graph.
     pub(super) fn wait_foreign(&self, awaited: Completion) -> Result<()> {
         let device = &self.handle.device;
         let id = self.handle.id;
-        if self.capturing(&mut self.lock()).is_some() {
-            return Err(foreign::refused_in_capture("wait_completion"));
-        }
         let gate = WgpuFlag::new(device.place.clone()).inner;
         let released = Arc::clone(&gate);
         // Relayed before the scheduler lock is taken: a completion that is ready now releases
         // on this thread.
         let outcome = foreign::relay(awaited, move |_| released.store(1));
         let mut sched = self.lock();
-        if self.capturing(&mut sched).is_some() {
-            return Err(foreign::refused_in_capture("wait_completion"));
+        if let Some(session) = self.capturing(&mut sched) {
+            self.push_captured(&session, Op::WaitFlag(gate, 1))?;
+            return self.push_captured(&session, Op::Foreign(outcome));
         }
         self.state(&mut sched)?;
         self.wait_flag_locked(&mut sched, gate, 1);

@@ -1,0 +1,287 @@
+//! Hostile uses of waits across backends (`devstream_core::traits`, "Waits across backends" and
+//! "Host functions"; docs/CROSS_BACKEND.md): the awaited side, or a graph holding a captured
+//! wait, dropped while a wait on it is pending, and host functions of one backend that wait on
+//! another backend's work.
+//!
+//! Each check runs on every ordered pair of places under test whose backends differ, as in
+//! `cross.rs`: the first place produces (or runs the host function), the second waits.
+
+use crate::cross::{
+    captures_foreign_waits, consumers_of, for_each_pair, for_each_pair_alone, gated_stream,
+    leaks_nothing, observable, PendingWait,
+};
+use crate::harness::{
+    assert_stays_false, caps, for_each_place_isolated, not_applicable, sync, within, Gate, Log,
+    HANG,
+};
+use devstream::{CaptureMode, Error, Event, Result, Stream};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The awaited stream, the awaited event and the producer's last handles on its device (its
+/// stream, its event, the gate's flag) all dropped while a wait across backends on them is
+/// pending: once the producer's work is released the consumer's later work runs, and no stream
+/// or event stays live.
+#[test]
+fn a_pending_wait_across_backends_outlives_every_producer_handle_and_leaks_nothing() {
+    for_each_pair_alone(|producer, consumer| {
+        leaks_nothing(
+            "the producer's handles were dropped under a pending wait",
+            || {
+                let Some(PendingWait {
+                    consumer_stream,
+                    stream,
+                    gate,
+                    event,
+                    log,
+                }) = PendingWait::new(producer, consumer)?
+                else {
+                    return Ok(());
+                };
+                drop(event);
+                drop(stream);
+                if observable(consumer) {
+                    assert_stays_false(
+                        "the consumer ran before the dropped producer's work",
+                        || log.contains(&"consumed"),
+                    );
+                }
+                // The gate holds the producer's last handle (its flag, or its host gate); dropping
+                // it opens the gate.
+                drop(gate);
+                sync(&consumer_stream)?;
+                if observable(consumer) {
+                    assert!(log.contains(&"consumed"), "the consumer's work never ran");
+                    if caps(producer).host_funcs {
+                        assert!(
+                            log.position(&"produced") < log.position(&"consumed"),
+                            "the consumer ran before the dropped producer's work: {:?}",
+                            log.entries()
+                        );
+                    }
+                }
+                Ok(())
+            },
+        )
+    });
+}
+
+/// A call made inside a host function, and what it answered.
+struct HostFnCall {
+    stream: Stream,
+    answer: Arc<Mutex<Option<Result<()>>>>,
+}
+
+impl HostFnCall {
+    /// Launches a host function on `stream` that makes `call` and keeps its answer.
+    fn launch(stream: &Stream, call: impl FnOnce() -> Result<()> + Send + 'static) -> Result<Self> {
+        let answer: Arc<Mutex<Option<Result<()>>>> = Arc::new(Mutex::new(None));
+        let (slot, mut call) = (answer.clone(), Some(call));
+        stream.launch_host_func(move || {
+            if let Some(call) = call.take() {
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(call());
+            }
+        })?;
+        Ok(HostFnCall {
+            stream: stream.clone(),
+            answer,
+        })
+    }
+
+    /// What the call answered, once the host function's stream has synchronized; fails naming
+    /// `what` if that takes longer than [`HANG`] (after running `rescue`).
+    fn answer(self, what: &str, rescue: impl FnOnce()) -> Result<Option<Result<()>>> {
+        let stream = self.stream.clone();
+        within(*HANG, what, move || stream.synchronize(), rescue)?;
+        let answer = self.answer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Ok(answer)
+    }
+}
+
+/// A host function of the producer's backend synchronizes an event of the consumer's backend
+/// whose stream waits (across backends) on the host function's own stream behind that host
+/// function: the wait can never end, so the call answers `Error::WouldDeadlock` at once, as
+/// a host function synchronizing its own later work does; both streams then complete. Each
+/// producer place in a child process of its own (a hang leaves a blocked thread behind).
+#[test]
+fn a_host_function_synchronizing_another_backend_s_event_that_waits_on_it_would_deadlock() {
+    for_each_place_isolated(
+        "cross_hostile::a_host_function_synchronizing_another_backend_s_event_that_waits_on_it_would_deadlock",
+        |producer| {
+            if !caps(producer).host_funcs {
+                not_applicable(producer, "no host functions");
+                return Ok(());
+            }
+            for consumer in consumers_of(producer)? {
+                let host_stream = Stream::new(producer)?;
+                let waiting = Stream::new(&consumer)?;
+                let Some(gate) = Gate::close(&host_stream)? else {
+                    not_applicable(producer, "no gate");
+                    return Ok(());
+                };
+                let awaited: Arc<OnceLock<Event>> = Arc::new(OnceLock::new());
+                let event = awaited.clone();
+                let call = HostFnCall::launch(&host_stream, move || match event.get() {
+                    Some(event) => event.synchronize(),
+                    None => Err(Error::InvalidArgument("no event to synchronize".into())),
+                })?;
+                // The consumer's stream waits for the host function's stream, host function
+                // included; its event stands for that wait.
+                waiting.wait_stream(&host_stream)?;
+                let _ = awaited.set(waiting.record_event()?);
+                gate.release();
+                let result = call.answer(
+                    &format!(
+                        "{producer} → {consumer}: the host function's synchronize of an event \
+                         that waits on it"
+                    ),
+                    || {},
+                )?;
+                assert!(
+                    matches!(result, Some(Err(Error::WouldDeadlock { .. }))),
+                    "{producer} → {consumer}: the host function's synchronize answered \
+                     {result:?}, not WouldDeadlock"
+                );
+                sync(&waiting)?;
+                eprintln!("[conformance]   {producer} → {consumer}: ok");
+            }
+            Ok(())
+        },
+    );
+}
+
+/// A host function of the producer's backend may make another stream wait on work across
+/// backends (here, a stream of the consumer's backend waits on a held stream of the
+/// producer's): the call returns at once, and the waiting stream's later work runs after the
+/// held work once it is released. Where the producer's runtime forbids its calls inside its
+/// host functions (CUDA, HIP: the awaited record and completion need them), the call answers
+/// `Error::WouldDeadlock` at once and the waiting stream is left as it was.
+#[test]
+fn a_host_function_may_make_a_wait_across_backends() {
+    for_each_pair(|producer, consumer| {
+        if !caps(producer).host_funcs || !observable(consumer) {
+            not_applicable(producer, "no host functions on one side");
+            return Ok(());
+        }
+        let waiting = Stream::new(consumer)?;
+        let Some((held, gate)) = gated_stream(producer)? else {
+            return Ok(());
+        };
+        let log = Log::new();
+        held.launch_host_func(log.task("held"))?;
+        let host_stream = Stream::new(producer)?;
+        let (w, h) = (waiting.clone(), held.clone());
+        let call = HostFnCall::launch(&host_stream, move || w.wait_stream(&h))?;
+        let result = call.answer("a host function's wait across backends", gate.opener())?;
+        let waited = match result {
+            Some(Ok(())) => true,
+            Some(Err(Error::WouldDeadlock { .. })) => {
+                not_applicable(
+                    producer,
+                    &format!("its host functions cannot make {result:?}"),
+                );
+                false
+            }
+            other => panic!("the wait made in a host function answered {other:?}"),
+        };
+        waiting.launch_host_func(log.task("waited"))?;
+        gate.release();
+        sync(&waiting)?;
+        if waited {
+            assert!(
+                log.position(&"held") < log.position(&"waited"),
+                "the waiting stream ran before the held work: {:?}",
+                log.entries()
+            );
+        }
+        sync(&held)
+    });
+}
+
+/// A host function of the producer's backend may synchronize an event of the consumer's
+/// backend whose work does not depend on the host function: the call waits for that work and
+/// returns `Ok` (or a typed `Error::WouldDeadlock` at once where the runtime forbids the call
+/// there). Alone in the process: the rule that refuses such a call is conservative (it
+/// refuses while pending waits across backends could lead from that work back to the host
+/// function's backend, see docs/CROSS_BACKEND.md, "Host functions"), and other checks leave
+/// such waits pending.
+#[test]
+fn a_host_function_may_synchronize_independent_work_of_another_backend() {
+    for_each_pair_alone(|producer, consumer| {
+        if !caps(producer).host_funcs || !observable(consumer) {
+            not_applicable(producer, "no host functions on one side");
+            return Ok(());
+        }
+        let other = Stream::new(consumer)?;
+        let log = Log::new();
+        other.launch_host_func(log.task("independent"))?;
+        let event = other.record_event()?;
+        let host_stream = Stream::new(producer)?;
+        let call = HostFnCall::launch(&host_stream, move || event.synchronize())?;
+        let result = call.answer(
+            "a host function's synchronize of independent work of another backend",
+            || {},
+        )?;
+        match result {
+            Some(Ok(())) => assert!(log.contains(&"independent")),
+            // Where the runtime forbids its calls in host functions (a CUDA host function
+            // synchronizing HIP work of the same driver): a typed error, never a hang.
+            Some(Err(Error::WouldDeadlock { .. })) => not_applicable(
+                producer,
+                &format!("its host functions cannot make {result:?}"),
+            ),
+            other => panic!("the host function's synchronize answered {other:?}"),
+        }
+        sync(&other)
+    });
+}
+
+/// A graph holding a captured wait across backends, dropped (with the stream that captured it,
+/// the awaited event and the producer's handles) while its replay waits for the held producer:
+/// the replay still runs once the producer is released, after the producer's work, and no
+/// stream or event stays live.
+#[test]
+fn a_graph_with_a_captured_wait_dropped_while_its_replay_waits_leaks_nothing() {
+    for_each_pair_alone(|producer, consumer| {
+        if !captures_foreign_waits(consumer) {
+            return Ok(());
+        }
+        leaks_nothing("a graph with a pending captured wait was dropped", || {
+            let launching = Stream::new(consumer)?;
+            let Some((stream, gate)) = gated_stream(producer)? else {
+                return Ok(());
+            };
+            let log = Log::new();
+            if caps(producer).host_funcs {
+                stream.launch_host_func(log.task("produced"))?;
+            }
+            let event = stream.record_event()?;
+            let capturing = Stream::new(consumer)?;
+            capturing.begin_capture(CaptureMode::ThreadLocal)?;
+            capturing.wait_event(&event)?;
+            capturing.launch_host_func(log.task("replayed"))?;
+            let graph = capturing.end_capture()?;
+            graph.launch(&launching)?;
+            drop(graph);
+            drop(capturing);
+            drop(event);
+            drop(stream);
+            assert_stays_false("the replay ran through the producer's gate", || {
+                log.contains(&"replayed")
+            });
+            drop(gate);
+            sync(&launching)?;
+            assert!(
+                log.contains(&"replayed"),
+                "the dropped graph's replay never ran"
+            );
+            if caps(producer).host_funcs {
+                assert!(
+                    log.position(&"produced") < log.position(&"replayed"),
+                    "the replay ran before the producer's work: {:?}",
+                    log.entries()
+                );
+            }
+            Ok(())
+        })
+    });
+}
