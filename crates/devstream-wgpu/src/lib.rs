@@ -120,6 +120,7 @@ mod flag;
 mod graph;
 mod hostfn;
 mod kernel;
+mod mempool;
 mod sched;
 mod stream;
 mod util;
@@ -135,6 +136,7 @@ pub use event::WgpuEvent;
 pub use flag::WgpuFlag;
 pub use graph::WgpuGraph;
 pub use kernel::WgpuKernel;
+pub use mempool::{WgpuBlocks, WgpuMemoryPool};
 pub use stream::WgpuStream;
 
 /// The wgpu crate this backend is built on, so that users adopt and inspect native objects with
