@@ -129,6 +129,8 @@ mod util;
 mod tests;
 #[cfg(test)]
 mod tests_hostile;
+#[cfg(test)]
+mod tests_pool;
 
 pub use buffer::{WgpuBuffer, WgpuHostBuffer};
 pub use device::{adapters, AdapterEntry, WgpuBackend, WgpuDevice, BACKENDS_ENV};
