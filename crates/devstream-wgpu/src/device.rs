@@ -81,6 +81,8 @@ pub(crate) struct DeviceShared {
     shutdown: Arc<AtomicBool>,
     /// The pool `alloc` takes from, made on first use.
     default_pool: OnceLock<Arc<crate::mempool::WgpuMemoryPool>>,
+    /// Every pool of the device, released to its threshold at synchronisation points.
+    pub(crate) pools: crate::mempool::DevicePools,
 }
 
 /// A device-level fault: the device was lost, a wgpu error escaped every scope, a poll or a
@@ -257,6 +259,7 @@ impl DeviceShared {
             note,
             shutdown: Arc::new(AtomicBool::new(false)),
             default_pool: OnceLock::new(),
+            pools: Default::default(),
         });
         let fault = Arc::clone(&shared.fault);
         let signal = Arc::clone(&shared.signal);

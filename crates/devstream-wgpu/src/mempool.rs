@@ -13,12 +13,19 @@
 //!   the scheduler resolves when it releases that far.
 //! * The block waits in its pool's pending list until every one of those records is complete
 //!   (its work has run, not merely reached the queue), and only then returns to the free lists
-//!   through `CachingPool::give_back`, which applies the release threshold. So a block is never
+//!   (`CachingPool::give_back_cached`). So a block is never
 //!   handed out while work of any stream that used it may still run, whatever that stream
 //!   waits on.
 //! * Pending returns are settled whenever the pool is used (an allocation, the statistics, the
-//!   threshold, a trim): no thread and no callback per buffer, and statistics read after the
-//!   streams that used a buffer were synchronized count it as returned.
+//!   threshold, a trim) and at the device's synchronisation points: no thread and no callback
+//!   per buffer, and statistics read after the streams that used a buffer were synchronized
+//!   count it as returned.
+//! * A returned block is cached; the release threshold is applied at synchronisation points
+//!   (`synchronize` of a stream or event of the device), as CUDA's pools apply theirs, and by
+//!   `trim` and `set_release_threshold`. So a program that allocates and frees between
+//!   synchronisations reuses its blocks whatever the threshold (creating a wgpu buffer costs
+//!   far more than taking one from a free list), and once its work has drained and it has
+//!   synchronized, the pool holds at most the threshold.
 //! * Positions are taken under the device's scheduler lock. Where that lock is taken already
 //!   (the last holder let go inside the scheduler, such as a held upload's destination once it
 //!   ran) the positions are taken at the next settling instead: later positions cover at least
@@ -82,6 +89,31 @@ impl BlockSource for WgpuBlocks {
 /// The state a pool's buffers share with it.
 pub(crate) type PoolShared = CachingPool<WgpuBlocks>;
 
+/// The pools of one device, held weakly: what a synchronisation point settles and releases.
+#[derive(Default)]
+pub(crate) struct DevicePools {
+    /// Whether the device ever had a pool (the synchronisation point's fast path).
+    any: std::sync::atomic::AtomicBool,
+    pools: Mutex<Vec<std::sync::Weak<WgpuMemoryPool>>>,
+}
+
+/// A synchronisation point of `device`: every pool of the device takes back the blocks whose
+/// work is complete and frees what its release threshold releases.
+pub(crate) fn sync_point(device: &DeviceShared) {
+    if !device.pools.any.load(std::sync::atomic::Ordering::Acquire) {
+        return;
+    }
+    let pools: Vec<Arc<WgpuMemoryPool>> = {
+        let mut list = lock(&device.pools.pools);
+        list.retain(|weak| weak.strong_count() > 0);
+        list.iter().filter_map(std::sync::Weak::upgrade).collect()
+    };
+    for pool in pools {
+        pool.settle();
+        pool.handle.shared.release_to_threshold();
+    }
+}
+
 /// A memory pool of a wgpu device (see the module documentation): what
 /// `WgpuBackend::default_pool` and `WgpuBackend::new_pool` return as `Arc<dyn DevicePool>`.
 pub struct WgpuMemoryPool {
@@ -106,6 +138,11 @@ impl WgpuMemoryPool {
             handle: CachingPoolHandle::new(source, options),
         });
         mempool::register(&(pool.clone() as Arc<dyn DevicePool>));
+        lock(&device.pools.pools).push(Arc::downgrade(&pool));
+        device
+            .pools
+            .any
+            .store(true, std::sync::atomic::Ordering::Release);
         pool
     }
 
@@ -201,7 +238,7 @@ fn settle(pool: &PoolShared) {
     let mut waiting = Vec::new();
     for item in pending {
         if complete(item.positions.as_deref().unwrap_or_default()) {
-            pool.give_back(item.class, item.block);
+            pool.give_back_cached(item.class, item.block);
         } else {
             waiting.push(item);
         }
@@ -238,7 +275,7 @@ pub(crate) fn let_go(
             .map(|mut sched| positions_locked(device, &mut sched, &users))
     };
     if positions.as_deref().is_some_and(complete) {
-        pooled.pool.give_back(pooled.class, block);
+        pooled.pool.give_back_cached(pooled.class, block);
         return;
     }
     lock(&pooled.pool.source.pending).push(PendingReturn {

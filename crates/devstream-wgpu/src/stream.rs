@@ -585,6 +585,7 @@ impl DeviceStream for WgpuStream {
                 }
             }
         }
+        crate::mempool::sync_point(device);
         match self.take_first_error(&mut self.lock()) {
             Some(error) => Err(error),
             None => Ok(()),

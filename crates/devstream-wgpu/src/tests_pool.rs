@@ -138,3 +138,26 @@ fn a_buffer_let_go_inside_the_scheduler_comes_back_later() {
     assert_eq!(pool.stats().unwrap().allocations, 0);
     assert_eq!(pool.stats().unwrap().used_bytes, 0);
 }
+
+/// Between synchronisations a freed block is cached whatever the threshold (the next
+/// allocation of its class takes it, creating nothing); `synchronize` is where the threshold
+/// releases it.
+#[test]
+fn the_threshold_releases_at_synchronisation_points() {
+    let Some(s) = stream() else { return };
+    let pool = WgpuBackend::new_pool(&PLACE, PoolOptions::default()).unwrap();
+    let first = s.alloc_from(&*pool, 256).unwrap();
+    let block = first.wgpu_buffer().clone();
+    drop(first);
+    let stats = pool.stats().unwrap();
+    assert_eq!((stats.used_bytes, stats.reserved_bytes), (0, 512));
+    let again = s.alloc_from(&*pool, 300).unwrap();
+    assert_eq!(
+        again.wgpu_buffer(),
+        &block,
+        "the cached block was taken again"
+    );
+    drop(again);
+    s.synchronize().unwrap();
+    assert_eq!(pool.stats().unwrap().reserved_bytes, 0);
+}
