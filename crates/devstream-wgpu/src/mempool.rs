@@ -13,9 +13,8 @@
 //!   the scheduler resolves when it releases that far.
 //! * The block waits in its pool's pending list until every one of those records is complete
 //!   (its work has run, not merely reached the queue), and only then returns to the free lists
-//!   (`CachingPool::give_back_cached`). So a block is never
-//!   handed out while work of any stream that used it may still run, whatever that stream
-//!   waits on.
+//!   (`CachingPool::give_back_cached`). So a block is never handed out while work of any stream
+//!   that used it may still run, whatever that stream waits on.
 //! * Pending returns are settled whenever the pool is used (an allocation, the statistics, the
 //!   threshold, a trim) and at the device's synchronisation points: no thread and no callback
 //!   per buffer, and statistics read after the streams that used a buffer were synchronized
