@@ -4,7 +4,7 @@
 //! Run: `cargo test -p devstream --features trace --test trace`.
 
 use devstream::trace::{self, FlowKind, Trace};
-use devstream::{CaptureMode, Event, EventFlags, Place, Stream};
+use devstream::{CaptureMode, Event, EventFlags, MemoryPool, Place, PoolOptions, Stream};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -202,6 +202,11 @@ fn parse_chrome(json: &str) -> Vec<Value> {
                     flow_finishes.insert(id, event).is_none(),
                     "one finish per id"
                 );
+            }
+            "C" => {
+                assert_eq!(event["cat"], "memory", "{event}");
+                assert!(event["args"]["used"].is_u64(), "{event}");
+                assert!(event["args"]["reserved"].is_u64(), "{event}");
             }
             other => panic!("unexpected phase {other}: {event}"),
         }
@@ -616,4 +621,67 @@ fn waits_across_backends_draw_flows_between_the_backends_tracks() {
         timeline.flows.len(),
         "one arrow per flow in the SVG"
     );
+}
+
+/// A pool's used and reserved bytes are a counter track: sampled when watched, after the
+/// allocation, and after the drain that returned the buffer; the default pool of `alloc` is
+/// watched without being named; the Chrome export has the samples as `"C"` events.
+#[test]
+fn pool_bytes_are_a_counter_track() {
+    let _turn = exclusive();
+    let place = Place::Cpu;
+    let stream = Stream::new(&place).unwrap();
+    let keep_all = PoolOptions {
+        release_threshold: u64::MAX,
+        ..Default::default()
+    };
+    let pool = MemoryPool::new(&place, keep_all).unwrap();
+    trace::start();
+    trace::watch_pool(&pool, "scratch");
+    let buffer = stream.alloc_from(&pool, 1 << 20).unwrap();
+    stream.fill(&buffer, 0, 1 << 20, 1).unwrap();
+    drop(buffer);
+    stream.synchronize().unwrap();
+    let from_default = stream.alloc(4096).unwrap();
+    stream.fill(&from_default, 0, 4096, 2).unwrap();
+    drop(from_default);
+    stream.synchronize().unwrap();
+    let timeline = trace::stop();
+
+    let scratch = timeline
+        .pools
+        .iter()
+        .find(|track| track.name == "scratch")
+        .expect("the watched pool has a track");
+    assert_eq!((&scratch.place, scratch.id), (&place, pool.id()));
+    let bytes: Vec<(u64, u64)> = scratch
+        .samples
+        .iter()
+        .map(|s| (s.used_bytes, s.reserved_bytes))
+        .collect();
+    assert_eq!(bytes, [(0, 0), (1 << 20, 1 << 20), (0, 1 << 20)]);
+    assert!(scratch.samples.windows(2).all(|w| w[0].at <= w[1].at));
+
+    let default = MemoryPool::default_for(&place).unwrap();
+    let default_track = timeline
+        .pools
+        .iter()
+        .find(|track| track.id == default.id())
+        .expect("alloc's default pool has a track");
+    assert_eq!(default_track.name, format!("pool {}", default.id()));
+    assert!(default_track.samples.iter().any(|s| s.used_bytes >= 4096));
+
+    let events = parse_chrome(&timeline.to_chrome_json());
+    let counters: Vec<(u64, u64)> = events
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "scratch")
+        .map(|e| {
+            let args = &e["args"];
+            (
+                args["used"].as_u64().unwrap(),
+                args["reserved"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(counters, bytes);
 }

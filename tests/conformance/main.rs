@@ -46,6 +46,7 @@ mod events;
 mod flags;
 mod hostile;
 mod model;
+mod pool_model;
 mod pools;
 mod semantics;
 mod sizes;

@@ -5,6 +5,9 @@
 //! cargo xtask test                     the README's test command
 //! cargo xtask bench [--backend B] [--features LIST] [--quick]
 //!                                      run a benchmark binary in release, write docs/results/bench-B-DATE.txt
+//! cargo xtask bench --backend pools [--features wgpu,cuda] [--quick]
+//!                                      the memory-pool benchmarks on every place built in (default
+//!                                      features: wgpu), written to docs/results/DATE-pools/
 //! cargo xtask gpu-bundle [--features cuda,wgpu,comm] [--out DIR]
 //!                                      release builds of the conformance suite, crate tests, examples and
 //!                                      benchmarks into one folder (default bundle/) for the GPU machine
@@ -186,10 +189,12 @@ fn bench(args: &[String]) -> Result<(), String> {
     let bin = format!("bench-{backend}");
     let mut build = vec!["build", "--release", "-p", "devstream-bench", "--bin", &bin];
     // `cross`: waits across backends, between the places CI has (cpu, wgpu:0 on lavapipe, the
-    // test plug-in's custom_cpu places); `--features cuda,hip,wgpu,plugin` for more.
+    // test plug-in's custom_cpu places); `--features cuda,hip,wgpu,plugin` for more. `pools`
+    // measures every place built in: its features name them.
     let features = match (backend, flag_value(args, "--features")) {
         (_, Some(features)) => features,
         ("cross", None) => "wgpu,plugin",
+        ("pools", None) => "wgpu",
         (backend, None) => backend,
     };
     if backend != "cpu" {
@@ -226,18 +231,32 @@ fn bench(args: &[String]) -> Result<(), String> {
         return Err(format!("{bin} failed ({})", output.status));
     }
     let date = today();
-    let path = PathBuf::from("docs/results").join(format!("bench-{backend}-{date}.txt"));
-    std::fs::create_dir_all("docs/results").map_err(|e| e.to_string())?;
+    // bench-pools writes a folder of its own: docs/results/DATE-pools/.
+    let (folder, stem) = match backend {
+        "pools" => (
+            PathBuf::from("docs/results").join(format!("{date}-pools")),
+            "bench-pools".to_string(),
+        ),
+        _ => (
+            PathBuf::from("docs/results"),
+            format!("bench-{backend}-{date}"),
+        ),
+    };
+    let path = folder.join(format!("{stem}.txt"));
+    std::fs::create_dir_all(&folder).map_err(|e| e.to_string())?;
     let header = format!(
-        "# devstream benchmark: {backend}\n# date: {date}\n# machine: {}\n# command: cargo xtask bench --backend {backend}{}\n\n",
+        "# devstream benchmark: {backend}\n# date: {date}\n# machine: {}\n# command: cargo xtask bench --backend {backend}{}{}\n\n",
         machine(),
+        flag_value(args, "--features")
+            .map(|f| format!(" --features {f}"))
+            .unwrap_or_default(),
         if quick { " --quick" } else { "" }
     );
     std::fs::write(&path, format!("{header}{table}")).map_err(|e| e.to_string())?;
     eprintln!("xtask: wrote {}", path.display());
     let rows_text = std::fs::read_to_string(&json).unwrap_or_default();
     let rows = report::parse_bench_rows(&rows_text)?;
-    let prefix = PathBuf::from("docs/results").join(format!("bench-{backend}-{date}"));
+    let prefix = folder.join(&stem);
     let context = format!(
         "{date}, {}, `cargo xtask bench --backend {backend}`",
         machine()
@@ -418,6 +437,7 @@ fn gpu_bundle(args: &[String]) -> Result<(), String> {
     for bin in [
         "bench-cuda",
         "bench-wgpu",
+        "bench-pools",
         "bench-wake",
         "bench-cross",
         "bench-workload-cuda",

@@ -1,6 +1,8 @@
-# Python-level costs of stream operations in PyTorch and CuPy, to run beside devstream's own benchmarks in the same device session (python3 peers_cuda.py [ops|step|priority|all]).
+# Python-level costs of stream operations in PyTorch and CuPy, to run beside devstream's own benchmarks in the same device session (python3 peers_cuda.py [ops|step|priority|pools|all]).
 # Copied from ../../../../shared/anchors/peers_cuda.py (the per-op part, unchanged) and extended with the workload benchmarks of issue 15:
-# the step DAG of devstream_bench::step_plan in PyTorch and CuPy, eager and CUDA-graph, and the priority experiment in PyTorch.
+# the step DAG of devstream_bench::step_plan in PyTorch and CuPy, eager and CUDA-graph, and the priority experiment in PyTorch;
+# and the memory-pool benchmarks of issue 28 beside bench-pools (pools): an alloc+free pair for sizes seen before (PyTorch's caching
+# allocator, CuPy's MemoryPool) and the four-stream churn in PyTorch with record_stream (the same sequence as bench_pools.rs).
 import sys, time, torch, cupy as cp
 def per_op(label, n, f):
     for _ in range(n // 10): f()
@@ -202,8 +204,75 @@ def priority_section(probes=1000):
         top = run(greatest)
         print(f"{'torch probe priority=' + str(greatest):<32} p50 {pct(top, .5):>9.1f} us  p99 {pct(top, .99):>9.1f} us  max {top[-1]:>9.1f} us")
 
+PAIR_SIZES = (256, 64 << 10, 4 << 20)
+CHURN_STREAMS, CHURN_WINDOW, CHURN_TOUCH = 4, 8, 4096
+MASK = (1 << 64) - 1
+
+def churn_plan(steps):
+    """bench_pools.rs churn_plan: xorshift64 from 0x9E3779B97F4A7C15; sizes (256 << k) plus up to as much again."""
+    x = 0x9E3779B97F4A7C15
+    def nxt():
+        nonlocal x
+        x ^= (x << 13) & MASK; x ^= x >> 7; x ^= (x << 17) & MASK
+        return x
+    plan = []
+    for _ in range(steps):
+        r = nxt(); base = 256 << (r % 18); size = base + ((r >> 8) % base)
+        s = nxt(); plan.append((s % CHURN_STREAMS, (s >> 8) % CHURN_STREAMS, size))
+    return plan
+
+def pools_section(quick=False):
+    print("torch", torch.__version__, "cupy", cp.__version__)
+    n = 5000 if not quick else 500
+    s = torch.cuda.Stream()
+    for size in PAIR_SIZES:
+        def torch_pair():
+            with torch.cuda.stream(s):
+                x = torch.empty(size, dtype=torch.uint8, device="cuda")
+                del x
+        per_op(f"torch empty+del {size} B on a stream", n, torch_pair)
+    pool = cp.cuda.MemoryPool()
+    cs = cp.cuda.Stream(non_blocking=True)
+    for size in PAIR_SIZES:
+        def cupy_pair():
+            with cs:
+                m = pool.malloc(size)
+                del m
+        per_op(f"cupy MemoryPool malloc+free {size} B", n, cupy_pair)
+    # Churn: the same plan as bench-pools, each buffer handed to its consumer with record_stream.
+    steps = 2000 if not quick else 200
+    plan = churn_plan(steps)
+    streams = [torch.cuda.Stream() for _ in range(CHURN_STREAMS)]
+    def run():
+        live = []
+        for i, (p, c, size) in enumerate(plan):
+            producer, consumer = streams[p], streams[c]
+            touch = min(size, CHURN_TOUCH)
+            with torch.cuda.stream(producer):
+                x = torch.empty(size, dtype=torch.uint8, device="cuda")
+                x[:touch].fill_(i % 256)
+            if c != p:
+                consumer.wait_stream(producer)
+            with torch.cuda.stream(consumer):
+                x[size - touch:].fill_(~i % 256)
+            if c != p:
+                x.record_stream(consumer)
+            live.append(x); del x
+            if len(live) > CHURN_WINDOW:
+                live.pop(0)
+        live.clear()
+        torch.cuda.synchronize()
+    run()  # warm: the caching allocator has seen the sizes, as bench-pools warms its pool
+    torch.cuda.reset_peak_memory_stats()
+    t = time.perf_counter()
+    run()
+    ms = (time.perf_counter() - t) * 1e3
+    print(f"torch churn of {steps} buffers over {CHURN_STREAMS} streams (record_stream): {ms:.2f} ms, "
+          f"peak reserved {torch.cuda.max_memory_reserved() / 2**20:.1f} MiB (peak allocated {torch.cuda.max_memory_allocated() / 2**20:.1f} MiB)")
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     if what in ("ops", "all"): per_op_section()
     if what in ("step", "all"): step_section()
     if what in ("priority", "all"): priority_section()
+    if what in ("pools", "all"): pools_section(quick="--quick" in sys.argv)

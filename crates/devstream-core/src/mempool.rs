@@ -305,11 +305,23 @@ impl<B> CacheState<B> {
     /// bytes), caches it, and returns the blocks to free so that at most
     /// `max(threshold, used)` bytes stay reserved.
     pub fn give_back(&mut self, class: usize, block: Option<B>) -> Vec<B> {
+        self.give_back_cached(class, block);
+        self.release_to_threshold()
+    }
+
+    /// Takes back and caches the block of a buffer whose work is all complete, releasing
+    /// nothing: for a pool that applies its threshold at synchronisation points
+    /// ([`release_to_threshold`](Self::release_to_threshold)), as native pools do.
+    pub fn give_back_cached(&mut self, class: usize, block: Option<B>) {
         self.used -= class as u64;
         self.allocations -= 1;
         if let Some(block) = block {
             self.free.entry(class).or_default().push(block);
         }
+    }
+
+    /// The cached blocks to free so that at most `max(threshold, used)` bytes stay reserved.
+    pub fn release_to_threshold(&mut self) -> Vec<B> {
         self.release_above(self.threshold.max(self.used))
     }
 
@@ -402,6 +414,18 @@ impl<S: BlockSource> CachingPool<S> {
     /// what the threshold releases.
     pub fn give_back(&self, class: usize, block: Option<S::Block>) {
         let released = self.cache().give_back(class, block);
+        self.source.free(released);
+    }
+
+    /// Takes back and caches the block of a buffer whose work is complete, releasing nothing
+    /// (see [`CacheState::give_back_cached`]).
+    pub fn give_back_cached(&self, class: usize, block: Option<S::Block>) {
+        self.cache().give_back_cached(class, block);
+    }
+
+    /// Frees what the release threshold releases now (a synchronisation point).
+    pub fn release_to_threshold(&self) {
+        let released = self.cache().release_to_threshold();
         self.source.free(released);
     }
 }

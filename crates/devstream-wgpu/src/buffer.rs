@@ -1,7 +1,8 @@
 //! Device buffers, host buffers and the staging that moves bytes between them.
 //!
-//! * A [`WgpuBuffer`] is a `wgpu::Buffer` (`STORAGE | UNIFORM | COPY_SRC | COPY_DST`), its size
-//!   rounded up to 4 bytes. Copies and fills of any offset and length are stream ordered:
+//! * A [`WgpuBuffer`] is a `wgpu::Buffer` (`STORAGE | UNIFORM | COPY_SRC | COPY_DST`): a block of
+//!   a memory pool (`mempool.rs`), at least its length rounded up to 4 bytes, or an adopted
+//!   buffer. Copies and fills of any offset and length are stream ordered:
 //!   4-byte aligned ranges use `copy_buffer_to_buffer` / `clear_buffer`, the rest a small
 //!   internal WGSL kernel that merges bytes into whole words (see `kernel.rs`).
 //! * Host→device copies go through a mapped staging buffer written before the call returns and
@@ -17,6 +18,7 @@
 //!   queued copies that touch the buffer.
 
 use crate::device::{DeviceShared, Ticket, POLL_SLICE};
+use crate::mempool::Pooled;
 use crate::sched::{
     submit_locked, uploads_behind_host_func, waits_behind_host_func, Awaited, Batch, StreamState,
     Upload,
@@ -25,54 +27,107 @@ use crate::util::{align_down, align_up, lock, Signal};
 use devstream_core::debug_fields;
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, Error, HostBuffer, Place, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 /// Device memory of one wgpu device.
 pub(crate) struct BufferInner {
     pub(crate) id: u64,
     pub(crate) device: Arc<DeviceShared>,
+    /// The memory: a pool's block (possibly larger than `len`) or an adopted buffer.
     pub(crate) buffer: wgpu::Buffer,
     pub(crate) len: u64,
+    /// Where the block goes back when the last holder lets go (`None`: an adopted buffer,
+    /// which wgpu frees once its work is done).
+    pooled: Option<Pooled>,
+    /// The streams that used the buffer (pooled buffers only): their work must be complete
+    /// before the block is handed out again.
+    users: Users,
+}
+
+/// The ids of the streams that used a buffer; the last one apart, so that a stream using the
+/// same buffer again and again takes no lock.
+#[derive(Default)]
+struct Users {
+    last: AtomicU64,
+    all: Mutex<Vec<u64>>,
+}
+
+/// A `wgpu::Buffer` of `size` bytes (a multiple of 4) for a buffer of `len` bytes
+/// (`STORAGE | UNIFORM | COPY_SRC | COPY_DST`). What wgpu refuses (out of memory, or a
+/// validation rule) is caught by error scopes around the creation, so it never reaches the
+/// device's uncaptured-error handler (wgpu's default one panics, and an adopted device may have
+/// it); the caller refuses sizes beyond the device's `max_buffer_size` before.
+pub(crate) fn create_device_buffer(
+    device: &Arc<DeviceShared>,
+    size: u64,
+    len: usize,
+) -> Result<wgpu::Buffer> {
+    let ((buffer, out_of_memory_error), validation_error) =
+        device.scoped(wgpu::ErrorFilter::Validation, || {
+            device.scoped(wgpu::ErrorFilter::OutOfMemory, || {
+                device.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("devstream buffer"),
+                    size,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::UNIFORM
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })
+        });
+    match out_of_memory_error.or(validation_error) {
+        Some(wgpu::Error::OutOfMemory { .. }) => Err(Error::out_of_memory(&device.place, len)),
+        Some(other) => Err(DeviceShared::wgpu_error("Device::create_buffer", other)),
+        None => Ok(buffer),
+    }
 }
 
 impl BufferInner {
-    /// A buffer of `len` bytes. A size beyond the device's `max_buffer_size` is refused before
-    /// wgpu sees it; what wgpu still refuses (out of memory, or a validation rule) is caught by
-    /// error scopes around the creation, so it never reaches the device's uncaptured-error
-    /// handler (wgpu's default one panics, and an adopted device may have it).
-    pub(crate) fn new(device: &Arc<DeviceShared>, len: usize) -> Result<Arc<BufferInner>> {
-        let out_of_memory = || Error::out_of_memory(&device.place, len);
-        let bytes = u64::try_from(len).map_err(|_| out_of_memory())?;
-        if bytes > device.limits.max_buffer_size.saturating_sub(4) {
-            return Err(out_of_memory());
-        }
-        let size = align_up(bytes.max(4), 4);
-        let ((buffer, out_of_memory_error), validation_error) =
-            device.scoped(wgpu::ErrorFilter::Validation, || {
-                device.scoped(wgpu::ErrorFilter::OutOfMemory, || {
-                    device.device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("devstream buffer"),
-                        size,
-                        usage: wgpu::BufferUsages::STORAGE
-                            | wgpu::BufferUsages::UNIFORM
-                            | wgpu::BufferUsages::COPY_SRC
-                            | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    })
-                })
-            });
-        if let Some(e) = out_of_memory_error.or(validation_error) {
-            return Err(match e {
-                wgpu::Error::OutOfMemory { .. } => Error::out_of_memory(&device.place, len),
-                other => DeviceShared::wgpu_error("Device::create_buffer", other),
-            });
-        }
-        Ok(Arc::new(BufferInner {
+    /// A buffer of `len` bytes over `buffer`, a block of `pooled`'s pool.
+    pub(crate) fn pooled(
+        device: &Arc<DeviceShared>,
+        buffer: wgpu::Buffer,
+        len: u64,
+        pooled: Pooled,
+    ) -> Arc<BufferInner> {
+        Arc::new(BufferInner {
             id: devstream_core::next_id(),
             device: Arc::clone(device),
             buffer,
-            len: bytes,
-        }))
+            len,
+            pooled: Some(pooled),
+            users: Users::default(),
+        })
+    }
+
+    /// Notes that work of stream `stream` uses the buffer.
+    #[inline]
+    pub(crate) fn note_user(&self, stream: u64) {
+        if self.pooled.is_none() || self.users.last.load(Ordering::Relaxed) == stream {
+            return;
+        }
+        let mut all = lock(&self.users.all);
+        if !all.contains(&stream) {
+            all.push(stream);
+        }
+        self.users.last.store(stream, Ordering::Relaxed);
+    }
+
+    /// The size a kernel binding of the buffer has: its length rounded up to 4 bytes, so that a
+    /// kernel sees the buffer's length, not its block's.
+    pub(crate) fn binding_size(&self) -> u64 {
+        align_up(self.len.max(4), 4)
+    }
+}
+
+impl Drop for BufferInner {
+    fn drop(&mut self) {
+        if let Some(pooled) = self.pooled.take() {
+            let users = std::mem::take(&mut *lock(&self.users.all));
+            crate::mempool::let_go(pooled, &self.device, &self.buffer, users);
+        }
     }
 }
 
@@ -85,7 +140,8 @@ pub struct WgpuBuffer {
 debug_fields!(WgpuBuffer, |self| place: self.inner.device.place, len: self.inner.len);
 
 impl WgpuBuffer {
-    /// The wgpu buffer (its size is the length rounded up to 4 bytes).
+    /// The wgpu buffer. A buffer from a memory pool is a block of its size class, at least the
+    /// length rounded up to 4 bytes; the bytes past the length are not the buffer's.
     pub fn wgpu_buffer(&self) -> &wgpu::Buffer {
         &self.inner.buffer
     }
@@ -115,6 +171,8 @@ impl WgpuBuffer {
                 device: Arc::clone(&device.shared),
                 len: buffer.size(),
                 buffer,
+                pooled: None,
+                users: Users::default(),
             }),
         })
     }

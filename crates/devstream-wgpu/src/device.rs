@@ -10,8 +10,8 @@ use crate::stream::WgpuStream;
 use crate::util::{block_on, lock, Signal};
 use devstream_core::panic::{drop_contained, drop_payload};
 use devstream_core::{
-    BackendKind, Capabilities, CaptureSupport, DeviceBackend, Error, EventFlags, LiveCounts, Place,
-    PriorityRange, Result, StreamOptions,
+    BackendKind, Capabilities, CaptureSupport, DeviceBackend, DevicePool, Error, EventFlags,
+    LiveCounts, Place, PoolOptions, PriorityRange, Result, StreamOptions,
 };
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -79,6 +79,10 @@ pub(crate) struct DeviceShared {
     /// taken per submission rather than one per target).
     pub(crate) note: Arc<NoteTargets>,
     shutdown: Arc<AtomicBool>,
+    /// The pool `alloc` takes from, made on first use.
+    default_pool: OnceLock<Arc<crate::mempool::WgpuMemoryPool>>,
+    /// Every pool of the device, released to its threshold at synchronisation points.
+    pub(crate) pools: crate::mempool::DevicePools,
 }
 
 /// A device-level fault: the device was lost, a wgpu error escaped every scope, a poll or a
@@ -204,6 +208,7 @@ fn capabilities_for(features: wgpu::Features) -> Capabilities {
     caps.capture_foreign_waits = true;
     caps.external_handles = false;
     caps.stream_ordered_alloc = false;
+    caps.memory_pools = true;
     caps.nonblocking_query = true;
     caps.legacy_default_stream = false;
     caps.per_thread_stream = false;
@@ -254,6 +259,8 @@ impl DeviceShared {
             completions,
             note,
             shutdown: Arc::new(AtomicBool::new(false)),
+            default_pool: OnceLock::new(),
+            pools: Default::default(),
         });
         let fault = Arc::clone(&shared.fault);
         let signal = Arc::clone(&shared.signal);
@@ -488,6 +495,12 @@ impl DeviceShared {
     }
 
     /// Makes one release pass and tells the poller what to wait for.
+    /// The device's default pool (release threshold 0, as CUDA's default pool).
+    pub(crate) fn default_pool(&self) -> &Arc<crate::mempool::WgpuMemoryPool> {
+        self.default_pool
+            .get_or_init(|| crate::mempool::WgpuMemoryPool::create(self, PoolOptions::default()))
+    }
+
     fn step(self: &Arc<Self>) -> Step {
         crate::sched::step(self)
     }
@@ -736,6 +749,16 @@ impl DeviceBackend for WgpuBackend {
     fn new_flag(place: &Place) -> Result<WgpuFlag> {
         Self::capabilities(place)?;
         Ok(WgpuFlag::new(place.clone()))
+    }
+
+    fn default_pool(place: &Place) -> Result<Arc<dyn DevicePool>> {
+        let (shared, _) = place_device(place)?;
+        Ok(shared.default_pool().clone())
+    }
+
+    fn new_pool(place: &Place, options: PoolOptions) -> Result<Arc<dyn DevicePool>> {
+        let (shared, _) = place_device(place)?;
+        Ok(crate::mempool::WgpuMemoryPool::create(&shared, options))
     }
 
     fn live_counts() -> LiveCounts {

@@ -375,10 +375,12 @@ impl DeviceEvent for WgpuEvent {
 
     fn synchronize(&self) -> Result<()> {
         crate::graph::check_unsafe_call(&self.inner.device.place, "Event::synchronize")?;
-        match self.inner.current() {
+        let waited = match self.inner.current() {
             None => Ok(()),
             Some(record) => record.wait(),
-        }
+        };
+        crate::mempool::sync_point(&self.inner.device);
+        waited
     }
 
     fn completion(&self) -> Completion {

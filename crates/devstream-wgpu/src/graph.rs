@@ -28,6 +28,9 @@ pub(crate) enum Op {
     Dispatch {
         kernel: Arc<KernelInner>,
         bind_group: wgpu::BindGroup,
+        /// The bound buffers: held so that their pools' blocks stay theirs while a graph can
+        /// replay the dispatch.
+        buffers: Vec<Arc<BufferInner>>,
         workgroups: [u32; 3],
     },
     HostFunc(SharedHostFn),

@@ -393,7 +393,11 @@ impl WgpuKernel {
             .enumerate()
             .map(|(i, b)| wgpu::BindGroupEntry {
                 binding: i as u32,
-                resource: b.buffer.as_entire_binding(),
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &b.buffer,
+                    offset: 0,
+                    size: std::num::NonZeroU64::new(b.binding_size()),
+                }),
             })
             .collect();
         let (bind_group, error) =

@@ -120,6 +120,7 @@ mod flag;
 mod graph;
 mod hostfn;
 mod kernel;
+mod mempool;
 mod sched;
 mod stream;
 mod util;
@@ -128,6 +129,8 @@ mod util;
 mod tests;
 #[cfg(test)]
 mod tests_hostile;
+#[cfg(test)]
+mod tests_pool;
 
 pub use buffer::{WgpuBuffer, WgpuHostBuffer};
 pub use device::{adapters, AdapterEntry, WgpuBackend, WgpuDevice, BACKENDS_ENV};
@@ -135,6 +138,7 @@ pub use event::WgpuEvent;
 pub use flag::WgpuFlag;
 pub use graph::WgpuGraph;
 pub use kernel::WgpuKernel;
+pub use mempool::{WgpuBlocks, WgpuMemoryPool};
 pub use stream::WgpuStream;
 
 /// The wgpu crate this backend is built on, so that users adopt and inspect native objects with

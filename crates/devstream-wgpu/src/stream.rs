@@ -183,6 +183,7 @@ impl WgpuStream {
         self.run_op(Op::Dispatch {
             kernel: Arc::clone(&kernel.inner),
             bind_group,
+            buffers: inners.into_iter().cloned().collect(),
             workgroups,
         })
     }
@@ -584,6 +585,7 @@ impl DeviceStream for WgpuStream {
                 }
             }
         }
+        crate::mempool::sync_point(device);
         match self.take_first_error(&mut self.lock()) {
             Some(error) => Err(error),
             None => Ok(()),
@@ -792,8 +794,16 @@ impl DeviceStream for WgpuStream {
     type HostBuffer = WgpuHostBuffer;
 
     fn alloc(&self, len: usize) -> Result<WgpuBuffer> {
-        check_unsafe_call(&self.handle.device.place, "alloc")?;
-        BufferInner::new(&self.handle.device, len).map(|inner| WgpuBuffer { inner })
+        let device = &self.handle.device;
+        check_unsafe_call(&device.place, "alloc")?;
+        crate::mempool::alloc(device, device.default_pool(), len).map(|inner| WgpuBuffer { inner })
+    }
+
+    fn alloc_from(&self, pool: &dyn devstream_core::DevicePool, len: usize) -> Result<WgpuBuffer> {
+        let device = &self.handle.device;
+        check_unsafe_call(&device.place, "alloc_from")?;
+        let pool = crate::mempool::downcast(pool, device)?;
+        crate::mempool::alloc(device, pool, len).map(|inner| WgpuBuffer { inner })
     }
 
     fn alloc_host(&self, len: usize) -> Result<WgpuHostBuffer> {

@@ -107,6 +107,12 @@ impl Stream {
     /// the allocation retried once before `Error::OutOfMemory` (carrying the pool's statistics)
     /// is answered. A pool of another place answers `Error::PlaceMismatch`.
     pub fn alloc_from(&self, pool: &MemoryPool, len: usize) -> Result<DeviceBuffer> {
-        crate::stream::StreamApi::alloc_from(self, pool.as_device_pool(), len)
+        let buffer = crate::stream::StreamApi::alloc_from(self, pool.as_device_pool(), len);
+        #[cfg(feature = "trace")]
+        if crate::trace::recorder::is_active() {
+            // The timeline's counter track of the pool (sampled now, with this buffer).
+            crate::trace::recorder::watch_pool(pool, None);
+        }
+        buffer
     }
 }

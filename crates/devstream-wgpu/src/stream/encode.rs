@@ -33,15 +33,25 @@ impl WgpuStream {
         op: BufferOp<&Arc<BufferInner>, &Arc<HostInner>, &[u8]>,
     ) -> Result<()> {
         let name = op.name();
+        let id = self.handle.id;
         match &op {
             BufferOp::CopyFromHost { dst, .. } | BufferOp::Fill { dst, .. } => {
-                self.same_device(name, dst)?
+                self.same_device(name, dst)?;
+                dst.note_user(id);
             }
-            BufferOp::HostToDevice(t) => self.same_device(name, t.dst)?,
-            BufferOp::DeviceToHost(t) => self.same_device(name, t.src)?,
+            BufferOp::HostToDevice(t) => {
+                self.same_device(name, t.dst)?;
+                t.dst.note_user(id);
+            }
+            BufferOp::DeviceToHost(t) => {
+                self.same_device(name, t.src)?;
+                t.src.note_user(id);
+            }
             BufferOp::DeviceToDevice(t) => {
                 self.same_device(name, t.dst)?;
                 self.same_device(name, t.src)?;
+                t.dst.note_user(id);
+                t.src.note_user(id);
             }
         }
         op.validate()?;
@@ -71,6 +81,7 @@ impl WgpuStream {
         if let Some(session) = self.capturing(&mut sched) {
             return self.push_captured(&session, op);
         }
+        note_users(&op, id);
         match op {
             Op::Buffer(BufferOp::HostToDevice(t)) => {
                 let (dst_offset, len) = (t.dst_offset as u64, t.len as u64);
@@ -137,6 +148,7 @@ impl WgpuStream {
                 kernel,
                 bind_group,
                 workgroups,
+                ..
             } => {
                 let state = self.state(&mut sched)?;
                 let encoder = state.encoder(&device.device);
@@ -194,6 +206,24 @@ impl WgpuStream {
             self.run_op(op.clone())?;
         }
         Ok(())
+    }
+}
+
+/// Notes stream `stream` as a user of the buffers `op` works on (what a replayed operation
+/// uses; direct copies and fills note theirs in `buffer_op`).
+fn note_users(op: &Op, stream: u64) {
+    match op {
+        Op::Buffer(BufferOp::CopyFromHost { dst, .. } | BufferOp::Fill { dst, .. }) => {
+            dst.note_user(stream)
+        }
+        Op::Buffer(BufferOp::HostToDevice(t)) => t.dst.note_user(stream),
+        Op::Buffer(BufferOp::DeviceToHost(t)) => t.src.note_user(stream),
+        Op::Buffer(BufferOp::DeviceToDevice(t)) => {
+            t.dst.note_user(stream);
+            t.src.note_user(stream);
+        }
+        Op::Dispatch { buffers, .. } => buffers.iter().for_each(|b| b.note_user(stream)),
+        _ => {}
     }
 }
 

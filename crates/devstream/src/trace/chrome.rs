@@ -23,9 +23,10 @@ struct Layout {
 impl Layout {
     fn new(trace: &Trace) -> Layout {
         let mut places: Vec<Place> = Vec::new();
-        for stream in &trace.streams {
-            if !places.contains(&stream.place) {
-                places.push(stream.place.clone());
+        let pool_places = trace.pools.iter().map(|pool| &pool.place);
+        for place in trace.streams.iter().map(|s| &s.place).chain(pool_places) {
+            if !places.contains(place) {
+                places.push(place.clone());
             }
         }
         Layout { places }
@@ -161,6 +162,17 @@ pub(super) fn render(trace: &Trace) -> String {
         }));
     }
 
+    for pool in &trace.pools {
+        let pid = layout.host_pid(&pool.place);
+        for sample in &pool.samples {
+            events.push(json!({
+                "name": pool.name, "cat": "memory", "ph": "C", "id": pool.id,
+                "ts": micros(sample.at), "pid": pid, "tid": 0,
+                "args": { "used": sample.used_bytes, "reserved": sample.reserved_bytes },
+            }));
+        }
+    }
+
     let started = trace
         .started
         .duration_since(std::time::UNIX_EPOCH)
@@ -172,6 +184,7 @@ pub(super) fn render(trace: &Trace) -> String {
         "streams": trace.streams.len(),
         "ops": trace.ops.len(),
         "flows": trace.flows.len(),
+        "pools": trace.pools.len(),
     });
     // One event per line: compact, and diffs stay readable.
     let mut out = String::from("{\"traceEvents\":[\n");

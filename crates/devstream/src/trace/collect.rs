@@ -2,7 +2,7 @@
 //! `elapsed`, and puts every place's device times on the host clock.
 
 use super::recorder::{EdgeKind, OpEntry, Session};
-use super::{Flow, FlowKind, Span, Trace, TracedOp, TracedStream};
+use super::{Flow, FlowKind, PoolSample, PoolTrack, Span, Trace, TracedOp, TracedStream};
 use crate::dispatch::EventApi;
 use crate::Event;
 use std::time::Duration;
@@ -36,8 +36,28 @@ pub(super) fn collect(session: Session) -> Trace {
         streams,
         ops,
         edges,
+        pools,
         ..
     } = session;
+    let pools = pools
+        .into_iter()
+        .map(|entry| PoolTrack {
+            place: entry.pool.place().clone(),
+            id: entry.pool.id(),
+            name: entry
+                .name
+                .unwrap_or_else(|| format!("pool {}", entry.pool.id())),
+            samples: entry
+                .samples
+                .into_iter()
+                .map(|(at_ns, stats)| PoolSample {
+                    at: Duration::from_nanos(at_ns),
+                    used_bytes: stats.used_bytes,
+                    reserved_bytes: stats.reserved_bytes,
+                })
+                .collect(),
+        })
+        .collect();
 
     // The device must have passed every timing event before `elapsed` can answer. Waiting on an
     // event that is already complete is cheap; errors of the traced work are not ours to report.
@@ -152,6 +172,7 @@ pub(super) fn collect(session: Session) -> Trace {
         streams: traced_streams,
         ops: traced_ops,
         flows,
+        pools,
         started: wall_start,
     }
 }

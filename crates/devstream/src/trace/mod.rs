@@ -46,6 +46,11 @@
 //! arrow from the op that recorded the event (for `wait_stream`: the other stream's last op)
 //! to the waiting op.
 //!
+//! Memory pools are **counter tracks**: the used and reserved bytes of every pool that an
+//! `alloc_from` took from, of the default pool of every `alloc`, and of pools given to
+//! [`watch_pool`], sampled after every recorded op and when the recording stops (a buffer's
+//! memory returns to its pool once its work is complete, so the drop shows at the next op).
+//!
 //! # Cost
 //!
 //! Without the cargo feature there is no recorder code on the op path. With it and no recording
@@ -59,7 +64,9 @@
 //! (category `device`, only where the place can time). Each stream is one thread (`tid` = the
 //! stream id) in each, named by a `thread_name` metadata event. Flows are `ph: "s"` / `ph: "f"`
 //! pairs (`bp: "e"`) with a shared id, drawn between device spans when both ends have one and
-//! between host spans otherwise. Timestamps are microseconds since [`start`].
+//! between host spans otherwise. Pools are counter events (`ph: "C"`, named after the track, args
+//! `used` and `reserved` in bytes) in their place's host process. Timestamps are microseconds
+//! since [`start`].
 
 mod chrome;
 mod collect;
@@ -99,6 +106,17 @@ pub fn is_recording() -> bool {
 pub fn label(text: impl Into<String>) {
     if recorder::is_active() {
         recorder::set_label(text.into());
+    }
+}
+
+/// Samples `pool`'s used and reserved bytes in the running recording, as a counter track named
+/// `name` ([`Trace::pools`]; Chrome trace `"C"` events). The pool of every `alloc_from` and
+/// the default pool of every `alloc` are watched without this call (named `pool <id>`); call it
+/// to name a track or to watch a pool before its first allocation. The recording holds the pool
+/// until it stops.
+pub fn watch_pool(pool: &crate::MemoryPool, name: impl Into<String>) {
+    if recorder::is_active() {
+        recorder::watch_pool(pool, Some(name.into()));
     }
 }
 
@@ -186,6 +204,32 @@ pub struct Flow {
     pub kind: FlowKind,
 }
 
+/// A memory pool's counter track: its used and reserved bytes over the recording.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct PoolTrack {
+    /// The pool's place.
+    pub place: Place,
+    /// The pool's id ([`MemoryPool::id`](crate::MemoryPool::id)).
+    pub id: u64,
+    /// The track name: given by [`watch_pool`], or `pool <id>`.
+    pub name: String,
+    /// The samples in time order; a new one only where the statistics changed.
+    pub samples: Vec<PoolSample>,
+}
+
+/// A pool's statistics at one moment of a recording.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolSample {
+    /// When it was taken, from the start of the recording.
+    pub at: Duration,
+    /// [`PoolStats::used_bytes`](crate::PoolStats::used_bytes) then.
+    pub used_bytes: u64,
+    /// [`PoolStats::reserved_bytes`](crate::PoolStats::reserved_bytes) then.
+    pub reserved_bytes: u64,
+}
+
 /// A finished recording: streams, ops in submission order, and flows.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -196,6 +240,9 @@ pub struct Trace {
     pub ops: Vec<TracedOp>,
     /// Waits between ops.
     pub flows: Vec<Flow>,
+    /// Memory pools sampled after every op and when the recording stopped (see
+    /// [`watch_pool`]).
+    pub pools: Vec<PoolTrack>,
     /// Wall-clock time of [`start`].
     pub started: SystemTime,
 }
@@ -206,6 +253,7 @@ impl Trace {
             streams: Vec::new(),
             ops: Vec::new(),
             flows: Vec::new(),
+            pools: Vec::new(),
             started: SystemTime::now(),
         }
     }

@@ -7,8 +7,8 @@
 //! recording stops.
 
 use crate::dispatch::{EventApi, StreamApi};
-use crate::{Event, Stream};
-use devstream_core::{EventFlags, Place, Priority};
+use crate::{Event, MemoryPool, Stream};
+use devstream_core::{EventFlags, Place, PoolStats, Priority};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -77,6 +77,14 @@ pub(crate) struct Edge {
     pub(crate) kind: EdgeKind,
 }
 
+/// A memory pool the recording samples: one counter track.
+pub(crate) struct PoolEntry {
+    pub(crate) pool: MemoryPool,
+    pub(crate) name: Option<String>,
+    /// (ns since the origin, the pool's statistics then), a sample only where they changed.
+    pub(crate) samples: Vec<(u64, PoolStats)>,
+}
+
 /// Everything one recording holds until it stops.
 pub(crate) struct Session {
     generation: u64,
@@ -88,6 +96,8 @@ pub(crate) struct Session {
     /// Event id → the op that last recorded it.
     event_source: HashMap<u64, usize>,
     pub(crate) edges: Vec<Edge>,
+    /// The pools sampled after every op (see [`watch_pool`]).
+    pub(crate) pools: Vec<PoolEntry>,
 }
 
 impl Session {
@@ -139,14 +149,79 @@ pub(crate) fn start() {
         ops: Vec::new(),
         event_source: HashMap::new(),
         edges: Vec::new(),
+        pools: Vec::new(),
     });
     ACTIVE.store(true, Ordering::Release);
 }
 
-/// Ends the recording and hands its state over (none if none ran).
+/// Ends the recording and hands its state over (none if none ran), with a last sample of its
+/// pools.
 pub(crate) fn take() -> Option<Session> {
+    sample_pools(None);
     ACTIVE.store(false, Ordering::Release);
     lock().take()
+}
+
+/// Samples `pool` from now on, after every op, as a counter track named `name` (given again:
+/// renamed; `None` keeps the name it has, else `pool <id>`).
+pub(crate) fn watch_pool(pool: &MemoryPool, name: Option<String>) {
+    let generation = {
+        let mut guard = lock();
+        let Some(session) = guard.as_mut() else {
+            return;
+        };
+        match session.pools.iter_mut().find(|entry| entry.pool == *pool) {
+            Some(entry) => {
+                if name.is_some() {
+                    entry.name = name;
+                }
+            }
+            None => session.pools.push(PoolEntry {
+                pool: pool.clone(),
+                name,
+                samples: Vec::new(),
+            }),
+        }
+        session.generation
+    };
+    sample_pools(Some(generation));
+}
+
+/// Samples every watched pool of the running recording (of `generation`, where given). The
+/// statistics are read without the session lock (a pool's `stats` may wait on its device's
+/// scheduler); a sample equal to the pool's last one is not kept.
+fn sample_pools(generation: Option<u64>) {
+    let pools: Vec<MemoryPool> = match lock().as_ref() {
+        Some(session) if generation.is_none_or(|g| g == session.generation) => session
+            .pools
+            .iter()
+            .map(|entry| entry.pool.clone())
+            .collect(),
+        _ => return,
+    };
+    if pools.is_empty() {
+        return;
+    }
+    let stats: Vec<Option<PoolStats>> = pools.iter().map(|pool| pool.stats().ok()).collect();
+    let mut guard = lock();
+    let Some(session) = guard
+        .as_mut()
+        .filter(|s| generation.is_none_or(|g| g == s.generation))
+    else {
+        return;
+    };
+    let now = session.elapsed_ns();
+    for (pool, stats) in pools.iter().zip(stats) {
+        let (Some(entry), Some(stats)) = (
+            session.pools.iter_mut().find(|entry| entry.pool == *pool),
+            stats,
+        ) else {
+            continue;
+        };
+        if entry.samples.last().is_none_or(|(_, last)| *last != stats) {
+            entry.samples.push((now, stats));
+        }
+    }
 }
 
 /// Whether a recording runs: the one relaxed load the op path pays.
@@ -176,6 +251,7 @@ pub(crate) struct OpGuard {
 }
 
 struct ActiveOp {
+    name: &'static str,
     generation: u64,
     index: usize,
     origin: Instant,
@@ -248,6 +324,7 @@ fn begin_recording(name: &'static str, stream: &Stream, kind: OpKind) -> OpGuard
     };
     OpGuard {
         active: Some(Box::new(ActiveOp {
+            name,
             generation,
             index,
             origin,
@@ -341,6 +418,21 @@ impl ActiveOp {
                 entry.start_event = self.start_event;
                 entry.end_event = end_event;
             }
+        }
+        let watching = guard
+            .as_ref()
+            .is_some_and(|session| !session.pools.is_empty());
+        drop(guard);
+        if self.name.strip_prefix("devstream.").unwrap_or(self.name) == "alloc" {
+            // `alloc` takes from the place's default pool: watch it (places without pools
+            // have none).
+            if let Ok(pool) = MemoryPool::default_for(StreamApi::place(&self.stream)) {
+                watch_pool(&pool, None);
+                return;
+            }
+        }
+        if watching {
+            sample_pools(Some(self.generation));
         }
     }
 }

@@ -1,0 +1,345 @@
+//! Model-based property test of memory pools: random programs of allocations, frees and
+//! cross-stream uses over up to three streams, some of them held behind gates, run on each place
+//! with `memory_pools` and checked against a model of the pool's bytes and of reuse.
+//!
+//! Each buffer is filled, at allocation, with a value no other live buffer has, by its owning
+//! stream; other streams read it after waiting for the owner. A read may be held behind a gate
+//! while the buffer is dropped and more buffers are allocated: if the pool handed the memory out
+//! again before the held read ran, the new owner's fill would overwrite it and the read would see
+//! the wrong value. So reuse is checked by data, never by timing.
+//!
+//! Bytes: the pool's rounding is learned per place first (each size alone in a fresh pool); where
+//! it adds up (two buffers use twice one's bytes), the model predicts `used_bytes` exactly once
+//! every stream has drained, else it checks the lower bound. At every step `reserved ≥ used`,
+//! `allocations` covers the live buffers, and `used_bytes` covers what live buffers round to;
+//! after everything is dropped and drained, `reserved ≤ threshold` and after `trim(0)` nothing is
+//! reserved.
+//!
+//! Captures are not part of the programs: allocation inside a capture is not supported yet.
+
+use crate::harness::{caps, for_each_place, not_applicable, sync, wait_until, Gate, PATIENCE};
+use devstream::{DeviceBuffer, HostBuffer, MemoryPool, Place, PoolOptions, PoolStats, Stream};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use std::collections::BTreeMap;
+
+const STREAMS: usize = 3;
+const SLOTS: usize = 6;
+const MAX_OPS: usize = 32;
+const MIN_CASES: u32 = 48;
+/// The sizes programs allocate: below, at and above size-class edges, and one large class.
+const SIZES: [usize; 7] = [1, 300, 512, 4096, 4100, 64 << 10, (1 << 20) + 4];
+
+/// One operation. Stream and slot numbers are reduced modulo their counts.
+#[derive(Clone, Debug)]
+enum Op {
+    /// `slot` gets a buffer of `SIZES[size]` from the pool on `stream`, filled there with a
+    /// value of its own (a live buffer in the slot is dropped first).
+    Alloc {
+        slot: usize,
+        stream: usize,
+        size: usize,
+    },
+    /// `stream` waits for the slot's owner and copies the buffer to a host buffer.
+    Read { slot: usize, stream: usize },
+    /// Drops the slot's buffer handle (queued reads still use it).
+    Free { slot: usize },
+    /// Holds `stream`'s later work until the next release.
+    Gate { stream: usize },
+    /// Releases every gate.
+    Release,
+    /// Releases every gate, drains every stream and checks the model exactly.
+    Drain,
+}
+
+fn op_strategy() -> BoxedStrategy<Op> {
+    prop_oneof![
+        4 => (0..SLOTS, 0..STREAMS, 0..SIZES.len())
+            .prop_map(|(slot, stream, size)| Op::Alloc { slot, stream, size }),
+        3 => (0..SLOTS, 0..STREAMS).prop_map(|(slot, stream)| Op::Read { slot, stream }),
+        3 => (0..SLOTS).prop_map(|slot| Op::Free { slot }),
+        2 => (0..STREAMS).prop_map(|stream| Op::Gate { stream }),
+        1 => Just(Op::Release),
+        1 => Just(Op::Drain),
+    ]
+    .boxed()
+}
+
+/// A program: the pool's release threshold (`true`: keep everything) and its operations.
+fn program_strategy() -> impl Strategy<Value = (bool, Vec<Op>)> {
+    (
+        any::<bool>(),
+        prop::collection::vec(op_strategy(), 1..MAX_OPS),
+    )
+}
+
+/// How the place's pools count a buffer of each size.
+#[derive(Clone, Debug)]
+struct Rounding {
+    /// `used_bytes` of a pool holding one buffer of `SIZES[i]`.
+    used: [u64; SIZES.len()],
+    /// Whether two buffers of one size count twice one's bytes, for every size.
+    additive: bool,
+}
+
+/// Waits (bounded) until `pool` counts `live` buffers: a place may return a dropped buffer's
+/// memory a little after its work completes (plug-in places, from a reaper thread).
+fn settled(pool: &MemoryPool, live: u64) -> Result<PoolStats, TestCaseError> {
+    wait_until(PATIENCE, || {
+        pool.stats().is_ok_and(|s| s.allocations == live)
+    });
+    pool.stats().map_err(fail)
+}
+
+fn fail(error: devstream::Error) -> TestCaseError {
+    TestCaseError::fail(error.to_string())
+}
+
+/// Learns how `place`'s pools round each size.
+fn learn_rounding(place: &Place) -> devstream::Result<Rounding> {
+    let pool = MemoryPool::new(place, PoolOptions::default())?;
+    let stream = Stream::new(place)?;
+    let mut used = [0; SIZES.len()];
+    let mut additive = true;
+    for (i, &len) in SIZES.iter().enumerate() {
+        let one = stream.alloc_from(&pool, len)?;
+        used[i] = pool.stats()?.used_bytes;
+        let two = stream.alloc_from(&pool, len)?;
+        additive &= pool.stats()?.used_bytes == 2 * used[i];
+        drop((one, two));
+        sync(&stream)?;
+        wait_until(PATIENCE, || pool.stats().is_ok_and(|s| s.allocations == 0));
+        pool.trim(0)?;
+    }
+    Ok(Rounding { used, additive })
+}
+
+/// A live buffer of the program.
+struct Live {
+    buffer: DeviceBuffer,
+    owner: usize,
+    size: usize,
+    value: u8,
+}
+
+/// A read whose result is checked after the next drain.
+struct Read {
+    host: HostBuffer,
+    len: usize,
+    value: u8,
+}
+
+/// Runs one program on `place` and checks it against the model.
+fn run_program(
+    place: &Place,
+    rounding: &Rounding,
+    keep_all: bool,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
+    let threshold = if keep_all { u64::MAX } else { 0 };
+    let options = PoolOptions {
+        release_threshold: threshold,
+        ..Default::default()
+    };
+    let pool = MemoryPool::new(place, options).map_err(fail)?;
+    let streams = (0..STREAMS)
+        .map(|_| Stream::new(place))
+        .collect::<devstream::Result<Vec<_>>>()
+        .map_err(fail)?;
+    let mut slots: BTreeMap<usize, Live> = BTreeMap::new();
+    let mut reads: Vec<Read> = Vec::new();
+    let mut gates: Vec<Gate> = Vec::new();
+    let mut next_value: u8 = 0;
+    // Dropped buffers whose memory may not be back yet (their work may not have run).
+    let mut freed_since_drain = 0u64;
+
+    let check_bounds = |slots: &BTreeMap<usize, Live>, freed: u64| -> Result<(), TestCaseError> {
+        let stats = pool.stats().map_err(fail)?;
+        let live = slots.len() as u64;
+        let rounded: u64 = slots.values().map(|l| rounding.used[l.size]).sum();
+        let asked: u64 = slots.values().map(|l| SIZES[l.size] as u64).sum();
+        prop_assert!(
+            stats.reserved_bytes >= stats.used_bytes,
+            "{place}: {stats:?}"
+        );
+        prop_assert!(
+            stats.allocations >= live && stats.allocations <= live + freed,
+            "{place}: {live} live buffers, {freed} freed since the last drain: {stats:?}"
+        );
+        let floor = if rounding.additive { rounded } else { asked };
+        prop_assert!(
+            stats.used_bytes >= floor,
+            "{place}: live buffers use {floor} bytes as the pool rounds: {stats:?}"
+        );
+        Ok(())
+    };
+
+    for op in ops {
+        match *op {
+            Op::Alloc { slot, stream, size } => {
+                if slots.remove(&slot).is_some() {
+                    freed_since_drain += 1;
+                }
+                // A value no live buffer has (at most SLOTS are live).
+                next_value = next_value.wrapping_add(1).max(1);
+                while slots.values().any(|l| l.value == next_value) {
+                    next_value = next_value.wrapping_add(1).max(1);
+                }
+                let owner = &streams[stream];
+                let len = SIZES[size];
+                let buffer = owner.alloc_from(&pool, len).map_err(fail)?;
+                owner.fill(&buffer, 0, len, next_value).map_err(fail)?;
+                slots.insert(
+                    slot,
+                    Live {
+                        buffer,
+                        owner: stream,
+                        size,
+                        value: next_value,
+                    },
+                );
+            }
+            Op::Read { slot, stream } => {
+                let Some(live) = slots.get(&slot) else {
+                    continue;
+                };
+                let reader = &streams[stream];
+                if stream != live.owner {
+                    reader.wait_stream(&streams[live.owner]).map_err(fail)?;
+                }
+                let len = SIZES[live.size];
+                let host = reader.alloc_host(len).map_err(fail)?;
+                reader
+                    .copy_device_to_host(&host, 0, &live.buffer, 0, len)
+                    .map_err(fail)?;
+                reads.push(Read {
+                    host,
+                    len,
+                    value: live.value,
+                });
+            }
+            Op::Free { slot } => {
+                if slots.remove(&slot).is_some() {
+                    freed_since_drain += 1;
+                }
+            }
+            Op::Gate { stream } => {
+                if let Some(gate) = Gate::close(&streams[stream]).map_err(fail)? {
+                    gates.push(gate);
+                }
+            }
+            Op::Release => gates.clear(),
+            Op::Drain => {
+                gates.clear();
+                drain(place, &pool, rounding, &streams, &slots, &mut reads)?;
+                freed_since_drain = 0;
+            }
+        }
+        check_bounds(&slots, freed_since_drain)?;
+    }
+
+    gates.clear();
+    slots.clear();
+    drain(place, &pool, rounding, &streams, &slots, &mut reads)?;
+    let drained = pool.stats().map_err(fail)?;
+    prop_assert!(
+        drained.reserved_bytes <= threshold,
+        "{place}: threshold {threshold}, every buffer dropped and drained: {drained:?}"
+    );
+    pool.trim(0).map_err(fail)?;
+    let trimmed = pool.stats().map_err(fail)?;
+    prop_assert_eq!(
+        trimmed.reserved_bytes,
+        0,
+        "{}: trim(0): {:?}",
+        place,
+        trimmed
+    );
+    Ok(())
+}
+
+/// Drains every stream, checks every read so far by its data, and the pool's statistics
+/// against the live buffers.
+fn drain(
+    place: &Place,
+    pool: &MemoryPool,
+    rounding: &Rounding,
+    streams: &[Stream],
+    slots: &BTreeMap<usize, Live>,
+    reads: &mut Vec<Read>,
+) -> Result<(), TestCaseError> {
+    for stream in streams {
+        sync(stream).map_err(fail)?;
+    }
+    for read in reads.drain(..) {
+        let got = read.host.to_vec().map_err(fail)?;
+        prop_assert!(
+            got.len() == read.len && got.iter().all(|&b| b == read.value),
+            "{place}: a read of a buffer filled with {} saw other bytes ({:?}...): its memory \
+             was handed out again before the read ran",
+            read.value,
+            &got[..got.len().min(8)]
+        );
+    }
+    let stats = settled(pool, slots.len() as u64)?;
+    prop_assert_eq!(
+        stats.allocations,
+        slots.len() as u64,
+        "{}: {:?}",
+        place,
+        stats
+    );
+    let rounded: u64 = slots.values().map(|l| rounding.used[l.size]).sum();
+    if rounding.additive {
+        prop_assert_eq!(
+            stats.used_bytes,
+            rounded,
+            "{}: live buffers of sizes {:?}: {:?}",
+            place,
+            slots.values().map(|l| SIZES[l.size]).collect::<Vec<_>>(),
+            stats
+        );
+    }
+    prop_assert!(
+        stats.reserved_bytes >= stats.used_bytes,
+        "{place}: {stats:?}"
+    );
+    Ok(())
+}
+
+/// Random programs of allocations, frees and cross-stream uses keep the pool's bytes as the
+/// model predicts and never hand out memory that held work still reads.
+#[test]
+fn pool_programs_obey_the_model() {
+    for_each_place(|place| {
+        if !caps(place).memory_pools {
+            not_applicable(place, "memory_pools is off");
+            return Ok(());
+        }
+        let rounding = learn_rounding(place)?;
+        let defaults = Config::default();
+        let config = Config {
+            cases: defaults.cases.max(MIN_CASES),
+            failure_persistence: None,
+            max_shrink_iters: 1024,
+            ..defaults
+        };
+        let cases = config.cases;
+        let started = std::time::Instant::now();
+        let mut runner = TestRunner::new(config);
+        match runner.run(&program_strategy(), |(keep_all, ops)| {
+            run_program(place, &rounding, keep_all, &ops)
+        }) {
+            Ok(()) => {}
+            Err(TestError::Fail(reason, program)) => {
+                panic!("{reason}\nminimal failing program on {place}:\n{program:#?}")
+            }
+            Err(TestError::Abort(reason)) => panic!("pool model aborted: {reason}"),
+        }
+        eprintln!(
+            "[conformance] pool_model on {place}: {cases} programs in {:.2?} ({rounding:?})",
+            started.elapsed()
+        );
+        Ok(())
+    });
+}
