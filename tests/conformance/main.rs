@@ -45,6 +45,7 @@ mod flags;
 mod hostile;
 mod model;
 mod pools;
+mod pools_capture;
 mod semantics;
 mod sizes;
 mod stacks;

@@ -148,9 +148,9 @@ impl<A: RawApi> GpuBuffer<A> {
             0
         } else {
             if stream.capture_sequence()?.0 != CaptureStatus::None {
-                return Err(Error::capture(
-                    "alloc",
-                    "allocate buffers before capturing, not during capture",
+                // Graph-private memory is not built on CUDA/HIP yet (`capture_alloc` off).
+                return Err(devstream_core::graph_memory::unsupported_in_capture(
+                    &device.place,
                 ));
             }
             // A stream-ordered allocation on a stream that does not capture waits for nothing

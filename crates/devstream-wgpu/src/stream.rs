@@ -792,6 +792,13 @@ impl DeviceStream for WgpuStream {
     type HostBuffer = WgpuHostBuffer;
 
     fn alloc(&self, len: usize) -> Result<WgpuBuffer> {
+        if self.is_capturing()? {
+            // No graph-private memory here (`capture_alloc` off): a buffer made outside the
+            // graph would not be what its replays use.
+            return Err(devstream_core::graph_memory::unsupported_in_capture(
+                &self.handle.device.place,
+            ));
+        }
         check_unsafe_call(&self.handle.device.place, "alloc")?;
         BufferInner::new(&self.handle.device, len).map(|inner| WgpuBuffer { inner })
     }
