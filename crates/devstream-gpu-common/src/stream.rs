@@ -728,42 +728,37 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
                 Ok(())
             }
             CaptureStatus::Active => {
-                let runtime = Runtime::<A>::get()?;
-                let mut captures = runtime
-                    .captures
-                    .lock()
-                    .map_err(|_| Error::InvalidArgument("capture registry poisoned".into()))?;
-                let owned = captures
-                    .entry(id)
-                    .or_insert_with(|| CaptureOwned::new(self.inner.panic_slot().clone()));
-                if let Some(def) = &owned.def {
-                    if !def.add_host_function() {
-                        // Refused before anything is queued: the capture stays as it was.
-                        return Err(Error::unsupported(
-                            "launch_host_func into a graph definition that another capture \
-                             appends to",
-                            &device.place,
-                        ));
+                let launched = self.with_capture_owned(id, |owned| {
+                    if let Some(def) = &owned.def {
+                        if !def.add_host_function() {
+                            // Refused before anything is queued: the capture stays as it was.
+                            return Err(Error::unsupported(
+                                "launch_host_func into a graph definition that another capture \
+                                 appends to",
+                                &device.place,
+                            ));
+                        }
                     }
-                }
-                let call = Box::new(HostCall {
-                    f,
-                    sink: PanicSink::Graph(owned.host_state.clone()),
-                });
-                let data: *mut HostCall = Box::into_raw(call);
-                // SAFETY: the HostCall is owned by the capture, then by the graph, which frees
-                // it only after its last launch completed.
-                match unsafe { A::launch_host_func(self.raw(), host_in_graph, data.cast()) } {
-                    Ok(()) => {
-                        owned.keep.push(Box::new(OwnedHostCall(data)));
-                        Ok(())
+                    let call = Box::new(HostCall {
+                        f,
+                        sink: PanicSink::Graph(owned.host_state.clone()),
+                    });
+                    let data: *mut HostCall = Box::into_raw(call);
+                    // SAFETY: the HostCall is owned by the capture, then by the graph, which
+                    // frees it only after its last launch completed.
+                    match unsafe { A::launch_host_func(self.raw(), host_in_graph, data.cast()) } {
+                        Ok(()) => {
+                            owned.keep.push(Box::new(OwnedHostCall(data)));
+                            Ok(Ok(()))
+                        }
+                        Err(e) => {
+                            drop(OwnedHostCall(data));
+                            Ok(Err(e))
+                        }
                     }
-                    Err(e) => {
-                        drop(OwnedHostCall(data));
-                        drop(captures);
-                        Err(self.capture_violation("launch_host_func", map_error::<A>(e)))
-                    }
-                }
+                })??;
+                // The registry's lock is released: the violation may end the capture.
+                launched.map_err(|e| self.capture_violation("launch_host_func", map_error::<A>(e)))
             }
             CaptureStatus::Invalidated => Err(Error::capture(
                 "launch_host_func",
@@ -801,7 +796,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
 
     fn alloc(&self, len: usize) -> Result<GpuBuffer<A>> {
         let device = self.inner.device;
-        if device.caps.memory_pools {
+        if device.caps.memory_pools && self.capture_sequence()?.0 == CaptureStatus::None {
             return crate::mempool::GpuMemoryPool::default_of(device)?.alloc(self, len);
         }
         GpuBuffer::alloc(self, len)
@@ -812,12 +807,29 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         if !device.caps.memory_pools {
             return Err(Error::unsupported("alloc_from", &device.place));
         }
-        devstream_core::mempool::downcast::<crate::mempool::GpuMemoryPool<A>>(
+        // During a capture every allocation takes the capture's private memory (the pool
+        // given is only checked for its place); a capture's pool serves nothing else.
+        if crate::graph_memory::is_capture_pool(pool, self) {
+            if self.capture_sequence()?.0 != CaptureStatus::None {
+                return GpuBuffer::alloc(self, len);
+            }
+            return Err(devstream_core::graph_memory::not_for_alloc_from(
+                &device.place,
+            ));
+        }
+        let pool = devstream_core::mempool::downcast::<crate::mempool::GpuMemoryPool<A>>(
             pool,
             "alloc_from",
             &device.place,
-        )?
-        .alloc(self, len)
+        )?;
+        if self.capture_sequence()?.0 != CaptureStatus::None {
+            return GpuBuffer::alloc(self, len);
+        }
+        pool.alloc(self, len)
+    }
+
+    fn capture_memory_pool(&self) -> Result<Arc<dyn DevicePool>> {
+        crate::graph_memory::capture_memory_pool(self)
     }
 
     fn alloc_host(&self, len: usize) -> Result<GpuHostBuffer<A>> {
