@@ -153,15 +153,15 @@ impl<B, A> GraphMemory<B, A> {
     }
 
     /// The capture ended (with a graph or not): nothing is reused any more. Returns the cached
-    /// blocks, for the caller to let go of outside any lock.
-    pub fn end_capture(&self) -> Vec<B> {
+    /// blocks with what their reuse would have followed, for the caller to let go of outside
+    /// any lock.
+    pub fn end_capture(&self) -> Vec<(B, A)> {
         let mut state = crate::sync::lock(&self.state);
         state.capturing = false;
         state.cached = 0;
         std::mem::take(&mut state.cache)
             .into_values()
             .flatten()
-            .map(|(block, _)| block)
             .collect()
     }
 }
@@ -260,7 +260,7 @@ mod tests {
         assert_eq!(memory.take(2048), Some((1, ())));
         assert_eq!(memory.stats().unwrap().used_bytes, 3072);
         assert_eq!(memory.dropped(2048, 1, Some(())), None);
-        assert_eq!(memory.end_capture(), vec![1]);
+        assert_eq!(memory.end_capture(), vec![(1, ())]);
         assert_eq!(
             memory.take(2048),
             None,

@@ -153,6 +153,54 @@ impl<A: RawApi> GraphAlloc<A> {
     }
 }
 
+/// A capture's pool as the [`DevicePool`] a user sees: [`CaptureMemory`]'s, except that
+/// reading the statistics first runs the device's releases whose work has completed (a block
+/// is freed by a deferred release, which otherwise runs at the device's next allocation or
+/// release), so that they show memory given back as soon as its work is done.
+struct GraphPool<A: RawApi> {
+    memory: Arc<CaptureMemory<A>>,
+    device: &'static Device<A>,
+}
+
+impl<A: RawApi> std::fmt::Debug for GraphPool<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.memory, f)
+    }
+}
+
+impl<A: RawApi> DevicePool for GraphPool<A> {
+    fn place(&self) -> &devstream_core::Place {
+        self.memory.place()
+    }
+    fn id(&self) -> u64 {
+        self.memory.id()
+    }
+    fn stats(&self) -> Result<devstream_core::PoolStats> {
+        self.device.collect();
+        self.memory.stats()
+    }
+    fn reset_peak(&self) -> Result<()> {
+        self.memory.reset_peak()
+    }
+    fn release_threshold(&self) -> Result<u64> {
+        self.memory.release_threshold()
+    }
+    fn set_release_threshold(&self, bytes: u64) -> Result<()> {
+        self.memory.set_release_threshold(bytes)
+    }
+    fn trim(&self, keep_bytes: u64) -> Result<()> {
+        self.memory.trim(keep_bytes)
+    }
+}
+
+/// `memory` of `device` as a user sees it.
+fn user_pool<A: RawApi>(
+    memory: Arc<CaptureMemory<A>>,
+    device: &'static Device<A>,
+) -> Arc<dyn DevicePool> {
+    Arc::new(GraphPool { memory, device })
+}
+
 /// What a capture's `CaptureOwned` holds of its pool; dropped with it (the capture ended, with
 /// a graph or not), it ends the pool's capture: nothing cached is reused any more.
 struct CaptureMemorySlot<A: RawApi>(Arc<CaptureMemory<A>>);
@@ -191,15 +239,16 @@ pub(crate) fn graph_pool<A: RawApi>(
     owned: Option<&CaptureOwned>,
     device: &'static Device<A>,
 ) -> Arc<dyn DevicePool> {
-    owned
+    let memory = owned
         .and_then(|owned| owned.memory.as_ref())
         .and_then(|slot| slot.downcast_ref::<CaptureMemorySlot<A>>())
-        .map(|slot| slot.0.clone() as Arc<dyn DevicePool>)
+        .map(|slot| slot.0.clone())
         .unwrap_or_else(|| {
             let empty = Arc::new(CaptureMemory::<A>::new(device.place.clone()));
             drop(empty.end_capture());
             empty
-        })
+        });
+    user_pool(memory, device)
 }
 
 /// Whether `memory` (the pool of a graph) holds memory its replays use.
@@ -218,7 +267,7 @@ pub(crate) fn capture_memory_pool<A: RawApi>(stream: &GpuStream<A>) -> Result<Ar
             "capture_memory_pool",
             "the stream is not capturing",
         )),
-        (_, id) => Ok(capture_pool(stream, id)?),
+        (_, id) => Ok(user_pool(capture_pool(stream, id)?, device)),
     }
 }
 
@@ -226,7 +275,7 @@ pub(crate) fn capture_memory_pool<A: RawApi>(stream: &GpuStream<A>) -> Result<Ar
 /// during its capture).
 pub(crate) fn is_capture_pool<A: RawApi>(pool: &dyn DevicePool, stream: &GpuStream<A>) -> bool {
     let any: &dyn Any = pool;
-    any.is::<CaptureMemory<A>>() && pool.place() == &stream.device().place
+    any.is::<GraphPool<A>>() && pool.place() == &stream.device().place
 }
 
 /// `len` bytes (`len > 0`) for a buffer of `stream`, capturing in capture `id`, from the
