@@ -17,6 +17,7 @@
 //!   queued copies that touch the buffer.
 
 use crate::device::{DeviceShared, Ticket, POLL_SLICE};
+use crate::graph_memory::GraphAlloc;
 use crate::sched::{
     submit_locked, uploads_behind_host_func, waits_behind_host_func, Awaited, Batch, StreamState,
     Upload,
@@ -33,6 +34,9 @@ pub(crate) struct BufferInner {
     pub(crate) device: Arc<DeviceShared>,
     pub(crate) buffer: wgpu::Buffer,
     pub(crate) len: u64,
+    /// For a buffer allocated during a capture: its block of the capture's private pool
+    /// (`crate::graph_memory`), whose `wgpu::Buffer` `buffer` is.
+    pub(crate) graph: Option<GraphAlloc>,
 }
 
 impl BufferInner {
@@ -72,6 +76,7 @@ impl BufferInner {
             device: Arc::clone(device),
             buffer,
             len: bytes,
+            graph: None,
         }))
     }
 }
@@ -80,6 +85,14 @@ impl BufferInner {
 /// the memory until that work is done.
 pub struct WgpuBuffer {
     pub(crate) inner: Arc<BufferInner>,
+}
+
+impl Drop for WgpuBuffer {
+    fn drop(&mut self) {
+        if let Some(graph) = &self.inner.graph {
+            graph.handle_dropped();
+        }
+    }
 }
 
 debug_fields!(WgpuBuffer, |self| place: self.inner.device.place, len: self.inner.len);
@@ -115,6 +128,7 @@ impl WgpuBuffer {
                 device: Arc::clone(&device.shared),
                 len: buffer.size(),
                 buffer,
+                graph: None,
             }),
         })
     }

@@ -393,7 +393,12 @@ impl WgpuKernel {
             .enumerate()
             .map(|(i, b)| wgpu::BindGroupEntry {
                 binding: i as u32,
-                resource: b.buffer.as_entire_binding(),
+                // The buffer's own length: a block of a capture's pool may be larger.
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &b.buffer,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(crate::util::align_up(b.len.max(4), 4)),
+                }),
             })
             .collect();
         let (bind_group, error) =

@@ -763,10 +763,15 @@ impl DeviceStream for WgpuStream {
                 }
             }
         }
+        let memory = lock(&session).memory.clone();
+        let owns_memory =
+            devstream_core::DevicePool::stats(&*memory).is_ok_and(|stats| stats.reserved_bytes > 0);
         Ok(WgpuGraph {
             device: Arc::clone(&self.handle.device),
             ops: Arc::new(ended?),
             mode,
+            memory,
+            previous: owns_memory.then(Default::default),
         })
     }
 
@@ -792,15 +797,29 @@ impl DeviceStream for WgpuStream {
     type HostBuffer = WgpuHostBuffer;
 
     fn alloc(&self, len: usize) -> Result<WgpuBuffer> {
-        if self.is_capturing()? {
-            // No graph-private memory here (`capture_alloc` off): a buffer made outside the
-            // graph would not be what its replays use.
-            return Err(devstream_core::graph_memory::unsupported_in_capture(
-                &self.handle.device.place,
-            ));
+        let session = {
+            let mut sched = self.lock();
+            self.capturing(&mut sched)
+        };
+        if let Some(session) = session {
+            return crate::graph_memory::alloc_in_capture(&self.handle.device, &session, len);
         }
         check_unsafe_call(&self.handle.device.place, "alloc")?;
         BufferInner::new(&self.handle.device, len).map(|inner| WgpuBuffer { inner })
+    }
+
+    fn capture_memory_pool(&self) -> Result<Arc<dyn devstream_core::DevicePool>> {
+        let session = {
+            let mut sched = self.lock();
+            self.capturing(&mut sched)
+        };
+        match session {
+            Some(session) => Ok(lock(&session).memory.clone()),
+            None => Err(capture_error(
+                "capture_memory_pool",
+                "the stream is not capturing",
+            )),
+        }
     }
 
     fn alloc_host(&self, len: usize) -> Result<WgpuHostBuffer> {
