@@ -58,8 +58,9 @@ fn stats(place: &Place, pool: &MemoryPool) -> Result<PoolStats> {
 
 /// Capability off ⇔ `Unsupported` from allocation on a capturing stream, from
 /// `Stream::capture_memory_pool` and from `Graph::memory_pool`; the refusal leaves the capture
-/// valid. Capability on: the allocation succeeds, and `capture_memory_pool` outside a capture
-/// answers `Error::Capture`.
+/// valid. Capability on: the allocation succeeds, an absurd one is `OutOfMemory` with the
+/// capture pool's statistics and leaves the capture valid, and `capture_memory_pool` outside a
+/// capture answers `Error::Capture`.
 #[test]
 fn allocation_during_a_capture_is_unsupported_exactly_where_the_capability_is_off() {
     for_each_place(|place| {
@@ -103,6 +104,20 @@ fn allocation_during_a_capture_is_unsupported_exactly_where_the_capability_is_of
             }
         }
         if let Ok(buffer) = &allocated {
+            // An absurd request is a typed out-of-memory carrying the capture pool's
+            // statistics, and the capture goes on.
+            match stream.alloc(1 << 60) {
+                Err(Error::OutOfMemory {
+                    bytes,
+                    stats: Some(stats),
+                    ..
+                }) => {
+                    assert_eq!(bytes, 1 << 60);
+                    let live = 1 + u64::from(from_default.as_ref().is_some_and(|r| r.is_ok()));
+                    assert_eq!(stats.allocations, live, "{place}: {stats:?}");
+                }
+                other => panic!("{place}: an absurd allocation during a capture: {other:?}"),
+            }
             stream.fill(buffer, 0, 16, 4)?;
             stream.copy_device_to_host(&out, 0, buffer, 0, 16)?;
         }
