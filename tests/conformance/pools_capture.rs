@@ -441,3 +441,64 @@ fn a_capture_that_fails_or_is_abandoned_returns_its_memory() {
         Ok(())
     });
 }
+
+/// Buffers of a capture dropped on another thread while the capture ends, and launches of its
+/// graph from several threads at once, each on its own stream: every launch gives the right
+/// data, and the memory comes back once the graph and the buffers are gone.
+#[test]
+fn graph_memory_survives_racing_drops_and_launches() {
+    for_each_place(|place| {
+        if !allocates_in_captures(place) {
+            return Ok(());
+        }
+        for round in 1..=4u8 {
+            let stream = Stream::new(place)?;
+            let (input, output) = (stream.alloc_host(LEN)?, stream.alloc_host(LEN)?);
+            input.write(0, &[round; LEN])?;
+            stream.begin_capture(CaptureMode::ThreadLocal)?;
+            let pool = stream.capture_memory_pool()?;
+            let scratch = stream.alloc(LEN)?;
+            stream.copy_host_to_device(&scratch, 0, &input, 0, LEN)?;
+            let mut others = Vec::new();
+            for value in 0..4 {
+                let other = stream.alloc(LEN)?;
+                stream.fill(&other, 0, LEN, value)?;
+                stream.copy_device_to_device(&other, 0, &scratch, 0, LEN / 2)?;
+                others.push(other);
+            }
+            stream.copy_device_to_host(&output, 0, &scratch, 0, LEN)?;
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let dropper = {
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    drop(others);
+                })
+            };
+            barrier.wait();
+            let graph = stream.end_capture()?;
+            dropper
+                .join()
+                .map_err(|_| Error::InvalidArgument("the dropping thread panicked".into()))?;
+            let launchers: Vec<_> = (0..4)
+                .map(|_| {
+                    let (graph, place) = (graph.clone(), place.clone());
+                    std::thread::spawn(move || -> Result<()> {
+                        let runner = Stream::new(&place)?;
+                        graph.launch(&runner)?;
+                        sync(&runner)
+                    })
+                })
+                .collect();
+            for launcher in launchers {
+                launcher
+                    .join()
+                    .map_err(|_| Error::InvalidArgument("a launching thread panicked".into()))??;
+            }
+            assert_eq!(output.to_vec()?, vec![round; LEN], "{place}: round {round}");
+            drop((graph, scratch, stream));
+            memory_returned(place, &pool);
+        }
+        Ok(())
+    });
+}
