@@ -31,8 +31,11 @@
 //!   `end_capture` (`capture`), `wait_flag` and `write_flag` (`flags`), `wait_completion`
 //!   (`foreign_waits`), `alloc`, `alloc_host`, the copies and `fill` (`buffers`), `alloc_from`
 //!   (`memory_pools`, with [`DeviceBackend::default_pool`] and [`DeviceBackend::new_pool`]: see
-//!   [`crate::mempool`] for the rules every pool obeys). `is_capturing` defaults to
-//!   `Ok(false)`: a stream of a place without capture is never capturing.
+//!   [`crate::mempool`] for the rules every pool obeys), `capture_memory_pool` (`capture_alloc`,
+//!   with [`DeviceGraph::memory_pool`]: allocation on a capturing stream takes graph-private
+//!   memory, see [`crate::graph_memory`]; off, it answers `Unsupported` and the capture goes
+//!   on). `is_capturing` defaults to `Ok(false)`: a stream of a place without capture is never
+//!   capturing.
 //!
 //! **An operation left at its default has its capability off**, and an operation whose
 //! capability is on never answers `Unsupported` for want of the capability (it may still answer
