@@ -176,7 +176,10 @@ impl<A: RawApi> DevicePool for GraphPool<A> {
         self.memory.id()
     }
     fn stats(&self) -> Result<devstream_core::PoolStats> {
-        self.device.collect();
+        if !crate::hostfn::in_host_function() {
+            // No runtime calls from a host function: the figures may lag there.
+            self.device.collect();
+        }
         self.memory.stats()
     }
     fn reset_peak(&self) -> Result<()> {
