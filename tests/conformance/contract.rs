@@ -39,6 +39,9 @@ pub const CAPABILITY_OF_OP: &[(&str, &str, IsOn)] = &[
     ("alloc_from", "memory_pools", |c| c.memory_pools),
     ("default_pool", "memory_pools", |c| c.memory_pools),
     ("new_pool", "memory_pools", |c| c.memory_pools),
+    ("alloc during capture", "capture_alloc", |c| c.capture_alloc),
+    ("capture_memory_pool", "capture_alloc", |c| c.capture_alloc),
+    ("Graph::memory_pool", "capture_alloc", |c| c.capture_alloc),
 ];
 
 /// The capability `error` shows `place` lacks: `Some` when it is `Unsupported` for `place`, for

@@ -48,6 +48,7 @@ mod hostile;
 mod model;
 mod pool_model;
 mod pools;
+mod pools_capture;
 mod semantics;
 mod sizes;
 mod stacks;

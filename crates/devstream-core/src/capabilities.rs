@@ -77,6 +77,12 @@ pub struct Capabilities {
     /// out-of-memory recovery by trimming and retrying (see `devstream_core::mempool`). Off,
     /// those answer `Error::Unsupported`.
     pub memory_pools: bool,
+    /// `alloc` and `alloc_from` on a capturing stream take memory private to the resulting
+    /// graph: the same on every replay, reusable later in the same capture once dropped,
+    /// released when the graph and its buffers are gone (`devstream_core::graph_memory`;
+    /// `Graph::memory_pool`, `Stream::capture_memory_pool`). Off, where `capture` is on,
+    /// allocation on a capturing stream answers `Error::Unsupported` and the capture goes on.
+    pub capture_alloc: bool,
 }
 
 impl Capabilities {
@@ -101,6 +107,7 @@ impl Capabilities {
             per_thread_stream: false,
             collectives: false,
             memory_pools: false,
+            capture_alloc: false,
         }
     }
 
@@ -134,6 +141,7 @@ impl Capabilities {
             ("per_thread_stream", self.per_thread_stream.to_string()),
             ("collectives", self.collectives.to_string()),
             ("memory_pools", self.memory_pools.to_string()),
+            ("capture_alloc", self.capture_alloc.to_string()),
         ]
     }
 }

@@ -46,6 +46,7 @@ pub mod dynamic;
 pub mod elide;
 mod error;
 pub mod foreign;
+pub mod graph_memory;
 pub mod launch_calls;
 pub mod memory;
 pub mod mempool;

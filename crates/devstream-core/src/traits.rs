@@ -31,8 +31,11 @@
 //!   `end_capture` (`capture`), `wait_flag` and `write_flag` (`flags`), `wait_completion`
 //!   (`foreign_waits`), `alloc`, `alloc_host`, the copies and `fill` (`buffers`), `alloc_from`
 //!   (`memory_pools`, with [`DeviceBackend::default_pool`] and [`DeviceBackend::new_pool`]: see
-//!   [`crate::mempool`] for the rules every pool obeys). `is_capturing` defaults to
-//!   `Ok(false)`: a stream of a place without capture is never capturing.
+//!   [`crate::mempool`] for the rules every pool obeys), `capture_memory_pool` (`capture_alloc`,
+//!   with [`DeviceGraph::memory_pool`]: allocation on a capturing stream takes graph-private
+//!   memory, see [`crate::graph_memory`]; off, it answers `Unsupported` and the capture goes
+//!   on). `is_capturing` defaults to `Ok(false)`: a stream of a place without capture is never
+//!   capturing.
 //!
 //! **An operation left at its default has its capability off**, and an operation whose
 //! capability is on never answers `Unsupported` for want of the capability (it may still answer
@@ -373,6 +376,12 @@ pub trait DeviceStream: Clone + Debug + Send + Sync + 'static {
         /// to this stream from now on; dropped, it returns to `pool` in stream order. Runs out
         /// of memory through [`crate::mempool::alloc_retrying`]. Capability `memory_pools`.
         fn alloc_from(&self, pool: &dyn DevicePool, len: usize) -> Result<Self::Buffer>;
+
+        /// The private memory pool of the capture this stream takes part in (see
+        /// [`crate::graph_memory`]): the pool `alloc` and `alloc_from` take from while it runs,
+        /// which the resulting graph owns. `Error::Capture` when the stream is not capturing.
+        /// Capability `capture_alloc`.
+        fn capture_memory_pool(&self) -> Result<Arc<dyn DevicePool>>;
     }
 }
 
@@ -406,6 +415,12 @@ pub trait DeviceGraph: Debug + Send + Sync + 'static {
     fn place(&self) -> &Place;
     /// Runs the captured work on `stream`, in its order, once more.
     fn launch(&self, stream: &Self::Stream) -> Result<()>;
+    /// The graph's private memory pool: the memory of the buffers allocated during its capture
+    /// (see [`crate::graph_memory`]). Capability `capture_alloc`: the default answers
+    /// `Unsupported`.
+    fn memory_pool(&self) -> Result<Arc<dyn DevicePool>> {
+        Err(Error::unsupported("Graph::memory_pool", self.place()))
+    }
 }
 
 /// A host-visible 32-bit value streams can wait on and write.

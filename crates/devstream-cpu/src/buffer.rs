@@ -4,12 +4,14 @@
 //! Each buffer's bytes sit behind their own lock, so queued work on several streams touches
 //! them soundly: every operation takes it exclusively ([`BufferData::lock`]), except the ranks
 //! of an in-process all-reduce, which share it while each reads and writes only its own slice
-//! ([`BufferData::shared`]). Locks are always taken device buffers first (in id order), then the
+//! ([`BufferData::shared`]). Locks are always taken device buffers first (in the order of
+//! [`BufferInner::lock_order`]), then the
 //! host buffer: a kernel, which runs holding its device buffers' locks, may read or write a host
 //! buffer.
 //! Queued operations hold `Arc` clones of the buffers they use: dropping a handle while work is
 //! queued frees the memory only after that work.
 
+use crate::graph_memory::{CaptureAlloc, CaptureMemory};
 use crate::mempool::PoolShared;
 use crate::scheduler::running_stream;
 use crate::{lock, CPU_PLACE};
@@ -19,7 +21,7 @@ use devstream_core::{next_id, Place, Result};
 use std::ops::{Deref, DerefMut};
 #[cfg(feature = "comm")]
 use std::sync::RwLockReadGuard;
-use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockWriteGuard};
+use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockWriteGuard, Weak};
 
 /// A device buffer's bytes and their lock. Every operation takes the lock exclusively
 /// ([`BufferData::lock`]: the bytes as `&mut [u8]`); the ranks of an in-process all-reduce take
@@ -32,9 +34,12 @@ pub(crate) struct BufferData {
     /// uniqueness while ranks write through the shared lock); freed on drop unless
     /// [`BufferData::take_block`] took it back for a memory pool.
     ptr: *mut u8,
-    /// The bytes the buffer shows (a pool's block may be larger).
+    /// The bytes the buffer shows (a pool's block may be larger; a graph's block shows all of
+    /// it, and each buffer over it sees its own length through [`BufferInner::lock`]).
     len: usize,
     capacity: usize,
+    /// The graph-private pool whose statistics count this block until it is freed.
+    graph_memory: Option<Weak<CaptureMemory>>,
 }
 
 // SAFETY: the bytes are plain memory owned by this value; they are reached only under `lock`:
@@ -55,7 +60,22 @@ impl BufferData {
             ptr,
             len: len.min(capacity),
             capacity,
+            graph_memory: None,
         }
+    }
+
+    /// `block` as the memory of a graph-private pool: shown whole (every buffer that reuses it
+    /// during the capture sees its own length), counted by `memory` until it is freed.
+    pub(crate) fn for_graph(block: Box<[u8]>, memory: Weak<CaptureMemory>) -> BufferData {
+        let len = block.len();
+        let mut data = BufferData::new(block, len);
+        data.graph_memory = Some(memory);
+        data
+    }
+
+    /// The size of the allocation.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// The whole allocation, handed back (to the memory pool it came from); the buffer is left
@@ -71,13 +91,15 @@ impl BufferData {
         unsafe { Box::from_raw(slice) }
     }
 
-    /// The bytes, exclusively (waits for every other holder; a poisoned lock is taken as is:
+    /// The first `len` bytes, exclusively (waits for every other holder; a poisoned lock is taken as is:
     /// the bytes are plain memory, valid whatever a panicking holder left in them).
-    pub(crate) fn lock(&self) -> Exclusive<'_> {
+    fn lock(&self, len: usize) -> Exclusive<'_> {
         let guard = devstream_core::sync::write(&self.lock);
+        let len = len.min(self.len);
         // SAFETY: the write lock excludes every other `Exclusive` and `Shared`, so this is the
-        // only reference to the `len` initialised bytes at `ptr` while the guard lives.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) };
+        // only reference to the first `len` (≤ `self.len`) initialised bytes at `ptr` while the
+        // guard lives.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr, len) };
         Exclusive {
             _guard: guard,
             bytes,
@@ -86,10 +108,11 @@ impl BufferData {
 
     /// Shared access for ranks that each touch only their own ranges (see [`Shared`]).
     #[cfg(feature = "comm")]
-    pub(crate) fn shared(&self) -> Shared<'_> {
+    fn shared(&self, len: usize) -> Shared<'_> {
         Shared {
             _guard: devstream_core::sync::read(&self.lock),
             data: self,
+            len: len.min(self.len),
         }
     }
 }
@@ -100,6 +123,9 @@ impl Drop for BufferData {
         // SAFETY: `ptr`/`capacity` came from `Box::into_raw` of a `Box<[u8]>` in `new` (or
         // describe the empty slice `take_block` left), and no guard outlives `self`.
         drop(unsafe { Box::from_raw(slice) });
+        if let Some(memory) = self.graph_memory.as_ref().and_then(Weak::upgrade) {
+            memory.released(self.capacity);
+        }
     }
 }
 
@@ -129,6 +155,8 @@ impl DerefMut for Exclusive<'_> {
 pub(crate) struct Shared<'a> {
     _guard: RwLockReadGuard<'a, ()>,
     data: &'a BufferData,
+    /// The bytes the buffer shows.
+    len: usize,
 }
 
 #[cfg(feature = "comm")]
@@ -138,7 +166,7 @@ impl Shared<'_> {
     /// # Safety
     /// No other thread writes those bytes while this runs.
     pub(crate) unsafe fn read(&self, at: usize, out: &mut [u8]) -> Result<()> {
-        check_range("all_reduce", at, out.len(), self.data.len)?;
+        check_range("all_reduce", at, out.len(), self.len)?;
         // SAFETY: in bounds (checked); no exclusive holder exists (the read lock), and the
         // caller guarantees no concurrent writer of this range; `out` is a distinct allocation
         // the caller holds mutably.
@@ -153,7 +181,7 @@ impl Shared<'_> {
     /// # Safety
     /// No other thread reads or writes those bytes while this runs.
     pub(crate) unsafe fn write(&self, at: usize, bytes: &[u8]) -> Result<()> {
-        check_range("all_reduce", at, bytes.len(), self.data.len)?;
+        check_range("all_reduce", at, bytes.len(), self.len)?;
         // SAFETY: in bounds (checked); no exclusive holder exists (the read lock), and the
         // caller guarantees no other thread touches this range; `bytes` is a distinct
         // allocation (the caller's scratch).
@@ -168,16 +196,43 @@ impl Shared<'_> {
 pub(crate) struct BufferInner {
     pub(crate) id: u64,
     pub(crate) len: usize,
-    pub(crate) data: BufferData,
+    /// The bytes: this buffer's own, or a graph-private block that buffers allocated later in
+    /// the same capture reuse once this one is dropped (see `crate::graph_memory`).
+    pub(crate) data: Arc<BufferData>,
     /// The memory pool the bytes return to when the last holder (the handle or queued work)
     /// lets go: by then every operation that used them has run.
     pub(crate) pool: Option<Arc<PoolShared>>,
+    /// The capture the buffer was allocated in, whose pool takes the block back for reuse when
+    /// the handle is dropped during that capture.
+    pub(crate) capture: Option<CaptureAlloc>,
+}
+
+impl BufferInner {
+    /// The buffer's bytes, exclusively (see [`BufferData::lock`]).
+    pub(crate) fn lock(&self) -> Exclusive<'_> {
+        self.data.lock(self.len)
+    }
+
+    /// Shared access for ranks that each touch only their own ranges (see [`Shared`]).
+    #[cfg(feature = "comm")]
+    pub(crate) fn shared(&self) -> Shared<'_> {
+        self.data.shared(self.len)
+    }
+
+    /// The key of the crate-wide lock order between device buffers: the bytes' address, the
+    /// same for buffers that share a graph-private block.
+    pub(crate) fn lock_order(&self) -> usize {
+        Arc::as_ptr(&self.data) as usize
+    }
 }
 
 impl Drop for BufferInner {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
-            crate::mempool::give_back(&pool, self.data.take_block());
+            // A pool's buffer never shares its bytes: only graph-private blocks are shared.
+            if let Some(data) = Arc::get_mut(&mut self.data) {
+                crate::mempool::give_back(&pool, data.take_block());
+            }
         }
     }
 }
@@ -187,6 +242,14 @@ impl Drop for BufferInner {
 ///
 /// Dropping it while queued work uses it frees it only after that work.
 pub struct CpuBuffer(pub(crate) Arc<BufferInner>);
+
+impl Drop for CpuBuffer {
+    fn drop(&mut self) {
+        if let Some(capture) = &self.0.capture {
+            capture.handle_dropped(&self.0.data);
+        }
+    }
+}
 
 /// The `id` accessor and the `Debug` output (id and length) of a buffer handle over its record.
 macro_rules! buffer_handle {

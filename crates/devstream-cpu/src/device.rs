@@ -40,6 +40,7 @@ pub(crate) const CAPABILITIES: Capabilities = {
     caps.per_thread_stream = true;
     caps.collectives = cfg!(feature = "comm");
     caps.memory_pools = true;
+    caps.capture_alloc = true;
     caps
 };
 

@@ -14,11 +14,13 @@
 //! back when the origin's vector covers the lane's own version
 //! ([`devstream_core::capture::check_joined`]).
 
+use crate::buffer::BufferData;
+use crate::graph_memory::CaptureMemory;
 use crate::scheduler::{CommonOp, Op};
 use crate::stream::StreamInner;
 use crate::{lock, CPU_PLACE};
 use devstream_core::capture::{self, CaptureRegistration, Invalidation, JoinClock};
-use devstream_core::{next_id, CaptureMode, DeviceGraph, Error, Place, Result};
+use devstream_core::{next_id, CaptureMode, DeviceGraph, DevicePool, Error, Place, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -70,6 +72,8 @@ struct SessionState {
 /// One capture sequence, shared by the streams taking part in it.
 pub(crate) struct Session {
     active: AtomicBool,
+    /// The capture's private pool (`crate::graph_memory`), which its graph owns.
+    memory: Arc<CaptureMemory>,
     /// What the capture's mode forbids (see `devstream_core::capture`), until it ends.
     registration: Mutex<Option<CaptureRegistration>>,
     state: Mutex<SessionState>,
@@ -80,6 +84,7 @@ impl Session {
     pub(crate) fn begin(mode: CaptureMode, origin: &Arc<StreamInner>) -> Arc<Session> {
         Arc::new(Session {
             active: AtomicBool::new(true),
+            memory: Arc::new(CaptureMemory::new(CPU_PLACE.clone())),
             registration: Mutex::new(Some(capture::register(&CPU_PLACE, mode, origin.id))),
             state: Mutex::new(SessionState {
                 nodes: Vec::new(),
@@ -113,6 +118,50 @@ impl Session {
             return Err(Error::capture(op, "the capture has ended"));
         }
         Ok(state)
+    }
+
+    /// The capture's private pool.
+    pub(crate) fn memory(&self) -> &Arc<CaptureMemory> {
+        &self.memory
+    }
+
+    /// A cached block of `class` bytes for a buffer of `lane`, whose next node then also
+    /// depends on the nodes the block's reuse must follow (see `crate::graph_memory`); `None`
+    /// when none is cached. `Error::Capture` when the capture cannot take work.
+    pub(crate) fn reuse(&self, lane: usize, class: usize) -> Result<Option<Arc<BufferData>>> {
+        let mut guard = lock(&self.state);
+        let state = self.usable(&mut guard, "alloc")?;
+        if class == 0 {
+            return Ok(None);
+        }
+        let Some((data, after)) = self.memory.take(class) else {
+            return Ok(None);
+        };
+        let frontier = &mut state.lanes[lane].frontier.nodes;
+        for node in after {
+            if !frontier.contains(&node) {
+                frontier.push(node);
+            }
+        }
+        Ok(Some(data))
+    }
+
+    /// Every lane's frontier: every node captured so far precedes one of them. `None` once the
+    /// capture has ended.
+    pub(crate) fn all_work(&self) -> Option<Vec<usize>> {
+        let state = lock(&self.state);
+        if !self.is_active() {
+            return None;
+        }
+        let mut nodes: Vec<usize> = Vec::new();
+        for lane in &state.lanes {
+            for node in &lane.frontier.nodes {
+                if !nodes.contains(node) {
+                    nodes.push(*node);
+                }
+            }
+        }
+        Some(nodes)
     }
 
     /// Adds a node on `lane` after the lane's frontier.
@@ -206,6 +255,9 @@ impl Session {
     pub(crate) fn finish(&self) -> (Vec<Weak<StreamInner>>, Result<CpuGraph>) {
         self.active.store(false, Ordering::Release);
         drop(lock(&self.registration).take());
+        // Blocks cached for reuse go back now (those the nodes use stay with them), under no
+        // lock of the session.
+        drop(self.memory.end_capture());
         let mut state = lock(&self.state);
         let streams = state.lanes.iter().map(|l| l.stream.clone()).collect();
         if let Err(invalid) = state.invalid.check("end_capture") {
@@ -225,7 +277,7 @@ impl Session {
             drop(state);
             return (streams, Err(unjoined));
         }
-        (streams, Ok(CpuGraph::new(nodes)))
+        (streams, Ok(CpuGraph::new(nodes, self.memory.clone())))
     }
 }
 
@@ -243,9 +295,23 @@ struct GraphInner {
     nodes: Vec<Node>,
     /// Number of lanes after compaction (lanes without nodes removed).
     lanes: usize,
-    /// Helper streams for lanes 1.., created at the first launch; the lock also serialises
-    /// launches of this graph.
-    helpers: Mutex<Vec<Arc<StreamInner>>>,
+    /// The capture's private pool: the memory of the buffers allocated during the capture.
+    memory: Arc<CaptureMemory>,
+    /// Whether the graph's replays use private memory: its launches are then serialised.
+    owns_memory: bool,
+    /// The helper streams and the previous launch; the lock also serialises the submission
+    /// of launches of this graph.
+    launches: Mutex<Launches>,
+}
+
+/// What launches of a graph share.
+#[derive(Default)]
+struct Launches {
+    /// Helper streams for lanes 1.., created at the first launch.
+    helpers: Vec<Arc<StreamInner>>,
+    /// Where the previous launch ends (its stream and the count that stream reaches then),
+    /// kept for graphs that own memory: the next launch starts after it.
+    previous: Option<(Arc<StreamInner>, u64)>,
 }
 
 /// Work captured from CPU streams: a DAG of operations, replayable on any CPU stream, every
@@ -279,7 +345,7 @@ struct GraphInner {
 pub struct CpuGraph(Arc<GraphInner>);
 
 impl CpuGraph {
-    fn new(mut nodes: Vec<Node>) -> CpuGraph {
+    fn new(mut nodes: Vec<Node>, memory: Arc<CaptureMemory>) -> CpuGraph {
         // Compact lanes: the origin lane stays 0 when it has nodes; a graph with one used lane
         // replays on the launch stream alone.
         let mut map: Vec<Option<usize>> = Vec::new();
@@ -300,11 +366,14 @@ impl CpuGraph {
             });
             node.lane = new_lane;
         }
+        let owns_memory = memory.stats().is_ok_and(|stats| stats.reserved_bytes > 0);
         CpuGraph(Arc::new(GraphInner {
             id: next_id(),
             nodes,
             lanes,
-            helpers: Mutex::new(Vec::new()),
+            memory,
+            owns_memory,
+            launches: Mutex::new(Launches::default()),
         }))
     }
 
@@ -348,34 +417,62 @@ impl DeviceGraph for CpuGraph {
         &CPU_PLACE
     }
 
+    fn memory_pool(&self) -> Result<Arc<dyn DevicePool>> {
+        Ok(self.0.memory.clone())
+    }
+
     fn launch(&self, stream: &crate::CpuStream) -> Result<()> {
         let target = &stream.0;
         let graph = &self.0;
         if target.capturing.load(Ordering::Acquire) {
             if let Some((session, lane)) = target.capture_info() {
+                if graph.owns_memory {
+                    // Its replays and the other graph's would share the private memory.
+                    return Err(Error::unsupported(
+                        "launch into a capture of a graph that owns memory",
+                        &CPU_PLACE,
+                    ));
+                }
                 return session.inline(lane, &graph.nodes);
             }
         }
         if graph.nodes.is_empty() {
             return Ok(());
         }
-        let mut helpers = lock(&graph.helpers);
+        let mut launches = lock(&graph.launches);
         let name = "CpuGraph::launch";
+        // A graph that owns memory starts after its previous launch, wherever that runs.
+        let previous = launches.previous.clone().filter(|_| graph.owns_memory);
+        let after_previous = |pusher: &mut crate::stream::Pusher<'_>| {
+            if let Some((stream, seq)) = &previous {
+                pusher.wait_for(stream, *seq);
+            }
+        };
         if graph.lanes <= 1 {
-            return target.queue(name, |pusher| {
+            let end = target.queue(name, |pusher| {
+                after_previous(pusher);
                 for node in &graph.nodes {
                     pusher.push(Op::Common(node.op.clone()));
                 }
-            });
+                pusher.seq()
+            })?;
+            if graph.owns_memory {
+                launches.previous = Some((target.clone(), end));
+            }
+            return Ok(());
         }
-        if helpers.is_empty() {
+        if launches.helpers.is_empty() {
             for _ in 1..graph.lanes {
-                helpers.push(StreamInner::helper(target));
+                launches.helpers.push(StreamInner::helper(target));
             }
         }
+        let helpers = &launches.helpers;
         // Fork: every branch starts after the launch stream's earlier work (a marker on the
         // launch stream also applies its legacy-stream ordering).
-        let start = target.queue(name, |pusher| pusher.push(Op::Nop))?;
+        let start = target.queue(name, |pusher| {
+            after_previous(pusher);
+            pusher.push(Op::Nop)
+        })?;
         for helper in helpers.iter() {
             helper.queue(name, |pusher| pusher.wait_for(target, start))?;
         }
@@ -406,11 +503,15 @@ impl DeviceGraph for CpuGraph {
             })?;
         }
         // Join: the launch stream's later work waits for every branch.
-        target.queue(name, |pusher| {
+        let end = target.queue(name, |pusher| {
             for helper in helpers.iter() {
                 pusher.wait_for(helper, helper.submitted.load(Ordering::Acquire));
             }
+            pusher.seq()
         })?;
+        if graph.owns_memory {
+            launches.previous = Some((target.clone(), end));
+        }
         Ok(())
     }
 }

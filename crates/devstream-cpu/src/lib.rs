@@ -100,6 +100,7 @@ mod event;
 mod flag;
 mod foreign;
 mod graph;
+mod graph_memory;
 mod mempool;
 mod scheduler;
 mod stream;

@@ -70,8 +70,9 @@ fn take(pool: &Arc<PoolShared>, len: usize) -> Result<Arc<BufferInner>> {
     Ok(Arc::new(BufferInner {
         id: next_id(),
         len,
-        data: BufferData::new(block, len),
+        data: Arc::new(BufferData::new(block, len)),
         pool: Some(pool.clone()),
+        capture: None,
     }))
 }
 

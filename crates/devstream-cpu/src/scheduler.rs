@@ -236,33 +236,33 @@ fn execute_common(op: CommonOp, stream: u64) -> Result<()> {
 fn execute_buffer(op: CpuBufferOp) -> Result<()> {
     match op {
         BufferOp::CopyFromHost { dst, offset, data } => {
-            let mut dst = dst.data.lock();
+            let mut dst = dst.lock();
             copy_into(&mut dst, offset, &data)
         }
         BufferOp::HostToDevice(t) => {
             // Lock order: device buffers before the host buffer.
-            let mut dst = t.dst.data.lock();
+            let mut dst = t.dst.lock();
             transfer(&mut dst, &lock(&t.src.data), &t)
         }
         BufferOp::DeviceToHost(t) => {
-            let src = t.src.data.lock();
+            let src = t.src.lock();
             transfer(&mut lock(&t.dst.data), &src, &t)
         }
         BufferOp::DeviceToDevice(t) => {
             let (dst, src) = (&t.dst, &t.src);
             if Arc::ptr_eq(dst, src) {
-                let mut data = dst.data.lock();
+                let mut data = dst.lock();
                 slice(&data, t.src_offset, t.len)?;
                 slice(&data, t.dst_offset, t.len)?;
                 data.copy_within(t.src_offset..t.src_offset + t.len, t.dst_offset);
                 Ok(())
-            } else if dst.id < src.id {
-                // Lock order between device buffers: by id.
-                let mut dst = dst.data.lock();
-                transfer(&mut dst, &src.data.lock(), &t)
+            } else if dst.lock_order() < src.lock_order() {
+                // The crate-wide lock order between device buffers.
+                let mut dst = dst.lock();
+                transfer(&mut dst, &src.lock(), &t)
             } else {
-                let src = src.data.lock();
-                transfer(&mut dst.data.lock(), &src, &t)
+                let src = src.lock();
+                transfer(&mut dst.lock(), &src, &t)
             }
         }
         BufferOp::Fill {
@@ -271,7 +271,7 @@ fn execute_buffer(op: CpuBufferOp) -> Result<()> {
             len,
             value,
         } => {
-            let mut dst = dst.data.lock();
+            let mut dst = dst.lock();
             match offset
                 .checked_add(len)
                 .and_then(|end| dst.get_mut(offset..end))
@@ -315,14 +315,14 @@ fn copy_into(dst: &mut [u8], offset: usize, src: &[u8]) -> Result<()> {
     }
 }
 
-/// Locks the kernel's buffers (in id order, the crate-wide lock order) and hands the kernel
-/// their bytes in the order it was launched with.
+/// Locks the kernel's buffers (in the crate-wide lock order, `BufferInner::lock_order`) and
+/// hands the kernel their bytes in the order it was launched with.
 fn run_kernel(kernel: &mut KernelFn, buffers: &[Arc<BufferInner>]) {
     let mut order: Vec<usize> = (0..buffers.len()).collect();
-    order.sort_by_key(|&index| buffers[index].id);
+    order.sort_by_key(|&index| buffers[index].lock_order());
     let mut guards: Vec<Option<_>> = buffers.iter().map(|_| None).collect();
     for index in order {
-        guards[index] = Some(buffers[index].data.lock());
+        guards[index] = Some(buffers[index].lock());
     }
     let mut views: Vec<&mut [u8]> = guards.iter_mut().flatten().map(|g| &mut g[..]).collect();
     kernel(&mut views);

@@ -22,6 +22,7 @@ use crate::device::{self, CAPABILITIES, PRIORITY_RANGE};
 use crate::event::{CpuEvent, Record};
 use crate::flag::CpuFlag;
 use crate::graph::{check_unsafe_call, CpuGraph, Frontier, Session};
+use crate::graph_memory::CaptureMemory;
 use crate::mempool::CpuMemoryPool;
 use crate::scheduler::{running_stream, Backoff, CommonOp, Op, PoolHandle, Task, UserFn};
 use crate::{lock, CPU_PLACE};
@@ -831,12 +832,43 @@ impl DeviceStream for CpuStream {
     type HostBuffer = CpuHostBuffer;
 
     fn alloc(&self, len: usize) -> Result<CpuBuffer> {
+        if self.0.capturing.load(Ordering::Acquire) {
+            if let Some(buffer) = crate::graph_memory::alloc_in_capture(&self.0, len) {
+                return buffer;
+            }
+        }
         crate::mempool::alloc(crate::mempool::default_pool(), len)
     }
 
     fn alloc_from(&self, pool: &dyn DevicePool, len: usize) -> Result<CpuBuffer> {
-        let pool = mempool::downcast::<CpuMemoryPool>(pool, "alloc_from", &CPU_PLACE)?;
-        crate::mempool::alloc(pool, len)
+        let any: &dyn std::any::Any = pool;
+        let own = match any.downcast_ref::<CaptureMemory>() {
+            Some(graph_pool) if graph_pool.place() == &CPU_PLACE => None,
+            _ => Some(mempool::downcast::<CpuMemoryPool>(
+                pool,
+                "alloc_from",
+                &CPU_PLACE,
+            )?),
+        };
+        if self.0.capturing.load(Ordering::Acquire) {
+            if let Some(buffer) = crate::graph_memory::alloc_in_capture(&self.0, len) {
+                return buffer;
+            }
+        }
+        match own {
+            Some(pool) => crate::mempool::alloc(pool, len),
+            None => Err(devstream_core::graph_memory::not_for_alloc_from(&CPU_PLACE)),
+        }
+    }
+
+    fn capture_memory_pool(&self) -> Result<Arc<dyn DevicePool>> {
+        match self.0.capture_info() {
+            Some((session, _)) => Ok(session.memory().clone()),
+            None => Err(Error::capture(
+                "capture_memory_pool",
+                "the stream is not capturing",
+            )),
+        }
     }
 
     fn alloc_host(&self, len: usize) -> Result<CpuHostBuffer> {

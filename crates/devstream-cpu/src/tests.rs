@@ -935,3 +935,33 @@ fn an_event_recorded_before_a_host_function_is_complete_inside_it_despite_concur
         "host functions that found the event recorded right before them incomplete"
     );
 }
+
+/// A kernel sees a graph buffer's own length, not its block's: the first buffer of a size
+/// class and the one that reuses its block later in the capture (another length of the class)
+/// each see their own, over one block.
+#[test]
+fn a_kernel_sees_a_graph_buffers_length_not_its_blocks() {
+    let s = stream();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    let first = s.alloc(1000).unwrap();
+    let log = seen.clone();
+    s.launch_kernel(&[&first], move |views| {
+        views[0].fill(1);
+        log.lock().unwrap().push(views[0].len());
+    })
+    .unwrap();
+    drop(first);
+    let second = s.alloc(600).unwrap();
+    let log = seen.clone();
+    s.launch_kernel(&[&second], move |views| {
+        log.lock().unwrap().push(views[0].len());
+    })
+    .unwrap();
+    let graph = s.end_capture().unwrap();
+    let stats = graph.memory_pool().unwrap().stats().unwrap();
+    assert_eq!(stats.reserved_bytes, 1024, "one block for both: {stats:?}");
+    graph.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![1000, 600]);
+}

@@ -1003,3 +1003,58 @@ fn event_completion_survives_a_re_record_of_its_event() {
         block_on(future).unwrap();
     }
 }
+
+/// Buffers allocated during a capture have fixed device addresses: a buffer dropped during the
+/// capture gives its address to the next allocation of its size class in the same capture, the
+/// graph's replays use those addresses, and a buffer read through its handle after each replay
+/// holds that replay's data.
+#[test]
+fn graph_buffers_keep_their_device_address_and_reuse_it_within_the_capture() {
+    let (place, _serial) = or_skip!(gpu());
+    let s = stream(&place);
+    let (first_out, second_out, outside) = (
+        s.alloc_host(4096).unwrap(),
+        s.alloc_host(4096).unwrap(),
+        s.alloc_host(4096).unwrap(),
+    );
+    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    let first = s.alloc(4096).unwrap();
+    let address = first.device_ptr();
+    s.fill(&first, 0, 4096, 3).unwrap();
+    s.copy_device_to_host(&first_out, 0, &first, 0, 4096)
+        .unwrap();
+    drop(first);
+    let second = s.alloc(3000).unwrap();
+    assert_eq!(
+        second.device_ptr(),
+        address,
+        "the second buffer did not reuse the first one's memory"
+    );
+    s.fill(&second, 0, 3000, 7).unwrap();
+    s.copy_device_to_host(&second_out, 0, &second, 0, 3000)
+        .unwrap();
+    let graph = s.end_capture().unwrap();
+    assert_eq!(second.device_ptr(), address);
+    for _ in 0..3 {
+        graph.launch(&s).unwrap();
+        s.copy_device_to_host(&outside, 0, &second, 0, 3000)
+            .unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(first_out.to_vec().unwrap(), vec![3; 4096]);
+        assert_eq!(second_out.to_vec().unwrap()[..3000], vec![7; 3000][..]);
+        assert_eq!(outside.to_vec().unwrap()[..3000], vec![7; 3000][..]);
+    }
+    let pool = graph.memory_pool().unwrap();
+    assert_eq!(pool.stats().unwrap().reserved_bytes, 4096);
+    drop((graph, second));
+    s.synchronize().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while pool.stats().unwrap().reserved_bytes != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the graph's memory did not come back: {:?}",
+            pool.stats()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

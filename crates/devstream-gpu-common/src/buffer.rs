@@ -13,6 +13,7 @@
 use crate::device::Device;
 use crate::error::{check, map_alloc_error};
 use crate::ext::CaptureModeGuard;
+use crate::graph_memory::GraphAlloc;
 use crate::raw::{CaptureStatus, DevicePtr, RawApi, RawEvent, RawMemPool};
 use crate::stream::{GpuStream, StreamInner};
 use crate::users::{forget_finished, gone, StreamUsers};
@@ -32,12 +33,25 @@ struct BufferInner<A: RawApi> {
     users: StreamUsers<A>,
     /// The live-buffer count of the memory pool it came from (`crate::mempool`).
     pool_live: Option<Arc<AtomicU64>>,
+    /// For a buffer allocated during a capture: its block of the capture's private pool
+    /// (`crate::graph_memory`), which `ptr` points into.
+    graph: Option<GraphAlloc<A>>,
 }
 
 impl<A: RawApi> Drop for BufferInner<A> {
     fn drop(&mut self) {
         if let Some(live) = &self.pool_live {
             live.fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Some(graph) = self.graph.take() {
+            // The block (shared with the buffers that had it) is let go of after the work of
+            // every stream that used this buffer; its last holder frees it.
+            let device = self.device;
+            let users = self.users.take();
+            crate::hostfn::release_off_callback(move || {
+                device.release_after(users, Box::new(move || drop(graph)));
+            });
+            return;
         }
         if self.len == 0 {
             return;
@@ -117,6 +131,14 @@ pub struct GpuBuffer<A: RawApi> {
     inner: Arc<BufferInner<A>>,
 }
 
+impl<A: RawApi> Drop for GpuBuffer<A> {
+    fn drop(&mut self) {
+        if let Some(graph) = &self.inner.graph {
+            graph.handle_dropped(self.inner.users.snapshot());
+        }
+    }
+}
+
 impl<A: RawApi> fmt::Debug for GpuBuffer<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GpuBuffer")
@@ -147,10 +169,25 @@ impl<A: RawApi> GpuBuffer<A> {
         let ptr = if len == 0 {
             0
         } else {
+            if let (CaptureStatus::Active, id) = stream.capture_sequence()? {
+                let graph = crate::graph_memory::alloc_in_capture(stream, id, len)?;
+                return Ok(GpuBuffer {
+                    inner: Arc::new(BufferInner {
+                        ptr: graph.block.ptr,
+                        len,
+                        device,
+                        stream_ordered: false,
+                        users: StreamUsers::first(stream.inner().clone()),
+                        pool_live: None,
+                        graph: Some(graph),
+                    }),
+                });
+            }
             if stream.capture_sequence()?.0 != CaptureStatus::None {
+                // An invalidated capture takes no work.
                 return Err(Error::capture(
                     "alloc",
-                    "allocate buffers before capturing, not during capture",
+                    "the stream's capture was invalidated",
                 ));
             }
             // A stream-ordered allocation on a stream that does not capture waits for nothing
@@ -191,6 +228,7 @@ impl<A: RawApi> GpuBuffer<A> {
                     live.fetch_add(1, Ordering::AcqRel);
                     live
                 }),
+                graph: None,
             }),
         })
     }

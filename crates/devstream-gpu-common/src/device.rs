@@ -232,6 +232,8 @@ impl<A: RawApi> Device<A> {
         caps.stream_ordered_alloc =
             A::supports(Optional::StreamOrderedAlloc) && properties.memory_pools;
         caps.memory_pools = caps.stream_ordered_alloc && A::supports(Optional::MemoryPools);
+        // Graph-private memory is allocated with the thread in Relaxed capture mode.
+        caps.capture_alloc = A::supports(Optional::ExchangeCaptureMode);
         caps.nonblocking_query = true;
         caps.legacy_default_stream = true;
         caps.per_thread_stream = true;

@@ -10,7 +10,7 @@ use crate::error::{check, map_error};
 use crate::hostfn::{CaptureOwned, DefShared, GraphHostState, OwnedHostCall};
 use crate::raw::{RawApi, RawEvent, RawGraph, RawGraphExec};
 use crate::stream::GpuStream;
-use devstream_core::{DeviceGraph, EventFlags, Place, Result};
+use devstream_core::{DeviceGraph, DevicePool, EventFlags, Place, Result};
 use std::any::Any;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -25,6 +25,10 @@ struct GraphInner<A: RawApi> {
     host_state: Option<Arc<GraphHostState>>,
     keep: Vec<Box<dyn Any + Send + Sync>>,
     def: Option<Arc<dyn Any + Send + Sync>>,
+    /// The capture's private memory pool (`crate::graph_memory`).
+    memory: Arc<dyn DevicePool>,
+    /// Whether the replays use private memory: each launch then waits for the previous one.
+    owns_memory: bool,
 }
 
 impl<A: RawApi> Drop for GraphInner<A> {
@@ -104,6 +108,7 @@ impl<A: RawApi> GpuGraph<A> {
                 return Err(map_error::<A>(e));
             }
         };
+        let memory = crate::graph_memory::graph_pool(owned.as_ref(), device);
         let (host_state, keep) = match owned.map(CaptureOwned::settle) {
             Some(owned) => {
                 let host_functions = owned
@@ -116,6 +121,7 @@ impl<A: RawApi> GpuGraph<A> {
             }
             None => (None, Vec::new()),
         };
+        let owns_memory = crate::graph_memory::owns_memory(&memory);
         Ok(GpuGraph {
             inner: Arc::new(GraphInner {
                 device,
@@ -127,6 +133,8 @@ impl<A: RawApi> GpuGraph<A> {
                 host_state,
                 keep,
                 def,
+                memory,
+                owns_memory,
             }),
         })
     }
@@ -155,6 +163,16 @@ impl<A: RawApi> DeviceGraph for GpuGraph<A> {
         &self.inner.device.place
     }
 
+    fn memory_pool(&self) -> Result<Arc<dyn DevicePool>> {
+        if !self.inner.device.caps.capture_alloc {
+            return Err(devstream_core::Error::unsupported(
+                "Graph::memory_pool",
+                &self.inner.device.place,
+            ));
+        }
+        Ok(self.inner.memory.clone())
+    }
+
     #[inline]
     fn launch(&self, stream: &GpuStream<A>) -> Result<()> {
         let inner = &self.inner;
@@ -162,6 +180,19 @@ impl<A: RawApi> DeviceGraph for GpuGraph<A> {
         stream.bind()?;
         let _order = inner.launch_lock.lock();
         let raw = stream.raw();
+        if inner.owns_memory {
+            if stream.capture_sequence()?.0 != crate::raw::CaptureStatus::None {
+                // Its replays and the other graph's would share the private memory.
+                return Err(devstream_core::Error::unsupported(
+                    "launch into a capture of a graph that owns memory",
+                    &inner.device.place,
+                ));
+            }
+            // One replay at a time: after the previous launch, wherever it ran (`done` is
+            // recorded after every launch; never recorded, it is complete).
+            // SAFETY: the event and the stream are alive and of the same device.
+            check::<A, _>(unsafe { A::stream_wait_event(raw, inner.done) })?;
+        }
         if let Some(state) = &inner.host_state {
             // This launch's host functions report panics to this stream.
             state.push_launch(stream.inner().panic_slot().clone());

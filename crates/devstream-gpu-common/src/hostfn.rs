@@ -591,6 +591,8 @@ pub(crate) struct CaptureOwned {
     pub(crate) keep: Vec<Box<dyn Any + Send + Sync>>,
     /// The definition the capture appends to (`begin_capture_to_graph`), if any.
     pub(crate) def: Option<Arc<DefShared>>,
+    /// The capture's private memory pool (`crate::graph_memory`), made by its first allocation.
+    pub(crate) memory: Option<Box<dyn Any + Send + Sync>>,
 }
 
 impl CaptureOwned {
@@ -599,6 +601,7 @@ impl CaptureOwned {
             host_state: Arc::new(GraphHostState::new(target)),
             keep: Vec::new(),
             def: None,
+            memory: None,
         }
     }
 

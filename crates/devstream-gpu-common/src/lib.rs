@@ -69,6 +69,7 @@ mod ext;
 mod flag;
 mod foreign;
 mod graph;
+mod graph_memory;
 mod hostfn;
 mod kernel;
 mod mempool;

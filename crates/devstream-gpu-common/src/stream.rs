@@ -765,7 +765,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
 
     fn alloc(&self, len: usize) -> Result<GpuBuffer<A>> {
         let device = self.inner.device;
-        if device.caps.memory_pools {
+        if device.caps.memory_pools && self.capture_sequence()?.0 == CaptureStatus::None {
             return crate::mempool::GpuMemoryPool::default_of(device)?.alloc(self, len);
         }
         GpuBuffer::alloc(self, len)
@@ -776,12 +776,29 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         if !device.caps.memory_pools {
             return Err(Error::unsupported("alloc_from", &device.place));
         }
-        devstream_core::mempool::downcast::<crate::mempool::GpuMemoryPool<A>>(
+        // During a capture every allocation takes the capture's private memory (the pool
+        // given is only checked for its place); a capture's pool serves nothing else.
+        if crate::graph_memory::is_capture_pool(pool, self) {
+            if self.capture_sequence()?.0 != CaptureStatus::None {
+                return GpuBuffer::alloc(self, len);
+            }
+            return Err(devstream_core::graph_memory::not_for_alloc_from(
+                &device.place,
+            ));
+        }
+        let pool = devstream_core::mempool::downcast::<crate::mempool::GpuMemoryPool<A>>(
             pool,
             "alloc_from",
             &device.place,
-        )?
-        .alloc(self, len)
+        )?;
+        if self.capture_sequence()?.0 != CaptureStatus::None {
+            return GpuBuffer::alloc(self, len);
+        }
+        pool.alloc(self, len)
+    }
+
+    fn capture_memory_pool(&self) -> Result<Arc<dyn DevicePool>> {
+        crate::graph_memory::capture_memory_pool(self)
     }
 
     fn alloc_host(&self, len: usize) -> Result<GpuHostBuffer<A>> {

@@ -58,6 +58,11 @@ impl<A: RawApi> StreamUsers<A> {
         drop(relaxed);
     }
 
+    /// The users now.
+    pub(crate) fn snapshot(&self) -> Vec<Arc<StreamInner<A>>> {
+        self.0.lock().map(|users| users.clone()).unwrap_or_default()
+    }
+
     /// Takes the users out (the owner is being dropped).
     pub(crate) fn take(&self) -> Vec<Arc<StreamInner<A>>> {
         self.0

@@ -125,6 +125,13 @@ impl DeviceGraph for PluginGraph {
         self.0.either(|g| &g.place, |g| g.place())
     }
 
+    fn memory_pool(&self) -> Result<Arc<dyn devstream_core::DevicePool>> {
+        match &self.0 {
+            GraphRepr::Abi(g) => Err(Error::unsupported("Graph::memory_pool", &g.place)),
+            GraphRepr::Rust(g) => g.memory_pool(),
+        }
+    }
+
     fn launch(&self, stream: &PluginStream) -> Result<()> {
         match (&self.0, &stream.0) {
             (GraphRepr::Abi(g), StreamRepr::Abi(core)) => g.launch(core),

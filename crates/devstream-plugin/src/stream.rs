@@ -549,6 +549,7 @@ impl DeviceStream for PluginStream {
     fn alloc(&self, len: usize) -> Result<PluginBuffer> {
         match &self.0 {
             StreamRepr::Abi(core) => {
+                refuse_in_capture(self)?;
                 // `device_memory_allocate` is synchronous (`stream_ordered_alloc` is off).
                 check_unsafe_call("alloc", &core.place)?;
                 let pool = crate::mempool::default_pool(&core.runtime, core.slot);
@@ -566,6 +567,7 @@ impl DeviceStream for PluginStream {
     ) -> Result<PluginBuffer> {
         match &self.0 {
             StreamRepr::Abi(core) => {
+                refuse_in_capture(self)?;
                 // As `alloc`: the plug-in's allocator is synchronous.
                 check_unsafe_call("alloc_from", &core.place)?;
                 let pool = devstream_core::mempool::downcast::<crate::mempool::PluginMemoryPool>(
@@ -578,6 +580,13 @@ impl DeviceStream for PluginStream {
                 )?)))
             }
             StreamRepr::Rust(s) => Ok(PluginBuffer(BufferRepr::Rust(s.alloc_from(pool, len)?))),
+        }
+    }
+
+    fn capture_memory_pool(&self) -> Result<Arc<dyn devstream_core::DevicePool>> {
+        match &self.0 {
+            StreamRepr::Abi(core) => Err(Error::unsupported("capture_memory_pool", &core.place)),
+            StreamRepr::Rust(s) => s.capture_memory_pool(),
         }
     }
 
@@ -737,4 +746,16 @@ fn abi_completion(core: &Arc<StreamCore>) -> Result<Completion> {
         runtime,
         Some(core.errors.clone()),
     ))
+}
+
+/// `Error::Unsupported` ("alloc during capture") when `stream`, a stream of a plug-in's C ABI,
+/// captures: its allocator is not captured and devstream keeps no graph-private memory for it
+/// (`capture_alloc` off), so a buffer made now would not be the memory the graph replays use.
+fn refuse_in_capture(stream: &PluginStream) -> Result<()> {
+    if stream.is_capturing()? {
+        return Err(devstream_core::graph_memory::unsupported_in_capture(
+            stream.place(),
+        ));
+    }
+    Ok(())
 }

@@ -18,6 +18,7 @@
 //!   queued copies that touch the buffer.
 
 use crate::device::{DeviceShared, Ticket, POLL_SLICE};
+use crate::graph_memory::GraphAlloc;
 use crate::mempool::Pooled;
 use crate::sched::{
     submit_locked, uploads_behind_host_func, waits_behind_host_func, Awaited, Batch, StreamState,
@@ -43,6 +44,9 @@ pub(crate) struct BufferInner {
     /// The streams that used the buffer (pooled buffers only): their work must be complete
     /// before the block is handed out again.
     users: Users,
+    /// For a buffer allocated during a capture: its block of the capture's private pool
+    /// (`crate::graph_memory`), whose `wgpu::Buffer` `buffer` is.
+    pub(crate) graph: Option<GraphAlloc>,
 }
 
 /// The ids of the streams that used a buffer; the last one apart, so that a stream using the
@@ -99,6 +103,26 @@ impl BufferInner {
             len,
             pooled: Some(pooled),
             users: Users::default(),
+            graph: None,
+        })
+    }
+
+    /// A buffer of `len` bytes over the block of a capture's private pool that `graph` holds
+    /// (`crate::graph_memory`): the capture orders the block's reuse, so no users are noted.
+    pub(crate) fn in_graph(
+        device: &Arc<DeviceShared>,
+        buffer: wgpu::Buffer,
+        len: u64,
+        graph: GraphAlloc,
+    ) -> Arc<BufferInner> {
+        Arc::new(BufferInner {
+            id: devstream_core::next_id(),
+            device: Arc::clone(device),
+            buffer,
+            len,
+            pooled: None,
+            users: Users::default(),
+            graph: Some(graph),
         })
     }
 
@@ -137,6 +161,14 @@ pub struct WgpuBuffer {
     pub(crate) inner: Arc<BufferInner>,
 }
 
+impl Drop for WgpuBuffer {
+    fn drop(&mut self) {
+        if let Some(graph) = &self.inner.graph {
+            graph.handle_dropped();
+        }
+    }
+}
+
 debug_fields!(WgpuBuffer, |self| place: self.inner.device.place, len: self.inner.len);
 
 impl WgpuBuffer {
@@ -173,6 +205,7 @@ impl WgpuBuffer {
                 buffer,
                 pooled: None,
                 users: Users::default(),
+                graph: None,
             }),
         })
     }

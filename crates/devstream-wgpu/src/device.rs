@@ -203,6 +203,7 @@ fn capabilities_for(features: wgpu::Features) -> Capabilities {
     caps.capture_host_funcs = true;
     caps.flags = true;
     caps.buffers = true;
+    caps.capture_alloc = true;
     caps.cross_device_wait = true;
     caps.foreign_waits = true;
     caps.capture_foreign_waits = true;

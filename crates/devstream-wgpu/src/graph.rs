@@ -6,12 +6,16 @@ use crate::buffer::{BufferInner, HostInner};
 use crate::device::DeviceShared;
 use crate::event::WgpuEvent;
 use crate::flag::FlagInner;
+use crate::graph_memory::CaptureMemory;
 use crate::kernel::KernelInner;
 use crate::stream::WgpuStream;
+use crate::util::lock;
 use devstream_core::capture::{self, CaptureRegistration, Invalidation, JoinClock};
 use devstream_core::foreign::ForeignOutcome;
 use devstream_core::ops::BufferOp;
-use devstream_core::{CaptureMode, DeviceGraph, Error, HostFn, Place, Result};
+use devstream_core::{
+    CaptureMode, DeviceGraph, DevicePool, DeviceStream, Error, HostFn, Place, Result,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -60,6 +64,8 @@ pub(crate) struct Session {
     pub(crate) ended: bool,
     /// What the capture's mode forbids (see `devstream_core::capture`), until it ends.
     registration: Option<CaptureRegistration>,
+    /// The capture's private pool (`crate::graph_memory`), which its graph owns.
+    pub(crate) memory: Arc<CaptureMemory>,
 }
 
 /// A vector clock over the members of a capture (keyed by stream id).
@@ -81,7 +87,17 @@ impl Session {
             members,
             ended: false,
             registration: Some(capture::register(place, mode, origin)),
+            memory: Arc::new(CaptureMemory::new(place.clone())),
         }))
+    }
+
+    /// `Error::Capture` naming `op` when the capture takes no more work.
+    pub(crate) fn usable(&self, op: &'static str) -> Result<()> {
+        self.invalid.check(op)?;
+        if self.ended {
+            return Err(Error::capture(op, "the capture has ended"));
+        }
+        Ok(())
     }
 
     fn tick(&mut self, member: u64) {
@@ -122,6 +138,8 @@ impl Session {
     pub(crate) fn end(&mut self) -> Result<Vec<Op>> {
         self.ended = true;
         self.registration = None;
+        // Blocks cached for reuse go (those the operations use stay with them).
+        drop(self.memory.end_capture());
         self.invalid.check("end_capture")?;
         let origin = self.members.get(&self.origin).cloned().unwrap_or_default();
         capture::check_joined(
@@ -152,6 +170,11 @@ pub struct WgpuGraph {
     pub(crate) device: Arc<DeviceShared>,
     pub(crate) ops: Arc<Vec<Op>>,
     pub(crate) mode: CaptureMode,
+    /// The memory of the buffers allocated during the capture.
+    pub(crate) memory: Arc<CaptureMemory>,
+    /// For a graph whose replays use private memory, an event recorded after the previous
+    /// launch (shared by the clones): the next launch waits for it.
+    pub(crate) previous: Option<Arc<Mutex<Option<WgpuEvent>>>>,
 }
 
 devstream_core::debug_fields! { WgpuGraph, |self|
@@ -187,6 +210,27 @@ impl DeviceGraph for WgpuGraph {
                 &stream.device().place,
             ));
         }
-        stream.replay(&self.ops)
+        let Some(previous) = &self.previous else {
+            return stream.replay(&self.ops);
+        };
+        if stream.is_capturing()? {
+            // Its replays and the other graph's would share the private memory.
+            return Err(Error::unsupported(
+                "launch into a capture of a graph that owns memory",
+                &self.device.place,
+            ));
+        }
+        // One replay at a time: after the previous launch, wherever it ran.
+        let mut previous = lock(previous);
+        if let Some(event) = previous.as_ref() {
+            stream.wait_event(event)?;
+        }
+        stream.replay(&self.ops)?;
+        *previous = Some(stream.record_event()?);
+        Ok(())
+    }
+
+    fn memory_pool(&self) -> Result<Arc<dyn DevicePool>> {
+        Ok(self.memory.clone())
     }
 }

@@ -118,6 +118,7 @@ mod device;
 mod event;
 mod flag;
 mod graph;
+mod graph_memory;
 mod hostfn;
 mod kernel;
 mod mempool;

@@ -86,6 +86,12 @@ fn capture_error(op: &'static str, reason: &str) -> Error {
 }
 
 impl WgpuStream {
+    /// The capture this stream takes part in now, if any.
+    fn capture_session(&self) -> Option<SharedSession> {
+        let mut sched = self.lock();
+        self.capturing(&mut sched)
+    }
+
     pub(crate) fn create(
         device: &Arc<DeviceShared>,
         options: StreamOptions,
@@ -765,10 +771,15 @@ impl DeviceStream for WgpuStream {
                 }
             }
         }
+        let memory = lock(&session).memory.clone();
+        let owns_memory =
+            devstream_core::DevicePool::stats(&*memory).is_ok_and(|stats| stats.reserved_bytes > 0);
         Ok(WgpuGraph {
             device: Arc::clone(&self.handle.device),
             ops: Arc::new(ended?),
             mode,
+            memory,
+            previous: owns_memory.then(Default::default),
         })
     }
 
@@ -795,15 +806,47 @@ impl DeviceStream for WgpuStream {
 
     fn alloc(&self, len: usize) -> Result<WgpuBuffer> {
         let device = &self.handle.device;
+        if let Some(session) = self.capture_session() {
+            return crate::graph_memory::alloc_in_capture(device, &session, len);
+        }
         check_unsafe_call(&device.place, "alloc")?;
         crate::mempool::alloc(device, device.default_pool(), len).map(|inner| WgpuBuffer { inner })
     }
 
     fn alloc_from(&self, pool: &dyn devstream_core::DevicePool, len: usize) -> Result<WgpuBuffer> {
         let device = &self.handle.device;
+        let any: &dyn std::any::Any = pool;
+        // A graph's pool of this place is accepted here only to be refused outside its
+        // capture; any other pool must be one of this device's.
+        let own = match any.downcast_ref::<crate::graph_memory::CaptureMemory>() {
+            Some(graph_pool) if devstream_core::DevicePool::place(graph_pool) == &device.place => {
+                None
+            }
+            _ => Some(crate::mempool::downcast(pool, device)?),
+        };
+        if let Some(session) = self.capture_session() {
+            // During a capture every allocation is the capture's: `pool` is only checked.
+            return crate::graph_memory::alloc_in_capture(device, &session, len);
+        }
         check_unsafe_call(&device.place, "alloc_from")?;
-        let pool = crate::mempool::downcast(pool, device)?;
-        crate::mempool::alloc(device, pool, len).map(|inner| WgpuBuffer { inner })
+        match own {
+            Some(pool) => {
+                crate::mempool::alloc(device, pool, len).map(|inner| WgpuBuffer { inner })
+            }
+            None => Err(devstream_core::graph_memory::not_for_alloc_from(
+                &device.place,
+            )),
+        }
+    }
+
+    fn capture_memory_pool(&self) -> Result<Arc<dyn devstream_core::DevicePool>> {
+        match self.capture_session() {
+            Some(session) => Ok(lock(&session).memory.clone()),
+            None => Err(capture_error(
+                "capture_memory_pool",
+                "the stream is not capturing",
+            )),
+        }
     }
 
     fn alloc_host(&self, len: usize) -> Result<WgpuHostBuffer> {

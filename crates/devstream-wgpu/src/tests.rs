@@ -672,3 +672,37 @@ fn a_wait_on_work_of_a_lost_device_ends_with_its_fault() {
     healthy.synchronize().unwrap();
     assert_eq!(*log.lock().unwrap(), vec!["after the report"]);
 }
+
+const LENGTH: &str = r#"
+@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+@compute @workgroup_size(1)
+fn length(@builtin(global_invocation_id) id: vec3<u32>) {
+    data[0] = arrayLength(&data);
+}
+"#;
+
+/// A kernel sees a graph buffer's own length, not its block's: the first buffer of a size
+/// class and the one that reuses its block later in the capture each see their own.
+#[test]
+fn a_kernel_sees_a_graph_buffers_length_not_its_blocks() {
+    let s = stream_or_skip!();
+    let kernel = WgpuKernel::new(&s, LENGTH, "length").unwrap();
+    let (first_out, second_out) = (s.alloc_host(4).unwrap(), s.alloc_host(4).unwrap());
+    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    let first = s.alloc(1000).unwrap();
+    s.dispatch(&kernel, &[&first], [1, 1, 1]).unwrap();
+    s.copy_device_to_host(&first_out, 0, &first, 0, 4).unwrap();
+    drop(first);
+    let second = s.alloc(600).unwrap();
+    s.dispatch(&kernel, &[&second], [1, 1, 1]).unwrap();
+    s.copy_device_to_host(&second_out, 0, &second, 0, 4)
+        .unwrap();
+    let graph = s.end_capture().unwrap();
+    let stats = graph.memory_pool().unwrap().stats().unwrap();
+    assert_eq!(stats.reserved_bytes, 1024, "one block for both: {stats:?}");
+    graph.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    let words =
+        |out: &WgpuHostBuffer| u32::from_le_bytes(out.to_vec().unwrap()[..4].try_into().unwrap());
+    assert_eq!((words(&first_out), words(&second_out)), (250, 150));
+}

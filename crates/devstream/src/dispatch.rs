@@ -254,6 +254,9 @@ dispatch_api! { trait EventApi for E where [E: traits::DeviceEvent + Member<Even
 
 dispatch_api! { trait GraphApi for G where [G: traits::DeviceGraph + Member<Graph>, G::Stream: Member<Stream>] {
     fn place(&self) -> &Place { traits::DeviceGraph::place(self) }
+    fn memory_pool(&self) -> Result<std::sync::Arc<dyn devstream_core::DevicePool>> {
+        traits::DeviceGraph::memory_pool(self)
+    }
     fn launch(&self, stream: &Stream) -> Result<()> {
         match G::Stream::unwrap_ref(stream) {
             Some(s) => traits::DeviceGraph::launch(self, s),

@@ -4,7 +4,7 @@
 //! recovery) are written once, in `devstream_core::mempool`; `docs/MEMORY.md` is the guide.
 
 use crate::registry::with_backend;
-use crate::{DeviceBuffer, Stream};
+use crate::{DeviceBuffer, Graph, Stream};
 use devstream_core::{DeviceBackend, DevicePool, Place, PoolOptions, PoolStats, Result};
 use std::fmt;
 use std::sync::Arc;
@@ -114,5 +114,42 @@ impl Stream {
             crate::trace::recorder::watch_pool(pool, None);
         }
         buffer
+    }
+
+    /// The private memory pool of the capture this stream takes part in: the pool [`alloc`]
+    /// and [`alloc_from`](Stream::alloc_from) take from while the capture runs, which the
+    /// resulting graph owns ([`Graph::memory_pool`]; `docs/MEMORY.md`, "Allocation inside a
+    /// capture"). `Error::Capture` when the stream is not capturing; `Error::Unsupported` where
+    /// the place's `capture_alloc` capability is off.
+    ///
+    /// [`alloc`]: Stream::alloc
+    pub fn capture_memory_pool(&self) -> Result<MemoryPool> {
+        crate::stream::StreamApi::capture_memory_pool(self).map(MemoryPool)
+    }
+}
+
+impl Graph {
+    /// The graph's private memory pool: the memory of the buffers allocated during its
+    /// capture, held for its replays until the graph and those buffers are dropped. Its
+    /// statistics work as every pool's; `trim` and `set_release_threshold` answer
+    /// `Error::Unsupported`, and `alloc_from` with it outside its capture answers
+    /// `Error::InvalidArgument`. `Error::Unsupported` where the place's `capture_alloc`
+    /// capability is off.
+    ///
+    /// ```
+    /// use devstream::{CaptureMode, Place, Stream};
+    /// let stream = Stream::new(&Place::Cpu)?;
+    /// stream.begin_capture(CaptureMode::ThreadLocal)?;
+    /// let scratch = stream.alloc(4096)?; // graph-private memory
+    /// stream.fill(&scratch, 0, 4096, 1)?;
+    /// let graph = stream.end_capture()?;
+    /// let pool = graph.memory_pool()?;
+    /// assert_eq!(pool.stats()?.reserved_bytes, 4096);
+    /// drop((graph, scratch));
+    /// assert_eq!(pool.stats()?.reserved_bytes, 0);
+    /// # Ok::<(), devstream::Error>(())
+    /// ```
+    pub fn memory_pool(&self) -> Result<MemoryPool> {
+        crate::dispatch::GraphApi::memory_pool(self).map(MemoryPool)
     }
 }

@@ -209,6 +209,8 @@ crate::dispatch::stream_api! {
     Device fn fill(&self, dst: &DeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()>;
     /// Device memory of `len` bytes from `pool` (the `Stream` method is in `pool.rs`).
     Custom fn alloc_from(&self, pool: &dyn devstream_core::DevicePool, len: usize) -> Result<DeviceBuffer>;
+    /// The private memory pool of the capture in progress (the `Stream` method is in `pool.rs`).
+    Custom fn capture_memory_pool(&self) -> Result<std::sync::Arc<dyn devstream_core::DevicePool>>;
 }
 
 crate::dispatch::facade_enum! {

@@ -3,9 +3,10 @@
 
 use super::{downcast, DynStream};
 use crate::{
-    Completion, DeviceBuffer, DeviceEvent, DeviceFlag, DeviceGraph, EventFlags, HostBuffer, Place,
-    Result,
+    Completion, DeviceBuffer, DeviceEvent, DeviceFlag, DeviceGraph, DevicePool, EventFlags,
+    HostBuffer, Place, Result,
 };
+use std::sync::Arc;
 use std::time::Duration;
 
 dyn_api! {
@@ -43,6 +44,8 @@ dyn_api! {
         let s = downcast::<G::Stream>(stream.as_any(), "Graph::launch", here, there)?;
         DeviceGraph::launch(self, s)
     }
+    /// [`DeviceGraph::memory_pool`].
+    fn memory_pool(&self) -> Result<Arc<dyn DevicePool>> { DeviceGraph::memory_pool(self) }
 }}
 
 dyn_api! {

@@ -119,6 +119,8 @@ dyn_stream! {
     fn fill(&self, dst: &dyn DynBuffer, offset: usize, len: usize, value: u8) -> Result<()>;
     /// [`DeviceStream::alloc_from`].
     fn alloc_from(&self, pool: &dyn DevicePool, len: usize) -> Result<Box<dyn DynBuffer>>;
+    /// [`DeviceStream::capture_memory_pool`].
+    fn capture_memory_pool(&self) -> Result<Arc<dyn DevicePool>>;
 }
 
 /// An erased argument on its way to the backend stream `S`: an erased handle is downcast to
@@ -211,7 +213,8 @@ macro_rules! stream_plain_types {
             $crate::Capabilities,
             $crate::Completion,
             $crate::Result<()>,
-            $crate::Result<bool>
+            $crate::Result<bool>,
+            $crate::Result<std::sync::Arc<dyn $crate::DevicePool>>
         );
     };
     (@arguments $trait:ident::$method:ident: $($ty:ty),*) => {$(

@@ -383,7 +383,7 @@ impl CollOp {
                 header[..8].copy_from_slice(&u64::from(self.call.desc.dtype.code()).to_le_bytes());
                 header[8..].copy_from_slice(&(self.call.desc.count as u64).to_le_bytes());
                 {
-                    let send = self.call.send.as_ref().map(|b| b.data.lock());
+                    let send = self.call.send.as_ref().map(|b| b.lock());
                     let data = send.as_ref().map_or(&[][..], |d| &d[..bytes]);
                     comm.pool.publish(name, &path, &[&header, data])?;
                 }
@@ -456,7 +456,7 @@ impl CollOp {
                             } else {
                                 self.call.send.as_ref()
                             };
-                        let data = source.map(|b| b.data.lock());
+                        let data = source.map(|b| b.lock());
                         let slice = data.as_ref().map_or(&[][..], |d| &d[range]);
                         comm.pool.publish(name, &path, &[slice])?;
                     }
@@ -556,7 +556,7 @@ impl CollOp {
                 ));
             }
             if let Some(buf) = &self.call.recv {
-                let mut data = buf.data.lock();
+                let mut data = buf.lock();
                 payload.read_at(name, 16, &mut data[..bytes])?;
             }
             return Ok(());
@@ -608,20 +608,21 @@ impl CollOp {
                 ),
             ));
         }
-        // Shared access to every buffer involved, taken in id order (the crate-wide lock order)
-        // and held for the whole reduction: ranks work on one buffer at once without waiting
-        // for each other, and no other operation touches the buffers meanwhile.
+        // Shared access to every buffer involved, taken in the crate-wide lock order
+        // (`BufferInner::lock_order`) and held for the whole reduction: ranks work on one
+        // buffer at once without waiting for each other, and no other operation touches the
+        // buffers meanwhile.
         let mut buffers: Vec<&Arc<BufferInner>> =
             ranks.iter().flat_map(|p| [&p.send, &p.recv]).collect();
-        buffers.sort_by_key(|b| b.id);
+        buffers.sort_by_key(|b| (b.lock_order(), b.id));
         buffers.dedup_by_key(|b| b.id);
-        let shared: Vec<(u64, Shared<'_>)> =
-            buffers.iter().map(|b| (b.id, b.data.shared())).collect();
+        let shared: Vec<(u64, Shared<'_>)> = buffers.iter().map(|b| (b.id, b.shared())).collect();
         let access = |buffer: &BufferInner| -> Result<&Shared<'_>> {
             shared
-                .binary_search_by_key(&buffer.id, |(id, _)| *id)
-                .map(|index| &shared[index].1)
-                .map_err(|_| comm_shm::transport(name, "a published buffer was not locked"))
+                .iter()
+                .find(|(id, _)| *id == buffer.id)
+                .map(|(_, access)| access)
+                .ok_or_else(|| comm_shm::transport(name, "a published buffer was not locked"))
         };
         let sources: Vec<&Shared<'_>> = ranks
             .iter()
@@ -678,7 +679,7 @@ impl CollOp {
                     return Ok(());
                 }
                 let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
-                let mut data = recv.data.lock();
+                let mut data = recv.lock();
                 let base = slice.start * size;
                 reduce(
                     self.call.desc.dtype,
@@ -690,7 +691,7 @@ impl CollOp {
             }
             (Phase::Gather, _) => {
                 // Phase 2: gather the other ranks' reduced slices.
-                let mut data = recv.data.lock();
+                let mut data = recv.lock();
                 for rank in (0..n).filter(|&r| r != me) {
                     let slice = self.slice(rank);
                     if !slice.is_empty() {
@@ -711,7 +712,7 @@ impl CollOp {
                 } else {
                     0
                 };
-                let mut data = recv.data.lock();
+                let mut data = recv.lock();
                 reduce(
                     self.call.desc.dtype,
                     self.call.op(),
@@ -722,12 +723,12 @@ impl CollOp {
             }
             (_, CallKind::Broadcast { .. }) => {
                 let file = open(self.call.other())?;
-                let mut data = recv.data.lock();
+                let mut data = recv.lock();
                 file.read_at(name, 0, &mut data[..bytes])
             }
             (_, CallKind::AllGather) => {
                 let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
-                let mut data = recv.data.lock();
+                let mut data = recv.lock();
                 for (rank, file) in files.iter().enumerate() {
                     file.read_at(name, 0, &mut data[rank * bytes..(rank + 1) * bytes])?;
                 }
@@ -735,7 +736,7 @@ impl CollOp {
             }
             (_, CallKind::AllToAll) => {
                 let files = (0..n).map(open).collect::<Result<Vec<_>>>()?;
-                let mut data = recv.data.lock();
+                let mut data = recv.lock();
                 for (rank, file) in files.iter().enumerate() {
                     file.read_at(
                         name,

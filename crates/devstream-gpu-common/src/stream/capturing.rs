@@ -78,20 +78,29 @@ impl<A: RawApi> GpuStream<A> {
     pub(crate) fn keep_in_capture(&self, item: Box<dyn Any + Send + Sync>) -> Result<bool> {
         match self.capture_sequence()? {
             (CaptureStatus::None, _) => Ok(false),
-            (_, id) => {
-                let runtime = Runtime::<A>::get()?;
-                let mut captures = runtime
-                    .captures
-                    .lock()
-                    .map_err(|_| Error::InvalidArgument("capture registry poisoned".into()))?;
-                captures
-                    .entry(id)
-                    .or_insert_with(|| CaptureOwned::new(self.inner.panic_slot().clone()))
-                    .keep
-                    .push(item);
-                Ok(true)
-            }
+            (_, id) => self.with_capture_owned(id, |owned| {
+                owned.keep.push(item);
+                true
+            }),
         }
+    }
+
+    /// Runs `f` on what the capture `id` (one this stream takes part in) owns, made on first
+    /// use, under the registry's lock.
+    pub(crate) fn with_capture_owned<R>(
+        &self,
+        id: u64,
+        f: impl FnOnce(&mut CaptureOwned) -> R,
+    ) -> Result<R> {
+        let runtime = Runtime::<A>::get()?;
+        let mut captures = runtime
+            .captures
+            .lock()
+            .map_err(|_| Error::InvalidArgument("capture registry poisoned".into()))?;
+        let owned = captures
+            .entry(id)
+            .or_insert_with(|| CaptureOwned::new(self.inner.panic_slot().clone()));
+        Ok(f(owned))
     }
 
     /// Maps an error; if it broke a rule of a capture this stream began, ends that capture

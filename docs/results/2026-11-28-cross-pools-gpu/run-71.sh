@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Call 71 (2026-11-28) on nvidia-h200-x4: waits across backends (captured waits, pooled wait words,
+# the interplay and hostile tests) and memory pools (wgpu pool, pool_model) with cpu, cuda:0/1,
+# hip:0/1 (shim) and wgpu:0 (NVIDIA's Vulkan) as places; compute-sanitizer memcheck over both on
+# cpu,cuda:0; the refusal path of captured waits (HIP without hipLaunchHostFunc); the wgpu pool's
+# crate tests; examples/hetero and bench-cross; bench-pools beside peers_cuda.py pools; and a third
+# alternation of the four-rank all-reduce sweep beside torch.distributed.
+# Build: cargo xtask gpu-bundle --features cuda,hip,comm,wgpu --out gpurun/bundle (commit in
+# COMMIT; binaries this call does not use removed to fit the carry limit); carry [gpurun, .gl].
+set -u
+for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
+cd gpurun
+. bundle/gpu-run-lib.sh
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+[ -f $ICD ] && export VK_DRIVER_FILES=$ICD __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader > $R/devices.txt
+ALL=cpu,cuda:0,cuda:1,hip:0,hip:1,wgpu:0
+watched conformance-all-places 330 env DEVSTREAM_TEST_STACKS_AFTER=320 DEVSTREAM_REQUIRE=cpu,cuda,hip,wgpu DEVSTREAM_PLACES=$ALL ./conformance
+run memcheck-cross-pools 300 env DEVSTREAM_REQUIRE=cpu,cuda DEVSTREAM_PLACES=cpu,cuda:0 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 ./conformance cross pool
+run capture-refusal-hip 60 env DEVSTREAM_HIP_DISABLE=hipLaunchHostFunc DEVSTREAM_REQUIRE=cpu,hip DEVSTREAM_PLACES=cpu,hip:0 ./conformance cross::a_capture_that_cannot --nocapture
+run wgpu-pool-tests 90 env DEVSTREAM_REQUIRE=wgpu ./devstream-wgpu-tests tests_pool --test-threads=1
+run example-hetero 120 env CUDA_VISIBLE_DEVICES=0 ./example-hetero 2000 64
+run bench-cross 400 env CUDA_VISIBLE_DEVICES=0 DEVSTREAM_BENCH_JSON=$R/bench-cross.jsonl ./bench-cross --places cpu,cuda:0,hip:0,wgpu:0
+run bench-pools-cuda 200 ./bench-pools --place cuda:0
+run bench-pools-wgpu 200 ./bench-pools --place wgpu:0
+run peers-pools 200 env PYTHONUNBUFFERED=1 python3 $B/peers_cuda.py pools
+run churn-plan 10 ./bench-pools --plan 5
+run sweep-cuda-4ranks-3 120 ./bench-comm sweep --place cuda --ranks 4 --max-bytes 2147483648
+run peers-comm-4ranks-3 150 env PYTHONUNBUFFERED=1 python3 $B/peers_comm.py --ranks 4 --max-bytes 2147483648
+tar czf $OUT/results.tgz -C $R .
