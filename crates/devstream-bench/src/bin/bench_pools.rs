@@ -312,38 +312,94 @@ const STEP_LAYERS: usize = 16;
 const STEP_TEMPS: usize = 4;
 const STEP_TEMP_BYTES: usize = 1 << 20;
 
-/// The replay time of a step that writes and copies between temporaries, captured with the
-/// temporaries allocated before the capture.
-///
-/// TODO(allocation inside captures): the other variant of this benchmark allocates the
-/// temporaries inside the capture (graph-private memory) and replays the same step; its
-/// replay time over this one is held to ≤ 1.02×. Allocation inside a capture is not on this
-/// branch yet, so only this variant runs.
-fn captured_step(place: &Place, launches: usize) -> devstream::Result<()> {
-    if devstream::capabilities(place)?.capture == devstream::CaptureSupport::None {
+/// The replay time of a step that writes and copies between temporaries, captured twice: with
+/// the temporaries allocated before the capture, and with them allocated inside it (memory
+/// private to the graph, the same on every replay) and dropped before the capture ends, as a
+/// training step's temporaries are. The two graphs do the same work; the second is held to
+/// ≤ 1.02× the first's replay time. Measured alternately, `blocks` times each.
+fn captured_step(
+    place: &Place,
+    launches: usize,
+    blocks: usize,
+    rows: &mut Vec<Row>,
+) -> devstream::Result<()> {
+    let caps = devstream::capabilities(place)?;
+    if caps.capture == devstream::CaptureSupport::None {
         println!("{place}: no capture here");
         return Ok(());
     }
     let stream = Stream::new(place)?;
-    let temps = (0..STEP_TEMPS)
-        .map(|_| stream.alloc(STEP_TEMP_BYTES))
-        .collect::<devstream::Result<Vec<_>>>()?;
-    let graph = devstream_bench::capture_step(std::slice::from_ref(&stream), || {
+    let layers = |temps: &[devstream::DeviceBuffer]| -> devstream::Result<()> {
         for layer in 0..STEP_LAYERS {
             let (a, b) = (&temps[layer % STEP_TEMPS], &temps[(layer + 1) % STEP_TEMPS]);
             stream.fill(a, 0, STEP_TEMP_BYTES, layer as u8)?;
             stream.copy_device_to_device(b, 0, a, 0, STEP_TEMP_BYTES)?;
         }
         Ok(())
-    })?;
-    let us = devstream_bench::replay_us(&graph, &stream, launches)?;
-    println!(
-        "{place}: captured step ({STEP_LAYERS} fill+copy layers over {STEP_TEMPS} temporaries of {} KiB), temporaries allocated before the capture: {us:.1} us per replay",
+    };
+    let alloc_temps = || {
+        (0..STEP_TEMPS)
+            .map(|_| stream.alloc(STEP_TEMP_BYTES))
+            .collect::<devstream::Result<Vec<_>>>()
+    };
+    let temps = alloc_temps()?;
+    let before = devstream_bench::capture_step(std::slice::from_ref(&stream), || layers(&temps))?;
+    let inside = if caps.capture_alloc {
+        Some(devstream_bench::capture_step(
+            std::slice::from_ref(&stream),
+            || {
+                let temps = alloc_temps()?;
+                layers(&temps)
+                // The temporaries are dropped here, inside the capture: their memory stays the
+                // graph's.
+            },
+        )?)
+    } else {
+        None
+    };
+    let what = format!(
+        "captured step ({STEP_LAYERS} fill+copy layers over {STEP_TEMPS} temporaries of {} KiB)",
         STEP_TEMP_BYTES >> 10
     );
+    let Some(inside) = inside else {
+        let us = devstream_bench::replay_us(&before, &stream, launches)?;
+        println!(
+            "{place}: {what}, temporaries allocated before the capture: {us:.1} us per replay"
+        );
+        println!(
+            "{place}: {what}, temporaries allocated inside the capture: capture_alloc is off here"
+        );
+        return Ok(());
+    };
+    let (mut outside_us, mut inside_us) = (Vec::new(), Vec::new());
+    for _ in 0..blocks {
+        outside_us.push(devstream_bench::replay_us(&before, &stream, launches)?);
+        inside_us.push(devstream_bench::replay_us(&inside, &stream, launches)?);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (outside, ours) = (median(&mut outside_us), median(&mut inside_us));
     println!(
-        "{place}: captured step with temporaries allocated inside the capture: not measured (allocation inside captures is not on this branch)"
+        "{place}: {what}: temporaries allocated inside the capture {ours:.1} us per replay, \
+         before the capture {outside:.1} us (medians of {blocks} alternating blocks of {launches} \
+         launches): {:.3}x",
+        ours / outside
     );
+    rows.push(Row {
+        backend: match place {
+            Place::Cpu => "cpu",
+            Place::Wgpu(_) => "wgpu",
+            Place::Cuda(_) => "cuda",
+            _ => "other",
+        },
+        op: "captured step replay, temporaries allocated inside the capture".into(),
+        devstream_ns: ours * 1e3,
+        baseline_ns: outside * 1e3,
+        baseline: "the same step with temporaries allocated before the capture",
+        target: 1.02,
+    });
     Ok(())
 }
 
@@ -377,7 +433,7 @@ fn main() -> devstream::Result<()> {
         eprintln!("bench-pools on {place}");
         pair_rows(&place, quick, &mut rows)?;
         churn(&place, churn_steps)?;
-        captured_step(&place, launches)?;
+        captured_step(&place, launches, if quick { 3 } else { 5 }, &mut rows)?;
     }
     report(&rows);
     Ok(())
