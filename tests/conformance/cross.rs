@@ -513,7 +513,7 @@ fn reused_wait_words_hold_later_waits_until_their_own_release() {
         }
         let consumer_stream = Stream::new(consumer)?;
         for (round, waits) in [(1, 600), (2, 600)] {
-            let Some((stream, gate)) = gated(producer)? else {
+            let Some((stream, gate)) = gated_stream(producer)? else {
                 return Ok(());
             };
             let log = Log::new();
