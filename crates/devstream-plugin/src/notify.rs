@@ -22,7 +22,7 @@
 //!     is asked while the record is still held on the host (behind a flag or an event); and every
 //!     later record of a devstream event (`record`, `record_event`) on a stream once a completion
 //!     of one of its events was asked (the stream is *watched*, for good). Streams whose
-//!     completions nobody awaits pay one atomic load per record; a watched stream pays one
+//!     completions nobody awaits pay two atomic loads per record; a watched stream pays one
 //!     callback per record, awaited or not.
 //!   - A record made during a capture gets no nudge (the callback would become part of the
 //!     graph).
