@@ -26,6 +26,11 @@
 //!     callback per record, awaited or not.
 //!   - A record made during a capture gets no nudge (the callback would become part of the
 //!     graph).
+//!   - Polling faster instead (a lower cap on the pause while futures are pending) would keep
+//!     a thread per runtime busy for as long as any future is pending and still lag by up to
+//!     the cap. Recording a fresh nudged event at `completion()` time when the awaited record is
+//!     still the stream's latest would need every record to note itself as the latest (a cost
+//!     on every record) and would add work to the stream from `completion()`.
 //! * While a question may break a capture in progress (the reaper's rules: a `Global`-mode
 //!   capture anywhere, the event's stream capturing, the event recorded into a capture), the
 //!   notifier asks nothing about that event and resumes after it.
