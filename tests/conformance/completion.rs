@@ -183,6 +183,38 @@ fn completion_is_pending_then_woken_then_ready() {
     });
 }
 
+/// Once an event's completion resolves, the work it recorded is done; when the record is the
+/// stream's latest work, the stream is idle too, whether the completion was asked while the
+/// record was held behind a gate or after it reached the device, and on a stream whose event
+/// completions were awaited before (where a backend may add work of its own around later
+/// records to announce their completion, that work must be done by then too).
+#[test]
+fn an_event_completion_of_the_latest_record_leaves_the_stream_idle() {
+    for_each_place(|place| {
+        let Some((stream, gate)) = gated(place)? else {
+            return Ok(());
+        };
+        let held = stream.record_event()?;
+        let of_held = held.completion();
+        gate.release();
+        assert_eq!(block_on(of_held), Ok(()));
+        assert!(held.query()?);
+        assert!(
+            stream.query()?,
+            "the stream's latest record completed, yet the stream is busy"
+        );
+        for round in 0..50 {
+            let event = stream.record_event()?;
+            assert_eq!(block_on(event.completion()), Ok(()));
+            assert!(
+                stream.query()?,
+                "round {round}: the stream's latest record completed, yet the stream is busy"
+            );
+        }
+        Ok(())
+    });
+}
+
 /// An event's completion is of the record the event had when it was made: re-recording the
 /// event (here on an idle stream, whose record is complete at once) neither resolves the
 /// earlier completion early nor changes what it reports; a completion made after the re-record

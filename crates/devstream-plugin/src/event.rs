@@ -65,7 +65,7 @@ impl AbiEvent {
         core: &Arc<StreamCore>,
         capture: Option<&Arc<crate::capture::CaptureShared>>,
     ) -> Result<()> {
-        let raw = core.record_raw()?;
+        let raw = core.record_for_event()?;
         *lock(&self.current) = Some(raw);
         *lock(&self.captured_in) = capture.map(|c| (core.runtime.index(), c.id()));
         Ok(())
@@ -136,6 +136,9 @@ impl DeviceEvent for PluginEvent {
             EventRepr::Abi(e) => match e.raw() {
                 None => Completion::ready(Ok(())),
                 Some(raw) => {
+                    if !raw.is_complete() {
+                        raw.completion_awaited();
+                    }
                     let runtime = raw.runtime_index();
                     crate::notify::watch(raw, runtime, None)
                 }

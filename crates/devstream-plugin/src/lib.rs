@@ -129,6 +129,8 @@ pub use event::PluginEvent;
 pub use flag::PluginFlag;
 pub use graph::PluginGraph;
 pub use mempool::{DeviceBlock, PluginBlocks, PluginMemoryPool};
+#[doc(hidden)]
+pub use notify::nudges_sent;
 pub use registry::{
     device_types, load_failures, load_plugin, loaded_plugins, register_custom_device, PluginInfo,
 };

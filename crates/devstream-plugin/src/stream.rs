@@ -732,15 +732,10 @@ fn abi_completion(core: &Arc<StreamCore>) -> Result<Completion> {
         }
     }
     let runtime = core.runtime.index();
-    if core.runtime.table().stream_add_callback.is_some() {
-        // A callback that wakes the notifier, then the event it settles: the future is filled
-        // once that event is complete, so the callback has returned and the stream is idle
-        // (completing from inside the callback let `query` answer false right after).
-        core.submit(Item::Op(Box::new(move |core: &StreamCore| {
-            core.add_nudge(runtime)
-        })))?;
-    }
-    let raw = core.record_raw()?;
+    // A callback that wakes the notifier, then the event it settles: the future is filled once
+    // that event is complete, so the callback has returned and the stream is idle (completing
+    // from inside the callback let `query` answer false right after).
+    let raw = core.record_nudged()?;
     Ok(crate::notify::watch(
         raw,
         runtime,

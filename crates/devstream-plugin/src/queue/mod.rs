@@ -126,6 +126,10 @@ pub(crate) struct EventRecord {
     /// invalidate the capture (CUDA: `CUDA_ERROR_CAPTURED_EVENT` while it lasts, an invalid
     /// value after), so devstream's own bookkeeping never asks.
     captured: AtomicU64,
+    /// A completion is (or may be) awaited: if the record has not reached the plug-in yet, a
+    /// nudge for the completion notifier goes on the stream just before it (see
+    /// `crate::notify`).
+    nudge_before: AtomicBool,
 }
 
 /// How many possibly incomplete waits a stream remembers (see [`StreamCore::note_wait`]).
@@ -177,6 +181,10 @@ pub(crate) struct StreamCore {
     /// What this stream already waited for (user-created streams with `elide_waits` only: the
     /// default and adopted streams are shared with code devstream does not see).
     pub(crate) tracker: WaitTracker,
+    /// A completion was asked of an event recorded here: the stream's later records of
+    /// devstream events are preceded by a nudge for the completion notifier (see
+    /// `crate::notify`). Never cleared; a record reads it once.
+    watched: AtomicBool,
 }
 
 /// A wait of a stream on another plug-in queue's event, while it may be incomplete.
@@ -288,6 +296,7 @@ impl StreamCore {
             waits: Mutex::new(Vec::new()),
             pre_capture: Mutex::new(None),
             tracker: WaitTracker::new(elide_waits && user_created),
+            watched: AtomicBool::new(false),
         })
     }
 
@@ -636,6 +645,7 @@ impl StreamCore {
             complete: AtomicBool::new(false),
             pos: AtomicU64::new(0),
             captured: AtomicU64::new(0),
+            nudge_before: AtomicBool::new(false),
         }))
     }
 
@@ -651,10 +661,12 @@ impl StreamCore {
         };
         let seq = self.next_seq();
         // Asks the plug-in only while some capture of its runtime is in progress.
-        if let Ok(Capturing::Yes(capture) | Capturing::Invalid(Some(capture), _)) =
-            crate::capture::capturing(self)
-        {
+        let capturing = crate::capture::capturing(self);
+        if let Ok(Capturing::Yes(capture) | Capturing::Invalid(Some(capture), _)) = &capturing {
             raw.captured.store(capture.id(), Ordering::Release);
+        }
+        if raw.nudge_before.load(Ordering::Acquire) && matches!(capturing, Ok(Capturing::No)) {
+            self.put_nudge();
         }
         let result = self.runtime.record_event(self.slot, self.raw, raw.handle);
         if let Some(epoch) = epoch {
@@ -673,7 +685,28 @@ impl StreamCore {
 
     /// Records a fresh plug-in event at the current end of this stream's work.
     pub(crate) fn record_raw(self: &Arc<Self>) -> Result<Arc<EventRecord>> {
+        self.record_fresh(self.new_raw()?)
+    }
+
+    /// Records a fresh plug-in event for a devstream event (`record`, `record_event`): preceded
+    /// by a nudge where completions of this stream's events are awaited.
+    pub(crate) fn record_for_event(self: &Arc<Self>) -> Result<Arc<EventRecord>> {
         let raw = self.new_raw()?;
+        if self.watched.load(Ordering::Relaxed) {
+            raw.nudge_before.store(true, Ordering::Relaxed);
+        }
+        self.record_fresh(raw)
+    }
+
+    /// Records a fresh plug-in event preceded by a nudge (`Stream::completion`).
+    pub(crate) fn record_nudged(self: &Arc<Self>) -> Result<Arc<EventRecord>> {
+        let raw = self.new_raw()?;
+        raw.nudge_before.store(true, Ordering::Relaxed);
+        self.record_fresh(raw)
+    }
+
+    /// Submits the record of `raw` (fresh from [`StreamCore::new_raw`]) in stream order.
+    fn record_fresh(self: &Arc<Self>, raw: Arc<EventRecord>) -> Result<Arc<EventRecord>> {
         let recorded = raw.clone();
         self.submit(Item::Op(Box::new(move |core: &StreamCore| {
             core.record_into(&recorded)
@@ -725,9 +758,24 @@ impl StreamCore {
     }
 
     /// Puts a callback on the plug-in stream (in stream order, called inside an operation) that
-    /// wakes runtime `runtime`'s completion notifier once the work before it is done.
-    pub(crate) fn add_nudge(&self, runtime: usize) -> Result<()> {
-        self.put_callback(Callback::Nudge(runtime)).0
+    /// wakes the runtime's completion notifier once the work before it is done. Without
+    /// `stream_add_callback`, or when the plug-in refuses it, nothing: the notifier's polling
+    /// still finds the completion, later.
+    fn put_nudge(&self) {
+        if self.runtime.table().stream_add_callback.is_none() {
+            return;
+        }
+        if let (Err(error), _) = self.put_callback(Callback::Nudge(self.runtime.index())) {
+            tracing::debug!("devstream-plugin: a completion nudge: {error}");
+        }
+    }
+
+    /// Completions of events recorded here are awaited: later records of devstream events
+    /// here are preceded by nudges.
+    pub(crate) fn mark_watched(&self) {
+        if !self.watched.load(Ordering::Relaxed) {
+            self.watched.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Puts a user host function on the stream, numbered in stream order.

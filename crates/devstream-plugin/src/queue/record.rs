@@ -188,6 +188,15 @@ impl EventRecord {
         }
     }
 
+    /// A completion of this record is awaited: a nudge goes before the record if it has not
+    /// reached the plug-in yet, and before the later records of devstream events on its stream.
+    pub(crate) fn completion_awaited(&self) {
+        self.nudge_before.store(true, Ordering::Release);
+        if let Some(origin) = self.origin.upgrade() {
+            origin.mark_watched();
+        }
+    }
+
     /// For the completion notifier: `Some(result)` once the recorded work is complete (or its
     /// record failed), `None` while it is not (or cannot be asked now). Never blocks where the
     /// plug-in has `query_event`.
