@@ -14,7 +14,7 @@ use crate::harness::{
     assert_stays_false, caps, for_each_place_isolated, not_applicable, sync, within, Gate, Log,
     HANG,
 };
-use devstream::{CaptureMode, Error, Event, Result, Stream};
+use devstream::{CaptureMode, DeviceBuffer, Error, Event, HostBuffer, Place, Result, Stream};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The awaited stream, the awaited event and the producer's last handles on its device (its
@@ -283,5 +283,231 @@ fn a_graph_with_a_captured_wait_dropped_while_its_replay_waits_leaks_nothing() {
             }
             Ok(())
         })
+    });
+}
+
+/// How a host function touches a host buffer in the checks below.
+#[derive(Clone, Copy, Debug)]
+enum HostAccess {
+    /// `HostBuffer::read`, with a device→host copy into the buffer queued.
+    Read,
+    /// `HostBuffer::write`, with a host→device copy from the buffer queued.
+    Write,
+}
+
+impl HostAccess {
+    /// Queues on `stream` the copy that this access waits for outside host functions.
+    fn queue_copy(
+        self,
+        stream: &Stream,
+        host: &HostBuffer,
+        dev: &DeviceBuffer,
+        len: usize,
+    ) -> Result<()> {
+        match self {
+            HostAccess::Read => stream.copy_device_to_host(host, 0, dev, 0, len),
+            HostAccess::Write => stream.copy_host_to_device(dev, 0, host, 0, len),
+        }
+    }
+
+    /// Makes the access on `host` (a write stores `byte` everywhere).
+    fn make(self, host: &HostBuffer, byte: u8) -> Result<()> {
+        match self {
+            HostAccess::Read => host.read(0, &mut vec![0; host.len()]),
+            HostAccess::Write => host.write(0, &vec![byte; host.len()]),
+        }
+    }
+}
+
+/// A host function on a stream of the producer's place, held at a gate, that makes an access
+/// to a host buffer of the consumer's place, and a stream of the consumer's place that waits
+/// (across backends) for the host function's stream, host function included.
+struct TiedAccess {
+    waiting: Stream,
+    host: Arc<HostBuffer>,
+    dev: DeviceBuffer,
+    gate: Gate,
+    call: HostFnCall,
+}
+
+impl TiedAccess {
+    /// Sets it up with a buffer of `len` bytes (a write stores `byte`); `None` where the
+    /// producer's place has no gate.
+    fn new(
+        producer: &Place,
+        consumer: &Place,
+        access: HostAccess,
+        len: usize,
+        byte: u8,
+    ) -> Result<Option<TiedAccess>> {
+        let host_stream = Stream::new(producer)?;
+        let waiting = Stream::new(consumer)?;
+        let host = Arc::new(waiting.alloc_host(len)?);
+        let dev = waiting.alloc(len)?;
+        let Some(gate) = Gate::close(&host_stream)? else {
+            not_applicable(producer, "no gate");
+            return Ok(None);
+        };
+        let target = host.clone();
+        let call = HostFnCall::launch(&host_stream, move || access.make(&target, byte))?;
+        waiting.wait_stream(&host_stream)?;
+        Ok(Some(TiedAccess {
+            waiting,
+            host,
+            dev,
+            gate,
+            call,
+        }))
+    }
+}
+
+/// A host function of the producer's backend reads or writes a host buffer of the consumer's
+/// backend while a copy that uses the buffer is queued on a stream of the consumer's backend
+/// behind a wait across backends on the host function's own stream, behind that host function.
+/// Host reads and writes wait for queued copies that use the buffer, and that copy waits for
+/// the host function: the call answers `Error::WouldDeadlock` at once, never a hang; both
+/// streams then complete.
+fn host_fn_access_of_a_host_buffer_whose_copy_waits_on_it(
+    producer: &Place,
+    access: HostAccess,
+) -> Result<()> {
+    const LEN: usize = 16;
+    if !caps(producer).host_funcs {
+        not_applicable(producer, "no host functions");
+        return Ok(());
+    }
+    for consumer in consumers_of(producer)? {
+        if !caps(&consumer).buffers {
+            not_applicable(&consumer, "no buffers");
+            continue;
+        }
+        let Some(tied) = TiedAccess::new(producer, &consumer, access, LEN, 7)? else {
+            return Ok(());
+        };
+        // Queued behind the wait, so behind the host function.
+        access.queue_copy(&tied.waiting, &tied.host, &tied.dev, LEN)?;
+        tied.gate.release();
+        let result = tied.call.answer(
+            &format!(
+                "{producer} → {consumer}: the host function's {access:?} of a host buffer whose \
+                 queued copy waits on it"
+            ),
+            || {},
+        )?;
+        assert!(
+            matches!(result, Some(Err(Error::WouldDeadlock { .. }))),
+            "{producer} → {consumer}: the host function's {access:?} of a host buffer whose \
+             queued copy waits on it answered {result:?}, not WouldDeadlock"
+        );
+        sync(&tied.waiting)?;
+        eprintln!("[conformance]   {producer} → {consumer}: ok");
+    }
+    Ok(())
+}
+
+/// [`host_fn_access_of_a_host_buffer_whose_copy_waits_on_it`] for `HostBuffer::write` (an
+/// upload from the buffer queued behind the host function). Each producer place in a child
+/// process of its own (a hang leaves a blocked thread behind).
+#[test]
+fn a_host_function_writing_another_backend_s_host_buffer_whose_upload_waits_on_it_would_deadlock() {
+    for_each_place_isolated(
+        "cross_hostile::a_host_function_writing_another_backend_s_host_buffer_whose_upload_waits_on_it_would_deadlock",
+        |producer| host_fn_access_of_a_host_buffer_whose_copy_waits_on_it(producer, HostAccess::Write),
+    );
+}
+
+/// [`host_fn_access_of_a_host_buffer_whose_copy_waits_on_it`] for `HostBuffer::read` (a
+/// download into the buffer queued behind the host function). Each producer place in a child
+/// process of its own.
+#[test]
+fn a_host_function_reading_another_backend_s_host_buffer_whose_download_waits_on_it_would_deadlock()
+{
+    for_each_place_isolated(
+        "cross_hostile::a_host_function_reading_another_backend_s_host_buffer_whose_download_waits_on_it_would_deadlock",
+        |producer| host_fn_access_of_a_host_buffer_whose_copy_waits_on_it(producer, HostAccess::Read),
+    );
+}
+
+/// A host function of the producer's backend reads and writes host buffers of the consumer's
+/// backend where no wait across backends ties the buffer's work to the host function:
+///
+/// * a buffer with a queued copy on an independent stream of the consumer's backend (no wait
+///   across backends is pending): the access waits for that copy and succeeds;
+/// * a buffer with no queued copy while a stream of the consumer's backend waits (across
+///   backends) on the host function's stream behind the host function (the pipeline: the
+///   host function fills the buffer, the consumer uploads it after the wait): the access does
+///   not wait for anything and succeeds, and the consumer's upload queued after the wait sees
+///   the write.
+///
+/// Alone in the process: the rule that refuses a blocking access is conservative about pending
+/// waits across backends that other checks leave behind.
+#[test]
+fn a_host_function_may_access_another_backend_s_host_buffer_not_tied_to_it() {
+    const LEN: usize = 16;
+    for_each_pair_alone(|producer, consumer| {
+        if !caps(producer).host_funcs || !caps(consumer).buffers {
+            not_applicable(producer, "no host functions or no buffers on one side");
+            return Ok(());
+        }
+        // Independent copies queued, no wait across backends.
+        for access in [HostAccess::Read, HostAccess::Write] {
+            let other = Stream::new(consumer)?;
+            let host = Arc::new(other.alloc_host(LEN)?);
+            let dev = other.alloc(LEN)?;
+            other.fill(&dev, 0, LEN, 3)?;
+            access.queue_copy(&other, &host, &dev, LEN)?;
+            let host_stream = Stream::new(producer)?;
+            let target = host.clone();
+            let call = HostFnCall::launch(&host_stream, move || access.make(&target, 5))?;
+            let result = call.answer(
+                &format!("the host function's {access:?} of a host buffer with independent copies"),
+                || {},
+            )?;
+            assert!(
+                matches!(result, Some(Ok(()))),
+                "the host function's {access:?} of a host buffer whose queued copy does not \
+                 wait on it answered {result:?}"
+            );
+            sync(&other)?;
+            let expected = match access {
+                HostAccess::Read => 3,
+                HostAccess::Write => 5,
+            };
+            assert_eq!(host.to_vec()?, vec![expected; LEN], "after the {access:?}");
+        }
+        // A pending wait across backends on the host function, the buffer settled.
+        for access in [HostAccess::Read, HostAccess::Write] {
+            let Some(tied) = TiedAccess::new(producer, consumer, access, LEN, 9)? else {
+                return Ok(());
+            };
+            tied.gate.release();
+            let result = tied.call.answer(
+                &format!(
+                    "the host function's {access:?} of a settled host buffer while a wait \
+                     across backends on it is pending"
+                ),
+                || {},
+            )?;
+            assert!(
+                matches!(result, Some(Ok(()))),
+                "the host function's {access:?} of a host buffer with no queued copy, while a \
+                 wait across backends on it was pending, answered {result:?}"
+            );
+            let (waiting, dev) = (&tied.waiting, &tied.dev);
+            HostAccess::Write.queue_copy(waiting, &tied.host, dev, LEN)?;
+            let out = waiting.alloc_host(LEN)?;
+            waiting.copy_device_to_host(&out, 0, dev, 0, LEN)?;
+            sync(waiting)?;
+            let expected = match access {
+                HostAccess::Read => 0,
+                HostAccess::Write => 9,
+            };
+            assert_eq!(
+                out.to_vec()?,
+                vec![expected; LEN],
+                "the consumer's upload after the host function's {access:?}"
+            );
+        }
+        Ok(())
     });
 }

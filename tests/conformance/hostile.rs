@@ -380,6 +380,44 @@ fn host_fn_writes_host_buffer_in_stream_order() {
     );
 }
 
+/// A host function writes a host buffer whose upload is queued on another stream of the same
+/// place, behind an event recorded after the host function: the write does not wait for that
+/// upload (it comes after the host function), or answers a typed error at once, never a hang;
+/// an honoured write is what the upload copies.
+#[test]
+fn host_fn_writes_host_buffer_uploaded_by_another_stream_after_it() {
+    for_each_place_isolated(
+        "hostile::host_fn_writes_host_buffer_uploaded_by_another_stream_after_it",
+        |place| {
+            if !host_funcs(place) {
+                return Ok(());
+            }
+            const N: usize = 96;
+            let (writer, uploader) = (Stream::new(place)?, Stream::new(place)?);
+            let staged = Arc::new(writer.alloc_host(N)?);
+            let (dev, out) = (uploader.alloc(N)?, uploader.alloc_host(N)?);
+            let gate = Gate::close(&writer)?;
+            let h = staged.clone();
+            let data = pattern(N, 6);
+            let wrote = inside(&writer, "write of a host buffer", move || h.write(0, &data))?;
+            uploader.wait_event(&writer.record_event()?)?;
+            uploader.copy_host_to_device(&dev, 0, &staged, 0, N)?;
+            uploader.copy_device_to_host(&out, 0, &dev, 0, N)?;
+            drop(gate);
+            let wrote = honoured("write inside a host function", wrote.outcome()).is_some();
+            sync_soon(&writer, "synchronize the writer")?;
+            sync_soon(&uploader, "synchronize the uploader")?;
+            if wrote {
+                assert!(
+                    out.to_vec()? == pattern(N, 6),
+                    "an upload ordered after a host function did not see its write"
+                );
+            }
+            place_still_works(place)
+        },
+    );
+}
+
 /// A host function on one stream reads a host buffer whose copies are on another stream: it
 /// sees the copy it waited for and does not wait for the copy ordered after it (through an event
 /// recorded after it).

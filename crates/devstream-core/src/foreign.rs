@@ -52,9 +52,12 @@
 //! of `A` and a pending wait holds a stream of `B` ([`host_fn_may_wait_for_itself`]): a chain of
 //! waits from `B`'s work to `A`'s crosses backends only through waits across backends, the
 //! first of which holds a stream of `B` and the last of which awaits work of `A`; a chain that
-//! stays inside one backend is that backend's own self-wait rule. The rule is conservative, as
-//! the CPU and CUDA backends' own rules for their host functions: the pending waits may be
-//! unrelated to the host function, and then the call could have completed; it never hangs.
+//! stays inside one backend is that backend's own self-wait rule. A host-buffer read or write
+//! is such a blocking call where it would wait for a queued copy of the buffer's backend
+//! (`HostBuffer::read_would_wait` / `write_would_wait`); one that would not wait goes on.
+//! The rule is conservative, as the CPU and CUDA backends' own rules for their host functions:
+//! the pending waits may be unrelated to the host function, and then the call could have
+//! completed; it never hangs.
 //!
 //! ```
 //! use devstream_core::foreign::{

@@ -98,7 +98,9 @@
 //!   Through waits across backends no single backend sees such a cycle: the facade refuses a
 //!   blocking call on incomplete work in a host function while pending waits across backends
 //!   could lead from that work back to the host function's backend ([`crate::foreign`], "Host
-//!   functions").
+//!   functions"); a host-buffer read or write that would wait for a queued copy
+//!   ([`HostBuffer::read_would_wait`], [`HostBuffer::write_would_wait`], answered without
+//!   blocking) is such a call.
 //!
 //! ## Waits across backends
 //! * `wait_event` and `wait_stream` take handles of the stream's own backend; the facade turns a
@@ -465,6 +467,20 @@ pub trait HostBuffer: Debug + Send + Sync + 'static {
         let mut out = vec![0; self.len()];
         self.read(0, &mut out)?;
         Ok(out)
+    }
+    /// Whether [`read`](HostBuffer::read), called now on this thread, would wait for queued
+    /// work that is not complete. Answers without blocking. Inside a host function whose
+    /// backend's work other backends' streams wait on, the facade refuses a read that would
+    /// wait with `Error::WouldDeadlock` (the awaited copy may be queued behind a wait across
+    /// backends on work after the host function: `crate::foreign`, "Host functions"), and
+    /// lets one that would not wait proceed. The default answers `true` (always refused
+    /// there); a backend whose reads can return at once overrides it.
+    fn read_would_wait(&self) -> bool {
+        true
+    }
+    /// [`read_would_wait`](HostBuffer::read_would_wait) for [`write`](HostBuffer::write).
+    fn write_would_wait(&self) -> bool {
+        true
     }
 }
 

@@ -309,6 +309,12 @@ impl HostInner {
         *lock(&self.pending)
     }
 
+    /// Whether [`HostInner::wait_idle`] would block now: outside host functions and kernels,
+    /// while a queued operation touches the buffer.
+    fn would_wait(&self) -> bool {
+        running_stream() == 0 && *lock(&self.pending) > 0
+    }
+
     /// Blocks until no queued operation touches the buffer, unless the caller is a host
     /// function or kernel (see [`CpuHostBuffer`]): it returns at once there.
     fn wait_idle(&self) {
@@ -382,6 +388,14 @@ impl devstream_core::HostBuffer for CpuHostBuffer {
         let mut data = lock(&self.0.data);
         data[offset..offset + bytes.len()].copy_from_slice(bytes);
         Ok(())
+    }
+
+    fn read_would_wait(&self) -> bool {
+        self.0.would_wait()
+    }
+
+    fn write_would_wait(&self) -> bool {
+        self.0.would_wait()
     }
 }
 

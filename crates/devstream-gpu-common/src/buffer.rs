@@ -424,6 +424,24 @@ impl<A: RawApi> GpuHostBuffer<A> {
         }
     }
 
+    /// Whether [`GpuHostBuffer::with_bytes`] would wait now: outside this backend's host
+    /// functions (inside them it never waits), while an event of `uses` is not ready. A query
+    /// that fails answers `false`: the access then answers that error without waiting.
+    fn would_wait(&self) -> bool {
+        if crate::hostfn::in_host_function() {
+            return false;
+        }
+        let _relaxed = CaptureModeGuard::<A>::relaxed();
+        let Ok(uses) = self.inner.uses.lock() else {
+            return false;
+        };
+        uses.iter().any(|(_, event)| {
+            // SAFETY: our event, alive while the buffer is.
+            let queried = unsafe { A::event_query(*event) };
+            matches!(crate::error::check_ready::<A>(queried), Ok(false))
+        })
+    }
+
     /// Submits `copy` on `stream` and records that the buffer is used up to that point.
     ///
     /// The event that tracks the copy is found or made before the copy is queued, so that a
@@ -516,6 +534,14 @@ impl<A: RawApi> HostBuffer for GpuHostBuffer<A> {
             // SAFETY: the range was checked and queued copies have completed.
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.add(offset), data.len()) }
         })
+    }
+
+    fn read_would_wait(&self) -> bool {
+        self.would_wait()
+    }
+
+    fn write_would_wait(&self) -> bool {
+        self.would_wait()
     }
 }
 

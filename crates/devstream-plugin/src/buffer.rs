@@ -338,6 +338,21 @@ impl HostInner {
             // A copy was submitted meanwhile: wait for it too.
         }
     }
+
+    /// Whether [`HostInner::settled`] would block now: a copy it would not skip is not known
+    /// to be complete ([`RawEvent::synchronize_would_block`]).
+    fn would_wait(&self) -> bool {
+        let own_queue = running_host_fn().map(|(queue, _)| queue);
+        let candidates: Vec<(Arc<RawEvent>, bool)> = lock(&self.pending)
+            .iter()
+            .filter(|t| Some(t.raw.queue) != own_queue)
+            .map(|t| (t.raw.clone(), t.covers))
+            .collect();
+        candidates.into_iter().any(|(raw, covers)| {
+            let after = own_queue.is_some() && !covers && runs_after_running_host_fn(&raw);
+            !after && raw.synchronize_would_block()
+        })
+    }
 }
 
 impl Drop for HostInner {
@@ -391,6 +406,20 @@ impl HostBuffer for PluginHostBuffer {
                 unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), at, data.len()) }
             }),
             HostRepr::Rust(b) => b.write(offset, data),
+        }
+    }
+
+    fn read_would_wait(&self) -> bool {
+        match &self.0 {
+            HostRepr::Abi(b) => b.would_wait(),
+            HostRepr::Rust(b) => b.read_would_wait(),
+        }
+    }
+
+    fn write_would_wait(&self) -> bool {
+        match &self.0 {
+            HostRepr::Abi(b) => b.would_wait(),
+            HostRepr::Rust(b) => b.write_would_wait(),
         }
     }
 }

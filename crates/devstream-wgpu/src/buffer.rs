@@ -601,6 +601,28 @@ impl HostInner {
         }
     }
 
+    /// Whether [`HostInner::settle`] would wait now: a device→host copy into the buffer is
+    /// neither mapped nor complete (its mapping then follows without other work) and not
+    /// queued after the host function this thread runs.
+    fn settle_would_wait(&self) -> bool {
+        let readbacks: Vec<Arc<Readback>> = lock(&self.pending)
+            .iter()
+            .map(|w| Arc::clone(&w.readback))
+            .collect();
+        readbacks.iter().any(|readback| {
+            readback.mapped().is_none()
+                && !readback.complete_but_unmapped()
+                && waits_behind_host_func(&readback.device, Awaited::Readback(readback)).is_none()
+        })
+    }
+
+    /// Whether [`HostInner::wait_for_uploads`] would wait now: a deferred upload that is not
+    /// queued after the host function this thread runs has not read the buffer yet.
+    fn uploads_would_wait(self: &Arc<Self>) -> bool {
+        let behind = uploads_behind_host_func(self).map_or(0, |(behind, _)| behind);
+        self.uploads_in_flight() > behind
+    }
+
     /// Waits until deferred uploads that read the buffer have read it, except those queued
     /// after the host function this thread runs (in stream order they read after it).
     fn wait_for_uploads(self: &Arc<Self>) {
@@ -719,6 +741,14 @@ impl HostBuffer for WgpuHostBuffer {
         self.inner.settle()?;
         lock(&self.inner.data)[offset..offset + data.len()].copy_from_slice(data);
         Ok(())
+    }
+
+    fn read_would_wait(&self) -> bool {
+        self.inner.settle_would_wait()
+    }
+
+    fn write_would_wait(&self) -> bool {
+        self.inner.uploads_would_wait() || self.inner.settle_would_wait()
     }
 }
 

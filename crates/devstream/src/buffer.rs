@@ -1,6 +1,7 @@
 //! Facade buffers.
 
 use crate::dispatch::{DeviceBufferApi, HostBufferApi, Member};
+use devstream_core::foreign::BackendKey;
 use devstream_core::{Place, Result};
 
 crate::dispatch::facade_enum! {
@@ -56,12 +57,41 @@ impl HostBuffer {
         self.len() == 0
     }
     /// Copies `out.len()` bytes from `offset`, after queued work writing the buffer is done.
+    ///
+    /// Inside a host function whose backend's work streams of the buffer's backend may wait on
+    /// (waits across backends), a read that would wait for a queued copy answers
+    /// `Error::WouldDeadlock` at once: that copy may be queued behind the host function.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        crate::cross::check_host_fn_host_buffer_access("HostBuffer::read", self, || {
+            HostBufferApi::read_would_wait(self)
+        })?;
         HostBufferApi::read(self, offset, out)
     }
     /// Copies `data` to `offset`, after queued work using the buffer is done.
+    ///
+    /// Inside a host function, refused as [`read`](HostBuffer::read) is where it would wait.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        crate::cross::check_host_fn_host_buffer_access("HostBuffer::write", self, || {
+            HostBufferApi::write_would_wait(self)
+        })?;
         HostBufferApi::write(self, offset, data)
+    }
+    /// The key of the buffer's backend for the host-function rule of waits across backends
+    /// (`devstream_core::foreign`, "Host functions"); `None` for a custom device's buffer,
+    /// which does not name its device type (the rule then counts every backend).
+    pub(crate) fn backend_key(&self) -> Option<BackendKey> {
+        match self {
+            #[cfg(feature = "cpu")]
+            HostBuffer::Cpu(_) => Some(BackendKey::of(&Place::Cpu)),
+            #[cfg(feature = "cuda")]
+            HostBuffer::Cuda(_) => Some(BackendKey::of(&Place::Cuda(0))),
+            #[cfg(feature = "hip")]
+            HostBuffer::Hip(_) => Some(BackendKey::of(&Place::Hip(0))),
+            #[cfg(feature = "wgpu")]
+            HostBuffer::Wgpu(_) => Some(BackendKey::of(&Place::Wgpu(0))),
+            #[cfg(feature = "plugin")]
+            HostBuffer::Custom(_) => None,
+        }
     }
     /// The whole content, after queued work writing it is done.
     pub fn to_vec(&self) -> Result<Vec<u8>> {

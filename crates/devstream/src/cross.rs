@@ -10,7 +10,7 @@
 //! keep the backend's own wait (and its `cross_device_wait` capability).
 
 use crate::stream::StreamApi;
-use crate::{Event, Stream};
+use crate::{Event, HostBuffer, Stream};
 use devstream_core::{foreign, selfwait, Completion, Place, Result};
 
 /// Whether `here` and `there` are places of different backends (see the module documentation).
@@ -102,16 +102,16 @@ pub(crate) fn wait_foreign_event(stream: &Stream, op: &'static str, event: &Even
     }
 }
 
-/// Whether a blocking call on work of `target` (`None`: a place not known) in the host function
-/// running on this thread (if any) must be refused: that work may wait for the host function
-/// through waits across backends (`devstream_core::foreign`, "Host functions") and it is not
-/// complete.
+/// Whether a blocking call on work of the backend `target` (`None`: a backend not known) in the
+/// host function running on this thread (if any) must be refused: that work may wait for the
+/// host function through waits across backends (`devstream_core::foreign`, "Host functions")
+/// and it is not complete.
 fn refuse_in_host_fn(
     op: &'static str,
-    target: Option<&Place>,
+    target: Option<foreign::BackendKey>,
     complete: impl FnOnce() -> Result<bool>,
 ) -> Result<()> {
-    if !foreign::host_fn_may_wait_for_itself(target.map(foreign::BackendKey::of)) || complete()? {
+    if !foreign::host_fn_may_wait_for_itself(target) || complete()? {
         return Ok(());
     }
     Err(selfwait::would_deadlock(
@@ -125,7 +125,8 @@ fn refuse_in_host_fn(
 /// counts as incomplete).
 #[inline]
 pub(crate) fn check_host_fn_stream_wait(stream: &Stream) -> Result<()> {
-    refuse_in_host_fn("synchronize", Some(StreamApi::place(stream)), || {
+    let target = foreign::BackendKey::of(StreamApi::place(stream));
+    refuse_in_host_fn("synchronize", Some(target), || {
         if StreamApi::capabilities(stream).nonblocking_query {
             StreamApi::query(stream)
         } else {
@@ -137,9 +138,21 @@ pub(crate) fn check_host_fn_stream_wait(stream: &Stream) -> Result<()> {
 /// [`refuse_in_host_fn`] for `Event::synchronize`.
 #[inline]
 pub(crate) fn check_host_fn_event_wait(event: &Event) -> Result<()> {
-    refuse_in_host_fn("Event::synchronize", event.place().as_ref(), || {
-        event.query()
-    })
+    let target = event.place().as_ref().map(foreign::BackendKey::of);
+    refuse_in_host_fn("Event::synchronize", target, || event.query())
+}
+
+/// [`refuse_in_host_fn`] for `HostBuffer::read` and `HostBuffer::write` (`op`): refused where
+/// the access would wait for queued copies of the buffer's backend (`would_wait`, the backend's
+/// non-blocking answer), which may wait for the host function; an access that would not wait
+/// goes on.
+#[inline]
+pub(crate) fn check_host_fn_host_buffer_access(
+    op: &'static str,
+    buffer: &HostBuffer,
+    would_wait: impl FnOnce() -> bool,
+) -> Result<()> {
+    refuse_in_host_fn(op, buffer.backend_key(), || Ok(!would_wait()))
 }
 
 /// `stream` waits for all work submitted to `other` (of another backend) so far: a wait on an

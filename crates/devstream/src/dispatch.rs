@@ -289,4 +289,6 @@ dispatch_api! { trait HostBufferApi for H where [H: traits::HostBuffer + Member<
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         traits::HostBuffer::write(self, offset, data)
     }
+    fn read_would_wait(&self) -> bool { traits::HostBuffer::read_would_wait(self) }
+    fn write_would_wait(&self) -> bool { traits::HostBuffer::write_would_wait(self) }
 }}

@@ -87,4 +87,8 @@ dyn_api! {
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         HostBuffer::write(self, offset, data)
     }
+    /// [`HostBuffer::read_would_wait`].
+    fn read_would_wait(&self) -> bool { HostBuffer::read_would_wait(self) }
+    /// [`HostBuffer::write_would_wait`].
+    fn write_would_wait(&self) -> bool { HostBuffer::write_would_wait(self) }
 }}

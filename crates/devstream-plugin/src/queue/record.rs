@@ -175,6 +175,20 @@ impl EventRecord {
         self.wait_complete()
     }
 
+    /// Whether [`EventRecord::synchronize`] would block now, answered without blocking: not
+    /// where the work is known complete, nor where `synchronize` answers at once inside a host
+    /// function; otherwise the plug-in is asked with `query_event`, and a plug-in without it
+    /// counts as blocking.
+    pub(crate) fn synchronize_would_block(&self) -> bool {
+        if self.complete.load(Ordering::Acquire)
+            || self.before_running_host_fn().is_some()
+            || self.waits_for_running_host_fn()
+        {
+            return false;
+        }
+        self.runtime.table().query_event.is_none() || self.settle().is_none()
+    }
+
     /// Blocks until the record reaches the plug-in, then until the recorded work is complete
     /// (the caller checked that this cannot wait for the calling host function).
     pub(super) fn wait_complete(&self) -> Result<()> {
