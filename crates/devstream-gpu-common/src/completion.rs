@@ -501,14 +501,21 @@ pub(crate) fn event_completion<A: RawApi>(event: &GpuEvent<A>) -> Completion {
             "the event was last recorded inside a capture: it stands for graph work",
         )));
     }
-    let result = event.inner.device.bind().and_then(|()| {
-        refuse_in_host_function()?;
-        // Done already (the common case for events awaited late): nothing to register.
-        // SAFETY: the event is alive while `event` is.
-        if check_ready::<A>(unsafe { A::event_query(event.inner.raw) })? {
-            return Ok(Completion::ready(Ok(())));
-        }
-        notify_after(event.clone(), None, Source::User)
-    });
+    // Before any runtime call: inside a host function the runtime refuses them all (CUDA answers
+    // `CUDA_ERROR_NOT_PERMITTED` even for the context query of `bind`).
+    let result = refuse_in_host_function()
+        .and_then(|()| event.inner.device.bind())
+        .and_then(|()| {
+            // The caller may be capturing on this thread (a capturing stream of another backend
+            // or of this device waiting on the event): its `Global`/`ThreadLocal` mode forbids
+            // the query below on this thread, though it neither touches nor joins the capture.
+            let _relaxed = crate::ext::CaptureModeGuard::<A>::relaxed();
+            // Done already (the common case for events awaited late): nothing to register.
+            // SAFETY: the event is alive while `event` is.
+            if check_ready::<A>(unsafe { A::event_query(event.inner.raw) })? {
+                return Ok(Completion::ready(Ok(())));
+            }
+            notify_after(event.clone(), None, Source::User)
+        });
     result.unwrap_or_else(|error| Completion::ready(Err(error)))
 }
