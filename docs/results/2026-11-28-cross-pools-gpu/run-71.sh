@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# Call 71 (2026-11-28) on nvidia-h200-x4: waits across backends (captured waits, pooled wait words,
+# Call 71 (2026-11-28) on nvidia-h200-x2 (the four-GPU kind was no longer lent) (call 72 runs the benchmarks of the same bundle): waits across backends (captured waits, pooled wait words,
 # the interplay and hostile tests) and memory pools (wgpu pool, pool_model) with cpu, cuda:0/1,
 # hip:0/1 (shim) and wgpu:0 (NVIDIA's Vulkan) as places; compute-sanitizer memcheck over both on
 # cpu,cuda:0; the refusal path of captured waits (HIP without hipLaunchHostFunc); the wgpu pool's
-# crate tests; examples/hetero and bench-cross; bench-pools beside peers_cuda.py pools; and a third
-# alternation of the four-rank all-reduce sweep beside torch.distributed.
+# crate tests; examples/hetero and bench-cross; bench-pools beside peers_cuda.py pools.
 # Build: cargo xtask gpu-bundle --features cuda,hip,comm,wgpu --out gpurun/bundle (commit in
 # COMMIT; binaries this call does not use removed to fit the carry limit); carry [gpurun, .gl].
 set -u
@@ -19,13 +18,6 @@ ALL=cpu,cuda:0,cuda:1,hip:0,hip:1,wgpu:0
 watched conformance-all-places 330 env DEVSTREAM_TEST_STACKS_AFTER=320 DEVSTREAM_REQUIRE=cpu,cuda,hip,wgpu DEVSTREAM_PLACES=$ALL ./conformance
 run memcheck-cross-pools 300 env DEVSTREAM_REQUIRE=cpu,cuda DEVSTREAM_PLACES=cpu,cuda:0 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 ./conformance cross pool
 run capture-refusal-hip 60 env DEVSTREAM_HIP_DISABLE=hipLaunchHostFunc DEVSTREAM_REQUIRE=cpu,hip DEVSTREAM_PLACES=cpu,hip:0 ./conformance cross::a_capture_that_cannot --nocapture
-run wgpu-pool-tests 90 env DEVSTREAM_REQUIRE=wgpu ./devstream-wgpu-tests tests_pool --test-threads=1
-run example-hetero 120 env CUDA_VISIBLE_DEVICES=0 ./example-hetero 2000 64
-run bench-cross 400 env CUDA_VISIBLE_DEVICES=0 DEVSTREAM_BENCH_JSON=$R/bench-cross.jsonl ./bench-cross --places cpu,cuda:0,hip:0,wgpu:0
-run bench-pools-cuda 200 ./bench-pools --place cuda:0
-run bench-pools-wgpu 200 ./bench-pools --place wgpu:0
-run peers-pools 200 env PYTHONUNBUFFERED=1 python3 $B/peers_cuda.py pools
-run churn-plan 10 ./bench-pools --plan 5
-run sweep-cuda-4ranks-3 120 ./bench-comm sweep --place cuda --ranks 4 --max-bytes 2147483648
-run peers-comm-4ranks-3 150 env PYTHONUNBUFFERED=1 python3 $B/peers_comm.py --ranks 4 --max-bytes 2147483648
+run cuda-gpu-tests 90 env DEVSTREAM_REQUIRE=cuda ./devstream-cuda-gpu --test-threads=1
+run cuda-soundness 90 env DEVSTREAM_REQUIRE=cuda ./devstream-cuda-soundness --test-threads=1
 tar czf $OUT/results.tgz -C $R .
