@@ -343,3 +343,56 @@ fn pool_programs_obey_the_model() {
         Ok(())
     });
 }
+
+/// The model's minimal failing program as a fixed case, drained both ways a user drains: a
+/// buffer of a threshold-0 pool allocated on one stream and read on another, dropped, then
+/// both streams synchronized (or an event after each stream's work synchronized). The memory
+/// was freed on a stream devstream keeps for frees of buffers several streams used, which the
+/// user never synchronizes: the drain must still bring the pool to its threshold.
+#[test]
+fn a_buffer_used_by_two_streams_is_released_to_the_threshold_once_both_drain() {
+    for_each_place(|place| {
+        if !caps(place).memory_pools {
+            not_applicable(place, "memory_pools is off");
+            return Ok(());
+        }
+        for drain_by_events in [false, true] {
+            let how = if drain_by_events { "events" } else { "streams" };
+            let options = PoolOptions {
+                release_threshold: 0,
+                ..Default::default()
+            };
+            let pool = MemoryPool::new(place, options)?;
+            let (owner, reader) = (Stream::new(place)?, Stream::new(place)?);
+            let buffer = owner.alloc_from(&pool, SIZES[0])?;
+            owner.fill(&buffer, 0, SIZES[0], 7)?;
+            reader.wait_stream(&owner)?;
+            let host = reader.alloc_host(SIZES[0])?;
+            reader.copy_device_to_host(&host, 0, &buffer, 0, SIZES[0])?;
+            drop(buffer);
+            if drain_by_events {
+                for stream in [&owner, &reader] {
+                    let event = devstream::Event::new(place, devstream::EventFlags::default())?;
+                    stream.record(&event)?;
+                    event.synchronize()?;
+                }
+            } else {
+                sync(&owner)?;
+                sync(&reader)?;
+            }
+            assert_eq!(
+                host.to_vec()?,
+                vec![7; SIZES[0]],
+                "{place}: drained by {how}"
+            );
+            // A plug-in place may count the drop a little after the work (a reaper thread).
+            wait_until(PATIENCE, || pool.stats().is_ok_and(|s| s.allocations == 0));
+            let drained = pool.stats()?;
+            assert!(
+                drained.reserved_bytes == 0 && drained.used_bytes == 0,
+                "{place}: threshold 0, the buffer dropped and drained by {how}: {drained:?}"
+            );
+        }
+        Ok(())
+    });
+}

@@ -20,8 +20,9 @@ use crate::users::{forget_finished, gone, StreamUsers};
 use devstream_core::ops::{BufferLen, Transfer};
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, Error, EventFlags, HostBuffer, Place, Result};
+use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 struct BufferInner<A: RawApi> {
@@ -89,40 +90,192 @@ fn release_device_memory<A: RawApi>(
             let _ = unsafe { A::mem_free_async(ptr, users[0].release_handle()) };
             return;
         }
-        let Ok(reclaim) = device.reclaim_stream() else {
+        if device.reclaim_frees.queue::<A>(device, &users, ptr).is_ok() {
             return;
-        };
-        for user in &users {
-            // SAFETY: the context is current; the event is destroyed right after the
-            // wait, which the runtime allows (it is released after the wait completes).
-            unsafe {
-                if let Ok(event) = A::event_create(EventFlags::default()) {
-                    if A::event_record(event, user.release_handle()).is_ok() {
-                        let _ = A::stream_wait_event(reclaim, event);
-                    }
-                    let _ = A::event_destroy(event);
-                }
-            }
         }
-        // SAFETY: the reclaim stream now waits for every user's queued work.
-        let _ = unsafe { A::mem_free_async(ptr, reclaim) };
-    } else {
-        // Without memory pools, or a user is capturing (the work it queued before its capture
-        // can be tracked only once the capture has ended): free once every user's work has
-        // completed.
-        device.release_after(
-            users,
-            Box::new(move || {
-                if !stream_ordered {
-                    // SAFETY: every user's queued work has completed.
-                    let _ = unsafe { A::mem_free(ptr) };
-                } else if let Ok(reclaim) = device.reclaim_stream() {
+        // The free could not be ordered after every user on the reclaim stream: it is queued
+        // once their work has completed instead (below).
+    }
+    // Without memory pools, a user capturing (the work it queued before its capture can be
+    // tracked only once the capture has ended), or no event to order the free after a user:
+    // free once every user's work has completed.
+    device.release_after(
+        users,
+        Box::new(move || {
+            if !stream_ordered {
+                // SAFETY: every user's queued work has completed.
+                let _ = unsafe { A::mem_free(ptr) };
+            } else if device.reclaim_frees.queue::<A>(device, &[], ptr).is_err() {
+                // Nothing was queued (no event to follow the free): freed untracked.
+                if let Ok(reclaim) = device.reclaim_stream() {
                     // SAFETY: every user's queued work has completed; the reclaim stream
                     // orders nothing else before the free.
                     let _ = unsafe { A::mem_free_async(ptr, reclaim) };
                 }
-            }),
-        );
+            }
+        }),
+    );
+}
+
+/// A free queued on a device's reclaim stream: the events recorded on the buffer's users that
+/// it waits for, and an event recorded right after it.
+struct ReclaimFree {
+    awaited: Vec<RawEvent>,
+    freed: RawEvent,
+}
+
+/// The frees queued on a device's reclaim stream, in the order the stream runs them, until a
+/// synchronisation point has followed them.
+///
+/// A native pool gives memory above its release threshold back to the system only at a
+/// synchronisation point that follows the free (a stream, event or context synchronize). The
+/// user synchronizes its own streams, never the reclaim stream, so devstream adds that point at
+/// the user's drain points (`synchronize` of a stream or event, a pool's statistics or trim):
+/// a free whose awaited events have all completed, as have those of every free before it (the
+/// stream runs in order), is preceded on the reclaim stream only by frees whose waits are
+/// satisfied, so synchronizing the event after it never waits for user work, only for the
+/// frees themselves.
+pub(crate) struct ReclaimFrees {
+    queue: Mutex<VecDeque<ReclaimFree>>,
+    /// Entries in `queue` (read without the lock).
+    pending: AtomicUsize,
+}
+
+impl ReclaimFrees {
+    /// No free queued.
+    pub(crate) fn new() -> Self {
+        ReclaimFrees {
+            queue: Mutex::new(VecDeque::new()),
+            pending: AtomicUsize::new(0),
+        }
+    }
+
+    /// Queues the free of `ptr` on `device`'s reclaim stream after the work every user in
+    /// `users` has queued so far. `Err` (nothing queued, the memory still allocated) where the
+    /// reclaim stream or an event cannot be had. The context must be current.
+    fn queue<A: RawApi>(
+        &self,
+        device: &'static Device<A>,
+        users: &[Arc<StreamInner<A>>],
+        ptr: DevicePtr,
+    ) -> std::result::Result<(), ()> {
+        let reclaim = device.reclaim_stream().map_err(|_| ())?;
+        // The order of `queue` is the order of the reclaim stream: queued under its lock.
+        let Ok(mut queue) = self.queue.lock() else {
+            return Err(());
+        };
+        let mut events = Vec::with_capacity(users.len() + 1);
+        let destroy = |events: Vec<RawEvent>| {
+            for event in events {
+                // SAFETY: our event, which no queued wait refers to yet.
+                let _ = unsafe { A::event_destroy(event) };
+            }
+        };
+        for _ in 0..=users.len() {
+            // SAFETY: the context is current.
+            match unsafe { A::event_create(EventFlags::default()) } {
+                Ok(event) => events.push(event),
+                Err(_) => {
+                    destroy(events);
+                    return Err(());
+                }
+            }
+        }
+        let freed = events[users.len()];
+        let mut awaited = events;
+        awaited.truncate(users.len());
+        for (index, user) in users.iter().enumerate() {
+            let event = awaited[index];
+            // SAFETY: the event and the stream are alive and of this device.
+            let recorded = unsafe { A::event_record(event, user.release_handle()) };
+            // SAFETY: as above.
+            if recorded.is_err() || unsafe { A::stream_wait_event(reclaim, event) }.is_err() {
+                // No free is queued. The waits already queued stay on the reclaim stream:
+                // they are kept as an entry (with the event after them) so that every wait
+                // on the stream is one of an entry's, which `settle` relies on.
+                destroy(awaited.split_off(index));
+                // SAFETY: the event and the stream are alive and of this device.
+                if awaited.is_empty() || unsafe { A::event_record(freed, reclaim) }.is_err() {
+                    awaited.push(freed);
+                    destroy(awaited);
+                } else {
+                    queue.push_back(ReclaimFree { awaited, freed });
+                    self.pending.store(queue.len(), Ordering::Release);
+                }
+                return Err(());
+            }
+        }
+        // SAFETY: the pointer came from the stream-ordered allocator; the reclaim stream now
+        // waits for every user's queued work.
+        let _ = unsafe { A::mem_free_async(ptr, reclaim) };
+        // SAFETY: the event and the stream are alive and of this device.
+        if unsafe { A::event_record(freed, reclaim) }.is_err() {
+            // The free is queued; only its synchronisation point is lost.
+            awaited.push(freed);
+            destroy(awaited);
+            return Ok(());
+        }
+        queue.push_back(ReclaimFree { awaited, freed });
+        self.pending.store(queue.len(), Ordering::Release);
+        drop(queue);
+        // Entries of programs that never drain do not pile up: the frees already done are
+        // settled with every new one.
+        self.settle_pending(device, false);
+        Ok(())
+    }
+
+    /// Synchronizes the frees of the reclaim stream whose awaited work has completed (see the
+    /// type's documentation): the native pool then releases what they freed above its
+    /// threshold. Never waits for user work; nothing from a host function.
+    #[inline]
+    pub(crate) fn settle<A: RawApi>(&self, device: &'static Device<A>) {
+        if self.pending.load(Ordering::Acquire) != 0 && !crate::hostfn::in_host_function() {
+            self.settle_pending(device, true);
+        }
+    }
+
+    /// Settles the queue's entries in order: with `drained`, each whose awaited events have
+    /// completed (synchronizing its event waits only for the frees before it); otherwise only
+    /// each whose free has already completed (no waiting at all).
+    #[inline(never)]
+    fn settle_pending<A: RawApi>(&self, device: &'static Device<A>, drained: bool) {
+        // devstream's own calls: in Relaxed mode, so that no capture counts them as unsafe.
+        let _relaxed = CaptureModeGuard::<A>::relaxed();
+        if device.bind().is_err() {
+            return;
+        }
+        let complete = |event: RawEvent| {
+            // SAFETY: our event, alive while its entry is queued.
+            let status = unsafe { A::event_query(event) };
+            // Anything but "not ready" (done, or an error that will never clear) settles:
+            // waiting forever would keep the entry for good.
+            !matches!(status, Err(e) if A::error_kind(e.code) == crate::raw::ErrorKind::NotReady)
+        };
+        loop {
+            let entry = {
+                let Ok(mut queue) = self.queue.lock() else {
+                    return;
+                };
+                match queue.front() {
+                    Some(front)
+                        if (drained && front.awaited.iter().all(|&event| complete(event)))
+                            || complete(front.freed) => {}
+                    _ => return,
+                }
+                let entry = queue.pop_front();
+                self.pending.store(queue.len(), Ordering::Release);
+                entry
+            };
+            let Some(entry) = entry else {
+                return;
+            };
+            // SAFETY: our event; every wait before it on the reclaim stream is satisfied.
+            let _ = unsafe { A::event_synchronize(entry.freed) };
+            for event in entry.awaited.into_iter().chain([entry.freed]) {
+                // SAFETY: our events, complete and referred to by nothing queued.
+                let _ = unsafe { A::event_destroy(event) };
+            }
+        }
     }
 }
 

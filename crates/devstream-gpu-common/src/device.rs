@@ -149,6 +149,9 @@ pub struct Device<A: RawApi> {
     /// An internal non-blocking stream on which releases of memory used by several streams
     /// are ordered (made with the device).
     reclaim_stream: Result<RawStream>,
+    /// The frees queued on `reclaim_stream` until a synchronisation point follows them
+    /// (`crate::buffer::ReclaimFrees`).
+    pub(crate) reclaim_frees: crate::buffer::ReclaimFrees,
     /// Pending completion futures, their notifier streams and sweeper (see
     /// `crate::completion`).
     pub(crate) completions: crate::completion::Hub<A>,
@@ -259,6 +262,7 @@ impl<A: RawApi> Device<A> {
             default_stream: OnceLock::new(),
             default_pool: OnceLock::new(),
             reclaim_stream,
+            reclaim_frees: crate::buffer::ReclaimFrees::new(),
             completions,
             deferred: Mutex::new(Vec::new()),
             pending: AtomicUsize::new(0),

@@ -214,7 +214,10 @@ impl<A: RawApi> DeviceEvent for GpuEvent<A> {
             };
         }
         // SAFETY: as above.
-        check::<A, _>(unsafe { A::event_synchronize(self.inner.raw) })
+        check::<A, _>(unsafe { A::event_synchronize(self.inner.raw) })?;
+        // A drain point: frees held back on the reclaim stream after the awaited work follow.
+        self.inner.device.reclaim_frees.settle(self.inner.device);
+        Ok(())
     }
 
     fn completion(&self) -> Completion {

@@ -137,9 +137,11 @@ impl<A: RawApi> GraphAlloc<A> {
         };
         for user in &users {
             let raw = user.release_handle();
+            // Status and id only: this runs on the dropping thread, possibly while another
+            // thread ends the capture, which frees the capture's dependency array.
             // SAFETY: the stream is alive (we hold it).
-            let info = unsafe { A::stream_capture_info(raw) }.ok()?;
-            if info.status != CaptureStatus::Active || info.id != self.capture {
+            let (status, id) = unsafe { A::stream_capture_sequence(raw) }.ok()?;
+            if status != CaptureStatus::Active || id != self.capture {
                 continue;
             }
             // SAFETY: the context is current; the event is ours until `after` is dropped.

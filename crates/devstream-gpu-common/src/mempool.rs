@@ -8,7 +8,9 @@
 //! Used and reserved bytes and their high-water marks are the pool's attributes
 //! (`CU_MEMPOOL_ATTR_USED_MEM_*`, `RESERVED_MEM_*`; a high-water mark set to 0 resets to the
 //! current value); the release threshold is `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD` (the driver
-//! releases above it at synchronisation points); trim is `cuMemPoolTrimTo`. The driver does not
+//! releases above it at synchronisation points; frees on the device's reclaim stream get theirs at
+//! the user's drain points, `crate::buffer::ReclaimFrees`, and `stats` trims to it); trim is
+//! `cuMemPoolTrimTo`. The driver does not
 //! count allocations: devstream counts the buffers it took from the pool and has not released.
 //!
 //! The default pool is the device's own (`cuDeviceGetDefaultMemPool`), which `alloc` takes from;
@@ -107,6 +109,26 @@ impl<A: RawApi> GpuMemoryPool<A> {
         check::<A, _>(unsafe { A::mem_pool_get_attribute(self.raw, attribute) })
     }
 
+    /// Brings the pool to what its release threshold promises once work has drained: the
+    /// frees devstream queued on the device's reclaim stream whose awaited work has completed
+    /// get their synchronisation point, and the pool is trimmed to its threshold (what the
+    /// driver does at a synchronisation point, here also for frees it has not counted at one
+    /// yet). Nothing from a host function (no runtime calls there: the figures may lag).
+    fn settle(&self) -> Result<()> {
+        if crate::hostfn::in_host_function() {
+            return Ok(());
+        }
+        self.device.reclaim_frees.settle(self.device);
+        let threshold = self.attribute(MemPoolAttribute::ReleaseThreshold)?;
+        if let Ok(keep) = usize::try_from(threshold) {
+            if keep != usize::MAX {
+                // SAFETY: as in `attribute`; trimming never touches live allocations.
+                check::<A, _>(unsafe { A::mem_pool_trim_to(self.raw, keep) })?;
+            }
+        }
+        Ok(())
+    }
+
     fn set_attribute(&self, attribute: MemPoolAttribute, value: u64) -> Result<()> {
         // SAFETY: as in `attribute`.
         check::<A, _>(unsafe { A::mem_pool_set_attribute(self.raw, attribute, value) })
@@ -144,6 +166,7 @@ impl<A: RawApi> DevicePool for GpuMemoryPool<A> {
     }
 
     fn stats(&self) -> Result<PoolStats> {
+        self.settle()?;
         Ok(PoolStats {
             used_bytes: self.attribute(MemPoolAttribute::UsedMemCurrent)?,
             reserved_bytes: self.attribute(MemPoolAttribute::ReservedMemCurrent)?,
@@ -167,6 +190,9 @@ impl<A: RawApi> DevicePool for GpuMemoryPool<A> {
     }
 
     fn trim(&self, keep_bytes: u64) -> Result<()> {
+        if !crate::hostfn::in_host_function() {
+            self.device.reclaim_frees.settle(self.device);
+        }
         let keep = usize::try_from(keep_bytes).unwrap_or(usize::MAX);
         // SAFETY: as in `attribute`; trimming never touches live allocations.
         check::<A, _>(unsafe { A::mem_pool_trim_to(self.raw, keep) })

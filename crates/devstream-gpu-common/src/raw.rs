@@ -510,7 +510,17 @@ pub unsafe trait RawCapture {
     unsafe fn stream_is_capturing(stream: RawStream) -> RawResult<CaptureStatus>;
     /// `cuStreamGetCaptureInfo` ([`Optional::CaptureInfo`]; the status and id are always
     /// available through it or an equivalent).
+    ///
+    /// The dependencies are copied out of an array the runtime owns only until the next call
+    /// on the stream or the end of its capture: the caller must make sure that no other thread
+    /// makes such a call meanwhile (devstream's own bookkeeping uses
+    /// [`RawCapture::stream_capture_sequence`] instead).
     unsafe fn stream_capture_info(stream: RawStream) -> RawResult<CaptureInfo>;
+    /// The capture status and sequence id of `stream` (0 when not capturing), asking the
+    /// runtime for nothing else: no graph and no dependency array, whose memory another
+    /// thread's call on the stream (its end of capture) can free while it is read. Safe to
+    /// make while other threads use the stream.
+    unsafe fn stream_capture_sequence(stream: RawStream) -> RawResult<(CaptureStatus, u64)>;
     /// `cuStreamUpdateCaptureDependencies` ([`Optional::UpdateCaptureDependencies`]).
     unsafe fn stream_update_capture_dependencies(
         stream: RawStream,

@@ -572,6 +572,8 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         if let Err(e) = unsafe { A::stream_synchronize(self.raw()) } {
             return Err(self.capture_violation("synchronize", map_error::<A>(e)));
         }
+        // A drain point: frees this stream's work held back on the reclaim stream follow it.
+        self.inner.device.reclaim_frees.settle(self.inner.device);
         self.inner.take_panic()
     }
 

@@ -58,6 +58,48 @@ unsafe impl RawCapture for CudaApi {
         Ok(capture_status(status))
     }
 
+    unsafe fn stream_capture_sequence(s: RawStream) -> RawResult<(CaptureStatus, u64)> {
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut id = 0u64;
+        // Only the status and the id: the graph and the dependency array are optional outputs,
+        // left null so that the driver hands out no pointer into the capture's state.
+        if support().capture_info_v3 {
+            ok(
+                // SAFETY: live stream, valid out-pointers for status and id; the optional ones
+                // are null; present per `supports`.
+                unsafe {
+                    sys::cuStreamGetCaptureInfo_v3(
+                        stream(s),
+                        &mut status,
+                        &mut id,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    )
+                },
+                "cuStreamGetCaptureInfo",
+            )?;
+        } else {
+            ok(
+                // SAFETY: as above (the loader requires one of the two variants).
+                unsafe {
+                    sys::cuStreamGetCaptureInfo_v2(
+                        stream(s),
+                        &mut status,
+                        &mut id,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    )
+                },
+                "cuStreamGetCaptureInfo",
+            )?;
+        }
+        let status = capture_status(status);
+        Ok((status, if status == CaptureStatus::None { 0 } else { id }))
+    }
+
     unsafe fn stream_capture_info(s: RawStream) -> RawResult<CaptureInfo> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let mut id = 0u64;
@@ -102,7 +144,8 @@ unsafe impl RawCapture for CudaApi {
             Vec::new()
         } else {
             // SAFETY: the driver returned an array of `count` nodes, valid until the next call
-            // on this stream; we copy it at once.
+            // on this stream or the end of its capture, which the caller rules out on other
+            // threads until this copy is made.
             unsafe { std::slice::from_raw_parts(deps, count) }
                 .iter()
                 // SAFETY: node handles the driver returned.

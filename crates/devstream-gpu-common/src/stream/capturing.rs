@@ -21,9 +21,9 @@ impl<A: RawApi> GpuStream<A> {
         {
             return Ok((CaptureStatus::None, 0));
         }
+        // Status and id only: any thread may ask while another ends the stream's capture.
         // SAFETY: the stream is alive; its context is bound by the caller where needed.
-        let info = check::<A, _>(unsafe { A::stream_capture_info(self.raw()) })?;
-        Ok((info.status, info.id))
+        check::<A, _>(unsafe { A::stream_capture_sequence(self.raw()) })
     }
 
     /// Captures a host-function node running `f`, then reporting `report`'s error (if given) to

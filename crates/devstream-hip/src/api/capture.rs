@@ -45,6 +45,20 @@ unsafe impl RawCapture for HipApi {
         Ok(capture_status(status))
     }
 
+    unsafe fn stream_capture_sequence(s: RawStream) -> RawResult<(CaptureStatus, u64)> {
+        let t = table("hipStreamGetCaptureInfo")?;
+        let mut status = sys::hipStreamCaptureStatusNone;
+        let mut id: std::ffi::c_ulonglong = 0;
+        ok(
+            // SAFETY: live stream; valid out-pointers (status and id only: no pointer into the
+            // capture's state comes back).
+            unsafe { (t.hipStreamGetCaptureInfo)(stream(s), &mut status, &mut id) },
+            "hipStreamGetCaptureInfo",
+        )?;
+        let status = capture_status(status);
+        Ok((status, if status == CaptureStatus::None { 0 } else { id }))
+    }
+
     unsafe fn stream_capture_info(s: RawStream) -> RawResult<CaptureInfo> {
         let t = table("hipStreamGetCaptureInfo")?;
         let mut status = sys::hipStreamCaptureStatusNone;
@@ -78,7 +92,8 @@ unsafe impl RawCapture for HipApi {
             Vec::new()
         } else {
             // SAFETY: the runtime returned `count` nodes at `deps`, valid until the next call on
-            // this stream; copied at once.
+            // this stream or the end of its capture, which the caller rules out on other threads
+            // until this copy is made.
             unsafe { std::slice::from_raw_parts(deps, count) }
                 .iter()
                 // SAFETY: node handles the runtime returned.
