@@ -160,6 +160,24 @@ pub(crate) fn check_host_fn_host_buffer_access(
 pub(crate) fn wait_foreign_stream(stream: &Stream, other: &Stream) -> Result<()> {
     supported(stream)?;
     capturable(stream, "wait_stream")?;
+    refused_in_own_host_fn(other)?;
     let event = StreamApi::record_event(other)?;
     wait_foreign_event(stream, "wait_stream", &event)
+}
+
+/// Inside a host function of `other`'s backend, asks that backend for a completion of `other`
+/// before anything is recorded there: a runtime that forbids its calls in its own host
+/// functions (CUDA, HIP) refuses the completion at once with `Error::WouldDeadlock` and no
+/// runtime call, where the record would fail with whatever error the runtime answers. Any
+/// other answer drops the completion: the wait records and awaits its own event. Elsewhere,
+/// nothing is asked.
+fn refused_in_own_host_fn(other: &Stream) -> Result<()> {
+    if foreign::running_host_fn() != Some(foreign::BackendKey::of(StreamApi::place(other))) {
+        return Ok(());
+    }
+    let mut asked = StreamApi::completion(other);
+    match foreign::ready_now(&mut asked) {
+        Some(Err(e @ devstream_core::Error::WouldDeadlock { .. })) => Err(e),
+        _ => Ok(()),
+    }
 }
