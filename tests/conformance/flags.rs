@@ -2,9 +2,10 @@
 //! (CUDA's GEQ); `write_flag` writes in stream order and the host sees it.
 
 use crate::harness::{
-    assert_stays_false, caps, for_each_place, not_applicable, sync, wait_until, Gate, Log, PATIENCE,
+    assert_stays_false, caps, for_each_place, for_each_place_alone, not_applicable, sync,
+    wait_until, Gate, Log, PATIENCE,
 };
-use devstream::{Flag, Place, Stream};
+use devstream::{live_counts, CaptureMode, CaptureSupport, Flag, Place, Stream};
 
 fn has_flags(place: &Place) -> bool {
     if !caps(place).flags {
@@ -141,6 +142,48 @@ fn write_flag_releases_another_streams_wait() {
         if caps.host_funcs {
             assert_eq!(log.entries(), vec!["after"]);
         }
+        Ok(())
+    });
+}
+
+/// A flag waited on in a capture keeps no stream object alive: the captured wait belongs to the
+/// graph (which keeps the flag until its last launch completed), so the capturing stream is
+/// released with its last handle while the flag lives on, and the graph still waits on the flag
+/// when it is launched on another stream.
+#[test]
+fn a_flag_waited_on_in_a_capture_keeps_no_stream_alive() {
+    for_each_place_alone(|place| {
+        if !has_flags(place) {
+            return Ok(());
+        }
+        if caps(place).capture == CaptureSupport::None || !caps(place).host_funcs {
+            not_applicable(place, "no capture with host functions");
+            return Ok(());
+        }
+        let flag = Flag::new(place)?;
+        let launching = Stream::new(place)?;
+        let log = Log::new();
+        let before = live_counts();
+        let graph = {
+            let capturing = Stream::new(place)?;
+            capturing.begin_capture(CaptureMode::ThreadLocal)?;
+            capturing.wait_flag(&flag, 1)?;
+            capturing.launch_host_func(log.task("replayed"))?;
+            capturing.end_capture()?
+        };
+        assert!(
+            wait_until(PATIENCE, || live_counts().streams <= before.streams),
+            "{place}: the capturing stream's last handle is gone, live counts stay at {:?} \
+             (before it was made: {before:?})",
+            live_counts()
+        );
+        graph.launch(&launching)?;
+        assert_stays_false("the replay ran through the flag's wait", || {
+            log.contains(&"replayed")
+        });
+        flag.set(1);
+        sync(&launching)?;
+        assert_eq!(log.entries(), vec!["replayed"]);
         Ok(())
     });
 }

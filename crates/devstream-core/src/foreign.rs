@@ -251,6 +251,13 @@ impl Drop for HostFnScope {
     }
 }
 
+/// The backend whose host function the calling thread runs, if any (marked by
+/// [`enter_host_fn`]).
+#[inline]
+pub fn running_host_fn() -> Option<BackendKey> {
+    HOST_FN_BACKEND.try_with(Cell::get).ok().flatten()
+}
+
 /// Marks the calling thread as running a host function of `backend` (see the module
 /// documentation, "Host functions").
 #[inline]
@@ -309,7 +316,7 @@ impl Drop for PendingWait {
 /// host functions.
 #[inline]
 pub fn host_fn_may_wait_for_itself(target: Option<BackendKey>) -> bool {
-    match HOST_FN_BACKEND.try_with(Cell::get).ok().flatten() {
+    match running_host_fn() {
         None => false,
         Some(running) => {
             let pending = crate::sync::lock(&PENDING);

@@ -93,9 +93,14 @@ impl<A: RawApi> GpuFlag<A> {
     fn prepare(&self, stream: &GpuStream<A>, op: &'static str) -> Result<()> {
         stream.same_device(op, self.inner.device.ordinal)?;
         stream.bind()?;
-        self.inner.users.note(stream.inner());
-        // Captured, the operation is replayed by the graph: the graph keeps the flag's word.
-        stream.keep_in_capture(Box::new(self.inner.clone()))?;
+        // Captured, the operation is replayed by the graph: the graph keeps the flag's word
+        // until its last launch completed. The capturing stream queues nothing that uses the
+        // flag, so it is not noted as a user: a user is held (its stream object with its live
+        // count) for as long as the flag lives, and a graph dropped while a launch waits keeps
+        // the flag until the device next runs its deferred releases.
+        if !stream.keep_in_capture(Box::new(self.inner.clone()))? {
+            self.inner.users.note(stream.inner());
+        }
         Ok(())
     }
 

@@ -747,6 +747,9 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
     }
 
     fn is_capturing(&self) -> Result<bool> {
+        if !self.may_be_capturing() {
+            return Ok(false);
+        }
         self.bind()?;
         // SAFETY: the stream is alive.
         let status = check::<A, _>(unsafe { A::stream_is_capturing(self.raw()) })?;

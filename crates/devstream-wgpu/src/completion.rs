@@ -24,17 +24,24 @@ pub(crate) struct Waiter {
     /// The recording it waits for (its error snapshot is the stream's, for stream completions).
     record: Arc<Record>,
     /// Stream completion: the result carries the stream's first error and the device's fault,
-    /// as `synchronize` does. Event completion: `Ok` once done, as `Event::synchronize`.
+    /// as `synchronize` does. Event completion: the device's fault, else `Ok` once done, as
+    /// `Event::synchronize`.
     with_error: bool,
     completer: Completer,
 }
 
 impl Waiter {
+    /// The result once the recording is done or dropped. Both kinds report the device's fault,
+    /// as both `synchronize`s do: work held behind a gate when the loss is seen is dropped
+    /// without being submitted, and its recording resolves to the work queued before it, which
+    /// may be complete, so "done" alone does not say that the awaited work ran.
     fn result(&self, fault: Option<Error>) -> Result<()> {
-        if !self.with_error {
-            return Ok(());
-        }
-        match self.record.error().or(fault) {
+        let error = if self.with_error {
+            self.record.error().or(fault)
+        } else {
+            fault
+        };
+        match error {
             Some(error) => Err(error),
             None => Ok(()),
         }

@@ -634,6 +634,58 @@ fn a_destroyed_device_is_a_fault_and_its_held_work_never_runs() {
     assert_eq!(written.get(), 0, "a flag write behind the loss happened");
 }
 
+/// Completions taken while the recorded work waits behind a gate report the loss when the
+/// device is lost before the gate opens, as `Event::synchronize` and `synchronize` do. The
+/// device-lost callback is made to run before the gate opens (a poll of the application's, as
+/// a driver's own threads may make it run right after `destroy`): the held work is then dropped
+/// with nothing ever submitted for it, so no submitted-work-done callback fails the waiters.
+#[test]
+fn completions_taken_before_a_loss_report_it_when_the_loss_is_seen_before_the_gate_opens() {
+    let Some(device) = device_to_lose() else {
+        return;
+    };
+    let s = device.new_stream(StreamOptions::default()).unwrap();
+    let gate = WgpuBackend::new_flag(&PLACE).unwrap();
+    let b = s.alloc(256).unwrap();
+    s.fill(&b, 0, 256, 1).unwrap();
+    s.synchronize().unwrap();
+    s.wait_flag(&gate, 1).unwrap();
+    s.fill(&b, 0, 256, 7).unwrap();
+    let event = s.record_event().unwrap();
+    let event_completion = event.completion();
+    let stream_completion = s.completion();
+    device.wgpu_device().destroy();
+    // The queue is empty (the gated fill was never submitted): this poll runs the device-lost
+    // callback.
+    let _ = device.wgpu_device().poll(wgpu::PollType::Poll);
+    let lost = |e: &Error| {
+        matches!(
+            e,
+            Error::Driver {
+                call: "device lost",
+                ..
+            }
+        )
+    };
+    assert!(
+        device.fault().as_ref().is_some_and(lost),
+        "the poll did not run the device-lost callback: {:?}",
+        device.fault()
+    );
+    gate.set(1);
+    let synchronized = event.synchronize();
+    assert!(synchronized.as_ref().is_err_and(lost), "{synchronized:?}");
+    let completed = crate::util::block_on(event_completion);
+    assert!(
+        completed.as_ref().is_err_and(lost),
+        "the event's synchronize reports {synchronized:?}, its completion {completed:?}"
+    );
+    let completed = crate::util::block_on(stream_completion);
+    assert!(completed.as_ref().is_err_and(lost), "{completed:?}");
+    let completed = crate::util::block_on(event.completion());
+    assert!(completed.as_ref().is_err_and(lost), "{completed:?}");
+}
+
 /// A stream of a healthy device waiting on an event of a device that is lost does not hang:
 /// the wait ends with the loss as the stream's error, the host function behind it is dropped,
 /// and once `synchronize` has reported it the stream runs host functions again.

@@ -70,18 +70,20 @@ fn capturable(stream: &Stream, op: &'static str) -> Result<()> {
 /// wait becomes part of the graph (`devstream_core::foreign`, "Captures").
 pub(crate) fn wait_foreign_event(stream: &Stream, op: &'static str, event: &Event) -> Result<()> {
     supported(stream)?;
-    capturable(stream, op)?;
     let mut awaited = event.completion();
-    match foreign::ready_now(&mut awaited) {
+    let ready = foreign::ready_now(&mut awaited);
+    // No completion can be made here (inside a host function of a runtime that forbids its
+    // calls there): the call fails, the stream is left as it was. Answered before `capturable`
+    // asks the waiting stream, which can be a call into that same runtime (HIP on CUDA).
+    if let Some(Err(e @ devstream_core::Error::WouldDeadlock { .. })) = &ready {
+        return Err(e.clone());
+    }
+    capturable(stream, op)?;
+    match ready {
         // Done, or never recorded: nothing to wait for.
         Some(Ok(())) => Ok(()),
-        // Recorded in a capture that is still active: not work this stream can wait for. Or
-        // no completion can be made here (inside a host function of a runtime that forbids
-        // its calls there): the call fails, the stream is left as it was.
-        Some(Err(
-            e @ (devstream_core::Error::Capture { .. }
-            | devstream_core::Error::WouldDeadlock { .. }),
-        )) => Err(e),
+        // Recorded in a capture that is still active: not work this stream can wait for.
+        Some(Err(e @ devstream_core::Error::Capture { .. })) => Err(e),
         // Ended with an error already: the stream still takes it in stream order.
         Some(Err(_)) => StreamApi::wait_completion(stream, awaited),
         None => {
@@ -159,7 +161,25 @@ pub(crate) fn check_host_fn_host_buffer_access(
 /// event recorded on `other` now.
 pub(crate) fn wait_foreign_stream(stream: &Stream, other: &Stream) -> Result<()> {
     supported(stream)?;
+    refused_in_own_host_fn(other)?;
     capturable(stream, "wait_stream")?;
     let event = StreamApi::record_event(other)?;
     wait_foreign_event(stream, "wait_stream", &event)
+}
+
+/// Inside a host function of `other`'s backend, asks that backend for a completion of `other`
+/// before anything is recorded there: a runtime that forbids its calls in its own host
+/// functions (CUDA, HIP) refuses the completion at once with `Error::WouldDeadlock` and no
+/// runtime call, where the record would fail with whatever error the runtime answers. Any
+/// other answer drops the completion: the wait records and awaits its own event. Elsewhere,
+/// nothing is asked.
+fn refused_in_own_host_fn(other: &Stream) -> Result<()> {
+    if foreign::running_host_fn() != Some(foreign::BackendKey::of(StreamApi::place(other))) {
+        return Ok(());
+    }
+    let mut asked = StreamApi::completion(other);
+    match foreign::ready_now(&mut asked) {
+        Some(Err(e @ devstream_core::Error::WouldDeadlock { .. })) => Err(e),
+        _ => Ok(()),
+    }
 }

@@ -6,19 +6,24 @@ use super::*;
 use devstream_core::foreign::ForeignOutcome;
 
 impl<A: RawApi> GpuStream<A> {
+    /// Whether the stream may be capturing, known without a runtime call: `false` when no
+    /// capture was begun through devstream on this device and no stream or event made
+    /// elsewhere ever wrapped on it (through which someone else's capture could reach this
+    /// stream: a stream joins a capture only by waiting on an event recorded in one). The
+    /// per-thread stream is shared with every library on the thread (any of them may capture
+    /// it), so it may always be. Two atomic loads instead of a driver call on the paths that
+    /// must know (host functions, copies, a wait across backends asked for inside another
+    /// runtime's host function, where that runtime may forbid the call).
+    pub(crate) fn may_be_capturing(&self) -> bool {
+        let device = self.inner.device;
+        self.inner.kind == StreamKind::PerThread
+            || device.active_captures.load(Ordering::Acquire) != 0
+            || device.foreign_handles.load(Ordering::Acquire)
+    }
+
     /// The native capture status and sequence id.
     pub(crate) fn capture_sequence(&self) -> Result<(CaptureStatus, u64)> {
-        // No capture begun through devstream on this device, and no stream or event made
-        // elsewhere ever wrapped on it (through which someone else's capture could reach this
-        // stream: a stream joins a capture only by waiting on an event recorded in one): the
-        // stream cannot be capturing. The per-thread stream is shared with every library on
-        // the thread (any of them may capture it), so it always asks. Otherwise two atomic
-        // loads instead of a driver call on the paths that must know (host functions, copies).
-        let device = self.inner.device;
-        if self.inner.kind != StreamKind::PerThread
-            && device.active_captures.load(Ordering::Acquire) == 0
-            && !device.foreign_handles.load(Ordering::Acquire)
-        {
+        if !self.may_be_capturing() {
             return Ok((CaptureStatus::None, 0));
         }
         // Status and id only: any thread may ask while another ends the stream's capture.
