@@ -45,6 +45,7 @@ mod errors;
 mod events;
 mod flags;
 mod hostile;
+mod hostile_drops;
 mod model;
 mod pool_model;
 mod pools;
