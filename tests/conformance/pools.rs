@@ -277,9 +277,11 @@ fn a_release_threshold_bounds_reserved_memory_once_work_drains() {
 }
 
 /// `trim(keep)` returns cached memory: at most `keep` bytes stay reserved beyond live buffers.
+/// Alone: an out-of-memory retry of another test trims every pool of the place, this one's cache
+/// included (on the GPU machine, on cpu: "reserved_bytes: 786432" of the 1 MiB freed).
 #[test]
 fn trim_returns_cached_memory() {
-    for_each_place(|place| {
+    for_each_place_alone(|place| {
         if !has_pools(place) {
             return Ok(());
         }

@@ -1016,7 +1016,10 @@ fn graph_buffers_keep_their_device_address_and_reuse_it_within_the_capture() {
         // Off on CUDA while its race test crashes (gpu-common `Device` capabilities).
         eprintln!("{place}: capture_alloc is off: allocation during a capture is Unsupported");
         s.begin_capture(CaptureMode::ThreadLocal).unwrap();
-        assert!(matches!(s.alloc(4096), Err(devstream_core::Error::Unsupported { .. })));
+        assert!(matches!(
+            s.alloc(4096),
+            Err(devstream_core::Error::Unsupported { .. })
+        ));
         drop(s.end_capture().unwrap());
         return;
     }
