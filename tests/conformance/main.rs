@@ -45,7 +45,7 @@ mod errors;
 mod events;
 mod flags;
 mod hostile;
-mod hostile_drops;
+mod hostile_lifetimes;
 mod model;
 mod pool_model;
 mod pools;

@@ -131,7 +131,7 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
 #[test]
 fn host_fn_panics_with_an_endless_chain_of_panicking_payloads() {
     for_each_place_isolated(
-        "hostile_drops::host_fn_panics_with_an_endless_chain_of_panicking_payloads",
+        "hostile_lifetimes::host_fn_panics_with_an_endless_chain_of_panicking_payloads",
         |place| {
             if !host_funcs(place) {
                 return Ok(());
@@ -158,7 +158,7 @@ fn host_fn_panics_with_an_endless_chain_of_panicking_payloads() {
 #[test]
 fn host_fn_panics_with_a_payload_whose_drop_panics() {
     for_each_place_isolated(
-        "hostile_drops::host_fn_panics_with_a_payload_whose_drop_panics",
+        "hostile_lifetimes::host_fn_panics_with_a_payload_whose_drop_panics",
         |place| {
             if !host_funcs(place) {
                 return Ok(());
@@ -217,7 +217,7 @@ fn host_fn_panics_with_a_payload_whose_drop_panics() {
 #[test]
 fn host_closure_destructor_panics_after_running() {
     for_each_place_isolated(
-        "hostile_drops::host_closure_destructor_panics_after_running",
+        "hostile_lifetimes::host_closure_destructor_panics_after_running",
         |place| {
             if !host_funcs(place) {
                 return Ok(());
@@ -284,7 +284,7 @@ fn host_closure_destructor_panics_after_running() {
 #[test]
 fn closures_with_panicking_destructors_dropped_unrun() {
     for_each_place_isolated(
-        "hostile_drops::closures_with_panicking_destructors_dropped_unrun",
+        "hostile_lifetimes::closures_with_panicking_destructors_dropped_unrun",
         |place| {
             if !host_funcs(place) {
                 return Ok(());
@@ -441,7 +441,7 @@ enum Handle {
 #[test]
 fn handles_dropped_in_every_order_on_another_thread() {
     for_each_place_isolated(
-        "hostile_drops::handles_dropped_in_every_order_on_another_thread",
+        "hostile_lifetimes::handles_dropped_in_every_order_on_another_thread",
         |place| {
             let caps = caps(place);
             let capture = caps.capture != CaptureSupport::None && caps.capture_host_funcs;
@@ -583,7 +583,7 @@ fn handles_dropped_in_every_order_on_another_thread() {
 #[test]
 fn graphs_launched_concurrently_and_dropped_while_running() {
     for_each_place_isolated(
-        "hostile_drops::graphs_launched_concurrently_and_dropped_while_running",
+        "hostile_lifetimes::graphs_launched_concurrently_and_dropped_while_running",
         |place| {
             if !captures_host_funcs(place) {
                 return Ok(());
@@ -661,7 +661,7 @@ fn graphs_launched_concurrently_and_dropped_while_running() {
 #[test]
 fn graph_panic_is_reported_on_the_launching_stream() {
     for_each_place_isolated(
-        "hostile_drops::graph_panic_is_reported_on_the_launching_stream",
+        "hostile_lifetimes::graph_panic_is_reported_on_the_launching_stream",
         |place| {
             if !captures_host_funcs(place) {
                 return Ok(());
@@ -716,7 +716,7 @@ fn graph_panic_is_reported_on_the_launching_stream() {
 #[test]
 fn buffers_and_flags_dropped_around_a_capture_then_replayed() {
     for_each_place_isolated(
-        "hostile_drops::buffers_and_flags_dropped_around_a_capture_then_replayed",
+        "hostile_lifetimes::buffers_and_flags_dropped_around_a_capture_then_replayed",
         |place| {
             let caps = caps(place);
             if caps.capture == CaptureSupport::None {
