@@ -40,42 +40,37 @@ impl<A: RawApi> GpuStream<A> {
         f: HostFn,
         report: Option<Arc<ForeignOutcome>>,
     ) -> Result<()> {
-        let runtime = Runtime::<A>::get()?;
-        let mut captures = runtime
-            .captures
-            .lock()
-            .map_err(|_| Error::InvalidArgument("capture registry poisoned".into()))?;
-        let owned = captures
-            .entry(id)
-            .or_insert_with(|| CaptureOwned::new(self.inner.panic_slot().clone()));
-        if let Some(def) = &owned.def {
-            if !def.add_host_function() {
-                // Refused before anything is queued: the capture stays as it was.
-                return Err(Error::unsupported(
-                    "launch_host_func into a graph definition that another capture appends to",
-                    &self.inner.device.place,
-                ));
+        let launched = self.with_capture_owned(id, |owned| {
+            if let Some(def) = &owned.def {
+                if !def.add_host_function() {
+                    // Refused before anything is queued: the capture stays as it was.
+                    return Err(Error::unsupported(
+                        "launch_host_func into a graph definition that another capture appends to",
+                        &self.inner.device.place,
+                    ));
+                }
             }
-        }
-        let call = Box::new(HostCall {
-            f,
-            sink: PanicSink::Graph(owned.host_state.clone()),
-            report,
-        });
-        let data: *mut HostCall = Box::into_raw(call);
-        // SAFETY: the HostCall is owned by the capture, then by the graph, which frees it only
-        // after its last launch completed.
-        match unsafe { A::launch_host_func(self.raw(), host_in_graph, data.cast()) } {
-            Ok(()) => {
-                owned.keep.push(Box::new(OwnedHostCall(data)));
-                Ok(())
+            let call = Box::new(HostCall {
+                f,
+                sink: PanicSink::Graph(owned.host_state.clone()),
+                report,
+            });
+            let data: *mut HostCall = Box::into_raw(call);
+            // SAFETY: the HostCall is owned by the capture, then by the graph, which frees it
+            // only after its last launch completed.
+            match unsafe { A::launch_host_func(self.raw(), host_in_graph, data.cast()) } {
+                Ok(()) => {
+                    owned.keep.push(Box::new(OwnedHostCall(data)));
+                    Ok(Ok(()))
+                }
+                Err(e) => {
+                    drop(OwnedHostCall(data));
+                    Ok(Err(e))
+                }
             }
-            Err(e) => {
-                drop(OwnedHostCall(data));
-                drop(captures);
-                Err(self.capture_violation("launch_host_func", map_error::<A>(e)))
-            }
-        }
+        })??;
+        // The registry's lock is released: the violation may end the capture.
+        launched.map_err(|e| self.capture_violation("launch_host_func", map_error::<A>(e)))
     }
 
     /// If the stream is capturing, hands `item` to the capture (it will be owned by the graph)
