@@ -96,15 +96,7 @@ impl BufferInner {
         len: u64,
         pooled: Pooled,
     ) -> Arc<BufferInner> {
-        Arc::new(BufferInner {
-            id: devstream_core::next_id(),
-            device: Arc::clone(device),
-            buffer,
-            len,
-            pooled: Some(pooled),
-            users: Users::default(),
-            graph: None,
-        })
+        Self::over(device, buffer, len, Some(pooled), None)
     }
 
     /// A buffer of `len` bytes over the block of a capture's private pool that `graph` holds
@@ -115,14 +107,25 @@ impl BufferInner {
         len: u64,
         graph: GraphAlloc,
     ) -> Arc<BufferInner> {
+        Self::over(device, buffer, len, None, Some(graph))
+    }
+
+    /// A buffer of `len` bytes over `buffer`, given back to `pooled` or held by `graph`.
+    fn over(
+        device: &Arc<DeviceShared>,
+        buffer: wgpu::Buffer,
+        len: u64,
+        pooled: Option<Pooled>,
+        graph: Option<GraphAlloc>,
+    ) -> Arc<BufferInner> {
         Arc::new(BufferInner {
             id: devstream_core::next_id(),
             device: Arc::clone(device),
             buffer,
             len,
-            pooled: None,
+            pooled,
             users: Users::default(),
-            graph: Some(graph),
+            graph,
         })
     }
 
