@@ -202,6 +202,72 @@ fn memory_freed_under_queued_work_is_not_reused_before_that_work() {
     });
 }
 
+/// Memory freed while queued work still uses it and taken again on the same stream (a pool may
+/// hand it back at once there, without waiting: the stream orders the new buffer's work after the
+/// old one's) is written only after that work read it, through `alloc` and `alloc_from` alike; a
+/// buffer of another length taken meanwhile, and the statistics read after the work, see the
+/// memory as free.
+#[test]
+fn memory_freed_under_queued_work_and_taken_again_on_its_stream_follows_that_work() {
+    for_each_place(|place| {
+        if !has_pools(place) {
+            return Ok(());
+        }
+        let pool = caching_pool(place)?;
+        let len = 64 * 1024;
+        let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        for from_pool in [false, true] {
+            let stream = Stream::new(place)?;
+            let take = |len| {
+                if from_pool {
+                    stream.alloc_from(&pool, len)
+                } else {
+                    stream.alloc(len)
+                }
+            };
+            let host = stream.alloc_host(len)?;
+            let used = take(len)?;
+            stream.copy_from_host(&used, 0, &data)?;
+            let Some(gate) = Gate::close(&stream)? else {
+                not_applicable(place, "no gate");
+                return Ok(());
+            };
+            stream.copy_device_to_host(&host, 0, &used, 0, len)?;
+            drop(used);
+            let taken = take(len)?;
+            stream.fill(&taken, 0, len, 0xEE)?;
+            let other = take(len / 2)?;
+            stream.fill(&other, 0, len / 2, 0x11)?;
+            gate.release();
+            sync(&stream)?;
+            assert!(
+                host.to_vec()? == data,
+                "{place} (alloc_from: {from_pool}): the held copy read memory written by a \
+                 buffer taken after it on its stream"
+            );
+            let check = stream.alloc_host(len)?;
+            stream.copy_device_to_host(&check, 0, &taken, 0, len)?;
+            sync(&stream)?;
+            assert_eq!(
+                check.to_vec()?,
+                vec![0xEE; len],
+                "{place}: the buffer taken again"
+            );
+            drop((taken, other));
+            sync(&stream)?;
+            if from_pool {
+                let stats = consistent(place, pool.stats()?);
+                assert_eq!(
+                    (stats.used_bytes, stats.allocations),
+                    (0, 0),
+                    "{place}: every buffer of the pool dropped after its work: {stats:?}"
+                );
+            }
+        }
+        Ok(())
+    });
+}
+
 /// `reset_peak` sets both peaks to the current values.
 #[test]
 fn peaks_reset_to_current_values() {

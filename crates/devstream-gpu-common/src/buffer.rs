@@ -14,6 +14,7 @@ use crate::device::Device;
 use crate::error::{check, map_alloc_error};
 use crate::ext::CaptureModeGuard;
 use crate::graph_memory::GraphAlloc;
+use crate::mempool::PoolShared;
 use crate::raw::{CaptureStatus, DevicePtr, RawApi, RawEvent, RawMemPool};
 use crate::stream::{GpuStream, StreamInner};
 use crate::users::{forget_finished, gone, StreamUsers};
@@ -22,7 +23,7 @@ use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, Error, EventFlags, HostBuffer, Place, Result};
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 struct BufferInner<A: RawApi> {
@@ -32,8 +33,8 @@ struct BufferInner<A: RawApi> {
     stream_ordered: bool,
     /// Every stream that used the buffer; the first is the allocating stream.
     users: StreamUsers<A>,
-    /// The live-buffer count of the memory pool it came from (`crate::mempool`).
-    pool_live: Option<Arc<AtomicU64>>,
+    /// The memory pool it came from: its live-buffer count and block cache (`crate::mempool`).
+    pool: Option<Arc<PoolShared<A>>>,
     /// For a buffer allocated during a capture: its block of the capture's private pool
     /// (`crate::graph_memory`), which `ptr` points into.
     graph: Option<GraphAlloc<A>>,
@@ -41,8 +42,8 @@ struct BufferInner<A: RawApi> {
 
 impl<A: RawApi> Drop for BufferInner<A> {
     fn drop(&mut self) {
-        if let Some(live) = &self.pool_live {
-            live.fetch_sub(1, Ordering::AcqRel);
+        if let Some(pool) = &self.pool {
+            pool.live.fetch_sub(1, Ordering::AcqRel);
         }
         if let Some(graph) = self.graph.take() {
             // The block (shared with the buffers that had it) is let go of after the work of
@@ -57,8 +58,18 @@ impl<A: RawApi> Drop for BufferInner<A> {
         if self.len == 0 {
             return;
         }
-        let users = self.users.take();
+        let mut users = self.users.take();
         let (ptr, device, stream_ordered) = (self.ptr, self.device, self.stream_ordered);
+        if let Some(pool) = self.pool.as_ref().filter(|_| users.len() == 1) {
+            // Used by one stream only: left for the pool's next allocation of this length on
+            // that stream (no runtime call, so also from a host function).
+            if let Some(only) = users.pop() {
+                match pool.keep(only, self.len, ptr) {
+                    Ok(()) => return,
+                    Err(only) => users.push(only),
+                }
+            }
+        }
         crate::hostfn::release_off_callback(move || {
             release_device_memory(ptr, device, stream_ordered, users)
         });
@@ -66,7 +77,7 @@ impl<A: RawApi> Drop for BufferInner<A> {
 }
 
 /// Frees device memory once every stream in `users` is done with it (see the module docs).
-fn release_device_memory<A: RawApi>(
+pub(crate) fn release_device_memory<A: RawApi>(
     ptr: DevicePtr,
     device: &'static Device<A>,
     stream_ordered: bool,
@@ -313,7 +324,7 @@ impl<A: RawApi> GpuBuffer<A> {
     pub(crate) fn alloc_in(
         stream: &GpuStream<A>,
         len: usize,
-        pool: Option<(RawMemPool, Arc<AtomicU64>)>,
+        pool: Option<(RawMemPool, Arc<PoolShared<A>>)>,
     ) -> Result<Self> {
         let device = stream.device();
         device.bind()?;
@@ -322,7 +333,8 @@ impl<A: RawApi> GpuBuffer<A> {
         let ptr = if len == 0 {
             0
         } else {
-            if let (CaptureStatus::Active, id) = stream.capture_sequence()? {
+            let (status, id) = stream.capture_sequence()?;
+            if status == CaptureStatus::Active {
                 let graph = crate::graph_memory::alloc_in_capture(stream, id, len)?;
                 return Ok(GpuBuffer {
                     inner: Arc::new(BufferInner {
@@ -331,12 +343,12 @@ impl<A: RawApi> GpuBuffer<A> {
                         device,
                         stream_ordered: false,
                         users: StreamUsers::first(stream.inner().clone()),
-                        pool_live: None,
+                        pool: None,
                         graph: Some(graph),
                     }),
                 });
             }
-            if stream.capture_sequence()?.0 != CaptureStatus::None {
+            if status != CaptureStatus::None {
                 // An invalidated capture takes no work.
                 return Err(Error::capture(
                     "alloc",
@@ -377,13 +389,35 @@ impl<A: RawApi> GpuBuffer<A> {
                 device,
                 stream_ordered,
                 users: StreamUsers::first(stream.inner().clone()),
-                pool_live: pool.map(|(_, live)| {
-                    live.fetch_add(1, Ordering::AcqRel);
-                    live
+                pool: pool.map(|(_, shared)| {
+                    shared.live.fetch_add(1, Ordering::AcqRel);
+                    shared
                 }),
                 graph: None,
             }),
         })
+    }
+
+    /// A buffer of `len` bytes over the block `ptr` of a pool's cache, which a buffer dropped
+    /// earlier left on `stream` (`crate::mempool::PoolShared`).
+    pub(crate) fn reused(
+        stream: &GpuStream<A>,
+        len: usize,
+        ptr: DevicePtr,
+        pool: Arc<PoolShared<A>>,
+    ) -> Self {
+        pool.live.fetch_add(1, Ordering::AcqRel);
+        GpuBuffer {
+            inner: Arc::new(BufferInner {
+                ptr,
+                len,
+                device: stream.device(),
+                stream_ordered: true,
+                users: StreamUsers::first(stream.inner().clone()),
+                pool: Some(pool),
+                graph: None,
+            }),
+        }
     }
 
     /// The device address.

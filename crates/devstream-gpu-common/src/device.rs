@@ -7,7 +7,8 @@ use crate::ext::CaptureModeGuard;
 use crate::flag::GpuFlag;
 use crate::hostfn::CaptureOwned;
 use crate::raw::{
-    DeviceProperties, DevicePtr, LoadInfo, Optional, RawApi, RawContext, RawEvent, RawStream,
+    DeviceProperties, DevicePtr, LoadInfo, Optional, RawApi, RawContext, RawEvent, RawGraph,
+    RawResult, RawStream,
 };
 use crate::stream::{GpuStream, StreamInner, StreamKind};
 use devstream_core::{
@@ -65,6 +66,34 @@ impl<A: RawApi> Runtime<A> {
             info,
             captures: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Ends the native capture `id` of `raw` and takes what the capture owned, with the
+    /// capture registry's lock held across the end. The runtime frees a capture's state when
+    /// it ends: a call into the capture made meanwhile on another thread (an event recorded on
+    /// one of its streams) can leave a handle into freed state, and destroying that event
+    /// later crashed the process. devstream's own calls into a capture from threads that did
+    /// not begin it go through [`Runtime::while_capturing`], which holds the same lock, so
+    /// they run wholly before the end or not at all.
+    pub(crate) fn end_capture_locked(
+        &self,
+        raw: RawStream,
+        id: u64,
+    ) -> (RawResult<RawGraph>, Option<CaptureOwned>) {
+        let mut captures = devstream_core::sync::lock(&self.captures);
+        // SAFETY: the caller's stream is alive; the graph (if any) is the caller's.
+        let ended = unsafe { A::stream_end_capture(raw) };
+        let owned = captures.remove(&id);
+        drop(captures);
+        (ended, owned)
+    }
+
+    /// Runs `f` while the capture `id` cannot end through devstream: with the registry's lock
+    /// held, and only if the registry still holds the capture (see
+    /// [`Runtime::end_capture_locked`]); `None` otherwise.
+    pub(crate) fn while_capturing<R>(&self, id: u64, f: impl FnOnce() -> R) -> Option<R> {
+        let captures = devstream_core::sync::lock(&self.captures);
+        captures.contains_key(&id).then(f)
     }
 
     /// What the loader found: driver version, device count, library.
@@ -146,6 +175,9 @@ pub struct Device<A: RawApi> {
     default_stream: OnceLock<Result<GpuStream<A>>>,
     /// The device's default memory pool, once asked for (`crate::mempool`).
     pub(crate) default_pool: OnceLock<Result<Arc<crate::mempool::GpuMemoryPool<A>>>>,
+    /// The block caches of the device's pools (`crate::mempool::PoolShared`), for the streams
+    /// whose last handle goes.
+    pub(crate) pool_caches: Mutex<Vec<std::sync::Weak<crate::mempool::PoolShared<A>>>>,
     /// An internal non-blocking stream on which releases of memory used by several streams
     /// are ordered (made with the device).
     reclaim_stream: Result<RawStream>,
@@ -235,12 +267,9 @@ impl<A: RawApi> Device<A> {
         caps.stream_ordered_alloc =
             A::supports(Optional::StreamOrderedAlloc) && properties.memory_pools;
         caps.memory_pools = caps.stream_ordered_alloc && A::supports(Optional::MemoryPools);
-        // Graph-private memory (allocated with the thread in Relaxed capture mode) is off: its
-        // race test (`pools_capture::graph_memory_survives_racing_drops_and_launches`: buffers
-        // of a capture dropped on another thread while the capture ends, then launches from
-        // four threads) still crashes the process on an H200 after the capture-info fix, so
-        // allocation during a capture answers `Unsupported` until the cause is found.
-        caps.capture_alloc = false;
+        // Graph-private memory: blocks allocated with the thread in Relaxed capture mode
+        // (`crate::graph_memory`).
+        caps.capture_alloc = true;
         caps.nonblocking_query = true;
         caps.legacy_default_stream = true;
         caps.per_thread_stream = true;
@@ -265,6 +294,7 @@ impl<A: RawApi> Device<A> {
             caps,
             default_stream: OnceLock::new(),
             default_pool: OnceLock::new(),
+            pool_caches: Mutex::new(Vec::new()),
             reclaim_stream,
             reclaim_frees: crate::buffer::ReclaimFrees::new(),
             completions,

@@ -135,22 +135,27 @@ impl<A: RawApi> GraphAlloc<A> {
             device,
             events: Vec::new(),
         };
-        for user in &users {
-            let raw = user.release_handle();
-            // Status and id only: this runs on the dropping thread, possibly while another
-            // thread ends the capture, which frees the capture's dependency array.
-            // SAFETY: the stream is alive (we hold it).
-            let (status, id) = unsafe { A::stream_capture_sequence(raw) }.ok()?;
-            if status != CaptureStatus::Active || id != self.capture {
-                continue;
+        // This runs on the dropping thread, possibly while another thread ends the capture:
+        // the records go into the capture wholly before its end or not at all (`None`: the
+        // capture has ended, nothing is reused any more).
+        let runtime = crate::device::Runtime::<A>::get().ok()?;
+        runtime.while_capturing(self.capture, || {
+            for user in &users {
+                let raw = user.release_handle();
+                // SAFETY: the stream is alive (we hold it).
+                let (status, id) = unsafe { A::stream_capture_sequence(raw) }.ok()?;
+                if status != CaptureStatus::Active || id != self.capture {
+                    continue;
+                }
+                // SAFETY: the context is current; the event is ours until `after` is dropped.
+                let event = unsafe { A::event_create(EventFlags::default()) }.ok()?;
+                after.events.push(event);
+                // SAFETY: the event and the stream are alive and of the same device; a record
+                // on a capturing stream captures its current work into the event.
+                unsafe { A::event_record(event, raw) }.ok()?;
             }
-            // SAFETY: the context is current; the event is ours until `after` is dropped.
-            let event = unsafe { A::event_create(EventFlags::default()) }.ok()?;
-            after.events.push(event);
-            // SAFETY: the event and the stream are alive and of the same device; a record on a
-            // capturing stream captures its current work into the event.
-            unsafe { A::event_record(event, raw) }.ok()?;
-        }
+            Some(())
+        })??;
         Some(after)
     }
 }

@@ -21,13 +21,14 @@
 use crate::buffer::GpuBuffer;
 use crate::device::Device;
 use crate::error::check;
-use crate::raw::{MemPoolAttribute, RawApi, RawMemPool};
-use crate::stream::GpuStream;
+use crate::raw::{DevicePtr, MemPoolAttribute, RawApi, RawMemPool};
+use crate::stream::{GpuStream, StreamInner, StreamKind};
+use crate::users::gone;
 use devstream_core::mempool::{self, alloc_retrying};
 use devstream_core::{next_id, DevicePool, Error, Place, PoolOptions, PoolStats, Result};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// A native memory pool of one device (see the module documentation).
 pub struct GpuMemoryPool<A: RawApi> {
@@ -36,8 +37,142 @@ pub struct GpuMemoryPool<A: RawApi> {
     raw: RawMemPool,
     /// Made by `new_pool` (destroyed on drop), not the device's default pool.
     owned: bool,
-    /// Buffers taken from the pool and not released yet (shared with each buffer).
-    live: Arc<AtomicU64>,
+    /// The live-buffer count and the block cache, shared with each buffer.
+    shared: Arc<PoolShared<A>>,
+}
+
+/// What a pool shares with the buffers it gave out: their live count, and the blocks they left
+/// for reuse on the stream that used them.
+///
+/// Mechanism. A buffer of the pool whose only user is a stream devstream made, or the legacy
+/// default stream, leaves its block (not a per-thread default stream, whose handle names a
+/// different stream on every thread, nor a wrapped raw stream, which its owner may destroy
+/// before the block would be freed on it)
+/// here when it is dropped, instead of `cuMemFreeAsync` on that stream. The next allocation of
+/// the same length from the pool on the same stream takes it back without a driver call: the
+/// new buffer's work is queued on that stream after the old one's, which is the order the
+/// driver's own stream-ordered reuse would give (PyTorch's and CuPy's caching allocators reuse
+/// the same way). Work of the old buffer captured in a graph is no reason to wait: a graph
+/// keeps the buffers its work uses until its last launch completed, so a buffer being dropped
+/// has none.
+///
+/// The cache never holds memory the driver would otherwise have: any allocation from the pool
+/// that misses (another length, another stream) first frees every cached block (on its own
+/// stream, as the drop would have), as do the pool's statistics, `trim`, `reset_peak` and the
+/// pool's drop. So the driver's figures are devstream's once those ran, and its high-water
+/// marks, which only rise at an allocation, never count a cached block.
+pub(crate) struct PoolShared<A: RawApi> {
+    /// Buffers taken from the pool and not released yet.
+    pub(crate) live: AtomicU64,
+    cache: Mutex<BlockCache<A>>,
+    /// Entries in the cache (read without the lock on the allocation path).
+    cached: AtomicUsize,
+}
+
+struct BlockCache<A: RawApi> {
+    blocks: Vec<CachedBlock<A>>,
+    /// The pool is gone: nothing is cached any more.
+    closed: bool,
+}
+
+/// A block left by a dropped buffer, reusable on `stream` for a buffer of `len` bytes.
+pub(crate) struct CachedBlock<A: RawApi> {
+    stream: Arc<StreamInner<A>>,
+    len: usize,
+    ptr: DevicePtr,
+}
+
+/// Blocks a pool keeps at most; a drop beyond them frees its block.
+const MAX_CACHED_BLOCKS: usize = 64;
+
+impl<A: RawApi> PoolShared<A> {
+    /// An empty cache, listed with `device`'s (for [`stream_gone`]).
+    fn registered(device: &'static Device<A>) -> Arc<Self> {
+        let shared = Arc::new(PoolShared {
+            live: AtomicU64::new(0),
+            cache: Mutex::new(BlockCache {
+                blocks: Vec::new(),
+                closed: false,
+            }),
+            cached: AtomicUsize::new(0),
+        });
+        let mut caches = devstream_core::sync::lock(&device.pool_caches);
+        caches.retain(|cache| cache.strong_count() > 0);
+        caches.push(Arc::downgrade(&shared));
+        shared
+    }
+
+    /// A block of `len` bytes left on `stream`, now the caller's.
+    fn take(&self, stream: &Arc<StreamInner<A>>, len: usize) -> Option<DevicePtr> {
+        if self.cached.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let mut cache = self.cache.lock().ok()?;
+        let at = cache
+            .blocks
+            .iter()
+            .rposition(|block| block.len == len && Arc::ptr_eq(&block.stream, stream))?;
+        let block = cache.blocks.swap_remove(at);
+        self.cached.store(cache.blocks.len(), Ordering::Release);
+        Some(block.ptr)
+    }
+
+    /// Leaves the block `ptr` of a dropped buffer of `len` bytes, used only by `stream`, for
+    /// reuse there; gives it back where it cannot be kept (the caller frees it).
+    pub(crate) fn keep(
+        &self,
+        stream: Arc<StreamInner<A>>,
+        len: usize,
+        ptr: DevicePtr,
+    ) -> std::result::Result<(), Arc<StreamInner<A>>> {
+        if !matches!(stream.kind, StreamKind::Owned | StreamKind::Legacy) {
+            return Err(stream);
+        }
+        let Ok(mut cache) = self.cache.lock() else {
+            return Err(stream);
+        };
+        if cache.closed || cache.blocks.len() >= MAX_CACHED_BLOCKS {
+            return Err(stream);
+        }
+        // Asked under the lock, after the block is in: the last handle's drop lowers the count
+        // before it takes this lock to free the stream's blocks, so either it finds this block
+        // or this finds the stream gone.
+        if gone(&stream) {
+            return Err(stream);
+        }
+        cache.blocks.push(CachedBlock { stream, len, ptr });
+        self.cached.store(cache.blocks.len(), Ordering::Release);
+        Ok(())
+    }
+
+    /// The cached blocks of `stream`, out of the cache.
+    fn drain_stream(&self, stream: &Arc<StreamInner<A>>) -> Vec<CachedBlock<A>> {
+        if self.cached.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let Ok(mut cache) = self.cache.lock() else {
+            return Vec::new();
+        };
+        let (ours, others) = std::mem::take(&mut cache.blocks)
+            .into_iter()
+            .partition(|block| Arc::ptr_eq(&block.stream, stream));
+        cache.blocks = others;
+        self.cached.store(cache.blocks.len(), Ordering::Release);
+        ours
+    }
+
+    /// Every cached block, out of the cache (`close`: and nothing is cached from now on).
+    fn drain(&self, close: bool) -> Vec<CachedBlock<A>> {
+        if self.cached.load(Ordering::Acquire) == 0 && !close {
+            return Vec::new();
+        }
+        let Ok(mut cache) = self.cache.lock() else {
+            return Vec::new();
+        };
+        cache.closed |= close;
+        self.cached.store(0, Ordering::Release);
+        std::mem::take(&mut cache.blocks)
+    }
 }
 
 impl<A: RawApi> GpuMemoryPool<A> {
@@ -56,7 +191,7 @@ impl<A: RawApi> GpuMemoryPool<A> {
                     device,
                     raw,
                     owned: false,
-                    live: Arc::default(),
+                    shared: PoolShared::registered(device),
                 });
                 mempool::register(&(pool.clone() as Arc<dyn DevicePool>));
                 Ok(pool)
@@ -79,7 +214,7 @@ impl<A: RawApi> GpuMemoryPool<A> {
             device,
             raw,
             owned: true,
-            live: Arc::default(),
+            shared: PoolShared::registered(device),
         };
         // On failure `pool` is dropped, which destroys the native pool.
         pool.set_release_threshold(options.release_threshold)?;
@@ -98,10 +233,40 @@ impl<A: RawApi> GpuMemoryPool<A> {
 
     /// A buffer of `len` bytes from this pool, allocated on `stream`, through the shared
     /// out-of-memory rule.
+    /// `stream` does not capture (its caller asked). A block a dropped buffer of the same
+    /// length left on `stream` is reused without a driver call; any other allocation first
+    /// frees every cached block ([`PoolShared`]).
     pub(crate) fn alloc(&self, stream: &GpuStream<A>, len: usize) -> Result<GpuBuffer<A>> {
+        if len > 0 {
+            if let Some(ptr) = self.shared.take(stream.inner(), len) {
+                return Ok(GpuBuffer::reused(stream, len, ptr, self.shared.clone()));
+            }
+        }
+        self.flush(Flush::Miss);
         alloc_retrying(self, len, || {
-            GpuBuffer::alloc_in(stream, len, Some((self.raw, self.live.clone())))
+            GpuBuffer::alloc_in(stream, len, Some((self.raw, self.shared.clone())))
         })
+    }
+
+    /// Frees every block the pool caches, each on its own stream after its work, as the
+    /// buffer's drop would have; see [`Flush`] for when. Not from a host function (no runtime
+    /// calls there): the blocks stay cached until a later call, or, for the pool's drop, go
+    /// back on another thread.
+    fn flush(&self, why: Flush) {
+        let in_host_function = crate::hostfn::in_host_function();
+        if in_host_function && why != Flush::Drop {
+            return;
+        }
+        let blocks = self.shared.drain(why == Flush::Drop);
+        if blocks.is_empty() {
+            return;
+        }
+        if in_host_function {
+            let device = self.device;
+            crate::hostfn::release_off_callback(move || free_blocks(device, blocks, false));
+            return;
+        }
+        free_blocks(self.device, blocks, why == Flush::Drain);
     }
 
     fn attribute(&self, attribute: MemPoolAttribute) -> Result<u64> {
@@ -118,6 +283,7 @@ impl<A: RawApi> GpuMemoryPool<A> {
         if crate::hostfn::in_host_function() {
             return Ok(());
         }
+        self.flush(Flush::Drain);
         self.device.reclaim_frees.settle(self.device);
         let threshold = self.attribute(MemPoolAttribute::ReleaseThreshold)?;
         if let Ok(keep) = usize::try_from(threshold) {
@@ -135,8 +301,66 @@ impl<A: RawApi> GpuMemoryPool<A> {
     }
 }
 
+/// Why a pool's cached blocks are freed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    /// An allocation missed the cache: the driver gets the blocks back before it allocates.
+    Miss,
+    /// A drain point (statistics, trim, peak reset): the blocks of streams whose work has
+    /// completed are freed before the call returns, as their buffers' frees would have been
+    /// by then (queued at the drop, run when the user drained the stream).
+    Drain,
+    /// The pool is dropped: nothing is cached any more.
+    Drop,
+}
+
+/// Frees cached `blocks` of `device`'s pools (see [`PoolShared`]); `drain`: waits for the
+/// frees on the streams that had no work left (only the free itself).
+fn free_blocks<A: RawApi>(device: &'static Device<A>, blocks: Vec<CachedBlock<A>>, drain: bool) {
+    let mut idle: Vec<Arc<StreamInner<A>>> = Vec::new();
+    if drain && device.bind().is_ok() {
+        for block in &blocks {
+            if idle.iter().any(|stream| Arc::ptr_eq(stream, &block.stream)) {
+                continue;
+            }
+            // SAFETY: the stream is alive (the block holds it); its handle names it here.
+            if unsafe { A::stream_query(block.stream.release_handle()) }.is_ok() {
+                idle.push(block.stream.clone());
+            }
+        }
+    }
+    for block in blocks {
+        crate::buffer::release_device_memory(block.ptr, device, true, vec![block.stream]);
+    }
+    for stream in idle {
+        // SAFETY: as above; only the frees just queued are ahead, unless the user queued work
+        // meanwhile, which a drain point then waits for.
+        let _ = unsafe { A::stream_synchronize(stream.release_handle()) };
+    }
+}
+
+/// The last handle of `stream` is gone: the blocks any pool of its device keeps for reuse on
+/// it are freed (on it, after its work), so that the pools hold neither the memory nor the
+/// stream.
+pub(crate) fn stream_gone<A: RawApi>(stream: &Arc<StreamInner<A>>) {
+    let device = stream.device;
+    let caches: Vec<Arc<PoolShared<A>>> = devstream_core::sync::lock(&device.pool_caches)
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect();
+    let blocks: Vec<CachedBlock<A>> = caches
+        .iter()
+        .flat_map(|cache| cache.drain_stream(stream))
+        .collect();
+    if blocks.is_empty() {
+        return;
+    }
+    crate::hostfn::release_off_callback(move || free_blocks(device, blocks, false));
+}
+
 impl<A: RawApi> Drop for GpuMemoryPool<A> {
     fn drop(&mut self) {
+        self.flush(Flush::Drop);
         if self.owned && self.device.bind().is_ok() {
             // SAFETY: nobody can take from the pool any more; the driver releases its memory
             // once the allocations still outstanding are freed.
@@ -172,11 +396,12 @@ impl<A: RawApi> DevicePool for GpuMemoryPool<A> {
             reserved_bytes: self.attribute(MemPoolAttribute::ReservedMemCurrent)?,
             peak_used_bytes: self.attribute(MemPoolAttribute::UsedMemHigh)?,
             peak_reserved_bytes: self.attribute(MemPoolAttribute::ReservedMemHigh)?,
-            allocations: self.live.load(Ordering::Acquire),
+            allocations: self.shared.live.load(Ordering::Acquire),
         })
     }
 
     fn reset_peak(&self) -> Result<()> {
+        self.flush(Flush::Drain);
         self.set_attribute(MemPoolAttribute::UsedMemHigh, 0)?;
         self.set_attribute(MemPoolAttribute::ReservedMemHigh, 0)
     }
@@ -190,6 +415,7 @@ impl<A: RawApi> DevicePool for GpuMemoryPool<A> {
     }
 
     fn trim(&self, keep_bytes: u64) -> Result<()> {
+        self.flush(Flush::Drain);
         if !crate::hostfn::in_host_function() {
             self.device.reclaim_frees.settle(self.device);
         }

@@ -66,10 +66,12 @@ impl<A: RawApi> Drop for GpuStream<A> {
     fn drop(&mut self) {
         // Release: work queued through this handle happens before a reader that sees zero;
         // Acquire: the last handle sees every capture begun through the others.
-        if self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1
-            && self.inner.device.active_captures.load(Ordering::Acquire) > 0
-        {
-            StreamInner::abandon_capture(&self.inner);
+        if self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if self.inner.device.active_captures.load(Ordering::Acquire) > 0 {
+                StreamInner::abandon_capture(&self.inner);
+            }
+            // Blocks the pools keep for reuse on this stream: no allocation can come any more.
+            crate::mempool::stream_gone(&self.inner);
         }
     }
 }

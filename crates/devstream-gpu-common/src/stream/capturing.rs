@@ -289,18 +289,12 @@ impl<A: RawApi> GpuStream<A> {
                 (_, id) => (id, None, None),
             },
         };
-        // SAFETY: the stream is alive and (per the runtime) capturing.
-        let ended = unsafe { A::stream_end_capture(self.raw()) };
+        let (ended, owned) = Runtime::<A>::get()?.end_capture_locked(self.raw(), id);
         drop(registration);
         if began_here {
             self.inner.device.capture_window_close();
         }
-        let owned = Runtime::<A>::get()?
-            .captures
-            .lock()
-            .ok()
-            .and_then(|mut captures| captures.remove(&id))
-            .map(CaptureOwned::settle);
+        let owned = owned.map(CaptureOwned::settle);
         // Releases that waited for this stream's capture to end can be tracked now.
         self.inner.device.collect();
         let graph = check::<A, _>(ended)?;

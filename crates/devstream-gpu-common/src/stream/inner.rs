@@ -252,22 +252,18 @@ impl<A: RawApi> Drop for StreamInner<A> {
 /// Ends the native capture of `raw` (which broke a rule or was abandoned), destroys the graph
 /// it produced, and drops what the capture owned.
 pub(super) fn discard_native_capture<A: RawApi>(raw: RawStream, id: u64) {
-    // SAFETY: the stream is alive; ending returns no graph or one we destroy.
-    if let Ok(graph) = unsafe { A::stream_end_capture(raw) } {
+    let Ok(runtime) = Runtime::<A>::get() else {
+        return;
+    };
+    let (ended, owned) = runtime.end_capture_locked(raw, id);
+    if let Ok(graph) = ended {
         if !graph.is_null() {
             // SAFETY: the graph returned by end-capture is ours to destroy.
             let _ = unsafe { A::graph_destroy(graph) };
         }
     }
-    if let Ok(runtime) = Runtime::<A>::get() {
-        let owned = runtime
-            .captures
-            .lock()
-            .ok()
-            .and_then(|mut captures| captures.remove(&id));
-        // Nodes of an abandoned capture into a definition may stay in it: so do their objects.
-        drop(owned.map(CaptureOwned::settle));
-    }
+    // Nodes of an abandoned capture into a definition may stay in it: so do their objects.
+    drop(owned.map(CaptureOwned::settle));
 }
 
 /// `Error::InvalidArgument` unless every node in `nodes` is a node of `graph` (a node handle
