@@ -511,3 +511,50 @@ fn a_host_function_may_access_another_backend_s_host_buffer_not_tied_to_it() {
         Ok(())
     });
 }
+
+/// A host function of the producer's backend synchronizes work of the consumer's backend that
+/// waits (across backends) on producer work queued *before* the host function, on another
+/// stream still held at a gate: the call answers `Error::WouldDeadlock` at once. That awaited
+/// work does not wait for the host function, yet its completion may need the very thread the
+/// host function would block: the last free CPU worker (with `DEVSTREAM_CPU_WORKERS=1`, a
+/// rule that let the call wait hangs here), or the runtime thread that runs a GPU's host
+/// functions and its completion doorbells. The rule keys on the awaited backend, not on when
+/// the awaited work was queued (docs/CROSS_BACKEND.md, "Host functions").
+#[test]
+fn a_host_function_may_not_synchronize_another_backend_s_work_behind_earlier_work_of_its_own() {
+    for_each_pair_alone(|producer, consumer| {
+        if !caps(producer).host_funcs || !observable(consumer) {
+            not_applicable(producer, "no host functions on one side");
+            return Ok(());
+        }
+        let waiting = Stream::new(consumer)?;
+        let host_stream = Stream::new(producer)?;
+        let Some((held, gate)) = gated_stream(producer)? else {
+            return Ok(());
+        };
+        let log = Log::new();
+        held.launch_host_func(log.task("held"))?;
+        waiting.wait_stream(&held)?;
+        waiting.launch_host_func(log.task("waited"))?;
+        let awaited = waiting.record_event()?;
+        // Launched after the wait was made: the awaited producer work was queued before it.
+        let call = HostFnCall::launch(&host_stream, move || awaited.synchronize())?;
+        let result = call.answer(
+            "a host function's synchronize of work behind earlier work of its own backend",
+            gate.opener(),
+        )?;
+        assert!(
+            matches!(result, Some(Err(Error::WouldDeadlock { .. }))),
+            "{producer} → {consumer}: the host function's synchronize of work that waits on \
+             its backend's earlier held work answered {result:?}, not WouldDeadlock"
+        );
+        gate.release();
+        sync(&waiting)?;
+        assert!(
+            log.position(&"held") < log.position(&"waited"),
+            "the waiting stream ran before the held work: {:?}",
+            log.entries()
+        );
+        sync(&held)
+    });
+}
