@@ -11,8 +11,8 @@ use crate::cross::{
     leaks_nothing, observable, PendingWait,
 };
 use crate::harness::{
-    assert_stays_false, caps, for_each_place_isolated, not_applicable, sync, within, Gate, Log,
-    HANG,
+    assert_stays_false, caps, for_each_place_isolated, not_applicable, sync, wait_until, within,
+    Gate, Log, HANG, PATIENCE,
 };
 use devstream::{CaptureMode, DeviceBuffer, Error, Event, HostBuffer, Place, Result, Stream};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -555,6 +555,87 @@ fn a_host_function_may_not_synchronize_another_backend_s_work_behind_earlier_wor
             "the waiting stream ran before the held work: {:?}",
             log.entries()
         );
+        sync(&held)
+    });
+}
+
+/// A host function that blocks until [`Blocker::open`] (or drop), and whether it started.
+struct Blocker {
+    state: Arc<(Mutex<(bool, bool)>, std::sync::Condvar)>,
+}
+
+impl Blocker {
+    /// Launches the blocking host function on `stream`.
+    fn launch(stream: &Stream) -> Result<Blocker> {
+        let state = Arc::new((Mutex::new((false, false)), std::sync::Condvar::new()));
+        let held = state.clone();
+        stream.launch_host_func(move || {
+            let (lock, cv) = &*held;
+            let mut started_open = lock.lock().unwrap_or_else(|e| e.into_inner());
+            started_open.0 = true;
+            cv.notify_all();
+            while !started_open.1 {
+                started_open = cv.wait(started_open).unwrap_or_else(|e| e.into_inner());
+            }
+        })?;
+        Ok(Blocker { state })
+    }
+
+    /// Whether the host function has started (and blocks now, until opened).
+    fn started(&self) -> bool {
+        self.state.0.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+
+    /// Lets the host function return.
+    fn open(&self) {
+        let (lock, cv) = &*self.state;
+        lock.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        cv.notify_all();
+    }
+}
+
+impl Drop for Blocker {
+    fn drop(&mut self) {
+        self.open();
+    }
+}
+
+/// A host function of the producer's place that blocks (on the host, calling nothing) does not
+/// hold a wait across backends on other work of that place: the producer's gated work on
+/// another stream completes once its gate opens, and the consumer's later work runs while the
+/// host function still blocks. Where a runtime runs every host function on one thread (CUDA
+/// may; HIP on the HIP-on-CUDA shim shares it), the completion of the awaited work cannot
+/// count on its doorbell, a host function on that thread.
+#[test]
+fn a_blocked_host_function_does_not_hold_waits_on_other_work_of_its_place() {
+    for_each_pair_alone(|producer, consumer| {
+        if !caps(producer).host_funcs || !observable(consumer) {
+            not_applicable(producer, "no host functions on one side");
+            return Ok(());
+        }
+        let waiting = Stream::new(consumer)?;
+        let blocked_stream = Stream::new(producer)?;
+        let Some((held, gate)) = gated_stream(producer)? else {
+            return Ok(());
+        };
+        let awaited = held.record_event()?;
+        let log = Log::new();
+        waiting.wait_event(&awaited)?;
+        waiting.launch_host_func(log.task("consumed"))?;
+        let blocker = Blocker::launch(&blocked_stream)?;
+        assert!(
+            wait_until(PATIENCE, || blocker.started()),
+            "the blocking host function never started"
+        );
+        gate.release();
+        assert!(
+            wait_until(PATIENCE, || log.contains(&"consumed")),
+            "{producer} → {consumer}: the consumer's work did not run within {PATIENCE:?} of \
+             the awaited work's release while a host function of {producer} blocked"
+        );
+        blocker.open();
+        sync(&waiting)?;
+        sync(&blocked_stream)?;
         sync(&held)
     });
 }
