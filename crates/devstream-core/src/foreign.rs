@@ -57,7 +57,18 @@
 //! (`HostBuffer::read_would_wait` / `write_would_wait`); one that would not wait goes on.
 //! The rule is conservative, as the CPU and CUDA backends' own rules for their host functions:
 //! the pending waits may be unrelated to the host function, and then the call could have
-//! completed; it never hangs.
+//! completed; it never hangs. It counts a pending wait whatever its awaited work is, also work
+//! queued before the host function: that work's completion may need the thread the host
+//! function holds (the last free CPU worker, the runtime thread that runs a GPU's host
+//! functions and completion doorbells), an edge no backend reports.
+//!
+//! A registration lives exactly as long as the awaited work is incomplete, not as long as the
+//! waiting stream's handle: work queued behind the wait stays reachable after that handle is
+//! dropped (through events recorded after the wait, and streams that wait on them), and
+//! stays held. The waiting side's completion is itself relayed from the awaited completion's
+//! waker, so it is never dropped before that resolves. A wait whose awaited work never
+//! completes (held at a word nobody writes) stays registered for as long as that work stays
+//! held; [`pending_waits`] shows it.
 //!
 //! ```
 //! use devstream_core::foreign::{
