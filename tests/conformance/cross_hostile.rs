@@ -652,3 +652,86 @@ fn a_blocked_host_function_does_not_hold_waits_on_other_work_of_its_place() {
         sync(&held)
     });
 }
+
+/// A host function of one backend synchronizes work of a second backend that waits (across
+/// backends) on a host function of a third, held at a gate that opens once the first host
+/// function has started: no pending wait awaits the first backend's work, so the call is not
+/// refused, and it returns `Ok` once the third backend's host function has run (or a typed
+/// `Error::WouldDeadlock` where a runtime forbids the call there), never a hang. A runtime
+/// that runs the first and third backends' host functions on one thread (HIP on the
+/// HIP-on-CUDA shim, beside CUDA) hangs here. Each first place in a child process of its own.
+#[test]
+fn a_host_function_may_synchronize_work_that_waits_on_a_host_function_of_a_third_backend() {
+    for_each_place_isolated(
+        "cross_hostile::a_host_function_may_synchronize_work_that_waits_on_a_host_function_of_a_third_backend",
+        |first| {
+            if !caps(first).host_funcs {
+                not_applicable(first, "no host functions");
+                return Ok(());
+            }
+            for second in consumers_of(first)? {
+                let thirds: Vec<Place> = crate::harness::places_under_test()
+                    .into_iter()
+                    .filter(|third| {
+                        crate::harness::other_backend(third, first)
+                            && crate::harness::other_backend(third, &second)
+                            && caps(third).host_funcs
+                    })
+                    .collect();
+                for third in thirds {
+                    third_backend_host_function(first, &second, &third)?;
+                    eprintln!("[conformance]   {first} → {second} → {third}: ok");
+                }
+            }
+            Ok(())
+        },
+    );
+}
+
+/// One case of
+/// [`a_host_function_may_synchronize_work_that_waits_on_a_host_function_of_a_third_backend`].
+fn third_backend_host_function(first: &Place, second: &Place, third: &Place) -> Result<()> {
+    let host_stream = Stream::new(first)?;
+    let waiting = Stream::new(second)?;
+    let Some((held, gate)) = gated_stream(third)? else {
+        return Ok(());
+    };
+    let log = Log::new();
+    held.launch_host_func(log.task("third"))?;
+    waiting.wait_stream(&held)?;
+    let awaited = waiting.record_event()?;
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let running = started.clone();
+    let call = HostFnCall::launch(&host_stream, move || {
+        running.store(true, std::sync::atomic::Ordering::SeqCst);
+        awaited.synchronize()
+    })?;
+    assert!(
+        wait_until(PATIENCE, || started
+            .load(std::sync::atomic::Ordering::SeqCst)),
+        "{first}: the host function never started"
+    );
+    gate.release();
+    let result = call.answer(
+        &format!(
+            "{first} → {second} → {third}: a host function's synchronize of work that waits \
+             on a host function of a third backend"
+        ),
+        || {},
+    )?;
+    match result {
+        Some(Ok(())) => assert!(
+            log.contains(&"third"),
+            "{first} → {second} → {third}: the synchronize returned before the third \
+             backend's host function ran"
+        ),
+        Some(Err(Error::WouldDeadlock { .. })) => {
+            not_applicable(first, &format!("its host functions cannot make {result:?}"))
+        }
+        other => panic!(
+            "{first} → {second} → {third}: the host function's synchronize answered {other:?}"
+        ),
+    }
+    sync(&waiting)?;
+    sync(&held)
+}
