@@ -12,10 +12,12 @@ use crate::harness::{
     for_each_place_isolated, gates_stall_the_driver, not_applicable, other_backend,
     places_under_test, sync, wait_until, within, Gate, Log, PATIENCE,
 };
+use devstream::foreign::{pending_waits, registered_waits, BackendKey, PendingWaits};
 use devstream::{
     live_counts, CaptureMode, CaptureSupport, Error, Event, EventFlags, LiveCounts, Place, Result,
     Stream,
 };
+use std::time::Duration;
 
 /// The places under test of another backend than `producer`, whose streams can wait on other
 /// backends' work. For the others, a foreign wait is asserted to answer `Unsupported`.
@@ -48,9 +50,65 @@ pub(crate) fn for_each_pair(check: impl Fn(&Place, &Place) -> Result<()>) {
     for_each_place(|producer| each_consumer(producer, &check));
 }
 
-/// [`for_each_pair`] with no other conformance test running in this process.
+/// [`for_each_pair`] with no other conformance test running in this process. Every wait
+/// across backends that earlier tests made must have resolved first (see
+/// [`assert_waits_drain`]): a leftover one would make this check see waits it did not make.
 pub(crate) fn for_each_pair_alone(check: impl Fn(&Place, &Place) -> Result<()>) {
-    for_each_place_alone(|producer| each_consumer(producer, &check));
+    for_each_place_alone(|producer| {
+        assert_waits_drain("before the check", registered_waits());
+        each_consumer(producer, &check)
+    });
+}
+
+/// How long waits across backends may stay pending after the check that made them ended, before
+/// the harness calls them leaked: a hang detector sized for a sanitizer on a busy host, where a
+/// wait resolves as soon as its awaited work completes.
+const DRAIN: Duration = Duration::from_secs(20);
+
+/// Fails, naming each pair of backends left and its pending waits, unless every wait across
+/// backends registered before `mark` (a `registered_waits()` reading) resolves within
+/// [`DRAIN`]. Waits made after `mark` (by checks running alongside) are not counted, so the
+/// check holds while other tests make waits of their own; a wait made before it by another
+/// test that is still running must resolve within [`DRAIN`] too, as every check's waits do.
+pub(crate) fn assert_waits_drain(when: &str, mark: u64) {
+    let left = || {
+        pending_waits()
+            .into_iter()
+            .filter(|pair| pair.oldest < mark)
+            .collect::<Vec<PendingWaits>>()
+    };
+    if wait_until(DRAIN, || left().is_empty()) {
+        return;
+    }
+    let backend = |key: BackendKey| {
+        let names: Vec<String> = places_under_test()
+            .iter()
+            .filter(|place| BackendKey::of(place) == key)
+            .map(Place::to_string)
+            .collect();
+        if names.is_empty() {
+            format!("{key:?}")
+        } else {
+            names.join("/")
+        }
+    };
+    let pairs: Vec<String> = left()
+        .iter()
+        .map(|pair| {
+            format!(
+                "{} waiting on {}: {} pending (oldest registration {}, mark {mark})",
+                backend(pair.waiting),
+                backend(pair.awaited),
+                pair.count,
+                pair.oldest
+            )
+        })
+        .collect();
+    panic!(
+        "{when}: waits across backends made earlier are still pending {DRAIN:?} later (a leak): \
+         {}",
+        pairs.join("; ")
+    );
 }
 
 pub(crate) fn each_consumer(
@@ -60,7 +118,7 @@ pub(crate) fn each_consumer(
     for consumer in consumers_of(producer)? {
         // A consumer held at a word only the host writes stalls its driver like a gate: its
         // turn, unless the producer's place already holds it.
-        let _turn = if gates_stall_the_driver(producer) {
+        let turn = if gates_stall_the_driver(producer) {
             None
         } else {
             driver_gpu_turn(&consumer)
@@ -68,6 +126,12 @@ pub(crate) fn each_consumer(
         check(producer, &consumer).map_err(|e| {
             Error::InvalidArgument(format!("{producer} → {consumer}: returned Err({e:?})"))
         })?;
+        // Every stream of the check synchronized or was dropped: its waits must resolve.
+        drop(turn);
+        assert_waits_drain(
+            &format!("after {producer} → {consumer}"),
+            registered_waits(),
+        );
         eprintln!("[conformance]   {producer} → {consumer}: ok");
     }
     Ok(())

@@ -11,8 +11,8 @@ use crate::cross::{
     leaks_nothing, observable, PendingWait,
 };
 use crate::harness::{
-    assert_stays_false, caps, for_each_place_isolated, not_applicable, sync, within, Gate, Log,
-    HANG,
+    assert_stays_false, caps, for_each_place_isolated, not_applicable, sync, wait_until, within,
+    Gate, Log, HANG, PATIENCE,
 };
 use devstream::{CaptureMode, DeviceBuffer, Error, Event, HostBuffer, Place, Result, Stream};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -510,4 +510,228 @@ fn a_host_function_may_access_another_backend_s_host_buffer_not_tied_to_it() {
         }
         Ok(())
     });
+}
+
+/// A host function of the producer's backend synchronizes work of the consumer's backend that
+/// waits (across backends) on producer work queued *before* the host function, on another
+/// stream still held at a gate: the call answers `Error::WouldDeadlock` at once. That awaited
+/// work does not wait for the host function, yet its completion may need the very thread the
+/// host function would block: the last free CPU worker (with `DEVSTREAM_CPU_WORKERS=1`, a
+/// rule that let the call wait hangs here), or the runtime thread that runs a GPU's host
+/// functions and its completion doorbells. The rule keys on the awaited backend, not on when
+/// the awaited work was queued (docs/CROSS_BACKEND.md, "Host functions").
+#[test]
+fn a_host_function_may_not_synchronize_another_backend_s_work_behind_earlier_work_of_its_own() {
+    for_each_pair_alone(|producer, consumer| {
+        if !caps(producer).host_funcs || !observable(consumer) {
+            not_applicable(producer, "no host functions on one side");
+            return Ok(());
+        }
+        let waiting = Stream::new(consumer)?;
+        let host_stream = Stream::new(producer)?;
+        let Some((held, gate)) = gated_stream(producer)? else {
+            return Ok(());
+        };
+        let log = Log::new();
+        held.launch_host_func(log.task("held"))?;
+        waiting.wait_stream(&held)?;
+        waiting.launch_host_func(log.task("waited"))?;
+        let awaited = waiting.record_event()?;
+        // Launched after the wait was made: the awaited producer work was queued before it.
+        let call = HostFnCall::launch(&host_stream, move || awaited.synchronize())?;
+        let result = call.answer(
+            "a host function's synchronize of work behind earlier work of its own backend",
+            gate.opener(),
+        )?;
+        assert!(
+            matches!(result, Some(Err(Error::WouldDeadlock { .. }))),
+            "{producer} → {consumer}: the host function's synchronize of work that waits on \
+             its backend's earlier held work answered {result:?}, not WouldDeadlock"
+        );
+        gate.release();
+        sync(&waiting)?;
+        assert!(
+            log.position(&"held") < log.position(&"waited"),
+            "the waiting stream ran before the held work: {:?}",
+            log.entries()
+        );
+        sync(&held)
+    });
+}
+
+/// A host function that blocks until [`Blocker::open`] (or drop), and whether it started.
+struct Blocker {
+    state: Arc<(Mutex<(bool, bool)>, std::sync::Condvar)>,
+}
+
+impl Blocker {
+    /// Launches the blocking host function on `stream`.
+    fn launch(stream: &Stream) -> Result<Blocker> {
+        let state = Arc::new((Mutex::new((false, false)), std::sync::Condvar::new()));
+        let held = state.clone();
+        stream.launch_host_func(move || {
+            let (lock, cv) = &*held;
+            let mut started_open = lock.lock().unwrap_or_else(|e| e.into_inner());
+            started_open.0 = true;
+            cv.notify_all();
+            while !started_open.1 {
+                started_open = cv.wait(started_open).unwrap_or_else(|e| e.into_inner());
+            }
+        })?;
+        Ok(Blocker { state })
+    }
+
+    /// Whether the host function has started (and blocks now, until opened).
+    fn started(&self) -> bool {
+        self.state.0.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+
+    /// Lets the host function return.
+    fn open(&self) {
+        let (lock, cv) = &*self.state;
+        lock.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        cv.notify_all();
+    }
+}
+
+impl Drop for Blocker {
+    fn drop(&mut self) {
+        self.open();
+    }
+}
+
+/// A host function of the producer's place that blocks (on the host, calling nothing) does not
+/// hold a wait across backends on other work of that place: the producer's gated work on
+/// another stream completes once its gate opens, and the consumer's later work completes while
+/// the host function still blocks (seen through a query of the consumer's event, not a host
+/// function of the consumer's, which may share the blocked thread: HIP on the HIP-on-CUDA shim
+/// shares CUDA's). Where a runtime runs every host function on one thread (CUDA may), the
+/// completion of the awaited work cannot count on its doorbell, a host function on that thread.
+#[test]
+fn a_blocked_host_function_does_not_hold_waits_on_other_work_of_its_place() {
+    for_each_pair_alone(|producer, consumer| {
+        if !caps(producer).host_funcs || !caps(consumer).nonblocking_query {
+            not_applicable(
+                producer,
+                "no host functions, or the consumer's events cannot be queried",
+            );
+            return Ok(());
+        }
+        let waiting = Stream::new(consumer)?;
+        let blocked_stream = Stream::new(producer)?;
+        let Some((held, gate)) = gated_stream(producer)? else {
+            return Ok(());
+        };
+        let awaited = held.record_event()?;
+        waiting.wait_event(&awaited)?;
+        let consumed = waiting.record_event()?;
+        let blocker = Blocker::launch(&blocked_stream)?;
+        assert!(
+            wait_until(PATIENCE, || blocker.started()),
+            "the blocking host function never started"
+        );
+        assert!(
+            !consumed.query()?,
+            "the consumer ran through the producer's gate"
+        );
+        gate.release();
+        let mut answer = Ok(false);
+        let done = wait_until(PATIENCE, || {
+            answer = consumed.query();
+            !matches!(answer, Ok(false))
+        });
+        assert!(
+            done && matches!(answer, Ok(true)),
+            "{producer} → {consumer}: the consumer's work did not complete within {PATIENCE:?} \
+             of the awaited work's release while a host function of {producer} blocked \
+             (last query: {answer:?})"
+        );
+        blocker.open();
+        sync(&waiting)?;
+        sync(&blocked_stream)?;
+        sync(&held)
+    });
+}
+
+/// A host function of one backend synchronizes work of a second backend that waits (across
+/// backends) on a host function of a third, held at a gate that opens once the first host
+/// function has started: no pending wait awaits the first backend's work, so the call is not
+/// refused, and it returns `Ok` once the third backend's host function has run (or a typed
+/// `Error::WouldDeadlock` where a runtime forbids the call there), never a hang. A runtime
+/// that runs the first and third backends' host functions on one thread (HIP on the
+/// HIP-on-CUDA shim, beside CUDA) hangs here. Each first place in a child process of its own.
+#[test]
+fn a_host_function_may_synchronize_work_that_waits_on_a_host_function_of_a_third_backend() {
+    for_each_place_isolated(
+        "cross_hostile::a_host_function_may_synchronize_work_that_waits_on_a_host_function_of_a_third_backend",
+        |first| {
+            if !caps(first).host_funcs {
+                not_applicable(first, "no host functions");
+                return Ok(());
+            }
+            for second in consumers_of(first)? {
+                let thirds: Vec<Place> = crate::harness::places_under_test()
+                    .into_iter()
+                    .filter(|third| {
+                        crate::harness::other_backend(third, first)
+                            && crate::harness::other_backend(third, &second)
+                            && caps(third).host_funcs
+                    })
+                    .collect();
+                for third in thirds {
+                    third_backend_host_function(first, &second, &third)?;
+                    eprintln!("[conformance]   {first} → {second} → {third}: ok");
+                }
+            }
+            Ok(())
+        },
+    );
+}
+
+/// One case of
+/// [`a_host_function_may_synchronize_work_that_waits_on_a_host_function_of_a_third_backend`].
+fn third_backend_host_function(first: &Place, second: &Place, third: &Place) -> Result<()> {
+    let host_stream = Stream::new(first)?;
+    let waiting = Stream::new(second)?;
+    let Some((held, gate)) = gated_stream(third)? else {
+        return Ok(());
+    };
+    let log = Log::new();
+    held.launch_host_func(log.task("third"))?;
+    waiting.wait_stream(&held)?;
+    let awaited = waiting.record_event()?;
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let running = started.clone();
+    let call = HostFnCall::launch(&host_stream, move || {
+        running.store(true, std::sync::atomic::Ordering::SeqCst);
+        awaited.synchronize()
+    })?;
+    assert!(
+        wait_until(PATIENCE, || started
+            .load(std::sync::atomic::Ordering::SeqCst)),
+        "{first}: the host function never started"
+    );
+    gate.release();
+    let result = call.answer(
+        &format!(
+            "{first} → {second} → {third}: a host function's synchronize of work that waits \
+             on a host function of a third backend"
+        ),
+        || {},
+    )?;
+    match result {
+        Some(Ok(())) => assert!(
+            log.contains(&"third"),
+            "{first} → {second} → {third}: the synchronize returned before the third \
+             backend's host function ran"
+        ),
+        Some(Err(Error::WouldDeadlock { .. })) => {
+            not_applicable(first, &format!("its host functions cannot make {result:?}"))
+        }
+        other => panic!(
+            "{first} → {second} → {third}: the host function's synchronize answered {other:?}"
+        ),
+    }
+    sync(&waiting)?;
+    sync(&held)
 }

@@ -57,7 +57,18 @@
 //! (`HostBuffer::read_would_wait` / `write_would_wait`); one that would not wait goes on.
 //! The rule is conservative, as the CPU and CUDA backends' own rules for their host functions:
 //! the pending waits may be unrelated to the host function, and then the call could have
-//! completed; it never hangs.
+//! completed; it never hangs. It counts a pending wait whatever its awaited work is, also work
+//! queued before the host function: that work's completion may need the thread the host
+//! function holds (the last free CPU worker, the runtime thread that runs a GPU's host
+//! functions and completion doorbells), an edge no backend reports.
+//!
+//! A registration lives exactly as long as the awaited work is incomplete, not as long as the
+//! waiting stream's handle: work queued behind the wait stays reachable after that handle is
+//! dropped (through events recorded after the wait, and streams that wait on them), and
+//! stays held. The waiting side's completion is itself relayed from the awaited completion's
+//! waker, so it is never dropped before that resolves. A wait whose awaited work never
+//! completes (held at a word nobody writes) stays registered for as long as that work stays
+//! held; [`pending_waits`] shows it.
 //!
 //! ```
 //! use devstream_core::foreign::{
@@ -97,6 +108,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -276,37 +288,101 @@ struct Joined {
     waiting: BackendKey,
 }
 
-/// Number of pending waits across backends per pair of backends.
-static PENDING: std::sync::Mutex<Vec<(Joined, usize)>> = std::sync::Mutex::new(Vec::new());
+/// The pending waits across backends of one pair of backends: the registration numbers of
+/// those still pending, in registration order.
+struct PairWaits {
+    joined: Joined,
+    pending: Vec<u64>,
+}
+
+/// The pending waits across backends of the process, per pair of backends. A pair is listed
+/// while it has at least one pending wait.
+static PENDING: std::sync::Mutex<Vec<PairWaits>> = std::sync::Mutex::new(Vec::new());
+
+/// How many waits across backends the process registered so far: the next registration's
+/// number. Raised under [`PENDING`]'s lock, so that each pair's list stays in order.
+static REGISTERED: AtomicU64 = AtomicU64::new(0);
 
 /// A wait across backends of a stream of one backend on incomplete work of another,
 /// registered until dropped (when that work is ready).
 #[derive(Debug)]
-pub struct PendingWait(Joined);
+pub struct PendingWait {
+    joined: Joined,
+    number: u64,
+}
 
 impl PendingWait {
     /// Registers a pending wait of a stream of `waiting` on work of `awaited`.
     pub fn register(awaited: BackendKey, waiting: BackendKey) -> PendingWait {
         let joined = Joined { awaited, waiting };
-        let mut pending = crate::sync::lock(&PENDING);
-        match pending.iter_mut().find(|(key, _)| *key == joined) {
-            Some((_, count)) => *count += 1,
-            None => pending.push((joined, 1)),
+        let mut pairs = crate::sync::lock(&PENDING);
+        // Numbers grow under the lock, so each pair's list stays in registration order.
+        let number = REGISTERED.fetch_add(1, Ordering::SeqCst);
+        match pairs.iter_mut().find(|pair| pair.joined == joined) {
+            Some(pair) => pair.pending.push(number),
+            None => pairs.push(PairWaits {
+                joined,
+                pending: vec![number],
+            }),
         }
-        PendingWait(joined)
+        PendingWait { joined, number }
     }
 }
 
 impl Drop for PendingWait {
     fn drop(&mut self) {
-        let mut pending = crate::sync::lock(&PENDING);
-        if let Some(at) = pending.iter().position(|(key, _)| *key == self.0) {
-            pending[at].1 -= 1;
-            if pending[at].1 == 0 {
-                pending.swap_remove(at);
-            }
+        let mut pairs = crate::sync::lock(&PENDING);
+        let Some(at) = pairs.iter().position(|pair| pair.joined == self.joined) else {
+            return;
+        };
+        let pending = &mut pairs[at].pending;
+        if let Ok(found) = pending.binary_search(&self.number) {
+            pending.remove(found);
+        }
+        if pending.is_empty() {
+            pairs.swap_remove(at);
         }
     }
+}
+
+/// The pending waits across backends of one pair of backends, as [`pending_waits`] reports
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingWaits {
+    /// The backend of the awaited work.
+    pub awaited: BackendKey,
+    /// The backend of the waiting streams.
+    pub waiting: BackendKey,
+    /// How many waits of this pair are pending.
+    pub count: usize,
+    /// The registration number of the oldest of them (see [`registered_waits`]).
+    pub oldest: u64,
+}
+
+/// Diagnostics: the pending waits across backends of the process, per pair of backends. A wait
+/// is pending from the call that made it until the awaited work is ready (or its backend
+/// abandons it); one that stays listed long after every stream involved has synchronized is a
+/// leak. Not for deciding anything: another thread may make or resolve waits at any time.
+pub fn pending_waits() -> Vec<PendingWaits> {
+    crate::sync::lock(&PENDING)
+        .iter()
+        .filter_map(|pair| {
+            Some(PendingWaits {
+                awaited: pair.joined.awaited,
+                waiting: pair.joined.waiting,
+                count: pair.pending.len(),
+                oldest: *pair.pending.first()?,
+            })
+        })
+        .collect()
+}
+
+/// Diagnostics: how many waits across backends the process has registered so far, pending or
+/// resolved. Registration numbers count from 0, so a wait registered after this call has a
+/// number at least this one; with [`pending_waits`] it tells waits made before a point from
+/// those made after it.
+pub fn registered_waits() -> u64 {
+    REGISTERED.load(Ordering::SeqCst)
 }
 
 /// Whether a host function runs on the calling thread and incomplete work of `target` (`None`:
@@ -319,11 +395,11 @@ pub fn host_fn_may_wait_for_itself(target: Option<BackendKey>) -> bool {
     match running_host_fn() {
         None => false,
         Some(running) => {
-            let pending = crate::sync::lock(&PENDING);
-            pending.iter().any(|(key, _)| key.awaited == running)
-                && pending
+            let pairs = crate::sync::lock(&PENDING);
+            pairs.iter().any(|pair| pair.joined.awaited == running)
+                && pairs
                     .iter()
-                    .any(|(key, _)| target.is_none_or(|target| key.waiting == target))
+                    .any(|pair| target.is_none_or(|target| pair.joined.waiting == target))
         }
     }
 }
@@ -448,6 +524,36 @@ mod tests {
         );
         drop(second);
         assert!(!host_fn_may_wait_for_itself(Some(wgpu)));
+    }
+
+    #[test]
+    fn pending_waits_lists_each_pair_until_its_waits_resolve() {
+        // A pair no other test here registers: the registry is process-wide.
+        let (cuda, hip) = (
+            BackendKey::of(&Place::Cuda(0)),
+            BackendKey::of(&Place::Hip(0)),
+        );
+        let of_pair = || {
+            pending_waits()
+                .into_iter()
+                .find(|pair| pair.awaited == cuda && pair.waiting == hip)
+        };
+        let mark = registered_waits();
+        let first = PendingWait::register(cuda, hip);
+        let second = PendingWait::register(cuda, hip);
+        let listed = of_pair().expect("the pair is listed while a wait is pending");
+        assert_eq!(listed.count, 2);
+        assert!(listed.oldest >= mark, "registered after the mark");
+        assert!(registered_waits() >= mark + 2);
+        drop(first);
+        let listed = of_pair().expect("one wait is still pending");
+        assert_eq!(listed.count, 1);
+        assert_eq!(
+            listed.oldest, second.number,
+            "the oldest pending is the second"
+        );
+        drop(second);
+        assert_eq!(of_pair(), None, "a pair with no pending wait is not listed");
     }
 
     #[test]

@@ -15,7 +15,10 @@
 //! - **The sweeper.** One thread per device (started with the device's first pending
 //!   completion, parked whenever none is pending) asks the pending events (`cuEventQuery`)
 //!   when a doorbell rings, every 100 ms while every pending completion has a doorbell (so a
-//!   device fault, after which host functions never run, still resolves them with the fault),
+//!   device fault, after which host functions never run, still resolves them with the fault,
+//!   and a doorbell that cannot ring, queued behind one whose work never completes or behind a
+//!   host function that blocks the runtime's callback thread, does not hold its completion
+//!   while the event still holds the awaited record),
 //!   and with back-off from 50 µs to 2 ms while some have none.
 //!
 //! Why bounded: the runtime's queue of pending work is finite and shared. Each pending future
@@ -75,11 +78,15 @@ struct Pending<A: RawApi> {
     /// The awaited event, kept alive while the completion is pending.
     event: GpuEvent<A>,
     /// A doorbell was launched for it: it fills the future when the awaited record is done;
-    /// the sweeper only ever resolves it with an error (a device fault, after which host
-    /// functions never run), since asking the event may describe a later record.
+    /// the sweeper resolves it with an error (a device fault, after which host functions never
+    /// run), or as done only while the event still holds the awaited record (`record`), since
+    /// asking the event may describe a later record.
     armed: AtomicBool,
     /// Counted in the event's `awaited` (a user event's completion without a doorbell).
     counted: AtomicBool,
+    /// The event's `records` count when the completion was made: the record it awaits. `None`
+    /// for a foreign handle, which may be recorded where devstream cannot count it.
+    record: Option<u64>,
 }
 
 use devstream_core::sync::lock;
@@ -245,6 +252,7 @@ pub(crate) fn notify_after<A: RawApi>(
     let device = event.inner.device;
     let sweeper = device.sweeper()?;
     let foreign = source == Source::User && event.inner.mark.is_foreign();
+    let record = (!foreign).then(|| event_records(&event));
     let (completion, completer) = Completion::pending();
     let pending = Arc::new(Pending {
         completer: Mutex::new(Some(completer)),
@@ -252,6 +260,7 @@ pub(crate) fn notify_after<A: RawApi>(
         event,
         armed: AtomicBool::new(false),
         counted: AtomicBool::new(source == Source::User),
+        record,
     });
     if source == Source::User {
         // Counted before it is visible, so that a re-record from now on snapshots it.
@@ -445,14 +454,28 @@ impl<A: RawApi> Device<A> {
             if pending.settled() || pending.event.inner.captured.load(Ordering::Acquire) {
                 continue;
             }
+            let asked_about = event_records(&pending.event);
             let status = match &bound {
                 // SAFETY: the event is alive while `pending` is; the context is current.
                 Ok(()) => check_ready::<A>(unsafe { A::event_query(pending.event.inner.raw) }),
                 Err(e) => Err(e.clone()),
             };
             let armed = pending.armed.load(Ordering::Acquire);
+            // The answer describes the awaited record: it was the event's record before the
+            // question and still is after it (a record raises the count before it is made).
+            let same_record =
+                pending.record == Some(asked_about) && event_records(&pending.event) == asked_about;
             match status {
                 Ok(false) => {}
+                // Its doorbell may not ring soon: queued behind a doorbell whose work never
+                // completes, or behind a host function that blocks the runtime's callback
+                // thread (one per process on CUDA, shared with HIP on the HIP-on-CUDA
+                // shim). The answer is about its own record: filled here, and the doorbell
+                // finds it filled.
+                Ok(true) if armed && same_record => {
+                    pending.finish(Ok(()));
+                    resolved = true;
+                }
                 // Its doorbell fills it (the event may since describe a later record).
                 Ok(true) if armed => {}
                 Ok(true) => {
@@ -487,6 +510,11 @@ impl<A: RawApi> Device<A> {
         drop(snapshot);
         resolved
     }
+}
+
+/// How many times `event` was recorded through devstream (see `EventInner::records`).
+fn event_records<A: RawApi>(event: &GpuEvent<A>) -> u64 {
+    event.inner.records.load(Ordering::SeqCst)
 }
 
 /// `Event::completion`.

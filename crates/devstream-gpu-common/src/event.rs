@@ -25,6 +25,10 @@ pub(crate) struct EventInner<A: RawApi> {
     /// of their own): a re-record must first give them one (`crate::completion`), or asking the
     /// event would describe the new record.
     pub(crate) awaited: std::sync::atomic::AtomicUsize,
+    /// Records made through devstream's `record` so far, raised before each native record: a
+    /// completion's sweeper compares it around its question to know the answer described the
+    /// record it awaits (`crate::completion`).
+    pub(crate) records: std::sync::atomic::AtomicU64,
 }
 
 impl<A: RawApi> Drop for EventInner<A> {
@@ -130,6 +134,7 @@ impl<A: RawApi> GpuEvent<A> {
                 owned,
                 mark,
                 awaited: std::sync::atomic::AtomicUsize::new(0),
+                records: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }

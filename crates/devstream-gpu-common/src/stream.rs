@@ -593,6 +593,9 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
             // Completions waiting on the current record get a snapshot of it first.
             crate::completion::before_rerecord(event);
         }
+        // Before the native record: a sweeper that reads the same count before and after its
+        // question asked about an earlier record (see `crate::completion`).
+        event.inner.records.fetch_add(1, Ordering::SeqCst);
         let (raw, stream) = (event.inner.raw, self.raw());
         // The event's mark follows this stream's records only under its tracker guard (see
         // `EventMark`); without the guard the record makes the mark untrusted.

@@ -110,6 +110,13 @@ pub mod elide {
     pub use devstream_core::elide::{default_enabled, elided_on_this_thread};
 }
 
+/// Diagnostics of waits across backends: the waits still pending per pair of backends (a leak
+/// check: a wait stays pending only until the awaited work is ready), and the key that tells
+/// backends apart (`BackendKey::of(place)`).
+pub mod foreign {
+    pub use devstream_core::foreign::{pending_waits, registered_waits, BackendKey, PendingWaits};
+}
+
 /// The backend traits, for code that picks its backend at compile time.
 pub mod backend {
     pub use devstream_core::traits::*;
