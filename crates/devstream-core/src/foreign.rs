@@ -55,6 +55,9 @@
 //! stays inside one backend is that backend's own self-wait rule. A host-buffer read or write
 //! is such a blocking call where it would wait for a queued copy of the buffer's backend
 //! (`HostBuffer::read_would_wait` / `write_would_wait`); one that would not wait goes on.
+//! Where one runtime thread runs the host functions of two backends (HIP on devstream's
+//! HIP-on-CUDA shim runs them on CUDA's callback thread, [`host_fns_share_a_thread`]), a
+//! pending wait on work of either counts for a host function of both.
 //! The rule is conservative, as the CPU and CUDA backends' own rules for their host functions:
 //! the pending waits may be unrelated to the host function, and then the call could have
 //! completed; it never hangs. It counts a pending wait whatever its awaited work is, also work
@@ -385,6 +388,51 @@ pub fn registered_waits() -> u64 {
     REGISTERED.load(Ordering::SeqCst)
 }
 
+/// Pairs of backends whose host functions one runtime thread runs (HIP on devstream's
+/// HIP-on-CUDA shim runs them on the CUDA driver's callback thread).
+static SHARED_HOST_FN_THREADS: std::sync::Mutex<Vec<(BackendKey, BackendKey)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Declares that host functions of `a` and of `b` run on one runtime thread, so that a host
+/// function of either blocks the other's: a blocking call in a host function of `a` is then
+/// refused where pending waits await work of `b` as where they await work of `a` (see the
+/// module documentation, "Host functions"). Backends call it when they load.
+///
+/// ```
+/// use devstream_core::foreign::{
+///     enter_host_fn, host_fn_may_wait_for_itself, host_fns_share_a_thread, BackendKey,
+///     PendingWait,
+/// };
+/// use devstream_core::Place;
+///
+/// let (cpu, npu, xpu) = (
+///     BackendKey::of(&Place::Cpu),
+///     BackendKey::of(&"npu:0".parse::<Place>()?),
+///     BackendKey::of(&"xpu:0".parse::<Place>()?),
+/// );
+/// let _pending = PendingWait::register(xpu, cpu); // a CPU stream waits on xpu work
+/// let _running = enter_host_fn(npu);              // an npu host function runs here
+/// assert!(!host_fn_may_wait_for_itself(Some(cpu)));
+/// host_fns_share_a_thread(npu, xpu);              // xpu's host functions need this thread
+/// assert!(host_fn_may_wait_for_itself(Some(cpu)));
+/// # Ok::<(), devstream_core::Error>(())
+/// ```
+pub fn host_fns_share_a_thread(a: BackendKey, b: BackendKey) {
+    let mut shared = crate::sync::lock(&SHARED_HOST_FN_THREADS);
+    if a != b && !shared.contains(&(a, b)) && !shared.contains(&(b, a)) {
+        shared.push((a, b));
+    }
+}
+
+/// Whether host functions of `a` and `b` run on one thread (the same backend, or declared by
+/// [`host_fns_share_a_thread`]).
+fn share_a_host_fn_thread(a: BackendKey, b: BackendKey) -> bool {
+    a == b || {
+        let shared = crate::sync::lock(&SHARED_HOST_FN_THREADS);
+        shared.contains(&(a, b)) || shared.contains(&(b, a))
+    }
+}
+
 /// Whether a host function runs on the calling thread and incomplete work of `target` (`None`:
 /// of a backend not known) may wait for work queued after it through waits across backends: a
 /// pending wait awaits work of the host function's backend and a pending wait holds a stream
@@ -396,7 +444,9 @@ pub fn host_fn_may_wait_for_itself(target: Option<BackendKey>) -> bool {
         None => false,
         Some(running) => {
             let pairs = crate::sync::lock(&PENDING);
-            pairs.iter().any(|pair| pair.joined.awaited == running)
+            pairs
+                .iter()
+                .any(|pair| share_a_host_fn_thread(pair.joined.awaited, running))
                 && pairs
                     .iter()
                     .any(|pair| target.is_none_or(|target| pair.joined.waiting == target))

@@ -175,6 +175,15 @@ unsafe impl RawApi for HipApi {
     fn load() -> Result<LoadInfo, String> {
         let loaded = Table::load()?;
         let t = TABLE.get_or_init(|| loaded);
+        if t.over_cuda {
+            // One thread runs both backends' host functions: a CUDA host function that blocks
+            // on work waiting for a HIP host function waits for itself, and the other way round
+            // (`devstream_core::foreign`, "Host functions").
+            devstream_core::foreign::host_fns_share_a_thread(
+                devstream_core::foreign::BackendKey::of(&devstream_core::Place::Hip(0)),
+                devstream_core::foreign::BackendKey::of(&devstream_core::Place::Cuda(0)),
+            );
+        }
         let mut version = 0;
         // SAFETY: the symbol exists; valid out-pointer.
         let status = unsafe { (t.hipDriverGetVersion)(&mut version) };

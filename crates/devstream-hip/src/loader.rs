@@ -93,6 +93,10 @@ macro_rules! function_table {
             _library: Library,
             /// Where the library was loaded from.
             pub(crate) path: String,
+            /// The library is devstream's HIP-on-CUDA shim (it exports
+            /// `devstream_hip_shim_over_cuda`): its host functions run on the CUDA driver's
+            /// callback thread, the thread CUDA's own host functions run on.
+            pub(crate) over_cuda: bool,
             $(pub(crate) $required: sys::$required,)*
             $(pub(crate) $optional: Option<sys::$optional>,)*
         }
@@ -114,10 +118,15 @@ macro_rules! function_table {
                 $(
                     let $optional = symbol::<sys::$optional>(&library, stringify!($optional), &disabled);
                 )*
+                // SAFETY: looking a symbol up calls nothing; the pointer is not used.
+                let over_cuda = unsafe {
+                    library.get::<unsafe extern "C" fn()>(b"devstream_hip_shim_over_cuda").is_ok()
+                };
                 match ($($required,)*) {
                     ($(Some($required),)*) => Ok(Table {
                         _library: library,
                         path,
+                        over_cuda,
                         $($required,)*
                         $($optional,)*
                     }),
