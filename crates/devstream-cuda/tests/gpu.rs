@@ -560,19 +560,24 @@ fn stream_management_extras() {
         .unwrap();
     s.synchronize().unwrap();
     assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
-    // capture_info and update_capture_dependencies
-    assert_eq!(s.capture_info().unwrap().status, CaptureStatus::None);
+    // capture_info and update_capture_dependencies.
+    // SAFETY: no other thread touches `s` or its capture (so for every call below).
+    let idle = unsafe { s.capture_info() }.unwrap();
+    assert_eq!(idle.status, CaptureStatus::None);
     s.begin_capture(CaptureMode::ThreadLocal).unwrap();
     s.fill(&buf, 0, 16, 1).unwrap();
-    let info = s.capture_info().unwrap();
+    // SAFETY: as above.
+    let info = unsafe { s.capture_info() }.unwrap();
     assert_eq!(info.status, CaptureStatus::Active);
     assert_ne!(info.id, 0);
     assert!(!info.graph.is_null());
     assert_eq!(info.dependencies.len(), 1);
-    s.update_capture_dependencies(&[], true).unwrap();
-    assert!(s.capture_info().unwrap().dependencies.is_empty());
-    s.update_capture_dependencies(&info.dependencies, false)
-        .unwrap();
+    // SAFETY: as above.
+    unsafe { s.update_capture_dependencies(&[], true) }.unwrap();
+    // SAFETY: as above.
+    assert!(unsafe { s.capture_info() }.unwrap().dependencies.is_empty());
+    // SAFETY: as above.
+    unsafe { s.update_capture_dependencies(&info.dependencies, false) }.unwrap();
     s.fill(&buf, 16, 16, 2).unwrap();
     let graph = s.end_capture().unwrap();
     assert_eq!(graph.node_count().unwrap(), 2);

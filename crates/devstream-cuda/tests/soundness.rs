@@ -589,7 +589,8 @@ child_test! {
             other => other.unwrap(),
         }
         s.fill(&buffer, 0, 64, 1).unwrap();
-        let foreign = s.capture_info().unwrap().dependencies;
+        // SAFETY: no other thread touches `s` or its capture.
+        let foreign = unsafe { s.capture_info() }.unwrap().dependencies;
         assert_eq!(foreign.len(), 1);
         let graph_a = s.end_capture().unwrap();
         let def_b = CudaGraphDef::new(&place).unwrap();
@@ -610,7 +611,8 @@ child_test! {
         s.begin_capture(CaptureMode::Relaxed).unwrap();
         refused(
             "update_capture_dependencies with a node of another graph",
-            s.update_capture_dependencies(&foreign, false),
+            // SAFETY: as above.
+            unsafe { s.update_capture_dependencies(&foreign, false) },
             &s,
         );
         let _ = s.end_capture();

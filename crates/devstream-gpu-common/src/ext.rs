@@ -97,17 +97,32 @@ impl<A: RawApi> GpuStream<A> {
 
     /// The capture state of the stream (`cuStreamGetCaptureInfo`): status, sequence id, the
     /// graph being captured into and the nodes the next captured node will depend on.
-    pub fn capture_info(&self) -> Result<CaptureInfo> {
+    ///
+    /// # Safety
+    ///
+    /// While this runs, no other thread makes a call on this stream (or on another stream of
+    /// its capture) or ends its capture: the runtime owns the dependency array it answers,
+    /// which this copies, only until the next call on the stream or the end of the capture.
+    /// Whether the stream captures ([`devstream_core::DeviceStream::is_capturing`]) is safe to
+    /// ask from any thread.
+    pub unsafe fn capture_info(&self) -> Result<CaptureInfo> {
         self.require(Optional::CaptureInfo, "capture_info")?;
         self.bind()?;
-        // SAFETY: the stream is alive.
+        // SAFETY: the stream is alive; no other call on it runs meanwhile (the caller's
+        // contract), so the dependency array is valid for the copy.
         check::<A, _>(unsafe { A::stream_capture_info(self.raw()) })
     }
 
     /// Changes the set of nodes the next captured node depends on
     /// (`cuStreamUpdateCaptureDependencies`): adds `dependencies`, or replaces the set when
     /// `replace`. Fails unless the stream is capturing.
-    pub fn update_capture_dependencies(
+    ///
+    /// # Safety
+    ///
+    /// As for [`GpuStream::capture_info`], which this calls to check the nodes against the
+    /// capture's graph: no other thread makes a call on the stream (or another stream of its
+    /// capture) or ends the capture while this runs.
+    pub unsafe fn update_capture_dependencies(
         &self,
         dependencies: &[RawGraphNode],
         replace: bool,
@@ -118,7 +133,8 @@ impl<A: RawApi> GpuStream<A> {
         )?;
         self.bind()?;
         if !dependencies.is_empty() {
-            // SAFETY: the stream is alive.
+            // SAFETY: the stream is alive; the caller's contract keeps the capture's state
+            // (its dependency array and graph) from changing meanwhile.
             let info = check::<A, _>(unsafe { A::stream_capture_info(self.raw()) })?;
             if info.status == crate::raw::CaptureStatus::None {
                 return Err(Error::capture(
