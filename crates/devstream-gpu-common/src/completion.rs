@@ -21,6 +21,16 @@
 //!   while the event still holds the awaited record),
 //!   and with back-off from 50 µs to 2 ms while some have none.
 //!
+//! - **The spin window.** For [`SPIN_WINDOW`] after a completion is registered the sweeper
+//!   asks the pending events back to back, yielding the processor between rounds, as the
+//!   driver's own spin-then-yield synchronisation does: a doorbell's host function runs on the
+//!   runtime's callback thread some ten microseconds after the work, which a thread asking the
+//!   event sees within one round. A completion awaited soon after it is made (a wait across
+//!   backends handing a pipeline's chunk on) resolves about as fast as a thread blocked in the
+//!   event's synchronize would see it; one thread per device is busy for at most the window
+//!   after each burst of registrations, and the doorbells cover everything that completes
+//!   later.
+//!
 //! Why bounded: the runtime's queue of pending work is finite and shared. Each pending future
 //! with a host function of its own (the first design: one notifier stream and one
 //! `cuStreamAddCallback` per future) made thousands of streams and host callbacks; on an H100
@@ -58,6 +68,9 @@ const POLL_FIRST: Duration = Duration::from_micros(50);
 const POLL_MAX: Duration = Duration::from_millis(2);
 /// The sweeper's wait while every pending completion has a doorbell (device faults).
 const DOORBELL_CHECK: Duration = Duration::from_millis(100);
+/// How long after a completion is registered the sweeper asks the pending events back to back
+/// (yielding between rounds) rather than waiting for the doorbells.
+const SPIN_WINDOW: Duration = Duration::from_micros(500);
 
 /// Whose event a completion waits on.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -135,9 +148,14 @@ pub(crate) struct Hub<A: RawApi> {
     /// for the process's life like it.
     notifiers: Vec<Notifier>,
     sweeper: OnceLock<std::result::Result<std::thread::Thread, String>>,
-    /// How the sweeper waits now: [`POLLING`], [`CHECKING`] or [`IDLE`].
+    /// How the sweeper waits now: [`SPINNING`], [`POLLING`], [`CHECKING`] or [`IDLE`].
     sweeper_wait: AtomicU8,
+    /// Until when the sweeper spins ([`SPIN_WINDOW`] after the latest registration).
+    spin_until: Mutex<Option<std::time::Instant>>,
 }
+
+/// The sweeper asks the pending events back to back (the spin window is open).
+const SPINNING: u8 = 3;
 
 /// The sweeper polls with back-off (a completion without a doorbell is pending).
 const POLLING: u8 = 0;
@@ -165,6 +183,7 @@ impl<A: RawApi> Hub<A> {
             notifiers,
             sweeper: OnceLock::new(),
             sweeper_wait: AtomicU8::new(IDLE),
+            spin_until: Mutex::new(None),
         }
     }
 }
@@ -273,12 +292,11 @@ pub(crate) fn notify_after<A: RawApi>(
     if !armed && foreign {
         device.resolve_without_doorbell(&pending);
     }
-    // Woken only when its wait no longer fits: parked with nothing pending, or waiting the long
-    // doorbell check while this one has no doorbell (a polling sweeper finds it by itself).
-    match device.completions.sweeper_wait.load(Ordering::Acquire) {
-        IDLE => sweeper.unpark(),
-        CHECKING if !armed => sweeper.unpark(),
-        _ => {}
+    // The spin window opens (or stays open) from now; a sweeper that is not spinning already
+    // is woken to spin.
+    *lock(&device.completions.spin_until) = Some(std::time::Instant::now() + SPIN_WINDOW);
+    if device.completions.sweeper_wait.load(Ordering::Acquire) != SPINNING {
+        sweeper.unpark();
     }
     Ok(completion)
 }
@@ -413,8 +431,13 @@ impl<A: RawApi> Device<A> {
                 // Decided under the lock a registration pushes under, so that a registration
                 // either is seen here or sees the new state and wakes the sweeper.
                 let pending = lock(&hub.pending);
+                let spinning = !pending.is_empty()
+                    && lock(&hub.spin_until)
+                        .is_some_and(|until| std::time::Instant::now() < until);
                 let (state, wait) = if pending.is_empty() {
                     (IDLE, None)
+                } else if spinning {
+                    (SPINNING, Some(Duration::ZERO))
                 } else if pending.iter().all(|p| p.armed.load(Ordering::Acquire)) {
                     (CHECKING, Some(DOORBELL_CHECK))
                 } else {
@@ -425,6 +448,7 @@ impl<A: RawApi> Device<A> {
             };
             match wait {
                 None => std::thread::park(),
+                Some(Duration::ZERO) => std::thread::yield_now(),
                 Some(wait) => std::thread::park_timeout(wait),
             }
             if self.sweep() {
