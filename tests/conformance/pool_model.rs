@@ -15,10 +15,10 @@
 //! after everything is dropped and drained, `reserved ≤ threshold` and after `trim(0)` nothing is
 //! reserved.
 //!
-//! Where `capture_alloc` is on, programs also capture and replay (`pool_model_graphs`): while a
-//! stream captures, the other steps leave it alone, allocations in the capture must not touch
-//! the program's pool, and a drain waits for the capturing stream's work from before the
-//! capture instead of synchronizing it.
+//! Where `capture_alloc` is on, programs also capture and replay (`pool_model_graphs`): while
+//! streams capture, the other steps leave them alone, allocations in the capture must not touch
+//! the program's pool, and a drain waits for the capturing streams' work from before the
+//! capture instead of synchronizing them.
 
 use crate::harness::{caps, for_each_place, not_applicable, sync, wait_until, Gate, PATIENCE};
 use crate::pool_model_graphs::{
@@ -180,7 +180,10 @@ fn run_program(
     let mut next_value: u8 = 0;
     // Dropped buffers whose memory may not be back yet (their work may not have run).
     let mut freed_since_drain = 0u64;
-    let mut captures = graph_classes.map(|classes| Captures::new(place, classes, &pool, &streams));
+    let mut captures = graph_classes
+        .map(|classes| Captures::new(place, classes, &pool, &streams))
+        .transpose()
+        .map_err(fail)?;
 
     let check_bounds = |slots: &BTreeMap<usize, Live>, freed: u64| -> Result<(), TestCaseError> {
         let stats = pool.stats().map_err(fail)?;
@@ -204,14 +207,15 @@ fn run_program(
     };
 
     for op in ops {
-        let capturing = captures.as_ref().and_then(Captures::capturing);
+        let capturing = captures.as_ref().map_or_else(Vec::new, Captures::members);
         match *op {
-            // The capturing stream takes only the capture's own steps.
-            Op::Alloc { stream, .. } | Op::Gate { stream } if capturing == Some(stream) => {}
+            // The streams of a capture take only the capture's own steps.
+            Op::Alloc { stream, .. } | Op::Gate { stream } if capturing.contains(&stream) => {}
             Op::Read { slot, stream }
-                if capturing.is_some_and(|c| {
-                    c == stream || slots.get(&slot).is_some_and(|live| live.owner == c)
-                }) => {}
+                if capturing.contains(&stream)
+                    || slots
+                        .get(&slot)
+                        .is_some_and(|live| capturing.contains(&live.owner)) => {}
             Op::Alloc { slot, stream, size } => {
                 if slots.remove(&slot).is_some() {
                     freed_since_drain += 1;
@@ -271,7 +275,7 @@ fn run_program(
                     captures.wait_for_work_before_capture()?;
                 }
                 drain(
-                    place, &pool, rounding, &streams, capturing, &slots, &mut reads,
+                    place, &pool, rounding, &streams, &capturing, &slots, &mut reads,
                 )?;
                 if let Some(captures) = &mut captures {
                     captures.drain()?;
@@ -293,7 +297,7 @@ fn run_program(
     }
     drop(captures);
     slots.clear();
-    drain(place, &pool, rounding, &streams, None, &slots, &mut reads)?;
+    drain(place, &pool, rounding, &streams, &[], &slots, &mut reads)?;
     let drained = pool.stats().map_err(fail)?;
     prop_assert!(
         drained.reserved_bytes <= threshold,
@@ -311,20 +315,20 @@ fn run_program(
     Ok(())
 }
 
-/// Drains every stream (but the `capturing` one, whose work from before its capture the
-/// caller waits for: the reads check that), checks every read so far by its data, and the
-/// pool's statistics against the live buffers.
+/// Drains every stream (but the `capturing` ones, whose work from before the capture the
+/// caller waits for), checks every read so far by its data, and the pool's statistics against
+/// the live buffers.
 fn drain(
     place: &Place,
     pool: &MemoryPool,
     rounding: &Rounding,
     streams: &[Stream],
-    capturing: Option<usize>,
+    capturing: &[usize],
     slots: &BTreeMap<usize, Live>,
     reads: &mut Vec<Read>,
 ) -> Result<(), TestCaseError> {
     for (i, stream) in streams.iter().enumerate() {
-        if capturing != Some(i) {
+        if !capturing.contains(&i) {
             sync(stream).map_err(fail)?;
         }
     }
@@ -401,11 +405,16 @@ fn pool_programs_obey_the_model() {
             }
             Err(TestError::Abort(reason)) => panic!("pool model aborted: {reason}"),
         }
+        let captures = match graph_classes {
+            Some(classes) => format!(
+                ", capture pool classes {classes:?}, {:?}",
+                coverage.into_inner()
+            ),
+            None => String::new(),
+        };
         eprintln!(
-            "[conformance] pool_model on {place}: {cases} programs in {:.2?} ({rounding:?}, \
-             capture pool classes {graph_classes:?}, {:?})",
-            started.elapsed(),
-            coverage.into_inner()
+            "[conformance] pool_model on {place}: {cases} programs in {:.2?} ({rounding:?}{captures})",
+            started.elapsed()
         );
         Ok(())
     });

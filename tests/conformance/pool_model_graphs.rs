@@ -1,9 +1,9 @@
 //! The captures and replays of the pool property test (`pool_model`), on places whose
-//! `capture_alloc` is on: a program may begin a capture on one of its streams, allocate graph
-//! buffers there (from the program's pool or the default one: both must take the capture's
-//! private memory), fill, load, copy, read out and drop them, end the capture, launch the graph
-//! on any of its streams (gated or not), keep buffers past the graph, and drop graphs and
-//! buffers in any order. The rules checked are `devstream_core::graph_memory`'s. Captures are
+//! `capture_alloc` is on: a program may begin a capture on one of its streams, fork its other
+//! streams into it, allocate graph buffers on any of them (from the program's pool or the
+//! default one: both must take the capture's private memory), fill, load, copy, read out and
+//! drop them, end the capture, launch the graph on any of its streams (gated or not), keep
+//! buffers past the graph, and drop graphs and buffers in any order. The rules checked are `devstream_core::graph_memory`'s. Captures are
 //! `Relaxed`, so that the program's other steps go on from the same thread meanwhile.
 //!
 //! Memory. The model follows every block of a capture's pool: a buffer dropped during the
@@ -37,30 +37,37 @@ const GRAPH_SLOTS: usize = 4;
 const INPUT_LEN: usize = SIZES[SIZES.len() - 1];
 
 /// One step of captures and replays. Slot, size, graph and stream numbers are reduced modulo
-/// their counts; a step that does not apply in the program's state (no capture running, an
-/// empty slot, a slot of another capture) does nothing.
+/// their counts, and `lane` picks one of the capture's streams (the origin and those forked
+/// into it); a step that does not apply in the program's state (no capture running, an empty
+/// slot, a slot of another capture) does nothing. A captured step on one stream of the
+/// capture that touches a buffer allocated or last touched on another first waits for that
+/// stream, as a user of stream-ordered allocation must.
 #[derive(Clone, Debug)]
 pub enum GraphOp {
     /// Begins a capture on `stream` (when none runs).
     Begin { stream: usize },
-    /// `slot` gets a buffer of `SIZES[size]` allocated in the capture, by `alloc_from` with the
-    /// program's pool (`from_pool`) or `alloc`; a buffer in the slot is dropped first.
+    /// `stream` joins the running capture (waits for an event recorded on its origin).
+    Fork { stream: usize },
+    /// `slot` gets a buffer of `SIZES[size]` allocated in the capture on `lane`, by
+    /// `alloc_from` with the program's pool (`from_pool`) or `alloc`; a buffer in the slot is
+    /// dropped first.
     Alloc {
         slot: usize,
         size: usize,
         from_pool: bool,
+        lane: usize,
     },
     /// Captures a fill of the slot's buffer with a constant.
-    Fill { slot: usize, value: u8 },
+    Fill { slot: usize, value: u8, lane: usize },
     /// Captures a copy of the capture's input host buffer into the slot's buffer.
-    Load { slot: usize },
+    Load { slot: usize, lane: usize },
     /// Captures a copy of the first bytes of `from`'s buffer into `to`'s.
-    Copy { from: usize, to: usize },
+    Copy { from: usize, to: usize, lane: usize },
     /// Captures a copy of the slot's buffer out to a new host buffer, checked after replays.
-    Read { slot: usize },
+    Read { slot: usize, lane: usize },
     /// Drops the slot's buffer (during its capture, or kept past it).
     Free { slot: usize },
-    /// Ends the capture: a graph.
+    /// Ends the capture (its origin joins every forked stream first): a graph.
     End,
     /// Launches a live graph on `stream`.
     Launch { graph: usize, stream: usize },
@@ -74,12 +81,16 @@ pub enum GraphOp {
 pub fn graph_op_strategy() -> BoxedStrategy<GraphOp> {
     prop_oneof![
         3 => (0..STREAMS).prop_map(|stream| GraphOp::Begin { stream }),
-        6 => (0..GRAPH_SLOTS, 0..SIZES.len(), any::<bool>())
-            .prop_map(|(slot, size, from_pool)| GraphOp::Alloc { slot, size, from_pool }),
-        2 => (0..GRAPH_SLOTS, 1..128u8).prop_map(|(slot, value)| GraphOp::Fill { slot, value }),
-        3 => (0..GRAPH_SLOTS).prop_map(|slot| GraphOp::Load { slot }),
-        2 => (0..GRAPH_SLOTS, 0..GRAPH_SLOTS).prop_map(|(from, to)| GraphOp::Copy { from, to }),
-        4 => (0..GRAPH_SLOTS).prop_map(|slot| GraphOp::Read { slot }),
+        2 => (0..STREAMS).prop_map(|stream| GraphOp::Fork { stream }),
+        6 => (0..GRAPH_SLOTS, 0..SIZES.len(), any::<bool>(), 0..STREAMS).prop_map(
+            |(slot, size, from_pool, lane)| GraphOp::Alloc { slot, size, from_pool, lane }
+        ),
+        2 => (0..GRAPH_SLOTS, 1..128u8, 0..STREAMS)
+            .prop_map(|(slot, value, lane)| GraphOp::Fill { slot, value, lane }),
+        3 => (0..GRAPH_SLOTS, 0..STREAMS).prop_map(|(slot, lane)| GraphOp::Load { slot, lane }),
+        2 => (0..GRAPH_SLOTS, 0..GRAPH_SLOTS, 0..STREAMS)
+            .prop_map(|(from, to, lane)| GraphOp::Copy { from, to, lane }),
+        4 => (0..GRAPH_SLOTS, 0..STREAMS).prop_map(|(slot, lane)| GraphOp::Read { slot, lane }),
         3 => (0..GRAPH_SLOTS).prop_map(|slot| GraphOp::Free { slot }),
         2 => Just(GraphOp::End),
         4 => (0..4usize, 0..STREAMS).prop_map(|(graph, stream)| GraphOp::Launch { graph, stream }),
@@ -122,6 +133,8 @@ pub struct Coverage {
     pub kept_past_graph: u64,
     /// Drains while a capture ran.
     pub drains_in_capture: u64,
+    /// Streams forked into a capture.
+    pub forks: u64,
 }
 
 impl Coverage {
@@ -134,6 +147,7 @@ impl Coverage {
         self.kept_checked += other.kept_checked;
         self.kept_past_graph += other.kept_past_graph;
         self.drains_in_capture += other.drains_in_capture;
+        self.forks += other.forks;
     }
 }
 
@@ -349,14 +363,22 @@ struct GraphBuffer {
     record: usize,
     block: usize,
     content: Content,
+    /// The stream of the capture that allocated it or whose captured work touched it last.
+    last_stream: Option<usize>,
+}
+
+/// A stream taking part in the running capture.
+struct Member {
+    stream: usize,
+    /// Recorded on the stream just before it took part: its work from before.
+    before: Event,
 }
 
 /// The running capture.
 struct Running {
-    stream: usize,
+    /// The origin first, then the streams forked into the capture.
+    members: Vec<Member>,
     record: usize,
-    /// Recorded on the capturing stream just before the capture began: its work before.
-    before: Event,
 }
 
 /// The captures, graphs and graph buffers of one program.
@@ -365,6 +387,8 @@ pub struct Captures<'a> {
     classes: &'a [u64; SIZES.len()],
     pool: &'a MemoryPool,
     streams: &'a [Stream],
+    /// A stream of its own, never in a capture: host buffers and reads of kept buffers.
+    checker: Stream,
     records: Vec<Record>,
     slots: BTreeMap<usize, GraphBuffer>,
     running: Option<Running>,
@@ -379,23 +403,48 @@ impl<'a> Captures<'a> {
         classes: &'a [u64; SIZES.len()],
         pool: &'a MemoryPool,
         streams: &'a [Stream],
-    ) -> Self {
-        Captures {
+    ) -> devstream::Result<Self> {
+        Ok(Captures {
             place,
             classes,
             pool,
             streams,
+            checker: Stream::new(place)?,
             records: Vec::new(),
             slots: BTreeMap::new(),
             running: None,
             next_input: 128,
             coverage: Coverage::default(),
-        }
+        })
     }
 
-    /// The stream that captures now, which the program's other steps leave alone.
-    pub fn capturing(&self) -> Option<usize> {
-        self.running.as_ref().map(|running| running.stream)
+    /// The streams taking part in the running capture, which the program's other steps leave
+    /// alone.
+    pub fn members(&self) -> Vec<usize> {
+        self.running.as_ref().map_or_else(Vec::new, |running| {
+            running.members.iter().map(|m| m.stream).collect()
+        })
+    }
+
+    /// The stream of the running capture that `lane` picks.
+    fn lane(&self, lane: usize) -> usize {
+        let members = &self.running.as_ref().expect("a capture runs").members;
+        members[lane % members.len()].stream
+    }
+
+    /// Orders captured work on `stream` touching the slots' buffers after the captured work
+    /// that touched them last on other streams of the capture.
+    fn order(&mut self, stream: usize, slots: &[usize]) -> Result<(), TestCaseError> {
+        for slot in slots {
+            let buffer = self.slots.get_mut(slot).expect("a buffer in the slot");
+            if let Some(last) = buffer.last_stream.filter(|&last| last != stream) {
+                self.streams[stream]
+                    .wait_stream(&self.streams[last])
+                    .map_err(fail)?;
+            }
+            buffer.last_stream = Some(stream);
+        }
+        Ok(())
     }
 
     /// A fresh input value, never one a fill writes (those are below 128).
@@ -422,42 +471,49 @@ impl<'a> Captures<'a> {
     pub fn apply(&mut self, op: &GraphOp, gated: bool) -> Result<(), TestCaseError> {
         match *op {
             GraphOp::Begin { stream } => self.begin(stream)?,
+            GraphOp::Fork { stream } => self.fork(stream)?,
             GraphOp::Alloc {
                 slot,
                 size,
                 from_pool,
-            } => self.alloc(slot, size, from_pool)?,
-            GraphOp::Fill { slot, value } => {
-                let Some(buffer) = self.in_capture(slot) else {
+                lane,
+            } => self.alloc(slot, size, from_pool, lane)?,
+            GraphOp::Fill { slot, value, lane } => {
+                if self.in_capture(slot).is_none() {
                     return Ok(());
-                };
-                let len = buffer.buffer.len();
-                self.capturer()
-                    .fill(&buffer.buffer, 0, len, value)
+                }
+                let stream = self.lane(lane);
+                self.order(stream, &[slot])?;
+                let buffer = &self.slots[&slot].buffer;
+                let len = buffer.len();
+                self.streams[stream]
+                    .fill(buffer, 0, len, value)
                     .map_err(fail)?;
                 self.write(slot, |_| Content::uniform(len, Byte::Const(value)));
             }
-            GraphOp::Load { slot } => {
-                let Some(buffer) = self.in_capture(slot) else {
+            GraphOp::Load { slot, lane } => {
+                if self.in_capture(slot).is_none() {
                     return Ok(());
-                };
+                }
+                let stream = self.lane(lane);
+                self.order(stream, &[slot])?;
+                let buffer = &self.slots[&slot];
                 let len = buffer.buffer.len();
                 let input = &self.records[buffer.record].input;
-                self.capturer()
+                self.streams[stream]
                     .copy_host_to_device(&buffer.buffer, 0, input, 0, len)
                     .map_err(fail)?;
                 self.write(slot, |_| Content::uniform(len, Byte::Input));
             }
-            GraphOp::Copy { from, to } => {
-                let (Some(source), Some(target)) = (self.in_capture(from), self.in_capture(to))
-                else {
-                    return Ok(());
-                };
-                if from == to {
+            GraphOp::Copy { from, to, lane } => {
+                if from == to || self.in_capture(from).is_none() || self.in_capture(to).is_none() {
                     return Ok(());
                 }
+                let stream = self.lane(lane);
+                self.order(stream, &[from, to])?;
+                let (source, target) = (&self.slots[&from], &self.slots[&to]);
                 let n = source.buffer.len().min(target.buffer.len());
-                self.capturer()
+                self.streams[stream]
                     .copy_device_to_device(&target.buffer, 0, &source.buffer, 0, n)
                     .map_err(fail)?;
                 let source_content = source.content.clone();
@@ -466,16 +522,16 @@ impl<'a> Captures<'a> {
                 self.records[record].model.blocks[source_block].in_graph = true;
                 self.write(to, |old| old.with_prefix(&source_content, n));
             }
-            GraphOp::Read { slot } => {
-                let Some(buffer) = self.in_capture(slot) else {
+            GraphOp::Read { slot, lane } => {
+                if self.in_capture(slot).is_none() {
                     return Ok(());
-                };
+                }
+                let stream = self.lane(lane);
+                self.order(stream, &[slot])?;
+                let buffer = &self.slots[&slot];
                 let len = buffer.buffer.len();
-                let capturing = self.capturing().unwrap_or(0);
-                let host = self.streams[(capturing + 1) % STREAMS]
-                    .alloc_host(len)
-                    .map_err(fail)?;
-                self.capturer()
+                let host = self.checker.alloc_host(len).map_err(fail)?;
+                self.streams[stream]
                     .copy_device_to_host(&host, 0, &buffer.buffer, 0, len)
                     .map_err(fail)?;
                 let (record, block, content) =
@@ -507,10 +563,6 @@ impl<'a> Captures<'a> {
         self.check_bounds()
     }
 
-    fn capturer(&self) -> &Stream {
-        &self.streams[self.capturing().expect("a capture runs")]
-    }
-
     /// Captured work wrote the slot's buffer (its block is now the graph's).
     fn write(&mut self, slot: usize, content: impl FnOnce(&Content) -> Content) {
         let buffer = self.slots.get_mut(&slot).expect("a buffer in the slot");
@@ -524,7 +576,7 @@ impl<'a> Captures<'a> {
         }
         let capturer = &self.streams[stream];
         let before = capturer.record_event().map_err(fail)?;
-        let input = capturer.alloc_host(INPUT_LEN).map_err(fail)?;
+        let input = self.checker.alloc_host(INPUT_LEN).map_err(fail)?;
         let input_value = self.fresh_input();
         input
             .write(0, &vec![input_value; INPUT_LEN])
@@ -551,20 +603,44 @@ impl<'a> Captures<'a> {
         });
         self.coverage.captures += 1;
         self.running = Some(Running {
-            stream,
+            members: vec![Member { stream, before }],
             record: self.records.len() - 1,
-            before,
         });
         Ok(())
     }
 
-    fn alloc(&mut self, slot: usize, size: usize, from_pool: bool) -> Result<(), TestCaseError> {
+    fn fork(&mut self, stream: usize) -> Result<(), TestCaseError> {
+        let Some(running) = &mut self.running else {
+            return Ok(());
+        };
+        if running.members.iter().any(|m| m.stream == stream) {
+            return Ok(());
+        }
+        let forked = &self.streams[stream];
+        let before = forked.record_event().map_err(fail)?;
+        let fork = self.streams[running.members[0].stream]
+            .record_event()
+            .map_err(fail)?;
+        forked.wait_event(&fork).map_err(fail)?;
+        running.members.push(Member { stream, before });
+        self.coverage.forks += 1;
+        Ok(())
+    }
+
+    fn alloc(
+        &mut self,
+        slot: usize,
+        size: usize,
+        from_pool: bool,
+        lane: usize,
+    ) -> Result<(), TestCaseError> {
         let Some(running) = &self.running else {
             return Ok(());
         };
         let record = running.record;
         self.free(slot);
-        let capturer = self.capturer();
+        let stream = self.lane(lane);
+        let capturer = &self.streams[stream];
         let len = SIZES[size];
         let buffer = if from_pool {
             capturer.alloc_from(self.pool, len)
@@ -581,6 +657,9 @@ impl<'a> Captures<'a> {
                 record,
                 block,
                 content: Content::uniform(len, Byte::Unknown),
+                // Stream-ordered allocation: work on other streams of the capture waits for
+                // the allocating stream first (a reuse is ordered on that stream).
+                last_stream: Some(stream),
             },
         );
         Ok(())
@@ -596,7 +675,13 @@ impl<'a> Captures<'a> {
         let Some(running) = self.running.take() else {
             return Ok(());
         };
-        let graph = self.streams[running.stream].end_capture().map_err(fail)?;
+        let origin = &self.streams[running.members[0].stream];
+        for member in &running.members[1..] {
+            origin
+                .wait_stream(&self.streams[member.stream])
+                .map_err(fail)?;
+        }
+        let graph = origin.end_capture().map_err(fail)?;
         let record = &mut self.records[running.record];
         let pool = graph.memory_pool().map_err(fail)?;
         prop_assert!(
@@ -611,7 +696,7 @@ impl<'a> Captures<'a> {
 
     fn launch(&mut self, graph: usize, stream: usize, gated: bool) -> Result<(), TestCaseError> {
         let live = self.live_graphs();
-        if live.is_empty() || self.capturing() == Some(stream) {
+        if live.is_empty() || self.members().contains(&stream) {
             return Ok(());
         }
         let index = live[graph % live.len()];
@@ -706,26 +791,25 @@ impl<'a> Captures<'a> {
         Ok(())
     }
 
-    /// Waits for the capturing stream's work from before its capture (a drain cannot
+    /// Waits for the work of the capture's streams from before they took part (a drain cannot
     /// synchronize a capturing stream).
     pub fn wait_for_work_before_capture(&self) -> Result<(), TestCaseError> {
-        if let Some(running) = &self.running {
-            running.before.synchronize().map_err(fail)?;
+        for member in self.running.iter().flat_map(|running| &running.members) {
+            member.before.synchronize().map_err(fail)?;
         }
         Ok(())
     }
 
-    /// Every stream but the capturing one has drained, and the capturing one's work from
-    /// before its capture ([`Captures::wait_for_work_before_capture`]): checks the last replay
-    /// of every graph, every kept buffer's data and every capture's pool exactly.
+    /// Every stream but the capture's has drained, and the capture's streams' work from before
+    /// it ([`Captures::wait_for_work_before_capture`]): checks the last replay of every graph,
+    /// every kept buffer's data and every capture's pool exactly.
     pub fn drain(&mut self) -> Result<(), TestCaseError> {
         self.coverage.drains_in_capture += u64::from(self.running.is_some());
         for index in 0..self.records.len() {
             self.check_outputs(index)?;
         }
         let place = self.place;
-        let reader_index = self.capturing().map_or(0, |c| (c + 1) % STREAMS);
-        let reader = &self.streams[reader_index];
+        let reader = &self.checker;
         for (slot, buffer) in &self.slots {
             let record = &self.records[buffer.record];
             let Some(input) = record.last_input.filter(|_| !record.model.capturing) else {
