@@ -432,9 +432,18 @@ impl<'a> Captures<'a> {
         members[lane % members.len()].stream
     }
 
-    /// Orders captured work on `stream` touching the slots' buffers after the captured work
-    /// that touched them last on other streams of the capture.
-    fn order(&mut self, stream: usize, slots: &[usize]) -> Result<(), TestCaseError> {
+    /// The stream `lane` picks for a captured step on the slots' buffers, ordered after the
+    /// captured work that allocated or touched them last on other streams of the capture;
+    /// `None` (nothing done) unless every slot holds a buffer of the running capture.
+    fn captured_step(
+        &mut self,
+        slots: &[usize],
+        lane: usize,
+    ) -> Result<Option<usize>, TestCaseError> {
+        if slots.iter().any(|&slot| self.in_capture(slot).is_none()) {
+            return Ok(None);
+        }
+        let stream = self.lane(lane);
         for slot in slots {
             let buffer = self.slots.get_mut(slot).expect("a buffer in the slot");
             if let Some(last) = buffer.last_stream.filter(|&last| last != stream) {
@@ -444,7 +453,7 @@ impl<'a> Captures<'a> {
             }
             buffer.last_stream = Some(stream);
         }
-        Ok(())
+        Ok(Some(stream))
     }
 
     /// A fresh input value, never one a fill writes (those are below 128).
@@ -479,11 +488,9 @@ impl<'a> Captures<'a> {
                 lane,
             } => self.alloc(slot, size, from_pool, lane)?,
             GraphOp::Fill { slot, value, lane } => {
-                if self.in_capture(slot).is_none() {
+                let Some(stream) = self.captured_step(&[slot], lane)? else {
                     return Ok(());
-                }
-                let stream = self.lane(lane);
-                self.order(stream, &[slot])?;
+                };
                 let buffer = &self.slots[&slot].buffer;
                 let len = buffer.len();
                 self.streams[stream]
@@ -492,11 +499,9 @@ impl<'a> Captures<'a> {
                 self.write(slot, |_| Content::uniform(len, Byte::Const(value)));
             }
             GraphOp::Load { slot, lane } => {
-                if self.in_capture(slot).is_none() {
+                let Some(stream) = self.captured_step(&[slot], lane)? else {
                     return Ok(());
-                }
-                let stream = self.lane(lane);
-                self.order(stream, &[slot])?;
+                };
                 let buffer = &self.slots[&slot];
                 let len = buffer.buffer.len();
                 let input = &self.records[buffer.record].input;
@@ -506,11 +511,12 @@ impl<'a> Captures<'a> {
                 self.write(slot, |_| Content::uniform(len, Byte::Input));
             }
             GraphOp::Copy { from, to, lane } => {
-                if from == to || self.in_capture(from).is_none() || self.in_capture(to).is_none() {
+                if from == to {
                     return Ok(());
                 }
-                let stream = self.lane(lane);
-                self.order(stream, &[from, to])?;
+                let Some(stream) = self.captured_step(&[from, to], lane)? else {
+                    return Ok(());
+                };
                 let (source, target) = (&self.slots[&from], &self.slots[&to]);
                 let n = source.buffer.len().min(target.buffer.len());
                 self.streams[stream]
@@ -523,11 +529,9 @@ impl<'a> Captures<'a> {
                 self.write(to, |old| old.with_prefix(&source_content, n));
             }
             GraphOp::Read { slot, lane } => {
-                if self.in_capture(slot).is_none() {
+                let Some(stream) = self.captured_step(&[slot], lane)? else {
                     return Ok(());
-                }
-                let stream = self.lane(lane);
-                self.order(stream, &[slot])?;
+                };
                 let buffer = &self.slots[&slot];
                 let len = buffer.buffer.len();
                 let host = self.checker.alloc_host(len).map_err(fail)?;
