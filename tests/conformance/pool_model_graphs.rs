@@ -3,8 +3,9 @@
 //! streams into it, allocate graph buffers on any of them (from the program's pool or the
 //! default one: both must take the capture's private memory), fill, load, copy, read out and
 //! drop them, end the capture, launch the graph on any of its streams (gated or not), keep
-//! buffers past the graph, and drop graphs and buffers in any order. The rules checked are `devstream_core::graph_memory`'s. Captures are
-//! `Relaxed`, so that the program's other steps go on from the same thread meanwhile.
+//! buffers past the graph, and drop graphs and buffers in any order. The rules checked are
+//! `devstream_core::graph_memory`'s. Captures are `Relaxed`, so that the program's other steps
+//! go on from the same thread meanwhile.
 //!
 //! Memory. The model follows every block of a capture's pool: a buffer dropped during the
 //! capture caches its block, the next allocation of its size class takes the block cached last;
