@@ -413,7 +413,8 @@ fn pool_programs_obey_the_model() {
             None => String::new(),
         };
         eprintln!(
-            "[conformance] pool_model on {place}: {cases} programs in {:.2?} ({rounding:?}{captures})",
+            "[conformance] pool_model on {place}: {cases} programs in {:.2?} \
+             ({rounding:?}{captures})",
             started.elapsed()
         );
         Ok(())
