@@ -48,6 +48,7 @@ mod hostile;
 mod hostile_lifetimes;
 mod model;
 mod pool_model;
+mod pool_model_graphs;
 mod pools;
 mod pools_capture;
 mod semantics;

@@ -15,20 +15,29 @@
 //! after everything is dropped and drained, `reserved ≤ threshold` and after `trim(0)` nothing is
 //! reserved.
 //!
-//! Captures are not part of the programs: allocation inside a capture is not supported yet.
+//! Where `capture_alloc` is on, programs also capture and replay (`pool_model_graphs`): while
+//! streams capture, the other steps leave them alone, allocations in the capture must not touch
+//! the program's pool, and a drain waits for the capturing streams' work from before the
+//! capture instead of synchronizing them.
 
 use crate::harness::{caps, for_each_place, not_applicable, sync, wait_until, Gate, PATIENCE};
+use crate::pool_model_graphs::{
+    graph_op_strategy, learn_graph_classes, Captures, Coverage, GraphOp,
+};
 use devstream::{DeviceBuffer, HostBuffer, MemoryPool, Place, PoolOptions, PoolStats, Stream};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-const STREAMS: usize = 3;
+pub(crate) const STREAMS: usize = 3;
 const SLOTS: usize = 6;
 const MAX_OPS: usize = 32;
+/// Programs with captures are longer: a capture and its replays take several steps.
+const MAX_OPS_WITH_CAPTURES: usize = 96;
 const MIN_CASES: u32 = 48;
 /// The sizes programs allocate: below, at and above size-class edges, and one large class.
-const SIZES: [usize; 7] = [1, 300, 512, 4096, 4100, 64 << 10, (1 << 20) + 4];
+pub(crate) const SIZES: [usize; 7] = [1, 300, 512, 4096, 4100, 64 << 10, (1 << 20) + 4];
 
 /// One operation. Stream and slot numbers are reduced modulo their counts.
 #[derive(Clone, Debug)]
@@ -50,10 +59,12 @@ enum Op {
     Release,
     /// Releases every gate, drains every stream and checks the model exactly.
     Drain,
+    /// A step of captures and replays (places with `capture_alloc` only).
+    Graph(GraphOp),
 }
 
-fn op_strategy() -> BoxedStrategy<Op> {
-    prop_oneof![
+fn op_strategy(captures: bool) -> BoxedStrategy<Op> {
+    let pool_ops = prop_oneof![
         4 => (0..SLOTS, 0..STREAMS, 0..SIZES.len())
             .prop_map(|(slot, stream, size)| Op::Alloc { slot, stream, size }),
         3 => (0..SLOTS, 0..STREAMS).prop_map(|(slot, stream)| Op::Read { slot, stream }),
@@ -61,15 +72,28 @@ fn op_strategy() -> BoxedStrategy<Op> {
         2 => (0..STREAMS).prop_map(|stream| Op::Gate { stream }),
         1 => Just(Op::Release),
         1 => Just(Op::Drain),
-    ]
-    .boxed()
+    ];
+    if captures {
+        prop_oneof![
+            14 => pool_ops,
+            20 => graph_op_strategy().prop_map(Op::Graph),
+        ]
+        .boxed()
+    } else {
+        pool_ops.boxed()
+    }
 }
 
 /// A program: the pool's release threshold (`true`: keep everything) and its operations.
-fn program_strategy() -> impl Strategy<Value = (bool, Vec<Op>)> {
+fn program_strategy(captures: bool) -> impl Strategy<Value = (bool, Vec<Op>)> {
+    let max_ops = if captures {
+        MAX_OPS_WITH_CAPTURES
+    } else {
+        MAX_OPS
+    };
     (
         any::<bool>(),
-        prop::collection::vec(op_strategy(), 1..MAX_OPS),
+        prop::collection::vec(op_strategy(captures), 1..max_ops),
     )
 }
 
@@ -91,7 +115,7 @@ fn settled(pool: &MemoryPool, live: u64) -> Result<PoolStats, TestCaseError> {
     pool.stats().map_err(fail)
 }
 
-fn fail(error: devstream::Error) -> TestCaseError {
+pub(crate) fn fail(error: devstream::Error) -> TestCaseError {
     TestCaseError::fail(error.to_string())
 }
 
@@ -129,10 +153,14 @@ struct Read {
     value: u8,
 }
 
-/// Runs one program on `place` and checks it against the model.
+/// Runs one program on `place` and checks it against the model (`graph_classes`: how the
+/// place's capture pools round `SIZES`, where `capture_alloc` is on); adds what its captures
+/// exercised to `coverage`.
 fn run_program(
     place: &Place,
     rounding: &Rounding,
+    graph_classes: Option<&[u64; SIZES.len()]>,
+    coverage: &RefCell<Coverage>,
     keep_all: bool,
     ops: &[Op],
 ) -> Result<(), TestCaseError> {
@@ -152,6 +180,10 @@ fn run_program(
     let mut next_value: u8 = 0;
     // Dropped buffers whose memory may not be back yet (their work may not have run).
     let mut freed_since_drain = 0u64;
+    let mut captures = graph_classes
+        .map(|classes| Captures::new(place, classes, &pool, &streams))
+        .transpose()
+        .map_err(fail)?;
 
     let check_bounds = |slots: &BTreeMap<usize, Live>, freed: u64| -> Result<(), TestCaseError> {
         let stats = pool.stats().map_err(fail)?;
@@ -175,7 +207,15 @@ fn run_program(
     };
 
     for op in ops {
+        let capturing = captures.as_ref().map_or_else(Vec::new, Captures::members);
         match *op {
+            // The streams of a capture take only the capture's own steps.
+            Op::Alloc { stream, .. } | Op::Gate { stream } if capturing.contains(&stream) => {}
+            Op::Read { slot, stream }
+                if capturing.contains(&stream)
+                    || slots
+                        .get(&slot)
+                        .is_some_and(|live| capturing.contains(&live.owner)) => {}
             Op::Alloc { slot, stream, size } => {
                 if slots.remove(&slot).is_some() {
                     freed_since_drain += 1;
@@ -231,16 +271,33 @@ fn run_program(
             Op::Release => gates.clear(),
             Op::Drain => {
                 gates.clear();
-                drain(place, &pool, rounding, &streams, &slots, &mut reads)?;
+                if let Some(captures) = &captures {
+                    captures.wait_for_work_before_capture()?;
+                }
+                drain(
+                    place, &pool, rounding, &streams, &capturing, &slots, &mut reads,
+                )?;
+                if let Some(captures) = &mut captures {
+                    captures.drain()?;
+                }
                 freed_since_drain = 0;
+            }
+            Op::Graph(ref step) => {
+                if let Some(captures) = &mut captures {
+                    captures.apply(step, !gates.is_empty())?;
+                }
             }
         }
         check_bounds(&slots, freed_since_drain)?;
     }
 
     gates.clear();
+    if let Some(captures) = &mut captures {
+        coverage.borrow_mut().add(&captures.finish()?);
+    }
+    drop(captures);
     slots.clear();
-    drain(place, &pool, rounding, &streams, &slots, &mut reads)?;
+    drain(place, &pool, rounding, &streams, &[], &slots, &mut reads)?;
     let drained = pool.stats().map_err(fail)?;
     prop_assert!(
         drained.reserved_bytes <= threshold,
@@ -258,18 +315,22 @@ fn run_program(
     Ok(())
 }
 
-/// Drains every stream, checks every read so far by its data, and the pool's statistics
-/// against the live buffers.
+/// Drains every stream (but the `capturing` ones, whose work from before the capture the
+/// caller waits for), checks every read so far by its data, and the pool's statistics against
+/// the live buffers.
 fn drain(
     place: &Place,
     pool: &MemoryPool,
     rounding: &Rounding,
     streams: &[Stream],
+    capturing: &[usize],
     slots: &BTreeMap<usize, Live>,
     reads: &mut Vec<Read>,
 ) -> Result<(), TestCaseError> {
-    for stream in streams {
-        sync(stream).map_err(fail)?;
+    for (i, stream) in streams.iter().enumerate() {
+        if !capturing.contains(&i) {
+            sync(stream).map_err(fail)?;
+        }
     }
     for read in reads.drain(..) {
         let got = read.host.to_vec().map_err(fail)?;
@@ -317,6 +378,11 @@ fn pool_programs_obey_the_model() {
             return Ok(());
         }
         let rounding = learn_rounding(place)?;
+        let graph_classes = if caps(place).capture_alloc {
+            Some(learn_graph_classes(place)?)
+        } else {
+            None
+        };
         let defaults = Config::default();
         let config = Config {
             cases: defaults.cases.max(MIN_CASES),
@@ -327,8 +393,11 @@ fn pool_programs_obey_the_model() {
         let cases = config.cases;
         let started = std::time::Instant::now();
         let mut runner = TestRunner::new(config);
-        match runner.run(&program_strategy(), |(keep_all, ops)| {
-            run_program(place, &rounding, keep_all, &ops)
+        let strategy = program_strategy(graph_classes.is_some());
+        let coverage = RefCell::new(Coverage::default());
+        match runner.run(&strategy, |(keep_all, ops)| {
+            let classes = graph_classes.as_ref();
+            run_program(place, &rounding, classes, &coverage, keep_all, &ops)
         }) {
             Ok(()) => {}
             Err(TestError::Fail(reason, program)) => {
@@ -336,8 +405,16 @@ fn pool_programs_obey_the_model() {
             }
             Err(TestError::Abort(reason)) => panic!("pool model aborted: {reason}"),
         }
+        let captures = match graph_classes {
+            Some(classes) => format!(
+                ", capture pool classes {classes:?}, {:?}",
+                coverage.into_inner()
+            ),
+            None => String::new(),
+        };
         eprintln!(
-            "[conformance] pool_model on {place}: {cases} programs in {:.2?} ({rounding:?})",
+            "[conformance] pool_model on {place}: {cases} programs in {:.2?} \
+             ({rounding:?}{captures})",
             started.elapsed()
         );
         Ok(())

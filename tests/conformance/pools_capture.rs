@@ -502,3 +502,29 @@ fn graph_memory_survives_racing_drops_and_launches() {
         Ok(())
     });
 }
+
+/// A block dropped during the capture and left cached when it ends stays with the graph (its
+/// captured work uses it) and counts as used from then on: the peak of used bytes covers it.
+#[test]
+fn a_graph_pool_peak_covers_blocks_cached_when_the_capture_ends() {
+    for_each_place(|place| {
+        if !allocates_in_captures(place) {
+            return Ok(());
+        }
+        let stream = Stream::new(place)?;
+        stream.begin_capture(CaptureMode::ThreadLocal)?;
+        let small = stream.alloc(1)?;
+        stream.fill(&small, 0, 1, 5)?;
+        drop(small);
+        let large = stream.alloc(LEN)?;
+        stream.fill(&large, 0, LEN, 6)?;
+        let graph = stream.end_capture()?;
+        let ended = graph.memory_pool()?.stats()?;
+        assert!(
+            ended.used_bytes > LEN as u64 && ended.peak_used_bytes >= ended.used_bytes,
+            "{place}: after the capture, the small buffer's block is the graph's: {ended:?}"
+        );
+        drop((graph, large));
+        Ok(())
+    });
+}

@@ -155,10 +155,15 @@ impl<B, A> GraphMemory<B, A> {
     /// The capture ended (with a graph or not): nothing is reused any more. Returns the cached
     /// blocks with what their reuse would have followed, for the caller to let go of outside
     /// any lock.
+    ///
+    /// Cached blocks count as used from now on (those the graph's work holds stay, the others
+    /// are released as the caller lets go of them), so the peak of used bytes rises to what is
+    /// reserved now: it never reads below `used_bytes`.
     pub fn end_capture(&self) -> Vec<(B, A)> {
         let mut state = crate::sync::lock(&self.state);
         state.capturing = false;
         state.cached = 0;
+        state.peak_used = state.peak_used.max(state.reserved);
         std::mem::take(&mut state.cache)
             .into_values()
             .flatten()
@@ -260,7 +265,15 @@ mod tests {
         assert_eq!(memory.take(2048), Some((1, ())));
         assert_eq!(memory.stats().unwrap().used_bytes, 3072);
         assert_eq!(memory.dropped(2048, 1, Some(())), None);
+        memory.reset_peak().unwrap();
+        assert_eq!(memory.stats().unwrap().peak_used_bytes, 1024);
         assert_eq!(memory.end_capture(), vec![(1, ())]);
+        let ended = memory.stats().unwrap();
+        assert_eq!(
+            (ended.used_bytes, ended.peak_used_bytes),
+            (3072, 3072),
+            "a block cached when the capture ends counts as used, in the peak too"
+        );
         assert_eq!(
             memory.take(2048),
             None,
