@@ -11,9 +11,12 @@
 //!   memory the graph's replays use: its address is fixed when it is allocated.
 //! * **Reuse inside the capture.** A buffer dropped during the capture gives its memory back to
 //!   the capture's pool; a later allocation of the same size class in the same capture takes it,
-//!   and the backend orders the captured work of the new buffer after every captured operation
-//!   submitted before the drop (on every stream of the capture), so that on replay the new
-//!   buffer's work never overlaps the old one's.
+//!   and the backend orders the allocating stream's next captured operation after every
+//!   captured operation submitted before the drop (on every stream of the capture), so that on
+//!   replay the new buffer's work on that stream, and work ordered after it, never overlaps the
+//!   old one's. As for any stream-ordered allocation, another stream uses the new buffer only
+//!   after it waits for the allocating stream (an event recorded there after the allocation,
+//!   or `wait_stream`).
 //! * **Lifetime.** Once the capture ends nothing is reused any more: every block stays with the
 //!   graph and with the buffers that still hold it, and goes back to the system when the last
 //!   of them (the graph, its clones, the buffers) is dropped. A buffer that outlives its graph
