@@ -9,6 +9,10 @@
 //! event's `synchronize` and then submits that host function. The gate opens 200 µs after the
 //! setup (the fence thread is parked by then), and the latency is the second stamp minus the
 //! first. Both run in the same process, alternating in blocks of 50; p50 and p99 per pair.
+//! A second round makes the consumer's next work a flag write instead, stamped by a host
+//! thread spinning on the flag: on CUDA and HIP a host function queued behind a wait is
+//! started by the device some tens of microseconds after the wait ends, which the first round
+//! counts in the hand-off and the second does not.
 //!
 //! **Pipeline throughput.** `examples/common/hetero.rs`: a CPU stream produces chunks, the
 //! device stages transform them, a CPU stream checks them, handed on by waits or by host fences,
@@ -57,12 +61,43 @@ impl Clock {
     }
 }
 
+/// How the consumer's next work shows that it started.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stamp {
+    /// A host function that stamps the time it runs (for a CUDA/HIP consumer this includes
+    /// the runtime's start of a host function, which the device triggers after a wait).
+    HostFunction,
+    /// A flag write (a stream memory op on CUDA/HIP, in stream order everywhere) that a host
+    /// thread spinning on the flag stamps when it sees it.
+    FlagWrite,
+}
+
 /// What the fence thread is asked to do: block in the event's `synchronize`, then submit the
-/// stamping host function to the consumer and wait for it.
+/// consumer's stamped work and wait for it.
 struct FenceJob {
     awaited: Event,
     consumer: Stream,
+    next: NextWork,
+}
+
+/// The consumer's next work of one sample.
+#[derive(Clone)]
+struct NextWork {
+    stamp: Stamp,
     started: Arc<AtomicU64>,
+    signal: Flag,
+    value: u32,
+    clock: Clock,
+}
+
+impl NextWork {
+    /// Submits it to `consumer`.
+    fn submit(&self, consumer: &Stream) -> devstream::Result<()> {
+        match self.stamp {
+            Stamp::HostFunction => consumer.launch_host_func(self.clock.stamp(&self.started)),
+            Stamp::FlagWrite => consumer.write_flag(&self.signal, self.value),
+        }
+    }
 }
 
 /// One ordered pair under measurement.
@@ -70,6 +105,8 @@ struct Pair {
     producer: Stream,
     consumer: Stream,
     gate: Flag,
+    /// Written by the consumer's next work in [`Stamp::FlagWrite`] samples.
+    signal: Flag,
     value: u32,
     clock: Clock,
     completed: Arc<AtomicU64>,
@@ -82,12 +119,10 @@ impl Pair {
     fn new(producer: &Place, consumer: &Place, clock: &Clock) -> devstream::Result<Pair> {
         let (fence_jobs, jobs) = channel::<FenceJob>();
         let (done, fence_done) = channel();
-        let fence_clock = clock.clone();
         std::thread::spawn(move || {
             for job in jobs {
                 let result = job.awaited.synchronize().and_then(|()| {
-                    job.consumer
-                        .launch_host_func(fence_clock.stamp(&job.started))?;
+                    job.next.submit(&job.consumer)?;
                     job.consumer.synchronize()
                 });
                 if done.send(result).is_err() {
@@ -99,6 +134,7 @@ impl Pair {
             producer: Stream::new(producer)?,
             consumer: Stream::new(consumer)?,
             gate: Flag::new(producer)?,
+            signal: Flag::new(consumer)?,
             value: 0,
             clock: clock.clone(),
             completed: Arc::new(AtomicU64::new(0)),
@@ -109,23 +145,45 @@ impl Pair {
     }
 
     /// One hand-off; answers its latency in ns.
-    fn sample(&mut self, handoff: Handoff) -> devstream::Result<f64> {
+    fn sample(&mut self, handoff: Handoff, stamp: Stamp) -> devstream::Result<f64> {
         self.value += 1;
         self.producer.wait_flag(&self.gate, self.value)?;
         self.producer
             .launch_host_func(self.clock.stamp(&self.completed))?;
         let awaited = self.producer.record_event()?;
+        let next = NextWork {
+            stamp,
+            started: Arc::clone(&self.started),
+            signal: self.signal.clone(),
+            value: self.value,
+            clock: self.clock.clone(),
+        };
+        // The host thread that stamps a flag write: it spins on the flag from now on.
+        let watcher = (stamp == Stamp::FlagWrite).then(|| {
+            let (signal, value, clock, started) = (
+                self.signal.clone(),
+                self.value,
+                self.clock.clone(),
+                Arc::clone(&self.started),
+            );
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while signal.get() < value && Instant::now() < deadline {
+                    std::hint::spin_loop();
+                }
+                started.store(clock.base.elapsed().as_nanos() as u64, Ordering::SeqCst);
+            })
+        });
         match handoff {
             Handoff::Wait => {
                 self.consumer.wait_event(&awaited)?;
-                self.consumer
-                    .launch_host_func(self.clock.stamp(&self.started))?;
+                next.submit(&self.consumer)?;
             }
             Handoff::Fence => {
                 let job = FenceJob {
                     awaited,
                     consumer: self.consumer.clone(),
-                    started: Arc::clone(&self.started),
+                    next,
                 };
                 if self.fence_jobs.send(job).is_err() {
                     return Err(devstream::Error::InvalidArgument(
@@ -141,6 +199,11 @@ impl Pair {
             Handoff::Fence => self.fence_done.recv().map_err(|_| {
                 devstream::Error::InvalidArgument("the fence thread is gone".into())
             })??,
+        }
+        if let Some(watcher) = watcher {
+            watcher.join().map_err(|_| {
+                devstream::Error::InvalidArgument("the flag watcher panicked".into())
+            })?;
         }
         let (completed, started) = (
             self.completed.load(Ordering::SeqCst),
@@ -159,58 +222,75 @@ fn handoffs(places: &[Place], samples: usize, rows: &mut Vec<Row>) -> Result<(),
     let clock = Clock {
         base: Instant::now(),
     };
-    println!(
-        "hand-off latency, {samples} samples per mode, alternating in blocks of {BLOCK} (µs):"
-    );
-    for producer in places.iter().filter(|p| can_hand_off(p)) {
-        for consumer in places.iter().filter(|p| can_hand_off(p)) {
-            if backend_key(producer) == backend_key(consumer) {
-                continue;
-            }
-            let mut pair = Pair::new(producer, consumer, &clock)?;
-            for handoff in [Handoff::Wait, Handoff::Fence] {
-                for _ in 0..BLOCK {
-                    pair.sample(handoff)?; // warm-up
+    for (stamp, what) in [
+        (
+            Stamp::HostFunction,
+            "next work: a host function that stamps the time",
+        ),
+        (
+            Stamp::FlagWrite,
+            "next work: a flag write, stamped by a host thread spinning on the flag",
+        ),
+    ] {
+        println!(
+            "hand-off latency ({what}), {samples} samples per mode, alternating in blocks of \
+             {BLOCK} (µs):"
+        );
+        for producer in places.iter().filter(|p| can_hand_off(p)) {
+            for consumer in places.iter().filter(|p| can_hand_off(p)) {
+                if backend_key(producer) == backend_key(consumer) {
+                    continue;
                 }
-            }
-            let (mut waits, mut fences) = (Vec::new(), Vec::new());
-            while waits.len() < samples {
-                for _ in 0..BLOCK {
-                    waits.push(pair.sample(Handoff::Wait)?);
+                let mut pair = Pair::new(producer, consumer, &clock)?;
+                for handoff in [Handoff::Wait, Handoff::Fence] {
+                    for _ in 0..BLOCK {
+                        pair.sample(handoff, stamp)?; // warm-up
+                    }
                 }
-                for _ in 0..BLOCK {
-                    fences.push(pair.sample(Handoff::Fence)?);
+                let (mut waits, mut fences) = (Vec::new(), Vec::new());
+                while waits.len() < samples {
+                    for _ in 0..BLOCK {
+                        waits.push(pair.sample(Handoff::Wait, stamp)?);
+                    }
+                    for _ in 0..BLOCK {
+                        fences.push(pair.sample(Handoff::Fence, stamp)?);
+                    }
                 }
-            }
-            waits.sort_by(f64::total_cmp);
-            fences.sort_by(f64::total_cmp);
-            let name = format!("{producer} → {consumer}");
-            let (w50, w99, f50, f99) = (
-                percentile(&waits, 0.5),
-                percentile(&waits, 0.99),
-                percentile(&fences, 0.5),
-                percentile(&fences, 0.99),
-            );
-            println!(
-                "  {name:<34} wait p50 {:>8.1} p99 {:>8.1}   host fence p50 {:>8.1} p99 {:>8.1}   \
-                 p50 ratio {:.2}",
-                w50 / 1e3,
-                w99 / 1e3,
-                f50 / 1e3,
-                f99 / 1e3,
-                w50 / f50
-            );
-            for (label, ours, theirs) in [("p50", w50, f50), ("p99", w99, f99)] {
-                rows.push(Row {
-                    backend: "cross",
-                    op: format!("hand-off {label}: {name}"),
-                    devstream_ns: ours,
-                    baseline_ns: theirs,
-                    baseline: "host fence: Event::synchronize, then submit",
-                    target: 1.0,
-                });
+                waits.sort_by(f64::total_cmp);
+                fences.sort_by(f64::total_cmp);
+                let name = format!("{producer} → {consumer}");
+                let (w50, w99, f50, f99) = (
+                    percentile(&waits, 0.5),
+                    percentile(&waits, 0.99),
+                    percentile(&fences, 0.5),
+                    percentile(&fences, 0.99),
+                );
+                println!(
+                    "  {name:<34} wait p50 {:>8.1} p99 {:>8.1}   host fence p50 {:>8.1} p99 \
+                     {:>8.1}   p50 ratio {:.2}",
+                    w50 / 1e3,
+                    w99 / 1e3,
+                    f50 / 1e3,
+                    f99 / 1e3,
+                    w50 / f50
+                );
+                let kind = match stamp {
+                    Stamp::HostFunction => "",
+                    Stamp::FlagWrite => " (flag write)",
+                };
+                for (label, ours, theirs) in [("p50", w50, f50), ("p99", w99, f99)] {
+                    rows.push(Row {
+                        backend: "cross",
+                        op: format!("hand-off {label}{kind}: {name}"),
+                        devstream_ns: ours,
+                        baseline_ns: theirs,
+                        baseline: "host fence: Event::synchronize, then submit",
+                        target: 1.0,
+                    });
+                }
             }
         }
+        println!();
     }
     Ok(())
 }
