@@ -114,8 +114,12 @@ pub(crate) fn release_device_memory<A: RawApi>(
         users,
         Box::new(move || {
             if !stream_ordered {
-                // SAFETY: every user's queued work has completed.
-                let _ = unsafe { A::mem_free(ptr) };
+                device.outside_captures(Box::new(move || {
+                    if device.bind().is_ok() {
+                        // SAFETY: every user's queued work has completed.
+                        let _ = unsafe { A::mem_free(ptr) };
+                    }
+                }));
             } else if device.reclaim_frees.queue::<A>(device, &[], ptr).is_err() {
                 // Nothing was queued (no event to follow the free): freed untracked.
                 if let Ok(reclaim) = device.reclaim_stream() {

@@ -432,8 +432,7 @@ impl<A: RawApi> Device<A> {
                 // either is seen here or sees the new state and wakes the sweeper.
                 let pending = lock(&hub.pending);
                 let spinning = !pending.is_empty()
-                    && lock(&hub.spin_until)
-                        .is_some_and(|until| std::time::Instant::now() < until);
+                    && lock(&hub.spin_until).is_some_and(|until| std::time::Instant::now() < until);
                 let (state, wait) = if pending.is_empty() {
                     (IDLE, None)
                 } else if spinning {

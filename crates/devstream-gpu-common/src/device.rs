@@ -129,7 +129,7 @@ pub fn device_of<A: RawApi>(place: &Place) -> Result<&'static Device<A>> {
     Runtime::<A>::get()?.device(ordinal)
 }
 
-type DeferredAction = Box<dyn FnOnce() + Send>;
+pub(crate) type DeferredAction = Box<dyn FnOnce() + Send>;
 
 /// How many idle native streams a device keeps for reuse.
 const STREAM_POOL_SIZE: usize = 32;
@@ -190,6 +190,10 @@ pub struct Device<A: RawApi> {
     deferred: Mutex<Vec<Deferred<A>>>,
     /// Entries in `deferred` (read without the lock).
     pending: AtomicUsize,
+    /// Synchronous frees held while a capture begun through devstream may be active on the
+    /// device (see [`Device::outside_captures`]), and how many.
+    held_for_captures: Mutex<Vec<DeferredAction>>,
+    held_count: AtomicUsize,
     /// Captures begun through devstream on this device and not ended yet.
     pub(crate) active_captures: AtomicUsize,
     /// Set (for good) once a stream or event handle made elsewhere was wrapped on this device:
@@ -300,6 +304,8 @@ impl<A: RawApi> Device<A> {
             completions,
             deferred: Mutex::new(Vec::new()),
             pending: AtomicUsize::new(0),
+            held_for_captures: Mutex::new(Vec::new()),
+            held_count: AtomicUsize::new(0),
             active_captures: AtomicUsize::new(0),
             foreign_handles: std::sync::atomic::AtomicBool::new(false),
             capture_window: AtomicUsize::new(0),
@@ -341,9 +347,42 @@ impl<A: RawApi> Device<A> {
         self.capture_epoch.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Closes a capture window (after the native end, or a failed begin).
+    /// Closes a capture window (after the native end, or a failed begin); the last one runs
+    /// the frees held for captures.
     pub(crate) fn capture_window_close(&self) {
         self.capture_window.fetch_sub(1, Ordering::SeqCst);
+        self.run_held_for_captures();
+    }
+
+    /// Runs `free` (a synchronous free, `cuMemFree` / `hipFree`) now if no capture begun through
+    /// devstream may be active on the device, else once none is. A synchronous free
+    /// synchronizes the device implicitly, which the runtime answers by invalidating every
+    /// capture in progress on it, whatever the calling thread's capture mode (PyTorch's
+    /// allocator holds its frees while captures are underway for the same reason).
+    pub(crate) fn outside_captures(&self, free: DeferredAction) {
+        if self.capture_window.load(Ordering::SeqCst) == 0 {
+            free();
+            return;
+        }
+        devstream_core::sync::lock(&self.held_for_captures).push(free);
+        self.held_count.fetch_add(1, Ordering::SeqCst);
+        // The last window may have closed before the push: then nobody else runs it.
+        self.run_held_for_captures();
+    }
+
+    /// Runs the frees held for captures once no capture window is open.
+    fn run_held_for_captures(&self) {
+        if self.held_count.load(Ordering::SeqCst) == 0
+            || self.capture_window.load(Ordering::SeqCst) != 0
+            || crate::hostfn::in_host_function()
+        {
+            return;
+        }
+        let held = std::mem::take(&mut *devstream_core::sync::lock(&self.held_for_captures));
+        self.held_count.fetch_sub(held.len(), Ordering::SeqCst);
+        for free in held {
+            free();
+        }
     }
 
     /// The device's place.
@@ -550,6 +589,7 @@ impl<A: RawApi> Device<A> {
         if self.pending.load(Ordering::Acquire) != 0 {
             self.collect_pending();
         }
+        self.run_held_for_captures();
     }
 
     /// [`Device::collect`] with releases pending.

@@ -55,19 +55,21 @@ impl<A: RawApi> Drop for GraphBlock<A> {
         let (ptr, class, device) = (self.ptr, self.class, self.device);
         let memory = std::mem::take(&mut self.memory);
         crate::hostfn::release_off_callback(move || {
-            // devstream's own call: in Relaxed mode, so that no capture counts it as unsafe.
-            let _relaxed = CaptureModeGuard::<A>::relaxed();
-            if device.bind().is_err() {
-                return; // cannot free safely: leak rather than risk a use after free
-            }
-            // SAFETY: the block came from `mem_alloc`; every holder has let go, each only after
-            // the work that used the memory (buffers after their users' work, the graph after
-            // its last launch), so nothing uses it.
-            if unsafe { A::mem_free(ptr) }.is_ok() {
-                if let Some(memory) = memory.upgrade() {
-                    memory.released(class);
+            device.outside_captures(Box::new(move || {
+                // devstream's own call: in Relaxed mode, so that no capture counts it as unsafe.
+                let _relaxed = CaptureModeGuard::<A>::relaxed();
+                if device.bind().is_err() {
+                    return; // cannot free safely: leak rather than risk a use after free
                 }
-            }
+                // SAFETY: the block came from `mem_alloc`; every holder has let go, each only
+                // after the work that used the memory (buffers after their users' work, the
+                // graph after its last launch), so nothing uses it.
+                if unsafe { A::mem_free(ptr) }.is_ok() {
+                    if let Some(memory) = memory.upgrade() {
+                        memory.released(class);
+                    }
+                }
+            }));
         });
     }
 }

@@ -323,8 +323,16 @@ fn free_blocks<A: RawApi>(device: &'static Device<A>, blocks: Vec<CachedBlock<A>
             if idle.iter().any(|stream| Arc::ptr_eq(stream, &block.stream)) {
                 continue;
             }
-            // SAFETY: the stream is alive (the block holds it); its handle names it here.
-            if unsafe { A::stream_query(block.stream.release_handle()) }.is_ok() {
+            let raw = block.stream.release_handle();
+            // A capturing stream is never asked (the question would invalidate its capture):
+            // its blocks are freed after the capture, by the release path.
+            // SAFETY: the stream is alive (the block holds it); status and id only.
+            let capturing = unsafe { A::stream_capture_sequence(raw) }
+                .map_or(true, |(status, _)| {
+                    status != crate::raw::CaptureStatus::None
+                });
+            // SAFETY: as above; the stream does not capture.
+            if !capturing && unsafe { A::stream_query(raw) }.is_ok() {
                 idle.push(block.stream.clone());
             }
         }
