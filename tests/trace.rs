@@ -623,12 +623,9 @@ fn waits_across_backends_draw_flows_between_the_backends_tracks() {
     );
 }
 
-/// A pool's used and reserved bytes are a counter track: sampled when watched, after the
-/// allocation, and after the drain that returned the buffer; the default pool of `alloc` is
-/// watched without being named; the Chrome export has the samples as `"C"` events.
-#[test]
-fn pool_bytes_are_a_counter_track() {
-    let _turn = exclusive();
+/// Starts a recording that watches a new pool of the CPU place as "scratch" and takes a buffer
+/// of 1 MiB from it, fills it, drops it and drains: the stream and the pool, still recording.
+fn record_a_scratch_buffer() -> (Stream, MemoryPool) {
     let place = Place::Cpu;
     let stream = Stream::new(&place).unwrap();
     let keep_all = PoolOptions {
@@ -642,6 +639,17 @@ fn pool_bytes_are_a_counter_track() {
     stream.fill(&buffer, 0, 1 << 20, 1).unwrap();
     drop(buffer);
     stream.synchronize().unwrap();
+    (stream, pool)
+}
+
+/// A pool's used and reserved bytes are a counter track: sampled when watched, after the
+/// allocation, and after the drain that returned the buffer; the default pool of `alloc` is
+/// watched without being named; the Chrome export has the samples as `"C"` events.
+#[test]
+fn pool_bytes_are_a_counter_track() {
+    let _turn = exclusive();
+    let place = Place::Cpu;
+    let (stream, pool) = record_a_scratch_buffer();
     let from_default = stream.alloc(4096).unwrap();
     stream.fill(&from_default, 0, 4096, 2).unwrap();
     drop(from_default);
@@ -684,4 +692,82 @@ fn pool_bytes_are_a_counter_track() {
         })
         .collect();
     assert_eq!(counters, bytes);
+}
+
+/// The y coordinate of each sample in a step path `M x,y H x V y H x V y ... H x` (the path
+/// of a pool's counter in the SVG): the first point's, then one per `V`.
+fn step_levels(path: &str) -> Vec<f64> {
+    let d = path
+        .split(" d=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a path with d");
+    let mut levels = Vec::new();
+    let first = d.strip_prefix('M').expect("starts with M");
+    let y = first
+        .split(['H', 'V'])
+        .next()
+        .and_then(|point| point.split(',').nth(1))
+        .expect("M x,y");
+    levels.push(y.trim().parse().unwrap());
+    for part in d.split('V').skip(1) {
+        let y = part.split('H').next().unwrap();
+        levels.push(y.trim().parse().unwrap());
+    }
+    levels
+}
+
+/// The SVG draws each watched pool's used and reserved bytes as a step chart under the stream
+/// lanes, labelled with the pool's name and peak: one step per sample, at the heights the
+/// samples' bytes give.
+#[test]
+fn svg_draws_each_pool_as_a_step_chart_under_the_lanes() {
+    let _turn = exclusive();
+    let (_stream, pool) = record_a_scratch_buffer();
+    let timeline = trace::stop();
+    let samples = &timeline
+        .pools
+        .iter()
+        .find(|track| track.name == "scratch")
+        .expect("the watched pool has a track")
+        .samples;
+    let bytes: Vec<(u64, u64)> = samples
+        .iter()
+        .map(|s| (s.used_bytes, s.reserved_bytes))
+        .collect();
+    assert_eq!(bytes, [(0, 0), (1 << 20, 1 << 20), (0, 1 << 20)]);
+
+    let svg = timeline.to_svg();
+    check_xml(&svg);
+    let opening = format!("<g class=\"pool\" data-pool=\"{}\"", pool.id());
+    let start = svg.find(&opening).expect("the pool has a track in the SVG");
+    let track = &svg[start..start + svg[start..].find("</g>").unwrap()];
+    assert!(
+        track.contains(">scratch<"),
+        "labelled with its name: {track}"
+    );
+    assert!(
+        track.contains("peak reserved 1.0 MiB") && track.contains("peak used 1.0 MiB"),
+        "labelled with its peaks: {track}"
+    );
+    let path_of = |class: &str| {
+        let at = track
+            .find(&format!("<path class=\"{class}\""))
+            .unwrap_or_else(|| panic!("a {class} path: {track}"));
+        &track[at..at + track[at..].find("/>").unwrap()]
+    };
+    let (used, reserved) = (
+        step_levels(path_of("used")),
+        step_levels(path_of("reserved")),
+    );
+    assert_eq!(used.len(), samples.len(), "one step per sample: {used:?}");
+    assert_eq!(reserved.len(), samples.len(), "{reserved:?}");
+    // SVG y grows downwards: the peak is the top level, zero the bottom.
+    let (bottom, top) = (used[0], used[1]);
+    assert!(top < bottom, "{used:?}");
+    assert_eq!(used, [bottom, top, bottom]);
+    assert_eq!(reserved, [bottom, top, top]);
+    // Under the stream lanes.
+    let lane = svg.rfind("class=\"lane\"").unwrap();
+    assert!(lane < start, "the pool's track comes after the lanes");
 }

@@ -70,7 +70,8 @@ pub struct PoolOptions {
     /// Bytes the pool may keep reserved (live buffers' memory included; more only while live
     /// buffers occupy more) once the work that freed memory has drained (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`). `0` (the default, as CUDA's)
     /// returns freed memory to the system at the next synchronisation point; `u64::MAX` keeps
-    /// everything for reuse.
+    /// what is freed for reuse (devstream's own caching pools still free cold cached blocks
+    /// beyond their working set before they grow: see [`CacheState`]).
     pub release_threshold: u64,
     /// The most memory the pool may reserve, in bytes; `0` (the default) sets no limit beyond
     /// the device's (`CUmemPoolProps::maxSize`, which needs CUDA 12.2 or ROCm 6: older runtimes
@@ -209,6 +210,14 @@ pub fn alloc_retrying<T>(
 const LARGE_CLASS: usize = 1 << 20;
 /// The smallest class.
 const SMALLEST_CLASS: usize = 512;
+/// A cached block that has waited this many hand-outs (of any block) since it was cached
+/// without being taken is cold: the first to go when the pool must grow (see
+/// [`CacheState::make_room`]).
+const COLD_AFTER: u64 = 8;
+/// The working set a caching pool sizes its cache to is the most its live buffers used at once
+/// during the current and the previous period of this many hand-outs (see
+/// [`CacheState::make_room`]): a burst long past stops holding cached memory.
+const WORKING_SET_PERIOD: u64 = 512;
 
 /// The block size a caching pool gives a buffer of `len` bytes: 0 for 0 (no block), powers of
 /// two from 512 bytes up to 1 MiB, whole MiB above; `None` where it cannot be described.
@@ -229,22 +238,81 @@ pub fn size_class(len: usize) -> Option<usize> {
     }
 }
 
+/// The largest cached block that may serve a buffer of size class `class`: the class itself up
+/// to 1 MiB (powers of two: the next class up would double the memory), a quarter more above
+/// (whole MiB: a 37 MiB block serves a 36 MiB request, a 48 MiB block does not). A caching pool
+/// hands out the smallest cached block between `class` and this bound, so a pool that has cached
+/// blocks of many nearby large sizes serves new sizes from them instead of growing.
+///
+/// ```
+/// use devstream_core::mempool::fit_limit;
+/// assert_eq!(fit_limit(4096), 4096);
+/// assert_eq!(fit_limit(36 << 20), 45 << 20);
+/// ```
+pub fn fit_limit(class: usize) -> usize {
+    if class <= LARGE_CLASS {
+        class
+    } else {
+        class.saturating_add(class / 4)
+    }
+}
+
+/// A block a caching pool hands out for a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Taken<B> {
+    /// The block.
+    pub block: B,
+    /// The block's size class: at least the class asked for, at most its [`fit_limit`]. The
+    /// buffer counts as this many bytes used, and gives the block back under this class.
+    pub class: usize,
+    /// Whether the block was cached (its contents are what its last buffer left); `false`: new
+    /// from the system.
+    pub reused: bool,
+}
+
+/// A cached block and the hand-out count when it was cached (see [`COLD_AFTER`]).
+#[derive(Debug)]
+struct Cached<B> {
+    block: B,
+    since: u64,
+}
+
 /// The bookkeeping of a caching pool that devstream keeps itself (the CPU place's, the plug-in
-/// places'), written once: free blocks `B` by size class, used and reserved bytes, their peaks,
-/// live buffers, the release threshold and the size limit. It holds no lock and makes no system
-/// call: its owner keeps it under a lock, and the blocks its methods hand back are the owner's to
-/// free (after letting the lock go).
+/// places', wgpu's), written once: free blocks `B` by size class, used and reserved bytes, their
+/// peaks, live buffers, the release threshold and the size limit. It holds no lock and makes no
+/// system call: its owner keeps it under a lock, and the blocks its methods hand back are the
+/// owner's to free (after letting the lock go).
+///
+/// Reuse. A request of size class `c` takes the smallest cached block between `c` and
+/// [`fit_limit`]`(c)` (best fit; exact classes up to 1 MiB). Blocks are whole (a block is one
+/// system allocation, which host memory and wgpu buffers cannot split), so best fit alone leaves
+/// blocks that fit no later request cached forever where a workload's sizes wander; so a pool
+/// that must make a new block first frees cold cached blocks (cached and passed over for
+/// [`COLD_AFTER`] hand-outs), largest first, until reserved memory with the new block stays
+/// within a quarter above its working set: the most its live buffers used at once over the
+/// last [`WORKING_SET_PERIOD`] to twice as many hand-outs, the new one counted
+/// ([`make_room`](Self::make_room)). Blocks cached recently stay, so a program that alternates
+/// between a few sizes keeps reusing them; a burst of memory long past (buffers held by work
+/// that the host ran far ahead of) stops keeping the cache large once the pool grows again.
 ///
 /// Invariants: `used` is the sum of the classes of blocks handed out and not given back,
-/// `reserved` is `used` plus the classes of the cached blocks, the peaks cover their values, and
-/// after [`give_back`](Self::give_back) `reserved ≤ max(threshold, used)`.
+/// `reserved` is `used` plus the classes of the cached blocks, the peaks cover their values,
+/// `recent_most` covers the values `used` had in the current period, and after
+/// [`give_back`](Self::give_back) `reserved ≤ max(threshold, used)`.
 #[derive(Debug)]
 pub struct CacheState<B> {
-    free: std::collections::BTreeMap<usize, Vec<B>>,
+    free: std::collections::BTreeMap<usize, Vec<Cached<B>>>,
     used: u64,
     reserved: u64,
     peak_used: u64,
     peak_reserved: u64,
+    /// The highest `used` in the current period of [`WORKING_SET_PERIOD`] hand-outs.
+    recent_most: u64,
+    /// The highest `used` in the period before it.
+    earlier_most: u64,
+    /// Blocks handed out so far, cached or new: the clock of [`COLD_AFTER`] and of the
+    /// periods.
+    handed_out: u64,
     allocations: u64,
     threshold: u64,
     max_size: u64,
@@ -259,26 +327,72 @@ impl<B> CacheState<B> {
             reserved: 0,
             peak_used: 0,
             peak_reserved: 0,
+            recent_most: 0,
+            earlier_most: 0,
+            handed_out: 0,
             allocations: 0,
             threshold: options.release_threshold,
             max_size: options.max_size,
         }
     }
 
-    /// A cached block of `class` bytes, now counted as a live buffer's.
-    pub fn take_cached(&mut self, class: usize) -> Option<B> {
-        let mut entry = match self.free.entry(class) {
-            std::collections::btree_map::Entry::Occupied(entry) => entry,
-            std::collections::btree_map::Entry::Vacant(_) => return None,
-        };
-        let block = entry.get_mut().pop();
-        if entry.get().is_empty() {
-            entry.remove();
+    /// The smallest cached block that may serve a buffer of size class `class` (between
+    /// `class` and [`fit_limit`]`(class)`), now counted as a live buffer's of the block's class.
+    pub fn take_cached(&mut self, class: usize) -> Option<Taken<B>> {
+        // A list emptied by a take stays (its allocation is reused when a block of its class
+        // comes back); releases remove empty lists.
+        let (found, cached) = self
+            .free
+            .range_mut(class..=fit_limit(class))
+            .find_map(|(&found, list)| Some((found, list.pop()?)))?;
+        self.note_taken(found);
+        Some(Taken {
+            block: cached.block,
+            class: found,
+            reused: true,
+        })
+    }
+
+    /// The cold cached blocks to free before a new block of `class` bytes is made, largest
+    /// first, so that reserved memory with the new block stays within a quarter above the
+    /// working set, the new block counted (as far as cold blocks allow). They no longer count as
+    /// reserved. See the type's documentation.
+    pub fn make_room(&mut self, class: usize) -> Vec<B> {
+        let class = class as u64;
+        let most = self
+            .recent_most
+            .max(self.earlier_most)
+            .max(self.used + class);
+        let bound = most.saturating_add(most / 4);
+        let mut out = Vec::new();
+        if self.reserved + class <= bound {
+            return out;
         }
-        if block.is_some() {
-            self.note_taken(class);
+        let mut classes = self
+            .free
+            .keys()
+            .rev()
+            .copied()
+            .collect::<Vec<_>>()
+            .into_iter();
+        while self.reserved + class > bound {
+            let Some(size) = classes.next() else {
+                break;
+            };
+            let Some(list) = self.free.get_mut(&size).filter(|_| size > 0) else {
+                continue;
+            };
+            // Each list is in caching order: its cold blocks come first.
+            let cold = list.partition_point(|c| self.handed_out - c.since >= COLD_AFTER);
+            let excess = self.reserved + class - bound;
+            let wanted = excess.div_ceil(size as u64).min(cold as u64) as usize;
+            out.extend(list.drain(..wanted).map(|c| c.block));
+            self.reserved -= (wanted * size) as u64;
+            if list.is_empty() {
+                self.free.remove(&size);
+            }
         }
-        block
+        out
     }
 
     /// Whether a new block of `class` bytes keeps `reserved` within the size limit.
@@ -297,7 +411,13 @@ impl<B> CacheState<B> {
     fn note_taken(&mut self, class: usize) {
         self.used += class as u64;
         self.allocations += 1;
+        self.handed_out += 1;
+        if self.handed_out.is_multiple_of(WORKING_SET_PERIOD) {
+            self.earlier_most = self.recent_most;
+            self.recent_most = 0;
+        }
         self.peak_used = self.peak_used.max(self.used);
+        self.recent_most = self.recent_most.max(self.used);
         self.peak_reserved = self.peak_reserved.max(self.reserved);
     }
 
@@ -316,7 +436,11 @@ impl<B> CacheState<B> {
         self.used -= class as u64;
         self.allocations -= 1;
         if let Some(block) = block {
-            self.free.entry(class).or_default().push(block);
+            let since = self.handed_out;
+            self.free
+                .entry(class)
+                .or_default()
+                .push(Cached { block, since });
         }
     }
 
@@ -334,13 +458,13 @@ impl<B> CacheState<B> {
                 break;
             };
             let class = *entry.key();
-            let block = entry.get_mut().pop();
+            let cached = entry.get_mut().pop();
             if entry.get().is_empty() {
                 entry.remove();
             }
-            if let Some(block) = block {
+            if let Some(cached) = cached {
                 self.reserved -= class as u64;
-                out.push(block);
+                out.push(cached.block);
             }
         }
         out
@@ -404,10 +528,44 @@ impl<S: BlockSource> CachingPool<S> {
         }
     }
 
-    /// The bookkeeping, locked (for taking blocks: [`CacheState::take_cached`], `admits`,
-    /// `add_new`).
+    /// The bookkeeping, locked.
     pub fn cache(&self) -> std::sync::MutexGuard<'_, CacheState<S::Block>> {
         crate::sync::lock(&self.cache)
+    }
+
+    /// A block for a buffer of `len` bytes whose size class is `class`: the best-fitting cached
+    /// block ([`CacheState::take_cached`]), else a new one from `make(class)`, made after the
+    /// cold cached blocks [`CacheState::make_room`] names are freed. A new block that would take
+    /// the reserved bytes past the size limit is `Error::OutOfMemory` for `len` bytes, before
+    /// `make` is called.
+    pub fn take(
+        &self,
+        class: usize,
+        len: usize,
+        make: impl FnOnce(usize) -> Result<S::Block>,
+    ) -> Result<Taken<S::Block>> {
+        let mut cache = self.cache();
+        if let Some(taken) = cache.take_cached(class) {
+            return Ok(taken);
+        }
+        let cold = cache.make_room(class);
+        if !cold.is_empty() {
+            drop(cache);
+            self.source.free(cold);
+            cache = self.cache();
+        }
+        // Under the lock from the limit check to the count, so that concurrent allocations
+        // cannot pass the limit together.
+        if !cache.admits(class) {
+            return Err(Error::out_of_memory(self.source.place(), len));
+        }
+        let block = make(class)?;
+        cache.add_new(class);
+        Ok(Taken {
+            block,
+            class,
+            reused: false,
+        })
     }
 
     /// Takes back the block of a buffer whose work is complete (`None` for 0 bytes) and frees
@@ -630,7 +788,7 @@ mod tests {
         assert_eq!(cache.give_back(1024, Some(1)), vec![1]);
         // 1024 used, 2048 reserved: within the threshold, cached.
         assert!(cache.give_back(1024, Some(2)).is_empty());
-        assert_eq!(cache.take_cached(1024), Some(2));
+        assert_eq!(cache.take_cached(1024).map(|t| t.block), Some(2));
         assert!(cache.give_back(1024, Some(2)).is_empty());
         assert!(cache.give_back(1024, Some(3)).is_empty());
         let stats = cache.stats();
@@ -644,6 +802,127 @@ mod tests {
         assert_eq!(cache.stats().peak_reserved_bytes, 2048);
         assert_eq!(cache.release_above(0).len(), 2);
         assert_eq!(cache.stats().reserved_bytes, 0);
+    }
+
+    #[test]
+    fn a_cached_block_a_little_larger_serves_a_large_request() {
+        let mut cache = CacheState::<&str>::new(PoolOptions {
+            release_threshold: u64::MAX,
+            max_size: 0,
+        });
+        let cached = size_class(37 << 20).unwrap();
+        cache.add_new(cached);
+        assert!(cache.give_back(cached, Some("37 MiB")).is_empty());
+        let asked = size_class(36 << 20).unwrap();
+        assert_eq!(
+            cache.take_cached(asked),
+            Some(Taken {
+                block: "37 MiB",
+                class: cached,
+                reused: true
+            }),
+            "a cached 37 MiB block serves a 36 MiB request"
+        );
+        // The buffer counts as the block it got.
+        let stats = cache.stats();
+        assert_eq!(
+            (stats.used_bytes, stats.reserved_bytes),
+            (37 << 20, 37 << 20)
+        );
+        assert!(cache.give_back(cached, Some("37 MiB")).is_empty());
+        // More than a quarter larger: not a fit; the smallest fit wins.
+        let small = size_class(29 << 20).unwrap();
+        assert!(cache.take_cached(small).is_none());
+        cache.add_new(40 << 20);
+        assert!(cache.give_back(40 << 20, Some("40 MiB")).is_empty());
+        assert_eq!(cache.take_cached(asked).map(|t| t.block), Some("37 MiB"));
+        // Up to 1 MiB, classes are exact: a 1 MiB block does not serve 512 KiB.
+        cache.add_new(1 << 20);
+        assert!(cache.give_back(1 << 20, Some("1 MiB")).is_empty());
+        assert!(cache.take_cached(512 << 10).is_none());
+    }
+
+    impl CacheState<&'static str> {
+        /// Takes a block of `class` from the cache, else counts a new one: its class.
+        fn take(&mut self, class: usize) -> usize {
+            match self.take_cached(class) {
+                Some(taken) => taken.class,
+                None => {
+                    self.add_new(class);
+                    class
+                }
+            }
+        }
+    }
+
+    /// A cache with `blocks` (label, class) made and given back, in that order.
+    fn cache_of(blocks: &[(&'static str, usize)]) -> CacheState<&'static str> {
+        let mut cache = CacheState::new(PoolOptions {
+            release_threshold: u64::MAX,
+            max_size: 0,
+        });
+        for &(_, class) in blocks {
+            cache.add_new(class);
+        }
+        for &(label, class) in blocks {
+            assert!(cache.give_back(class, Some(label)).is_empty());
+        }
+        cache
+    }
+
+    #[test]
+    fn a_pool_that_must_grow_first_frees_cold_blocks_largest_first() {
+        const MIB: usize = 1 << 20;
+        // 30 MiB used at most (10 + 20), all cached.
+        let mut cache = cache_of(&[("10 MiB", 10 * MIB), ("20 MiB", 20 * MIB)]);
+        // Blocks cached and passed over for COLD_AFTER hand-outs are cold.
+        for _ in 0..COLD_AFTER {
+            cache.add_new(0);
+            assert!(cache.give_back(0, None).is_empty());
+        }
+        // 3 MiB more: 33 MiB reserved is within 30 + 30/4.
+        assert!(cache.make_room(3 * MIB).is_empty());
+        cache.add_new(3 * MIB);
+        // 8 MiB more: 41 MiB would pass 37.5; the 20 MiB block goes first, which is enough.
+        assert_eq!(cache.make_room(8 * MIB), vec!["20 MiB"]);
+        cache.add_new(8 * MIB);
+        let stats = cache.stats();
+        assert_eq!(
+            (stats.used_bytes, stats.reserved_bytes),
+            (11 << 20, 21 << 20)
+        );
+    }
+
+    #[test]
+    fn a_burst_long_past_stops_holding_cached_memory() {
+        const MIB: usize = 1 << 20;
+        // A burst: 64 MiB live at once, then cached.
+        let mut cache = cache_of(&[("64 MiB", 64 * MIB)]);
+        // Two periods of buffers of 1 MiB, one at a time: the burst leaves the working set.
+        for _ in 0..2 * WORKING_SET_PERIOD {
+            let taken = cache.take(MIB);
+            assert!(cache.give_back(taken, Some("1 MiB")).is_empty());
+        }
+        assert_eq!(cache.stats().reserved_bytes, 65 << 20);
+        // 2 MiB more: the cold 64 MiB block goes.
+        assert_eq!(cache.make_room(2 * MIB), vec!["64 MiB"]);
+    }
+
+    #[test]
+    fn blocks_cached_recently_stay_when_the_pool_grows() {
+        const MIB: usize = 1 << 20;
+        // A program alternating between two sizes never both live keeps both cached.
+        let mut cache = cache_of(&[("2 MiB", 2 * MIB)]);
+        assert!(cache.make_room(4 * MIB).is_empty());
+        cache.add_new(4 * MIB);
+        assert!(cache.give_back(4 * MIB, Some("4 MiB")).is_empty());
+        for _ in 0..2 * COLD_AFTER {
+            for class in [2 * MIB, 4 * MIB] {
+                let taken = cache.take_cached(class).expect("cached");
+                assert!(cache.give_back(taken.class, Some(taken.block)).is_empty());
+            }
+        }
+        assert_eq!(cache.stats().reserved_bytes, 6 << 20);
     }
 
     #[test]

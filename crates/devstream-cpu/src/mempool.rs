@@ -1,7 +1,8 @@
 //! Memory pools of the CPU place: a caching allocator of its own over host memory.
 //!
 //! Mechanism. A pool hands out blocks by size class (`devstream_core::mempool::size_class`:
-//! powers of two from 512 bytes up to 1 MiB, whole MiB above) and keeps freed blocks in per-class free lists for reuse.
+//! powers of two from 512 bytes up to 1 MiB, whole MiB above) and keeps freed blocks in per-class
+//! free lists for reuse (the best-fitting cached block, see `devstream_core::mempool::CacheState`).
 //! A buffer's block returns to its pool when the buffer's last holder lets go, and queued work
 //! holds its buffers until it has run: so a block is back in a free list only once every
 //! operation of every stream that used it is complete, and any stream may take it at once
@@ -49,24 +50,11 @@ pub type CpuMemoryPool = CachingPoolHandle<HostBlocks>;
 /// new.
 fn take(pool: &Arc<PoolShared>, len: usize) -> Result<Arc<BufferInner>> {
     let class = size_class(len).ok_or_else(|| Error::out_of_memory(&CPU_PLACE, len))?;
-    let cached = pool.cache().take_cached(class);
-    let block = match cached {
-        Some(mut block) => {
-            block[..len].fill(0);
-            block
-        }
-        None => {
-            // Under the lock from the limit check to the count, so that concurrent allocations
-            // cannot pass the limit together.
-            let mut cache = pool.cache();
-            if !cache.admits(class) {
-                return Err(Error::out_of_memory(&CPU_PLACE, len));
-            }
-            let block = zeroed(&CPU_PLACE, class)?;
-            cache.add_new(class);
-            block
-        }
-    };
+    let taken = pool.take(class, len, |class| zeroed(&CPU_PLACE, class))?;
+    let mut block = taken.block;
+    if taken.reused {
+        block[..len].fill(0);
+    }
     Ok(Arc::new(BufferInner {
         id: next_id(),
         len,

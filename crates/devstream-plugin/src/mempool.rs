@@ -73,18 +73,11 @@ pub type PluginMemoryPool = CachingPoolHandle<PluginBlocks>;
 pub(crate) fn take(pool: &PoolShared, len: usize) -> Result<(usize, usize)> {
     let place = &pool.source.place;
     let class = size_class(len.max(1)).ok_or_else(|| Error::out_of_memory(place, len))?;
-    if let Some(block) = pool.cache().take_cached(class) {
-        return Ok((block.ptr, block.size));
-    }
-    // Under the lock from the limit check to the count, so that concurrent allocations cannot
-    // pass the limit together.
-    let mut cache = pool.cache();
-    if !cache.admits(class) {
-        return Err(Error::out_of_memory(place, len));
-    }
-    let ptr = pool.source.runtime.allocate(pool.source.slot, class)?;
-    cache.add_new(class);
-    Ok((ptr, class))
+    let taken = pool.take(class, len, |class| {
+        let ptr = pool.source.runtime.allocate(pool.source.slot, class)?;
+        Ok(DeviceBlock { ptr, size: class })
+    })?;
+    Ok((taken.block.ptr, taken.block.size))
 }
 
 /// Takes back the block of a buffer that is dropped and whose work is complete.

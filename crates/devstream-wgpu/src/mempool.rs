@@ -297,33 +297,26 @@ fn take(device: &Arc<DeviceShared>, pool: &WgpuMemoryPool, len: usize) -> Result
     let class = size_class(len)
         .filter(|&class| class as u64 <= device.limits.max_buffer_size)
         .unwrap_or_else(|| len.next_multiple_of(4));
-    let pooled = |is_block| Pooled {
-        pool: Arc::clone(shared),
-        class,
-        is_block,
-    };
     if class == 0 {
         // No block: a small buffer of its own, counted as a buffer of 0 bytes.
         let buffer = create_device_buffer(device, 4, len)?;
         shared.cache().add_new(0);
-        return Ok(BufferInner::pooled(device, buffer, bytes, pooled(false)));
+        let pooled = Pooled {
+            pool: Arc::clone(shared),
+            class,
+            is_block: false,
+        };
+        return Ok(BufferInner::pooled(device, buffer, bytes, pooled));
     }
-    let cached = shared.cache().take_cached(class);
-    let buffer = match cached {
-        Some(block) => block,
-        None => {
-            // Under the lock from the limit check to the count, so that concurrent allocations
-            // cannot pass the limit together.
-            let mut cache = shared.cache();
-            if !cache.admits(class) {
-                return Err(Error::out_of_memory(&device.place, len));
-            }
-            let block = create_device_buffer(device, class as u64, len)?;
-            cache.add_new(class);
-            block
-        }
+    let taken = shared.take(class, len, |class| {
+        create_device_buffer(device, class as u64, len)
+    })?;
+    let pooled = Pooled {
+        pool: Arc::clone(shared),
+        class: taken.class,
+        is_block: true,
     };
-    Ok(BufferInner::pooled(device, buffer, bytes, pooled(true)))
+    Ok(BufferInner::pooled(device, taken.block, bytes, pooled))
 }
 
 /// A buffer of `len` bytes from `pool` for a stream of `device`, through the shared

@@ -278,7 +278,8 @@ impl Trace {
     }
 
     /// The timeline as a self-contained SVG picture: one lane per stream, ops as labelled
-    /// boxes on a time axis, flows as arrows, a legend.
+    /// boxes on a time axis, flows as arrows, under the lanes a step chart of each pool's
+    /// reserved and used bytes (labelled with the pool's name and peaks), a legend.
     pub fn to_svg(&self) -> String {
         svg::render(self)
     }

@@ -1,7 +1,8 @@
 //! A self-contained SVG timeline: one lane per stream, ops as labelled boxes on a time axis,
-//! flows as arrows, a legend. No scripts, no external fonts or styles.
+//! flows as arrows, under the lanes a step chart per watched pool (its reserved and used bytes,
+//! each sample held until the next), a legend. No scripts, no external fonts or styles.
 
-use super::{FlowKind, Span, Trace, TracedOp};
+use super::{FlowKind, PoolSample, PoolTrack, Span, Trace, TracedOp};
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -12,6 +13,12 @@ const TOP: f64 = 64.0;
 const LANE_GAP: f64 = 6.0;
 const HOST_STRIP: f64 = 9.0;
 const DEVICE_STRIP: f64 = 26.0;
+/// A pool's track: its height, and the margin above and below its chart inside it.
+const POOL_TRACK: f64 = 44.0;
+const POOL_MARGIN: f64 = 6.0;
+/// The colours of a pool's reserved and used bytes.
+const RESERVED_COLOUR: &str = "#4e79a7";
+const USED_COLOUR: &str = "#e15759";
 const FONT: &str = "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\"";
 
 /// The colour class of an op, and its legend text.
@@ -150,6 +157,22 @@ fn tick_step(total_ns: f64, target: f64) -> f64 {
     nice * magnitude
 }
 
+/// `bytes` in the largest binary unit that keeps the value at least 1, one decimal.
+fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
 /// Roughly how wide `text` is at 11 px.
 fn text_width(text: &str) -> f64 {
     text.chars().count() as f64 * 6.4
@@ -234,7 +257,14 @@ pub(super) fn render(trace: &Trace) -> String {
     } else {
         4.0 + DEVICE_STRIP + 4.0
     };
-    let end = trace.end().max(Duration::from_nanos(1));
+    let last_sample = trace
+        .pools
+        .iter()
+        .filter_map(|pool| pool.samples.last())
+        .map(|sample| sample.at)
+        .max()
+        .unwrap_or_default();
+    let end = trace.end().max(last_sample).max(Duration::from_nanos(1));
     let step_ns = tick_step(end.as_nanos() as f64, 10.0);
     // A little room after the last op; ticks stop inside the axis.
     let total_ns = end.as_nanos() as f64 * 1.02;
@@ -251,8 +281,16 @@ pub(super) fn render(trace: &Trace) -> String {
         .into_iter()
         .filter(|c| trace.ops.iter().any(|op| Category::of(op.op) == *c))
         .collect();
-    let legend_top = lanes_bottom.max(TOP) + 34.0;
-    let legend_rows = legend_layout(&categories, two_strips, !trace.flows.is_empty()).1;
+    let pools_top = lanes_bottom.max(TOP) + 12.0;
+    let pool_tracks = trace.pools.len() as f64;
+    let charts_bottom = if trace.pools.is_empty() {
+        lanes_bottom.max(TOP)
+    } else {
+        pools_top + pool_tracks * POOL_TRACK + (pool_tracks - 1.0) * LANE_GAP
+    };
+    let legend_top = charts_bottom + 34.0;
+    let has_pools = !trace.pools.is_empty();
+    let legend_rows = legend_layout(&categories, two_strips, !trace.flows.is_empty(), has_pools).1;
     let height = legend_top + legend_rows as f64 * 20.0 + 14.0;
 
     let mut out = String::new();
@@ -307,7 +345,7 @@ pub(super) fn render(trace: &Trace) -> String {
             "<line x1=\"{x:.2}\" y1=\"{:.2}\" x2=\"{x:.2}\" y2=\"{:.2}\" stroke=\"#e4e4e4\"/>\
              <text x=\"{x:.2}\" y=\"{:.2}\" text-anchor=\"middle\" fill=\"#555555\">{}</text>",
             TOP - 6.0,
-            lanes_bottom.max(TOP),
+            charts_bottom,
             TOP - 10.0,
             format_time(at_ns, unit, step_ns),
         );
@@ -375,6 +413,12 @@ pub(super) fn render(trace: &Trace) -> String {
         out.push_str("</g>\n");
     }
 
+    // Pools: a step chart each, under the lanes.
+    for (index, pool) in trace.pools.iter().enumerate() {
+        let top = pools_top + index as f64 * (POOL_TRACK + LANE_GAP);
+        draw_pool(&mut out, &geometry, pool, top, end);
+    }
+
     // Flows: from where the source op ended to where the waiting op was released.
     out.push_str("<g class=\"flows\" fill=\"none\" stroke=\"#222222\" stroke-width=\"1.1\">\n");
     for flow in &trace.flows {
@@ -412,7 +456,7 @@ pub(super) fn render(trace: &Trace) -> String {
 
     // Legend.
     out.push_str("<g class=\"legend\">\n");
-    let (items, _) = legend_layout(&categories, two_strips, !trace.flows.is_empty());
+    let (items, _) = legend_layout(&categories, two_strips, !trace.flows.is_empty(), has_pools);
     for (row, column_x, item) in items {
         let y = legend_top + row as f64 * 20.0;
         match item {
@@ -441,6 +485,21 @@ pub(super) fn render(trace: &Trace) -> String {
                     y,
                 );
             }
+            LegendItem::Pool => {
+                let _ = writeln!(
+                    out,
+                    "<path d=\"M{column_x:.2},{:.2} H{:.2}\" stroke=\"{RESERVED_COLOUR}\" \
+                     stroke-width=\"2.2\"/><path d=\"M{column_x:.2},{:.2} H{:.2}\" \
+                     stroke=\"{USED_COLOUR}\" stroke-width=\"1.2\"/><text x=\"{:.2}\" \
+                     y=\"{:.2}\" fill=\"#333333\">{POOL_LEGEND}</text>",
+                    y - 8.0,
+                    column_x + 14.0,
+                    y - 2.0,
+                    column_x + 14.0,
+                    column_x + 19.0,
+                    y,
+                );
+            }
             LegendItem::Flow => {
                 let _ = writeln!(
                     out,
@@ -460,11 +519,100 @@ pub(super) fn render(trace: &Trace) -> String {
     out
 }
 
+/// Draws `pool`'s track at `top`: its name and peaks on the left; on the time axis its
+/// reserved and used bytes as steps (each sample's value held until the next sample, the last
+/// until `end`), scaled so that the highest value reaches the top of the chart.
+fn draw_pool(out: &mut String, geometry: &Geometry, pool: &PoolTrack, top: f64, end: Duration) {
+    let peak_reserved = pool.samples.iter().map(|s| s.reserved_bytes).max();
+    let peak_used = pool.samples.iter().map(|s| s.used_bytes).max();
+    let (peak_reserved, peak_used) = (peak_reserved.unwrap_or(0), peak_used.unwrap_or(0));
+    let scale = peak_reserved.max(peak_used).max(1) as f64;
+    let (chart_top, chart_bottom) = (top + POOL_MARGIN, top + POOL_TRACK - POOL_MARGIN);
+    let y = |bytes: u64| chart_bottom - bytes as f64 / scale * (chart_bottom - chart_top);
+    let peaks = format!(
+        "peak reserved {} · peak used {}",
+        format_bytes(peak_reserved),
+        format_bytes(peak_used)
+    );
+    let _ = write!(
+        out,
+        "<g class=\"pool\" data-pool=\"{}\"><title>{}: {}</title>\
+         <rect x=\"8\" y=\"{top:.2}\" width=\"{:.2}\" height=\"{POOL_TRACK:.2}\" \
+         fill=\"#f3f6f9\"/>\
+         <line x1=\"{LEFT:.2}\" y1=\"{chart_bottom:.2}\" x2=\"{:.2}\" y2=\"{chart_bottom:.2}\" \
+         stroke=\"#c8c8c8\"/>\
+         <text x=\"16\" y=\"{:.2}\" font-weight=\"bold\" fill=\"#1d1d1d\">{}</text>\
+         <text x=\"16\" y=\"{:.2}\" fill=\"#666666\" font-size=\"10\">{} · peak reserved {}</text>\
+         <text x=\"16\" y=\"{:.2}\" fill=\"#666666\" font-size=\"10\">peak used {}</text>",
+        pool.id,
+        escape(&pool.name),
+        escape(&peaks),
+        WIDTH - 8.0 - RIGHT + 16.0,
+        WIDTH - RIGHT,
+        top + 13.0,
+        escape(&pool.name),
+        top + 26.0,
+        escape(&pool.place.to_string()),
+        format_bytes(peak_reserved),
+        top + 38.0,
+        format_bytes(peak_used),
+    );
+    let end_x = geometry.x(end);
+    for counter in POOL_COUNTERS {
+        let mut samples = pool.samples.iter();
+        let Some(first) = samples.next() else {
+            break;
+        };
+        let bytes = counter.bytes;
+        let mut d = format!("M{:.2},{:.2}", geometry.x(first.at), y(bytes(first)));
+        for sample in samples {
+            let _ = write!(d, " H{:.2} V{:.2}", geometry.x(sample.at), y(bytes(sample)));
+        }
+        let _ = write!(d, " H{end_x:.2}");
+        let _ = write!(
+            out,
+            "<path class=\"{}\" d=\"{d}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"/>",
+            counter.class, counter.colour, counter.width
+        );
+    }
+    out.push_str("</g>\n");
+}
+
+/// One of a pool's counters as the chart draws it.
+struct PoolCounter {
+    /// The path's `class` attribute.
+    class: &'static str,
+    colour: &'static str,
+    width: f64,
+    /// The counter's value in a sample.
+    bytes: fn(&PoolSample) -> u64,
+}
+
+/// The counters of a pool's chart: reserved (thick, drawn first) and used (thin, on top).
+const POOL_COUNTERS: [PoolCounter; 2] = [
+    PoolCounter {
+        class: "reserved",
+        colour: RESERVED_COLOUR,
+        width: 2.2,
+        bytes: |s| s.reserved_bytes,
+    },
+    PoolCounter {
+        class: "used",
+        colour: USED_COLOUR,
+        width: 1.2,
+        bytes: |s| s.used_bytes,
+    },
+];
+
+/// The legend text of a pool's chart.
+const POOL_LEGEND: &str = "pool bytes: reserved (thick) · used (thin)";
+
 #[derive(Clone, Copy)]
 enum LegendItem {
     Category(Category),
     Strips,
     Flow,
+    Pool,
 }
 
 /// Places legend items left to right, wrapping: (row, x, item) and the number of rows.
@@ -472,6 +620,7 @@ fn legend_layout(
     categories: &[Category],
     two_strips: bool,
     flows: bool,
+    pools: bool,
 ) -> (Vec<(usize, f64, LegendItem)>, usize) {
     let mut items: Vec<(LegendItem, f64)> = categories
         .iter()
@@ -482,6 +631,9 @@ fn legend_layout(
             LegendItem::Flow,
             text_width("waits on (dashed: wait_stream)") + 40.0,
         ));
+    }
+    if pools {
+        items.push((LegendItem::Pool, text_width(POOL_LEGEND) + 36.0));
     }
     if two_strips {
         items.push((
@@ -525,6 +677,13 @@ mod tests {
     }
 
     #[test]
+    fn bytes_read_in_a_binary_unit() {
+        assert_eq!(format_bytes(512), "512 B");
+        assert_eq!(format_bytes(1 << 20), "1.0 MiB");
+        assert_eq!(format_bytes(3 << 29), "1.5 GiB");
+    }
+
+    #[test]
     fn markup_is_escaped() {
         assert_eq!(escape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&apos;");
         assert_eq!(escape("bell\u{7}"), "bell");
@@ -542,8 +701,8 @@ mod tests {
 
     #[test]
     fn legend_wraps_within_the_width() {
-        let (items, rows) = legend_layout(&Category::ALL, true, true);
-        assert_eq!(items.len(), Category::ALL.len() + 2);
+        let (items, rows) = legend_layout(&Category::ALL, true, true, true);
+        assert_eq!(items.len(), Category::ALL.len() + 3);
         assert!(rows >= 2);
         for (_, x, _) in items {
             assert!(x < WIDTH - RIGHT);
