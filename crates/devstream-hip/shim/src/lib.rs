@@ -529,6 +529,12 @@ mod graph;
 mod kernel;
 mod stream;
 
+/// Marks this library as devstream's HIP-on-CUDA shim for devstream's HIP loader: its host
+/// functions run on the CUDA driver's callback thread, beside CUDA's own (the loader tells
+/// `devstream_core::foreign` so). Does nothing.
+#[no_mangle]
+pub extern "C" fn devstream_hip_shim_over_cuda() {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -607,9 +613,3 @@ mod tests {
         }
     }
 }
-
-/// Marks this library as devstream's HIP-on-CUDA shim for devstream's HIP loader: its host
-/// functions run on the CUDA driver's callback thread, beside CUDA's own (the loader tells
-/// `devstream_core::foreign` so). Does nothing.
-#[no_mangle]
-pub extern "C" fn devstream_hip_shim_over_cuda() {}
