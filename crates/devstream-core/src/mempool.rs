@@ -287,10 +287,10 @@ struct Cached<B> {
 /// [`fit_limit`]`(c)` (best fit; exact classes up to 1 MiB). Blocks are whole (a block is one
 /// system allocation, which host memory and wgpu buffers cannot split), so best fit alone leaves
 /// blocks that fit no later request cached forever where a workload's sizes wander; so a pool
-/// that must make a new block first frees cold cached blocks (cached and passed over for
-/// [`COLD_AFTER`] hand-outs), largest first, until reserved memory with the new block stays
-/// within a quarter above its working set: the most its live buffers used at once over the
-/// last [`WORKING_SET_PERIOD`] to twice as many hand-outs, the new one counted
+/// that must make a new block first frees cold cached blocks (cached and passed over for 8
+/// hand-outs), largest first, until reserved memory with the new block stays within a quarter
+/// above its working set: the most its live buffers used at once over the last 512 to 1024
+/// hand-outs, the new one counted
 /// ([`make_room`](Self::make_room)). Blocks cached recently stay, so a program that alternates
 /// between a few sizes keeps reusing them; a burst of memory long past (buffers held by work
 /// that the host ran far ahead of) stops keeping the cache large once the pool grows again.
