@@ -72,6 +72,9 @@ enum Queued {
     },
 }
 static QUEUED: Mutex<Vec<Queued>> = Mutex::new(Vec::new());
+/// Copies taken out of [`QUEUED`] by a run and not finished yet: events still answer "not
+/// done" for them (`streams::copies_queued`), or the host could free a source the copy reads.
+static COPIES_RUNNING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 /// Live allocations of `*_memory_allocate`: (address, size).
 static ALLOCATIONS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 /// The first bytes of the last queued copy's source.
@@ -174,7 +177,17 @@ pub extern "C" fn devstream_test_plugin_faulty_run_queued() -> usize {
 
 /// Runs what was queued (see [`devstream_test_plugin_faulty_run_queued`]).
 fn run_queued_once() -> usize {
-    let queued = std::mem::take(&mut *lock(&QUEUED));
+    let queued = {
+        let mut guard = lock(&QUEUED);
+        let copies = guard
+            .iter()
+            .filter(|work| matches!(work, Queued::Copy { .. }))
+            .count();
+        // Raised before the copies leave the queue, under its lock: no question about an event
+        // sees them neither queued nor running.
+        COPIES_RUNNING.fetch_add(copies, Ordering::SeqCst);
+        std::mem::take(&mut *guard)
+    };
     let ran = queued.len();
     let calls = if MODE.load(Ordering::SeqCst) == MODE_CALLBACK_TWICE_QUEUED {
         2
@@ -216,10 +229,11 @@ fn run_queued_once() -> usize {
                 let src_ok = allocated(src, len) || !allocated(src, 1);
                 if !allocated(dst, len) || !src_ok {
                     count(COUNT_STALE_COPIES);
-                    continue;
+                } else {
+                    // SAFETY: both ranges are live allocations (or host memory of the caller).
+                    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
                 }
-                // SAFETY: both ranges are live allocations (or host memory of the caller).
-                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
+                COPIES_RUNNING.fetch_sub(1, Ordering::SeqCst);
             }
         }
     }

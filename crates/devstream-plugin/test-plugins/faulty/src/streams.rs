@@ -187,11 +187,11 @@ pub(crate) unsafe extern "C" fn create_event(device: C_Device, event: *mut C_Eve
     C_SUCCESS
 }
 
-/// Whether copies are queued (not yet run by the test).
+/// Whether copies are queued (not yet run by the test) or running.
 pub(crate) fn copies_queued() -> bool {
-    lock(&QUEUED)
-        .iter()
-        .any(|work| matches!(work, Queued::Copy { .. }))
+    let queued = lock(&QUEUED);
+    queued.iter().any(|work| matches!(work, Queued::Copy { .. }))
+        || crate::COPIES_RUNNING.load(std::sync::atomic::Ordering::SeqCst) > 0
 }
 
 pub(crate) unsafe extern "C" fn query_event_after_queued(
