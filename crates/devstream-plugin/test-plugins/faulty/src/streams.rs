@@ -190,7 +190,9 @@ pub(crate) unsafe extern "C" fn create_event(device: C_Device, event: *mut C_Eve
 /// Whether copies are queued (not yet run by the test) or running.
 pub(crate) fn copies_queued() -> bool {
     let queued = lock(&QUEUED);
-    queued.iter().any(|work| matches!(work, Queued::Copy { .. }))
+    queued
+        .iter()
+        .any(|work| matches!(work, Queued::Copy { .. }))
         || crate::COPIES_RUNNING.load(std::sync::atomic::Ordering::SeqCst) > 0
 }
 
