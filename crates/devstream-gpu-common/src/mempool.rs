@@ -45,10 +45,10 @@ pub struct GpuMemoryPool<A: RawApi> {
 /// for reuse on the stream that used them.
 ///
 /// Mechanism. A buffer of the pool whose only user is a stream devstream made, or the legacy
-/// default stream, leaves its block (not a per-thread default stream, whose handle names a
-/// different stream on every thread, nor a wrapped raw stream, which its owner may destroy
-/// before the block would be freed on it)
-/// here when it is dropped, instead of `cuMemFreeAsync` on that stream. The next allocation of
+/// default stream, leaves its block here when it is dropped, instead of `cuMemFreeAsync` on
+/// that stream (never a per-thread default stream, whose handle names a different stream on
+/// every thread, nor a wrapped raw stream, which its owner may destroy before the block would
+/// be freed on it). The next allocation of
 /// the same length from the pool on the same stream takes it back without a driver call: the
 /// new buffer's work is queued on that stream after the old one's, which is the order the
 /// driver's own stream-ordered reuse would give (PyTorch's and CuPy's caching allocators reuse
@@ -253,20 +253,15 @@ impl<A: RawApi> GpuMemoryPool<A> {
     /// calls there): the blocks stay cached until a later call, or, for the pool's drop, go
     /// back on another thread.
     fn flush(&self, why: Flush) {
-        let in_host_function = crate::hostfn::in_host_function();
-        if in_host_function && why != Flush::Drop {
+        if why != Flush::Drop && crate::hostfn::in_host_function() {
             return;
         }
         let blocks = self.shared.drain(why == Flush::Drop);
         if blocks.is_empty() {
             return;
         }
-        if in_host_function {
-            let device = self.device;
-            crate::hostfn::release_off_callback(move || free_blocks(device, blocks, false));
-            return;
-        }
-        free_blocks(self.device, blocks, why == Flush::Drain);
+        let (device, drain) = (self.device, why == Flush::Drain);
+        crate::hostfn::release_off_callback(move || free_blocks(device, blocks, drain));
     }
 
     fn attribute(&self, attribute: MemPoolAttribute) -> Result<u64> {
