@@ -10,7 +10,7 @@
 //! does not apply.
 
 use crate::harness::{assert_stays_false, caps, for_each_place, not_applicable, sync, Gate};
-use crate::harness::{wait_until, PATIENCE};
+use crate::harness::{wait_until, within, PATIENCE};
 use devstream::{
     CaptureMode, CaptureSupport, Error, Flag, Graph, MemoryPool, Place, PoolStats, Result, Stream,
 };
@@ -525,6 +525,43 @@ fn a_graph_pool_peak_covers_blocks_cached_when_the_capture_ends() {
             "{place}: after the capture, the small buffer's block is the graph's: {ended:?}"
         );
         drop((graph, large));
+        Ok(())
+    });
+}
+
+/// Dropping a graph and the buffer it allocated returns at once while another stream of the
+/// place is held behind a gate that only this thread opens afterwards; the memory comes back
+/// once the gate is open. A synchronous device free on the dropping thread (CUDA's `cuMemFree`
+/// waits for all of the device's queued work) would never return here.
+#[test]
+fn dropping_a_graph_and_its_buffer_does_not_wait_for_held_work_of_the_place() {
+    for_each_place(|place| {
+        if !allocates_in_captures(place) {
+            return Ok(());
+        }
+        let stream = Stream::new(place)?;
+        let held = Stream::new(place)?;
+        let Some(gate) = Gate::close(&held)? else {
+            not_applicable(place, "no gate (neither flags nor host functions)");
+            return Ok(());
+        };
+        held.fill(&held.alloc(LEN)?, 0, LEN, 1)?;
+        stream.begin_capture(CaptureMode::ThreadLocal)?;
+        let buffer = stream.alloc(LEN)?;
+        stream.fill(&buffer, 0, LEN, 2)?;
+        let graph = stream.end_capture()?;
+        let pool = graph.memory_pool()?;
+        graph.launch(&stream)?;
+        sync(&stream)?;
+        within(
+            PATIENCE,
+            &format!("{place}: dropping a graph and its buffer while a gate holds a stream"),
+            move || drop((graph, buffer)),
+            gate.opener(),
+        );
+        gate.release();
+        sync(&held)?;
+        memory_returned(place, &pool);
         Ok(())
     });
 }

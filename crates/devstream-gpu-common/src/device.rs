@@ -194,6 +194,8 @@ pub struct Device<A: RawApi> {
     /// device (see [`Device::outside_captures`]), and how many.
     held_for_captures: Mutex<Vec<DeferredAction>>,
     held_count: AtomicUsize,
+    /// Whether a job that runs `held_for_captures` is on its way to the free thread.
+    held_posted: std::sync::atomic::AtomicBool,
     /// Captures begun through devstream on this device and not ended yet.
     pub(crate) active_captures: AtomicUsize,
     /// Set (for good) once a stream or event handle made elsewhere was wrapped on this device:
@@ -212,6 +214,9 @@ pub struct Device<A: RawApi> {
     pub(crate) live_events: AtomicUsize,
     /// Never-recorded events with default flags, kept for reuse (like PyTorch's event pool).
     pub(crate) event_pool: Mutex<Vec<RawEvent>>,
+    /// Where capture pools take new blocks from (`crate::graph_memory::BlockSource`), made on
+    /// first use.
+    pub(crate) graph_blocks: OnceLock<Option<crate::graph_memory::BlockSource>>,
     /// Native streams of dropped owned streams whose work was all done, with their flags
     /// (`non_blocking`, native priority), kept for the next stream of the same flags (see
     /// [`Device::keep_stream`]).
@@ -306,6 +311,7 @@ impl<A: RawApi> Device<A> {
             pending: AtomicUsize::new(0),
             held_for_captures: Mutex::new(Vec::new()),
             held_count: AtomicUsize::new(0),
+            held_posted: std::sync::atomic::AtomicBool::new(false),
             active_captures: AtomicUsize::new(0),
             foreign_handles: std::sync::atomic::AtomicBool::new(false),
             capture_window: AtomicUsize::new(0),
@@ -313,6 +319,7 @@ impl<A: RawApi> Device<A> {
             live_streams: AtomicUsize::new(0),
             live_events: AtomicUsize::new(0),
             event_pool: Mutex::new(Vec::new()),
+            graph_blocks: OnceLock::new(),
             stream_pool: Mutex::new(Vec::new()),
             pinned_cache: Mutex::new(HashMap::new()),
             wait_words: crate::words::WaitWords::new(),
@@ -349,40 +356,51 @@ impl<A: RawApi> Device<A> {
 
     /// Closes a capture window (after the native end, or a failed begin); the last one runs
     /// the frees held for captures.
-    pub(crate) fn capture_window_close(&self) {
+    pub(crate) fn capture_window_close(&'static self) {
         self.capture_window.fetch_sub(1, Ordering::SeqCst);
         self.run_held_for_captures();
     }
 
-    /// Runs `free` (a synchronous free, `cuMemFree` / `hipFree`) now if no capture begun through
-    /// devstream may be active on the device, else once none is. A synchronous free
-    /// synchronizes the device implicitly, which the runtime answers by invalidating every
-    /// capture in progress on it, whatever the calling thread's capture mode (PyTorch's
-    /// allocator holds its frees while captures are underway for the same reason).
-    pub(crate) fn outside_captures(&self, free: DeferredAction) {
-        if self.capture_window.load(Ordering::SeqCst) == 0 {
-            free();
-            return;
-        }
+    /// Runs `free` (a synchronous free, `cuMemFree` / `hipFree`) on devstream's free thread
+    /// once no capture begun through devstream may be active on the device.
+    ///
+    /// Not while a capture may be active: a synchronous free synchronizes the device
+    /// implicitly, which the runtime answers by invalidating every capture in progress on it,
+    /// whatever the calling thread's capture mode (PyTorch's allocator holds its frees while
+    /// captures are underway for the same reason). Not on the calling thread: that implicit
+    /// synchronization waits for all of the device's queued work, which can include a stream
+    /// held at a flag or at a wait across backends that only the calling thread would release
+    /// later (dropping a graph buffer while a gate is closed would never return).
+    pub(crate) fn outside_captures(&'static self, free: DeferredAction) {
         devstream_core::sync::lock(&self.held_for_captures).push(free);
         self.held_count.fetch_add(1, Ordering::SeqCst);
-        // The last window may have closed before the push: then nobody else runs it.
         self.run_held_for_captures();
     }
 
-    /// Runs the frees held for captures once no capture window is open.
-    fn run_held_for_captures(&self) {
+    /// Hands the frees held for captures to the free thread once no capture window is open.
+    /// The free thread looks at the window again before it frees: a capture begun meanwhile
+    /// keeps them held, and its window's close hands them over again.
+    fn run_held_for_captures(&'static self) {
         if self.held_count.load(Ordering::SeqCst) == 0
             || self.capture_window.load(Ordering::SeqCst) != 0
-            || crate::hostfn::in_host_function()
+            || self.held_posted.swap(true, Ordering::SeqCst)
         {
             return;
         }
-        let held = std::mem::take(&mut *devstream_core::sync::lock(&self.held_for_captures));
-        self.held_count.fetch_sub(held.len(), Ordering::SeqCst);
-        for free in held {
-            free();
-        }
+        crate::hostfn::on_free_thread(move || {
+            self.held_posted.store(false, Ordering::SeqCst);
+            if self.capture_window.load(Ordering::SeqCst) != 0 {
+                return;
+            }
+            // devstream's own calls: in Relaxed mode, so that no capture (of someone else's
+            // stream) counts them as unsafe.
+            let _relaxed = CaptureModeGuard::<A>::relaxed();
+            let held = std::mem::take(&mut *devstream_core::sync::lock(&self.held_for_captures));
+            self.held_count.fetch_sub(held.len(), Ordering::SeqCst);
+            for free in held {
+                free();
+            }
+        });
     }
 
     /// The device's place.
@@ -562,7 +580,7 @@ impl<A: RawApi> Device<A> {
 
     /// Runs `action` once every event in `events` has completed (checked now and whenever the
     /// device allocates or releases later), then destroys the events. Never blocks.
-    pub(crate) fn defer(&self, events: Vec<RawEvent>, action: DeferredAction) {
+    pub(crate) fn defer(&'static self, events: Vec<RawEvent>, action: DeferredAction) {
         self.defer_entry(Deferred {
             events,
             waiting: Vec::new(),
@@ -570,7 +588,7 @@ impl<A: RawApi> Device<A> {
         });
     }
 
-    fn defer_entry(&self, entry: Deferred<A>) {
+    fn defer_entry(&'static self, entry: Deferred<A>) {
         match self.deferred.lock() {
             Ok(mut list) => {
                 list.push(entry);
@@ -585,7 +603,7 @@ impl<A: RawApi> Device<A> {
     /// Runs the deferred releases whose events have completed (inline: with none pending, one
     /// load on every stream, buffer and flag creation).
     #[inline]
-    pub(crate) fn collect(&self) {
+    pub(crate) fn collect(&'static self) {
         if self.pending.load(Ordering::Acquire) != 0 {
             self.collect_pending();
         }
@@ -701,7 +719,11 @@ impl<A: RawApi> Device<A> {
     /// Runs `action` once the work queued on `stream` so far has completed; if that cannot be
     /// tracked (the stream is capturing, or no event can be made), never runs it (a leak rather
     /// than a release under pending work).
-    pub(crate) fn release_after_or_forget(&self, stream: RawStream, action: DeferredAction) {
+    pub(crate) fn release_after_or_forget(
+        &'static self,
+        stream: RawStream,
+        action: DeferredAction,
+    ) {
         // devstream's own calls: in Relaxed mode (see `Device::collect_pending`).
         let _relaxed = CaptureModeGuard::<A>::relaxed();
         if self.bind().is_err() {
@@ -719,7 +741,11 @@ impl<A: RawApi> Device<A> {
     /// work it queued before the capture runs then, and its captured work belongs to the
     /// graph, which keeps its own objects); where completion cannot be tracked at all, `action`
     /// never runs (a leak rather than a release under pending work).
-    pub(crate) fn release_after(&self, users: Vec<Arc<StreamInner<A>>>, action: DeferredAction) {
+    pub(crate) fn release_after(
+        &'static self,
+        users: Vec<Arc<StreamInner<A>>>,
+        action: DeferredAction,
+    ) {
         // devstream's own calls: in Relaxed mode (see `Device::collect_pending`).
         let _relaxed = CaptureModeGuard::<A>::relaxed();
         let mut events = Vec::with_capacity(users.len());

@@ -3,9 +3,17 @@
 //!
 //! Mechanism. A capture's pool (kept with what the capture owns, `CaptureOwned`, under its
 //! capture id) hands out blocks of a size class: one that a buffer dropped earlier in the same
-//! capture gave back, else a new one from `cuMemAlloc` / `hipMalloc`, made with the thread in
-//! Relaxed capture mode as PyTorch's allocator does, so that the allocation is not captured and
-//! no capture counts it as unsafe. A block is a [`GraphBlock`] shared (`Arc`) by every buffer
+//! capture gave back, else a new one, made with the thread in Relaxed capture mode as PyTorch's
+//! allocator does, so that the allocation is not captured and no capture counts it as unsafe.
+//! Where the device has memory pools, new blocks come from a native pool of devstream's own
+//! for the device's capture pools ([`BlockSource`]), allocated on an internal stream that
+//! nothing else uses (so the host's wait for the allocation returns at once) and freed there,
+//! stream-ordered. Elsewhere they come from `cuMemAlloc` / `hipMalloc` and go back with a
+//! synchronous free, on devstream's free thread while no capture runs
+//! (`Device::outside_captures`): a synchronous free waits for all of the device's queued work,
+//! inside the driver, where it holds a lock that `cuStreamBeginCapture` on another thread
+//! waits for, so with a stream held at a flag that only a capturing thread releases it would
+//! never return. A block is a [`GraphBlock`] shared (`Arc`) by every buffer
 //! that had it; a buffer lets go of it after the work of every stream that used it (the graph
 //! keeps the buffers its work uses until its last launch completed), and the last holder frees
 //! it. So the address is fixed when the buffer is allocated, valid before the first launch,
@@ -15,10 +23,9 @@
 //! whose memory exists only from the node's execution in a launch to its free; an allocation the
 //! graph does not free keeps the graph from being launched again until it is freed, and before
 //! the first launch the address has nothing behind it, so a buffer kept across replays or past
-//! its graph would dangle. Nor a native pool per graph: its allocations during capture would be
-//! captured as nodes too, unless made on another stream and waited for on the host, and the
-//! blocks are held for the graph's lifetime anyway, so the driver's stream-ordered reuse would
-//! never apply.
+//! its graph would dangle. Nor a native pool per graph: the blocks are held for the graph's
+//! lifetime anyway, so the driver's stream-ordered reuse would never apply within one; the
+//! device-wide [`BlockSource`] pool reuses memory across graphs.
 //!
 //! Reuse is ordered by captured events: a handle dropped during its capture records an event on
 //! each of its buffer's users that takes part in that capture (the event stands for the work
@@ -30,7 +37,7 @@ use crate::device::Device;
 use crate::error::map_alloc_error;
 use crate::ext::CaptureModeGuard;
 use crate::hostfn::CaptureOwned;
-use crate::raw::{CaptureStatus, DevicePtr, RawApi, RawEvent};
+use crate::raw::{CaptureStatus, DevicePtr, RawApi, RawEvent, RawMemPool, RawResult, RawStream};
 use crate::stream::{GpuStream, StreamInner};
 use devstream_core::graph_memory::{unsupported_in_capture, GraphMemory};
 use devstream_core::mempool::{alloc_retrying, size_class};
@@ -42,35 +49,103 @@ use std::sync::{Arc, Weak};
 /// events their reuse must wait for.
 pub(crate) type CaptureMemory<A> = GraphMemory<Arc<GraphBlock<A>>, AfterEvents<A>>;
 
+/// Where a device's capture pools take new blocks from, where it has memory pools: a native
+/// pool of devstream's own and an internal stream on which its blocks are allocated and freed,
+/// stream-ordered. The stream has no other work, so synchronizing it after an allocation
+/// returns at once and makes the block usable from every stream.
+#[derive(Clone, Copy)]
+pub(crate) struct BlockSource {
+    pool: RawMemPool,
+    stream: RawStream,
+}
+
+impl BlockSource {
+    /// The device's source, made on first use (with its context current); `None` without
+    /// memory pools or where the pool or stream cannot be made (then `cuMemAlloc`).
+    fn of<A: RawApi>(device: &'static Device<A>) -> Option<BlockSource> {
+        *device.graph_blocks.get_or_init(|| {
+            if !device.caps.memory_pools {
+                return None;
+            }
+            // SAFETY: the device's context is current (bound by the caller); a pool without
+            // a size limit.
+            let pool = unsafe { A::mem_pool_create(device.ordinal, 0) }.ok()?;
+            // SAFETY: as above.
+            match unsafe { A::stream_create(true, device.priority_range().clamp(0)) } {
+                Ok(stream) => Some(BlockSource { pool, stream }),
+                Err(_) => {
+                    // SAFETY: our pool, with no allocation.
+                    let _ = unsafe { A::mem_pool_destroy(pool) };
+                    None
+                }
+            }
+        })
+    }
+
+    /// A new block of `class` bytes, usable from every stream when this returns.
+    fn alloc<A: RawApi>(self, class: usize) -> RawResult<DevicePtr> {
+        // SAFETY: the context is current and the thread in Relaxed mode (the caller's); the
+        // stream is not capturing (nothing but this source uses it).
+        let ptr = unsafe { A::mem_alloc_from_pool_async(class, self.pool, self.stream) }?;
+        // SAFETY: as above; the stream holds only this source's allocations and frees,
+        // which wait for nothing.
+        if let Err(e) = unsafe { A::stream_synchronize(self.stream) } {
+            // SAFETY: the block was never handed out.
+            let _ = unsafe { A::mem_free_async(ptr, self.stream) };
+            return Err(e);
+        }
+        Ok(ptr)
+    }
+}
+
 /// Device memory of a capture's pool, freed when its last holder lets go.
 pub(crate) struct GraphBlock<A: RawApi> {
     pub(crate) ptr: DevicePtr,
     class: usize,
     device: &'static Device<A>,
     memory: Weak<CaptureMemory<A>>,
+    /// Where the block came from: `None`, `cuMemAlloc`.
+    source: Option<BlockSource>,
 }
 
 impl<A: RawApi> Drop for GraphBlock<A> {
     fn drop(&mut self) {
         let (ptr, class, device) = (self.ptr, self.class, self.device);
         let memory = std::mem::take(&mut self.memory);
-        crate::hostfn::release_off_callback(move || {
-            device.outside_captures(Box::new(move || {
-                // devstream's own call: in Relaxed mode, so that no capture counts it as unsafe.
+        if let Some(source) = self.source {
+            // A stream-ordered free on the source's stream: no device-wide synchronization,
+            // so at once (on the release thread from a host function, where the runtime
+            // forbids calls).
+            crate::hostfn::release_off_callback(move || {
                 let _relaxed = CaptureModeGuard::<A>::relaxed();
                 if device.bind().is_err() {
                     return; // cannot free safely: leak rather than risk a use after free
                 }
-                // SAFETY: the block came from `mem_alloc`; every holder has let go, each only
-                // after the work that used the memory (buffers after their users' work, the
-                // graph after its last launch), so nothing uses it.
-                if unsafe { A::mem_free(ptr) }.is_ok() {
+                // SAFETY: the block came from the source's pool; every holder has let go,
+                // each only after the work that used the memory, so nothing uses it.
+                if unsafe { A::mem_free_async(ptr, source.stream) }.is_ok() {
                     if let Some(memory) = memory.upgrade() {
                         memory.released(class);
                     }
                 }
-            }));
-        });
+            });
+            return;
+        }
+        // Makes no runtime call here (the free runs on devstream's free thread), so also
+        // from a host function.
+        device.outside_captures(Box::new(move || {
+            if device.bind().is_err() {
+                return; // cannot free safely: leak rather than risk a use after free
+            }
+            // SAFETY: the block came from `mem_alloc`; every holder has let go, each only
+            // after the work that used the memory (buffers after their users' work, the
+            // graph after its last launch), so nothing uses it.
+            if unsafe { A::mem_free(ptr) }.is_ok() {
+                if let Some(memory) = memory.upgrade() {
+                    memory.released(class);
+                }
+            }
+        }));
     }
 }
 
@@ -315,11 +390,15 @@ pub(crate) fn alloc_in_capture<A: RawApi>(
             let Some(_relaxed) = CaptureModeGuard::<A>::relaxed() else {
                 return Err(unsupported_in_capture(&device.place));
             };
+            let source = BlockSource::of(device);
             let ptr = alloc_retrying(&*memory, len, || {
-                // SAFETY: the context is current (bound by the caller); the thread is in
-                // Relaxed mode, so no capture records or refuses the allocation.
-                unsafe { A::mem_alloc(class) }
-                    .map_err(|e| map_alloc_error::<A>(e, &device.place, len))
+                match source {
+                    Some(source) => source.alloc::<A>(class),
+                    // SAFETY: the context is current (bound by the caller); the thread is in
+                    // Relaxed mode, so no capture records or refuses the allocation.
+                    None => unsafe { A::mem_alloc(class) },
+                }
+                .map_err(|e| map_alloc_error::<A>(e, &device.place, len))
             })?;
             memory.created(class);
             Arc::new(GraphBlock {
@@ -327,6 +406,7 @@ pub(crate) fn alloc_in_capture<A: RawApi>(
                 class,
                 device,
                 memory: Arc::downgrade(&memory),
+                source,
             })
         }
     };

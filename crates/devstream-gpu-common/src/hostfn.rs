@@ -79,21 +79,46 @@ type ReleaseJob = Box<dyn FnOnce() + Send>;
 pub(crate) fn release_thread() -> Option<&'static Mutex<Sender<ReleaseJob>>> {
     static SENDER: OnceLock<Option<Mutex<Sender<ReleaseJob>>>> = OnceLock::new();
     SENDER
-        .get_or_init(|| {
-            let (tx, rx) = channel::<ReleaseJob>();
-            std::thread::Builder::new()
-                .name("devstream-release".into())
-                .spawn(move || {
-                    for job in rx {
-                        if let Err(payload) = catch_unwind(AssertUnwindSafe(job)) {
-                            drop_payload(payload);
-                        }
-                    }
-                })
-                .ok()
-                .map(|_| Mutex::new(tx))
-        })
+        .get_or_init(|| job_thread("devstream-release"))
         .as_ref()
+}
+
+/// The thread that runs devstream's synchronous frees (`Device::outside_captures`), apart from
+/// the release thread: a synchronous free can wait for a long time (for all of its device's
+/// queued work), and nothing else must queue behind it.
+fn free_thread() -> Option<&'static Mutex<Sender<ReleaseJob>>> {
+    static SENDER: OnceLock<Option<Mutex<Sender<ReleaseJob>>>> = OnceLock::new();
+    SENDER.get_or_init(|| job_thread("devstream-free")).as_ref()
+}
+
+/// Runs `free` on devstream's free thread (see [`free_thread`]); where that thread cannot be
+/// had, never (a leak, not a deadlock).
+pub(crate) fn on_free_thread(free: impl FnOnce() + Send + 'static) {
+    match free_thread().and_then(|tx| tx.lock().ok()) {
+        Some(tx) => {
+            if let Err(job) = tx.send(Box::new(free)) {
+                std::mem::forget(job);
+            }
+        }
+        None => std::mem::forget(free),
+    }
+}
+
+/// A detached thread named `name` that runs the jobs sent to it, in order, each with its
+/// panic contained.
+fn job_thread(name: &str) -> Option<Mutex<Sender<ReleaseJob>>> {
+    let (tx, rx) = channel::<ReleaseJob>();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            for job in rx {
+                if let Err(payload) = catch_unwind(AssertUnwindSafe(job)) {
+                    drop_payload(payload);
+                }
+            }
+        })
+        .ok()
+        .map(|_| Mutex::new(tx))
 }
 
 /// Runs `release` (which makes runtime calls: destroy, free, query) now, or, when called on a
