@@ -256,10 +256,16 @@ struct ManagedInner<A: RawApi> {
 
 impl<A: RawApi> Drop for ManagedInner<A> {
     fn drop(&mut self) {
-        let ptr = self.ptr;
-        self.users.release_after(self.device, move || {
-            // SAFETY: every stream that used the memory is done with it.
-            let _ = unsafe { A::mem_free(ptr) };
+        let (ptr, device) = (self.ptr, self.device);
+        self.users.release_after(device, move || {
+            // A synchronous free: on the free thread, outside captures, as the device's other
+            // synchronous frees (`Device::outside_captures`).
+            device.outside_captures(Box::new(move || {
+                if device.bind().is_ok() {
+                    // SAFETY: every stream that used the memory is done with it.
+                    let _ = unsafe { A::mem_free(ptr) };
+                }
+            }));
         });
     }
 }
