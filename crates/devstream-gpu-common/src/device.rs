@@ -214,9 +214,10 @@ pub struct Device<A: RawApi> {
     pub(crate) live_events: AtomicUsize,
     /// Never-recorded events with default flags, kept for reuse (like PyTorch's event pool).
     pub(crate) event_pool: Mutex<Vec<RawEvent>>,
-    /// Where capture pools take new blocks from (`crate::graph_memory::BlockSource`), made on
-    /// first use.
-    pub(crate) graph_blocks: OnceLock<Option<crate::graph_memory::BlockSource>>,
+    /// Where capture pools take new blocks from (`crate::graph_memory::BlockSource`), made
+    /// with the device (its stream too, like the other internal streams); `None` without
+    /// memory pools.
+    pub(crate) graph_blocks: Option<crate::graph_memory::BlockSource>,
     /// Native streams of dropped owned streams whose work was all done, with their flags
     /// (`non_blocking`, native priority), kept for the next stream of the same flags (see
     /// [`Device::keep_stream`]).
@@ -294,6 +295,11 @@ impl<A: RawApi> Device<A> {
         // SAFETY: the context is current; the stream lives for the process' lifetime.
         let reclaim_stream = check::<A, _>(unsafe { A::stream_create(true, range.clamp(0)) });
         let completions = crate::completion::Hub::new(range.clamp(0));
+        let graph_blocks = if caps.memory_pools {
+            crate::graph_memory::BlockSource::new::<A>(ordinal, range.clamp(0))
+        } else {
+            None
+        };
         Ok(Device {
             ordinal,
             place,
@@ -319,7 +325,7 @@ impl<A: RawApi> Device<A> {
             live_streams: AtomicUsize::new(0),
             live_events: AtomicUsize::new(0),
             event_pool: Mutex::new(Vec::new()),
-            graph_blocks: OnceLock::new(),
+            graph_blocks,
             stream_pool: Mutex::new(Vec::new()),
             pinned_cache: Mutex::new(HashMap::new()),
             wait_words: crate::words::WaitWords::new(),

@@ -60,26 +60,23 @@ pub(crate) struct BlockSource {
 }
 
 impl BlockSource {
-    /// The device's source, made on first use (with its context current); `None` without
-    /// memory pools or where the pool or stream cannot be made (then `cuMemAlloc`).
-    fn of<A: RawApi>(device: &'static Device<A>) -> Option<BlockSource> {
-        *device.graph_blocks.get_or_init(|| {
-            if !device.caps.memory_pools {
-                return None;
+    /// A source for device `ordinal` (its context current), whose stream has priority
+    /// `priority`; `None` where the pool or the stream cannot be made (then `cuMemAlloc`).
+    /// Made with the device: CUDA's stream creation can wait for work queued on other streams,
+    /// and the first allocation in a capture may come while the caller holds streams.
+    pub(crate) fn new<A: RawApi>(ordinal: usize, priority: i32) -> Option<BlockSource> {
+        // SAFETY: the device's context is current (the caller's); a pool without a size
+        // limit, living for the process' lifetime.
+        let pool = unsafe { A::mem_pool_create(ordinal, 0) }.ok()?;
+        // SAFETY: as above.
+        match unsafe { A::stream_create(true, priority) } {
+            Ok(stream) => Some(BlockSource { pool, stream }),
+            Err(_) => {
+                // SAFETY: our pool, with no allocation.
+                let _ = unsafe { A::mem_pool_destroy(pool) };
+                None
             }
-            // SAFETY: the device's context is current (bound by the caller); a pool without
-            // a size limit.
-            let pool = unsafe { A::mem_pool_create(device.ordinal, 0) }.ok()?;
-            // SAFETY: as above.
-            match unsafe { A::stream_create(true, device.priority_range().clamp(0)) } {
-                Ok(stream) => Some(BlockSource { pool, stream }),
-                Err(_) => {
-                    // SAFETY: our pool, with no allocation.
-                    let _ = unsafe { A::mem_pool_destroy(pool) };
-                    None
-                }
-            }
-        })
+        }
     }
 
     /// A new block of `class` bytes, usable from every stream when this returns.
@@ -390,7 +387,7 @@ pub(crate) fn alloc_in_capture<A: RawApi>(
             let Some(_relaxed) = CaptureModeGuard::<A>::relaxed() else {
                 return Err(unsupported_in_capture(&device.place));
             };
-            let source = BlockSource::of(device);
+            let source = device.graph_blocks;
             let ptr = alloc_retrying(&*memory, len, || {
                 match source {
                     Some(source) => source.alloc::<A>(class),
