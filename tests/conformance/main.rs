@@ -44,6 +44,7 @@ mod drops;
 mod errors;
 mod events;
 mod flags;
+mod held;
 mod hostile;
 mod hostile_lifetimes;
 mod model;
