@@ -65,6 +65,7 @@ fn calls_return_while_another_stream_of_the_place_is_held() {
                 None
             };
             let out = held.alloc_host(LEN)?;
+            let scratch = std::sync::Arc::new(stream.alloc(LEN)?);
             let Some(gate) = Gate::close(&held)? else {
                 not_applicable(place, "no gate (neither flags nor host functions)");
                 return Ok(());
@@ -148,6 +149,16 @@ fn calls_return_while_another_stream_of_the_place_is_held() {
                         Ok(())
                     },
                 )?;
+                // A release the drop handed to another thread may hold a driver lock that the
+                // next capture's begin takes.
+                let (s, scratch) = (stream.clone(), scratch.clone());
+                step("a second capture right after", move || {
+                    s.begin_capture(CaptureMode::ThreadLocal)?;
+                    s.fill(&scratch, 0, LEN, 6)?;
+                    let graph = s.end_capture()?;
+                    graph.launch(&s)?;
+                    s.synchronize()
+                })?;
             }
             step("the other stream dropped", move || {
                 drop(stream);
