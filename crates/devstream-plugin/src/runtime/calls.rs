@@ -212,7 +212,8 @@ impl LoadedPlugin {
     /// null pointer it is `OutOfMemory` (Paddle's own convention: its `CustomAllocator` reads
     /// a null pointer from a successful allocate as exhaustion); a failure that still wrote a
     /// pointer gives it back through the plug-in's own deallocate (so it does not leak);
-    /// `C_FAILED` is `OutOfMemory`, other failures `Driver`.
+    /// `C_FAILED` is `OutOfMemory`, other failures `Driver`. A block whose end would pass the
+    /// address space is given back and answered as a malformed answer.
     fn allocate_with(
         &self,
         call: &'static str,
@@ -228,6 +229,16 @@ impl LoadedPlugin {
         if status == C_SUCCESS || status == C_WARNING {
             if ptr.is_null() {
                 return Err(Error::out_of_memory(&self.place(slot), len));
+            }
+            // Addresses inside the block are computed as `ptr + offset`: a block whose end
+            // passes the address space is no allocation of `len` bytes.
+            if (ptr as usize).checked_add(len).is_none() {
+                // SAFETY: the pointer the plug-in just wrote for this size; nothing uses it.
+                let _ = unsafe { deallocate(self.device_ptr(slot), ptr, len) };
+                return Err(self.malformed(format!(
+                    "{call} answered a block at {ptr:p} of {len} bytes, which ends past the \
+                     address space"
+                )));
             }
             return Ok(ptr as usize);
         }
