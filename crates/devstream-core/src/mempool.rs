@@ -298,7 +298,8 @@ struct Cached<B> {
 /// Invariants: `used` is the sum of the classes of blocks handed out and not given back,
 /// `reserved` is `used` plus the classes of the cached blocks, the peaks cover their values,
 /// `recent_most` covers the values `used` had in the current period, and after
-/// [`give_back`](Self::give_back) `reserved ≤ max(threshold, used)`.
+/// [`give_back`](Self::give_back) `reserved ≤ max(threshold, used)`. The byte counts
+/// saturate rather than overflow: a plug-in may answer absurd sizes as allocated.
 #[derive(Debug)]
 pub struct CacheState<B> {
     free: std::collections::BTreeMap<usize, Vec<Cached<B>>>,
@@ -362,10 +363,10 @@ impl<B> CacheState<B> {
         let most = self
             .recent_most
             .max(self.earlier_most)
-            .max(self.used + class);
+            .max(self.used.saturating_add(class));
         let bound = most.saturating_add(most / 4);
         let mut out = Vec::new();
-        if self.reserved + class <= bound {
+        if self.reserved.saturating_add(class) <= bound {
             return out;
         }
         let mut classes = self
@@ -375,7 +376,7 @@ impl<B> CacheState<B> {
             .copied()
             .collect::<Vec<_>>()
             .into_iter();
-        while self.reserved + class > bound {
+        while self.reserved.saturating_add(class) > bound {
             let Some(size) = classes.next() else {
                 break;
             };
@@ -384,10 +385,12 @@ impl<B> CacheState<B> {
             };
             // Each list is in caching order: its cold blocks come first.
             let cold = list.partition_point(|c| self.handed_out - c.since >= COLD_AFTER);
-            let excess = self.reserved + class - bound;
+            let excess = self.reserved.saturating_add(class) - bound;
             let wanted = excess.div_ceil(size as u64).min(cold as u64) as usize;
             out.extend(list.drain(..wanted).map(|c| c.block));
-            self.reserved -= (wanted * size) as u64;
+            self.reserved = self
+                .reserved
+                .saturating_sub((wanted as u64).saturating_mul(size as u64));
             if list.is_empty() {
                 self.free.remove(&size);
             }
@@ -403,13 +406,13 @@ impl<B> CacheState<B> {
     /// Counts a new block of `class` bytes, just obtained from the system, as reserved and as a
     /// live buffer's (`class` 0: a buffer of 0 bytes, which has no block).
     pub fn add_new(&mut self, class: usize) {
-        self.reserved += class as u64;
+        self.reserved = self.reserved.saturating_add(class as u64);
         self.note_taken(class);
     }
 
     /// Counts a buffer of `class` bytes as live.
     fn note_taken(&mut self, class: usize) {
-        self.used += class as u64;
+        self.used = self.used.saturating_add(class as u64);
         self.allocations += 1;
         self.handed_out += 1;
         if self.handed_out.is_multiple_of(WORKING_SET_PERIOD) {
@@ -433,7 +436,7 @@ impl<B> CacheState<B> {
     /// nothing: for a pool that applies its threshold at synchronisation points
     /// ([`release_to_threshold`](Self::release_to_threshold)), as native pools do.
     pub fn give_back_cached(&mut self, class: usize, block: Option<B>) {
-        self.used -= class as u64;
+        self.used = self.used.saturating_sub(class as u64);
         self.allocations -= 1;
         if let Some(block) = block {
             let since = self.handed_out;
@@ -463,7 +466,7 @@ impl<B> CacheState<B> {
                 entry.remove();
             }
             if let Some(cached) = cached {
-                self.reserved -= class as u64;
+                self.reserved = self.reserved.saturating_sub(class as u64);
                 out.push(cached.block);
             }
         }
