@@ -5,12 +5,9 @@
 # serially.
 # Build: as run-86.sh (one bundle for both); carry [gpurun, .gl].
 set -u
-for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 cd gpurun
 . bundle/gpu-run-lib.sh
-ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f $ICD ] && export VK_DRIVER_FILES=$ICD __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader > $R/devices.txt
+gpu_setup
 run memcheck-cross 420 env DEVSTREAM_REQUIRE=cpu,cuda DEVSTREAM_PLACES=cpu,cuda:0 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 ./conformance cross --test-threads=1
 watched cross-serial 150 env DEVSTREAM_TEST_STACKS_AFTER=140 DEVSTREAM_REQUIRE=cpu,cuda,hip,wgpu DEVSTREAM_PLACES=cpu,cuda:0,hip:0,wgpu:0 ./conformance cross --test-threads=1
 tar czf $OUT/results.tgz -C $R .

@@ -8,12 +8,9 @@
 # capture now go through the pool).
 # Build: cargo xtask gpu-bundle --features cuda,hip,comm,wgpu --out gpurun/bundle; carry [gpurun, .gl].
 set -u
-for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 cd gpurun
 . bundle/gpu-run-lib.sh
-ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f $ICD ] && export VK_DRIVER_FILES=$ICD __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader > $R/devices.txt
+gpu_setup
 watched pools-cuda 60 env PROPTEST_CASES=256 DEVSTREAM_TEST_STACKS_AFTER=55 DEVSTREAM_REQUIRE=cuda DEVSTREAM_PLACES=cuda:0 ./conformance pool --test-threads=1 --nocapture
 watched pools-hip 60 env PROPTEST_CASES=256 DEVSTREAM_TEST_STACKS_AFTER=55 DEVSTREAM_REQUIRE=hip DEVSTREAM_PLACES=hip:0 ./conformance pool --test-threads=1 --nocapture
 run memcheck-pools 150 env PROPTEST_CASES=8 DEVSTREAM_REQUIRE=cuda DEVSTREAM_PLACES=cuda:0 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 ./conformance pool --test-threads=1
