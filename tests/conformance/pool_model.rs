@@ -110,10 +110,23 @@ struct Rounding {
 /// return a dropped buffer's memory a little after its work completes (plug-in places, from a
 /// reaper thread), and `held` buffers dropped under a capture that still runs may stay counted
 /// until it ends (CUDA, HIP).
-fn settled(pool: &MemoryPool, live: u64, held: u64) -> Result<PoolStats, TestCaseError> {
+/// The pool's stats once its live count is in `live..=live + held` and, where `used` is given,
+/// its used bytes in that range (or [`PATIENCE`] has passed): frees of blocks dropped under a
+/// capture run on the device's free thread after the capture ends, so the native pool's byte
+/// count can lag the count of buffers for a moment after the streams drained.
+fn settled(
+    pool: &MemoryPool,
+    live: u64,
+    held: u64,
+    used: Option<std::ops::RangeInclusive<u64>>,
+) -> Result<PoolStats, TestCaseError> {
     wait_until(PATIENCE, || {
-        pool.stats()
-            .is_ok_and(|s| (live..=live + held).contains(&s.allocations))
+        pool.stats().is_ok_and(|s| {
+            (live..=live + held).contains(&s.allocations)
+                && used
+                    .as_ref()
+                    .is_none_or(|used| used.contains(&s.used_bytes))
+        })
     });
     pool.stats().map_err(fail)
 }
@@ -387,7 +400,9 @@ fn drain(
         );
     }
     let live = slots.len() as u64;
-    let stats = settled(pool, live, held.len() as u64)?;
+    let rounded: u64 = slots.values().map(|l| rounding.used[l.size]).sum();
+    let used = rounding.additive.then_some(rounded..=rounded + held_bytes);
+    let stats = settled(pool, live, held.len() as u64, used)?;
     prop_assert!(
         (live..=live + held.len() as u64).contains(&stats.allocations),
         "{}: {} live buffers, {} dropped under a capture still running: {:?}",
@@ -396,7 +411,6 @@ fn drain(
         held.len(),
         stats
     );
-    let rounded: u64 = slots.values().map(|l| rounding.used[l.size]).sum();
     if rounding.additive {
         prop_assert!(
             (rounded..=rounded + held_bytes).contains(&stats.used_bytes),

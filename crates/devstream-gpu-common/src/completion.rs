@@ -465,9 +465,15 @@ impl<A: RawApi> Device<A> {
         if snapshot.is_empty() {
             return false;
         }
-        // No question while a capture begun through devstream is in progress on the device (a
-        // Global-mode capture forbids other threads' unsafe calls; doorbells still ring).
-        if self.active_captures.load(Ordering::Acquire) > 0 {
+        // The questions run with this thread in Relaxed mode: a Global-mode capture begun on
+        // another thread forbids other threads' unsafe calls, and the runtime invalidates it
+        // when one is made. Checking for captures first cannot close that window, since a
+        // capture may begin between the check and a question (a sweep asks every pending
+        // event, back to back in the spin window). Where the mode cannot be exchanged, no
+        // question while a capture begun through devstream is in progress (doorbells still
+        // ring), and the window stays.
+        let relaxed = crate::ext::CaptureModeGuard::<A>::relaxed();
+        if relaxed.is_none() && self.active_captures.load(Ordering::Acquire) > 0 {
             return false;
         }
         let bound = self.bind();

@@ -146,3 +146,37 @@ fn event_completion_survives_a_re_record_of_its_event() {
         block_on(future).unwrap();
     }
 }
+
+/// Global-mode captures begun while the completion hub asks pending events back to back (its
+/// spin window, reopened by each registration) stay valid: the hub's questions may not count
+/// as another thread's unsafe calls. Every round registers more completions behind a flag and
+/// at once begins a capture, adds a host function and ends it; the flag opens at the end
+/// whatever happened, so a failure leaves no stream held for the tests after it.
+#[test]
+fn global_captures_begun_while_the_completion_hub_sweeps_stay_valid() {
+    let (place, _serial) = or_skip!(gpu());
+    let (held, flag) = gated(&place);
+    let mut pending: Vec<_> = (0..64).map(|_| held.completion()).collect();
+    let capturing = stream(&place);
+    let mut failures = Vec::new();
+    for round in 0..50 {
+        pending.extend((0..4).map(|_| held.completion()));
+        if let Err(e) = capturing.begin_capture(CaptureMode::Global) {
+            failures.push(format!("round {round}: begin_capture: {e}"));
+            continue;
+        }
+        let launched = capturing.launch_host_func(Box::new(|| {}));
+        let ended = capturing.end_capture();
+        if let Err(e) = launched.and(ended.map(drop)) {
+            failures.push(format!("round {round}: {e}"));
+        }
+    }
+    flag.set(1);
+    for future in pending {
+        block_on(future).unwrap();
+    }
+    assert!(
+        failures.is_empty(),
+        "captures invalidated while the hub swept: {failures:?}"
+    );
+}
