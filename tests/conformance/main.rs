@@ -45,6 +45,7 @@ mod errors;
 mod events;
 mod flags;
 mod held;
+mod host_fn_buffers;
 mod hostile;
 mod hostile_lifetimes;
 mod model;

@@ -57,6 +57,11 @@ pub struct Capabilities {
     /// was captured (see `devstream_core::foreign`, "Captures"). Off while `foreign_waits` and
     /// `capture` are on, such a wait answers `Error::Capture` and leaves the capture as it was.
     pub capture_foreign_waits: bool,
+    /// This place's host buffers can be given to a host function of any place
+    /// (`Stream::launch_host_func_with`), which is then ordered against the buffers' copies
+    /// by waits in submission order (`devstream_core::host_fn_access`). Off, such a call with
+    /// one of its host buffers answers `Error::InvalidArgument` and submits nothing.
+    pub host_func_buffers: bool,
     /// Native handles can be exported/imported (interprocess events, raw handles).
     pub external_handles: bool,
     /// Stream-ordered allocation (`cuMemAllocAsync`-style); off means allocation is synchronous.
@@ -100,6 +105,7 @@ impl Capabilities {
             cross_device_wait: false,
             foreign_waits: false,
             capture_foreign_waits: false,
+            host_func_buffers: false,
             external_handles: false,
             stream_ordered_alloc: false,
             nonblocking_query: false,
@@ -128,6 +134,7 @@ impl Capabilities {
                 "capture_foreign_waits",
                 self.capture_foreign_waits.to_string(),
             ),
+            ("host_func_buffers", self.host_func_buffers.to_string()),
             ("external_handles", self.external_handles.to_string()),
             (
                 "stream_ordered_alloc",

@@ -22,7 +22,9 @@
 //! * [`pool`]: a lazily created round-robin pool of streams per place and priority;
 //! * [`elide`]: redundant-wait elision (what a stream already waited for), for every backend;
 //! * [`capture`]: the capture-mode rule (which calls a capture forbids, where, and how a
-//!   forbidden call fails), for every backend.
+//!   forbidden call fails), for every backend;
+//! * [`host_fn_access`]: host functions given host buffers, ordered against the buffers'
+//!   copies by waits.
 //!
 //! # Example
 //! ```
@@ -47,6 +49,7 @@ pub mod elide;
 mod error;
 pub mod foreign;
 pub mod graph_memory;
+pub mod host_fn_access;
 pub mod launch_calls;
 pub mod memory;
 pub mod mempool;

@@ -482,6 +482,27 @@ pub trait HostBuffer: Debug + Send + Sync + 'static {
     fn write_would_wait(&self) -> bool {
         true
     }
+    /// What a host function given this buffer needs (`Stream::launch_host_func_with`; the
+    /// rules are in [`crate::host_fn_access`]): the completions of the buffer's uses queued
+    /// before now, a registered use that copies submitted from now on wait for, and the
+    /// bytes. `runner` is the backend of the host function's stream. The snapshot and the
+    /// registration are made under the lock under which the backend's copies of the buffer
+    /// check [`HostFnUses::awaited`](crate::host_fn_access::HostFnUses::awaited) and register
+    /// themselves, and host reads and writes wait for registered uses.
+    ///
+    /// The default answers `Error::InvalidArgument`: a backend that keeps these rules
+    /// overrides it and sets its places' `host_func_buffers` capability.
+    fn host_fn_access(
+        &self,
+        runner: crate::foreign::BackendKey,
+    ) -> Result<crate::host_fn_access::HostFnAccess> {
+        let _ = runner;
+        Err(crate::Error::InvalidArgument(
+            "this backend's host buffers cannot be given to a host function \
+             (launch_host_func_with): its places' host_func_buffers capability is off"
+                .into(),
+        ))
+    }
 }
 
 /// The graph type of a backend without capture: uninhabited, so no value of it exists and its

@@ -15,9 +15,12 @@ use crate::graph_memory::{CaptureAlloc, CaptureMemory};
 use crate::mempool::PoolShared;
 use crate::scheduler::running_stream;
 use crate::{lock, CPU_PLACE};
+use devstream_core::foreign::BackendKey;
+use devstream_core::host_fn_access::{HostBytes, HostFnAccess, HostFnUses, LockedBytes};
 use devstream_core::memory::zeroed;
 use devstream_core::traits::check_range;
-use devstream_core::{next_id, Place, Result};
+use devstream_core::{next_id, Completer, Completion, Place, Result};
+use std::collections::BTreeSet;
 use std::ops::{Deref, DerefMut};
 #[cfg(feature = "comm")]
 use std::sync::RwLockReadGuard;
@@ -276,13 +279,30 @@ impl devstream_core::DeviceBuffer for CpuBuffer {
     }
 }
 
-/// Shared state of a [`CpuHostBuffer`]: the bytes and how many queued operations touch them.
+/// Shared state of a [`CpuHostBuffer`]: the bytes, the queued operations that touch them and
+/// the host functions given them (`launch_host_func_with`) that have not run.
 pub(crate) struct HostInner {
     pub(crate) id: u64,
     pub(crate) len: usize,
     pub(crate) data: Mutex<Box<[u8]>>,
-    pending: Mutex<usize>,
+    uses: Mutex<QueuedUses>,
     idle: Condvar,
+    /// Host functions given the buffer that have not run: copies submitted now wait for them.
+    pub(crate) host_fns: HostFnUses,
+    /// Held while a copy of the buffer checks `host_fns` and registers itself, and while a
+    /// host function given the buffer takes its snapshot of queued uses and registers: every
+    /// copy is either in the snapshot or waits for the host function.
+    pub(crate) order: Mutex<()>,
+}
+
+/// The queued operations touching a host buffer, numbered as they register, and the
+/// completions that wait for every operation registered before some number.
+#[derive(Default)]
+struct QueuedUses {
+    next: u64,
+    outstanding: BTreeSet<u64>,
+    /// Ready once no operation numbered below the bound is outstanding.
+    waiters: Vec<(u64, Completer)>,
 }
 
 impl HostInner {
@@ -291,58 +311,99 @@ impl HostInner {
             id: next_id(),
             len,
             data: Mutex::new(zeroed(&CPU_PLACE, len)?),
-            pending: Mutex::new(0),
+            uses: Mutex::new(QueuedUses::default()),
             idle: Condvar::new(),
+            host_fns: HostFnUses::new(),
+            order: Mutex::new(()),
         }))
     }
 
     /// Registers a queued operation touching the buffer; the guard's drop (when the operation
     /// has run or is discarded) unregisters it.
     pub(crate) fn begin_use(self: &Arc<Self>) -> PendingGuard {
-        *lock(&self.pending) += 1;
-        PendingGuard(self.clone())
+        let mut uses = lock(&self.uses);
+        let number = uses.next;
+        uses.next += 1;
+        uses.outstanding.insert(number);
+        PendingGuard(self.clone(), number)
     }
 
     /// Number of queued operations touching the buffer.
     #[cfg(test)]
     pub(crate) fn pending_count(&self) -> usize {
-        *lock(&self.pending)
+        lock(&self.uses).outstanding.len()
+    }
+
+    /// A completion of the operations registered so far (none if all have run).
+    fn queued_completion(&self) -> Option<Completion> {
+        let mut uses = lock(&self.uses);
+        if uses.outstanding.is_empty() {
+            return None;
+        }
+        let (completion, completer) = Completion::pending();
+        let bound = uses.next;
+        uses.waiters.push((bound, completer));
+        Some(completion)
     }
 
     /// Whether [`HostInner::wait_idle`] would block now: outside host functions and kernels,
-    /// while a queued operation touches the buffer.
+    /// while a queued operation touches the buffer or a host function given it has not run.
     fn would_wait(&self) -> bool {
-        running_stream() == 0 && *lock(&self.pending) > 0
+        running_stream() == 0
+            && (!lock(&self.uses).outstanding.is_empty() || !self.host_fns.is_idle())
     }
 
-    /// Blocks until no queued operation touches the buffer, unless the caller is a host
-    /// function or kernel (see [`CpuHostBuffer`]): it returns at once there.
+    /// Blocks until no queued operation touches the buffer and every host function given it
+    /// has run, unless the caller is a host function or kernel (see [`CpuHostBuffer`]): it
+    /// returns at once there.
     fn wait_idle(&self) {
         if running_stream() != 0 {
             // Everything stream-ordered before the running task is complete (a task runs only
             // after all its dependencies, and a copy releases the buffer before it counts as
             // completed); what is still queued is ordered after the task or not at all, and
             // waiting for it could deadlock (work queued after the task, a starved pool, a
-            // flag nobody sets yet).
+            // flag nobody sets yet). A host function given the buffer holds the bytes' lock
+            // while it runs, so it is seen completely or not at all.
             return;
         }
-        let mut pending = lock(&self.pending);
-        while *pending > 0 {
-            pending = devstream_core::sync::wait(&self.idle, pending);
+        let mut uses = lock(&self.uses);
+        while !uses.outstanding.is_empty() {
+            uses = devstream_core::sync::wait(&self.idle, uses);
         }
+        drop(uses);
+        self.host_fns.wait_idle();
     }
 }
 
 /// Keeps a host buffer marked as used by queued work (see [`HostInner::begin_use`]).
-pub(crate) struct PendingGuard(Arc<HostInner>);
+pub(crate) struct PendingGuard(Arc<HostInner>, u64);
 
 impl Drop for PendingGuard {
     fn drop(&mut self) {
-        let mut pending = lock(&self.0.pending);
-        *pending -= 1;
-        if *pending == 0 {
+        let mut uses = lock(&self.0.uses);
+        uses.outstanding.remove(&self.1);
+        // Every operation numbered below `first` has run: the waiters up to it are ready.
+        let first = uses.outstanding.first().copied().unwrap_or(u64::MAX);
+        let waiters = std::mem::take(&mut uses.waiters);
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            waiters.into_iter().partition(|(bound, _)| *bound <= first);
+        uses.waiters = waiting;
+        if uses.outstanding.is_empty() {
             self.0.idle.notify_all();
         }
+        drop(uses);
+        for (_, completer) in ready {
+            completer.complete(Ok(()));
+        }
+    }
+}
+
+/// The bytes of a host buffer given to a host function, under the lock copies take.
+struct CpuHostBytes(Arc<HostInner>);
+
+impl HostBytes for CpuHostBytes {
+    fn view(&mut self) -> Box<dyn DerefMut<Target = [u8]> + '_> {
+        Box::new(LockedBytes(lock(&self.0.data)))
     }
 }
 
@@ -396,6 +457,18 @@ impl devstream_core::HostBuffer for CpuHostBuffer {
 
     fn write_would_wait(&self) -> bool {
         self.0.would_wait()
+    }
+
+    fn host_fn_access(&self, runner: BackendKey) -> Result<HostFnAccess> {
+        let _order = lock(&self.0.order);
+        let queued = self.0.queued_completion().into_iter().collect();
+        Ok(HostFnAccess::new(
+            &self.0.host_fns,
+            BackendKey::of(&CPU_PLACE),
+            queued,
+            runner,
+            Box::new(CpuHostBytes(self.0.clone())),
+        ))
     }
 }
 

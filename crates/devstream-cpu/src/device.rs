@@ -33,6 +33,7 @@ pub(crate) const CAPABILITIES: Capabilities = {
     caps.cross_device_wait = false;
     caps.foreign_waits = true;
     caps.capture_foreign_waits = true;
+    caps.host_func_buffers = true;
     caps.external_handles = false;
     caps.stream_ordered_alloc = true;
     caps.nonblocking_query = true;

@@ -343,6 +343,18 @@ impl StreamInner {
             |host| Arc::clone(host),
             |data| Arc::from(data),
         );
+        let host = match &op {
+            BufferOp::HostToDevice(transfer) => transfer.src,
+            BufferOp::DeviceToHost(transfer) => transfer.dst,
+            _ => return self.submit(Op::Common(CommonOp::Buffer(owned)), op.name()),
+        };
+        // A copy of a host buffer waits for the host functions given it that are pending
+        // (`devstream_core::host_fn_access`); checked and registered under the buffer's order
+        // lock, under which such a host function takes its snapshot of queued copies.
+        let _order = lock(&host.order);
+        for awaited in host.host_fns.awaited(&CPU_PLACE) {
+            crate::foreign::wait_completion(self, awaited)?;
+        }
         self.submit(Op::Common(CommonOp::Buffer(owned)), op.name())
     }
 

@@ -291,4 +291,10 @@ dispatch_api! { trait HostBufferApi for H where [H: traits::HostBuffer + Member<
     }
     fn read_would_wait(&self) -> bool { traits::HostBuffer::read_would_wait(self) }
     fn write_would_wait(&self) -> bool { traits::HostBuffer::write_would_wait(self) }
+    fn host_fn_access(
+        &self,
+        runner: devstream_core::foreign::BackendKey,
+    ) -> Result<devstream_core::host_fn_access::HostFnAccess> {
+        traits::HostBuffer::host_fn_access(self, runner)
+    }
 }}

@@ -78,6 +78,7 @@ mod cross;
 mod event;
 mod flag;
 mod graph;
+mod host_fn_buffers;
 mod pool;
 mod registry;
 mod stream;

@@ -347,6 +347,50 @@ impl Stream {
             )
         })
     }
+    /// Runs `f` on the host with the bytes of `buffers` (host buffers of any backend, each at
+    /// most once), after all earlier work of this stream and after every use of the buffers
+    /// submitted before this call, on any stream; copies of the buffers submitted after it,
+    /// on any stream, run after it; later work of this stream waits for it. Returns at once.
+    ///
+    /// The order is kept by waits, never by blocking a thread: this stream first waits for the
+    /// buffers' uses submitted before (across backends where the buffer's backend differs),
+    /// and the buffers' later copies wait for the host function. So a pipeline stage on one
+    /// backend can fill another backend's pinned buffer while that backend's copy of it is
+    /// already queued behind the stage, which `HostBuffer::write` in a plain host function
+    /// must refuse (`Error::WouldDeadlock`). Host reads and writes of the buffers block until
+    /// it has run. The host function is ordered after the earlier uses, but does not take
+    /// their errors (they surface on their own streams).
+    ///
+    /// `Error::InvalidArgument` where a buffer is given twice or its place's
+    /// `host_func_buffers` capability is off; `Error::Unsupported` where this stream's place
+    /// cannot wait on other backends (`foreign_waits`); `Error::Capture` while this stream
+    /// captures (a graph's replays are not ordered against the buffers' copies). On an error
+    /// nothing is submitted.
+    ///
+    /// ```
+    /// use devstream::{Place, Stream};
+    /// let producer = Stream::new(&Place::Cpu).unwrap();
+    /// let device = Stream::new(&Place::Cpu).unwrap();
+    /// let staging = device.alloc_host(4).unwrap();
+    /// let dev = device.alloc(4).unwrap();
+    /// producer
+    ///     .launch_host_func_with(&[&staging], |bytes| bytes[0].copy_from_slice(&[1, 2, 3, 4]))
+    ///     .unwrap();
+    /// // Queued at once: it waits for the host function by itself.
+    /// device.copy_host_to_device(&dev, 0, &staging, 0, 4).unwrap();
+    /// let back = device.alloc_host(4).unwrap();
+    /// device.copy_device_to_host(&back, 0, &dev, 0, 4).unwrap();
+    /// assert_eq!(back.to_vec().unwrap(), [1, 2, 3, 4]);
+    /// ```
+    pub fn launch_host_func_with(
+        &self,
+        buffers: &[&HostBuffer],
+        f: impl FnMut(&mut [&mut [u8]]) + Send + 'static,
+    ) -> Result<()> {
+        op!("devstream.launch_host_func_with", self, Device, |_op| {
+            crate::host_fn_buffers::launch(self, buffers, f)
+        })
+    }
     /// Blocks until all submitted work is done; returns the first error that work raised.
     /// Inside a host function, `Error::WouldDeadlock` where that work may wait for work queued
     /// after the host function.

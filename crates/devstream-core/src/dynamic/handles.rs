@@ -91,4 +91,11 @@ dyn_api! {
     fn read_would_wait(&self) -> bool { HostBuffer::read_would_wait(self) }
     /// [`HostBuffer::write_would_wait`].
     fn write_would_wait(&self) -> bool { HostBuffer::write_would_wait(self) }
+    /// [`HostBuffer::host_fn_access`].
+    fn host_fn_access(
+        &self,
+        runner: crate::foreign::BackendKey,
+    ) -> Result<crate::host_fn_access::HostFnAccess> {
+        HostBuffer::host_fn_access(self, runner)
+    }
 }}

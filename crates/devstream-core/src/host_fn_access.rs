@@ -1,0 +1,316 @@
+//! Host functions given host buffers: ordered against the buffers' other uses by waits.
+//!
+//! `Stream::launch_host_func_with(&[&buffer], f)` runs `f` on a stream with the bytes of
+//! host buffers of any backend. A host function that reads or writes a host buffer with
+//! `HostBuffer::read`/`write` must block until the buffer's queued copies are done, and is
+//! refused (`Error::WouldDeadlock`) where one of them may be queued behind the host function
+//! itself, as in a pipeline whose next stage's copy of the buffer waits for this stage. A host
+//! function *given* the buffer is ordered instead, in the order the uses were submitted,
+//! whatever their streams and backends, and no thread blocks for it:
+//!
+//! * **Before.** Its stream first waits (`DeviceStream::wait_completion`) for the buffer's
+//!   uses submitted before it: the copies still queued (the backend's snapshot,
+//!   [`HostFnAccess::before`]) and host functions given the buffer earlier
+//!   ([`HostFnUses::begin`]).
+//! * **After.** A copy of the buffer submitted after it, on any stream, waits for it: the
+//!   backend's copy path has its stream wait for each of [`HostFnUses::awaited`], under the
+//!   lock its snapshot is taken under, so every copy is either in the snapshot or waits. Host
+//!   reads and writes block until it has run ([`HostFnUses::wait_idle`]), as they block for
+//!   queued copies, and inside a host function are refused while it is pending.
+//!
+//! So `f` has the bytes to itself while it runs. A registered use ends when the host function
+//! has run, or when it is dropped unrun (its stream failed, or the submission failed): in
+//! both cases what waits for it goes on.
+//!
+//! ```
+//! use devstream_core::foreign::BackendKey;
+//! use devstream_core::host_fn_access::HostFnUses;
+//! use devstream_core::Place;
+//!
+//! let uses = HostFnUses::new();
+//! let runner = BackendKey::of(&Place::Cpu);
+//! let (earlier, first) = uses.begin(runner);
+//! assert!(earlier.is_empty());
+//! // A second host function given the buffer waits for the first, as does a later copy.
+//! let (mut earlier, second) = uses.begin(runner);
+//! assert_eq!(earlier.len(), 1);
+//! let mut copy_waits = uses.awaited(&Place::Cpu);
+//! assert_eq!(copy_waits.len(), 2);
+//! assert!(!uses.is_idle());
+//! drop(first); // the first host function ran
+//! assert_eq!(devstream_core::foreign::ready_now(&mut earlier[0]), Some(Ok(())));
+//! assert_eq!(devstream_core::foreign::ready_now(&mut copy_waits[0]), Some(Ok(())));
+//! assert_eq!(devstream_core::foreign::ready_now(&mut copy_waits[1]), None);
+//! drop(second);
+//! assert!(uses.is_idle());
+//! uses.wait_idle(); // returns at once
+//! ```
+
+use crate::foreign::{BackendKey, PendingWait};
+use crate::sync::lock;
+use crate::{Completer, Completion};
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// The host functions given a host buffer that have not run yet (one per buffer, kept by its
+/// backend beside the buffer's copy tracking).
+#[derive(Default)]
+pub struct HostFnUses {
+    shared: Arc<UsesShared>,
+}
+
+#[derive(Default)]
+struct UsesShared {
+    /// In submission order.
+    pending: Mutex<Vec<Arc<UseSlot>>>,
+    /// `pending.len()`, readable without the lock (the common case: no host function given
+    /// the buffer is pending, and a copy or access asks nothing more).
+    count: AtomicUsize,
+    /// Notified when `pending` becomes empty.
+    idle: Condvar,
+}
+
+/// One pending host function's use.
+struct UseSlot {
+    /// Who runs it: the backend of the host function's stream (for the host-function rule of
+    /// waits across backends, `crate::foreign`, "Host functions").
+    runner: BackendKey,
+    /// The completions that wait for it, each with its registration as a pending wait of
+    /// the waiting backend on the runner's; `None` once it has ended.
+    waiters: Mutex<Option<Vec<(Completer, PendingWait)>>>,
+}
+
+impl UseSlot {
+    /// A completion ready when this use ends, for a stream of `waiting`'s backend; `None` if
+    /// it has ended.
+    fn await_end(&self, waiting: BackendKey) -> Option<Completion> {
+        let mut waiters = lock(&self.waiters);
+        let list = waiters.as_mut()?;
+        let (completion, completer) = Completion::pending();
+        list.push((completer, PendingWait::register(self.runner, waiting)));
+        Some(completion)
+    }
+}
+
+impl HostFnUses {
+    /// No use pending.
+    pub fn new() -> HostFnUses {
+        HostFnUses::default()
+    }
+
+    /// Whether no host function given the buffer is pending.
+    #[inline]
+    pub fn is_idle(&self) -> bool {
+        self.shared.count.load(Ordering::Acquire) == 0
+    }
+
+    /// Completions of the pending host functions given the buffer, for a copy submitted now
+    /// on a stream of `waiting`: its stream waits for each before the copy. Empty (and
+    /// lock-free) when none is pending.
+    pub fn awaited(&self, waiting: &crate::Place) -> Vec<Completion> {
+        if self.is_idle() {
+            return Vec::new();
+        }
+        let waiting = BackendKey::of(waiting);
+        lock(&self.shared.pending)
+            .iter()
+            .filter_map(|slot| slot.await_end(waiting))
+            .collect()
+    }
+
+    /// Registers a host function given the buffer, run by a stream of backend `runner`:
+    /// answers the completions of the host functions given it earlier (the new one waits for
+    /// them) and the registration, which ends the use when dropped.
+    pub fn begin(&self, runner: BackendKey) -> (Vec<Completion>, HostFnUse) {
+        let mut pending = lock(&self.shared.pending);
+        let earlier = pending
+            .iter()
+            .filter_map(|slot| slot.await_end(runner))
+            .collect();
+        let slot = Arc::new(UseSlot {
+            runner,
+            waiters: Mutex::new(Some(Vec::new())),
+        });
+        pending.push(slot.clone());
+        self.shared.count.store(pending.len(), Ordering::Release);
+        drop(pending);
+        (
+            earlier,
+            HostFnUse {
+                shared: self.shared.clone(),
+                slot,
+            },
+        )
+    }
+
+    /// Blocks until no host function given the buffer is pending (host reads and writes from
+    /// outside host functions; inside one, a pending use is refused instead, since it may be
+    /// queued behind the caller).
+    pub fn wait_idle(&self) {
+        if self.is_idle() {
+            return;
+        }
+        let mut pending = lock(&self.shared.pending);
+        while !pending.is_empty() {
+            pending = crate::sync::wait(&self.shared.idle, pending);
+        }
+    }
+}
+
+impl fmt::Debug for HostFnUses {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostFnUses")
+            .field("pending", &self.shared.count.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// A registered host function's use of a buffer ([`HostFnUses::begin`]): dropping it ends the
+/// use and lets what waits for it go on.
+pub struct HostFnUse {
+    shared: Arc<UsesShared>,
+    slot: Arc<UseSlot>,
+}
+
+impl HostFnUse {
+    /// Identifies the buffer (its [`HostFnUses`]): two uses of one buffer answer the same.
+    pub fn buffer_id(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
+    }
+}
+
+impl fmt::Debug for HostFnUse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostFnUse")
+            .field("buffer", &self.buffer_id())
+            .finish()
+    }
+}
+
+impl Drop for HostFnUse {
+    fn drop(&mut self) {
+        let waiters = lock(&self.slot.waiters).take().unwrap_or_default();
+        {
+            let mut pending = lock(&self.shared.pending);
+            pending.retain(|slot| !Arc::ptr_eq(slot, &self.slot));
+            self.shared.count.store(pending.len(), Ordering::Release);
+            if pending.is_empty() {
+                self.shared.idle.notify_all();
+            }
+        }
+        // Outside the locks: a completion's waker may run a relay that submits or writes.
+        for (completer, registration) in waiters {
+            drop(registration);
+            completer.complete(Ok(()));
+        }
+    }
+}
+
+/// A host buffer's bytes for the host function given it, called once
+/// [`HostFnAccess::before`] has completed. The backend keeps the memory alive in it and
+/// settles what lands in the buffer lazily (wgpu's readbacks) in [`view`](HostBytes::view).
+pub trait HostBytes: Send {
+    /// The bytes, held while the view lives (with, where the backend has one, the lock its
+    /// copies take while they run).
+    fn view(&mut self) -> Box<dyn DerefMut<Target = [u8]> + '_>;
+}
+
+/// Bytes kept under a mutex (the CPU and wgpu backends' host buffers), as a view of `[u8]`.
+pub struct LockedBytes<'a>(pub MutexGuard<'a, Box<[u8]>>);
+
+impl Deref for LockedBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl DerefMut for LockedBytes<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+}
+
+/// What a host function given a host buffer needs from the buffer's backend
+/// (`HostBuffer::host_fn_access`).
+pub struct HostFnAccess {
+    /// Completions of the buffer's uses submitted before (queued copies, host functions given
+    /// it earlier), each with the backend whose work it is: the host function's stream waits
+    /// for them first.
+    pub before: Vec<(Completion, BackendKey)>,
+    /// The host function's use, registered: copies submitted from now on wait for it.
+    pub registered: HostFnUse,
+    /// The buffer's bytes, for the host function.
+    pub bytes: Box<dyn HostBytes>,
+}
+
+impl HostFnAccess {
+    /// Registers a host function given a buffer whose backend is `owner`: `uses` is the
+    /// buffer's [`HostFnUses`], `queued` the completions of its copies still queued (the
+    /// backend's snapshot, taken under the same lock as its copies check [`HostFnUses::awaited`]
+    /// and register themselves), `runner` the backend of the host function's stream.
+    pub fn new(
+        uses: &HostFnUses,
+        owner: BackendKey,
+        queued: Vec<Completion>,
+        runner: BackendKey,
+        bytes: Box<dyn HostBytes>,
+    ) -> HostFnAccess {
+        let (earlier, registered) = uses.begin(runner);
+        let mut before: Vec<(Completion, BackendKey)> =
+            queued.into_iter().map(|c| (c, owner)).collect();
+        // Each earlier host function's runner is not kept per completion here: counted as the
+        // runner of this one (both run host functions the rule may refuse alike).
+        before.extend(earlier.into_iter().map(|c| (c, runner)));
+        HostFnAccess {
+            before,
+            registered,
+            bytes,
+        }
+    }
+}
+
+impl fmt::Debug for HostFnAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostFnAccess")
+            .field("before", &self.before.len())
+            .field("registered", &self.registered)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::foreign::ready_now;
+    use crate::Place;
+
+    #[test]
+    fn a_use_dropped_unrun_releases_its_waiters_and_the_idle_wait() {
+        let uses = Arc::new(HostFnUses::new());
+        let (_, first) = uses.begin(BackendKey::of(&Place::Cpu));
+        let mut waits = uses.awaited(&Place::Cuda(0));
+        assert_eq!(ready_now(&mut waits[0]), None);
+        let waiter = {
+            let uses = uses.clone();
+            std::thread::spawn(move || uses.wait_idle())
+        };
+        drop(first);
+        waiter.join().unwrap();
+        assert_eq!(ready_now(&mut waits[0]), Some(Ok(())));
+        assert!(uses.awaited(&Place::Cpu).is_empty());
+    }
+
+    #[test]
+    fn uses_of_two_buffers_have_different_ids() {
+        let (a, b) = (HostFnUses::new(), HostFnUses::new());
+        let runner = BackendKey::of(&Place::Cpu);
+        let (_, one) = a.begin(runner);
+        let (_, two) = a.begin(runner);
+        let (_, three) = b.begin(runner);
+        assert_eq!(one.buffer_id(), two.buffer_id());
+        assert_ne!(one.buffer_id(), three.buffer_id());
+    }
+}

@@ -1,0 +1,249 @@
+//! Host functions given host buffers (`Stream::launch_host_func_with`,
+//! `devstream_core::host_fn_access`): ordered against the buffers' copies and other host
+//! functions in submission order, whatever the streams and backends, by waits.
+//!
+//! Every check runs on every ordered pair (runner, owner) of places under test, the same place
+//! twice and places of one backend included: the runner's stream runs the host function, the
+//! owner's streams allocate and copy the buffer. The runner needs host functions and waits on
+//! other backends' work; the owner's host buffers must be given to host functions where its
+//! `host_func_buffers` capability is on, and answer `InvalidArgument` (nothing submitted)
+//! where it is off.
+
+use crate::harness::{
+    assert_stays_false, caps, for_each_place, not_applicable, places_under_test, sync, within,
+    Gate, Log, PATIENCE,
+};
+use devstream::{CaptureMode, Error, Place, Result, Stream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const LEN: usize = 64;
+
+/// Runs `check(runner, owner)` for every owner place under test whose host buffers can be
+/// given to host functions of `runner`, naming the pair in a failure.
+fn for_each_pair(check: impl Fn(&Place, &Place) -> Result<()>) {
+    for_each_place(|runner| {
+        let runner_caps = caps(runner);
+        if !runner_caps.host_funcs || !runner_caps.foreign_waits {
+            not_applicable(runner, "no host functions or no waits on other backends");
+            return Ok(());
+        }
+        for owner in places_under_test() {
+            let owner_caps = caps(&owner);
+            if !owner_caps.buffers {
+                continue;
+            }
+            if !owner_caps.host_func_buffers {
+                let (r, o) = (Stream::new(runner)?, Stream::new(&owner)?);
+                let buffer = o.alloc_host(LEN)?;
+                assert_err!(
+                    r.launch_host_func_with(&[&buffer], |_| {}),
+                    Error::InvalidArgument(_)
+                );
+                not_applicable(&owner, "host_func_buffers off: InvalidArgument");
+                continue;
+            }
+            check(runner, &owner).map_err(|e| {
+                Error::InvalidArgument(format!(
+                    "runner {runner}, owner {owner}: returned Err({e:?})"
+                ))
+            })?;
+            eprintln!("[conformance]   runner {runner}, owner {owner}: ok");
+        }
+        Ok(())
+    });
+}
+
+/// The runner's stream held at a gate; `None` where the runner has none.
+fn held(runner: &Place) -> Result<Option<(Stream, Gate)>> {
+    let stream = Stream::new(runner)?;
+    Ok(Gate::close(&stream)?.map(|gate| (stream, gate)))
+}
+
+/// A copy of a buffer submitted after a host function given it runs after the host function,
+/// though the host function's stream is held and the copy's stream is not: the host function
+/// fills the owner's pinned buffer, the owner's stream copies it to the device and back.
+#[test]
+fn a_copy_submitted_after_a_host_function_given_the_buffer_sees_what_it_wrote() {
+    for_each_pair(|runner, owner| {
+        let Some((stream, gate)) = held(runner)? else {
+            return Ok(());
+        };
+        let device = Stream::new(owner)?;
+        let staging = device.alloc_host(LEN)?;
+        let on_device = device.alloc(LEN)?;
+        let back = device.alloc_host(LEN)?;
+        stream.launch_host_func_with(&[&staging], |bytes| bytes[0].fill(0x5a))?;
+        // Submitted at once, ahead of the host function in time.
+        device.copy_host_to_device(&on_device, 0, &staging, 0, LEN)?;
+        device.copy_device_to_host(&back, 0, &on_device, 0, LEN)?;
+        let done = device.record_event()?;
+        assert_stays_false(
+            "the owner's copies finished before the host function ran",
+            || done.query().unwrap_or(true),
+        );
+        gate.release();
+        sync(&device)?;
+        sync(&stream)?;
+        assert_eq!(back.to_vec()?, vec![0x5a; LEN]);
+        Ok(())
+    });
+}
+
+/// A host function given a buffer runs after the copies of it submitted before, on any stream:
+/// the owner's held stream fills a device buffer and copies it into the host buffer; the host
+/// function, submitted on a free stream after that copy, sees the copied bytes.
+#[test]
+fn a_host_function_given_a_buffer_sees_the_copies_submitted_before_it() {
+    for_each_pair(|runner, owner| {
+        let Some((device, gate)) = held(owner)? else {
+            not_applicable(owner, "no gate to hold the owner's copy");
+            return Ok(());
+        };
+        let stream = Stream::new(runner)?;
+        let on_device = device.alloc(LEN)?;
+        let landing = device.alloc_host(LEN)?;
+        device.fill(&on_device, 0, LEN, 0x33)?;
+        device.copy_device_to_host(&landing, 0, &on_device, 0, LEN)?;
+        let seen = Log::new();
+        let log = seen.clone();
+        stream.launch_host_func_with(&[&landing], move |bytes| log.push(bytes[0].to_vec()))?;
+        let ran = stream.record_event()?;
+        assert_stays_false("the host function ran before the copy it follows", || {
+            ran.query().unwrap_or(true)
+        });
+        gate.release();
+        sync(&stream)?;
+        sync(&device)?;
+        assert_eq!(seen.entries(), vec![vec![0x33; LEN]]);
+        Ok(())
+    });
+}
+
+/// Host functions given one buffer on two streams run in the order they were submitted, the
+/// second waiting for the first though only the first's stream is held; a host read of the
+/// buffer from a plain thread waits for both.
+#[test]
+fn host_functions_given_one_buffer_run_in_submission_order_and_host_reads_wait_for_them() {
+    for_each_pair(|runner, owner| {
+        let Some((first, gate)) = held(runner)? else {
+            return Ok(());
+        };
+        let second = Stream::new(runner)?;
+        let buffer = Arc::new(Stream::new(owner)?.alloc_host(LEN)?);
+        let order = Log::new();
+        let log = order.clone();
+        first.launch_host_func_with(&[&buffer], move |bytes| {
+            bytes[0][0] = 1;
+            log.push(1);
+        })?;
+        let log = order.clone();
+        second.launch_host_func_with(&[&buffer], move |bytes| {
+            bytes[0][0] += 1;
+            log.push(2);
+        })?;
+        let read = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (buffer, read) = (Arc::clone(&buffer), Arc::clone(&read));
+            std::thread::spawn(move || {
+                let bytes = buffer.to_vec();
+                read.store(true, Ordering::SeqCst);
+                bytes
+            })
+        };
+        assert_stays_false("a host function or read ran before the held one", || {
+            order.len() > 0 || read.load(Ordering::SeqCst)
+        });
+        gate.release();
+        let bytes = within(
+            PATIENCE,
+            "the read after both host functions",
+            move || reader.join().expect("reader"),
+            || {},
+        )?;
+        assert_eq!(order.entries(), vec![1, 2]);
+        assert_eq!(bytes[0], 2, "the read saw both host functions");
+        sync(&first)?;
+        sync(&second)?;
+        Ok(())
+    });
+}
+
+/// One host function given buffers of two places copies between them (a pipeline's hand-over
+/// from one backend's pinned buffer to another's), ordered after the first's copy in and
+/// before the second's copy out.
+#[test]
+fn a_host_function_given_buffers_of_two_places_hands_bytes_from_one_to_the_other() {
+    for_each_pair(|runner, owner| {
+        let from_stream = Stream::new(owner)?;
+        let Some((to_stream, gate)) = held(owner)? else {
+            return Ok(());
+        };
+        let stream = Stream::new(runner)?;
+        let source = from_stream.alloc(LEN)?;
+        let from = from_stream.alloc_host(LEN)?;
+        let to = to_stream.alloc_host(LEN)?;
+        let sink = to_stream.alloc(LEN)?;
+        let back = to_stream.alloc_host(LEN)?;
+        from_stream.fill(&source, 0, LEN, 0x77)?;
+        from_stream.copy_device_to_host(&from, 0, &source, 0, LEN)?;
+        stream.launch_host_func_with(&[&from, &to], |bytes| {
+            let (from, to) = bytes.split_at_mut(1);
+            to[0].copy_from_slice(from[0]);
+        })?;
+        to_stream.copy_host_to_device(&sink, 0, &to, 0, LEN)?;
+        to_stream.copy_device_to_host(&back, 0, &sink, 0, LEN)?;
+        gate.release();
+        sync(&to_stream)?;
+        assert_eq!(back.to_vec()?, vec![0x77; LEN]);
+        sync(&stream)?;
+        sync(&from_stream)?;
+        Ok(())
+    });
+}
+
+/// Misuse answers a typed error and submits nothing: a buffer given twice, a capturing stream
+/// (the capture goes on). A buffer dropped while its host function is pending stays valid for
+/// it.
+#[test]
+fn misuse_is_refused_and_a_dropped_buffer_outlives_its_pending_host_function() {
+    for_each_pair(|runner, owner| {
+        let stream = Stream::new(runner)?;
+        let buffer = Stream::new(owner)?.alloc_host(LEN)?;
+        let ran = Log::new();
+        let log = ran.clone();
+        assert_err!(
+            stream.launch_host_func_with(&[&buffer, &buffer], move |_| log.push(1)),
+            Error::InvalidArgument(_)
+        );
+        if matches!(caps(runner).capture, devstream::CaptureSupport::None) {
+            not_applicable(runner, "no capture");
+        } else {
+            stream.begin_capture(CaptureMode::Relaxed)?;
+            let log = ran.clone();
+            assert_err!(
+                stream.launch_host_func_with(&[&buffer], move |_| log.push(2)),
+                Error::Capture { .. }
+            );
+            assert!(stream.is_capturing()?, "the capture goes on");
+            drop(stream.end_capture()?);
+        }
+        sync(&stream)?;
+        assert!(ran.entries().is_empty(), "a refused host function ran");
+
+        let Some((held_stream, gate)) = held(runner)? else {
+            return Ok(());
+        };
+        let seen = Log::new();
+        let log = seen.clone();
+        held_stream.launch_host_func_with(&[&buffer], move |bytes| {
+            bytes[0].fill(9);
+            log.push(bytes[0].iter().map(|&b| u64::from(b)).sum::<u64>());
+        })?;
+        drop(buffer);
+        gate.release();
+        sync(&held_stream)?;
+        assert_eq!(seen.entries(), vec![9 * LEN as u64]);
+        Ok(())
+    });
+}
