@@ -3,27 +3,26 @@
 //!
 //! Chunk `i` goes through three kinds of stage:
 //!
-//! 1. a CPU stream *produces* it: a host function writes the chunk's pattern into plain host
-//!    memory (the slot's first hand-over block);
-//! 2. each device stage *transforms* it on its own stream: a host function copies the hand-over
-//!    block into the stage's pinned input buffer, then a host→device copy, a `fill` of the
-//!    stage's own tag bytes, a device→host copy, and a host function that copies the stage's
-//!    output buffer into the next hand-over block;
-//! 3. a second CPU stream *consumes* it: a host function checks the pattern and every stage's
-//!    tag, so a stage that ran before its input was ready is caught as a mismatch.
+//! 1. a CPU stream *produces* it: a host function given the first device stage's pinned input
+//!    buffer (`Stream::launch_host_func_with`) writes the chunk's pattern into it;
+//! 2. each device stage *transforms* it on its own stream: a host→device copy of its input
+//!    buffer, a `fill` of the stage's own tag bytes, and a device→host copy into its output
+//!    buffer; between two device stages, a CPU stream's host function given the first's
+//!    output buffer and the second's input buffer hands the bytes over;
+//! 3. a second CPU stream *consumes* it: a host function given the last stage's output buffer
+//!    checks the pattern and every stage's tag, so a stage that ran before its input was ready
+//!    is caught as a mismatch.
 //!
-//! Stages hand a chunk on either with a wait ([`Handoff::Wait`]: the next stage's stream waits
-//! on the stage's event, across backends through each backend's own completion mechanism; the
-//! host only submits) or with a host fence ([`Handoff::Fence`]: the host blocks in the stage's
-//! `Event::synchronize`, then submits the next stage).
+//! Stages hand a chunk on either by waits ([`Handoff::Wait`]: a host function given a buffer
+//! runs after the buffer's copies submitted before it and before those submitted after it,
+//! whatever their backends, by waits through each backend's own completion mechanism; the
+//! host only submits, and no device stream runs a host function) or with host fences
+//! ([`Handoff::Fence`]: the host blocks in the previous stage's `Event::synchronize` before it
+//! submits each stage).
 //!
 //! At most `slots` chunks are in flight: chunk `i + slots` reuses slot `i % slots`, and its
 //! producer's stream waits (a wait between two CPU streams) for the consumer's event of chunk
-//! `i`; every later stage of chunk `i + slots` follows its producer. So with waits the host
-//! never blocks while it submits. Each pinned buffer is touched only by its own stage's stream
-//! (its copies and its host functions): a host buffer's read or write waits for queued copies
-//! that use it, except its own stream's copies queued after the running host function, so the
-//! stages hand chunks to each other through plain memory rather than each other's buffers.
+//! `i`. So with waits the host never blocks while it submits.
 
 use devstream::{DeviceBuffer, Event, HostBuffer, Place, Result, Stream};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,16 +76,16 @@ fn check_chunk(chunk: u64, stages: usize, bytes: &[u8]) -> std::result::Result<(
 /// One device stage: its stream and, per slot, its input, device and output buffers.
 struct DeviceStage {
     stream: Stream,
-    input: Vec<Arc<HostBuffer>>,
+    input: Vec<HostBuffer>,
     device: Vec<DeviceBuffer>,
-    output: Vec<Arc<HostBuffer>>,
+    output: Vec<HostBuffer>,
 }
 
-/// Whether `place` can be a device stage: it has buffers and host functions (the hand-over
-/// copy) and waits on other backends' work.
+/// Whether `place` can be a device stage: it has buffers whose host buffers can be given to
+/// other backends' host functions, and waits on other backends' work.
 pub fn can_transform(place: &Place) -> bool {
     devstream::capabilities(place)
-        .is_ok_and(|caps| caps.buffers && caps.host_funcs && caps.foreign_waits)
+        .is_ok_and(|caps| caps.buffers && caps.host_func_buffers && caps.foreign_waits)
 }
 
 /// The CPU producer, the device stages and the CPU consumer of one pipeline.
@@ -94,9 +93,8 @@ pub struct Pipeline {
     produce: Stream,
     consume: Stream,
     stages: Vec<DeviceStage>,
-    /// Per boundary between stages (producer → first device stage, ..., last device stage →
-    /// consumer), per slot: the chunk in plain host memory.
-    handover: Vec<Vec<Arc<Mutex<Vec<u8>>>>>,
+    /// Per boundary between two device stages, the CPU stream that hands chunks over.
+    relays: Vec<Stream>,
     /// Per slot, the consumer's event after the slot's last chunk.
     consumed: Vec<Option<Event>>,
     chunk_bytes: usize,
@@ -137,13 +135,9 @@ impl Pipeline {
                     stream,
                 };
                 for _ in 0..slots {
-                    stage
-                        .input
-                        .push(Arc::new(stage.stream.alloc_host(chunk_bytes)?));
+                    stage.input.push(stage.stream.alloc_host(chunk_bytes)?);
                     stage.device.push(stage.stream.alloc(chunk_bytes)?);
-                    stage
-                        .output
-                        .push(Arc::new(stage.stream.alloc_host(chunk_bytes)?));
+                    stage.output.push(stage.stream.alloc_host(chunk_bytes)?);
                 }
                 Ok(stage)
             })
@@ -151,14 +145,10 @@ impl Pipeline {
         Ok(Pipeline {
             produce: Stream::new(&Place::Cpu)?,
             consume: Stream::new(&Place::Cpu)?,
+            relays: (1..devices.len())
+                .map(|_| Stream::new(&Place::Cpu))
+                .collect::<Result<Vec<_>>>()?,
             stages,
-            handover: (0..=devices.len())
-                .map(|_| {
-                    (0..slots)
-                        .map(|_| Arc::new(Mutex::new(vec![0; chunk_bytes])))
-                        .collect()
-                })
-                .collect(),
             consumed: vec![None; slots],
             chunk_bytes,
             next_chunk: 0,
@@ -175,11 +165,12 @@ impl Pipeline {
         names.join(" → ")
     }
 
-    /// `stream`'s later work runs after what `ready` captured.
-    fn hand_off(stream: &Stream, ready: &Event, handoff: Handoff) -> Result<()> {
+    /// With host fences, blocks until the work `stream` has so far is done (the previous
+    /// stage); with waits, nothing: the buffers' order carries the hand-off.
+    fn fence(stream: &Stream, handoff: Handoff) -> Result<()> {
         match handoff {
-            Handoff::Wait => stream.wait_event(ready),
-            Handoff::Fence => ready.synchronize(),
+            Handoff::Wait => Ok(()),
+            Handoff::Fence => stream.record_event()?.synchronize(),
         }
     }
 
@@ -190,80 +181,46 @@ impl Pipeline {
             // Both CPU streams: a wait within one backend, whatever the hand-off.
             self.produce.wait_event(freed)?;
         }
-        let first = Arc::clone(&self.handover[0][slot]);
-        self.produce.launch_host_func(move || {
-            if let Ok(mut bytes) = first.lock() {
-                for (offset, byte) in bytes.iter_mut().enumerate() {
+        self.produce
+            .launch_host_func_with(&[&self.stages[0].input[slot]], move |bytes| {
+                for (offset, byte) in bytes[0].iter_mut().enumerate() {
                     *byte = pattern_byte(chunk, offset);
                 }
-            }
-        })?;
-        let mut ready = self.produce.record_event()?;
+            })?;
+        let mut previous = &self.produce;
         for (index, stage) in self.stages.iter().enumerate() {
-            Self::hand_off(&stage.stream, &ready, handoff)?;
-            let (from, to) = (&self.handover[index][slot], &stage.input[slot]);
-            stage
-                .stream
-                .launch_host_func(self.hand_over(chunk, from, to, Direction::In))?;
+            if index > 0 {
+                Self::fence(previous, handoff)?;
+                let relay = &self.relays[index - 1];
+                let from = &self.stages[index - 1].output[slot];
+                relay.launch_host_func_with(&[from, &stage.input[slot]], |bytes| {
+                    let (from, to) = bytes.split_at_mut(1);
+                    to[0].copy_from_slice(from[0]);
+                })?;
+                previous = relay;
+            }
+            Self::fence(previous, handoff)?;
             let device = &stage.device[slot];
-            stage
-                .stream
-                .copy_host_to_device(device, 0, to, 0, self.chunk_bytes)?;
-            stage
-                .stream
-                .fill(device, index * TAG_BYTES, TAG_BYTES, tag(chunk, index))?;
-            let (from, to) = (&stage.output[slot], &self.handover[index + 1][slot]);
-            stage
-                .stream
-                .copy_device_to_host(from, 0, device, 0, self.chunk_bytes)?;
-            stage
-                .stream
-                .launch_host_func(self.hand_over(chunk, to, from, Direction::Out))?;
-            ready = stage.stream.record_event()?;
+            let stream = &stage.stream;
+            stream.copy_host_to_device(device, 0, &stage.input[slot], 0, self.chunk_bytes)?;
+            stream.fill(device, index * TAG_BYTES, TAG_BYTES, tag(chunk, index))?;
+            stream.copy_device_to_host(&stage.output[slot], 0, device, 0, self.chunk_bytes)?;
+            previous = stream;
         }
-        Self::hand_off(&self.consume, &ready, handoff)?;
-        let last = Arc::clone(&self.handover[self.stages.len()][slot]);
+        Self::fence(previous, handoff)?;
         let stages = self.stages.len();
         let (verified, mismatch) = (Arc::clone(&self.verified), Arc::clone(&self.mismatch));
-        self.consume.launch_host_func(move || {
-            let checked = match last.lock() {
-                Ok(bytes) => check_chunk(chunk, stages, &bytes),
-                Err(_) => Err("a stage panicked".to_owned()),
-            };
-            match checked {
+        self.consume.launch_host_func_with(
+            &[&self.stages[stages - 1].output[slot]],
+            move |bytes| match check_chunk(chunk, stages, bytes[0]) {
                 Ok(()) => {
                     verified.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) => note(&mismatch, e),
-            }
-        })?;
+            },
+        )?;
         self.consumed[slot] = Some(self.consume.record_event()?);
         Ok(())
-    }
-
-    /// A host function that copies between a hand-over block and a stage's pinned buffer:
-    /// into the buffer (`In`) or out of it (`Out`).
-    fn hand_over(
-        &self,
-        chunk: u64,
-        block: &Arc<Mutex<Vec<u8>>>,
-        buffer: &Arc<HostBuffer>,
-        direction: Direction,
-    ) -> impl FnMut() + Send + 'static {
-        let (block, buffer) = (Arc::clone(block), Arc::clone(buffer));
-        let mismatch = Arc::clone(&self.mismatch);
-        move || {
-            let copied = match (block.lock(), direction) {
-                (Ok(bytes), Direction::In) => buffer.write(0, &bytes).map_err(|e| e.to_string()),
-                (Ok(mut bytes), Direction::Out) => {
-                    buffer.read(0, &mut bytes).map_err(|e| e.to_string())
-                }
-                (Err(_), _) => Err("a stage panicked".to_owned()),
-            };
-            if let Err(e) = copied {
-                note(&mismatch, format!("chunk {chunk}: handing over: {e}"));
-            }
-        }
     }
 
     /// Runs `chunks` chunks through the pipeline with `handoff` between stages, checks every
@@ -289,15 +246,6 @@ impl Pipeline {
         }
         Ok(elapsed)
     }
-}
-
-/// Which way a hand-over copies.
-#[derive(Clone, Copy)]
-enum Direction {
-    /// From the hand-over block into the stage's input buffer.
-    In,
-    /// From the stage's output buffer into the hand-over block.
-    Out,
 }
 
 /// Keeps the first mismatch.

@@ -18,6 +18,8 @@ use crate::mempool::PoolShared;
 use crate::raw::{CaptureStatus, DevicePtr, RawApi, RawEvent, RawMemPool};
 use crate::stream::{GpuStream, StreamInner};
 use crate::users::{forget_finished, gone, StreamUsers};
+use devstream_core::foreign::BackendKey;
+use devstream_core::host_fn_access::{HostBytes, HostFnAccess, HostFnUses};
 use devstream_core::ops::{BufferLen, Transfer};
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, Error, EventFlags, HostBuffer, Place, Result};
@@ -472,6 +474,10 @@ struct HostInner<A: RawApi> {
     device: &'static Device<A>,
     /// Per stream, an event recorded after the last queued copy that used the buffer.
     uses: Mutex<Vec<(Arc<StreamInner<A>>, RawEvent)>>,
+    /// Host functions given the buffer (`launch_host_func_with`) that have not run: a copy
+    /// submitted now waits for them, checked under `uses`' lock, under which such a host
+    /// function takes its snapshot of the queued copies.
+    host_fns: HostFnUses,
 }
 
 // SAFETY: the pointer is pinned host memory owned by this object; host access goes through
@@ -550,6 +556,7 @@ impl<A: RawApi> GpuHostBuffer<A> {
                 len,
                 device,
                 uses: Mutex::new(Vec::new()),
+                host_fns: HostFnUses::new(),
             }),
         })
     }
@@ -570,8 +577,20 @@ impl<A: RawApi> GpuHostBuffer<A> {
     /// (host-buffer access is allowed beside every capture), and no capture in progress, on
     /// any thread, may count them as unsafe. An event of `uses` never stands for captured work.
     fn with_bytes<R>(&self, f: impl FnOnce(*mut u8) -> R) -> Result<R> {
-        let _relaxed = CaptureModeGuard::<A>::relaxed();
         let inside = crate::hostfn::in_host_function();
+        // Host functions given the buffer first: they may be queued behind this host function.
+        if !self.inner.host_fns.is_idle() {
+            if inside {
+                return Err(Error::WouldDeadlock {
+                    op: "HostBuffer access",
+                    reason: "a host function given the buffer has not run yet, possibly queued \
+                             after this one"
+                        .into(),
+                });
+            }
+            self.inner.host_fns.wait_idle();
+        }
+        let _relaxed = CaptureModeGuard::<A>::relaxed();
         let own = if inside {
             crate::hostfn::running_stream()
         } else {
@@ -621,6 +640,9 @@ impl<A: RawApi> GpuHostBuffer<A> {
     fn would_wait(&self) -> bool {
         if crate::hostfn::in_host_function() {
             return false;
+        }
+        if !self.inner.host_fns.is_idle() {
+            return true;
         }
         let _relaxed = CaptureModeGuard::<A>::relaxed();
         let Ok(uses) = self.inner.uses.lock() else {
@@ -672,23 +694,29 @@ impl<A: RawApi> GpuHostBuffer<A> {
                 uses.len() - 1
             }
         };
-        let submitted = copy().and_then(|()| {
-            let tracked = stream
-                .keep_in_capture(Box::new(self.inner.clone()))
-                .and_then(|kept| {
-                    if kept {
-                        return Ok(());
-                    }
-                    // SAFETY: event and stream alive, same device.
-                    check::<A, _>(unsafe { A::event_record(uses[index].1, stream.raw()) })
-                });
-            if tracked.is_err() {
-                // The copy is queued and nothing tells when it ends: leaked, never freed
-                // under it.
-                std::mem::forget(self.inner.clone());
-            }
-            tracked
-        });
+        // Host functions given the buffer submitted before this copy run before it.
+        let awaited = self.inner.host_fns.awaited(&self.inner.device.place);
+        let submitted = awaited
+            .into_iter()
+            .try_for_each(|awaited| crate::foreign::wait_completion(stream, awaited))
+            .and_then(|()| copy())
+            .and_then(|()| {
+                let tracked = stream
+                    .keep_in_capture(Box::new(self.inner.clone()))
+                    .and_then(|kept| {
+                        if kept {
+                            return Ok(());
+                        }
+                        // SAFETY: event and stream alive, same device.
+                        check::<A, _>(unsafe { A::event_record(uses[index].1, stream.raw()) })
+                    });
+                if tracked.is_err() {
+                    // The copy is queued and nothing tells when it ends: leaked, never freed
+                    // under it.
+                    std::mem::forget(self.inner.clone());
+                }
+                tracked
+            });
         drop(uses);
         for (user, event) in forgotten {
             // SAFETY: our event, out of `uses` and complete.
@@ -733,6 +761,56 @@ impl<A: RawApi> HostBuffer for GpuHostBuffer<A> {
 
     fn write_would_wait(&self) -> bool {
         self.would_wait()
+    }
+
+    fn host_fn_access(&self, runner: BackendKey) -> Result<HostFnAccess> {
+        // Completions are registered with the runtime, which host functions may not call.
+        crate::completion::refuse_in_host_function()?;
+        self.inner.device.bind()?;
+        // Devstream's own queries and records beside any capture (as `with_bytes`).
+        let _relaxed = CaptureModeGuard::<A>::relaxed();
+        let uses = self
+            .inner
+            .uses
+            .lock()
+            .map_err(|_| Error::InvalidArgument("host buffer lock poisoned".into()))?;
+        let mut queued = Vec::new();
+        for (user, event) in uses.iter() {
+            // SAFETY: our event, alive while the buffer is.
+            if crate::error::check_ready::<A>(unsafe { A::event_query(*event) })? {
+                continue;
+            }
+            // The user stream's work up to now: its copies of the buffer queued so far.
+            queued.push(GpuStream::completion_of(user)?);
+        }
+        let access = HostFnAccess::new(
+            &self.inner.host_fns,
+            BackendKey::of(&self.inner.device.place),
+            queued,
+            runner,
+            Box::new(GpuHostBytes(self.inner.clone())),
+        );
+        drop(uses);
+        Ok(access)
+    }
+}
+
+/// The pinned bytes of a host buffer given to a host function
+/// (`devstream_core::host_fn_access`).
+struct GpuHostBytes<A: RawApi>(Arc<HostInner<A>>);
+
+impl<A: RawApi> HostBytes for GpuHostBytes<A> {
+    fn view(&mut self) -> Box<dyn std::ops::DerefMut<Target = [u8]> + '_> {
+        if self.0.ptr.is_null() {
+            return Box::new(<&mut [u8]>::default());
+        }
+        // SAFETY: `len` bytes of pinned memory the buffer owns, kept allocated by the `Arc`
+        // this holds. The host function that calls this runs after every copy of the buffer
+        // submitted before it (its stream waited for them) and before every copy submitted
+        // after it (each waits for it), and host reads and writes wait for it: no other
+        // access to the bytes is ordered to overlap it. A graph's replays are not ordered
+        // against it (`launch_host_func_with` documents it), as with host reads and writes.
+        Box::new(unsafe { std::slice::from_raw_parts_mut(self.0.ptr, self.0.len) })
     }
 }
 

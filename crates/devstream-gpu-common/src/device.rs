@@ -271,6 +271,8 @@ impl<A: RawApi> Device<A> {
         // Captured, such a wait is a memory-op node (the flag wait) and a host-function node
         // (the report of the awaited work's error).
         caps.capture_foreign_waits = caps.foreign_waits && caps.capture_host_funcs;
+        // Host functions given host buffers wait on their copies as waits across backends do.
+        caps.host_func_buffers = caps.foreign_waits;
         caps.buffers = true;
         caps.cross_device_wait = true;
         caps.external_handles = true;
