@@ -149,6 +149,70 @@ struct GroupCalls {
 const MAX_GROUP_COLLECTIVES: u64 = MAX_STEP_SEQS / 2;
 
 impl CommInner {
+    /// This rank's membership of the communicator whose segment is `seg` (at `path`).
+    fn new(
+        seg: Arc<Segment>,
+        path: &std::path::Path,
+        rank: usize,
+        nranks: usize,
+        timeout: Duration,
+    ) -> CommInner {
+        CommInner {
+            seg,
+            pool: Arc::new(Pool::new(path, rank)),
+            rank,
+            nranks,
+            timeout_nanos: AtomicU64::new(timeout.as_nanos().min(u128::from(u64::MAX)) as u64),
+            counters: Counters::new(nranks),
+            marks: Mutex::new(Marks {
+                posted: Prefix::default(),
+                done: Prefix::default(),
+                sent: (0..nranks).map(|_| Prefix::default()).collect(),
+                received: (0..nranks).map(|_| Prefix::default()).collect(),
+            }),
+            group: Mutex::new(GroupState::default()),
+            local: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// One look of `init`'s poll at whether every rank has joined: `Some(Ok(()))` once every
+    /// rank has (some may have left or died since: their peers' first collective fails),
+    /// `Some(Err(_))` when the communicator failed before that, `None` to look again.
+    /// `seen_missing` runs when the look has found a rank missing, before it looks for failures
+    /// (`init` passes a no-op; tests make ranks join and fail there).
+    fn join_round(&self, op: &'static str, seen_missing: &mut dyn FnMut()) -> Option<Result<()>> {
+        let seg = &self.seg;
+        let all_joined = || {
+            (0..self.nranks).all(|r| matches!(seg.state(r).load(Ordering::Acquire), ALIVE | LEFT))
+        };
+        if all_joined() {
+            return Some(Ok(()));
+        }
+        seen_missing();
+        // Failures are looked for first and the states again after them: between this rank's
+        // looks every other rank may have joined, and a rank may have left and failed its
+        // peers' first collective, or exited; such a failure is the collectives', not this
+        // init's. The states only move forward (empty, joining, alive, left), so a rank still
+        // missing after the failures were seen was missing when they happened.
+        let aborted = self.aborted(op);
+        let gone = (0..self.nranks).find(|&r| {
+            seg.state(r).load(Ordering::Acquire) == ALIVE
+                && !process_alive(
+                    seg.pid(r).load(Ordering::Relaxed) as u32,
+                    seg.start_time(r).load(Ordering::Relaxed),
+                )
+        });
+        if all_joined() {
+            return Some(Ok(()));
+        }
+        if let Some(error) = aborted {
+            // A rank gave up waiting (its deadline passed): fail at once too. The segment file
+            // stays so that later joiners see that as well.
+            return Some(Err(error));
+        }
+        gone.map(|r| Err(self.fail(op, CommFailure::PeerDied, r, "", 0)))
+    }
+
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_nanos(self.timeout_nanos.load(Ordering::Relaxed))
     }
@@ -325,49 +389,10 @@ impl CpuComm {
         seg.start_time(rank)
             .store(comm_shm::own_start_time(), Ordering::Relaxed);
         seg.state(rank).store(ALIVE, Ordering::Release);
-        let inner = Arc::new(CommInner {
-            seg: seg.clone(),
-            pool: Arc::new(Pool::new(&path, rank)),
-            rank,
-            nranks,
-            timeout_nanos: AtomicU64::new(timeout.as_nanos().min(u128::from(u64::MAX)) as u64),
-            counters: Counters::new(nranks),
-            marks: Mutex::new(Marks {
-                posted: Prefix::default(),
-                done: Prefix::default(),
-                sent: (0..nranks).map(|_| Prefix::default()).collect(),
-                received: (0..nranks).map(|_| Prefix::default()).collect(),
-            }),
-            group: Mutex::new(GroupState::default()),
-            local: std::sync::OnceLock::new(),
-        });
+        let inner = Arc::new(CommInner::new(seg.clone(), &path, rank, nranks, timeout));
         // From here on a failure drops `inner`, which marks this rank as left.
         let started = Instant::now();
-        let joined = poll_until(started + timeout, || {
-            // Every rank joined (some may have left or died since: their peers' first
-            // collective fails): done, whatever happened after.
-            let states: Vec<u64> = (0..nranks)
-                .map(|r| seg.state(r).load(Ordering::Acquire))
-                .collect();
-            if states.iter().all(|&s| s == ALIVE || s == LEFT) {
-                return Some(Ok(()));
-            }
-            if let Some(error) = inner.aborted(op) {
-                // A rank gave up waiting (its deadline passed): fail at once too. The segment
-                // file stays so that later joiners see that as well.
-                return Some(Err(error));
-            }
-            for (r, &state) in states.iter().enumerate() {
-                if state == ALIVE {
-                    let pid = seg.pid(r).load(Ordering::Relaxed) as u32;
-                    let start = seg.start_time(r).load(Ordering::Relaxed);
-                    if !process_alive(pid, start) {
-                        return Some(Err(inner.fail(op, CommFailure::PeerDied, r, "", 0)));
-                    }
-                }
-            }
-            None
-        });
+        let joined = poll_until(started + timeout, || inner.join_round(op, &mut || {}));
         let error = match joined {
             Some(Ok(())) => {
                 // Every rank has mapped the segment: its name is no longer needed.
@@ -574,5 +599,107 @@ mod tests {
         assert_ne!(a, b);
         assert!(segment_path(&a).is_ok());
         assert!(segment_path(&UniqueId::from_raw([0; UNIQUE_ID_BYTES])).is_err());
+    }
+
+    /// One look of rank 0 of 3 at whether every rank has joined: rank 1 has joined from a
+    /// process of its own (a `sleep`), rank 2 has not; `meanwhile` runs where the look has seen
+    /// rank 2 missing (what a joiner preempted there lets happen).
+    fn join_round_while(
+        tag: &str,
+        meanwhile: impl FnOnce(&Segment, &mut std::process::Child),
+    ) -> Option<Result<()>> {
+        let path = std::env::temp_dir().join(format!(
+            "devstream-comm-join-test-{tag}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let seg = Arc::new(Segment::open_or_create(&path, 3).unwrap());
+        // The mapping keeps the segment.
+        let _ = std::fs::remove_file(&path);
+        let mut peer = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("start a peer process");
+        let peer_start = comm_shm::proc_stat(peer.id()).expect("the peer runs").1;
+        let join = |rank: usize, pid: u64, start: u64| {
+            seg.pid(rank).store(pid, Ordering::Relaxed);
+            seg.start_time(rank).store(start, Ordering::Relaxed);
+            seg.state(rank).store(ALIVE, Ordering::Release);
+        };
+        join(0, u64::from(std::process::id()), comm_shm::own_start_time());
+        join(1, u64::from(peer.id()), peer_start);
+        let inner = CommInner::new(seg.clone(), &path, 0, 3, Duration::from_secs(60));
+        let mut meanwhile = Some(meanwhile);
+        let verdict = inner.join_round("init", &mut || {
+            if let Some(meanwhile) = meanwhile.take() {
+                meanwhile(&seg, &mut peer);
+            }
+        });
+        let _ = peer.kill();
+        let _ = peer.wait();
+        verdict
+    }
+
+    /// Rank 2 joins from this process.
+    fn rank_2_joins(seg: &Segment) {
+        seg.pid(2)
+            .store(u64::from(std::process::id()), Ordering::Relaxed);
+        seg.start_time(2)
+            .store(comm_shm::own_start_time(), Ordering::Relaxed);
+        seg.state(2).store(ALIVE, Ordering::Release);
+    }
+
+    /// The peer's process exits (and is reaped).
+    fn exits(peer: &mut std::process::Child) {
+        peer.kill().unwrap();
+        peer.wait().unwrap();
+    }
+
+    #[test]
+    fn a_failure_recorded_after_every_rank_joined_does_not_fail_a_slow_joiner() {
+        // Every rank joins, rank 1 leaves at once, and rank 2's first collective records that.
+        let verdict = join_round_while("left", |seg, _| {
+            rank_2_joins(seg);
+            seg.state(1).store(LEFT, Ordering::Release);
+            seg.abort(2, CommFailure::PeerLeft, 0);
+        });
+        assert!(matches!(verdict, Some(Ok(()))), "{verdict:?}");
+    }
+
+    #[test]
+    fn a_peer_process_gone_after_every_rank_joined_does_not_fail_a_slow_joiner() {
+        // Every rank joins, then rank 1 leaves and its process exits.
+        let verdict = join_round_while("exited", |seg, peer| {
+            rank_2_joins(seg);
+            seg.state(1).store(LEFT, Ordering::Release);
+            exits(peer);
+        });
+        assert!(matches!(verdict, Some(Ok(()))), "{verdict:?}");
+        // Every rank joins, then rank 1's process dies without leaving.
+        let verdict = join_round_while("died", |seg, peer| {
+            rank_2_joins(seg);
+            exits(peer);
+        });
+        assert!(matches!(verdict, Some(Ok(()))), "{verdict:?}");
+    }
+
+    fn assert_failed(verdict: Option<Result<()>>, expected: CommFailure) {
+        assert!(
+            matches!(verdict, Some(Err(Error::Comm { failure, .. })) if failure == expected),
+            "expected {expected:?}, got {verdict:?}"
+        );
+    }
+
+    #[test]
+    fn a_failure_before_every_rank_joined_fails_the_joiner() {
+        // Rank 1 gives up waiting for rank 2.
+        let verdict = join_round_while("gave-up", |seg, _| {
+            seg.abort(1, CommFailure::Timeout, 0);
+            seg.state(1).store(LEFT, Ordering::Release);
+        });
+        assert_failed(verdict, CommFailure::Aborted);
+        // Rank 1's process dies while rank 2 is still missing.
+        let verdict = join_round_while("died-early", |_, peer| exits(peer));
+        assert_failed(verdict, CommFailure::PeerDied);
     }
 }

@@ -518,7 +518,7 @@ pub(crate) fn failure_of(code: u64) -> CommFailure {
 }
 
 /// `(state, start time)` of a process from `/proc/<pid>/stat`; `None` if there is none.
-fn proc_stat(pid: u32) -> Option<(char, u64)> {
+pub(crate) fn proc_stat(pid: u32) -> Option<(char, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // "pid (comm) S ppid ...": the command may hold spaces and parentheses; fields after the
     // last ')' are space separated: state is the first, start time the 20th.
