@@ -406,8 +406,16 @@ impl<A: RawApi> Device<A> {
     /// device has no notifier, or the runtime refused the wait or host function): done already, it is
     /// filled; otherwise it is abandoned with an error, never waited for here (the caller may
     /// be about to record the event again, and the work may wait for that caller).
+    ///
+    /// The question is devstream's own, asked on behalf of a record or a registration, which
+    /// are allowed beside every capture: asked with this thread in Relaxed mode, so that no
+    /// capture in progress (another thread's in `Global` mode, this one's in `ThreadLocal`
+    /// mode) counts it as unsafe. The record asked about is outside every capture: no
+    /// completion is made for an event recorded inside one, and a re-record into a capture
+    /// comes after this question.
     #[cold]
     fn resolve_without_doorbell(&self, pending: &Pending<A>) {
+        let _relaxed = crate::ext::CaptureModeGuard::<A>::relaxed();
         // SAFETY: the event is alive while `pending` is; the context is current.
         let status = match check_ready::<A>(unsafe { A::event_query(pending.event.inner.raw) }) {
             Ok(true) => Ok(()),

@@ -21,6 +21,7 @@
 use crate::buffer::GpuBuffer;
 use crate::device::Device;
 use crate::error::check;
+use crate::ext::CaptureModeGuard;
 use crate::raw::{DevicePtr, MemPoolAttribute, RawApi, RawMemPool};
 use crate::stream::{GpuStream, StreamInner, StreamKind};
 use crate::users::gone;
@@ -311,7 +312,18 @@ enum Flush {
 
 /// Frees cached `blocks` of `device`'s pools (see [`PoolShared`]); `drain`: waits for the
 /// frees on the streams that had no work left (only the free itself).
+///
+/// A drain's questions and waits (`cuStreamQuery`, `cuStreamSynchronize` of streams that do
+/// not capture) are devstream's own work on behalf of a drain point, which is allowed beside
+/// every capture (statistics, `trim`, the out-of-memory trim of an allocation): made with this
+/// thread in Relaxed mode, so that a capture in progress in `Global` mode on another thread,
+/// or in `ThreadLocal` mode on this one, does not count them as unsafe and get invalidated.
 fn free_blocks<A: RawApi>(device: &'static Device<A>, blocks: Vec<CachedBlock<A>>, drain: bool) {
+    let _relaxed = if drain {
+        CaptureModeGuard::<A>::relaxed()
+    } else {
+        None
+    };
     let mut idle: Vec<Arc<StreamInner<A>>> = Vec::new();
     if drain && device.bind().is_ok() {
         for block in &blocks {
