@@ -432,7 +432,9 @@ fn a_host_function_reading_another_backend_s_host_buffer_whose_download_waits_on
 /// backend where no wait across backends ties the buffer's work to the host function:
 ///
 /// * a buffer with a queued copy on an independent stream of the consumer's backend (no wait
-///   across backends is pending): the access waits for that copy and succeeds;
+///   across backends is pending): the access waits for that copy and succeeds (between CUDA
+///   and HIP, whose host functions share the runtime's thread, the consumer's own rule refuses
+///   it with `WouldDeadlock` instead while the copy is still queued);
 /// * a buffer with no queued copy while a stream of the consumer's backend waits (across
 ///   backends) on the host function's stream behind the host function (the pipeline: the
 ///   host function fills the buffer, the consumer uploads it after the wait): the access does
@@ -463,11 +465,26 @@ fn a_host_function_may_access_another_backend_s_host_buffer_not_tied_to_it() {
                 &format!("the host function's {access:?} of a host buffer with independent copies"),
                 || {},
             )?;
+            // Between CUDA and HIP (on the HIP-on-CUDA shim their host functions run on one
+            // runtime thread) the consumer's own rule applies inside the host function: a copy
+            // of another stream still queued is refused, never waited for (it may be queued
+            // behind the host function). Whether the copy is still queued is a matter of time.
+            let own_rule_refuses = matches!(
+                (producer, consumer),
+                (
+                    Place::Cuda(_) | Place::Hip(_),
+                    Place::Cuda(_) | Place::Hip(_)
+                )
+            ) && matches!(result, Some(Err(Error::WouldDeadlock { .. })));
             assert!(
-                matches!(result, Some(Ok(()))),
+                matches!(result, Some(Ok(()))) || own_rule_refuses,
                 "the host function's {access:?} of a host buffer whose queued copy does not \
                  wait on it answered {result:?}"
             );
+            if own_rule_refuses {
+                sync(&other)?;
+                continue;
+            }
             sync(&other)?;
             let expected = match access {
                 HostAccess::Read => 3,

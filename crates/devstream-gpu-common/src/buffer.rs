@@ -12,6 +12,7 @@
 
 use crate::device::Device;
 use crate::error::{check, map_alloc_error};
+use crate::event::GpuEvent;
 use crate::ext::CaptureModeGuard;
 use crate::graph_memory::GraphAlloc;
 use crate::mempool::PoolShared;
@@ -468,12 +469,44 @@ impl<A: RawApi> DeviceBuffer for GpuBuffer<A> {
     }
 }
 
+/// An event recorded after a host buffer's copies on one stream (see `HostInner::uses`),
+/// destroyed when the last holder lets go: the buffer, or a completion of one of its records
+/// (a host function's snapshot of the buffer's queued copies).
+struct UseEvent<A: RawApi> {
+    raw: RawEvent,
+    _api: std::marker::PhantomData<A>,
+}
+
+impl<A: RawApi> UseEvent<A> {
+    /// The raw event, no longer destroyed by this handle.
+    fn into_raw(self) -> RawEvent {
+        std::mem::ManuallyDrop::new(self).raw
+    }
+}
+
+impl<A: RawApi> Drop for UseEvent<A> {
+    fn drop(&mut self) {
+        let raw = self.raw;
+        crate::hostfn::release_off_callback(move || {
+            // devstream's own call beside any capture: in Relaxed mode.
+            let _relaxed = CaptureModeGuard::<A>::relaxed();
+            // SAFETY: our event; its last holder let go, nothing asks it any more.
+            let _ = unsafe { A::event_destroy(raw) };
+        });
+    }
+}
+
+/// A stream that used a host buffer and the event after its last copy of it.
+type StreamUse<A> = (Arc<StreamInner<A>>, Arc<UseEvent<A>>);
+
 struct HostInner<A: RawApi> {
     ptr: *mut u8,
     len: usize,
     device: &'static Device<A>,
-    /// Per stream, an event recorded after the last queued copy that used the buffer.
-    uses: Mutex<Vec<(Arc<StreamInner<A>>, RawEvent)>>,
+    /// Per stream, an event recorded after the last queued copy that used the buffer. Where a
+    /// completion of its current record is pending (it holds the `Arc` too), the next copy on
+    /// that stream records a fresh event instead of moving the record the completion awaits.
+    uses: Mutex<Vec<StreamUse<A>>>,
     /// Host functions given the buffer (`launch_host_func_with`) that have not run: a copy
     /// submitted now waits for them, checked under `uses`' lock, under which such a host
     /// function takes its snapshot of the queued copies.
@@ -498,7 +531,16 @@ impl<A: RawApi> Drop for HostInner<A> {
         let device = self.device;
         crate::hostfn::release_off_callback(move || {
             let ptr = ptr;
-            let events: Vec<RawEvent> = uses.iter().map(|(_, e)| *e).collect();
+            // The buffer holds the only handles now: a pending completion of a use event's
+            // record keeps the buffer alive too.
+            let events: Vec<RawEvent> = uses
+                .into_iter()
+                .filter_map(|(_, event)| match Arc::try_unwrap(event) {
+                    Ok(event) => Some(event.into_raw()),
+                    // Never expected; the handle destroys it when let go.
+                    Err(_) => None,
+                })
+                .collect();
             if ptr.0.is_null() {
                 for event in events {
                     // SAFETY: our event.
@@ -514,7 +556,6 @@ impl<A: RawApi> Drop for HostInner<A> {
                     device.release_pinned(ptr.0, len);
                 }),
             );
-            drop(uses);
         });
     }
 }
@@ -604,6 +645,7 @@ impl<A: RawApi> GpuHostBuffer<A> {
                 .map_err(|_| Error::InvalidArgument("host buffer lock poisoned".into()))?;
             let mut pending = None;
             for (user, event) in uses.iter() {
+                let event = &event.raw;
                 if own.is_some()
                     && user
                         .panic_slot_if_made()
@@ -650,9 +692,19 @@ impl<A: RawApi> GpuHostBuffer<A> {
         };
         uses.iter().any(|(_, event)| {
             // SAFETY: our event, alive while the buffer is.
-            let queried = unsafe { A::event_query(*event) };
+            let queried = unsafe { A::event_query(event.raw) };
             matches!(crate::error::check_ready::<A>(queried), Ok(false))
         })
+    }
+
+    /// A new use event (the device's context current).
+    fn new_use_event(&self) -> Result<Arc<UseEvent<A>>> {
+        // SAFETY: the device's context is current (the caller's).
+        let raw = check::<A, _>(unsafe { A::event_create(EventFlags::default()) })?;
+        Ok(Arc::new(UseEvent {
+            raw,
+            _api: std::marker::PhantomData,
+        }))
     }
 
     /// Submits `copy` on `stream` and records that the buffer is used up to that point.
@@ -685,14 +737,20 @@ impl<A: RawApi> GpuHostBuffer<A> {
                     forgotten = forget_finished(&mut uses, |(user, event)| {
                         gone(user)
                             // SAFETY: our event, alive while it is in `uses`.
-                            && unsafe { A::event_query(*event) }.is_ok()
+                            && unsafe { A::event_query(event.raw) }.is_ok()
                     });
                 }
-                // SAFETY: the device's context is current (bound above).
-                let event = check::<A, _>(unsafe { A::event_create(EventFlags::default()) })?;
-                uses.push((stream.inner().clone(), event));
+                uses.push((stream.inner().clone(), self.new_use_event()?));
                 uses.len() - 1
             }
+        };
+        // A completion awaits the event's current record: this copy's end goes on a fresh
+        // event (made now, put in place when it is recorded), and the record awaited stays put.
+        let fresh = if Arc::strong_count(&uses[index].1) > 1 {
+            self.inner.device.bind()?;
+            Some(self.new_use_event()?)
+        } else {
+            None
         };
         // Host functions given the buffer submitted before this copy run before it.
         let awaited = self.inner.host_fns.awaited(&self.inner.device.place);
@@ -707,8 +765,11 @@ impl<A: RawApi> GpuHostBuffer<A> {
                         if kept {
                             return Ok(());
                         }
+                        if let Some(fresh) = fresh {
+                            uses[index].1 = fresh;
+                        }
                         // SAFETY: event and stream alive, same device.
-                        check::<A, _>(unsafe { A::event_record(uses[index].1, stream.raw()) })
+                        check::<A, _>(unsafe { A::event_record(uses[index].1.raw, stream.raw()) })
                     });
                 if tracked.is_err() {
                     // The copy is queued and nothing tells when it ends: leaked, never freed
@@ -718,11 +779,8 @@ impl<A: RawApi> GpuHostBuffer<A> {
                 tracked
             });
         drop(uses);
-        for (user, event) in forgotten {
-            // SAFETY: our event, out of `uses` and complete.
-            let _ = unsafe { A::event_destroy(event) };
-            drop(user);
-        }
+        // Destroyed (their last holders let go) outside the lock.
+        drop(forgotten);
         drop(relaxed);
         submitted
     }
@@ -775,13 +833,18 @@ impl<A: RawApi> HostBuffer for GpuHostBuffer<A> {
             .lock()
             .map_err(|_| Error::InvalidArgument("host buffer lock poisoned".into()))?;
         let mut queued = Vec::new();
-        for (user, event) in uses.iter() {
+        for (_, event) in uses.iter() {
             // SAFETY: our event, alive while the buffer is.
-            if crate::error::check_ready::<A>(unsafe { A::event_query(*event) })? {
+            if crate::error::check_ready::<A>(unsafe { A::event_query(event.raw) })? {
                 continue;
             }
-            // The user stream's work up to now: its copies of the buffer queued so far.
-            queued.push(GpuStream::completion_of(user)?);
+            // The completion of the use event's current record: the stream's last copy of the
+            // buffer, not its later work. The hub's entry holds the event (so the next copy on
+            // that stream records a fresh one, and this record stays put) and the buffer.
+            queued.push(crate::completion::notify_after_record_of_internal(
+                GpuEvent::internal(event.raw, self.inner.device),
+                Box::new((self.inner.clone(), event.clone())),
+            )?);
         }
         let access = HostFnAccess::new(
             &self.inner.host_fns,

@@ -100,6 +100,9 @@ struct Pending<A: RawApi> {
     /// The event's `records` count when the completion was made: the record it awaits. `None`
     /// for a foreign handle, which may be recorded where devstream cannot count it.
     record: Option<u64>,
+    /// What keeps the event itself alive while this entry exists, where `event` does not own
+    /// it (a host buffer's use event, destroyed with the buffer).
+    _keep: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 use devstream_core::sync::lock;
@@ -267,6 +270,34 @@ pub(crate) fn notify_after<A: RawApi>(
     panic: Option<(Arc<PanicSlot>, u64)>,
     source: Source,
 ) -> Result<Completion> {
+    notify_after_keeping(event, panic, source, None, true)
+}
+
+/// A completion of the current record of one of devstream's internal events (a host buffer's
+/// use event), left to the sweeper: `keep` holds the event, which is not recorded again while
+/// held (the next copy takes a fresh one), until the hub lets go of the entry.
+///
+/// It gets no doorbell: a doorbell waits on a notifier stream behind the doorbells registered
+/// before it, and records awaited out of their stream's order (a pipeline's next input buffer,
+/// awaited after its previous output) would hold an earlier record's doorbell behind a later
+/// one's, which may wait for work that waits for the first. The sweeper asks the event itself,
+/// which keeps the awaited record.
+pub(crate) fn notify_after_record_of_internal<A: RawApi>(
+    event: GpuEvent<A>,
+    keep: Box<dyn std::any::Any + Send + Sync>,
+) -> Result<Completion> {
+    notify_after_keeping(event, None, Source::Private, Some(keep), false)
+}
+
+/// [`notify_after`] with what keeps the event alive where `event` does not own it, and whether
+/// a doorbell may be armed for it.
+fn notify_after_keeping<A: RawApi>(
+    event: GpuEvent<A>,
+    panic: Option<(Arc<PanicSlot>, u64)>,
+    source: Source,
+    keep: Option<Box<dyn std::any::Any + Send + Sync>>,
+    doorbell: bool,
+) -> Result<Completion> {
     refuse_in_host_function()?;
     let device = event.inner.device;
     let sweeper = device.sweeper()?;
@@ -280,6 +311,7 @@ pub(crate) fn notify_after<A: RawApi>(
         armed: AtomicBool::new(false),
         counted: AtomicBool::new(source == Source::User),
         record,
+        _keep: keep,
     });
     if source == Source::User {
         // Counted before it is visible, so that a re-record from now on snapshots it.
@@ -288,7 +320,7 @@ pub(crate) fn notify_after<A: RawApi>(
     lock(&device.completions.pending).push(pending.clone());
     // A foreign handle may be recorded where devstream cannot see it: it always gets a
     // doorbell (a snapshot of the record awaited now).
-    let armed = device.arm_doorbell(&pending, foreign);
+    let armed = doorbell && device.arm_doorbell(&pending, foreign);
     if !armed && foreign {
         device.resolve_without_doorbell(&pending);
     }

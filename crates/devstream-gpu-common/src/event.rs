@@ -114,6 +114,12 @@ impl<A: RawApi> GpuEvent<A> {
         Ok(Self::wrap(raw, device, flags, true, EventMark::new()))
     }
 
+    /// A handle over one of devstream's internal events (a host buffer's use event), recorded
+    /// and owned elsewhere: for a completion of its current record. Not destroyed on drop.
+    pub(crate) fn internal(raw: RawEvent, device: &'static Device<A>) -> Self {
+        Self::wrap(raw, device, EventFlags::default(), false, EventMark::new())
+    }
+
     /// A handle over `raw`: `owned` ones (created by devstream) are destroyed on drop and start
     /// unrecorded; wrapped ones count as recorded.
     fn wrap(

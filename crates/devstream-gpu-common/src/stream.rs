@@ -424,19 +424,6 @@ impl<A: RawApi> GpuStream<A> {
         &self.inner
     }
 
-    /// `Stream::completion` of the stream behind `inner` (which may have no handle left: its
-    /// queued work still completes), without counting a handle.
-    pub(crate) fn completion_of(inner: &Arc<StreamInner<A>>) -> Result<Completion> {
-        let view = std::mem::ManuallyDrop::new(GpuStream {
-            inner: Arc::clone(inner),
-        });
-        let completion = view.completion_impl();
-        // SAFETY: `view` is never used or dropped after this read: its `Arc` is released here
-        // without `GpuStream::drop`'s handle-count change (the view never counted as a handle).
-        drop(unsafe { std::ptr::read(&view.inner) });
-        completion
-    }
-
     /// `Stream::completion`: an internal event recorded here, awaited by the device's
     /// completion hub (see `crate::completion`); nothing else is added to this stream's work.
     fn completion_impl(&self) -> Result<Completion> {

@@ -22,7 +22,8 @@
 //!
 //! ```text
 //! cargo xtask bench --backend cross                # cpu, wgpu:0 and the test plug-in places
-//! bench-cross [--samples N] [--chunks N] [--chunk-kib N] [--blocks N] [--places cpu,cuda:0,wgpu:0]
+//! bench-cross [--samples N] [--chunks N] [--chunk-kib N] [--slots N] [--blocks N] [--pipelines-only]
+//!             [--places cpu,cuda:0,wgpu:0]
 //! ```
 //!
 //! Rows (`DEVSTREAM_BENCH_JSON`): the wait's figure beside the fence's, as ns (latency, or time
@@ -44,7 +45,7 @@ use std::time::{Duration, Instant};
 
 /// Samples per mode before switching to the other.
 const BLOCK: usize = 50;
-/// Chunks in flight in the pipelines.
+/// Chunks in flight in the pipelines, unless `--slots` says otherwise.
 const SLOTS: usize = 4;
 
 /// A clock shared by the stamping host functions: nanoseconds since `base`.
@@ -316,17 +317,18 @@ fn pipelines(
     places: &[Place],
     chunks: u64,
     chunk_kib: usize,
+    slots: usize,
     blocks: usize,
     rows: &mut Vec<Row>,
 ) -> Result<(), Failure> {
     println!(
-        "\npipelines: {chunks} chunks of {chunk_kib} KiB per run, at most {SLOTS} in flight, \
+        "\npipelines: {chunks} chunks of {chunk_kib} KiB per run, at most {slots} in flight, \
          {blocks} runs per mode alternating (median chunks/s):"
     );
     for stages in pipeline_stages(places) {
-        let mut pipeline = Pipeline::new(&stages, chunk_kib * 1024, SLOTS)?;
-        pipeline.run(SLOTS as u64 * 2, Handoff::Wait)?;
-        pipeline.run(SLOTS as u64 * 2, Handoff::Fence)?;
+        let mut pipeline = Pipeline::new(&stages, chunk_kib * 1024, slots)?;
+        pipeline.run(slots as u64 * 2, Handoff::Wait)?;
+        pipeline.run(slots as u64 * 2, Handoff::Fence)?;
         let (mut waits, mut fences) = (Vec::new(), Vec::new());
         for _ in 0..blocks {
             waits.push(pipeline.run(chunks, Handoff::Wait)?.as_nanos() as f64 / chunks as f64);
@@ -360,6 +362,8 @@ fn main() -> Result<(), Failure> {
     let chunks = arg_or("--chunks", if quick { 50 } else { 200 }).max(1);
     let chunk_kib = arg_or("--chunk-kib", 64usize);
     let blocks = arg_or("--blocks", if quick { 3 } else { 5 }).max(1);
+    let slots = arg_or("--slots", SLOTS).max(1);
+    let pipelines_only = std::env::args().any(|a| a == "--pipelines-only");
     let places: Vec<Place> = match arg("--places") {
         Some(list) => list
             .split(',')
@@ -369,8 +373,10 @@ fn main() -> Result<(), Failure> {
     };
     println!("places: {}\n", hetero::place_list(&places));
     let mut rows = Vec::new();
-    handoffs(&places, samples, &mut rows)?;
-    pipelines(&places, chunks, chunk_kib, blocks, &mut rows)?;
+    if !pipelines_only {
+        handoffs(&places, samples, &mut rows)?;
+    }
+    pipelines(&places, chunks, chunk_kib, slots, blocks, &mut rows)?;
     println!();
     report(&rows);
     Ok(())
