@@ -169,6 +169,32 @@ fn host_functions_given_one_buffer_run_in_submission_order_and_host_reads_wait_f
     });
 }
 
+/// A host read of a buffer inside a host function queued before a host function given the
+/// buffer, on the same stream, never waits for that one (it runs only after the reader
+/// returns): the read answers at once, with the bytes as they were or `Error::WouldDeadlock`.
+#[test]
+fn a_host_read_in_a_host_function_queued_before_one_given_the_buffer_never_waits_for_it() {
+    for_each_pair(|runner, owner| {
+        let Some((stream, gate)) = held(runner)? else {
+            return Ok(());
+        };
+        let buffer = Arc::new(Stream::new(owner)?.alloc_host(LEN)?);
+        let read: Log<Result<Vec<u8>>> = Log::new();
+        let (log, reader) = (read.clone(), Arc::clone(&buffer));
+        stream.launch_host_func(move || log.push(reader.to_vec()))?;
+        stream.launch_host_func_with(&[&buffer], |bytes| bytes[0].fill(1))?;
+        gate.release();
+        sync(&stream)?;
+        match &read.entries()[..] {
+            [Ok(bytes)] => assert_eq!(bytes, &vec![0; LEN], "the read saw a later host function"),
+            [Err(Error::WouldDeadlock { .. })] => {}
+            other => panic!("the read inside the host function answered {other:?}"),
+        }
+        assert_eq!(buffer.to_vec()?, vec![1; LEN]);
+        Ok(())
+    });
+}
+
 /// One host function given buffers of two places copies between them (a pipeline's hand-over
 /// from one backend's pinned buffer to another's), ordered after the first's copy in and
 /// before the second's copy out.

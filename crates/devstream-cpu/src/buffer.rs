@@ -15,7 +15,7 @@ use crate::graph_memory::{CaptureAlloc, CaptureMemory};
 use crate::mempool::PoolShared;
 use crate::scheduler::running_stream;
 use crate::{lock, CPU_PLACE};
-use devstream_core::foreign::BackendKey;
+use devstream_core::foreign::{self, BackendKey};
 use devstream_core::host_fn_access::{HostBytes, HostFnAccess, HostFnUses, LockedBytes};
 use devstream_core::memory::zeroed;
 use devstream_core::traits::check_range;
@@ -347,10 +347,12 @@ impl HostInner {
     }
 
     /// Whether [`HostInner::wait_idle`] would block now: outside host functions and kernels,
-    /// while a queued operation touches the buffer or a host function given it has not run.
+    /// while a queued operation touches the buffer or (outside other backends' host functions
+    /// too) a host function given it has not run.
     fn would_wait(&self) -> bool {
         running_stream() == 0
-            && (!lock(&self.uses).outstanding.is_empty() || !self.host_fns.is_idle())
+            && (!lock(&self.uses).outstanding.is_empty()
+                || (!self.host_fns.is_idle() && foreign::running_host_fn().is_none()))
     }
 
     /// Blocks until no queued operation touches the buffer and every host function given it
@@ -371,6 +373,13 @@ impl HostInner {
             uses = devstream_core::sync::wait(&self.idle, uses);
         }
         drop(uses);
+        if foreign::running_host_fn().is_some() {
+            // In another backend's host function, a host function given the buffer may be
+            // queued behind the caller (on the caller's own stream: no wait across backends
+            // shows it), so it is not waited for; it holds the bytes' lock while it runs, so
+            // it is seen completely or not at all.
+            return;
+        }
         self.host_fns.wait_idle();
     }
 }

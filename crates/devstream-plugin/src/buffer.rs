@@ -6,9 +6,12 @@ use crate::queue::{
 };
 use crate::repr::Repr;
 use crate::runtime::{RawCopy, Runtime};
+use devstream_core::foreign::BackendKey;
+use devstream_core::host_fn_access::{HostBytes, HostFnAccess, HostFnUses};
 use devstream_core::traits::check_range;
-use devstream_core::{DeviceBuffer, HostBuffer, Place, Result};
+use devstream_core::{Completion, DeviceBuffer, Error, HostBuffer, Place, Result};
 use std::alloc::Layout;
+use std::ops::DerefMut;
 use std::sync::{Arc, Mutex};
 
 /// Device memory of a custom-device place.
@@ -145,6 +148,14 @@ enum HostMemory {
 /// than freed under a copy). Inside a host function, copies of its own plug-in queue, and
 /// copies of other streams that certainly come after it, are not waited for (see
 /// [`PluginStream`](crate::PluginStream)).
+///
+/// It can be given to a host function of any place (`launch_host_func_with`, where the
+/// place's `host_func_buffers` capability is on: plug-ins with host functions), ordered by
+/// waits in submission order (`devstream_core::host_fn_access`): the host function waits for
+/// the events of the copies registered before it; copies and graph launches that copy the
+/// buffer, registered after it, have their stream wait for it first. Host reads and writes
+/// wait for such host functions, and inside a host function are refused
+/// (`Error::WouldDeadlock`) while one is pending.
 #[derive(Debug)]
 pub struct PluginHostBuffer(pub(crate) HostRepr);
 
@@ -161,8 +172,17 @@ pub(crate) struct HostInner {
     /// The copies touching the buffer that may be incomplete: up to
     /// [`MAX_PENDING_PER_STREAM`] per stream one by one, so that a host function can wait for
     /// the copies before it and skip those after it (then only the latest, which ends after
-    /// the others and stands for them).
+    /// the others and stands for them). Its lock is the buffer's order lock: a copy or graph
+    /// launch registers here and takes [`HostFnUses::awaited`] under it, a host function given
+    /// the buffer takes its snapshot and registers under it, and host reads and writes touch
+    /// the memory under it (see [`HostInner::settled`]).
     pending: Mutex<Vec<Tracked>>,
+    /// Host functions given the buffer (`launch_host_func_with`) that have not run.
+    host_fns: HostFnUses,
+    /// The backend of the buffer's place (for the waits of host functions given it).
+    owner: BackendKey,
+    /// The place's `host_func_buffers` capability: whether it can be given to host functions.
+    host_func_buffers: bool,
 }
 
 /// How many copies of one stream a host buffer tracks one by one (see `AbiHostBuffer::pending`).
@@ -194,6 +214,95 @@ impl std::fmt::Debug for HostInner {
 impl AbiHostBuffer {
     pub(crate) fn allocate(runtime: &Arc<Runtime>, slot: usize, len: usize) -> Result<Self> {
         HostInner::allocate(runtime, slot, len).map(|inner| SharedMemory(Arc::new(inner)))
+    }
+
+    /// [`HostBuffer::host_fn_access`]: under the order lock, the completions of the copies and
+    /// graph launches still tracked (every one not known complete, on any stream, also those
+    /// whose record is still held on the host), and the host function's registration. A
+    /// tracked copy whose record failed is answered as host reads answer it (its error): when
+    /// it ends cannot be known, so the bytes cannot be handed over. A record that fails after
+    /// the snapshot completes its completion with the error, and the host function, which
+    /// takes no error of the uses before it, then runs as a wait on a lost event goes on
+    /// (`StreamCore::hand_wait`): a plug-in that queues a copy and then fails its
+    /// `record_event` may run that copy while the host function runs.
+    fn host_fn_access(&self, runner: BackendKey) -> Result<HostFnAccess> {
+        let inner = &self.0;
+        if !inner.host_func_buffers {
+            return Err(Error::InvalidArgument(
+                "this plug-in's host buffers cannot be given to a host function \
+                 (launch_host_func_with): its places' host_func_buffers capability is off (the \
+                 plug-in has no stream_add_callback, so its streams cannot wait for one)"
+                    .into(),
+            ));
+        }
+        let pending = lock(&inner.pending);
+        let mut queued = Vec::with_capacity(pending.len());
+        for tracked in pending.iter().filter(|t| !t.raw.is_complete()) {
+            if let Some(error) = tracked.raw.lost() {
+                return Err(error);
+            }
+            queued.push(crate::notify::completion_of(tracked.raw.clone()));
+        }
+        let access = HostFnAccess::new(
+            &inner.host_fns,
+            inner.owner,
+            queued,
+            runner,
+            Box::new(AbiHostBytes(inner.clone())),
+        );
+        drop(pending);
+        Ok(access)
+    }
+}
+
+/// Whether the calling thread runs a host function: a plug-in's (devstream's callback
+/// trampoline marks it) or, through the facade, any backend's.
+fn in_host_fn() -> bool {
+    running_host_fn().is_some() || devstream_core::foreign::running_host_fn().is_some()
+}
+
+/// Has `core` wait, before what it submits next, for each of `host_fns` (the pending host
+/// functions given a host buffer, [`HostFnUses::awaited`], taken under the buffer's order lock
+/// as the copy or launch ending at `end` registered there), through the stream's own wait on
+/// other backends' work (`crate::foreign::wait_completion`). The waits are submitted after the
+/// lock is released: a submission may call into the plug-in, which may run a host function
+/// that reads the buffer. Where a wait cannot be submitted, the work ending at `end` is not
+/// submitted: `end` is recorded alone instead, so that it still completes (it may stand for
+/// the stream's earlier copies of the buffer, no longer tracked one by one), and the error is
+/// answered.
+pub(crate) fn wait_for_host_fns(
+    core: &Arc<StreamCore>,
+    host_fns: Vec<Completion>,
+    end: &Arc<RawEvent>,
+) -> Result<()> {
+    for awaited in host_fns {
+        if let Err(error) = crate::foreign::wait_completion(core, awaited) {
+            let end = end.clone();
+            core.submit(Item::Op(Box::new(move |core: &StreamCore| {
+                core.record_into(&end)
+            })))?;
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of a plug-in host buffer given to a host function. It owns the buffer's memory
+/// (freed only after this is dropped), and hands out the whole buffer without a lock: while
+/// the host function runs, its use is registered (`HostFnUses`), so every copy and graph
+/// launch of the buffer registered before it is complete (its stream waited for them), every
+/// one registered after it waits for it, host reads and writes wait for it or are refused, and
+/// other host functions given the buffer run before or after it.
+struct AbiHostBytes(Arc<HostInner>);
+
+impl HostBytes for AbiHostBytes {
+    fn view(&mut self) -> Box<dyn DerefMut<Target = [u8]> + '_> {
+        // SAFETY: `len` bytes at `ptr` are the buffer's memory, allocated (at least one byte)
+        // and owned by `HostInner`, which this keeps alive for the borrow. No other access
+        // overlaps the host function's (the order above); the `&mut self` borrow keeps two
+        // views from coexisting.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.0.ptr as *mut u8, self.0.len) };
+        Box::new(bytes)
     }
 }
 
@@ -231,6 +340,9 @@ impl HostInner {
             len,
             memory: Some(memory),
             pending: Mutex::new(Vec::new()),
+            host_fns: HostFnUses::new(),
+            owner: BackendKey::of(&runtime.place(slot)),
+            host_func_buffers: runtime.caps.host_func_buffers,
         })
     }
 
@@ -238,9 +350,11 @@ impl HostInner {
     /// the event that marks its end is created first and registered here, and the same
     /// operation that makes the copy records it, so no failure can leave a submitted copy
     /// untracked (a failed record leaves the event lost, and the memory is then never freed).
+    /// The stream first waits for the host functions given the buffer that are pending
+    /// ([`wait_for_host_fns`]).
     pub(crate) fn copy_tracked(&self, core: &Arc<StreamCore>, copy: RawCopy) -> Result<()> {
         let raw = core.new_raw()?;
-        {
+        let host_fns = {
             let mut pending = lock(&self.pending);
             pending.retain(|t| !t.raw.is_complete());
             let mut covers = false;
@@ -254,7 +368,9 @@ impl HostInner {
                 raw: raw.clone(),
                 covers,
             });
-        }
+            self.host_fns.awaited(&core.place)
+        };
+        wait_for_host_fns(core, host_fns, &raw)?;
         core.submit(Item::Op(Box::new(move |core: &StreamCore| {
             let copied = core.runtime.copy(core.slot, core.raw, copy);
             // Recorded whatever the copy answered: a failed asynchronous copy may be queued.
@@ -267,16 +383,22 @@ impl HostInner {
         self.ptr + offset
     }
 
-    /// Tracks a graph launch on stream `stream` whose replay may copy into or out of this
-    /// buffer, ending at `raw` (recorded after the launch). Never skipped by a host function.
-    pub(crate) fn track(&self, stream: u64, raw: Arc<RawEvent>) {
+    /// Tracks a graph launch on `core` whose replay may copy into or out of this buffer,
+    /// ending at `raw` (recorded after the launch). Never skipped by a host function. Answers
+    /// the completions of the host functions given the buffer that are pending, which the
+    /// launch waits for ([`wait_for_host_fns`]): the plug-in's copies hold no lock of the
+    /// buffer while they run, so a replay is kept off a host function's bytes by the same
+    /// order as a copy (a launch made after the host function's submission waits for it; one
+    /// made before is in its snapshot), not by the graph's capture order.
+    pub(crate) fn track(&self, core: &StreamCore, raw: Arc<RawEvent>) -> Vec<Completion> {
         let mut pending = lock(&self.pending);
         pending.retain(|t| !t.raw.is_complete());
         pending.push(Tracked {
-            stream,
+            stream: core.id,
             raw,
             covers: true,
         });
+        self.host_fns.awaited(&core.place)
     }
 
     /// Checks that `len` bytes at `offset` lie in the buffer, then runs `access` on their
@@ -290,7 +412,7 @@ impl HostInner {
         access: impl FnOnce(*mut u8),
     ) -> Result<()> {
         check_range(op, offset, len, self.len)?;
-        self.settled(|| access((self.ptr + offset) as *mut u8))
+        self.settled(op, || access((self.ptr + offset) as *mut u8))
     }
 
     /// Runs `access` on the buffer's memory once no queued copy touches it, with new copies
@@ -305,7 +427,13 @@ impl HostInner {
     /// order and cannot start before it ends. Copies that only *may* come after it are not
     /// skipped (that could race them): waiting for them is refused with
     /// `Error::WouldDeadlock` by [`RawEvent::synchronize`], never a hang.
-    fn settled<T>(&self, access: impl FnOnce() -> T) -> Result<T> {
+    ///
+    /// Host functions given the buffer are waited for first, outside host functions
+    /// ([`HostFnUses::wait_idle`]); the access then runs under the lock only while none is
+    /// registered, and none can register while it runs (they register under the same lock).
+    /// Inside a host function a pending one is never waited for (it may be queued behind the
+    /// caller, and which it is cannot be told): the access is refused.
+    fn settled<T>(&self, op: &'static str, access: impl FnOnce() -> T) -> Result<T> {
         let own_queue = running_host_fn().map(|(queue, _)| queue);
         // Copies after the running host function (that stays true while it runs).
         let mut after: Vec<Arc<RawEvent>> = Vec::new();
@@ -313,6 +441,7 @@ impl HostInner {
             Some(r.queue) == own_queue || after.iter().any(|a| Arc::ptr_eq(a, r))
         };
         loop {
+            self.wait_for_host_fns_on_host(op)?;
             let candidates: Vec<(Arc<RawEvent>, bool)> = lock(&self.pending)
                 .iter()
                 .filter(|t| !skipped(&after, &t.raw))
@@ -331,17 +460,41 @@ impl HostInner {
             }
             let mut pending = lock(&self.pending);
             pending.retain(|t| !waits.iter().any(|w| Arc::ptr_eq(w, &t.raw)));
-            if pending.iter().all(|t| skipped(&after, &t.raw)) {
-                // Held while the memory is accessed: copies registering now wait.
+            if pending.iter().all(|t| skipped(&after, &t.raw)) && self.host_fns.is_idle() {
+                // Held while the memory is accessed: copies and host functions given the
+                // buffer registering now wait.
                 return Ok(access());
             }
-            // A copy was submitted meanwhile: wait for it too.
+            // A copy was submitted, or a host function given the buffer registered,
+            // meanwhile: wait for it too.
         }
     }
 
-    /// Whether [`HostInner::settled`] would block now: a copy it would not skip is not known
-    /// to be complete ([`RawEvent::synchronize_would_block`]).
+    /// Blocks until no host function given the buffer is pending; inside a host function,
+    /// `Error::WouldDeadlock` while one is (see [`HostInner::settled`]).
+    fn wait_for_host_fns_on_host(&self, op: &'static str) -> Result<()> {
+        if self.host_fns.is_idle() {
+            return Ok(());
+        }
+        if in_host_fn() {
+            return Err(Error::WouldDeadlock {
+                op,
+                reason: "a host function given the buffer (launch_host_func_with) is pending, \
+                         and it may be queued behind the calling host function"
+                    .into(),
+            });
+        }
+        self.host_fns.wait_idle();
+        Ok(())
+    }
+
+    /// Whether [`HostInner::settled`] would block now (or refuse, inside a host function): a
+    /// host function given the buffer is pending, or a copy it would not skip is not known to
+    /// be complete ([`RawEvent::synchronize_would_block`]).
     fn would_wait(&self) -> bool {
+        if !self.host_fns.is_idle() {
+            return true;
+        }
         let own_queue = running_host_fn().map(|(queue, _)| queue);
         let candidates: Vec<(Arc<RawEvent>, bool)> = lock(&self.pending)
             .iter()
@@ -420,6 +573,13 @@ impl HostBuffer for PluginHostBuffer {
         match &self.0 {
             HostRepr::Abi(b) => b.would_wait(),
             HostRepr::Rust(b) => b.write_would_wait(),
+        }
+    }
+
+    fn host_fn_access(&self, runner: BackendKey) -> Result<HostFnAccess> {
+        match &self.0 {
+            HostRepr::Abi(b) => b.host_fn_access(runner),
+            HostRepr::Rust(b) => b.host_fn_access(runner),
         }
     }
 }

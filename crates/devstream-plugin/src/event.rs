@@ -135,13 +135,7 @@ impl DeviceEvent for PluginEvent {
             ))),
             EventRepr::Abi(e) => match e.raw() {
                 None => Completion::ready(Ok(())),
-                Some(raw) => {
-                    if !raw.is_complete() {
-                        raw.completion_awaited();
-                    }
-                    let runtime = raw.runtime_index();
-                    crate::notify::watch(raw, runtime, None)
-                }
+                Some(raw) => crate::notify::completion_of(raw),
             },
             EventRepr::Rust(e) => e.completion(),
         }

@@ -75,15 +75,18 @@ impl AbiGraph {
             memory.used_by(core);
         }
         // Host buffers the replay copies into or out of: tracked like any copy, so host
-        // reads wait for the launch.
+        // reads and host functions given them wait for the launch, and the launch waits for
+        // the host functions given them before.
         let hosts = lock(&self.kept.hosts).clone();
         let end = if hosts.is_empty() {
             None
         } else {
             let raw = core.new_raw()?;
+            let mut host_fns = Vec::new();
             for host in &hosts {
-                host.track(core.id, raw.clone());
+                host_fns.extend(host.track(core, raw.clone()));
             }
+            crate::buffer::wait_for_host_fns(core, host_fns, &raw)?;
             Some(raw)
         };
         self.kept.launched_on(core);

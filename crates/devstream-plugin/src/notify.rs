@@ -103,6 +103,16 @@ pub(crate) fn nudge(runtime: usize) {
     }
 }
 
+/// A future for the work `raw` stands for (`Event::completion`), announced by a nudge where
+/// the record has not reached the plug-in yet.
+pub(crate) fn completion_of(raw: Arc<RawEvent>) -> Completion {
+    if !raw.is_complete() {
+        raw.completion_awaited();
+    }
+    let runtime = raw.runtime_index();
+    watch(raw, runtime, None)
+}
+
 /// A future for the work `raw` stands for; `errors`: the stream's first error to report.
 pub(crate) fn watch(
     raw: Arc<RawEvent>,

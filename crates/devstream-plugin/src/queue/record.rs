@@ -87,6 +87,15 @@ impl EventRecord {
         question_breaks_a_capture(&self.runtime, &self.origin, self.captured_in())
     }
 
+    /// The error its `record_event` failed with, if it failed: when the work it stands for
+    /// ends cannot be known.
+    pub(crate) fn lost(&self) -> Option<Error> {
+        match &*lock(&self.state) {
+            RecordState::Lost(error) => Some(error.clone()),
+            _ => None,
+        }
+    }
+
     /// Whether the record reached the plug-in (or failed): false while it is held on the host.
     pub(crate) fn is_submitted(&self) -> bool {
         !matches!(*lock(&self.state), RecordState::Pending)

@@ -183,6 +183,10 @@ impl LoadedPlugin {
         caps.foreign_waits = caps.flags;
         // Captured, such a wait is a graph callback, as a captured flag wait is.
         caps.capture_foreign_waits = caps.foreign_waits && caps.capture_host_funcs;
+        // A host function given a host buffer is ordered against the buffer's copies by those
+        // waits: the copies registered after it have their stream wait for it
+        // (`crate::buffer`).
+        caps.host_func_buffers = caps.foreign_waits;
         caps.buffers = true;
         // devstream's caching pool over the plug-in's allocator (`crate::mempool`).
         caps.memory_pools = true;
