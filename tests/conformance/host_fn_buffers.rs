@@ -120,6 +120,43 @@ fn a_host_function_given_a_buffer_sees_the_copies_submitted_before_it() {
     });
 }
 
+/// A host function given a buffer runs after the copies from it submitted before, on any
+/// stream: the owner's held stream copies the buffer to the device; the host function,
+/// submitted on a free stream after that copy, overwrites the buffer, and the copy still
+/// carries the bytes from before.
+#[test]
+fn a_host_function_given_a_buffer_runs_after_the_copies_from_it_submitted_before() {
+    for_each_pair(|runner, owner| {
+        let Some((device, gate)) = held(owner)? else {
+            not_applicable(owner, "no gate to hold the owner's copy");
+            return Ok(());
+        };
+        let stream = Stream::new(runner)?;
+        let staging = device.alloc_host(LEN)?;
+        staging.write(0, &[0x21; LEN])?;
+        let on_device = device.alloc(LEN)?;
+        device.copy_host_to_device(&on_device, 0, &staging, 0, LEN)?;
+        stream.launch_host_func_with(&[&staging], |bytes| bytes[0].fill(0x99))?;
+        let ran = stream.record_event()?;
+        assert_stays_false(
+            "the host function ran before the copy from its buffer",
+            || ran.query().unwrap_or(true),
+        );
+        gate.release();
+        sync(&stream)?;
+        let back = device.alloc_host(LEN)?;
+        device.copy_device_to_host(&back, 0, &on_device, 0, LEN)?;
+        sync(&device)?;
+        assert_eq!(
+            back.to_vec()?,
+            vec![0x21; LEN],
+            "the copy read the bytes from before the host function"
+        );
+        assert_eq!(staging.to_vec()?, vec![0x99; LEN]);
+        Ok(())
+    });
+}
+
 /// Host functions given one buffer on two streams run in the order they were submitted, the
 /// second waiting for the first though only the first's stream is held; a host read of the
 /// buffer from a plain thread waits for both.

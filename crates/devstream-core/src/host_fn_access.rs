@@ -281,6 +281,140 @@ impl fmt::Debug for HostFnAccess {
     }
 }
 
+/// The copies of a host buffer still queued, for the backend's snapshot (the `queued` of
+/// [`HostFnAccess::new`]): each copy registers as it is queued ([`QueuedCopies::begin`], under
+/// the lock the snapshot is taken under) and ends when it has touched the buffer, or when it
+/// is dropped unrun (its [`QueuedCopy`] dropped). Copies are numbered as they register, so a
+/// [`completion`](QueuedCopies::completion) taken now waits for exactly the copies registered
+/// before it, whatever order they end in, and not for those registered after.
+///
+/// ```
+/// use devstream_core::host_fn_access::QueuedCopies;
+///
+/// let copies = QueuedCopies::new();
+/// assert!(copies.completion().is_none()); // nothing queued: nothing to wait for
+/// let first = copies.begin();
+/// let mut before = copies.completion().expect("a copy is queued");
+/// let second = copies.begin(); // registered after: not awaited by `before`
+/// drop(first);
+/// assert_eq!(devstream_core::foreign::ready_now(&mut before), Some(Ok(())));
+/// assert_eq!(copies.len(), 1);
+/// drop(second);
+/// assert!(copies.is_empty());
+/// ```
+#[derive(Default)]
+pub struct QueuedCopies {
+    shared: Arc<CopiesShared>,
+}
+
+#[derive(Default)]
+struct CopiesShared {
+    state: Mutex<CopiesState>,
+    /// Notified when no copy is outstanding.
+    idle: Condvar,
+}
+
+#[derive(Default)]
+struct CopiesState {
+    /// The number the next copy registers under.
+    next: u64,
+    outstanding: std::collections::BTreeSet<u64>,
+    /// Each ready once no copy numbered below its bound is outstanding.
+    waiters: Vec<(u64, Completer)>,
+}
+
+impl QueuedCopies {
+    /// No copy queued.
+    pub fn new() -> QueuedCopies {
+        QueuedCopies::default()
+    }
+
+    /// Registers a queued copy; it ends when the answer is dropped.
+    pub fn begin(&self) -> QueuedCopy {
+        let mut state = lock(&self.shared.state);
+        let number = state.next;
+        state.next += 1;
+        state.outstanding.insert(number);
+        QueuedCopy {
+            shared: self.shared.clone(),
+            number,
+        }
+    }
+
+    /// How many registered copies have not ended.
+    pub fn len(&self) -> usize {
+        lock(&self.shared.state).outstanding.len()
+    }
+
+    /// Whether every registered copy has ended.
+    pub fn is_empty(&self) -> bool {
+        lock(&self.shared.state).outstanding.is_empty()
+    }
+
+    /// A completion ready once every copy registered so far has ended; `None` if all have.
+    pub fn completion(&self) -> Option<Completion> {
+        let mut state = lock(&self.shared.state);
+        if state.outstanding.is_empty() {
+            return None;
+        }
+        let (completion, completer) = Completion::pending();
+        let bound = state.next;
+        state.waiters.push((bound, completer));
+        Some(completion)
+    }
+
+    /// Blocks until every registered copy has ended (including those registered meanwhile).
+    pub fn wait_idle(&self) {
+        let mut state = lock(&self.shared.state);
+        while !state.outstanding.is_empty() {
+            state = crate::sync::wait(&self.shared.idle, state);
+        }
+    }
+}
+
+impl fmt::Debug for QueuedCopies {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueuedCopies")
+            .field("outstanding", &self.len())
+            .finish()
+    }
+}
+
+/// A registered queued copy ([`QueuedCopies::begin`]): dropping it ends the copy.
+pub struct QueuedCopy {
+    shared: Arc<CopiesShared>,
+    number: u64,
+}
+
+impl fmt::Debug for QueuedCopy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueuedCopy")
+            .field("number", &self.number)
+            .finish()
+    }
+}
+
+impl Drop for QueuedCopy {
+    fn drop(&mut self) {
+        let mut state = lock(&self.shared.state);
+        state.outstanding.remove(&self.number);
+        // Every copy numbered below `first` has ended: the waiters bounded by it are ready.
+        let first = state.outstanding.first().copied().unwrap_or(u64::MAX);
+        let waiters = std::mem::take(&mut state.waiters);
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            waiters.into_iter().partition(|(bound, _)| *bound <= first);
+        state.waiters = waiting;
+        if state.outstanding.is_empty() {
+            self.shared.idle.notify_all();
+        }
+        drop(state);
+        // Outside the lock: a completion's waker may run a relay that submits or writes.
+        for (_, completer) in ready {
+            completer.complete(Ok(()));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,6 +435,26 @@ mod tests {
         waiter.join().unwrap();
         assert_eq!(ready_now(&mut waits[0]), Some(Ok(())));
         assert!(uses.awaited(&Place::Cpu).is_empty());
+    }
+
+    #[test]
+    fn a_copies_completion_waits_for_every_copy_before_it_whatever_order_they_end_in() {
+        let copies = Arc::new(QueuedCopies::new());
+        let (first, second) = (copies.begin(), copies.begin());
+        let mut both = copies.completion().expect("two copies queued");
+        let third = copies.begin();
+        drop(second);
+        assert_eq!(ready_now(&mut both), None);
+        let waiter = {
+            let copies = copies.clone();
+            std::thread::spawn(move || copies.wait_idle())
+        };
+        drop(first);
+        assert_eq!(ready_now(&mut both), Some(Ok(())));
+        assert_eq!(copies.len(), 1);
+        drop(third);
+        waiter.join().unwrap();
+        assert!(copies.is_empty() && copies.completion().is_none());
     }
 
     #[test]

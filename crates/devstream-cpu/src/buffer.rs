@@ -16,15 +16,16 @@ use crate::mempool::PoolShared;
 use crate::scheduler::running_stream;
 use crate::{lock, CPU_PLACE};
 use devstream_core::foreign::{self, BackendKey};
-use devstream_core::host_fn_access::{HostBytes, HostFnAccess, HostFnUses, LockedBytes};
+use devstream_core::host_fn_access::{
+    HostBytes, HostFnAccess, HostFnUses, LockedBytes, QueuedCopies, QueuedCopy,
+};
 use devstream_core::memory::zeroed;
 use devstream_core::traits::check_range;
-use devstream_core::{next_id, Completer, Completion, Place, Result};
-use std::collections::BTreeSet;
+use devstream_core::{next_id, Place, Result};
 use std::ops::{Deref, DerefMut};
 #[cfg(feature = "comm")]
 use std::sync::RwLockReadGuard;
-use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockWriteGuard, Weak};
+use std::sync::{Arc, Mutex, RwLock, RwLockWriteGuard, Weak};
 
 /// A device buffer's bytes and their lock. Every operation takes the lock exclusively
 /// ([`BufferData::lock`]: the bytes as `&mut [u8]`); the ranks of an in-process all-reduce take
@@ -285,8 +286,8 @@ pub(crate) struct HostInner {
     pub(crate) id: u64,
     pub(crate) len: usize,
     pub(crate) data: Mutex<Box<[u8]>>,
-    uses: Mutex<QueuedUses>,
-    idle: Condvar,
+    /// The queued copies touching the buffer, until each has run or is discarded.
+    copies: QueuedCopies,
     /// Host functions given the buffer that have not run: copies submitted now wait for them.
     pub(crate) host_fns: HostFnUses,
     /// Held while a copy of the buffer checks `host_fns` and registers itself, and while a
@@ -295,55 +296,28 @@ pub(crate) struct HostInner {
     pub(crate) order: Mutex<()>,
 }
 
-/// The queued operations touching a host buffer, numbered as they register, and the
-/// completions that wait for every operation registered before some number.
-#[derive(Default)]
-struct QueuedUses {
-    next: u64,
-    outstanding: BTreeSet<u64>,
-    /// Ready once no operation numbered below the bound is outstanding.
-    waiters: Vec<(u64, Completer)>,
-}
-
 impl HostInner {
     pub(crate) fn new(len: usize) -> Result<Arc<HostInner>> {
         Ok(Arc::new(HostInner {
             id: next_id(),
             len,
             data: Mutex::new(zeroed(&CPU_PLACE, len)?),
-            uses: Mutex::new(QueuedUses::default()),
-            idle: Condvar::new(),
+            copies: QueuedCopies::new(),
             host_fns: HostFnUses::new(),
             order: Mutex::new(()),
         }))
     }
 
-    /// Registers a queued operation touching the buffer; the guard's drop (when the operation
-    /// has run or is discarded) unregisters it.
-    pub(crate) fn begin_use(self: &Arc<Self>) -> PendingGuard {
-        let mut uses = lock(&self.uses);
-        let number = uses.next;
-        uses.next += 1;
-        uses.outstanding.insert(number);
-        PendingGuard(self.clone(), number)
+    /// Registers a queued operation touching the buffer; the answer's drop (when the
+    /// operation has run or is discarded) unregisters it.
+    pub(crate) fn begin_use(&self) -> QueuedCopy {
+        self.copies.begin()
     }
 
     /// Number of queued operations touching the buffer.
     #[cfg(test)]
     pub(crate) fn pending_count(&self) -> usize {
-        lock(&self.uses).outstanding.len()
-    }
-
-    /// A completion of the operations registered so far (none if all have run).
-    fn queued_completion(&self) -> Option<Completion> {
-        let mut uses = lock(&self.uses);
-        if uses.outstanding.is_empty() {
-            return None;
-        }
-        let (completion, completer) = Completion::pending();
-        let bound = uses.next;
-        uses.waiters.push((bound, completer));
-        Some(completion)
+        self.copies.len()
     }
 
     /// Whether [`HostInner::wait_idle`] would block now: outside host functions and kernels,
@@ -351,7 +325,7 @@ impl HostInner {
     /// too) a host function given it has not run.
     fn would_wait(&self) -> bool {
         running_stream() == 0
-            && (!lock(&self.uses).outstanding.is_empty()
+            && (!self.copies.is_empty()
                 || (!self.host_fns.is_idle() && foreign::running_host_fn().is_none()))
     }
 
@@ -368,11 +342,7 @@ impl HostInner {
             // while it runs, so it is seen completely or not at all.
             return;
         }
-        let mut uses = lock(&self.uses);
-        while !uses.outstanding.is_empty() {
-            uses = devstream_core::sync::wait(&self.idle, uses);
-        }
-        drop(uses);
+        self.copies.wait_idle();
         if foreign::running_host_fn().is_some() {
             // In another backend's host function, a host function given the buffer may be
             // queued behind the caller (on the caller's own stream: no wait across backends
@@ -381,29 +351,6 @@ impl HostInner {
             return;
         }
         self.host_fns.wait_idle();
-    }
-}
-
-/// Keeps a host buffer marked as used by queued work (see [`HostInner::begin_use`]).
-pub(crate) struct PendingGuard(Arc<HostInner>, u64);
-
-impl Drop for PendingGuard {
-    fn drop(&mut self) {
-        let mut uses = lock(&self.0.uses);
-        uses.outstanding.remove(&self.1);
-        // Every operation numbered below `first` has run: the waiters up to it are ready.
-        let first = uses.outstanding.first().copied().unwrap_or(u64::MAX);
-        let waiters = std::mem::take(&mut uses.waiters);
-        let (ready, waiting): (Vec<_>, Vec<_>) =
-            waiters.into_iter().partition(|(bound, _)| *bound <= first);
-        uses.waiters = waiting;
-        if uses.outstanding.is_empty() {
-            self.0.idle.notify_all();
-        }
-        drop(uses);
-        for (_, completer) in ready {
-            completer.complete(Ok(()));
-        }
     }
 }
 
@@ -470,7 +417,7 @@ impl devstream_core::HostBuffer for CpuHostBuffer {
 
     fn host_fn_access(&self, runner: BackendKey) -> Result<HostFnAccess> {
         let _order = lock(&self.0.order);
-        let queued = self.0.queued_completion().into_iter().collect();
+        let queued = self.0.copies.completion().into_iter().collect();
         Ok(HostFnAccess::new(
             &self.0.host_fns,
             BackendKey::of(&CPU_PLACE),

@@ -10,11 +10,12 @@
 //! into the ready queue by whoever satisfies the wait. Nothing polls: an idle worker (one at a
 //! time) backs off for a few microseconds (see [`Backoff`]) and then sleeps on a condvar.
 
-use crate::buffer::{BufferInner, HostInner, PendingGuard};
+use crate::buffer::{BufferInner, HostInner};
 use crate::event::EventInner;
 use crate::flag::FlagInner;
 use crate::lock;
 use crate::stream::StreamInner;
+use devstream_core::host_fn_access::QueuedCopy;
 use devstream_core::ops::{BufferOp, Transfer};
 use devstream_core::panic::{drop_contained, take_message};
 use devstream_core::{Error, HostFn, Result};
@@ -167,7 +168,7 @@ enum Wait {
 /// A queued operation plus the registration that makes host-buffer reads wait for it.
 pub(crate) struct Task {
     pub(crate) op: Op,
-    pub(crate) _host_use: Option<PendingGuard>,
+    pub(crate) _host_use: Option<QueuedCopy>,
 }
 
 thread_local! {

@@ -227,7 +227,7 @@ impl StreamInner {
     /// inside it could never return. A lone submitter never waits; one racing another waits
     /// only for the other's push, which never blocks (the channel is unbounded).
     fn enqueue(&self, op: Op) -> bool {
-        let host_use = op.host_buffer().map(HostInner::begin_use);
+        let host_use = op.host_buffer().map(|host| host.begin_use());
         let ticket = self.submitted.fetch_add(1, Ordering::AcqRel);
         let mut spins = 0u32;
         while self.pushed.load(Ordering::Acquire) != ticket {

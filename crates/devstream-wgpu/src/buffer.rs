@@ -16,6 +16,13 @@
 //!   that is mapped after its submission completes; the bytes land in the host buffer when the
 //!   host reads it (or when a later host→device copy needs them). `read` and `write` wait for
 //!   queued copies that touch the buffer.
+//! * A [`WgpuHostBuffer`] given to a host function (`launch_host_func_with`,
+//!   `devstream_core::host_fn_access`) is ordered against its copies by waits. Every copy of it
+//!   registers under the buffer's `order` lock, after its stream has waited for the pending host
+//!   functions given the buffer; a host function's snapshot under the same lock has a
+//!   completion of the copies registered before (a device→host copy ends when its readback is
+//!   mapped, a deferred upload when it has read the bytes), so each copy is either awaited by
+//!   the host function or waits for it.
 
 use crate::device::{DeviceShared, Ticket, POLL_SLICE};
 use crate::graph_memory::GraphAlloc;
@@ -26,10 +33,15 @@ use crate::sched::{
 };
 use crate::util::{align_down, align_up, lock, Signal};
 use devstream_core::debug_fields;
+use devstream_core::foreign::BackendKey;
+use devstream_core::host_fn_access::{
+    HostBytes, HostFnAccess, HostFnUses, LockedBytes, QueuedCopies, QueuedCopy,
+};
 use devstream_core::traits::check_range;
 use devstream_core::{DeviceBuffer, Error, HostBuffer, Place, Result};
+use std::ops::DerefMut;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// Device memory of one wgpu device.
 pub(crate) struct BufferInner {
@@ -228,6 +240,9 @@ impl DeviceBuffer for WgpuBuffer {
 struct ReadbackState {
     ticket: Option<Ticket>,
     mapped: Option<std::result::Result<(), String>>,
+    /// A host function given the host buffer it lands in waits for its mapping: once
+    /// submitted, the device's poller drives its mapping (see `Readback::await_landing`).
+    awaited: bool,
 }
 
 /// A `MAP_READ` staging buffer that a stream copies into; mapped once its submission completes.
@@ -261,8 +276,14 @@ impl Readback {
     }
 
     /// Called right after the submission holding the copy: maps the buffer when it completes.
-    pub(crate) fn submitted(self: &Arc<Self>, ticket: &Ticket, signal: &Arc<Signal>) {
-        lock(&self.state).ticket = Some(ticket.clone());
+    /// `landing`, the copy's registration with the host buffer it lands in, ends once the
+    /// mapping is done (or when its callback is dropped unrun).
+    pub(crate) fn submitted(
+        self: &Arc<Self>,
+        ticket: &Ticket,
+        signal: &Arc<Signal>,
+        landing: Option<QueuedCopy>,
+    ) {
         let weak = Arc::downgrade(self);
         let signal = Arc::clone(signal);
         self.buffer
@@ -270,8 +291,45 @@ impl Readback {
                 if let Some(readback) = weak.upgrade() {
                     lock(&readback.state).mapped = Some(result.map_err(|e| e.to_string()));
                 }
+                // After the state is set: what waits for the landing finds it mapped.
+                drop(landing);
                 signal.notify();
             });
+        // Set after `map_async`: a readback with a ticket has its mapping requested, which
+        // the poller's driving of awaited landings relies on.
+        let awaited = {
+            let mut state = lock(&self.state);
+            state.ticket = Some(ticket.clone());
+            state.awaited
+        };
+        if awaited {
+            crate::landing::drive_until_mapped(&self.device, self);
+        }
+    }
+
+    /// A host function given the host buffer this copy lands in waits for its mapping, which
+    /// needs the copy submitted and the device polled once it completes: flushes the copying
+    /// stream if its encoder still holds the copy, and has the device's poller drive the
+    /// mapping (now, or when a stream holding the copy back submits it: `submitted`).
+    fn await_landing(self: &Arc<Self>) {
+        let submitted = {
+            let mut state = lock(&self.state);
+            if state.mapped.is_some() {
+                return;
+            }
+            state.awaited = true;
+            state.ticket.is_some()
+        };
+        if submitted {
+            crate::landing::drive_until_mapped(&self.device, self);
+        } else {
+            crate::sched::flush_stream(&self.device, self.stream);
+        }
+    }
+
+    /// Whether the mapping callback has run (mapped, or failed).
+    pub(crate) fn is_mapped(&self) -> bool {
+        lock(&self.state).mapped.is_some()
     }
 
     pub(crate) fn ticket(&self) -> Option<Ticket> {
@@ -506,6 +564,15 @@ pub(crate) struct HostInner {
     /// Deferred host→device copies that have not read the buffer yet.
     uploads: Mutex<usize>,
     uploads_done: Condvar,
+    /// The copies a host function given the buffer waits for: device→host copies until their
+    /// readback is mapped, deferred uploads until they have read the bytes.
+    pub(crate) copies: QueuedCopies,
+    /// Host functions given the buffer that have not run: copies submitted now wait for them.
+    pub(crate) host_fns: HostFnUses,
+    /// Held while a copy of the buffer waits for `host_fns` and registers itself, and while a
+    /// host function given the buffer takes its snapshot of `copies` and registers: every copy
+    /// is either in the snapshot or waits for the host function.
+    pub(crate) order: Mutex<()>,
 }
 
 impl HostInner {
@@ -517,6 +584,9 @@ impl HostInner {
             pending: Mutex::new(Vec::new()),
             uploads: Mutex::new(0),
             uploads_done: Condvar::new(),
+            copies: QueuedCopies::new(),
+            host_fns: HostFnUses::new(),
+            order: Mutex::new(()),
         }))
     }
 
@@ -528,10 +598,13 @@ impl HostInner {
         lock(&self.pending).push(write);
     }
 
-    pub(crate) fn begin_upload(&self) {
+    /// Registers a deferred upload from this buffer: counted until [`HostInner::end_upload`],
+    /// and a queued copy (for host functions given the buffer) until the answer is dropped.
+    pub(crate) fn begin_upload(&self) -> QueuedCopy {
         *lock(&self.uploads) += 1;
         // A writer inside a host function waits for the count to change (see `write`).
         self.uploads_done.notify_all();
+        self.copies.begin()
     }
 
     /// Deferred host→device copies from this buffer that have not read it yet.
@@ -554,27 +627,54 @@ impl HostInner {
     }
 
     /// Applies every mapped pending copy, in enqueue order, to the host data.
+    ///
+    /// The data lock is taken first: a host function given the buffer holds it while it runs,
+    /// and whoever waits for it then holds no other lock of the buffer (a copy registering
+    /// itself under the scheduler lock takes `pending`).
     fn apply_mapped(&self) -> Result<()> {
-        let mut pending = lock(&self.pending);
         let mut data = lock(&self.data);
-        let mut first_error = None;
-        pending.retain(|write| match write.readback.mapped() {
-            None => true,
-            Some(Ok(())) => {
-                let target = &mut data[write.host_offset..write.host_offset + write.len];
-                if let Err(e) = write.readback.read_into(write.staging_offset, target) {
-                    first_error.get_or_insert(e);
-                }
-                false
-            }
-            Some(Err(e)) => {
-                first_error.get_or_insert(e);
-                false
-            }
-        });
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(()),
+        let mut pending = lock(&self.pending);
+        apply_landed(&mut pending, &mut data, false)
+    }
+
+    /// The host data, held, with every mapped pending copy applied first (for a host function
+    /// given the buffer). A copy whose mapping failed stays pending, so that the next `read`
+    /// reports it.
+    fn landed_data(&self) -> MutexGuard<'_, Box<[u8]>> {
+        let mut data = lock(&self.data);
+        // Only a mapping that failed is an error here, and it is kept for the next read.
+        let _kept = apply_landed(&mut lock(&self.pending), &mut data, true);
+        data
+    }
+
+    /// Waits until no host function given the buffer is pending, before a host read or write.
+    /// Inside a host function (of any backend) it refuses with `Error::WouldDeadlock` instead:
+    /// the pending one may be queued after the caller, or be the caller itself, whose bytes
+    /// are held while it runs.
+    fn wait_for_host_fns(&self, op: &'static str) -> Result<()> {
+        if self.host_fns.is_idle() {
+            return Ok(());
+        }
+        if in_host_fn() {
+            return Err(devstream_core::selfwait::would_deadlock(
+                op,
+                "a host function given the buffer (launch_host_func_with) has not run yet: \
+                 it may be queued after this one, or be this one",
+            ));
+        }
+        self.host_fns.wait_idle();
+        Ok(())
+    }
+
+    /// The device→host copies into the buffer not mapped yet: a host function given the
+    /// buffer waits for them (see `Readback::await_landing`).
+    fn await_landings(&self) {
+        let readbacks: Vec<Arc<Readback>> = lock(&self.pending)
+            .iter()
+            .map(|w| Arc::clone(&w.readback))
+            .collect();
+        for readback in readbacks {
+            readback.await_landing();
         }
     }
 
@@ -659,6 +759,37 @@ impl HostInner {
     }
 }
 
+/// Applies every mapped copy of `pending`, in enqueue order, to `data`, and drops it from
+/// `pending`, with a copy whose mapping failed (kept pending when `keep_failed`). Answers the
+/// first error.
+fn apply_landed(pending: &mut Vec<PendingWrite>, data: &mut [u8], keep_failed: bool) -> Result<()> {
+    let mut first_error = None;
+    pending.retain(|write| match write.readback.mapped() {
+        None => true,
+        Some(Ok(())) => {
+            let target = &mut data[write.host_offset..write.host_offset + write.len];
+            if let Err(e) = write.readback.read_into(write.staging_offset, target) {
+                first_error.get_or_insert(e);
+            }
+            false
+        }
+        Some(Err(e)) => {
+            first_error.get_or_insert(e);
+            keep_failed
+        }
+    });
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Whether the calling thread runs a host function: one the facade submitted (of any backend),
+/// or one of this backend's streams.
+fn in_host_fn() -> bool {
+    devstream_core::foreign::running_host_fn().is_some() || crate::hostfn::running().is_some()
+}
+
 /// Runs a deferred upload at the head of a stream whose earlier work is complete. Returns it
 /// back when it must wait for a mapping callback.
 pub(crate) fn run_upload(
@@ -733,6 +864,7 @@ impl HostBuffer for WgpuHostBuffer {
 
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         check_range("HostBuffer::read", offset, out.len(), self.inner.len)?;
+        self.inner.wait_for_host_fns("HostBuffer::read")?;
         self.inner.settle()?;
         out.copy_from_slice(&lock(&self.inner.data)[offset..offset + out.len()]);
         Ok(())
@@ -740,6 +872,7 @@ impl HostBuffer for WgpuHostBuffer {
 
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         check_range("HostBuffer::write", offset, data.len(), self.inner.len)?;
+        self.inner.wait_for_host_fns("HostBuffer::write")?;
         self.inner.wait_for_uploads();
         self.inner.settle()?;
         lock(&self.inner.data)[offset..offset + data.len()].copy_from_slice(data);
@@ -747,11 +880,38 @@ impl HostBuffer for WgpuHostBuffer {
     }
 
     fn read_would_wait(&self) -> bool {
-        self.inner.settle_would_wait()
+        !self.inner.host_fns.is_idle() || self.inner.settle_would_wait()
     }
 
     fn write_would_wait(&self) -> bool {
-        self.inner.uploads_would_wait() || self.inner.settle_would_wait()
+        !self.inner.host_fns.is_idle()
+            || self.inner.uploads_would_wait()
+            || self.inner.settle_would_wait()
+    }
+
+    fn host_fn_access(&self, runner: BackendKey) -> Result<HostFnAccess> {
+        let _order = lock(&self.inner.order);
+        let queued = self.inner.copies.completion();
+        if queued.is_some() {
+            self.inner.await_landings();
+        }
+        Ok(HostFnAccess::new(
+            &self.inner.host_fns,
+            BackendKey::of(&Place::Wgpu(0)),
+            queued.into_iter().collect(),
+            runner,
+            Box::new(WgpuHostBytes(Arc::clone(&self.inner))),
+        ))
+    }
+}
+
+/// The bytes of a host buffer given to a host function: the copies landed in it applied, and
+/// its data lock held (the lock copies take to read or land bytes) while the view lives.
+struct WgpuHostBytes(Arc<HostInner>);
+
+impl HostBytes for WgpuHostBytes {
+    fn view(&mut self) -> Box<dyn DerefMut<Target = [u8]> + '_> {
+        Box::new(LockedBytes(self.0.landed_data()))
     }
 }
 

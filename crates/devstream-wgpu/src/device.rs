@@ -83,6 +83,8 @@ pub(crate) struct DeviceShared {
     default_pool: OnceLock<Arc<crate::mempool::WgpuMemoryPool>>,
     /// Every pool of the device, released to its threshold at synchronisation points.
     pub(crate) pools: crate::mempool::DevicePools,
+    /// Readbacks a host function waits for, whose mappings the poller drives.
+    pub(crate) landings: crate::landing::Landings,
 }
 
 /// A device-level fault: the device was lost, a wgpu error escaped every scope, a poll or a
@@ -207,6 +209,7 @@ fn capabilities_for(features: wgpu::Features) -> Capabilities {
     caps.cross_device_wait = true;
     caps.foreign_waits = true;
     caps.capture_foreign_waits = true;
+    caps.host_func_buffers = true;
     caps.external_handles = false;
     caps.stream_ordered_alloc = false;
     caps.memory_pools = true;
@@ -262,6 +265,7 @@ impl DeviceShared {
             shutdown: Arc::new(AtomicBool::new(false)),
             default_pool: OnceLock::new(),
             pools: Default::default(),
+            landings: Default::default(),
         });
         let fault = Arc::clone(&shared.fault);
         let signal = Arc::clone(&shared.signal);

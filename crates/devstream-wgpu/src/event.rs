@@ -317,7 +317,10 @@ impl EventInner {
         }
         encoder.resolve_query_set(&timing.query_set, 0..1, &timing.resolve, 0);
         encoder.copy_buffer_to_buffer(&timing.resolve, 0, &readback.buffer, 0, 8);
-        state.after.push(AfterSubmit::Map(Arc::clone(&readback)));
+        state.after.push(AfterSubmit::Map {
+            readback: Arc::clone(&readback),
+            landing: None,
+        });
         Ok(Some(readback))
     }
 

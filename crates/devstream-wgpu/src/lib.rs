@@ -121,6 +121,7 @@ mod graph;
 mod graph_memory;
 mod hostfn;
 mod kernel;
+mod landing;
 mod mempool;
 mod sched;
 mod stream;
@@ -128,6 +129,8 @@ mod util;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_host_fn_buffers;
 #[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]

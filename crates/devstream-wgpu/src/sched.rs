@@ -30,6 +30,7 @@ use crate::flag::FlagInner;
 use crate::graph::SharedSession;
 use crate::hostfn::InHostFunc;
 use crate::util::lock;
+use devstream_core::host_fn_access::QueuedCopy;
 use devstream_core::panic::drop_contained;
 use devstream_core::selfwait::{self, Reach};
 use devstream_core::{Error, HostFn};
@@ -42,7 +43,12 @@ use std::sync::Arc;
 /// Work to do right after a batch is submitted (it needs the submission's ticket).
 pub(crate) enum AfterSubmit {
     /// Map a readback buffer once the submission completes.
-    Map(Arc<Readback>),
+    Map {
+        readback: Arc<Readback>,
+        /// The copy's registration with the host buffer it lands in (`None`: a readback of
+        /// devstream's own, such as a timestamp): ends once mapped, or when dropped unsubmitted.
+        landing: Option<QueuedCopy>,
+    },
 }
 
 /// A finished command buffer and what to do once it is submitted.
@@ -59,6 +65,9 @@ pub(crate) struct Upload {
     pub(crate) dst: Arc<crate::buffer::BufferInner>,
     pub(crate) dst_offset: u64,
     pub(crate) len: u64,
+    /// Its registration as a queued copy of `host` (`HostInner::begin_upload`): ends when the
+    /// upload has read the bytes or is dropped unrun.
+    pub(crate) _reading: QueuedCopy,
 }
 
 /// Something a stream holds back, in stream order.
@@ -199,7 +208,9 @@ pub(crate) fn submit_locked(
     device.note.publish();
     for action in after {
         match action {
-            AfterSubmit::Map(readback) => readback.submitted(&ticket, &device.signal),
+            AfterSubmit::Map { readback, landing } => {
+                readback.submitted(&ticket, &device.signal, landing)
+            }
         }
     }
     (ticket, failure)
@@ -460,12 +471,20 @@ fn unreachable_held() {
 
 /// One pass of the poller: releases every stream it can, runs at most one host function.
 pub(crate) fn step(device: &Arc<DeviceShared>) -> Step {
+    // Before the scheduler lock is taken: it may poll the device, which runs callbacks.
+    let landings = crate::landing::drive(device);
     let mut sched = lock(&device.sched);
-    if sched.watched.is_empty() {
-        return Step::Idle { timed: false };
+    if sched.watched.is_empty() && landings.wait.is_none() && !landings.progressed {
+        return Step::Idle {
+            timed: landings.timed,
+        };
     }
-    let mut needs = Needs::default();
-    let mut progressed = false;
+    let mut needs = Needs {
+        timed: landings.timed,
+        ..Needs::default()
+    };
+    needs.local(landings.wait.as_ref());
+    let mut progressed = landings.progressed;
     let ids: Vec<u64> = sched.watched.iter().copied().collect();
     for id in ids {
         match release_stream(device, &mut sched, id, &mut needs) {
@@ -622,7 +641,7 @@ fn locate(sched: &Sched, what: Awaited<'_>) -> Option<(u64, usize)> {
             let maps = |after: &[AfterSubmit]| {
                 after
                     .iter()
-                    .any(|AfterSubmit::Map(r)| Arc::ptr_eq(r, readback))
+                    .any(|AfterSubmit::Map { readback: r, .. }| Arc::ptr_eq(r, readback))
             };
             let id = readback.stream;
             let state = sched.streams.get(&id)?;

@@ -75,6 +75,34 @@ impl WgpuStream {
 
     /// Runs one operation now, or records it when capturing.
     pub(super) fn run_op(&self, op: Op) -> Result<()> {
+        let host = match &op {
+            Op::Buffer(BufferOp::HostToDevice(t)) => Arc::clone(&t.src),
+            Op::Buffer(BufferOp::DeviceToHost(t)) => Arc::clone(&t.dst),
+            _ => return self.run_op_now(op),
+        };
+        // A copy of a host buffer waits for the host functions given it that are pending
+        // (`devstream_core::host_fn_access`); it waits and registers under the buffer's order
+        // lock, under which such a host function takes its snapshot of queued copies.
+        let _order = lock(&host.order);
+        self.wait_for_host_fns(&host)?;
+        self.run_op_now(op)
+    }
+
+    /// Has this stream wait for the host functions given `host` that are pending, before a
+    /// copy of it: they run first in submission order. A capturing stream records the copy
+    /// instead; its replays wait when they run it.
+    fn wait_for_host_fns(&self, host: &HostInner) -> Result<()> {
+        if host.host_fns.is_idle() || self.capture_session().is_some() {
+            return Ok(());
+        }
+        for awaited in host.host_fns.awaited(&self.handle.device.place) {
+            self.wait_foreign(awaited)?;
+        }
+        Ok(())
+    }
+
+    /// [`WgpuStream::run_op`] once a host buffer's copy has waited for its host functions.
+    fn run_op_now(&self, op: Op) -> Result<()> {
         let device = &self.handle.device;
         let id = self.handle.id;
         let mut sched = self.lock();
@@ -91,7 +119,7 @@ impl WgpuStream {
                     // either may write the source first, in stream order), or device→host
                     // copies are still landing in the source: read it once the stream's earlier
                     // work is complete.
-                    t.src.begin_upload();
+                    let reading = t.src.begin_upload();
                     flush_locked(device, &mut sched, id, false);
                     hold_locked(
                         device,
@@ -103,6 +131,7 @@ impl WgpuStream {
                             dst: t.dst,
                             dst_offset,
                             len,
+                            _reading: reading,
                         }),
                     );
                     Ok(())
@@ -130,7 +159,10 @@ impl WgpuStream {
                     0,
                     end - start,
                 );
-                state.after.push(AfterSubmit::Map(Arc::clone(&readback)));
+                state.after.push(AfterSubmit::Map {
+                    readback: Arc::clone(&readback),
+                    landing: Some(t.dst.copies.begin()),
+                });
                 t.dst.add_pending(PendingWrite {
                     readback,
                     staging_offset: (src_offset - start) as usize,
