@@ -310,3 +310,30 @@ fn misuse_is_refused_and_a_dropped_buffer_outlives_its_pending_host_function() {
         Ok(())
     });
 }
+
+/// A host function given a buffer that reads or writes the same buffer through
+/// `HostBuffer::read`/`write` gets a typed error at once (its own use of the buffer is pending
+/// while it runs), never a hang.
+#[test]
+fn a_host_function_reading_the_buffer_it_was_given_is_refused_not_hung() {
+    for_each_pair(|runner, owner| {
+        let stream = Stream::new(runner)?;
+        let buffer = Arc::new(Stream::new(owner)?.alloc_host(LEN)?);
+        let answers = Log::new();
+        let (log, own) = (answers.clone(), Arc::clone(&buffer));
+        stream.launch_host_func_with(&[&buffer], move |_| {
+            log.push(format!("{:?}", own.to_vec().map(drop)));
+            log.push(format!("{:?}", own.write(0, &[1]).map(drop)));
+        })?;
+        sync(&stream)?;
+        let answers = answers.entries();
+        assert_eq!(answers.len(), 2, "the host function ran once: {answers:?}");
+        for answer in &answers {
+            assert!(
+                answer.starts_with("Err(WouldDeadlock"),
+                "an access to its own buffer from the host function given it answered {answer}"
+            );
+        }
+        Ok(())
+    });
+}

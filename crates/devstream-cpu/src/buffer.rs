@@ -359,8 +359,64 @@ struct CpuHostBytes(Arc<HostInner>);
 
 impl HostBytes for CpuHostBytes {
     fn view(&mut self) -> Box<dyn DerefMut<Target = [u8]> + '_> {
-        Box::new(LockedBytes(lock(&self.0.data)))
+        let bytes = LockedBytes(lock(&self.0.data));
+        VIEWED.with(|viewed| viewed.borrow_mut().push(self.0.id));
+        Box::new(HeldView {
+            bytes,
+            id: self.0.id,
+        })
     }
+}
+
+thread_local! {
+    /// The host buffers whose bytes a host function running on this thread was given (their
+    /// locks held by [`HeldView`]s).
+    static VIEWED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A host function's view of a buffer it was given: the bytes under their lock, noted as held
+/// by this thread, so that a `read` or `write` of the same buffer from that host function is
+/// refused rather than waiting for the lock its own view holds.
+struct HeldView<'a> {
+    bytes: LockedBytes<'a>,
+    id: u64,
+}
+
+impl Deref for HeldView<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl DerefMut for HeldView<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+}
+
+impl Drop for HeldView<'_> {
+    fn drop(&mut self) {
+        VIEWED.with(|viewed| {
+            let mut viewed = viewed.borrow_mut();
+            if let Some(index) = viewed.iter().rposition(|&id| id == self.id) {
+                viewed.swap_remove(index);
+            }
+        });
+    }
+}
+
+/// `Error::WouldDeadlock` where the host function running on this thread was given `buffer`:
+/// its view holds the bytes' lock.
+fn refuse_own_view(op: &'static str, buffer: &HostInner) -> Result<()> {
+    if VIEWED.with(|viewed| viewed.borrow().contains(&buffer.id)) {
+        return Err(devstream_core::Error::WouldDeadlock {
+            op,
+            reason: "this host function was given the buffer's bytes: use the slice it was given"
+                .into(),
+        });
+    }
+    Ok(())
 }
 
 /// Host memory for asynchronous copies, from `CpuStream::alloc_host` (zeroed).
@@ -393,6 +449,7 @@ impl devstream_core::HostBuffer for CpuHostBuffer {
 
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         check_range("HostBuffer::read", offset, out.len(), self.0.len)?;
+        refuse_own_view("HostBuffer::read", &self.0)?;
         self.0.wait_idle();
         let data = lock(&self.0.data);
         out.copy_from_slice(&data[offset..offset + out.len()]);
@@ -401,6 +458,7 @@ impl devstream_core::HostBuffer for CpuHostBuffer {
 
     fn write(&self, offset: usize, bytes: &[u8]) -> Result<()> {
         check_range("HostBuffer::write", offset, bytes.len(), self.0.len)?;
+        refuse_own_view("HostBuffer::write", &self.0)?;
         self.0.wait_idle();
         let mut data = lock(&self.0.data);
         data[offset..offset + bytes.len()].copy_from_slice(bytes);

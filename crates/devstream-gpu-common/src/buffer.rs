@@ -619,9 +619,10 @@ impl<A: RawApi> GpuHostBuffer<A> {
     /// any thread, may count them as unsafe. An event of `uses` never stands for captured work.
     fn with_bytes<R>(&self, f: impl FnOnce(*mut u8) -> R) -> Result<R> {
         let inside = crate::hostfn::in_host_function();
-        // Host functions given the buffer first: they may be queued behind this host function.
+        // Host functions given the buffer first: they may be queued behind this host function,
+        // or be it (another backend's host function given the buffer).
         if !self.inner.host_fns.is_idle() {
-            if inside {
+            if inside || devstream_core::foreign::running_host_fn().is_some() {
                 return Err(Error::WouldDeadlock {
                     op: "HostBuffer access",
                     reason: "a host function given the buffer has not run yet, possibly queued \
