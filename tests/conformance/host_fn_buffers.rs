@@ -337,3 +337,48 @@ fn a_host_function_reading_the_buffer_it_was_given_is_refused_not_hung() {
         Ok(())
     });
 }
+
+/// A graph launched after a host function given a buffer its replay copies runs its copies after
+/// the host function, though the host function's stream is held: the graph, captured on the
+/// owner's place, copies the buffer to the device and back. On CUDA and HIP a replay's copies are
+/// not ordered against host functions given the buffers (documented; order them with an event),
+/// so the check does not apply there.
+#[test]
+fn a_graph_launched_after_a_host_function_given_a_buffer_copies_what_it_wrote() {
+    for_each_pair(|runner, owner| {
+        if matches!(owner, Place::Cuda(_) | Place::Hip(_)) {
+            not_applicable(
+                owner,
+                "a replay's copies are not ordered against host functions",
+            );
+            return Ok(());
+        }
+        if matches!(caps(owner).capture, devstream::CaptureSupport::None) {
+            not_applicable(owner, "no capture");
+            return Ok(());
+        }
+        let device = Stream::new(owner)?;
+        let staging = device.alloc_host(LEN)?;
+        let on_device = device.alloc(LEN)?;
+        let back = device.alloc_host(LEN)?;
+        device.begin_capture(CaptureMode::Relaxed)?;
+        device.copy_host_to_device(&on_device, 0, &staging, 0, LEN)?;
+        device.copy_device_to_host(&back, 0, &on_device, 0, LEN)?;
+        let graph = device.end_capture()?;
+        let Some((stream, gate)) = held(runner)? else {
+            return Ok(());
+        };
+        stream.launch_host_func_with(&[&staging], |bytes| bytes[0].fill(0x42))?;
+        graph.launch(&device)?;
+        let done = device.record_event()?;
+        assert_stays_false(
+            "the replayed copies finished before the host function ran",
+            || done.query().unwrap_or(true),
+        );
+        gate.release();
+        sync(&device)?;
+        sync(&stream)?;
+        assert_eq!(back.to_vec()?, vec![0x42; LEN]);
+        Ok(())
+    });
+}

@@ -20,6 +20,7 @@ use crate::scheduler::{CommonOp, Op};
 use crate::stream::StreamInner;
 use crate::{lock, CPU_PLACE};
 use devstream_core::capture::{self, CaptureRegistration, Invalidation, JoinClock};
+use devstream_core::ops::BufferOp;
 use devstream_core::{next_id, CaptureMode, DeviceGraph, DevicePool, Error, Place, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -438,6 +439,27 @@ impl DeviceGraph for CpuGraph {
         }
         if graph.nodes.is_empty() {
             return Ok(());
+        }
+        // The replay's copies of host buffers follow the host functions given those buffers
+        // that are pending (`devstream_core::host_fn_access`), as direct copies do: the launch
+        // stream waits for them before the replay forks, under the buffers' order locks (taken
+        // in id order), which stay held while the replay's copies register.
+        let mut hosts: Vec<&Arc<crate::buffer::HostInner>> = graph
+            .nodes
+            .iter()
+            .filter_map(|node| match &node.op {
+                CommonOp::Buffer(BufferOp::HostToDevice(transfer)) => Some(&transfer.src),
+                CommonOp::Buffer(BufferOp::DeviceToHost(transfer)) => Some(&transfer.dst),
+                _ => None,
+            })
+            .collect();
+        hosts.sort_by_key(|host| host.id);
+        hosts.dedup_by_key(|host| host.id);
+        let _order: Vec<_> = hosts.iter().map(|host| lock(&host.order)).collect();
+        for host in &hosts {
+            for awaited in host.host_fns.awaited(&CPU_PLACE) {
+                crate::foreign::wait_completion(target, awaited)?;
+            }
         }
         let mut launches = lock(&graph.launches);
         let name = "CpuGraph::launch";
