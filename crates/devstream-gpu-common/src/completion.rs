@@ -235,9 +235,12 @@ unsafe extern "C" fn ring<A: RawApi>(data: *mut c_void) {
 /// As [`ring`].
 unsafe extern "C" fn ring_callback<A: RawApi>(_stream: RawStream, status: i32, data: *mut c_void) {
     if status != 0 {
+        // Declared first, so dropped last: the doorbell may hold the last reference to a pending
+        // completion whose event's release makes runtime calls, which the scope hands to the
+        // release thread (the runtime forbids its calls in its own callbacks).
+        let _scope = crate::hostfn::callback_scope();
         // SAFETY: per this function's contract; the future stays pending for the sweeper.
         let doorbell = unsafe { Box::from_raw(data.cast::<Doorbell<A>>()) };
-        let _scope = crate::hostfn::callback_scope();
         doorbell.pending.armed.store(false, Ordering::Release);
         if let Some(Ok(sweeper)) = doorbell.device.completions.sweeper.get() {
             sweeper.unpark();
