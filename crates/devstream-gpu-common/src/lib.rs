@@ -70,6 +70,7 @@ mod flag;
 mod foreign;
 mod graph;
 mod graph_memory;
+mod host_buffer;
 mod hostfn;
 mod kernel;
 mod mempool;
