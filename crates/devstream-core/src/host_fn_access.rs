@@ -34,14 +34,15 @@
 //! // A second host function given the buffer waits for the first, as does a later copy.
 //! let (mut earlier, second) = uses.begin(runner);
 //! assert_eq!(earlier.len(), 1);
+//! // A copy waits for the latest, which ends only after every earlier one has.
 //! let mut copy_waits = uses.awaited(&Place::Cpu);
-//! assert_eq!(copy_waits.len(), 2);
+//! assert_eq!(copy_waits.len(), 1);
 //! assert!(!uses.is_idle());
 //! drop(first); // the first host function ran
 //! assert_eq!(devstream_core::foreign::ready_now(&mut earlier[0]), Some(Ok(())));
-//! assert_eq!(devstream_core::foreign::ready_now(&mut copy_waits[0]), Some(Ok(())));
-//! assert_eq!(devstream_core::foreign::ready_now(&mut copy_waits[1]), None);
+//! assert_eq!(devstream_core::foreign::ready_now(&mut copy_waits[0]), None);
 //! drop(second);
+//! assert_eq!(devstream_core::foreign::ready_now(&mut copy_waits[0]), Some(Ok(())));
 //! assert!(uses.is_idle());
 //! uses.wait_idle(); // returns at once
 //! ```
@@ -107,7 +108,9 @@ impl HostFnUses {
     }
 
     /// Completions of the pending host functions given the buffer, for a copy submitted now
-    /// on a stream of `waiting`: its stream waits for each before the copy. Empty (and
+    /// on a stream of `waiting`: its stream waits for each before the copy. That is the latest
+    /// one alone (a use's waiters are released only once every earlier use has ended too, see
+    /// [`HostFnUse`]'s drop), so a copy costs one wait however many are pending. Empty (and
     /// lock-free) when none is pending.
     pub fn awaited(&self, waiting: &crate::Place) -> Vec<Completion> {
         if self.is_idle() {
@@ -115,19 +118,22 @@ impl HostFnUses {
         }
         let waiting = BackendKey::of(waiting);
         lock(&self.shared.pending)
-            .iter()
-            .filter_map(|slot| slot.await_end(waiting))
+            .last()
+            .and_then(|slot| slot.await_end(waiting))
+            .into_iter()
             .collect()
     }
 
     /// Registers a host function given the buffer, run by a stream of backend `runner`:
-    /// answers the completions of the host functions given it earlier (the new one waits for
-    /// them) and the registration, which ends the use when dropped.
+    /// answers the completion of the host functions given it earlier (the new one waits for
+    /// them: the latest alone stands for all, as in [`HostFnUses::awaited`]) and the
+    /// registration, which ends the use when dropped.
     pub fn begin(&self, runner: BackendKey) -> (Vec<Completion>, HostFnUse) {
         let mut pending = lock(&self.shared.pending);
         let earlier = pending
-            .iter()
-            .filter_map(|slot| slot.await_end(runner))
+            .last()
+            .and_then(|slot| slot.await_end(runner))
+            .into_iter()
             .collect();
         let slot = Arc::new(UseSlot {
             runner,
@@ -190,16 +196,37 @@ impl fmt::Debug for HostFnUse {
 }
 
 impl Drop for HostFnUse {
+    /// Ends the use. What waits for it is released only once every earlier use has ended too:
+    /// while an earlier one is pending (a use dropped unrun can end before the uses it follows),
+    /// the waiters move to it. So waiting for the latest use stands for waiting for all.
     fn drop(&mut self) {
-        let waiters = lock(&self.slot.waiters).take().unwrap_or_default();
-        {
+        let waiters = {
             let mut pending = lock(&self.shared.pending);
-            pending.retain(|slot| !Arc::ptr_eq(slot, &self.slot));
+            let own = lock(&self.slot.waiters).take().unwrap_or_default();
+            let index = pending.iter().position(|slot| Arc::ptr_eq(slot, &self.slot));
+            let ready = match index {
+                Some(index) if index > 0 => {
+                    // In the list, so still pending: its waiters are `Some`.
+                    let mut earlier = lock(&pending[index - 1].waiters);
+                    match earlier.as_mut() {
+                        Some(list) => {
+                            list.extend(own);
+                            Vec::new()
+                        }
+                        None => own,
+                    }
+                }
+                _ => own,
+            };
+            if let Some(index) = index {
+                pending.remove(index);
+            }
             self.shared.count.store(pending.len(), Ordering::Release);
             if pending.is_empty() {
                 self.shared.idle.notify_all();
             }
-        }
+            ready
+        };
         // Outside the locks: a completion's waker may run a relay that submits or writes.
         for (completer, registration) in waiters {
             drop(registration);
@@ -455,6 +482,23 @@ mod tests {
         drop(third);
         waiter.join().unwrap();
         assert!(copies.is_empty() && copies.completion().is_none());
+    }
+
+    #[test]
+    fn a_later_use_dropped_first_releases_its_waiters_only_with_the_earlier_one() {
+        let uses = HostFnUses::new();
+        let runner = BackendKey::of(&Place::Cpu);
+        let (_, first) = uses.begin(runner);
+        let (mut after_first, second) = uses.begin(runner);
+        let mut copy = uses.awaited(&Place::Cpu);
+        // The second is dropped unrun (its stream failed) while the first is pending.
+        drop(second);
+        assert_eq!(ready_now(&mut copy[0]), None, "the copy would overlap the first");
+        assert_eq!(ready_now(&mut after_first[0]), None);
+        drop(first);
+        assert_eq!(ready_now(&mut copy[0]), Some(Ok(())));
+        assert_eq!(ready_now(&mut after_first[0]), Some(Ok(())));
+        assert!(uses.is_idle());
     }
 
     #[test]
