@@ -203,7 +203,9 @@ impl Drop for HostFnUse {
         let waiters = {
             let mut pending = lock(&self.shared.pending);
             let own = lock(&self.slot.waiters).take().unwrap_or_default();
-            let index = pending.iter().position(|slot| Arc::ptr_eq(slot, &self.slot));
+            let index = pending
+                .iter()
+                .position(|slot| Arc::ptr_eq(slot, &self.slot));
             let ready = match index {
                 Some(index) if index > 0 => {
                     // In the list, so still pending: its waiters are `Some`.
@@ -493,7 +495,11 @@ mod tests {
         let mut copy = uses.awaited(&Place::Cpu);
         // The second is dropped unrun (its stream failed) while the first is pending.
         drop(second);
-        assert_eq!(ready_now(&mut copy[0]), None, "the copy would overlap the first");
+        assert_eq!(
+            ready_now(&mut copy[0]),
+            None,
+            "the copy would overlap the first"
+        );
         assert_eq!(ready_now(&mut after_first[0]), None);
         drop(first);
         assert_eq!(ready_now(&mut copy[0]), Some(Ok(())));
