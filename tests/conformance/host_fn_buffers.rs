@@ -382,3 +382,67 @@ fn a_graph_launched_after_a_host_function_given_a_buffer_copies_what_it_wrote() 
         Ok(())
     });
 }
+
+/// Hostile use: a host function given a buffer is launched from inside another host function
+/// (of the runner's place), and the launching stream's handle and the buffer's are dropped
+/// while it is pending; it still runs once, after the copy queued before it, and the copy
+/// queued after it sees its write. (CUDA and HIP refuse the launch there with
+/// `WouldDeadlock`: their host functions may not call the runtime.)
+#[test]
+fn a_host_function_given_a_buffer_launched_from_a_host_function_with_every_handle_dropped_runs() {
+    for_each_pair(|runner, owner| {
+        let device = Stream::new(owner)?;
+        let Some((outer, gate)) = held(runner)? else {
+            return Ok(());
+        };
+        let staging = Arc::new(device.alloc_host(LEN)?);
+        let on_device = device.alloc(LEN)?;
+        let back = device.alloc_host(LEN)?;
+        device.fill(&on_device, 0, LEN, 0x11)?;
+        device.copy_device_to_host(&staging, 0, &on_device, 0, LEN)?;
+        let inner = Stream::new(runner)?;
+        let seen = Log::new();
+        let launched = Log::new();
+        let (buffer, log, result) = (Arc::clone(&staging), seen.clone(), launched.clone());
+        outer.launch_host_func(move || {
+            let log = log.clone();
+            let answer = inner.launch_host_func_with(&[&buffer], move |bytes| {
+                log.push(bytes[0][0]);
+                bytes[0].fill(0x22);
+            });
+            result.push(format!("{answer:?}"));
+        })?;
+        gate.release();
+        sync(&outer)?;
+        drop(outer);
+        let answer = launched.entries();
+        if matches!(runner, Place::Cuda(_) | Place::Hip(_))
+            && answer.len() == 1
+            && answer[0].starts_with("Err(WouldDeadlock")
+        {
+            // CUDA and HIP forbid runtime calls in their own host functions: the launch is
+            // refused there, typed, and nothing was submitted.
+            not_applicable(runner, "no runtime calls in its own host functions");
+            sync(&device)?;
+            return Ok(());
+        }
+        assert_eq!(answer, vec!["Ok(())".to_owned()]);
+        // The inner stream and the closure's buffer handle are gone with the host function;
+        // the test's own handle goes too once the copy after it is queued.
+        device.copy_host_to_device(&on_device, 0, &staging, 0, LEN)?;
+        drop(staging);
+        device.copy_device_to_host(&back, 0, &on_device, 0, LEN)?;
+        sync(&device)?;
+        assert_eq!(
+            back.to_vec()?,
+            vec![0x22; LEN],
+            "the copy after it saw its write"
+        );
+        assert_eq!(
+            seen.entries(),
+            vec![0x11],
+            "it ran once, after the copy before it"
+        );
+        Ok(())
+    });
+}
