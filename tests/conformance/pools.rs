@@ -14,7 +14,9 @@
 
 use crate::harness::{caps, for_each_place, for_each_place_alone, not_applicable, sync, Gate};
 use crate::harness::{other_backend_place, wait_until, PATIENCE};
-use devstream::{Error, MemoryPool, Place, PoolOptions, PoolStats, Result, Stream};
+use devstream::{
+    CaptureMode, CaptureSupport, Error, MemoryPool, Place, PoolOptions, PoolStats, Result, Stream,
+};
 use std::time::Duration;
 
 /// A pool that keeps everything freed for reuse.
@@ -338,6 +340,57 @@ fn a_release_threshold_bounds_reserved_memory_once_work_drains() {
                 "{place}: threshold {threshold}, after the work drained: {stats:?}"
             );
         }
+        Ok(())
+    });
+}
+
+/// Memory a drain point freed while the stream that last used it was capturing comes back once
+/// the capture has ended and the stream has drained, with the stream held behind a gate when the
+/// capture ended (so its work from before the capture was still queued then): the pool's
+/// statistics, the next drain point, give it back. The pool's statistics are asked during the
+/// capture, which frees what the pool caches for that stream; a place that cannot order a free
+/// on a capturing stream (CUDA, HIP) defers it until the capture's end and then until the
+/// stream's earlier work completes.
+#[test]
+fn memory_freed_while_its_stream_captures_is_back_once_the_capture_ends_and_the_stream_drains() {
+    for_each_place(|place| {
+        if !has_pools(place) {
+            return Ok(());
+        }
+        if caps(place).capture == CaptureSupport::None {
+            not_applicable(place, "capture is off");
+            return Ok(());
+        }
+        const LEN: usize = 1 << 20;
+        let pool = MemoryPool::new(place, PoolOptions::default())?;
+        let stream = Stream::new(place)?;
+        let scratch = stream.alloc(4096)?;
+        let buffer = stream.alloc_from(&pool, LEN)?;
+        stream.fill(&buffer, 0, LEN, 7)?;
+        drop(buffer);
+        let gate = Gate::close(&stream)?;
+        stream.begin_capture(CaptureMode::ThreadLocal)?;
+        consistent(place, pool.stats()?);
+        stream.fill(&scratch, 0, 4096, 1)?;
+        let graph = stream.end_capture()?;
+        drop(gate);
+        sync(&stream)?;
+        let settled = wait_until(PATIENCE, || {
+            pool.stats()
+                .is_ok_and(|stats| stats.used_bytes == 0 && stats.allocations == 0)
+        });
+        assert!(
+            settled,
+            "{place}: a buffer dropped before a capture, whose memory was freed during it, \
+             still counts as used after the capture ended and its stream drained: {:?}",
+            pool.stats()
+        );
+        let after = consistent(place, pool.stats()?);
+        assert!(
+            after.reserved_bytes <= after.used_bytes,
+            "{place}: threshold 0, nothing live, work drained: {after:?}"
+        );
+        drop(graph);
         Ok(())
     });
 }

@@ -280,6 +280,10 @@ impl<A: RawApi> GpuMemoryPool<A> {
             return Ok(());
         }
         self.flush(Flush::Drain);
+        // Releases deferred until their streams' work completed (a buffer dropped while a
+        // user captured, a cached block freed during its stream's capture) run here if it has:
+        // otherwise only the device's next allocation or stream creation would run them.
+        self.device.collect();
         self.device.reclaim_frees.settle(self.device);
         let threshold = self.attribute(MemPoolAttribute::ReleaseThreshold)?;
         if let Ok(keep) = usize::try_from(threshold) {
@@ -417,6 +421,9 @@ impl<A: RawApi> DevicePool for GpuMemoryPool<A> {
 
     fn reset_peak(&self) -> Result<()> {
         self.flush(Flush::Drain);
+        if !crate::hostfn::in_host_function() {
+            self.device.collect();
+        }
         self.set_attribute(MemPoolAttribute::UsedMemHigh, 0)?;
         self.set_attribute(MemPoolAttribute::ReservedMemHigh, 0)
     }
@@ -432,6 +439,7 @@ impl<A: RawApi> DevicePool for GpuMemoryPool<A> {
     fn trim(&self, keep_bytes: u64) -> Result<()> {
         self.flush(Flush::Drain);
         if !crate::hostfn::in_host_function() {
+            self.device.collect();
             self.device.reclaim_frees.settle(self.device);
         }
         let keep = usize::try_from(keep_bytes).unwrap_or(usize::MAX);

@@ -574,7 +574,10 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         if let Err(e) = unsafe { A::stream_synchronize(self.raw()) } {
             return Err(self.capture_violation("synchronize", map_error::<A>(e)));
         }
-        // A drain point: frees this stream's work held back on the reclaim stream follow it.
+        // A drain point: releases deferred until work completed run now if it has (the
+        // device's next allocation would run them otherwise), and frees this stream's work held
+        // back on the reclaim stream follow it.
+        self.inner.device.collect();
         self.inner.device.reclaim_frees.settle(self.inner.device);
         self.inner.take_panic()
     }
