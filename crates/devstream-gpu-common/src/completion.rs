@@ -20,6 +20,14 @@
 //!   host function that blocks the runtime's callback thread, does not hold its completion
 //!   while the event still holds the awaited record),
 //!   and with back-off from 50 µs to 2 ms while some have none.
+//! - **Stream order.** A completion of one of devstream's own records on a stream it made (a
+//!   host buffer's use event) knows where that record stands in its stream ([`RecordOrder`]).
+//!   The sweeper asks such a stream's pending records oldest first and stops at the first not
+//!   done, since the stream runs in order and every later record waits for it: a program that
+//!   submits far ahead (a pipeline's hundreds of chunks, each awaited by a host function)
+//!   costs the sweeper one question per stream and round, not one per pending completion.
+//!   While such completions are pending and resolving, the spin window stays open (below):
+//!   they have no doorbell, and the sweeper is how they are seen.
 //!
 //! - **The spin window.** For [`SPIN_WINDOW`] after a completion is registered the sweeper
 //!   asks the pending events back to back, yielding the processor between rounds, as the
@@ -53,11 +61,14 @@ use crate::error::{check, check_ready};
 use crate::event::GpuEvent;
 use crate::hostfn::{in_host_function, PanicSlot};
 use crate::raw::{Optional, RawApi, RawStream};
+use crate::stream::{StreamInner, StreamKind};
 use devstream_core::{Completer, Completion, Error, Result};
+use std::collections::BTreeMap;
 use std::ffi::c_void;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Pending completions of a device that get a host function (and a notifier stream) each.
 pub const DOORBELLS: usize = 16;
@@ -71,6 +82,103 @@ const DOORBELL_CHECK: Duration = Duration::from_millis(100);
 /// How long after a completion is registered the sweeper asks the pending events back to back
 /// (yielding between rounds) rather than waiting for the doorbells.
 const SPIN_WINDOW: Duration = Duration::from_micros(500);
+
+/// How often at most the sweeper looks through every completion kept in stream order for
+/// futures dropped unresolved (each round sees only the oldest pending ones of each stream).
+const FORGOTTEN_SCAN: Duration = Duration::from_millis(1);
+
+/// Where one of devstream's own records stands in its stream's order, so that the sweeper can
+/// ask a stream's pending records oldest first and stop at the first not done (see the module
+/// documentation).
+///
+/// Taken around the native record on a stream devstream made (`StreamKind::Owned`, whose
+/// handle names one stream on every thread) with the stream's clock
+/// ([`StreamInner::own_records`]): `after` is the count of records whose native call had
+/// returned before this one's began, `position` this record's tick once its own call
+/// returned. A record whose `after` exceeds another's `position` began after that one had
+/// been queued, so it is behind it in the stream and cannot be done while that one is not.
+/// Two records made at once on two threads are not ordered (neither one's `after` exceeds the
+/// other's `position`): both are asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RecordOrder {
+    stream: u64,
+    after: u64,
+    position: u64,
+}
+
+impl RecordOrder {
+    /// Runs `record` (a native record of one of devstream's events on `stream`) and answers
+    /// where it stands: `None` on a stream of another kind (a per-thread stream's handle names
+    /// another stream on each thread; a wrapped or legacy stream is shared with code devstream
+    /// does not see, which may also make records on it, harmlessly, but from other threads).
+    pub(crate) fn around<A: RawApi>(
+        stream: &StreamInner<A>,
+        record: impl FnOnce() -> Result<()>,
+    ) -> Result<Option<RecordOrder>> {
+        let after = stream.own_records.load(Ordering::SeqCst);
+        record()?;
+        let position = stream.own_records.fetch_add(1, Ordering::SeqCst);
+        Ok((stream.kind == StreamKind::Owned).then_some(RecordOrder {
+            stream: stream.id,
+            after,
+            position,
+        }))
+    }
+
+    /// Whether this record is certainly behind `other`'s in their stream.
+    fn behind(&self, stream: u64, position: u64) -> bool {
+        self.stream == stream && self.after > position
+    }
+}
+
+/// A device's pending completions: those the sweeper asks in their stream's order, by stream,
+/// position and registration, and all others.
+struct PendingSet<A: RawApi> {
+    unordered: Vec<Arc<Pending<A>>>,
+    ordered: BTreeMap<(u64, u64, u64), Arc<Pending<A>>>,
+    /// Registrations so far (the last part of `ordered`'s keys: a record awaited twice).
+    registrations: u64,
+    /// When the sweeper last looked through `ordered` for dropped futures.
+    scanned: Option<Instant>,
+}
+
+impl<A: RawApi> PendingSet<A> {
+    fn is_empty(&self) -> bool {
+        self.unordered.is_empty() && self.ordered.is_empty()
+    }
+
+    /// Whether every pending completion has a doorbell (those in stream order never do).
+    fn all_armed(&self) -> bool {
+        self.ordered.is_empty()
+            && self
+                .unordered
+                .iter()
+                .all(|p| p.armed.load(Ordering::Acquire))
+    }
+
+    fn push(&mut self, pending: Arc<Pending<A>>) {
+        match pending.order {
+            Some(order) => {
+                self.registrations += 1;
+                self.ordered
+                    .insert((order.stream, order.position, self.registrations), pending);
+            }
+            None => self.unordered.push(pending),
+        }
+    }
+}
+
+/// What asking one pending completion's event found.
+#[derive(PartialEq, Eq)]
+enum Answer {
+    /// Filled (done, or failed) now.
+    Resolved,
+    /// Its own record is not done yet.
+    NotDone,
+    /// Nothing to conclude about its record (a doorbell fills it, the question was refused, or
+    /// the event may describe a later record).
+    Unknown,
+}
 
 /// Whose event a completion waits on.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -103,6 +211,8 @@ struct Pending<A: RawApi> {
     /// What keeps the event itself alive while this entry exists, where `event` does not own
     /// it (a host buffer's use event, destroyed with the buffer).
     _keep: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// Where the awaited record stands in its stream, if known: asked in that order.
+    order: Option<RecordOrder>,
 }
 
 use devstream_core::sync::lock;
@@ -146,7 +256,7 @@ struct Notifier {
 
 /// A device's pending completions, notifier streams and sweeper.
 pub(crate) struct Hub<A: RawApi> {
-    pending: Mutex<Vec<Arc<Pending<A>>>>,
+    pending: Mutex<PendingSet<A>>,
     /// The device's notifier streams (at most [`DOORBELLS`]), made with the device and kept
     /// for the process's life like it.
     notifiers: Vec<Notifier>,
@@ -182,7 +292,12 @@ impl<A: RawApi> Hub<A> {
             })
             .collect();
         Hub {
-            pending: Mutex::new(Vec::new()),
+            pending: Mutex::new(PendingSet {
+                unordered: Vec::new(),
+                ordered: BTreeMap::new(),
+                registrations: 0,
+                scanned: None,
+            }),
             notifiers,
             sweeper: OnceLock::new(),
             sweeper_wait: AtomicU8::new(IDLE),
@@ -278,7 +393,8 @@ pub(crate) fn notify_after<A: RawApi>(
 
 /// A completion of the current record of one of devstream's internal events (a host buffer's
 /// use event), left to the sweeper: `keep` holds the event, which is not recorded again while
-/// held (the next copy takes a fresh one), until the hub lets go of the entry.
+/// held (the next copy takes a fresh one), until the hub lets go of the entry. `order`: where
+/// that record stands in its stream, if known (the sweeper then asks it in that order).
 ///
 /// It gets no doorbell: a doorbell waits on a notifier stream behind the doorbells registered
 /// before it, and records awaited out of their stream's order (a pipeline's next input buffer,
@@ -288,17 +404,22 @@ pub(crate) fn notify_after<A: RawApi>(
 pub(crate) fn notify_after_record_of_internal<A: RawApi>(
     event: GpuEvent<A>,
     keep: Box<dyn std::any::Any + Send + Sync>,
+    order: Option<RecordOrder>,
 ) -> Result<Completion> {
-    notify_after_keeping(event, None, Source::Private, Some(keep), false)
+    notify_after_keeping(event, None, Source::Private, Some((keep, order)), false)
 }
 
-/// [`notify_after`] with what keeps the event alive where `event` does not own it, and whether
-/// a doorbell may be armed for it.
+/// What keeps an internal event alive where its `GpuEvent` does not own it, and where the
+/// awaited record stands in its stream.
+type Kept = (Box<dyn std::any::Any + Send + Sync>, Option<RecordOrder>);
+
+/// [`notify_after`] with what keeps the event alive where `event` does not own it (and the
+/// record's order), and whether a doorbell may be armed for it.
 fn notify_after_keeping<A: RawApi>(
     event: GpuEvent<A>,
     panic: Option<(Arc<PanicSlot>, u64)>,
     source: Source,
-    keep: Option<Box<dyn std::any::Any + Send + Sync>>,
+    keep: Option<Kept>,
     doorbell: bool,
 ) -> Result<Completion> {
     refuse_in_host_function()?;
@@ -307,6 +428,7 @@ fn notify_after_keeping<A: RawApi>(
     let foreign = source == Source::User && event.inner.mark.is_foreign();
     let record = (!foreign).then(|| event_records(&event));
     let (completion, completer) = Completion::pending();
+    let (keep, order) = keep.map_or((None, None), |(keep, order)| (Some(keep), order));
     let pending = Arc::new(Pending {
         completer: Mutex::new(Some(completer)),
         panic,
@@ -315,6 +437,8 @@ fn notify_after_keeping<A: RawApi>(
         counted: AtomicBool::new(source == Source::User),
         record,
         _keep: keep,
+        // Only a completion the sweeper alone resolves is kept in stream order.
+        order: order.filter(|_| !doorbell),
     });
     if source == Source::User {
         // Counted before it is visible, so that a re-record from now on snapshots it.
@@ -329,7 +453,7 @@ fn notify_after_keeping<A: RawApi>(
     }
     // The spin window opens (or stays open) from now; a sweeper that is not spinning already
     // is woken to spin.
-    *lock(&device.completions.spin_until) = Some(std::time::Instant::now() + SPIN_WINDOW);
+    *lock(&device.completions.spin_until) = Some(Instant::now() + SPIN_WINDOW);
     if device.completions.sweeper_wait.load(Ordering::Acquire) != SPINNING {
         sweeper.unpark();
     }
@@ -340,7 +464,9 @@ fn notify_after_keeping<A: RawApi>(
 /// recorded again (called by the record path when the event's `awaited` count is not zero).
 pub(crate) fn before_rerecord<A: RawApi>(event: &GpuEvent<A>) {
     let device = event.inner.device;
+    // Completions of a user's event are never kept in stream order.
     let waiting: Vec<Arc<Pending<A>>> = lock(&device.completions.pending)
+        .unordered
         .iter()
         .filter(|p| Arc::ptr_eq(&p.event.inner, &event.inner))
         .filter(|p| p.counted.load(Ordering::Acquire))
@@ -475,12 +601,12 @@ impl<A: RawApi> Device<A> {
                 // either is seen here or sees the new state and wakes the sweeper.
                 let pending = lock(&hub.pending);
                 let spinning = !pending.is_empty()
-                    && lock(&hub.spin_until).is_some_and(|until| std::time::Instant::now() < until);
+                    && lock(&hub.spin_until).is_some_and(|until| Instant::now() < until);
                 let (state, wait) = if pending.is_empty() {
                     (IDLE, None)
                 } else if spinning {
                     (SPINNING, Some(Duration::ZERO))
-                } else if pending.iter().all(|p| p.armed.load(Ordering::Acquire)) {
+                } else if pending.all_armed() {
                     (CHECKING, Some(DOORBELL_CHECK))
                 } else {
                     (POLLING, Some(backoff))
@@ -495,6 +621,12 @@ impl<A: RawApi> Device<A> {
             }
             if self.sweep() {
                 backoff = POLL_FIRST;
+                // Completions kept in stream order have no doorbell: while they resolve (a
+                // pipeline handing chunks on), the window stays open, as it does after each
+                // registration.
+                if !lock(&hub.pending).ordered.is_empty() {
+                    *lock(&hub.spin_until) = Some(Instant::now() + SPIN_WINDOW);
+                }
             } else {
                 backoff = (backoff * 2).min(POLL_MAX);
             }
@@ -502,12 +634,16 @@ impl<A: RawApi> Device<A> {
     }
 
     /// Resolves every pending completion whose event is done (or failed) and drops settled
-    /// ones. Answers whether anything was resolved.
+    /// ones; those kept in stream order are asked oldest first per stream, up to the first
+    /// not done. Answers whether anything was resolved.
     fn sweep(&self) -> bool {
-        let snapshot: Vec<Arc<Pending<A>>> = lock(&self.completions.pending).clone();
-        if snapshot.is_empty() {
-            return false;
-        }
+        let snapshot: Vec<Arc<Pending<A>>> = {
+            let pending = lock(&self.completions.pending);
+            if pending.is_empty() {
+                return false;
+            }
+            pending.unordered.clone()
+        };
         // The questions run with this thread in Relaxed mode: a Global-mode capture begun on
         // another thread forbids other threads' unsafe calls, and the runtime invalidates it
         // when one is made. Checking for captures first cannot close that window, since a
@@ -522,56 +658,19 @@ impl<A: RawApi> Device<A> {
         let bound = self.bind();
         let mut resolved = false;
         for pending in &snapshot {
-            // An event recorded into a capture stands for graph work: not asked.
-            if pending.settled() || pending.event.inner.captured.load(Ordering::Acquire) {
-                continue;
-            }
-            let asked_about = event_records(&pending.event);
-            let status = match &bound {
-                // SAFETY: the event is alive while `pending` is; the context is current.
-                Ok(()) => check_ready::<A>(unsafe { A::event_query(pending.event.inner.raw) }),
-                Err(e) => Err(e.clone()),
-            };
-            let armed = pending.armed.load(Ordering::Acquire);
-            // The answer describes the awaited record: it was the event's record before the
-            // question and still is after it (a record raises the count before it is made).
-            let same_record =
-                pending.record == Some(asked_about) && event_records(&pending.event) == asked_about;
-            match status {
-                Ok(false) => {}
-                // Its doorbell may not ring soon: queued behind a doorbell whose work never
-                // completes, or behind a host function that blocks the runtime's callback
-                // thread (one per process on CUDA, shared with HIP on the HIP-on-CUDA
-                // shim). The answer is about its own record: filled here, and the doorbell
-                // finds it filled.
-                Ok(true) if armed && same_record => {
-                    pending.finish(Ok(()));
-                    resolved = true;
-                }
-                // Its doorbell fills it (the event may since describe a later record).
-                Ok(true) if armed => {}
-                Ok(true) => {
-                    pending.finish(Ok(()));
-                    resolved = true;
-                }
-                // Capture rules answer for the question, not for the work: asked again later.
-                Err(Error::Capture { .. }) => {}
-                Err(e) => {
-                    pending.finish(Err(e));
-                    resolved = true;
-                }
-            }
+            resolved |= ask(pending, &bound) == Answer::Resolved;
         }
+        resolved |= self.sweep_in_stream_order(&bound);
         // Settled entries leave the hub. Their events are released here, on our own thread, and
         // after the hub's lock is let go: a release is a runtime call, which may wait for the
         // driver, and registrations must never wait behind that (a doorbell still queued keeps
         // its own reference).
         let settled: Vec<Arc<Pending<A>>> = {
             let mut pending = lock(&self.completions.pending);
-            let (settled, live) = std::mem::take(&mut *pending)
+            let (settled, live) = std::mem::take(&mut pending.unordered)
                 .into_iter()
                 .partition(|pending| pending.settled());
-            *pending = live;
+            pending.unordered = live;
             settled
         };
         for pending in &settled {
@@ -581,6 +680,127 @@ impl<A: RawApi> Device<A> {
         drop(settled);
         drop(snapshot);
         resolved
+    }
+
+    /// The sweep of the completions kept in stream order: per stream, oldest first, each asked
+    /// unless its record is behind one found not done in this round. Resolved and dropped
+    /// ones leave the hub as they are met; every [`FORGOTTEN_SCAN`] all of them are looked
+    /// through for dropped futures (those behind a record that is not done are not met).
+    /// Answers whether anything was resolved.
+    fn sweep_in_stream_order(&self, bound: &Result<()>) -> bool {
+        let mut resolved = false;
+        let mut leaving: Vec<Arc<Pending<A>>> = Vec::new();
+        {
+            let mut pending = lock(&self.completions.pending);
+            let due = pending
+                .scanned
+                .is_none_or(|at| at.elapsed() >= FORGOTTEN_SCAN);
+            if due && !pending.ordered.is_empty() {
+                pending.scanned = Some(Instant::now());
+                let dropped: Vec<(u64, u64, u64)> = pending
+                    .ordered
+                    .iter()
+                    .filter(|(_, p)| p.settled())
+                    .map(|(key, _)| *key)
+                    .collect();
+                for key in dropped {
+                    leaving.extend(pending.ordered.remove(&key));
+                }
+            }
+        }
+        // The last key met, and the oldest record of its stream found not done in this round.
+        let mut cursor: Option<(u64, u64, u64)> = None;
+        let mut not_done: Option<(u64, u64)> = None;
+        loop {
+            let next = {
+                let mut pending = lock(&self.completions.pending);
+                let from = cursor.map_or(Bound::Unbounded, Bound::Excluded);
+                let mut met = None;
+                let mut settled = Vec::new();
+                for (key, entry) in pending.ordered.range((from, Bound::Unbounded)) {
+                    if entry.settled() {
+                        settled.push(*key);
+                        continue;
+                    }
+                    let behind = not_done.is_some_and(|(stream, position)| {
+                        entry.order.is_some_and(|o| o.behind(stream, position))
+                    });
+                    if !behind {
+                        met = Some((*key, entry.clone()));
+                        break;
+                    }
+                }
+                for key in settled {
+                    leaving.extend(pending.ordered.remove(&key));
+                }
+                met
+            };
+            let Some((key, entry)) = next else {
+                break;
+            };
+            cursor = Some(key);
+            if not_done.is_some_and(|(stream, _)| stream != key.0) {
+                not_done = None;
+            }
+            match ask(&entry, bound) {
+                Answer::Resolved => {
+                    resolved = true;
+                    leaving.extend(lock(&self.completions.pending).ordered.remove(&key));
+                }
+                // The first not done of its stream met in this round is its oldest.
+                Answer::NotDone if not_done.is_none() => not_done = Some((key.0, key.1)),
+                Answer::NotDone | Answer::Unknown => {}
+            }
+        }
+        // Released after the lock (see `sweep`).
+        drop(leaving);
+        resolved
+    }
+}
+
+/// Asks `pending`'s event (unless it is settled or stands for captured work) and fills the
+/// future where the answer describes the awaited record. `bound`: whether the device's context
+/// is current on this thread.
+fn ask<A: RawApi>(pending: &Pending<A>, bound: &Result<()>) -> Answer {
+    // An event recorded into a capture stands for graph work: not asked.
+    if pending.settled() || pending.event.inner.captured.load(Ordering::Acquire) {
+        return Answer::Unknown;
+    }
+    let asked_about = event_records(&pending.event);
+    let status = match bound {
+        // SAFETY: the event is alive while `pending` is; the context is current.
+        Ok(()) => check_ready::<A>(unsafe { A::event_query(pending.event.inner.raw) }),
+        Err(e) => Err(e.clone()),
+    };
+    let armed = pending.armed.load(Ordering::Acquire);
+    // The answer describes the awaited record: it was the event's record before the
+    // question and still is after it (a record raises the count before it is made).
+    let same_record =
+        pending.record == Some(asked_about) && event_records(&pending.event) == asked_about;
+    match status {
+        Ok(false) if same_record => Answer::NotDone,
+        Ok(false) => Answer::Unknown,
+        // Its doorbell may not ring soon: queued behind a doorbell whose work never
+        // completes, or behind a host function that blocks the runtime's callback
+        // thread (one per process on CUDA, shared with HIP on the HIP-on-CUDA
+        // shim). The answer is about its own record: filled here, and the doorbell
+        // finds it filled.
+        Ok(true) if armed && same_record => {
+            pending.finish(Ok(()));
+            Answer::Resolved
+        }
+        // Its doorbell fills it (the event may since describe a later record).
+        Ok(true) if armed => Answer::Unknown,
+        Ok(true) => {
+            pending.finish(Ok(()));
+            Answer::Resolved
+        }
+        // Capture rules answer for the question, not for the work: asked again later.
+        Err(Error::Capture { .. }) => Answer::Unknown,
+        Err(e) => {
+            pending.finish(Err(e));
+            Answer::Resolved
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! asynchronously, the streams' copies of it tracked by one use event per stream, and host
 //! functions given it (`devstream_core::host_fn_access`).
 
+use crate::completion::RecordOrder;
 use crate::device::Device;
 use crate::error::check;
 use crate::event::GpuEvent;
@@ -44,8 +45,13 @@ impl<A: RawApi> Drop for UseEvent<A> {
     }
 }
 
-/// A stream that used a host buffer and the event after its last copy of it.
-type StreamUse<A> = (Arc<StreamInner<A>>, Arc<UseEvent<A>>);
+/// A stream that used a host buffer, the event after its last copy of it, and where that
+/// record stands in the stream (for the completion hub's sweeper).
+struct StreamUse<A: RawApi> {
+    stream: Arc<StreamInner<A>>,
+    event: Arc<UseEvent<A>>,
+    order: Option<RecordOrder>,
+}
 
 struct HostInner<A: RawApi> {
     ptr: *mut u8,
@@ -83,7 +89,7 @@ impl<A: RawApi> Drop for HostInner<A> {
             // record keeps the buffer alive too.
             let events: Vec<RawEvent> = uses
                 .into_iter()
-                .filter_map(|(_, event)| match Arc::try_unwrap(event) {
+                .filter_map(|entry| match Arc::try_unwrap(entry.event) {
                     Ok(event) => Some(event.into_raw()),
                     // Never expected; the handle destroys it when let go.
                     Err(_) => None,
@@ -193,10 +199,11 @@ impl<A: RawApi> GpuHostBuffer<A> {
                 .lock()
                 .map_err(|_| Error::InvalidArgument("host buffer lock poisoned".into()))?;
             let mut pending = None;
-            for (user, event) in uses.iter() {
-                let event = &event.raw;
+            for entry in uses.iter() {
+                let event = &entry.event.raw;
                 if own.is_some()
-                    && user
+                    && entry
+                        .stream
                         .panic_slot_if_made()
                         .is_some_and(|slot| own == Some(crate::hostfn::stream_token(slot)))
                 {
@@ -239,9 +246,9 @@ impl<A: RawApi> GpuHostBuffer<A> {
         let Ok(uses) = self.inner.uses.lock() else {
             return false;
         };
-        uses.iter().any(|(_, event)| {
+        uses.iter().any(|entry| {
             // SAFETY: our event, alive while the buffer is.
-            let queried = unsafe { A::event_query(event.raw) };
+            let queried = unsafe { A::event_query(entry.event.raw) };
             matches!(crate::error::check_ready::<A>(queried), Ok(false))
         })
     }
@@ -277,29 +284,35 @@ impl<A: RawApi> GpuHostBuffer<A> {
         let mut relaxed = None;
         let index = match uses
             .iter()
-            .position(|(s, _)| Arc::ptr_eq(s, stream.inner()))
+            .position(|entry| Arc::ptr_eq(&entry.stream, stream.inner()))
         {
             Some(index) => index,
             None => {
                 self.inner.device.bind()?;
                 // Queries and destroys in Relaxed mode, or not at all (see `StreamUsers::note`).
-                if !crate::hostfn::in_host_function() && uses.iter().any(|(user, _)| gone(user)) {
+                if !crate::hostfn::in_host_function()
+                    && uses.iter().any(|entry| gone(&entry.stream))
+                {
                     relaxed = CaptureModeGuard::<A>::relaxed();
                 }
                 if relaxed.is_some() {
-                    forgotten = forget_finished(&mut uses, |(user, event)| {
-                        gone(user)
+                    forgotten = forget_finished(&mut uses, |entry| {
+                        gone(&entry.stream)
                             // SAFETY: our event, alive while it is in `uses`.
-                            && unsafe { A::event_query(event.raw) }.is_ok()
+                            && unsafe { A::event_query(entry.event.raw) }.is_ok()
                     });
                 }
-                uses.push((stream.inner().clone(), self.new_use_event()?));
+                uses.push(StreamUse {
+                    stream: stream.inner().clone(),
+                    event: self.new_use_event()?,
+                    order: None,
+                });
                 uses.len() - 1
             }
         };
         // A completion awaits the event's current record: this copy's end goes on a fresh
         // event (made now, put in place when it is recorded), and the record awaited stays put.
-        let fresh = if Arc::strong_count(&uses[index].1) > 1 {
+        let fresh = if Arc::strong_count(&uses[index].event) > 1 {
             self.inner.device.bind()?;
             Some(self.new_use_event()?)
         } else {
@@ -318,11 +331,16 @@ impl<A: RawApi> GpuHostBuffer<A> {
                         if kept {
                             return Ok(());
                         }
+                        let entry = &mut uses[index];
                         if let Some(fresh) = fresh {
-                            uses[index].1 = fresh;
+                            entry.event = fresh;
                         }
-                        // SAFETY: event and stream alive, same device.
-                        check::<A, _>(unsafe { A::event_record(uses[index].1.raw, stream.raw()) })
+                        let raw = entry.event.raw;
+                        entry.order = RecordOrder::around(stream.inner(), || {
+                            // SAFETY: event and stream alive, same device.
+                            check::<A, _>(unsafe { A::event_record(raw, stream.raw()) })
+                        })?;
+                        Ok(())
                     });
                 if tracked.is_err() {
                     // The copy is queued and nothing tells when it ends: leaked, never freed
@@ -386,17 +404,18 @@ impl<A: RawApi> HostBuffer for GpuHostBuffer<A> {
             .lock()
             .map_err(|_| Error::InvalidArgument("host buffer lock poisoned".into()))?;
         let mut queued = Vec::new();
-        for (_, event) in uses.iter() {
+        for entry in uses.iter() {
             // SAFETY: our event, alive while the buffer is.
-            if crate::error::check_ready::<A>(unsafe { A::event_query(event.raw) })? {
+            if crate::error::check_ready::<A>(unsafe { A::event_query(entry.event.raw) })? {
                 continue;
             }
             // The completion of the use event's current record: the stream's last copy of the
             // buffer, not its later work. The hub's entry holds the event (so the next copy on
             // that stream records a fresh one, and this record stays put) and the buffer.
             queued.push(crate::completion::notify_after_record_of_internal(
-                GpuEvent::internal(event.raw, self.inner.device),
-                Box::new((self.inner.clone(), event.clone())),
+                GpuEvent::internal(entry.event.raw, self.inner.device),
+                Box::new((self.inner.clone(), entry.event.clone())),
+                entry.order,
             )?);
         }
         let access = HostFnAccess::new(

@@ -190,6 +190,7 @@ impl<A: RawApi> GpuStream<A> {
             // thread) are shared with code devstream does not see.
             tracker: WaitTracker::new(elide_waits && kind == StreamKind::Owned),
             native_state: AtomicBool::new(false),
+            own_records: std::sync::atomic::AtomicU64::new(0),
         });
         Ok(GpuStream {
             // SAFETY: written just above.

@@ -27,7 +27,7 @@ pub(super) struct CaptureRecord {
 pub(crate) struct StreamInner<A: RawApi> {
     pub(crate) raw: RawStream,
     pub(crate) device: &'static Device<A>,
-    pub(super) id: u64,
+    pub(crate) id: u64,
     pub(super) native_priority: i32,
     pub(super) priority: Priority,
     pub(super) non_blocking: bool,
@@ -57,6 +57,9 @@ pub(crate) struct StreamInner<A: RawApi> {
     /// own (attributes, attached memory, its unique id read): such a stream is destroyed at
     /// its drop, never kept for reuse (see `Device::keep_stream`).
     pub(super) native_state: AtomicBool,
+    /// Records of devstream's own events on this stream whose native call has returned: the
+    /// clock of [`crate::completion::RecordOrder`].
+    pub(crate) own_records: std::sync::atomic::AtomicU64,
 }
 
 impl<A: RawApi> StreamInner<A> {
