@@ -56,16 +56,18 @@
 //! device's notifiers are made when devstream first opens the device (before any stream of
 //! its own exists), and a completion never creates a stream.
 
+mod order;
+
+pub(crate) use order::RecordOrder;
+use order::{sweep_round, Answer, InStreamOrder};
+
 use crate::device::Device;
 use crate::error::{check, check_ready};
 use crate::event::GpuEvent;
 use crate::hostfn::{in_host_function, PanicSlot};
 use crate::raw::{Optional, RawApi, RawStream};
-use crate::stream::{StreamInner, StreamKind};
 use devstream_core::{Completer, Completion, Error, Result};
-use std::collections::BTreeMap;
 use std::ffi::c_void;
-use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -83,63 +85,11 @@ const DOORBELL_CHECK: Duration = Duration::from_millis(100);
 /// (yielding between rounds) rather than waiting for the doorbells.
 const SPIN_WINDOW: Duration = Duration::from_micros(500);
 
-/// How often at most the sweeper looks through every completion kept in stream order for
-/// futures dropped unresolved (each round sees only the oldest pending ones of each stream).
-const FORGOTTEN_SCAN: Duration = Duration::from_millis(1);
-
-/// Where one of devstream's own records stands in its stream's order, so that the sweeper can
-/// ask a stream's pending records oldest first and stop at the first not done (see the module
-/// documentation).
-///
-/// Taken around the native record on a stream devstream made (`StreamKind::Owned`, whose
-/// handle names one stream on every thread) with the stream's clock
-/// ([`StreamInner::own_records`]): `after` is the count of records whose native call had
-/// returned before this one's began, `position` this record's tick once its own call
-/// returned. A record whose `after` exceeds another's `position` began after that one had
-/// been queued, so it is behind it in the stream and cannot be done while that one is not.
-/// Two records made at once on two threads are not ordered (neither one's `after` exceeds the
-/// other's `position`): both are asked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct RecordOrder {
-    stream: u64,
-    after: u64,
-    position: u64,
-}
-
-impl RecordOrder {
-    /// Runs `record` (a native record of one of devstream's events on `stream`) and answers
-    /// where it stands: `None` on a stream of another kind (a per-thread stream's handle names
-    /// another stream on each thread; a wrapped or legacy stream is shared with code devstream
-    /// does not see, which may also make records on it, harmlessly, but from other threads).
-    pub(crate) fn around<A: RawApi>(
-        stream: &StreamInner<A>,
-        record: impl FnOnce() -> Result<()>,
-    ) -> Result<Option<RecordOrder>> {
-        let after = stream.own_records.load(Ordering::SeqCst);
-        record()?;
-        let position = stream.own_records.fetch_add(1, Ordering::SeqCst);
-        Ok((stream.kind == StreamKind::Owned).then_some(RecordOrder {
-            stream: stream.id,
-            after,
-            position,
-        }))
-    }
-
-    /// Whether this record is certainly behind `other`'s in their stream.
-    fn behind(&self, stream: u64, position: u64) -> bool {
-        self.stream == stream && self.after > position
-    }
-}
-
-/// A device's pending completions: those the sweeper asks in their stream's order, by stream,
-/// position and registration, and all others.
+/// A device's pending completions: those the sweeper asks in their stream's order, and all
+/// others.
 struct PendingSet<A: RawApi> {
     unordered: Vec<Arc<Pending<A>>>,
-    ordered: BTreeMap<(u64, u64, u64), Arc<Pending<A>>>,
-    /// Registrations so far (the last part of `ordered`'s keys: a record awaited twice).
-    registrations: u64,
-    /// When the sweeper last looked through `ordered` for dropped futures.
-    scanned: Option<Instant>,
+    ordered: InStreamOrder<Arc<Pending<A>>>,
 }
 
 impl<A: RawApi> PendingSet<A> {
@@ -158,26 +108,10 @@ impl<A: RawApi> PendingSet<A> {
 
     fn push(&mut self, pending: Arc<Pending<A>>) {
         match pending.order {
-            Some(order) => {
-                self.registrations += 1;
-                self.ordered
-                    .insert((order.stream, order.position, self.registrations), pending);
-            }
+            Some(order) => self.ordered.insert(order, pending),
             None => self.unordered.push(pending),
         }
     }
-}
-
-/// What asking one pending completion's event found.
-#[derive(PartialEq, Eq)]
-enum Answer {
-    /// Filled (done, or failed) now.
-    Resolved,
-    /// Its own record is not done yet.
-    NotDone,
-    /// Nothing to conclude about its record (a doorbell fills it, the question was refused, or
-    /// the event may describe a later record).
-    Unknown,
 }
 
 /// Whose event a completion waits on.
@@ -294,9 +228,7 @@ impl<A: RawApi> Hub<A> {
         Hub {
             pending: Mutex::new(PendingSet {
                 unordered: Vec::new(),
-                ordered: BTreeMap::new(),
-                registrations: 0,
-                scanned: None,
+                ordered: InStreamOrder::new(),
             }),
             notifiers,
             sweeper: OnceLock::new(),
@@ -660,7 +592,15 @@ impl<A: RawApi> Device<A> {
         for pending in &snapshot {
             resolved |= ask(pending, &bound) == Answer::Resolved;
         }
-        resolved |= self.sweep_in_stream_order(&bound);
+        // Those kept in stream order: per stream oldest first, up to the first not done.
+        let mut leaving = Vec::new();
+        resolved |= sweep_round(
+            &self.completions.pending,
+            |set| &mut set.ordered,
+            |pending| pending.settled(),
+            |pending| ask(pending, &bound),
+            &mut leaving,
+        );
         // Settled entries leave the hub. Their events are released here, on our own thread, and
         // after the hub's lock is let go: a release is a runtime call, which may wait for the
         // driver, and registrations must never wait behind that (a doorbell still queued keeps
@@ -678,82 +618,8 @@ impl<A: RawApi> Device<A> {
             pending.uncount();
         }
         drop(settled);
-        drop(snapshot);
-        resolved
-    }
-
-    /// The sweep of the completions kept in stream order: per stream, oldest first, each asked
-    /// unless its record is behind one found not done in this round. Resolved and dropped
-    /// ones leave the hub as they are met; every [`FORGOTTEN_SCAN`] all of them are looked
-    /// through for dropped futures (those behind a record that is not done are not met).
-    /// Answers whether anything was resolved.
-    fn sweep_in_stream_order(&self, bound: &Result<()>) -> bool {
-        let mut resolved = false;
-        let mut leaving: Vec<Arc<Pending<A>>> = Vec::new();
-        {
-            let mut pending = lock(&self.completions.pending);
-            let due = pending
-                .scanned
-                .is_none_or(|at| at.elapsed() >= FORGOTTEN_SCAN);
-            if due && !pending.ordered.is_empty() {
-                pending.scanned = Some(Instant::now());
-                let dropped: Vec<(u64, u64, u64)> = pending
-                    .ordered
-                    .iter()
-                    .filter(|(_, p)| p.settled())
-                    .map(|(key, _)| *key)
-                    .collect();
-                for key in dropped {
-                    leaving.extend(pending.ordered.remove(&key));
-                }
-            }
-        }
-        // The last key met, and the oldest record of its stream found not done in this round.
-        let mut cursor: Option<(u64, u64, u64)> = None;
-        let mut not_done: Option<(u64, u64)> = None;
-        loop {
-            let next = {
-                let mut pending = lock(&self.completions.pending);
-                let from = cursor.map_or(Bound::Unbounded, Bound::Excluded);
-                let mut met = None;
-                let mut settled = Vec::new();
-                for (key, entry) in pending.ordered.range((from, Bound::Unbounded)) {
-                    if entry.settled() {
-                        settled.push(*key);
-                        continue;
-                    }
-                    let behind = not_done.is_some_and(|(stream, position)| {
-                        entry.order.is_some_and(|o| o.behind(stream, position))
-                    });
-                    if !behind {
-                        met = Some((*key, entry.clone()));
-                        break;
-                    }
-                }
-                for key in settled {
-                    leaving.extend(pending.ordered.remove(&key));
-                }
-                met
-            };
-            let Some((key, entry)) = next else {
-                break;
-            };
-            cursor = Some(key);
-            if not_done.is_some_and(|(stream, _)| stream != key.0) {
-                not_done = None;
-            }
-            match ask(&entry, bound) {
-                Answer::Resolved => {
-                    resolved = true;
-                    leaving.extend(lock(&self.completions.pending).ordered.remove(&key));
-                }
-                // The first not done of its stream met in this round is its oldest.
-                Answer::NotDone if not_done.is_none() => not_done = Some((key.0, key.1)),
-                Answer::NotDone | Answer::Unknown => {}
-            }
-        }
-        // Released after the lock (see `sweep`).
         drop(leaving);
+        drop(snapshot);
         resolved
     }
 }
