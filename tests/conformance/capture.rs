@@ -7,6 +7,8 @@ use crate::harness::{
     caps, for_each_place, for_each_place_alone, not_applicable, sync, within, Log, PATIENCE,
 };
 use devstream::{CaptureMode, CaptureSupport, Error, Place, Result, Stream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 const MODES: [CaptureMode; 3] = [
     CaptureMode::Global,
@@ -340,6 +342,65 @@ fn check_mode(place: &Place, mode: CaptureMode, other_thread: bool, forbidden: b
     sync(&capturing)?;
     assert_eq!(log.entries(), vec!["captured"], "{context}: graph replay");
     Ok(())
+}
+
+/// `Global` captures begun and ended again and again while another thread keeps synchronizing
+/// an idle stream of its own (a call the mode forbids): each synchronize is allowed (it came
+/// before a begin or after an end) or refused with `Error::Capture`, and every capture ends
+/// with a graph. A forbidden call that reached the runtime while a capture ran would
+/// invalidate that capture (on CUDA and HIP the registration of what the mode forbids must
+/// exist before the native begin, not after it).
+#[test]
+fn global_captures_begun_while_another_thread_synchronizes_are_never_invalidated() {
+    const ROUNDS: usize = 2000;
+    for_each_place_alone(|place| {
+        if !capture_with_host_funcs(place) {
+            return Ok(());
+        }
+        let capturing = Stream::new(place)?;
+        let bystander = Stream::new(place)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let synchronizer = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || -> Result<(u64, u64)> {
+                let (mut calls, mut refused) = (0, 0);
+                while !stop.load(Ordering::Relaxed) {
+                    match bystander.synchronize() {
+                        Ok(()) => {}
+                        Err(Error::Capture { .. }) => refused += 1,
+                        Err(other) => return Err(other),
+                    }
+                    calls += 1;
+                }
+                Ok((calls, refused))
+            })
+        };
+        let mut failure = None;
+        for round in 0..ROUNDS {
+            capturing.begin_capture(CaptureMode::Global)?;
+            capturing.launch_host_func(|| {})?;
+            if let Err(e) = capturing.end_capture() {
+                failure = Some(format!("round {round}: end_capture: {e}"));
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let synchronized = synchronizer.join();
+        assert!(
+            failure.is_none(),
+            "{place}: a Global capture was invalidated by another thread's synchronize: {}",
+            failure.unwrap_or_default()
+        );
+        match synchronized {
+            Ok(Ok((calls, refused))) => println!(
+                "[conformance] {place}: {ROUNDS} Global captures beside {calls} synchronizes \
+                 of another thread, {refused} refused"
+            ),
+            Ok(Err(e)) => panic!("{place}: the other thread's synchronize failed: {e}"),
+            Err(_) => panic!("{place}: the synchronizing thread panicked"),
+        }
+        sync(&capturing)
+    });
 }
 
 /// A wait that an eager wait made redundant is still a wait inside a capture: ordering

@@ -150,6 +150,13 @@ impl<A: RawApi> GpuStream<A> {
             return Err(Error::capture("begin_capture", reason));
         }
         let mut defined = None;
+        // What the mode forbids is registered before the native begin: registered after it,
+        // another thread's call that the mode forbids (a synchronize of another stream in
+        // `Global` mode) could pass devstream's check in between, reach the runtime while the
+        // capture runs and invalidate it, instead of being refused with `Error::Capture`.
+        // Refused a moment before the capture exists is as if the begin came first. Dropped
+        // (lifted) if the begin fails.
+        let registration = capture::register(&self.inner.device.place, mode, self.inner.id);
         // From here until the native end, nothing on this device is elided or positioned.
         self.inner.device.capture_window_open();
         let begun = (|| -> Result<Option<Arc<dyn Any + Send + Sync>>> {
@@ -199,7 +206,7 @@ impl<A: RawApi> GpuStream<A> {
             record.active = Some(ActiveCapture {
                 id: 0,
                 def: keep_def,
-                registration: capture::register(&self.inner.device.place, mode, self.inner.id),
+                registration,
             });
             record.invalidated = None;
         }
