@@ -519,6 +519,36 @@ const PLACE_CASES: &[(&str, Check)] = &[
         Ok(Checked)
     }),
     (
+        "a host function's panic is reported once and the stream goes on",
+        |place| {
+            if !caps(place).host_funcs {
+                return na("no host functions");
+            }
+            let s = Stream::new(place)?;
+            s.launch_host_func(|| panic!("conformance: deliberate panic"))?;
+            let log = Log::new();
+            s.launch_host_func(log.task(1))?;
+            assert_err!(sync(&s), Error::HostFuncPanicked { .. });
+            // The device still works (`devstream_core::traits`, "Errors"): the panic was reported,
+            // and the stream's later work runs and synchronizes without it.
+            assert_eq!(
+                log.entries(),
+                vec![1],
+                "the host function after the panic ran"
+            );
+            s.launch_host_func(log.task(2))?;
+            let reported_again = sync(&s);
+            assert!(
+                reported_again.is_ok(),
+                "a panic already reported came back from the next synchronize: {reported_again:?}"
+            );
+            assert_eq!(log.entries(), vec![1, 2]);
+            let event = s.record_event()?;
+            event.synchronize()?;
+            Ok(Checked)
+        },
+    ),
+    (
         "a capability that is off: launch_host_func / Flag::new / per_thread / interprocess",
         |place| {
             let caps = caps(place);

@@ -446,3 +446,54 @@ fn a_host_function_given_a_buffer_launched_from_a_host_function_with_every_handl
         Ok(())
     });
 }
+
+/// A host function given a buffer that panics halfway through writing it: the panic surfaces
+/// from its stream's `synchronize` as `HostFuncPanicked`, and the buffer stays usable: host
+/// reads and writes of it, copies from and to it and the next host function given it all work
+/// and see what was last written (the half the panicking function wrote included).
+#[test]
+fn a_buffer_given_to_a_host_function_that_panics_stays_usable() {
+    for_each_pair(|runner, owner| {
+        let stream = Stream::new(runner)?;
+        let device = Stream::new(owner)?;
+        let staging = device.alloc_host(LEN)?;
+        let on_device = device.alloc(LEN)?;
+        let back = device.alloc_host(LEN)?;
+        stream.launch_host_func_with(&[&staging], |bytes| {
+            bytes[0][..LEN / 2].fill(0x66);
+            panic!("deliberate panic in a host function given a buffer");
+        })?;
+        match stream.synchronize() {
+            Err(Error::HostFuncPanicked { message, .. }) if message.contains("deliberate") => {}
+            other => panic!("the host function's panic should surface, got {other:?}"),
+        }
+        let mut expected = vec![0u8; LEN];
+        expected[..LEN / 2].fill(0x66);
+        assert_eq!(staging.to_vec()?, expected, "a host read after the panic");
+        staging.write(LEN / 2, &[0x77; LEN / 2])?;
+        expected[LEN / 2..].fill(0x77);
+        device.copy_host_to_device(&on_device, 0, &staging, 0, LEN)?;
+        device.copy_device_to_host(&back, 0, &on_device, 0, LEN)?;
+        let seen = Log::new();
+        let log = seen.clone();
+        stream.launch_host_func_with(&[&staging], move |bytes| {
+            log.push(bytes[0].to_vec());
+            bytes[0].fill(0x88);
+        })?;
+        device.copy_host_to_device(&on_device, 0, &staging, 0, LEN)?;
+        sync(&stream)?;
+        sync(&device)?;
+        assert_eq!(
+            back.to_vec()?,
+            expected,
+            "copies of the buffer after the panic"
+        );
+        assert_eq!(
+            seen.entries(),
+            vec![expected.clone()],
+            "the next host function given it"
+        );
+        assert_eq!(staging.to_vec()?, vec![0x88; LEN]);
+        Ok(())
+    });
+}

@@ -69,7 +69,8 @@
 //! * Every failure is a typed [`Error`]; nothing panics or aborts on bad input.
 //! * `synchronize` returns the first error any work submitted before it raised (a panicking host
 //!   function is such an error, `Error::HostFuncPanicked`, and is contained: no worker or
-//!   callback thread dies of it).
+//!   callback thread dies of it), once: the next `synchronize` reports only errors raised
+//!   since, unless the device itself failed (below).
 //! * An operation whose capability is off answers [`Error::Unsupported`] naming the operation
 //!   and the place; objects of different places combined answer `Error::PlaceMismatch`.
 //! * A lost or faulted device (a lost wgpu device, a sticky CUDA context error, a plug-in whose

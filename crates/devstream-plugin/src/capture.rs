@@ -58,7 +58,7 @@ pub(crate) struct CaptureShared {
 struct Launch {
     handle: usize,
     stream: u64,
-    errors: Arc<Mutex<Option<Error>>>,
+    errors: crate::queue::StreamErrors,
 }
 
 impl std::fmt::Debug for CaptureShared {
@@ -460,12 +460,7 @@ pub(crate) unsafe extern "C" fn graph_trampoline(
             }
         };
         match launch {
-            Some((_, errors)) => {
-                let mut first = lock(&errors);
-                if first.is_none() {
-                    *first = Some(error);
-                }
-            }
+            Some((_, errors)) => errors.raise(error),
             None => tracing::warn!(
                 "devstream-plugin: a host function captured on stream {} failed in a replay \
                  on a stream devstream did not launch it on: {error}",

@@ -42,7 +42,7 @@ pub(crate) fn wait_completion(core: &Arc<StreamCore>, awaited: Completion) -> Re
     }
     core.submit(Item::Op(Box::new(move |core: &StreamCore| {
         if let Err(error) = outcome.result() {
-            core.record_error(error);
+            core.raise_error(error);
         }
         Ok(())
     })))

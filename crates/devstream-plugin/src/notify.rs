@@ -65,14 +65,14 @@ pub fn nudges_sent() -> u64 {
 struct Watch {
     raw: Arc<RawEvent>,
     /// The stream's first error (stream completions), reported as `synchronize` reports it.
-    errors: Option<Arc<Mutex<Option<Error>>>>,
+    errors: Option<crate::queue::StreamErrors>,
     completer: Completer,
 }
 
 impl Watch {
     fn finish(self, result: Result<()>) {
         let result = result.and_then(|()| match &self.errors {
-            Some(errors) => lock(errors).clone().map_or(Ok(()), Err),
+            Some(errors) => errors.peek().map_or(Ok(()), Err),
             None => Ok(()),
         });
         self.completer.complete(result);
@@ -117,11 +117,11 @@ pub(crate) fn completion_of(raw: Arc<RawEvent>) -> Completion {
 pub(crate) fn watch(
     raw: Arc<RawEvent>,
     runtime: usize,
-    errors: Option<Arc<Mutex<Option<Error>>>>,
+    errors: Option<crate::queue::StreamErrors>,
 ) -> Completion {
     if raw.is_complete() {
         let result = match &errors {
-            Some(errors) => lock(errors).clone().map_or(Ok(()), Err),
+            Some(errors) => errors.peek().map_or(Ok(()), Err),
             None => Ok(()),
         };
         return Completion::ready(result);

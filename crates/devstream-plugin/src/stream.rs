@@ -356,14 +356,14 @@ impl DeviceStream for PluginStream {
                     // Only the work submitted so far: what other threads submit meanwhile may
                     // wait for the calling host function's later work.
                     core.synchronize_submitted()?;
-                    return match core.first_error() {
+                    return match core.take_error() {
                         Some(error) => Err(error),
                         None => Ok(()),
                     };
                 }
                 core.wait_drained();
                 core.runtime.synchronize_stream(core.slot, core.raw)?;
-                match core.first_error() {
+                match core.take_error() {
                     Some(error) => Err(error),
                     None => Ok(()),
                 }

@@ -5,7 +5,6 @@
 //! the plug-in: a host function's panic becomes its stream's error.
 
 use super::host_flag::HostFlag;
-use super::lock;
 use super::self_wait::HostFnScope;
 use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
 use devstream_core::panic::{self, drop_contained, drop_payload};
@@ -13,7 +12,7 @@ use devstream_core::Error;
 use std::any::Any;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// What a plug-in callback does.
 pub(crate) enum Callback {
@@ -24,7 +23,7 @@ pub(crate) enum Callback {
         /// Its plug-in queue and position there.
         queue: u64,
         seq: u64,
-        errors: Arc<Mutex<Option<Error>>>,
+        errors: super::StreamErrors,
     },
     /// `write_flag`.
     SetFlag(Arc<HostFlag>, u32),
@@ -69,11 +68,7 @@ pub(super) unsafe extern "C" fn trampoline(
                 let scope = HostFnScope::enter(queue, seq, stream);
                 if let Err(payload) = catch_unwind(AssertUnwindSafe(&mut f)) {
                     let message = panic::message(payload.as_ref());
-                    let mut first = lock(&errors);
-                    if first.is_none() {
-                        *first = Some(Error::HostFuncPanicked { stream, message });
-                    }
-                    drop(first);
+                    errors.raise(Error::HostFuncPanicked { stream, message });
                     // A payload whose drop panics (with payloads whose drops panic, ...) must
                     // not escape either.
                     drop_payload(payload);

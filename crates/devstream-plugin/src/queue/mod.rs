@@ -35,12 +35,15 @@
 
 mod callback;
 mod dispatcher;
+mod errors;
 mod host_flag;
 mod plugin_queue;
 mod reaper;
 mod record;
 mod reentrant;
 mod self_wait;
+
+pub(crate) use errors::StreamErrors;
 
 pub(crate) use callback::Callback;
 pub(crate) use host_flag::HostFlag;
@@ -165,8 +168,9 @@ pub(crate) struct StreamCore {
     submit_lock: ReentrantLock,
     deferred: Mutex<Deferred>,
     drained: Condvar,
-    /// The first error of work that ran after its submission returned (sticky).
-    pub(crate) errors: Arc<Mutex<Option<Error>>>,
+    /// The errors of work that ran after its submission returned, as `synchronize` reports
+    /// them.
+    pub(crate) errors: StreamErrors,
     /// Numbers the records, waits and host functions handed to the plug-in, in the order of
     /// its plug-in queue (shared by the streams over one plug-in stream handle).
     queue: Arc<PluginQueue>,
@@ -286,7 +290,7 @@ impl StreamCore {
             submit_lock: ReentrantLock::new(),
             deferred: Mutex::new(Deferred::default()),
             drained: Condvar::new(),
-            errors: Arc::new(Mutex::new(None)),
+            errors: StreamErrors::default(),
             queue: queue_of(QueueKey {
                 runtime: runtime_index,
                 slot,
@@ -570,7 +574,7 @@ impl StreamCore {
             };
             drop(handing);
             if let Err(error) = executed {
-                self.record_error(error);
+                self.record_failure(error);
             }
         }
     }
@@ -619,15 +623,20 @@ impl StreamCore {
         }
     }
 
-    pub(crate) fn record_error(&self, error: Error) {
-        let mut slot = lock(&self.errors);
-        if slot.is_none() {
-            *slot = Some(error);
-        }
+    /// Keeps a failure of the plug-in's own work: every later `synchronize` reports it.
+    pub(crate) fn record_failure(&self, error: Error) {
+        self.errors.fail(error);
     }
 
-    pub(crate) fn first_error(&self) -> Option<Error> {
-        lock(&self.errors).clone()
+    /// Keeps a failure that leaves the device working (an error of awaited work of another
+    /// backend) for the next `synchronize`.
+    pub(crate) fn raise_error(&self, error: Error) {
+        self.errors.raise(error);
+    }
+
+    /// What `synchronize` reports (see [`StreamErrors::report`]).
+    pub(crate) fn take_error(&self) -> Option<Error> {
+        self.errors.report()
     }
 
     /// A fresh plug-in event for this stream, not yet recorded.
