@@ -497,3 +497,217 @@ fn a_buffer_given_to_a_host_function_that_panics_stays_usable() {
         Ok(())
     });
 }
+
+/// How many host functions each thread launches in the concurrent checks below.
+const CONCURRENT_LAUNCHES: usize = 500;
+
+/// The result of a launching thread, with a watchdog: a thread stuck in a submission (two
+/// submissions waiting for each other) fails the check instead of stalling the suite.
+fn joined(thread: std::thread::JoinHandle<Result<()>>, what: &str) -> Result<()> {
+    let what = what.to_owned();
+    within(
+        PATIENCE,
+        &format!("{what}: its submissions"),
+        move || {
+            thread
+                .join()
+                .unwrap_or_else(|_| panic!("{what}: the thread panicked"))
+        },
+        || {},
+    )
+}
+
+/// Two threads launch host functions given one buffer on one stream at once: every one runs
+/// (the order of the uses of the buffer and the order of the stream agree, so none waits for a
+/// use queued behind it on its own stream).
+#[test]
+fn host_functions_given_one_buffer_launched_on_one_stream_from_two_threads_all_run() {
+    for_each_pair(|runner, owner| {
+        let stream = Stream::new(runner)?;
+        let device = Stream::new(owner)?;
+        let buffer = Arc::new(device.alloc_host(LEN)?);
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let launchers: Vec<_> = (0..2)
+            .map(|_| {
+                let (stream, buffer, ran) = (stream.clone(), Arc::clone(&buffer), Arc::clone(&ran));
+                std::thread::spawn(move || -> Result<()> {
+                    for _ in 0..CONCURRENT_LAUNCHES {
+                        let ran = Arc::clone(&ran);
+                        stream.launch_host_func_with(&[&buffer], move |bytes| {
+                            bytes[0][0] = bytes[0][0].wrapping_add(1);
+                            ran.fetch_add(1, Ordering::SeqCst);
+                        })?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for launcher in launchers {
+            joined(launcher, "a launching thread")?;
+        }
+        sync(&stream)?;
+        assert_eq!(ran.load(Ordering::SeqCst), 2 * CONCURRENT_LAUNCHES);
+        assert_eq!(
+            buffer.to_vec()?[0],
+            (2 * CONCURRENT_LAUNCHES % 256) as u8,
+            "every host function had the bytes to itself"
+        );
+        Ok(())
+    });
+}
+
+/// Two threads launch host functions given the same two buffers at once, one thread listing
+/// them in one order and the other in the other, each on a stream of its own: every one runs
+/// (the uses of both buffers are registered in one order, so no two host functions wait for
+/// each other through different buffers).
+#[test]
+fn host_functions_given_two_buffers_in_opposite_orders_from_two_threads_all_run() {
+    for_each_pair(|runner, owner| {
+        let device = Stream::new(owner)?;
+        let first = Arc::new(device.alloc_host(LEN)?);
+        let second = Arc::new(device.alloc_host(LEN)?);
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let streams = [Stream::new(runner)?, Stream::new(runner)?];
+        let launchers: Vec<_> = streams
+            .iter()
+            .enumerate()
+            .map(|(index, stream)| {
+                let stream = stream.clone();
+                let (a, b) = (Arc::clone(&first), Arc::clone(&second));
+                let ran = Arc::clone(&ran);
+                std::thread::spawn(move || -> Result<()> {
+                    for _ in 0..CONCURRENT_LAUNCHES {
+                        let ran = Arc::clone(&ran);
+                        let given: [&devstream::HostBuffer; 2] =
+                            if index == 0 { [&a, &b] } else { [&b, &a] };
+                        stream.launch_host_func_with(&given, move |bytes| {
+                            bytes[0][0] = bytes[0][0].wrapping_add(1);
+                            bytes[1][0] = bytes[1][0].wrapping_add(1);
+                            ran.fetch_add(1, Ordering::SeqCst);
+                        })?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for launcher in launchers {
+            joined(launcher, "a launching thread")?;
+        }
+        for stream in &streams {
+            sync(stream)?;
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 2 * CONCURRENT_LAUNCHES);
+        let expected = (2 * CONCURRENT_LAUNCHES % 256) as u8;
+        assert_eq!(
+            (first.to_vec()?[0], second.to_vec()?[0]),
+            (expected, expected)
+        );
+        Ok(())
+    });
+}
+
+/// One thread launches host functions given a buffer on a stream while another copies the
+/// buffer to the device on the same stream: everything runs (each copy is queued after the
+/// host functions it waits for, each host function after the copies it waits for).
+#[test]
+fn copies_and_host_functions_given_one_buffer_on_one_stream_from_two_threads_all_run() {
+    for_each_pair(|runner, owner| {
+        if runner != owner {
+            return Ok(());
+        }
+        let stream = Stream::new(runner)?;
+        let buffer = Arc::new(stream.alloc_host(LEN)?);
+        let device = Arc::new(stream.alloc(LEN)?);
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let launcher = {
+            let (stream, buffer, ran) = (stream.clone(), Arc::clone(&buffer), Arc::clone(&ran));
+            std::thread::spawn(move || -> Result<()> {
+                for _ in 0..CONCURRENT_LAUNCHES {
+                    let ran = Arc::clone(&ran);
+                    stream.launch_host_func_with(&[&buffer], move |bytes| {
+                        bytes[0][0] = bytes[0][0].wrapping_add(1);
+                        ran.fetch_add(1, Ordering::SeqCst);
+                    })?;
+                }
+                Ok(())
+            })
+        };
+        let copier = {
+            let (stream, buffer, device) =
+                (stream.clone(), Arc::clone(&buffer), Arc::clone(&device));
+            std::thread::spawn(move || -> Result<()> {
+                for _ in 0..CONCURRENT_LAUNCHES {
+                    stream.copy_host_to_device(&device, 0, &buffer, 0, LEN)?;
+                }
+                Ok(())
+            })
+        };
+        joined(launcher, "the launching thread")?;
+        joined(copier, "the copying thread")?;
+        sync(&stream)?;
+        assert_eq!(ran.load(Ordering::SeqCst), CONCURRENT_LAUNCHES);
+        Ok(())
+    });
+}
+
+/// One thread launches, again and again, a graph whose replay copies two host buffers, while
+/// another launches host functions given both buffers: everything runs (a launch that orders
+/// its replay after the buffers' pending host functions never waits for one that is halfway
+/// through registering on them).
+#[test]
+fn graph_launches_and_host_functions_given_the_graphs_buffers_from_two_threads_all_run() {
+    for_each_pair(|runner, owner| {
+        if runner != owner || caps(runner).capture == devstream::CaptureSupport::None {
+            return Ok(());
+        }
+        let capturing = Stream::new(runner)?;
+        let input = Arc::new(capturing.alloc_host(LEN)?);
+        let output = Arc::new(capturing.alloc_host(LEN)?);
+        let device = capturing.alloc(LEN)?;
+        capturing.begin_capture(CaptureMode::ThreadLocal)?;
+        capturing.copy_host_to_device(&device, 0, &input, 0, LEN)?;
+        capturing.copy_device_to_host(&output, 0, &device, 0, LEN)?;
+        let graph = capturing.end_capture()?;
+        let replays = Stream::new(runner)?;
+        let launcher = {
+            let (graph, replays) = (graph.clone(), replays.clone());
+            std::thread::spawn(move || -> Result<()> {
+                for _ in 0..CONCURRENT_LAUNCHES {
+                    graph.launch(&replays)?;
+                }
+                Ok(())
+            })
+        };
+        let host = Stream::new(runner)?;
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let giver = {
+            let (host, input, output, ran) = (
+                host.clone(),
+                Arc::clone(&input),
+                Arc::clone(&output),
+                Arc::clone(&ran),
+            );
+            std::thread::spawn(move || -> Result<()> {
+                for round in 0..CONCURRENT_LAUNCHES {
+                    let ran = Arc::clone(&ran);
+                    let given: [&devstream::HostBuffer; 2] = if round % 2 == 0 {
+                        [&input, &output]
+                    } else {
+                        [&output, &input]
+                    };
+                    host.launch_host_func_with(&given, move |bytes| {
+                        bytes[0][0] = bytes[0][0].wrapping_add(1);
+                        ran.fetch_add(1, Ordering::SeqCst);
+                    })?;
+                }
+                Ok(())
+            })
+        };
+        joined(launcher, "the launching thread")?;
+        joined(giver, "the host-function thread")?;
+        sync(&replays)?;
+        sync(&host)?;
+        assert_eq!(ran.load(Ordering::SeqCst), CONCURRENT_LAUNCHES);
+        Ok(())
+    });
+}

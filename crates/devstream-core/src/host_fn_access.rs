@@ -22,6 +22,17 @@
 //! has run, or when it is dropped unrun (its stream failed, or the submission failed): in
 //! both cases what waits for it goes on.
 //!
+//! **Registration order is submission order.** A use is registered before its host function
+//! is queued on its stream, so for a moment a use exists that is not on any stream yet. Work
+//! that waits for it and is queued on the same stream in that moment would be ahead of it
+//! there and wait for it for ever: a copy of the buffer submitted from another thread, or
+//! another host function given it. So a copy's [`HostFnUses::awaited`] waits (a moment, under
+//! the copy path's lock) until the latest use is queued ([`HostFnUse::submission`]), and a
+//! host function given the buffer waits the same way after its registration and before it is
+//! queued ([`HostFnUse::wait_earlier_queued`]). And a host function given several buffers
+//! registers its uses of all of them under one lock ([`registration`]), so two such host
+//! functions never register in opposite orders on two buffers and wait for each other.
+//!
 //! ```
 //! use devstream_core::foreign::BackendKey;
 //! use devstream_core::host_fn_access::HostFnUses;
@@ -34,6 +45,9 @@
 //! // A second host function given the buffer waits for the first, as does a later copy.
 //! let (mut earlier, second) = uses.begin(runner);
 //! assert_eq!(earlier.len(), 1);
+//! // Both are queued on their streams (a copy waits for that moment before it waits for them).
+//! drop(first.submission());
+//! drop(second.submission());
 //! // A copy waits for the latest, which ends only after every earlier one has.
 //! let mut copy_waits = uses.awaited(&Place::Cpu);
 //! assert_eq!(copy_waits.len(), 1);
@@ -52,8 +66,33 @@ use crate::sync::lock;
 use crate::{Completer, Completion};
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Held while a host function given several buffers registers its uses of them (see the module
+/// documentation, "Registration order is submission order").
+static REGISTRATION: Mutex<()> = Mutex::new(());
+
+/// Held while a host function registers its uses of the buffers it is given: two host functions
+/// given the same buffers then register on all of them in one order.
+pub fn registration() -> MutexGuard<'static, ()> {
+    lock(&REGISTRATION)
+}
+
+/// Waits, on `shared`'s pending list, until its latest use is queued on its stream (or none is
+/// pending).
+fn until_latest_queued<'a>(
+    shared: &'a UsesShared,
+    mut pending: MutexGuard<'a, Vec<Arc<UseSlot>>>,
+) -> MutexGuard<'a, Vec<Arc<UseSlot>>> {
+    while pending
+        .last()
+        .is_some_and(|slot| !slot.queued.load(Ordering::Acquire))
+    {
+        pending = crate::sync::wait(&shared.changed, pending);
+    }
+    pending
+}
 
 /// The host functions given a host buffer that have not run yet (one per buffer, kept by its
 /// backend beside the buffer's copy tracking).
@@ -69,8 +108,8 @@ struct UsesShared {
     /// `pending.len()`, readable without the lock (the common case: no host function given
     /// the buffer is pending, and a copy or access asks nothing more).
     count: AtomicUsize,
-    /// Notified when `pending` becomes empty.
-    idle: Condvar,
+    /// Notified when a use ends or is queued on its stream.
+    changed: Condvar,
 }
 
 /// One pending host function's use.
@@ -81,6 +120,9 @@ struct UseSlot {
     /// The completions that wait for it, each with its registration as a pending wait of
     /// the waiting backend on the runner's; `None` once it has ended.
     waiters: Mutex<Option<Vec<(Completer, PendingWait)>>>,
+    /// Its host function is queued on its stream (or will never be): written under the
+    /// buffer's `pending` lock.
+    queued: AtomicBool,
 }
 
 impl UseSlot {
@@ -112,12 +154,16 @@ impl HostFnUses {
     /// one alone (a use's waiters are released only once every earlier use has ended too, see
     /// [`HostFnUse`]'s drop), so a copy costs one wait however many are pending. Empty (and
     /// lock-free) when none is pending.
+    ///
+    /// A use registered and not queued on its stream yet is waited for until it is (a moment:
+    /// its host function is being submitted): the copy is then queued after it, also where the
+    /// two share a stream.
     pub fn awaited(&self, waiting: &crate::Place) -> Vec<Completion> {
         if self.is_idle() {
             return Vec::new();
         }
         let waiting = BackendKey::of(waiting);
-        lock(&self.shared.pending)
+        until_latest_queued(&self.shared, lock(&self.shared.pending))
             .last()
             .and_then(|slot| slot.await_end(waiting))
             .into_iter()
@@ -135,9 +181,11 @@ impl HostFnUses {
             .and_then(|slot| slot.await_end(runner))
             .into_iter()
             .collect();
+        let previous = pending.last().cloned();
         let slot = Arc::new(UseSlot {
             runner,
             waiters: Mutex::new(Some(Vec::new())),
+            queued: AtomicBool::new(false),
         });
         pending.push(slot.clone());
         self.shared.count.store(pending.len(), Ordering::Release);
@@ -147,6 +195,7 @@ impl HostFnUses {
             HostFnUse {
                 shared: self.shared.clone(),
                 slot,
+                previous,
             },
         )
     }
@@ -160,7 +209,7 @@ impl HostFnUses {
         }
         let mut pending = lock(&self.shared.pending);
         while !pending.is_empty() {
-            pending = crate::sync::wait(&self.shared.idle, pending);
+            pending = crate::sync::wait(&self.shared.changed, pending);
         }
     }
 }
@@ -178,12 +227,64 @@ impl fmt::Debug for HostFnUses {
 pub struct HostFnUse {
     shared: Arc<UsesShared>,
     slot: Arc<UseSlot>,
+    /// The use registered just before it, which it waits for.
+    previous: Option<Arc<UseSlot>>,
 }
 
 impl HostFnUse {
     /// Identifies the buffer (its [`HostFnUses`]): two uses of one buffer answer the same.
     pub fn buffer_id(&self) -> usize {
         Arc::as_ptr(&self.shared) as usize
+    }
+
+    /// Blocks until the use registered before this one on the buffer (which it waits for) is
+    /// queued on its stream, or has ended: called after registering and before queuing this
+    /// use's host function, so that on a stream they share it is queued after that one. A
+    /// moment: that host function is being submitted, and its submitter holds no lock this
+    /// caller holds (uses are registered in one order, see [`registration`]).
+    pub fn wait_earlier_queued(&self) {
+        let Some(previous) = &self.previous else {
+            return;
+        };
+        let mut pending = lock(&self.shared.pending);
+        while !previous.queued.load(Ordering::Acquire)
+            && pending.iter().any(|slot| Arc::ptr_eq(slot, previous))
+        {
+            pending = crate::sync::wait(&self.shared.changed, pending);
+        }
+    }
+
+    /// The mark that this use's host function is queued: dropped once the submission has
+    /// returned (queued, or refused: then the use ends too), it lets copies and host functions
+    /// that wait for this use be queued.
+    pub fn submission(&self) -> Submission {
+        Submission {
+            shared: self.shared.clone(),
+            slot: self.slot.clone(),
+        }
+    }
+}
+
+/// A use's submission in progress ([`HostFnUse::submission`]): dropping it notes that the
+/// use's host function is queued (or never will be).
+pub struct Submission {
+    shared: Arc<UsesShared>,
+    slot: Arc<UseSlot>,
+}
+
+impl Drop for Submission {
+    fn drop(&mut self) {
+        let _pending = lock(&self.shared.pending);
+        self.slot.queued.store(true, Ordering::Release);
+        self.shared.changed.notify_all();
+    }
+}
+
+impl fmt::Debug for Submission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Submission")
+            .field("buffer", &(Arc::as_ptr(&self.shared) as usize))
+            .finish()
     }
 }
 
@@ -224,9 +325,10 @@ impl Drop for HostFnUse {
                 pending.remove(index);
             }
             self.shared.count.store(pending.len(), Ordering::Release);
-            if pending.is_empty() {
-                self.shared.idle.notify_all();
-            }
+            // Ended: never queued now, or run. Whoever waits for it to be queued or for the
+            // buffer to be idle looks again.
+            self.slot.queued.store(true, Ordering::Release);
+            self.shared.changed.notify_all();
             ready
         };
         // Outside the locks: a completion's waker may run a relay that submits or writes.
@@ -264,6 +366,13 @@ impl DerefMut for LockedBytes<'_> {
 
 /// What a host function given a host buffer needs from the buffer's backend
 /// (`HostBuffer::host_fn_access`).
+///
+/// Who queues the host function (the facade's `launch_host_func_with`) registers every buffer
+/// under [`registration`], then, before queuing it, calls
+/// [`HostFnUse::wait_earlier_queued`] and runs [`HostFnAccess::before_queued`], and holds
+/// [`HostFnUse::submission`] until the submission has returned: copies of the buffer wait for
+/// that moment, so a host function registered and never marked queued holds them for as long
+/// as it is pending.
 pub struct HostFnAccess {
     /// Completions of the buffer's uses submitted before (queued copies, host functions given
     /// it earlier), each with the backend whose work it is: the host function's stream waits
@@ -273,6 +382,11 @@ pub struct HostFnAccess {
     pub registered: HostFnUse,
     /// The buffer's bytes, for the host function.
     pub bytes: Box<dyn HostBytes>,
+    /// Blocks until the copies in `before` are queued on their streams, where a backend
+    /// queues a copy only after registering it (the plug-in layer): run after registration and
+    /// before the host function is queued, so that on a stream they share it is queued after
+    /// them. `None` where every copy is queued as it registers.
+    pub before_queued: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl HostFnAccess {
@@ -297,7 +411,14 @@ impl HostFnAccess {
             before,
             registered,
             bytes,
+            before_queued: None,
         }
+    }
+
+    /// The same, with `wait` as [`HostFnAccess::before_queued`].
+    pub fn waiting_until_queued(mut self, wait: impl FnOnce() + Send + 'static) -> HostFnAccess {
+        self.before_queued = Some(Box::new(wait));
+        self
     }
 }
 
@@ -454,6 +575,7 @@ mod tests {
     fn a_use_dropped_unrun_releases_its_waiters_and_the_idle_wait() {
         let uses = Arc::new(HostFnUses::new());
         let (_, first) = uses.begin(BackendKey::of(&Place::Cpu));
+        drop(first.submission());
         let mut waits = uses.awaited(&Place::Cuda(0));
         assert_eq!(ready_now(&mut waits[0]), None);
         let waiter = {
@@ -492,6 +614,7 @@ mod tests {
         let runner = BackendKey::of(&Place::Cpu);
         let (_, first) = uses.begin(runner);
         let (mut after_first, second) = uses.begin(runner);
+        drop(second.submission());
         let mut copy = uses.awaited(&Place::Cpu);
         // The second is dropped unrun (its stream failed) while the first is pending.
         drop(second);
@@ -505,6 +628,58 @@ mod tests {
         assert_eq!(ready_now(&mut copy[0]), Some(Ok(())));
         assert_eq!(ready_now(&mut after_first[0]), Some(Ok(())));
         assert!(uses.is_idle());
+    }
+
+    /// A copy's `awaited` and a later host function's `wait_earlier_queued` return only once
+    /// the latest use is queued on its stream (its submission dropped), or has ended.
+    #[test]
+    fn waiters_for_a_use_are_queued_only_after_it() {
+        let uses = Arc::new(HostFnUses::new());
+        let runner = BackendKey::of(&Place::Cpu);
+        let (_, first) = uses.begin(runner);
+        let submission = first.submission();
+        let (_, second) = uses.begin(runner);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let copy = {
+            let (uses, tx) = (uses.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let waits = uses.awaited(&Place::Cpu);
+                tx.send("copy").unwrap();
+                waits
+            })
+        };
+        let later = std::thread::spawn(move || {
+            second.wait_earlier_queued();
+            tx.send("second").unwrap();
+            second
+        });
+        let wait = std::time::Duration::from_millis(if cfg!(miri) { 50 } else { 200 });
+        assert!(
+            rx.recv_timeout(wait).is_err(),
+            "nothing waits past an unqueued use"
+        );
+        drop(submission);
+        assert_eq!(
+            rx.recv().unwrap(),
+            "second",
+            "the first is queued: the second goes on"
+        );
+        let second = later.join().unwrap();
+        assert!(
+            rx.recv_timeout(wait).is_err(),
+            "the copy waits for the second, unqueued"
+        );
+        drop(second);
+        assert_eq!(
+            rx.recv().unwrap(),
+            "copy",
+            "the second ended unrun: the copy goes on"
+        );
+        let mut waits = copy.join().unwrap();
+        assert_eq!(waits.len(), 1, "the copy waits for the first");
+        assert_eq!(ready_now(&mut waits[0]), None);
+        drop(first);
+        assert_eq!(ready_now(&mut waits[0]), Some(Ok(())));
     }
 
     #[test]

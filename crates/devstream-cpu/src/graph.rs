@@ -455,6 +455,11 @@ impl DeviceGraph for CpuGraph {
             .collect();
         hosts.sort_by_key(|host| host.id);
         hosts.dedup_by_key(|host| host.id);
+        // Several buffers' order locks are held while waiting for their host functions to be
+        // queued: under the registration lock, so that no host function given several of
+        // them is halfway through registering, waiting for one of these locks
+        // (`devstream_core::host_fn_access`, "Registration order is submission order").
+        let _registering = (hosts.len() > 1).then(devstream_core::host_fn_access::registration);
         let _order: Vec<_> = hosts.iter().map(|host| lock(&host.order)).collect();
         for host in &hosts {
             for awaited in host.host_fns.awaited(&CPU_PLACE) {

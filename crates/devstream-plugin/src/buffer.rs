@@ -12,7 +12,7 @@ use devstream_core::traits::check_range;
 use devstream_core::{Completion, DeviceBuffer, Error, HostBuffer, Place, Result};
 use std::alloc::Layout;
 use std::ops::DerefMut;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Device memory of a custom-device place.
 ///
@@ -197,6 +197,40 @@ struct Tracked {
     /// It stands for earlier copies of its stream no longer tracked: a host function never
     /// skips it (those may come before the host function).
     covers: bool,
+    /// Set once it is in its stream's order.
+    queued: Arc<Queued>,
+}
+
+/// Whether a tracked copy (or graph launch) is in its stream's order yet. A copy is tracked
+/// under the buffer's lock and submitted after the lock is released (a submission may call
+/// into the plug-in, which may run a host function that reads the buffer): a host function
+/// given the buffer whose snapshot holds the copy waits for this before it is queued, so that
+/// on the copy's own stream it is not queued ahead of the copy it waits for
+/// (`devstream_core::host_fn_access`, "Registration order is submission order").
+#[derive(Default)]
+pub(crate) struct Queued {
+    done: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl Queued {
+    /// Blocks until a [`QueuedOnDrop`] has marked it.
+    fn wait(&self) {
+        let mut done = lock(&self.done);
+        while !*done {
+            done = devstream_core::sync::wait(&self.changed, done);
+        }
+    }
+}
+
+/// Marks a [`Queued`] when dropped: after the submission returned, queued or refused.
+pub(crate) struct QueuedOnDrop(pub(crate) Arc<Queued>);
+
+impl Drop for QueuedOnDrop {
+    fn drop(&mut self) {
+        *lock(&self.0.done) = true;
+        self.0.changed.notify_all();
+    }
 }
 
 impl std::fmt::Debug for HostInner {
@@ -237,11 +271,13 @@ impl AbiHostBuffer {
         }
         let pending = lock(&inner.pending);
         let mut queued = Vec::with_capacity(pending.len());
+        let mut submitting = Vec::new();
         for tracked in pending.iter().filter(|t| !t.raw.is_complete()) {
             if let Some(error) = tracked.raw.lost() {
                 return Err(error);
             }
             queued.push(crate::notify::completion_of(tracked.raw.clone()));
+            submitting.push(tracked.queued.clone());
         }
         let access = HostFnAccess::new(
             &inner.host_fns,
@@ -249,7 +285,8 @@ impl AbiHostBuffer {
             queued,
             runner,
             Box::new(AbiHostBytes(inner.clone())),
-        );
+        )
+        .waiting_until_queued(move || submitting.iter().for_each(|copy| copy.wait()));
         drop(pending);
         Ok(access)
     }
@@ -354,6 +391,9 @@ impl HostInner {
     /// ([`wait_for_host_fns`]).
     pub(crate) fn copy_tracked(&self, core: &Arc<StreamCore>, copy: RawCopy) -> Result<()> {
         let raw = core.new_raw()?;
+        let queued = Arc::new(Queued::default());
+        // Marked when this function returns, whatever it answers.
+        let _queued = QueuedOnDrop(queued.clone());
         let host_fns = {
             let mut pending = lock(&self.pending);
             pending.retain(|t| !t.raw.is_complete());
@@ -367,6 +407,7 @@ impl HostInner {
                 stream: core.id,
                 raw: raw.clone(),
                 covers,
+                queued,
             });
             self.host_fns.awaited(&core.place)
         };
@@ -390,13 +431,20 @@ impl HostInner {
     /// buffer while they run, so a replay is kept off a host function's bytes by the same
     /// order as a copy (a launch made after the host function's submission waits for it; one
     /// made before is in its snapshot), not by the graph's capture order.
-    pub(crate) fn track(&self, core: &StreamCore, raw: Arc<RawEvent>) -> Vec<Completion> {
+    /// `queued` is marked once the launch is submitted.
+    pub(crate) fn track(
+        &self,
+        core: &StreamCore,
+        raw: Arc<RawEvent>,
+        queued: &Arc<Queued>,
+    ) -> Vec<Completion> {
         let mut pending = lock(&self.pending);
         pending.retain(|t| !t.raw.is_complete());
         pending.push(Tracked {
             stream: core.id,
             raw,
             covers: true,
+            queued: queued.clone(),
         });
         self.host_fns.awaited(&core.place)
     }

@@ -78,14 +78,25 @@ impl AbiGraph {
         // reads and host functions given them wait for the launch, and the launch waits for
         // the host functions given them before.
         let hosts = lock(&self.kept.hosts).clone();
+        // Marked when this function returns (the launch submitted, or refused).
+        let queued = Arc::new(crate::buffer::Queued::default());
+        let _queued = crate::buffer::QueuedOnDrop(queued.clone());
         let end = if hosts.is_empty() {
             None
         } else {
             let raw = core.new_raw()?;
             let mut host_fns = Vec::new();
+            // Tracked on several buffers (each waiting, in `track`, for their latest host
+            // function to be queued) under the registration lock, as a host function given
+            // several buffers registers: otherwise this launch, tracked on one buffer and not
+            // queued, and a host function given both, registered on the other and waiting for
+            // this launch to be queued, would wait for each other
+            // (`devstream_core::host_fn_access`, "Registration order is submission order").
+            let registering = (hosts.len() > 1).then(devstream_core::host_fn_access::registration);
             for host in &hosts {
-                host_fns.extend(host.track(core, raw.clone()));
+                host_fns.extend(host.track(core, raw.clone(), &queued));
             }
+            drop(registering);
             crate::buffer::wait_for_host_fns(core, host_fns, &raw)?;
             Some(raw)
         };

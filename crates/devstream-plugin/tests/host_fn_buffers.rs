@@ -25,7 +25,13 @@ fn launch_with(
     host: &PluginHostBuffer,
     f: impl FnOnce(&mut [u8]) + Send + 'static,
 ) {
-    let access = host.host_fn_access(BackendKey::of(stream.place())).unwrap();
+    let mut access = host.host_fn_access(BackendKey::of(stream.place())).unwrap();
+    // As the facade does: queued after what it waits for, and noted queued once it is.
+    access.registered.wait_earlier_queued();
+    if let Some(copies_queued) = access.before_queued.take() {
+        copies_queued();
+    }
+    let _submission = access.registered.submission();
     for (before, _) in access.before {
         stream.wait_completion(before).unwrap();
     }

@@ -30,10 +30,18 @@ fn launch_with(
         before,
         registered,
         mut bytes,
+        before_queued,
     } = buffer.host_fn_access(BackendKey::of(&PLACE)).unwrap();
+    // As the facade does: queued after what it waits for.
+    registered.wait_earlier_queued();
+    if let Some(copies_queued) = before_queued {
+        copies_queued();
+    }
     for (awaited, _) in before {
         runner.wait_completion(awaited).unwrap();
     }
+    // Copies submitted from now on wait for the host function, once it is queued.
+    let _submission = registered.submission();
     let mut once = Some((f, registered));
     runner
         .launch_host_func(Box::new(move || {

@@ -5,7 +5,7 @@ use crate::dispatch::HostBufferApi;
 use crate::stream::StreamApi;
 use crate::{HostBuffer, Stream};
 use devstream_core::foreign::{self, BackendKey};
-use devstream_core::host_fn_access::{HostBytes, HostFnAccess, HostFnUse};
+use devstream_core::host_fn_access::{self, HostBytes, HostFnAccess, HostFnUse, Submission};
 use devstream_core::{Completion, Error, Result};
 
 /// Registers a use of every buffer, has `stream` wait for the uses submitted before, and
@@ -30,7 +30,10 @@ pub(crate) fn launch(
     }
     let runner = BackendKey::of(StreamApi::place(stream));
     // Each access is registered as it is made: one that fails drops those made before it,
-    // which ends their uses at once (nothing was submitted for them).
+    // which ends their uses at once (nothing was submitted for them). All of them under the
+    // registration lock, so that host functions given the same buffers register on them in
+    // one order (`devstream_core::host_fn_access`, "Registration order is submission order").
+    let registering = host_fn_access::registration();
     let mut accesses: Vec<HostFnAccess> = Vec::with_capacity(buffers.len());
     for buffer in buffers {
         let access = HostBufferApi::host_fn_access(*buffer, runner)?;
@@ -46,6 +49,20 @@ pub(crate) fn launch(
         }
         accesses.push(access);
     }
+    drop(registering);
+    // Queued after the host functions given these buffers before it (on a stream they share,
+    // behind them), and the copies and host functions that wait for this one only once it is
+    // queued: the submissions are noted done when they drop, at the end of this function.
+    for access in &mut accesses {
+        access.registered.wait_earlier_queued();
+        if let Some(copies_queued) = access.before_queued.take() {
+            copies_queued();
+        }
+    }
+    let _submissions: Vec<Submission> = accesses
+        .iter()
+        .map(|access| access.registered.submission())
+        .collect();
     let mut uses: Vec<HostFnUse> = Vec::with_capacity(accesses.len());
     let mut bytes: Vec<Box<dyn HostBytes>> = Vec::with_capacity(accesses.len());
     let mut before = Vec::new();
