@@ -711,3 +711,64 @@ fn graph_launches_and_host_functions_given_the_graphs_buffers_from_two_threads_a
         Ok(())
     });
 }
+
+/// From inside a host function given a buffer, a copy of that buffer and another host function
+/// given it are submitted: neither waits for the running host function to be queued (it is
+/// running), both run after it, in their submission order, and see what it wrote. (CUDA and
+/// HIP refuse submissions inside their own host functions, typed.)
+#[test]
+fn a_host_function_given_a_buffer_may_copy_it_and_give_it_on_from_inside() {
+    for_each_pair(|runner, owner| {
+        let stream = Stream::new(runner)?;
+        let later = Stream::new(runner)?;
+        let device = Stream::new(owner)?;
+        let buffer = Arc::new(device.alloc_host(LEN)?);
+        let on_device = Arc::new(device.alloc(LEN)?);
+        let back = device.alloc_host(LEN)?;
+        let answers = Log::new();
+        let seen = Log::new();
+        let (inner_buffer, inner_device, inner_copier, inner_later) = (
+            Arc::clone(&buffer),
+            Arc::clone(&on_device),
+            device.clone(),
+            later.clone(),
+        );
+        let (log, saw) = (answers.clone(), seen.clone());
+        stream.launch_host_func_with(&[&buffer], move |bytes| {
+            bytes[0].fill(0x3c);
+            let copied = inner_copier.copy_host_to_device(&inner_device, 0, &inner_buffer, 0, LEN);
+            log.push(format!("{copied:?}"));
+            let saw = saw.clone();
+            let given = inner_later.launch_host_func_with(&[&inner_buffer], move |bytes| {
+                saw.push(bytes[0].to_vec());
+                bytes[0].fill(0x4d);
+            });
+            log.push(format!("{given:?}"));
+        })?;
+        sync(&stream)?;
+        let answers = answers.entries();
+        if answers.iter().any(|a| a.starts_with("Err(WouldDeadlock")) {
+            assert!(
+                matches!(runner, Place::Cuda(_) | Place::Hip(_))
+                    || matches!(owner, Place::Cuda(_) | Place::Hip(_)),
+                "refused outside CUDA/HIP: {answers:?}"
+            );
+            not_applicable(runner, "no runtime calls in its own host functions");
+            sync(&later)?;
+            sync(&device)?;
+            return Ok(());
+        }
+        assert_eq!(answers, vec!["Ok(())".to_owned(), "Ok(())".to_owned()]);
+        sync(&later)?;
+        device.copy_device_to_host(&back, 0, &on_device, 0, LEN)?;
+        sync(&device)?;
+        assert_eq!(back.to_vec()?, vec![0x3c; LEN], "the copy saw its write");
+        assert_eq!(
+            seen.entries(),
+            vec![vec![0x3c; LEN]],
+            "the next host function too"
+        );
+        assert_eq!(buffer.to_vec()?, vec![0x4d; LEN]);
+        Ok(())
+    });
+}

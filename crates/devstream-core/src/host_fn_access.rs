@@ -254,6 +254,17 @@ impl HostFnUse {
         }
     }
 
+    /// Notes that this use's host function is queued: called as it starts to run (a synchronous
+    /// plug-in runs a host function inside its submission, before [`HostFnUse::submission`]
+    /// is dropped, and what it does must not wait for its own use to be queued).
+    pub fn mark_queued(&self) {
+        if !self.slot.queued.load(Ordering::Acquire) {
+            let _pending = lock(&self.shared.pending);
+            self.slot.queued.store(true, Ordering::Release);
+            self.shared.changed.notify_all();
+        }
+    }
+
     /// The mark that this use's host function is queued: dropped once the submission has
     /// returned (queued, or refused: then the use ends too), it lets copies and host functions
     /// that wait for this use be queued.

@@ -84,6 +84,12 @@ pub(crate) fn launch(
             let Some(uses) = uses.take() else {
                 return;
             };
+            // Running, so queued: copies and host functions given these buffers that wait for
+            // it from inside it (run inline by a synchronous plug-in, before the submission
+            // below returned) need not wait for the submission's end.
+            for used in &uses {
+                used.mark_queued();
+            }
             // Every buffer's view at once (each accessor borrowed apart): held, with the locks
             // some backends' copies take while they run, until `f` returns.
             let mut views: Vec<_> = bytes.iter_mut().map(|b| b.view()).collect();
