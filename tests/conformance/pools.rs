@@ -17,6 +17,7 @@ use crate::harness::{other_backend_place, wait_until, PATIENCE};
 use devstream::{
     CaptureMode, CaptureSupport, Error, MemoryPool, Place, PoolOptions, PoolStats, Result, Stream,
 };
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A pool that keeps everything freed for reuse.
@@ -585,6 +586,95 @@ fn a_pool_of_another_place_is_a_place_mismatch() {
             }) => assert_eq!((&expected, &found), (place, &other)),
             other => panic!("{place}: alloc_from a pool of another place: {other:?}"),
         }
+        Ok(())
+    });
+}
+
+/// One pool used from four threads at once: two allocate, fill, hand buffers to the other's
+/// stream and drop them; one asks statistics, resets peaks and trims; one drops buffers that
+/// the others' streams still use. Nothing hangs or fails, the statistics stay consistent
+/// throughout, and once everything is dropped and drained the pool counts nothing live.
+#[test]
+fn a_pool_used_from_four_threads_at_once_stays_consistent() {
+    const ROUNDS: usize = 300;
+    for_each_place(|place| {
+        if !has_pools(place) {
+            return Ok(());
+        }
+        let pool = MemoryPool::new(place, PoolOptions::default())?;
+        let streams = [Stream::new(place)?, Stream::new(place)?];
+        let (handed_tx, handed_rx) = std::sync::mpsc::channel::<devstream::DeviceBuffer>();
+        let allocators: Vec<_> = (0..2)
+            .map(|index| {
+                let (pool, own, other) = (
+                    pool.clone(),
+                    streams[index].clone(),
+                    streams[1 - index].clone(),
+                );
+                let handed = handed_tx.clone();
+                std::thread::spawn(move || -> Result<()> {
+                    for round in 0..ROUNDS {
+                        let len = [64, 4096, 100_000][(round + index) % 3];
+                        let buffer = own.alloc_from(&pool, len)?;
+                        own.fill(&buffer, 0, len, round as u8)?;
+                        // The other stream uses it after this one's fill.
+                        other.wait_stream(&own)?;
+                        other.fill(&buffer, 0, len.min(64), 1)?;
+                        if round % 4 == 0 {
+                            // Dropped by the fourth thread, while the streams may still use it.
+                            let _ = handed.send(buffer);
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        drop(handed_tx);
+        let dropper = std::thread::spawn(move || {
+            for buffer in handed_rx {
+                drop(buffer);
+            }
+        });
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let (pool, stop) = (pool.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || -> Result<u64> {
+                let mut looks = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let stats = pool.stats()?;
+                    assert!(
+                        stats.reserved_bytes >= stats.used_bytes,
+                        "reserved below used while in use: {stats:?}"
+                    );
+                    match looks % 3 {
+                        0 => pool.reset_peak()?,
+                        1 => pool.trim(0)?,
+                        _ => {}
+                    }
+                    looks += 1;
+                }
+                Ok(looks)
+            })
+        };
+        for allocator in allocators {
+            allocator.join().expect("an allocating thread panicked")?;
+        }
+        dropper.join().expect("the dropping thread panicked");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let looks = watcher.join().expect("the watching thread panicked")?;
+        for stream in &streams {
+            sync(stream)?;
+        }
+        returned(place, &pool, 0);
+        let settled = wait_until(PATIENCE, || {
+            pool.stats().is_ok_and(|stats| stats.used_bytes == 0)
+        });
+        assert!(
+            settled,
+            "{place}: {:?} after everything drained",
+            pool.stats()
+        );
+        println!("[conformance] {place}: {ROUNDS} rounds on two threads beside {looks} statistics, peak resets and trims");
         Ok(())
     });
 }
