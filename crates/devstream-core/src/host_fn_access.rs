@@ -73,8 +73,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 /// documentation, "Registration order is submission order").
 static REGISTRATION: Mutex<()> = Mutex::new(());
 
-/// Held while a host function registers its uses of the buffers it is given: two host functions
-/// given the same buffers then register on all of them in one order.
+/// Held while a host function given several buffers (or a graph launch that tracks several)
+/// registers on them: two such registrations never interleave, so they never wait for each
+/// other's uses in opposite orders.
 pub fn registration() -> MutexGuard<'static, ()> {
     lock(&REGISTRATION)
 }
@@ -89,7 +90,7 @@ fn until_latest_queued<'a>(
         .last()
         .is_some_and(|slot| !slot.queued.load(Ordering::Acquire))
     {
-        pending = crate::sync::wait(&shared.changed, pending);
+        pending = shared.sleep(pending);
     }
     pending
 }
@@ -108,8 +109,31 @@ struct UsesShared {
     /// `pending.len()`, readable without the lock (the common case: no host function given
     /// the buffer is pending, and a copy or access asks nothing more).
     count: AtomicUsize,
-    /// Notified when a use ends or is queued on its stream.
+    /// Notified when a use ends or is queued on its stream, where someone waits for that.
     changed: Condvar,
+    /// Threads waiting on `changed` (changed under `pending`'s lock): with none, a use that
+    /// ends or is queued notifies nobody (a notification is a system call).
+    sleepers: AtomicUsize,
+}
+
+impl UsesShared {
+    /// Waits on `changed`, counted in `sleepers`.
+    fn sleep<'a>(
+        &'a self,
+        pending: MutexGuard<'a, Vec<Arc<UseSlot>>>,
+    ) -> MutexGuard<'a, Vec<Arc<UseSlot>>> {
+        self.sleepers.fetch_add(1, Ordering::Relaxed);
+        let pending = crate::sync::wait(&self.changed, pending);
+        self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        pending
+    }
+
+    /// Wakes the waiters on `changed`, if any (called under `pending`'s lock).
+    fn wake(&self) {
+        if self.sleepers.load(Ordering::Relaxed) != 0 {
+            self.changed.notify_all();
+        }
+    }
 }
 
 /// One pending host function's use.
@@ -209,7 +233,7 @@ impl HostFnUses {
         }
         let mut pending = lock(&self.shared.pending);
         while !pending.is_empty() {
-            pending = crate::sync::wait(&self.shared.changed, pending);
+            pending = self.shared.sleep(pending);
         }
     }
 }
@@ -250,7 +274,7 @@ impl HostFnUse {
         while !previous.queued.load(Ordering::Acquire)
             && pending.iter().any(|slot| Arc::ptr_eq(slot, previous))
         {
-            pending = crate::sync::wait(&self.shared.changed, pending);
+            pending = self.shared.sleep(pending);
         }
     }
 
@@ -261,7 +285,7 @@ impl HostFnUse {
         if !self.slot.queued.load(Ordering::Acquire) {
             let _pending = lock(&self.shared.pending);
             self.slot.queued.store(true, Ordering::Release);
-            self.shared.changed.notify_all();
+            self.shared.wake();
         }
     }
 
@@ -287,7 +311,7 @@ impl Drop for Submission {
     fn drop(&mut self) {
         let _pending = lock(&self.shared.pending);
         self.slot.queued.store(true, Ordering::Release);
-        self.shared.changed.notify_all();
+        self.shared.wake();
     }
 }
 
@@ -339,7 +363,7 @@ impl Drop for HostFnUse {
             // Ended: never queued now, or run. Whoever waits for it to be queued or for the
             // buffer to be idle looks again.
             self.slot.queued.store(true, Ordering::Release);
-            self.shared.changed.notify_all();
+            self.shared.wake();
             ready
         };
         // Outside the locks: a completion's waker may run a relay that submits or writes.

@@ -30,10 +30,11 @@ pub(crate) fn launch(
     }
     let runner = BackendKey::of(StreamApi::place(stream));
     // Each access is registered as it is made: one that fails drops those made before it,
-    // which ends their uses at once (nothing was submitted for them). All of them under the
-    // registration lock, so that host functions given the same buffers register on them in
-    // one order (`devstream_core::host_fn_access`, "Registration order is submission order").
-    let registering = host_fn_access::registration();
+    // which ends their uses at once (nothing was submitted for them). Several buffers under
+    // the registration lock, so that host functions given the same buffers register on them
+    // in one order (`devstream_core::host_fn_access`, "Registration order is submission
+    // order"); one buffer's registration is one step anyway.
+    let registering = (buffers.len() > 1).then(host_fn_access::registration);
     let mut accesses: Vec<HostFnAccess> = Vec::with_capacity(buffers.len());
     for buffer in buffers {
         let access = HostBufferApi::host_fn_access(*buffer, runner)?;
