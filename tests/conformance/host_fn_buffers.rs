@@ -14,7 +14,7 @@ use crate::harness::{
     Gate, Log, PATIENCE,
 };
 use devstream::{CaptureMode, Error, Place, Result, Stream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const LEN: usize = 64;
@@ -517,6 +517,36 @@ fn joined(thread: std::thread::JoinHandle<Result<()>>, what: &str) -> Result<()>
     )
 }
 
+/// A thread that launches [`CONCURRENT_LAUNCHES`] host functions on `stream`, each given
+/// `buffers` (in reverse order every other round where `alternate`), adding 1 to the first byte
+/// of each and counting itself in `ran`.
+fn launching(
+    stream: &Stream,
+    buffers: &[&Arc<devstream::HostBuffer>],
+    alternate: bool,
+    ran: &Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<Result<()>> {
+    let stream = stream.clone();
+    let buffers: Vec<Arc<devstream::HostBuffer>> = buffers.iter().map(|b| Arc::clone(b)).collect();
+    let ran = Arc::clone(ran);
+    std::thread::spawn(move || -> Result<()> {
+        for round in 0..CONCURRENT_LAUNCHES {
+            let mut given: Vec<&devstream::HostBuffer> = buffers.iter().map(|b| &**b).collect();
+            if alternate && round % 2 == 1 {
+                given.reverse();
+            }
+            let ran = Arc::clone(&ran);
+            stream.launch_host_func_with(&given, move |bytes| {
+                for buffer in bytes.iter_mut() {
+                    buffer[0] = buffer[0].wrapping_add(1);
+                }
+                ran.fetch_add(1, Ordering::SeqCst);
+            })?;
+        }
+        Ok(())
+    })
+}
+
 /// Two threads launch host functions given one buffer on one stream at once: every one runs
 /// (the order of the uses of the buffer and the order of the stream agree, so none waits for a
 /// use queued behind it on its own stream).
@@ -526,21 +556,9 @@ fn host_functions_given_one_buffer_launched_on_one_stream_from_two_threads_all_r
         let stream = Stream::new(runner)?;
         let device = Stream::new(owner)?;
         let buffer = Arc::new(device.alloc_host(LEN)?);
-        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
         let launchers: Vec<_> = (0..2)
-            .map(|_| {
-                let (stream, buffer, ran) = (stream.clone(), Arc::clone(&buffer), Arc::clone(&ran));
-                std::thread::spawn(move || -> Result<()> {
-                    for _ in 0..CONCURRENT_LAUNCHES {
-                        let ran = Arc::clone(&ran);
-                        stream.launch_host_func_with(&[&buffer], move |bytes| {
-                            bytes[0][0] = bytes[0][0].wrapping_add(1);
-                            ran.fetch_add(1, Ordering::SeqCst);
-                        })?;
-                    }
-                    Ok(())
-                })
-            })
+            .map(|_| launching(&stream, &[&buffer], false, &ran))
             .collect();
         for launcher in launchers {
             joined(launcher, "a launching thread")?;
@@ -566,30 +584,12 @@ fn host_functions_given_two_buffers_in_opposite_orders_from_two_threads_all_run(
         let device = Stream::new(owner)?;
         let first = Arc::new(device.alloc_host(LEN)?);
         let second = Arc::new(device.alloc_host(LEN)?);
-        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
         let streams = [Stream::new(runner)?, Stream::new(runner)?];
-        let launchers: Vec<_> = streams
-            .iter()
-            .enumerate()
-            .map(|(index, stream)| {
-                let stream = stream.clone();
-                let (a, b) = (Arc::clone(&first), Arc::clone(&second));
-                let ran = Arc::clone(&ran);
-                std::thread::spawn(move || -> Result<()> {
-                    for _ in 0..CONCURRENT_LAUNCHES {
-                        let ran = Arc::clone(&ran);
-                        let given: [&devstream::HostBuffer; 2] =
-                            if index == 0 { [&a, &b] } else { [&b, &a] };
-                        stream.launch_host_func_with(&given, move |bytes| {
-                            bytes[0][0] = bytes[0][0].wrapping_add(1);
-                            bytes[1][0] = bytes[1][0].wrapping_add(1);
-                            ran.fetch_add(1, Ordering::SeqCst);
-                        })?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
+        let launchers = [
+            launching(&streams[0], &[&first, &second], false, &ran),
+            launching(&streams[1], &[&second, &first], false, &ran),
+        ];
         for launcher in launchers {
             joined(launcher, "a launching thread")?;
         }
@@ -618,20 +618,8 @@ fn copies_and_host_functions_given_one_buffer_on_one_stream_from_two_threads_all
         let stream = Stream::new(runner)?;
         let buffer = Arc::new(stream.alloc_host(LEN)?);
         let device = Arc::new(stream.alloc(LEN)?);
-        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let launcher = {
-            let (stream, buffer, ran) = (stream.clone(), Arc::clone(&buffer), Arc::clone(&ran));
-            std::thread::spawn(move || -> Result<()> {
-                for _ in 0..CONCURRENT_LAUNCHES {
-                    let ran = Arc::clone(&ran);
-                    stream.launch_host_func_with(&[&buffer], move |bytes| {
-                        bytes[0][0] = bytes[0][0].wrapping_add(1);
-                        ran.fetch_add(1, Ordering::SeqCst);
-                    })?;
-                }
-                Ok(())
-            })
-        };
+        let ran = Arc::new(AtomicUsize::new(0));
+        let launcher = launching(&stream, &[&buffer], false, &ran);
         let copier = {
             let (stream, buffer, device) =
                 (stream.clone(), Arc::clone(&buffer), Arc::clone(&device));
@@ -679,30 +667,8 @@ fn graph_launches_and_host_functions_given_the_graphs_buffers_from_two_threads_a
             })
         };
         let host = Stream::new(runner)?;
-        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let giver = {
-            let (host, input, output, ran) = (
-                host.clone(),
-                Arc::clone(&input),
-                Arc::clone(&output),
-                Arc::clone(&ran),
-            );
-            std::thread::spawn(move || -> Result<()> {
-                for round in 0..CONCURRENT_LAUNCHES {
-                    let ran = Arc::clone(&ran);
-                    let given: [&devstream::HostBuffer; 2] = if round % 2 == 0 {
-                        [&input, &output]
-                    } else {
-                        [&output, &input]
-                    };
-                    host.launch_host_func_with(&given, move |bytes| {
-                        bytes[0][0] = bytes[0][0].wrapping_add(1);
-                        ran.fetch_add(1, Ordering::SeqCst);
-                    })?;
-                }
-                Ok(())
-            })
-        };
+        let ran = Arc::new(AtomicUsize::new(0));
+        let giver = launching(&host, &[&input, &output], true, &ran);
         joined(launcher, "the launching thread")?;
         joined(giver, "the host-function thread")?;
         sync(&replays)?;
