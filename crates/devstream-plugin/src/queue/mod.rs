@@ -397,9 +397,17 @@ impl StreamCore {
     /// A thread inside a plug-in call for another stream (a plug-in calling back into devstream)
     /// holds that stream's lock: when another thread holds this one's, the item is held on the
     /// host, after what this stream already holds, and the dispatcher submits it once the lock
-    /// is free (see [`reentrant`]).
+    /// is free (see [`reentrant`]). So is an item a host function submits while another thread
+    /// holds the lock: that thread may be inside a plug-in call that waits for the stream's
+    /// queued work, this host function included (a synchronous copy that synchronizes the
+    /// stream), and would wait for it for ever.
     pub(crate) fn submit(self: &Arc<Self>, item: Item) -> Result<()> {
-        let Some(_order) = self.submit_lock.enter() else {
+        let order = if running_host_fn().is_some() {
+            self.submit_lock.try_enter()
+        } else {
+            self.submit_lock.enter()
+        };
+        let Some(_order) = order else {
             self.hold(item);
             return Ok(());
         };

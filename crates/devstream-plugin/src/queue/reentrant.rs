@@ -73,6 +73,25 @@ impl ReentrantLock {
     }
 }
 
+impl ReentrantLock {
+    /// Takes the lock if it is free or this thread's already; `None`, never waiting, while
+    /// another thread holds it (for a host function's submissions, see `StreamCore::submit`).
+    pub(super) fn try_enter(&self) -> Option<ReentrantGuard<'_>> {
+        let me = std::thread::current().id();
+        let mut owner = lock(&self.owner);
+        match owner.thread {
+            None => {
+                owner.thread = Some(me);
+                owner.depth = 1;
+                HELD.with(|held| held.set(held.get() + 1));
+            }
+            Some(holder) if holder == me => owner.depth += 1,
+            Some(_) => return None,
+        }
+        Some(ReentrantGuard(self))
+    }
+}
+
 impl Drop for ReentrantGuard<'_> {
     fn drop(&mut self) {
         let mut owner = lock(&self.0.owner);
