@@ -187,13 +187,22 @@ impl LoadedPlugin {
                 &mut count,
             )
         })?;
-        Ok(if status == C_StreamCaptureStatusActive {
-            CaptureState::Active(id)
+        // A status outside CUDA's three is a malformed answer, not "not capturing": taken as
+        // none, devstream would hand a capturing stream's work to the plug-in as ordinary work,
+        // and a host function's callback recorded into the plug-in's graph is one that graph
+        // never gives back (a replay runs it again, a destroyed graph forgets it).
+        if status == C_StreamCaptureStatusActive {
+            Ok(CaptureState::Active(id))
         } else if status == C_StreamCaptureStatusInvalidated {
-            CaptureState::Invalidated(id)
+            Ok(CaptureState::Invalidated(id))
+        } else if status == C_StreamCaptureStatusNone {
+            Ok(CaptureState::None)
         } else {
-            CaptureState::None
-        })
+            Err(self.malformed(format!(
+                "cuda_stream_capture_info answered the capture status {status}, which is none \
+                 of none (0), active (1) and invalidated (2)"
+            )))
+        }
     }
 
     /// A capture call's status: `C_SUCCESS` → `Ok`, anything else → `Error::Capture`.
