@@ -79,6 +79,10 @@ pub(super) enum Op {
     /// a host buffer of its own, then a host function given that one observes the value: the
     /// last write submitted before the copy. Skipped as [`Op::SharedWrite`] is.
     SharedRead { stream: usize, buffer: usize },
+    /// (Hostile, across) drops the program's handle of shared buffer `buffer` while host
+    /// functions given it and copies of it may be pending (they keep what they use); the next
+    /// use makes a new one.
+    DropShared(usize),
 }
 
 #[derive(Clone, Debug)]
@@ -115,6 +119,7 @@ pub(super) fn op_strategy(hostile: bool, across: bool) -> BoxedStrategy<Op> {
         3 => (s(), 1..=3u8, any::<bool>()).prop_map(|(stream, which, reversed)| Op::Given { stream, which, reversed }),
         2 => (s(), b()).prop_map(|(stream, buffer)| Op::SharedWrite { stream, buffer }),
         2 => (s(), b()).prop_map(|(stream, buffer)| Op::SharedRead { stream, buffer }),
+        1 => b().prop_map(Op::DropShared),
     ];
     if across {
         let captured =

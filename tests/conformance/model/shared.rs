@@ -38,6 +38,17 @@ struct Made {
 }
 
 impl SharedBuffers {
+    /// [`Op::DropShared`]: forgets buffer `buffer` (its pending uses keep it alive); the next
+    /// use makes a new one, whose uses are ordered only among themselves.
+    pub(super) fn drop_buffer(&mut self, buffer: usize) {
+        if let Some(made) = self.buffers[buffer].take() {
+            drop(made);
+            self.value[buffer] = 0;
+            self.given[buffer].clear();
+            self.copies[buffer].clear();
+        }
+    }
+
     /// A value no write wrote before.
     fn next_value(&mut self) -> u8 {
         self.last += 1;

@@ -290,6 +290,7 @@ impl Run<'_> {
             } => self.given(slot(stream), which, reversed)?,
             Op::SharedWrite { stream, buffer } => self.shared_write(slot(stream), buffer)?,
             Op::SharedRead { stream, buffer } => self.shared_read(slot(stream), buffer)?,
+            Op::DropShared(buffer) => self.shared.drop_buffer(buffer),
             Op::LaunchTask { stream, other } => {
                 let i = self.instance(slot(stream))?;
                 let o = self.instance(slot(other))?;
