@@ -263,6 +263,37 @@ fn hostile_programs_obey_happens_before() {
     });
 }
 
+/// Two hostile programs at once on one place, each on a thread of its own with its own streams,
+/// events, flags and buffers, each checked against its own model (≥ 256 programs per thread).
+/// What they share is devstream's (registries, completion machinery, the place's workers and
+/// queues, host-function bookkeeping): work of one must never order, hold back or corrupt the
+/// other's. Places whose streams do not run concurrently are skipped (one program's gated work
+/// would hold the other's, which a program's own gate releases cannot undo).
+#[test]
+fn concurrent_hostile_programs_each_obey_happens_before() {
+    for_each_place_isolated(
+        "model::concurrent_hostile_programs_each_obey_happens_before",
+        |place| {
+            if !caps(place).concurrent_streams {
+                not_applicable(place, "streams do not run concurrently");
+                return Ok(());
+            }
+            std::thread::scope(|scope| {
+                let programs: Vec<_> = (0..2)
+                    .map(|_| scope.spawn(|| run_model(place, true)))
+                    .collect();
+                for program in programs {
+                    match program.join() {
+                        Ok(result) => result?,
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    }
+                }
+                Ok(())
+            })
+        },
+    );
+}
+
 fn run_model(place: &Place, hostile: bool) -> devstream::Result<()> {
     run_model_with(place, hostile, None)
 }

@@ -56,18 +56,20 @@ impl SharedBuffers {
     }
 }
 
-/// Readers of shared buffers checked in this process. Only the across-backend test checks
-/// them in the test process (the hostile one runs each place in a child), one place at a time.
-static CHECKED: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    /// Readers of shared buffers checked on this thread (a model run checks its programs on
+    /// the thread that runs it).
+    static CHECKED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
-/// Readers of shared buffers checked so far.
+/// Readers of shared buffers checked on this thread so far.
 pub(super) fn checked() -> u64 {
-    CHECKED.load(Ordering::Relaxed)
+    CHECKED.with(|c| c.get())
 }
 
 /// Counts a reader checked.
 pub(super) fn count_checked() {
-    CHECKED.fetch_add(1, Ordering::Relaxed);
+    CHECKED.with(|c| c.set(c.get() + 1));
 }
 
 /// A shared buffer's copy that may be issued: the buffer and the copy's predecessors.
