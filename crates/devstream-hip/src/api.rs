@@ -112,19 +112,38 @@ fn capture_mode(mode: CaptureMode) -> sys::hipStreamCaptureMode {
     }
 }
 
-fn capture_mode_back(mode: sys::hipStreamCaptureMode) -> CaptureMode {
+/// A capture mode the runtime answered (`call`); one outside HIP's three is an error
+/// (`hipErrorUnknown`), never taken as one of them.
+fn capture_mode_back(
+    mode: sys::hipStreamCaptureMode,
+    call: &'static str,
+) -> RawResult<CaptureMode> {
     match mode {
-        sys::hipStreamCaptureModeThreadLocal => CaptureMode::ThreadLocal,
-        sys::hipStreamCaptureModeRelaxed => CaptureMode::Relaxed,
-        _ => CaptureMode::Global,
+        sys::hipStreamCaptureModeGlobal => Ok(CaptureMode::Global),
+        sys::hipStreamCaptureModeThreadLocal => Ok(CaptureMode::ThreadLocal),
+        sys::hipStreamCaptureModeRelaxed => Ok(CaptureMode::Relaxed),
+        _ => Err(RawError {
+            code: sys::hipErrorUnknown,
+            call,
+        }),
     }
 }
 
-fn capture_status(status: sys::hipStreamCaptureStatus) -> CaptureStatus {
+/// A capture status the runtime answered (`call`); one outside HIP's three is an error
+/// (`hipErrorUnknown`): taken as "not capturing", the shared layer would submit a capturing
+/// stream's work as ordinary work, and what a host function holds would live in the graph.
+fn capture_status(
+    status: sys::hipStreamCaptureStatus,
+    call: &'static str,
+) -> RawResult<CaptureStatus> {
     match status {
-        sys::hipStreamCaptureStatusActive => CaptureStatus::Active,
-        sys::hipStreamCaptureStatusInvalidated => CaptureStatus::Invalidated,
-        _ => CaptureStatus::None,
+        sys::hipStreamCaptureStatusNone => Ok(CaptureStatus::None),
+        sys::hipStreamCaptureStatusActive => Ok(CaptureStatus::Active),
+        sys::hipStreamCaptureStatusInvalidated => Ok(CaptureStatus::Invalidated),
+        _ => Err(RawError {
+            code: sys::hipErrorUnknown,
+            call,
+        }),
     }
 }
 
@@ -294,5 +313,48 @@ unsafe impl RawApi for HipApi {
             (None, Some(text)) => format!("HIP error {code}: {text}"),
             (None, None) => format!("HIP error {code}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_answers_outside_hip_s_values_are_errors_not_defaults() {
+        let call = "hipStreamIsCapturing";
+        assert_eq!(
+            capture_status(sys::hipStreamCaptureStatusNone, call),
+            Ok(CaptureStatus::None)
+        );
+        assert_eq!(
+            capture_status(sys::hipStreamCaptureStatusActive, call),
+            Ok(CaptureStatus::Active)
+        );
+        assert_eq!(
+            capture_status(sys::hipStreamCaptureStatusInvalidated, call),
+            Ok(CaptureStatus::Invalidated)
+        );
+        let unknown = RawError {
+            code: sys::hipErrorUnknown,
+            call,
+        };
+        assert_eq!(capture_status(3, call), Err(unknown));
+        assert_eq!(capture_status(-1, call), Err(unknown));
+        let call = "hipThreadExchangeStreamCaptureMode";
+        for mode in [
+            CaptureMode::Global,
+            CaptureMode::ThreadLocal,
+            CaptureMode::Relaxed,
+        ] {
+            assert_eq!(capture_mode_back(capture_mode(mode), call), Ok(mode));
+        }
+        assert_eq!(
+            capture_mode_back(3, call),
+            Err(RawError {
+                code: sys::hipErrorUnknown,
+                call,
+            })
+        );
     }
 }

@@ -42,7 +42,7 @@ unsafe impl RawCapture for HipApi {
                 unsafe { (t.hipStreamIsCapturing)(stream(s), status) }
             },
         )?;
-        Ok(capture_status(status))
+        capture_status(status, "hipStreamIsCapturing")
     }
 
     unsafe fn stream_capture_sequence(s: RawStream) -> RawResult<(CaptureStatus, u64)> {
@@ -55,7 +55,7 @@ unsafe impl RawCapture for HipApi {
             unsafe { (t.hipStreamGetCaptureInfo)(stream(s), &mut status, &mut id) },
             "hipStreamGetCaptureInfo",
         )?;
-        let status = capture_status(status);
+        let status = capture_status(status, "hipStreamGetCaptureInfo")?;
         Ok((status, if status == CaptureStatus::None { 0 } else { id }))
     }
 
@@ -87,7 +87,7 @@ unsafe impl RawCapture for HipApi {
                 "hipStreamGetCaptureInfo",
             )?,
         }
-        let status = capture_status(status);
+        let status = capture_status(status, "hipStreamGetCaptureInfo")?;
         let dependencies = if status == CaptureStatus::None || deps.is_null() || count == 0 {
             Vec::new()
         } else {
@@ -141,6 +141,6 @@ unsafe impl RawCapture for HipApi {
                 unsafe { function(native) }
             },
         )?;
-        Ok(capture_mode_back(native))
+        capture_mode_back(native, "hipThreadExchangeStreamCaptureMode")
     }
 }
