@@ -50,6 +50,7 @@ mod error;
 pub mod foreign;
 pub mod graph_memory;
 pub mod host_fn_access;
+pub mod host_fn_launch;
 pub mod launch_calls;
 pub mod memory;
 pub mod mempool;

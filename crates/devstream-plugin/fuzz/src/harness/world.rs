@@ -34,7 +34,12 @@ pub(crate) struct World {
     completions: Vec<Completion>,
 }
 
+use devstream_core::host_fn_launch::{launch_with, GivenBuffer};
 use devstream_plugin::PluginBuffer;
+
+/// Operation bytes from here on launch a host function given host buffers
+/// ([`World::launch_given`]).
+const GIVEN_OP: u8 = 252;
 
 impl World {
     pub(crate) fn new(
@@ -153,9 +158,49 @@ impl World {
         }
     }
 
+    /// A host function given one or two of the program's host buffers
+    /// (`devstream_core::host_fn_launch::launch_with`, as `Stream::launch_host_func_with`): it
+    /// bumps the first byte of each, then does what a plain host function does (which may be
+    /// reading or writing one of the buffers it was given: refused inside it while it runs).
+    fn launch_given(&mut self, u: &mut Unstructured<'_>) {
+        let (s, first) = (self.stream(u), self.host(u));
+        let second = if byte(u) & 1 == 0 { self.host(u) } else { None };
+        let (Some(s), Some(first)) = (s, first) else {
+            return;
+        };
+        let action = self.host_action(u);
+        let given: Vec<Arc<PluginHostBuffer>> = std::iter::once(first).chain(second).collect();
+        let name = format!(
+            "launch_host_func_with({} buffers, {}) on {}",
+            given.len(),
+            action.name(),
+            s.id()
+        );
+        let _ = step(name, || {
+            let buffers: Vec<&dyn GivenBuffer> = given
+                .iter()
+                .map(|h| h.as_ref() as &dyn GivenBuffer)
+                .collect();
+            launch_with(&s, &buffers, move |bytes| {
+                for bytes in bytes.iter_mut() {
+                    if let Some(first) = bytes.first_mut() {
+                        *first = first.wrapping_add(1);
+                    }
+                }
+                action.run();
+            })
+        });
+    }
+
     pub(crate) fn apply(&mut self, u: &mut Unstructured<'_>) {
-        let op = byte(u) % 36;
-        match op {
+        let op = byte(u);
+        if op >= GIVEN_OP {
+            // After the other 36 (added later: the bytes below keep what they decoded to, so
+            // the committed corpus replays the programs it was found with).
+            self.launch_given(u);
+            return;
+        }
+        match op % 36 {
             0 | 1 => {
                 let place = self.place(u);
                 let elide = byte(u) & 1 == 0;
