@@ -37,6 +37,9 @@ pub(crate) struct World {
 use devstream_core::host_fn_launch::{launch_with, GivenBuffer};
 use devstream_plugin::PluginBuffer;
 
+/// Operation bytes from here to [`GIVEN_OP`] make a stream wait for a completion
+/// ([`World::wait_completion`]).
+const WAIT_COMPLETION_OP: u8 = 248;
 /// Operation bytes from here on launch a host function given host buffers
 /// ([`World::launch_given`]).
 const GIVEN_OP: u8 = 252;
@@ -192,12 +195,42 @@ impl World {
         });
     }
 
+    /// `wait_completion` of an event's or a stream's completion (`DeviceStream::wait_completion`:
+    /// the wait the facade makes for work of another backend, here on the plug-in's own work,
+    /// its own stream's included), or of one the program made earlier and kept.
+    fn wait_completion(&mut self, u: &mut Unstructured<'_>) {
+        let Some(s) = self.stream(u) else {
+            return;
+        };
+        let (awaited, what) = match byte(u) % 3 {
+            0 => match self.event(u) {
+                Some(e) => (e.completion(), format!("event {}", e.id())),
+                None => return,
+            },
+            1 => match self.stream(u) {
+                Some(t) => (t.completion(), format!("stream {}", t.id())),
+                None => return,
+            },
+            _ => match Self::index(&self.completions, u) {
+                Some(i) => (self.completions.remove(i), "a kept completion".to_owned()),
+                None => return,
+            },
+        };
+        let name = format!("wait_completion({what}) on {}", s.id());
+        let _ = step(name, || s.wait_completion(awaited));
+    }
+
     pub(crate) fn apply(&mut self, u: &mut Unstructured<'_>) {
         let op = byte(u);
-        if op >= GIVEN_OP {
-            // After the other 36 (added later: the bytes below keep what they decoded to, so
-            // the committed corpus replays the programs it was found with).
-            self.launch_given(u);
+        // The operations added after the first 36 take the top operation bytes, so the bytes
+        // below keep what they decoded to and the committed corpus replays the programs it was
+        // found with.
+        if op >= WAIT_COMPLETION_OP {
+            if op >= GIVEN_OP {
+                self.launch_given(u);
+            } else {
+                self.wait_completion(u);
+            }
             return;
         }
         match op % 36 {
