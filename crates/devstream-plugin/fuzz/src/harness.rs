@@ -9,7 +9,10 @@
 //!   sets every flag to the highest value waited for whenever the main thread has been blocked
 //!   in one operation for [`RELEASE_AFTER`] (as another thread of a real program would), and
 //!   during the teardown until the work that may wait for them is done (the default streams,
-//!   which outlive the input, included); a hang past that is devstream's.
+//!   which outlive the input, included). Callbacks the plug-in holds as "never" are run then
+//!   too: work that waits for a host function the plug-in does not run (a host function given a
+//!   buffer waits for the one given it before) cannot end before it, whatever devstream does.
+//!   A hang past that is devstream's.
 //! * **No call on an object of another kind:** checked by the plug-in on every call.
 //! * **Live counts back to zero:** devstream's live streams and events once everything is
 //!   dropped; on a clean run (nothing misbehaved) also the plug-in's streams, events, graphs and
@@ -47,7 +50,7 @@ use world::*;
 /// One operation (or the teardown) taking longer than this is a hang.
 const WATCHDOG: Duration = Duration::from_secs(45);
 /// The main thread blocked this long in one operation: every flag is set to the highest value
-/// waited for.
+/// waited for, and the callbacks the plug-in holds as "never" are run.
 const RELEASE_AFTER: Duration = Duration::from_millis(100);
 /// How long the teardown waits for devstream (and, on a clean run, the plug-in) to release
 /// everything.
@@ -89,6 +92,10 @@ struct Targets {
 }
 
 static TARGETS: Mutex<Option<Targets>> = Mutex::new(None);
+
+/// The plug-in copy of the running iteration, whose callbacks held as "never" the watchdog
+/// runs when the main thread blocks.
+static CURRENT: Mutex<Option<&'static plugin::Instance>> = Mutex::new(None);
 
 fn setup() {
     static SETUP: Once = Once::new();
@@ -150,6 +157,7 @@ pub fn run(data: &[u8]) {
         info.device_type, loaded.instance.config
     ));
     loaded.instance.set_behaviour(behaviour);
+    *lock(&CURRENT) = Some(loaded.instance);
     let mut world = World::new(loaded.instance, info.places, info.capabilities, behaviour);
     let mut ops = 0;
     while !u.is_empty() && ops < MAX_OPS {
@@ -158,6 +166,7 @@ pub fn run(data: &[u8]) {
         ops += 1;
     }
     step("teardown", || world.teardown());
+    *lock(&CURRENT) = None;
     loaded.instance.set_behaviour(Behaviour::default());
 }
 

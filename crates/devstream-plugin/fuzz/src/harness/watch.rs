@@ -34,6 +34,9 @@ pub(crate) fn watch() {
         };
         if elapsed > RELEASE_AFTER {
             release_flags();
+            if let Some(instance) = *lock(&CURRENT) {
+                instance.release_never();
+            }
         }
         if elapsed > WATCHDOG {
             eprintln!("==== devstream-plugin fuzz: HANG: {op} for {elapsed:?}");
