@@ -2,6 +2,7 @@
 //! program submits.
 
 use super::*;
+use devstream_core::host_fn_launch::{launch_with, GivenBuffer};
 
 /// The re-entry hook: a non-blocking devstream call from inside a plug-in call.
 pub(crate) fn reenter(draw: u32) {
@@ -91,6 +92,9 @@ pub(crate) enum HostAction {
     SetFlag(PluginFlag, u32),
     Nested(usize),
     NewStream(Place),
+    /// Launches a host function given the buffer on the stream at the index (it bumps the
+    /// buffer's first byte): `launch_with` from inside a host function.
+    Given(usize, Arc<PluginHostBuffer>),
 }
 
 /// Held by the one host function that may block at a time (see [`HostAction::run`]).
@@ -147,6 +151,14 @@ impl HostAction {
             HostAction::NewStream(place) => {
                 drop(PluginBackend::new_stream(place, StreamOptions::default()))
             }
+            HostAction::Given(s, h) => drop(published_stream(*s).map(|s| {
+                let given: [&dyn GivenBuffer; 1] = [h.as_ref()];
+                launch_with(&s, &given, |bytes| {
+                    if let Some(first) = bytes[0].first_mut() {
+                        *first = first.wrapping_add(1);
+                    }
+                })
+            })),
         }
     }
 
@@ -166,6 +178,7 @@ impl HostAction {
             HostAction::SetFlag(..) => "flag set",
             HostAction::Nested(_) => "nested launch_host_func",
             HostAction::NewStream(_) => "new stream",
+            HostAction::Given(..) => "launch_host_func_with",
         }
     }
 }

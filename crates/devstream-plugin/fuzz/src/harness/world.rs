@@ -43,6 +43,9 @@ const WAIT_COMPLETION_OP: u8 = 248;
 /// Operation bytes from here on launch a host function given host buffers
 /// ([`World::launch_given`]).
 const GIVEN_OP: u8 = 252;
+/// Host-action bytes that make a host function launch one given a buffer
+/// ([`HostAction::Given`]).
+const GIVEN_ACTION: std::ops::RangeInclusive<u8> = 244..=247;
 
 impl World {
     pub(crate) fn new(
@@ -134,9 +137,16 @@ impl World {
     }
 
     fn host_action(&self, u: &mut Unstructured<'_>) -> HostAction {
-        let choice = byte(u) % 14;
+        let raw = byte(u);
         let or_nothing = |action: Option<HostAction>| action.unwrap_or(HostAction::Nothing);
-        match choice {
+        // Added after the first 14, on bytes that decode no committed regression input's
+        // action (checked by their traces), so those replay the programs they were found with.
+        if GIVEN_ACTION.contains(&raw) {
+            let s = Self::index(&self.streams, u);
+            let h = self.host(u);
+            return or_nothing(s.zip(h).map(|(s, h)| HostAction::Given(s, h)));
+        }
+        match raw % 14 {
             0 => HostAction::Nothing,
             1 => HostAction::Panic,
             2 => HostAction::PanicWithDropPanics,
