@@ -134,6 +134,21 @@ pub(super) fn end_capture(core: &Arc<StreamCore>) -> Result<PluginGraph> {
             // The plug-in reports no capture (or cannot say): whatever devstream registered for
             // a capture begun on this stream ends with this call, since nothing else could end
             // it while the stream lives (a default stream lives as long as the process).
+            if other.is_err() && crate::capture::began_on(core.runtime.index(), core.id) {
+                // It cannot say, and devstream began one here: the plug-in's capture is ended
+                // (its graph destroyed) as a dropped stream's is. Left open on a plug-in stream
+                // that outlives this call (a default stream, the null stream that several
+                // streams share), it would take the work devstream submits there later, once
+                // devstream no longer knows of a capture, as graph nodes never run.
+                if let Ok(graph) = core.runtime.end_capture(core.slot, core.raw) {
+                    if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
+                        tracing::warn!(
+                            "devstream-plugin: destroying the graph of a capture ended blind: \
+                             {error}"
+                        );
+                    }
+                }
+            }
             *crate::queue::lock(&core.pre_capture) = None;
             crate::capture::forget_origin(
                 core.runtime.index(),
