@@ -295,6 +295,31 @@ pub(crate) fn any_active(runtime: usize) -> bool {
     ACTIVE_COUNT.load(Ordering::SeqCst) > 0 && lock(&ACTIVE).iter().any(|c| c.runtime == runtime)
 }
 
+/// Runtimes whose capture state devstream could not keep track of: a capture it began there
+/// may still be open in the plug-in (an end that failed, a capture status the plug-in could not
+/// give), or a stream may be left in one (joined to a capture whose end failed). Their streams
+/// are always asked (`capturing`), so work is never handed as ordinary work to a plug-in stream
+/// that captures it.
+static UNSURE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// `UNSURE`'s length, read without the lock (empty unless a plug-in failed a capture call).
+static UNSURE_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Notes that `runtime`'s capture state is no longer known (see [`UNSURE`]).
+pub(crate) fn mark_unsure(runtime: usize) {
+    let mut unsure = lock(&UNSURE);
+    if !unsure.contains(&runtime) {
+        unsure.push(runtime);
+        UNSURE_COUNT.store(unsure.len(), Ordering::SeqCst);
+    }
+}
+
+/// Whether `runtime`'s streams must be asked whether they capture: a capture devstream knows
+/// is in progress there, or one it may not know is.
+fn must_ask(runtime: usize) -> bool {
+    any_active(runtime)
+        || (UNSURE_COUNT.load(Ordering::SeqCst) > 0 && lock(&UNSURE).contains(&runtime))
+}
+
 /// Where a stream stands as to capture.
 pub(crate) enum Capturing {
     No,
@@ -307,7 +332,7 @@ pub(crate) enum Capturing {
 /// Asks the plug-in whether `core`'s stream is capturing (only while some capture of its
 /// runtime is in progress: otherwise no plug-in call).
 pub(crate) fn capturing(core: &StreamCore) -> Result<Capturing> {
-    if !any_active(core.runtime.index()) || core.runtime.capture_functions().is_none() {
+    if !must_ask(core.runtime.index()) || core.runtime.capture_functions().is_none() {
         return Ok(Capturing::No);
     }
     Ok(match core.runtime.capture_state(core.slot, core.raw)? {

@@ -328,6 +328,7 @@ impl StreamCore {
                 }
             }
             Err(error) => {
+                crate::capture::mark_unsure(self.runtime.index());
                 tracing::warn!("devstream-plugin: ending the capture of a dropped stream: {error}")
             }
         }

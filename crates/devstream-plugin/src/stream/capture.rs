@@ -107,10 +107,13 @@ pub(super) fn abandon_begun_capture(
     mode: CaptureMode,
     before: Arc<crate::queue::RawEvent>,
 ) {
-    if let Ok(graph) = core.runtime.end_capture(core.slot, core.raw) {
-        if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
-            tracing::warn!("devstream-plugin: destroying the graph of a failed begin: {error}");
+    match core.runtime.end_capture(core.slot, core.raw) {
+        Ok(graph) => {
+            if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
+                tracing::warn!("devstream-plugin: destroying the graph of a failed begin: {error}");
+            }
         }
+        Err(_) => crate::capture::mark_unsure(core.runtime.index()),
     }
     match core.runtime.capture_state(core.slot, core.raw) {
         Ok(CaptureState::Active(id) | CaptureState::Invalidated(id)) => {
@@ -134,6 +137,9 @@ pub(super) fn end_capture(core: &Arc<StreamCore>) -> Result<PluginGraph> {
             // The plug-in reports no capture (or cannot say): whatever devstream registered for
             // a capture begun on this stream ends with this call, since nothing else could end
             // it while the stream lives (a default stream lives as long as the process).
+            if other.is_err() {
+                crate::capture::mark_unsure(core.runtime.index());
+            }
             if other.is_err() && crate::capture::began_on(core.runtime.index(), core.id) {
                 // It cannot say, and devstream began one here: the plug-in's capture is ended
                 // (its graph destroyed) as a dropped stream's is. Left open on a plug-in stream
@@ -174,6 +180,10 @@ pub(super) fn end_capture(core: &Arc<StreamCore>) -> Result<PluginGraph> {
         }
     }
     let ended = core.runtime.end_capture(core.slot, core.raw);
+    if ended.is_err() {
+        // The plug-in's capture (and the streams joined to it) may still be open.
+        crate::capture::mark_unsure(core.runtime.index());
+    }
     *crate::queue::lock(&core.pre_capture) = None;
     if let Some(capture) = &capture {
         crate::capture::unregister(capture);
