@@ -304,6 +304,24 @@ impl StreamCore {
         })
     }
 
+    /// Ends the plug-in's capture on this stream, whatever devstream knows of it, and destroys
+    /// its graph (`what` names the capture in warnings). Where the plug-in cannot end it, the
+    /// runtime's capture state is no longer known (`capture::mark_unsure`): its streams are
+    /// asked from then on whether they capture.
+    pub(crate) fn discard_native_capture(&self, what: &str) {
+        match self.runtime.end_capture(self.slot, self.raw) {
+            Ok(graph) => {
+                if let Err(error) = self.runtime.destroy_graph(self.slot, graph, Handle(0)) {
+                    tracing::warn!("devstream-plugin: destroying the graph of {what}: {error}");
+                }
+            }
+            Err(error) => {
+                crate::capture::mark_unsure(self.runtime.index());
+                tracing::warn!("devstream-plugin: ending {what}: {error}");
+            }
+        }
+    }
+
     /// The user dropped the last handle of this stream: a capture it began ends now, as if the
     /// stream itself were dropped (its host side may live on, held by devstream's own
     /// references, among them the buffers its capture keeps). The plug-in's capture is ended
@@ -315,23 +333,9 @@ impl StreamCore {
         if !self.user_created || !crate::capture::began_on(self.runtime.index(), self.id) {
             return;
         }
-        let ended = self.runtime.end_capture(self.slot, self.raw);
+        self.discard_native_capture("a dropped stream's capture");
         // Its work before the capture no longer needs tracking as "before the capture".
         *lock(&self.pre_capture) = None;
-        match ended {
-            Ok(graph) => {
-                if let Err(error) = self.runtime.destroy_graph(self.slot, graph, Handle(0)) {
-                    tracing::warn!(
-                        "devstream-plugin: destroying the graph of a dropped stream's capture: \
-                         {error}"
-                    );
-                }
-            }
-            Err(error) => {
-                crate::capture::mark_unsure(self.runtime.index());
-                tracing::warn!("devstream-plugin: ending the capture of a dropped stream: {error}")
-            }
-        }
         crate::capture::forget_origin(
             self.runtime.index(),
             self.id,

@@ -107,14 +107,7 @@ pub(super) fn abandon_begun_capture(
     mode: CaptureMode,
     before: Arc<crate::queue::RawEvent>,
 ) {
-    match core.runtime.end_capture(core.slot, core.raw) {
-        Ok(graph) => {
-            if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
-                tracing::warn!("devstream-plugin: destroying the graph of a failed begin: {error}");
-            }
-        }
-        Err(_) => crate::capture::mark_unsure(core.runtime.index()),
-    }
+    core.discard_native_capture("the capture of a failed begin");
     match core.runtime.capture_state(core.slot, core.raw) {
         Ok(CaptureState::Active(id) | CaptureState::Invalidated(id)) => {
             *crate::queue::lock(&core.pre_capture) = Some(before);
@@ -139,20 +132,13 @@ pub(super) fn end_capture(core: &Arc<StreamCore>) -> Result<PluginGraph> {
             // it while the stream lives (a default stream lives as long as the process).
             if other.is_err() {
                 crate::capture::mark_unsure(core.runtime.index());
-            }
-            if other.is_err() && crate::capture::began_on(core.runtime.index(), core.id) {
-                // It cannot say, and devstream began one here: the plug-in's capture is ended
-                // (its graph destroyed) as a dropped stream's is. Left open on a plug-in stream
-                // that outlives this call (a default stream, the null stream that several
-                // streams share), it would take the work devstream submits there later, once
-                // devstream no longer knows of a capture, as graph nodes never run.
-                if let Ok(graph) = core.runtime.end_capture(core.slot, core.raw) {
-                    if let Err(error) = core.runtime.destroy_graph(core.slot, graph, Handle(0)) {
-                        tracing::warn!(
-                            "devstream-plugin: destroying the graph of a capture ended blind: \
-                             {error}"
-                        );
-                    }
+                if crate::capture::began_on(core.runtime.index(), core.id) {
+                    // It cannot say, and devstream began one here: the plug-in's capture is
+                    // ended as a dropped stream's is. Left open on a plug-in stream that
+                    // outlives this call (a default stream, the null stream that several
+                    // streams share), it would take the work devstream submits there later,
+                    // once devstream no longer knows of a capture, as graph nodes never run.
+                    core.discard_native_capture("a capture its plug-in cannot report on");
                 }
             }
             *crate::queue::lock(&core.pre_capture) = None;
