@@ -26,7 +26,7 @@ pub(crate) fn wait_completion(core: &Arc<StreamCore>, awaited: Completion) -> Re
     if capture.is_some() && !core.runtime.caps.capture_foreign_waits {
         return Err(foreign::refused_in_capture("wait_completion"));
     }
-    let gate = Arc::new(HostFlag::new(core.place.clone()));
+    let gate = Arc::new(HostFlag::completion_gate(core.place.clone()));
     let released = Arc::clone(&gate);
     let outcome = foreign::relay(awaited, move |_| released.set(1));
     if let Some(capture) = capture {

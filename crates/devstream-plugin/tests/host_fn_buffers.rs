@@ -119,3 +119,45 @@ fn a_host_buffer_with_a_copy_of_unknown_end_is_refused_to_a_host_function() {
     );
     copy.run_queued();
 }
+
+/// A host function given a buffer that synchronizes a stream whose held work waits for that
+/// same host function's use of the buffer (a later host function given the buffer, behind a
+/// wait for a completion) answers `WouldDeadlock` instead of waiting for ever, whatever runs
+/// first. The wait for the completion is held on the host as a gate devstream cannot follow to
+/// its work, so the self-wait search counts it as waiting for the host function (found by the
+/// `plugin_loader` fuzzer: the host function blocked for good, its stream never released).
+#[test]
+fn a_host_function_given_a_buffer_that_synchronizes_a_stream_waiting_for_it_is_refused() {
+    use devstream_core::host_fn_launch::{launch_with as give, GivenBuffer};
+    use std::sync::mpsc::channel;
+    let place = cpu0();
+    let (first, second) = (stream(&place), stream(&place));
+    let host = first.alloc_host(LEN).unwrap();
+    // The first host function runs only once the second is submitted behind it.
+    let flag = PluginBackend::new_flag(&place).unwrap();
+    first.wait_flag(&flag, 1).unwrap();
+    let (answered, answer) = channel();
+    let waited = second.clone();
+    let given: [&dyn GivenBuffer; 1] = [&host];
+    give(&first, &given, move |bytes| {
+        bytes[0][0] = 1;
+        answered.send(waited.synchronize()).unwrap();
+    })
+    .unwrap();
+    give(&second, &given, |bytes| bytes[0][0] += 1).unwrap();
+    flag.set(1);
+    let answer = answer
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the host function's synchronize never returned");
+    assert!(
+        matches!(answer, Err(Error::WouldDeadlock { .. })),
+        "{answer:?}"
+    );
+    first.synchronize().unwrap();
+    second.synchronize().unwrap();
+    assert_eq!(
+        host.to_vec().unwrap()[0],
+        2,
+        "both ran, in submission order"
+    );
+}

@@ -16,6 +16,11 @@ pub(crate) struct HostFlag {
     pub(crate) id: u64,
     pub(crate) place: Place,
     value: AtomicU32,
+    /// The gate of a wait for a [`Completion`](devstream_core::Completion) (set to 1 when the
+    /// awaited work is done), not a user's flag: what it waits for is work devstream cannot
+    /// see from here, so a host function's self-wait search counts a held wait on it as
+    /// possibly waiting for the host function (`self_wait`).
+    pub(crate) completion_gate: bool,
     /// Wakes threads in [`HostFlag::wait_until`].
     waiters: Mutex<usize>,
     changed: Condvar,
@@ -23,10 +28,20 @@ pub(crate) struct HostFlag {
 
 impl HostFlag {
     pub(crate) fn new(place: Place) -> HostFlag {
+        HostFlag::with_kind(place, false)
+    }
+
+    /// The gate of a wait for a completion (see [`HostFlag::completion_gate`]).
+    pub(crate) fn completion_gate(place: Place) -> HostFlag {
+        HostFlag::with_kind(place, true)
+    }
+
+    fn with_kind(place: Place, completion_gate: bool) -> HostFlag {
         HostFlag {
             id: devstream_core::next_id(),
             place,
             value: AtomicU32::new(0),
+            completion_gate,
             waiters: Mutex::new(0),
             changed: Condvar::new(),
         }

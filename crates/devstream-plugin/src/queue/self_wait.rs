@@ -3,7 +3,8 @@
 //! waits) could never end: such a wait is refused with `Error::WouldDeadlock`. The running host
 //! function is kept in a thread-local (its queue, its position there, its stream); a wait is
 //! judged by following the held and noted waits of the streams involved, back to the host
-//! function's own queue. The converse question (does some work *certainly* run after the host
+//! function's own queue; a held wait for a completion (whose work devstream cannot follow from
+//! here) counts as reaching it. The converse question (does some work *certainly* run after the host
 //! function) lets a host-buffer access skip copies that cannot touch the memory meanwhile.
 
 use super::lock;
@@ -75,6 +76,16 @@ fn waits_for_later_work(core: &StreamCore, limit: u64, (a, n): (u64, u64)) -> bo
         {
             let deferred = lock(&core.deferred);
             if limit == u64::MAX {
+                // A held wait for a completion not yet done waits for work of any stream or
+                // backend (a host function given a buffer waits so for the buffer's earlier
+                // uses, the host function's own among them): counted as waiting for the host
+                // function, as devstream_core::foreign counts pending waits across backends.
+                if deferred.items.iter().any(|item| {
+                    matches!(item, Item::WaitFlag(flag, value)
+                        if flag.completion_gate && flag.get() < *value)
+                }) {
+                    return true;
+                }
                 awaited.extend(deferred.items.iter().filter_map(|item| match item {
                     Item::WaitEvent(raw) => Some(raw.clone()),
                     _ => None,
