@@ -35,7 +35,7 @@ use crate::capture::submitting_into;
 use crate::device::PluginBackend;
 use crate::queue::{lock, reap, Item, Job, StreamCore};
 use crate::registry::{lookup, plugin_slot, CustomDevice};
-use crate::runtime::{CopyKind, RawCopy, Runtime};
+use crate::runtime::{plugin_call, CopyKind, RawCopy, Runtime};
 use crate::stream::{PluginStream, StreamRepr};
 use crate::sys::{
     C_CCLComm, C_CCLReduceOp, C_CCLRootId, C_DataType, C_DeviceInterface, C_Status, C_Stream,
@@ -202,7 +202,7 @@ impl Drop for CommInner {
                     tracing::warn!("devstream-plugin: xccl_destroy_comm: {error}");
                 }
                 // SAFETY: the plug-in's communicator, destroyed once, with no queued work.
-                let status = unsafe { destroy(raw as C_CCLComm) };
+                let status = plugin_call(|| unsafe { destroy(raw as C_CCLComm) });
                 if status != C_SUCCESS {
                     tracing::warn!(
                         "devstream-plugin: the {} plug-in's xccl_destroy_comm answered {}",
@@ -264,7 +264,7 @@ macro_rules! xccl {
         let f = function(inner.runtime.table().$field, $op, &inner.place)?;
         // SAFETY: the arguments were checked against the buffers, which the stream keeps alive
         // until its work up to this call is complete; the communicator outlives the call.
-        let status = unsafe { f($($arg),*) };
+        let status = plugin_call(|| unsafe { f($($arg),*) });
         check(&inner.runtime, $op, stringify!($field), status)
     }};
 }
@@ -315,7 +315,7 @@ impl PluginComm {
         };
         let mut comm: C_CCLComm = std::ptr::null_mut();
         // SAFETY: `root` points at `size` readable bytes; `comm` is a zeroed out-parameter.
-        let status = unsafe { init(nranks, &mut root, rank, &mut comm) };
+        let status = plugin_call(|| unsafe { init(nranks, &mut root, rank, &mut comm) });
         check(&runtime, op, "xccl_comm_init_rank", status)?;
         if comm.is_null() {
             return Err(Error::Comm {

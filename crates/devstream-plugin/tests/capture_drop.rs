@@ -6,8 +6,8 @@
 mod common;
 
 use common::*;
-use devstream_core::{CaptureMode, DeviceStream, Error, Place};
-use devstream_plugin::PluginStream;
+use devstream_core::{CaptureMode, DeviceBackend, DeviceFlag, DeviceStream, Error, Place};
+use devstream_plugin::{PluginBackend, PluginStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -364,5 +364,43 @@ fn begin_capture_leaves_alone_a_capture_other_code_began_on_the_stream() {
     // SAFETY: as above.
     let ended = unsafe { foreign(raw, false) };
     assert!(ended, "other code ends its capture");
+    assert!(!capturing.is_capturing().unwrap());
+}
+
+/// `begin_capture` behind a flag wait not yet reached, on a plug-in that runs callbacks inside
+/// `stream_add_callback`: handing the wait over as a blocking callback would block the calling
+/// thread until the flag is written (for good when that thread is the writer, or when the write
+/// needs something the thread holds). It answers `Error::Capture` instead, the wait stays held,
+/// and once the flag is written the work behind it runs (found by the `plugin_loader` fuzzer:
+/// begin_capture hung behind waits for completions).
+#[test]
+fn begin_capture_behind_an_unreached_wait_on_an_inline_plugin_is_refused_not_blocked() {
+    let _alone = alone();
+    let copy = Faulty::unique(devstream_test_plugin_faulty::MODE_CAPTURE_BEGUN_WITH_WARNING);
+    let place = copy.load().unwrap().places[0].clone();
+    let capturing = stream(&place);
+    let flag = PluginBackend::new_flag(&place).unwrap();
+    capturing.wait_flag(&flag, 1).unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&ran);
+    capturing
+        .launch_host_func(Box::new(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }))
+        .unwrap();
+    let (answered, answer) = std::sync::mpsc::channel();
+    let beginner = capturing.clone();
+    std::thread::spawn(move || {
+        let _ = answered.send(beginner.begin_capture(CaptureMode::Global));
+    });
+    let answer = answer
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("begin_capture blocked on the unreached wait");
+    assert!(matches!(answer, Err(Error::Capture { .. })), "{answer:?}");
+    assert!(!capturing.is_capturing().unwrap());
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "work behind the wait ran");
+    flag.set(1);
+    capturing.synchronize().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
     assert!(!capturing.is_capturing().unwrap());
 }

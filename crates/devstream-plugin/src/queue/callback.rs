@@ -10,6 +10,7 @@ use crate::sys::{C_Device, C_Status, C_Stream, C_SUCCESS};
 use devstream_core::panic::{self, drop_contained, drop_payload};
 use devstream_core::Error;
 use std::any::Any;
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -37,6 +38,29 @@ pub(crate) enum Callback {
     Nudge(usize),
 }
 
+thread_local! {
+    /// The token of the callback this thread is handing to `stream_add_callback` (0: none).
+    static ADDING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Runs `add`, the `stream_add_callback` call for the callback `token`, noted on this thread
+/// (so that the trampoline can tell a callback run inline from one run by a plug-in worker).
+pub(super) fn adding<T>(token: usize, add: impl FnOnce() -> T) -> T {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ADDING.with(|adding| adding.set(self.0));
+        }
+    }
+    let _restore = Restore(ADDING.with(|adding| adding.replace(token)));
+    add()
+}
+
+/// Whether this thread is inside the `stream_add_callback` call for `token`.
+fn adding_here(token: usize) -> bool {
+    ADDING.with(Cell::get) == token
+}
+
 /// The `C_Callback` devstream passes to `stream_add_callback`. Never unwinds into the plug-in.
 pub(super) unsafe extern "C" fn trampoline(
     _device: C_Device,
@@ -53,8 +77,18 @@ pub(super) unsafe extern "C" fn trampoline(
         // after the plug-in answered an error, or the plug-in calls it a second time. A
         // release called inside `stream_add_callback` is left to the submitter (see
         // `put_callback`).
-        let early = |callback: &Callback| matches!(callback, Callback::Release(_));
-        let Some(callback) = crate::tokens::run(user_data as usize, early) else {
+        // A flag wait not yet reached, run by the plug-in inside the `stream_add_callback`
+        // that hands it over on this same thread (a plug-in that runs callbacks inline), would
+        // block the thread that hands it over (in `begin_capture`) until the flag is written,
+        // for good if that thread or what it holds was to write it: declined, it stays held
+        // and `begin_capture` answers `Error::Capture` (see `StreamCore::hand_over_held`).
+        let token = user_data as usize;
+        let early = |callback: &Callback| match callback {
+            Callback::Release(_) => true,
+            Callback::BlockUntil(flag, value) => flag.get() < *value && adding_here(token),
+            _ => false,
+        };
+        let Some(callback) = crate::tokens::run(token, early) else {
             return;
         };
         match callback {

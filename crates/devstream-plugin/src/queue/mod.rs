@@ -62,7 +62,7 @@ use self::record::RecordState;
 use self::reentrant::ReentrantLock;
 use self::self_wait::waits_for_itself;
 use crate::capture::Capturing;
-use crate::runtime::{Handle, LoadedPlugin};
+use crate::runtime::{inside_plugin_call, Handle, LoadedPlugin};
 use devstream_core::elide::WaitTracker;
 use devstream_core::panic::drop_contained;
 use devstream_core::{Error, Place, Result};
@@ -405,9 +405,13 @@ impl StreamCore {
     /// is free (see [`reentrant`]). So is an item a host function submits while another thread
     /// holds the lock: that thread may be inside a plug-in call that waits for the stream's
     /// queued work, this host function included (a synchronous copy that synchronizes the
-    /// stream), and would wait for it for ever.
+    /// stream), and would wait for it for ever. And so is an item submitted from inside any
+    /// plug-in call (the plug-in called back into devstream): the thread that holds the lock
+    /// may be waiting for that call to return, as a callback the plug-in runs inline inside
+    /// `stream_add_callback` may wait for a flag that only the completion notifier, now
+    /// inside the plug-in's `query_event`, will set.
     pub(crate) fn submit(self: &Arc<Self>, item: Item) -> Result<()> {
-        let order = if running_host_fn().is_some() {
+        let order = if running_host_fn().is_some() || inside_plugin_call() {
             self.submit_lock.try_enter()
         } else {
             self.submit_lock.enter()
@@ -487,16 +491,26 @@ impl StreamCore {
         handed
     }
 
-    /// Submits the deferred items whose conditions hold. Returns whether any was submitted.
+    /// Submits the deferred items whose conditions hold (the dispatcher's call). Returns
+    /// whether any was submitted. Never waits for the submission lock: while another thread
+    /// holds it, that thread may be blocked on what only another stream's held work will do
+    /// (a callback run inline that waits for a flag a held `write_flag` sets), so the
+    /// dispatcher goes on to the other streams and is woken when the lock is released.
     fn pump(self: &Arc<Self>) -> bool {
-        self.pump_with(false).unwrap_or(true)
+        let Some(order) = self.submit_lock.try_enter_or_wake_dispatcher() else {
+            return false;
+        };
+        let pumped = self.pump_locked(false).unwrap_or(true);
+        drop(order);
+        pumped
     }
 
     /// Hands every held item to the plug-in now, before a capture begins behind them: a flag
     /// wait not yet reached becomes a callback that blocks the plug-in stream until the value
     /// is reached. `Error::Capture` when an item waits for an event whose record is itself
     /// still held on the host (nothing is handed past it), or when the plug-in refuses the
-    /// blocking callback (the wait stays held).
+    /// blocking callback or runs it inline on this thread while the flag is not reached (the
+    /// wait stays held: blocking here could wait for good, e.g. for this thread's own write).
     pub(crate) fn hand_over_held(self: &Arc<Self>) -> Result<()> {
         self.pump_with(true)?;
         if self.has_deferred() {
@@ -512,11 +526,16 @@ impl StreamCore {
     /// [`Self::pump`]; with `hand_over`, flag waits not yet reached are handed to the plug-in
     /// as blocking callbacks instead of holding the items behind them.
     fn pump_with(self: &Arc<Self>, hand_over: bool) -> Result<bool> {
-        // The dispatcher holds no other stream's lock and waits; a thread inside a plug-in call
-        // for another stream hands nothing over (the dispatcher will).
+        // A thread inside a plug-in call for another stream hands nothing over (the
+        // dispatcher will).
         let Some(_order) = self.submit_lock.enter() else {
             return Ok(false);
         };
+        self.pump_locked(hand_over)
+    }
+
+    /// [`Self::pump_with`] under the submission lock, which the caller holds.
+    fn pump_locked(self: &Arc<Self>, hand_over: bool) -> Result<bool> {
         let mut progressed = false;
         loop {
             let item = {
@@ -569,20 +588,24 @@ impl StreamCore {
                 Next::Block(flag, value) => {
                     let (result, taken_back) =
                         self.put_callback(Callback::BlockUntil(flag.clone(), value));
-                    if let Err(error) = result {
-                        if taken_back.is_some() {
-                            // Not queued: the wait stays held, and so does what follows.
-                            let mut deferred = lock(&self.deferred);
-                            deferred.items.push_front(Item::WaitFlag(flag, value));
-                            deferred.handing = false;
-                            drop(deferred);
-                            drop(handing);
-                            return Err(error);
-                        }
-                        Err(error)
-                    } else {
-                        Ok(())
+                    if taken_back.is_some() {
+                        // Not queued (refused, or declined where the plug-in ran it inline):
+                        // the wait stays held, and so does what follows.
+                        let mut deferred = lock(&self.deferred);
+                        deferred.items.push_front(Item::WaitFlag(flag, value));
+                        deferred.handing = false;
+                        drop(deferred);
+                        drop(handing);
+                        return Err(result.err().unwrap_or_else(|| {
+                            Error::capture(
+                                "begin_capture",
+                                "the stream holds work behind a wait not yet reached, and the \
+                                 plug-in runs callbacks inside stream_add_callback: handing the \
+                                 wait over would block this thread until it is reached",
+                            )
+                        }));
                     }
+                    result
                 }
             };
             drop(handing);
@@ -762,9 +785,10 @@ impl StreamCore {
     /// answer is the plug-in's status and the callback taken back, if any.
     fn put_callback(&self, callback: Callback) -> (Result<()>, Option<Callback>) {
         let token = crate::tokens::register(callback);
-        let result =
+        let result = callback::adding(token, || {
             self.runtime
-                .add_callback(self.slot, self.raw, Some(trampoline), token as *mut c_void);
+                .add_callback(self.slot, self.raw, Some(trampoline), token as *mut c_void)
+        });
         let taken_back = crate::tokens::handed(token, result.is_ok());
         (result, taken_back)
     }

@@ -13,6 +13,7 @@
 //! the dispatcher, which holds no lock while it waits). Each thread counts the submission locks
 //! it holds.
 
+use super::dispatcher::wake_dispatcher;
 use super::{lock, wait};
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex};
@@ -33,6 +34,8 @@ pub(super) struct ReentrantLock {
 struct Owner {
     thread: Option<ThreadId>,
     depth: usize,
+    /// The dispatcher found the lock held and went on: its release wakes the dispatcher.
+    dispatcher_skipped: bool,
 }
 
 pub(super) struct ReentrantGuard<'a>(&'a ReentrantLock);
@@ -43,6 +46,7 @@ impl ReentrantLock {
             owner: Mutex::new(Owner {
                 thread: None,
                 depth: 0,
+                dispatcher_skipped: false,
             }),
             released: Condvar::new(),
         }
@@ -77,6 +81,18 @@ impl ReentrantLock {
     /// Takes the lock if it is free or this thread's already; `None`, never waiting, while
     /// another thread holds it (for a host function's submissions, see `StreamCore::submit`).
     pub(super) fn try_enter(&self) -> Option<ReentrantGuard<'_>> {
+        self.take_if_free(false)
+    }
+
+    /// [`Self::try_enter`] for the dispatcher, which never waits for a submission lock: when
+    /// another thread holds it, the lock notes that the dispatcher passed, and its release
+    /// wakes the dispatcher to come back (the note and the release are under one mutex, so no
+    /// release is missed).
+    pub(super) fn try_enter_or_wake_dispatcher(&self) -> Option<ReentrantGuard<'_>> {
+        self.take_if_free(true)
+    }
+
+    fn take_if_free(&self, dispatcher: bool) -> Option<ReentrantGuard<'_>> {
         let me = std::thread::current().id();
         let mut owner = lock(&self.owner);
         match owner.thread {
@@ -86,7 +102,10 @@ impl ReentrantLock {
                 HELD.with(|held| held.set(held.get() + 1));
             }
             Some(holder) if holder == me => owner.depth += 1,
-            Some(_) => return None,
+            Some(_) => {
+                owner.dispatcher_skipped |= dispatcher;
+                return None;
+            }
         }
         Some(ReentrantGuard(self))
     }
@@ -100,6 +119,50 @@ impl Drop for ReentrantGuard<'_> {
             owner.thread = None;
             HELD.with(|held| held.set(held.get() - 1));
             self.0.released.notify_one();
+            if std::mem::take(&mut owner.dispatcher_skipped) {
+                drop(owner);
+                wake_dispatcher();
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::channel;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_dispatcher_never_waits_and_is_noted_for_the_release() {
+        let lock_ = Arc::new(ReentrantLock::new());
+        let (taken, taken_rx) = channel();
+        let (release, release_rx) = channel::<()>();
+        let holder = {
+            let lock_ = lock_.clone();
+            std::thread::spawn(move || {
+                let guard = lock_.enter().expect("free");
+                taken.send(()).unwrap();
+                release_rx.recv().unwrap();
+                drop(guard);
+            })
+        };
+        taken_rx.recv().unwrap();
+        // Held by another thread: no guard, no wait, and the release is to wake the dispatcher.
+        assert!(lock_.try_enter_or_wake_dispatcher().is_none());
+        assert!(lock(&lock_.owner).dispatcher_skipped);
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        assert!(
+            !lock(&lock_.owner).dispatcher_skipped,
+            "the release takes the note"
+        );
+        // Free: taken, re-entrantly too, and released to nobody.
+        let outer = lock_.try_enter_or_wake_dispatcher().expect("free");
+        let inner = lock_.try_enter_or_wake_dispatcher().expect("this thread's");
+        drop(inner);
+        drop(outer);
+        assert!(lock(&lock_.owner).thread.is_none());
+        assert!(!lock(&lock_.owner).dispatcher_skipped);
     }
 }

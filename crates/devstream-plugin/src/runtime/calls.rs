@@ -3,7 +3,7 @@
 //! true), except where Paddle's fallback loses ordering (a stream wait without
 //! `stream_wait_event` waits for the event on the host instead of skipping it).
 
-use super::{CopyKind, Handle, LoadedPlugin, RawCopy};
+use super::{plugin_call, CopyKind, Handle, LoadedPlugin, RawCopy};
 use crate::sys::*;
 use devstream_core::{Error, Result};
 use std::ffi::c_void;
@@ -18,7 +18,8 @@ impl LoadedPlugin {
         call: impl FnOnce(C_Device) -> C_Status,
     ) -> Result<()> {
         self.bind(slot)?;
-        self.check(name, call(self.device_ptr(slot)))
+        let status = plugin_call(|| call(self.device_ptr(slot)));
+        self.check(name, status)
     }
 
     /// The plug-in's answer to the query `name` (made with `query` on `slot`'s device):
@@ -36,7 +37,8 @@ impl LoadedPlugin {
             return Ok(true);
         };
         self.bind(slot)?;
-        self.check_query(name, query(self.device_ptr(slot)))
+        let status = plugin_call(|| query(self.device_ptr(slot)));
+        self.check_query(name, status)
     }
 
     pub(crate) fn create_stream(&self, slot: usize) -> Result<Handle> {
@@ -76,9 +78,9 @@ impl LoadedPlugin {
         self.bind(slot)?;
         if let Some(synchronize) = self.table.synchronize_stream {
             // SAFETY: a valid device and stream.
-            return self.check("synchronize_stream", unsafe {
-                synchronize(self.device_ptr(slot), stream.stream())
-            });
+            let status =
+                plugin_call(|| unsafe { synchronize(self.device_ptr(slot), stream.stream()) });
+            return self.check("synchronize_stream", status);
         }
         let event = self.create_event(slot)?;
         let result = self
@@ -101,7 +103,9 @@ impl LoadedPlugin {
             .ok_or_else(|| self.unavailable("stream_add_callback"))?;
         self.bind(slot)?;
         // SAFETY: a valid device and stream; the callback and its data follow the ABI.
-        let status = unsafe { add(self.device_ptr(slot), stream.stream(), callback, user_data) };
+        let status = plugin_call(|| unsafe {
+            add(self.device_ptr(slot), stream.stream(), callback, user_data)
+        });
         if status == C_WARNING {
             // "An asynchronous interface is actually synchronous": the callback ran (or is
             // queued) as asked. Who owns its data is decided by the caller, not by the status.
@@ -225,7 +229,7 @@ impl LoadedPlugin {
         self.bind(slot)?;
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: a valid device and a zeroed out-parameter.
-        let status = unsafe { allocate(self.device_ptr(slot), &mut ptr, len) };
+        let status = plugin_call(|| unsafe { allocate(self.device_ptr(slot), &mut ptr, len) });
         if status == C_SUCCESS || status == C_WARNING {
             if ptr.is_null() {
                 return Err(Error::out_of_memory(&self.place(slot), len));
@@ -234,7 +238,7 @@ impl LoadedPlugin {
             // passes the address space is no allocation of `len` bytes.
             if (ptr as usize).checked_add(len).is_none() {
                 // SAFETY: the pointer the plug-in just wrote for this size; nothing uses it.
-                let _ = unsafe { deallocate(self.device_ptr(slot), ptr, len) };
+                let _ = plugin_call(|| unsafe { deallocate(self.device_ptr(slot), ptr, len) });
                 return Err(self.malformed(format!(
                     "{call} answered a block at {ptr:p} of {len} bytes, which ends past the \
                      address space"
@@ -244,7 +248,7 @@ impl LoadedPlugin {
         }
         if !ptr.is_null() {
             // SAFETY: the pointer the plug-in just wrote for this size; nothing uses it.
-            let freed = unsafe { deallocate(self.device_ptr(slot), ptr, len) };
+            let freed = plugin_call(|| unsafe { deallocate(self.device_ptr(slot), ptr, len) });
             if freed != C_SUCCESS {
                 tracing::warn!(
                     "devstream-plugin: freeing the pointer {call} wrote before answering {}: {}",
@@ -298,7 +302,7 @@ impl LoadedPlugin {
         self.bind(slot)?;
         if let Some(copy) = async_fn {
             // SAFETY: valid ranges kept alive until the copy completes (the callers track it).
-            return self.check(async_call, unsafe {
+            let status = plugin_call(|| unsafe {
                 copy(
                     self.device_ptr(slot),
                     stream.stream(),
@@ -307,18 +311,20 @@ impl LoadedPlugin {
                     len,
                 )
             });
+            return self.check(async_call, status);
         }
         let copy = sync_fn.ok_or_else(|| self.unavailable(async_call))?;
         self.synchronize_stream(slot, stream)?;
         // SAFETY: valid ranges; the stream's earlier work is complete.
-        self.check(sync_call, unsafe {
+        let status = plugin_call(|| unsafe {
             copy(
                 self.device_ptr(slot),
                 dst as *mut c_void,
                 src as *const c_void,
                 len,
             )
-        })
+        });
+        self.check(sync_call, status)
     }
 
     /// Whether copies of `kind` exist at all.

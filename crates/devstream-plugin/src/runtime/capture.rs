@@ -2,7 +2,7 @@
 //! begin, end, instantiate, launch, destroy and the capture state of a stream. A refused capture
 //! call is `Error::Capture`.
 
-use super::{Handle, LoadedPlugin};
+use super::{plugin_call, Handle, LoadedPlugin};
 use crate::sys::*;
 use devstream_core::{Error, Result};
 use std::ffi::{c_void, CStr};
@@ -81,7 +81,8 @@ impl LoadedPlugin {
         let fns = self.capture_fns("begin_capture", slot)?;
         self.bind(slot)?;
         // SAFETY: a valid device and stream; the mode is one of the header's values.
-        let status = unsafe { (fns.begin)(self.device_ptr(slot), stream.stream(), mode) };
+        let status =
+            plugin_call(|| unsafe { (fns.begin)(self.device_ptr(slot), stream.stream(), mode) });
         self.check_capture("begin_capture", "cuda_stream_begin_capture", status)
     }
 
@@ -91,7 +92,9 @@ impl LoadedPlugin {
         self.bind(slot)?;
         let mut graph: C_CudaGraph = std::ptr::null_mut();
         // SAFETY: a valid device and stream, a zeroed out-parameter.
-        let status = unsafe { (fns.end)(self.device_ptr(slot), stream.stream(), &mut graph) };
+        let status = plugin_call(|| unsafe {
+            (fns.end)(self.device_ptr(slot), stream.stream(), &mut graph)
+        });
         self.check_capture("end_capture", "cuda_stream_end_captrue", status)?;
         Ok(Handle(graph as usize))
     }
@@ -105,7 +108,7 @@ impl LoadedPlugin {
         let mut log = [0 as std::ffi::c_char; INSTANTIATE_LOG];
         // SAFETY: zeroed out-parameters, the graph this runtime's end_capture made and a log
         // buffer of the size passed.
-        let status = unsafe {
+        let status = plugin_call(|| unsafe {
             (fns.instantiate)(
                 &mut exec,
                 &mut graph,
@@ -113,7 +116,7 @@ impl LoadedPlugin {
                 log.as_mut_ptr(),
                 INSTANTIATE_LOG,
             )
-        };
+        });
         if status != C_SUCCESS {
             log[INSTANTIATE_LOG - 1] = 0;
             // SAFETY: a NUL-terminated buffer (its last byte is NUL).
@@ -135,13 +138,14 @@ impl LoadedPlugin {
         let fns = self.capture_fns("Graph::launch", slot)?;
         self.bind(slot)?;
         // SAFETY: a valid device, an executable graph of this runtime and a stream.
-        self.check("cuda_graph_launch", unsafe {
+        let status = plugin_call(|| unsafe {
             (fns.launch)(
                 self.device_ptr(slot),
                 exec.0 as C_GraphExec,
                 stream.stream(),
             )
-        })
+        });
+        self.check("cuda_graph_launch", status)
     }
 
     /// `cuda_graph_exec_destroy` then `cuda_graph_destroy` (either handle may be null).
@@ -150,15 +154,13 @@ impl LoadedPlugin {
         let mut result = Ok(());
         if exec.0 != 0 {
             // SAFETY: an executable graph of this runtime, destroyed once, no launch pending.
-            result = self.check("cuda_graph_exec_destroy", unsafe {
-                (fns.destroy_exec)(exec.0 as C_GraphExec)
-            });
+            let status = plugin_call(|| unsafe { (fns.destroy_exec)(exec.0 as C_GraphExec) });
+            result = self.check("cuda_graph_exec_destroy", status);
         }
         if graph.0 != 0 {
             // SAFETY: a graph of this runtime, destroyed once.
-            let destroyed = self.check("cuda_graph_destroy", unsafe {
-                (fns.destroy_graph)(graph.0 as C_CudaGraph)
-            });
+            let status = plugin_call(|| unsafe { (fns.destroy_graph)(graph.0 as C_CudaGraph) });
+            let destroyed = self.check("cuda_graph_destroy", status);
             result = result.and(destroyed);
         }
         result
@@ -175,7 +177,7 @@ impl LoadedPlugin {
         let mut edges: *mut c_void = std::ptr::null_mut();
         let mut count = 0usize;
         // SAFETY: a valid device and stream, zeroed out-parameters.
-        self.check("cuda_stream_capture_info", unsafe {
+        let answered = plugin_call(|| unsafe {
             (fns.info)(
                 self.device_ptr(slot),
                 stream.stream(),
@@ -186,7 +188,8 @@ impl LoadedPlugin {
                 &mut edges,
                 &mut count,
             )
-        })?;
+        });
+        self.check("cuda_stream_capture_info", answered)?;
         // A status outside CUDA's three is a malformed answer, not "not capturing": taken as
         // none, devstream would hand a capturing stream's work to the plug-in as ordinary work,
         // and a host function's callback recorded into the plug-in's graph is one that graph

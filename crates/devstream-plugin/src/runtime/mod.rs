@@ -28,7 +28,7 @@ use negotiate::Negotiated;
 
 use crate::sys::*;
 use devstream_core::{Capabilities, Error, Place, Result};
-use std::cell::{RefCell, UnsafeCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::ffi::c_int;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
@@ -38,6 +38,33 @@ static NEXT_RUNTIME: AtomicUsize = AtomicUsize::new(1);
 thread_local! {
     /// The device each runtime was last set to on this thread: `(runtime index, device id)`.
     static BOUND: RefCell<Vec<(usize, c_int)>> = const { RefCell::new(Vec::new()) };
+    /// How many plug-in calls this thread is inside (see [`plugin_call`]).
+    static IN_PLUGIN_CALL: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Runs `call`, a call into a plug-in's table, counted as such on this thread for as long as
+/// it lasts: a plug-in may call back into devstream from inside any of its functions, on any
+/// thread (devstream's notifier and reaper included), and what devstream does there must not
+/// wait for a lock another thread holds while that thread waits for this call to return
+/// (see [`inside_plugin_call`]). Restored on unwind too.
+pub(crate) fn plugin_call<T>(call: impl FnOnce() -> T) -> T {
+    struct Inside;
+    impl Drop for Inside {
+        fn drop(&mut self) {
+            IN_PLUGIN_CALL.with(|depth| depth.set(depth.get() - 1));
+        }
+    }
+    IN_PLUGIN_CALL.with(|depth| depth.set(depth.get() + 1));
+    let _inside = Inside;
+    call()
+}
+
+/// Whether the calling thread is inside a call into a plug-in (the plug-in called back into
+/// devstream): a submission there never waits for a stream's submission lock that another
+/// thread holds, it holds the work on the host for the dispatcher instead
+/// (`StreamCore::submit`).
+pub(crate) fn inside_plugin_call() -> bool {
+    IN_PLUGIN_CALL.with(Cell::get) > 0
 }
 
 /// One device of a plug-in: the place id (from `get_device_list`) and the `C_Device_st` the
@@ -171,7 +198,8 @@ impl LoadedPlugin {
         }
         let set_device = self.table.set_device.expect("checked: required");
         // SAFETY: a valid device pointer.
-        self.check("set_device", unsafe { set_device(self.device_ptr(slot)) })?;
+        let status = plugin_call(|| unsafe { set_device(self.device_ptr(slot)) });
+        self.check("set_device", status)?;
         BOUND.with(|b| {
             let mut b = b.borrow_mut();
             b.retain(|&(r, _)| r != self.index);
