@@ -290,6 +290,32 @@ pub(crate) fn forbids_other_threads() -> bool {
         && lock(&ACTIVE).iter().any(|c| c.mode == CaptureMode::Global)
 }
 
+/// What devstream believes of captures now, for a harness's diagnostics: the captures in
+/// progress (runtime, plug-in id, mode, the stream that began it, why devstream invalidated
+/// it) and the runtimes whose capture state is not known.
+#[doc(hidden)]
+pub fn capture_diagnostics() -> String {
+    let active: Vec<String> = lock(&ACTIVE)
+        .iter()
+        .map(|c| {
+            format!(
+                "runtime {} capture {} ({:?}, begun on stream {}{})",
+                c.runtime,
+                c.id,
+                c.mode,
+                c.origin,
+                c.invalidated()
+                    .map_or(String::new(), |why| format!(", invalidated: {why}"))
+            )
+        })
+        .collect();
+    format!(
+        "captures in progress: [{}]; runtimes not known: {:?}",
+        active.join("; "),
+        *lock(&UNSURE)
+    )
+}
+
 /// Whether any capture of this runtime is in progress (cheap).
 pub(crate) fn any_active(runtime: usize) -> bool {
     ACTIVE_COUNT.load(Ordering::SeqCst) > 0 && lock(&ACTIVE).iter().any(|c| c.runtime == runtime)

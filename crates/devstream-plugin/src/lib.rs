@@ -122,6 +122,8 @@ pub mod sys;
 mod tokens;
 
 pub use buffer::{PluginBuffer, PluginHostBuffer};
+#[doc(hidden)]
+pub use capture::capture_diagnostics;
 #[cfg(feature = "comm")]
 pub use comm::PluginComm;
 pub use device::PluginBackend;

@@ -122,6 +122,10 @@ fn setup() {
         plugin::set_reentry_hook(reenter);
         plugin::set_diagnostics(|| {
             print_log();
+            eprintln!("  {}", devstream_plugin::capture_diagnostics());
+            if let Some(instance) = *lock(&CURRENT) {
+                eprintln!("  plug-in queues:\n  {}", instance.describe_queues());
+            }
             print_threads();
         });
         std::thread::Builder::new()

@@ -11,13 +11,13 @@ pub(crate) fn trace() -> bool {
     *TRACE.get_or_init(|| std::env::var_os("DEVSTREAM_FUZZ_TRACE").is_some_and(|v| v == "1"))
 }
 
-/// `DEVSTREAM_FUZZ_EXTENDED=1`: the operations added last (host functions given host buffers,
-/// waits for completions, host functions that launch host functions given buffers) are
-/// decoded; otherwise their bytes decode to the operations they stood for before. Off by
-/// default while two findings they lead to are open (a leaked stream after host functions given
-/// buffers; a wait callback run inline that deadlocks with a plug-in call re-entering devstream
-/// on the notifier thread), so that CI's campaign does not fail on them by chance; run with it
-/// on to reproduce and fix them.
+/// `DEVSTREAM_FUZZ_EXTENDED=1`: streams also wait for completions (an event's, a stream's, a
+/// kept one) as operations of their own; otherwise those bytes decode to the operations they
+/// stood for before. Off by default while a finding they lead to is open: a plug-in that answers
+/// `create_event` with a handle another live record holds (null included) makes an earlier
+/// record's completion wait for a later record's, and a capture begun behind a wait for such a
+/// completion blocks the plug-in's worker for good (the plug-in's queues show `record 0x0 #n`
+/// behind the blocked callback). Run with it on to reproduce and fix it.
 pub(crate) fn extended() -> bool {
     static EXTENDED: OnceLock<bool> = OnceLock::new();
     *EXTENDED.get_or_init(|| std::env::var_os("DEVSTREAM_FUZZ_EXTENDED").is_some_and(|v| v == "1"))

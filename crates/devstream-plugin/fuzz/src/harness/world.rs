@@ -141,7 +141,7 @@ impl World {
         let or_nothing = |action: Option<HostAction>| action.unwrap_or(HostAction::Nothing);
         // Added after the first 14, on bytes that decode no committed regression input's
         // action (checked by their traces), so those replay the programs they were found with.
-        if GIVEN_ACTION.contains(&raw) && extended() {
+        if GIVEN_ACTION.contains(&raw) {
             let s = Self::index(&self.streams, u);
             let h = self.host(u);
             return or_nothing(s.zip(h).map(|(s, h)| HostAction::Given(s, h)));
@@ -235,7 +235,7 @@ impl World {
         // The operations added after the first 36 take the top operation bytes, so the bytes
         // below keep what they decoded to and the committed corpus replays the programs it was
         // found with.
-        if op >= WAIT_COMPLETION_OP && extended() {
+        if op >= GIVEN_OP || (op >= WAIT_COMPLETION_OP && extended()) {
             if op >= GIVEN_OP {
                 self.launch_given(u);
             } else {

@@ -12,6 +12,48 @@ impl Instance {
         }
     }
 
+    /// The streams with work queued or running (their tasks in order) and the events recorded
+    /// but not done: what a hang or a violation report shows of the plug-in's side.
+    pub fn describe_queues(&self) -> String {
+        let state = self.state();
+        let mut out: Vec<String> = Vec::new();
+        for (handle, stream) in &state.streams {
+            if !stream.running && stream.queue.is_empty() {
+                continue;
+            }
+            let tasks: Vec<String> = stream
+                .queue
+                .iter()
+                .map(|task| match task {
+                    Task::Node(_) => "node".to_owned(),
+                    Task::Callback(pending, delivery) => {
+                        format!("callback {:#x} ({delivery:?})", pending.data)
+                    }
+                    Task::Record { event, generation } => {
+                        format!("record {event:#x} #{generation}")
+                    }
+                    Task::Launch(_) => "graph launch".to_owned(),
+                })
+                .collect();
+            out.push(format!(
+                "stream {handle:#x} (running: {}, capture: {:?}): [{}]",
+                stream.running,
+                stream.capture,
+                tasks.join(", ")
+            ));
+        }
+        for (handle, event) in &state.events {
+            if event.done < event.recorded {
+                out.push(format!(
+                    "event {handle:#x} recorded {} done {}",
+                    event.recorded, event.done
+                ));
+            }
+        }
+        out.push(format!("callbacks held as never: {}", state.never.len()));
+        out.join("\n  ")
+    }
+
     /// Whether no stream of this instance has work queued or running.
     pub fn idle(&self) -> bool {
         let state = self.state();

@@ -331,7 +331,7 @@ impl Pending {
 }
 
 /// How a queued callback is delivered.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Delivery {
     Ordered,
     Late,
