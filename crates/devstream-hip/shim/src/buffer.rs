@@ -110,7 +110,7 @@ pub unsafe extern "C" fn hipMemcpyHtoDAsync(
     size: usize,
     stream: hipStream_t,
 ) -> hipError_t {
-    enter!();
+    enter_handle!(stream);
     cu!(sys::cuMemcpyHtoDAsync_v2(
         cu_ptr(dst),
         src,
@@ -127,7 +127,7 @@ pub unsafe extern "C" fn hipMemcpyDtoHAsync(
     size: usize,
     stream: hipStream_t,
 ) -> hipError_t {
-    enter!();
+    enter_handle!(stream);
     cu!(sys::cuMemcpyDtoHAsync_v2(
         dst,
         cu_ptr(src),
@@ -144,7 +144,7 @@ pub unsafe extern "C" fn hipMemcpyDtoDAsync(
     size: usize,
     stream: hipStream_t,
 ) -> hipError_t {
-    enter!();
+    enter_handle!(stream);
     cu!(sys::cuMemcpyDtoDAsync_v2(
         cu_ptr(dst),
         cu_ptr(src),
@@ -161,7 +161,7 @@ pub unsafe extern "C" fn hipMemsetD8Async(
     count: usize,
     stream: hipStream_t,
 ) -> hipError_t {
-    enter!();
+    enter_handle!(stream);
     cu!(sys::cuMemsetD8Async(
         cu_ptr(dst),
         value,

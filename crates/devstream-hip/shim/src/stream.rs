@@ -49,7 +49,7 @@ pub unsafe extern "C" fn hipStreamWaitEvent(
     event: hipEvent_t,
     flags: c_uint,
 ) -> hipError_t {
-    enter!();
+    enter_handle!(stream);
     cu!(sys::cuStreamWaitEvent(
         cu_stream(stream),
         cu_event(event),
@@ -117,7 +117,7 @@ pub unsafe extern "C" fn hipLaunchHostFunc(
     function: hipHostFn_t,
     user_data: *mut c_void,
 ) -> hipError_t {
-    enter!();
+    enter_handle!(stream);
     cu!(sys::cuLaunchHostFunc(
         cu_stream(stream),
         function,
@@ -150,7 +150,7 @@ pub unsafe extern "C" fn hipStreamAddCallback(
     user_data: *mut c_void,
     flags: c_uint,
 ) -> hipError_t {
-    enter!();
+    enter_handle!(stream);
     let Some(function) = callback else {
         return hipErrorInvalidValue;
     };
@@ -183,7 +183,7 @@ pub unsafe extern "C" fn hipStreamWaitValue64(
     mask: u64,
 ) -> hipError_t {
     use sys::CUstreamWaitValue_flags as F;
-    enter!();
+    enter_handle!(stream);
     if mask != u64::MAX {
         return hipErrorNotSupported;
     }
@@ -210,7 +210,7 @@ pub unsafe extern "C" fn hipStreamWriteValue64(
     value: u64,
     flags: c_uint,
 ) -> hipError_t {
-    enter!();
+    enter_handle!(stream);
     if flags != 0 {
         return hipErrorInvalidValue;
     }
