@@ -265,9 +265,21 @@ impl<A: RawApi> GpuMemoryPool<A> {
         crate::hostfn::release_off_callback(move || free_blocks(device, blocks, drain));
     }
 
+    /// A pool attribute. Asked in Relaxed mode, as every call a pool makes on the user's
+    /// behalf: statistics, thresholds and trims are allowed beside a capture, and a capture in
+    /// progress in `Global` mode (on any thread) or `ThreadLocal` mode (on this one) would
+    /// otherwise count the call as unsafe, refuse it and be invalidated.
     fn attribute(&self, attribute: MemPoolAttribute) -> Result<u64> {
+        let _relaxed = CaptureModeGuard::<A>::relaxed();
         // SAFETY: the pool is alive (owned by `self`, or the device's default pool).
         check::<A, _>(unsafe { A::mem_pool_get_attribute(self.raw, attribute) })
+    }
+
+    /// Trims the pool to `keep` bytes, in Relaxed mode (see [`Self::attribute`]).
+    fn trim_to(&self, keep: usize) -> Result<()> {
+        let _relaxed = CaptureModeGuard::<A>::relaxed();
+        // SAFETY: as in `attribute`; trimming never touches live allocations.
+        check::<A, _>(unsafe { A::mem_pool_trim_to(self.raw, keep) })
     }
 
     /// Brings the pool to what its release threshold promises once work has drained: the
@@ -288,14 +300,15 @@ impl<A: RawApi> GpuMemoryPool<A> {
         let threshold = self.attribute(MemPoolAttribute::ReleaseThreshold)?;
         if let Ok(keep) = usize::try_from(threshold) {
             if keep != usize::MAX {
-                // SAFETY: as in `attribute`; trimming never touches live allocations.
-                check::<A, _>(unsafe { A::mem_pool_trim_to(self.raw, keep) })?;
+                self.trim_to(keep)?;
             }
         }
         Ok(())
     }
 
+    /// Sets a pool attribute, in Relaxed mode (see [`Self::attribute`]).
     fn set_attribute(&self, attribute: MemPoolAttribute, value: u64) -> Result<()> {
+        let _relaxed = CaptureModeGuard::<A>::relaxed();
         // SAFETY: as in `attribute`.
         check::<A, _>(unsafe { A::mem_pool_set_attribute(self.raw, attribute, value) })
     }
@@ -442,8 +455,6 @@ impl<A: RawApi> DevicePool for GpuMemoryPool<A> {
             self.device.collect();
             self.device.reclaim_frees.settle(self.device);
         }
-        let keep = usize::try_from(keep_bytes).unwrap_or(usize::MAX);
-        // SAFETY: as in `attribute`; trimming never touches live allocations.
-        check::<A, _>(unsafe { A::mem_pool_trim_to(self.raw, keep) })
+        self.trim_to(usize::try_from(keep_bytes).unwrap_or(usize::MAX))
     }
 }
