@@ -55,22 +55,39 @@ fn tag(chunk: u64, stage: usize) -> u8 {
     (chunk.wrapping_mul(29).wrapping_add(stage as u64 * 101 + 1)) as u8
 }
 
-/// What the consumer must find in chunk `chunk` after `stages` device stages.
+/// What the consumer must find in chunk `chunk` after `stages` device stages: every stage's tag
+/// in its bytes, then the producer's pattern. Every byte is checked; the pattern part as one
+/// pass over the bytes that the compiler vectorizes (a byte-at-a-time check with a branch per
+/// byte cost about 30 µs per 64 KiB chunk on one core, more than the stages it checks, and
+/// bounded the pipeline by the consumer whatever the hand-off).
 fn check_chunk(chunk: u64, stages: usize, bytes: &[u8]) -> std::result::Result<(), String> {
-    for (offset, &byte) in bytes.iter().enumerate() {
-        let stage = offset / TAG_BYTES;
-        let expected = if stage < stages {
-            tag(chunk, stage)
-        } else {
-            pattern_byte(chunk, offset)
-        };
+    let tagged = (stages * TAG_BYTES).min(bytes.len());
+    let (tags, rest) = bytes.split_at(tagged);
+    for (offset, &byte) in tags.iter().enumerate() {
+        let expected = tag(chunk, offset / TAG_BYTES);
         if byte != expected {
             return Err(format!(
                 "chunk {chunk}: byte {offset} is {byte}, expected {expected}"
             ));
         }
     }
-    Ok(())
+    let base = pattern_byte(chunk, tagged);
+    let differs = rest.iter().enumerate().fold(0u8, |acc, (i, &byte)| {
+        acc | (byte ^ base.wrapping_add(i as u8))
+    });
+    if differs == 0 {
+        return Ok(());
+    }
+    let (i, &byte) = rest
+        .iter()
+        .enumerate()
+        .find(|&(i, &byte)| byte != base.wrapping_add(i as u8))
+        .unwrap_or((0, &0));
+    Err(format!(
+        "chunk {chunk}: byte {} is {byte}, expected {}",
+        tagged + i,
+        pattern_byte(chunk, tagged + i)
+    ))
 }
 
 /// One device stage: its stream and, per slot, its input, device and output buffers.
@@ -192,8 +209,11 @@ impl Pipeline {
         }
         self.produce
             .launch_host_func_with(&[&self.stages[0].input[slot]], move |bytes| {
+                // `pattern_byte(chunk, offset)`, as one vectorized pass: the pattern is a
+                // byte ramp from its first byte.
+                let base = pattern_byte(chunk, 0);
                 for (offset, byte) in bytes[0].iter_mut().enumerate() {
-                    *byte = pattern_byte(chunk, offset);
+                    *byte = base.wrapping_add(offset as u8);
                 }
             })?;
         let produced = Instant::now();
