@@ -572,6 +572,20 @@ impl StreamCore {
                         Next::Wait(raw, noted)
                     }
                     Some(Item::WaitFlag(flag, value)) if flag.get() < value => {
+                        if flag.completion_gate && self.runtime.event_handles.ambiguous() {
+                            // The completion may be asked of a record that shares its handle
+                            // with one queued behind the blocking callback (see
+                            // `runtime::event_handles`): it stays held.
+                            deferred.items.push_front(Item::WaitFlag(flag, value));
+                            return Err(Error::capture(
+                                "begin_capture",
+                                "the stream holds work behind a wait for another stream's or \
+                                 backend's work, and this plug-in answered create_event with a \
+                                 handle another live event had, so that devstream cannot hand \
+                                 the wait over without risking it waiting for work queued after \
+                                 it: begin the capture once the wait is reached",
+                            ));
+                        }
                         Next::Block(flag, value)
                     }
                     Some(item) => Next::Item(item),

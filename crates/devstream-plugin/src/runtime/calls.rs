@@ -121,6 +121,7 @@ impl LoadedPlugin {
         self.call_on("create_event", slot, |device| unsafe {
             create(device, &mut event)
         })?;
+        self.event_handles.created(event as usize);
         Ok(Handle(event as usize))
     }
 
@@ -134,6 +135,7 @@ impl LoadedPlugin {
 
     pub(crate) fn destroy_event(&self, slot: usize, event: Handle) -> Result<()> {
         let destroy = self.table.destroy_event.expect("checked: required");
+        self.event_handles.destroyed(event.0);
         // SAFETY: an event this runtime created, destroyed once.
         self.call_on("destroy_event", slot, |device| unsafe {
             destroy(device, event.event())

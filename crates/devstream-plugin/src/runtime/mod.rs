@@ -15,11 +15,13 @@
 
 mod calls;
 mod capture;
+mod event_handles;
 mod load;
 mod negotiate;
 mod validate;
 
 pub(crate) use capture::CaptureState;
+pub(crate) use event_handles::EventHandles;
 
 /// The name the rest of the crate knows [`LoadedPlugin`] by.
 pub(crate) type Runtime = LoadedPlugin;
@@ -100,6 +102,8 @@ pub(crate) struct LoadedPlugin {
     pub(crate) caps: Capabilities,
     table: C_DeviceInterface,
     devices: Vec<DeviceSlot>,
+    /// The event handles devstream holds, and whether two live events ever shared one.
+    pub(crate) event_handles: EventHandles,
     /// The buffers handed to `InitPlugin`: kept, since a plug-in may keep pointers to them.
     _interface_allocation: Box<[u64]>,
     _params_allocation: Box<[u64]>,

@@ -146,6 +146,7 @@ impl LoadedPlugin {
             caps: Capabilities::none(),
             table,
             devices: Vec::new(),
+            event_handles: super::EventHandles::default(),
             _interface_allocation: accepted.interface,
             _params_allocation: accepted.params,
             _library: library,
