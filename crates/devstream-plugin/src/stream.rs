@@ -270,6 +270,26 @@ fn wait_joining(
             ))
         }
     };
+    if joining
+        && raw.recorded_in_active_capture()
+        && (core.has_deferred()
+            || crate::queue::running_host_fn().is_some()
+            || crate::runtime::inside_plugin_call())
+    {
+        // The wait joins this stream to the capture in the plug-in when it is handed over.
+        // Held on the host (behind held work, or because another thread holds the stream's
+        // submissions while a host function or a plug-in call submits), it would be handed
+        // over later, and the work submitted meanwhile as ordinary work would then go into the
+        // plug-in's graph, outside devstream's keeping (a host function there is never run or
+        // given back). A join is made in order or not at all.
+        return Err(Error::capture(
+            op,
+            "waiting on an event recorded in a capture in progress joins this stream to the \
+             capture, which devstream makes only in order with the stream's other work: not \
+             from inside a host function or a plug-in call, nor behind work the stream holds on \
+             the host",
+        ));
+    }
     let before = if joining && !core.has_deferred() {
         Some(core.record_raw()?)
     } else {

@@ -81,6 +81,13 @@ impl EventRecord {
         }
     }
 
+    /// Whether the event was recorded into a capture still in progress: a stream outside the
+    /// capture that waits for it joins the capture (as CUDA's cross-stream capture).
+    pub(crate) fn recorded_in_active_capture(&self) -> bool {
+        self.captured_in()
+            .is_some_and(|id| crate::capture::find(self.runtime.index(), id).is_some())
+    }
+
     /// Whether asking the plug-in about this event now may break a capture (see
     /// [`question_breaks_a_capture`]).
     pub(super) fn question_breaks_a_capture(&self) -> bool {
