@@ -13,11 +13,11 @@ pub(crate) fn trace() -> bool {
 
 /// `DEVSTREAM_FUZZ_EXTENDED=1`: streams also wait for completions (an event's, a stream's, a
 /// kept one) as operations of their own; otherwise those bytes decode to the operations they
-/// stood for before. Off by default while a finding they lead to is open: a plug-in that answers
-/// `create_event` with a handle another live record holds (null included) makes an earlier
-/// record's completion wait for a later record's, and a capture begun behind a wait for such a
-/// completion blocks the plug-in's worker for good (the plug-in's queues show `record 0x0 #n`
-/// behind the blocked callback). Run with it on to reproduce and fix it.
+/// stood for before. Off by default while a finding they lead to is open: a stream's
+/// synchronize waits for a completion recorded before another stream began a capture for as
+/// long as that capture lasts (the notifier does not ask about an event whose stream captures),
+/// so a program that would end the capture after the synchronize hangs. Run with it on to
+/// reproduce and fix it.
 pub(crate) fn extended() -> bool {
     static EXTENDED: OnceLock<bool> = OnceLock::new();
     *EXTENDED.get_or_init(|| std::env::var_os("DEVSTREAM_FUZZ_EXTENDED").is_some_and(|v| v == "1"))
