@@ -166,12 +166,12 @@ pub(crate) fn gated_stream(producer: &Place) -> Result<Option<(Stream, Gate)>> {
 }
 
 /// The consumer's stream, the producer's stream, the gate holding the producer, and the log.
-type ObservedPair = (Stream, Stream, Gate, Log<&'static str>);
+pub(crate) type ObservedPair = (Stream, Stream, Gate, Log<&'static str>);
 
 /// The common start of an ordering test for `producer` → `consumer`: a consumer stream, a
 /// producer stream held at a gate with a host function logging `first` behind it (where the
 /// producer has host functions), and the log; `None` where the pair cannot show an order.
-fn observed_pair(
+pub(crate) fn observed_pair(
     producer: &Place,
     consumer: &Place,
     first: &'static str,

@@ -36,6 +36,7 @@ mod capture;
 mod completion;
 mod contract;
 mod cross;
+mod cross_behind;
 mod cross_hostile;
 mod cross_interplay;
 mod current;

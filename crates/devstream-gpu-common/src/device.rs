@@ -228,6 +228,8 @@ pub struct Device<A: RawApi> {
     pinned_cache: Mutex<HashMap<usize, Vec<PinnedBlock>>>,
     /// The words streams are held at while they wait on other backends' work.
     pub(crate) wait_words: crate::words::WaitWords,
+    /// Runs the host functions queued right behind waits across backends (`crate::foreign`).
+    pub(crate) host_thread: crate::hostfn::HostThread,
     _api: PhantomData<A>,
 }
 
@@ -331,6 +333,7 @@ impl<A: RawApi> Device<A> {
             stream_pool: Mutex::new(Vec::new()),
             pinned_cache: Mutex::new(HashMap::new()),
             wait_words: crate::words::WaitWords::new(),
+            host_thread: crate::hostfn::HostThread::default(),
             _api: PhantomData,
         })
     }

@@ -191,6 +191,7 @@ impl<A: RawApi> GpuStream<A> {
             tracker: WaitTracker::new(elide_waits && kind == StreamKind::Owned),
             native_state: AtomicBool::new(false),
             own_records: std::sync::atomic::AtomicU64::new(0),
+            foreign_waits: OnceLock::new(),
         });
         Ok(GpuStream {
             // SAFETY: written just above.
@@ -705,6 +706,20 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         let (status, id) = self.capture_sequence()?;
         match status {
             CaptureStatus::None => {
+                let f = if self
+                    .inner
+                    .foreign_waits
+                    .get()
+                    .is_some_and(|waits| waits.holding())
+                {
+                    // Behind a wait across backends, devstream runs it (`crate::foreign`).
+                    match crate::foreign::launch_host_func_behind_wait(self, f) {
+                        Ok(result) => return result,
+                        Err(f) => f,
+                    }
+                } else {
+                    f
+                };
                 let ring = self
                     .inner
                     .host_ring

@@ -60,6 +60,9 @@ pub(crate) struct StreamInner<A: RawApi> {
     /// Records of devstream's own events on this stream whose native call has returned: the
     /// clock of [`crate::completion::RecordOrder`].
     pub(crate) own_records: std::sync::atomic::AtomicU64,
+    /// Its waits across backends not released yet and the host functions queued behind them
+    /// (made with the stream's first wait across backends; see `crate::foreign`).
+    pub(crate) foreign_waits: OnceLock<Arc<crate::foreign::HeldWaits>>,
 }
 
 impl<A: RawApi> StreamInner<A> {
