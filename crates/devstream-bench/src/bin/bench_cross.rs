@@ -22,8 +22,8 @@
 //!
 //! ```text
 //! cargo xtask bench --backend cross                # cpu, wgpu:0 and the test plug-in places
-//! bench-cross [--samples N] [--chunks N] [--chunk-kib N] [--slots N] [--blocks N] [--pipelines-only]
-//!             [--places cpu,cuda:0,wgpu:0]
+//! bench-cross [--samples N] [--chunks N] [--chunk-kib N] [--slots N] [--blocks N]
+//!             [--pipelines-only | --handoffs-only] [--places cpu,cuda:0,wgpu:0]
 //! ```
 //!
 //! Rows (`DEVSTREAM_BENCH_JSON`): the wait's figure beside the fence's, as ns (latency, or time
@@ -377,6 +377,7 @@ fn main() -> Result<(), Failure> {
     let blocks = arg_or("--blocks", if quick { 3 } else { 5 }).max(1);
     let slots = arg_or("--slots", SLOTS).max(1);
     let pipelines_only = std::env::args().any(|a| a == "--pipelines-only");
+    let handoffs_only = std::env::args().any(|a| a == "--handoffs-only");
     let places: Vec<Place> = match arg("--places") {
         Some(list) => list
             .split(',')
@@ -389,7 +390,9 @@ fn main() -> Result<(), Failure> {
     if !pipelines_only {
         handoffs(&places, samples, &mut rows)?;
     }
-    pipelines(&places, chunks, chunk_kib, slots, blocks, &mut rows)?;
+    if !handoffs_only {
+        pipelines(&places, chunks, chunk_kib, slots, blocks, &mut rows)?;
+    }
     println!();
     report(&rows);
     Ok(())
