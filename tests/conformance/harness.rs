@@ -42,28 +42,43 @@ pub fn places_under_test() -> Vec<Place> {
     static PLACES: OnceLock<Vec<Place>> = OnceLock::new();
     PLACES
         .get_or_init(|| {
-            let available = devstream::places();
-            let Ok(wanted) = std::env::var("DEVSTREAM_PLACES") else {
-                return available;
-            };
-            let mut out = Vec::new();
-            for text in wanted.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-                let place: Place = text
-                    .parse()
-                    .unwrap_or_else(|e| panic!("DEVSTREAM_PLACES: {text:?}: {e}"));
-                assert!(
-                    available.contains(&place),
-                    "DEVSTREAM_PLACES names {place}, which is not available (places(): {available:?}; \
-                     probe: {:?})",
-                    devstream::probe(place.backend())
-                );
-                if !out.contains(&place) {
-                    out.push(place);
-                }
+            let places = chosen_places();
+            // Every place's device is opened here, before any test can hold a gate: opening a
+            // CUDA or HIP device creates its notifier streams, and stream creation stalls in
+            // the driver while other streams of the same GPU are held at flag waits (see
+            // [`gates_stall_the_driver`]). `hip:0` through the HIP-on-CUDA shim shares
+            // `cuda:0`'s GPU and context, so opened by its first test, it could wait for
+            // gates a `cuda:0` test holds, while that test waits for the driver.
+            for place in &places {
+                let _ = devstream::capabilities(place);
             }
-            out
+            places
         })
         .clone()
+}
+
+/// The places `DEVSTREAM_PLACES` names (every one must be available), or all available ones.
+fn chosen_places() -> Vec<Place> {
+    let available = devstream::places();
+    let Ok(wanted) = std::env::var("DEVSTREAM_PLACES") else {
+        return available;
+    };
+    let mut out = Vec::new();
+    for text in wanted.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let place: Place = text
+            .parse()
+            .unwrap_or_else(|e| panic!("DEVSTREAM_PLACES: {text:?}: {e}"));
+        assert!(
+            available.contains(&place),
+            "DEVSTREAM_PLACES names {place}, which is not available (places(): {available:?}; \
+             probe: {:?})",
+            devstream::probe(place.backend())
+        );
+        if !out.contains(&place) {
+            out.push(place);
+        }
+    }
+    out
 }
 
 /// Tests share the process: one test's global-mode capture forbids other threads' synchronize,
