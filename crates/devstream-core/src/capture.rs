@@ -62,7 +62,7 @@
 //! ```
 
 use crate::{CaptureMode, Error, Place, Result};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread::ThreadId;
 
@@ -80,6 +80,9 @@ struct Entry {
 static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 /// `REGISTRY.len()`, read without the lock: one load on every potentially unsafe call.
 static FORBIDDING: AtomicUsize = AtomicUsize::new(0);
+
+/// Set for good when the first `Global` capture registers (see [`global_captures_begun`]).
+static GLOBAL_BEGUN: AtomicBool = AtomicBool::new(false);
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
 fn registry() -> MutexGuard<'static, Vec<Entry>> {
@@ -112,6 +115,9 @@ impl Drop for CaptureRegistration {
 pub fn register(place: &Place, mode: CaptureMode, stream: u64) -> CaptureRegistration {
     if mode == CaptureMode::Relaxed {
         return CaptureRegistration { key: 0 };
+    }
+    if mode == CaptureMode::Global {
+        GLOBAL_BEGUN.store(true, Ordering::SeqCst);
     }
     let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
     let mut entries = registry();
@@ -172,6 +178,21 @@ pub fn forbids_unsafe_calls(place: &Place) -> bool {
 #[inline]
 pub fn any_forbidding() -> bool {
     FORBIDDING.load(Ordering::SeqCst) != 0
+}
+
+/// Whether a `Global` capture was ever registered in this process (one atomic load).
+///
+/// A potentially unsafe call that passed [`check_unsafe_call`] still has to reach its runtime,
+/// and another thread may begin a `Global` capture in between: the runtime would then count the
+/// call against that capture and invalidate it, though devstream let the call through before
+/// the capture existed. Once this answers `true`, a backend whose runtime has capture modes
+/// (CUDA, HIP) makes such calls with the calling thread in `Relaxed` mode, so that a call let
+/// through before the capture began stays before it, as far as the runtime is concerned. The
+/// first `Global` capture of the process is not covered (a call that read `false` just before
+/// it registered can still reach the runtime after its begin); every later one is.
+#[inline]
+pub fn global_captures_begun() -> bool {
+    GLOBAL_BEGUN.load(Ordering::SeqCst)
 }
 
 /// `Ok` unless a capture in progress forbids the calling thread's potentially unsafe calls on

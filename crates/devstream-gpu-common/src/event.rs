@@ -88,6 +88,12 @@ impl<A: RawApi> PartialEq for GpuEvent<A> {
 impl<A: RawApi> Eq for GpuEvent<A> {}
 
 impl<A: RawApi> GpuEvent<A> {
+    /// Whether the event's last record may stand for captured work: recorded inside a capture,
+    /// or a wrapped handle (recorded where devstream cannot see).
+    fn in_a_capture(&self) -> bool {
+        self.inner.captured.load(Ordering::Acquire) || self.inner.mark.is_foreign()
+    }
+
     pub(crate) fn create(device: &'static Device<A>, flags: EventFlags) -> Result<Self> {
         let flags = flags.validate()?;
         let pooled = if flags == EventFlags::default() {
@@ -203,6 +209,7 @@ impl<A: RawApi> DeviceEvent for GpuEvent<A> {
     fn query(&self) -> Result<bool> {
         // A potentially unsafe call: refused while a capture forbids it on this thread.
         devstream_core::capture::check_unsafe_call(&self.inner.device.place, "Event::query")?;
+        let _relaxed = crate::ext::CaptureModeGuard::<A>::for_checked_call(|| self.in_a_capture());
         // SAFETY: the event is alive while `self` is.
         check_ready::<A>(unsafe { A::event_query(self.inner.raw) })
     }
@@ -224,8 +231,11 @@ impl<A: RawApi> DeviceEvent for GpuEvent<A> {
                 })
             };
         }
+        let relaxed = crate::ext::CaptureModeGuard::<A>::for_checked_call(|| self.in_a_capture());
         // SAFETY: as above.
-        check::<A, _>(unsafe { A::event_synchronize(self.inner.raw) })?;
+        let synchronized = unsafe { A::event_synchronize(self.inner.raw) };
+        drop(relaxed);
+        check::<A, _>(synchronized)?;
         // A drain point: frees held back on the reclaim stream after the awaited work follow.
         self.inner.device.reclaim_frees.settle(self.inner.device);
         Ok(())

@@ -234,6 +234,20 @@ impl<A: RawApi> CaptureModeGuard<A> {
         })
     }
 
+    /// `Relaxed` mode for a potentially unsafe call that passed devstream's capture check, once
+    /// the process has begun a `Global` capture (`devstream_core::capture::global_captures_begun`):
+    /// a capture another thread begins between the check and the call then does not count the
+    /// call against itself. `None` (nothing exchanged) before any `Global` capture, where the
+    /// runtime cannot exchange the mode, and where `involved` says the call's object may take
+    /// part in a capture (its own rule then applies, whatever the mode).
+    #[inline]
+    pub(crate) fn for_checked_call(involved: impl FnOnce() -> bool) -> Option<Self> {
+        if !devstream_core::capture::global_captures_begun() || involved() {
+            return None;
+        }
+        Self::relaxed()
+    }
+
     /// The mode that was in force before the guard (and is restored by its drop).
     pub fn previous(&self) -> CaptureMode {
         self.previous

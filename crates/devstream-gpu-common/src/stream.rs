@@ -552,6 +552,7 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
         if self.foreign_thread() {
             return self.legacy_marker()?.query();
         }
+        let _relaxed = CaptureModeGuard::<A>::for_checked_call(|| self.may_capture_now());
         // SAFETY: the stream is alive.
         match check_ready::<A>(unsafe { A::stream_query(self.raw()) }) {
             Ok(done) => Ok(done),
@@ -572,8 +573,11 @@ impl<A: RawApi> DeviceStream for GpuStream<A> {
             self.legacy_marker()?.synchronize()?;
             return self.inner.take_panic();
         }
+        let relaxed = CaptureModeGuard::<A>::for_checked_call(|| self.may_capture_now());
         // SAFETY: the stream is alive.
-        if let Err(e) = unsafe { A::stream_synchronize(self.raw()) } {
+        let synchronized = unsafe { A::stream_synchronize(self.raw()) };
+        drop(relaxed);
+        if let Err(e) = synchronized {
             return Err(self.capture_violation("synchronize", map_error::<A>(e)));
         }
         // A drain point: releases deferred until work completed run now if it has (the

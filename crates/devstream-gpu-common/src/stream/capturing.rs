@@ -21,6 +21,12 @@ impl<A: RawApi> GpuStream<A> {
             || device.foreign_handles.load(Ordering::Acquire)
     }
 
+    /// Whether this stream may capture (or have joined a capture) now: asked of the runtime
+    /// only where [`GpuStream::may_be_capturing`]; an error counts as "may".
+    pub(crate) fn may_capture_now(&self) -> bool {
+        self.may_be_capturing() && !matches!(self.capture_sequence(), Ok((CaptureStatus::None, _)))
+    }
+
     /// The native capture status and sequence id.
     pub(crate) fn capture_sequence(&self) -> Result<(CaptureStatus, u64)> {
         if !self.may_be_capturing() {
