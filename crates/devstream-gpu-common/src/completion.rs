@@ -392,18 +392,6 @@ fn notify_after_keeping<A: RawApi>(
     Ok(completion)
 }
 
-/// Opens the device's spin window from now, waking the sweeper to spin: work whose completion
-/// is pending is about to finish (a wait across backends that holds it was just released), and
-/// the sweeper sees it within one round instead of at its doorbell.
-pub(crate) fn spin_from_now<A: RawApi>(device: &'static Device<A>) {
-    *lock(&device.completions.spin_until) = Some(Instant::now() + SPIN_WINDOW);
-    if device.completions.sweeper_wait.load(Ordering::Acquire) != SPINNING {
-        if let Some(Ok(sweeper)) = device.completions.sweeper.get() {
-            sweeper.unpark();
-        }
-    }
-}
-
 /// Gives every pending completion of `event` that has no doorbell one now, before `event` is
 /// recorded again (called by the record path when the event's `awaited` count is not zero).
 pub(crate) fn before_rerecord<A: RawApi>(event: &GpuEvent<A>) {

@@ -229,7 +229,7 @@ pub struct Device<A: RawApi> {
     /// The words streams are held at while they wait on other backends' work.
     pub(crate) wait_words: crate::words::WaitWords,
     /// Runs the host functions queued right behind waits across backends (`crate::foreign`).
-    pub(crate) host_thread: crate::hostfn::HostThread,
+    pub(crate) host_thread: crate::foreign::HostThread<A>,
     _api: PhantomData<A>,
 }
 
@@ -333,7 +333,7 @@ impl<A: RawApi> Device<A> {
             stream_pool: Mutex::new(Vec::new()),
             pinned_cache: Mutex::new(HashMap::new()),
             wait_words: crate::words::WaitWords::new(),
-            host_thread: crate::hostfn::HostThread::default(),
+            host_thread: crate::foreign::HostThread::default(),
             _api: PhantomData,
         })
     }

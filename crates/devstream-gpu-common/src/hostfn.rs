@@ -74,7 +74,7 @@ pub(crate) fn in_host_function() -> bool {
     IN_CALLBACK.try_with(Cell::get).unwrap_or(false)
 }
 
-pub(crate) type ReleaseJob = Box<dyn FnOnce() + Send>;
+type ReleaseJob = Box<dyn FnOnce() + Send>;
 
 pub(crate) fn release_thread() -> Option<&'static Mutex<Sender<ReleaseJob>>> {
     static SENDER: OnceLock<Option<Mutex<Sender<ReleaseJob>>>> = OnceLock::new();
@@ -121,33 +121,6 @@ fn job_thread(name: &str) -> Option<Mutex<Sender<ReleaseJob>>> {
         .map(|_| Mutex::new(tx))
 }
 
-/// A device's thread for host functions that devstream runs itself rather than the runtime:
-/// those queued right behind a wait across backends (`crate::foreign`). Started on first use,
-/// one per device, as the runtime runs a context's host functions on a thread of its own; the
-/// jobs run one after another, in the order their work completed.
-#[derive(Default)]
-pub(crate) struct HostThread(OnceLock<Option<Mutex<Sender<ReleaseJob>>>>);
-
-impl HostThread {
-    /// Whether the thread runs (starting it if needed); `false` where it cannot be started.
-    pub(crate) fn start(&self, ordinal: usize) -> bool {
-        self.0
-            .get_or_init(|| job_thread(&format!("devstream-hostfn-{ordinal}")))
-            .is_some()
-    }
-
-    /// Queues `job` on the thread; answers it back where the thread is not running.
-    pub(crate) fn run(&self, job: ReleaseJob) -> std::result::Result<(), ReleaseJob> {
-        match self.0.get().and_then(Option::as_ref) {
-            Some(sender) => match sender.lock() {
-                Ok(sender) => sender.send(job).map_err(|returned| returned.0),
-                Err(_) => Err(job),
-            },
-            None => Err(job),
-        }
-    }
-}
-
 /// Runs a host function of the stream whose panic slot is `slot` on the calling thread, as its
 /// runtime trampoline would: inside a callback scope of that stream (so that the calls it makes
 /// follow the rules of a host function's), its panic kept for the stream's `synchronize`, the
@@ -161,13 +134,6 @@ pub(crate) fn run_as_host_function(f: HostFn, slot: Arc<PanicSlot>) {
     let _scope = CallbackScope::enter(call.sink.stream_token());
     run(&mut call);
     drop_contained(call);
-}
-
-/// Drops a host function that will never run (the work before it failed), as its trampoline
-/// would drop it: inside a callback scope, its drop's panic contained.
-pub(crate) fn drop_host_function(f: HostFn) {
-    let _scope = CallbackScope::enter(0);
-    drop_contained(f);
 }
 
 /// Runs `release` (which makes runtime calls: destroy, free, query) now, or, when called on a

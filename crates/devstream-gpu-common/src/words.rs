@@ -136,6 +136,34 @@ impl<A: RawApi> WaitWord<A> {
         })
     }
 
+    /// Has `stream` write this use's value when it reaches this point (a stream memory write,
+    /// in stream order): [`WaitWord::written`] answers `true` from then on. The host then
+    /// learns that the stream's work before this point is done by reading memory, with no
+    /// driver call.
+    pub(crate) fn signal_on(&self, stream: &GpuStream<A>) -> Result<()> {
+        let Some(word) = &self.word else {
+            return Ok(());
+        };
+        stream.same_device("launch_host_func", self.device.ordinal)?;
+        stream.bind()?;
+        // SAFETY: as in `hold`; the device writes the word, the host only reads it until the
+        // use is released.
+        check::<A, _>(unsafe {
+            A::stream_write_value64(stream.raw(), word.device, Self::target(word))
+        })
+    }
+
+    /// Whether this use's value is in the word (written by [`WaitWord::signal_on`]'s stream):
+    /// the same cyclic comparison as the device's wait.
+    pub(crate) fn written(&self) -> bool {
+        let Some(word) = &self.word else {
+            return true;
+        };
+        // SAFETY: as in `release`.
+        let value = unsafe { AtomicU64::from_ptr(word.host.cast::<u64>()) }.load(Ordering::Acquire);
+        value.wrapping_sub(Self::target(word)) as i64 >= 0
+    }
+
     /// Releases the held stream (writes the use's generation) and gives the word back.
     pub(crate) fn release(mut self) {
         if let Some(mut word) = self.word.take() {
