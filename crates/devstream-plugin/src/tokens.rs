@@ -174,20 +174,23 @@ mod tests {
 
     #[test]
     fn a_token_claims_its_callback_once_and_a_reused_slot_is_not_confused() {
-        let first = register(Callback::Nudge(1));
+        let first = register(Callback::Nudge(1, None));
         assert_ne!(first, 0, "a token is never null");
         assert!(
             handed(first, true).is_none(),
             "queued: nothing to take back"
         );
-        assert!(matches!(run(first, never), Some(Callback::Nudge(1))));
+        assert!(matches!(run(first, never), Some(Callback::Nudge(1, None))));
         assert!(run(first, never).is_none(), "claimed already");
         // The slot is reused with a new generation: the stale token still claims nothing.
-        let second = register(Callback::Nudge(2));
+        let second = register(Callback::Nudge(2, None));
         assert_ne!(second, first);
         assert!(run(first, never).is_none());
         assert!(handed(first, false).is_none());
-        assert!(matches!(handed(second, false), Some(Callback::Nudge(2))));
+        assert!(matches!(
+            handed(second, false),
+            Some(Callback::Nudge(2, None))
+        ));
         assert!(run(second, never).is_none(), "taken back after an error");
         for garbage in [0, 1, usize::MAX, usize::MAX >> 1, 0xdead_beef] {
             assert!(run(garbage, never).is_none(), "{garbage:#x}");
@@ -211,12 +214,15 @@ mod tests {
     #[test]
     fn an_early_callback_called_inside_its_hand_over_is_declined_and_taken_back() {
         let early = |_: &Callback| true;
-        let token = register(Callback::Nudge(3));
+        let token = register(Callback::Nudge(3, None));
         assert!(run(token, early).is_none(), "declined while handing");
-        assert!(matches!(handed(token, true), Some(Callback::Nudge(3))));
+        assert!(matches!(
+            handed(token, true),
+            Some(Callback::Nudge(3, None))
+        ));
         // Called after the hand-over, it runs.
-        let token = register(Callback::Nudge(4));
+        let token = register(Callback::Nudge(4, None));
         assert!(handed(token, true).is_none());
-        assert!(matches!(run(token, early), Some(Callback::Nudge(4))));
+        assert!(matches!(run(token, early), Some(Callback::Nudge(4, None))));
     }
 }

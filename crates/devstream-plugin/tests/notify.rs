@@ -94,3 +94,41 @@ fn records_on_a_stream_whose_completions_nobody_awaits_put_no_nudge() {
     quiet.synchronize().unwrap();
     assert_eq!(nudges_sent(), before);
 }
+
+/// A stream completion whose stream begins a capture before the notifier asked about it: the
+/// notifier may not ask while the capture lasts (the question could invalidate it), but the
+/// nudge before the completion's record ran, so the work is done and the completion resolves.
+/// Another stream waiting for it (`wait_completion`) synchronizes without waiting for the
+/// capture's end, which here the same thread brings (found by `plugin_loader` with
+/// `DEVSTREAM_FUZZ_EXTENDED=1`: before, that synchronize waited for good).
+#[test]
+fn a_completion_whose_stream_then_captures_resolves_from_its_nudge() {
+    let _turn = one_at_a_time();
+    let place = cpu0();
+    let (capturing, waiting) = (stream(&place), stream(&place));
+    // Work that is still running when the capture begins, so the notifier cannot have seen
+    // the record complete before the capture made asking unsafe.
+    capturing
+        .launch_host_func(Box::new(|| {
+            std::thread::sleep(std::time::Duration::from_millis(100))
+        }))
+        .unwrap();
+    let completion = capturing.completion();
+    capturing
+        .begin_capture(devstream_core::CaptureMode::Relaxed)
+        .unwrap();
+    waiting.wait_completion(completion).unwrap();
+    let (done, synchronized) = std::sync::mpsc::channel();
+    let synchronizer = waiting.clone();
+    std::thread::spawn(move || {
+        let _ = done.send(synchronizer.synchronize());
+    });
+    let answer = synchronized.recv_timeout(std::time::Duration::from_secs(20));
+    // The capture ends whatever happened, so that a failing check does not hang the binary.
+    let graph = capturing.end_capture();
+    assert!(
+        matches!(answer, Ok(Ok(()))),
+        "the waiting stream's synchronize waited for the capture's end: {answer:?}"
+    );
+    drop(graph.unwrap());
+}

@@ -13,6 +13,7 @@ use std::any::Any;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// What a plug-in callback does.
@@ -34,8 +35,9 @@ pub(crate) enum Callback {
     /// on the host, handed to the plug-in when a capture begins behind it.
     BlockUntil(Arc<HostFlag>, u32),
     /// Wakes the plug-in runtime's completion notifier (`Stream::completion`: the event
-    /// recorded right after this callback is about to complete).
-    Nudge(usize),
+    /// recorded right after this callback is about to complete), after setting the record's
+    /// flag, if given, that says the work before the record is done (`EventRecord::settle`).
+    Nudge(usize, Option<Arc<AtomicBool>>),
 }
 
 thread_local! {
@@ -115,7 +117,12 @@ pub(super) unsafe extern "C" fn trampoline(
                 drop_contained(payload);
             }
             Callback::BlockUntil(flag, value) => flag.wait_until(value),
-            Callback::Nudge(runtime) => crate::notify::nudge(runtime),
+            Callback::Nudge(runtime, reached) => {
+                if let Some(reached) = reached {
+                    reached.store(true, Ordering::Release);
+                }
+                crate::notify::nudge(runtime)
+            }
         }
     }));
     if let Err(payload) = outcome {

@@ -71,7 +71,7 @@ use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
 /// Locks `mutex`, ignoring poisoning: a panic contained elsewhere leaves the state valid.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -133,6 +133,9 @@ pub(crate) struct EventRecord {
     /// nudge for the completion notifier goes on the stream just before it (see
     /// `crate::notify`).
     nudge_before: AtomicBool,
+    /// Set by the nudge put before this record when it runs: the work before the record is
+    /// done (made with the nudge; see `EventRecord::settle`).
+    nudge_reached: OnceLock<Arc<AtomicBool>>,
 }
 
 /// How many possibly incomplete waits a stream remembers (see [`StreamCore::note_wait`]).
@@ -705,6 +708,7 @@ impl StreamCore {
             pos: AtomicU64::new(0),
             captured: AtomicU64::new(0),
             nudge_before: AtomicBool::new(false),
+            nudge_reached: OnceLock::new(),
         }))
     }
 
@@ -725,7 +729,7 @@ impl StreamCore {
             raw.captured.store(capture.id(), Ordering::Release);
         }
         if raw.nudge_before.load(Ordering::Acquire) && matches!(capturing, Ok(Capturing::No)) {
-            self.put_nudge();
+            self.put_nudge(Arc::clone(raw.nudge_reached.get_or_init(Arc::default)));
         }
         let result = self.runtime.record_event(self.slot, self.raw, raw.handle);
         if let Some(epoch) = epoch {
@@ -821,11 +825,12 @@ impl StreamCore {
     /// wakes the runtime's completion notifier once the work before it is done. Without
     /// `stream_add_callback`, or when the plug-in refuses it, nothing: the notifier's polling
     /// still finds the completion, later.
-    fn put_nudge(&self) {
+    fn put_nudge(&self, reached: Arc<AtomicBool>) {
         if self.runtime.table().stream_add_callback.is_none() {
             return;
         }
-        if let (Err(error), _) = self.put_callback(Callback::Nudge(self.runtime.index())) {
+        let nudge = Callback::Nudge(self.runtime.index(), Some(reached));
+        if let (Err(error), _) = self.put_callback(nudge) {
             tracing::debug!("devstream-plugin: a completion nudge: {error}");
         }
     }

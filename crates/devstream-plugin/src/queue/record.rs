@@ -248,7 +248,14 @@ impl EventRecord {
             .is_some()
             .then(crate::capture::reaping);
         if self.question_breaks_a_capture() {
-            // A question now may invalidate a capture in progress: ask again after it.
+            // A question now may invalidate a capture in progress. Where the nudge before the
+            // record has run, the work the record stands for is done: complete, unasked (a
+            // stream that waits for it must not wait for the capture's end, which the thread
+            // that waits may be the one to bring). Otherwise ask again after the capture.
+            if self.nudge_reached() {
+                self.complete.store(true, Ordering::Release);
+                return Some(Ok(()));
+            }
             return None;
         }
         if self.captured_in().is_some() {
@@ -263,6 +270,14 @@ impl EventRecord {
             Ok(false) => None,
             Err(error) => Some(Err(error)),
         }
+    }
+
+    /// Whether the nudge put before this record has run: the stream's work before the record
+    /// is done (the record itself is marked done by the plug-in once the nudge returned).
+    fn nudge_reached(&self) -> bool {
+        self.nudge_reached
+            .get()
+            .is_some_and(|reached| reached.load(Ordering::Acquire))
     }
 
     /// Complete, without blocking where the plug-in can answer without blocking.
