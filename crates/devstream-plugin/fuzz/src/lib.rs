@@ -12,8 +12,8 @@
 //! `cargo +<pinned nightly> fuzz run plugin_loader` here. `DEVSTREAM_FUZZ_TRACE=1` prints each
 //! input's operations when the next one starts (a finding may depend on what ran before it in
 //! the process); `DEVSTREAM_FUZZ_GDB=1` prints every thread's stack (gdb) on a hang or an
-//! invariant violation; `DEVSTREAM_FUZZ_EXTENDED=1` adds the operation that is off by default
-//! while a finding it leads to is open (`harness::watch::extended`).
+//! invariant violation; `DEVSTREAM_FUZZ_EXTENDED=0` leaves out the waits for completions,
+//! to decode inputs found before they were on by default as found (`harness::watch::extended`).
 
 pub mod harness;
 pub mod load;

@@ -24,17 +24,29 @@ pub(crate) struct EventHandles {
 
 impl EventHandles {
     /// Notes a handle `create_event` answered.
+    ///
+    /// Once the runtime is ambiguous nothing is counted any more (the answer never changes
+    /// back): a plug-in that hands out one handle for every event, as Paddle's reference
+    /// plug-ins do, pays the map's lock only until its second live event.
     pub(super) fn created(&self, handle: usize) {
+        if self.ambiguous() {
+            return;
+        }
         let mut live = crate::queue::lock(&self.live);
         let count = live.entry(handle).or_insert(0);
         *count += 1;
         if *count > 1 {
             self.ambiguous.store(true, Ordering::Release);
+            live.clear();
+            live.shrink_to_fit();
         }
     }
 
     /// Forgets a handle passed to `destroy_event`.
     pub(super) fn destroyed(&self, handle: usize) {
+        if self.ambiguous() {
+            return;
+        }
         let mut live = crate::queue::lock(&self.live);
         if let Some(count) = live.get_mut(&handle) {
             *count -= 1;

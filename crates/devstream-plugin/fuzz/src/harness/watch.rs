@@ -11,16 +11,16 @@ pub(crate) fn trace() -> bool {
     *TRACE.get_or_init(|| std::env::var_os("DEVSTREAM_FUZZ_TRACE").is_some_and(|v| v == "1"))
 }
 
-/// `DEVSTREAM_FUZZ_EXTENDED=1`: streams also wait for completions (an event's, a stream's, a
-/// kept one) as operations of their own; otherwise those bytes decode to the operations they
-/// stood for before. Off by default while a finding they lead to is open: a stream's
-/// synchronize waits for a completion recorded before another stream began a capture for as
-/// long as that capture lasts (the notifier does not ask about an event whose stream captures),
-/// so a program that would end the capture after the synchronize hangs. Run with it on to
-/// reproduce and fix it.
+/// Whether streams also wait for completions (an event's, a stream's, a kept one) as operations
+/// of their own: on, unless `DEVSTREAM_FUZZ_EXTENDED=0`, which decodes those bytes as the
+/// operations they stood for before (how the committed inputs found with it off decode as
+/// found; they still make valid, different programs with it on). It was
+/// kept off while the finding it led to was open (a stream's synchronize waited for a
+/// completion recorded before another stream began a capture for as long as that capture
+/// lasted; fixed by resolving such a completion from its nudge).
 pub(crate) fn extended() -> bool {
     static EXTENDED: OnceLock<bool> = OnceLock::new();
-    *EXTENDED.get_or_init(|| std::env::var_os("DEVSTREAM_FUZZ_EXTENDED").is_some_and(|v| v == "1"))
+    *EXTENDED.get_or_init(|| std::env::var_os("DEVSTREAM_FUZZ_EXTENDED").is_none_or(|v| v != "0"))
 }
 
 pub(crate) fn print_log() {
