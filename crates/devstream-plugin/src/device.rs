@@ -6,6 +6,7 @@ use crate::event::{AbiEvent, EventRepr, PluginEvent};
 use crate::flag::{FlagRepr, PluginFlag};
 use crate::queue::{lock, HostFlag, Origin, StreamCore, LIVE_EVENTS, LIVE_STREAMS};
 use crate::registry::{all_devices, load_failures, lookup, plugin_slot, CustomDevice};
+use crate::runtime::{Handle, LoadedPlugin};
 use crate::stream::{PluginStream, StreamRepr};
 use devstream_core::{
     BackendKind, Capabilities, DeviceBackend, DevicePool, Error, EventFlags, LiveCounts, Place,
@@ -111,7 +112,7 @@ impl DeviceBackend for PluginBackend {
         match lookup(place)? {
             CustomDevice::Plugin(runtime) => {
                 let slot = plugin_slot(&runtime, place)?;
-                let raw = runtime.create_stream(slot)?;
+                let raw = created_stream(&runtime, slot)?;
                 Ok(PluginStream::abi(StreamCore::new(
                     runtime,
                     slot,
@@ -135,7 +136,7 @@ impl DeviceBackend for PluginBackend {
                 if let Some(core) = defaults.get(place) {
                     return Ok(PluginStream::abi(core.clone()));
                 }
-                let raw = runtime.create_stream(slot)?;
+                let raw = created_stream(&runtime, slot)?;
                 let core = StreamCore::new(runtime, slot, raw, true, Origin::Default, false);
                 defaults.insert(place.clone(), core.clone());
                 Ok(PluginStream::abi(core))
@@ -230,4 +231,21 @@ impl DeviceBackend for PluginBackend {
         }
         counts
     }
+}
+
+/// A new plug-in stream of `slot`; refused (`Error::Capture`) where the plug-in gave it the
+/// handle of another live stream while a capture of the runtime is in progress: the plug-in
+/// would put the new stream's work into that capture (see `runtime::stream_handles`). The
+/// plug-in's stream is then left alone, not destroyed: destroying the shared handle would
+/// destroy the other stream's.
+fn created_stream(runtime: &Arc<LoadedPlugin>, slot: usize) -> Result<Handle> {
+    let (raw, shared) = runtime.create_stream(slot)?;
+    if shared && crate::capture::any_active(runtime.index()) {
+        return Err(Error::capture(
+            "Stream::new",
+            "the plug-in gave the new stream the handle of a live stream while a capture is in \
+             progress: its work would go into that capture",
+        ));
+    }
+    Ok(raw)
 }

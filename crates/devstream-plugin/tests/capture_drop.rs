@@ -404,3 +404,51 @@ fn begin_capture_behind_an_unreached_wait_on_an_inline_plugin_is_refused_not_blo
     assert_eq!(ran.load(Ordering::SeqCst), 1);
     assert!(!capturing.is_capturing().unwrap());
 }
+
+/// A plug-in that gives every stream one handle (Paddle's reference plug-ins answer null)
+/// captures them all with one begin: the other streams' work, the callbacks that release what
+/// their finished work used among it, would become graph nodes and never run as stream work
+/// (found by `plugin_loader`: a stream kept alive for good after a `Global` capture on another
+/// stream with the same null handle). So a capture does not begin on a stream whose handle
+/// another live stream has, and no stream is made with such a handle while a capture of the
+/// plug-in is in progress; a stream alone on its handle captures as usual.
+#[test]
+fn a_capture_does_not_begin_on_a_plug_in_stream_handle_that_another_live_stream_has() {
+    let _alone = alone();
+    let copy = Faulty::unique(devstream_test_plugin_faulty::MODE_CAPTURE_SHARED_STREAMS);
+    let place = copy.load().unwrap().places[0].clone();
+    let first = stream(&place);
+    let second = stream(&place);
+    assert!(
+        matches!(
+            first.begin_capture(CaptureMode::Relaxed),
+            Err(Error::Capture { .. })
+        ),
+        "a capture began on a handle two live streams share"
+    );
+    assert!(!first.is_capturing().unwrap());
+    second.synchronize().unwrap();
+    drop(second);
+    // The dropped stream's plug-in stream is destroyed by the reaper, after its work.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match first.begin_capture(CaptureMode::Relaxed) {
+            Ok(()) => break,
+            Err(Error::Capture { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5))
+            }
+            Err(error) => panic!("the stream alone on its handle cannot capture: {error}"),
+        }
+    }
+    assert!(
+        matches!(
+            PluginBackend::new_stream(&place, Default::default()),
+            Err(Error::Capture { .. })
+        ),
+        "a stream was made with the capturing stream's handle"
+    );
+    drop(first.end_capture().unwrap());
+    let third = stream(&place);
+    third.synchronize().unwrap();
+    first.synchronize().unwrap();
+}

@@ -41,19 +41,23 @@ impl LoadedPlugin {
         self.check_query(name, status)
     }
 
-    pub(crate) fn create_stream(&self, slot: usize) -> Result<Handle> {
+    /// A new plug-in stream, and whether another live stream of the slot has its handle (see
+    /// `runtime::stream_handles`).
+    pub(crate) fn create_stream(&self, slot: usize) -> Result<(Handle, bool)> {
         let Some(create) = self.table.create_stream else {
-            return Ok(Handle(0));
+            return Ok((Handle(0), self.stream_handles.created(slot, 0)));
         };
         let mut stream: C_Stream = std::ptr::null_mut();
         // SAFETY: a valid device and a zeroed out-parameter.
         self.call_on("create_stream", slot, |device| unsafe {
             create(device, &mut stream)
         })?;
-        Ok(Handle(stream as usize))
+        let handle = stream as usize;
+        Ok((Handle(handle), self.stream_handles.created(slot, handle)))
     }
 
     pub(crate) fn destroy_stream(&self, slot: usize, stream: Handle) -> Result<()> {
+        self.stream_handles.destroyed(slot, stream.0);
         let Some(destroy) = self.table.destroy_stream else {
             return Ok(());
         };

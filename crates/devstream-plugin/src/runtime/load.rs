@@ -198,7 +198,7 @@ impl LoadedPlugin {
         }
         caps.concurrent_streams = match (t.create_stream, self.devices.is_empty()) {
             (Some(_), false) => match self.create_stream(0) {
-                Ok(handle) => {
+                Ok((handle, _)) => {
                     let _ = self.destroy_stream(0, handle);
                     handle.0 != 0
                 }

@@ -18,10 +18,12 @@ mod capture;
 mod event_handles;
 mod load;
 mod negotiate;
+mod stream_handles;
 mod validate;
 
 pub(crate) use capture::CaptureState;
 pub(crate) use event_handles::EventHandles;
+pub(crate) use stream_handles::StreamHandles;
 
 /// The name the rest of the crate knows [`LoadedPlugin`] by.
 pub(crate) type Runtime = LoadedPlugin;
@@ -104,6 +106,8 @@ pub(crate) struct LoadedPlugin {
     devices: Vec<DeviceSlot>,
     /// The event handles devstream holds, and whether two live events ever shared one.
     pub(crate) event_handles: EventHandles,
+    /// The stream handles of live plug-in streams, to tell two streams given one handle.
+    pub(crate) stream_handles: StreamHandles,
     /// The buffers handed to `InitPlugin`: kept, since a plug-in may keep pointers to them.
     _interface_allocation: Box<[u64]>,
     _params_allocation: Box<[u64]>,

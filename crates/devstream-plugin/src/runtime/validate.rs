@@ -147,6 +147,7 @@ impl LoadedPlugin {
             table,
             devices: Vec::new(),
             event_handles: super::EventHandles::default(),
+            stream_handles: super::StreamHandles::default(),
             _interface_allocation: accepted.interface,
             _params_allocation: accepted.params,
             _library: library,

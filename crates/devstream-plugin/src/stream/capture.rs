@@ -41,6 +41,15 @@ pub(super) fn begin_capture(core: &Arc<StreamCore>, mode: CaptureMode) -> Result
             ));
         }
     }
+    if core.runtime.stream_handles.shared(core.slot, core.raw.0) {
+        // The plug-in would capture the other streams with this handle too
+        // (`runtime::stream_handles`).
+        return Err(Error::capture(
+            "begin_capture",
+            "the plug-in gave this stream's handle to another live stream as well (null, or one \
+             handle for every stream): a capture would take that stream's work too",
+        ));
+    }
     // A capture devstream did not begin (code sharing an adopted stream may have begun one) is
     // refused here: the plug-in's refusal would invalidate it, and a failed begin's clean-up
     // below ends whatever capture the plug-in then reports.

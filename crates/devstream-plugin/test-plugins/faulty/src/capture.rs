@@ -42,6 +42,7 @@ pub(crate) fn capture_mode(mode: u32) -> bool {
         mode,
         MODE_CAPTURE_ID_CHANGES
             | MODE_CAPTURE_QUEUED_CALLBACKS
+            | MODE_CAPTURE_SHARED_STREAMS
             | MODE_CAPTURE_FORGOTTEN
             | MODE_CAPTURE_BEGUN_WITH_WARNING
             | MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE
@@ -53,6 +54,7 @@ pub(crate) fn steady_capture_id(mode: u32) -> bool {
     matches!(
         mode,
         MODE_CAPTURE_QUEUED_CALLBACKS
+            | MODE_CAPTURE_SHARED_STREAMS
             | MODE_CAPTURE_BEGUN_WITH_WARNING
             | MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE
     )

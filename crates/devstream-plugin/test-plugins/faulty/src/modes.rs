@@ -126,6 +126,10 @@ pub const MODE_QUEUED_CALLBACKS_NO_QUERIES: u32 = 37;
 /// than 1 MiB answers an address of its own ([`ELSEWHERE`]) without allocating anything, as a
 /// device with far more memory than the host would (nothing may be copied there).
 pub const MODE_DEVICE_MEMORY_ELSEWHERE: u32 = 38;
+/// A capture mode (as [`MODE_CAPTURE_QUEUED_CALLBACKS`]) whose `create_stream` answers one
+/// handle for every stream, as Paddle's reference plug-ins do with null: a capture on one
+/// stream is a capture of all of them.
+pub const MODE_CAPTURE_SHARED_STREAMS: u32 = 39;
 /// The address [`MODE_DEVICE_MEMORY_ELSEWHERE`] answers for large allocations.
 pub const ELSEWHERE: usize = 0x7e57_0000_0000;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
@@ -169,6 +173,7 @@ pub(crate) fn device_type_c(mode: u32) -> &'static CStr {
         MODE_REENTRANT => c"faulty_reentrant",
         MODE_QUEUED_CALLBACKS_NO_QUERIES => c"faulty_no_queries",
         MODE_DEVICE_MEMORY_ELSEWHERE => c"faulty_memory_elsewhere",
+        MODE_CAPTURE_SHARED_STREAMS => c"faulty_shared_streams",
         _ => c"faulty",
     }
 }

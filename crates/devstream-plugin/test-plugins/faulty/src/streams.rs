@@ -71,13 +71,14 @@ pub(crate) unsafe extern "C" fn create_stream(device: C_Device, stream: *mut C_S
             if stream.is_null() {
                 return C_ERROR;
             }
-            // A dummy, non-null handle (one for all streams: this runtime is synchronous),
-            // or, in the mode that queues callbacks per stream, one of its own.
-            let handle = if mode_of(device) == MODE_QUEUED_CALLBACKS_NO_QUERIES {
-                static NEXT_STREAM: AtomicUsize = AtomicUsize::new(0x1000);
-                NEXT_STREAM.fetch_add(0x10, Ordering::SeqCst) as C_Stream
-            } else {
+            // A dummy, non-null handle of its own (never dereferenced): devstream refuses a
+            // capture on a stream whose handle another live stream has, which would capture
+            // that stream's work too.
+            static NEXT_STREAM: AtomicUsize = AtomicUsize::new(0x1000);
+            let handle = if mode_of(device) == MODE_CAPTURE_SHARED_STREAMS {
                 std::ptr::NonNull::<C_Stream_st>::dangling().as_ptr()
+            } else {
+                NEXT_STREAM.fetch_add(0x10, Ordering::SeqCst) as C_Stream
             };
             // SAFETY: a non-null out-parameter.
             unsafe { *stream = handle };
