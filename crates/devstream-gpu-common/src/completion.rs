@@ -527,6 +527,12 @@ impl<A: RawApi> Device<A> {
     fn sweep_forever(&'static self) {
         let hub = &self.completions;
         let mut backoff = POLL_FIRST;
+        // This thread asks questions only (see `sweep`): it stays in Relaxed mode for good where
+        // the runtime has modes, rather than exchanging the mode twice per round (two driver
+        // calls in each round of the spin window, before the events are asked).
+        let relaxed_for_good = crate::ext::CaptureModeGuard::<A>::relaxed()
+            .map(std::mem::forget)
+            .is_some();
         loop {
             let wait = {
                 // Decided under the lock a registration pushes under, so that a registration
@@ -551,7 +557,7 @@ impl<A: RawApi> Device<A> {
                 Some(Duration::ZERO) => std::thread::yield_now(),
                 Some(wait) => std::thread::park_timeout(wait),
             }
-            if self.sweep() {
+            if self.sweep(relaxed_for_good) {
                 backoff = POLL_FIRST;
                 // Completions kept in stream order have no doorbell: while they resolve (a
                 // pipeline handing chunks on), the window stays open, as it does after each
@@ -567,8 +573,9 @@ impl<A: RawApi> Device<A> {
 
     /// Resolves every pending completion whose event is done (or failed) and drops settled
     /// ones; those kept in stream order are asked oldest first per stream, up to the first
-    /// not done. Answers whether anything was resolved.
-    fn sweep(&self) -> bool {
+    /// not done. Answers whether anything was resolved. `relaxed_for_good`: this thread is in
+    /// Relaxed mode already.
+    fn sweep(&self, relaxed_for_good: bool) -> bool {
         let snapshot: Vec<Arc<Pending<A>>> = {
             let pending = lock(&self.completions.pending);
             if pending.is_empty() {
@@ -583,8 +590,13 @@ impl<A: RawApi> Device<A> {
         // event, back to back in the spin window). Where the mode cannot be exchanged, no
         // question while a capture begun through devstream is in progress (doorbells still
         // ring), and the window stays.
-        let relaxed = crate::ext::CaptureModeGuard::<A>::relaxed();
-        if relaxed.is_none() && self.active_captures.load(Ordering::Acquire) > 0 {
+        let relaxed = (!relaxed_for_good)
+            .then(crate::ext::CaptureModeGuard::<A>::relaxed)
+            .flatten();
+        if !relaxed_for_good
+            && relaxed.is_none()
+            && self.active_captures.load(Ordering::Acquire) > 0
+        {
             return false;
         }
         let bound = self.bind();
