@@ -9,10 +9,27 @@
 //! Each check runs on every ordered pair of places of different backends whose consumer has
 //! `foreign_waits` and host functions.
 
-use crate::cross::{for_each_pair, observed_pair};
+use crate::cross::{for_each_pair, observed_pair, ObservedPair};
 use crate::harness::{assert_stays_false, caps, not_applicable, sync};
 use devstream::{Error, Flag, Result};
 use std::sync::{Arc, Mutex};
+
+/// The consumer's stream already waiting on an event recorded behind the producer's closed
+/// gate (with a host function logging `"produced"` before it where the producer has host
+/// functions), the producer's stream, the gate and the log; `None` where the pair cannot show
+/// an order.
+fn waiting_pair(
+    producer: &devstream::Place,
+    consumer: &devstream::Place,
+) -> Result<Option<ObservedPair>> {
+    let Some((consumer_stream, stream, gate, log)) = observed_pair(producer, consumer, "produced")?
+    else {
+        return Ok(None);
+    };
+    let event = stream.record_event()?;
+    consumer_stream.wait_event(&event)?;
+    Ok(Some((consumer_stream, stream, gate, log)))
+}
 
 /// What a host function behind the wait saw when it ran.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -36,15 +53,11 @@ fn a_host_function_behind_a_wait_across_backends_runs_in_its_stream_order() {
             );
             return Ok(());
         }
-        let Some((consumer_stream, stream, gate, log)) =
-            observed_pair(producer, consumer, "produced")?
-        else {
+        let Some((consumer_stream, stream, gate, log)) = waiting_pair(producer, consumer)? else {
             return Ok(());
         };
-        let event = stream.record_event()?;
         let (before, after) = (Flag::new(consumer)?, Flag::new(consumer)?);
         let seen = Arc::new(Mutex::new(None));
-        consumer_stream.wait_event(&event)?;
         // Two host functions right behind the wait, then flag work around a third one.
         consumer_stream.launch_host_func(log.task("first"))?;
         consumer_stream.launch_host_func(log.task("second"))?;
@@ -106,13 +119,9 @@ fn a_host_function_behind_a_wait_across_backends_runs_in_its_stream_order() {
 #[test]
 fn a_panic_of_a_host_function_behind_a_wait_across_backends_is_reported_by_synchronize() {
     for_each_pair(|producer, consumer| {
-        let Some((consumer_stream, stream, gate, log)) =
-            observed_pair(producer, consumer, "produced")?
-        else {
+        let Some((consumer_stream, stream, gate, log)) = waiting_pair(producer, consumer)? else {
             return Ok(());
         };
-        let event = stream.record_event()?;
-        consumer_stream.wait_event(&event)?;
         consumer_stream.launch_host_func(|| panic!("behind the wait"))?;
         consumer_stream.launch_host_func(log.task("after the panic"))?;
         gate.release();
@@ -137,13 +146,9 @@ fn a_panic_of_a_host_function_behind_a_wait_across_backends_is_reported_by_synch
 #[test]
 fn a_host_function_behind_a_wait_across_backends_cannot_wait_for_its_own_stream() {
     for_each_pair(|producer, consumer| {
-        let Some((consumer_stream, stream, gate, _log)) =
-            observed_pair(producer, consumer, "produced")?
-        else {
+        let Some((consumer_stream, stream, gate, _log)) = waiting_pair(producer, consumer)? else {
             return Ok(());
         };
-        let event = stream.record_event()?;
-        consumer_stream.wait_event(&event)?;
         let answer: Arc<Mutex<Option<Result<()>>>> = Arc::default();
         {
             let (own, answer) = (consumer_stream.clone(), Arc::clone(&answer));
