@@ -39,10 +39,12 @@
 //!   lock.
 //! - When to read: the thread spins (yielding) for [`SPIN`] after the wait in front is released
 //!   (its relay kicks the thread, just before writing the wait's word; or the function was
-//!   queued after that) and after each function it runs; otherwise it reads with back-off from [`POLL_FIRST`] to [`POLL_MAX`] while
+//!   queued after that) and after each function it runs; otherwise it reads with back-off from
+//!   [`POLL_FIRST`] (again from there for each function queued) to [`POLL_MAX`] while
 //!   functions are pending, and sleeps while none are.
 //! - After a device fault the first word is never written and the function never runs, as the
 //!   runtime never runs host functions behind a fault.
+
 use crate::flag::GpuFlag;
 use crate::hostfn::{in_host_function, run_as_host_function, PanicSlot};
 use crate::raw::{CaptureStatus, RawApi};
@@ -323,10 +325,12 @@ fn serve<A: RawApi>(messages: Receiver<Message<A>>) {
         };
         let mut take = |message: Message<A>, pending: &mut Vec<Behind<A>>| match message {
             Message::Queue(behind) => {
-                // Queued after the wait in front was released: its word comes soon.
+                // Queued after the wait in front was released: its word comes soon. Otherwise
+                // the back-off starts again (it may have grown while other functions waited).
                 if !behind.waits.holding() {
                     spin_until = Some(Instant::now() + SPIN);
                 }
+                pause = POLL_FIRST;
                 pending.push(behind);
             }
             Message::Kick => spin_until = Some(Instant::now() + SPIN),
