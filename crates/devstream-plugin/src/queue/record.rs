@@ -248,11 +248,15 @@ impl EventRecord {
             .is_some()
             .then(crate::capture::reaping);
         if self.question_breaks_a_capture() {
-            // A question now may invalidate a capture in progress. Where the nudge before the
-            // record has run, the work the record stands for is done: complete, unasked (a
-            // stream that waits for it must not wait for the capture's end, which the thread
-            // that waits may be the one to bring). Otherwise ask again after the capture.
-            if self.nudge_reached() {
+            // A question now may invalidate a capture in progress: ask again after it. Except
+            // where the record's own stream captures now and the nudge before the record has
+            // run: the work the record stands for is done, so it completes unasked (a stream
+            // that waits for it must not wait for the capture's end, which the thread that
+            // waits may be the one to bring). Not for a capture elsewhere (a `Global` one):
+            // the plug-in marks the record done only after the nudge returned, and once that
+            // capture ends a query of the stream could still answer false right after the
+            // completion was ready; while the stream itself captures, no query answers.
+            if self.nudge_reached() && self.stream_captures() {
                 self.complete.store(true, Ordering::Release);
                 return Some(Ok(()));
             }
@@ -270,6 +274,13 @@ impl EventRecord {
             Ok(false) => None,
             Err(error) => Some(Err(error)),
         }
+    }
+
+    /// Whether the stream this event was recorded on captures now (or cannot be asked).
+    fn stream_captures(&self) -> bool {
+        self.origin
+            .upgrade()
+            .is_some_and(|core| !matches!(crate::capture::capturing(&core), Ok(Capturing::No)))
     }
 
     /// Whether the nudge put before this record has run: the stream's work before the record
