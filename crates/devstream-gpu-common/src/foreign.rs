@@ -31,12 +31,11 @@
 //!
 //! - The order is the device's: the first word is written only after everything queued before
 //!   the function, whoever queued it; nothing queued after it starts before it returned.
-//! - No driver call between the device and the function: the thread reads host memory. The
-//!   first design recorded an event and had the completion hub ask it (with a doorbell on a
-//!   notifier stream): on the H200 (call 105) a doorbell's `cuLaunchHostFunc` then waited in
-//!   the driver, holding its lock, for device progress that only those host functions would
-//!   bring, and the hub's sweeper, which asks events through the same driver, waited for that
-//!   lock.
+//! - No driver call between the device and the function: the thread reads host memory. Had
+//!   the completion hub watched an event recorded there instead, its doorbell (a
+//!   `cuLaunchHostFunc` on a notifier stream) can wait in the driver, holding the driver's
+//!   lock, for device progress that only such host functions bring, while the hub's sweeper,
+//!   which asks events through the same driver, waits for that lock: a deadlock.
 //! - When to read: the thread spins (yielding) for [`SPIN`] after the wait in front is released
 //!   (its relay kicks the thread, just before writing the wait's word; or the function was
 //!   queued after that) and after each function it runs; otherwise it reads with back-off from

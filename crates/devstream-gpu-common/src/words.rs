@@ -21,7 +21,7 @@
 
 use crate::device::Device;
 use crate::error::check;
-use crate::raw::{DevicePtr, RawApi};
+use crate::raw::{DevicePtr, RawApi, RawResult, RawStream};
 use crate::stream::GpuStream;
 use devstream_core::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -124,16 +124,7 @@ impl<A: RawApi> WaitWord<A> {
 
     /// Holds `stream`'s later work until [`WaitWord::release`].
     pub(crate) fn hold(&self, stream: &GpuStream<A>) -> Result<()> {
-        let Some(word) = &self.word else {
-            return Ok(());
-        };
-        stream.same_device("wait_completion", self.device.ordinal)?;
-        stream.bind()?;
-        // SAFETY: the word's mapped address stays valid for the process (slabs are never
-        // freed) and is this device's mapping of it.
-        check::<A, _>(unsafe {
-            A::stream_wait_value64(stream.raw(), word.device, Self::target(word))
-        })
+        self.queue_on(stream, "wait_completion", A::stream_wait_value64)
     }
 
     /// Has `stream` write this use's value when it reaches this point (a stream memory write,
@@ -141,16 +132,25 @@ impl<A: RawApi> WaitWord<A> {
     /// learns that the stream's work before this point is done by reading memory, with no
     /// driver call.
     pub(crate) fn signal_on(&self, stream: &GpuStream<A>) -> Result<()> {
+        self.queue_on(stream, "launch_host_func", A::stream_write_value64)
+    }
+
+    /// Queues `memory_op` (a 64-bit stream wait or write) of this use's value at the word's
+    /// device address on `stream` (`op` names the caller's operation in a mismatch error).
+    fn queue_on(
+        &self,
+        stream: &GpuStream<A>,
+        op: &'static str,
+        memory_op: unsafe fn(RawStream, DevicePtr, u64) -> RawResult,
+    ) -> Result<()> {
         let Some(word) = &self.word else {
             return Ok(());
         };
-        stream.same_device("launch_host_func", self.device.ordinal)?;
+        stream.same_device(op, self.device.ordinal)?;
         stream.bind()?;
-        // SAFETY: as in `hold`; the device writes the word, the host only reads it until the
-        // use is released.
-        check::<A, _>(unsafe {
-            A::stream_write_value64(stream.raw(), word.device, Self::target(word))
-        })
+        // SAFETY: the word's mapped address stays valid for the process (slabs are never
+        // freed) and is this device's mapping of it; the stream is alive and of its device.
+        check::<A, _>(unsafe { memory_op(stream.raw(), word.device, Self::target(word)) })
     }
 
     /// Whether this use's value is in the word (written by [`WaitWord::signal_on`]'s stream):
