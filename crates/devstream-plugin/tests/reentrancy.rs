@@ -181,3 +181,71 @@ fn a_host_functions_query_waits_for_no_work_submitted_after_the_call() {
         .expect("the host function ran");
     assert!(answer.is_ok(), "{answer:?}");
 }
+
+#[test]
+fn a_host_function_synchronizing_its_stream_while_a_synchronous_copy_waits_for_it_is_refused() {
+    use devstream_test_plugin_faulty::{
+        MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES, REENTRY_SYNCHRONIZE_STREAM,
+    };
+    use std::sync::mpsc::channel;
+    // A plug-in without asynchronous copies: devstream copies after `synchronize_stream`, inside
+    // the stream's submission lock, and this plug-in's `synchronize_stream` waits until the
+    // stream's queued host functions ran. One of them synchronizes its own stream meanwhile: it
+    // must not wait for the submission lock (whose holder waits for it), and it cannot wait for
+    // its own stream's work anyway.
+    let copy = Faulty::unique(MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES);
+    let place = copy.load().unwrap().places[0].clone();
+    set_hook(&copy, Some(hook));
+    let s = stream(&place);
+    let buffer = s.alloc(16).unwrap();
+    let answer: Arc<Mutex<Option<Result<()>>>> = Arc::new(Mutex::new(None));
+    let copy = watchdog(
+        "a synchronous copy behind a self-synchronizing host function",
+        60,
+        {
+            let answer = answer.clone();
+            move || {
+                let own = s.clone();
+                let slot = answer.clone();
+                s.launch_host_func(Box::new(move || {
+                    *slot.lock().unwrap() = Some(own.synchronize());
+                }))
+                .unwrap();
+                let (inside, inside_rx) = channel();
+                let copier = std::thread::spawn(move || {
+                    REENTRY.with(|pending| {
+                        *pending.borrow_mut() = Some(Reentry {
+                            call: REENTRY_SYNCHRONIZE_STREAM,
+                            then: Box::new(move || inside.send(()).unwrap()),
+                        })
+                    });
+                    s.copy_from_host(&buffer, 0, &[7; 16]).map(|()| s)
+                });
+                // The copying thread holds the submission lock and waits in the plug-in for the
+                // host function, which runs here now.
+                inside_rx.recv().unwrap();
+                assert_eq!(copy.run_queued(), 1, "the host function was queued");
+                let s = copier.join().unwrap().unwrap();
+                // The copy's own callbacks (its staging buffer's release) run as the stream is
+                // synchronized.
+                let synchronizer = std::thread::spawn(move || s.synchronize());
+                while !synchronizer.is_finished() {
+                    copy.run_queued();
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                synchronizer.join().unwrap().unwrap();
+                copy
+            }
+        },
+    );
+    set_hook(&copy, None);
+    let answer = answer
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the host function ran");
+    assert!(
+        matches!(answer, Err(devstream_core::Error::WouldDeadlock { .. })),
+        "{answer:?}"
+    );
+}

@@ -59,7 +59,7 @@ use self::callback::trampoline;
 use self::dispatcher::{register_blocked, unregister_blocked, wake_dispatcher};
 use self::plugin_queue::{queue_of, PluginQueue, QueueKey};
 use self::record::RecordState;
-use self::reentrant::ReentrantLock;
+use self::reentrant::{Entry, ReentrantLock};
 use self::self_wait::waits_for_itself;
 use crate::capture::Capturing;
 use crate::runtime::{inside_plugin_call, Handle, LoadedPlugin};
@@ -640,19 +640,29 @@ impl StreamCore {
     /// is submitted between them.
     pub(crate) fn synchronize_submitted(self: &Arc<Self>) -> Result<()> {
         let end = {
-            let Some(_order) = self.submit_lock.enter() else {
-                // Inside a plug-in call for another stream, while another thread holds this
-                // stream's submissions: that thread may be waiting for the lock held here.
-                return Err(Error::WouldDeadlock {
-                    op: "Stream::synchronize",
-                    reason: format!(
-                        "the host function runs inside a plug-in call for another stream, and \
-                         another thread is submitting to plug-in stream {}",
-                        self.id
-                    ),
-                });
+            // While another thread holds the submissions, it may be inside a plug-in call that
+            // waits for this stream's work (a synchronous copy synchronizes the stream first),
+            // and that work may include the calling host function: waiting for the lock would
+            // then never end. So the check below is also made while waiting, and ends the wait.
+            let would_wait_for_itself = || host_fn_would_wait_for_itself(self, u64::MAX);
+            let _order = match self.submit_lock.enter_unless(would_wait_for_itself) {
+                Entry::Taken(guard) => guard,
+                Entry::Refused => return Err(waits_for_itself("Stream::synchronize", self.id)),
+                Entry::HoldsAnother => {
+                    // Inside a plug-in call for another stream, while another thread holds
+                    // this stream's submissions: that thread may be waiting for the lock held
+                    // here.
+                    return Err(Error::WouldDeadlock {
+                        op: "Stream::synchronize",
+                        reason: format!(
+                            "the host function runs inside a plug-in call for another stream, \
+                             and another thread is submitting to plug-in stream {}",
+                            self.id
+                        ),
+                    });
+                }
             };
-            if host_fn_would_wait_for_itself(self, u64::MAX) {
+            if would_wait_for_itself() {
                 // The stream's work includes the calling host function itself, or waits for
                 // work queued after it.
                 return Err(waits_for_itself("Stream::synchronize", self.id));

@@ -18,6 +18,7 @@ use super::{lock, wait};
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex};
 use std::thread::ThreadId;
+use std::time::Duration;
 
 thread_local! {
     /// How many distinct submission locks this thread holds.
@@ -75,6 +76,61 @@ impl ReentrantLock {
         }
         Some(ReentrantGuard(self))
     }
+
+    /// [`Self::enter`] for a thread whose waiting may be what the holder waits for (a host
+    /// function: the holder may be inside a plug-in call that waits for the host function's
+    /// stream). While another thread holds the lock, `refuse` is asked again every
+    /// [`RECHECK`] (the holder's submissions change what the caller's work depends on, and
+    /// they do not wake this wait); once it answers `true`, the caller stops waiting.
+    pub(super) fn enter_unless(&self, mut refuse: impl FnMut() -> bool) -> Entry<'_> {
+        let me = std::thread::current().id();
+        let mut owner = lock(&self.owner);
+        loop {
+            match owner.thread {
+                None => {
+                    owner.thread = Some(me);
+                    owner.depth = 1;
+                    HELD.with(|held| held.set(held.get() + 1));
+                    return Entry::Taken(ReentrantGuard(self));
+                }
+                Some(holder) if holder == me => {
+                    owner.depth += 1;
+                    return Entry::Taken(ReentrantGuard(self));
+                }
+                Some(_) if HELD.with(Cell::get) > 0 => return Entry::HoldsAnother,
+                Some(_) => {
+                    // Asked without the lock's mutex: `refuse` takes the stream's own locks,
+                    // which the holder takes while it holds this lock.
+                    drop(owner);
+                    if refuse() {
+                        return Entry::Refused;
+                    }
+                    owner = lock(&self.owner);
+                    if owner.thread.is_some() {
+                        owner = self
+                            .released
+                            .wait_timeout(owner, RECHECK)
+                            .map(|(owner, _)| owner)
+                            .unwrap_or_else(|poisoned| poisoned.into_inner().0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// How often [`ReentrantLock::enter_unless`] asks again while it waits.
+const RECHECK: Duration = Duration::from_millis(1);
+
+/// What [`ReentrantLock::enter_unless`] did.
+pub(super) enum Entry<'a> {
+    /// The lock is the caller's.
+    Taken(ReentrantGuard<'a>),
+    /// Another thread holds it and the caller holds another submission lock (see the module
+    /// docs): not waited for.
+    HoldsAnother,
+    /// Another thread holds it and the caller's `refuse` answered `true`.
+    Refused,
 }
 
 impl ReentrantLock {

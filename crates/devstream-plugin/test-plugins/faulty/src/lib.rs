@@ -435,11 +435,17 @@ fn fill(table: &mut C_DeviceInterface, mode: u32) {
         }
         _ => {}
     }
-    if mode == MODE_QUEUED_CALLBACKS_NO_QUERIES {
+    if mode == MODE_QUEUED_CALLBACKS_NO_QUERIES || mode == MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES
+    {
         table.query_stream = None;
         table.query_event = None;
         table.stream_add_callback = Some(queued_callback_success);
         table.synchronize_stream = Some(synchronize_until_callbacks_ran);
+    }
+    if mode == MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES {
+        table.async_memory_copy_h2d = None;
+        table.async_memory_copy_d2h = None;
+        table.async_memory_copy_d2d = None;
     }
     if mode == MODE_REENTRANT {
         table.record_event = Some(reentrant_record_event);

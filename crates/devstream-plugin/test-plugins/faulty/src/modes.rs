@@ -130,6 +130,10 @@ pub const MODE_DEVICE_MEMORY_ELSEWHERE: u32 = 38;
 /// handle for every stream, as Paddle's reference plug-ins do with null: a capture on one
 /// stream is a capture of all of them.
 pub const MODE_CAPTURE_SHARED_STREAMS: u32 = 39;
+/// As [`MODE_QUEUED_CALLBACKS_NO_QUERIES`], without asynchronous copies: devstream copies with
+/// `memory_copy_*` after `synchronize_stream`, which waits until the stream's queued callbacks
+/// ran (a plug-in whose copy waits for the host functions queued before it).
+pub const MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES: u32 = 40;
 /// The address [`MODE_DEVICE_MEMORY_ELSEWHERE`] answers for large allocations.
 pub const ELSEWHERE: usize = 0x7e57_0000_0000;
 /// `MODE_MISSING_REQUIRED + i` omits the `i`-th of [`REQUIRED_FUNCTIONS`].
@@ -174,6 +178,7 @@ pub(crate) fn device_type_c(mode: u32) -> &'static CStr {
         MODE_QUEUED_CALLBACKS_NO_QUERIES => c"faulty_no_queries",
         MODE_DEVICE_MEMORY_ELSEWHERE => c"faulty_memory_elsewhere",
         MODE_CAPTURE_SHARED_STREAMS => c"faulty_shared_streams",
+        MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES => c"faulty_sync_copies",
         _ => c"faulty",
     }
 }
