@@ -203,6 +203,31 @@ impl Instance {
                     write(state, handle);
                 } else {
                     let handle = other[(v as usize / 8) % other.len()];
+                    // The number may also be a live object of this kind (given out as both):
+                    // it is then that object once more, as in `3`.
+                    match kind {
+                        Kind::Stream => {
+                            if let Some(s) = state.streams.get_mut(&handle) {
+                                s.refs += 1;
+                            }
+                        }
+                        Kind::Event => {
+                            if let Some(e) = state.events.get_mut(&handle) {
+                                e.refs += 1;
+                            }
+                        }
+                        Kind::Graph => {
+                            if let Some(g) = state.graphs.get_mut(&handle) {
+                                g.refs += 1;
+                            }
+                        }
+                        Kind::Exec => {
+                            if let Some(x) = state.execs.get_mut(&handle) {
+                                x.refs += 1;
+                            }
+                        }
+                        Kind::Device | Kind::Host => {}
+                    }
                     write(state, handle);
                 }
                 C_SUCCESS
