@@ -433,6 +433,68 @@ fn release_stream(
     }
 }
 
+/// For the relay of a wait across backends (`stream::foreign`): releases stream `id`'s held
+/// work on the calling thread while it is host-side bookkeeping only (a flag wait already
+/// passed, such as the wait's own gate; a wait's outcome; a flag write whose earlier work is
+/// complete) and hands a host function that follows to a runner thread, so that the work right
+/// behind the wait follows the awaited work without a wake of the poller in between.
+/// Submissions, marks and uploads stay for the poller (the relay wakes it afterwards). The relay
+/// runs inside another backend's completion path, so this never waits: with the scheduler lock
+/// held elsewhere, or the device lost, it does nothing.
+pub(crate) fn release_on_relay(device: &Arc<DeviceShared>, id: u64) {
+    let mut sched = match device.sched.try_lock() {
+        Ok(sched) => sched,
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    if device.fault.is_set() {
+        return;
+    }
+    let Some(state) = sched.streams.get_mut(&id) else {
+        return;
+    };
+    let mut progressed = false;
+    while let Some(head) = state.held.front() {
+        match head {
+            Held::WaitFlag(flag, value) if flag.value.load(Ordering::SeqCst) >= *value => {}
+            Held::Foreign(outcome) => {
+                if let Err(error) = outcome.result() {
+                    state.set_error(error);
+                }
+            }
+            Held::WriteFlag(flag, value)
+                if !state.behind_lost_work && device.is_complete(state.frontier.as_ref()) =>
+            {
+                flag.store(*value);
+            }
+            Held::HostFunc(_)
+                if !state.behind_lost_work && device.is_complete(state.frontier.as_ref()) =>
+            {
+                let Some(Held::HostFunc(f)) = state.held.pop_front() else {
+                    unreachable_held();
+                    break;
+                };
+                state.held.push_front(Held::Running);
+                progressed = true;
+                if let Err(f) = device.runners.submit(device, id, f) {
+                    // No runner thread could be started: the poller runs it.
+                    state.held.pop_front();
+                    state.held.push_front(Held::HostFunc(f));
+                }
+                break;
+            }
+            _ => break,
+        }
+        state.held.pop_front();
+        progressed = true;
+    }
+    drop(sched);
+    if progressed {
+        // Waiters for the stream's held work (its synchronize, waits on its events).
+        device.signal.notify();
+    }
+}
+
 /// Drops the held work of a stream whose device has `fault`, up to a host function that is
 /// running (it ends on its own; the rest goes when it does): nothing of it runs, events
 /// recorded behind it resolve with the fault, and the fault becomes the stream's error.

@@ -5,6 +5,11 @@
 //! behind the flag wait makes an error of the awaited work this stream's error. No thread is
 //! created or blocked per wait.
 //!
+//! Before it wakes the poller, the relay releases what needs no device call on its own thread
+//! (`sched::release_on_relay`: the gate, the outcome, flag writes right behind them): a flag
+//! written after the wait then follows the awaited work as closely as a host fence would,
+//! instead of one thread wake later.
+//!
 //! A capturing stream records the same two operations (`Op::WaitFlag` on that flag, then
 //! `Op::Foreign`): the flag is set once, when the awaited work completes, and stays set, so
 //! each replay holds the launch stream until that work completed and passes at once afterwards.
@@ -12,8 +17,9 @@
 use super::WgpuStream;
 use crate::flag::WgpuFlag;
 use crate::graph::Op;
-use crate::sched::{flush_locked, hold_locked, Held};
+use crate::sched::{flush_locked, hold_locked, release_on_relay, Held};
 use devstream_core::{foreign, Completion, Result};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl WgpuStream {
@@ -24,9 +30,17 @@ impl WgpuStream {
         let id = self.handle.id;
         let gate = WgpuFlag::new(device.place.clone()).inner;
         let released = Arc::clone(&gate);
+        let shared = Arc::downgrade(device);
         // Relayed before the scheduler lock is taken: a completion that is ready now releases
         // on this thread.
-        let outcome = foreign::relay(awaited, move |_| released.store(1));
+        let outcome = foreign::relay(awaited, move |_| {
+            released.value.store(1, Ordering::SeqCst);
+            if let Some(device) = shared.upgrade() {
+                release_on_relay(&device, id);
+            }
+            // Wakes the poller for what is left, and any replay of a captured wait on the gate.
+            released.store(1);
+        });
         let mut sched = self.lock();
         if let Some(session) = self.capturing(&mut sched) {
             self.push_captured(&session, Op::WaitFlag(gate, 1))?;
