@@ -6,9 +6,9 @@
 //! created or blocked per wait.
 //!
 //! Before it wakes the poller, the relay releases what needs no device call on its own thread
-//! (`sched::release_on_relay`: the gate, the outcome, flag writes right behind them): a flag
-//! written after the wait then follows the awaited work as closely as a host fence would,
-//! instead of one thread wake later.
+//! (`sched::release_on_relay`: the gate, the outcome, flag writes right behind them) and hands
+//! a host function that follows to a runner thread: the work right behind the wait then
+//! starts one thread wake sooner than the poller would start it.
 //!
 //! A capturing stream records the same two operations (`Op::WaitFlag` on that flag, then
 //! `Op::Foreign`): the flag is set once, when the awaited work completes, and stays set, so
