@@ -249,3 +249,73 @@ fn a_host_function_synchronizing_its_stream_while_a_synchronous_copy_waits_for_i
         "{answer:?}"
     );
 }
+
+#[test]
+fn a_host_function_beginning_a_capture_while_a_synchronous_copy_waits_for_it_is_refused() {
+    use devstream_core::{CaptureMode, DeviceBackend, DeviceFlag};
+    use devstream_plugin::PluginBackend;
+    use devstream_test_plugin_faulty::{
+        MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES, REENTRY_SYNCHRONIZE_STREAM,
+    };
+    use std::sync::mpsc::channel;
+    // As above, but the host function first queues a flag wait on its stream (held on the host:
+    // another thread holds the submissions) and then begins a capture there, which must hand
+    // the held wait to the plug-in first. It must not wait for the submission lock either.
+    let copy = Faulty::unique(MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES);
+    let place = copy.load().unwrap().places[0].clone();
+    set_hook(&copy, Some(hook));
+    let s = stream(&place);
+    let flag = PluginBackend::new_flag(&place).unwrap();
+    let buffer = s.alloc(16).unwrap();
+    let answer: Arc<Mutex<Option<(Result<()>, Result<()>)>>> = Arc::new(Mutex::new(None));
+    let copy = watchdog(
+        "a synchronous copy behind a host function that begins a capture",
+        60,
+        {
+            let (answer, flag) = (answer.clone(), flag.clone());
+            move || {
+                let own = s.clone();
+                let slot = answer.clone();
+                let gate = flag.clone();
+                s.launch_host_func(Box::new(move || {
+                    let waited = own.wait_flag(&gate, 1);
+                    *slot.lock().unwrap() = Some((waited, own.begin_capture(CaptureMode::Relaxed)));
+                }))
+                .unwrap();
+                let (inside, inside_rx) = channel();
+                let copier = std::thread::spawn(move || {
+                    REENTRY.with(|pending| {
+                        *pending.borrow_mut() = Some(Reentry {
+                            call: REENTRY_SYNCHRONIZE_STREAM,
+                            then: Box::new(move || inside.send(()).unwrap()),
+                        })
+                    });
+                    s.copy_from_host(&buffer, 0, &[7; 16]).map(|()| s)
+                });
+                inside_rx.recv().unwrap();
+                assert_eq!(copy.run_queued(), 1, "the host function was queued");
+                let s = copier.join().unwrap().unwrap();
+                // The held wait is passed; the stream's later work (the copy's callbacks) runs.
+                flag.set(1);
+                let synchronizer = std::thread::spawn(move || s.synchronize());
+                while !synchronizer.is_finished() {
+                    copy.run_queued();
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                synchronizer.join().unwrap().unwrap();
+                copy
+            }
+        },
+    );
+    set_hook(&copy, None);
+    let (waited, begun) = answer
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the host function ran");
+    assert!(waited.is_ok(), "{waited:?}");
+    assert!(
+        matches!(begun, Err(devstream_core::Error::Capture { .. })),
+        "{begun:?}"
+    );
+}

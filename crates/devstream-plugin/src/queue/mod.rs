@@ -513,31 +513,44 @@ impl StreamCore {
     /// is reached. `Error::Capture` when an item waits for an event whose record is itself
     /// still held on the host (nothing is handed past it), or when the plug-in refuses the
     /// blocking callback or runs it inline on this thread while the flag is not reached (the
-    /// wait stays held: blocking here could wait for good, e.g. for this thread's own write).
+    /// wait stays held: blocking here could wait for good, e.g. for this thread's own write),
+    /// or when another thread holds the submissions while this one runs a host function or a
+    /// plug-in call.
     pub(crate) fn hand_over_held(self: &Arc<Self>) -> Result<()> {
-        self.pump_with(true)?;
+        // Never waits for another thread's submissions from inside a plug-in call for another
+        // stream (that thread may be waiting for the lock held here), nor from inside a host
+        // function (that thread may be inside a plug-in call that waits for the host function,
+        // as a synchronous copy synchronizes the stream first): the work stays held, and the
+        // capture is refused below.
+        let order = if running_host_fn().is_some() {
+            self.submit_lock.try_enter()
+        } else {
+            self.submit_lock.enter()
+        };
+        let taken = order.is_some();
+        if let Some(_order) = order {
+            self.pump_locked(true)?;
+        }
         if self.has_deferred() {
             return Err(Error::capture(
                 "begin_capture",
-                "the stream holds work behind a wait on an event whose record is itself held \
-                 on the host",
+                if taken {
+                    "the stream holds work behind a wait on an event whose record is itself held \
+                     on the host"
+                } else {
+                    "the stream holds work on the host that must reach the plug-in before the \
+                     capture begins, and another thread is submitting to it: from inside a host \
+                     function or a plug-in call devstream does not wait for that thread"
+                },
             ));
         }
         Ok(())
     }
 
-    /// [`Self::pump`]; with `hand_over`, flag waits not yet reached are handed to the plug-in
-    /// as blocking callbacks instead of holding the items behind them.
-    fn pump_with(self: &Arc<Self>, hand_over: bool) -> Result<bool> {
-        // A thread inside a plug-in call for another stream hands nothing over (the
-        // dispatcher will).
-        let Some(_order) = self.submit_lock.enter() else {
-            return Ok(false);
-        };
-        self.pump_locked(hand_over)
-    }
-
-    /// [`Self::pump_with`] under the submission lock, which the caller holds.
+    /// Hands held items to the plug-in (for [`Self::pump`] and [`Self::hand_over_held`]) under
+    /// the submission lock, which the caller holds; with `hand_over`, flag waits not yet
+    /// reached are handed to the plug-in as blocking callbacks instead of holding the items
+    /// behind them.
     fn pump_locked(self: &Arc<Self>, hand_over: bool) -> Result<bool> {
         let mut progressed = false;
         loop {

@@ -43,6 +43,7 @@ pub(crate) fn capture_mode(mode: u32) -> bool {
         MODE_CAPTURE_ID_CHANGES
             | MODE_CAPTURE_QUEUED_CALLBACKS
             | MODE_CAPTURE_SHARED_STREAMS
+            | MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES
             | MODE_CAPTURE_FORGOTTEN
             | MODE_CAPTURE_BEGUN_WITH_WARNING
             | MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE
@@ -57,6 +58,7 @@ pub(crate) fn steady_capture_id(mode: u32) -> bool {
             | MODE_CAPTURE_SHARED_STREAMS
             | MODE_CAPTURE_BEGUN_WITH_WARNING
             | MODE_CAPTURE_BEGUN_WITH_WARNING_END_FAILS_ONCE
+            | MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES
     )
 }
 

@@ -132,7 +132,8 @@ pub const MODE_DEVICE_MEMORY_ELSEWHERE: u32 = 38;
 pub const MODE_CAPTURE_SHARED_STREAMS: u32 = 39;
 /// As [`MODE_QUEUED_CALLBACKS_NO_QUERIES`], without asynchronous copies: devstream copies with
 /// `memory_copy_*` after `synchronize_stream`, which waits until the stream's queued callbacks
-/// ran (a plug-in whose copy waits for the host functions queued before it).
+/// ran (a plug-in whose copy waits for the host functions queued before it). Its capture
+/// functions are [`MODE_CAPTURE_QUEUED_CALLBACKS`]'s (it accepts only Paddle 3.3's table).
 pub const MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES: u32 = 40;
 /// The address [`MODE_DEVICE_MEMORY_ELSEWHERE`] answers for large allocations.
 pub const ELSEWHERE: usize = 0x7e57_0000_0000;
