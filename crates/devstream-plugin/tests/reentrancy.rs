@@ -267,7 +267,9 @@ fn a_host_function_beginning_a_capture_while_a_synchronous_copy_waits_for_it_is_
     let s = stream(&place);
     let flag = PluginBackend::new_flag(&place).unwrap();
     let buffer = s.alloc(16).unwrap();
-    let answer: Arc<Mutex<Option<(Result<()>, Result<()>)>>> = Arc::new(Mutex::new(None));
+    // The flag wait's answer, then begin_capture's.
+    type Answers = (Result<()>, Result<()>);
+    let answer: Arc<Mutex<Option<Answers>>> = Arc::new(Mutex::new(None));
     let copy = watchdog(
         "a synchronous copy behind a host function that begins a capture",
         60,
