@@ -41,6 +41,27 @@ struct Owner {
 
 pub(super) struct ReentrantGuard<'a>(&'a ReentrantLock);
 
+impl Owner {
+    /// Takes the lock for the calling thread if it is free or already this thread's (one level
+    /// deeper); `false` while another thread holds it.
+    fn take(&mut self) -> bool {
+        let me = std::thread::current().id();
+        match self.thread {
+            None => {
+                self.thread = Some(me);
+                self.depth = 1;
+                HELD.with(|held| held.set(held.get() + 1));
+                true
+            }
+            Some(holder) if holder == me => {
+                self.depth += 1;
+                true
+            }
+            Some(_) => false,
+        }
+    }
+}
+
 impl ReentrantLock {
     pub(super) fn new() -> Self {
         ReentrantLock {
@@ -56,25 +77,16 @@ impl ReentrantLock {
     /// Takes the lock, waiting for another thread to release it; `None` instead of waiting
     /// when the calling thread holds another submission lock (see the module docs).
     pub(super) fn enter(&self) -> Option<ReentrantGuard<'_>> {
-        let me = std::thread::current().id();
         let mut owner = lock(&self.owner);
         loop {
-            match owner.thread {
-                None => {
-                    owner.thread = Some(me);
-                    owner.depth = 1;
-                    HELD.with(|held| held.set(held.get() + 1));
-                    break;
-                }
-                Some(holder) if holder == me => {
-                    owner.depth += 1;
-                    break;
-                }
-                Some(_) if HELD.with(Cell::get) > 0 => return None,
-                Some(_) => owner = wait(&self.released, owner),
+            if owner.take() {
+                return Some(ReentrantGuard(self));
             }
+            if HELD.with(Cell::get) > 0 {
+                return None;
+            }
+            owner = wait(&self.released, owner);
         }
-        Some(ReentrantGuard(self))
     }
 
     /// [`Self::enter`] for a thread whose waiting may be what the holder waits for (a host
@@ -83,37 +95,27 @@ impl ReentrantLock {
     /// [`RECHECK`] (the holder's submissions change what the caller's work depends on, and
     /// they do not wake this wait); once it answers `true`, the caller stops waiting.
     pub(super) fn enter_unless(&self, mut refuse: impl FnMut() -> bool) -> Entry<'_> {
-        let me = std::thread::current().id();
         let mut owner = lock(&self.owner);
         loop {
-            match owner.thread {
-                None => {
-                    owner.thread = Some(me);
-                    owner.depth = 1;
-                    HELD.with(|held| held.set(held.get() + 1));
-                    return Entry::Taken(ReentrantGuard(self));
-                }
-                Some(holder) if holder == me => {
-                    owner.depth += 1;
-                    return Entry::Taken(ReentrantGuard(self));
-                }
-                Some(_) if HELD.with(Cell::get) > 0 => return Entry::HoldsAnother,
-                Some(_) => {
-                    // Asked without the lock's mutex: `refuse` takes the stream's own locks,
-                    // which the holder takes while it holds this lock.
-                    drop(owner);
-                    if refuse() {
-                        return Entry::Refused;
-                    }
-                    owner = lock(&self.owner);
-                    if owner.thread.is_some() {
-                        owner = self
-                            .released
-                            .wait_timeout(owner, RECHECK)
-                            .map(|(owner, _)| owner)
-                            .unwrap_or_else(|poisoned| poisoned.into_inner().0);
-                    }
-                }
+            if owner.take() {
+                return Entry::Taken(ReentrantGuard(self));
+            }
+            if HELD.with(Cell::get) > 0 {
+                return Entry::HoldsAnother;
+            }
+            // Asked without the lock's mutex: `refuse` takes the stream's own locks, which the
+            // holder takes while it holds this lock.
+            drop(owner);
+            if refuse() {
+                return Entry::Refused;
+            }
+            owner = lock(&self.owner);
+            if owner.thread.is_some() {
+                owner = self
+                    .released
+                    .wait_timeout(owner, RECHECK)
+                    .map(|(owner, _)| owner)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner().0);
             }
         }
     }
@@ -149,21 +151,12 @@ impl ReentrantLock {
     }
 
     fn take_if_free(&self, dispatcher: bool) -> Option<ReentrantGuard<'_>> {
-        let me = std::thread::current().id();
         let mut owner = lock(&self.owner);
-        match owner.thread {
-            None => {
-                owner.thread = Some(me);
-                owner.depth = 1;
-                HELD.with(|held| held.set(held.get() + 1));
-            }
-            Some(holder) if holder == me => owner.depth += 1,
-            Some(_) => {
-                owner.dispatcher_skipped |= dispatcher;
-                return None;
-            }
+        if owner.take() {
+            return Some(ReentrantGuard(self));
         }
-        Some(ReentrantGuard(self))
+        owner.dispatcher_skipped |= dispatcher;
+        None
     }
 }
 
