@@ -8,11 +8,11 @@ mod common;
 
 use common::*;
 use devstream_core::{DeviceEvent, DeviceStream, Result};
-use devstream_plugin::PluginEvent;
+use devstream_plugin::{PluginEvent, PluginStream};
 use devstream_test_plugin_faulty::{MODE_REENTRANT, REENTRY_ADD_CALLBACK, REENTRY_RECORD_EVENT};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
 
 /// What a thread does the next time the plug-in calls the hook with a given call.
 struct Reentry {
@@ -182,63 +182,68 @@ fn a_host_functions_query_waits_for_no_work_submitted_after_the_call() {
     assert!(answer.is_ok(), "{answer:?}");
 }
 
-#[test]
-fn a_host_function_synchronizing_its_stream_while_a_synchronous_copy_waits_for_it_is_refused() {
+/// On a plug-in without asynchronous copies (devstream copies after `synchronize_stream`, inside
+/// the stream's submission lock) whose `synchronize_stream` waits until the stream's queued
+/// host functions ran: queues `host_fn` on a new stream, has another thread copy to the stream
+/// (it then holds the submission lock and waits in the plug-in for `host_fn`), runs `host_fn`
+/// on this thread, and once the copy returned runs `then` and synchronizes the stream (running
+/// the copy's own callbacks). Fails when any of it hangs.
+fn behind_a_synchronous_copy(
+    what: &str,
+    host_fn: impl FnOnce(PluginStream, devstream_core::Place) -> devstream_core::HostFn,
+    then: impl FnOnce() + Send + 'static,
+) {
     use devstream_test_plugin_faulty::{
         MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES, REENTRY_SYNCHRONIZE_STREAM,
     };
     use std::sync::mpsc::channel;
-    // A plug-in without asynchronous copies: devstream copies after `synchronize_stream`, inside
-    // the stream's submission lock, and this plug-in's `synchronize_stream` waits until the
-    // stream's queued host functions ran. One of them synchronizes its own stream meanwhile: it
-    // must not wait for the submission lock (whose holder waits for it), and it cannot wait for
-    // its own stream's work anyway.
     let copy = Faulty::unique(MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES);
     let place = copy.load().unwrap().places[0].clone();
     set_hook(&copy, Some(hook));
     let s = stream(&place);
     let buffer = s.alloc(16).unwrap();
-    let answer: Arc<Mutex<Option<Result<()>>>> = Arc::new(Mutex::new(None));
-    let copy = watchdog(
-        "a synchronous copy behind a self-synchronizing host function",
-        60,
-        {
-            let answer = answer.clone();
-            move || {
-                let own = s.clone();
-                let slot = answer.clone();
-                s.launch_host_func(Box::new(move || {
-                    *slot.lock().unwrap() = Some(own.synchronize());
-                }))
-                .unwrap();
-                let (inside, inside_rx) = channel();
-                let copier = std::thread::spawn(move || {
-                    REENTRY.with(|pending| {
-                        *pending.borrow_mut() = Some(Reentry {
-                            call: REENTRY_SYNCHRONIZE_STREAM,
-                            then: Box::new(move || inside.send(()).unwrap()),
-                        })
-                    });
-                    s.copy_from_host(&buffer, 0, &[7; 16]).map(|()| s)
-                });
-                // The copying thread holds the submission lock and waits in the plug-in for the
-                // host function, which runs here now.
-                inside_rx.recv().unwrap();
-                assert_eq!(copy.run_queued(), 1, "the host function was queued");
-                let s = copier.join().unwrap().unwrap();
-                // The copy's own callbacks (its staging buffer's release) run as the stream is
-                // synchronized.
-                let synchronizer = std::thread::spawn(move || s.synchronize());
-                while !synchronizer.is_finished() {
-                    copy.run_queued();
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-                synchronizer.join().unwrap().unwrap();
-                copy
-            }
-        },
-    );
+    let f = host_fn(s.clone(), place);
+    let copy = watchdog(what, 60, move || {
+        s.launch_host_func(f).unwrap();
+        let (inside, inside_rx) = channel();
+        let copier = std::thread::spawn(move || {
+            REENTRY.with(|pending| {
+                *pending.borrow_mut() = Some(Reentry {
+                    call: REENTRY_SYNCHRONIZE_STREAM,
+                    then: Box::new(move || inside.send(()).unwrap()),
+                })
+            });
+            s.copy_from_host(&buffer, 0, &[7; 16]).map(|()| s)
+        });
+        // The copying thread holds the submission lock and waits in the plug-in for the host
+        // function, which runs here now.
+        inside_rx.recv().unwrap();
+        assert_eq!(copy.run_queued(), 1, "the host function was queued");
+        let s = copier.join().unwrap().unwrap();
+        then();
+        let synchronizer = std::thread::spawn(move || s.synchronize());
+        while !synchronizer.is_finished() {
+            copy.run_queued();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        synchronizer.join().unwrap().unwrap();
+        copy
+    });
     set_hook(&copy, None);
+}
+
+#[test]
+fn a_host_function_synchronizing_its_stream_while_a_synchronous_copy_waits_for_it_is_refused() {
+    // The host function synchronizes its own stream while the copy waits for it: it must not
+    // wait for the submission lock (whose holder waits for it), and it cannot wait for its own
+    // stream's work anyway.
+    let answer: Arc<Mutex<Option<Result<()>>>> = Arc::new(Mutex::new(None));
+    let slot = answer.clone();
+    behind_a_synchronous_copy(
+        "a synchronous copy behind a self-synchronizing host function",
+        |own, _| Box::new(move || *slot.lock().unwrap() = Some(own.synchronize())),
+        || {},
+    );
     let answer = answer
         .lock()
         .unwrap()
@@ -254,62 +259,29 @@ fn a_host_function_synchronizing_its_stream_while_a_synchronous_copy_waits_for_i
 fn a_host_function_beginning_a_capture_while_a_synchronous_copy_waits_for_it_is_refused() {
     use devstream_core::{CaptureMode, DeviceBackend, DeviceFlag};
     use devstream_plugin::PluginBackend;
-    use devstream_test_plugin_faulty::{
-        MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES, REENTRY_SYNCHRONIZE_STREAM,
-    };
-    use std::sync::mpsc::channel;
-    // As above, but the host function first queues a flag wait on its stream (held on the host:
-    // another thread holds the submissions) and then begins a capture there, which must hand
-    // the held wait to the plug-in first. It must not wait for the submission lock either.
-    let copy = Faulty::unique(MODE_QUEUED_CALLBACKS_SYNCHRONOUS_COPIES);
-    let place = copy.load().unwrap().places[0].clone();
-    set_hook(&copy, Some(hook));
-    let s = stream(&place);
-    let flag = PluginBackend::new_flag(&place).unwrap();
-    let buffer = s.alloc(16).unwrap();
+    // The host function first queues a flag wait on its stream (held on the host: another
+    // thread holds the submissions) and then begins a capture there, which must hand the held
+    // wait to the plug-in first. It must not wait for the submission lock either.
     // The flag wait's answer, then begin_capture's.
     type Answers = (Result<()>, Result<()>);
     let answer: Arc<Mutex<Option<Answers>>> = Arc::new(Mutex::new(None));
-    let copy = watchdog(
+    let slot = answer.clone();
+    let flag = Arc::new(OnceLock::new());
+    let gate = Arc::clone(&flag);
+    behind_a_synchronous_copy(
         "a synchronous copy behind a host function that begins a capture",
-        60,
-        {
-            let (answer, flag) = (answer.clone(), flag.clone());
-            move || {
-                let own = s.clone();
-                let slot = answer.clone();
-                let gate = flag.clone();
-                s.launch_host_func(Box::new(move || {
-                    let waited = own.wait_flag(&gate, 1);
-                    *slot.lock().unwrap() = Some((waited, own.begin_capture(CaptureMode::Relaxed)));
-                }))
-                .unwrap();
-                let (inside, inside_rx) = channel();
-                let copier = std::thread::spawn(move || {
-                    REENTRY.with(|pending| {
-                        *pending.borrow_mut() = Some(Reentry {
-                            call: REENTRY_SYNCHRONIZE_STREAM,
-                            then: Box::new(move || inside.send(()).unwrap()),
-                        })
-                    });
-                    s.copy_from_host(&buffer, 0, &[7; 16]).map(|()| s)
-                });
-                inside_rx.recv().unwrap();
-                assert_eq!(copy.run_queued(), 1, "the host function was queued");
-                let s = copier.join().unwrap().unwrap();
-                // The held wait is passed; the stream's later work (the copy's callbacks) runs.
-                flag.set(1);
-                let synchronizer = std::thread::spawn(move || s.synchronize());
-                while !synchronizer.is_finished() {
-                    copy.run_queued();
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-                synchronizer.join().unwrap().unwrap();
-                copy
-            }
+        move |own, place| {
+            let flag = gate
+                .get_or_init(|| PluginBackend::new_flag(&place).unwrap())
+                .clone();
+            Box::new(move || {
+                let waited = own.wait_flag(&flag, 1);
+                *slot.lock().unwrap() = Some((waited, own.begin_capture(CaptureMode::Relaxed)));
+            })
         },
+        // The held wait is passed; the stream's later work (the copy's callbacks) runs.
+        move || flag.get().expect("made with the host function").set(1),
     );
-    set_hook(&copy, None);
     let (waited, begun) = answer
         .lock()
         .unwrap()
