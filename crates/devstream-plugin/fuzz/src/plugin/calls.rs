@@ -128,6 +128,21 @@ impl Instance {
         }
     }
 
+    /// One more reference to the object of `kind` numbered `handle`, if the plug-in keeps one
+    /// (a handle given out again counts as that object once more).
+    fn add_ref(state: &mut State, kind: Kind, handle: usize) {
+        let refs = match kind {
+            Kind::Stream => state.streams.get_mut(&handle).map(|o| &mut o.refs),
+            Kind::Event => state.events.get_mut(&handle).map(|o| &mut o.refs),
+            Kind::Graph => state.graphs.get_mut(&handle).map(|o| &mut o.refs),
+            Kind::Exec => state.execs.get_mut(&handle).map(|o| &mut o.refs),
+            Kind::Device | Kind::Host => None,
+        };
+        if let Some(refs) = refs {
+            *refs += 1;
+        }
+    }
+
     /// Writes a handle of `kind` for a create call, misbehaving as `draw` says. `make` creates a
     /// fresh object and returns its handle. Answers the status.
     pub(super) fn write_handle<T>(
@@ -178,13 +193,7 @@ impl Instance {
                     let mut live = live;
                     live.sort_unstable();
                     let handle = live[(v as usize / 8) % live.len()];
-                    match kind {
-                        Kind::Stream => state.streams.get_mut(&handle).expect("live").refs += 1,
-                        Kind::Event => state.events.get_mut(&handle).expect("live").refs += 1,
-                        Kind::Graph => state.graphs.get_mut(&handle).expect("live").refs += 1,
-                        Kind::Exec => state.execs.get_mut(&handle).expect("live").refs += 1,
-                        Kind::Device | Kind::Host => {}
-                    }
+                    Self::add_ref(state, kind, handle);
                     handle
                 };
                 write(state, handle);
@@ -205,29 +214,7 @@ impl Instance {
                     let handle = other[(v as usize / 8) % other.len()];
                     // The number may also be a live object of this kind (given out as both):
                     // it is then that object once more, as in `3`.
-                    match kind {
-                        Kind::Stream => {
-                            if let Some(s) = state.streams.get_mut(&handle) {
-                                s.refs += 1;
-                            }
-                        }
-                        Kind::Event => {
-                            if let Some(e) = state.events.get_mut(&handle) {
-                                e.refs += 1;
-                            }
-                        }
-                        Kind::Graph => {
-                            if let Some(g) = state.graphs.get_mut(&handle) {
-                                g.refs += 1;
-                            }
-                        }
-                        Kind::Exec => {
-                            if let Some(x) = state.execs.get_mut(&handle) {
-                                x.refs += 1;
-                            }
-                        }
-                        Kind::Device | Kind::Host => {}
-                    }
+                    Self::add_ref(state, kind, handle);
                     write(state, handle);
                 }
                 C_SUCCESS
